@@ -1,0 +1,13 @@
+/** `tidegate region` (placeholder until its issue lands: exits 2 with a clear message). */
+import type { Command } from "../command.js";
+
+export const command: Command = {
+  name: "region",
+  summary: "not built yet",
+  description: "This command is not built yet.",
+  flags: {},
+  async run() {
+    process.stderr.write("tidegate region: not built yet\n");
+    return 2;
+  },
+};

@@ -1,0 +1,40 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_CONFIG_JSON, loadConfig, parseConfig } from "./config.js";
+
+function withRegions(mutate: (cfg: any) => void): unknown {
+  const cfg = structuredClone(DEFAULT_CONFIG_JSON) as any;
+  mutate(cfg);
+  return cfg;
+}
+
+describe("config", () => {
+  it("the embedded default has 3 regions and 4 models", () => {
+    const cfg = loadConfig();
+    expect(cfg.regions.map((r) => r.name)).toEqual(["us-east", "us-central", "us-west"]);
+    expect(cfg.models.map((m) => m.name)).toEqual(["llama2-70b", "bloom-176b", "llama3.1-8b", "llama3.2-3b"]);
+    expect(cfg.router.memoryThreshold).toBe(0.7);
+    expect(cfg.queue.dispatchOneBelow).toBe(0.6);
+  });
+
+  it("names the exact path of a bad value", () => {
+    expect(() => parseConfig(withRegions((c) => (c.regions[1].gpus[0].count = -3)))).toThrow("regions[1].gpus[0].count: must be ≥ 0, got -3");
+    expect(() => parseConfig(withRegions((c) => (c.regions[0].gpus[0].count = "8")))).toThrow("regions[0].gpus[0].count: expected a finite number");
+  });
+
+  it("rejects unknown fields instead of ignoring them", () => {
+    expect(() => parseConfig(withRegions((c) => (c.router = { prot: 1 })))).toThrow("router.prot: is not a known field");
+  });
+
+  it("rejects a fleet whose starting instances do not fit", () => {
+    expect(() => parseConfig(withRegions((c) => (c.regions[2].gpus[0].count = 4)))).toThrow(/regions\[2\]\.gpus\[0\]\.count: 4 h100-80gb GPUs cannot hold/);
+  });
+
+  it("rejects references to unknown regions and models", () => {
+    expect(() => parseConfig(withRegions((c) => (c.regions[0].proximity = ["eu-west"])))).toThrow("regions[0].proximity[0]: unknown region");
+    expect(() => parseConfig(withRegions((c) => (c.regions[0].endpoints[0].model = "gpt-9")))).toThrow("regions[0].endpoints[0].model: unknown model");
+  });
+
+  it("rejects dispatch thresholds in the wrong order", () => {
+    expect(() => parseConfig(withRegions((c) => (c.queue = { dispatchOneBelow: 0.4, dispatchTwoBelow: 0.5 })))).toThrow("queue.dispatchTwoBelow");
+  });
+});

@@ -1,0 +1,304 @@
+/**
+ * The one configuration file (JSON), validated once at start-up. Every error names the exact path
+ * (`regions[1].gpus[0].count`); bad values are rejected, never replaced. Units are in the names.
+ *
+ * Sections belong to tiers: `models`, `regions` (fleet), `router`, `queue`, `planner`, `controller`, `engines`.
+ * `DEFAULT_CONFIG` is the embedded default `tidegate dev` runs on (3 regions, 4 models, simulated engines).
+ */
+import { readFileSync } from "node:fs";
+import { GPU_SPECS, MODEL_SPECS, type GpuType, type ModelName, type RegionName } from "./models.js";
+import { ObjectReader, ValidationError, parseJson } from "./validate.js";
+
+export interface ModelConfig {
+  name: ModelName;
+  /** GPUs one instance of this model uses, per GPU type it can run on (tensor parallelism). */
+  gpusPerInstance: Record<GpuType, number>;
+}
+
+export interface EndpointConfig {
+  model: ModelName;
+  gpu: GpuType;
+  /** Instances at start. */
+  instances: number;
+  minInstances: number;
+  maxInstances: number;
+}
+
+export interface RegionConfig {
+  name: RegionName;
+  /** Hours from UTC, for local-time workloads (e.g. -5 for us-east). */
+  utcOffsetH: number;
+  /** Other regions in order of proximity (used after this one when a client belongs here). */
+  proximity: RegionName[];
+  gpus: { type: GpuType; count: number }[];
+  endpoints: EndpointConfig[];
+  /** Where the region process listens for the global router (gRPC), when run as its own process. */
+  grpcAddress: string;
+}
+
+export interface RouterConfig {
+  host: string;
+  port: number;
+  bodyLimitBytes: number;
+  /** SageServe §6.2: first region below this effective memory utilization wins. */
+  memoryThreshold: number;
+  /** Bearer keys that may call the API; empty means open. */
+  apiKeys: { key: string; tenant: string; region?: RegionName; models?: ModelName[] }[];
+  /** Bearer keys for admin endpoints (/plans, regions, scaling). */
+  adminKeys: string[];
+  /** Telemetry older than this is treated as missing. */
+  telemetryStaleMs: number;
+}
+
+export interface QueueConfig {
+  backend: "embedded" | "redis";
+  redisUrl: string;
+  keyPrefix: string;
+  dataDir: string;
+  /** SageServe §6.3: below this endpoint utilization one NIW request is dispatched, below the second two. */
+  dispatchOneBelow: number;
+  dispatchTwoBelow: number;
+  promoteAfterMs: number;
+  leaseMs: number;
+  maxFileBytes: number;
+}
+
+export interface PlannerConfig {
+  intervalMs: number;
+  advisory: boolean;
+  /** Per-region cover factor α and NIW buffer factor β (DESIGN planner section). */
+  alpha: number;
+  beta: number;
+}
+
+export interface ControllerConfig {
+  strategy: "reactive" | "lt-i" | "lt-u" | "lt-ua";
+  reconcileIntervalMs: number;
+}
+
+export interface EnginesConfig {
+  kind: "sim" | "openai-http";
+  /** For `sim`: multiply simulated durations (1 = real time as measured; 0.01 = 100× faster). */
+  timeScale: number;
+  /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
+  urls: Record<string, string[]>;
+}
+
+export interface TidegateConfig {
+  models: ModelConfig[];
+  regions: RegionConfig[];
+  router: RouterConfig;
+  queue: QueueConfig;
+  planner: PlannerConfig;
+  controller: ControllerConfig;
+  engines: EnginesConfig;
+}
+
+const DEFAULT_MODELS: ModelConfig[] = [
+  { name: "llama2-70b", gpusPerInstance: { "a100-80gb": 4, "h100-80gb": 4 } },
+  { name: "bloom-176b", gpusPerInstance: { "a100-80gb": 8, "h100-80gb": 8 } },
+  { name: "llama3.1-8b", gpusPerInstance: { "a100-80gb": 2, "h100-80gb": 2 } },
+  { name: "llama3.2-3b", gpusPerInstance: { "a100-80gb": 2, "h100-80gb": 2 } },
+];
+
+function defaultRegion(name: string, utcOffsetH: number, proximity: string[], port: number): unknown {
+  return {
+    name,
+    utcOffsetH,
+    proximity,
+    grpcAddress: `127.0.0.1:${port}`,
+    gpus: [{ type: "h100-80gb", count: 64 }],
+    endpoints: DEFAULT_MODELS.map((m) => ({ model: m.name, gpu: "h100-80gb", instances: 2, minInstances: 1, maxInstances: 8 })),
+  };
+}
+
+/** The embedded default: 3 regions, 4 models, simulated engines in real time, embedded queue. */
+export const DEFAULT_CONFIG_JSON: unknown = {
+  models: DEFAULT_MODELS,
+  regions: [
+    defaultRegion("us-east", -5, ["us-central", "us-west"], 50051),
+    defaultRegion("us-central", -6, ["us-east", "us-west"], 50052),
+    defaultRegion("us-west", -8, ["us-central", "us-east"], 50053),
+  ],
+};
+
+export function parseConfig(json: unknown): TidegateConfig {
+  const root = new ObjectReader(json, "");
+  const models = root.array("models", (v, path) => {
+    const r = new ObjectReader(v, path);
+    const name = r.string("name");
+    if (MODEL_SPECS[name] === undefined) r.fail("name", `unknown model ${JSON.stringify(name)}; known: ${Object.keys(MODEL_SPECS).join(", ")}`);
+    const gpr = r.object("gpusPerInstance", true);
+    const gpusPerInstance: Record<string, number> = {};
+    for (const gpu of Object.keys(gpr.value)) {
+      if (GPU_SPECS[gpu] === undefined) gpr.fail(gpu, `unknown GPU type; known: ${Object.keys(GPU_SPECS).join(", ")}`);
+      gpusPerInstance[gpu] = gpr.number(gpu, undefined, { integer: true, min: 1, max: 64 });
+    }
+    gpr.done();
+    r.done();
+    return { name, gpusPerInstance };
+  }, DEFAULT_MODELS, { minLength: 1 });
+  const modelNames = new Set<string>();
+  models.forEach((m, i) => {
+    if (modelNames.has(m.name)) throw new ValidationError(`models[${i}].name`, `duplicate model ${JSON.stringify(m.name)}`);
+    modelNames.add(m.name);
+  });
+
+  const regions = root.array("regions", (v, path) => parseRegion(v, path, models), undefined, { minLength: 1 });
+  const regionNames = new Set<string>();
+  regions.forEach((r, i) => {
+    if (regionNames.has(r.name)) throw new ValidationError(`regions[${i}].name`, `duplicate region ${JSON.stringify(r.name)}`);
+    regionNames.add(r.name);
+  });
+  regions.forEach((r, i) =>
+    r.proximity.forEach((p, j) => {
+      if (!regionNames.has(p)) throw new ValidationError(`regions[${i}].proximity[${j}]`, `unknown region ${JSON.stringify(p)}`);
+    }),
+  );
+  models.forEach((m, i) => {
+    if (!regions.some((r) => r.endpoints.some((e) => e.model === m.name))) {
+      throw new ValidationError(`models[${i}]`, `model ${JSON.stringify(m.name)} has no endpoint in any region`);
+    }
+  });
+
+  const rr = root.object("router");
+  const router: RouterConfig = {
+    host: rr.string("host", "127.0.0.1"),
+    port: rr.number("port", 8080, { integer: true, min: 0, max: 65535 }),
+    bodyLimitBytes: rr.number("bodyLimitBytes", 4 * 1024 * 1024, { integer: true, min: 1024 }),
+    memoryThreshold: rr.number("memoryThreshold", 0.7, { gt: 0, max: 1 }),
+    apiKeys: rr.array("apiKeys", (v, path) => {
+      const k = new ObjectReader(v, path);
+      const key = k.string("key");
+      const tenant = k.string("tenant");
+      const region = k.optionalString("region");
+      if (region !== undefined && !regionNames.has(region)) k.fail("region", `unknown region ${JSON.stringify(region)}`);
+      const keyModels = k.has("models") ? k.array("models", (mv, mp) => {
+        if (typeof mv !== "string" || !modelNames.has(mv)) throw new ValidationError(mp, `unknown model ${JSON.stringify(mv)}`);
+        return mv;
+      }) : (k.allow("models"), undefined);
+      k.done();
+      return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyModels === undefined ? {} : { models: keyModels }) };
+    }, []),
+    adminKeys: rr.array("adminKeys", (v, path) => {
+      if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "admin keys must be strings of at least 8 characters");
+      return v;
+    }, []),
+    telemetryStaleMs: rr.number("telemetryStaleMs", 5000, { gt: 0 }),
+  };
+  rr.done();
+
+  const qr = root.object("queue");
+  const queue: QueueConfig = {
+    backend: qr.string("backend", "embedded", { oneOf: ["embedded", "redis"] }) as QueueConfig["backend"],
+    redisUrl: qr.string("redisUrl", "redis://127.0.0.1:6379"),
+    keyPrefix: qr.string("keyPrefix", "tidegate:"),
+    dataDir: qr.string("dataDir", ".data"),
+    dispatchOneBelow: qr.number("dispatchOneBelow", 0.6, { gt: 0, max: 1 }),
+    dispatchTwoBelow: qr.number("dispatchTwoBelow", 0.5, { gt: 0, max: 1 }),
+    promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
+    leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
+    maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),
+  };
+  if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
+  qr.done();
+
+  const pr = root.object("planner");
+  const planner: PlannerConfig = {
+    intervalMs: pr.number("intervalMs", 3600_000, { gt: 0 }),
+    advisory: pr.boolean("advisory", false),
+    alpha: pr.number("alpha", 0.8, { gt: 0, max: 1 }),
+    beta: pr.number("beta", 0.2, { min: 0, max: 10 }),
+  };
+  pr.done();
+
+  const cr = root.object("controller");
+  const controller: ControllerConfig = {
+    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
+    reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
+  };
+  cr.done();
+
+  const er = root.object("engines");
+  const urlsReader = er.object("urls");
+  const urls: Record<string, string[]> = {};
+  for (const key of Object.keys(urlsReader.value)) {
+    urls[key] = urlsReader.array(key, (v, path) => {
+      if (typeof v !== "string" || !/^https?:\/\//.test(v)) throw new ValidationError(path, "expected an http(s) URL");
+      return v;
+    }, undefined, { minLength: 1 });
+  }
+  urlsReader.done();
+  const engines: EnginesConfig = {
+    kind: er.string("kind", "sim", { oneOf: ["sim", "openai-http"] }) as EnginesConfig["kind"],
+    timeScale: er.number("timeScale", 1, { gt: 0, max: 1000 }),
+    urls,
+  };
+  er.done();
+  root.done();
+  return { models, regions, router, queue, planner, controller, engines };
+}
+
+function parseRegion(v: unknown, path: string, models: ModelConfig[]): RegionConfig {
+  const r = new ObjectReader(v, path);
+  const name = r.string("name");
+  if (!/^[a-z0-9][a-z0-9-]*$/.test(name)) r.fail("name", "must be lowercase letters, digits and dashes");
+  const utcOffsetH = r.number("utcOffsetH", 0, { min: -12, max: 14 });
+  const proximity = r.array("proximity", (p, pp) => {
+    if (typeof p !== "string") throw new ValidationError(pp, "expected a region name");
+    return p;
+  }, []);
+  const grpcAddress = r.string("grpcAddress", "127.0.0.1:0");
+  const gpus = r.array("gpus", (g, gp) => {
+    const gr = new ObjectReader(g, gp);
+    const type = gr.string("type");
+    if (GPU_SPECS[type] === undefined) gr.fail("type", `unknown GPU type ${JSON.stringify(type)}; known: ${Object.keys(GPU_SPECS).join(", ")}`);
+    const count = gr.number("count", undefined, { integer: true, min: 0 });
+    gr.done();
+    return { type, count };
+  }, undefined, { minLength: 1 });
+  const endpoints = r.array("endpoints", (e, ep) => {
+    const er = new ObjectReader(e, ep);
+    const model = er.string("model");
+    const spec = models.find((m) => m.name === model);
+    if (spec === undefined) return er.fail("model", `unknown model ${JSON.stringify(model)} (not in models[])`);
+    const gpu = er.string("gpu");
+    if (!gpus.some((g) => g.type === gpu)) er.fail("gpu", `region has no GPUs of type ${JSON.stringify(gpu)}`);
+    if (spec.gpusPerInstance[gpu] === undefined) er.fail("gpu", `model ${model} has no gpusPerInstance for ${gpu}`);
+    const minInstances = er.number("minInstances", 0, { integer: true, min: 0 });
+    const maxInstances = er.number("maxInstances", 1000, { integer: true, min: 1 });
+    if (maxInstances < minInstances) er.fail("maxInstances", `must be ≥ minInstances (${minInstances})`);
+    const instances = er.number("instances", minInstances, { integer: true, min: minInstances, max: maxInstances });
+    er.done();
+    return { model, gpu, instances, minInstances, maxInstances };
+  }, undefined, { minLength: 1 });
+  // Capacity check: the starting instances must fit the region's GPUs.
+  for (const g of gpus) {
+    const used = endpoints
+      .filter((e) => e.gpu === g.type)
+      .reduce((s, e) => s + e.instances * (models.find((m) => m.name === e.model)!.gpusPerInstance[g.type] ?? 0), 0);
+    if (used > g.count) {
+      const gi = gpus.indexOf(g);
+      throw new ValidationError(`${path}.gpus[${gi}].count`, `${g.count} ${g.type} GPUs cannot hold the ${used} the starting instances need`);
+    }
+  }
+  r.done();
+  return { name, utcOffsetH, proximity, gpus, endpoints, grpcAddress };
+}
+
+/** Reads and validates a config file; `undefined` gives the embedded default. */
+export function loadConfig(file?: string): TidegateConfig {
+  if (file === undefined) return parseConfig(DEFAULT_CONFIG_JSON);
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ValidationError(file, `cannot read config file: ${(err as Error).message}`);
+  }
+  return parseConfig(parseJson(text, `config file ${file}`, "invalid_config"));
+}
+
+/** The models an endpoint list of a region serves. */
+export function regionModels(region: RegionConfig): ModelName[] {
+  return [...new Set(region.endpoints.map((e) => e.model))];
+}

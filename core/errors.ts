@@ -1,0 +1,97 @@
+/**
+ * Typed errors. Every error tidegate raises on purpose is a `TidegateError` with a stable `code`; it renders as an
+ * OpenAI-style error body (`{"error":{"message","type","param","code"}}`) with the right HTTP status, or as a gRPC
+ * status. Check with `isTidegateError(err, "code")`, which also looks through `cause` chains.
+ */
+
+/** Stable codes. The HTTP status and OpenAI `type` follow from the code. */
+export const ERROR_CODES = {
+  invalid_request: { status: 400, type: "invalid_request_error", grpc: 3 },
+  invalid_json: { status: 400, type: "invalid_request_error", grpc: 3 },
+  invalid_config: { status: 400, type: "invalid_request_error", grpc: 3 },
+  unauthorized: { status: 401, type: "authentication_error", grpc: 16 },
+  forbidden: { status: 403, type: "permission_error", grpc: 7 },
+  not_found: { status: 404, type: "invalid_request_error", grpc: 5 },
+  model_not_found: { status: 404, type: "invalid_request_error", grpc: 5 },
+  conflict: { status: 409, type: "invalid_request_error", grpc: 9 },
+  payload_too_large: { status: 413, type: "invalid_request_error", grpc: 8 },
+  rate_limited: { status: 429, type: "rate_limit_error", grpc: 8 },
+  no_region_available: { status: 503, type: "server_error", grpc: 14 },
+  upstream_error: { status: 502, type: "server_error", grpc: 14 },
+  timeout: { status: 504, type: "server_error", grpc: 4 },
+  cancelled: { status: 499, type: "server_error", grpc: 1 },
+  internal: { status: 500, type: "server_error", grpc: 13 },
+} as const;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/** The JSON body OpenAI's API returns on error. */
+export interface OpenAIErrorBody {
+  error: { message: string; type: string; param: string | null; code: string | null };
+}
+
+export interface TidegateErrorOptions {
+  /** The request parameter at fault, e.g. `messages[0].content` (OpenAI's `param`). */
+  param?: string;
+  cause?: unknown;
+}
+
+export class TidegateError extends Error {
+  readonly code: ErrorCode;
+  readonly param: string | null;
+
+  constructor(code: ErrorCode, message: string, options: TidegateErrorOptions = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = "TidegateError";
+    this.code = code;
+    this.param = options.param ?? null;
+  }
+
+  get status(): number {
+    return ERROR_CODES[this.code].status;
+  }
+
+  /** gRPC status code (numeric, per grpc/status.h). */
+  get grpcCode(): number {
+    return ERROR_CODES[this.code].grpc;
+  }
+
+  toOpenAI(): OpenAIErrorBody {
+    return { error: { message: this.message, type: ERROR_CODES[this.code].type, param: this.param, code: this.code } };
+  }
+
+  /** A fetch-API Response with the OpenAI-style body and the right status. */
+  toResponse(): Response {
+    return new Response(JSON.stringify(this.toOpenAI()), {
+      status: this.status,
+      headers: { "content-type": "application/json" },
+    });
+  }
+}
+
+/** Finds the first TidegateError in `err` or its `cause` chain (optionally with a given code). */
+export function findTidegateError(err: unknown, code?: ErrorCode): TidegateError | undefined {
+  let cur: unknown = err;
+  for (let depth = 0; depth < 16 && cur != null; depth++) {
+    if (cur instanceof TidegateError && (code === undefined || cur.code === code)) return cur;
+    cur = cur instanceof Error ? cur.cause : undefined;
+  }
+  return undefined;
+}
+
+export function isTidegateError(err: unknown, code?: ErrorCode): boolean {
+  return findTidegateError(err, code) !== undefined;
+}
+
+/** Wraps anything into a TidegateError (internal unless it already is one, or carries one in its causes). */
+export function toTidegateError(err: unknown): TidegateError {
+  const found = findTidegateError(err);
+  if (found) return found;
+  if (err instanceof Error && err.name === "AbortError") return new TidegateError("cancelled", "request cancelled", { cause: err });
+  return new TidegateError("internal", "internal error", { cause: err });
+}
+
+/** Shorthand for a 400 naming the parameter at fault. */
+export function badRequest(message: string, param?: string): TidegateError {
+  return new TidegateError("invalid_request", message, param === undefined ? {} : { param });
+}

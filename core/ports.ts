@@ -1,0 +1,126 @@
+/**
+ * The ports between tiers (DESIGN "Ports and their adapters"). Adapters live in their tiers; these are the shapes.
+ */
+import type { GpuType, ModelName, RegionName } from "./models.js";
+
+/** Priority 0: interactive, and batch promoted by age. Priority 1: batch. (SageServe §6.3) */
+export type Priority = 0 | 1;
+
+/** One generation request as the tiers see it, after parsing and validation of the OpenAI body. */
+export interface GenerateRequest {
+  /** Unique per request (the router's id, or the batch request id for NIW; idempotency key). */
+  id: string;
+  model: ModelName;
+  /** Which OpenAI endpoint the body belongs to. */
+  kind: "chat" | "completion";
+  /** Prompt length in tokens (≥ 1). */
+  promptTokens: number;
+  /** Most output tokens to generate (≥ 1). */
+  maxTokens: number;
+  priority: Priority;
+  /** The OpenAI request body, forwarded as is by HTTP adapters (with `stream` set by the adapter). */
+  body: Record<string, unknown>;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export type FinishReason = "stop" | "length";
+
+/** What an engine emits while generating: text pieces, then exactly one `done` (or the iterable throws). */
+export type EngineEvent =
+  | { type: "token"; text: string; /** tokens this piece carries (≥ 1) */ tokens: number }
+  | { type: "done"; finishReason: FinishReason; usage: Usage };
+
+/** A snapshot of one serving instance (vLLM exposes the same through /metrics). */
+export interface EngineStats {
+  /** KV-cache bytes in use and available to requests (capacity = GPU memory × utilization − weights). */
+  kvBytesUsed: number;
+  kvBytesCapacity: number;
+  /** Requests in the running batch and waiting for admission. */
+  running: number;
+  waiting: number;
+  /** Prompt + max output tokens still to process over all running and waiting requests (JSQ metric). */
+  remainingTokens: number;
+  /** Output tokens generated since start (monotonic), for tokens/s. */
+  generatedTokensTotal: number;
+}
+
+/** One serving instance (SageServe §3.4). */
+export interface Engine {
+  readonly instanceId: string;
+  readonly model: ModelName;
+  /** Streams the generation; aborting `signal` cancels it upstream and frees its KV memory. */
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  stats(): EngineStats;
+  /** Releases connections/timers. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Instance lifecycle states a region reports (DESIGN, region controller). */
+export type InstanceState = "provisioning" | "loading" | "serving" | "draining" | "spot";
+
+export interface EndpointTelemetry {
+  /** Deployment id within the region, e.g. `llama2-70b/h100-80gb`. */
+  endpointId: string;
+  gpu: GpuType;
+  /** KV in use / (GPU memory − weights), summed over the endpoint's serving instances; in [0, 1] (may exceed 1 when overloaded). */
+  effectiveMemoryUtilization: number;
+  servingInstances: number;
+}
+
+export interface ModelTelemetry {
+  model: ModelName;
+  /** Over all of the model's serving instances in the region. */
+  effectiveMemoryUtilization: number;
+  /** Output+prompt tokens per second served over the last telemetry window. */
+  tokensPerS: number;
+  running: number;
+  waiting: number;
+  instances: Record<InstanceState, number>;
+  endpoints: EndpointTelemetry[];
+}
+
+/** Region → global, at least once a second. `seq` increases per region process; `atMs` is the region's clock. */
+export interface RegionTelemetry {
+  region: RegionName;
+  seq: number;
+  atMs: number;
+  models: ModelTelemetry[];
+}
+
+/** Global/planner → region: hourly targets. `decisionId` is monotonic per planner leadership; regions ack it. */
+export interface RegionTargets {
+  decisionId: number;
+  region: RegionName;
+  /** When the plan was made (planner clock) and the hour it is for. */
+  madeAtMs: number;
+  /** Advisory plans are published for people, never acted on. */
+  advisory: boolean;
+  endpoints: { model: ModelName; gpu: GpuType; instances: number; forecastTokensPerS: number }[];
+}
+
+export interface TargetsAck {
+  region: RegionName;
+  decisionId: number;
+  /** False when the region already holds a newer decision (stale plans are ignored). */
+  accepted: boolean;
+}
+
+export type Unsubscribe = () => void;
+
+/**
+ * Global ↔ region. Adapters: in-process (same object graph, used by `dev` and replay) and gRPC (separate processes).
+ * `dispatch` streams the request's events; it throws a TidegateError (upstream_error / no_region_available) when the
+ * region fails before the first token.
+ */
+export interface RegionLink {
+  readonly region: RegionName;
+  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe;
+  dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  sendTargets(targets: RegionTargets): Promise<TargetsAck>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,1 @@
+// Placeholder until the native data plane lands: nothing to build.

@@ -1,0 +1,40 @@
+/**
+ * In-region routing (SageServe §6.2): the least-loaded endpoint (deployment) of the model by effective memory
+ * utilization, then the instance with the least remaining tokens (join-the-shortest-queue on prompt + max output
+ * tokens still to process). Ties go to the first listed. Pure.
+ */
+
+export interface InstanceLoad {
+  instanceId: string;
+  /** Prompt + max output tokens still to process on this instance. */
+  remainingTokens: number;
+  /** Only serving instances take requests. */
+  serving: boolean;
+}
+
+export interface EndpointLoad {
+  endpointId: string;
+  /** KV in use / KV capacity over the endpoint's serving instances. */
+  effectiveMemoryUtilization: number;
+  instances: readonly InstanceLoad[];
+}
+
+/** The endpoint with the least effective memory utilization among those with a serving instance. */
+export function pickEndpoint<E extends EndpointLoad>(endpoints: readonly E[]): E | undefined {
+  let best: E | undefined;
+  for (const e of endpoints) {
+    if (!e.instances.some((i) => i.serving)) continue;
+    if (best === undefined || e.effectiveMemoryUtilization < best.effectiveMemoryUtilization) best = e;
+  }
+  return best;
+}
+
+/** Join-the-shortest-queue: the serving instance with the fewest remaining tokens. */
+export function pickInstance<I extends InstanceLoad>(instances: readonly I[]): I | undefined {
+  let best: I | undefined;
+  for (const i of instances) {
+    if (!i.serving) continue;
+    if (best === undefined || i.remainingTokens < best.remainingTokens) best = i;
+  }
+  return best;
+}

@@ -1,0 +1,39 @@
+/**
+ * The one strategy registry (STYLE "small plugin interfaces"): every scaling strategy, by name, with its typed
+ * parameter schema. `resolveStrategy` validates a parameter object against the schema and returns a bound decision
+ * function.
+ */
+import { ObjectReader, ValidationError } from "../../core/validate.js";
+import { ltI, ltU, ltUa } from "./long-term.js";
+import { reactive } from "./reactive.js";
+import { readParams, type Strategy, type StrategyDecision, type StrategyInput, type StrategyName } from "./types.js";
+
+/** All strategies, in the order reports list them. */
+export const STRATEGIES: Readonly<Record<StrategyName, Strategy>> = {
+  reactive: reactive as unknown as Strategy,
+  "lt-i": ltI as unknown as Strategy,
+  "lt-u": ltU as unknown as Strategy,
+  "lt-ua": ltUa as unknown as Strategy,
+};
+
+export const STRATEGY_NAMES = Object.keys(STRATEGIES) as StrategyName[];
+
+/** A strategy with validated parameters, ready to decide. */
+export interface BoundStrategy {
+  name: StrategyName;
+  usesForecast: boolean;
+  params: Readonly<Record<string, number>>;
+  decide(input: StrategyInput): StrategyDecision;
+}
+
+/**
+ * Looks a strategy up and binds its parameters. `params` is a plain object (e.g. from a config file) checked
+ * against the schema; missing keys take defaults; unknown keys and out-of-range values are ValidationErrors naming
+ * `path.key`.
+ */
+export function resolveStrategy(name: string, params: unknown = {}, path = "strategy"): BoundStrategy {
+  const s = (STRATEGIES as Record<string, Strategy | undefined>)[name];
+  if (s === undefined) throw new ValidationError(path, `unknown strategy ${JSON.stringify(name)}; known: ${STRATEGY_NAMES.join(", ")}`);
+  const bound = readParams(s.params, new ObjectReader(params, `${path}.params`));
+  return { name: s.name, usesForecast: s.usesForecast, params: bound, decide: (input) => s.decide(input, bound) };
+}

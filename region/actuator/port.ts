@@ -1,0 +1,52 @@
+/**
+ * The `Actuator` port (DESIGN "Ports and their adapters"): the region's infrastructure. It owns the world the
+ * region controller observes — every instance with its state — and carries out provisioning, deployment and moves
+ * to and from spot. How long each takes is a property of the adapter (config delays in `sim`, the data plane for
+ * network-fast deploys later), never of the strategies. Every method returns at once; the state change it starts
+ * is visible in `instances()` immediately (e.g. spot → provisioning), so a restarted controller sees work in flight.
+ */
+import type { GpuType, ModelName, RegionName } from "../../core/models.js";
+import type { InstanceState } from "../../core/ports.js";
+
+/** One instance (a set of GPUs holding one model) as the actuator knows it. */
+export interface InstanceRecord {
+  id: string;
+  region: RegionName;
+  gpu: GpuType;
+  /** GPUs the instance holds (the model's tensor-parallel degree on `gpu`). */
+  gpus: number;
+  /** The model deployed (or being deployed) on it; spot instances keep the model they last held. */
+  model: ModelName;
+  state: InstanceState;
+  /** When it entered `state` (clock ms). */
+  sinceMs: number;
+  /** For provisioning/loading: when it is expected to serve (clock ms). */
+  readyAtMs?: number;
+  /** When the last operation on it started (clock ms); the controller derives cooldowns from it after a restart. */
+  actionAtMs?: number;
+  /** How it got into its current transition, for accounting: fresh VM, spot reclaim, redeploy, drain. */
+  via?: "vm" | "reclaim" | "redeploy-local" | "redeploy-remote" | "drain";
+}
+
+/** The actuator's operations. Errors are TidegateErrors (`conflict` when the instance is not in a state that allows it). */
+export interface Actuator {
+  readonly region: RegionName;
+  /**
+   * The observed world: every instance of the region, any state. Records are read-only views of the current
+   * state; the array is valid until the next operation or state change (copy what you keep).
+   */
+  instances(): readonly Readonly<InstanceRecord>[];
+  /** Free GPUs of a type (capacity minus GPUs held by instances in any state, spot included). */
+  freeGpus(gpu: GpuType): number;
+  /** Starts a fresh VM on free GPUs and deploys `model` on it (provisioning → loading → serving). */
+  provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord;
+  /** Moves a spot instance that still holds `model`'s weights back to serving (SageServe §7.1: median 1 min). */
+  reclaimSpot(instanceId: string): InstanceRecord;
+  /** Redeploys a spot instance of another model with `model` (loading: ~10 min with weights in region, ~2 h without). */
+  redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord;
+  /** Stops routing to a serving (or deploying) instance; it becomes spot once its in-flight work is done. */
+  drainToSpot(instanceId: string): InstanceRecord;
+}
+
+/** Listener for state changes (used by the replay to create engines and by accounting). */
+export type InstanceListener = (inst: Readonly<InstanceRecord>, from: InstanceState | undefined) => void;

@@ -1,0 +1,70 @@
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
+import { isTidegateError } from "../../core/errors.js";
+import { Ledger } from "./ledger.js";
+import { SAGESERVE_DELAYS, SimActuator, sampleSpotMs } from "./sim.js";
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+describe("SimActuator", () => {
+  it("spot reclaim times have a median near 1 min and never exceed 5 min (SageServe §7.1)", () => {
+    const r = rng(7);
+    const xs = Array.from({ length: 4001 }, () => sampleSpotMs(SAGESERVE_DELAYS, r)).sort((a, b) => a - b);
+    expect(xs[2000]!).toBeGreaterThan(50_000);
+    expect(xs[2000]!).toBeLessThan(70_000);
+    expect(xs[xs.length - 1]!).toBeLessThanOrEqual(300_000);
+  });
+
+  it("walks provisioning → loading → serving, redeploys local in ~10 min and remote in ~2 h, and accounts GPU time", () => {
+    const clock = new VirtualClock();
+    const ledger = new Ledger();
+    const a = new SimActuator({ region: "r", clock, delays: { ...SAGESERVE_DELAYS, spotSigma: 0 }, capacity: { "h100-80gb": 16 }, weightsInRegion: ["m1"], random: rng(1), onChange: (i, from) => ledger.record(i, clock.now(), from) });
+    const vm = a.provision("m1", "h100-80gb", 4);
+    expect(a.instances().find((i) => i.id === vm.id)!.state).toBe("provisioning");
+    clock.advanceToSync(300_000);
+    expect(a.instances().find((i) => i.id === vm.id)!.state).toBe("loading");
+    clock.advanceToSync(900_000);
+    expect(a.instances().find((i) => i.id === vm.id)!.state).toBe("serving");
+    const s1 = a.seed("m2", "h100-80gb", 4, "spot");
+    const s2 = a.seed("m3", "h100-80gb", 4, "spot");
+    a.redeploy(s1.id, "m1", 4);
+    a.redeploy(s2.id, "m4", 4);
+    clock.advanceToSync(900_000 + 660_000);
+    expect(a.instances().find((i) => i.id === s1.id)!.state).toBe("serving");
+    expect(a.instances().find((i) => i.id === s2.id)!.state).toBe("loading");
+    clock.advanceToSync(900_000 + 60_000 + 7_200_000);
+    expect(a.instances().find((i) => i.id === s2.id)!.state).toBe("serving");
+    expect(a.freeGpus("h100-80gb")).toBe(4);
+    ledger.closeAt(clock.now());
+    expect(ledger.totals("m1").instanceMs.provisioning).toBe(300_000);
+    expect(ledger.totals("m1").instanceMs.loading).toBe(600_000 + 660_000);
+    expect(ledger.totals("m1").ops.vm).toBe(1);
+    expect(ledger.totals("m1").ops["redeploy-local"]).toBe(1);
+    expect(ledger.totals("m4").ops["redeploy-remote"]).toBe(1);
+    expect(ledger.totals("m4").instanceMs.loading).toBe(60_000 + 7_200_000);
+    expect(ledger.totals("m2").instanceMs.loading).toBe(0);
+  });
+
+  it("drains to spot when the last in-flight request finishes, and rejects wrong-state operations", () => {
+    const clock = new VirtualClock();
+    const a = new SimActuator({ region: "r", clock, delays: SAGESERVE_DELAYS, capacity: { "h100-80gb": 8 }, weightsInRegion: ["m1"], random: rng(2), drainDoneAtMs: () => clock.now() + 12_000 });
+    const s = a.seed("m1", "h100-80gb", 4, "serving");
+    a.drainToSpot(s.id);
+    clock.advanceToSync(11_999);
+    expect(a.instances()[0]!.state).toBe("draining");
+    clock.advanceToSync(12_000);
+    expect(a.instances()[0]!.state).toBe("spot");
+    let err: unknown;
+    try {
+      a.drainToSpot(s.id);
+    } catch (e) {
+      err = e;
+    }
+    expect(isTidegateError(err, "conflict")).toBe(true);
+    expect(() => a.provision("m1", "h100-80gb", 8)).toThrow(/free h100-80gb GPUs/);
+    expect(() => new SimActuator({ region: "z", clock, delays: SAGESERVE_DELAYS, capacity: { "h100-80gb": 0 }, weightsInRegion: [], random: rng(1) })).toThrow(/capacity of h100-80gb/);
+  });
+});

@@ -1,0 +1,190 @@
+/**
+ * The simulated Actuator adapter. Delays come from `ActuatorDelays` (SageServe §7.1): spot ↔ internal median 1 min,
+ * max 5 min (log-normal around the median, capped); redeploy with weights in the region ~10 min; weights from
+ * another region ~2 h; a fresh VM adds `vmProvisionMs` before the model load. Time comes from a Clock, randomness
+ * from a seeded generator, so runs are reproducible. Instances in provisioning/loading hold GPUs (GPU time spent)
+ * and do not serve. Draining instances become spot when `drainDoneAtMs` (a hook the engine layer provides) says
+ * their last request finished.
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
+import type { GpuType, ModelName, RegionName } from "../../core/models.js";
+import type { InstanceState } from "../../core/ports.js";
+import type { Actuator, InstanceListener, InstanceRecord } from "./port.js";
+
+/** Delays in ms. `spotMedianMs`/`spotMaxMs`: spot ↔ internal; `redeployLocalMs`: weights in region; `redeployRemoteMs`: weights fetched from another region. */
+export interface ActuatorDelays {
+  spotMedianMs: number;
+  spotMaxMs: number;
+  /** Log-normal shape of the spot move time (σ of ln); 0 = always the median. */
+  spotSigma: number;
+  redeployLocalMs: number;
+  redeployRemoteMs: number;
+  vmProvisionMs: number;
+}
+
+/** SageServe §7.1 values. */
+export const SAGESERVE_DELAYS: ActuatorDelays = {
+  spotMedianMs: 60_000,
+  spotMaxMs: 300_000,
+  spotSigma: 0.6,
+  redeployLocalMs: 600_000,
+  redeployRemoteMs: 7_200_000,
+  vmProvisionMs: 300_000,
+};
+
+export interface SimActuatorOptions {
+  region: RegionName;
+  clock: Clock;
+  delays: ActuatorDelays;
+  /** GPUs per type in the region. */
+  capacity: Record<GpuType, number>;
+  /** Models whose weights are stored in this region (a redeploy of any other model takes `redeployRemoteMs`). */
+  weightsInRegion: readonly ModelName[];
+  /** Deterministic uniform [0, 1) source. */
+  random: () => number;
+  /** When a draining instance's last in-flight request finishes (clock ms); default: now. */
+  drainDoneAtMs?: (instanceId: string) => number;
+  onChange?: InstanceListener;
+}
+
+/** Samples the spot move time: median × exp(σ·Z), clipped to [median/5, max]. */
+export function sampleSpotMs(d: ActuatorDelays, random: () => number): number {
+  const u1 = Math.max(random(), 1e-12);
+  const z = Math.sqrt(-2 * Math.log(u1)) * Math.cos(2 * Math.PI * random());
+  return Math.min(d.spotMaxMs, Math.max(d.spotMedianMs / 5, d.spotMedianMs * Math.exp(d.spotSigma * z)));
+}
+
+export class SimActuator implements Actuator {
+  readonly region: RegionName;
+  private readonly byId = new Map<string, InstanceRecord>();
+  private readonly timers = new Map<string, Timer>();
+  private nextId = 0;
+  private view: InstanceRecord[] | undefined;
+  /** Number of operations started (for tests: "no double actions"). */
+  operations = 0;
+
+  constructor(private readonly o: SimActuatorOptions) {
+    this.region = o.region;
+    for (const [gpu, n] of Object.entries(o.capacity)) {
+      if (!Number.isInteger(n) || n <= 0) throw new TidegateError("invalid_config", `actuator ${o.region}: capacity of ${gpu} must be a positive integer, got ${n}`);
+    }
+  }
+
+  /** Seeds an instance directly in `state` (fleet start-up); not an operation. */
+  seed(model: ModelName, gpu: GpuType, gpus: number, state: "serving" | "spot"): InstanceRecord {
+    this.checkGpus(gpu, gpus);
+    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state, sinceMs: this.o.clock.now() };
+    this.byId.set(inst.id, inst);
+    this.view = undefined;
+    this.o.onChange?.(inst, undefined);
+    return { ...inst };
+  }
+
+  instances(): readonly Readonly<InstanceRecord>[] {
+    if (this.view === undefined) this.view = [...this.byId.values()];
+    return this.view;
+  }
+
+  /** The live record (no copy), for hot paths that only read. */
+  get(id: string): Readonly<InstanceRecord> | undefined {
+    return this.byId.get(id);
+  }
+
+  freeGpus(gpu: GpuType): number {
+    let used = 0;
+    for (const i of this.byId.values()) if (i.gpu === gpu) used += i.gpus;
+    return (this.o.capacity[gpu] ?? 0) - used;
+  }
+
+  provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord {
+    this.checkGpus(gpu, gpus);
+    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state: "provisioning", sinceMs: this.o.clock.now(), actionAtMs: this.o.clock.now(), via: "vm" };
+    this.byId.set(inst.id, inst);
+    this.view = undefined;
+    this.operations++;
+    this.o.onChange?.(inst, undefined);
+    const loadMs = this.loadMs(model);
+    inst.readyAtMs = inst.sinceMs + this.o.delays.vmProvisionMs + loadMs;
+    this.schedule(inst.id, this.o.delays.vmProvisionMs, () => {
+      this.transition(inst, "loading");
+      inst.readyAtMs = inst.sinceMs + loadMs;
+      this.schedule(inst.id, loadMs, () => this.transition(inst, "serving"));
+    });
+    return { ...inst };
+  }
+
+  reclaimSpot(instanceId: string): InstanceRecord {
+    const inst = this.require(instanceId, "spot");
+    const ms = sampleSpotMs(this.o.delays, this.o.random);
+    this.operations++;
+    inst.via = "reclaim";
+    inst.actionAtMs = this.o.clock.now();
+    this.transition(inst, "provisioning");
+    inst.readyAtMs = inst.sinceMs + ms;
+    this.schedule(inst.id, ms, () => this.transition(inst, "serving"));
+    return { ...inst };
+  }
+
+  redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord {
+    const inst = this.require(instanceId, "spot");
+    if (gpus !== inst.gpus) throw new TidegateError("conflict", `instance ${instanceId} holds ${inst.gpus} GPUs; ${model} needs ${gpus}`);
+    const ms = sampleSpotMs(this.o.delays, this.o.random) + this.loadMs(model);
+    this.operations++;
+    inst.via = this.o.weightsInRegion.includes(model) ? "redeploy-local" : "redeploy-remote";
+    inst.model = model;
+    inst.actionAtMs = this.o.clock.now();
+    this.transition(inst, "loading");
+    inst.readyAtMs = inst.sinceMs + ms;
+    this.schedule(inst.id, ms, () => this.transition(inst, "serving"));
+    return { ...inst };
+  }
+
+  drainToSpot(instanceId: string): InstanceRecord {
+    const inst = this.byId.get(instanceId);
+    if (inst === undefined) throw new TidegateError("not_found", `no instance ${instanceId} in ${this.region}`);
+    if (inst.state === "draining" || inst.state === "spot") throw new TidegateError("conflict", `instance ${instanceId} is already ${inst.state}`);
+    this.operations++;
+    this.timers.get(inst.id)?.cancel();
+    const wasServing = inst.state === "serving";
+    inst.via = "drain";
+    inst.actionAtMs = this.o.clock.now();
+    this.transition(inst, "draining");
+    delete inst.readyAtMs;
+    const doneAt = wasServing ? (this.o.drainDoneAtMs?.(inst.id) ?? inst.sinceMs) : inst.sinceMs;
+    this.schedule(inst.id, Math.max(0, doneAt - inst.sinceMs), () => this.transition(inst, "spot"));
+    return { ...inst };
+  }
+
+  private loadMs(model: ModelName): number {
+    return this.o.weightsInRegion.includes(model) ? this.o.delays.redeployLocalMs : this.o.delays.redeployRemoteMs;
+  }
+
+  private checkGpus(gpu: GpuType, gpus: number): void {
+    if (!(gpus > 0)) throw new TidegateError("invalid_request", `gpus must be > 0, got ${gpus}`);
+    if (this.freeGpus(gpu) < gpus) throw new TidegateError("conflict", `${this.region}: ${gpus} free ${gpu} GPUs needed, ${this.freeGpus(gpu)} free`);
+  }
+
+  private require(id: string, state: InstanceState): InstanceRecord {
+    const inst = this.byId.get(id);
+    if (inst === undefined) throw new TidegateError("not_found", `no instance ${id} in ${this.region}`);
+    if (inst.state !== state) throw new TidegateError("conflict", `instance ${id} is ${inst.state}, not ${state}`);
+    return inst;
+  }
+
+  private schedule(id: string, delayMs: number, fn: () => void): void {
+    this.timers.get(id)?.cancel();
+    this.timers.set(id, this.o.clock.after(delayMs, () => {
+      this.timers.delete(id);
+      fn();
+    }));
+  }
+
+  private transition(inst: InstanceRecord, to: InstanceState): void {
+    const from = inst.state;
+    inst.state = to;
+    inst.sinceMs = this.o.clock.now();
+    if (to === "serving" || to === "spot") delete inst.readyAtMs;
+    this.o.onChange?.(inst, from);
+  }
+}

@@ -1,0 +1,119 @@
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
+import type { RegionTargets } from "../../core/ports.js";
+import { SAGESERVE_DELAYS, SimActuator } from "../actuator/sim.js";
+import { resolveStrategy } from "../strategies/registry.js";
+import { RegionController, type ControllerAction, type ManagedEndpoint } from "./reconciler.js";
+
+function rng(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => ((s = (Math.imul(s, 1664525) + 1013904223) >>> 0) / 2 ** 32);
+}
+
+const EP: ManagedEndpoint = { model: "m1", gpu: "h100-80gb", gpusPerInstance: 4, minInstances: 1, maxInstances: 10 };
+const plan = (decisionId: number, instances: number, madeAtMs = 0): RegionTargets => ({ decisionId, region: "r", madeAtMs, advisory: false, endpoints: [{ model: "m1", gpu: "h100-80gb", instances, forecastTokensPerS: 100 }] });
+
+function world() {
+  const clock = new VirtualClock();
+  const actuator = new SimActuator({ region: "r", clock, delays: SAGESERVE_DELAYS, capacity: { "h100-80gb": 40 }, weightsInRegion: ["m1", "m2"], random: rng(3) });
+  actuator.seed("m1", "h100-80gb", 4, "serving");
+  actuator.seed("m1", "h100-80gb", 4, "serving");
+  actuator.seed("m1", "h100-80gb", 4, "spot");
+  actuator.seed("m2", "h100-80gb", 4, "spot");
+  actuator.seed("m2", "h100-80gb", 4, "spot");
+  return { clock, actuator };
+}
+
+function controller(w: ReturnType<typeof world>, actions: ControllerAction[], strategy = "lt-i") {
+  return new RegionController({
+    region: "r", clock: w.clock, actuator: w.actuator, strategy: resolveStrategy(strategy), endpoints: [EP],
+    signals: () => ({ utilization: 0.5, observedTokensPerS: 100 }), inFlightTokens: () => 0, windowMs: 3_600_000,
+    onAction: (a) => actions.push(a),
+  });
+}
+
+const count = (w: ReturnType<typeof world>, states: string[]) => w.actuator.instances().filter((i) => i.model === "m1" && states.includes(i.state)).length;
+
+describe("RegionController", () => {
+  it("takes one step per pass in spot order and converges to the target", () => {
+    const w = world();
+    const actions: ControllerAction[] = [];
+    const c = controller(w, actions);
+    expect(c.acceptTargets(plan(1, 6))).toEqual({ region: "r", decisionId: 1, accepted: true });
+    for (let t = 1; t <= 10; t++) {
+      w.clock.advanceToSync(t * 1000);
+      c.reconcile();
+    }
+    expect(actions.map((a) => a.kind)).toEqual(["reclaim", "redeploy", "redeploy", "provision"]);
+    expect(count(w, ["serving", "provisioning", "loading"])).toBe(6);
+    w.clock.advanceToSync(3 * 3600_000);
+    expect(count(w, ["serving"])).toBe(6);
+  });
+
+  it("killed mid-scale-out and restarted on the same world, converges without double actions", () => {
+    const w = world();
+    const before: ControllerAction[] = [];
+    const first = controller(w, before);
+    first.acceptTargets(plan(7, 5));
+    w.clock.advanceToSync(1000);
+    first.reconcile();
+    w.clock.advanceToSync(2000);
+    first.reconcile();
+    expect(before).toHaveLength(2);
+    // Kill: the first controller is gone (no stop, no hand-over). A new one starts, gets the same plan again.
+    const after: ControllerAction[] = [];
+    const second = controller(w, after);
+    expect(second.acceptTargets(plan(7, 5)).accepted).toBe(true);
+    for (let t = 3; t <= 60; t++) {
+      w.clock.advanceToSync(t * 1000);
+      second.reconcile();
+    }
+    expect(before.length + after.length).toBe(3);
+    expect(w.actuator.operations).toBe(3);
+    expect(count(w, ["serving", "provisioning", "loading"])).toBe(5);
+    w.clock.advanceToSync(3 * 3600_000);
+    for (let t = 0; t < 30; t++) second.reconcile();
+    expect(w.actuator.operations).toBe(3);
+    expect(count(w, ["serving"])).toBe(5);
+  });
+
+  it("restart respects the reactive cooldown from the observed world", () => {
+    const w = world();
+    const a1: ControllerAction[] = [];
+    const c1 = new RegionController({ region: "r", clock: w.clock, actuator: w.actuator, strategy: resolveStrategy("reactive"), endpoints: [EP], signals: () => ({ utilization: 0.95, observedTokensPerS: 0 }), inFlightTokens: () => 0, windowMs: 3_600_000, onAction: (a) => a1.push(a) });
+    w.clock.advanceToSync(1000);
+    c1.reconcile();
+    const c2 = new RegionController({ region: "r", clock: w.clock, actuator: w.actuator, strategy: resolveStrategy("reactive"), endpoints: [EP], signals: () => ({ utilization: 0.95, observedTokensPerS: 0 }), inFlightTokens: () => 0, windowMs: 3_600_000, onAction: (a) => a1.push(a) });
+    w.clock.advanceToSync(10_000);
+    expect(c2.reconcile()).toHaveLength(0);
+    w.clock.advanceToSync(16_000);
+    expect(c2.reconcile()).toHaveLength(1);
+  });
+
+  it("acknowledges decisionIds: stale plans are refused, advisory plans are not acted on", () => {
+    const w = world();
+    const actions: ControllerAction[] = [];
+    const c = controller(w, actions);
+    expect(c.acceptTargets(plan(5, 2)).accepted).toBe(true);
+    expect(c.acceptTargets(plan(4, 9))).toEqual({ region: "r", decisionId: 4, accepted: false });
+    expect(c.acceptTargets({ ...plan(6, 9), advisory: true }).accepted).toBe(true);
+    expect(c.decisionId).toBe(5);
+    c.reconcile();
+    expect(actions).toHaveLength(0);
+    expect(c.acceptTargets({ ...plan(8, 2), region: "other" }).accepted).toBe(false);
+  });
+
+  it("scales in by donating to spot of the same model and never below min", () => {
+    const w = world();
+    const actions: ControllerAction[] = [];
+    const c = controller(w, actions);
+    c.acceptTargets(plan(1, 0));
+    for (let t = 1; t <= 5; t++) {
+      w.clock.advanceToSync(t * 1000);
+      c.reconcile();
+    }
+    expect(actions.map((a) => a.kind)).toEqual(["drain"]);
+    expect(w.actuator.instances().filter((i) => i.model === "m1" && i.state === "spot")).toHaveLength(2);
+    expect(count(w, ["serving"])).toBe(1);
+  });
+});

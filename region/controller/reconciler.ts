@@ -1,0 +1,155 @@
+/**
+ * The region controller (STYLE "Reconcile, don't script"; SageServe §6.5). Desired state: the planner's latest
+ * accepted targets for this region and the active strategy. Observed state: the actuator's instances by state
+ * (provisioning, loading, serving, draining, spot) plus each endpoint's utilization and tokens/s. Each pass takes
+ * at most one idempotent step per endpoint (reclaim / redeploy / provision / drain) toward the strategy's count.
+ *
+ * The controller keeps no state of its own besides the accepted targets: in-flight work is visible as
+ * provisioning/loading instances and cooldowns come from `actionAtMs` on the instances, so a controller killed
+ * at any point and restarted on the same actuator (and re-sent the current plan) converges without double actions.
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import type { GpuType, ModelName, RegionName } from "../../core/models.js";
+import type { RegionTargets, TargetsAck } from "../../core/ports.js";
+import type { Actuator, InstanceRecord } from "../actuator/port.js";
+import { chooseScaleIn, chooseScaleOut } from "../spot/pool.js";
+import type { BoundStrategy } from "../strategies/registry.js";
+
+/** One endpoint the controller manages: (model, GPU type) with its GPUs per instance and bounds. */
+export interface ManagedEndpoint {
+  model: ModelName;
+  gpu: GpuType;
+  gpusPerInstance: number;
+  minInstances: number;
+  maxInstances: number;
+}
+
+/** Live signals of one endpoint (from the gateway's telemetry or the replay engines). */
+export interface EndpointSignals {
+  utilization: number;
+  observedTokensPerS: number;
+}
+
+/** A step the controller took, for reports and tests. */
+export interface ControllerAction {
+  atMs: number;
+  region: RegionName;
+  model: ModelName;
+  gpu: GpuType;
+  kind: "reclaim" | "redeploy" | "provision" | "drain";
+  instanceId: string;
+  /** The strategy's reason (e.g. util-above, target, tail-above-forecast). */
+  reason: string;
+  from: number;
+  desired: number;
+}
+
+export interface RegionControllerOptions {
+  region: RegionName;
+  clock: Clock;
+  actuator: Actuator;
+  strategy: BoundStrategy;
+  endpoints: readonly ManagedEndpoint[];
+  signals(model: ModelName, gpu: GpuType): EndpointSignals;
+  /** Work still held by an instance (remaining tokens), to pick the cheapest one to drain. */
+  inFlightTokens(instanceId: string): number;
+  /** Length of the planner's decision window (ms); LT-UA's tail is its last 20 minutes. */
+  windowMs: number;
+  onAction?(a: ControllerAction): void;
+}
+
+export class RegionController {
+  private targets: RegionTargets | undefined;
+  private readonly targetFor = new Map<string, { instances: number; forecastTokensPerS: number }>();
+  private timer: Timer | undefined;
+
+  constructor(private readonly o: RegionControllerOptions) {}
+
+  /** The last accepted decision id (0 before any plan). */
+  get decisionId(): number {
+    return this.targets?.decisionId ?? 0;
+  }
+
+  /**
+   * Accepts a plan unless it is older than (or the same as) the one held; acknowledges with the decisionId
+   * (SageServe §6.4 hourly plan; DESIGN RegionLink). Advisory plans are acknowledged and never acted on.
+   * Re-sending the held plan is acknowledged as accepted (idempotent).
+   */
+  acceptTargets(t: RegionTargets): TargetsAck {
+    if (t.region !== this.o.region) return { region: this.o.region, decisionId: t.decisionId, accepted: false };
+    const held = this.targets?.decisionId ?? 0;
+    if (t.decisionId < held) return { region: this.o.region, decisionId: t.decisionId, accepted: false };
+    if (t.advisory) return { region: this.o.region, decisionId: t.decisionId, accepted: true };
+    this.targets = t;
+    this.targetFor.clear();
+    for (const e of t.endpoints) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, forecastTokensPerS: e.forecastTokensPerS });
+    return { region: this.o.region, decisionId: t.decisionId, accepted: true };
+  }
+
+  /** Runs `reconcile` every `intervalMs` on the clock until `stop`. */
+  start(intervalMs: number): void {
+    this.stop();
+    this.timer = this.o.clock.every(intervalMs, () => void this.reconcile());
+  }
+
+  stop(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+  }
+
+  /** One pass: for every endpoint, compare desired with observed and take at most one step. Returns the steps. */
+  reconcile(): ControllerAction[] {
+    const now = this.o.clock.now();
+    const all = this.o.actuator.instances();
+    const actions: ControllerAction[] = [];
+    for (const ep of this.o.endpoints) {
+      let current = 0;
+      let serving = 0;
+      let lastActionMs: number | undefined;
+      for (const i of all) {
+        if (i.model !== ep.model || i.gpu !== ep.gpu) continue;
+        if (i.state === "serving" || i.state === "provisioning" || i.state === "loading") current++;
+        if (i.state === "serving") serving++;
+        if (i.actionAtMs !== undefined && (lastActionMs === undefined || i.actionAtMs > lastActionMs)) lastActionMs = i.actionAtMs;
+      }
+      const sig = this.o.signals(ep.model, ep.gpu);
+      const tgt = this.targetFor.get(`${ep.model}/${ep.gpu}`);
+      const decision = this.o.strategy.decide({
+        nowMs: now,
+        windowStartMs: this.targets?.madeAtMs ?? 0,
+        windowMs: this.o.windowMs,
+        current,
+        serving,
+        target: this.o.strategy.usesForecast ? tgt?.instances : undefined,
+        utilization: sig.utilization,
+        observedTokensPerS: sig.observedTokensPerS,
+        forecastTokensPerS: tgt?.forecastTokensPerS ?? 0,
+        minInstances: ep.minInstances,
+        maxInstances: ep.maxInstances,
+        lastActionMs,
+      });
+      const a = this.step(ep, all, current, decision.desired, decision.reason, now);
+      if (a !== undefined) {
+        actions.push(a);
+        this.o.onAction?.(a);
+      }
+    }
+    return actions;
+  }
+
+  private step(ep: ManagedEndpoint, all: readonly Readonly<InstanceRecord>[], current: number, desired: number, reason: string, now: number): ControllerAction | undefined {
+    const base = { atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, reason, from: current, desired };
+    if (desired > current) {
+      const c = chooseScaleOut(all, ep.model, ep.gpu, ep.gpusPerInstance, this.o.actuator.freeGpus(ep.gpu), ep.maxInstances);
+      if (c.kind === "reclaim") return { ...base, kind: "reclaim", instanceId: this.o.actuator.reclaimSpot(c.instanceId).id };
+      if (c.kind === "redeploy") return { ...base, kind: "redeploy", instanceId: this.o.actuator.redeploy(c.instanceId, ep.model, ep.gpusPerInstance).id };
+      if (c.kind === "provision") return { ...base, kind: "provision", instanceId: this.o.actuator.provision(ep.model, ep.gpu, ep.gpusPerInstance).id };
+      return undefined;
+    }
+    if (desired < current) {
+      const c = chooseScaleIn(all, ep.model, ep.gpu, ep.minInstances, this.o.inFlightTokens);
+      if (c.kind === "drain") return { ...base, kind: "drain", instanceId: this.o.actuator.drainToSpot(c.instanceId).id };
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,36 @@
+import { describe, expect, it } from "vitest";
+import type { InstanceRecord } from "../actuator/port.js";
+import { chooseScaleIn, chooseScaleOut } from "./pool.js";
+
+const inst = (id: string, model: string, state: InstanceRecord["state"], extra: Partial<InstanceRecord> = {}): InstanceRecord => ({ id, region: "r", gpu: "h100-80gb", gpus: 4, model, state, sinceMs: 0, ...extra });
+
+describe("spot pool order", () => {
+  it("reclaims same-model spot first, then another model's spot (a redeploy), then a fresh VM", () => {
+    const world = [inst("a", "m1", "serving"), inst("b", "m2", "spot"), inst("c", "m1", "spot"), inst("d", "m2", "spot"), inst("e", "m3", "spot")];
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10)).toEqual({ kind: "reclaim", instanceId: "c" });
+    const noSame = world.filter((i) => i.id !== "c");
+    // m2 has two spot instances, m3 one: take from m2.
+    expect(chooseScaleOut(noSame, "m1", "h100-80gb", 4, 0, 10)).toEqual({ kind: "redeploy", instanceId: "b", fromModel: "m2" });
+    const noSpot = [inst("a", "m1", "serving")];
+    expect(chooseScaleOut(noSpot, "m1", "h100-80gb", 4, 4, 10)).toEqual({ kind: "provision" });
+    expect(chooseScaleOut(noSpot, "m1", "h100-80gb", 4, 3, 10)).toEqual({ kind: "none", reason: "no-capacity" });
+  });
+
+  it("never redeploys a spot instance whose GPU count does not fit the model", () => {
+    const world = [inst("b", "m2", "spot", { gpus: 8 })];
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10)).toEqual({ kind: "none", reason: "no-capacity" });
+  });
+
+  it("holds max on scale-out and min on scale-in, counting deploying instances", () => {
+    const world = [inst("a", "m1", "serving"), inst("b", "m1", "provisioning"), inst("c", "m1", "spot")];
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 100, 2)).toEqual({ kind: "none", reason: "at-max" });
+    expect(chooseScaleIn(world, "m1", "h100-80gb", 2, () => 0)).toEqual({ kind: "none", reason: "at-min" });
+  });
+
+  it("scale-in donates a deploying instance first, else the least loaded serving one", () => {
+    const world = [inst("a", "m1", "serving"), inst("b", "m1", "serving"), inst("c", "m1", "loading", { readyAtMs: 5 })];
+    expect(chooseScaleIn(world, "m1", "h100-80gb", 1, () => 0)).toEqual({ kind: "drain", instanceId: "c" });
+    const serving = world.slice(0, 2);
+    expect(chooseScaleIn(serving, "m1", "h100-80gb", 1, (id) => (id === "a" ? 500 : 10))).toEqual({ kind: "drain", instanceId: "b" });
+  });
+});

@@ -1,0 +1,78 @@
+/**
+ * The global router's hono app: the public OpenAI-compatible API, health and metrics, plus the sub-apps other tiers
+ * mount (the Batch API, the planner's /plans). Completions are handled on the raw node:http request/response
+ * (router/completions.ts) so SSE bytes go straight to the socket; everything else is ordinary hono.
+ */
+import { Hono, type Env, type Schema } from "hono";
+import type { HttpBindings } from "@hono/node-server";
+import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
+import { TidegateError, toTidegateError } from "../core/errors.js";
+import type { ApiKind } from "../core/openai.js";
+import { authenticate, mayUseModel } from "./auth.js";
+import { handleCompletion, type CompletionDeps } from "./completions.js";
+
+/** A sub-app mounted under `path` (e.g. `{ path: "/v1", app: batchApp }` or `{ path: "/plans", app: plansApp }`). */
+export interface RouterMount {
+  path: string;
+  app: Hono<Env, Schema, string>;
+}
+
+export interface RouterAppOptions {
+  /** Sub-apps mounted after the built-in routes, in order. */
+  mounts?: readonly RouterMount[];
+}
+
+/** The hono env of the router app: served by @hono/node-server, so the node request/response are bindings. */
+export type RouterEnv = { Bindings: HttpBindings };
+
+/**
+ * Builds the router app. Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /healthz,
+ * GET /metrics, then `mounts`. Unknown paths and thrown errors render as OpenAI-style error bodies.
+ */
+export function createRouterApp(deps: CompletionDeps, options: RouterAppOptions = {}): Hono<RouterEnv> {
+  const app = new Hono<RouterEnv>();
+  const started = Math.floor(deps.clock.now() / 1000);
+
+  const completion = (kind: ApiKind) => async (c: { env: HttpBindings | undefined }) => {
+    const env = c.env;
+    if (env?.incoming === undefined || env.outgoing === undefined) {
+      throw new TidegateError("internal", "completions must be served through @hono/node-server (node:http bindings missing)");
+    }
+    await handleCompletion(deps, kind, env.incoming, env.outgoing);
+    return RESPONSE_ALREADY_SENT;
+  };
+  app.post("/v1/chat/completions", (c) => completion("chat")(c));
+  app.post("/v1/completions", (c) => completion("completion")(c));
+
+  app.get("/v1/models", (c) => {
+    const caller = authenticate(deps.config.router.apiKeys, c.req.header("authorization"));
+    const data = deps.config.models
+      .filter((m) => mayUseModel(caller, m.name))
+      .map((m) => ({ id: m.name, object: "model", created: started, owned_by: "tidegate" }));
+    return c.json({ object: "list", data });
+  });
+
+  app.get("/healthz", (c) => {
+    const regions: Record<string, { available: boolean }> = {};
+    for (const r of deps.config.regions) {
+      const models = deps.config.models.filter((m) => deps.selector.hostingRegions(m.name).includes(r.name));
+      regions[r.name] = { available: models.some((m) => deps.selector.candidate(r.name, m.name).available) };
+    }
+    return c.json({ status: "ok", regions });
+  });
+
+  app.get("/metrics", async (c) => {
+    const text = await deps.metrics.registry.metrics();
+    return c.body(text, 200, { "content-type": deps.metrics.registry.contentType });
+  });
+
+  for (const m of options.mounts ?? []) app.route(m.path, m.app);
+
+  app.notFound((c) => new TidegateError("not_found", `no route for ${c.req.method} ${c.req.path}`).toResponse());
+  app.onError((err, c) => {
+    const te = toTidegateError(err);
+    if (te.code === "internal") deps.logger.error("router: internal error", { err, path: c.req.path });
+    return te.toResponse();
+  });
+  return app;
+}

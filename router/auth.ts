@@ -1,0 +1,60 @@
+/**
+ * Bearer API keys (config router.apiKeys) and admin keys (router.adminKeys). Keys are compared in constant time;
+ * a key never reaches a log or an error message.
+ */
+import { timingSafeEqual } from "node:crypto";
+import { TidegateError } from "../core/errors.js";
+import type { ModelName, RegionName } from "../core/models.js";
+import type { RouterConfig } from "../core/config.js";
+
+/** Who is calling: the key's tenant, its home region and model scope (undefined = all models). */
+export interface Caller {
+  tenant: string;
+  region?: RegionName;
+  models?: readonly ModelName[];
+}
+
+/** The open caller used when no API keys are configured. */
+export const ANONYMOUS: Caller = { tenant: "anonymous" };
+
+/** Extracts the token of an `Authorization: Bearer <token>` header; undefined when absent or not a bearer. */
+export function bearerToken(header: string | undefined | null): string | undefined {
+  if (header == null) return undefined;
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return m?.[1];
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const ab = Buffer.from(a);
+  const bb = Buffer.from(b);
+  return ab.length === bb.length && timingSafeEqual(ab, bb);
+}
+
+/**
+ * Resolves the caller from the Authorization header. With no keys configured the API is open (ANONYMOUS).
+ * Throws TidegateError unauthorized (401) for a missing or unknown key.
+ */
+export function authenticate(keys: RouterConfig["apiKeys"], authorization: string | undefined | null): Caller {
+  if (keys.length === 0) return ANONYMOUS;
+  const token = bearerToken(authorization);
+  if (token === undefined) throw new TidegateError("unauthorized", "missing API key: send Authorization: Bearer <key>");
+  let found: RouterConfig["apiKeys"][number] | undefined;
+  for (const k of keys) if (sameSecret(k.key, token)) found = k;
+  if (found === undefined) throw new TidegateError("unauthorized", "invalid API key");
+  return { tenant: found.tenant, ...(found.region === undefined ? {} : { region: found.region }), ...(found.models === undefined ? {} : { models: found.models }) };
+}
+
+/** True when the caller's key may use `model`. */
+export function mayUseModel(caller: Caller, model: ModelName): boolean {
+  return caller.models === undefined || caller.models.includes(model);
+}
+
+/**
+ * Admin endpoints (plans, regions, scaling): the bearer token must be one of router.adminKeys. With no admin keys
+ * configured, admin endpoints are closed (403), never open. Throws 401 for a missing token, 403 for a wrong one.
+ */
+export function requireAdmin(adminKeys: readonly string[], authorization: string | undefined | null): void {
+  const token = bearerToken(authorization);
+  if (token === undefined) throw new TidegateError("unauthorized", "missing admin key: send Authorization: Bearer <admin key>");
+  if (!adminKeys.some((k) => sameSecret(k, token))) throw new TidegateError("forbidden", "not an admin key");
+}

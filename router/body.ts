@@ -1,0 +1,67 @@
+/**
+ * Reads a JSON request body from a node:http request with a byte limit enforced while reading: a declared
+ * Content-Length over the limit is refused before any byte is read, and a chunked body is cut off as soon as it
+ * passes the limit (the rest is never buffered).
+ */
+import type { IncomingMessage } from "node:http";
+import { TidegateError } from "../core/errors.js";
+import { parseJson } from "../core/validate.js";
+
+/**
+ * Resolves the parsed JSON body. Rejects with TidegateError payload_too_large (413) past `limitBytes`,
+ * invalid_json (400) for a body that is not JSON, invalid_request (400) for an empty body or a non-JSON
+ * content type, cancelled when the client goes away mid-body.
+ */
+export function readJsonBody(req: IncomingMessage, limitBytes: number): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const tooLarge = () => new TidegateError("payload_too_large", `request body exceeds the limit of ${limitBytes} bytes`);
+    const type = req.headers["content-type"];
+    if (type !== undefined && !/^application\/(.+\+)?json\b/i.test(type) && !/^text\/plain\b/i.test(type)) {
+      req.resume();
+      return reject(new TidegateError("invalid_request", `Content-Type must be application/json, got ${JSON.stringify(type.slice(0, 80))}`));
+    }
+    const declared = req.headers["content-length"];
+    if (declared !== undefined && Number(declared) > limitBytes) {
+      req.resume(); // discard without buffering; the response closes the connection
+      return reject(tooLarge());
+    }
+    const chunks: Buffer[] = [];
+    let bytes = 0;
+    let settled = false;
+    const finish = (err: TidegateError | undefined, value?: unknown) => {
+      if (settled) return;
+      settled = true;
+      req.off("data", onData);
+      req.off("end", onEnd);
+      req.off("error", onError);
+      req.off("aborted", onAborted);
+      if (err) reject(err);
+      else resolve(value);
+    };
+    const onData = (chunk: Buffer) => {
+      bytes += chunk.length;
+      if (bytes > limitBytes) {
+        chunks.length = 0;
+        req.resume();
+        finish(tooLarge());
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      if (bytes === 0) return finish(new TidegateError("invalid_request", "request body is empty; expected a JSON object"));
+      const text = chunks.length === 1 ? chunks[0]!.toString("utf8") : Buffer.concat(chunks, bytes).toString("utf8");
+      try {
+        finish(undefined, parseJson(text, "request body"));
+      } catch (err) {
+        finish(err instanceof TidegateError ? err : new TidegateError("invalid_json", "request body is not valid JSON", { cause: err }));
+      }
+    };
+    const onError = (err: Error) => finish(new TidegateError("cancelled", "client connection failed while sending the body", { cause: err }));
+    const onAborted = () => finish(new TidegateError("cancelled", "client went away while sending the body"));
+    req.on("data", onData);
+    req.on("end", onEnd);
+    req.on("error", onError);
+    req.on("aborted", onAborted);
+  });
+}

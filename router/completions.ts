@@ -1,0 +1,221 @@
+/**
+ * POST /v1/chat/completions and /v1/completions on the raw node:http request/response (the streaming hot path:
+ * SSE strings go straight to the socket, no web-stream layer). Validation → region selection with retry →
+ * relay of the region's events as OpenAI chunks (core/openai ChunkFormatter, byte-identical on every hop).
+ *
+ * Errors before the first token get an OpenAI-style error body and status; after it, an in-stream error chunk
+ * and the stream ends. A client disconnect aborts the upstream dispatch and is counted.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { TidegateConfig } from "../core/config.js";
+import { TidegateError, toTidegateError } from "../core/errors.js";
+import type { Clock } from "../core/clock.js";
+import { newId } from "../core/ids.js";
+import type { Logger } from "../core/log.js";
+import { MODEL_SPECS, kvBytesPerToken, type RegionName } from "../core/models.js";
+import { ChunkFormatter, MAX_TOKENS_LIMIT, parseOpenAIRequest, type ApiKind } from "../core/openai.js";
+import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
+import { ValidationError } from "../core/validate.js";
+import { authenticate, mayUseModel } from "./auth.js";
+import { readJsonBody } from "./body.js";
+import { NO_REGION, UNKNOWN_MODEL, type RouterMetrics } from "./metrics.js";
+import { dispatchWithRetry, type OpenedStream } from "./relay.js";
+import type { RegionSelector } from "./selector.js";
+
+/** Header a client sets to name its own region (first in preference order); overrides the API key's region. */
+export const REGION_HEADER = "x-tidegate-region";
+
+/** Everything the completion handler needs; built once by the router. */
+export interface CompletionDeps {
+  config: TidegateConfig;
+  selector: RegionSelector;
+  links: ReadonlyMap<RegionName, RegionLink>;
+  metrics: RouterMetrics;
+  clock: Clock;
+  logger: Logger;
+}
+
+/** Per-request bookkeeping for metrics and the final status. */
+interface Outcome {
+  model: string;
+  region: string;
+  status: number;
+}
+
+/** Handles one completion request to the end; never rejects (every failure becomes a response or is logged). */
+export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const startNs = process.hrtime.bigint();
+  const outcome: Outcome = { model: UNKNOWN_MODEL, region: NO_REGION, status: 200 };
+  const client = new AbortController();
+  let clientGone = false;
+  res.on("close", () => {
+    if (!res.writableFinished) {
+      clientGone = true;
+      client.abort(new TidegateError("cancelled", "client disconnected"));
+    }
+  });
+  res.on("error", (err) => {
+    deps.metrics.writeErrors.inc();
+    deps.logger.warn("router: write to client failed", { err, model: outcome.model, region: outcome.region });
+    client.abort(new TidegateError("cancelled", "write to client failed", { cause: err }));
+  });
+  let opened: OpenedStream | undefined;
+  try {
+    const caller = authenticate(deps.config.router.apiKeys, req.headers.authorization);
+    const body = await readJsonBody(req, deps.config.router.bodyLimitBytes);
+    const rawModel = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>).model : undefined;
+    const spec = typeof rawModel === "string" && deps.selector.hostingRegions(rawModel).length > 0 ? MODEL_SPECS[rawModel] : undefined;
+    const parsed = parseOpenAIRequest(kind, body, spec?.maxContextTokens ?? MAX_TOKENS_LIMIT);
+    if (spec === undefined) throw new TidegateError("model_not_found", `The model ${JSON.stringify(parsed.model)} does not exist or is not served here`, { param: "model" });
+    outcome.model = parsed.model;
+    if (!mayUseModel(caller, parsed.model)) throw new TidegateError("forbidden", `this API key may not use model ${JSON.stringify(parsed.model)}`, { param: "model" });
+    const clientRegion = requestedRegion(deps, req) ?? caller.region;
+
+    const genReq: GenerateRequest = {
+      id: newId(kind === "chat" ? "chatcmpl-" : "cmpl-"),
+      model: parsed.model,
+      kind,
+      promptTokens: parsed.promptTokens,
+      maxTokens: parsed.maxTokens,
+      priority: 0,
+      body: parsed.body,
+    };
+    deps.metrics.inflight.inc({ model: parsed.model });
+    try {
+      opened = await dispatchWithRetry({
+        selector: deps.selector,
+        links: deps.links,
+        req: genReq,
+        ...(clientRegion === undefined ? {} : { clientRegion }),
+        kvBytes: (parsed.promptTokens + parsed.maxTokens) * kvBytesPerToken(spec),
+        signal: client.signal,
+        onRetry: (failed, err) => {
+          deps.metrics.retries.inc({ model: parsed.model, region: failed });
+          deps.logger.warn("router: region failed before the first token; trying the next", { model: parsed.model, region: failed, err });
+        },
+      });
+      outcome.region = opened.region;
+      deps.metrics.ttftSeconds.observe({ model: parsed.model, region: opened.region }, Number(process.hrtime.bigint() - startNs) / 1e9);
+      const fmt = new ChunkFormatter(kind, genReq.id, parsed.model, Math.floor(deps.clock.now() / 1000));
+      if (parsed.stream) await relayStream(deps, res, fmt, opened, parsed.includeUsage, outcome, client.signal);
+      else await relayFull(deps, res, fmt, opened, outcome, client.signal);
+    } finally {
+      deps.metrics.inflight.dec({ model: parsed.model });
+    }
+  } catch (err) {
+    const te = toTidegateError(err);
+    if (clientGone || te.code === "cancelled") {
+      outcome.status = 499;
+      if (outcome.model !== UNKNOWN_MODEL && outcome.region !== NO_REGION) deps.metrics.aborts.inc({ model: outcome.model, region: outcome.region });
+      else if (outcome.model !== UNKNOWN_MODEL) deps.metrics.aborts.inc({ model: outcome.model, region: NO_REGION });
+      if (!res.headersSent && !res.destroyed) sendError(res, te);
+    } else if (!res.headersSent) {
+      outcome.status = te.status;
+      if (te.code === "internal") deps.logger.error("router: internal error", { err, model: outcome.model });
+      sendError(res, te);
+    } else {
+      outcome.status = 502;
+      deps.logger.error("router: failure after the response started", { err, model: outcome.model, region: outcome.region });
+      res.destroy();
+    }
+  } finally {
+    opened?.release();
+    deps.metrics.requests.inc({ model: outcome.model, region: outcome.region, status: String(outcome.status) });
+  }
+}
+
+function requestedRegion(deps: CompletionDeps, req: IncomingMessage): RegionName | undefined {
+  const h = req.headers[REGION_HEADER];
+  if (h === undefined) return undefined;
+  const value = Array.isArray(h) ? h[0] : h;
+  if (value === undefined || !deps.config.regions.some((r) => r.name === value)) {
+    throw new ValidationError(`header ${REGION_HEADER}`, `unknown region ${JSON.stringify(value)}; known: ${deps.config.regions.map((r) => r.name).join(", ")}`, "invalid_request");
+  }
+  return value;
+}
+
+/** Writes an OpenAI-style error body; 413 also closes the connection (the rest of the body is not read). */
+export function sendError(res: ServerResponse, err: TidegateError): void {
+  const body = JSON.stringify(err.toOpenAI());
+  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
+  if (err.code === "payload_too_large") headers.connection = "close";
+  res.writeHead(err.status, headers);
+  res.end(body);
+}
+
+/** Resolves when `res` can take more data (drain) or is gone (close); never rejects. */
+function drained(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    if (res.destroyed) return resolve();
+    const done = () => {
+      res.off("drain", done);
+      res.off("close", done);
+      resolve();
+    };
+    res.on("drain", done);
+    res.on("close", done);
+  });
+}
+
+async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormatter, s: OpenedStream, includeUsage: boolean, outcome: Outcome, signal: AbortSignal): Promise<void> {
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-tidegate-region": s.region, "x-request-id": fmt.id });
+  let head = fmt.roleChunk();
+  let event: EngineEvent | undefined = s.first;
+  let tokens = 0;
+  try {
+    while (event !== undefined) {
+      if (signal.aborted) throw signal.reason;
+      let out: string;
+      if (event.type === "token") {
+        tokens += event.tokens;
+        out = head + fmt.textChunk(event.text);
+      } else {
+        out = head + fmt.finishChunk(event.finishReason) + (includeUsage ? fmt.usageChunk(event.usage) : "") + ChunkFormatter.DONE;
+      }
+      head = "";
+      const finished = event.type === "done";
+      if (!res.write(out)) await drained(res);
+      if (finished) break;
+      const next: IteratorResult<EngineEvent> = await s.rest.next();
+      event = next.done ? undefined : next.value;
+      if (event === undefined) throw new TidegateError("upstream_error", `region ${s.region} ended the stream without finishing`);
+    }
+    res.end();
+  } catch (err) {
+    if (signal.aborted) {
+      s.abort();
+      throw signal.reason;
+    }
+    s.abort();
+    const te = toTidegateError(err);
+    deps.logger.warn("router: stream failed after the first token", { model: outcome.model, region: s.region, err });
+    outcome.status = 502;
+    res.end(fmt.errorChunk(te.message, te.code));
+  } finally {
+    deps.metrics.tokens.inc({ model: outcome.model, region: s.region }, tokens);
+  }
+}
+
+async function relayFull(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormatter, s: OpenedStream, outcome: Outcome, signal: AbortSignal): Promise<void> {
+  let text = "";
+  let tokens = 0;
+  let event: EngineEvent | undefined = s.first;
+  try {
+    while (event !== undefined && event.type === "token") {
+      text += event.text;
+      tokens += event.tokens;
+      const next: IteratorResult<EngineEvent> = await s.rest.next();
+      event = next.done ? undefined : next.value;
+    }
+  } catch (err) {
+    s.abort();
+    if (signal.aborted) throw signal.reason;
+    throw new TidegateError("upstream_error", `region ${s.region} failed mid-response: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  } finally {
+    deps.metrics.tokens.inc({ model: outcome.model, region: s.region }, tokens);
+  }
+  if (event === undefined) throw new TidegateError("upstream_error", `region ${s.region} ended the response without finishing`);
+  const body = JSON.stringify(fmt.fullResponse(text, event.finishReason, event.usage));
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-tidegate-region": s.region, "x-request-id": fmt.id });
+  res.end(body);
+}

@@ -1,0 +1,61 @@
+/**
+ * The global router's Prometheus metrics. Every (model, region, status) combination the router can report is
+ * initialised to 0 at start (core/metrics initLabels), so rates and alerts work from the first scrape.
+ */
+import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../core/metrics.js";
+
+/** Region label for requests that never reached a region (bad input, no region available). */
+export const NO_REGION = "none";
+/** Model label for requests naming no known model (keeps label cardinality bounded). */
+export const UNKNOWN_MODEL = "unknown";
+/** Status label values: HTTP status classes of the final outcome. */
+export const STATUS_LABELS = ["200", "400", "401", "403", "404", "413", "499", "500", "502", "503"] as const;
+
+export interface RouterMetrics {
+  registry: Registry;
+  /** Completed requests by model, region and final HTTP status (in-stream errors count as 502). */
+  requests: Counter<"model" | "region" | "status">;
+  /** Seconds from request receipt to the first token the client is sent. */
+  ttftSeconds: Histogram<"model" | "region">;
+  /** Requests whose client went away before the end (upstream dispatch aborted). */
+  aborts: Counter<"model" | "region">;
+  /** Region failures before the first token that were retried in the next region. */
+  retries: Counter<"model" | "region">;
+  /** Socket write errors on client responses (never swallowed: counted, logged, upstream aborted). */
+  writeErrors: Counter;
+  /** Streams open right now. */
+  inflight: Gauge<"model">;
+  /** Output tokens relayed to clients. */
+  tokens: Counter<"model" | "region">;
+}
+
+/**
+ * Creates the registry and the metrics, with every label combination of `models` × `regions` (plus the
+ * no-region label for early failures) started at 0. `defaults` adds process metrics.
+ */
+export function createRouterMetrics(models: readonly string[], regions: readonly string[], defaults = true): RouterMetrics {
+  const registry = createRegistry(defaults);
+  const requests = new Counter({ name: "tidegate_router_requests_total", help: "Requests by model, region and final HTTP status", labelNames: ["model", "region", "status"] as const, registers: [registry] });
+  const ttftSeconds = new Histogram({
+    name: "tidegate_router_ttft_seconds",
+    help: "Time from request receipt to the first token sent to the client",
+    labelNames: ["model", "region"] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+  const aborts = new Counter({ name: "tidegate_router_client_aborts_total", help: "Requests cancelled because the client disconnected", labelNames: ["model", "region"] as const, registers: [registry] });
+  const retries = new Counter({ name: "tidegate_router_retries_total", help: "Region failures before the first token, retried in the next region", labelNames: ["model", "region"] as const, registers: [registry] });
+  const writeErrors = new Counter({ name: "tidegate_router_write_errors_total", help: "Errors writing a response to a client socket", registers: [registry] });
+  const inflight = new Gauge({ name: "tidegate_router_inflight_requests", help: "Requests being served now", labelNames: ["model"] as const, registers: [registry] });
+  const tokens = new Counter({ name: "tidegate_router_output_tokens_total", help: "Output tokens relayed to clients", labelNames: ["model", "region"] as const, registers: [registry] });
+
+  const regionLabels = [...regions, NO_REGION];
+  initLabels(requests, { model: [...models, UNKNOWN_MODEL], region: regionLabels, status: STATUS_LABELS });
+  initLabels(aborts, { model: models, region: regions });
+  initLabels(retries, { model: models, region: regions });
+  initLabels(tokens, { model: models, region: regions });
+  initLabels(inflight, { model: models });
+  writeErrors.inc(0);
+  for (const model of models) for (const region of regions) ttftSeconds.zero({ model, region });
+  return { registry, requests, ttftSeconds, aborts, retries, writeErrors, inflight, tokens };
+}

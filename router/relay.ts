@@ -1,0 +1,93 @@
+/**
+ * Dispatch with retry (DESIGN "Request path" step 4): pick a region with the selector, dispatch over its
+ * RegionLink, and wait for the first event. A region that fails before the first event is excluded and the next
+ * pick is tried; once the first event has arrived the stream is committed to that region and later failures are
+ * the caller's to report in-stream. The caller's AbortSignal (client disconnect) aborts the upstream attempt.
+ */
+import { TidegateError, findTidegateError } from "../core/errors.js";
+import type { RegionName } from "../core/models.js";
+import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
+import type { RegionSelector } from "./selector.js";
+
+/** A stream committed to one region: its first event and the iterator for the rest. */
+export interface OpenedStream {
+  region: RegionName;
+  first: EngineEvent;
+  rest: AsyncIterator<EngineEvent>;
+  /** Aborts the upstream dispatch (idempotent). */
+  abort(): void;
+  /** Detaches from the client's signal once the stream is over (idempotent). */
+  release(): void;
+}
+
+export interface DispatchOptions {
+  selector: RegionSelector;
+  links: ReadonlyMap<RegionName, RegionLink>;
+  req: GenerateRequest;
+  /** The client's region (header or API key), first in preference order. */
+  clientRegion?: RegionName;
+  /** KV bytes the request will hold (prompt + max output tokens × bytes per token), for the in-flight estimate. */
+  kvBytes: number;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** Called for each region that failed before its first event when another region is about to be tried. */
+  onRetry?: (failedRegion: RegionName, err: unknown) => void;
+}
+
+/** True for failures worth trying elsewhere: server-side errors, not the client's own (4xx) or a cancellation. */
+export function isRetryable(err: unknown): boolean {
+  const te = findTidegateError(err);
+  if (te === undefined) return true;
+  return te.status >= 500 && te.code !== "cancelled";
+}
+
+/**
+ * Opens the stream in the first region that produces a first event. Throws TidegateError: cancelled when the
+ * client aborted; the region's own error when it is not retryable (a 4xx from upstream); no_region_available (503)
+ * when no region is available or every available one failed before its first event.
+ */
+export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedStream> {
+  const { selector, links, req, signal } = opts;
+  const tried = new Set<RegionName>();
+  const failures: string[] = [];
+  let lastErr: unknown;
+  let pendingRetry: RegionName | undefined;
+  for (;;) {
+    if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
+    const pick = selector.select(req.model, opts.clientRegion, tried);
+    if (pick === undefined) {
+      const detail = failures.length === 0 ? "no region serving it has fresh telemetry" : `every available region failed before the first token (${failures.join("; ")})`;
+      throw new TidegateError("no_region_available", `model ${req.model}: ${detail}`, lastErr === undefined ? {} : { cause: lastErr });
+    }
+    const region = pick.region;
+    tried.add(region);
+    const link = links.get(region);
+    if (link === undefined) continue;
+    if (pendingRetry !== undefined) {
+      opts.onRetry?.(pendingRetry, lastErr);
+      pendingRetry = undefined;
+    }
+    selector.noteDispatch(region, req.model, opts.kvBytes);
+    const attempt = new AbortController();
+    const onClientAbort = () => attempt.abort(signal.reason);
+    signal.addEventListener("abort", onClientAbort, { once: true });
+    const release = () => signal.removeEventListener("abort", onClientAbort);
+    const abort = () => {
+      release();
+      attempt.abort();
+    };
+    try {
+      const rest = link.dispatch(req, attempt.signal)[Symbol.asyncIterator]();
+      const first = await rest.next();
+      if (first.done) throw new TidegateError("upstream_error", `region ${region} ended the stream without any event`);
+      return { region, first: first.value, rest, abort, release };
+    } catch (err) {
+      abort();
+      if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token", { cause: err });
+      if (!isRetryable(err)) throw err;
+      lastErr = err;
+      pendingRetry = region;
+      failures.push(`${region}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+}

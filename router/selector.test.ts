@@ -1,0 +1,112 @@
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../core/clock.js";
+import { modelTelemetry } from "./fake-link.js";
+import { RegionSelector } from "./selector.js";
+import type { RegionTelemetry } from "../core/ports.js";
+
+const M = "llama3.1-8b";
+/** 1 GB of KV per instance keeps the in-flight arithmetic readable. */
+const GB = 1e9;
+
+function setup(staleMs = 5000) {
+  const clock = new VirtualClock(1_000_000);
+  const selector = new RegionSelector({
+    clock,
+    regions: [
+      { name: "east", proximity: ["central", "west"], models: [M] },
+      { name: "central", proximity: ["east", "west"], models: [M] },
+      { name: "west", proximity: ["central", "east"], models: [M, "other"] },
+    ],
+    memoryThreshold: 0.7,
+    telemetryStaleMs: staleMs,
+    instanceKvBytes: () => GB,
+  });
+  const seqs: Record<string, number> = {};
+  const report = (region: string, utilization: number, instances = 2): RegionTelemetry => {
+    const t = { region, seq: (seqs[region] = (seqs[region] ?? 0) + 1), atMs: clock.now(), models: [modelTelemetry(M, utilization, instances)] };
+    selector.onTelemetry(t);
+    return t;
+  };
+  return { clock, selector, report };
+}
+
+describe("RegionSelector (SageServe §6.2 with the router's in-flight estimate)", () => {
+  it("picks the first region in the client's preference order under the threshold", () => {
+    const { selector, report } = setup();
+    report("east", 0.75);
+    report("central", 0.4);
+    report("west", 0.1);
+    expect(selector.select(M, "east")).toMatchObject({ region: "central", reason: "threshold" });
+    // west's own order: west first, and it is under the threshold.
+    expect(selector.select(M, "west")).toMatchObject({ region: "west", reason: "threshold" });
+    // No client region: configuration order east, central, west.
+    expect(selector.select(M)?.region).toBe("central");
+  });
+
+  it("falls back to the least utilized when every region is at or over the threshold", () => {
+    const { selector, report } = setup();
+    report("east", 0.9);
+    report("central", 0.7);
+    report("west", 0.85);
+    expect(selector.select(M, "west")).toMatchObject({ region: "central", reason: "least" });
+  });
+
+  it("adds the KV bytes dispatched since the last telemetry, so a burst spills to the next region", () => {
+    const { selector, report } = setup();
+    report("east", 0.6);
+    report("central", 0.1);
+    report("west", 0.1);
+    // east: 2 instances × 1 GB = 2 GB of KV. 0.6 + 0.15 GB / 2 GB = 0.675 < 0.7 → still east.
+    selector.noteDispatch("east", M, 0.15 * GB);
+    expect(selector.candidate("east", M).utilization).toBeCloseTo(0.675, 10);
+    expect(selector.select(M, "east")?.region).toBe("east");
+    // Another 0.1 GB → 0.725 ≥ 0.7 → the burst moves on to central.
+    selector.noteDispatch("east", M, 0.1 * GB);
+    expect(selector.select(M, "east")?.region).toBe("central");
+    expect(selector.inflightKvBytes("east", M)).toBeCloseTo(0.25 * GB);
+  });
+
+  it("a new telemetry seq resets the in-flight estimate (the region now counts those requests)", () => {
+    const { selector, report } = setup();
+    report("east", 0.6);
+    report("central", 0.1);
+    selector.noteDispatch("east", M, 0.3 * GB);
+    expect(selector.select(M, "east")?.region).toBe("central");
+    report("east", 0.62);
+    expect(selector.inflightKvBytes("east", M)).toBe(0);
+    expect(selector.select(M, "east")?.region).toBe("east");
+  });
+
+  it("telemetry older than telemetryStaleMs makes a region unavailable; none fresh → undefined", () => {
+    const { clock, selector, report } = setup(5000);
+    report("east", 0.1);
+    clock.advanceToSync(clock.now() + 3000);
+    report("central", 0.2);
+    expect(selector.select(M, "east")?.region).toBe("east");
+    clock.advanceToSync(clock.now() + 2001); // east is 5001 ms old, central 2001 ms
+    expect(selector.candidate("east", M).available).toBe(false);
+    expect(selector.select(M, "east")?.region).toBe("central");
+    clock.advanceToSync(clock.now() + 3000);
+    expect(selector.select(M, "east")).toBeUndefined();
+  });
+
+  it("regions without serving instances, without telemetry, or excluded are skipped; unknown models get none", () => {
+    const { selector, report } = setup();
+    report("east", 0.1, 0);
+    report("central", 0.5);
+    expect(selector.select(M, "east")?.region).toBe("central"); // east has 0 serving, west never reported
+    expect(selector.select(M, "east", new Set(["central"]))).toBeUndefined();
+    expect(selector.select("no-such-model")).toBeUndefined();
+    expect(selector.hostingRegions("other")).toEqual(["west"]);
+  });
+
+  it("markDown makes a region unavailable until its next snapshot; unknown regions are ignored", () => {
+    const { selector, report } = setup();
+    report("east", 0.1);
+    selector.markDown("east");
+    expect(selector.candidate("east", M).available).toBe(false);
+    report("east", 0.1);
+    expect(selector.candidate("east", M).available).toBe(true);
+    expect(selector.onTelemetry({ region: "mars", seq: 1, atMs: 0, models: [] })).toBe(false);
+  });
+});

@@ -1,0 +1,139 @@
+/**
+ * The stateful region selector of the global router (SageServe §6.2, DESIGN "Request path" step 1).
+ *
+ * It keeps the latest telemetry per region, and between telemetry updates adds its own in-flight estimate: the KV
+ * bytes of requests it dispatched to a region since that region's last telemetry `seq`, over the model's KV capacity
+ * in the region, so a burst does not herd onto the one region that looked empty at the last report. Telemetry older
+ * than `staleMs` (by the router's clock, at receipt) makes the region unavailable.
+ *
+ * No HTTP, no timers: values, a Clock and the pure `selectRegion` / `preferenceOrder` / `correctedUtilization`.
+ * The replay wiring uses the same class with a VirtualClock.
+ */
+import type { Clock } from "../core/clock.js";
+import type { GpuType, ModelName, RegionName } from "../core/models.js";
+import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
+import { correctedUtilization, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
+
+/** What the selector needs to know about one region from configuration. */
+export interface SelectorRegion {
+  name: RegionName;
+  /** Other regions in order of proximity (config regions[].proximity). */
+  proximity: readonly RegionName[];
+  /** Models the region hosts (config endpoints). */
+  models: readonly ModelName[];
+}
+
+export interface SelectorOptions {
+  clock: Clock;
+  /** Regions in configuration order (the tie-break order after the client's preference). */
+  regions: readonly SelectorRegion[];
+  /** SageServe §6.2 threshold on effective memory utilization (0.70). */
+  memoryThreshold: number;
+  /** Telemetry received longer ago than this makes the region unavailable. */
+  telemetryStaleMs: number;
+  /**
+   * KV-cache bytes one serving instance of `model` on `gpu` offers (GPU memory × utilization − weights), used to turn
+   * in-flight bytes into utilization. Return 0 when unknown (the correction is then skipped).
+   */
+  instanceKvBytes: (model: ModelName, gpu: GpuType) => number;
+}
+
+/** One decision plus what the selector saw, for logs and tests. */
+export interface SelectionResult extends RegionDecision {
+  /** The candidates in preference order with their corrected utilizations. */
+  candidates: RegionCandidate[];
+}
+
+interface RegionState {
+  telemetry: RegionTelemetry | undefined;
+  receivedAtMs: number;
+  /** model → KV bytes dispatched since the last telemetry. */
+  inflightKvBytes: Map<ModelName, number>;
+}
+
+export class RegionSelector {
+  private readonly state = new Map<RegionName, RegionState>();
+  private readonly proximity: Record<RegionName, readonly RegionName[]> = {};
+  private readonly hosting = new Map<ModelName, RegionName[]>();
+
+  constructor(private readonly opts: SelectorOptions) {
+    for (const r of opts.regions) {
+      this.state.set(r.name, { telemetry: undefined, receivedAtMs: 0, inflightKvBytes: new Map() });
+      this.proximity[r.name] = r.proximity;
+      for (const m of r.models) {
+        const list = this.hosting.get(m) ?? [];
+        list.push(r.name);
+        this.hosting.set(m, list);
+      }
+    }
+  }
+
+  /** Regions that host `model` by configuration, in configuration order (empty for unknown models). */
+  hostingRegions(model: ModelName): readonly RegionName[] {
+    return this.hosting.get(model) ?? [];
+  }
+
+  /**
+   * Records a telemetry snapshot. A snapshot with a different `seq` from the last one resets the region's in-flight
+   * estimate (the region now reports those requests itself). Unknown regions are ignored (returns false).
+   */
+  onTelemetry(t: RegionTelemetry): boolean {
+    const s = this.state.get(t.region);
+    if (s === undefined) return false;
+    if (s.telemetry === undefined || s.telemetry.seq !== t.seq) s.inflightKvBytes.clear();
+    s.telemetry = t;
+    s.receivedAtMs = this.opts.clock.now();
+    return true;
+  }
+
+  /** Forgets a region's telemetry (its link went down): it is unavailable until the next snapshot. */
+  markDown(region: RegionName): void {
+    const s = this.state.get(region);
+    if (s === undefined) return;
+    s.telemetry = undefined;
+    s.inflightKvBytes.clear();
+  }
+
+  /** Adds a dispatched request's KV bytes (≥ 0) to the region's in-flight estimate for `model`. */
+  noteDispatch(region: RegionName, model: ModelName, kvBytes: number): void {
+    const s = this.state.get(region);
+    if (s === undefined || !(kvBytes > 0)) return;
+    s.inflightKvBytes.set(model, (s.inflightKvBytes.get(model) ?? 0) + kvBytes);
+  }
+
+  /** The router's in-flight KV bytes for (region, model) since that region's last telemetry. */
+  inflightKvBytes(region: RegionName, model: ModelName): number {
+    return this.state.get(region)?.inflightKvBytes.get(model) ?? 0;
+  }
+
+  /** The candidate for (region, model) as selection sees it now: corrected utilization and availability. */
+  candidate(region: RegionName, model: ModelName): RegionCandidate {
+    const s = this.state.get(region);
+    const t = s?.telemetry;
+    if (s === undefined || t === undefined || this.opts.clock.now() - s.receivedAtMs > this.opts.telemetryStaleMs) {
+      return { region, utilization: Number.POSITIVE_INFINITY, available: false };
+    }
+    const mt = t.models.find((m) => m.model === model);
+    if (mt === undefined || servingInstances(mt) === 0) return { region, utilization: Number.POSITIVE_INFINITY, available: false };
+    const capacityBytes = mt.endpoints.reduce((sum, e) => sum + e.servingInstances * this.opts.instanceKvBytes(model, e.gpu), 0);
+    const reported = Number.isFinite(mt.effectiveMemoryUtilization) ? Math.max(0, mt.effectiveMemoryUtilization) : Number.POSITIVE_INFINITY;
+    return { region, utilization: correctedUtilization(reported, s.inflightKvBytes.get(model) ?? 0, capacityBytes), available: true };
+  }
+
+  /**
+   * Picks a region for `model`: hosting regions in preference order (client region, its proximity list, the
+   * rest), the first under the threshold, else the least utilized. `exclude` skips regions already tried.
+   * Returns undefined when no region is available (unknown model, all stale, all excluded).
+   */
+  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set()): SelectionResult | undefined {
+    const order = preferenceOrder(this.hostingRegions(model), clientRegion, this.proximity);
+    const candidates = order.map((r) => this.candidate(r, model));
+    const decision = selectRegion(candidates, this.opts.memoryThreshold, exclude);
+    return decision === undefined ? undefined : { ...decision, candidates };
+  }
+}
+
+function servingInstances(mt: ModelTelemetry): number {
+  const fromEndpoints = mt.endpoints.reduce((s, e) => s + e.servingInstances, 0);
+  return Math.max(fromEndpoints, mt.instances.serving ?? 0);
+}

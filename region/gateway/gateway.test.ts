@@ -1,0 +1,247 @@
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
+import { TidegateError, findTidegateError } from "../../core/errors.js";
+import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
+import { FakeEngine } from "./fake-engine.js";
+import { Gateway } from "./gateway.js";
+
+const MODEL = "llama3.1-8b";
+let nextId = 0;
+function request(over: Partial<GenerateRequest> = {}): GenerateRequest {
+  return { id: `req-${nextId++}`, model: MODEL, kind: "chat", promptTokens: 10, maxTokens: 5, priority: 0, body: {}, ...over };
+}
+
+async function collect(it: AsyncIterable<EngineEvent>): Promise<EngineEvent[]> {
+  const out: EngineEvent[] = [];
+  for await (const ev of it) out.push(ev);
+  return out;
+}
+
+async function failureOf(p: Promise<unknown>): Promise<TidegateError> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  const te = findTidegateError(err);
+  if (te === undefined) throw new Error(`expected a TidegateError, got ${String(err)}`);
+  return te;
+}
+
+function gateway(clock = new VirtualClock(), statsRefreshMs = 100): Gateway {
+  return new Gateway({ region: "us-east", clock, statsRefreshMs });
+}
+
+describe("Gateway routing", () => {
+  it("sends a request to the least-utilized endpoint, then to the instance with the fewest remaining tokens", async () => {
+    const gw = gateway();
+    const h1 = new FakeEngine({ instanceId: "h1", model: MODEL, stats: { kvBytesUsed: 50, kvBytesCapacity: 100, remainingTokens: 0 } });
+    const a1 = new FakeEngine({ instanceId: "a1", model: MODEL, stats: { kvBytesUsed: 30, kvBytesCapacity: 100, remainingTokens: 900 } });
+    const a2 = new FakeEngine({ instanceId: "a2", model: MODEL, stats: { kvBytesUsed: 10, kvBytesCapacity: 100, remainingTokens: 300 } });
+    gw.addInstance("h100-80gb", h1);
+    gw.addInstance("a100-80gb", a1);
+    gw.addInstance("a100-80gb", a2);
+    // h100 endpoint: 50/100 = 0.5; a100 endpoint: 40/200 = 0.2 → a100; JSQ inside it: a2 (300 < 900).
+    expect(gw.route(MODEL)).toEqual({ endpointId: "llama3.1-8b/a100-80gb", instanceId: "a2" });
+    const events = await collect(gw.generate(request({ maxTokens: 3 })));
+    expect(a2.requests).toHaveLength(1);
+    expect(events.map((e) => e.type)).toEqual(["token", "token", "token", "done"]);
+    expect(events.at(-1)).toMatchObject({ type: "done", finishReason: "length", usage: { prompt_tokens: 10, completion_tokens: 3, total_tokens: 13 } });
+  });
+
+  it("skips instances that are not serving and reports no_region_available when none serves", async () => {
+    const gw = gateway();
+    const a = new FakeEngine({ instanceId: "a", model: MODEL, stats: { remainingTokens: 0 } });
+    const b = new FakeEngine({ instanceId: "b", model: MODEL, stats: { remainingTokens: 5000 } });
+    gw.addInstance("h100-80gb", a, "loading");
+    gw.addInstance("h100-80gb", b);
+    expect(gw.route(MODEL)?.instanceId).toBe("b");
+    gw.setInstanceState("b", "draining");
+    expect(gw.route(MODEL)).toBeUndefined();
+    const err = await failureOf(collect(gw.generate(request())));
+    expect(err.code).toBe("no_region_available");
+    expect((await failureOf(collect(gw.generate(request({ model: "bloom-176b" }))))).code).toBe("model_not_found");
+  });
+
+  it("spreads a burst over instances and endpoints with its in-flight estimate until stats refresh", async () => {
+    const clock = new VirtualClock();
+    const gw = gateway(clock, 100);
+    const engines = ["h-1", "h-2"].map((id) => new FakeEngine({ instanceId: id, model: MODEL, clock, tokenDelayMs: 1000, stats: { kvBytesCapacity: 1e9 } }));
+    const other = new FakeEngine({ instanceId: "a-1", model: MODEL, clock, tokenDelayMs: 1000, stats: { kvBytesCapacity: 2e9 } });
+    for (const e of engines) gw.addInstance("h100-80gb", e);
+    gw.addInstance("a100-80gb", other);
+    // Engine stats never move (all zero): without the correction every request would go to h-1.
+    const ctl = new AbortController();
+    const streams = Array.from({ length: 8 }, () => collect(gw.generate(request({ promptTokens: 1000, maxTokens: 100 }), ctl.signal)).catch((e: unknown) => e));
+    await clock.advanceBy(0);
+    const counts = [engines[0]!.requests.length, engines[1]!.requests.length, other.requests.length];
+    // Each request adds 1000 prompt tokens × 131072 KV bytes/token to its endpoint's estimate; both endpoints hold
+    // 2e9 bytes (two h100 instances of 1e9, one a100 instance of 2e9), so they alternate, and JSQ alternates h-1/h-2.
+    expect(counts).toEqual([2, 2, 4]);
+    expect(gw.instances().map((i) => i.inFlight)).toEqual([2, 2, 4]);
+    // After the refresh period the estimate is reset to the engines' own (unchanged) stats: the next goes to h-1.
+    await clock.advanceBy(100);
+    expect(gw.route(MODEL)?.instanceId).toBe("h-1");
+    ctl.abort();
+    await clock.advanceBy(0);
+    for (const err of await Promise.all(streams)) expect(findTidegateError(err)?.code).toBe("cancelled");
+    expect(gw.instances().map((i) => i.inFlight)).toEqual([0, 0, 0]);
+  });
+
+  it("undoes a finished request's correction within the same stats epoch", async () => {
+    const clock = new VirtualClock();
+    const gw = gateway(clock, 1_000_000);
+    const a = new FakeEngine({ instanceId: "a", model: MODEL });
+    const b = new FakeEngine({ instanceId: "b", model: MODEL });
+    gw.addInstance("h100-80gb", a);
+    gw.addInstance("h100-80gb", b);
+    await collect(gw.generate(request()));
+    await collect(gw.generate(request()));
+    // Both finished: no correction left, so the tie goes to the first instance again.
+    expect(a.requests).toHaveLength(2);
+    expect(b.requests).toHaveLength(0);
+  });
+});
+
+describe("Gateway failures and cancellation", () => {
+  it("retries another instance when one fails before the first event", async () => {
+    const gw = gateway();
+    const a = new FakeEngine({ instanceId: "a", model: MODEL });
+    const b = new FakeEngine({ instanceId: "b", model: MODEL, stats: { remainingTokens: 10 } });
+    gw.addInstance("h100-80gb", a);
+    gw.addInstance("h100-80gb", b);
+    a.failNext = ["before"];
+    const events = await collect(gw.generate(request({ maxTokens: 2 })));
+    expect(events.map((e) => e.type)).toEqual(["token", "token", "done"]);
+    expect(a.requests).toHaveLength(1);
+    expect(b.requests).toHaveLength(1);
+  });
+
+  it("fails with upstream_error when every tried instance fails before the first event", async () => {
+    const outcomes: string[] = [];
+    const gw = new Gateway({ region: "us-east", clock: new VirtualClock(), onOutcome: (_m, o) => outcomes.push(o) });
+    const a = new FakeEngine({ instanceId: "a", model: MODEL });
+    const b = new FakeEngine({ instanceId: "b", model: MODEL });
+    gw.addInstance("h100-80gb", a);
+    gw.addInstance("h100-80gb", b);
+    a.failNext = ["before"];
+    b.failNext = ["before"];
+    const err = await failureOf(collect(gw.generate(request())));
+    expect(err.code).toBe("upstream_error");
+    expect(err.message).toContain("2 instance(s)");
+    expect(outcomes).toEqual(["error"]);
+  });
+
+  it("reports a failure after the first event as upstream_error without retrying", async () => {
+    const gw = gateway();
+    const a = new FakeEngine({ instanceId: "a", model: MODEL });
+    const b = new FakeEngine({ instanceId: "b", model: MODEL, stats: { remainingTokens: 10 } });
+    gw.addInstance("h100-80gb", a);
+    gw.addInstance("h100-80gb", b);
+    a.failNext = ["after"];
+    const seen: EngineEvent[] = [];
+    const err = await failureOf(
+      (async () => {
+        for await (const ev of gw.generate(request())) seen.push(ev);
+      })(),
+    );
+    expect(err.code).toBe("upstream_error");
+    expect(seen).toHaveLength(1);
+    expect(b.requests).toHaveLength(0);
+  });
+
+  it("passes an engine's client error (4xx) through without retrying", async () => {
+    const gw = gateway();
+    const bad = new FakeEngine({ instanceId: "a", model: MODEL });
+    bad.generate = async function* () {
+      yield* [];
+      throw new TidegateError("invalid_request", "prompt too long", { param: "messages" });
+    };
+    const b = new FakeEngine({ instanceId: "b", model: MODEL, stats: { remainingTokens: 10 } });
+    gw.addInstance("h100-80gb", bad);
+    gw.addInstance("h100-80gb", b);
+    const err = await failureOf(collect(gw.generate(request())));
+    expect(err.code).toBe("invalid_request");
+    expect(b.requests).toHaveLength(0);
+  });
+
+  it("cancels the engine's generation when the consumer stops or the signal aborts", async () => {
+    const clock = new VirtualClock();
+    const gw = gateway(clock);
+    const e = new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 10 });
+    gw.addInstance("h100-80gb", e);
+    const r1 = request({ maxTokens: 100 });
+    const it1 = gw.generate(r1)[Symbol.asyncIterator]();
+    const first = it1.next();
+    await clock.advanceBy(10);
+    expect((await first).value).toMatchObject({ type: "token" });
+    await it1.return(undefined);
+    expect(e.cancelled).toContain(r1.id);
+    expect(e.active).toBe(0);
+
+    const ctl = new AbortController();
+    const r2 = request({ maxTokens: 100 });
+    const done = failureOf(collect(gw.generate(r2, ctl.signal)));
+    await clock.advanceBy(25);
+    ctl.abort();
+    await clock.advanceBy(0);
+    expect((await done).code).toBe("cancelled");
+    expect(e.cancelled).toContain(r2.id);
+    expect(gw.instances()[0]!.inFlight).toBe(0);
+  });
+});
+
+describe("Gateway telemetry", () => {
+  it("computes utilization, queues, states and tokens/s on hand-checked numbers", async () => {
+    const clock = new VirtualClock(0);
+    const gw = new Gateway({ region: "us-west", clock, rateWindowMs: 10_000 });
+    gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "h1", model: MODEL, stats: { kvBytesUsed: 30, kvBytesCapacity: 100, running: 3, waiting: 1 } }));
+    gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "h2", model: MODEL, stats: { kvBytesUsed: 10, kvBytesCapacity: 100, running: 1 } }));
+    gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "h3", model: MODEL, stats: { kvBytesUsed: 50, kvBytesCapacity: 100, running: 2, waiting: 2 } }), "draining");
+    gw.addInstance("a100-80gb", new FakeEngine({ instanceId: "a1", model: MODEL, stats: { kvBytesUsed: 60, kvBytesCapacity: 200, running: 4 } }));
+    gw.addInstance("a100-80gb", new FakeEngine({ instanceId: "a2", model: MODEL }), "provisioning");
+    // 10 prompt + 5 output tokens served in the first 2 s → 7.5 tokens/s.
+    await collect(gw.generate(request({ promptTokens: 10, maxTokens: 5 })));
+    clock.advanceToSync(2000);
+    const t = gw.snapshot();
+    expect(t).toMatchObject({ region: "us-west", seq: 1, atMs: 2000 });
+    const m = t.models[0]!;
+    // Serving only: (30 + 10 + 60) / (100 + 100 + 200) = 0.25; h100 endpoint 40/200 = 0.2, a100 60/200 = 0.3.
+    expect(m.effectiveMemoryUtilization).toBeCloseTo(0.25, 12);
+    expect(m.endpoints).toEqual([
+      { endpointId: "llama3.1-8b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0.2, servingInstances: 2 },
+      { endpointId: "llama3.1-8b/a100-80gb", gpu: "a100-80gb", effectiveMemoryUtilization: 0.3, servingInstances: 1 },
+    ]);
+    expect(m.running).toBe(3 + 1 + 2 + 4);
+    expect(m.waiting).toBe(1 + 2);
+    expect(m.instances).toEqual({ provisioning: 1, loading: 0, serving: 3, draining: 1, spot: 0 });
+    expect(m.tokensPerS).toBeCloseTo(7.5, 12);
+    // Nothing more served: at 11 s the baseline is still the 0 s sample (15 tokens / 11 s); at 13 s the 2 s sample
+    // is at least 10 s old and becomes the baseline, so the burst has left the window.
+    clock.advanceToSync(11_000);
+    expect(gw.snapshot().models[0]!.tokensPerS).toBeCloseTo(15 / 11, 12);
+    clock.advanceToSync(13_000);
+    expect(gw.snapshot().models[0]!.tokensPerS).toBe(0);
+  });
+
+  it("reports utilization 1 (not NaN) for a model with no serving capacity", () => {
+    const gw = gateway();
+    gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "x", model: MODEL }), "loading");
+    const m = gw.snapshot().models[0]!;
+    expect(m.effectiveMemoryUtilization).toBe(1);
+    expect(m.endpoints[0]!.servingInstances).toBe(0);
+  });
+
+  it("acks targets with a monotonic decisionId and tells listeners of new ones", () => {
+    const gw = gateway();
+    const seen: number[] = [];
+    gw.targets.onTargets((t) => seen.push(t.decisionId));
+    const targets = (decisionId: number) => ({ decisionId, region: "us-east", madeAtMs: 0, advisory: false, endpoints: [] });
+    expect(gw.acceptTargets(targets(5))).toEqual({ region: "us-east", decisionId: 5, accepted: true });
+    expect(gw.acceptTargets(targets(4))).toEqual({ region: "us-east", decisionId: 5, accepted: false });
+    expect(gw.acceptTargets(targets(5))).toEqual({ region: "us-east", decisionId: 5, accepted: true });
+    expect(gw.acceptTargets(targets(7)).accepted).toBe(true);
+    expect(seen).toEqual([5, 7]);
+    expect(gw.targets.latest()?.decisionId).toBe(7);
+    expect(() => gw.acceptTargets({ ...targets(9), region: "us-west" })).toThrow(/us-west/);
+  });
+});

@@ -1,0 +1,327 @@
+/**
+ * The region gateway (SageServe §6.2, "Routing logic at region endpoint"; DESIGN "Request path" step 2). It holds
+ * the endpoints (deployments) of each model in one region and their instances (an `Engine` plus a lifecycle
+ * state), routes every request to the least-loaded endpoint by effective memory utilization and then to the
+ * serving instance with the fewest remaining tokens (JSQ, region/gateway/jsq.ts), streams the engine's events
+ * back, and produces the region's telemetry.
+ *
+ * Between stats refreshes (every `statsRefreshMs` of the injected Clock) it adds its own in-flight estimate to each
+ * instance — the prompt + max output tokens and the prompt's KV bytes of the requests it sent there since the last
+ * refresh — so a burst that arrives before the engines' stats move spreads over instances and endpoints instead of
+ * herding onto the first. No HTTP and no timers: the same class runs live and in replay (virtual time).
+ */
+import type { Clock } from "../../core/clock.js";
+import { TidegateError, findTidegateError } from "../../core/errors.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import { MODEL_SPECS, kvBytesPerToken, type GpuType, type ModelName, type RegionName } from "../../core/models.js";
+import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import { pickEndpoint, pickInstance } from "./jsq.js";
+import { TargetsStore } from "./targets.js";
+import { WindowedRate, modelTelemetry } from "./telemetry.js";
+
+export interface GatewayOptions {
+  region: RegionName;
+  clock: Clock;
+  /** How long an instance's stats snapshot is used before `engine.stats()` is read again (default 100 ms). */
+  statsRefreshMs?: number;
+  /** Window of the tokens/s figure in telemetry (default 10 000 ms). */
+  rateWindowMs?: number;
+  /** Instances tried per request when one fails before its first event (default 2). */
+  maxAttempts?: number;
+  log?: Logger;
+  /** Called once per request when it ends: ok, error (after retries) or cancelled. */
+  onOutcome?: (model: ModelName, outcome: RequestOutcome) => void;
+}
+
+export type RequestOutcome = "ok" | "error" | "cancelled";
+
+/** A read-only view of one instance, for the region controller and tests. */
+export interface InstanceView {
+  instanceId: string;
+  model: ModelName;
+  endpointId: string;
+  gpu: GpuType;
+  state: InstanceState;
+  /** Requests the gateway has streaming on it now. */
+  inFlight: number;
+}
+
+/** Where one request went. */
+export interface RouteChoice {
+  endpointId: string;
+  instanceId: string;
+}
+
+interface InstanceRecord {
+  engine: Engine;
+  endpoint: EndpointRecord;
+  state: InstanceState;
+  stats: EngineStats;
+  statsAtMs: number;
+  /** Bumped at every refresh; a request's correction is undone only within the epoch it was added in. */
+  epoch: number;
+  addedTokens: number;
+  addedKvBytes: number;
+  inFlight: number;
+}
+
+interface EndpointRecord {
+  endpointId: string;
+  gpu: GpuType;
+  instances: InstanceRecord[];
+  /** Routing inputs, rebuilt in `choose`: estimated utilization and the per-instance remaining-token loads. */
+  effectiveMemoryUtilization: number;
+  loads: { instanceId: string; remainingTokens: number; serving: boolean; rec: InstanceRecord }[];
+}
+
+interface ModelRecord {
+  model: ModelName;
+  kvBytesPerToken: number;
+  endpoints: EndpointRecord[];
+  /** Prompt tokens (at first event) + output tokens streamed, cumulative. */
+  tokensServed: number;
+  rate: WindowedRate;
+}
+
+const ZERO_STATS: EngineStats = { kvBytesUsed: 0, kvBytesCapacity: 0, running: 0, waiting: 0, remainingTokens: 0, generatedTokensTotal: 0 };
+
+/** One region's gateway. Not thread-safe (one event loop). */
+export class Gateway {
+  readonly region: RegionName;
+  readonly targets: TargetsStore;
+  private readonly clock: Clock;
+  private readonly statsRefreshMs: number;
+  private readonly rateWindowMs: number;
+  private readonly maxAttempts: number;
+  private readonly log: Logger;
+  private readonly onOutcome: GatewayOptions["onOutcome"];
+  private readonly models = new Map<ModelName, ModelRecord>();
+  private readonly byId = new Map<string, InstanceRecord>();
+  private seq = 0;
+
+  constructor(opts: GatewayOptions) {
+    this.region = opts.region;
+    this.clock = opts.clock;
+    this.statsRefreshMs = opts.statsRefreshMs ?? 100;
+    this.rateWindowMs = opts.rateWindowMs ?? 10_000;
+    this.maxAttempts = opts.maxAttempts ?? 2;
+    this.log = opts.log ?? silentLogger;
+    this.onOutcome = opts.onOutcome;
+    if (!(this.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${this.statsRefreshMs}`);
+    if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${this.maxAttempts}`);
+    this.targets = new TargetsStore(this.region, this.log);
+  }
+
+  /** Adds an endpoint (deployment) of `model` on `gpu`; its id is `model/gpu`. Adding it twice is a no-op. */
+  addEndpoint(model: ModelName, gpu: GpuType): string {
+    const spec = MODEL_SPECS[model];
+    if (spec === undefined) throw new TidegateError("invalid_config", `unknown model ${JSON.stringify(model)}`);
+    let m = this.models.get(model);
+    if (m === undefined) {
+      m = { model, kvBytesPerToken: kvBytesPerToken(spec), endpoints: [], tokensServed: 0, rate: new WindowedRate(this.rateWindowMs, this.clock.now()) };
+      this.models.set(model, m);
+    }
+    const endpointId = `${model}/${gpu}`;
+    if (!m.endpoints.some((e) => e.endpointId === endpointId)) {
+      m.endpoints.push({ endpointId, gpu, instances: [], effectiveMemoryUtilization: 0, loads: [] });
+    }
+    return endpointId;
+  }
+
+  /** Adds an instance to an endpoint (created if needed). Its `instanceId` must be unique in the region. */
+  addInstance(gpu: GpuType, engine: Engine, state: InstanceState = "serving"): void {
+    if (this.byId.has(engine.instanceId)) throw new TidegateError("conflict", `instance ${engine.instanceId} already exists`);
+    const endpointId = this.addEndpoint(engine.model, gpu);
+    const endpoint = this.models.get(engine.model)!.endpoints.find((e) => e.endpointId === endpointId)!;
+    const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0 };
+    endpoint.instances.push(rec);
+    this.byId.set(engine.instanceId, rec);
+  }
+
+  /** Moves an instance to another lifecycle state; only `serving` instances take new requests. */
+  setInstanceState(instanceId: string, state: InstanceState): void {
+    this.instance(instanceId).state = state;
+  }
+
+  /** Removes an instance (its in-flight streams continue) and returns its engine for the caller to close. */
+  removeInstance(instanceId: string): Engine {
+    const rec = this.instance(instanceId);
+    const list = rec.endpoint.instances;
+    list.splice(list.indexOf(rec), 1);
+    this.byId.delete(instanceId);
+    return rec.engine;
+  }
+
+  /** Every instance, in endpoint order. */
+  instances(): InstanceView[] {
+    const out: InstanceView[] = [];
+    for (const m of this.models.values()) {
+      for (const e of m.endpoints) {
+        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight });
+      }
+    }
+    return out;
+  }
+
+  /** Models with at least one endpoint here. */
+  modelNames(): ModelName[] {
+    return [...this.models.keys()];
+  }
+
+  /**
+   * Where a request for `model` would go now (endpoint by estimated utilization, then JSQ), without sending it;
+   * undefined when no instance of the model is serving. Unknown model: model_not_found.
+   */
+  route(model: ModelName): RouteChoice | undefined {
+    const rec = this.choose(this.modelRecord(model), undefined);
+    return rec === undefined ? undefined : { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
+  }
+
+  /**
+   * Routes and streams one request. Throws (before the first event) model_not_found, no_region_available when no
+   * instance of the model serves here, upstream_error when every instance tried failed, cancelled when `signal`
+   * aborted; a client error from the engine (4xx) is passed through unretried. After the first event an engine
+   * failure is an upstream_error. Aborting `signal` or stopping the iteration cancels the engine's generation.
+   */
+  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
+    const model = this.modelRecord(req.model);
+    const tried = new Set<InstanceRecord>();
+    let lastError: unknown;
+    for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
+      if (signal?.aborted) {
+        this.onOutcome?.(req.model, "cancelled");
+        throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason });
+      }
+      const rec = this.choose(model, tried);
+      if (rec === undefined) break;
+      const epoch = rec.epoch;
+      const tokens = req.promptTokens + req.maxTokens;
+      const kvBytes = req.promptTokens * model.kvBytesPerToken;
+      rec.addedTokens += tokens;
+      rec.addedKvBytes += kvBytes;
+      rec.inFlight++;
+      const upstream = new AbortController();
+      const onAbort = () => upstream.abort(signal?.reason);
+      signal?.addEventListener("abort", onAbort, { once: true });
+      let started = false;
+      let finished = false;
+      let iterator: AsyncIterator<EngineEvent> | undefined;
+      try {
+        iterator = rec.engine.generate(req, upstream.signal)[Symbol.asyncIterator]();
+        for (;;) {
+          const step = await iterator.next();
+          if (step.done === true) break;
+          const ev = step.value;
+          if (!started) {
+            started = true;
+            model.tokensServed += req.promptTokens;
+          }
+          if (ev.type === "token") model.tokensServed += ev.tokens;
+          yield ev;
+        }
+        finished = true;
+        this.onOutcome?.(req.model, "ok");
+        return;
+      } catch (err) {
+        finished = true;
+        if (signal?.aborted) {
+          this.onOutcome?.(req.model, "cancelled");
+          throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: err });
+        }
+        const clientError = findTidegateError(err);
+        if (started || (clientError !== undefined && clientError.status < 500 && clientError.code !== "rate_limited")) {
+          this.onOutcome?.(req.model, "error");
+          if (!started) throw clientError;
+          throw new TidegateError("upstream_error", `instance ${rec.engine.instanceId} failed mid-stream`, { cause: err });
+        }
+        this.log.warn("instance failed before first event", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id, err });
+        tried.add(rec);
+        lastError = err;
+      } finally {
+        signal?.removeEventListener("abort", onAbort);
+        rec.inFlight--;
+        if (rec.epoch === epoch) {
+          rec.addedTokens -= tokens;
+          rec.addedKvBytes -= kvBytes;
+        }
+        if (!finished) {
+          // The consumer stopped early: abort first so the engine frees the request even if return() is a no-op.
+          upstream.abort(new TidegateError("cancelled", `request ${req.id} cancelled by its consumer`));
+          this.onOutcome?.(req.model, "cancelled");
+          await iterator?.return?.().catch(() => undefined);
+        }
+      }
+    }
+    this.onOutcome?.(req.model, "error");
+    if (tried.size === 0) throw new TidegateError("no_region_available", `no serving instance of ${req.model} in region ${this.region}`);
+    throw new TidegateError("upstream_error", `${tried.size} instance(s) of ${req.model} in region ${this.region} failed before the first token`, { cause: lastError });
+  }
+
+  /** The region's telemetry now: one entry per model; reads fresh stats from every instance. */
+  snapshot(): RegionTelemetry {
+    const now = this.clock.now();
+    const models = [...this.models.values()].map((m) => {
+      const samples = [];
+      for (const e of m.endpoints) {
+        for (const i of e.instances) {
+          this.refresh(i, now);
+          samples.push({ endpointId: e.endpointId, state: i.state, stats: i.stats });
+        }
+      }
+      return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed));
+    });
+    return { region: this.region, seq: ++this.seq, atMs: now, models };
+  }
+
+  /** Stores the planner's targets (latest decisionId wins) and acknowledges them; see TargetsStore. */
+  acceptTargets(targets: RegionTargets): TargetsAck {
+    return this.targets.accept(targets);
+  }
+
+  /** Closes every engine. */
+  async close(): Promise<void> {
+    await Promise.all([...this.byId.values()].map((i) => i.engine.close()));
+  }
+
+  private instance(instanceId: string): InstanceRecord {
+    const rec = this.byId.get(instanceId);
+    if (rec === undefined) throw new TidegateError("not_found", `no instance ${JSON.stringify(instanceId)} in region ${this.region}`);
+    return rec;
+  }
+
+  private modelRecord(model: ModelName): ModelRecord {
+    const m = this.models.get(model);
+    if (m === undefined) throw new TidegateError("model_not_found", `model ${JSON.stringify(model)} is not served in region ${this.region}`, { param: "model" });
+    return m;
+  }
+
+  private refresh(rec: InstanceRecord, now: number): void {
+    rec.stats = rec.engine.stats();
+    rec.statsAtMs = now;
+    rec.epoch++;
+    rec.addedTokens = 0;
+    rec.addedKvBytes = 0;
+  }
+
+  /** Endpoint by estimated utilization, then JSQ on estimated remaining tokens; `exclude` holds failed instances. */
+  private choose(model: ModelRecord, exclude: ReadonlySet<InstanceRecord> | undefined): InstanceRecord | undefined {
+    const now = this.clock.now();
+    for (const e of model.endpoints) {
+      let used = 0;
+      let capacity = 0;
+      e.loads.length = 0;
+      for (const i of e.instances) {
+        if (now - i.statsAtMs >= this.statsRefreshMs) this.refresh(i, now);
+        const serving = i.state === "serving" && !(exclude?.has(i) ?? false);
+        if (i.state === "serving") {
+          used += i.stats.kvBytesUsed + i.addedKvBytes;
+          capacity += i.stats.kvBytesCapacity;
+        }
+        e.loads.push({ instanceId: i.engine.instanceId, remainingTokens: i.stats.remainingTokens + i.addedTokens, serving, rec: i });
+      }
+      e.effectiveMemoryUtilization = capacity > 0 ? used / capacity : 1;
+    }
+    const endpoint = pickEndpoint(model.endpoints.map((e) => ({ endpointId: e.endpointId, effectiveMemoryUtilization: e.effectiveMemoryUtilization, instances: e.loads })));
+    return endpoint === undefined ? undefined : pickInstance(endpoint.instances)?.rec;
+  }
+}

@@ -1,0 +1,20 @@
+/**
+ * What a region offers the global tier, whichever link carries it: a telemetry snapshot, request generation and
+ * the planner's targets. `Gateway` (region/gateway/gateway.ts) implements it; the in-process and gRPC RegionLink
+ * adapters (region/link/) wrap any implementation.
+ */
+import type { RegionName } from "../../core/models.js";
+import type { EngineEvent, GenerateRequest, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+
+export interface RegionService {
+  readonly region: RegionName;
+  /** The region's telemetry now; `seq` increases per call. */
+  snapshot(): RegionTelemetry;
+  /** Streams one request; throws a TidegateError before the first event when the region cannot serve it. */
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  /** Stores targets (latest decisionId wins) and acknowledges them; throws invalid_request for another region. */
+  acceptTargets(targets: RegionTargets): TargetsAck;
+}
+
+/** Telemetry period of both links unless configured (DESIGN: at least once a second). */
+export const DEFAULT_TELEMETRY_INTERVAL_MS = 1000;

@@ -1,0 +1,206 @@
+/**
+ * The one conformance suite for QueueStore and FileStore adapters (STYLE "one conformance test suite for
+ * interchangeable implementations"). queue.test.ts runs it against the embedded store (in memory and with a journal)
+ * and against a real Redis with a fresh key prefix per test.
+ */
+import { describe, expect, it } from "vitest";
+import { QueueCode, requestId, type BatchInit, type FileStore, type QueueStore } from "./types.js";
+
+/** Creates a fresh, empty store pair for one test and disposes of it afterwards. */
+export type StoreFactory = () => Promise<{ queue: QueueStore; files: FileStore; dispose(): Promise<void> }>;
+
+const HOUR = 3600_000;
+
+function init(id: string, createdAtMs: number, expiresAtMs = createdAtMs + 24 * HOUR): BatchInit {
+  return { id, endpoint: "/v1/chat/completions", inputFileId: "file-in", completionWindow: "24h", metadata: { k: "v" }, createdAtMs, expiresAtMs };
+}
+
+async function enqueue(q: QueueStore, id: string, n: number, nowMs: number, model = "m1", expiresAtMs?: number): Promise<void> {
+  expect(await q.createBatch(init(id, nowMs, expiresAtMs))).toBe(QueueCode.Ok);
+  expect(await q.stage(id, Array.from({ length: n }, (_, i) => ({ index: i, payload: `{"custom_id":"c${i}"}` })))).toBe(QueueCode.Ok);
+  expect(await q.activate(id, model, n, nowMs)).toBe(QueueCode.Ok);
+}
+
+/** Registers the suite under `name`. */
+export function queueConformance(name: string, factory: StoreFactory): void {
+  const withStore = (fn: (q: QueueStore, f: FileStore) => Promise<void>) => async () => {
+    const s = await factory();
+    try {
+      await fn(s.queue, s.files);
+    } finally {
+      await s.dispose();
+    }
+  };
+
+  describe(`QueueStore conformance: ${name}`, () => {
+    it("creates batches in validating, refuses duplicate ids, and lists newest first with after/limit", withStore(async (q) => {
+      expect(await q.createBatch(init("b1", 1000))).toBe(QueueCode.Ok);
+      expect(await q.createBatch(init("b1", 1000))).toBe(QueueCode.Exists);
+      expect(await q.createBatch(init("b2", 2000))).toBe(QueueCode.Ok);
+      expect(await q.createBatch(init("b3", 3000))).toBe(QueueCode.Ok);
+      const b = await q.getBatch("b1");
+      expect(b).toMatchObject({ id: "b1", status: "validating", total: 0, metadata: { k: "v" }, createdAtMs: 1000, model: null });
+      expect(await q.getBatch("nope")).toBeUndefined();
+      const p1 = await q.listBatches(undefined, 2);
+      expect(p1.batches.map((x) => x.id)).toEqual(["b3", "b2"]);
+      expect(p1.hasMore).toBe(true);
+      const p2 = await q.listBatches("b2", 2);
+      expect(p2.batches.map((x) => x.id)).toEqual(["b1"]);
+      expect(p2.hasMore).toBe(false);
+      expect((await q.activeBatchIds()).sort()).toEqual(["b1", "b2", "b3"]);
+    }));
+
+    it("activates only fully staged batches; stage is idempotent per index", withStore(async (q) => {
+      await q.createBatch(init("b", 0));
+      await q.stage("b", [{ index: 0, payload: "a" }, { index: 1, payload: "b" }]);
+      expect(await q.activate("b", "m1", 3, 10)).toBe(QueueCode.WrongState);
+      await q.stage("b", [{ index: 0, payload: "CHANGED" }, { index: 2, payload: "c" }]);
+      expect(await q.activate("b", "m1", 3, 10)).toBe(QueueCode.Ok);
+      expect(await q.stage("b", [{ index: 3, payload: "late" }])).toBe(QueueCode.WrongState);
+      expect(await q.stage("zz", [{ index: 0, payload: "x" }])).toBe(QueueCode.NoBatch);
+      const c = await q.claim("m1", 10, 20, 1000);
+      expect(c.map((r) => [r.index, r.payload, r.enqueuedAtMs, r.leaseUntilMs])).toEqual([[0, "a", 10, 1020], [1, "b", 10, 1020], [2, "c", 10, 1020]]);
+      expect((await q.getBatch("b"))).toMatchObject({ status: "in_progress", model: "m1", total: 3, leased: 3, enqueuedAtMs: 10, inProgressAtMs: 10 });
+    }));
+
+    it("claims FIFO across batches and models, never the same request twice", withStore(async (q) => {
+      await enqueue(q, "old", 2, 100);
+      await enqueue(q, "new", 2, 200);
+      await enqueue(q, "other", 2, 50, "m2");
+      const first = await q.claim("m1", 3, 300, 1000);
+      expect(first.map((r) => r.requestId)).toEqual(["old:0", "old:1", "new:0"]);
+      const second = await q.claim("m1", 5, 300, 1000);
+      expect(second.map((r) => r.requestId)).toEqual(["new:1"]);
+      expect(await q.claim("m1", 5, 300, 1000)).toEqual([]);
+      expect((await q.claim("m2", 5, 300, 1000)).map((r) => r.model)).toEqual(["m2", "m2"]);
+      expect(await q.claim("m3", 5, 300, 1000)).toEqual([]);
+    }));
+
+    it("writes each result once, counts it, and finalizes when the last result lands", withStore(async (q) => {
+      await enqueue(q, "b", 3, 0);
+      const c = await q.claim("m1", 3, 10, 1000);
+      expect(await q.complete(c[0]!.requestId, { ok: true, line: "o0" }, 20)).toBe(QueueCode.Ok);
+      expect(await q.complete(c[0]!.requestId, { ok: false, line: "dup" }, 21)).toBe(QueueCode.Duplicate);
+      expect(await q.complete(c[1]!.requestId, { ok: false, line: "e1" }, 22)).toBe(QueueCode.Ok);
+      expect(await q.getBatch("b")).toMatchObject({ completed: 1, failed: 1, leased: 1, status: "in_progress" });
+      expect(await q.complete(c[2]!.requestId, { ok: true, line: "o2" }, 30)).toBe(QueueCode.Finalizing);
+      expect(await q.getBatch("b")).toMatchObject({ status: "finalizing", target: "completed", finalizingAtMs: 30, leased: 0 });
+      const res = await q.results("b");
+      expect([...res.entries()].sort((a, b) => a[0] - b[0])).toEqual([[0, { ok: true, line: "o0" }], [1, { ok: false, line: "e1" }], [2, { ok: true, line: "o2" }]]);
+      expect(await q.complete(c[2]!.requestId, { ok: true, line: "again" }, 31)).toBe(QueueCode.BatchClosed);
+      expect(await q.finalize("b", "file-out", "file-err", 0, 40)).toBe(QueueCode.Ok);
+      expect(await q.finalize("b", "file-out2", null, 0, 41)).toBe(QueueCode.WrongState);
+      expect(await q.getBatch("b")).toMatchObject({ status: "completed", completedAtMs: 40, outputFileId: "file-out", errorFileId: "file-err", completed: 2, failed: 1, target: null });
+      expect((await q.results("b")).size).toBe(0);
+      expect(await q.activeBatchIds()).toEqual([]);
+    }));
+
+    it("returns a request whose lease ran out to the queue with its original age; the first result wins", withStore(async (q) => {
+      await enqueue(q, "a", 1, 100);
+      await enqueue(q, "z", 1, 200);
+      const [first] = await q.claim("m1", 1, 300, 100);
+      expect(first!.requestId).toBe("a:0");
+      expect(await q.requeueExpired(399, 100)).toEqual({ expiredLeases: 0, requeued: 0 });
+      expect(await q.requeueExpired(401, 100)).toEqual({ expiredLeases: 1, requeued: 1 });
+      expect(await q.getBatch("a")).toMatchObject({ leased: 0 });
+      const [again] = await q.claim("m1", 1, 402, 100);
+      expect(again).toMatchObject({ requestId: "a:0", enqueuedAtMs: 100, payload: '{"custom_id":"c0"}' });
+      expect(await q.complete("a:0", { ok: true, line: "late-first-run" }, 403)).toBe(QueueCode.Finalizing);
+      expect(await q.complete("a:0", { ok: true, line: "second-run" }, 404)).toBe(QueueCode.BatchClosed);
+      expect((await q.results("a")).get(0)).toEqual({ ok: true, line: "late-first-run" });
+      expect(await q.getBatch("a")).toMatchObject({ leased: 0, completed: 1 });
+    }));
+
+    it("a completed request that was requeued is not handed out again", withStore(async (q) => {
+      await enqueue(q, "b", 2, 0);
+      await q.claim("m1", 1, 10, 100);
+      await q.requeueExpired(200, 10);
+      expect(await q.complete(requestId("b", 0), { ok: true, line: "x" }, 201)).toBe(QueueCode.Ok);
+      const next = await q.claim("m1", 5, 202, 100);
+      expect(next.map((r) => r.requestId)).toEqual(["b:1"]);
+    }));
+
+    it("fails validation with line errors and drops staged payloads", withStore(async (q) => {
+      await q.createBatch(init("b", 0));
+      await q.stage("b", [{ index: 0, payload: "p" }]);
+      const errors = [{ code: "invalid_json_line", message: "bad", param: null, line: 2 }];
+      expect(await q.failValidation("b", errors, 5)).toBe(QueueCode.Ok);
+      expect(await q.failValidation("b", errors, 6)).toBe(QueueCode.WrongState);
+      expect(await q.getBatch("b")).toMatchObject({ status: "failed", failedAtMs: 5, errors });
+      expect((await q.payloads("b", [0])).size).toBe(0);
+      expect(await q.activate("b", "m1", 1, 7)).toBe(QueueCode.BatchClosed);
+      expect(await q.failValidation("nope", errors, 6)).toBe(QueueCode.NoBatch);
+    }));
+
+    it("cancels: waiting requests leave the queue, leased ones may finish, then finalizing(cancelled)", withStore(async (q) => {
+      await enqueue(q, "b", 4, 0);
+      const c = await q.claim("m1", 2, 10, 1000);
+      expect(await q.cancel("b", 20)).toBe(QueueCode.Ok);
+      expect(await q.getBatch("b")).toMatchObject({ status: "cancelling", cancellingAtMs: 20, leased: 2 });
+      expect(await q.claim("m1", 10, 21, 1000)).toEqual([]);
+      expect(await q.complete(c[0]!.requestId, { ok: true, line: "o" }, 22)).toBe(QueueCode.Ok);
+      expect(await q.requeueExpired(2000, 10)).toEqual({ expiredLeases: 1, requeued: 0 });
+      expect(await q.getBatch("b")).toMatchObject({ status: "finalizing", target: "cancelled", leased: 0, completed: 1 });
+      expect(await q.cancel("b", 2001)).toBe(QueueCode.WrongState);
+      expect((await q.payloads("b", [1, 2, 3])).size).toBe(3);
+      expect(await q.finalize("b", "o", "e", 3, 2002)).toBe(QueueCode.Ok);
+      expect(await q.getBatch("b")).toMatchObject({ status: "cancelled", cancelledAtMs: 2002, failed: 3, completed: 1 });
+      expect(await q.cancel("b", 2003)).toBe(QueueCode.WrongState);
+      expect(await q.cancel("nope", 2003)).toBe(QueueCode.NoBatch);
+    }));
+
+    it("cancelling with nothing leased finalizes at once", withStore(async (q) => {
+      await enqueue(q, "b", 2, 0);
+      expect(await q.cancel("b", 5)).toBe(QueueCode.Finalizing);
+      await q.createBatch(init("v", 0));
+      expect(await q.cancel("v", 5)).toBe(QueueCode.Finalizing);
+      expect(await q.activate("v", "m1", 0, 6)).toBe(QueueCode.BatchClosed);
+    }));
+
+    it("expires a batch only past its window; late results are refused", withStore(async (q) => {
+      await enqueue(q, "b", 3, 0, "m1", 1000);
+      const [c] = await q.claim("m1", 1, 10, 5000);
+      expect(await q.complete(c!.requestId, { ok: true, line: "o" }, 11)).toBe(QueueCode.Ok);
+      await q.claim("m1", 1, 12, 5000);
+      expect(await q.expire("b", 999)).toBe(QueueCode.NotDue);
+      expect(await q.expire("b", 1000)).toBe(QueueCode.Finalizing);
+      expect(await q.getBatch("b")).toMatchObject({ status: "finalizing", target: "expired", leased: 0 });
+      expect(await q.claim("m1", 10, 1001, 5000)).toEqual([]);
+      expect(await q.complete("b:1", { ok: true, line: "late" }, 1002)).toBe(QueueCode.BatchClosed);
+      expect(await q.expire("b", 1003)).toBe(QueueCode.WrongState);
+      expect(await q.requeueExpired(10_000, 10)).toEqual({ expiredLeases: 0, requeued: 0 });
+      expect(await q.finalize("b", "o", "e", 2, 1004)).toBe(QueueCode.Ok);
+      expect(await q.getBatch("b")).toMatchObject({ status: "expired", expiredAtMs: 1004, completed: 1, failed: 2 });
+    }));
+
+    it("reports depth by priority, the oldest request, leases and batches by status", withStore(async (q) => {
+      await enqueue(q, "old", 2, 0);
+      await enqueue(q, "new", 3, 5000);
+      await q.createBatch(init("v", 0));
+      await q.claim("m1", 1, 6000, 1000);
+      const s = await q.stats(["m1", "m2"], 10_000, 8000);
+      expect(s.depth).toEqual({ m1: { p0: 1, p1: 3 }, m2: { p0: 0, p1: 0 } });
+      expect(s.oldestEnqueuedAtMs).toEqual({ m1: 0, m2: null });
+      expect(s.leased).toBe(1);
+      expect(s.batchesByStatus).toMatchObject({ in_progress: 2, validating: 1, completed: 0, cancelled: 0 });
+    }));
+  });
+
+  describe(`FileStore conformance: ${name}`, () => {
+    it("stores, reads, lists newest first and deletes files", withStore(async (_q, f) => {
+      const body = Buffer.from('{"a":1}\n{"b":2}\n');
+      expect(await f.put({ id: "file-a", bytes: body.length, createdAtMs: 1000, filename: "in.jsonl", purpose: "batch" }, body)).toBe(QueueCode.Ok);
+      expect(await f.put({ id: "file-a", bytes: 1, createdAtMs: 1000, filename: "x", purpose: "batch" }, Buffer.from("x"))).toBe(QueueCode.Exists);
+      await f.put({ id: "file-b", bytes: 0, createdAtMs: 2000, filename: "empty.jsonl", purpose: "batch_output" }, Buffer.alloc(0));
+      expect(await f.get("file-a")).toEqual({ id: "file-a", bytes: body.length, createdAtMs: 1000, filename: "in.jsonl", purpose: "batch" });
+      expect((await f.content("file-a"))!.equals(body)).toBe(true);
+      expect((await f.content("file-b"))!.length).toBe(0);
+      expect((await f.list()).map((m) => m.id)).toEqual(["file-b", "file-a"]);
+      expect(await f.delete("file-a")).toBe(true);
+      expect(await f.delete("file-a")).toBe(false);
+      expect(await f.get("file-a")).toBeUndefined();
+      expect(await f.content("file-a")).toBeUndefined();
+      expect((await f.list()).map((m) => m.id)).toEqual(["file-b"]);
+    }));
+  });
+}

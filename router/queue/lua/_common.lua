@@ -1,0 +1,37 @@
+--[[
+  Helpers prepended to every queue script by router/queue/scripts.ts (not a script of its own).
+  Return codes (router/queue/types.ts QueueCode): 1 Ok, 2 Finalizing, -1 NoBatch, -2 BatchClosed, -3 Duplicate,
+  -4 Exists, -5 WrongState, -6 NotDue.
+]]
+local OK, FINALIZING, NO_BATCH, BATCH_CLOSED, DUPLICATE, EXISTS, WRONG_STATE, NOT_DUE = 1, 2, -1, -2, -3, -4, -5, -6
+
+-- Moves batch hash `bkey` to status `to`, keeping the per-status counters in `bst` exact.
+local function setStatus(bkey, bst, from, to)
+  redis.call("HSET", bkey, "status", to)
+  redis.call("HINCRBY", bst, from, -1)
+  redis.call("HINCRBY", bst, to, 1)
+end
+
+-- in_progress with every result written -> finalizing(completed); cancelling with no lease -> finalizing(cancelled).
+-- Returns true when the batch moved.
+local function maybeFinalizing(bkey, bst, now)
+  local b = redis.call("HMGET", bkey, "status", "total", "completed", "failed", "leased")
+  local st, total, done, leased = b[1], tonumber(b[2]), tonumber(b[3]) + tonumber(b[4]), tonumber(b[5])
+  if st == "in_progress" and done >= total then
+    setStatus(bkey, bst, st, "finalizing")
+    redis.call("HSET", bkey, "target", "completed", "finalizing_at", now)
+    return true
+  end
+  if st == "cancelling" and leased <= 0 then
+    setStatus(bkey, bst, st, "finalizing")
+    redis.call("HSET", bkey, "target", "cancelled", "finalizing_at", now)
+    return true
+  end
+  return false
+end
+
+-- Splits "batchId:index".
+local function splitRid(rid)
+  local bid, idx = string.match(rid, "^(.*):(%d+)$")
+  return bid, idx
+end

@@ -1,0 +1,21 @@
+--[[
+  claim: leases up to max of the model's oldest waiting requests.
+  KEYS[1] ready zset of the model  KEYS[2] leases zset (<prefix>leases; score = lease end ms)
+  ARGV[1] key prefix  ARGV[2] max  ARGV[3] now ms  ARGV[4] lease ms
+  Returns a flat array: request id, enqueue score, payload, ... (empty when nothing waits).
+  Batch and payload keys are derived from ARGV[1] (single-instance Redis, not Cluster).
+]]
+local popped = redis.call("ZPOPMIN", KEYS[1], tonumber(ARGV[2]))
+local untilMs = tonumber(ARGV[3]) + tonumber(ARGV[4])
+local out = {}
+for i = 1, #popped, 2 do
+  local rid, score = popped[i], popped[i + 1]
+  local bid, idx = splitRid(rid)
+  redis.call("ZADD", KEYS[2], untilMs, rid)
+  redis.call("HINCRBY", ARGV[1] .. "b:" .. bid, "leased", 1)
+  local payload = redis.call("HGET", ARGV[1] .. "p:" .. bid, idx) or ""
+  out[#out + 1] = rid
+  out[#out + 1] = score
+  out[#out + 1] = payload
+end
+return out

@@ -1,0 +1,25 @@
+--[[
+  requeue: leases that ended before now go back to their model's queue with their original enqueue score (keeping
+  age and FIFO order), unless a result exists or the batch no longer runs (cancelling: the lease is just dropped).
+  KEYS[1] leases zset  KEYS[2] status counters
+  ARGV[1] key prefix  ARGV[2] now ms  ARGV[3] max leases to process
+  Returns {expired leases processed, requeued}.
+]]
+local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "(" .. ARGV[2], "LIMIT", 0, tonumber(ARGV[3]))
+local requeued = 0
+for _, rid in ipairs(due) do
+  redis.call("ZREM", KEYS[1], rid)
+  local bid, idx = splitRid(rid)
+  local bkey = ARGV[1] .. "b:" .. bid
+  local b = redis.call("HMGET", bkey, "status", "model", "enqueued_at")
+  if b[1] then
+    redis.call("HINCRBY", bkey, "leased", -1)
+    if b[1] == "in_progress" and redis.call("HEXISTS", ARGV[1] .. "r:" .. bid, idx) == 0 then
+      redis.call("ZADD", ARGV[1] .. "q:" .. b[2], b[3], rid)
+      requeued = requeued + 1
+    else
+      maybeFinalizing(bkey, KEYS[2], ARGV[2])
+    end
+  end
+end
+return { #due, requeued }

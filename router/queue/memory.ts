@@ -1,0 +1,284 @@
+/**
+ * The queue state machine in memory: the reference semantics of every QueueStore operation, synchronous and
+ * deterministic given its arguments (so the embedded adapter can rebuild it by replaying its journal). The Redis
+ * Lua scripts in lua/ implement the same transitions; the conformance suite holds both to it.
+ */
+import {
+  BATCH_STATUSES, QueueCode, isTerminal, parseRequestId, requestId,
+  type BatchInit, type BatchLineError, type BatchRecord, type BatchStatus, type ClaimedRequest, type QueueStats,
+  type RequestResult, type RequeueResult,
+} from "./types.js";
+
+/** Per-model FIFO ordered by (score, member) like a Redis sorted set; removal is lazy (present map). */
+class ReadyQueue {
+  private items: { score: number; member: string }[] = [];
+  private head = 0;
+  readonly present = new Map<string, number>();
+
+  add(score: number, member: string): void {
+    if (this.present.has(member)) return;
+    this.present.set(member, score);
+    const last = this.items[this.items.length - 1];
+    if (last === undefined || this.items.length === this.head || last.score < score || (last.score === score && last.member < member)) {
+      this.items.push({ score, member });
+      return;
+    }
+    let lo = this.head;
+    let hi = this.items.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      const it = this.items[mid]!;
+      if (it.score < score || (it.score === score && it.member < member)) lo = mid + 1;
+      else hi = mid;
+    }
+    this.items.splice(lo, 0, { score, member });
+  }
+
+  remove(member: string): boolean {
+    return this.present.delete(member);
+  }
+
+  /** Removes and returns up to `max` entries in order. */
+  pop(max: number): { score: number; member: string }[] {
+    const out: { score: number; member: string }[] = [];
+    while (out.length < max && this.head < this.items.length) {
+      const it = this.items[this.head++]!;
+      if (this.present.get(it.member) === it.score) {
+        this.present.delete(it.member);
+        out.push(it);
+      }
+    }
+    if (this.head > 1024 && this.head * 2 > this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return out;
+  }
+}
+
+/** Compares members the way Redis orders equal scores (byte-wise). */
+function byteOrder(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/** The whole queue state. Methods mirror QueueStore, synchronously. */
+export class MemoryQueueState {
+  private readonly batches = new Map<string, BatchRecord>();
+  private readonly ready = new Map<string, ReadyQueue>();
+  private readonly leases = new Map<string, number>();
+  private readonly payloadMap = new Map<string, Map<number, string>>();
+  private readonly resultMap = new Map<string, Map<number, RequestResult>>();
+
+  private queue(model: string): ReadyQueue {
+    let q = this.ready.get(model);
+    if (q === undefined) this.ready.set(model, (q = new ReadyQueue()));
+    return q;
+  }
+
+  createBatch(init: BatchInit): QueueCode {
+    if (this.batches.has(init.id)) return QueueCode.Exists;
+    this.batches.set(init.id, {
+      ...init, status: "validating", model: null, total: 0, completed: 0, failed: 0, leased: 0, target: null, enqueuedAtMs: null,
+      inProgressAtMs: null, finalizingAtMs: null, completedAtMs: null, failedAtMs: null, expiredAtMs: null, cancellingAtMs: null,
+      cancelledAtMs: null, outputFileId: null, errorFileId: null, errors: null,
+    });
+    return QueueCode.Ok;
+  }
+
+  getBatch(id: string): BatchRecord | undefined {
+    const b = this.batches.get(id);
+    return b === undefined ? undefined : { ...b };
+  }
+
+  listBatches(afterId: string | undefined, limit: number): { batches: BatchRecord[]; hasMore: boolean } {
+    const all = [...this.batches.values()].sort((a, b) => b.createdAtMs - a.createdAtMs || byteOrder(b.id, a.id));
+    let start = 0;
+    if (afterId !== undefined) {
+      const at = all.findIndex((b) => b.id === afterId);
+      start = at === -1 ? all.length : at + 1;
+    }
+    const page = all.slice(start, start + limit).map((b) => ({ ...b }));
+    return { batches: page, hasMore: start + limit < all.length };
+  }
+
+  activeBatchIds(): string[] {
+    return [...this.batches.values()].filter((b) => !isTerminal(b.status)).map((b) => b.id);
+  }
+
+  stage(batchId: string, items: { index: number; payload: string }[]): QueueCode {
+    const b = this.batches.get(batchId);
+    if (b === undefined) return QueueCode.NoBatch;
+    if (b.status !== "validating") return QueueCode.WrongState;
+    let m = this.payloadMap.get(batchId);
+    if (m === undefined) this.payloadMap.set(batchId, (m = new Map()));
+    for (const it of items) if (!m.has(it.index)) m.set(it.index, it.payload);
+    return QueueCode.Ok;
+  }
+
+  activate(batchId: string, model: string, total: number, nowMs: number): QueueCode {
+    const b = this.batches.get(batchId);
+    if (b === undefined) return QueueCode.NoBatch;
+    if (b.status !== "validating") return isTerminal(b.status) || b.status === "finalizing" ? QueueCode.BatchClosed : QueueCode.WrongState;
+    const staged = this.payloadMap.get(batchId);
+    for (let i = 0; i < total; i++) if (!staged?.has(i)) return QueueCode.WrongState;
+    Object.assign(b, { status: "in_progress", model, total, enqueuedAtMs: nowMs, inProgressAtMs: nowMs });
+    const members: string[] = [];
+    for (let i = 0; i < total; i++) members.push(requestId(batchId, i));
+    members.sort(byteOrder);
+    const q = this.queue(model);
+    for (const m of members) q.add(nowMs, m);
+    if (total === 0) this.toFinalizing(b, "completed", nowMs);
+    return QueueCode.Ok;
+  }
+
+  failValidation(batchId: string, errors: BatchLineError[], nowMs: number): QueueCode {
+    const b = this.batches.get(batchId);
+    if (b === undefined) return QueueCode.NoBatch;
+    if (b.status !== "validating") return QueueCode.WrongState;
+    Object.assign(b, { status: "failed", failedAtMs: nowMs, errors });
+    this.payloadMap.delete(batchId);
+    return QueueCode.Ok;
+  }
+
+  claim(model: string, max: number, nowMs: number, leaseMs: number): ClaimedRequest[] {
+    const q = this.ready.get(model);
+    if (q === undefined || max <= 0) return [];
+    const out: ClaimedRequest[] = [];
+    for (const it of q.pop(max)) {
+      const { batchId, index } = parseRequestId(it.member);
+      const b = this.batches.get(batchId)!;
+      b.leased++;
+      this.leases.set(it.member, nowMs + leaseMs);
+      out.push({ requestId: it.member, batchId, index, model, payload: this.payloadMap.get(batchId)?.get(index) ?? "", enqueuedAtMs: it.score, leaseUntilMs: nowMs + leaseMs });
+    }
+    return out;
+  }
+
+  complete(rid: string, result: RequestResult, nowMs: number): QueueCode {
+    const { batchId, index } = parseRequestId(rid);
+    const b = this.batches.get(batchId);
+    if (b === undefined) return QueueCode.NoBatch;
+    if (b.status !== "in_progress" && b.status !== "cancelling") return QueueCode.BatchClosed;
+    let res = this.resultMap.get(batchId);
+    if (res === undefined) this.resultMap.set(batchId, (res = new Map()));
+    if (this.leases.delete(rid)) b.leased--;
+    if (res.has(index)) return QueueCode.Duplicate;
+    res.set(index, result);
+    this.queue(b.model!).remove(rid);
+    if (result.ok) b.completed++;
+    else b.failed++;
+    return this.maybeFinalizing(b, nowMs) ? QueueCode.Finalizing : QueueCode.Ok;
+  }
+
+  requeueExpired(nowMs: number, max: number): RequeueResult {
+    const due = [...this.leases.entries()].filter(([, until]) => until < nowMs).sort((a, b) => a[1] - b[1] || byteOrder(a[0], b[0])).slice(0, max);
+    let requeued = 0;
+    for (const [rid] of due) {
+      this.leases.delete(rid);
+      const { batchId, index } = parseRequestId(rid);
+      const b = this.batches.get(batchId);
+      if (b === undefined) continue;
+      b.leased--;
+      if (b.status === "in_progress" && !this.resultMap.get(batchId)?.has(index)) {
+        this.queue(b.model!).add(b.enqueuedAtMs!, rid);
+        requeued++;
+      } else this.maybeFinalizing(b, nowMs);
+    }
+    return { expiredLeases: due.length, requeued };
+  }
+
+  expire(batchId: string, nowMs: number): QueueCode {
+    const b = this.batches.get(batchId);
+    if (b === undefined) return QueueCode.NoBatch;
+    if (b.status !== "in_progress" && b.status !== "validating") return QueueCode.WrongState;
+    if (nowMs < b.expiresAtMs) return QueueCode.NotDue;
+    this.dropUnresolved(b);
+    this.toFinalizing(b, "expired", nowMs);
+    return QueueCode.Finalizing;
+  }
+
+  cancel(batchId: string, nowMs: number): QueueCode {
+    const b = this.batches.get(batchId);
+    if (b === undefined) return QueueCode.NoBatch;
+    if (b.status !== "in_progress" && b.status !== "validating") return QueueCode.WrongState;
+    if (b.model !== null) {
+      const res = this.resultMap.get(batchId);
+      const q = this.queue(b.model);
+      for (let i = 0; i < b.total; i++) if (!res?.has(i)) q.remove(requestId(batchId, i));
+    }
+    Object.assign(b, { status: "cancelling", cancellingAtMs: nowMs });
+    return this.maybeFinalizing(b, nowMs) ? QueueCode.Finalizing : QueueCode.Ok;
+  }
+
+  results(batchId: string): Map<number, RequestResult> {
+    return new Map(this.resultMap.get(batchId) ?? []);
+  }
+
+  payloads(batchId: string, indices: number[]): Map<number, string> {
+    const m = this.payloadMap.get(batchId);
+    const out = new Map<number, string>();
+    for (const i of indices) {
+      const p = m?.get(i);
+      if (p !== undefined) out.set(i, p);
+    }
+    return out;
+  }
+
+  finalize(batchId: string, outputFileId: string | null, errorFileId: string | null, extraFailed: number, nowMs: number): QueueCode {
+    const b = this.batches.get(batchId);
+    if (b === undefined) return QueueCode.NoBatch;
+    if (b.status !== "finalizing" || b.target === null) return QueueCode.WrongState;
+    const at = b.target === "completed" ? "completedAtMs" : b.target === "expired" ? "expiredAtMs" : "cancelledAtMs";
+    Object.assign(b, { status: b.target, [at]: nowMs, outputFileId, errorFileId, failed: b.failed + extraFailed, target: null });
+    this.payloadMap.delete(batchId);
+    this.resultMap.delete(batchId);
+    return QueueCode.Ok;
+  }
+
+  stats(models: readonly string[], nowMs: number, promoteAfterMs: number): QueueStats {
+    const depth: QueueStats["depth"] = {};
+    const oldest: QueueStats["oldestEnqueuedAtMs"] = {};
+    for (const model of models) {
+      let p0 = 0;
+      let p1 = 0;
+      let min: number | null = null;
+      for (const score of this.ready.get(model)?.present.values() ?? []) {
+        if (nowMs - score >= promoteAfterMs) p0++;
+        else p1++;
+        if (min === null || score < min) min = score;
+      }
+      depth[model] = { p0, p1 };
+      oldest[model] = min;
+    }
+    const byStatus = Object.fromEntries(BATCH_STATUSES.map((s) => [s, 0])) as Record<BatchStatus, number>;
+    for (const b of this.batches.values()) byStatus[b.status]++;
+    return { depth, oldestEnqueuedAtMs: oldest, leased: this.leases.size, batchesByStatus: byStatus };
+  }
+
+  private dropUnresolved(b: BatchRecord): void {
+    const res = this.resultMap.get(b.id);
+    for (let i = 0; i < b.total; i++) {
+      if (res?.has(i)) continue;
+      const rid = requestId(b.id, i);
+      if (b.model !== null) this.queue(b.model).remove(rid);
+      if (this.leases.delete(rid)) b.leased--;
+    }
+  }
+
+  private toFinalizing(b: BatchRecord, target: "completed" | "expired" | "cancelled", nowMs: number): void {
+    Object.assign(b, { status: "finalizing", target, finalizingAtMs: nowMs });
+  }
+
+  /** in_progress with every result written → finalizing(completed); cancelling with no lease left → finalizing(cancelled). */
+  private maybeFinalizing(b: BatchRecord, nowMs: number): boolean {
+    if (b.status === "in_progress" && b.completed + b.failed >= b.total) {
+      this.toFinalizing(b, "completed", nowMs);
+      return true;
+    }
+    if (b.status === "cancelling" && b.leased <= 0) {
+      this.toFinalizing(b, "cancelled", nowMs);
+      return true;
+    }
+    return false;
+  }
+}

@@ -1,0 +1,106 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { Redis } from "ioredis";
+import { queueConformance } from "./conformance.js";
+import { EmbeddedQueueStore } from "./embedded.js";
+import { DirFileStore } from "./dir-files.js";
+import { RedisFileStore, RedisQueueStore } from "./redis.js";
+import { ScriptRunner, loadScripts, packageVersion } from "./scripts.js";
+import { QueueCode } from "./types.js";
+import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../../test/helpers/redis.js";
+
+queueConformance("embedded (memory)", async () => ({ queue: new EmbeddedQueueStore(null), files: new DirFileStore(null), dispose: async () => {} }));
+
+queueConformance("embedded (journal + data dir)", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+  // Journal written on every change (replay itself is tested in "embedded journal" below).
+  return { queue: new EmbeddedQueueStore(dir), files: new DirFileStore(dir), dispose: async () => rmSync(dir, { recursive: true, force: true }) };
+});
+
+let redis: TestRedis;
+const clients: Redis[] = [];
+beforeAll(async () => {
+  redis = await startTestRedis();
+});
+afterAll(async () => {
+  for (const c of clients) c.disconnect();
+  await redis.stop();
+});
+
+queueConformance("redis", async () => {
+  const client = new Redis(redis.url);
+  clients.push(client);
+  const prefix = testPrefix("queue");
+  return {
+    queue: new RedisQueueStore(client, prefix),
+    files: new RedisFileStore(client, prefix),
+    dispose: async () => {
+      await cleanupPrefix(redis.url, prefix);
+      client.disconnect();
+    },
+  };
+});
+
+describe("embedded journal", () => {
+  it("rebuilds batches, leases and results after a restart, and ignores a torn last line", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      const a = new EmbeddedQueueStore(dir);
+      await a.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1e9 });
+      await a.stage("b", [0, 1, 2].map((i) => ({ index: i, payload: `p${i}` })));
+      await a.activate("b", "m", 3, 1);
+      await a.claim("m", 2, 2, 100);
+      await a.complete("b:0", { ok: true, line: "r0" }, 3);
+      const { appendFileSync } = await import("node:fs");
+      appendFileSync(join(dir, "queue.journal"), '["complete","b:1",{"ok":tr');
+      const b = new EmbeddedQueueStore(dir);
+      expect(b.replayedOps).toBe(5);
+      expect(await b.getBatch("b")).toMatchObject({ status: "in_progress", completed: 1, leased: 1 });
+      expect(await b.requeueExpired(1000, 10)).toEqual({ expiredLeases: 1, requeued: 1 });
+      expect((await b.claim("m", 5, 1001, 100)).map((r) => r.requestId)).toEqual(["b:1", "b:2"]);
+      expect((await b.results("b")).get(0)).toEqual({ ok: true, line: "r0" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("redis scripts", () => {
+  it("are named name-NKEYS.lua with a KEYS/ARGV/Returns header and carry the package version", () => {
+    const dir = join(fileURLToPath(new URL(".", import.meta.url)), "lua");
+    const files = readdirSync(dir).filter((f) => f.endsWith(".lua") && f !== "_common.lua");
+    expect(files.length).toBeGreaterThanOrEqual(12);
+    for (const f of files) {
+      const text = readFileSync(join(dir, f), "utf8");
+      const head = text.slice(0, text.indexOf("]]"));
+      const nkeys = Number(/-(\d+)\.lua$/.exec(f)![1]);
+      for (let k = 1; k <= nkeys; k++) expect(head, `${f} documents KEYS[${k}]`).toContain(`KEYS[${k}]`);
+      expect(head, `${f} documents no KEYS[${nkeys + 1}]`).not.toContain(`KEYS[${nkeys + 1}]`);
+      expect(head, f).toContain("ARGV[1]".slice(0, 4));
+      expect(head, f).toMatch(/Returns/);
+    }
+    const version = packageVersion().replace(/\./g, "_");
+    for (const s of loadScripts()) {
+      expect(s.command.endsWith(`_v${version}`)).toBe(true);
+      expect(s.lua.startsWith(`-- tidegate ${packageVersion()} ${s.name}`)).toBe(true);
+    }
+  });
+
+  it("reloads scripts after SCRIPT FLUSH (NOSCRIPT) and maps negative replies to QueueCode", async () => {
+    const client = new Redis(redis.url);
+    const prefix = testPrefix("flush");
+    try {
+      const q = new RedisQueueStore(client, prefix);
+      await q.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1 });
+      await client.script("FLUSH");
+      expect(await q.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1 })).toBe(QueueCode.Exists);
+      expect(new ScriptRunner(client).commands()).toContain(`claim_v${packageVersion().replace(/\./g, "_")}`);
+    } finally {
+      await cleanupPrefix(redis.url, prefix);
+      client.disconnect();
+    }
+  });
+});

@@ -1,0 +1,205 @@
+/**
+ * The `QueueStore` and `FileStore` ports for batch (NIW) traffic (DESIGN "Ports": QueueStore; SageServe §6.3 queue
+ * manager). Two adapters implement them with identical semantics — Redis (every state change one Lua script) and
+ * embedded (memory + append-only journal) — and one conformance suite (conformance.ts) runs against both.
+ *
+ * Vocabulary: a batch holds `total` requests with indices 0..total-1; a request's id is `${batchId}:${index}`.
+ * Requests wait in a per-model FIFO ordered by enqueue time; `claim` leases them for `leaseMs`; `complete` writes
+ * the result exactly once per index (first writer wins); an expired lease returns the request to the queue.
+ * All times are milliseconds on the caller's Clock; nothing here reads the wall clock.
+ */
+
+/** OpenAI's batch statuses. */
+export type BatchStatus = "validating" | "failed" | "in_progress" | "finalizing" | "completed" | "expired" | "cancelling" | "cancelled";
+
+export const BATCH_STATUSES: readonly BatchStatus[] = ["validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"];
+
+/** The terminal status a `finalizing` batch moves to once its output files are written. */
+export type FinalStatus = "completed" | "expired" | "cancelled";
+
+/** One validation error of an input file (OpenAI `errors.data[]`); `line` is 1-based, null for file-level errors. */
+export interface BatchLineError {
+  code: string;
+  message: string;
+  param: string | null;
+  line: number | null;
+}
+
+/** What `createBatch` stores; the batch starts in `validating`. */
+export interface BatchInit {
+  id: string;
+  endpoint: string;
+  inputFileId: string;
+  completionWindow: string;
+  metadata: Record<string, string> | null;
+  createdAtMs: number;
+  /** createdAtMs + the completion window. */
+  expiresAtMs: number;
+}
+
+/** A batch as stored: the init fields plus state. Optional `*AtMs` are set when the batch entered that status. */
+export interface BatchRecord extends BatchInit {
+  status: BatchStatus;
+  /** The single model of every request (OpenAI: one model per batch); set at activation. */
+  model: string | null;
+  /** Requests in the batch (0 until activation). */
+  total: number;
+  /** Results written: success lines and error lines (expired/cancelled requests count as failed at finalization). */
+  completed: number;
+  failed: number;
+  /** Requests currently under a lease. */
+  leased: number;
+  /** Set while `finalizing`: the status finalization leads to. */
+  target: FinalStatus | null;
+  /** When the requests entered the queue (their FIFO score and the base of their age). */
+  enqueuedAtMs: number | null;
+  inProgressAtMs: number | null;
+  finalizingAtMs: number | null;
+  completedAtMs: number | null;
+  failedAtMs: number | null;
+  expiredAtMs: number | null;
+  cancellingAtMs: number | null;
+  cancelledAtMs: number | null;
+  outputFileId: string | null;
+  errorFileId: string | null;
+  errors: BatchLineError[] | null;
+}
+
+/** A leased request. `payload` is what `stage` stored for it (tidegate stores the input line's JSON). */
+export interface ClaimedRequest {
+  requestId: string;
+  batchId: string;
+  index: number;
+  model: string;
+  payload: string;
+  enqueuedAtMs: number;
+  leaseUntilMs: number;
+}
+
+/** A result: `ok` lines go to the output file, the others to the error file. `line` is one JSONL line (no newline). */
+export interface RequestResult {
+  ok: boolean;
+  line: string;
+}
+
+/**
+ * Return codes shared by both adapters (the Redis scripts return the same integers). Positive: done; negative:
+ * refused, state unchanged.
+ */
+export enum QueueCode {
+  Ok = 1,
+  /** Done, and the batch moved to `finalizing` as a consequence. */
+  Finalizing = 2,
+  NoBatch = -1,
+  /** The batch no longer accepts this change (already finalizing or terminal). */
+  BatchClosed = -2,
+  /** A result for this request was already written; this one was dropped (exactly-once results). */
+  Duplicate = -3,
+  /** A batch or file with this id exists already. */
+  Exists = -4,
+  /** The batch is not in the status this operation needs. */
+  WrongState = -5,
+  /** Nothing to do yet (e.g. expiry before the deadline). */
+  NotDue = -6,
+}
+
+/** Maps a script's integer reply to QueueCode; an unknown integer is a bug in the script, so it throws. */
+export function toQueueCode(n: unknown): QueueCode {
+  if (typeof n === "number" && QueueCode[n] !== undefined) return n as QueueCode;
+  throw new Error(`unexpected queue script reply ${String(n)}`);
+}
+
+/** Queue statistics for metrics. `depth[model]` splits waiting requests by the priority they would go out with. */
+export interface QueueStats {
+  depth: Record<string, { p0: number; p1: number }>;
+  /** Enqueue time of the oldest waiting request per model (null when empty). */
+  oldestEnqueuedAtMs: Record<string, number | null>;
+  leased: number;
+  batchesByStatus: Record<BatchStatus, number>;
+}
+
+/** Outcome of `requeueExpired`: leases that ran out, and how many of those went back to the queue. */
+export interface RequeueResult {
+  expiredLeases: number;
+  requeued: number;
+}
+
+/**
+ * The NIW queue. Every method is atomic with respect to the others (one Lua script / one synchronous step), so
+ * several global-router replicas may share one store.
+ */
+export interface QueueStore {
+  /** Creates a batch in `validating`. Exists if the id is taken. */
+  createBatch(init: BatchInit): Promise<QueueCode>;
+  getBatch(id: string): Promise<BatchRecord | undefined>;
+  /** Batches newest first; `afterId` continues after that id (OpenAI `after`); hasMore when more follow. */
+  listBatches(afterId: string | undefined, limit: number): Promise<{ batches: BatchRecord[]; hasMore: boolean }>;
+  /** Ids of batches not yet terminal (validating, in_progress, finalizing, cancelling). */
+  activeBatchIds(): Promise<string[]>;
+  /** Stores request payloads of a `validating` batch, invisible to claims until `activate`. Idempotent per index. */
+  stage(batchId: string, items: { index: number; payload: string }[]): Promise<QueueCode>;
+  /** validating → in_progress: requests 0..total-1 (all staged) become claimable, FIFO by nowMs. */
+  activate(batchId: string, model: string, total: number, nowMs: number): Promise<QueueCode>;
+  /** validating → failed with the validation errors; staged payloads are dropped. */
+  failValidation(batchId: string, errors: BatchLineError[], nowMs: number): Promise<QueueCode>;
+  /** Leases up to `max` of `model`'s oldest waiting requests until nowMs + leaseMs. */
+  claim(model: string, max: number, nowMs: number, leaseMs: number): Promise<ClaimedRequest[]>;
+  /** Writes the request's result once; Duplicate if one exists, BatchClosed if finalizing/terminal. */
+  complete(requestId: string, result: RequestResult, nowMs: number): Promise<QueueCode>;
+  /** Returns requests whose lease ended before nowMs to the queue (or drops them if their batch is cancelling). */
+  requeueExpired(nowMs: number, max: number): Promise<RequeueResult>;
+  /** in_progress/validating → finalizing (target expired) once nowMs ≥ expiresAtMs; NotDue before. */
+  expire(batchId: string, nowMs: number): Promise<QueueCode>;
+  /** validating/in_progress → cancelling (→ finalizing when nothing is leased); WrongState when finished. */
+  cancel(batchId: string, nowMs: number): Promise<QueueCode>;
+  /** Results written so far, by index. */
+  results(batchId: string): Promise<Map<number, RequestResult>>;
+  /** Staged payloads for the given indices (missing ones are absent from the map). */
+  payloads(batchId: string, indices: number[]): Promise<Map<number, string>>;
+  /**
+   * finalizing → target: records the output/error file ids, adds `extraFailed` (requests without a result that
+   * the error file reports as expired/cancelled) to `failed`, and drops the batch's payloads and results.
+   */
+  finalize(batchId: string, outputFileId: string | null, errorFileId: string | null, extraFailed: number, nowMs: number): Promise<QueueCode>;
+  stats(models: readonly string[], nowMs: number, promoteAfterMs: number): Promise<QueueStats>;
+  close(): Promise<void>;
+}
+
+/** OpenAI file metadata (the `file` object without `object`). */
+export interface FileMeta {
+  id: string;
+  bytes: number;
+  createdAtMs: number;
+  filename: string;
+  purpose: string;
+}
+
+/** File storage for batch input and output files, shared by every router replica. */
+export interface FileStore {
+  /** Stores a file; Exists if the id is taken. */
+  put(meta: FileMeta, content: Buffer): Promise<QueueCode>;
+  get(id: string): Promise<FileMeta | undefined>;
+  content(id: string): Promise<Buffer | undefined>;
+  /** True when it existed. */
+  delete(id: string): Promise<boolean>;
+  /** Newest first. */
+  list(): Promise<FileMeta[]>;
+  close(): Promise<void>;
+}
+
+/** The request id of index `index` in batch `batchId`, and back. */
+export function requestId(batchId: string, index: number): string {
+  return `${batchId}:${index}`;
+}
+
+export function parseRequestId(id: string): { batchId: string; index: number } {
+  const at = id.lastIndexOf(":");
+  const index = Number(id.slice(at + 1));
+  if (at <= 0 || !Number.isInteger(index) || index < 0) throw new RangeError(`not a batch request id: ${JSON.stringify(id)}`);
+  return { batchId: id.slice(0, at), index };
+}
+
+/** Statuses in which a batch is done and immutable. */
+export function isTerminal(status: BatchStatus): boolean {
+  return status === "completed" || status === "failed" || status === "expired" || status === "cancelled";
+}

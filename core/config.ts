@@ -61,6 +61,8 @@ export interface QueueConfig {
   promoteAfterMs: number;
   leaseMs: number;
   maxFileBytes: number;
+  /** How long a batch may run before it expires ("24h" = 86 400 000 ms); tests shorten it. */
+  completionWindowMs: number;
 }
 
 export interface PlannerConfig {
@@ -199,6 +201,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),
+    completionWindowMs: qr.number("completionWindowMs", 24 * 3600_000, { gt: 0 }),
   };
   if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   qr.done();

@@ -9,17 +9,13 @@ import { parseJson } from "../core/validate.js";
 
 /**
  * Resolves the parsed JSON body. Rejects with TidegateError payload_too_large (413) past `limitBytes`,
- * invalid_json (400) for a body that is not JSON, invalid_request (400) for an empty body or a non-JSON
- * content type, cancelled when the client goes away mid-body.
+ * invalid_json (400) for a body that is not JSON, invalid_request (400) for an empty body, cancelled when the
+ * client goes away mid-body. The Content-Type is not checked (like OpenAI's API, so `curl -d` works): the bytes
+ * must be JSON whatever it says.
  */
 export function readJsonBody(req: IncomingMessage, limitBytes: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const tooLarge = () => new TidegateError("payload_too_large", `request body exceeds the limit of ${limitBytes} bytes`);
-    const type = req.headers["content-type"];
-    if (type !== undefined && !/^application\/(.+\+)?json\b/i.test(type) && !/^text\/plain\b/i.test(type)) {
-      req.resume();
-      return reject(new TidegateError("invalid_request", `Content-Type must be application/json, got ${JSON.stringify(type.slice(0, 80))}`));
-    }
     const declared = req.headers["content-length"];
     if (declared !== undefined && Number(declared) > limitBytes) {
       req.resume(); // discard without buffering; the response closes the connection

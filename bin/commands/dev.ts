@@ -1,13 +1,133 @@
-/** `tidegate dev` (placeholder until its issue lands: exits 2 with a clear message). */
+/**
+ * `tidegate dev`: every tier in one process on the embedded default (core/config DEFAULT_CONFIG_JSON: 3 regions,
+ * 4 models) or a config file — simulated engines in real time behind one region Gateway per region, wired to the
+ * global router through in-process RegionLinks — serving the OpenAI API on http://127.0.0.1:8080.
+ */
 import type { Command } from "../command.js";
+import { WallClock, type Clock } from "../../core/clock.js";
+import { loadConfig, type TidegateConfig } from "../../core/config.js";
+import { createLogger, type Logger } from "../../core/log.js";
+import type { RegionLink } from "../../core/ports.js";
+import { SimEngine } from "../../region/engines/sim/engine.js";
+import { Gateway } from "../../region/gateway/gateway.js";
+import { InProcessRegionLink } from "../../region/link/in-process.js";
+import { GlobalRouter } from "../../router/server.js";
+import type { RouterMount } from "../../router/app.js";
+
+/** A running in-process stack; `close()` stops the router, the links and every engine. */
+export interface DevStack {
+  router: GlobalRouter;
+  gateways: Gateway[];
+  links: RegionLink[];
+  close(): Promise<void>;
+}
+
+export interface DevStackOptions {
+  config: TidegateConfig;
+  clock: Clock;
+  logger: Logger;
+  /** Telemetry period of the in-process links (default 1000 ms, DESIGN: at least once a second). */
+  telemetryIntervalMs?: number;
+  mounts?: readonly RouterMount[];
+}
+
+/**
+ * Builds the stack: for every region a Gateway with `instances` SimEngines per configured endpoint (TP from
+ * models[].gpusPerInstance, timing scaled by engines.timeScale), an InProcessRegionLink to it, and one GlobalRouter
+ * over all links. The router is not listening yet.
+ */
+export function buildDevStack(opts: DevStackOptions): DevStack {
+  const { config, clock, logger } = opts;
+  const gateways: Gateway[] = [];
+  const links: RegionLink[] = [];
+  for (const region of config.regions) {
+    const gateway = new Gateway({ region: region.name, clock, log: logger.child({ region: region.name }) });
+    for (const ep of region.endpoints) {
+      const tp = config.models.find((m) => m.name === ep.model)?.gpusPerInstance[ep.gpu];
+      if (tp === undefined) throw new Error(`config: ${ep.model} has no gpusPerInstance for ${ep.gpu}`);
+      gateway.addEndpoint(ep.model, ep.gpu);
+      for (let i = 0; i < ep.instances; i++) {
+        const engine = new SimEngine({ instanceId: `${region.name}/${ep.model}/${ep.gpu}/${i}`, model: ep.model, gpu: ep.gpu, tp, clock, timeScale: config.engines.timeScale });
+        gateway.addInstance(ep.gpu, engine, "serving");
+      }
+    }
+    gateways.push(gateway);
+    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
+  }
+  const router = new GlobalRouter({ config, links, clock, logger, ...(opts.mounts === undefined ? {} : { mounts: opts.mounts }) });
+  let closed: Promise<void> | undefined;
+  return {
+    router,
+    gateways,
+    links,
+    close: () =>
+      (closed ??= (async () => {
+        await router.close();
+        await Promise.all(links.map((l) => l.close()));
+        await Promise.all(gateways.map((g) => g.close()));
+      })()),
+  };
+}
+
+/** Resolves on the first SIGINT or SIGTERM (and removes its handlers). */
+export function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (sig: NodeJS.Signals) => {
+      process.off("SIGINT", on);
+      process.off("SIGTERM", on);
+      resolve(sig);
+    };
+    process.on("SIGINT", on);
+    process.on("SIGTERM", on);
+  });
+}
 
 export const command: Command = {
   name: "dev",
-  summary: "not built yet",
-  description: "This command is not built yet.",
-  flags: {},
-  async run() {
-    process.stderr.write("tidegate dev: not built yet\n");
-    return 2;
+  summary: "run every tier in one process on the embedded default (3 regions, 4 models, simulated engines)",
+  description: [
+    "Starts the global router, one region gateway per region with simulated engines running in real time, and",
+    "in-process links between them. With no --config it runs the embedded default: regions us-east, us-central,",
+    "us-west; models llama2-70b, bloom-176b, llama3.1-8b, llama3.2-3b. Stops cleanly on SIGINT/SIGTERM.",
+    "",
+    "Example:",
+    "  tidegate dev",
+    "  curl -N http://127.0.0.1:8080/v1/chat/completions -H 'content-type: application/json' \\",
+    `    -d '{"model":"llama3.2-3b","messages":[{"role":"user","content":"hello"}],"stream":true}'`,
+  ].join("\n"),
+  flags: {
+    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
+    host: { type: "string", help: "address to listen on (overrides router.host)" },
+    "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
+  },
+  async run(flags) {
+    const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    const level = String(flags["log-level"]);
+    if (!["debug", "info", "warn", "error"].includes(level)) throw new Error(`--log-level must be debug, info, warn or error, got ${JSON.stringify(level)}`);
+    const logger = createLogger(level as "info", { cmd: "dev" });
+    const port = typeof flags.port === "number" ? flags.port : config.router.port;
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer in [0, 65535], got ${port}`);
+    const host = typeof flags.host === "string" ? flags.host : config.router.host;
+    const stack = buildDevStack({ config, clock: new WallClock(), logger });
+    const stopped = untilSignal();
+    try {
+      await stack.router.listen(host, port);
+    } catch (err) {
+      await stack.close();
+      throw err;
+    }
+    const url = stack.router.url();
+    const model = config.models.at(-1)!.name;
+    process.stdout.write(
+      `tidegate dev: serving ${url} (regions: ${config.regions.map((r) => r.name).join(", ")}; models: ${config.models.map((m) => m.name).join(", ")})\n` +
+        `try:\n  curl -N ${url}/v1/chat/completions -H 'content-type: application/json' \\\n` +
+        `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n`,
+    );
+    const sig = await stopped;
+    logger.info("shutting down", { signal: sig });
+    await stack.close();
+    process.stdout.write("tidegate dev: stopped\n");
+    return 0;
   },
 };

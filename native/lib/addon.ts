@@ -1,0 +1,91 @@
+/**
+ * Loads the compiled addon (native/build/Release/tidegate_dataplane.node) and hands it the DataPlaneError class.
+ * The path is found by walking up from this file, so it works from source (vitest: native/lib/) and from the
+ * compiled tree (dist/native/lib/). A missing build is a clear error that says how to build it.
+ */
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { DataPlaneError } from "../errors.js";
+
+/** The raw shape of the addon's BlockStore (see native/src/store_wrap.h). */
+export interface RawBlockStore {
+  fillPattern(seed: number | bigint): void;
+  loadFile(path: string): void;
+  verifyPattern(seed: number | bigint): number;
+  has(block: number): boolean;
+  checksum(block: number): number;
+  presentCount(): number;
+  readBlock(block: number): Buffer;
+  corruptBlock(block: number): void;
+  clear(): void;
+  close(): void;
+  readonly closed: boolean;
+  readonly blockCount: number;
+  readonly blockBytes: number;
+  readonly totalBytes: number;
+}
+
+/** One event from a running role: a verified block arrival, or the end of the run. */
+export type RawEvent =
+  | { kind: "block"; block: number; from: string; atMs: number; bytes: number }
+  | { kind: "done"; error: DataPlaneError | null; bytesSent: number; bytesReceived: number; elapsedMs: number };
+
+/** The role a node runs, in the addon's terms: peers by index, sends in order, expected blocks per peer. */
+export interface RawRunSpec {
+  runId: number;
+  self: number;
+  peers: { id: string; host: string; port: number }[];
+  sends: { peer: number; block: number }[];
+  expect: number[][];
+  stallMs: number;
+  connectMs: number;
+  heartbeatMs: number;
+}
+
+export interface RawEndpoint {
+  start(spec: RawRunSpec, store: RawBlockStore, onEvent: (ev: RawEvent) => void): void;
+  cancel(): void;
+  close(): void;
+  readonly port: number;
+  readonly transport: string;
+  readonly fallback: string;
+  readonly running: boolean;
+  readonly closed: boolean;
+}
+
+export interface Addon {
+  BlockStore: new (blockCount: number, blockBytes: number, totalBytes: number, memoryLimitBytes: number) => RawBlockStore;
+  Endpoint: new (host: string, port: number, transport: string) => RawEndpoint;
+  init(errorClass: typeof DataPlaneError): void;
+  probeVerbs(): { compiled: boolean; devices: number; detail: string };
+  checksum(buf: Buffer): number;
+  crc32c(buf: Buffer): number;
+  checksumHardware: boolean;
+}
+
+const ADDON_REL = join("native", "build", "Release", "tidegate_dataplane.node");
+
+/** The repository root: the nearest ancestor of this file holding native/build.mjs. */
+export function repoRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 8; i++) {
+    if (existsSync(join(dir, "native", "build.mjs"))) return dir;
+    dir = dirname(dir);
+  }
+  throw new DataPlaneError("io", "cannot find the repository root (native/build.mjs) above " + fileURLToPath(import.meta.url));
+}
+
+let loaded: Addon | undefined;
+
+/** The addon, loaded once per thread (the addon is context-aware: workers get their own instance). */
+export function addon(): Addon {
+  if (loaded !== undefined) return loaded;
+  const path = join(repoRoot(), ADDON_REL);
+  if (!existsSync(path)) throw new DataPlaneError("io", `native addon not built: ${path} is missing (run npm run build:native)`);
+  const mod = createRequire(import.meta.url)(path) as Addon;
+  mod.init(DataPlaneError);
+  loaded = mod;
+  return mod;
+}

@@ -1,0 +1,88 @@
+// The Transport port of the native data plane (DESIGN.md "Ports"): a transport runs one node's role in a
+// multicast schedule. TCP (epoll) runs everywhere; verbs is compiled where libibverbs headers exist and chosen only
+// where a device is present (see makeTransport).
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store.h"
+
+namespace tg {
+struct PeerAddr {
+  std::string id;
+  std::string host;
+  uint16_t port = 0;
+};
+
+/** One block to send, in the node's send order (BlitzScale chain order, or λScale binomial step order). */
+struct SendOp {
+  uint32_t peer;
+  uint32_t block;
+};
+
+/** One node's role in a plan. Connections are directional: this node dials every peer it sends to. */
+struct RunSpec {
+  uint64_t runId = 0;
+  uint32_t self = 0;
+  std::vector<PeerAddr> peers;                 // indexed by node number; peers[self] is this node
+  std::vector<SendOp> sends;                   // in order
+  std::vector<std::vector<uint32_t>> expect;   // expect[p] = blocks peer p sends here, in its order
+  uint32_t stallMs = 1000;                     // nothing heard from a peer for this long → it failed
+  uint32_t connectMs = 2000;                   // dialing a peer gives up after this long → unreachable
+  uint32_t heartbeatMs = 200;                  // idle connections carry a heartbeat this often
+};
+
+/** Failure classes; the JS side maps each to DataPlaneError.reason. */
+enum class Failure { None, Unreachable, PeerFailed, Stalled, Checksum, Cancelled, InvalidPlan, Io };
+const char* failureName(Failure f);
+
+struct RunOutcome {
+  Failure failure = Failure::None;
+  std::string message;
+  int32_t peer = -1;   // the peer at fault, when there is one
+  int32_t block = -1;  // the block at fault, when there is one
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  double elapsedMs = 0;
+};
+
+/** Receives progress from the transport's thread. Must be thread-safe. */
+struct RunSink {
+  virtual ~RunSink() = default;
+  /** Block `block` arrived from `peer` and its checksum matched, `atMs` after the run started. */
+  virtual void onBlock(uint32_t block, uint32_t peer, double atMs, uint64_t bytes) = 0;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual const char* name() const = 0;
+  /** Binds the data listener (port 0 = any); returns "" or an error. Called once before run(). */
+  virtual std::string listen(const std::string& host, uint16_t port) = 0;
+  virtual uint16_t port() const = 0;
+  /** Runs the role to completion, failure or cancellation (blocking; called on a worker thread). */
+  virtual RunOutcome run(const RunSpec& spec, std::shared_ptr<StoreData> store, RunSink& sink) = 0;
+  /** Wakes a running run() so it ends with Failure::Cancelled. Safe from any thread. */
+  virtual void cancel() = 0;
+  /** Clears a previous cancel before the next run. */
+  virtual void reset() = 0;
+};
+
+std::unique_ptr<Transport> makeTcpTransport();
+/** Verbs transport availability: compiled in, and how many devices ibv_get_device_list reports. */
+struct VerbsProbe {
+  bool compiled = false;
+  int devices = 0;
+  std::string detail;
+};
+VerbsProbe probeVerbs();
+/**
+ * Picks a transport: "tcp", "verbs" or "auto". Verbs is used only when compiled and a device exists; otherwise
+ * TCP, and `fallback` says why in one line (empty when the preferred transport was used).
+ */
+std::unique_ptr<Transport> makeTransport(const std::string& preferred, std::string& fallback);
+}  // namespace tg

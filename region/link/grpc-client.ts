@@ -1,0 +1,224 @@
+/**
+ * The global side of the gRPC RegionLink (region/proto/region.proto): one channel per region process.
+ *
+ * - subscribe: one Telemetry stream shared by all subscribers while any exists; when it fails or ends (the region
+ *   restarted, the network broke) it is reopened after a backoff that doubles from `reconnectInitialMs` to
+ *   `reconnectMaxMs` and resets once telemetry flows again. The channel itself reconnects with the same bounds.
+ * - dispatch: a server stream of token events. Aborting the signal or stopping the iteration cancels the call, and
+ *   the region cancels the generation. A failure before the first event is a TidegateError with the region's code
+ *   (model_not_found, no_region_available, upstream_error, …) or upstream_error when the region is unreachable, so
+ *   the router can retry elsewhere; a failure after it is upstream_error.
+ * - sendTargets: unary with a deadline; resolves to the region's ack.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { WallClock, type Clock, type Timer } from "../../core/clock.js";
+import { ERROR_CODES, TidegateError, type ErrorCode } from "../../core/errors.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import type { RegionName } from "../../core/models.js";
+import type { EngineEvent, GenerateRequest, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
+import {
+  CODE_KEY,
+  STARTED_KEY,
+  ackFromWire,
+  doneFromWire,
+  regionService,
+  requestToWire,
+  targetsToWire,
+  telemetryFromWire,
+  type WireDispatchEvents,
+  type WireTargetsAck,
+  type WireTelemetry,
+} from "./proto.js";
+import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
+import { channelCredentials, type TlsFiles } from "./tls.js";
+
+export interface GrpcRegionLinkOptions {
+  region: RegionName;
+  /** host:port of the region's gRPC server. */
+  address: string;
+  tls?: TlsFiles;
+  /** Telemetry period asked of the region (default 1000 ms; the region clamps it to [50, 1000]). */
+  telemetryIntervalMs?: number;
+  /** Reconnect backoff bounds (defaults 100 ms and 2000 ms). */
+  reconnectInitialMs?: number;
+  reconnectMaxMs?: number;
+  /** Deadline of SendTargets (default 5000 ms). */
+  targetsTimeoutMs?: number;
+  /** Clock for the reconnect backoff (default WallClock). */
+  clock?: Clock;
+  log?: Logger;
+}
+
+type RegionClient = grpc.Client & {
+  Telemetry(req: { interval_ms: number }): grpc.ClientReadableStream<WireTelemetry>;
+  Dispatch(req: ReturnType<typeof requestToWire>): grpc.ClientReadableStream<WireDispatchEvents>;
+  SendTargets(req: ReturnType<typeof targetsToWire>, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, ack?: WireTargetsAck) => void): grpc.ClientUnaryCall;
+};
+
+function isServiceError(err: unknown): err is grpc.ServiceError {
+  return err instanceof Error && "code" in err && "metadata" in err && err.metadata instanceof grpc.Metadata;
+}
+
+function metadataString(md: grpc.Metadata, key: string): string | undefined {
+  const v = md.get(key)[0];
+  return typeof v === "string" ? v : undefined;
+}
+
+/** A RegionLink to a `tidegate region` process over gRPC. */
+export class GrpcRegionLink implements RegionLink {
+  readonly region: RegionName;
+  private readonly client: RegionClient;
+  private readonly opts: Required<Pick<GrpcRegionLinkOptions, "telemetryIntervalMs" | "reconnectInitialMs" | "reconnectMaxMs" | "targetsTimeoutMs">>;
+  private readonly clock: Clock;
+  private readonly log: Logger;
+  private readonly subscribers = new Set<(t: RegionTelemetry) => void>();
+  private telemetryCall: grpc.ClientReadableStream<WireTelemetry> | undefined;
+  private reconnectTimer: Timer | undefined;
+  private backoffMs: number;
+  private closed = false;
+  /** Telemetry streams opened so far (1 + reconnects), for tests and metrics. */
+  telemetryConnects = 0;
+
+  constructor(options: GrpcRegionLinkOptions) {
+    this.region = options.region;
+    this.opts = {
+      telemetryIntervalMs: options.telemetryIntervalMs ?? DEFAULT_TELEMETRY_INTERVAL_MS,
+      reconnectInitialMs: options.reconnectInitialMs ?? 100,
+      reconnectMaxMs: options.reconnectMaxMs ?? 2000,
+      targetsTimeoutMs: options.targetsTimeoutMs ?? 5000,
+    };
+    if (!(this.opts.reconnectInitialMs > 0) || this.opts.reconnectMaxMs < this.opts.reconnectInitialMs) {
+      throw new RangeError(`reconnect backoff needs 0 < reconnectInitialMs ≤ reconnectMaxMs, got ${this.opts.reconnectInitialMs}, ${this.opts.reconnectMaxMs}`);
+    }
+    this.backoffMs = this.opts.reconnectInitialMs;
+    this.clock = options.clock ?? new WallClock();
+    this.log = options.log ?? silentLogger;
+    const Ctor = regionService();
+    this.client = new Ctor(options.address, channelCredentials(options.tls), {
+      "grpc.initial_reconnect_backoff_ms": this.opts.reconnectInitialMs,
+      "grpc.min_reconnect_backoff_ms": this.opts.reconnectInitialMs,
+      "grpc.max_reconnect_backoff_ms": this.opts.reconnectMaxMs,
+      "grpc.keepalive_time_ms": 10_000,
+      "grpc.keepalive_timeout_ms": 5_000,
+    }) as unknown as RegionClient;
+  }
+
+  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe {
+    if (this.closed) throw new TidegateError("upstream_error", `link to region ${this.region} is closed`);
+    this.subscribers.add(onTelemetry);
+    if (this.telemetryCall === undefined && this.reconnectTimer === undefined) this.openTelemetry();
+    return () => {
+      this.subscribers.delete(onTelemetry);
+      if (this.subscribers.size === 0) this.stopTelemetry();
+    };
+  }
+
+  async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
+    if (this.closed) throw new TidegateError("upstream_error", `link to region ${this.region} is closed`);
+    if (signal?.aborted) throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason });
+    const call = this.client.Dispatch(requestToWire(req));
+    const onAbort = () => call.cancel();
+    signal?.addEventListener("abort", onAbort, { once: true });
+    let started = false;
+    let done = false;
+    try {
+      for await (const msg of call as AsyncIterable<WireDispatchEvents>) {
+        const texts = msg.texts;
+        const tokens = msg.tokens;
+        for (let i = 0; i < texts.length; i++) {
+          started = true;
+          yield { type: "token", text: texts[i]!, tokens: tokens[i] ?? 1 };
+        }
+        if (msg.done !== null) {
+          started = true;
+          done = true;
+          yield doneFromWire(msg.done);
+          return;
+        }
+      }
+      throw new TidegateError("upstream_error", `region ${this.region} ended request ${req.id} without a done event`);
+    } catch (err) {
+      throw this.dispatchError(err, started, req, signal);
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      if (!done) call.cancel();
+    }
+  }
+
+  sendTargets(targets: RegionTargets): Promise<TargetsAck> {
+    if (this.closed) return Promise.reject(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
+    return new Promise((resolve, reject) => {
+      this.client.SendTargets(targetsToWire(targets), { deadline: Date.now() + this.opts.targetsTimeoutMs }, (err, ack) => {
+        if (err !== null) return reject(this.remoteError(err, "SendTargets"));
+        if (ack === undefined) return reject(new TidegateError("upstream_error", `region ${this.region} sent no ack`));
+        resolve(ackFromWire(ack));
+      });
+    });
+  }
+
+  /** Cancels telemetry and reconnects, closes the channel; later calls fail with upstream_error. Idempotent. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.subscribers.clear();
+    this.stopTelemetry();
+    this.client.close();
+  }
+
+  private openTelemetry(): void {
+    this.reconnectTimer = undefined;
+    if (this.closed || this.subscribers.size === 0) return;
+    this.telemetryConnects++;
+    const call = this.client.Telemetry({ interval_ms: this.opts.telemetryIntervalMs });
+    this.telemetryCall = call;
+    call.on("data", (w: WireTelemetry) => {
+      this.backoffMs = this.opts.reconnectInitialMs;
+      const t = telemetryFromWire(w);
+      for (const cb of [...this.subscribers]) {
+        try {
+          cb(t);
+        } catch (err) {
+          this.log.error("telemetry subscriber failed", { region: this.region, err });
+        }
+      }
+    });
+    call.on("error", (err: Error) => {
+      if (this.telemetryCall === call) this.log.warn("telemetry stream failed", { region: this.region, err });
+    });
+    call.on("status", () => {
+      if (this.telemetryCall !== call) return; // cancelled by us
+      this.telemetryCall = undefined;
+      if (this.closed || this.subscribers.size === 0) return;
+      const delayMs = this.backoffMs;
+      this.backoffMs = Math.min(this.opts.reconnectMaxMs, this.backoffMs * 2);
+      this.reconnectTimer = this.clock.after(delayMs, () => this.openTelemetry());
+    });
+  }
+
+  private stopTelemetry(): void {
+    this.reconnectTimer?.cancel();
+    this.reconnectTimer = undefined;
+    const call = this.telemetryCall;
+    this.telemetryCall = undefined;
+    call?.cancel();
+  }
+
+  private dispatchError(err: unknown, started: boolean, req: GenerateRequest, signal: AbortSignal | undefined): TidegateError {
+    if (signal?.aborted) return new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: err });
+    if (err instanceof TidegateError) return err;
+    const remote = this.remoteError(err, `request ${req.id}`);
+    const remoteStarted = isServiceError(err) && metadataString(err.metadata, STARTED_KEY) === "1";
+    if (started || remoteStarted) return new TidegateError("upstream_error", `region ${this.region} failed request ${req.id} mid-stream: ${remote.message}`, { cause: err });
+    return remote;
+  }
+
+  /** The region's own TidegateError code when it sent one (except internal/cancelled), else upstream_error. */
+  private remoteError(err: unknown, what: string): TidegateError {
+    if (!isServiceError(err)) return new TidegateError("upstream_error", `region ${this.region}: ${what} failed`, { cause: err });
+    const code = metadataString(err.metadata, CODE_KEY);
+    if (code !== undefined && code in ERROR_CODES && code !== "internal" && code !== "cancelled") {
+      return new TidegateError(code as ErrorCode, err.details, { cause: err });
+    }
+    return new TidegateError("upstream_error", `region ${this.region} (${grpc.status[err.code] ?? err.code}): ${what}: ${err.details}`, { cause: err });
+  }
+}

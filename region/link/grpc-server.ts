@@ -1,0 +1,185 @@
+/**
+ * The region side of the gRPC RegionLink (region/proto/region.proto): serves a RegionService to global routers.
+ *
+ * - Telemetry: a snapshot at once, then every interval (≤ 1 s) until the caller cancels.
+ * - Dispatch: streams the generation; token events that are ready together (produced before the event loop's
+ *   check phase) go out as one message, so a burst from the engine costs one frame, not one per token; writes wait
+ *   for the transport to drain (backpressure). Cancelling the call aborts the generation upstream. Failures carry
+ *   the TidegateError code in the status metadata (`tidegate-code`, `tidegate-started`).
+ * - SendTargets: the service's ack.
+ * Sockets get TCP_NODELAY so single token frames are not held back by Nagle's algorithm.
+ */
+import type { Server as NetServer, Socket } from "node:net";
+import * as grpc from "@grpc/grpc-js";
+import { WallClock, type Clock } from "../../core/clock.js";
+import { TidegateError, toTidegateError } from "../../core/errors.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import type { EngineEvent } from "../../core/ports.js";
+import {
+  CODE_KEY,
+  STARTED_KEY,
+  doneToWire,
+  regionService,
+  requestFromWire,
+  targetsFromWire,
+  telemetryToWire,
+  type WireDispatchEvents,
+  type WireDispatchRequest,
+  type WireTargets,
+  type WireTargetsAck,
+  type WireTelemetry,
+} from "./proto.js";
+import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
+import { serverCredentials, type TlsFiles } from "./tls.js";
+
+export interface RegionGrpcServerOptions {
+  /** host:port to bind; port 0 picks a free port (default 127.0.0.1:0). */
+  address?: string;
+  tls?: TlsFiles;
+  /** Clock for telemetry periods (default WallClock). */
+  clock?: Clock;
+  log?: Logger;
+}
+
+/** A running server. `address` is host:port with the bound port. */
+export interface RegionGrpcServer {
+  address: string;
+  port: number;
+  /** Stops accepting calls, cancels the open ones, and releases the port. */
+  close(): Promise<void>;
+}
+
+const MIN_TELEMETRY_INTERVAL_MS = 50;
+
+function statusOf(err: unknown, started: boolean): Partial<grpc.StatusObject> {
+  const te = toTidegateError(err);
+  const metadata = new grpc.Metadata();
+  metadata.set(CODE_KEY, te.code);
+  metadata.set(STARTED_KEY, started ? "1" : "0");
+  return { code: te.grpcCode, details: te.message, metadata };
+}
+
+/** Streams one generation over `call`, batching events that are ready together. */
+async function serveDispatch(service: RegionService, call: grpc.ServerWritableStream<WireDispatchRequest, WireDispatchEvents>, log: Logger): Promise<void> {
+  const upstream = new AbortController();
+  let finished = false;
+  call.on("cancelled", () => {
+    if (!finished) upstream.abort(new TidegateError("cancelled", "the router cancelled the request"));
+  });
+  let started = false;
+  let texts: string[] = [];
+  let tokens: number[] = [];
+  let flushScheduled = false;
+  let drained: Promise<void> | undefined;
+  const flush = () => {
+    flushScheduled = false;
+    if (texts.length === 0 || upstream.signal.aborted) return;
+    const msg: WireDispatchEvents = { texts, tokens, done: null };
+    texts = [];
+    tokens = [];
+    if (!call.write(msg)) drained ??= new Promise((resolve) => call.once("drain", () => ((drained = undefined), resolve())));
+  };
+  try {
+    const req = requestFromWire(call.request);
+    const it = service.generate(req, upstream.signal)[Symbol.asyncIterator]();
+    for (;;) {
+      if (drained !== undefined) await drained;
+      const step = await it.next();
+      if (step.done === true) throw new TidegateError("upstream_error", `request ${req.id}: the stream ended without a done event`);
+      const ev: EngineEvent = step.value;
+      started = true;
+      if (ev.type === "token") {
+        texts.push(ev.text);
+        tokens.push(ev.tokens);
+        if (!flushScheduled) {
+          flushScheduled = true;
+          setImmediate(flush);
+        }
+        continue;
+      }
+      finished = true;
+      const msg: WireDispatchEvents = { texts, tokens, done: doneToWire(ev) };
+      texts = [];
+      tokens = [];
+      call.write(msg);
+      call.end();
+      await it.return?.();
+      return;
+    }
+  } catch (err) {
+    finished = true;
+    if (upstream.signal.aborted) return; // the caller is gone: nobody to tell
+    flush();
+    const te = toTidegateError(err);
+    if (te.code === "internal") log.error("dispatch failed", { err });
+    call.emit("error", statusOf(te, started));
+  }
+}
+
+/** Starts the gRPC server for `service`; resolves once bound. */
+export async function startRegionGrpcServer(service: RegionService, opts: RegionGrpcServerOptions = {}): Promise<RegionGrpcServer> {
+  const clock = opts.clock ?? new WallClock();
+  const log = opts.log ?? silentLogger;
+  const server = new grpc.Server({ "grpc.keepalive_permit_without_calls": 1, "grpc.http2.min_ping_interval_without_data_ms": 5000 });
+  const telemetryCalls = new Set<grpc.ServerWritableStream<unknown, unknown>>();
+  server.addService(regionService().service, {
+    Telemetry(call: grpc.ServerWritableStream<{ interval_ms: number }, WireTelemetry>) {
+      const entry = call as grpc.ServerWritableStream<unknown, unknown>;
+      telemetryCalls.add(entry);
+      const asked = call.request.interval_ms;
+      const intervalMs = asked === 0 ? DEFAULT_TELEMETRY_INTERVAL_MS : Math.min(DEFAULT_TELEMETRY_INTERVAL_MS, Math.max(MIN_TELEMETRY_INTERVAL_MS, asked));
+      const send = () => {
+        if (call.cancelled || call.writableEnded) return;
+        try {
+          call.write(telemetryToWire(service.snapshot()));
+        } catch (err) {
+          log.error("telemetry snapshot failed", { region: service.region, err });
+        }
+      };
+      send();
+      const timer = clock.every(intervalMs, send);
+      const stop = () => {
+        timer.cancel();
+        telemetryCalls.delete(entry);
+      };
+      call.once("cancelled", stop);
+      call.once("close", stop);
+      call.once("finish", stop);
+    },
+    Dispatch(call: grpc.ServerWritableStream<WireDispatchRequest, WireDispatchEvents>) {
+      void serveDispatch(service, call, log);
+    },
+    SendTargets(call: grpc.ServerUnaryCall<WireTargets, WireTargetsAck>, callback: grpc.sendUnaryData<WireTargetsAck>) {
+      try {
+        const ack = service.acceptTargets(targetsFromWire(call.request));
+        callback(null, { region: ack.region, decision_id: ack.decisionId, accepted: ack.accepted });
+      } catch (err) {
+        const status = statusOf(err, false);
+        callback({ code: status.code ?? grpc.status.INTERNAL, details: status.details ?? "", metadata: status.metadata ?? new grpc.Metadata(), name: "TidegateError", message: status.details ?? "" });
+      }
+    },
+  });
+
+  const address = opts.address ?? "127.0.0.1:0";
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, serverCredentials(opts.tls), (err, p) => (err ? reject(new TidegateError("invalid_config", `cannot bind gRPC on ${address}: ${err.message}`, { cause: err })) : resolve(p))),
+  );
+  // grpc-js does not expose its http2 servers; TCP_NODELAY is set on their new connections through the map it keeps.
+  const http2Servers = Reflect.get(server, "http2Servers") as Map<NetServer, unknown> | undefined;
+  for (const s of http2Servers?.keys() ?? []) s.on("connection", (socket: Socket) => socket.setNoDelay(true));
+  const host = address.slice(0, address.lastIndexOf(":"));
+  log.info("region gRPC server listening", { region: service.region, address: `${host}:${port}` });
+  return {
+    address: `${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        // Telemetry streams end cleanly (the router reconnects); in-flight dispatches are cancelled, which aborts
+        // their generations upstream.
+        for (const call of telemetryCalls) call.end();
+        telemetryCalls.clear();
+        server.forceShutdown();
+        resolve();
+      }),
+  };
+}

@@ -1,0 +1,196 @@
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { WallClock } from "../../core/clock.js";
+import { findTidegateError } from "../../core/errors.js";
+import type { EngineEvent, GenerateRequest, RegionTelemetry } from "../../core/ports.js";
+import { FakeEngine } from "../gateway/fake-engine.js";
+import { Gateway } from "../gateway/gateway.js";
+import { GrpcRegionLink } from "./grpc-client.js";
+import { startRegionGrpcServer, type RegionGrpcServer } from "./grpc-server.js";
+
+const MODEL = "llama3.1-8b";
+const clock = new WallClock();
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+let n = 0;
+function request(over: Partial<GenerateRequest> = {}): GenerateRequest {
+  return { id: `g-${n++}`, model: MODEL, kind: "chat", promptTokens: 12, maxTokens: 4, priority: 0, body: { model: MODEL, messages: [{ role: "user", content: "hi" }] }, ...over };
+}
+
+function region(engines: FakeEngine[], name = "us-east") {
+  const gw = new Gateway({ region: name, clock });
+  for (const e of engines) gw.addInstance("h100-80gb", e);
+  return gw;
+}
+
+async function serve(gw: Gateway, address?: string): Promise<RegionGrpcServer> {
+  const server = await startRegionGrpcServer(gw, address === undefined ? {} : { address });
+  cleanups.push(() => server.close());
+  return server;
+}
+
+function link(address: string, extra: Partial<ConstructorParameters<typeof GrpcRegionLink>[0]> = {}): GrpcRegionLink {
+  const l = new GrpcRegionLink({ region: "us-east", address, telemetryIntervalMs: 50, reconnectInitialMs: 50, reconnectMaxMs: 200, ...extra });
+  cleanups.push(() => l.close());
+  return l;
+}
+
+async function collect(it: AsyncIterable<EngineEvent>): Promise<EngineEvent[]> {
+  const out: EngineEvent[] = [];
+  for await (const ev of it) out.push(ev);
+  return out;
+}
+
+async function errorOf(p: Promise<unknown>) {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  const te = findTidegateError(err);
+  if (te === undefined) throw new Error(`expected a TidegateError, got ${String(err)}`);
+  return te;
+}
+
+/** Polls `cond` every 10 ms for at most `limitMs`. */
+async function until(cond: () => boolean, limitMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!cond()) {
+    if (Date.now() - start > limitMs) throw new Error("condition not met in time");
+    await clock.sleep(10);
+  }
+}
+
+describe("gRPC RegionLink", () => {
+  it("streams telemetry at the asked period with the gateway's figures", async () => {
+    const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL, stats: { kvBytesUsed: 30, kvBytesCapacity: 120, running: 2, waiting: 1 } })]);
+    const server = await serve(gw);
+    const seen: RegionTelemetry[] = [];
+    link(server.address).subscribe((t) => seen.push(t));
+    await until(() => seen.length >= 4);
+    expect(seen.map((t) => t.seq)).toEqual([...seen.keys()].map((i) => i + 1));
+    const gaps = seen.slice(1).map((t, i) => t.atMs - seen[i]!.atMs);
+    for (const g of gaps) expect(g).toBeLessThan(500);
+    expect(seen[0]).toMatchObject({ region: "us-east" });
+    expect(seen[0]!.models[0]).toEqual({
+      model: MODEL,
+      effectiveMemoryUtilization: 0.25,
+      tokensPerS: 0,
+      running: 2,
+      waiting: 1,
+      instances: { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 },
+      endpoints: [{ endpointId: "llama3.1-8b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0.25, servingInstances: 1 }],
+    });
+  });
+
+  it("streams a generation token by token with the same events as the in-process path", async () => {
+    const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
+    const server = await serve(gw);
+    const req = request({ maxTokens: 60 });
+    const direct = await collect(gw.generate(req));
+    const remote = await collect(link(server.address).dispatch(req));
+    expect(remote).toEqual(direct);
+    expect(remote).toHaveLength(61);
+    expect(remote.at(-1)).toEqual({ type: "done", finishReason: "length", usage: { prompt_tokens: 12, completion_tokens: 60, total_tokens: 72 } });
+  });
+
+  it("cancels the region's generation when the caller aborts or stops reading", async () => {
+    const engine = new FakeEngine({ instanceId: "i1", model: MODEL, clock, tokenDelayMs: 20 });
+    const server = await serve(region([engine]));
+    const l = link(server.address);
+    const ctl = new AbortController();
+    const r1 = request({ maxTokens: 10_000 });
+    const got: EngineEvent[] = [];
+    const err = await errorOf(
+      (async () => {
+        for await (const ev of l.dispatch(r1, ctl.signal)) {
+          got.push(ev);
+          if (got.length === 2) ctl.abort();
+        }
+      })(),
+    );
+    expect(err.code).toBe("cancelled");
+    await until(() => engine.cancelled.includes(r1.id));
+    const r2 = request({ maxTokens: 10_000 });
+    for await (const ev of l.dispatch(r2)) if (ev.type === "token") break;
+    await until(() => engine.cancelled.includes(r2.id));
+    expect(engine.active).toBe(0);
+  });
+
+  it("acks targets monotonically by decisionId and rejects another region's", async () => {
+    const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
+    const l = link((await serve(gw)).address);
+    const t = (decisionId: number, r = "us-east") => ({ decisionId, region: r, madeAtMs: 1, advisory: false, endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 3, forecastTokensPerS: 1234.5 }] });
+    expect(await l.sendTargets(t(10))).toEqual({ region: "us-east", decisionId: 10, accepted: true });
+    expect(await l.sendTargets(t(9))).toEqual({ region: "us-east", decisionId: 10, accepted: false });
+    expect(await l.sendTargets(t(11))).toEqual({ region: "us-east", decisionId: 11, accepted: true });
+    expect(gw.targets.latest()).toEqual(t(11));
+    expect((await errorOf(l.sendTargets(t(12, "us-west")))).code).toBe("invalid_request");
+  });
+
+  it("surfaces failures before the first token as retryable errors and after it as upstream_error", async () => {
+    const a = new FakeEngine({ instanceId: "a", model: MODEL });
+    const b = new FakeEngine({ instanceId: "b", model: MODEL });
+    const server = await serve(region([a, b]));
+    const l = link(server.address);
+    a.failNext = ["before"];
+    b.failNext = ["before"];
+    expect((await errorOf(collect(l.dispatch(request())))).code).toBe("upstream_error");
+    expect((await errorOf(collect(l.dispatch(request({ model: "bloom-176b" }))))).code).toBe("model_not_found");
+    expect((await errorOf(collect(l.dispatch(request({ promptTokens: 0 }))))).code).toBe("invalid_request");
+    a.failNext = ["after"];
+    const seen: EngineEvent[] = [];
+    const mid = await errorOf(
+      (async () => {
+        for await (const ev of l.dispatch(request())) seen.push(ev);
+      })(),
+    );
+    expect(mid.code).toBe("upstream_error");
+    expect(mid.message).toContain("mid-stream");
+    expect(seen).toHaveLength(1);
+    await server.close();
+    expect((await errorOf(collect(l.dispatch(request())))).code).toBe("upstream_error");
+  });
+
+  it("reconnects telemetry and dispatch after the region restarts on the same address", async () => {
+    const first = await serve(region([new FakeEngine({ instanceId: "i1", model: MODEL, stats: { running: 1 } })]));
+    const l = link(first.address);
+    const seen: RegionTelemetry[] = [];
+    l.subscribe((t) => seen.push(t));
+    await until(() => seen.length >= 2);
+    await first.close();
+    const before = seen.length;
+    expect((await errorOf(collect(l.dispatch(request())))).code).toBe("upstream_error");
+    await serve(region([new FakeEngine({ instanceId: "i1", model: MODEL, stats: { running: 7 } })]), first.address);
+    await until(() => seen.length > before && seen.at(-1)!.models[0]!.running === 7);
+    expect(l.telemetryConnects).toBeGreaterThanOrEqual(2);
+    const events = await collect(l.dispatch(request({ maxTokens: 3 })));
+    expect(events.map((e) => e.type)).toEqual(["token", "token", "token", "done"]);
+  });
+
+  it("runs over TLS with client certificates and refuses a client without one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-tls-"));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const ssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
+    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=tidegate-test-ca");
+    writeFileSync(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
+    for (const who of ["server", "client"]) {
+      ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", `${who}.key`, "-out", `${who}.csr`, "-subj", `/CN=${who}`);
+      ssl("x509", "-req", "-in", `${who}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", `${who}.pem`, "-days", "1", "-extfile", "san.ext");
+    }
+    const files = (who: string) => ({ caFile: join(dir, "ca.pem"), certFile: join(dir, `${who}.pem`), keyFile: join(dir, `${who}.key`) });
+    const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
+    const server = await startRegionGrpcServer(gw, { tls: files("server") });
+    cleanups.push(() => server.close());
+    const secure = link(server.address, { tls: files("client") });
+    const events = await collect(secure.dispatch(request({ maxTokens: 2 })));
+    expect(events.map((e) => e.type)).toEqual(["token", "token", "done"]);
+    const plain = link(server.address);
+    expect((await errorOf(collect(plain.dispatch(request())))).code).toBe("upstream_error");
+  });
+});

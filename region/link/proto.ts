@@ -1,0 +1,186 @@
+/**
+ * Loads region/proto/region.proto at run time (from the source tree or from dist/: the file is found by walking up
+ * from this module to the repository root) and converts between the wire messages and the core/ports.ts shapes.
+ * The conversions validate what arrives over the wire: a malformed message is an invalid_request, never a crash.
+ */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { TidegateError } from "../../core/errors.js";
+import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+
+/** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
+export interface WireDispatchRequest {
+  id: string;
+  model: string;
+  kind: string;
+  prompt_tokens: number;
+  max_tokens: number;
+  priority: number;
+  body_json: string;
+}
+
+export interface WireDone {
+  finish_reason: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface WireDispatchEvents {
+  texts: string[];
+  tokens: number[];
+  done: WireDone | null;
+}
+
+export interface WireTelemetry {
+  region: string;
+  seq: number;
+  at_ms: number;
+  models: {
+    model: string;
+    effective_memory_utilization: number;
+    tokens_per_s: number;
+    running: number;
+    waiting: number;
+    instances: Record<InstanceState, number> | null;
+    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number }[];
+  }[];
+}
+
+export interface WireTargets {
+  decision_id: number;
+  region: string;
+  made_at_ms: number;
+  advisory: boolean;
+  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number }[];
+}
+
+export interface WireTargetsAck {
+  region: string;
+  decision_id: number;
+  accepted: boolean;
+}
+
+/** Metadata keys carrying the TidegateError code of a failed Dispatch and whether it followed the first event. */
+export const CODE_KEY = "tidegate-code";
+export const STARTED_KEY = "tidegate-started";
+
+/** The path of region/proto/region.proto, found from this module's location in source or in dist/. */
+export function regionProtoPath(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 8; i++) {
+    const candidate = join(dir, "region", "proto", "region.proto");
+    if (existsSync(candidate)) return candidate;
+    const parent = dirname(dir);
+    if (parent === dir) break;
+    dir = parent;
+  }
+  throw new TidegateError("internal", "region/proto/region.proto not found above " + fileURLToPath(import.meta.url));
+}
+
+let cached: grpc.ServiceClientConstructor | undefined;
+
+/** The `tidegate.region.v1.Region` service (client constructor; `.service` is the server definition). */
+export function regionService(): grpc.ServiceClientConstructor {
+  if (cached !== undefined) return cached;
+  const def = protoLoader.loadSync(regionProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
+  const pkg = grpc.loadPackageDefinition(def) as unknown as { tidegate: { region: { v1: { Region: grpc.ServiceClientConstructor } } } };
+  cached = pkg.tidegate.region.v1.Region;
+  return cached;
+}
+
+export function requestToWire(req: GenerateRequest): WireDispatchRequest {
+  return { id: req.id, model: req.model, kind: req.kind, prompt_tokens: req.promptTokens, max_tokens: req.maxTokens, priority: req.priority, body_json: JSON.stringify(req.body) };
+}
+
+/** Validates a DispatchRequest from the wire; throws invalid_request naming the field at fault. */
+export function requestFromWire(w: WireDispatchRequest): GenerateRequest {
+  const bad = (param: string, msg: string) => new TidegateError("invalid_request", `DispatchRequest.${param}: ${msg}`, { param });
+  if (w.id.length === 0) throw bad("id", "must not be empty");
+  if (w.model.length === 0) throw bad("model", "must not be empty");
+  if (w.kind !== "chat" && w.kind !== "completion") throw bad("kind", `must be "chat" or "completion", got ${JSON.stringify(w.kind)}`);
+  if (w.prompt_tokens < 1) throw bad("prompt_tokens", "must be ≥ 1");
+  if (w.max_tokens < 1) throw bad("max_tokens", "must be ≥ 1");
+  if (w.priority !== 0 && w.priority !== 1) throw bad("priority", `must be 0 or 1, got ${w.priority}`);
+  let body: unknown = {};
+  if (w.body_json.length > 0) {
+    try {
+      body = JSON.parse(w.body_json);
+    } catch (err) {
+      throw new TidegateError("invalid_json", `DispatchRequest.body_json: ${(err as Error).message}`, { param: "body_json", cause: err });
+    }
+  }
+  if (typeof body !== "object" || body === null || Array.isArray(body)) throw bad("body_json", "must be a JSON object");
+  return { id: w.id, model: w.model, kind: w.kind, promptTokens: w.prompt_tokens, maxTokens: w.max_tokens, priority: w.priority, body: body as Record<string, unknown> };
+}
+
+export function doneToWire(ev: Extract<EngineEvent, { type: "done" }>): WireDone {
+  return { finish_reason: ev.finishReason, prompt_tokens: ev.usage.prompt_tokens, completion_tokens: ev.usage.completion_tokens, total_tokens: ev.usage.total_tokens };
+}
+
+export function doneFromWire(d: WireDone): Extract<EngineEvent, { type: "done" }> {
+  if (d.finish_reason !== "stop" && d.finish_reason !== "length") {
+    throw new TidegateError("upstream_error", `region sent finish_reason ${JSON.stringify(d.finish_reason)}`);
+  }
+  return { type: "done", finishReason: d.finish_reason, usage: { prompt_tokens: d.prompt_tokens, completion_tokens: d.completion_tokens, total_tokens: d.total_tokens } };
+}
+
+export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
+  return {
+    region: t.region,
+    seq: t.seq,
+    at_ms: t.atMs,
+    models: t.models.map((m) => ({
+      model: m.model,
+      effective_memory_utilization: m.effectiveMemoryUtilization,
+      tokens_per_s: m.tokensPerS,
+      running: m.running,
+      waiting: m.waiting,
+      instances: m.instances,
+      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances })),
+    })),
+  };
+}
+
+export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
+  const models: ModelTelemetry[] = w.models.map((m) => {
+    const c = m.instances ?? { provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 };
+    return {
+      model: m.model,
+      effectiveMemoryUtilization: m.effective_memory_utilization,
+      tokensPerS: m.tokens_per_s,
+      running: m.running,
+      waiting: m.waiting,
+      instances: { provisioning: c.provisioning, loading: c.loading, serving: c.serving, draining: c.draining, spot: c.spot },
+      endpoints: m.endpoints.map((e) => ({ endpointId: e.endpoint_id, gpu: e.gpu, effectiveMemoryUtilization: e.effective_memory_utilization, servingInstances: e.serving_instances })),
+    };
+  });
+  return { region: w.region, seq: w.seq, atMs: w.at_ms, models };
+}
+
+export function targetsToWire(t: RegionTargets): WireTargets {
+  return {
+    decision_id: t.decisionId,
+    region: t.region,
+    made_at_ms: t.madeAtMs,
+    advisory: t.advisory,
+    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS })),
+  };
+}
+
+export function targetsFromWire(w: WireTargets): RegionTargets {
+  return {
+    decisionId: w.decision_id,
+    region: w.region,
+    madeAtMs: w.made_at_ms,
+    advisory: w.advisory,
+    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s })),
+  };
+}
+
+export function ackFromWire(w: WireTargetsAck): TargetsAck {
+  return { region: w.region, decisionId: w.decision_id, accepted: w.accepted };
+}

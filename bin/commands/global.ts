@@ -1,13 +1,67 @@
-/** `tidegate global` (placeholder until its issue lands: exits 2 with a clear message). */
+/**
+ * `tidegate global`: the global router as its own process. It connects to every region process over gRPC
+ * (config regions[].grpcAddress, region/link/grpc-client.ts), follows their telemetry and serves the public
+ * OpenAI-compatible API (router/).
+ */
 import type { Command } from "../command.js";
+import { WallClock } from "../../core/clock.js";
+import { loadConfig } from "../../core/config.js";
+import { createLogger } from "../../core/log.js";
+import { GrpcRegionLink } from "../../region/link/grpc-client.js";
+import { GlobalRouter } from "../../router/server.js";
+import { untilSignal } from "./dev.js";
 
 export const command: Command = {
   name: "global",
-  summary: "not built yet",
-  description: "This command is not built yet.",
-  flags: {},
-  async run() {
-    process.stderr.write("tidegate global: not built yet\n");
-    return 2;
+  summary: "run the global router: public OpenAI-compatible API, region selection, batch queue",
+  description: [
+    "Serves POST /v1/chat/completions, POST /v1/completions, GET /v1/models, /healthz and /metrics, choosing a",
+    "region per request (SageServe §6.2: first region under router.memoryThreshold in the client's preference",
+    "order, else the least utilized). Regions are reached over gRPC at config regions[].grpcAddress; a region",
+    "whose telemetry is older than router.telemetryStaleMs is not chosen. Stops cleanly on SIGINT/SIGTERM.",
+    "",
+    "Example:",
+    "  tidegate region --config fleet.json --region us-east &",
+    "  tidegate global --config fleet.json --port 8080",
+  ].join("\n"),
+  flags: {
+    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
+    host: { type: "string", help: "address to listen on (overrides router.host)" },
+    "telemetry-interval-ms": { type: "number", help: "telemetry period asked of each region (50..1000)", default: 1000 },
+    "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
+  },
+  async run(flags) {
+    const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    const level = String(flags["log-level"]);
+    if (!["debug", "info", "warn", "error"].includes(level)) throw new Error(`--log-level must be debug, info, warn or error, got ${JSON.stringify(level)}`);
+    const logger = createLogger(level as "info", { cmd: "global" });
+    const port = typeof flags.port === "number" ? flags.port : config.router.port;
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer in [0, 65535], got ${port}`);
+    const host = typeof flags.host === "string" ? flags.host : config.router.host;
+    const telemetryIntervalMs = Number(flags["telemetry-interval-ms"]);
+    if (!(telemetryIntervalMs >= 50 && telemetryIntervalMs <= 1000)) throw new Error(`--telemetry-interval-ms must be in [50, 1000], got ${telemetryIntervalMs}`);
+    const clock = new WallClock();
+    const links = config.regions.map(
+      (r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, telemetryIntervalMs, clock, log: logger.child({ region: r.name }) }),
+    );
+    const router = new GlobalRouter({ config, links, clock, logger });
+    const stopped = untilSignal();
+    const close = async () => {
+      await router.close();
+      await Promise.all(links.map((l) => l.close()));
+    };
+    try {
+      await router.listen(host, port);
+    } catch (err) {
+      await close();
+      throw err;
+    }
+    process.stdout.write(`tidegate global: serving ${router.url()} (regions: ${config.regions.map((r) => `${r.name}@${r.grpcAddress}`).join(", ")})\n`);
+    const sig = await stopped;
+    logger.info("shutting down", { signal: sig });
+    await close();
+    process.stdout.write("tidegate global: stopped\n");
+    return 0;
   },
 };

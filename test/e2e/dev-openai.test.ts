@@ -1,0 +1,110 @@
+/**
+ * End to end through `tidegate dev` (a real process from dist/) with the official `openai` npm client: streaming
+ * chunks and usage (stream_options.include_usage), a non-streamed completion, the model list, typed errors, the
+ * first token within seconds of start, and a clean exit on SIGTERM.
+ */
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { spawnTidegate, stopAll, type Proc } from "./procs.js";
+
+let dev: Proc;
+let client: OpenAI;
+let startedAtMs: number;
+
+beforeAll(async () => {
+  startedAtMs = Date.now();
+  dev = await spawnTidegate("dev", ["dev", "--port", "0", "--log-level", "warn"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
+  client = new OpenAI({ baseURL: `${dev.match[1]}/v1`, apiKey: "unused", maxRetries: 0, timeout: 20_000 });
+});
+afterAll(async () => {
+  await stopAll();
+});
+
+describe("tidegate dev with the openai client", () => {
+  it("streams a chat completion: role, one chunk per token, finish_reason, then usage", async () => {
+    const stream = await client.chat.completions.create({
+      model: "llama3.2-3b",
+      messages: [{ role: "user", content: "Say something about tides." }],
+      stream: true,
+      max_tokens: 20,
+      stream_options: { include_usage: true },
+    });
+    const ids = new Set<string>();
+    let firstTokenAtMs = 0;
+    let text = "";
+    let contentChunks = 0;
+    let role: string | undefined;
+    let finish: string | null | undefined;
+    let usage: OpenAI.CompletionUsage | undefined | null;
+    for await (const chunk of stream) {
+      ids.add(chunk.id);
+      expect(chunk.object).toBe("chat.completion.chunk");
+      expect(chunk.model).toBe("llama3.2-3b");
+      if (chunk.usage) {
+        usage = chunk.usage;
+        expect(chunk.choices).toEqual([]);
+        continue;
+      }
+      const choice = chunk.choices[0]!;
+      if (choice.delta.role) role = choice.delta.role;
+      if (choice.delta.content) {
+        if (firstTokenAtMs === 0) firstTokenAtMs = Date.now();
+        text += choice.delta.content;
+        contentChunks++;
+      }
+      if (choice.finish_reason) finish = choice.finish_reason;
+    }
+    expect(role).toBe("assistant");
+    expect(contentChunks).toBe(20);
+    expect(text.trim().split(/\s+/).length).toBe(20);
+    expect(finish).toBe("length");
+    expect(ids.size).toBe(1);
+    expect([...ids][0]).toMatch(/^chatcmpl-/);
+    expect(usage?.completion_tokens).toBe(20);
+    expect(usage?.prompt_tokens).toBeGreaterThan(0);
+    expect(usage?.total_tokens).toBe((usage?.prompt_tokens ?? 0) + 20);
+    // "curl -N streaming works within seconds of start": first token less than 10 s after the spawn.
+    expect(firstTokenAtMs - startedAtMs).toBeLessThan(10_000);
+  });
+
+  it("a streamed legacy completion and a non-streamed one agree on usage", async () => {
+    const stream = await client.completions.create({ model: "llama3.1-8b", prompt: "Once upon a time", max_tokens: 7, stream: true, stream_options: { include_usage: true } });
+    let pieces = 0;
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      else if (chunk.choices[0]?.text) pieces++;
+    }
+    expect(pieces).toBe(7);
+    const full = await client.completions.create({ model: "llama3.1-8b", prompt: "Once upon a time", max_tokens: 7 });
+    expect(full.object).toBe("text_completion");
+    expect(full.choices[0]!.finish_reason).toBe("length");
+    expect(full.usage).toEqual(usage);
+  });
+
+  it("a non-streamed chat completion returns the message and usage", async () => {
+    const r = await client.chat.completions.create({ model: "llama2-70b", messages: [{ role: "user", content: "hi" }], max_tokens: 5 });
+    expect(r.object).toBe("chat.completion");
+    expect(r.choices[0]!.message.role).toBe("assistant");
+    expect(r.choices[0]!.message.content!.trim().split(/\s+/).length).toBe(5);
+    expect(r.usage?.completion_tokens).toBe(5);
+  });
+
+  it("lists the four models", async () => {
+    const ids: string[] = [];
+    for await (const m of client.models.list()) ids.push(m.id);
+    expect(ids.sort()).toEqual(["bloom-176b", "llama2-70b", "llama3.1-8b", "llama3.2-3b"]);
+  });
+
+  it("errors reach the client as typed OpenAI errors", async () => {
+    await expect(client.chat.completions.create({ model: "gpt-nope", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({ status: 404, code: "model_not_found" });
+    await expect(client.chat.completions.create({ model: "llama3.2-3b", messages: [{ role: "user", content: "hi" }], max_tokens: -1 })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    await expect(client.chat.completions.create({ model: "llama3.2-3b", messages: [] })).rejects.toMatchObject({ status: 400, param: "messages" });
+  });
+
+  it("stops cleanly on SIGTERM", async () => {
+    const code = await dev.stop(10_000);
+    expect(code).toBe(0);
+    expect(dev.output()).toContain("tidegate dev: stopped");
+  });
+});

@@ -1,0 +1,100 @@
+/**
+ * Spawning the compiled CLI (`node dist/bin/tidegate.js …`) for cross-tier tests and benches: wait until a
+ * process prints a line matching a pattern, collect its output for failure messages, and stop it (SIGTERM, then
+ * SIGKILL after a grace period). Every process spawned here is tracked so `stopAll()` can clean up in afterAll.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+import { dirname, resolve } from "node:path";
+
+/** The repository root (this file is test/e2e/procs.ts, compiled or not). */
+export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), fileURLToPath(import.meta.url).includes("/dist/") ? "../../.." : "../..");
+/** The compiled CLI entry point. */
+export const CLI = resolve(REPO_ROOT, "dist/bin/tidegate.js");
+
+export interface Proc {
+  name: string;
+  child: ChildProcess;
+  /** stdout + stderr so far (last 64 KiB). */
+  output(): string;
+  /** The first match of `readyPattern` in the output. */
+  match: RegExpMatchArray;
+  /** SIGTERM, then SIGKILL after `graceMs`; resolves with the exit code (or signal name). */
+  stop(graceMs?: number): Promise<number | string>;
+}
+
+const running = new Set<Proc>();
+
+/** A free TCP port on 127.0.0.1 (bound then released; a small race is accepted in tests). */
+export function freePort(): Promise<number> {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const addr = srv.address();
+      const port = typeof addr === "object" && addr !== null ? addr.port : 0;
+      srv.close(() => resolvePort(port));
+    });
+  });
+}
+
+/**
+ * Spawns `node dist/bin/tidegate.js <args>` and resolves once its output matches `readyPattern`; rejects (and
+ * kills it) when it exits first or `timeoutMs` passes, with its output in the message.
+ */
+export function spawnTidegate(name: string, args: string[], readyPattern: RegExp, timeoutMs = 20_000): Promise<Proc> {
+  const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  const append = (d: Buffer) => {
+    out += d.toString("utf8");
+    if (out.length > 65536) out = out.slice(-65536);
+  };
+  child.stdout!.on("data", append);
+  child.stderr!.on("data", append);
+  const exited = new Promise<number | string>((r) => child.once("exit", (code, sig) => r(code ?? sig ?? "unknown")));
+  const proc: Proc = {
+    name,
+    child,
+    output: () => out,
+    match: [] as unknown as RegExpMatchArray,
+    stop: async (graceMs = 5000) => {
+      running.delete(proc);
+      if (child.exitCode !== null || child.signalCode !== null) return exited;
+      child.kill("SIGTERM");
+      const timer = setTimeout(() => child.kill("SIGKILL"), graceMs);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+  running.add(proc);
+  return new Promise((resolveProc, reject) => {
+    const fail = (why: string) => {
+      clearTimeout(timer);
+      child.stdout!.off("data", check);
+      void proc.stop(1000);
+      reject(new Error(`${name} (${args.join(" ")}): ${why}\n--- output ---\n${out}`));
+    };
+    const timer = setTimeout(() => fail(`not ready after ${timeoutMs} ms`), timeoutMs);
+    const check = () => {
+      const m = out.match(readyPattern);
+      if (m === null) return;
+      clearTimeout(timer);
+      child.stdout!.off("data", check);
+      child.stderr!.off("data", check);
+      proc.match = m;
+      resolveProc(proc);
+    };
+    child.stdout!.on("data", check);
+    child.stderr!.on("data", check);
+    void exited.then((code) => {
+      if (proc.match.length === 0) fail(`exited with ${code} before it was ready`);
+    });
+  });
+}
+
+/** Stops every process spawned here that is still running. */
+export async function stopAll(): Promise<void> {
+  await Promise.all([...running].map((p) => p.stop()));
+}

@@ -1,0 +1,81 @@
+import { describe, expect, it } from "vitest";
+import { VirtualClock, WallClock } from "../../../core/clock.js";
+import { syntheticToken } from "../../../core/openai.js";
+import type { EngineEvent, GenerateRequest } from "../../../core/ports.js";
+import { SimEngine, seedOf } from "./engine.js";
+
+function request(id: string, promptTokens: number, maxTokens: number): GenerateRequest {
+  return { id, model: "llama3.1-8b", kind: "chat", promptTokens, maxTokens, priority: 0, body: {} };
+}
+
+async function collect(it: AsyncIterable<EngineEvent>, clock: VirtualClock | undefined, times: number[]): Promise<EngineEvent[]> {
+  const out: EngineEvent[] = [];
+  for await (const ev of it) {
+    out.push(ev);
+    times.push(clock ? clock.now() : Date.now());
+  }
+  return out;
+}
+
+describe("SimEngine (Engine port)", () => {
+  it("streams maxTokens deterministic tokens at the core's times, then done with usage", async () => {
+    const clock = new VirtualClock();
+    const engine = new SimEngine({ instanceId: "i1", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock });
+    const times: number[] = [];
+    const firstAt: number[] = [];
+    const p = collect(engine.generate(request("req-1", 500, 8)), clock, times);
+    // A callback-driven twin submitted at the same instant sees the same first-token time.
+    engine.core.submit({ id: "twin", promptTokens: 500, maxTokens: 8, priority: 0 }, { onFirstToken: (t) => firstAt.push(t) });
+    for (let i = 0; i < 10_000 && clock.nextEventMs() !== undefined; i++) await clock.advanceBy(5);
+    const events = await p;
+    const tokens = events.filter((e) => e.type === "token");
+    expect(tokens.map((t) => (t.type === "token" ? t.text : ""))).toEqual(Array.from({ length: 8 }, (_, i) => syntheticToken(seedOf("req-1"), i)));
+    expect(events[events.length - 1]).toEqual({ type: "done", finishReason: "length", usage: { prompt_tokens: 500, completion_tokens: 8, total_tokens: 508 } });
+    expect(times[0]).toBeCloseTo(firstAt[0]!, 6);
+    for (let i = 1; i < tokens.length; i++) expect(times[i]!).toBeGreaterThan(times[i - 1]!);
+    expect(engine.stats()).toMatchObject({ running: 0, waiting: 0, kvBytesUsed: 0, remainingTokens: 0, generatedTokensTotal: 16 });
+    await engine.close();
+  });
+
+  it("abort cancels upstream: KV is freed and the iterable throws", async () => {
+    const clock = new VirtualClock();
+    const engine = new SimEngine({ instanceId: "i1", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock });
+    const ac = new AbortController();
+    const seen: EngineEvent[] = [];
+    const run = (async () => {
+      for await (const ev of engine.generate(request("req-2", 1000, 500), ac.signal)) {
+        seen.push(ev);
+        if (seen.length === 3) ac.abort(new Error("client went away"));
+      }
+    })();
+    const result = run.then(
+      () => "finished",
+      (err: Error) => err.message,
+    );
+    for (let i = 0; i < 200 && clock.nextEventMs() !== undefined; i++) await clock.advanceBy(10);
+    expect(await result).toBe("client went away");
+    expect(seen.length).toBe(3);
+    expect(engine.stats()).toMatchObject({ running: 0, kvBytesUsed: 0, remainingTokens: 0 });
+  });
+
+  it("rejects another model and requests larger than KV", async () => {
+    const engine = new SimEngine({ instanceId: "i1", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock: new VirtualClock(), kvCapacityTokens: 1000 });
+    await expect(collect(engine.generate({ ...request("x", 10, 10), model: "bloom-176b" }), undefined, [])).rejects.toThrow(/serves llama3.1-8b/);
+    await expect(collect(engine.generate(request("y", 900, 200)), undefined, [])).rejects.toThrow(/KV capacity/);
+  });
+
+  it("paces tokens in real time (timeScale 0.05), never early", async () => {
+    const clock = new WallClock();
+    const engine = new SimEngine({ instanceId: "i1", model: "llama3.2-3b", gpu: "h100-80gb", tp: 2, clock, timeScale: 0.05 });
+    const p = engine.core.profile;
+    const t0 = Date.now();
+    const times: number[] = [];
+    const events = await collect(engine.generate({ ...request("rt", 4000, 40), model: "llama3.2-3b" }), undefined, times);
+    expect(events.length).toBe(41);
+    const expectedFirst = p.prefillMs(4000) * 0.05;
+    expect(times[0]! - t0).toBeGreaterThanOrEqual(Math.floor(expectedFirst));
+    const expectedEnd = expectedFirst + 39 * p.decodeIterMs(1, 4001) * 0.05;
+    expect(times[times.length - 1]! - t0).toBeGreaterThanOrEqual(Math.floor(expectedEnd) - 1);
+    expect(times[times.length - 1]! - t0).toBeLessThan(expectedEnd + 200);
+  });
+});

@@ -1,0 +1,109 @@
+/**
+ * The `Engine` port (core/ports.ts) over the simulated core: `generate()` streams token events paced on the
+ * core's Clock (WallClock live, VirtualClock in tests), with deterministic synthetic text (core/openai.ts
+ * syntheticToken, seeded by the request id) so every hop emits identical bytes.
+ */
+import type { Clock } from "../../../core/clock.js";
+import { TidegateError } from "../../../core/errors.js";
+import { makeUsage, syntheticToken } from "../../../core/openai.js";
+import type { Engine, EngineEvent, EngineStats, GenerateRequest } from "../../../core/ports.js";
+import { getProfile } from "../perf/model.js";
+import { SimEngineCore, type SimCoreOptions } from "./core.js";
+
+export interface SimEngineOptions {
+  instanceId: string;
+  model: string;
+  gpu: string;
+  /** GPUs per instance (tensor parallelism); must have a profile (perf/model.ts getProfile). */
+  tp: number;
+  clock: Clock;
+  timeScale?: number;
+  maxBatch?: number;
+  maxPrefillTokens?: number;
+  kvCapacityTokens?: number;
+}
+
+/** 32-bit FNV-1a of a request id: the seed of its synthetic tokens. */
+export function seedOf(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+export class SimEngine implements Engine {
+  readonly instanceId: string;
+  readonly model: string;
+  readonly core: SimEngineCore;
+  private readonly clock: Clock;
+
+  constructor(opts: SimEngineOptions) {
+    this.instanceId = opts.instanceId;
+    this.model = opts.model;
+    this.clock = opts.clock;
+    const coreOpts: SimCoreOptions = { profile: getProfile(opts.model, opts.gpu, opts.tp), clock: opts.clock };
+    if (opts.timeScale !== undefined) coreOpts.timeScale = opts.timeScale;
+    if (opts.maxBatch !== undefined) coreOpts.maxBatch = opts.maxBatch;
+    if (opts.maxPrefillTokens !== undefined) coreOpts.maxPrefillTokens = opts.maxPrefillTokens;
+    if (opts.kvCapacityTokens !== undefined) coreOpts.kvCapacityTokens = opts.kvCapacityTokens;
+    this.core = new SimEngineCore(coreOpts);
+  }
+
+  /**
+   * Streams one generation: `token` events (one token each) at their simulated times, then `done` with usage
+   * (finish "length": synthetic output always runs to max tokens). Aborting `signal` cancels the request in the
+   * core (frees KV) and the iterable throws the signal's reason. Throws invalid_request when the request cannot
+   * fit the instance, model_not_found for another model.
+   */
+  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
+    if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
+    signal?.throwIfAborted();
+    let wake: (() => void) | undefined;
+    const notify = () => wake?.();
+    const handle = this.core.submit(
+      { id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority },
+      { onFirstToken: notify, onDone: notify, onCancelled: notify },
+    );
+    const seed = seedOf(req.id);
+    let emitted = 0;
+    const onAbort = () => {
+      handle.cancel();
+      notify();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      for (;;) {
+        if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
+        const generated = handle.generatedNow();
+        while (emitted < generated) {
+          yield { type: "token", text: syntheticToken(seed, emitted), tokens: 1 };
+          emitted++;
+        }
+        if (handle.finished) {
+          if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
+          yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, emitted) };
+          return;
+        }
+        const nextMs = handle.nextTokenAtMs();
+        await new Promise<void>((resolve) => {
+          const timer = nextMs === undefined ? undefined : this.clock.after(Math.max(0, nextMs - this.clock.now()), () => resolve());
+          wake = () => {
+            timer?.cancel();
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      if (!handle.finished) handle.cancel();
+    }
+  }
+
+  stats(): EngineStats {
+    return this.core.stats();
+  }
+
+  async close(): Promise<void> {
+    this.core.close();
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Composition of the batch tier for a router process: the stores chosen by config (`queue.backend`: embedded in
+ * `queue.dataDir`, or Redis at `queue.redisUrl` under `queue.keyPrefix`), the dispatcher on the region links, the
+ * intake, the metrics, and the hono sub-app to mount at /v1.
+ */
+import { Redis } from "ioredis";
+import type { Hono } from "hono";
+import type { Clock } from "../../core/clock.js";
+import type { TidegateConfig } from "../../core/config.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import type { Registry } from "../../core/metrics.js";
+import type { RegionLink } from "../../core/ports.js";
+import { Dispatcher } from "../dispatch/dispatcher.js";
+import { QueueMetrics } from "../dispatch/metrics.js";
+import { DirFileStore } from "../queue/dir-files.js";
+import { EmbeddedQueueStore } from "../queue/embedded.js";
+import { RedisFileStore, RedisQueueStore } from "../queue/redis.js";
+import type { FileStore, QueueStore } from "../queue/types.js";
+import { intakeBatch } from "./intake.js";
+import { batchRoutes } from "./routes.js";
+
+export interface BatchServiceOptions {
+  config: TidegateConfig;
+  clock: Clock;
+  links: readonly RegionLink[];
+  /** Where queue metrics go (the router's registry); none when absent. */
+  registry?: Registry;
+  log?: Logger;
+  /** Maintenance period; default 1000 ms. */
+  maintenanceIntervalMs?: number;
+  /** Intake grace for batches left validating (see DispatcherOptions); default 10 000 ms. */
+  intakeGraceMs?: number;
+}
+
+export interface BatchService {
+  /** Mount at /v1. */
+  routes: Hono;
+  dispatcher: Dispatcher;
+  store: QueueStore;
+  files: FileStore;
+  /** Starts dispatching (subscribes to telemetry, starts maintenance). */
+  start(): void;
+  /** Stops the dispatcher and closes the stores (and the Redis connection it opened). */
+  close(): Promise<void>;
+}
+
+/** Builds the batch tier from config. */
+export function createBatchService(o: BatchServiceOptions): BatchService {
+  const q = o.config.queue;
+  let redis: Redis | undefined;
+  let store: QueueStore;
+  let files: FileStore;
+  if (q.backend === "redis") {
+    redis = new Redis(q.redisUrl, { maxRetriesPerRequest: 3 });
+    store = new RedisQueueStore(redis, q.keyPrefix);
+    files = new RedisFileStore(redis, q.keyPrefix);
+  } else {
+    store = new EmbeddedQueueStore(q.dataDir);
+    files = new DirFileStore(q.dataDir);
+  }
+  const models = o.config.models.map((m) => m.name);
+  const knownModels = new Set(models);
+  const metrics = o.registry === undefined ? undefined : new QueueMetrics(o.registry, models, o.config.regions.map((r) => r.name));
+  const dispatcher = new Dispatcher({
+    store, files, clock: o.clock, links: o.links, models,
+    thresholds: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow },
+    promoteAfterMs: q.promoteAfterMs,
+    leaseMs: q.leaseMs,
+    ...(o.maintenanceIntervalMs === undefined ? {} : { maintenanceIntervalMs: o.maintenanceIntervalMs }),
+    ...(o.intakeGraceMs === undefined ? {} : { intakeGraceMs: o.intakeGraceMs }),
+    intake: async (batch) => void (await intakeBatch({ store, files, clock: o.clock, knownModels }, batch)),
+    ...(metrics === undefined ? {} : { metrics }),
+    log: o.log ?? silentLogger,
+  });
+  const routes = batchRoutes({
+    store, files, clock: o.clock,
+    maxFileBytes: q.maxFileBytes,
+    completionWindowMs: q.completionWindowMs,
+    apiKeys: o.config.router.apiKeys,
+    onBatchCreated: (b) => dispatcher.startIntake(b),
+    onBatchCancelled: () => void dispatcher.maintain(),
+  });
+  return {
+    routes, dispatcher, store, files,
+    start: () => dispatcher.start(),
+    close: async () => {
+      await dispatcher.stop();
+      await store.close();
+      await files.close();
+      redis?.disconnect();
+    },
+  };
+}

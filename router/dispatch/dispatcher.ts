@@ -1,0 +1,201 @@
+/**
+ * The NIW queue manager loop (SageServe §6.3). Each telemetry report from a region is one capacity signal: for
+ * every model endpoint under the thresholds the dispatcher claims 1 or 2 of that model's oldest requests (a lease)
+ * and sends them to that region through RegionLink.dispatch with priority 1, or 0 once older than promoteAfterMs.
+ * Results are written once by request id (QueueStore.complete). A request whose region fails keeps its lease and
+ * returns to the queue when the lease runs out. A maintenance pass on the Clock requeues expired leases, expires
+ * batches past their window, starts intake of batches left in `validating` (e.g. after a crash), finalizes
+ * batches, and refreshes the metrics. Policy lives in policy.ts; this file only wires it to the ports.
+ */
+import { setMaxListeners } from "node:events";
+import type { Clock, Timer } from "../../core/clock.js";
+import { findTidegateError } from "../../core/errors.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../core/openai.js";
+import type { FinishReason, GenerateRequest, RegionLink, RegionTelemetry, Unsubscribe, Usage } from "../../core/ports.js";
+import { QueueCode, type BatchRecord, type ClaimedRequest, type FileStore, type QueueStore } from "../queue/types.js";
+import { finalizeBatch } from "./finalize.js";
+import { decodePayload, responseLine } from "./lines.js";
+import type { QueueMetrics } from "./metrics.js";
+import { capacitySignals, requestPriority, type DispatchThresholds } from "./policy.js";
+
+export interface DispatcherOptions {
+  store: QueueStore;
+  files: FileStore;
+  clock: Clock;
+  links: readonly RegionLink[];
+  /** Models the queue serves (config.models names). */
+  models: readonly string[];
+  thresholds: DispatchThresholds;
+  promoteAfterMs: number;
+  leaseMs: number;
+  /** Maintenance period (> 0); default 1000 ms. */
+  maintenanceIntervalMs?: number;
+  /** Batches in `validating` older than this are (re)taken into intake by maintenance; default 10 000 ms. */
+  intakeGraceMs?: number;
+  /** Validates and enqueues a `validating` batch (router/batch/intake.ts). */
+  intake?: (batch: BatchRecord) => Promise<void>;
+  metrics?: QueueMetrics;
+  log?: Logger;
+}
+
+/** Error codes that mean the request itself is bad (its result is an error line), not that the region failed. */
+const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large"]);
+
+export class Dispatcher {
+  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics">> & Pick<DispatcherOptions, "intake" | "metrics">;
+  private readonly modelSet: Set<string>;
+  private readonly unsubscribers: Unsubscribe[] = [];
+  private readonly inflight = new Set<Promise<void>>();
+  private readonly intaking = new Set<string>();
+  private readonly abort = new AbortController();
+  private timer: Timer | undefined;
+  private maintaining: Promise<void> | undefined;
+  private stopped = false;
+  /** Requests sent per region (for tests and logs). */
+  readonly sentByRegion = new Map<string, number>();
+
+  constructor(opts: DispatcherOptions) {
+    if (!(opts.leaseMs > 0)) throw new RangeError(`leaseMs must be > 0, got ${opts.leaseMs}`);
+    this.o = { maintenanceIntervalMs: 1000, intakeGraceMs: 10_000, log: silentLogger, ...opts };
+    this.modelSet = new Set(opts.models);
+    // Every in-flight dispatch listens on the one stop signal.
+    setMaxListeners(0, this.abort.signal);
+  }
+
+  /** Subscribes to every region's telemetry and starts maintenance. */
+  start(): void {
+    for (const link of this.o.links) this.unsubscribers.push(link.subscribe((t) => this.onTelemetry(link, t)));
+    this.timer = this.o.clock.every(this.o.maintenanceIntervalMs, () => void this.maintain());
+  }
+
+  /** Stops: no new claims; in-flight requests are aborted and keep their leases (they return when leases expire). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const u of this.unsubscribers.splice(0)) u();
+    this.timer?.cancel();
+    this.abort.abort();
+    await Promise.allSettled([...this.inflight, this.maintaining]);
+  }
+
+  /** Resolves when every request sent so far has finished (tests). */
+  async idle(): Promise<void> {
+    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+  }
+
+  /** Takes `batch` into intake now unless this process already is (called by the Batch API on create). */
+  startIntake(batch: BatchRecord): void {
+    if (this.o.intake === undefined || this.intaking.has(batch.id) || this.stopped) return;
+    this.intaking.add(batch.id);
+    const p = this.o.intake(batch)
+      .catch((err) => this.o.log.error("batch intake failed", { batch: batch.id, err }))
+      .finally(() => {
+        this.intaking.delete(batch.id);
+        this.inflight.delete(p);
+      });
+    this.inflight.add(p);
+  }
+
+  /** One capacity signal per report (SageServe §6.3): claim and send what the region's endpoints can take. */
+  onTelemetry(link: RegionLink, report: RegionTelemetry): void {
+    if (this.stopped) return;
+    const signals = capacitySignals(report, this.modelSet, this.o.thresholds);
+    for (const s of signals) {
+      const p = this.o.store.claim(s.model, s.slots, this.o.clock.now(), this.o.leaseMs).then(
+        (claimed) => {
+          for (const c of claimed) this.track(this.run(link, c));
+        },
+        (err) => this.o.log.error("queue claim failed", { model: s.model, region: s.region, err }),
+      );
+      this.track(p);
+    }
+  }
+
+  private track(p: Promise<void>): void {
+    this.inflight.add(p);
+    void p.finally(() => this.inflight.delete(p));
+  }
+
+  /** Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure). */
+  private async run(link: RegionLink, c: ClaimedRequest): Promise<void> {
+    const payload = decodePayload(c.payload);
+    const kind: ApiKind = payload.url === "/v1/chat/completions" ? "chat" : "completion";
+    const nowMs = this.o.clock.now();
+    const priority = requestPriority(c.enqueuedAtMs, nowMs, this.o.promoteAfterMs);
+    let parsed;
+    try {
+      parsed = parseOpenAIRequest(kind, payload.body);
+    } catch (err) {
+      const te = findTidegateError(err)!;
+      return this.write(c, false, responseLine(payload.custom_id, c.requestId, te.status, te.toOpenAI()));
+    }
+    const req: GenerateRequest = { id: c.requestId, model: c.model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, body: payload.body };
+    this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(priority) });
+    this.sentByRegion.set(link.region, (this.sentByRegion.get(link.region) ?? 0) + 1);
+    let text = "";
+    let finish: { reason: FinishReason; usage: Usage } | undefined;
+    try {
+      for await (const ev of link.dispatch(req, this.abort.signal)) {
+        if (ev.type === "token") text += ev.text;
+        else finish = { reason: ev.finishReason, usage: ev.usage };
+      }
+      if (finish === undefined) throw new Error("stream ended without a done event");
+    } catch (err) {
+      const te = findTidegateError(err);
+      if (te !== undefined && REQUEST_FAULTS.has(te.code)) {
+        return this.write(c, false, responseLine(payload.custom_id, c.requestId, te.status, te.toOpenAI()));
+      }
+      if (!this.abort.signal.aborted) this.o.log.warn("batch request failed in region; its lease will return it to the queue", { request: c.requestId, region: link.region, err });
+      return;
+    }
+    const created = Math.floor(this.o.clock.now() / 1000);
+    const fmt = new ChunkFormatter(kind, (kind === "chat" ? "chatcmpl-" : "cmpl-") + c.requestId.replace(/[^A-Za-z0-9]/g, ""), c.model, created);
+    await this.write(c, true, responseLine(payload.custom_id, c.requestId, 200, fmt.fullResponse(text, finish.reason, finish.usage)));
+  }
+
+  private async write(c: ClaimedRequest, ok: boolean, line: string): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const code = await this.o.store.complete(c.requestId, { ok, line }, this.o.clock.now());
+        this.o.metrics?.results.inc({ outcome: code === QueueCode.Duplicate ? "duplicate" : ok ? "ok" : "error" });
+        if (code === QueueCode.Finalizing) void this.maintain();
+        return;
+      } catch (err) {
+        if (attempt >= 3 || this.stopped) {
+          this.o.log.error("writing a batch result failed; the lease will return the request", { request: c.requestId, err });
+          return;
+        }
+        await this.o.clock.sleep(100 * 2 ** attempt);
+      }
+    }
+  }
+
+  /** One maintenance pass (also run by the timer); concurrent calls share the pass in progress. */
+  maintain(): Promise<void> {
+    if (this.maintaining !== undefined) return this.maintaining;
+    this.maintaining = this.maintainOnce()
+      .catch((err) => this.o.log.error("queue maintenance failed", { err }))
+      .finally(() => (this.maintaining = undefined));
+    return this.maintaining;
+  }
+
+  private async maintainOnce(): Promise<void> {
+    const { store, clock } = this.o;
+    const rq = await store.requeueExpired(clock.now(), 10_000);
+    this.o.metrics?.leaseExpiries.inc(rq.expiredLeases);
+    for (const id of await store.activeBatchIds()) {
+      if (this.stopped) return;
+      let b = await store.getBatch(id);
+      if (b === undefined) continue;
+      const nowMs = clock.now();
+      if ((b.status === "in_progress" || b.status === "validating") && nowMs >= b.expiresAtMs) {
+        await store.expire(id, nowMs);
+        b = (await store.getBatch(id))!;
+      }
+      if (b.status === "validating" && nowMs - b.createdAtMs >= this.o.intakeGraceMs) this.startIntake(b);
+      if (b.status === "finalizing") await finalizeBatch(store, this.o.files, b, nowMs);
+    }
+    const nowMs = clock.now();
+    this.o.metrics?.observe(await store.stats(this.o.models, nowMs, this.o.promoteAfterMs), nowMs);
+  }
+}

@@ -1,0 +1,49 @@
+/**
+ * Queue metrics (issue 3 §6): depth by model and priority, age of the oldest waiting request, dispatch rate (a
+ * counter; take rate()), lease expiries, results by outcome, and batches by status. Every label combination known
+ * at start is initialised to 0 (core/metrics.ts initLabels).
+ */
+import { Counter, Gauge, initLabels, type Registry } from "../../core/metrics.js";
+import { BATCH_STATUSES, type QueueStats } from "../queue/types.js";
+
+export class QueueMetrics {
+  readonly depth: Gauge<"model" | "priority">;
+  readonly oldestAgeSeconds: Gauge<"model">;
+  readonly dispatched: Counter<"model" | "region" | "priority">;
+  readonly leaseExpiries: Counter;
+  readonly leased: Gauge;
+  readonly results: Counter<"outcome">;
+  readonly batches: Gauge<"status">;
+
+  /** Registers the metrics on `registry` for the given models and regions. */
+  constructor(registry: Registry, readonly models: readonly string[], regions: readonly string[]) {
+    const registers = [registry];
+    this.depth = new Gauge({ name: "tidegate_queue_depth", help: "Batch requests waiting, by model and the priority they would be dispatched with", labelNames: ["model", "priority"], registers });
+    this.oldestAgeSeconds = new Gauge({ name: "tidegate_queue_oldest_age_seconds", help: "Age of the oldest waiting batch request per model (0 when empty)", labelNames: ["model"], registers });
+    this.dispatched = new Counter({ name: "tidegate_queue_dispatched_total", help: "Batch requests sent to a region", labelNames: ["model", "region", "priority"], registers });
+    this.leaseExpiries = new Counter({ name: "tidegate_queue_lease_expiries_total", help: "Leases that ran out before a result was written", registers });
+    this.leased = new Gauge({ name: "tidegate_queue_leased", help: "Batch requests under a lease (dispatched, no result yet)", registers });
+    this.results = new Counter({ name: "tidegate_queue_results_total", help: "Results written (ok, error) or dropped as duplicates", labelNames: ["outcome"], registers });
+    this.batches = new Gauge({ name: "tidegate_batches", help: "Batches by status", labelNames: ["status"], registers });
+    initLabels(this.depth, { model: models, priority: ["0", "1"] });
+    initLabels(this.oldestAgeSeconds, { model: models });
+    initLabels(this.dispatched, { model: models, region: regions, priority: ["0", "1"] });
+    initLabels(this.results, { outcome: ["ok", "error", "duplicate"] });
+    initLabels(this.batches, { status: BATCH_STATUSES });
+    this.leaseExpiries.inc(0);
+    this.leased.set(0);
+  }
+
+  /** Sets the gauges from a store snapshot taken at `nowMs`. */
+  observe(stats: QueueStats, nowMs: number): void {
+    for (const m of this.models) {
+      const d = stats.depth[m] ?? { p0: 0, p1: 0 };
+      this.depth.set({ model: m, priority: "0" }, d.p0);
+      this.depth.set({ model: m, priority: "1" }, d.p1);
+      const oldest = stats.oldestEnqueuedAtMs[m] ?? null;
+      this.oldestAgeSeconds.set({ model: m }, oldest === null ? 0 : Math.max(0, nowMs - oldest) / 1000);
+    }
+    this.leased.set(stats.leased);
+    for (const s of BATCH_STATUSES) this.batches.set({ status: s }, stats.batchesByStatus[s]);
+  }
+}

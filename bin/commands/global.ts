@@ -7,9 +7,19 @@ import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
 import { createLogger } from "../../core/log.js";
+import { TidegateError } from "../../core/errors.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
+import type { TlsFiles } from "../../region/link/tls.js";
 import { GlobalRouter } from "../../router/server.js";
 import { untilSignal } from "./dev.js";
+
+/** The three TLS flags together, or none (insecure loopback/dev links). */
+function tlsFrom(flags: Record<string, unknown>): TlsFiles | undefined {
+  const given = ["tls-ca", "tls-cert", "tls-key"].filter((k) => typeof flags[k] === "string").length;
+  if (given === 0) return undefined;
+  if (given !== 3) throw new TidegateError("invalid_request", "--tls-ca, --tls-cert and --tls-key go together");
+  return { caFile: String(flags["tls-ca"]), certFile: String(flags["tls-cert"]), keyFile: String(flags["tls-key"]) };
+}
 
 export const command: Command = {
   name: "global",
@@ -29,6 +39,9 @@ export const command: Command = {
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "telemetry-interval-ms": { type: "number", help: "telemetry period asked of each region (50..1000)", default: 1000 },
+    "tls-ca": { type: "string", help: "PEM CA that signs the regions' certificates (enables mTLS to regions)" },
+    "tls-cert": { type: "string", help: "PEM client certificate chain of this router" },
+    "tls-key": { type: "string", help: "PEM private key of this router" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
   async run(flags) {
@@ -41,9 +54,10 @@ export const command: Command = {
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
     const telemetryIntervalMs = Number(flags["telemetry-interval-ms"]);
     if (!(telemetryIntervalMs >= 50 && telemetryIntervalMs <= 1000)) throw new Error(`--telemetry-interval-ms must be in [50, 1000], got ${telemetryIntervalMs}`);
+    const tls = tlsFrom(flags);
     const clock = new WallClock();
     const links = config.regions.map(
-      (r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, telemetryIntervalMs, clock, log: logger.child({ region: r.name }) }),
+      (r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, telemetryIntervalMs, clock, log: logger.child({ region: r.name }), ...(tls === undefined ? {} : { tls }) }),
     );
     const router = new GlobalRouter({ config, links, clock, logger });
     const stopped = untilSignal();

@@ -1,13 +1,96 @@
-/** `tidegate region` (placeholder until its issue lands: exits 2 with a clear message). */
+/**
+ * `tidegate region`: one region as its own process — its engines, the region gateway (endpoint by effective memory
+ * utilization, then JSQ), the gRPC server the global router connects to (region/proto/region.proto) and an HTTP
+ * port with /metrics and /healthz. See region/README.md.
+ */
 import type { Command } from "../command.js";
+import { WallClock } from "../../core/clock.js";
+import { loadConfig } from "../../core/config.js";
+import { TidegateError } from "../../core/errors.js";
+import { createLogger, type LogLevel } from "../../core/log.js";
+import { simEngineFactory } from "../../region/process/engines.js";
+import { startRegionProcess } from "../../region/process/server.js";
+import type { TlsFiles } from "../../region/link/tls.js";
+import { untilSignal } from "./dev.js";
+
+function tlsFrom(flags: Record<string, unknown>): TlsFiles | undefined {
+  const ca = flags["tls-ca"];
+  const cert = flags["tls-cert"];
+  const key = flags["tls-key"];
+  const given = [ca, cert, key].filter((v) => typeof v === "string").length;
+  if (given === 0) return undefined;
+  if (given !== 3) throw new TidegateError("invalid_request", "--tls-ca, --tls-cert and --tls-key go together");
+  return { caFile: String(ca), certFile: String(cert), keyFile: String(key) };
+}
 
 export const command: Command = {
   name: "region",
-  summary: "not built yet",
-  description: "This command is not built yet.",
-  flags: {},
-  async run() {
-    process.stderr.write("tidegate region: not built yet\n");
-    return 2;
+  summary: "run one region: gateway, engines, telemetry over gRPC",
+  description: [
+    "Runs the region named by --region from the config file: its endpoints and instances (regions[].endpoints),",
+    "the region gateway, a gRPC server for the global router (telemetry stream, request dispatch, targets) and",
+    "an HTTP server with /metrics and /healthz. Engines come from the config's `engines` section:",
+    "  kind \"sim\"          simulated engines inside this process (timing scaled by engines.timeScale), or,",
+    "                      with --spawn-engines, one `tidegate engine-sim` child process per instance reached",
+    "                      over HTTP exactly like vLLM;",
+    "  kind \"openai-http\"  any OpenAI-compatible servers at engines.urls[\"region/model\"] or [\"region/model/gpu\"].",
+    "When ready it prints one line on stdout:",
+    "  tidegate region <name>: grpc <host:port> metrics <url>",
+    "so --grpc-port 0 and --metrics-port 0 can be used. Stops cleanly on SIGINT/SIGTERM.",
+    "",
+    "Example:",
+    "  tidegate region --config fleet.json --region us-east --grpc-port 50051 --spawn-engines",
+  ].join("\n"),
+  flags: {
+    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    region: { type: "string", help: "which region of the config to run (required)" },
+    "grpc-host": { type: "string", help: "gRPC bind host (default: the host of regions[].grpcAddress)" },
+    "grpc-port": { type: "number", help: "gRPC port (default: the port of regions[].grpcAddress; 0 = any free port)" },
+    "metrics-host": { type: "string", help: "HTTP bind host for /metrics and /healthz", default: "127.0.0.1" },
+    "metrics-port": { type: "number", help: "HTTP port for /metrics and /healthz (0 = any free port)", default: 0 },
+    "spawn-engines": { type: "boolean", help: "run each sim instance as an engine-sim child process behind the openai-http adapter", default: false },
+    "tls-ca": { type: "string", help: "PEM CA that signs the global router's client certificates (enables TLS)" },
+    "tls-cert": { type: "string", help: "PEM certificate chain of this region" },
+    "tls-key": { type: "string", help: "PEM private key of this region" },
+    "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
+  },
+  async run(flags) {
+    const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    if (typeof flags.region !== "string") throw new TidegateError("invalid_request", `--region is required (one of ${config.regions.map((r) => r.name).join(", ")})`);
+    const regionName = flags.region;
+    const region = config.regions.find((r) => r.name === regionName);
+    if (region === undefined) throw new TidegateError("invalid_request", `--region ${JSON.stringify(regionName)} is not in the config (${config.regions.map((r) => r.name).join(", ")})`);
+    const level = String(flags["log-level"]);
+    if (!["debug", "info", "warn", "error"].includes(level)) throw new TidegateError("invalid_request", `--log-level must be debug, info, warn or error, got ${JSON.stringify(level)}`);
+    const log = createLogger(level as LogLevel, { cmd: "region", region: regionName });
+    const cfgHost = region.grpcAddress.slice(0, region.grpcAddress.lastIndexOf(":"));
+    const cfgPort = Number(region.grpcAddress.slice(region.grpcAddress.lastIndexOf(":") + 1));
+    const grpcPort = typeof flags["grpc-port"] === "number" ? flags["grpc-port"] : cfgPort;
+    if (!Number.isInteger(grpcPort) || grpcPort < 0 || grpcPort > 65535) throw new TidegateError("invalid_request", `--grpc-port must be an integer in [0, 65535], got ${grpcPort}`);
+    const metricsPort = Number(flags["metrics-port"]);
+    if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) throw new TidegateError("invalid_request", `--metrics-port must be an integer in [0, 65535], got ${metricsPort}`);
+    const grpcHost = typeof flags["grpc-host"] === "string" ? flags["grpc-host"] : cfgHost;
+    const clock = new WallClock();
+    const spawn = flags["spawn-engines"] === true;
+    if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");
+    const engines = simEngineFactory(clock, config.engines.timeScale);
+    const tls = tlsFrom(flags);
+    const stopped = untilSignal();
+    const proc = await startRegionProcess({
+      config,
+      region: regionName,
+      engines,
+      grpcAddress: `${grpcHost}:${grpcPort}`,
+      metricsHost: String(flags["metrics-host"]),
+      metricsPort,
+      clock,
+      log,
+      ...(tls === undefined ? {} : { tls }),
+    });
+    process.stdout.write(`tidegate region ${regionName}: grpc ${proc.grpcAddress} metrics ${proc.metricsUrl}\n`);
+    const sig = await stopped;
+    log.info("shutting down", { signal: sig });
+    await proc.close();
+    return 0;
   },
 };

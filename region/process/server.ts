@@ -1,0 +1,95 @@
+/**
+ * The `tidegate region` process wiring: config → engines → Gateway → gRPC server for the global router, plus a
+ * small HTTP server with /metrics (Prometheus) and /healthz. Telemetry gauges are refreshed from a gateway
+ * snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the engines.
+ */
+import { createServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { WallClock, type Clock, type Timer } from "../../core/clock.js";
+import type { TidegateConfig } from "../../core/config.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import type { Gateway } from "../gateway/gateway.js";
+import { startRegionGrpcServer, type RegionGrpcServer } from "../link/grpc-server.js";
+import type { TlsFiles } from "../link/tls.js";
+import { buildRegionGateway, type EngineFactory } from "./engines.js";
+import { RegionMetrics } from "./metrics.js";
+
+export interface RegionProcessOptions {
+  config: TidegateConfig;
+  region: string;
+  engines: EngineFactory;
+  /** gRPC bind address (default: the region's config grpcAddress). */
+  grpcAddress?: string;
+  /** HTTP metrics bind (default 127.0.0.1, port 0 = any free port). */
+  metricsHost?: string;
+  metricsPort?: number;
+  metricsIntervalMs?: number;
+  tls?: TlsFiles;
+  clock?: Clock;
+  log?: Logger;
+  /** Runs after everything else is closed (e.g. kills spawned engine processes). */
+  onClose?: () => Promise<void>;
+}
+
+export interface RegionProcess {
+  gateway: Gateway;
+  grpcAddress: string;
+  metricsUrl: string;
+  close(): Promise<void>;
+}
+
+/** Starts a region; resolves when both servers listen. */
+export async function startRegionProcess(opts: RegionProcessOptions): Promise<RegionProcess> {
+  const clock = opts.clock ?? new WallClock();
+  const log = opts.log ?? silentLogger;
+  const regionConfig = opts.config.regions.find((r) => r.name === opts.region);
+  const models = [...new Set(regionConfig?.endpoints.map((e) => e.model) ?? [])];
+  const metrics = new RegionMetrics(models);
+  const gateway = await buildRegionGateway(opts.config, opts.region, opts.engines, { clock, log, onOutcome: (m, o) => metrics.outcome(m, o) });
+  let grpc: RegionGrpcServer | undefined;
+  let http: Server | undefined;
+  let ticker: Timer | undefined;
+  const close = async () => {
+    ticker?.cancel();
+    await grpc?.close();
+    await new Promise<void>((resolve) => (http === undefined ? resolve() : http.close(() => resolve())));
+    http?.closeAllConnections();
+    await gateway.close();
+    await opts.onClose?.();
+  };
+  try {
+    grpc = await startRegionGrpcServer(gateway, { address: opts.grpcAddress ?? regionConfig!.grpcAddress, clock, log, ...(opts.tls === undefined ? {} : { tls: opts.tls }) });
+    const observe = () => metrics.observe(gateway.snapshot(), gateway.targets.latest()?.decisionId);
+    observe();
+    ticker = clock.every(opts.metricsIntervalMs ?? 1000, observe);
+    http = createServer((req, res) => {
+      if (req.method === "GET" && req.url === "/metrics") {
+        metrics.registry.metrics().then(
+          (text) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(text),
+          (err: unknown) => {
+            log.error("metrics failed", { err });
+            res.writeHead(500).end();
+          },
+        );
+        return;
+      }
+      if (req.method === "GET" && req.url === "/healthz") {
+        const serving = gateway.instances().filter((i) => i.state === "serving").length;
+        res.writeHead(serving > 0 ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: serving > 0 ? "ok" : "no serving instance", region: opts.region, servingInstances: serving }));
+        return;
+      }
+      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}`, type: "invalid_request_error", param: null, code: "not_found" } }));
+    });
+    const server = http;
+    await new Promise<void>((resolve, reject) => {
+      server.once("error", reject);
+      server.listen(opts.metricsPort ?? 0, opts.metricsHost ?? "127.0.0.1", () => resolve());
+    });
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  const addr = http.address() as AddressInfo;
+  const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+  return { gateway, grpcAddress: grpc.address, metricsUrl: `http://${host}:${addr.port}`, close };
+}

@@ -52,7 +52,7 @@ export function streamOnce(agent: Agent, url: URL, body: string, timeoutMs: numb
       { agent, host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers: { "content-type": "application/json", "content-length": Buffer.byteLength(body) } },
       (res) => {
         let events = 0;
-        let carry = Buffer.alloc(0);
+        let carry: Buffer = Buffer.alloc(0);
         let ttftMs = -1;
         res.on("data", (chunk: Buffer) => {
           const r = countEvents(carry, chunk);

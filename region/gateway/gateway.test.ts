@@ -164,6 +164,16 @@ describe("Gateway failures and cancellation", () => {
     expect(b.requests).toHaveLength(0);
   });
 
+  it("counts a request as ok when its consumer stops right after the done event", async () => {
+    const outcomes: string[] = [];
+    const gw = new Gateway({ region: "us-east", clock: new VirtualClock(), onOutcome: (_m, o) => outcomes.push(o) });
+    const e = new FakeEngine({ instanceId: "a", model: MODEL });
+    gw.addInstance("h100-80gb", e);
+    for await (const ev of gw.generate(request({ maxTokens: 2 }))) if (ev.type === "done") break;
+    expect(outcomes).toEqual(["ok"]);
+    expect(e.cancelled).toEqual([]);
+  });
+
   it("cancels the engine's generation when the consumer stops or the signal aborts", async () => {
     const clock = new VirtualClock();
     const gw = gateway(clock);

@@ -216,12 +216,19 @@ export class Gateway {
             started = true;
             model.tokensServed += req.promptTokens;
           }
-          if (ev.type === "token") model.tokensServed += ev.tokens;
+          if (ev.type === "token") {
+            model.tokensServed += ev.tokens;
+            yield ev;
+            continue;
+          }
+          // `done` ends the request even if the consumer stops pulling right after it.
+          finished = true;
+          this.onOutcome?.(req.model, "ok");
           yield ev;
+          return;
         }
         finished = true;
-        this.onOutcome?.(req.model, "ok");
-        return;
+        throw new TidegateError("upstream_error", `instance ${rec.engine.instanceId} ended request ${req.id} without a done event`);
       } catch (err) {
         finished = true;
         if (signal?.aborted) {

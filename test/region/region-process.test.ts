@@ -1,0 +1,106 @@
+/**
+ * `tidegate region` as a process: a gRPC client (the global router's GrpcRegionLink) follows its telemetry, streams
+ * completions through it, and sends targets; /metrics and /healthz answer; SIGTERM stops it with exit code 0.
+ * Runs the compiled CLI (npm test builds first).
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import type { EngineEvent, RegionTelemetry } from "../../core/ports.js";
+import { GrpcRegionLink } from "../../region/link/grpc-client.js";
+import { spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
+
+const dir = mkdtempSync(join(tmpdir(), "tidegate-region-"));
+const links: GrpcRegionLink[] = [];
+afterAll(async () => {
+  await Promise.all(links.map((l) => l.close()));
+  await stopAll();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function writeConfig(name: string, engines: Record<string, unknown>): string {
+  const file = join(dir, name);
+  writeFileSync(
+    file,
+    JSON.stringify({
+      models: [
+        { name: "llama3.2-3b", gpusPerInstance: { "h100-80gb": 2 } },
+        { name: "llama3.1-8b", gpusPerInstance: { "h100-80gb": 2 } },
+      ],
+      regions: [
+        {
+          name: "r1",
+          grpcAddress: "127.0.0.1:0",
+          gpus: [{ type: "h100-80gb", count: 16 }],
+          endpoints: [
+            { model: "llama3.2-3b", gpu: "h100-80gb", instances: 2 },
+            { model: "llama3.1-8b", gpu: "h100-80gb", instances: 1 },
+          ],
+        },
+      ],
+      engines,
+    }),
+  );
+  return file;
+}
+
+const READY = /tidegate region r1: grpc (\S+) metrics (\S+)/;
+
+async function startRegion(args: string[]): Promise<{ proc: Proc; link: GrpcRegionLink; metricsUrl: string }> {
+  const proc = await spawnTidegate("region r1", ["region", "--region", "r1", "--grpc-port", "0", "--log-level", "warn", ...args], READY, 30_000);
+  const link = new GrpcRegionLink({ region: "r1", address: proc.match[1]!, telemetryIntervalMs: 100 });
+  links.push(link);
+  return { proc, link, metricsUrl: proc.match[2]! };
+}
+
+async function stream(link: GrpcRegionLink, id: string, maxTokens: number): Promise<EngineEvent[]> {
+  const body = { model: "llama3.2-3b", messages: [{ role: "user", content: "hello" }], stream: true, max_tokens: maxTokens };
+  const out: EngineEvent[] = [];
+  for await (const ev of link.dispatch({ id, model: "llama3.2-3b", kind: "chat", promptTokens: 8, maxTokens, priority: 0, body })) out.push(ev);
+  return out;
+}
+
+async function checkProcess(args: string[], configName: string, engines: Record<string, unknown>): Promise<void> {
+  const { proc, link, metricsUrl } = await startRegion(["--config", writeConfig(configName, engines), ...args]);
+  const telemetry: RegionTelemetry[] = [];
+  link.subscribe((t) => telemetry.push(t));
+
+  const events = await stream(link, "proc-req-1", 20);
+  const tokens = events.filter((e) => e.type === "token");
+  expect(tokens).toHaveLength(20);
+  expect(tokens.every((t) => t.type === "token" && t.text.length > 0)).toBe(true);
+  expect(events.at(-1)).toMatchObject({ type: "done", usage: { completion_tokens: 20, total_tokens: 20 + (events.at(-1) as { usage: { prompt_tokens: number } }).usage.prompt_tokens } });
+
+  // Concurrent streams spread over both llama3.2-3b instances and all complete.
+  const many = await Promise.all(Array.from({ length: 6 }, (_, i) => stream(link, `proc-burst-${i}`, 10)));
+  for (const evs of many) expect(evs.filter((e) => e.type === "token")).toHaveLength(10);
+
+  const deadline = Date.now() + 5000;
+  while (telemetry.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const last = telemetry.at(-1)!;
+  expect(last.region).toBe("r1");
+  const small = last.models.find((m) => m.model === "llama3.2-3b")!;
+  expect(small.instances.serving).toBe(2);
+  expect(small.endpoints).toEqual([expect.objectContaining({ endpointId: "llama3.2-3b/h100-80gb", servingInstances: 2 })]);
+  expect(small.tokensPerS).toBeGreaterThan(0);
+  expect(last.models.find((m) => m.model === "llama3.1-8b")!.instances.serving).toBe(1);
+
+  expect(await link.sendTargets({ decisionId: 4, region: "r1", madeAtMs: Date.now(), advisory: false, endpoints: [] })).toEqual({ region: "r1", decisionId: 4, accepted: true });
+  expect((await link.sendTargets({ decisionId: 3, region: "r1", madeAtMs: Date.now(), advisory: false, endpoints: [] })).accepted).toBe(false);
+
+  const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
+  expect(metrics).toMatch(/tidegate_region_requests_total\{model="llama3.2-3b",outcome="ok"\} 7/);
+  expect(metrics).toMatch(/tidegate_region_requests_total\{model="llama3.1-8b",outcome="error"\} 0/);
+  const health = await fetch(`${metricsUrl}/healthz`);
+  expect(health.status).toBe(200);
+  expect(await health.json()).toEqual({ status: "ok", region: "r1", servingInstances: 3 });
+
+  expect(await proc.stop()).toBe(0);
+}
+
+describe("tidegate region process", () => {
+  it("serves telemetry, streaming dispatch and targets over gRPC with in-process simulated engines", async () => {
+    await checkProcess([], "sim.json", { kind: "sim", timeScale: 0.2 });
+  });
+});

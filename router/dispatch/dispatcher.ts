@@ -157,7 +157,7 @@ export class Dispatcher {
     for (let attempt = 0; ; attempt++) {
       try {
         const code = await this.o.store.complete(c.requestId, { ok, line }, this.o.clock.now());
-        this.o.metrics?.results.inc({ outcome: code === QueueCode.Duplicate ? "duplicate" : ok ? "ok" : "error" });
+        this.o.metrics?.results.inc({ outcome: code < 0 ? "dropped" : ok ? "ok" : "error" });
         if (code === QueueCode.Finalizing) void this.maintain();
         return;
       } catch (err) {

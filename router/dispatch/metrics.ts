@@ -23,12 +23,12 @@ export class QueueMetrics {
     this.dispatched = new Counter({ name: "tidegate_queue_dispatched_total", help: "Batch requests sent to a region", labelNames: ["model", "region", "priority"], registers });
     this.leaseExpiries = new Counter({ name: "tidegate_queue_lease_expiries_total", help: "Leases that ran out before a result was written", registers });
     this.leased = new Gauge({ name: "tidegate_queue_leased", help: "Batch requests under a lease (dispatched, no result yet)", registers });
-    this.results = new Counter({ name: "tidegate_queue_results_total", help: "Results written (ok, error) or dropped as duplicates", labelNames: ["outcome"], registers });
+    this.results = new Counter({ name: "tidegate_queue_results_total", help: "Results written (ok, error) or dropped (a result existed already, or the batch had finished)", labelNames: ["outcome"], registers });
     this.batches = new Gauge({ name: "tidegate_batches", help: "Batches by status", labelNames: ["status"], registers });
     initLabels(this.depth, { model: models, priority: ["0", "1"] });
     initLabels(this.oldestAgeSeconds, { model: models });
     initLabels(this.dispatched, { model: models, region: regions, priority: ["0", "1"] });
-    initLabels(this.results, { outcome: ["ok", "error", "duplicate"] });
+    initLabels(this.results, { outcome: ["ok", "error", "dropped"] });
     initLabels(this.batches, { status: BATCH_STATUSES });
     this.leaseExpiries.inc(0);
     this.leased.set(0);

@@ -68,12 +68,20 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       await enqueue(q, "new", 2, 200);
       await enqueue(q, "other", 2, 50, "m2");
       const first = await q.claim("m1", 3, 300, 1000);
-      expect(first.map((r) => r.requestId)).toEqual(["old:0", "old:1", "new:0"]);
+      expect(first.map((r) => r.requestId)).toEqual(["old:000000", "old:000001", "new:000000"]);
       const second = await q.claim("m1", 5, 300, 1000);
-      expect(second.map((r) => r.requestId)).toEqual(["new:1"]);
+      expect(second.map((r) => r.requestId)).toEqual(["new:000001"]);
       expect(await q.claim("m1", 5, 300, 1000)).toEqual([]);
       expect((await q.claim("m2", 5, 300, 1000)).map((r) => r.model)).toEqual(["m2", "m2"]);
       expect(await q.claim("m3", 5, 300, 1000)).toEqual([]);
+    }));
+
+    it("claims in index order within a batch (FCFS), past 10 requests", withStore(async (q) => {
+      await enqueue(q, "b", 12, 0);
+      const c = await q.claim("m1", 12, 1, 1000);
+      expect(c.map((r) => r.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      expect(c[11]!.requestId).toBe(requestId("b", 11));
+      expect(c[11]!.payload).toBe('{"custom_id":"c11"}');
     }));
 
     it("writes each result once, counts it, and finalizes when the last result lands", withStore(async (q) => {
@@ -99,14 +107,14 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       await enqueue(q, "a", 1, 100);
       await enqueue(q, "z", 1, 200);
       const [first] = await q.claim("m1", 1, 300, 100);
-      expect(first!.requestId).toBe("a:0");
+      expect(first!.requestId).toBe("a:000000");
       expect(await q.requeueExpired(399, 100)).toEqual({ expiredLeases: 0, requeued: 0 });
       expect(await q.requeueExpired(401, 100)).toEqual({ expiredLeases: 1, requeued: 1 });
       expect(await q.getBatch("a")).toMatchObject({ leased: 0 });
       const [again] = await q.claim("m1", 1, 402, 100);
-      expect(again).toMatchObject({ requestId: "a:0", enqueuedAtMs: 100, payload: '{"custom_id":"c0"}' });
-      expect(await q.complete("a:0", { ok: true, line: "late-first-run" }, 403)).toBe(QueueCode.Finalizing);
-      expect(await q.complete("a:0", { ok: true, line: "second-run" }, 404)).toBe(QueueCode.BatchClosed);
+      expect(again).toMatchObject({ requestId: "a:000000", enqueuedAtMs: 100, payload: '{"custom_id":"c0"}' });
+      expect(await q.complete("a:000000", { ok: true, line: "late-first-run" }, 403)).toBe(QueueCode.Finalizing);
+      expect(await q.complete("a:000000", { ok: true, line: "second-run" }, 404)).toBe(QueueCode.BatchClosed);
       expect((await q.results("a")).get(0)).toEqual({ ok: true, line: "late-first-run" });
       expect(await q.getBatch("a")).toMatchObject({ leased: 0, completed: 1 });
     }));
@@ -117,7 +125,7 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       await q.requeueExpired(200, 10);
       expect(await q.complete(requestId("b", 0), { ok: true, line: "x" }, 201)).toBe(QueueCode.Ok);
       const next = await q.claim("m1", 5, 202, 100);
-      expect(next.map((r) => r.requestId)).toEqual(["b:1"]);
+      expect(next.map((r) => r.requestId)).toEqual(["b:000001"]);
     }));
 
     it("fails validation with line errors and drops staged payloads", withStore(async (q) => {
@@ -166,7 +174,7 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.expire("b", 1000)).toBe(QueueCode.Finalizing);
       expect(await q.getBatch("b")).toMatchObject({ status: "finalizing", target: "expired", leased: 0 });
       expect(await q.claim("m1", 10, 1001, 5000)).toEqual([]);
-      expect(await q.complete("b:1", { ok: true, line: "late" }, 1002)).toBe(QueueCode.BatchClosed);
+      expect(await q.complete("b:000001", { ok: true, line: "late" }, 1002)).toBe(QueueCode.BatchClosed);
       expect(await q.expire("b", 1003)).toBe(QueueCode.WrongState);
       expect(await q.requeueExpired(10_000, 10)).toEqual({ expiredLeases: 0, requeued: 0 });
       expect(await q.finalize("b", "o", "e", 2, 1004)).toBe(QueueCode.Ok);

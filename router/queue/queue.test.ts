@@ -53,14 +53,14 @@ describe("embedded journal", () => {
       await a.stage("b", [0, 1, 2].map((i) => ({ index: i, payload: `p${i}` })));
       await a.activate("b", "m", 3, 1);
       await a.claim("m", 2, 2, 100);
-      await a.complete("b:0", { ok: true, line: "r0" }, 3);
+      await a.complete("b:000000", { ok: true, line: "r0" }, 3);
       const { appendFileSync } = await import("node:fs");
-      appendFileSync(join(dir, "queue.journal"), '["complete","b:1",{"ok":tr');
+      appendFileSync(join(dir, "queue.journal"), '["complete","b:000001",{"ok":tr');
       const b = new EmbeddedQueueStore(dir);
       expect(b.replayedOps).toBe(5);
       expect(await b.getBatch("b")).toMatchObject({ status: "in_progress", completed: 1, leased: 1 });
       expect(await b.requeueExpired(1000, 10)).toEqual({ expiredLeases: 1, requeued: 1 });
-      expect((await b.claim("m", 5, 1001, 100)).map((r) => r.requestId)).toEqual(["b:1", "b:2"]);
+      expect((await b.claim("m", 5, 1001, 100)).map((r) => r.requestId)).toEqual(["b:000001", "b:000002"]);
       expect((await b.results("b")).get(0)).toEqual({ ok: true, line: "r0" });
     } finally {
       rmSync(dir, { recursive: true, force: true });

@@ -3,7 +3,7 @@
  * manager). Two adapters implement them with identical semantics — Redis (every state change one Lua script) and
  * embedded (memory + append-only journal) — and one conformance suite (conformance.ts) runs against both.
  *
- * Vocabulary: a batch holds `total` requests with indices 0..total-1; a request's id is `${batchId}:${index}`.
+ * Vocabulary: a batch holds `total` requests with indices 0..total-1; a request's id is `${batchId}:${index padded to 6 digits}`.
  * Requests wait in a per-model FIFO ordered by enqueue time; `claim` leases them for `leaseMs`; `complete` writes
  * the result exactly once per index (first writer wins); an expired lease returns the request to the queue.
  * All times are milliseconds on the caller's Clock; nothing here reads the wall clock.
@@ -187,9 +187,12 @@ export interface FileStore {
   close(): Promise<void>;
 }
 
-/** The request id of index `index` in batch `batchId`, and back. */
+/**
+ * The request id of index `index` in batch `batchId` (`batch_x:000012`), and back. The index is zero-padded to 6
+ * digits so that byte order (how Redis orders equal scores) is index order: FCFS within a batch.
+ */
 export function requestId(batchId: string, index: number): string {
-  return `${batchId}:${index}`;
+  return `${batchId}:${String(index).padStart(6, "0")}`;
 }
 
 export function parseRequestId(id: string): { batchId: string; index: number } {

@@ -30,8 +30,13 @@ local function maybeFinalizing(bkey, bst, now)
   return false
 end
 
--- Splits "batchId:index".
+-- Splits "batchId:000012" into the batch id and the index as a hash field ("12").
 local function splitRid(rid)
   local bid, idx = string.match(rid, "^(.*):(%d+)$")
-  return bid, idx
+  return bid, tostring(tonumber(idx))
+end
+
+-- The request id of index i (types.ts requestId: index zero-padded to 6 digits).
+local function rid(bid, i)
+  return string.format("%s:%06d", bid, i)
 end

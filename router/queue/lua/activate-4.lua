@@ -16,7 +16,7 @@ redis.call("HSET", KEYS[1], "model", ARGV[2], "total", total, "enqueued_at", ARG
 local args = {}
 for i = 0, total - 1 do
   args[#args + 1] = ARGV[4]
-  args[#args + 1] = ARGV[1] .. ":" .. i
+  args[#args + 1] = rid(ARGV[1], i)
   if #args >= 1000 then
     redis.call("ZADD", KEYS[3], unpack(args))
     args = {}

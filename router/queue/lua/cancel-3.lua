@@ -12,7 +12,7 @@ if st ~= "in_progress" and st ~= "validating" then return WRONG_STATE end
 if b[2] then
   local q = ARGV[1] .. "q:" .. b[2]
   for i = 0, tonumber(b[3]) - 1 do
-    if redis.call("HEXISTS", KEYS[2], i) == 0 then redis.call("ZREM", q, ARGV[2] .. ":" .. i) end
+    if redis.call("HEXISTS", KEYS[2], i) == 0 then redis.call("ZREM", q, rid(ARGV[2], i)) end
   end
 end
 setStatus(KEYS[1], KEYS[3], st, "cancelling")

@@ -9,12 +9,12 @@ local popped = redis.call("ZPOPMIN", KEYS[1], tonumber(ARGV[2]))
 local untilMs = tonumber(ARGV[3]) + tonumber(ARGV[4])
 local out = {}
 for i = 1, #popped, 2 do
-  local rid, score = popped[i], popped[i + 1]
-  local bid, idx = splitRid(rid)
-  redis.call("ZADD", KEYS[2], untilMs, rid)
+  local r, score = popped[i], popped[i + 1]
+  local bid, idx = splitRid(r)
+  redis.call("ZADD", KEYS[2], untilMs, r)
   redis.call("HINCRBY", ARGV[1] .. "b:" .. bid, "leased", 1)
   local payload = redis.call("HGET", ARGV[1] .. "p:" .. bid, idx) or ""
-  out[#out + 1] = rid
+  out[#out + 1] = r
   out[#out + 1] = score
   out[#out + 1] = payload
 end

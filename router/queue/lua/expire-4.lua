@@ -14,9 +14,9 @@ local total = tonumber(b[3])
 local removedLeases = 0
 for i = 0, total - 1 do
   if redis.call("HEXISTS", KEYS[2], i) == 0 then
-    local rid = ARGV[2] .. ":" .. i
-    redis.call("ZREM", ARGV[1] .. "q:" .. b[2], rid)
-    removedLeases = removedLeases + redis.call("ZREM", KEYS[3], rid)
+    local r = rid(ARGV[2], i)
+    redis.call("ZREM", ARGV[1] .. "q:" .. b[2], r)
+    removedLeases = removedLeases + redis.call("ZREM", KEYS[3], r)
   end
 end
 redis.call("HINCRBY", KEYS[1], "leased", -removedLeases)

@@ -1,0 +1,147 @@
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
+import { createRegistry } from "../../core/metrics.js";
+import { makeUsage } from "../../core/openai.js";
+import type { EngineEvent, GenerateRequest, RegionLink, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import { modelTelemetry } from "../fake-link.js";
+import { DirFileStore } from "../queue/dir-files.js";
+import { EmbeddedQueueStore } from "../queue/embedded.js";
+import { Dispatcher } from "./dispatcher.js";
+import { encodePayload } from "./lines.js";
+import { QueueMetrics } from "./metrics.js";
+
+/** A region whose every dispatch waits until the test releases or fails it. */
+class GatedLink implements RegionLink {
+  readonly sent: { req: GenerateRequest; release: () => void; fail: () => void }[] = [];
+  private listener: ((t: RegionTelemetry) => void) | undefined;
+  private seq = 0;
+  constructor(readonly region: string) {}
+  subscribe(fn: (t: RegionTelemetry) => void) {
+    this.listener = fn;
+    return () => (this.listener = undefined);
+  }
+  signal(utilization: number): void {
+    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [modelTelemetry("m", utilization, 1)] });
+  }
+  async *dispatch(req: GenerateRequest): AsyncIterable<EngineEvent> {
+    let release!: () => void;
+    let fail!: () => void;
+    const gate = new Promise<void>((res, rej) => {
+      release = res;
+      fail = () => rej(new TidegateError("upstream_error", "region died"));
+    });
+    this.sent.push({ req, release, fail });
+    await gate;
+    yield { type: "token", text: ` ${this.region}`, tokens: 1 };
+    yield { type: "done", finishReason: "stop", usage: makeUsage(req.promptTokens, 1) };
+  }
+  async sendTargets(t: RegionTargets): Promise<TargetsAck> {
+    return { region: this.region, decisionId: t.decisionId, accepted: true };
+  }
+  async close() {}
+}
+
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number } = {}) {
+  const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
+  const store = new EmbeddedQueueStore(null);
+  const files = new DirFileStore(null);
+  const links = [new GatedLink("a"), new GatedLink("b"), new GatedLink("c")];
+  const registry = createRegistry(false);
+  const metrics = new QueueMetrics(registry, ["m"], ["a", "b", "c"]);
+  const d = new Dispatcher({
+    store, files, clock, links, models: ["m"], thresholds: { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 },
+    promoteAfterMs: opts.promoteAfterMs ?? 36_000_000, leaseMs: opts.leaseMs ?? 60_000, maintenanceIntervalMs: 1000, metrics,
+  });
+  await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000 });
+  await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
+  await store.activate("b", "m", n, clock.now());
+  d.start();
+  const flush = async () => {
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    await clock.advanceBy(0);
+  };
+  return { clock, store, files, links, d, registry, flush };
+}
+
+describe("Dispatcher (SageServe §6.3)", () => {
+  it("sends 2 per signal below 0.50, 1 below 0.60, none at or above 0.60", async () => {
+    const { links, flush, d } = await setup(20);
+    links[0]!.signal(0.45);
+    links[1]!.signal(0.55);
+    links[2]!.signal(0.6);
+    await flush();
+    expect(links.map((l) => l.sent.length)).toEqual([2, 1, 0]);
+    links[2]!.signal(0.95);
+    links[0]!.signal(0.2);
+    await flush();
+    expect(links.map((l) => l.sent.length)).toEqual([4, 1, 0]);
+    expect(links[0]!.sent.map((s) => s.req.priority)).toEqual([1, 1, 1, 1]);
+    expect(links[0]!.sent.map((s) => s.req.id)).toEqual(["b:000000", "b:000001", "b:000003", "b:000004"]);
+    for (const l of links) for (const s of l.sent) s.release();
+    await d.idle();
+    await d.stop();
+  });
+
+  it("sends requests older than promoteAfterMs with priority 0", async () => {
+    const { links, flush, clock, d } = await setup(2, { promoteAfterMs: 10_000, leaseMs: 1_000_000 });
+    await clock.advanceBy(10_000);
+    links[0]!.signal(0.1);
+    await flush();
+    expect(links[0]!.sent.map((s) => s.req.priority)).toEqual([0, 0]);
+    for (const s of links[0]!.sent) s.release();
+    await d.idle();
+    await d.stop();
+  });
+
+  it("a region that dies keeps the lease; the request returns when it runs out and finishes elsewhere, once", async () => {
+    const { links, flush, clock, store, d, registry } = await setup(1, { leaseMs: 5000 });
+    links[0]!.signal(0.55);
+    await flush();
+    links[0]!.sent[0]!.fail();
+    await flush();
+    links[1]!.signal(0.1);
+    await flush();
+    expect(links[1]!.sent).toHaveLength(0); // still leased to the dead region
+    await clock.advanceBy(5001);
+    await d.maintain();
+    links[1]!.signal(0.1);
+    await flush();
+    expect(links[1]!.sent.map((s) => s.req.id)).toEqual(["b:000000"]);
+    links[1]!.sent[0]!.release();
+    await d.idle();
+    await d.maintain();
+    const b = await store.getBatch("b");
+    expect(b).toMatchObject({ status: "completed", completed: 1, failed: 0 });
+    expect(await registry.metrics()).toMatch(/tidegate_queue_lease_expiries_total 1/);
+    await d.stop();
+  });
+
+  it("a request that ran twice (slow region, lease expired) gets exactly one result", async () => {
+    const { links, flush, clock, store, files, d, registry } = await setup(1, { leaseMs: 5000 });
+    links[0]!.signal(0.55);
+    await flush();
+    await clock.advanceBy(5001);
+    await d.maintain();
+    links[1]!.signal(0.55);
+    await flush();
+    expect(links[1]!.sent).toHaveLength(1);
+    links[1]!.sent[0]!.release();
+    await flush();
+    await flush();
+    expect(await store.getBatch("b")).toMatchObject({ completed: 1 });
+    links[0]!.sent[0]!.release();
+    await d.idle();
+    await d.maintain();
+    const b = (await store.getBatch("b"))!;
+    expect(b).toMatchObject({ status: "completed", completed: 1 });
+    const out = (await files.content(b.outputFileId!))!.toString().trim().split("\n");
+    expect(out).toHaveLength(1);
+    expect(JSON.parse(out[0]!).response.body.choices[0].text).toBe(" b");
+    const m = await registry.metrics();
+    expect(m).toMatch(/tidegate_queue_results_total\{outcome="ok"\} 1/);
+    expect(m).toMatch(/tidegate_queue_results_total\{outcome="dropped"\} 1/);
+    expect(m).toMatch(/tidegate_queue_dispatched_total\{model="m",region="a",priority="1"\} 1/);
+    await d.stop();
+  });
+});

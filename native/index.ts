@@ -199,7 +199,10 @@ export class Endpoint {
     return this.raw.closed;
   }
 
-  /** Runs `role` against `store`; resolves when every send and receive finished, rejects with DataPlaneError. */
+  /**
+   * Runs `role` against `store`; resolves when every send and receive finished, rejects with DataPlaneError.
+   * Misuse (bad role, closed or busy endpoint, closed store) throws synchronously.
+   */
   run(role: RoleSpec, store: BlockStore, opts: RunOptions = {}): Promise<RunResult> {
     if (!(store instanceof BlockStore)) throw new TypeError("run(): store must be a BlockStore");
     if (typeof role !== "object" || role === null) throw new TypeError("run(): role must be an object");
@@ -215,21 +218,25 @@ export class Endpoint {
     };
     if (opts.signal?.aborted) return Promise.reject(new DataPlaneError("cancelled", "transfer cancelled before it started"));
     const arrivals: BlockArrival[] = [];
-    return new Promise<RunResult>((resolve, reject) => {
-      const onAbort = () => this.raw.cancel();
-      this.raw.start(spec, store.raw, (ev: RawEvent) => {
-        if (ev.kind === "block") {
-          const a: BlockArrival = { block: ev.block, from: ev.from, atMs: ev.atMs, bytes: ev.bytes };
-          arrivals.push(a);
-          opts.onBlock?.(a);
-          return;
-        }
-        opts.signal?.removeEventListener("abort", onAbort);
-        if (ev.error !== null) reject(ev.error);
-        else resolve({ bytesSent: ev.bytesSent, bytesReceived: ev.bytesReceived, elapsedMs: ev.elapsedMs, arrivals });
-      });
-      opts.signal?.addEventListener("abort", onAbort, { once: true });
+    let settle: { resolve: (r: RunResult) => void; reject: (e: Error) => void } | undefined;
+    const done = new Promise<RunResult>((resolve, reject) => {
+      settle = { resolve, reject };
     });
+    const onAbort = () => this.raw.cancel();
+    // start() throws synchronously (TypeError, DataPlaneError closed/busy/invalid_plan) before anything runs.
+    this.raw.start(spec, store.raw, (ev: RawEvent) => {
+      if (ev.kind === "block") {
+        const a: BlockArrival = { block: ev.block, from: ev.from, atMs: ev.atMs, bytes: ev.bytes };
+        arrivals.push(a);
+        opts.onBlock?.(a);
+        return;
+      }
+      opts.signal?.removeEventListener("abort", onAbort);
+      if (ev.error !== null) settle!.reject(ev.error);
+      else settle!.resolve({ bytesSent: ev.bytesSent, bytesReceived: ev.bytesReceived, elapsedMs: ev.elapsedMs, arrivals });
+    });
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    return done;
   }
 
   /** Cancels the running role, if any (run() rejects with reason "cancelled"). */

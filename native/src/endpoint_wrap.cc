@@ -177,10 +177,10 @@ Napi::Value EndpointWrap::Start(const Napi::CallbackInfo& info) {
   if (info.Length() != 3 || !info[0].IsObject() || !info[1].IsObject() || !info[2].IsFunction())
     return throwType(env, "start(spec: object, store: BlockStore, onEvent: function) takes 3 arguments");
   Napi::Object so = info[1].As<Napi::Object>();
-  AddonData* d = data(env);
-  StoreWrap* sw = nullptr;
-  for (StoreWrap* cand : d->stores)
-    if (cand->Value() == so) sw = cand;
+  bool tagged = false;
+  if (napi_check_object_type_tag(env, so, &kStoreTag, &tagged) != napi_ok || !tagged)
+    return throwType(env, "start(): the second argument must be a BlockStore");
+  StoreWrap* sw = StoreWrap::Unwrap(so);
   if (sw == nullptr) return throwType(env, "start(): the second argument must be a BlockStore");
   std::shared_ptr<StoreData> store = sw->store();
   if (!store) return throwError(env, "closed", "the block store is closed");

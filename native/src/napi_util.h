@@ -10,6 +10,9 @@ namespace tg {
 class StoreWrap;
 class EndpointWrap;
 
+/** Type tag marking objects created by BlockStore's constructor (napi_type_tag_object). */
+inline const napi_type_tag kStoreTag = {0x7469646567617465ull, 0x626c6f636b73746full};
+
 struct AddonData {
   Napi::FunctionReference errorCtor;
   std::set<StoreWrap*> stores;
@@ -32,8 +35,11 @@ inline Napi::Value makeError(Napi::Env env, const std::string& reason, const std
 }
 
 inline Napi::Value throwError(Napi::Env env, const std::string& reason, const std::string& message) {
+  if (env.IsExceptionPending()) return env.Undefined();
   Napi::Value e = makeError(env, reason, message);
-  if (!env.IsExceptionPending()) Napi::Error(env, e).ThrowAsJavaScriptException();
+  if (env.IsExceptionPending()) return env.Undefined();
+  if (e.IsEmpty()) Napi::Error::New(env, reason + ": " + message).ThrowAsJavaScriptException();
+  else Napi::Error(env, e).ThrowAsJavaScriptException();
   return env.Undefined();
 }
 

@@ -62,6 +62,7 @@ class StoreWrap : public Napi::ObjectWrap<StoreWrap> {
       throwError(env, "over_memory", "cannot map " + std::to_string(total) + " bytes for the block store");
       return;
     }
+    napi_type_tag_object(env, info.This(), &kStoreTag);
     data(env)->stores.insert(this);
   }
   ~StoreWrap() override {

@@ -1,0 +1,127 @@
+import { spawnSync } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
+import { describe, expect, it } from "vitest";
+import { BlockStore, blockChecksum, crc32c, Endpoint, isDataPlaneError, probeVerbs } from "../../native/index.js";
+import { addon } from "../../native/lib/addon.js";
+
+describe("native boundary: argument checks on both sides, typed errors, use after close", () => {
+  it("the TS wrapper rejects bad arguments with TypeError", () => {
+    expect(() => BlockStore.create({ blockCount: 1.5, blockBytes: 8 })).toThrow(TypeError);
+    expect(() => BlockStore.forModel(-1, 2)).toThrow(TypeError);
+    const s = BlockStore.forModel(64, 2);
+    expect(() => s.has(2)).toThrow(TypeError);
+    expect(() => s.fillPattern(-3)).toThrow(TypeError);
+    expect(() => Endpoint.open({ host: "127.0.0.1", port: 70000 })).toThrow(TypeError);
+    s.close();
+  });
+
+  it("the addon itself rejects bad arguments with TypeError instead of crashing", () => {
+    const raw = addon();
+    expect(() => new raw.BlockStore(2, 8, 16, "x" as unknown as number)).toThrow(TypeError);
+    expect(() => new raw.BlockStore(2, 8, 100, 0)).toThrow(/does not fill/);
+    const store = new raw.BlockStore(2, 8, 16, 0);
+    expect(() => store.has(-1)).toThrow(TypeError);
+    expect(() => store.readBlock(Number.NaN)).toThrow(TypeError);
+    const ep = new raw.Endpoint("127.0.0.1", 0, "tcp");
+    const spec = { runId: 1, self: 0, peers: [{ id: "a", host: "127.0.0.1", port: 1 }], sends: [], expect: [[]], stallMs: 1000, connectMs: 100, heartbeatMs: 100 };
+    expect(() => ep.start(spec, {} as never, () => undefined)).toThrow(/must be a BlockStore/);
+    expect(() => ep.start({ ...spec, self: 3 }, store, () => undefined)).toThrow(TypeError);
+    expect(() => ep.start({ ...spec, sends: [{ peer: 0, block: 0 }] }, store, () => undefined)).toThrow(/this node itself/);
+    expect(() => ep.start({ ...spec, expect: [] }, store, () => undefined)).toThrow(/one entry per peer/);
+    expect(() => ep.start({ ...spec, heartbeatMs: 5000 }, store, () => undefined)).toThrow(/heartbeatMs/);
+    expect(() => ep.start(spec, store, 5 as never)).toThrow(TypeError);
+    expect(() => raw.checksum("abc" as never)).toThrow(TypeError);
+    expect(ep.running).toBe(false);
+    ep.close();
+    store.close();
+  });
+
+  it("zero blocks and a model over memory are DataPlaneErrors", () => {
+    let err: unknown;
+    try {
+      BlockStore.create({ blockCount: 0, blockBytes: 8, totalBytes: 0 });
+    } catch (e) {
+      err = e;
+    }
+    expect(isDataPlaneError(err, "invalid_plan")).toBe(true);
+    err = undefined;
+    try {
+      BlockStore.create({ blockCount: 4, blockBytes: 1 << 20, memoryLimitBytes: 1 << 20 });
+    } catch (e) {
+      err = e;
+    }
+    expect(isDataPlaneError(err, "over_memory"), String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/does not fit in 1048576 bytes of memory/);
+  });
+
+  it("use after close throws DataPlaneError closed, for stores and endpoints", () => {
+    const s = BlockStore.forModel(1024, 4);
+    s.fillPattern(1);
+    s.close();
+    expect(s.closed).toBe(true);
+    for (const f of [() => s.has(0), () => s.readBlock(1), () => s.fillPattern(2), () => s.presentCount(), () => s.blockCount]) {
+      let err: unknown;
+      try {
+        f();
+      } catch (e) {
+        err = e;
+      }
+      expect(isDataPlaneError(err, "closed"), String(err)).toBe(true);
+    }
+    const ep = Endpoint.open({ host: "127.0.0.1" });
+    ep.close();
+    expect(() => ep.port).toThrow(/closed/);
+    const store = BlockStore.forModel(1024, 1);
+    expect(() => ep.run({ runId: 1, self: 0, peers: [{ id: "a", host: "h", port: 1 }], sends: [], expect: [[]] }, store)).toThrow(/closed/);
+    store.close();
+  });
+
+  it("checksums: CRC32C matches its check value, the block checksum sees a flipped bit, stores checksum what they hold", () => {
+    expect(crc32c(Buffer.from("123456789"))).toBe(0xe3069283); // the CRC-32C check value
+    const buf = Buffer.alloc(1 << 16, 0);
+    for (let i = 0; i < buf.length; i++) buf[i] = (i * 2654435761) >>> 24;
+    const a = blockChecksum(buf);
+    buf.writeUInt8(buf.readUInt8(777) ^ 1, 777);
+    expect(blockChecksum(buf)).not.toBe(a);
+    // store checksum == checksum of the bytes
+    const s = BlockStore.forModel(3 * 4096 + 5, 3);
+    s.fillPattern(11);
+    for (let b = 0; b < 3; b++) expect(s.checksum(b)).toBe(blockChecksum(s.readBlock(b)));
+    s.close();
+  });
+
+  it("worker threads: the addon loads per thread, and a worker killed mid-transfer is cleaned up", async () => {
+    const url = new URL("./worker-run.js", import.meta.url);
+    const w = new Worker(fileURLToPath(url).replace(/\/test\/native\//, "/dist/test/native/"), { workerData: { bytes: 256 << 20 } });
+    const first = await new Promise<string>((resolve, reject) => {
+      w.once("message", (m: string) => resolve(m));
+      w.once("error", reject);
+    });
+    expect(first).toBe("started");
+    const code = await w.terminate();
+    expect(code).toBe(1);
+    // this thread's addon still works after the worker's cleanup hooks ran
+    const s = BlockStore.forModel(4096, 2);
+    s.fillPattern(3);
+    expect(s.verifyPattern(3)).toBe(-1);
+    s.close();
+  });
+});
+
+describe("verbs transport", () => {
+  it("compiles here (libibverbs headers present) and the runtime falls back to TCP with a clear message", () => {
+    const probe = probeVerbs();
+    expect(probe.compiled).toBe(true);
+    expect(probe.devices).toBe(0);
+    // the compiled addon links libibverbs: the verbs code is really in it
+    const ldd = spawnSync("ldd", [fileURLToPath(new URL("../../native/build/Release/tidegate_dataplane.node", import.meta.url)).replace("/dist/", "/")], { encoding: "utf8" });
+    expect(ldd.stdout).toMatch(/libibverbs\.so/);
+    const lines: string[] = [];
+    const ep = Endpoint.open({ host: "127.0.0.1", transport: "verbs", log: (l) => lines.push(l) });
+    expect(ep.transport).toBe("tcp");
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^tidegate data plane: verbs transport unavailable \(compiled in; .*\); falling back to TCP$/);
+    ep.close();
+  });
+});

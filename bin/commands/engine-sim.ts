@@ -1,13 +1,79 @@
-/** `tidegate engine-sim` (placeholder until its issue lands: exits 2 with a clear message). */
+/**
+ * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x]`: one simulated serving instance that
+ * looks like vLLM over HTTP (region/engines/sim/http.ts). Prints its base URL on stdout as one line (so callers can
+ * spawn it with --port 0 and read the port), then serves until SIGINT/SIGTERM.
+ */
 import type { Command } from "../command.js";
+import { WallClock } from "../../core/clock.js";
+import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
+import { TidegateError } from "../../core/errors.js";
+import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
+import { SimEngine } from "../../region/engines/sim/engine.js";
+import { EngineSimServer } from "../../region/engines/sim/http.js";
+
+function defaultTp(model: string, gpu: string): number | undefined {
+  return parseConfig(DEFAULT_CONFIG_JSON).models.find((m) => m.name === model)?.gpusPerInstance[gpu];
+}
 
 export const command: Command = {
   name: "engine-sim",
-  summary: "not built yet",
-  description: "This command is not built yet.",
-  flags: {},
-  async run() {
-    process.stderr.write("tidegate engine-sim: not built yet\n");
-    return 2;
+  summary: "run a vLLM-compatible simulated engine (OpenAI API + vLLM metrics)",
+  description: [
+    "One simulated instance with continuous batching, KV admission and priorities, timed by the fitted performance",
+    "model (region/engines/README.md). Serves POST /v1/chat/completions, POST /v1/completions (stream or not,",
+    "stream_options.include_usage), GET /v1/models, /health and /metrics (vLLM metric names). Output is deterministic",
+    "synthetic text seeded by the request id (x-request-id header when given). Prints its URL on stdout as one line.",
+    "",
+    "Example: tidegate engine-sim --model llama3.1-8b --gpu h100-80gb --port 0 --time-scale 0.1",
+  ].join("\n"),
+  flags: {
+    model: { type: "string", help: `model to serve (${Object.keys(MODEL_SPECS).join(", ")})` },
+    gpu: { type: "string", help: `GPU type (${Object.keys(GPU_SPECS).join(", ")})`, default: "h100-80gb" },
+    tp: { type: "number", help: "GPUs per instance (tensor parallelism); default: the embedded config's gpusPerInstance" },
+    host: { type: "string", help: "address to listen on", default: "127.0.0.1" },
+    port: { type: "number", help: "port to listen on (0 = a free port)", default: 8000 },
+    "time-scale": { type: "number", help: "multiply simulated durations (0.1 = 10x faster than measured)", default: 1 },
+    "max-batch": { type: "number", help: "most requests in the running batch (vLLM max_num_seqs)", default: 256 },
+    "kv-capacity-tokens": { type: "number", help: "KV capacity in tokens (default: GPU memory x 0.9 - weights)" },
+  },
+  async run(flags) {
+    const model = flags.model;
+    if (typeof model !== "string" || MODEL_SPECS[model] === undefined) throw new TidegateError("invalid_request", `--model must be one of ${Object.keys(MODEL_SPECS).join(", ")}`);
+    const gpu = String(flags.gpu);
+    if (GPU_SPECS[gpu] === undefined) throw new TidegateError("invalid_request", `--gpu must be one of ${Object.keys(GPU_SPECS).join(", ")}`);
+    const tp = typeof flags.tp === "number" ? flags.tp : defaultTp(model, gpu);
+    if (tp === undefined || !Number.isInteger(tp) || tp < 1) throw new TidegateError("invalid_request", "--tp must be a positive integer");
+    const port = Number(flags.port);
+    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new TidegateError("invalid_request", "--port must be an integer in 0..65535");
+    const timeScale = Number(flags["time-scale"]);
+    if (!(timeScale > 0 && timeScale <= 1000)) throw new TidegateError("invalid_request", "--time-scale must be in (0, 1000]");
+    const maxBatch = Number(flags["max-batch"]);
+    if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new TidegateError("invalid_request", "--max-batch must be a positive integer");
+    const kvCap = flags["kv-capacity-tokens"];
+    if (kvCap !== undefined && !(typeof kvCap === "number" && Number.isInteger(kvCap) && kvCap >= 2)) throw new TidegateError("invalid_request", "--kv-capacity-tokens must be an integer ≥ 2");
+
+    const engine = new SimEngine({
+      instanceId: `engine-sim/${model}/${gpu}/${process.pid}`,
+      model,
+      gpu,
+      tp,
+      clock: new WallClock(),
+      timeScale,
+      maxBatch,
+      ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
+    });
+    const server = new EngineSimServer({ engine });
+    const url = await server.listen(port, String(flags.host));
+    process.stdout.write(url + "\n");
+    await new Promise<void>((resolve) => {
+      const stop = () => {
+        process.off("SIGINT", stop);
+        process.off("SIGTERM", stop);
+        server.close().then(resolve, resolve);
+      };
+      process.on("SIGINT", stop);
+      process.on("SIGTERM", stop);
+    });
+    return 0;
   },
 };

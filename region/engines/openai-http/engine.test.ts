@@ -1,0 +1,132 @@
+/**
+ * The openai-http adapter against a real `tidegate engine-sim` child process (compiled CLI; npm test builds first),
+ * plus the SSE/metrics parsers on hand-written input.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { WallClock } from "../../../core/clock.js";
+import { isTidegateError } from "../../../core/errors.js";
+import { syntheticToken } from "../../../core/openai.js";
+import type { EngineEvent, GenerateRequest } from "../../../core/ports.js";
+import { spawnTidegate, stopAll, type Proc } from "../../../test/e2e/procs.js";
+import { seedOf } from "../sim/engine.js";
+import { OpenAIHttpEngine } from "./engine.js";
+import { SseSplitter, parseChunk, promValue } from "./sse.js";
+
+describe("SSE and metrics parsing", () => {
+  it("splits events across arbitrary byte boundaries and classifies chunks", () => {
+    const s = new SseSplitter();
+    const enc = new TextEncoder();
+    const text =
+      'data: {"id":"x","choices":[{"index":0,"delta":{"content":" a\\"b\\n"},"logprobs":null,"finish_reason":null}]}\n\n' +
+      ": keep-alive comment\n\n" +
+      'data: {"id":"x","choices":[{"index":0,"text":" c","logprobs":null,"finish_reason":null}]}\r\n\r\n' +
+      'data: {"id":"x","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n' +
+      'data: {"id":"x","choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}\n\n' +
+      "data: [DONE]\n\n";
+    const bytes = enc.encode(text);
+    const events: string[] = [];
+    for (let i = 0; i < bytes.length; i += 7) events.push(...s.push(bytes.subarray(i, i + 7)));
+    expect(events.map(parseChunk)).toEqual([
+      { kind: "text", text: ' a"b\n' },
+      { kind: "text", text: " c" },
+      { kind: "finish", reason: "stop", text: "" },
+      { kind: "usage", promptTokens: 3, completionTokens: 2 },
+      { kind: "done" },
+    ]);
+    expect(parseChunk('{"error":{"message":"boom","code":"internal"}}')).toEqual({ kind: "error", message: "boom", code: "internal" });
+  });
+
+  it("sums a metric over its label sets and ignores longer names", () => {
+    const text = [
+      "# HELP vllm:num_requests_running x",
+      'vllm:num_requests_running{model_name="a"} 2',
+      'vllm:num_requests_running{model_name="b"} 3',
+      'vllm:num_requests_running_total{model_name="a"} 100',
+      "vllm:kv_cache_usage_perc 0.25",
+    ].join("\n");
+    expect(promValue(text, "vllm:num_requests_running")).toBe(5);
+    expect(promValue(text, "vllm:kv_cache_usage_perc")).toBe(0.25);
+    expect(promValue(text, "vllm:num_requests_waiting")).toBeUndefined();
+  });
+});
+
+describe("OpenAIHttpEngine against engine-sim", () => {
+  let proc: Proc;
+  let engine: OpenAIHttpEngine;
+  beforeAll(async () => {
+    proc = await spawnTidegate("engine-sim", ["engine-sim", "--model", "llama3.1-8b", "--gpu", "h100-80gb", "--port", "0", "--time-scale", "0.05"], /^(http:\/\/127\.0\.0\.1:\d+)\n/m);
+    engine = new OpenAIHttpEngine({ instanceId: "e1", model: "llama3.1-8b", baseUrl: proc.match[1]!, clock: new WallClock(), metricsIntervalMs: 0, kvBytesCapacity: 1000 });
+  });
+  afterAll(async () => {
+    await engine.close();
+    await proc.stop();
+    await stopAll();
+  });
+
+  const req = (id: string, maxTokens: number, kind: "chat" | "completion" = "chat"): GenerateRequest => ({
+    id,
+    model: "llama3.1-8b",
+    kind,
+    promptTokens: 9,
+    maxTokens,
+    priority: 0,
+    body: kind === "chat" ? { model: "llama3.1-8b", messages: [{ role: "user", content: "hello there" }], max_tokens: maxTokens } : { model: "llama3.1-8b", prompt: "hello there", max_tokens: maxTokens },
+  });
+
+  it("streams the engine's tokens (same synthetic text, request id forwarded) and its usage", async () => {
+    for (const kind of ["chat", "completion"] as const) {
+      const events: EngineEvent[] = [];
+      for await (const ev of engine.generate(req(`gen-${kind}`, 6, kind))) events.push(ev);
+      const texts = events.filter((e) => e.type === "token").map((e) => (e.type === "token" ? e.text : ""));
+      expect(texts).toEqual(Array.from({ length: 6 }, (_, i) => syntheticToken(seedOf(`gen-${kind}`), i)));
+      expect(events[events.length - 1]).toEqual({ type: "done", finishReason: "length", usage: { prompt_tokens: kind === "chat" ? 9 : 3, completion_tokens: 6, total_tokens: kind === "chat" ? 15 : 9 } });
+    }
+    expect(engine.stats().generatedTokensTotal).toBe(12);
+    expect(engine.stats().remainingTokens).toBe(0);
+  });
+
+  it("fills stats() from /metrics while a request runs, and abort cancels upstream", async () => {
+    const ac = new AbortController();
+    const it = engine.generate({ ...req("long", 20_000), body: { model: "llama3.1-8b", messages: [{ role: "user", content: "z".repeat(8000) }], max_tokens: 20_000 } }, ac.signal)[Symbol.asyncIterator]();
+    const first = await it.next();
+    expect(first.value).toMatchObject({ type: "token" });
+    expect(await engine.scrape()).toBe(true);
+    const s = engine.stats();
+    expect(s.running).toBe(1);
+    expect(s.kvBytesUsed).toBeGreaterThan(0);
+    expect(s.kvBytesUsed).toBeLessThan(1000);
+    expect(s.remainingTokens).toBe(9 + 20_000 - 9 - 1);
+    ac.abort(new Error("client went away"));
+    await expect(it.next()).rejects.toThrow("client went away");
+    let running = 1;
+    for (let i = 0; i < 50 && running !== 0; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      await engine.scrape();
+      running = engine.stats().running;
+    }
+    expect(running).toBe(0);
+    expect(engine.stats().kvBytesUsed).toBe(0);
+    expect(engine.stats().remainingTokens).toBe(0);
+  });
+
+  it("maps upstream 4xx to typed errors before the first token", async () => {
+    const bad = { ...req("bad", 5), body: { model: "llama3.1-8b", messages: [], max_tokens: 5 } };
+    await expect(async () => {
+      for await (const ev of engine.generate(bad)) expect(ev).toBeUndefined();
+    }).rejects.toSatisfy((err: unknown) => isTidegateError(err, "invalid_request"));
+    const wrong = { ...req("wrong", 5), model: "llama2-70b" };
+    await expect(async () => {
+      for await (const ev of engine.generate(wrong)) expect(ev).toBeUndefined();
+    }).rejects.toSatisfy((err: unknown) => isTidegateError(err, "model_not_found"));
+  });
+
+  it("reports a dead upstream as upstream_error and unhealthy metrics", async () => {
+    const dead = new OpenAIHttpEngine({ instanceId: "dead", model: "llama3.1-8b", baseUrl: "http://127.0.0.1:1", clock: new WallClock(), metricsIntervalMs: 0 });
+    await expect(async () => {
+      for await (const ev of dead.generate(req("d", 3))) expect(ev).toBeUndefined();
+    }).rejects.toSatisfy((err: unknown) => isTidegateError(err, "upstream_error"));
+    expect(await dead.scrape()).toBe(false);
+    expect(dead.metricsHealthy).toBe(false);
+    await dead.close();
+  });
+});

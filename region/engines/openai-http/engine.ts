@@ -1,0 +1,223 @@
+/**
+ * The `Engine` port over any OpenAI-compatible server (vLLM, SGLang, `tidegate engine-sim`): `generate()` streams
+ * SSE from POST /v1/chat/completions or /v1/completions (node:http with a keep-alive agent; sse.ts parses chunks
+ * with a fast path), and `stats()` combines the server's /metrics (vllm:kv_cache_usage_perc,
+ * vllm:num_requests_running, vllm:num_requests_waiting, scraped every `metricsIntervalMs` on the Clock) with what
+ * this adapter has in flight (remaining tokens for JSQ, generated tokens). Aborting a request's signal destroys the
+ * upstream HTTP request, which is how vLLM (and engine-sim) learn to free its KV.
+ */
+import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
+import { request as httpsRequest, Agent as HttpsAgent } from "node:https";
+import type { Clock, Timer } from "../../../core/clock.js";
+import { ERROR_CODES, TidegateError, type ErrorCode } from "../../../core/errors.js";
+import { makeUsage } from "../../../core/openai.js";
+import type { Engine, EngineEvent, EngineStats, FinishReason, GenerateRequest } from "../../../core/ports.js";
+import { PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.js";
+import { VLLM_METRICS } from "../sim/metrics.js";
+import { SseSplitter, parseChunk, promValue } from "./sse.js";
+
+export interface OpenAIHttpEngineOptions {
+  instanceId: string;
+  model: string;
+  /** Base URL without the /v1 suffix, e.g. http://10.0.0.5:8000. */
+  baseUrl: string;
+  clock: Clock;
+  /** KV bytes of the instance, to turn the scraped usage fraction into bytes (default 1: bytes = fraction). */
+  kvBytesCapacity?: number;
+  /** /metrics scrape period (default 500 ms); 0 disables the timer (call scrape()). */
+  metricsIntervalMs?: number;
+  /** Bearer key for the upstream server. */
+  apiKey?: string;
+  /** Time allowed for the response headers (default 30 s). */
+  headersTimeoutMs?: number;
+}
+
+interface Scraped {
+  kvUsage: number;
+  running: number;
+  waiting: number;
+}
+
+const UPSTREAM_CODES = new Set<ErrorCode>(["invalid_request", "invalid_json", "model_not_found", "payload_too_large", "rate_limited", "not_found"]);
+
+export class OpenAIHttpEngine implements Engine {
+  readonly instanceId: string;
+  readonly model: string;
+  private readonly url: URL;
+  private readonly opts: OpenAIHttpEngineOptions;
+  private readonly agent: Agent;
+  private readonly metricsTimer: Timer | undefined;
+  private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0 };
+  private scrapeOk = false;
+  private remaining = 0;
+  private inFlight = 0;
+  private generated = 0;
+  private closed = false;
+
+  constructor(opts: OpenAIHttpEngineOptions) {
+    this.opts = opts;
+    this.instanceId = opts.instanceId;
+    this.model = opts.model;
+    this.url = new URL(opts.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/");
+    const agentOpts = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY };
+    this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
+    const interval = opts.metricsIntervalMs ?? 500;
+    this.metricsTimer = interval > 0 ? opts.clock.every(interval, () => void this.scrape()) : undefined;
+  }
+
+  /** True once a /metrics scrape succeeded and the last one did. */
+  get metricsHealthy(): boolean {
+    return this.scrapeOk;
+  }
+
+  /** Scrapes /metrics now; resolves false (keeping the last values) when the server cannot be read. */
+  async scrape(): Promise<boolean> {
+    try {
+      const res = await this.send("GET", "metrics", undefined, {}, undefined);
+      const text = await readAll(res);
+      if ((res.statusCode ?? 0) !== 200) throw new Error(`status ${res.statusCode}`);
+      this.scraped = {
+        kvUsage: promValue(text, VLLM_METRICS.kvUsage) ?? promValue(text, VLLM_METRICS.kvUsageLegacy) ?? this.scraped.kvUsage,
+        running: promValue(text, VLLM_METRICS.running) ?? this.scraped.running,
+        waiting: promValue(text, VLLM_METRICS.waiting) ?? this.scraped.waiting,
+      };
+      this.scrapeOk = true;
+    } catch {
+      this.scrapeOk = false;
+    }
+    return this.scrapeOk;
+  }
+
+  /**
+   * KV usage, running and waiting from the last scrape; remaining tokens (prompt + max output still to come) and
+   * generated tokens from the requests this adapter streamed. running/waiting are at least what is in flight here.
+   */
+  stats(): EngineStats {
+    const cap = this.opts.kvBytesCapacity ?? 1;
+    return {
+      kvBytesUsed: this.scraped.kvUsage * cap,
+      kvBytesCapacity: cap,
+      running: Math.max(this.scraped.running, this.inFlight - this.scraped.waiting),
+      waiting: this.scraped.waiting,
+      remainingTokens: this.remaining,
+      generatedTokensTotal: this.generated,
+    };
+  }
+
+  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
+    if (this.closed) throw new TidegateError("upstream_error", `engine ${this.instanceId} is closed`);
+    signal?.throwIfAborted();
+    const body = JSON.stringify({ ...req.body, model: req.model, stream: true, stream_options: { include_usage: true } });
+    const path = req.kind === "chat" ? "v1/chat/completions" : "v1/completions";
+    const budget = req.promptTokens + req.maxTokens;
+    let counted = 0;
+    this.remaining += budget;
+    this.inFlight++;
+    const headers: Record<string, string> = { [REQUEST_ID_HEADER]: req.id, [PRIORITY_HEADER]: String(req.priority) };
+    let res: IncomingMessage | undefined;
+    try {
+      res = await this.send("POST", path, body, headers, signal);
+      const status = res.statusCode ?? 0;
+      if (status !== 200) throw await upstreamError(res, status);
+      const split = new SseSplitter();
+      let finish: FinishReason = "length";
+      let usage: { promptTokens: number; completionTokens: number } | undefined;
+      let tokens = 0;
+      let sawDone = false;
+      for await (const bytes of res as AsyncIterable<Buffer>) {
+        for (const data of split.push(bytes)) {
+          if (signal?.aborted) throw signal.reason;
+          const c = parseChunk(data);
+          if (c.kind === "text" || (c.kind === "finish" && c.text.length > 0)) {
+            const text = c.text;
+            tokens++;
+            this.generated++;
+            if (counted === 0) {
+              this.remaining -= req.promptTokens;
+              counted += req.promptTokens;
+            }
+            if (counted < budget) {
+              this.remaining--;
+              counted++;
+            }
+            yield { type: "token", text, tokens: 1 };
+          }
+          if (c.kind === "finish") finish = c.reason === "stop" ? "stop" : "length";
+          else if (c.kind === "usage") usage = c;
+          else if (c.kind === "error") throw new TidegateError("upstream_error", `upstream ${this.instanceId}: ${c.message}`);
+          else if (c.kind === "done") sawDone = true;
+        }
+      }
+      if (signal?.aborted) throw signal.reason;
+      if (!sawDone) throw new TidegateError("upstream_error", `upstream ${this.instanceId} ended the stream without [DONE]`);
+      yield { type: "done", finishReason: finish, usage: makeUsage(usage?.promptTokens ?? req.promptTokens, usage?.completionTokens ?? tokens) };
+    } catch (err) {
+      if (signal?.aborted) throw signal.reason ?? err;
+      if (err instanceof TidegateError) throw err;
+      throw new TidegateError("upstream_error", `upstream ${this.instanceId} (${this.url.host}): ${(err as Error).message}`, { cause: err });
+    } finally {
+      // A consumer that stops early (or an error) must not leave the upstream generating: close the connection.
+      if (res !== undefined && !res.complete) res.destroy();
+      this.remaining -= budget - counted;
+      this.inFlight--;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.metricsTimer?.cancel();
+    this.agent.destroy();
+  }
+
+  /** One HTTP request; destroying it on abort. Resolves with the response once headers arrive. */
+  private send(method: string, path: string, body: string | undefined, headers: Record<string, string>, signal: AbortSignal | undefined): Promise<IncomingMessage> {
+    const target = new URL(path, this.url);
+    const h: Record<string, string | number> = { ...headers, accept: method === "POST" ? "text/event-stream" : "*/*" };
+    if (body !== undefined) {
+      h["content-type"] = "application/json";
+      h["content-length"] = Buffer.byteLength(body);
+    }
+    if (this.opts.apiKey !== undefined) h.authorization = `Bearer ${this.opts.apiKey}`;
+    const make = target.protocol === "https:" ? httpsRequest : httpRequest;
+    return new Promise((resolve, reject) => {
+      const req = make(target, { method, headers: h, agent: this.agent, signal });
+      req.setTimeout(this.opts.headersTimeoutMs ?? 30_000, () => req.destroy(new Error("timed out waiting for response headers")));
+      req.once("response", (res) => {
+        req.setTimeout(0);
+        resolve(res);
+      });
+      req.once("error", reject);
+      req.end(body);
+    });
+  }
+}
+
+function readAll(res: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    res.on("data", (c: Buffer) => parts.push(c));
+    res.once("end", () => resolve(Buffer.concat(parts).toString("utf8")));
+    res.once("error", reject);
+  });
+}
+
+/** Maps an upstream error response to a TidegateError: its 4xx codes pass through, the rest is upstream_error. */
+async function upstreamError(res: IncomingMessage, status: number): Promise<TidegateError> {
+  const text = await readAll(res).catch(() => "");
+  let message = text.slice(0, 500);
+  let code: string | undefined;
+  try {
+    const v = JSON.parse(text) as { error?: { message?: unknown; code?: unknown } };
+    if (typeof v.error?.message === "string") message = v.error.message;
+    if (typeof v.error?.code === "string") code = v.error.code;
+  } catch {
+    // not JSON: keep the text
+  }
+  if (code !== undefined && code in ERROR_CODES && UPSTREAM_CODES.has(code as ErrorCode)) return new TidegateError(code as ErrorCode, message);
+  if (status === 400) return new TidegateError("invalid_request", message);
+  if (status === 404) return new TidegateError("model_not_found", message);
+  if (status === 413) return new TidegateError("payload_too_large", message);
+  if (status === 429) return new TidegateError("rate_limited", message);
+  return new TidegateError("upstream_error", `upstream status ${status}: ${message}`);
+}

@@ -1,0 +1,132 @@
+/**
+ * Incremental parsing of an OpenAI-style SSE stream (`data: {...}\n\n` … `data: [DONE]\n\n`). Token chunks take a
+ * fast path: the text is cut out of the chunk by locating `"content":"` / `"text":"` and decoding only that JSON
+ * string; chunks that carry a finish reason, usage or an error (a handful per stream) are JSON-parsed in full.
+ */
+
+/** What one SSE `data:` payload means to the adapter. */
+export type SseChunk =
+  | { kind: "text"; text: string }
+  | { kind: "finish"; reason: string; text: string }
+  | { kind: "usage"; promptTokens: number; completionTokens: number }
+  | { kind: "error"; message: string; code: string | null }
+  | { kind: "done" }
+  | { kind: "other" };
+
+/** Splits a byte stream into SSE event payloads (the joined `data:` lines of each event). */
+export class SseSplitter {
+  private buf = "";
+  private readonly decoder = new TextDecoder();
+
+  /** Feeds bytes; returns the complete events' data payloads in order. */
+  push(bytes: Uint8Array): string[] {
+    this.buf += this.decoder.decode(bytes, { stream: true });
+    const out: string[] = [];
+    for (;;) {
+      let end = this.buf.indexOf("\n\n");
+      let sepLen = 2;
+      const crlf = this.buf.indexOf("\r\n\r\n");
+      if (crlf !== -1 && (end === -1 || crlf < end)) {
+        end = crlf;
+        sepLen = 4;
+      }
+      if (end === -1) return out;
+      const event = this.buf.slice(0, end);
+      this.buf = this.buf.slice(end + sepLen);
+      const data = dataOf(event);
+      if (data !== undefined) out.push(data);
+    }
+  }
+}
+
+function dataOf(event: string): string | undefined {
+  if (event.startsWith("data: ") && event.indexOf("\n") === -1) return event.slice(6);
+  let data: string | undefined;
+  for (const raw of event.split(/\r?\n/)) {
+    if (!raw.startsWith("data:")) continue; // comments (":"), event:, id:, retry:
+    const v = raw.slice(raw[5] === " " ? 6 : 5);
+    data = data === undefined ? v : data + "\n" + v;
+  }
+  return data;
+}
+
+/** Decodes the JSON string literal that starts at `s[start]` (a `"`); undefined when malformed. */
+function stringAt(s: string, start: number): string | undefined {
+  let i = start + 1;
+  let escaped = false;
+  for (; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x5c /* \ */) {
+      escaped = true;
+      i++;
+    } else if (c === 0x22 /* " */) break;
+  }
+  if (i >= s.length) return undefined;
+  if (!escaped) return s.slice(start + 1, i);
+  try {
+    return JSON.parse(s.slice(start, i + 1)) as string;
+  } catch {
+    return undefined;
+  }
+}
+
+const FAST_KEYS = ['"delta":{"content":"', '"text":"'];
+
+/** Classifies one SSE data payload. */
+export function parseChunk(data: string): SseChunk {
+  if (data === "[DONE]") return { kind: "done" };
+  if (data.includes('"finish_reason":null') && !data.includes('"usage":{') && !data.startsWith('{"error"')) {
+    for (const key of FAST_KEYS) {
+      const at = data.indexOf(key);
+      if (at !== -1) {
+        const text = stringAt(data, at + key.length - 1);
+        if (text !== undefined) return { kind: "text", text };
+      }
+    }
+  }
+  let v: unknown;
+  try {
+    v = JSON.parse(data);
+  } catch {
+    return { kind: "error", message: `upstream sent a malformed chunk: ${data.slice(0, 120)}`, code: null };
+  }
+  if (typeof v !== "object" || v === null) return { kind: "other" };
+  const o = v as Record<string, unknown>;
+  if (typeof o.error === "object" && o.error !== null) {
+    const e = o.error as Record<string, unknown>;
+    return { kind: "error", message: typeof e.message === "string" ? e.message : "upstream error", code: typeof e.code === "string" ? e.code : null };
+  }
+  const usage = o.usage as Record<string, unknown> | null | undefined;
+  const choices = Array.isArray(o.choices) ? (o.choices as Record<string, unknown>[]) : [];
+  const c = choices[0];
+  if (c !== undefined) {
+    const delta = c.delta as Record<string, unknown> | undefined;
+    const text = typeof delta?.content === "string" ? delta.content : typeof c.text === "string" ? c.text : "";
+    if (typeof c.finish_reason === "string") return { kind: "finish", reason: c.finish_reason, text };
+    if (text.length > 0) return { kind: "text", text };
+  }
+  if (usage && typeof usage.prompt_tokens === "number" && typeof usage.completion_tokens === "number") {
+    return { kind: "usage", promptTokens: usage.prompt_tokens, completionTokens: usage.completion_tokens };
+  }
+  return { kind: "other" };
+}
+
+/** Sums the samples of `name` (any labels) in Prometheus text format; undefined when absent. */
+export function promValue(text: string, name: string): number | undefined {
+  let sum: number | undefined;
+  let at = 0;
+  for (;;) {
+    at = text.indexOf(name, at);
+    if (at === -1) return sum;
+    const lineStart = at === 0 || text[at - 1] === "\n";
+    const next = text[at + name.length];
+    if (lineStart && (next === "{" || next === " ")) {
+      const eol = text.indexOf("\n", at);
+      const line = text.slice(at, eol === -1 ? undefined : eol);
+      const sp = line.lastIndexOf(" ");
+      const v = Number(line.slice(sp + 1));
+      if (Number.isFinite(v)) sum = (sum ?? 0) + v;
+    }
+    at += name.length;
+  }
+}

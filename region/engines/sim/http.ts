@@ -1,0 +1,226 @@
+/**
+ * `tidegate engine-sim`'s HTTP face: a SimEngine that looks like vLLM to its clients (node:http, no framework, for
+ * the least per-token overhead). Routes: POST /v1/chat/completions and /v1/completions (streaming and not,
+ * stream_options.include_usage), GET /v1/models, /health, /metrics (vLLM names, metrics.ts). Request validation,
+ * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
+ * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { TidegateError, toTidegateError } from "../../../core/errors.js";
+import { newId } from "../../../core/ids.js";
+import { MODEL_SPECS } from "../../../core/models.js";
+import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../../core/openai.js";
+import type { EngineEvent, GenerateRequest, Priority } from "../../../core/ports.js";
+import { parseJson } from "../../../core/validate.js";
+import type { SimEngine } from "./engine.js";
+import { EngineSimMetrics } from "./metrics.js";
+
+export interface EngineSimServerOptions {
+  engine: SimEngine;
+  /** Largest request body accepted (413 above). */
+  bodyLimitBytes?: number;
+}
+
+/** Request id header the region gateway forwards so synthetic text is the same at every hop. */
+export const REQUEST_ID_HEADER = "x-request-id";
+/** Priority header (0 interactive, 1 batch) the region gateway forwards; default 0. */
+export const PRIORITY_HEADER = "x-tidegate-priority";
+const ID_RE = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function sendError(res: ServerResponse, err: unknown): void {
+  const e = toTidegateError(err);
+  if (res.headersSent) {
+    res.end();
+    return;
+  }
+  sendJson(res, e.status, e.toOpenAI());
+}
+
+function readBody(req: IncomingMessage, limitBytes: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(req.headers["content-length"] ?? 0);
+    if (declared > limitBytes) {
+      reject(new TidegateError("payload_too_large", `request body exceeds ${limitBytes} bytes`));
+      req.resume();
+      return;
+    }
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on("data", (c: Buffer) => {
+      size += c.length;
+      if (size > limitBytes) {
+        reject(new TidegateError("payload_too_large", `request body exceeds ${limitBytes} bytes`));
+        req.destroy();
+        return;
+      }
+      parts.push(c);
+    });
+    req.on("end", () => resolve(Buffer.concat(parts).toString("utf8")));
+    req.on("error", reject);
+  });
+}
+
+/** Writes `chunk`, waiting for drain when the socket buffer is full; throws when the client is gone. */
+async function write(res: ServerResponse, chunk: string): Promise<void> {
+  if (res.destroyed) throw new TidegateError("cancelled", "client disconnected");
+  if (!res.write(chunk)) {
+    await new Promise<void>((resolve, reject) => {
+      const onClose = () => reject(new TidegateError("cancelled", "client disconnected"));
+      res.once("drain", () => {
+        res.off("close", onClose);
+        resolve();
+      });
+      res.once("close", onClose);
+    });
+  }
+}
+
+/** The vLLM-compatible server around one SimEngine. */
+export class EngineSimServer {
+  readonly server: Server;
+  readonly metrics: EngineSimMetrics;
+  private readonly engine: SimEngine;
+  private readonly bodyLimitBytes: number;
+  private readonly createdS = Math.floor(Date.now() / 1000);
+
+  constructor(opts: EngineSimServerOptions) {
+    this.engine = opts.engine;
+    this.bodyLimitBytes = opts.bodyLimitBytes ?? 4 * 1024 * 1024;
+    this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats());
+    this.server = createServer((req, res) => {
+      this.route(req, res).catch((err: unknown) => sendError(res, err));
+    });
+    this.server.keepAliveTimeout = 65_000;
+  }
+
+  /** Listens on host:port (0 = a free port); resolves to the base URL, e.g. http://127.0.0.1:41234. */
+  listen(port: number, host = "127.0.0.1"): Promise<string> {
+    return new Promise((resolve, reject) => {
+      this.server.once("error", reject);
+      this.server.listen(port, host, () => {
+        const a = this.server.address() as AddressInfo;
+        resolve(`http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`);
+      });
+    });
+  }
+
+  /** Stops accepting, ends open streams (cancelling their generations) and closes the engine. */
+  async close(): Promise<void> {
+    await this.engine.close();
+    await new Promise<void>((resolve) => {
+      this.server.close(() => resolve());
+      this.server.closeAllConnections();
+    });
+  }
+
+  private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? "/").split("?")[0];
+    const method = req.method ?? "GET";
+    if (path === "/v1/chat/completions" || path === "/v1/completions") {
+      if (method !== "POST") throw new TidegateError("not_found", `${method} ${path} is not supported; use POST`);
+      return this.completions(path === "/v1/chat/completions" ? "chat" : "completion", req, res);
+    }
+    if (method !== "GET" && method !== "HEAD") throw new TidegateError("not_found", `${method} ${path} is not supported`);
+    if (path === "/health") {
+      res.writeHead(200, { "content-length": 0 });
+      res.end();
+    } else if (path === "/v1/models") {
+      const spec = MODEL_SPECS[this.engine.model];
+      sendJson(res, 200, {
+        object: "list",
+        data: [{ id: this.engine.model, object: "model", created: this.createdS, owned_by: "tidegate", root: this.engine.model, parent: null, max_model_len: spec?.maxContextTokens ?? null }],
+      });
+    } else if (path === "/metrics") {
+      const text = await this.metrics.registry.metrics();
+      res.writeHead(200, { "content-type": this.metrics.registry.contentType });
+      res.end(text);
+    } else throw new TidegateError("not_found", `no route ${method} ${path}`);
+  }
+
+  private async completions(kind: ApiKind, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const text = await readBody(req, this.bodyLimitBytes);
+    const body = parseJson(text, "request body");
+    const model = this.engine.model;
+    const parsed = parseOpenAIRequest(kind, body, MODEL_SPECS[model]?.maxContextTokens);
+    if (parsed.model !== model) throw new TidegateError("model_not_found", `The model \`${parsed.model}\` does not exist. This server serves ${model}.`, { param: "model" });
+    const headerId = req.headers[REQUEST_ID_HEADER];
+    const id = typeof headerId === "string" && ID_RE.test(headerId) ? headerId : newId(kind === "chat" ? "chatcmpl-" : "cmpl-");
+    const priorityHeader = req.headers[PRIORITY_HEADER];
+    const priority: Priority = priorityHeader === "1" ? 1 : 0;
+    const greq: GenerateRequest = { id, model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, body: parsed.body };
+    const ac = new AbortController();
+    const onClose = () => {
+      if (!res.writableFinished) ac.abort(new TidegateError("cancelled", "client disconnected"));
+    };
+    res.on("close", onClose);
+    const fmt = new ChunkFormatter(kind, id, model, Math.floor(Date.now() / 1000));
+    const it = this.engine.generate(greq, ac.signal)[Symbol.asyncIterator]();
+    const startMs = Date.now();
+    const gaps: number[] = [];
+    let ttftMs: number | undefined;
+    let lastMs = 0;
+    let outputTokens = 0;
+    let finished: "stop" | "length" | "abort" = "abort";
+    const next = async (): Promise<EngineEvent | undefined> => {
+      const r = await it.next();
+      if (r.done) return undefined;
+      const now = Date.now();
+      if (r.value.type === "token") {
+        if (ttftMs === undefined) ttftMs = now - startMs;
+        else gaps.push(now - lastMs);
+        lastMs = now;
+        outputTokens += r.value.tokens;
+      }
+      return r.value;
+    };
+    try {
+      // The first event comes before any header: a request the engine rejects is a plain 4xx, not a broken stream.
+      let ev = await next();
+      if (!parsed.stream) {
+        let out = "";
+        while (ev !== undefined && ev.type === "token") {
+          out += ev.text;
+          ev = await next();
+        }
+        if (ev === undefined) throw new TidegateError("internal", "engine ended without a done event");
+        finished = ev.finishReason;
+        sendJson(res, 200, fmt.fullResponse(out, ev.finishReason, ev.usage));
+        return;
+      }
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+      const role = fmt.roleChunk();
+      let pending = role;
+      while (ev !== undefined && ev.type === "token") {
+        pending += fmt.textChunk(ev.text);
+        await write(res, pending);
+        pending = "";
+        ev = await next();
+      }
+      if (ev === undefined) throw new TidegateError("internal", "engine ended without a done event");
+      finished = ev.finishReason;
+      let tail = pending + fmt.finishChunk(ev.finishReason);
+      if (parsed.includeUsage) tail += fmt.usageChunk(ev.usage);
+      tail += ChunkFormatter.DONE;
+      res.end(tail);
+    } catch (err) {
+      if (res.headersSent && !res.destroyed) {
+        const e = toTidegateError(err);
+        res.end(fmt.errorChunk(e.message, e.code) + ChunkFormatter.DONE);
+        return;
+      }
+      throw err;
+    } finally {
+      res.off("close", onClose);
+      if (finished === "abort") ac.abort(new TidegateError("cancelled", "request ended"));
+      await it.return?.();
+      if (ttftMs !== undefined) this.metrics.observeRequest({ ttftMs, e2eMs: Date.now() - startMs, promptTokens: parsed.promptTokens, outputTokens, gapsMs: gaps, finishedReason: finished });
+    }
+  }
+}

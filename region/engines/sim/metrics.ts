@@ -1,0 +1,79 @@
+/**
+ * vLLM's Prometheus metric names for `tidegate engine-sim`, so scrapers (and the openai-http adapter) read it as
+ * they read vLLM: KV usage, running/waiting, TTFT and inter-token histograms, token counters. Label `model_name`
+ * as vLLM does. Gauges are read from the engine at scrape time.
+ */
+import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../../core/metrics.js";
+import type { EngineStats } from "../../../core/ports.js";
+
+/** The gauge names the openai-http adapter scrapes (vLLM ≥ 0.7 names; `gpu_cache_usage_perc` is the older one). */
+export const VLLM_METRICS = {
+  kvUsage: "vllm:kv_cache_usage_perc",
+  kvUsageLegacy: "vllm:gpu_cache_usage_perc",
+  running: "vllm:num_requests_running",
+  waiting: "vllm:num_requests_waiting",
+} as const;
+
+const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
+const TPOT_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+const E2E_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920];
+
+/** The metrics of one engine-sim process. `stats` is read at each scrape. */
+export class EngineSimMetrics {
+  readonly registry: Registry;
+  readonly ttftSeconds: Histogram<"model_name">;
+  readonly tpotSeconds: Histogram<"model_name">;
+  readonly interTokenSeconds: Histogram<"model_name">;
+  readonly e2eSeconds: Histogram<"model_name">;
+  readonly promptTokens: Counter<"model_name">;
+  readonly generationTokens: Counter<"model_name">;
+  readonly requestSuccess: Counter<"model_name" | "finished_reason">;
+  private readonly labels: { model_name: string };
+
+  constructor(model: string, stats: () => EngineStats) {
+    this.registry = createRegistry(false);
+    this.labels = { model_name: model };
+    const registers = [this.registry];
+    const gauge = (name: string, help: string, read: (s: EngineStats) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ["model_name"],
+        registers,
+        collect() {
+          this.set({ model_name: model }, read(stats()));
+        },
+      });
+    const kv = (s: EngineStats) => (s.kvBytesCapacity > 0 ? s.kvBytesUsed / s.kvBytesCapacity : 0);
+    gauge(VLLM_METRICS.kvUsage, "KV-cache usage. 1 means 100 percent usage.", kv);
+    gauge(VLLM_METRICS.kvUsageLegacy, "KV-cache usage (pre-0.7 name). 1 means 100 percent usage.", kv);
+    gauge(VLLM_METRICS.running, "Number of requests in model execution batches.", (s) => s.running);
+    gauge(VLLM_METRICS.waiting, "Number of requests waiting to be processed.", (s) => s.waiting);
+    const hist = (name: string, help: string, buckets: number[]) => new Histogram({ name, help, labelNames: ["model_name"], buckets, registers });
+    this.ttftSeconds = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS);
+    this.tpotSeconds = hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", TPOT_BUCKETS);
+    this.interTokenSeconds = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", TPOT_BUCKETS);
+    this.e2eSeconds = hist("vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.", E2E_BUCKETS);
+    for (const h of [this.ttftSeconds, this.tpotSeconds, this.interTokenSeconds, this.e2eSeconds]) h.zero(this.labels);
+    this.promptTokens = new Counter({ name: "vllm:prompt_tokens_total", help: "Number of prefill tokens processed.", labelNames: ["model_name"], registers });
+    this.generationTokens = new Counter({ name: "vllm:generation_tokens_total", help: "Number of generation tokens processed.", labelNames: ["model_name"], registers });
+    this.requestSuccess = new Counter({ name: "vllm:request_success_total", help: "Count of successfully processed requests.", labelNames: ["model_name", "finished_reason"], registers });
+    initLabels(this.promptTokens, { model_name: [model] });
+    initLabels(this.generationTokens, { model_name: [model] });
+    initLabels(this.requestSuccess, { model_name: [model], finished_reason: ["stop", "length", "abort"] });
+  }
+
+  /** Records one finished (or aborted) request: times in ms from arrival; `gapsMs` the inter-token gaps. */
+  observeRequest(r: { ttftMs: number | undefined; e2eMs: number; promptTokens: number; outputTokens: number; gapsMs: number[]; finishedReason: "stop" | "length" | "abort" }): void {
+    const l = this.labels;
+    if (r.ttftMs !== undefined) this.ttftSeconds.observe(l, r.ttftMs / 1000);
+    for (const g of r.gapsMs) {
+      this.tpotSeconds.observe(l, g / 1000);
+      this.interTokenSeconds.observe(l, g / 1000);
+    }
+    this.e2eSeconds.observe(l, r.e2eMs / 1000);
+    this.promptTokens.inc(l, r.promptTokens);
+    this.generationTokens.inc(l, r.outputTokens);
+    this.requestSuccess.inc({ ...l, finished_reason: r.finishedReason });
+  }
+}

@@ -4,6 +4,7 @@
  * global router through in-process RegionLinks — serving the OpenAI API on http://127.0.0.1:8080.
  */
 import type { Command } from "../command.js";
+import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock, type Clock } from "../../core/clock.js";
 import { loadConfig, type TidegateConfig } from "../../core/config.js";
 import { createLogger, type Logger } from "../../core/log.js";
@@ -100,6 +101,7 @@ export const command: Command = {
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
+    "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
@@ -109,11 +111,16 @@ export const command: Command = {
     const port = typeof flags.port === "number" ? flags.port : config.router.port;
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer in [0, 65535], got ${port}`);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
-    const stack = buildDevStack({ config, clock: new WallClock(), logger });
+    const clock = new WallClock();
+    // Batch tier (issue 3): Files/Batch API at /v1 on the embedded queue, or Redis with --redis-url.
+    const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }) });
+    const stack = buildDevStack({ config, clock, logger, mounts: [{ path: "/v1", app: batch.routes }] });
+    batch.start(stack.links, stack.router.deps.metrics.registry);
     const stopped = untilSignal();
     try {
       await stack.router.listen(host, port);
     } catch (err) {
+      await batch.close();
       await stack.close();
       throw err;
     }
@@ -126,6 +133,7 @@ export const command: Command = {
     );
     const sig = await stopped;
     logger.info("shutting down", { signal: sig });
+    await batch.close();
     await stack.close();
     process.stdout.write("tidegate dev: stopped\n");
     return 0;

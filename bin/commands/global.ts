@@ -4,6 +4,7 @@
  * OpenAI-compatible API (router/).
  */
 import type { Command } from "../command.js";
+import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
 import { createLogger } from "../../core/log.js";
@@ -43,6 +44,7 @@ export const command: Command = {
     "tls-cert": { type: "string", help: "PEM client certificate chain of this router" },
     "tls-key": { type: "string", help: "PEM private key of this router" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
+    "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
@@ -59,9 +61,13 @@ export const command: Command = {
     const links = config.regions.map(
       (r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, telemetryIntervalMs, clock, log: logger.child({ region: r.name }), ...(tls === undefined ? {} : { tls }) }),
     );
-    const router = new GlobalRouter({ config, links, clock, logger });
+    // Batch tier (issue 3): Files/Batch API at /v1 and the NIW dispatcher; --redis-url switches the queue to Redis.
+    const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }) });
+    const router = new GlobalRouter({ config, links, clock, logger, mounts: [{ path: "/v1", app: batch.routes }] });
+    batch.start(links, router.deps.metrics.registry);
     const stopped = untilSignal();
     const close = async () => {
+      await batch.close();
       await router.close();
       await Promise.all(links.map((l) => l.close()));
     };

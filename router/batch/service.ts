@@ -22,9 +22,6 @@ import { batchRoutes } from "./routes.js";
 export interface BatchServiceOptions {
   config: TidegateConfig;
   clock: Clock;
-  links: readonly RegionLink[];
-  /** Where queue metrics go (the router's registry); none when absent. */
-  registry?: Registry;
   log?: Logger;
   /** Maintenance period; default 1000 ms. */
   maintenanceIntervalMs?: number;
@@ -33,15 +30,21 @@ export interface BatchServiceOptions {
 }
 
 export interface BatchService {
-  /** Mount at /v1. */
+  /** Mount at /v1 (usable before start: new batches wait for the dispatcher). */
   routes: Hono;
-  dispatcher: Dispatcher;
   store: QueueStore;
   files: FileStore;
-  /** Starts dispatching (subscribes to telemetry, starts maintenance). */
-  start(): void;
+  /** The dispatcher once started. */
+  readonly dispatcher: Dispatcher | undefined;
+  /** Starts dispatching to `links` (subscribes to telemetry, starts maintenance); metrics go to `registry` if given. */
+  start(links: readonly RegionLink[], registry?: Registry): Dispatcher;
   /** Stops the dispatcher and closes the stores (and the Redis connection it opened). */
   close(): Promise<void>;
+}
+
+/** `config` with the queue switched to Redis at `redisUrl` (the `--redis-url` flag); unchanged when undefined. */
+export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefined): TidegateConfig {
+  return redisUrl === undefined ? config : { ...config, queue: { ...config.queue, backend: "redis", redisUrl } };
 }
 
 /** Builds the batch tier from config. */
@@ -60,31 +63,39 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
   }
   const models = o.config.models.map((m) => m.name);
   const knownModels = new Set(models);
-  const metrics = o.registry === undefined ? undefined : new QueueMetrics(o.registry, models, o.config.regions.map((r) => r.name));
-  const dispatcher = new Dispatcher({
-    store, files, clock: o.clock, links: o.links, models,
-    thresholds: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow },
-    promoteAfterMs: q.promoteAfterMs,
-    leaseMs: q.leaseMs,
-    ...(o.maintenanceIntervalMs === undefined ? {} : { maintenanceIntervalMs: o.maintenanceIntervalMs }),
-    ...(o.intakeGraceMs === undefined ? {} : { intakeGraceMs: o.intakeGraceMs }),
-    intake: async (batch) => void (await intakeBatch({ store, files, clock: o.clock, knownModels }, batch)),
-    ...(metrics === undefined ? {} : { metrics }),
-    log: o.log ?? silentLogger,
-  });
+  let dispatcher: Dispatcher | undefined;
   const routes = batchRoutes({
     store, files, clock: o.clock,
     maxFileBytes: q.maxFileBytes,
     completionWindowMs: q.completionWindowMs,
     apiKeys: o.config.router.apiKeys,
-    onBatchCreated: (b) => dispatcher.startIntake(b),
-    onBatchCancelled: () => void dispatcher.maintain(),
+    onBatchCreated: (b) => dispatcher?.startIntake(b),
+    onBatchCancelled: () => void dispatcher?.maintain(),
   });
   return {
-    routes, dispatcher, store, files,
-    start: () => dispatcher.start(),
+    routes, store, files,
+    get dispatcher() {
+      return dispatcher;
+    },
+    start: (links, registry) => {
+      if (dispatcher !== undefined) throw new Error("batch service already started");
+      const metrics = registry === undefined ? undefined : new QueueMetrics(registry, models, o.config.regions.map((r) => r.name));
+      dispatcher = new Dispatcher({
+        store, files, clock: o.clock, links, models,
+        thresholds: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow },
+        promoteAfterMs: q.promoteAfterMs,
+        leaseMs: q.leaseMs,
+        ...(o.maintenanceIntervalMs === undefined ? {} : { maintenanceIntervalMs: o.maintenanceIntervalMs }),
+        ...(o.intakeGraceMs === undefined ? {} : { intakeGraceMs: o.intakeGraceMs }),
+        intake: async (batch) => void (await intakeBatch({ store, files, clock: o.clock, knownModels }, batch)),
+        ...(metrics === undefined ? {} : { metrics }),
+        log: o.log ?? silentLogger,
+      });
+      dispatcher.start();
+      return dispatcher;
+    },
     close: async () => {
-      await dispatcher.stop();
+      await dispatcher?.stop();
       await store.close();
       await files.close();
       redis?.disconnect();

@@ -43,8 +43,8 @@ export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> 
   const links = config.regions.map((r) => new FakeRegionLink(r.name));
   const utilization = new Map(links.map((l) => [l.region, opts.initialUtilization ?? 0.3]));
   const registry = createRegistry(false);
-  const service = createBatchService({ config, clock, links, registry, maintenanceIntervalMs: 50, intakeGraceMs: 500 });
-  service.start();
+  const service = createBatchService({ config, clock, maintenanceIntervalMs: 50, intakeGraceMs: 500 });
+  service.start(links, registry);
   const models = config.models.map((m) => m.name);
   const pump = setInterval(() => {
     for (const l of links) l.emitTelemetry(Object.fromEntries(models.map((m) => [m, utilization.get(l.region)!])));

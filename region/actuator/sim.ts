@@ -43,8 +43,11 @@ export interface SimActuatorOptions {
   weightsInRegion: readonly ModelName[];
   /** Deterministic uniform [0, 1) source. */
   random: () => number;
-  /** When a draining instance's last in-flight request finishes (clock ms); default: now. */
-  drainDoneAtMs?: (instanceId: string) => number;
+  /**
+   * When a draining instance's last in-flight request finishes (clock ms); default: now. Returning undefined means
+   * "not known yet": the instance stays draining until the engine layer calls `finishDrain(id)`.
+   */
+  drainDoneAtMs?: (instanceId: string) => number | undefined;
   onChange?: InstanceListener;
 }
 
@@ -151,9 +154,18 @@ export class SimActuator implements Actuator {
     inst.actionAtMs = this.o.clock.now();
     this.transition(inst, "draining");
     delete inst.readyAtMs;
-    const doneAt = wasServing ? (this.o.drainDoneAtMs?.(inst.id) ?? inst.sinceMs) : inst.sinceMs;
-    this.schedule(inst.id, Math.max(0, doneAt - inst.sinceMs), () => this.transition(inst, "spot"));
+    const doneAt = wasServing ? (this.o.drainDoneAtMs === undefined ? inst.sinceMs : this.o.drainDoneAtMs(inst.id)) : inst.sinceMs;
+    if (doneAt !== undefined) this.schedule(inst.id, Math.max(0, doneAt - inst.sinceMs), () => this.transition(inst, "spot"));
     return { ...inst };
+  }
+
+  /** The engine layer reports that a draining instance holds no more work: it becomes spot now. No-op otherwise. */
+  finishDrain(instanceId: string): void {
+    const inst = this.byId.get(instanceId);
+    if (inst === undefined || inst.state !== "draining") return;
+    this.timers.get(inst.id)?.cancel();
+    this.timers.delete(inst.id);
+    this.transition(inst, "spot");
   }
 
   private loadMs(model: ModelName): number {

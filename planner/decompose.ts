@@ -1,0 +1,364 @@
+/**
+ * The large-fleet path: Lagrangian decomposition of the ILP (ilp.ts) over its only coupling rows, the per-(region,
+ * GPU type) capacities. With prices λ ≥ 0 on GPUs, the problem splits into one small problem per model:
+ *   min Σ (hold + λ·gpus)·N' + start·Δ⁺ + penalty·unmet  s.t. regional covers α·F(m,r), global cover Σ_r F(m,r), bounds.
+ * Its LP relaxation is a covering problem over a laminar family (each region's endpoints inside the model's), so a
+ * greedy over cost per token/s is exact: forced minimums, then each region's cheapest units up to α·F, then the
+ * cheapest remaining units anywhere up to Σ F (instance costs are convex: keeping one of the N current instances
+ * costs hold, a new one hold + start). L(λ) = Σ_m LP_m(λ) − Σ λ·capacity is a lower bound on the LP relaxation and so
+ * on the ILP; subgradient steps (Polyak, towards the best integer cost) raise it. Each round also builds an integer
+ * plan — whole instances by the same greedy, pruned, then repaired where capacity is exceeded — and keeps the best.
+ * The gap reported is (best integer cost − best bound) / best integer cost.
+ */
+import type { IlpModel } from "./ilp.js";
+
+export interface DecomposeOptions {
+  /** Stop after this many ms (default 6,000). */
+  timeLimitMs?: number;
+  /** Stop when the gap is at most this (default 0.005). */
+  targetGap?: number;
+  maxIterations?: number;
+  /** Monotonic time source in ms (performance.now by default; tests may inject). */
+  nowMs?: () => number;
+}
+
+export interface DecomposeResult {
+  /** Integer N' per endpoint (same order as model.endpoints). */
+  targets: Int32Array;
+  /** Unmet tokens/s per cover row (cover rows, then global rows; 0 when met). */
+  objective: number;
+  bound: number;
+  gap: number;
+  iterations: number;
+  elapsedMs: number;
+}
+
+interface Segment {
+  ep: number;
+  /** Instances in the segment. */
+  count: number;
+  /** Cost per instance (with λ), and per token/s. */
+  cost: number;
+  perTps: number;
+}
+
+/** Index structures shared by every round. */
+class Structure {
+  readonly E: number;
+  readonly models: number[][]; // endpoint indices per model
+  readonly modelRegions: Map<string, number[]>[]; // per model: region -> endpoint indices
+  readonly regionDemand: Map<string, number>[]; // per model: region -> α·F
+  readonly globalDemand: number[];
+  readonly capOf: Int32Array; // endpoint -> capacity row index (0..C-1)
+  readonly capacity: Float64Array;
+  readonly coverRow: Map<string, number>; // model\tregion -> row
+  readonly globalRow: number[];
+
+  constructor(readonly model: IlpModel) {
+    const eps = model.endpoints;
+    this.E = eps.length;
+    const modelIndex = new Map<string, number>();
+    this.models = [];
+    this.modelRegions = [];
+    this.regionDemand = [];
+    this.globalDemand = [];
+    this.globalRow = [];
+    this.coverRow = new Map();
+    const capIndex = new Map<string, number>();
+    const caps: number[] = [];
+    let capRowStart = -1;
+    model.rows.forEach((row, r) => {
+      if (row.kind === "cover") {
+        this.coverRow.set(`${row.model}\t${row.region}`, r);
+        let mi = modelIndex.get(row.model!);
+        if (mi === undefined) mi = this.addModel(modelIndex, row.model!);
+        this.regionDemand[mi]!.set(row.region!, model.rowDemand[r]!);
+      } else if (row.kind === "global") {
+        let mi = modelIndex.get(row.model!);
+        if (mi === undefined) mi = this.addModel(modelIndex, row.model!);
+        this.globalDemand[mi] = model.rowDemand[r]!;
+        this.globalRow[mi] = r;
+      } else {
+        if (capRowStart === -1) capRowStart = r;
+        capIndex.set(`${row.region}\t${row.gpu}`, caps.length);
+        // rowUpper = cap − gpus·N (current); add the current usage back below.
+        caps.push(model.rowUpper[r]!);
+      }
+    });
+    this.capOf = new Int32Array(this.E);
+    eps.forEach((e, i) => {
+      const mi = modelIndex.get(e.model)!;
+      this.models[mi]!.push(i);
+      const rl = this.modelRegions[mi]!.get(e.region) ?? [];
+      rl.push(i);
+      this.modelRegions[mi]!.set(e.region, rl);
+      const c = capIndex.get(`${e.region}\t${e.gpu}`)!;
+      this.capOf[i] = c;
+      caps[c]! += e.gpusPerInstance * e.current;
+    });
+    this.capacity = Float64Array.from(caps);
+  }
+
+  private addModel(index: Map<string, number>, name: string): number {
+    const mi = this.models.length;
+    index.set(name, mi);
+    this.models.push([]);
+    this.modelRegions.push(new Map());
+    this.regionDemand.push(new Map());
+    this.globalDemand.push(0);
+    this.globalRow.push(-1);
+    return mi;
+  }
+}
+
+function segmentsOf(m: IlpModel, i: number, lambda: Float64Array, capOf: Int32Array, from: number): Segment[] {
+  const e = m.endpoints[i]!;
+  const price = lambda[capOf[i]!]! * e.gpusPerInstance;
+  const out: Segment[] = [];
+  const keepTo = Math.min(e.current, e.max);
+  if (keepTo > from) out.push({ ep: i, count: keepTo - from, cost: e.holdCost + price, perTps: (e.holdCost + price) / e.tokensPerS });
+  const newFrom = Math.max(from, e.current);
+  if (e.max > newFrom) out.push({ ep: i, count: e.max - newFrom, cost: e.holdCost + e.startCost + price, perTps: (e.holdCost + e.startCost + price) / e.tokensPerS });
+  return out;
+}
+
+/**
+ * One model's subproblem at prices λ: fills `level` (fractional when `integer` is false) and returns its cost
+ * (with λ) including the penalty for unmet demand.
+ */
+function solveModel(s: Structure, mi: number, lambda: Float64Array, integer: boolean, level: Float64Array): number {
+  const m = s.model;
+  let cost = 0;
+  let total = 0;
+  const segs: Segment[] = [];
+  const regionCovered = new Map<string, number>();
+  for (const [region, eps] of s.modelRegions[mi]!) {
+    let covered = 0;
+    const regionSegs: Segment[] = [];
+    for (const i of eps) {
+      const e = m.endpoints[i]!;
+      level[i] = e.min;
+      const price = lambda[s.capOf[i]!]! * e.gpusPerInstance;
+      cost += e.min * (e.holdCost + price) + Math.max(0, e.min - e.current) * e.startCost;
+      covered += e.min * e.tokensPerS;
+      for (const sg of segmentsOf(m, i, lambda, s.capOf, e.min)) regionSegs.push(sg);
+    }
+    regionSegs.sort((a, b) => a.perTps - b.perTps);
+    const need = s.regionDemand[mi]!.get(region) ?? 0;
+    for (const sg of regionSegs) {
+      if (covered >= need - 1e-9) {
+        segs.push(sg);
+        continue;
+      }
+      const tps = m.endpoints[sg.ep]!.tokensPerS;
+      let take = (need - covered) / tps;
+      if (integer) take = Math.ceil(take - 1e-9);
+      take = Math.min(take, sg.count);
+      level[sg.ep]! += take;
+      cost += take * sg.cost;
+      covered += take * tps;
+      if (take < sg.count) segs.push({ ...sg, count: sg.count - take });
+    }
+    if (covered < need - 1e-9) cost += (need - covered) * m.penalty;
+    regionCovered.set(region, covered);
+    total += covered;
+  }
+  segs.sort((a, b) => a.perTps - b.perTps);
+  const need = s.globalDemand[mi]!;
+  for (const sg of segs) {
+    if (total >= need - 1e-9) break;
+    const tps = m.endpoints[sg.ep]!.tokensPerS;
+    let take = (need - total) / tps;
+    if (integer) take = Math.ceil(take - 1e-9);
+    take = Math.min(take, sg.count);
+    level[sg.ep]! += take;
+    cost += take * sg.cost;
+    total += take * tps;
+  }
+  if (total < need - 1e-9) cost += (need - total) * m.penalty;
+  if (integer) pruneModel(s, mi, level);
+  return cost;
+}
+
+/** Removes instances (dearest per token/s first) while every cover of the model still holds. Integer levels only. */
+function pruneModel(s: Structure, mi: number, level: Float64Array): void {
+  const m = s.model;
+  const eps = s.models[mi]!;
+  const covered = new Map<string, number>();
+  let total = 0;
+  for (const i of eps) {
+    const e = m.endpoints[i]!;
+    covered.set(e.region, (covered.get(e.region) ?? 0) + level[i]! * e.tokensPerS);
+    total += level[i]! * e.tokensPerS;
+  }
+  const order = [...eps].sort((a, b) => {
+    const ea = m.endpoints[a]!;
+    const eb = m.endpoints[b]!;
+    return (eb.holdCost + eb.startCost) / eb.tokensPerS - (ea.holdCost + ea.startCost) / ea.tokensPerS;
+  });
+  for (const i of order) {
+    const e = m.endpoints[i]!;
+    const need = s.regionDemand[mi]!.get(e.region) ?? 0;
+    while (level[i]! > e.min) {
+      const c = covered.get(e.region)!;
+      if (c - e.tokensPerS < need - 1e-9 || total - e.tokensPerS < s.globalDemand[mi]! - 1e-9) break;
+      level[i]! -= 1;
+      covered.set(e.region, c - e.tokensPerS);
+      total -= e.tokensPerS;
+    }
+  }
+}
+
+/** True cost (no λ) of integer levels, with the penalty for unmet demand, as the ILP would count it. */
+export function planCost(m: IlpModel, levels: ArrayLike<number>): number {
+  let cost = 0;
+  const covered = new Map<string, number>();
+  const byModel = new Map<string, number>();
+  m.endpoints.forEach((e, i) => {
+    const n = levels[i]!;
+    cost += e.holdCost * n + e.startCost * Math.max(0, n - e.current);
+    covered.set(`${e.model}\t${e.region}`, (covered.get(`${e.model}\t${e.region}`) ?? 0) + n * e.tokensPerS);
+    byModel.set(e.model, (byModel.get(e.model) ?? 0) + n * e.tokensPerS);
+  });
+  m.rows.forEach((row, r) => {
+    if (row.kind === "cover") cost += Math.max(0, m.rowDemand[r]! - (covered.get(`${row.model}\t${row.region}`) ?? 0)) * m.penalty;
+    else if (row.kind === "global") cost += Math.max(0, m.rowDemand[r]! - (byModel.get(row.model!) ?? 0)) * m.penalty;
+  });
+  return cost;
+}
+
+/** Makes integer `levels` respect every capacity row, re-covering displaced demand where capacity is left. */
+function repair(s: Structure, levels: Float64Array, modelOf: Int32Array, capEndpoints: number[][], mrOf: Int32Array, mrDemand: Float64Array): void {
+  const m = s.model;
+  const usage = new Float64Array(s.capacity.length);
+  const covMr = new Float64Array(mrDemand.length);
+  const covM = new Float64Array(s.models.length);
+  m.endpoints.forEach((e, i) => {
+    usage[s.capOf[i]!]! += levels[i]! * e.gpusPerInstance;
+    covMr[mrOf[i]!]! += levels[i]! * e.tokensPerS;
+    covM[modelOf[i]!]! += levels[i]! * e.tokensPerS;
+  });
+  const change = (i: number, d: number) => {
+    const e = m.endpoints[i]!;
+    levels[i]! += d;
+    usage[s.capOf[i]!]! += d * e.gpusPerInstance;
+    covMr[mrOf[i]!]! += d * e.tokensPerS;
+    covM[modelOf[i]!]! += d * e.tokensPerS;
+  };
+  const fits = (i: number) => usage[s.capOf[i]!]! + m.endpoints[i]!.gpusPerInstance <= s.capacity[s.capOf[i]!]! + 1e-9;
+  for (let c = 0; c < s.capacity.length; c++) {
+    let guard = 0;
+    while (usage[c]! > s.capacity[c]! + 1e-9 && guard++ < 1_000_000) {
+      // 1. an instance whose removal leaves its model's covers intact (largest saving first)
+      let pick = -1;
+      let bestSaving = -Infinity;
+      let smallest = -1;
+      for (const i of capEndpoints[c]!) {
+        const e = m.endpoints[i]!;
+        if (levels[i]! <= e.min) continue;
+        if (smallest === -1 || e.tokensPerS < m.endpoints[smallest]!.tokensPerS) smallest = i;
+        if (covMr[mrOf[i]!]! - e.tokensPerS < mrDemand[mrOf[i]!]! - 1e-9 || covM[modelOf[i]!]! - e.tokensPerS < s.globalDemand[modelOf[i]!]! - 1e-9) continue;
+        const saving = e.holdCost + (levels[i]! > e.current ? e.startCost : 0);
+        if (saving > bestSaving) (bestSaving = saving), (pick = i);
+      }
+      if (smallest === -1) break; // minimums alone exceed capacity: reported by the caller
+      if (pick !== -1) {
+        change(pick, -1);
+        continue;
+      }
+      // 2. move an instance: remove from the candidate with the smallest tps, re-cover elsewhere where it fits.
+      pick = smallest;
+      const mi = modelOf[pick]!;
+      const mr = mrOf[pick]!;
+      change(pick, -1);
+      for (let tries = 0; tries < 64; tries++) {
+        const regionShort = covMr[mr]! < mrDemand[mr]! - 1e-9;
+        const globalShort = covM[mi]! < s.globalDemand[mi]! - 1e-9;
+        if (!regionShort && !globalShort) break;
+        let best = -1;
+        let bestPer = Infinity;
+        for (const j of s.models[mi]!) {
+          const e = m.endpoints[j]!;
+          if (j === pick || levels[j]! >= e.max || !fits(j)) continue;
+          if (regionShort && mrOf[j] !== mr) continue;
+          const per = (e.holdCost + (levels[j]! >= e.current ? e.startCost : 0)) / e.tokensPerS;
+          if (per < bestPer) (bestPer = per), (best = j);
+        }
+        if (best === -1) break; // no room anywhere: the demand stays unmet (slack, reported)
+        change(best, 1);
+      }
+    }
+  }
+}
+
+/** Solves `model` by Lagrangian decomposition; see the file comment. */
+export function decompose(model: IlpModel, options: DecomposeOptions = {}): DecomposeResult {
+  const now = options.nowMs ?? (() => performance.now());
+  const t0 = now();
+  const timeLimitMs = options.timeLimitMs ?? 6000;
+  const targetGap = options.targetGap ?? 0.005;
+  const maxIterations = options.maxIterations ?? 500;
+  const s = new Structure(model);
+  const C = s.capacity.length;
+  const modelOf = new Int32Array(s.E);
+  s.models.forEach((eps, mi) => eps.forEach((i) => (modelOf[i] = mi)));
+  const capEndpoints: number[][] = Array.from({ length: C }, () => []);
+  for (let i = 0; i < s.E; i++) capEndpoints[s.capOf[i]!]!.push(i);
+  const mrIndex = new Map<string, number>();
+  const mrOf = new Int32Array(s.E);
+  const mrDemandList: number[] = [];
+  model.endpoints.forEach((e, i) => {
+    const k = `${e.model}\t${e.region}`;
+    let idx = mrIndex.get(k);
+    if (idx === undefined) {
+      idx = mrDemandList.length;
+      mrIndex.set(k, idx);
+      mrDemandList.push(s.regionDemand[modelOf[i]!]!.get(e.region) ?? 0);
+    }
+    mrOf[i] = idx;
+  });
+  const mrDemand = Float64Array.from(mrDemandList);
+  const lambda = new Float64Array(C);
+  const frac = new Float64Array(s.E);
+  const ints = new Float64Array(s.E);
+  let best = new Float64Array(s.E);
+  let ub = Infinity;
+  let lb = -Infinity;
+  let theta = 1;
+  let sinceImprove = 0;
+  let it = 0;
+  for (; it < maxIterations; it++) {
+    let l = 0;
+    for (let mi = 0; mi < s.models.length; mi++) l += solveModel(s, mi, lambda, false, frac);
+    for (let c = 0; c < C; c++) l -= lambda[c]! * s.capacity[c]!;
+    if (lb === -Infinity || l > lb + 1e-9 * Math.abs(lb)) (lb = l), (sinceImprove = 0);
+    else if (++sinceImprove >= 5) (theta /= 2), (sinceImprove = 0);
+    if (it < 5 || it % 3 === 0) {
+      for (let mi = 0; mi < s.models.length; mi++) solveModel(s, mi, lambda, true, ints);
+      repair(s, ints, modelOf, capEndpoints, mrOf, mrDemand);
+      const cost = planCost(model, ints);
+      if (cost < ub) (ub = cost), (best = Float64Array.from(ints));
+    }
+    if ((ub - lb) / Math.max(ub, 1e-9) <= targetGap || now() - t0 > timeLimitMs) {
+      it++;
+      break;
+    }
+    const g = new Float64Array(C);
+    model.endpoints.forEach((e, i) => (g[s.capOf[i]!]! += frac[i]! * e.gpusPerInstance));
+    let norm = 0;
+    for (let c = 0; c < C; c++) {
+      g[c]! -= s.capacity[c]!;
+      if (lambda[c]! <= 0 && g[c]! < 0) g[c] = 0; // projected: a free price cannot fall
+      norm += g[c]! * g[c]!;
+    }
+    if (norm === 0) {
+      it++;
+      break; // the relaxation's solution respects capacity: λ is optimal
+    }
+    const step = (theta * (ub - l)) / norm;
+    for (let c = 0; c < C; c++) lambda[c] = Math.max(0, lambda[c]! + step * g[c]!);
+  }
+  const targets = Int32Array.from(best, (v) => Math.round(v));
+  const objective = planCost(model, targets);
+  return { targets, objective, bound: lb, gap: Math.max(0, (objective - lb) / Math.max(objective, 1e-9)), iterations: it, elapsedMs: now() - t0 };
+}

@@ -1,0 +1,190 @@
+/**
+ * The fleet the planner plans over (a JSON "fleet file" for `tidegate plan`, or built from the config for the
+ * planner process): GPU types with costs, models with per-GPU-type instance size, throughput and start cost, and
+ * regions with capacity and endpoints (current instances, min/max, instances lent to spot).
+ *
+ * tps(m, g) — tokens/s one instance serves at the SLO — is `tokensPerS` when given; otherwise it is derived from the
+ * measured-profile performance model (region/engines/perf, fitted to ../shared/data/splitwise_sim/perf_model.csv and
+ * the SageServe profiles) at the fleet's SLO (default TTFT 1,000 ms, TBT 100 ms). Without either, the file is
+ * rejected naming the path. Costs are per GPU-hour (hold) and per start.
+ */
+import { readFileSync } from "node:fs";
+import type { GpuType, ModelName, RegionName } from "../core/models.js";
+import { ObjectReader, ValidationError, parseJson } from "../core/validate.js";
+import { throughputAtSlo } from "../region/engines/perf/model.js";
+import type { TidegateConfig } from "../core/config.js";
+
+export interface GpuCost {
+  /** Cost of holding one GPU for the planning interval (e.g. $/GPU-hour). */
+  holdPerGpu: number;
+  /** Cost of starting a VM, per GPU. */
+  vmStartPerGpu: number;
+}
+
+export interface ModelOnGpu {
+  gpusPerInstance: number;
+  /** tokens/s (prompt + output) one instance serves at the SLO. */
+  tokensPerS: number;
+  /** Cost of loading the model onto a started VM, per instance. */
+  modelStartCost: number;
+}
+
+export interface FleetEndpoint {
+  model: ModelName;
+  gpu: GpuType;
+  instances: number;
+  minInstances: number;
+  maxInstances: number;
+  /** Instances of this model currently lent to spot in this region/GPU type (reclaimable without a redeploy). */
+  spotInstances: number;
+}
+
+export interface FleetRegion {
+  name: RegionName;
+  /** GPUs per type in the region. */
+  capacity: Record<GpuType, number>;
+  endpoints: FleetEndpoint[];
+}
+
+export interface Fleet {
+  /** Per-region cover factor α and NIW buffer factor β (DESIGN planner section). */
+  alpha: number;
+  beta: number;
+  gpus: Record<GpuType, GpuCost>;
+  models: Record<ModelName, Record<GpuType, ModelOnGpu>>;
+  regions: FleetRegion[];
+}
+
+export interface Slo {
+  ttftMs: number;
+  tbtMs: number;
+}
+
+export const DEFAULT_SLO: Slo = { ttftMs: 1000, tbtMs: 100 };
+/** Default costs when a fleet file gives none: on-demand list prices in $/GPU-hour, a VM start ≈ 5 min of holding. */
+export const DEFAULT_GPU_COST: Record<string, GpuCost> = {
+  "a100-80gb": { holdPerGpu: 3.0, vmStartPerGpu: 0.25 },
+  "h100-80gb": { holdPerGpu: 5.0, vmStartPerGpu: 0.4 },
+};
+
+/** tps from the performance model, or undefined when no profile exists. */
+export function profileTokensPerS(model: ModelName, gpu: GpuType, gpusPerInstance: number, slo: Slo): number | undefined {
+  try {
+    const t = throughputAtSlo(model, gpu, gpusPerInstance, slo).totalTokensPerS;
+    return t > 0 ? t : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Parses and validates a fleet document; errors name the exact path. */
+export function parseFleet(json: unknown): Fleet {
+  const root = new ObjectReader(json, "");
+  const alpha = root.number("alpha", 0.8, { gt: 0, max: 1 });
+  const beta = root.number("beta", 0.2, { min: 0, max: 10 });
+  const sr = root.object("slo");
+  const slo: Slo = { ttftMs: sr.number("ttftMs", DEFAULT_SLO.ttftMs, { gt: 0 }), tbtMs: sr.number("tbtMs", DEFAULT_SLO.tbtMs, { gt: 0 }) };
+  sr.done();
+  const gr = root.object("gpus", true);
+  const gpus: Record<string, GpuCost> = {};
+  for (const g of Object.keys(gr.value)) {
+    const r = gr.object(g);
+    const def = DEFAULT_GPU_COST[g];
+    gpus[g] = { holdPerGpu: r.number("holdPerGpu", def?.holdPerGpu, { min: 0 }), vmStartPerGpu: r.number("vmStartPerGpu", def?.vmStartPerGpu, { min: 0 }) };
+    r.done();
+  }
+  const mr = root.object("models", true);
+  const models: Record<string, Record<string, ModelOnGpu>> = {};
+  for (const m of Object.keys(mr.value)) {
+    const r = mr.object(m);
+    models[m] = {};
+    for (const g of Object.keys(r.value)) {
+      if (gpus[g] === undefined) r.fail(g, `GPU type ${JSON.stringify(g)} is not in gpus`);
+      const e = r.object(g);
+      const gpusPerInstance = e.number("gpusPerInstance", undefined, { integer: true, min: 1, max: 64 });
+      const given = e.optionalNumber("tokensPerS", { gt: 0 });
+      const tokensPerS = given ?? profileTokensPerS(m, g, gpusPerInstance, slo) ?? e.fail("tokensPerS", `is required: no performance profile for ${m} on ${gpusPerInstance} × ${g}`);
+      models[m]![g] = { gpusPerInstance, tokensPerS, modelStartCost: e.number("modelStartCost", 0.5, { min: 0 }) };
+      e.done();
+    }
+  }
+  const regions = root.array("regions", (v, path) => {
+    const r = new ObjectReader(v, path);
+    const name = r.string("name");
+    const cr = r.object("capacity", true);
+    const capacity: Record<string, number> = {};
+    for (const g of Object.keys(cr.value)) {
+      if (gpus[g] === undefined) cr.fail(g, `GPU type ${JSON.stringify(g)} is not in gpus`);
+      capacity[g] = cr.number(g, undefined, { integer: true, min: 0 });
+    }
+    cr.done();
+    const endpoints = r.array("endpoints", (ev, ep) => {
+      const e = new ObjectReader(ev, ep);
+      const model = e.string("model");
+      if (models[model] === undefined) e.fail("model", `unknown model ${JSON.stringify(model)} (not in models)`);
+      const gpu = e.string("gpu");
+      if (capacity[gpu] === undefined) e.fail("gpu", `region has no capacity entry for ${JSON.stringify(gpu)}`);
+      if (models[model]![gpu] === undefined) e.fail("gpu", `model ${model} has no entry for ${gpu} in models`);
+      const minInstances = e.number("minInstances", 0, { integer: true, min: 0 });
+      const maxInstances = e.number("maxInstances", 1_000_000, { integer: true, min: 0 });
+      if (maxInstances < minInstances) e.fail("maxInstances", `must be ≥ minInstances (${minInstances})`);
+      const instances = e.number("instances", 0, { integer: true, min: 0 });
+      const spotInstances = e.number("spotInstances", 0, { integer: true, min: 0 });
+      e.done();
+      return { model, gpu, instances, minInstances, maxInstances, spotInstances };
+    }, []);
+    const seen = new Set<string>();
+    endpoints.forEach((e, i) => {
+      const k = `${e.model}/${e.gpu}`;
+      if (seen.has(k)) throw new ValidationError(`${path}.endpoints[${i}]`, `duplicate endpoint ${k}`);
+      seen.add(k);
+    });
+    r.done();
+    return { name, capacity, endpoints };
+  }, undefined, { minLength: 1 });
+  const names = new Set<string>();
+  regions.forEach((r, i) => {
+    if (names.has(r.name)) throw new ValidationError(`regions[${i}].name`, `duplicate region ${JSON.stringify(r.name)}`);
+    names.add(r.name);
+  });
+  root.done();
+  return { alpha, beta, gpus, models, regions };
+}
+
+/** Reads a fleet file (JSON). */
+export function readFleetFile(file: string): Fleet {
+  let text: string;
+  try {
+    text = readFileSync(file, "utf8");
+  } catch (err) {
+    throw new ValidationError(file, `cannot read fleet file: ${(err as Error).message}`, "invalid_request");
+  }
+  return parseFleet(parseJson(text, `fleet file ${file}`, "invalid_config"));
+}
+
+/** The fleet a running tidegate plans over, from its config (capacity, endpoints, α, β) and default costs. */
+export function fleetFromConfig(config: TidegateConfig): Fleet {
+  const gpuTypes = new Set(config.regions.flatMap((r) => r.gpus.map((g) => g.type)));
+  const gpus: Record<string, GpuCost> = {};
+  for (const g of gpuTypes) gpus[g] = DEFAULT_GPU_COST[g] ?? { holdPerGpu: 1, vmStartPerGpu: 0.1 };
+  const models: Record<string, Record<string, ModelOnGpu>> = {};
+  for (const m of config.models) {
+    models[m.name] = {};
+    for (const [g, n] of Object.entries(m.gpusPerInstance)) {
+      const tps = profileTokensPerS(m.name, g, n, DEFAULT_SLO);
+      if (tps === undefined) throw new ValidationError(`models[${config.models.indexOf(m)}].gpusPerInstance.${g}`, `no performance profile for ${m.name} on ${n} × ${g}`);
+      models[m.name]![g] = { gpusPerInstance: n, tokensPerS: tps, modelStartCost: 0.5 };
+    }
+  }
+  return {
+    alpha: config.planner.alpha,
+    beta: config.planner.beta,
+    gpus,
+    models,
+    regions: config.regions.map((r) => ({
+      name: r.name,
+      capacity: Object.fromEntries(r.gpus.map((g) => [g.type, g.count])),
+      endpoints: r.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, minInstances: e.minInstances, maxInstances: e.maxInstances, spotInstances: 0 })),
+    })),
+  };
+}

@@ -45,6 +45,16 @@ async function waitAvailable(routerUrl: string, region: string, timeoutMs: numbe
   }
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
+function cpuSeconds(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return (Number(fields[11]) + Number(fields[12])) / 100;
+  } catch {
+    return Number.NaN;
+  }
+}
+
 function describeRound(label: string, r: LoadResult): string {
   return `${label}: ${r.results.length} streams, ${r.failures} failed, ${r.tokens} tokens in ${r.wallMs.toFixed(0)} ms = ${r.tokensPerS.toFixed(0)} tok/s, TTFT p50 ${r.ttftMedianMs.toFixed(2)} ms p99 ${r.ttftP99Ms.toFixed(2)} ms`;
 }
@@ -80,7 +90,7 @@ async function main(): Promise<void> {
     const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY * 2 });
     const expectedEvents = TOKENS + NON_TOKEN_EVENTS;
     const load = (base: string, requestsPerWorker = REQUESTS_PER_WORKER) =>
-      runLoad({ url: `${base}/v1/completions`, body, concurrency: CONCURRENCY, requestsPerWorker, expectedEvents, timeoutMs: 30_000, agent });
+      runLoad({ url: `${base}/v1/completions`, body, concurrency: CONCURRENCY, requestsPerWorker, expectedEvents, timeoutMs: 10_000, agent });
     // Warm-up (JIT, connections, gRPC channel): one short round each, not reported.
     await load(engineUrl, 1);
     await load(routerUrl, 1);
@@ -89,15 +99,26 @@ async function main(): Promise<void> {
     const addedP50: number[] = [];
     const addedP99: number[] = [];
     let failures = 0;
+    const pids = { engine: engine.child.pid, region: procs[1]!.child.pid, global: global.child.pid };
+    const cpuNow = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
+    const cpuPerToken = (before: Record<string, number>, tokens: number) => {
+      const after = cpuNow();
+      return Object.entries(after).map(([k, v]) => `${k} ${(((v - before[k]!) * 1e6) / Math.max(1, tokens)).toFixed(1)}`).join(", ");
+    };
     for (let round = 1; round <= ROUNDS; round++) {
+      const ca = cpuNow();
       const a = await load(engineUrl);
+      const cpuA = cpuPerToken(ca, a.tokens);
+      const cb = cpuNow();
       const b = await load(routerUrl);
+      const cpuB = cpuPerToken(cb, b.tokens);
       failures += a.failures + b.failures;
       ratios.push(b.tokensPerS / a.tokensPerS);
       addedP50.push(b.ttftMedianMs - a.ttftMedianMs);
       addedP99.push(b.ttftP99Ms - a.ttftP99Ms);
       console.log(`round ${round}: ${describeRound("A direct ", a)}`);
       console.log(`round ${round}: ${describeRound("B two-hop", b)}`);
+      console.log(`round ${round}: CPU µs per token (10 ms ticks) — A: ${cpuA}; B: ${cpuB}`);
       console.log(`round ${round}: throughput ratio ${(b.tokensPerS / a.tokensPerS).toFixed(3)}, added TTFT p50 ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, p99 ${(b.ttftP99Ms - a.ttftP99Ms).toFixed(3)} ms`);
     }
     agent.destroy();

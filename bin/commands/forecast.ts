@@ -1,13 +1,53 @@
-/** `tidegate forecast` (placeholder until its issue lands: exits 2 with a clear message). */
+/** `tidegate forecast backtest`: rolling-origin backtest of hourly peak forecasts on a series file. */
 import type { Command } from "../command.js";
+import { TidegateError } from "../../core/errors.js";
+import { ArimaPool } from "../../forecasts/arima-pool.js";
+import { backtestPeaks } from "../../forecasts/backtest.js";
+import { FORECASTER_NAMES, createForecaster, isForecasterName } from "../../forecasts/registry.js";
+import { fillGaps, readSeriesFile } from "../../forecasts/series.js";
 
 export const command: Command = {
   name: "forecast",
-  summary: "not built yet",
-  description: "This command is not built yet.",
-  flags: {},
-  async run() {
-    process.stderr.write("tidegate forecast: not built yet\n");
-    return 2;
+  summary: "forecasting tools (`forecast backtest`)",
+  description: `Usage: tidegate forecast backtest --series FILE [--held-out-from-day 10] [--methods blend,arima,seasonal-naive,persistence]
+
+Rolling-origin backtest: for every hour from --held-out-from-day to the end of the series, each method forecasts
+that hour's PEAK from the preceding --history-days days, and the MAPE and the coverage of the 90% upper bound are
+printed per method (one JSON line per method on stdout; progress on stderr).
+
+Series file: CSV whose first column is a time in seconds and second a rate, evenly spaced (ServeGen aggregate
+files with a header, per-client files without), e.g. ../shared/data/servegen/aggregate/language_m-large_total_rate_600s.csv.
+Gaps (missing rows) are filled; NaN or negative values are rejected naming the line.`,
+  flags: {
+    series: { type: "string", help: "series CSV file (required)" },
+    "held-out-from-day": { type: "number", help: "first held-out day (0-based; 10 = days 11.. held out)", default: 10 },
+    "history-days": { type: "number", help: "days of history per forecast", default: 7 },
+    methods: { type: "string", help: `comma-separated: ${FORECASTER_NAMES.join(",")}`, default: "blend,arima,seasonal-naive,persistence" },
+  },
+  async run(flags, positional) {
+    if (positional[0] !== "backtest") throw new TidegateError("invalid_request", "usage: tidegate forecast backtest --series FILE (see --help)");
+    if (typeof flags.series !== "string") throw new TidegateError("invalid_request", "--series is required (see --help)");
+    const s = readSeriesFile(flags.series);
+    const hourSteps = Math.round(3_600_000 / s.stepMs);
+    const values = fillGaps(s.values, 24 * hourSteps);
+    if (s.gaps.length > 0) process.stderr.write(`tidegate forecast: ${s.gaps.length} missing rows filled\n`);
+    const names = String(flags.methods).split(",").map((m) => m.trim());
+    for (const n of names) if (!isForecasterName(n)) throw new TidegateError("invalid_request", `unknown method ${JSON.stringify(n)}; known: ${FORECASTER_NAMES.join(", ")}`);
+    const pool = new ArimaPool();
+    const methods = names.map((n) => createForecaster({ name: n as (typeof FORECASTER_NAMES)[number], pool }));
+    try {
+      const r = await backtestPeaks(values, methods, {
+        stepMs: s.stepMs,
+        heldOutFromDay: Number(flags["held-out-from-day"]),
+        historyDays: Number(flags["history-days"]),
+        onProgress: (m, done, total) => process.stderr.write(`tidegate forecast: ${m} ${done}/${total} hours\n`),
+      });
+      process.stderr.write(`tidegate forecast: ${r.hoursHeldOut} held-out hours (${r.zeroActualHours} with a zero peak, not scored)\n`);
+      for (const sc of r.scores) process.stdout.write(JSON.stringify({ method: sc.method, mapePct: Number(sc.mapePct.toFixed(3)), upperCoverage: Number(sc.upperCoverage.toFixed(4)), hours: sc.hours, fallbacks: sc.fallbacks, ...(sc.firstFallbackReason ? { firstFallbackReason: sc.firstFallbackReason } : {}), invalid: sc.invalid, elapsedMs: Math.round(sc.elapsedMs) }) + "\n");
+      return 0;
+    } finally {
+      await Promise.all(methods.map((m) => m.close()));
+      await pool.close();
+    }
   },
 };

@@ -1,0 +1,112 @@
+// Multi-process tests on loopback: every node is its own `tidegate agent` process, driven over gRPC.
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { isDataPlaneError } from "../../native/errors.js";
+import { spawnAgent, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
+import { planBinaryTree } from "../multicast/baselines.js";
+import { planChains } from "../multicast/blitzscale.js";
+import { planBinomial } from "../multicast/lambdascale.js";
+import type { MulticastPlan } from "../multicast/schedule.js";
+
+const MiB = 1 << 20;
+let agents: RunningAgent[] = [];
+const addrs = () => Object.fromEntries(agents.map((a) => [a.nodeId, a.data]));
+let runId = 1;
+
+async function runEverywhere(plan: MulticastPlan, model: string, seed: number, nodes = agents) {
+  const id = runId++;
+  await Promise.all(nodes.map((a) => a.client.load({ model, totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: plan.sources.includes(a.nodeId) ? "pattern" : "empty", seed })));
+  return Promise.all(nodes.map((a) => a.client.run({ model, plan, runId: id, addresses: addrs() }).catch((e: unknown) => e as Error)));
+}
+
+beforeAll(async () => {
+  agents = await Promise.all(["s", "a", "b", "c"].map((nodeId) => spawnAgent({ nodeId, host: "127.0.0.1" })));
+});
+afterAll(async () => {
+  await stopAgents(agents);
+});
+
+describe("tidegate agent over gRPC, one process per node (loopback)", () => {
+  it("Info reports the node, its data port, and TCP (verbs has no device here)", async () => {
+    const info = await agents[0]!.client.info();
+    expect(info).toMatchObject({ nodeId: "s", dataHost: "127.0.0.1", dataPort: agents[0]!.data.port, transport: "tcp" });
+    expect(info.memoryBytes).toBeGreaterThan(0);
+  });
+
+  for (const [name, plan] of [
+    ["chain", planChains({ model: { totalBytes: 24 * MiB + 8, blockCount: 16 }, sources: [{ id: "s", outBytesPerS: 1 }], targets: ["a", "b", "c"].map((id) => ({ id, inBytesPerS: 1 })) })],
+    ["binomial", planBinomial({ model: { totalBytes: 24 * MiB, blockCount: 16 }, sources: ["s"], targets: ["a", "b", "c"] })],
+    ["tree", planBinaryTree({ model: { totalBytes: 8 * MiB, blockCount: 8 }, source: "s", targets: ["a", "b", "c"] })],
+  ] as const) {
+    it(`${name}: every target holds the exact model; arrivals stream back per block`, async () => {
+      const results = await runEverywhere(plan, `m-${name}`, 77);
+      for (const r of results) if (r instanceof Error) throw r;
+      for (const a of agents.slice(1)) {
+        expect(await a.client.verify(`m-${name}`, 77)).toEqual({ firstMismatch: -1, present: plan.blockCount });
+        const r = results[agents.indexOf(a)] as { arrivals: unknown[] };
+        expect(r.arrivals).toHaveLength(plan.blockCount);
+      }
+    });
+  }
+
+  it("a plan with a cycle is refused before any byte moves", async () => {
+    const plan: MulticastPlan = {
+      algorithm: "chain",
+      blockCount: 1,
+      blockBytes: 8,
+      totalBytes: 8,
+      sources: ["s"],
+      targets: ["a", "b"],
+      steps: 2,
+      transfers: [
+        { from: "a", to: "b", block: 0, step: 0 },
+        { from: "b", to: "a", block: 0, step: 1 },
+      ],
+    };
+    await agents[1]!.client.load({ model: "cyc", totalBytes: 8, blockCount: 1, fill: "empty" });
+    const err = await agents[1]!.client.run({ model: "cyc", plan, runId: runId++, addresses: addrs() }).catch((e: unknown) => e);
+    expect(isDataPlaneError(err, "invalid_plan"), String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/cycle in block 0/);
+    expect(await agents[1]!.client.verify("cyc", 0)).toMatchObject({ present: 0 });
+  });
+
+  it("a malformed plan is an invalid_request naming the field", async () => {
+    await agents[1]!.client.load({ model: "bad", totalBytes: 8, blockCount: 1, fill: "empty" });
+    const plan = { algorithm: "chain", blockCount: "x" } as unknown as MulticastPlan;
+    const err = (await agents[1]!.client.run({ model: "bad", plan, runId: runId++, addresses: addrs() }).catch((e: unknown) => e)) as Error;
+    expect(err.message).toMatch(/plan\.blockCount/);
+  });
+
+  it("a peer killed mid-transfer fails its neighbours quickly, naming it", async () => {
+    const extra = await Promise.all(["k0", "k1", "k2"].map((nodeId) => spawnAgent({ nodeId, host: "127.0.0.1" })));
+    agents.push(...extra);
+    try {
+      const plan = planChains({ model: { totalBytes: 192 * MiB, blockCount: 64 }, sources: [{ id: "k0", outBytesPerS: 1 }], targets: ["k1", "k2"].map((id) => ({ id, inBytesPerS: 1 })) });
+      let killedAt = 0;
+      const id = runId++;
+      await Promise.all(extra.map((a) => a.client.load({ model: "big", totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: a.nodeId === "k0" ? "pattern" : "empty", seed: 1 })));
+      const runs = extra.map((a) =>
+        a.client
+          .run({ model: "big", plan, runId: id, addresses: addrs() }, (arr) => {
+            if (a.nodeId === "k2" && arr.block === 1 && killedAt === 0) {
+              killedAt = performance.now();
+              extra[1]!.proc.kill("SIGKILL");
+            }
+          })
+          .then(
+            () => ({ err: undefined as Error | undefined, at: performance.now() }),
+            (e: unknown) => ({ err: e as Error, at: performance.now() }),
+          ),
+      );
+      const [src, , tail] = await Promise.all(runs);
+      expect(killedAt).toBeGreaterThan(0);
+      for (const r of [src!, tail!]) {
+        expect(isDataPlaneError(r.err), String(r.err)).toBe(true);
+        expect(r.err!.message).toMatch(/peer k1 \(127\.0\.0\.1:\d+\)/);
+        expect(r.at - killedAt).toBeLessThan(1000);
+      }
+    } finally {
+      await stopAgents(extra);
+      agents = agents.filter((a) => !extra.includes(a));
+    }
+  });
+});

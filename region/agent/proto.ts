@@ -1,0 +1,107 @@
+/**
+ * Loads region/proto/agent.proto at run time (found by walking up from this module, so it works from source and
+ * from dist/) and maps data-plane errors to and from gRPC status metadata.
+ */
+import { existsSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as grpc from "@grpc/grpc-js";
+import * as protoLoader from "@grpc/proto-loader";
+import { ERROR_CODES, TidegateError, toTidegateError, type ErrorCode } from "../../core/errors.js";
+import { DataPlaneError } from "../../native/errors.js";
+
+/** Wire shapes (keepCase, uint64 as Number). */
+export interface WireAgentInfo {
+  node_id: string;
+  data_host: string;
+  data_port: number;
+  transport: string;
+  fallback: string;
+  memory_bytes: number;
+}
+export interface WireLoadRequest {
+  model: string;
+  total_bytes: number;
+  block_count: number;
+  fill: string;
+  file_path: string;
+  seed: number;
+}
+export interface WireLoadReply {
+  model: string;
+  block_count: number;
+  block_bytes: number;
+  total_bytes: number;
+  present: number;
+}
+export interface WireRunRequest {
+  model: string;
+  plan_json: string;
+  run_id: number;
+  addresses: { node_id: string; host: string; port: number }[];
+  stall_ms: number;
+  connect_ms: number;
+}
+export interface WireRunEvent {
+  block: { block: number; from: string; at_ms: number; bytes: number } | null;
+  done: { bytes_sent: number; bytes_received: number; elapsed_ms: number } | null;
+}
+export interface WireVerifyReply {
+  first_mismatch: number;
+  present: number;
+}
+
+export const CODE_KEY = "tidegate-code";
+export const REASON_KEY = "dataplane-reason";
+export const PEER_KEY = "dataplane-peer";
+export const BLOCK_KEY = "dataplane-block";
+
+/** The path of region/proto/agent.proto. */
+export function agentProtoPath(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (let i = 0; i < 8; i++) {
+    const candidate = join(dir, "region", "proto", "agent.proto");
+    if (existsSync(candidate)) return candidate;
+    const parent = dirname(dir);
+    if (parent === dir) break;
+    dir = parent;
+  }
+  throw new TidegateError("internal", "region/proto/agent.proto not found above " + fileURLToPath(import.meta.url));
+}
+
+let cached: grpc.ServiceClientConstructor | undefined;
+
+/** The `tidegate.agent.v1.NodeAgent` service (client constructor; `.service` is the server definition). */
+export function agentService(): grpc.ServiceClientConstructor {
+  if (cached !== undefined) return cached;
+  const def = protoLoader.loadSync(agentProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
+  const pkg = grpc.loadPackageDefinition(def) as unknown as { tidegate: { agent: { v1: { NodeAgent: grpc.ServiceClientConstructor } } } };
+  cached = pkg.tidegate.agent.v1.NodeAgent;
+  return cached;
+}
+
+/** A gRPC status for `err`, carrying the data-plane reason, peer and block in metadata. */
+export function statusOf(err: unknown): Partial<grpc.StatusObject> {
+  const te = toTidegateError(err);
+  const metadata = new grpc.Metadata();
+  metadata.set(CODE_KEY, te.code);
+  if (te instanceof DataPlaneError) {
+    metadata.set(REASON_KEY, te.reason);
+    if (te.peer !== undefined) metadata.set(PEER_KEY, te.peer);
+    if (te.block !== undefined) metadata.set(BLOCK_KEY, String(te.block));
+  }
+  return { code: te.grpcCode, details: te.message, metadata };
+}
+
+/** Rebuilds the agent's error from a failed call: a DataPlaneError when the status carries a reason. */
+export function errorFromStatus(e: grpc.ServiceError): Error {
+  const reason = e.metadata?.get(REASON_KEY)[0];
+  if (typeof reason === "string") {
+    const peer = e.metadata.get(PEER_KEY)[0];
+    const block = e.metadata.get(BLOCK_KEY)[0];
+    return new DataPlaneError(reason, e.details, { peer: typeof peer === "string" ? peer : undefined, block: typeof block === "string" ? Number(block) : undefined });
+  }
+  const code = e.metadata?.get(CODE_KEY)[0];
+  if (typeof code === "string" && code in ERROR_CODES) return new TidegateError(code as ErrorCode, e.details, { cause: e });
+  return new TidegateError("upstream_error", `agent call failed: ${e.message}`, { cause: e });
+}

@@ -1,0 +1,94 @@
+/**
+ * The node agent's gRPC server (region/proto/agent.proto) over a NodeAgent. Wire input is validated (plan JSON
+ * through planFromJson, then validatePlan inside NodeAgent.run); failures become gRPC statuses carrying the
+ * data-plane reason, peer and block in metadata. Cancelling a Run call cancels the transfer.
+ */
+import * as grpc from "@grpc/grpc-js";
+import { TidegateError } from "../../core/errors.js";
+import type { Logger } from "../../core/log.js";
+import { planFromJson } from "../multicast/plan-json.js";
+import type { NodeAgent } from "./node.js";
+import { agentService, statusOf, type WireAgentInfo, type WireLoadReply, type WireLoadRequest, type WireRunEvent, type WireRunRequest, type WireVerifyReply } from "./proto.js";
+
+export interface AgentGrpcServer {
+  address: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+type Unary<Req, Res> = (call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => void;
+
+function unary<Req, Res>(fn: (req: Req) => Res): Unary<Req, Res> {
+  return (call, cb) => {
+    try {
+      cb(null, fn(call.request));
+    } catch (err) {
+      cb(statusOf(err) as grpc.ServiceError, null);
+    }
+  };
+}
+
+/** Serves `agent` on `address` (host:port, port 0 = any). */
+export async function startAgentServer(agent: NodeAgent, address: string, log: Logger): Promise<AgentGrpcServer> {
+  const server = new grpc.Server();
+  server.addService(agentService().service, {
+    Info: unary<object, WireAgentInfo>(() => {
+      const i = agent.info();
+      return { node_id: i.nodeId, data_host: i.dataHost, data_port: i.dataPort, transport: i.transport, fallback: i.fallback, memory_bytes: i.memoryBytes };
+    }),
+    Load: unary<WireLoadRequest, WireLoadReply>((req) => {
+      if (req.fill !== "empty" && req.fill !== "file" && req.fill !== "pattern")
+        throw new TidegateError("invalid_request", `LoadRequest.fill must be empty, file or pattern, got ${JSON.stringify(req.fill)}`, { param: "fill" });
+      if (req.model === "") throw new TidegateError("invalid_request", "LoadRequest.model must not be empty", { param: "model" });
+      const r = agent.load({ model: req.model, totalBytes: req.total_bytes, blockCount: req.block_count, fill: req.fill, filePath: req.file_path, seed: req.seed });
+      return { model: req.model, block_count: req.block_count, block_bytes: r.blockBytes, total_bytes: req.total_bytes, present: r.present };
+    }),
+    Verify: unary<{ model: string; seed: number }, WireVerifyReply>((req) => {
+      const v = agent.verify(req.model, req.seed);
+      return { first_mismatch: v.firstMismatch, present: v.present };
+    }),
+    Drop: unary<{ model: string }, object>((req) => {
+      agent.drop(req.model);
+      return {};
+    }),
+    Run: (call: grpc.ServerWritableStream<WireRunRequest, WireRunEvent>) => {
+      const ac = new AbortController();
+      call.on("cancelled", () => ac.abort());
+      const req = call.request;
+      let started: Promise<void>;
+      try {
+        const plan = planFromJson(req.plan_json);
+        const addresses = Object.fromEntries(req.addresses.map((a) => [a.node_id, { host: a.host, port: a.port }]));
+        started = agent
+          .run(
+            { model: req.model, plan, runId: req.run_id, addresses, stallMs: req.stall_ms || undefined, connectMs: req.connect_ms || undefined },
+            (a) => call.write({ block: { block: a.block, from: a.from, at_ms: a.atMs, bytes: a.bytes }, done: null }),
+            ac.signal,
+          )
+          .then((r) => {
+            call.write({ block: null, done: { bytes_sent: r.bytesSent, bytes_received: r.bytesReceived, elapsed_ms: r.elapsedMs } });
+            call.end();
+          });
+      } catch (err) {
+        started = Promise.reject(err);
+      }
+      started.catch((err: unknown) => {
+        if (!ac.signal.aborted) call.emit("error", statusOf(err));
+      });
+    },
+  });
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+  );
+  const host = address.slice(0, address.lastIndexOf(":"));
+  log.info("agent grpc listening", { address: `${host}:${port}` });
+  return {
+    address: `${host}:${port}`,
+    port,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.tryShutdown(() => resolve());
+        setTimeout(() => server.forceShutdown(), 2000).unref();
+      }),
+  };
+}

@@ -1,0 +1,65 @@
+/**
+ * Starts `tidegate agent` processes (from dist/, as npm test and the bench build it), optionally inside a network
+ * namespace, and returns a typed client for each. stop() ends every process it started (SIGTERM, then SIGKILL).
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { repoRoot } from "../../native/lib/addon.js";
+import { AgentClient } from "../../region/agent/client.js";
+
+export interface RunningAgent {
+  nodeId: string;
+  proc: ChildProcess;
+  client: AgentClient;
+  grpc: string;
+  data: { host: string; port: number };
+  stderr: string[];
+}
+
+export interface AgentSpawn {
+  nodeId: string;
+  /** Run inside this namespace (ip netns exec). */
+  ns?: string;
+  /** Data and gRPC bind address (the node's IP in its namespace, or 127.0.0.1). */
+  host: string;
+  stallMs?: number;
+}
+
+/** Spawns an agent and waits for its ready line (10 s at most). */
+export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
+  const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
+  const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", "tcp", "--log-level", "warn"];
+  const proc = s.ns === undefined ? spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] }) : spawn("ip", ["netns", "exec", s.ns, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const stderr: string[] = [];
+  createInterface({ input: proc.stderr! }).on("line", (l) => stderr.push(l));
+  const line = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`agent ${s.nodeId} not ready in 10 s: ${stderr.join("\n")}`)), 10_000);
+    createInterface({ input: proc.stdout! }).once("line", (l) => {
+      clearTimeout(timer);
+      resolve(l);
+    });
+    proc.once("exit", (code) => {
+      clearTimeout(timer);
+      reject(new Error(`agent ${s.nodeId} exited with ${code}: ${stderr.join("\n")}`));
+    });
+  });
+  const m = /grpc (\S+) data (\S+):(\d+) transport/.exec(line);
+  if (m === null) throw new Error(`unexpected agent ready line: ${line}`);
+  return { nodeId: s.nodeId, proc, client: new AgentClient(m[1]!), grpc: m[1]!, data: { host: m[2]!, port: Number(m[3]) }, stderr };
+}
+
+/** Stops agents: SIGTERM, SIGKILL after 3 s. */
+export async function stopAgents(agents: RunningAgent[]): Promise<void> {
+  await Promise.all(
+    agents.map(async (a) => {
+      a.client.close();
+      if (a.proc.exitCode !== null || a.proc.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => a.proc.once("exit", () => resolve()));
+      a.proc.kill("SIGTERM");
+      const t = setTimeout(() => a.proc.kill("SIGKILL"), 3000);
+      await exited;
+      clearTimeout(t);
+    }),
+  );
+}

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { WallClock } from "../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { silentLogger } from "../core/log.js";
+import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes } from "../core/models.js";
 import { FakeRegionLink } from "./fake-link.js";
 import { GlobalRouter } from "./server.js";
 
@@ -240,6 +241,33 @@ describe("streaming, retry and cancellation", () => {
       await new Promise((r) => setTimeout(r, 10));
     }
     expect(await metricValue("tidegate_router_client_aborts_total", `model="${M}",region="us-west"`)).toBe(before + 1);
+  });
+});
+
+describe("a burst between two telemetry updates", () => {
+  it("spills to the next region once the router's in-flight estimate takes the first over the threshold", async () => {
+    const model = "llama2-70b";
+    const maxTokens = 4000;
+    telemetryAll({ "us-east": 0.66, "us-central": 0.1, "us-west": 0.1 });
+    // Fake telemetry: 2 serving h100 instances of 4 GPUs. Prompt "hi" = 1 token.
+    const spec = MODEL_SPECS[model]!;
+    const capacity = 2 * kvCapacityBytes(spec, GPU_SPECS["h100-80gb"]!, 4);
+    const perRequest = (1 + maxTokens) * kvBytesPerToken(spec);
+    let expectedEast = 0;
+    while (0.66 + (expectedEast * perRequest) / capacity < 0.7) expectedEast++;
+    expect(expectedEast).toBeGreaterThan(2);
+    const n = expectedEast + 6;
+    const eastBefore = east.dispatches.length;
+    const centralBefore = central.dispatches.length;
+    const responses = await Promise.all(
+      Array.from({ length: n }, () => fetch(base + "/v1/completions", { method: "POST", headers: auth, body: JSON.stringify({ model, prompt: "hi", max_tokens: maxTokens }) })),
+    );
+    const regions = responses.map((r) => r.headers.get("x-tidegate-region"));
+    await Promise.all(responses.map((r) => r.arrayBuffer()));
+    expect(regions.filter((r) => r === "us-east").length).toBe(expectedEast);
+    expect(regions.filter((r) => r === "us-central").length).toBe(n - expectedEast);
+    expect(east.dispatches.length - eastBefore).toBe(expectedEast);
+    expect(central.dispatches.length - centralBefore).toBe(n - expectedEast);
   });
 });
 

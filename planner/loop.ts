@@ -1,0 +1,104 @@
+/**
+ * The planning loop (DESIGN "Planner"): every `intervalMs` on the injected Clock, a replica that holds (or takes)
+ * the leader lock mints a decisionId, runs a plan, stores the report, and — unless advisory — sends each region its
+ * targets over its RegionLink and records the acknowledgements. A replica that is not the leader does nothing that
+ * round. The lock's expiry is 2 × intervalMs unless given, so a dead leader is replaced within two rounds.
+ */
+import type { Clock, Timer } from "../core/clock.js";
+import type { Logger } from "../core/log.js";
+import { silentLogger } from "../core/log.js";
+import type { RegionLink, RegionTargets } from "../core/ports.js";
+import type { LeaderLock } from "./leader.js";
+import type { PlanReport } from "./report.js";
+import type { PlanStore } from "./store.js";
+
+export interface PlannerLoopOptions {
+  clock: Clock;
+  intervalMs: number;
+  lock: LeaderLock;
+  /** This replica's id in the lock. */
+  holder: string;
+  lockTtlMs?: number;
+  /** Publish plans without sending targets. */
+  advisory: boolean;
+  links: readonly RegionLink[];
+  store: PlanStore;
+  /** Runs one plan with the given decision id and the previous report. */
+  plan: (decisionId: number, previous: PlanReport | undefined) => Promise<PlanReport>;
+  log?: Logger;
+}
+
+/** Targets for one region from a report. */
+export function targetsFor(report: PlanReport, region: string): RegionTargets {
+  const endpoints = report.actions
+    .filter((a) => a.region === region)
+    .map((a) => ({ model: a.model, gpu: a.gpu, instances: a.target, forecastTokensPerS: report.forecasts.find((f) => f.model === a.model && f.region === region)?.demandTokensPerS ?? 0 }));
+  return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
+}
+
+export class PlannerLoop {
+  private timer: Timer | undefined;
+  private running: Promise<void> | undefined;
+  private previous: PlanReport | undefined;
+  /** Rounds this replica led, and skipped as a follower (for tests and metrics). */
+  led = 0;
+  followed = 0;
+
+  constructor(private readonly o: PlannerLoopOptions) {
+    if (!(o.intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${o.intervalMs}`);
+  }
+
+  start(): void {
+    this.timer ??= this.o.clock.every(this.o.intervalMs, () => void this.tick());
+  }
+
+  /** Stops the timer, waits for a round in progress, and releases the lock. */
+  async stop(): Promise<void> {
+    this.timer?.cancel();
+    this.timer = undefined;
+    await this.running;
+    await this.o.lock.release(this.o.holder);
+  }
+
+  /** One round (also callable directly). Rounds never overlap: a tick during a round is skipped. */
+  tick(): Promise<void> {
+    if (this.running !== undefined) return this.running;
+    this.running = this.round().finally(() => (this.running = undefined));
+    return this.running;
+  }
+
+  private async round(): Promise<void> {
+    const log = this.o.log ?? silentLogger;
+    try {
+      const got = await this.o.lock.acquire(this.o.holder, this.o.lockTtlMs ?? 2 * this.o.intervalMs);
+      if (got === "held_by_other") {
+        this.followed++;
+        return;
+      }
+      const decisionId = await this.o.lock.nextDecisionId(this.o.holder);
+      if (decisionId === undefined) {
+        this.followed++;
+        return;
+      }
+      this.led++;
+      const report = await this.o.plan(decisionId, this.previous);
+      if (!report.advisory && !this.o.advisory) {
+        report.acks = await Promise.all(
+          this.o.links.map(async (link) => {
+            try {
+              const ack = await link.sendTargets(targetsFor(report, link.region));
+              return { region: ack.region, decisionId: ack.decisionId, accepted: ack.accepted };
+            } catch (err) {
+              return { region: link.region, decisionId, accepted: false, error: err instanceof Error ? err.message : String(err) };
+            }
+          }),
+        );
+      }
+      this.previous = report;
+      this.o.store.put(report);
+      log.info("plan", { id: report.id, decisionId, status: report.solver.status, advisory: report.advisory, acks: report.acks.length });
+    } catch (err) {
+      log.error("planning round failed", { err: err instanceof Error ? err : String(err) });
+    }
+  }
+}

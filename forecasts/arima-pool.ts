@@ -122,8 +122,13 @@ export class ArimaPool {
       const cur = slot.current;
       if (cur === undefined || cur.id !== msg.id) return;
       this.finish(slot);
-      if ("error" in msg) cur.reject(new Error(`arima: ${msg.error}`));
-      else cur.resolve({ mean: msg.mean, variance: msg.variance });
+      if ("error" in msg) {
+        cur.reject(new Error(`arima: ${msg.error}`));
+        // A wasm trap (e.g. "memory access out of bounds") leaves the module's heap unusable: replace the worker.
+        this.replace(slot);
+        return;
+      }
+      cur.resolve({ mean: msg.mean, variance: msg.variance });
       this.pump();
     });
     const onDeath = (why: string) => {

@@ -1,0 +1,163 @@
+/**
+ * Batch beside interactive traffic (SageServe §6.3), in virtual time: three regions of simulated engines
+ * (region/engines/sim, the measured performance model) behind the real Gateway and in-process RegionLinks; an
+ * open-loop interactive load that keeps us-east above the 0.60 threshold and the other two regions below it; and
+ * the real Dispatcher on an embedded queue holding one 3,000-request batch. The same interactive arrivals (same
+ * seed) run twice — without and with the batch — and the test prints interactive TTFT for both. It checks that
+ * every batch request went to a region whose signalling report was under the threshold, that the batch made real
+ * progress, and that interactive TTFT (mean and median) stays within 10% of the run without batch.
+ */
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
+import { parseConfig } from "../../core/config.js";
+import type { EngineEvent, GenerateRequest, RegionLink, RegionTelemetry } from "../../core/ports.js";
+import { SimEngine } from "../../region/engines/sim/engine.js";
+import { Gateway } from "../../region/gateway/gateway.js";
+import { InProcessRegionLink } from "../../region/link/in-process.js";
+import { Dispatcher } from "../../router/dispatch/dispatcher.js";
+import { encodePayload } from "../../router/dispatch/lines.js";
+import { DirFileStore } from "../../router/queue/dir-files.js";
+import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
+import { exponential, seededRandom } from "../../sim/workload/rng.js";
+
+const MODEL = "llama3.1-8b";
+const REGIONS = ["us-east", "us-central", "us-west"] as const;
+/** Interactive arrivals per second per region: us-east runs hot, the others have room. */
+const RATE_PER_S: Record<string, number> = { "us-east": 18, "us-central": 4, "us-west": 3 };
+const DURATION_MS = 240_000;
+const BATCH_REQUESTS = 3000;
+const KV_TOKENS = 16_000;
+const THRESHOLDS = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 };
+
+/** Wraps a link: remembers the utilization of the last report and records it with every priority-1 dispatch. */
+class Recording implements RegionLink {
+  lastUtilization = Number.NaN;
+  readonly batchAt: number[] = [];
+  readonly utilSamples: number[] = [];
+  constructor(private readonly inner: RegionLink) {}
+  get region() {
+    return this.inner.region;
+  }
+  subscribe(fn: (t: RegionTelemetry) => void) {
+    return this.inner.subscribe((t) => {
+      const m = t.models.find((x) => x.model === MODEL);
+      this.lastUtilization = m?.endpoints[0]?.effectiveMemoryUtilization ?? Number.NaN;
+      this.utilSamples.push(this.lastUtilization);
+      fn(t);
+    });
+  }
+  dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
+    if (req.priority === 1) this.batchAt.push(this.lastUtilization);
+    return this.inner.dispatch(req, signal);
+  }
+  sendTargets = (t: Parameters<RegionLink["sendTargets"]>[0]) => this.inner.sendTargets(t);
+  close = () => this.inner.close();
+}
+
+interface RunResult {
+  ttftMs: number[];
+  byRegion: Record<string, { ttftMs: number[]; batch: number; meanUtil: number }>;
+  batchCompleted: number;
+  batchUtilizations: number[];
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+const pct = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
+
+async function run(withBatch: boolean): Promise<RunResult> {
+  const clock = new VirtualClock(0);
+  const config = parseConfig({
+    models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+    regions: REGIONS.map((name) => ({ name, gpus: [{ type: "h100-80gb", count: 8 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 2 }] })),
+  });
+  const links: Recording[] = [];
+  const engines: SimEngine[] = [];
+  for (const r of config.regions) {
+    const gw = new Gateway({ region: r.name, clock, statsRefreshMs: 0 });
+    gw.addEndpoint(MODEL, "h100-80gb");
+    for (let i = 0; i < 2; i++) {
+      const e = new SimEngine({ instanceId: `${r.name}/${i}`, model: MODEL, gpu: "h100-80gb", tp: 2, clock, events: "coalesced", kvCapacityTokens: KV_TOKENS });
+      engines.push(e);
+      gw.addInstance("h100-80gb", e, "serving");
+    }
+    links.push(new Recording(new InProcessRegionLink(gw, { clock, telemetryIntervalMs: 1000 })));
+  }
+  const ttft = new Map<string, number[]>(REGIONS.map((r) => [r, []]));
+  // Interactive: Poisson arrivals per region, prompt 300–900 tokens, 100–300 output tokens; identical in both runs.
+  for (const [ri, link] of links.entries()) {
+    const rnd = seededRandom(1234, ri);
+    let t = 0;
+    let n = 0;
+    for (;;) {
+      t += exponential(rnd) * (1000 / RATE_PER_S[link.region]!);
+      if (t >= DURATION_MS) break;
+      const req: GenerateRequest = { id: `iw-${link.region}-${n++}`, model: MODEL, kind: "chat", promptTokens: 300 + Math.floor(rnd() * 600), maxTokens: 100 + Math.floor(rnd() * 200), priority: 0, body: {} };
+      clock.at(t, () => {
+        const start = clock.now();
+        void (async () => {
+          let first = true;
+          for await (const ev of link.dispatch(req)) {
+            if (first && ev.type === "token") {
+              ttft.get(link.region)!.push(clock.now() - start);
+              first = false;
+            }
+          }
+        })();
+      });
+    }
+  }
+  const store = new EmbeddedQueueStore(null);
+  let dispatcher: Dispatcher | undefined;
+  if (withBatch) {
+    await store.createBatch({ id: "batch_x", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 86_400_000 });
+    await store.stage("batch_x", Array.from({ length: BATCH_REQUESTS }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `b${i}`, url: "/v1/completions", body: { model: MODEL, prompt: "x".repeat(2000), max_tokens: 200 } }) })));
+    await store.activate("batch_x", MODEL, BATCH_REQUESTS, 0);
+    dispatcher = new Dispatcher({ store, files: new DirFileStore(null), clock, links, models: [MODEL], thresholds: THRESHOLDS, promoteAfterMs: 36_000_000, leaseMs: 3_600_000, maintenanceIntervalMs: 5000 });
+    dispatcher.start();
+  } else {
+    for (const l of links) l.subscribe(() => {});
+  }
+  for (let t = 0; t <= DURATION_MS + 60_000; t += 1000) await clock.advanceTo(t, 200);
+  await dispatcher?.stop();
+  const batch = await store.getBatch("batch_x");
+  const byRegion: RunResult["byRegion"] = {};
+  for (const l of links) {
+    const until = l.utilSamples.slice(0, DURATION_MS / 1000);
+    byRegion[l.region] = { ttftMs: ttft.get(l.region)!, batch: l.batchAt.length, meanUtil: mean(until) };
+  }
+  for (const e of engines) await e.close();
+  return { ttftMs: [...ttft.values()].flat(), byRegion, batchCompleted: batch?.completed ?? 0, batchUtilizations: links.flatMap((l) => l.batchAt) };
+}
+
+describe("batch beside interactive traffic (virtual time)", () => {
+  it("sends batch only to regions under 0.60 and keeps interactive TTFT within 10% of the run without batch", async () => {
+    const base = await run(false);
+    const mixed = await run(true);
+    const line = (name: string, r: RunResult) =>
+      `${name}: interactive TTFT mean ${mean(r.ttftMs).toFixed(1)} ms, p50 ${pct(r.ttftMs, 0.5).toFixed(1)} ms, p99 ${pct(r.ttftMs, 0.99).toFixed(1)} ms over ${r.ttftMs.length} requests; ` +
+      Object.entries(r.byRegion).map(([k, v]) => `${k} util ${v.meanUtil.toFixed(2)} TTFT mean ${mean(v.ttftMs).toFixed(1)} ms batch sent ${v.batch}`).join("; ") +
+      `; batch completed ${r.batchCompleted}`;
+    console.log(line("without batch", base));
+    console.log(line("with batch   ", mixed));
+    // The load is what the test claims: us-east above the threshold, the other two below it.
+    expect(base.byRegion["us-east"]!.meanUtil).toBeGreaterThan(0.6);
+    expect(base.byRegion["us-central"]!.meanUtil).toBeLessThan(0.6);
+    expect(base.byRegion["us-west"]!.meanUtil).toBeLessThan(0.6);
+    expect(base.ttftMs.length).toBe(mixed.ttftMs.length);
+    // Batch went only where the signalling report was under the threshold, and it ran.
+    expect(mixed.batchUtilizations.length).toBeGreaterThan(300);
+    expect(mixed.batchUtilizations.every((u) => u < 0.6)).toBe(true);
+    expect(mixed.batchCompleted).toBeGreaterThan(300);
+    // Interactive time to first token within 10% of the run without batch.
+    const meanRatio = mean(mixed.ttftMs) / mean(base.ttftMs);
+    const p50Ratio = pct(mixed.ttftMs, 0.5) / pct(base.ttftMs, 0.5);
+    console.log(`TTFT ratio with/without batch: mean ${meanRatio.toFixed(3)}, p50 ${p50Ratio.toFixed(3)}`);
+    expect(meanRatio).toBeLessThanOrEqual(1.1);
+    expect(p50Ratio).toBeLessThanOrEqual(1.1);
+    for (const r of REGIONS) {
+      const ratio = mean(mixed.byRegion[r]!.ttftMs) / mean(base.byRegion[r]!.ttftMs);
+      console.log(`TTFT mean ratio in ${r}: ${ratio.toFixed(3)}`);
+      expect(ratio, r).toBeLessThanOrEqual(1.1);
+    }
+  }, 300_000);
+});

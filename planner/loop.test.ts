@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { Redis } from "ioredis";
+import { VirtualClock } from "../core/clock.js";
+import type { RegionLink, RegionTargets, TargetsAck } from "../core/ports.js";
+import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../test/helpers/redis.js";
+import { MemoryLeaderLock, RedisLeaderLock, type LeaderLock } from "./leader.js";
+import { PlannerLoop } from "./loop.js";
+import type { PlanReport } from "./report.js";
+import { MemoryPlanStore } from "./store.js";
+
+let redis: TestRedis;
+let client: Redis;
+const prefixes: string[] = [];
+beforeAll(async () => {
+  redis = await startTestRedis();
+  client = new Redis(redis.url);
+});
+afterAll(async () => {
+  for (const p of prefixes) await cleanupPrefix(redis.url, p);
+  client.disconnect();
+  await redis.stop();
+});
+
+describe("RedisLeaderLock", () => {
+  it("one holder at a time, renewal, expiry, release, fenced monotonic decision ids", async () => {
+    const p = testPrefix("lock");
+    prefixes.push(p);
+    const lock = new RedisLeaderLock(client, p);
+    expect(await lock.acquire("a", 300)).toBe("acquired");
+    expect(await lock.acquire("b", 300)).toBe("held_by_other");
+    expect(await lock.acquire("a", 300)).toBe("renewed");
+    expect(await lock.nextDecisionId("a")).toBe(1);
+    expect(await lock.nextDecisionId("b")).toBeUndefined();
+    expect(await lock.nextDecisionId("a")).toBe(2);
+    expect(await lock.release("b")).toBe(false);
+    await new Promise((r) => setTimeout(r, 400)); // the lock's expiry is Redis's own clock
+    expect(await lock.acquire("b", 5000)).toBe("acquired");
+    expect(await lock.nextDecisionId("a")).toBeUndefined();
+    expect(await lock.nextDecisionId("b")).toBe(3);
+    expect(await lock.release("b")).toBe(true);
+    expect(await lock.acquire("a", 5000)).toBe("acquired");
+  });
+});
+
+class FakeLink implements RegionLink {
+  readonly received: RegionTargets[] = [];
+  private latest = 0;
+  constructor(readonly region: string) {}
+  subscribe() {
+    return () => {};
+  }
+  async *dispatch(): AsyncIterable<never> {
+    throw new Error("not used");
+  }
+  async sendTargets(t: RegionTargets): Promise<TargetsAck> {
+    this.received.push(t);
+    const accepted = t.decisionId > this.latest;
+    if (accepted) this.latest = t.decisionId;
+    return { region: this.region, decisionId: t.decisionId, accepted };
+  }
+  async close() {}
+}
+
+function fakeReport(decisionId: number, advisory: boolean): PlanReport {
+  return {
+    id: `plan-${decisionId}`, decisionId, madeAtMs: 0, intervalMs: 1000, advisory, alpha: 0.8, beta: 0.2, forecasts: [],
+    solver: { path: "mip", status: "optimal", objective: 1, bound: 1, gap: 0, solveMs: 1, endpoints: 1 },
+    actions: [{ model: "m", region: "east", gpu: "g", current: 1, target: 2, reclaimSameModel: 0, reclaimOtherModel: 0, newInstances: 1, donate: 0 }],
+    spot: [], cost: { holdPerInterval: 1, starts: 0, total: 1 }, unmet: [], warnings: [], acks: [],
+  };
+}
+
+describe.each([
+  ["memory", (clock: VirtualClock) => new MemoryLeaderLock(clock)],
+  ["redis", () => {
+    const p = testPrefix("loop");
+    prefixes.push(p);
+    return new RedisLeaderLock(client, p);
+  }],
+] as [string, (c: VirtualClock) => LeaderLock][])("PlannerLoop (%s lock)", (_n, makeLock) => {
+  it("one leader sends targets with increasing decision ids and records the acks; advisory sends nothing", async () => {
+    const clock = new VirtualClock(0);
+    const lock = makeLock(clock);
+    const links = [new FakeLink("east"), new FakeLink("west")];
+    const stores = [new MemoryPlanStore(), new MemoryPlanStore()];
+    const loops = ["p1", "p2"].map((holder, i) => new PlannerLoop({ clock, intervalMs: 1000, lockTtlMs: 60_000, lock, holder, advisory: false, links, store: stores[i]!, plan: async (id) => fakeReport(id, false) }));
+    for (let round = 0; round < 3; round++) for (const l of loops) await l.tick();
+    expect(loops[0]!.led).toBe(3);
+    expect(loops[1]!.followed).toBe(3);
+    expect(links[0]!.received.map((t) => t.decisionId)).toEqual([1, 2, 3]);
+    expect(links[0]!.received[0]!.endpoints).toEqual([{ model: "m", gpu: "g", instances: 2, forecastTokensPerS: 0 }]);
+    expect(stores[0]!.list()[0]!.acks).toEqual([{ region: "east", decisionId: 3, accepted: true }, { region: "west", decisionId: 3, accepted: true }]);
+    await loops[0]!.stop(); // releases: the follower takes over with the next id
+    await loops[1]!.tick();
+    expect(loops[1]!.led).toBe(1);
+    expect(links[1]!.received.at(-1)!.decisionId).toBe(4);
+
+    const advisory = new PlannerLoop({ clock, intervalMs: 1000, lock: makeLock(clock), holder: "adv", advisory: true, links: [new FakeLink("east")], store: new MemoryPlanStore(), plan: async (id) => fakeReport(id, true) });
+    await advisory.tick();
+    expect(advisory.led).toBe(1);
+    await loops[1]!.stop();
+    await advisory.stop();
+  });
+
+  it("runs on the injected clock", async () => {
+    const clock = new VirtualClock(0);
+    const link = new FakeLink("east");
+    const loop = new PlannerLoop({ clock, intervalMs: 1000, lock: makeLock(clock), holder: "p", advisory: false, links: [link], store: new MemoryPlanStore(), plan: async (id) => fakeReport(id, false) });
+    loop.start();
+    for (let k = 1; k <= 3; k++) {
+      await clock.advanceTo(k * 1000);
+      for (let i = 0; i < 100 && link.received.length < k; i++) await new Promise((r) => setTimeout(r, 5));
+      expect(link.received.length).toBe(k); // one round per interval, no earlier
+    }
+    expect(link.received.map((t) => t.decisionId)).toEqual([1, 2, 3]);
+    await loop.stop();
+  });
+});

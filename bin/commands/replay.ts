@@ -1,13 +1,33 @@
-/** `tidegate replay` (placeholder until its issue lands: exits 2 with a clear message). */
+/**
+ * `tidegate replay`: whole-system replay in virtual time through the real policies. Dispatches on --trace first:
+ * a request-level trace (Azure 2023, Mooncake) through the dev fleet's router/gateway/engine code (sim/replay/cli.ts);
+ * otherwise on --workload: `week` runs the week-long three-region workload with the planner in the loop
+ * (sim/week/cli.ts).
+ */
+import { TidegateError } from "../../core/errors.js";
+import { TRACE_FLAGS, runTraceCommand } from "../../sim/replay/cli.js";
+import { WEEK_FLAGS, runWeekCommand } from "../../sim/week/cli.js";
 import type { Command } from "../command.js";
 
 export const command: Command = {
   name: "replay",
-  summary: "not built yet",
-  description: "This command is not built yet.",
-  flags: {},
-  async run() {
-    process.stderr.write("tidegate replay: not built yet\n");
-    return 2;
+  summary: "replay traces or a week-long workload in virtual time through the real policies",
+  description: [
+    "Examples:",
+    "  tidegate replay --trace azure-conv            (Azure 2023 conversation trace, 19,366 requests, 1 h)",
+    "  tidegate replay --trace mooncake --seed 7",
+    "  tidegate replay --workload week --strategy lt-ua",
+    "  tidegate replay --workload week --strategy all --days 1 --out out/day",
+  ].join("\n"),
+  flags: {
+    workload: { type: "string", help: "what to replay: week", default: "week" },
+    ...WEEK_FLAGS,
+    ...TRACE_FLAGS,
+  },
+  async run(flags) {
+    if (flags.trace !== undefined) return runTraceCommand(flags);
+    const workload = flags.workload;
+    if (workload === "week") return runWeekCommand(flags);
+    throw new TidegateError("invalid_request", `--workload must be one of: week; got ${JSON.stringify(workload)}`);
   },
 };

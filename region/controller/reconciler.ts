@@ -62,8 +62,11 @@ export class RegionController {
   private targets: RegionTargets | undefined;
   private readonly targetFor = new Map<string, { instances: number; forecastTokensPerS: number }>();
   private timer: Timer | undefined;
+  private readonly endpointIndex = new Map<string, number>();
 
-  constructor(private readonly o: RegionControllerOptions) {}
+  constructor(private readonly o: RegionControllerOptions) {
+    o.endpoints.forEach((e, k) => this.endpointIndex.set(`${e.model}/${e.gpu}`, k));
+  }
 
   /** The last accepted decision id (0 before any plan). */
   get decisionId(): number {
@@ -102,16 +105,24 @@ export class RegionController {
     const now = this.o.clock.now();
     const all = this.o.actuator.instances();
     const actions: ControllerAction[] = [];
-    for (const ep of this.o.endpoints) {
-      let current = 0;
-      let serving = 0;
-      let lastActionMs: number | undefined;
-      for (const i of all) {
-        if (i.model !== ep.model || i.gpu !== ep.gpu) continue;
-        if (i.state === "serving" || i.state === "provisioning" || i.state === "loading") current++;
-        if (i.state === "serving") serving++;
-        if (i.actionAtMs !== undefined && (lastActionMs === undefined || i.actionAtMs > lastActionMs)) lastActionMs = i.actionAtMs;
-      }
+    // One pass over the world: per endpoint, instances that serve or will serve, serving ones, last action time.
+    const n = this.o.endpoints.length;
+    const currentOf = new Array<number>(n).fill(0);
+    const servingOf = new Array<number>(n).fill(0);
+    const lastOf = new Array<number | undefined>(n).fill(undefined);
+    for (const i of all) {
+      const k = this.endpointIndex.get(`${i.model}/${i.gpu}`);
+      if (k === undefined) continue;
+      if (i.state === "serving" || i.state === "provisioning" || i.state === "loading") currentOf[k]!++;
+      if (i.state === "serving") servingOf[k]!++;
+      const last = lastOf[k];
+      if (i.actionAtMs !== undefined && (last === undefined || i.actionAtMs > last)) lastOf[k] = i.actionAtMs;
+    }
+    for (let k = 0; k < n; k++) {
+      const ep = this.o.endpoints[k]!;
+      const current = currentOf[k]!;
+      const serving = servingOf[k]!;
+      const lastActionMs = lastOf[k];
       const sig = this.o.signals(ep.model, ep.gpu);
       const tgt = this.targetFor.get(`${ep.model}/${ep.gpu}`);
       const decision = this.o.strategy.decide({

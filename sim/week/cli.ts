@@ -1,0 +1,87 @@
+/**
+ * The `--workload week` path of `tidegate replay` (bin/commands/replay.ts dispatches on --workload): loads the fleet
+ * and workload files (or the defaults), runs one or more strategies on the same seeded workload with a progress
+ * bar, prints requests per wall second and writes the JSON + HTML reports (and the comparison page).
+ */
+import type { FlagSpec, FlagValues } from "../../bin/args.js";
+import { ValidationError, parseJson } from "../../core/validate.js";
+import { readFileSync } from "node:fs";
+import { STRATEGY_NAMES } from "../../region/strategies/registry.js";
+import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../workload/spec.js";
+import { loadFleet, type FleetSpec } from "./fleet.js";
+import { defaultPlanner } from "./planner.js";
+import { ProgressBar } from "./progress.js";
+import { runWeek } from "./replay.js";
+import { writeReports } from "./report.js";
+import type { WeekResult } from "./result.js";
+
+/** Flags of the week path (merged into `tidegate replay`'s flag table). */
+export const WEEK_FLAGS: Record<string, FlagSpec> = {
+  strategy: { type: "string", help: `week: scaling strategy, or a comma list, or "all" (${STRATEGY_NAMES.join(", ")})`, default: "lt-ua" },
+  fleet: { type: "string", help: "week: fleet file (JSON: {fleet, engines, actuator, weights, spot}); default: built-in 3 regions × 128 H100" },
+  "workload-file": { type: "string", help: "week: workload file (JSON, see sim/workload/spec.ts); default: built-in ServeGen week" },
+  days: { type: "number", help: "week: override the workload's days (requests scale with it)" },
+  requests: { type: "number", help: "week: override the workload's total requests" },
+  seed: { type: "number", help: "week: override the workload's seed" },
+  out: { type: "string", help: "week: report directory", default: "out/replay-week" },
+  quiet: { type: "boolean", help: "week: no progress bar", default: false },
+};
+
+/** Loads fleet + workload with flag overrides; errors are ValidationErrors naming the field. */
+export function loadWeekInputs(flags: FlagValues): { fleet: FleetSpec; workload: WorkloadSpec } {
+  const fleet = loadFleet(typeof flags.fleet === "string" ? flags.fleet : undefined);
+  let json: Record<string, unknown> = { ...DEFAULT_WORKLOAD_JSON };
+  if (typeof flags["workload-file"] === "string") {
+    const file = flags["workload-file"];
+    let text: string;
+    try {
+      text = readFileSync(file, "utf8");
+    } catch (err) {
+      throw new ValidationError(file, `cannot read workload file: ${(err as Error).message}`);
+    }
+    const parsed = parseJson(text, `workload file ${file}`, "invalid_config");
+    if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) throw new ValidationError(file, "a workload file holds one JSON object");
+    json = parsed as Record<string, unknown>;
+  }
+  if (typeof flags.days === "number") {
+    const days = flags.days;
+    const base = parseWorkload(json, fleet.config);
+    json = { ...json, days, targetRequests: Math.max(1, Math.round((base.targetRequests * days) / base.days)) };
+  }
+  if (typeof flags.requests === "number") json = { ...json, targetRequests: flags.requests };
+  if (typeof flags.seed === "number") json = { ...json, seed: flags.seed };
+  return { fleet, workload: parseWorkload(json, fleet.config) };
+}
+
+/** Parses the --strategy flag into strategy names. */
+export function strategyList(flag: unknown): string[] {
+  const raw = typeof flag === "string" ? flag : "lt-ua";
+  const list = raw === "all" ? [...STRATEGY_NAMES] : raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
+  list.forEach((s, i) => {
+    if (!(STRATEGY_NAMES as string[]).includes(s)) throw new ValidationError(`--strategy[${i}]`, `unknown strategy ${JSON.stringify(s)}; known: ${STRATEGY_NAMES.join(", ")}`);
+  });
+  return list;
+}
+
+/** Runs each strategy on the same inputs; one progress bar per run. */
+export async function runStrategies(fleet: FleetSpec, workload: WorkloadSpec, strategies: string[], quiet: boolean, log: (line: string) => void): Promise<WeekResult[]> {
+  const results: WeekResult[] = [];
+  for (const strategy of strategies) {
+    const bar = quiet ? undefined : new ProgressBar(strategy.padEnd(8));
+    const r = await runWeek({ fleet, workload, strategy, planner: defaultPlanner(fleet), onProgress: (p) => bar?.update(p.fraction, p.requests) });
+    bar?.done(r.requests.total);
+    log(`${strategy}: ${r.requests.total} requests in ${(r.wallMs / 1000).toFixed(1)} s wall = ${r.requestsPerWallS} requests per wall second; instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.allWithinDeadline}`);
+    results.push(r);
+  }
+  return results;
+}
+
+/** `tidegate replay --workload week ...`; resolves to the exit code. */
+export async function runWeekCommand(flags: FlagValues): Promise<number> {
+  const { fleet, workload } = loadWeekInputs(flags);
+  const strategies = strategyList(flags.strategy);
+  const results = await runStrategies(fleet, workload, strategies, flags.quiet === true, (l) => process.stdout.write(l + "\n"));
+  const files = writeReports(typeof flags.out === "string" ? flags.out : "out/replay-week", results);
+  process.stdout.write(`reports: ${files.join(" ")}\n`);
+  return 0;
+}

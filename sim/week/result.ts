@@ -1,0 +1,177 @@
+/**
+ * The figures of one week replay (JSON-serialisable): instance-hours per model and region, GPU-hours lost to
+ * provisioning (instances deploying: provisioning + loading; SageServe §7.3.3), spot instance-hours donated,
+ * p50/p95/p99 TTFT and E2E per model for interactive traffic, batch requests done within their deadline, scaling
+ * actions, and hourly series for the report's charts.
+ */
+import type { RunState } from "./replay.js";
+
+export interface Percentiles {
+  p50: number;
+  p95: number;
+  p99: number;
+  count: number;
+}
+
+export interface ModelResult {
+  ttftMs: Percentiles;
+  e2eMs: Percentiles;
+  instanceHours: number;
+  provisioningGpuHours: number;
+  spotInstanceHours: number;
+  byRegion: Record<string, { instanceHours: number; provisioningGpuHours: number; spotInstanceHours: number }>;
+}
+
+export interface WeekResult {
+  strategy: string;
+  strategyParams: Record<string, number>;
+  planner: string;
+  seed: number;
+  days: number;
+  virtualMs: number;
+  wallMs: number;
+  plannerMs: number;
+  requestsPerWallS: number;
+  requests: { total: number; interactive: number; interactiveUnserved: number; batch: number };
+  totals: {
+    instanceHours: number;
+    gpuHours: number;
+    provisioningGpuHours: number;
+    provisioningInstanceHours: number;
+    spotInstanceHours: number;
+    scalingActions: number;
+    actionsByKind: Record<string, number>;
+    actionsByReason: Record<string, number>;
+  };
+  interactive: { ttftMs: Percentiles; e2eMs: Percentiles };
+  batch: { submitted: number; done: number; withinDeadline: number; late: number; missedDeadlineUndone: number; pendingNotDue: number; allWithinDeadline: boolean };
+  models: Record<string, ModelResult>;
+  hourly: { hours: number; models: Record<string, { instances: number[]; p95TtftMs: (number | null)[]; tokensPerS: number[] }>; targets: Record<string, number[]> };
+  plans: number;
+  planAcks: number;
+  /** Per-minute p95 TTFT per model (ms; null for minutes without requests), when asked for. */
+  minuteP95TtftMs?: Record<string, (number | null)[]>;
+  workload: RunState["summary"];
+}
+
+const H = 3_600_000;
+
+function pct(h: { quantile(q: number): number; count: number }): Percentiles {
+  const r = (x: number) => (Number.isFinite(x) ? Math.round(x * 10) / 10 : 0);
+  return { p50: r(h.quantile(0.5)), p95: r(h.quantile(0.95)), p99: r(h.quantile(0.99)), count: h.count };
+}
+
+/** Builds the result of a finished run. */
+export function summarize(s: RunState): WeekResult {
+  const models: Record<string, ModelResult> = {};
+  const totals = { instanceHours: 0, gpuHours: 0, provisioningGpuHours: 0, provisioningInstanceHours: 0, spotInstanceHours: 0, scalingActions: 0, actionsByKind: {} as Record<string, number>, actionsByReason: {} as Record<string, number> };
+  s.models.forEach((m, mi) => {
+    const mr: ModelResult = { ttftMs: pct(s.ttft[mi]!), e2eMs: pct(s.e2e[mi]!), instanceHours: 0, provisioningGpuHours: 0, spotInstanceHours: 0, byRegion: {} };
+    s.regions.forEach((r, ri) => {
+      const t = s.ledgers[ri]!.get(m);
+      if (t === undefined) return;
+      const ih = (t.instanceMs.provisioning + t.instanceMs.loading + t.instanceMs.serving + t.instanceMs.draining) / H;
+      const gh = (t.gpuMs.provisioning + t.gpuMs.loading + t.gpuMs.serving + t.gpuMs.draining) / H;
+      const prov = (t.gpuMs.provisioning + t.gpuMs.loading) / H;
+      const spot = t.instanceMs.spot / H;
+      mr.byRegion[r.name] = { instanceHours: round(ih), provisioningGpuHours: round(prov), spotInstanceHours: round(spot) };
+      mr.instanceHours += ih;
+      mr.provisioningGpuHours += prov;
+      mr.spotInstanceHours += spot;
+      totals.instanceHours += ih;
+      totals.gpuHours += gh;
+      totals.provisioningGpuHours += prov;
+      totals.provisioningInstanceHours += (t.instanceMs.provisioning + t.instanceMs.loading) / H;
+      totals.spotInstanceHours += spot;
+    });
+    mr.instanceHours = round(mr.instanceHours);
+    mr.provisioningGpuHours = round(mr.provisioningGpuHours);
+    mr.spotInstanceHours = round(mr.spotInstanceHours);
+    models[m] = mr;
+  });
+  for (const r of s.regions) {
+    for (const a of r.actions) {
+      if (a.atMs >= s.durationMs) continue;
+      totals.scalingActions++;
+      totals.actionsByKind[a.kind] = (totals.actionsByKind[a.kind] ?? 0) + 1;
+      totals.actionsByReason[a.reason] = (totals.actionsByReason[a.reason] ?? 0) + 1;
+    }
+  }
+  const allTtft = mergeHist(s.ttft);
+  const allE2e = mergeHist(s.e2e);
+  const endHour = Math.floor((s.durationMs + (s.o.tailMs ?? H)) / H);
+  let missed = 0;
+  let pending = 0;
+  s.niw.pendingByDeadlineHour.forEach((n, h) => {
+    if (h < endHour) missed += n;
+    else pending += n;
+  });
+  const hours = Math.ceil(s.durationMs / H);
+  const hourly: WeekResult["hourly"] = { hours, models: {}, targets: {} };
+  s.models.forEach((m, mi) => {
+    const inst: number[] = [];
+    const p95: (number | null)[] = [];
+    const tok: number[] = [];
+    for (let h = 0; h < hours; h++) {
+      let a = 0;
+      for (let ri = 0; ri < s.regions.length; ri++) a += s.activeSamples[mi]![ri]![h]! / 60;
+      inst.push(round(a));
+      const q = s.ttftHourly[mi]!.quantile(h, 0.95);
+      p95.push(Number.isFinite(q) ? Math.round(q) : null);
+      tok.push(round(s.tokensHourly[mi]![h]! / 3600));
+    }
+    hourly.models[m] = { instances: inst, p95TtftMs: p95, tokensPerS: tok };
+    hourly.targets[m] = s.plans.map((p) => p.endpoints.flat().filter((e) => e.model === m).reduce((x, e) => x + e.instances, 0));
+  });
+  const total = s.iw + s.niw.submitted;
+  return {
+    strategy: s.o.strategy,
+    strategyParams: { ...(s.o.strategyParams ?? {}) },
+    planner: s.o.planner.name,
+    seed: s.o.workload.seed,
+    days: s.o.workload.days,
+    virtualMs: s.durationMs,
+    wallMs: Math.round(s.wallMs),
+    plannerMs: Math.round(s.plannerMs),
+    requestsPerWallS: Math.round(total / (s.wallMs / 1000)),
+    requests: { total, interactive: s.iw, interactiveUnserved: s.iwUnserved, batch: s.niw.submitted },
+    totals: { ...totals, instanceHours: round(totals.instanceHours), gpuHours: round(totals.gpuHours), provisioningGpuHours: round(totals.provisioningGpuHours), provisioningInstanceHours: round(totals.provisioningInstanceHours), spotInstanceHours: round(totals.spotInstanceHours) },
+    interactive: { ttftMs: pct(allTtft), e2eMs: pct(allE2e) },
+    batch: { submitted: s.niw.submitted, done: s.niw.done, withinDeadline: s.niw.withinDeadline, late: s.niw.late, missedDeadlineUndone: missed, pendingNotDue: pending, allWithinDeadline: s.niw.late === 0 && missed === 0 },
+    models,
+    hourly,
+    plans: s.plans.length,
+    planAcks: s.plans.reduce((x, p) => x + p.acks, 0),
+    workload: s.summary,
+    ...(s.o.minuteSeries === true ? { minuteP95TtftMs: minuteSeries(s) } : {}),
+  };
+}
+
+function minuteSeries(s: RunState): Record<string, (number | null)[]> {
+  const out: Record<string, (number | null)[]> = {};
+  const minutes = Math.ceil(s.durationMs / 60_000);
+  s.models.forEach((m, mi) => {
+    const xs: (number | null)[] = [];
+    for (let k = 0; k < minutes; k++) {
+      const q = s.ttftMinute[mi]!.quantile(k, 0.95);
+      xs.push(Number.isFinite(q) ? Math.round(q) : null);
+    }
+    out[m] = xs;
+  });
+  return out;
+}
+
+function round(x: number): number {
+  return Math.round(x * 100) / 100;
+}
+
+function mergeHist(hs: { counts: Float64Array; count: number; sumMs: number; quantile(q: number): number }[]): { quantile(q: number): number; count: number } {
+  const first = hs[0]!;
+  const merged = new (first.constructor as new () => typeof first)();
+  for (const h of hs) {
+    for (let i = 0; i < h.counts.length; i++) merged.counts[i]! += h.counts[i]!;
+    merged.count += h.count;
+    merged.sumMs += h.sumMs;
+  }
+  return merged;
+}

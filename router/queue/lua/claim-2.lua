@@ -8,14 +8,15 @@
 local popped = redis.call("ZPOPMIN", KEYS[1], tonumber(ARGV[2]))
 local untilMs = tonumber(ARGV[3]) + tonumber(ARGV[4])
 local out = {}
+local leasedBy = {}
 for i = 1, #popped, 2 do
   local r, score = popped[i], popped[i + 1]
   local bid, idx = splitRid(r)
   redis.call("ZADD", KEYS[2], untilMs, r)
-  redis.call("HINCRBY", ARGV[1] .. "b:" .. bid, "leased", 1)
-  local payload = redis.call("HGET", ARGV[1] .. "p:" .. bid, idx) or ""
+  leasedBy[bid] = (leasedBy[bid] or 0) + 1
   out[#out + 1] = r
   out[#out + 1] = score
-  out[#out + 1] = payload
+  out[#out + 1] = redis.call("HGET", ARGV[1] .. "p:" .. bid, idx) or ""
 end
+for bid, n in pairs(leasedBy) do redis.call("HINCRBY", ARGV[1] .. "b:" .. bid, "leased", n) end
 return out

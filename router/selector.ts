@@ -10,7 +10,8 @@
  * The replay wiring uses the same class with a VirtualClock.
  */
 import type { Clock } from "../core/clock.js";
-import type { GpuType, ModelName, RegionName } from "../core/models.js";
+import type { TidegateConfig } from "../core/config.js";
+import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
 import { correctedUtilization, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
 
@@ -136,4 +137,15 @@ export class RegionSelector {
 function servingInstances(mt: ModelTelemetry): number {
   const fromEndpoints = mt.endpoints.reduce((s, e) => s + e.servingInstances, 0);
   return Math.max(fromEndpoints, mt.instances.serving ?? 0);
+}
+
+/** The KV bytes one instance of `model` on `gpu` offers, from config gpusPerInstance and core/models (0 if unknown). */
+export function instanceKvBytesFrom(config: TidegateConfig): (model: ModelName, gpu: GpuType) => number {
+  return (model, gpu) => {
+    const spec = MODEL_SPECS[model];
+    const gpuSpec = GPU_SPECS[gpu];
+    const gpus = config.models.find((m) => m.name === model)?.gpusPerInstance[gpu];
+    if (spec === undefined || gpuSpec === undefined || gpus === undefined) return 0;
+    return Math.max(0, kvCapacityBytes(spec, gpuSpec, gpus));
+  };
 }

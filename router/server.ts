@@ -9,12 +9,12 @@ import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
 import { regionModels } from "../core/config.js";
 import type { Logger } from "../core/log.js";
-import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
+import type { RegionName } from "../core/models.js";
 import type { RegionLink, Unsubscribe } from "../core/ports.js";
 import { createRouterApp, type RouterMount } from "./app.js";
 import type { CompletionDeps } from "./completions.js";
 import { createRouterMetrics } from "./metrics.js";
-import { RegionSelector } from "./selector.js";
+import { RegionSelector, instanceKvBytesFrom } from "./selector.js";
 
 export interface GlobalRouterOptions {
   config: TidegateConfig;
@@ -27,16 +27,8 @@ export interface GlobalRouterOptions {
   defaultMetrics?: boolean;
 }
 
-/** The KV bytes one instance of `model` on `gpu` offers, from config gpusPerInstance and core/models (0 if unknown). */
-export function instanceKvBytesFrom(config: TidegateConfig): (model: ModelName, gpu: GpuType) => number {
-  return (model, gpu) => {
-    const spec = MODEL_SPECS[model];
-    const gpuSpec = GPU_SPECS[gpu];
-    const gpus = config.models.find((m) => m.name === model)?.gpusPerInstance[gpu];
-    if (spec === undefined || gpuSpec === undefined || gpus === undefined) return 0;
-    return Math.max(0, kvCapacityBytes(spec, gpuSpec, gpus));
-  };
-}
+/** Re-exported for callers that import it from here (sim/replay); it lives with the selector. */
+export { instanceKvBytesFrom };
 
 export class GlobalRouter {
   readonly selector: RegionSelector;

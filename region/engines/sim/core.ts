@@ -79,6 +79,29 @@ export interface SimHandle {
   cancel(): void;
 }
 
+/** The SimHandle of one request (a class, not closures: replay makes one per request). */
+class Handle implements SimHandle {
+  constructor(
+    private readonly core: SimEngineCore,
+    private readonly r: SimRequest,
+  ) {}
+  get id(): string {
+    return this.r.id;
+  }
+  get finished(): boolean {
+    return isFinished(this.r);
+  }
+  generatedNow(): number {
+    return this.core.generatedFor(this.r);
+  }
+  nextTokenAtMs(): number | undefined {
+    return this.core.nextTokenFor(this.r);
+  }
+  cancel(): void {
+    this.core.cancelFor(this.r);
+  }
+}
+
 type Phase =
   | { kind: "idle" }
   | { kind: "prefill"; startMs: number; endMs: number; batch: SimRequest[] }
@@ -189,15 +212,20 @@ export class SimEngineCore {
   }
 
   private handle(r: SimRequest): SimHandle {
-    return {
-      id: r.id,
-      generatedNow: () => this.generatedOf(r),
-      nextTokenAtMs: () => this.nextTokenOf(r),
-      get finished() {
-        return r.state === "done" || r.state === "cancelled";
-      },
-      cancel: () => this.cancel(r),
-    };
+    return new Handle(this, r);
+  }
+
+  /** @internal for Handle */
+  generatedFor(r: SimRequest): number {
+    return this.generatedOf(r);
+  }
+  /** @internal for Handle */
+  nextTokenFor(r: SimRequest): number | undefined {
+    return this.nextTokenOf(r);
+  }
+  /** @internal for Handle */
+  cancelFor(r: SimRequest): void {
+    this.cancel(r);
   }
 
   // ---- time arithmetic of a decode segment -------------------------------------------------------------------
@@ -377,20 +405,26 @@ export class SimEngineCore {
 
   private endSegment(atMs: number, n: number): void {
     this.phase = { kind: "idle" };
-    const still: SimRequest[] = [];
-    const finished: SimRequest[] = [];
-    for (const r of this.running) {
+    const running = this.running;
+    const count = running.length;
+    this.generatedBase += n * count;
+    this.runningCtx += n * count;
+    this.runningRemaining -= n * count;
+    // In-place: keep the unfinished in order (index keep ≤ i is already read), finish the rest afterwards.
+    let keep = 0;
+    let done: SimRequest[] | undefined;
+    for (let i = 0; i < count; i++) {
+      const r = running[i]!;
       r.generated += n;
-      if (r.generated >= r.maxTokens) finished.push(r);
-      else still.push(r);
+      if (r.generated < r.maxTokens) running[keep++] = r;
+      else (done ??= []).push(r);
     }
-    this.generatedBase += n * this.running.length;
-    this.runningCtx += n * this.running.length;
-    this.runningRemaining -= n * this.running.length;
-    this.running = still;
-    for (const r of finished) {
-      this.runningCtx -= r.promptTokens + r.generated;
-      this.finish(r, atMs);
+    running.length = keep;
+    if (done !== undefined) {
+      for (const r of done) {
+        this.runningCtx -= r.promptTokens + r.generated;
+        this.finish(r, atMs);
+      }
     }
     if (this.phase.kind === "idle") this.step(atMs);
   }

@@ -21,6 +21,12 @@ export interface SimEngineOptions {
   maxBatch?: number;
   maxPrefillTokens?: number;
   kvCapacityTokens?: number;
+  /**
+   * "per-token" (default, live): one `token` event per token at its time, with its synthetic text. "coalesced"
+   * (replay): one `token` event for the first token at its time, then one carrying every other token (text "")
+   * at completion, then `done` — the same times and usage with three events per request instead of one per token.
+   */
+  events?: "per-token" | "coalesced";
 }
 
 /** 32-bit FNV-1a of a request id: the seed of its synthetic tokens. */
@@ -35,11 +41,13 @@ export class SimEngine implements Engine {
   readonly model: string;
   readonly core: SimEngineCore;
   private readonly clock: Clock;
+  private readonly coalesced: boolean;
 
   constructor(opts: SimEngineOptions) {
     this.instanceId = opts.instanceId;
     this.model = opts.model;
     this.clock = opts.clock;
+    this.coalesced = opts.events === "coalesced";
     const coreOpts: SimCoreOptions = { profile: getProfile(opts.model, opts.gpu, opts.tp), clock: opts.clock };
     if (opts.timeScale !== undefined) coreOpts.timeScale = opts.timeScale;
     if (opts.maxBatch !== undefined) coreOpts.maxBatch = opts.maxBatch;
@@ -74,7 +82,13 @@ export class SimEngine implements Engine {
       for (;;) {
         if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
         const generated = handle.generatedNow();
-        while (emitted < generated) {
+        if (this.coalesced && generated > emitted && (emitted === 0 || handle.finished)) {
+          const n = emitted === 0 ? 1 : generated - emitted;
+          emitted += n;
+          yield { type: "token", text: "", tokens: n };
+          continue;
+        }
+        while (!this.coalesced && emitted < generated) {
           yield { type: "token", text: syntheticToken(seed, emitted), tokens: 1 };
           emitted++;
         }
@@ -83,7 +97,8 @@ export class SimEngine implements Engine {
           yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, emitted) };
           return;
         }
-        const nextMs = handle.nextTokenAtMs();
+        // Coalesced: after the first token, sleep until the core reports completion (no per-token timers).
+        const nextMs = this.coalesced && emitted > 0 ? undefined : handle.nextTokenAtMs();
         await new Promise<void>((resolve) => {
           const timer = nextMs === undefined ? undefined : this.clock.after(Math.max(0, nextMs - this.clock.now()), () => resolve());
           wake = () => {

@@ -1,0 +1,160 @@
+/**
+ * `tidegate replay --trace …`: drives a request-level trace through the replay wiring (wiring.ts) in virtual time,
+ * synchronously, event by event (VirtualClock.advanceToSync): no promises, so an hour of trace costs a few events
+ * per request.
+ *
+ * Per arrival, the same decisions a request to `tidegate dev` meets after HTTP parsing:
+ * 1. global: `RegionSelector.select(model, clientRegion, tried)` then `noteDispatch(region, model, kvBytes)` —
+ *    the calls router/relay.ts dispatchWithRetry makes, with kvBytes = (prompt + max tokens) × KV bytes per token
+ *    as router/completions.ts computes it; a region with no serving instance is excluded and the next one tried;
+ * 2. region: `Gateway.route(model)` — the endpoint by effective memory utilization, then JSQ (Gateway.choose);
+ * 3. engine: the chosen SimEngine's core, through its callback API (`submit` with onFirstToken / onDone), the core
+ *    that SimEngine.generate streams from live.
+ * Telemetry flows region → router over the InProcessRegionLinks on the same clock.
+ */
+import { VirtualClock } from "../../core/clock.js";
+import type { TidegateConfig } from "../../core/config.js";
+import { findTidegateError } from "../../core/errors.js";
+import { MODEL_SPECS, kvBytesPerToken, type ModelName, type RegionName } from "../../core/models.js";
+import type { SimHandlers } from "../../region/engines/sim/core.js";
+import { assignRequests } from "./assign.js";
+import { UtilizationTracker, type RequestRecord } from "./stats.js";
+import type { Trace } from "./traces.js";
+import { buildReplayWiring, type ReplayWiring, type ReplayWiringOptions } from "./wiring.js";
+
+export interface ReplayOptions {
+  trace: Trace;
+  config: TidegateConfig;
+  /** Seed of the (model, client region) assignment (assign.ts). */
+  seed: number;
+  /** Replays only the first N requests (default all). */
+  limitRequests?: number;
+  wiring?: ReplayWiringOptions;
+  /** Called now and then with the virtual time reached, the trace span (ms) and requests finished. */
+  onProgress?: (virtualMs: number, spanMs: number, finished: number, total: number) => void;
+  /** Called for every dispatched request with the region and instance chosen. */
+  onRoute?: (index: number, region: RegionName, instanceId: string) => void;
+}
+
+export interface ReplayResult {
+  records: RequestRecord[];
+  /** Requests no configured model's context could hold (not replayed). */
+  unassignable: number;
+  utilization: UtilizationTracker;
+  /** Virtual time at the last completion (ms). */
+  virtualEndMs: number;
+  /** Clock events fired. */
+  events: number;
+  wallMs: number;
+}
+
+/** The engine callbacks of one replayed request (a class: no closures per request). */
+class Completion implements SimHandlers {
+  constructor(
+    private readonly rec: RequestRecord,
+    private readonly done: () => void,
+  ) {}
+  onFirstToken(atMs: number): void {
+    this.rec.firstTokenMs = atMs;
+  }
+  onDone(atMs: number, generatedTokens: number): void {
+    this.rec.doneMs = atMs;
+    this.rec.outputTokens = generatedTokens;
+    this.done();
+  }
+}
+
+/** One routed request: the region and instance it went to, or the error code when none could take it. */
+type Route = { region: RegionName; instanceId: string } | { error: string };
+
+/** Steps 1–2 of the module comment. */
+function route(w: ReplayWiring, model: ModelName, clientRegion: RegionName, kvBytes: number): Route {
+  const tried = new Set<RegionName>();
+  for (;;) {
+    const pick = w.selector.select(model, clientRegion, tried);
+    if (pick === undefined) return { error: "no_region_available" };
+    tried.add(pick.region);
+    const gateway = w.gateways.get(pick.region);
+    if (gateway === undefined) continue;
+    w.selector.noteDispatch(pick.region, model, kvBytes);
+    const choice = gateway.route(model);
+    if (choice !== undefined) return { region: pick.region, instanceId: choice.instanceId };
+  }
+}
+
+/** Runs the replay to the last completion. Deterministic for a given (trace, config, seed). */
+export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
+  const startWall = performance.now();
+  const clock = new VirtualClock(0);
+  const w = buildReplayWiring(opts.config, clock, opts.wiring);
+  const utilization = new UtilizationTracker();
+  const unsubscribe = [...w.links.values()].map((l) =>
+    l.subscribe((t) => {
+      for (const m of t.models) utilization.add(t.region, m.model, m.effectiveMemoryUtilization, m.running);
+    }),
+  );
+  const requests = opts.trace.requests.slice(0, opts.limitRequests ?? opts.trace.requests.length);
+  const assignments = assignRequests(requests, opts.config, opts.seed);
+  const kvPerToken = new Map<ModelName, number>(opts.config.models.map((m) => [m.name, kvBytesPerToken(MODEL_SPECS[m.name]!)]));
+  const records: RequestRecord[] = [];
+  let unassignable = 0;
+  let finished = 0;
+
+  const onDone = (): void => void finished++;
+  const arrive = (i: number): void => {
+    const r = requests[i]!;
+    const a = assignments[i]!;
+    if (a.model === undefined) {
+      unassignable++;
+      finished++;
+      return;
+    }
+    const now = clock.now();
+    const rec: RequestRecord = { model: a.model, clientRegion: a.clientRegion, region: "", arrivalMs: now, firstTokenMs: -1, doneMs: -1, outputTokens: 0 };
+    records.push(rec);
+    const picked = route(w, a.model, a.clientRegion, (r.promptTokens + r.outputTokens) * kvPerToken.get(a.model)!);
+    if ("error" in picked) {
+      rec.error = picked.error;
+      finished++;
+      return;
+    }
+    rec.region = picked.region;
+    opts.onRoute?.(i, picked.region, picked.instanceId);
+    try {
+      w.engines.get(picked.instanceId)!.core.submit({ id: `r${i}`, promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0 }, new Completion(rec, onDone), now);
+    } catch (err) {
+      rec.error = findTidegateError(err)?.code ?? "internal";
+      finished++;
+    }
+  };
+
+  // Arrivals chained one event at a time (the heap holds one pending arrival, not the whole trace).
+  const scheduleArrival = (i: number): void => {
+    if (i >= requests.length) return;
+    clock.at(requests[i]!.arrivalMs, () => {
+      arrive(i);
+      scheduleArrival(i + 1);
+    });
+  };
+  scheduleArrival(0);
+
+  const spanMs = requests.length > 0 ? requests[requests.length - 1]!.arrivalMs : 0;
+  const progressStepMs = Math.max(1000, spanMs / 100);
+  let nextProgressMs = 0;
+  let virtualEndMs = 0;
+  while (finished < requests.length) {
+    const next = clock.nextEventMs();
+    if (next === undefined) break;
+    clock.advanceToSync(next);
+    virtualEndMs = clock.now();
+    if (opts.onProgress !== undefined && virtualEndMs >= nextProgressMs) {
+      opts.onProgress(virtualEndMs, spanMs, finished, requests.length);
+      nextProgressMs = virtualEndMs + progressStepMs;
+      await Promise.resolve();
+    }
+  }
+  opts.onProgress?.(clock.now(), spanMs, finished, requests.length);
+  for (const u of unsubscribe) u();
+  await w.close();
+  return { records, unassignable, utilization, virtualEndMs, events: clock.firedEvents, wallMs: performance.now() - startWall };
+}

@@ -1,0 +1,98 @@
+/**
+ * bench:replay — how fast `tidegate replay --trace azure-conv` runs: the Azure 2023 conversation trace (19,366
+ * requests over one hour) through the dev fleet's region selection, gateway routing and simulated engines in
+ * virtual time (sim/replay). Each round reads the trace, replays it and computes every percentile, timed by the
+ * wall clock (and CPU time, since this machine is shared: load average is printed). Round 1 runs cold (JIT not
+ * warmed, as a user's `tidegate replay` does); the figure is the median over rounds, the cold round is printed too.
+ *
+ * Figures: replayWallMs (median), coldWallMs, requestsPerWallS and ratio to real time (trace span / wall). Target
+ * (issue 2): replayWallMs ≤ 2000. Also prints the performance model's held-out error (region/engines/perf), the
+ * figure SageServe reports as 3%. The last line printed is one JSON object; exits 0 whether or not met.
+ */
+import { readFileSync } from "node:fs";
+import { cpus, loadavg, totalmem } from "node:os";
+import { join } from "node:path";
+import { loadConfig } from "../../core/config.js";
+import { readAllMeasured } from "../../region/engines/perf/data.js";
+import { fitAll, leaveConfigOut } from "../../region/engines/perf/evaluate.js";
+import { defaultDataDir, repoRoot } from "../../region/engines/perf/generate.js";
+import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
+import { readTrace } from "../../sim/replay/traces.js";
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const TRACE = "azure-conv";
+const SEED = 1;
+const TARGET = { replayWallMs: 2000, ttftMape: 0.05, tpotMape: 0.05 };
+
+function version(pkg: string): string {
+  try {
+    return (JSON.parse(readFileSync(join(repoRoot(), "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
+  } catch {
+    return "?";
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+async function main(): Promise<void> {
+  console.log(`machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+  console.log(`versions: node ${process.version}, typescript ${version("typescript")}, prom-client ${version("prom-client")}`);
+  const dataDir = defaultDataDir();
+  console.log(`inputs: trace ${TRACE} (${dataDir}), seed ${SEED}, fleet = embedded dev config (3 regions × 4 models × 2 H100 instances), ${ROUNDS} rounds`);
+
+  const rows = readAllMeasured(dataDir);
+  const fit = fitAll(rows);
+  const lco = leaveConfigOut(rows);
+  console.log(`performance model: held-out (5th run of every configuration, ${fit.heldOutRows} runs) TTFT MAPE ${(fit.ttftMape * 100).toFixed(2)}%, TPOT MAPE ${(fit.tpotMape * 100).toFixed(2)}%; leave-one-configuration-out TTFT ${(lco.ttftMape * 100).toFixed(2)}%, TPOT ${(lco.tpotMape * 100).toFixed(2)}%`);
+
+  const config = loadConfig();
+  const walls: number[] = [];
+  const cpusMs: number[] = [];
+  let last: TraceSummary | undefined;
+  for (let round = 1; round <= ROUNDS; round++) {
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const trace = readTrace(TRACE, dataDir);
+    const { summary } = await replayTrace(trace, config, SEED);
+    const wallMs = performance.now() - t0;
+    const cpu = process.cpuUsage(cpu0);
+    const cpuMs = (cpu.user + cpu.system) / 1000;
+    walls.push(wallMs);
+    cpusMs.push(cpuMs);
+    last = summary;
+    const all = summary.groups.find((g) => g.key === "*@*")!;
+    console.log(
+      `round ${round}${round === 1 ? " (cold)" : ""}: ${summary.requests} requests, served ${summary.served}, ${summary.events} events, wall ${wallMs.toFixed(0)} ms, cpu ${cpuMs.toFixed(0)} ms, ` +
+        `${Math.round(summary.requests / (wallMs / 1000))} req/wall s; TTFT p50 ${all.ttftMs.p50.toFixed(1)} ms p99 ${all.ttftMs.p99.toFixed(1)} ms, E2E p50 ${all.e2eMs.p50.toFixed(0)} ms (load average ${loadavg()[0]!.toFixed(2)})`,
+    );
+  }
+  const s = last!;
+  const replayWallMs = median(walls);
+  const result = {
+    bench: "replay",
+    trace: TRACE,
+    requests: s.requests,
+    served: s.served,
+    traceSpanS: Number(s.traceSpanS.toFixed(1)),
+    replayWallMs: Number(replayWallMs.toFixed(0)),
+    coldWallMs: Number(walls[0]!.toFixed(0)),
+    replayCpuMs: Number(median(cpusMs).toFixed(0)),
+    requestsPerWallS: Math.round(s.requests / (replayWallMs / 1000)),
+    realTimeRatio: Math.round((s.traceSpanS * 1000) / replayWallMs),
+    rounds: walls.map((w) => Number(w.toFixed(0))),
+    loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
+    ttftMape: Number(fit.ttftMape.toFixed(4)),
+    tpotMape: Number(fit.tpotMape.toFixed(4)),
+    target: TARGET,
+    met: replayWallMs <= TARGET.replayWallMs && fit.ttftMape <= TARGET.ttftMape && fit.tpotMape <= TARGET.tpotMape && s.served === s.requests,
+  };
+  console.log(JSON.stringify(result));
+}
+
+main().catch((err: unknown) => {
+  console.error(err);
+  console.log(JSON.stringify({ bench: "replay", error: String(err), met: false }));
+});

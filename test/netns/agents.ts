@@ -26,7 +26,7 @@ export interface AgentSpawn {
   stallMs?: number;
 }
 
-/** Spawns an agent and waits for its ready line (10 s at most). */
+/** Spawns an agent and waits for its ready line (30 s at most). */
 export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
   const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", "tcp", "--log-level", "warn"];
@@ -34,7 +34,7 @@ export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   const stderr: string[] = [];
   createInterface({ input: proc.stderr! }).on("line", (l) => stderr.push(l));
   const line = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agent ${s.nodeId} not ready in 10 s: ${stderr.join("\n")}`)), 10_000);
+    const timer = setTimeout(() => reject(new Error(`agent ${s.nodeId} not ready in 30 s: ${stderr.join("\n")}`)), 10_000);
     createInterface({ input: proc.stdout! }).once("line", (l) => {
       clearTimeout(timer);
       resolve(l);

@@ -76,12 +76,13 @@ export function groupStats(records: readonly RequestRecord[]): GroupStats[] {
 
 /** Running mean and max of a utilization series per (region, model), fed from telemetry. */
 export class UtilizationTracker {
-  private readonly sums = new Map<string, { n: number; sum: number; max: number; runningSum: number }>();
+  private readonly byRegion = new Map<string, Map<string, { n: number; sum: number; max: number; runningSum: number }>>();
 
   add(region: string, model: string, utilization: number, running: number): void {
-    const key = `${model}@${region}`;
-    let s = this.sums.get(key);
-    if (s === undefined) this.sums.set(key, (s = { n: 0, sum: 0, max: 0, runningSum: 0 }));
+    let models = this.byRegion.get(region);
+    if (models === undefined) this.byRegion.set(region, (models = new Map()));
+    let s = models.get(model);
+    if (s === undefined) models.set(model, (s = { n: 0, sum: 0, max: 0, runningSum: 0 }));
     s.n++;
     s.sum += utilization;
     s.runningSum += running;
@@ -90,9 +91,11 @@ export class UtilizationTracker {
 
   /** Per "model@region": samples, mean and max effective memory utilization, mean running requests. */
   summary(): { key: string; samples: number; meanUtilization: number; maxUtilization: number; meanRunning: number }[] {
-    return [...this.sums.entries()]
-      .sort((a, b) => a[0].localeCompare(b[0]))
-      .map(([key, s]) => ({ key, samples: s.n, meanUtilization: s.sum / s.n, maxUtilization: s.max, meanRunning: s.runningSum / s.n }));
+    const out: { key: string; samples: number; meanUtilization: number; maxUtilization: number; meanRunning: number }[] = [];
+    for (const [region, models] of this.byRegion) {
+      for (const [model, s] of models) out.push({ key: `${model}@${region}`, samples: s.n, meanUtilization: s.sum / s.n, maxUtilization: s.max, meanRunning: s.runningSum / s.n });
+    }
+    return out.sort((a, b) => a.key.localeCompare(b.key));
   }
 }
 

@@ -8,7 +8,8 @@ import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { createLogger, type LogLevel } from "../../core/log.js";
-import { simEngineFactory } from "../../region/process/engines.js";
+import { simEngineFactory, type EngineFactory } from "../../region/process/engines.js";
+import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js";
 import { startRegionProcess } from "../../region/process/server.js";
 import type { TlsFiles } from "../../region/link/tls.js";
 import { untilSignal } from "./dev.js";
@@ -73,19 +74,25 @@ export const command: Command = {
     const clock = new WallClock();
     const spawn = flags["spawn-engines"] === true;
     if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");
-    const engines = simEngineFactory(clock, config.engines.timeScale);
+    const spawned = spawn ? spawnedEngines(clock, config.engines.timeScale, { log }) : undefined;
+    const engines: EngineFactory = spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale) : urlEngineFactory(clock));
     const tls = tlsFrom(flags);
     const stopped = untilSignal();
-    const proc = await startRegionProcess({
+    const starting = startRegionProcess({
       config,
       region: regionName,
       engines,
+      ...(spawned === undefined ? {} : { onClose: () => spawned.stopAll() }),
       grpcAddress: `${grpcHost}:${grpcPort}`,
       metricsHost: String(flags["metrics-host"]),
       metricsPort,
       clock,
       log,
       ...(tls === undefined ? {} : { tls }),
+    });
+    const proc = await starting.catch(async (err: unknown) => {
+      await spawned?.stopAll();
+      throw err;
     });
     process.stdout.write(`tidegate region ${regionName}: grpc ${proc.grpcAddress} metrics ${proc.metricsUrl}\n`);
     const sig = await stopped;

@@ -27,6 +27,8 @@ export interface RegionProcessOptions {
   tls?: TlsFiles;
   clock?: Clock;
   log?: Logger;
+  /** How long closing the engines may take before the process moves on (default 3000 ms). */
+  closeTimeoutMs?: number;
   /** Runs after everything else is closed (e.g. kills spawned engine processes). */
   onClose?: () => Promise<void>;
 }
@@ -49,14 +51,26 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   let grpc: RegionGrpcServer | undefined;
   let http: Server | undefined;
   let ticker: Timer | undefined;
-  const close = async () => {
-    ticker?.cancel();
-    await grpc?.close();
-    await new Promise<void>((resolve) => (http === undefined ? resolve() : http.close(() => resolve())));
-    http?.closeAllConnections();
-    await gateway.close();
-    await opts.onClose?.();
-  };
+  let closing: Promise<void> | undefined;
+  const close = () =>
+    (closing ??= (async () => {
+      ticker?.cancel();
+      await grpc?.close();
+      const httpClosed = new Promise<void>((resolve) => (http === undefined ? resolve() : http.close(() => resolve())));
+      http?.closeAllConnections();
+      await httpClosed;
+      // An engine stuck on a dead upstream must not keep the region from stopping (and its children from being
+      // stopped): closing the engines gets `closeTimeoutMs`, then the process moves on.
+      const limitMs = opts.closeTimeoutMs ?? 3000;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timedOut = await Promise.race([
+        gateway.close().then(() => false),
+        new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), limitMs))),
+      ]);
+      clearTimeout(timer);
+      if (timedOut) log.warn("engines did not close in time", { region: opts.region, limitMs });
+      await opts.onClose?.();
+    })());
   try {
     grpc = await startRegionGrpcServer(gateway, { address: opts.grpcAddress ?? regionConfig!.grpcAddress, clock, log, ...(opts.tls === undefined ? {} : { tls: opts.tls }) });
     const observe = () => metrics.observe(gateway.snapshot(), gateway.targets.latest()?.decisionId);

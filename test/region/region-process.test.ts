@@ -103,4 +103,8 @@ describe("tidegate region process", () => {
   it("serves telemetry, streaming dispatch and targets over gRPC with in-process simulated engines", async () => {
     await checkProcess([], "sim.json", { kind: "sim", timeScale: 0.2 });
   });
+
+  it("does the same with engine-sim child processes it spawns (openai-http adapter) and stops them on SIGTERM", async () => {
+    await checkProcess(["--spawn-engines"], "spawn.json", { kind: "sim", timeScale: 0.2 });
+  });
 });

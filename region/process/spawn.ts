@@ -1,0 +1,117 @@
+/**
+ * `--spawn-engines`: one `tidegate engine-sim` child process per instance, reached through the openai-http adapter
+ * exactly as vLLM would be. Each child is started with --port 0 and prints its base URL as its first stdout line.
+ * Children are stopped with SIGTERM (SIGKILL after a grace period) when the region closes, and killed if the region
+ * process exits without closing.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import { existsSync } from "node:fs";
+import { dirname, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import type { Clock } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
+import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes } from "../../core/models.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
+import type { EngineFactory, InstanceSlot } from "./engines.js";
+
+/** The compiled CLI: next to this module in dist/, or dist/bin/tidegate.js under the repository root. */
+export function defaultCliPath(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const compiled = resolve(here, "../../bin/tidegate.js");
+  if (here.includes(`${"/"}dist${"/"}`) && existsSync(compiled)) return compiled;
+  return resolve(here, "../../dist/bin/tidegate.js");
+}
+
+/** KV bytes of one instance (GPU memory × 0.9 − weights, core/models.ts), to scale vLLM's usage fraction. */
+export function slotKvBytes(slot: InstanceSlot): number {
+  const spec = MODEL_SPECS[slot.model];
+  const gpu = GPU_SPECS[slot.gpu];
+  if (spec === undefined || gpu === undefined) throw new TidegateError("invalid_config", `unknown model or GPU in ${slot.instanceId}`);
+  return kvCapacityBytes(spec, gpu, slot.tp);
+}
+
+/** Engines at the URLs of the config (engines.kind "openai-http"). */
+export function urlEngineFactory(clock: Clock): EngineFactory {
+  return async (slot) => {
+    if (slot.url === undefined) throw new TidegateError("invalid_config", `no URL for ${slot.instanceId}`);
+    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot) });
+  };
+}
+
+export interface SpawnedEngines {
+  factory: EngineFactory;
+  /** Stops every child (SIGTERM, SIGKILL after `graceMs`). */
+  stopAll(graceMs?: number): Promise<void>;
+  /** Children alive now. */
+  readonly count: number;
+}
+
+/** A factory that spawns one engine-sim per slot with `timeScale`, and the means to stop them all. */
+export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?: string; log?: Logger; startTimeoutMs?: number } = {}): SpawnedEngines {
+  const cli = opts.cliPath ?? defaultCliPath();
+  const log = opts.log ?? silentLogger;
+  const children = new Set<ChildProcess>();
+  const killAll = () => {
+    for (const c of children) c.kill("SIGKILL");
+  };
+  process.once("exit", killAll);
+
+  const start = (slot: InstanceSlot) =>
+    new Promise<string>((resolveUrl, reject) => {
+      const args = [cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", "0", "--time-scale", String(timeScale)];
+      const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
+      children.add(child);
+      let out = "";
+      const timer = setTimeout(() => fail(`no URL after ${opts.startTimeoutMs ?? 20_000} ms`), opts.startTimeoutMs ?? 20_000);
+      const fail = (why: string) => {
+        clearTimeout(timer);
+        child.kill("SIGKILL");
+        reject(new TidegateError("upstream_error", `engine-sim for ${slot.instanceId}: ${why}`));
+      };
+      const onData = (d: Buffer) => {
+        out += d.toString("utf8");
+        const nl = out.indexOf("\n");
+        if (nl === -1) return;
+        clearTimeout(timer);
+        child.stdout!.off("data", onData);
+        child.stdout!.resume();
+        const url = out.slice(0, nl).trim();
+        if (!/^https?:\/\/\S+$/.test(url)) return fail(`expected a URL as its first line, got ${JSON.stringify(url)}`);
+        resolveUrl(url);
+      };
+      child.stdout!.on("data", onData);
+      child.once("exit", (code, sig) => {
+        children.delete(child);
+        clearTimeout(timer);
+        if (out.indexOf("\n") === -1) reject(new TidegateError("upstream_error", `engine-sim for ${slot.instanceId} exited (${code ?? sig}) before printing its URL`));
+        else log.warn("engine-sim exited", { instanceId: slot.instanceId, code, signal: sig });
+      });
+    });
+
+  return {
+    factory: async (slot) => {
+      const url = await start(slot);
+      return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: url, clock, kvBytesCapacity: slotKvBytes(slot) });
+    },
+    get count() {
+      return children.size;
+    },
+    stopAll: async (graceMs = 3000) => {
+      process.off("exit", killAll);
+      await Promise.all(
+        [...children].map(
+          (c) =>
+            new Promise<void>((done) => {
+              const force = setTimeout(() => c.kill("SIGKILL"), graceMs);
+              c.once("exit", () => {
+                clearTimeout(force);
+                done();
+              });
+              c.kill("SIGTERM");
+            }),
+        ),
+      );
+    },
+  };
+}

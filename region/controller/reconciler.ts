@@ -62,10 +62,15 @@ export class RegionController {
   private targets: RegionTargets | undefined;
   private readonly targetFor = new Map<string, { instances: number; forecastTokensPerS: number }>();
   private timer: Timer | undefined;
-  private readonly endpointIndex = new Map<string, number>();
+  /** model → gpu → index into `o.endpoints` (no string building on the per-pass scan). */
+  private readonly endpointIndex = new Map<ModelName, Map<GpuType, number>>();
 
   constructor(private readonly o: RegionControllerOptions) {
-    o.endpoints.forEach((e, k) => this.endpointIndex.set(`${e.model}/${e.gpu}`, k));
+    o.endpoints.forEach((e, k) => {
+      let byGpu = this.endpointIndex.get(e.model);
+      if (byGpu === undefined) this.endpointIndex.set(e.model, (byGpu = new Map()));
+      byGpu.set(e.gpu, k);
+    });
   }
 
   /** The last accepted decision id (0 before any plan). */
@@ -111,7 +116,7 @@ export class RegionController {
     const servingOf = new Array<number>(n).fill(0);
     const lastOf = new Array<number | undefined>(n).fill(undefined);
     for (const i of all) {
-      const k = this.endpointIndex.get(`${i.model}/${i.gpu}`);
+      const k = this.endpointIndex.get(i.model)?.get(i.gpu);
       if (k === undefined) continue;
       if (i.state === "serving" || i.state === "provisioning" || i.state === "loading") currentOf[k]!++;
       if (i.state === "serving") servingOf[k]!++;

@@ -55,7 +55,7 @@ export class ReplayRegion {
   ) {
     const rc = fleet.config.regions[regionIndex]!;
     this.name = rc.name;
-    this.gateway = new Gateway({ region: rc.name, clock, statsRefreshMs: 0 });
+    this.gateway = new Gateway({ region: rc.name, clock });
     for (const e of rc.endpoints) this.gateway.addEndpoint(e.model, e.gpu);
     this.actuator = new SimActuator({
       region: rc.name,

@@ -1,0 +1,65 @@
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { spawnSync } from "node:child_process";
+import { afterAll, describe, expect, it } from "vitest";
+import { DEFAULT_WORKLOAD_JSON, parseWorkload } from "../workload/spec.js";
+import { DEFAULT_FLEET_JSON, parseFleet } from "./fleet.js";
+import { defaultPlanner } from "./planner.js";
+import { runWeek } from "./replay.js";
+import { writeReports } from "./report.js";
+
+const fleet = parseFleet(DEFAULT_FLEET_JSON);
+const workload = parseWorkload({ ...DEFAULT_WORKLOAD_JSON, days: 0.125, targetRequests: 15_000, bursts: [{ startMs: 2 * 3_600_000 + 40 * 60_000, durationMs: 20 * 60_000, factor: 8, model: "llama2-70b" }] }, fleet.config);
+const dir = mkdtempSync(join(tmpdir(), "tidegate-week-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("week replay (3 h, real policies)", () => {
+  it("accounts for every request, acknowledges every plan, and the strategies differ", async () => {
+    const reactive = await runWeek({ fleet, workload, strategy: "reactive", planner: defaultPlanner(fleet), minuteSeries: true });
+    const ltua = await runWeek({ fleet, workload, strategy: "lt-ua", planner: defaultPlanner(fleet), minuteSeries: true });
+    for (const r of [reactive, ltua]) {
+      const served = Object.values(r.models).reduce((s, m) => s + m.ttftMs.count, 0);
+      expect(served + r.requests.interactiveUnserved).toBe(r.requests.interactive);
+      expect(r.requests.interactiveUnserved).toBe(0);
+      expect(r.requests.total).toBeGreaterThan(13_000);
+      expect(r.batch.done).toBe(r.batch.submitted);
+      expect(r.batch.allWithinDeadline).toBe(true);
+      expect(r.plans).toBe(3);
+      expect(r.planAcks).toBe(9);
+      expect(r.totals.instanceHours).toBeGreaterThan(0);
+      expect(r.interactive.ttftMs.p95).toBeGreaterThanOrEqual(r.interactive.ttftMs.p50);
+      expect(r.minuteP95TtftMs?.["llama2-70b"]).toHaveLength(180);
+    }
+    // The reactive baseline scales on every utilization swing; the forecast-paced strategy does not.
+    expect(reactive.totals.actionsByReason["util-above"]).toBeGreaterThan(0);
+    expect(ltua.totals.actionsByReason["util-above"]).toBeUndefined();
+    expect(reactive.totals.provisioningGpuHours).toBeGreaterThan(ltua.totals.provisioningGpuHours);
+    // Same seed, same workload: identical request counts.
+    expect(ltua.requests).toEqual(reactive.requests);
+    const files = writeReports(dir, [reactive, ltua]);
+    expect(files).toContain(join(dir, "comparison.html"));
+    const html = readFileSync(join(dir, "lt-ua.html"), "utf8");
+    expect(html).toContain("<svg");
+    expect(html).toContain("instance-hours");
+    expect(JSON.parse(readFileSync(join(dir, "reactive.json"), "utf8")).strategy).toBe("reactive");
+  });
+
+  it("the CLI rejects a bad fleet file with the field's path", () => {
+    const bad = structuredClone(DEFAULT_FLEET_JSON);
+    bad.fleet.regions[0]!.gpus[0]!.count = 0;
+    bad.fleet.regions[0]!.endpoints.forEach((e) => ((e.instances = 0), (e.minInstances = 0)));
+    const file = join(dir, "bad-fleet.json");
+    writeFileSync(file, JSON.stringify(bad));
+    const cli = join(process.cwd(), "dist/bin/tidegate.js");
+    expect(existsSync(cli)).toBe(true);
+    const r = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--fleet", file, "--quiet"], { encoding: "utf8" });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/fleet\.regions\[0\]\.gpus\[0\]\.count: region us-east has zero h100-80gb capacity/);
+    const w = join(dir, "bad-workload.json");
+    writeFileSync(w, JSON.stringify({ ...DEFAULT_WORKLOAD_JSON, models: [{ name: "llama2-70b", source: "language/m-mid", share: 0, tokens: "conv" }] }));
+    const r2 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--workload-file", w, "--quiet"], { encoding: "utf8" });
+    expect(r2.status).toBe(2);
+    expect(r2.stderr).toMatch(/models\[0\]\.share: must be > 0/);
+  });
+});

@@ -1,0 +1,45 @@
+/**
+ * `npm run bench:replay-week`: the ~10M-request seeded week (3 regions, 4 models, planner every simulated hour,
+ * region controllers with LT-UA, router selection, NIW dispatch, simulated engines) replayed in virtual time in
+ * this process, with a progress bar. Prints the machine, versions, inputs, the run, requests per wall second and
+ * the ratio to real time; the last line is the JSON summary. Targets: ≤ 600 s wall, ≤ 4 GiB peak RSS.
+ * `--days N` shortens the run for development (the targets are for the full week).
+ */
+import { cpus, totalmem } from "node:os";
+import { resourceUsage } from "node:process";
+import { loadWeekInputs } from "../../sim/week/cli.js";
+import { defaultPlanner } from "../../sim/week/planner.js";
+import { ProgressBar } from "../../sim/week/progress.js";
+import { runWeek } from "../../sim/week/replay.js";
+import { writeReports } from "../../sim/week/report.js";
+
+function flag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i === -1 ? undefined : process.argv[i + 1];
+}
+
+const days = flag("days");
+const strategy = flag("strategy") ?? "lt-ua";
+const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
+console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}`);
+console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
+console.log(`inputs: seed ${workload.seed}, ${workload.days} days, target ${workload.targetRequests} requests, ${workload.models.length} models, ${workload.regions.length} regions, strategy ${strategy}, planner ${defaultPlanner(fleet).name}`);
+const bar = new ProgressBar("replay-week");
+let peakRss = 0;
+const r = await runWeek({
+  fleet, workload, strategy, planner: defaultPlanner(fleet),
+  onProgress: (p) => {
+    bar.update(p.fraction, p.requests);
+    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  },
+});
+bar.done(r.requests.total);
+const maxRssBytes = Math.max(peakRss, resourceUsage().maxRSS * 1024);
+const wallS = r.wallMs / 1000;
+console.log(`run: ${r.requests.total} requests (${r.requests.interactive} interactive, ${r.requests.batch} batch) in ${wallS.toFixed(1)} s wall; ${r.requestsPerWallS} requests per wall second; ${(r.virtualMs / r.wallMs).toFixed(0)}× real time; planner ${r.plans} hours, ${r.plannerMs} ms; peak RSS ${(maxRssBytes / 2 ** 20).toFixed(0)} MiB`);
+console.log(`outcome: instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.withinDeadline}/${r.batch.submitted}`);
+console.log(`reports: ${writeReports("out/bench-replay-week", [r]).join(" ")}`);
+const target = { wallS: 600, maxRssGiB: 4, requestsAtLeast: 9_000_000 };
+const fullWeek = workload.days === 7;
+const met = fullWeek && wallS <= target.wallS && maxRssBytes / 2 ** 30 <= target.maxRssGiB && r.requests.total >= target.requestsAtLeast;
+console.log(JSON.stringify({ bench: "replay-week", requests: r.requests.total, days: workload.days, wallS: Math.round(wallS * 10) / 10, requestsPerWallS: r.requestsPerWallS, realTimeRatio: Math.round(r.virtualMs / r.wallMs), maxRssGiB: Math.round((maxRssBytes / 2 ** 30) * 100) / 100, target, met }));

@@ -1,0 +1,120 @@
+/**
+ * `npm run bench:strategies`: the four scaling strategies on the same seeded week (one run each, the same
+ * workload and fleet; runs go two at a time in worker threads on this 2-core box), against the reactive baseline
+ * measured in the same bench: instance-hours, GPU-hours lost to provisioning, interactive p95 TTFT, batch requests
+ * within deadline; then the 8× burst (SageServe §7.3.4): one model's load × 8 for 20 minutes in the last third of
+ * an hour, and the minutes each strategy takes to return to the latency target. Prints machine, versions, inputs
+ * and every run; the last line is the JSON summary. `--days N` shortens the week for development.
+ */
+import { cpus, totalmem } from "node:os";
+import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
+import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
+import { loadWeekInputs } from "../../sim/week/cli.js";
+import type { FleetSpec } from "../../sim/week/fleet.js";
+import { defaultPlanner } from "../../sim/week/planner.js";
+import { runWeek } from "../../sim/week/replay.js";
+import { writeReports } from "../../sim/week/report.js";
+import type { WeekResult } from "../../sim/week/result.js";
+import { lineChart } from "../../sim/week/svg.js";
+import type { WorkloadSpec } from "../../sim/workload/spec.js";
+
+interface Job {
+  fleet: FleetSpec;
+  workload: WorkloadSpec;
+  strategy: string;
+  minuteSeries: boolean;
+}
+
+if (!isMainThread) {
+  const job = workerData as Job;
+  const r = await runWeek({ fleet: job.fleet, workload: job.workload, strategy: job.strategy, planner: defaultPlanner(job.fleet), minuteSeries: job.minuteSeries });
+  parentPort!.postMessage(r);
+} else {
+  await main();
+}
+
+/** Runs jobs, at most `parallel` at once, each in its own worker thread. */
+async function runAll(jobs: Job[], parallel: number, onDone: (r: WeekResult) => void): Promise<WeekResult[]> {
+  const out: WeekResult[] = new Array(jobs.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < jobs.length) {
+      const i = next++;
+      out[i] = await new Promise<WeekResult>((resolve, reject) => {
+        const w = new Worker(new URL(import.meta.url), { workerData: jobs[i] });
+        w.once("message", (r: WeekResult) => resolve(r));
+        w.once("error", reject);
+        w.once("exit", (code) => code !== 0 && reject(new Error(`worker for ${jobs[i]!.strategy} exited with ${code}`)));
+      });
+      onDone(out[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: parallel }, lane));
+  return out;
+}
+
+function flag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i === -1 ? undefined : process.argv[i + 1];
+}
+
+function line(r: WeekResult): string {
+  return `  ${r.strategy.padEnd(8)} instance-h ${r.totals.instanceHours}  GPU-h provisioning ${r.totals.provisioningGpuHours}  spot instance-h ${r.totals.spotInstanceHours}  IW TTFT p50/p95/p99 ${r.interactive.ttftMs.p50}/${r.interactive.ttftMs.p95}/${r.interactive.ttftMs.p99} ms  batch ${r.batch.withinDeadline}/${r.batch.submitted} within deadline (late ${r.batch.late}, missed ${r.batch.missedDeadlineUndone})  actions ${r.totals.scalingActions}  ${r.requestsPerWallS} req/s wall`;
+}
+
+async function main(): Promise<void> {
+  const days = flag("days");
+  const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
+  const parallel = Math.max(1, Math.min(2, cpus().length));
+  console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}`);
+  console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
+  console.log(`inputs: seed ${workload.seed}, ${workload.days} days from ServeGen day ${workload.startDay}, ${workload.targetRequests} requests, batch token share ${workload.niwTokenShare}, planner ${defaultPlanner(fleet).name}, planned utilization ${fleet.plannedUtilization}, ${parallel} runs at a time`);
+
+  console.log("week: all four strategies on the same seeded workload");
+  const strategies = ["reactive", "lt-i", "lt-u", "lt-ua"];
+  const week = await runAll(strategies.map((strategy) => ({ fleet, workload, strategy, minuteSeries: false })), parallel, (r) => console.log(line(r)));
+  const base = week[0]!;
+  const ua = week[3]!;
+  const instanceHoursReduction = 1 - ua.totals.instanceHours / base.totals.instanceHours;
+  const p95TtftRatio = ua.interactive.ttftMs.p95 / base.interactive.ttftMs.p95;
+  const provisioningReduction = 1 - ua.totals.provisioningGpuHours / base.totals.provisioningGpuHours;
+  for (const r of week.slice(1)) {
+    console.log(`  ${r.strategy} vs reactive: instance-hours ${((1 - r.totals.instanceHours / base.totals.instanceHours) * 100).toFixed(1)}% fewer, GPU-h provisioning ${((1 - r.totals.provisioningGpuHours / base.totals.provisioningGpuHours) * 100).toFixed(1)}% lower, IW p95 TTFT × ${(r.interactive.ttftMs.p95 / base.interactive.ttftMs.p95).toFixed(3)}`);
+  }
+
+  // Burst: 7.2 h from the same start; llama2-70b × 8 in every region during [5:40, 6:00).
+  const burstStartMs = (5 * 60 + 40) * 60_000;
+  const burstModel = workload.models[0]!.name;
+  const burstWorkload: WorkloadSpec = { ...workload, days: 0.3, targetRequests: Math.round((workload.targetRequests * 0.3) / workload.days), bursts: [{ startMs: burstStartMs, durationMs: 20 * 60_000, factor: 8, model: burstModel }] };
+  console.log(`burst: ${burstModel} × 8 during [${burstStartMs / 60_000}, ${burstStartMs / 60_000 + 20}) min of a ${burstWorkload.days}-day replay (${burstWorkload.targetRequests} requests before the burst)`);
+  const burst = await runAll(strategies.map((strategy) => ({ fleet, workload: burstWorkload, strategy, minuteSeries: true })), parallel, () => undefined);
+  const startMin = burstStartMs / 60_000;
+  const targetMs = latencyTarget(minuteP95(burst[0]!, burstModel), startMin);
+  const recovery: Record<string, number> = {};
+  for (const r of burst) {
+    const series = minuteP95(r, burstModel);
+    recovery[r.strategy] = recoveryMinutes(series, startMin, targetMs);
+    const during = Array.from(series.subarray(startMin, startMin + 40)).map((v) => (Number.isFinite(v) ? Math.round(v) : null));
+    console.log(`  ${r.strategy.padEnd(8)} recovery ${recovery[r.strategy]} min to p95 TTFT ≤ ${Math.round(targetMs)} ms; per-minute p95 from the burst start: ${JSON.stringify(during)}`);
+  }
+  const burstMet = recovery["lt-ua"]! < recovery["lt-i"]! && recovery["lt-ua"]! < recovery["lt-u"]!;
+  const burstHtml = lineChart(`Burst: ${burstModel} per-minute p95 TTFT around the 8× burst (target ${Math.round(targetMs)} ms)`, burst.map((r) => ({ name: r.strategy, values: (r.minuteP95TtftMs?.[burstModel] ?? []).slice(startMin - 30, startMin + 70) })), { yLabel: "ms (x: minutes from 30 min before the burst)", log: true });
+  const files = writeReports("out/bench-strategies", week, { html: `<h2>8× burst</h2>${burstHtml}`, json: { burst: { model: burstModel, startMin, targetMs, recovery } } });
+  console.log(`reports: ${files.join(" ")}`);
+
+  const target = { instanceHoursReduction: 0.2, p95TtftRatioAtMost: 1.05, provisioningReduction: 0.6, batchAllWithinDeadline: true, burstLtUaRecoversFirst: true };
+  const r3 = (x: number) => Math.round(x * 1000) / 1000;
+  const figures = {
+    bench: "strategies",
+    days: workload.days,
+    requests: base.requests.total,
+    instanceHoursReduction: r3(instanceHoursReduction),
+    p95TtftRatio: r3(p95TtftRatio),
+    provisioningReduction: r3(provisioningReduction),
+    batchAllWithinDeadline: ua.batch.allWithinDeadline,
+    burstRecoveryMin: { "lt-i": recovery["lt-i"], "lt-u": recovery["lt-u"], "lt-ua": recovery["lt-ua"], reactive: recovery.reactive },
+    others: Object.fromEntries(week.slice(1, 3).map((r) => [r.strategy, { instanceHoursReduction: r3(1 - r.totals.instanceHours / base.totals.instanceHours), p95TtftRatio: r3(r.interactive.ttftMs.p95 / base.interactive.ttftMs.p95), provisioningReduction: r3(1 - r.totals.provisioningGpuHours / base.totals.provisioningGpuHours) }])),
+  };
+  const met = instanceHoursReduction >= target.instanceHoursReduction && p95TtftRatio <= target.p95TtftRatioAtMost && provisioningReduction >= target.provisioningReduction && ua.batch.allWithinDeadline && burstMet && workload.days === 7;
+  console.log(JSON.stringify({ ...figures, target, met }));
+}

@@ -134,6 +134,8 @@ export interface RoleSpec {
   connectMs?: number;
   /** Idle connections carry a heartbeat this often (default 200). */
   heartbeatMs?: number;
+  /** "in-order" (default): one send at a time in list order; "per-peer": each peer's sends in order, peers concurrently. */
+  sendMode?: "in-order" | "per-peer";
 }
 
 /** A verified block arrival. `atMs` counts from the start of this node's run. */
@@ -215,7 +217,9 @@ export class Endpoint {
       stallMs: checkInt("role.stallMs", role.stallMs ?? 1000, 1),
       connectMs: checkInt("role.connectMs", role.connectMs ?? 2000, 1),
       heartbeatMs: checkInt("role.heartbeatMs", role.heartbeatMs ?? 200, 1),
+      sendMode: role.sendMode ?? "in-order",
     };
+    if (spec.sendMode !== "in-order" && spec.sendMode !== "per-peer") throw new TypeError(`role.sendMode must be in-order or per-peer, got ${String(spec.sendMode)}`);
     if (opts.signal?.aborted) return Promise.reject(new DataPlaneError("cancelled", "transfer cancelled before it started"));
     const arrivals: BlockArrival[] = [];
     let settle: { resolve: (r: RunResult) => void; reject: (e: Error) => void } | undefined;

@@ -42,6 +42,7 @@ export interface RawRunSpec {
   stallMs: number;
   connectMs: number;
   heartbeatMs: number;
+  sendMode: "in-order" | "per-peer";
 }
 
 export interface RawEndpoint {

@@ -22,6 +22,10 @@ struct EndpointWrap::Sink : RunSink {
     auto* ev = new Event{false, block, peer, atMs, bytes, {}};
     const RunSpec* s = spec;
     napi_status st = tsfn.NonBlockingCall(ev, [s](Napi::Env env, Napi::Function cb, Event* e) {
+      if (static_cast<napi_env>(env) == nullptr) {  // the environment is going away: drop the event
+        delete e;
+        return;
+      }
       Napi::Object o = Napi::Object::New(env);
       o.Set("kind", "block");
       o.Set("block", e->block);
@@ -130,6 +134,12 @@ bool EndpointWrap::ParseSpec(Napi::Env env, Napi::Object o, uint32_t blockCount)
   if (!readUint(env, o.Get("heartbeatMs"), "spec.heartbeatMs", 3600000, v)) return false;
   s.heartbeatMs = static_cast<uint32_t>(v);
   if (s.heartbeatMs == 0 || s.heartbeatMs >= s.stallMs) return throwType(env, "spec.heartbeatMs must be in (0, stallMs)"), false;
+  Napi::Value mode = o.Get("sendMode");
+  if (!mode.IsUndefined()) {
+    std::string m = mode.IsString() ? mode.As<Napi::String>().Utf8Value() : "";
+    if (m != "in-order" && m != "per-peer") return throwType(env, "spec.sendMode must be \"in-order\" or \"per-peer\""), false;
+    s.perPeer = m == "per-peer";
+  }
   Napi::Value sends = o.Get("sends");
   if (!sends.IsArray()) return throwType(env, "spec.sends must be an array"), false;
   Napi::Array sa = sends.As<Napi::Array>();
@@ -205,6 +215,7 @@ Napi::Value EndpointWrap::Start(const Napi::CallbackInfo& info) {
     napi_status st = tsfn_.NonBlockingCall(ev, [this](Napi::Env env, Napi::Function cb, Event* e) {
       RunOutcome o = e->outcome;
       delete e;
+      if (static_cast<napi_env>(env) == nullptr) return;  // teardown: the run cleanup hook joins the thread
       Finish();
       Unref();
       Napi::Object r = Napi::Object::New(env);

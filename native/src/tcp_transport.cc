@@ -67,6 +67,7 @@ struct Conn {
   size_t nextExpect = 0;
   bool helloSeen = false;
   bool sendDone = false;  // outgoing: every frame written and SHUT_WR sent
+  bool laneBusy = false;  // outgoing: a lane is writing (or about to write) a data frame here
   bool finished = false;  // nothing more to do on this connection
   uint32_t events = 0;
   Clock::time_point lastHeard, lastHeartbeat, accepted;
@@ -93,10 +94,22 @@ class Runner {
   int lfd, wfd, ep = -1;
   std::vector<std::unique_ptr<Conn>> conns;
   std::vector<Conn*> outBy, inBy;
-  std::vector<int64_t> lastOpFor;
-  size_t sendIdx = 0;
-  Conn* active = nullptr;  // connection carrying sends[sendIdx]
-  bool activeArmed = false;
+  // A lane is an ordered list of sends run one at a time: one lane for all sends ("in-order", λScale steps), or
+  // one lane per peer ("per-peer", so a source feeding several chains feeds them concurrently, BlitzScale §5.1).
+  struct Lane {
+    std::vector<SendOp> ops;
+    size_t idx = 0;
+    Conn* active = nullptr;  // connection carrying ops[idx]
+    bool armed = false;      // ops[idx]'s frame is queued on `active`
+  };
+  std::vector<Lane> lanes;
+  std::vector<size_t> sendsLeft;  // per peer: data frames still to send to it
+  bool lanesDone() const {
+    for (const Lane& l : lanes)
+      if (l.idx < l.ops.size() || l.active != nullptr) return false;
+    return true;
+  }
+  bool pumpLane(Lane& l);
   size_t inRemaining = 0;
   Clock::time_point t0, loopStart;
   RunOutcome out;
@@ -154,7 +167,7 @@ bool Runner::connectAll() {
   };
   std::vector<Dial> dials;
   for (size_t p = 0; p < spec.peers.size(); p++)
-    if (lastOpFor[p] >= 0) {
+    if (sendsLeft[p] > 0) {
       Dial d;
       d.peer = static_cast<int32_t>(p);
       dials.push_back(d);
@@ -287,34 +300,44 @@ int Runner::flush(Conn* c) {
   return 1;
 }
 
-// Advances the send list as far as blocks are present and sockets accept bytes.
+// Advances every lane as far as blocks are present and sockets accept bytes.
 bool Runner::pump() {
+  for (Lane& l : lanes)
+    if (!pumpLane(l)) return false;
+  return true;
+}
+
+bool Runner::pumpLane(Lane& l) {
   for (;;) {
-    if (active != nullptr) {
-      int r = flush(active);
+    if (l.active != nullptr) {
+      Conn* c = l.active;
+      int r = flush(c);
       if (r < 0) return false;
-      if (r == 0) return watch(active, static_cast<uint32_t>(EPOLLIN | EPOLLOUT));
-      if (activeArmed) {
-        activeArmed = false;
-        if (lastOpFor[active->peer] == static_cast<int64_t>(sendIdx)) {
-          shutdown(active->fd, SHUT_WR);
-          active->sendDone = true;
+      if (r == 0) return watch(c, static_cast<uint32_t>(EPOLLIN | EPOLLOUT));
+      if (l.armed) {
+        l.armed = false;
+        if (--sendsLeft[c->peer] == 0) {
+          shutdown(c->fd, SHUT_WR);
+          c->sendDone = true;
         }
-        sendIdx++;
+        l.idx++;
       }
-      if (!watch(active, EPOLLIN)) return false;
-      active = nullptr;
+      if (!watch(c, EPOLLIN)) return false;
+      c->laneBusy = false;
+      l.active = nullptr;
     }
-    if (sendIdx >= spec.sends.size()) return true;
-    const SendOp& op = spec.sends[sendIdx];
+    if (l.idx >= l.ops.size()) return true;
+    const SendOp& op = l.ops[l.idx];
     if (!store->has(op.block)) return true;  // waits for the block to arrive
     Conn* c = outBy[op.peer];
-    active = c;
+    if (c->laneBusy) return true;  // in-order lanes never share a connection; kept for safety
+    l.active = c;
+    c->laneBusy = true;
     if (c->pending()) continue;  // a heartbeat is still going out; flush it first
     queueHeader(c, kData, op.block, store->checksums[op.block], store->length(op.block));
     c->wPay = store->base + store->offset(op.block);
     c->wPayLeft = store->length(op.block);
-    activeArmed = true;
+    l.armed = true;
   }
 }
 
@@ -439,7 +462,7 @@ bool Runner::housekeeping(Clock::time_point now) {
     if (msBetween(c->lastHeard, now) > spec.stallMs)
       return fail(Failure::Stalled, c->peer, -1,
                   peerName(c->peer) + " stalled: nothing heard for " + std::to_string(static_cast<long>(msBetween(c->lastHeard, now))) + " ms");
-    bool idleOut = c->outgoing && !c->sendDone && c != active;
+    bool idleOut = c->outgoing && !c->sendDone && !c->laneBusy;
     bool idleIn = !c->outgoing;
     if ((idleOut || idleIn) && !c->pending() && msBetween(c->lastHeartbeat, now) >= spec.heartbeatMs) {
       queueHeader(c, kHeartbeat, 0, 0, 0);
@@ -453,10 +476,12 @@ bool Runner::housekeeping(Clock::time_point now) {
     if (!spec.expect[p].empty() && inBy[p] == nullptr && msBetween(loopStart, now) > spec.connectMs + spec.stallMs)
       return fail(Failure::PeerFailed, static_cast<int32_t>(p), -1,
                   peerName(static_cast<int32_t>(p)) + " never connected (waited " + std::to_string(spec.connectMs + spec.stallMs) + " ms)");
-  if (inRemaining == 0 && sendIdx < spec.sends.size() && active == nullptr && !store->has(spec.sends[sendIdx].block))
-    return fail(Failure::InvalidPlan, static_cast<int32_t>(spec.sends[sendIdx].peer), static_cast<int32_t>(spec.sends[sendIdx].block),
-                "block " + std::to_string(spec.sends[sendIdx].block) + " never arrives here, but the plan forwards it to " +
-                    peerName(static_cast<int32_t>(spec.sends[sendIdx].peer)));
+  if (inRemaining == 0)
+    for (const Lane& l : lanes)
+      if (l.idx < l.ops.size() && l.active == nullptr && !store->has(l.ops[l.idx].block))
+        return fail(Failure::InvalidPlan, static_cast<int32_t>(l.ops[l.idx].peer), static_cast<int32_t>(l.ops[l.idx].block),
+                    "block " + std::to_string(l.ops[l.idx].block) + " never arrives here, but the plan forwards it to " +
+                        peerName(static_cast<int32_t>(l.ops[l.idx].peer)));
   return true;
 }
 
@@ -465,8 +490,21 @@ RunOutcome Runner::go() {
   const size_t n = spec.peers.size();
   outBy.assign(n, nullptr);
   inBy.assign(n, nullptr);
-  lastOpFor.assign(n, -1);
-  for (size_t i = 0; i < spec.sends.size(); i++) lastOpFor[spec.sends[i].peer] = static_cast<int64_t>(i);
+  sendsLeft.assign(n, 0);
+  for (const SendOp& op : spec.sends) sendsLeft[op.peer]++;
+  if (spec.perPeer) {
+    std::vector<int> laneOf(n, -1);
+    for (const SendOp& op : spec.sends) {
+      if (laneOf[op.peer] < 0) {
+        laneOf[op.peer] = static_cast<int>(lanes.size());
+        lanes.emplace_back();
+      }
+      lanes[laneOf[op.peer]].ops.push_back(op);
+    }
+  } else {
+    lanes.emplace_back();
+    lanes[0].ops = spec.sends;
+  }
   for (size_t p = 0; p < n; p++)
     if (!spec.expect[p].empty()) inRemaining++;
   ep = epoll_create1(EPOLL_CLOEXEC);
@@ -490,7 +528,7 @@ RunOutcome Runner::go() {
       bool outsDone = true;
       for (auto& c : conns)
         if (c->outgoing && !c->finished) outsDone = false;
-      if (inRemaining == 0 && sendIdx >= spec.sends.size() && active == nullptr && outsDone) break;
+      if (inRemaining == 0 && lanesDone() && outsDone) break;
       int k = epoll_wait(ep, evs, 64, 50);
       if (k < 0 && errno != EINTR) {
         fail(Failure::Io, -1, -1, std::string("epoll_wait: ") + std::strerror(errno));
@@ -522,7 +560,7 @@ RunOutcome Runner::go() {
           if (!onReadable(c)) break;
         }
         if (!c->finished && (evs[i].events & EPOLLOUT)) {
-          if (c == active) {
+          if (c->laneBusy) {
             if (!pump()) break;
           } else {
             int r = flush(c);

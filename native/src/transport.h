@@ -34,6 +34,7 @@ struct RunSpec {
   uint32_t stallMs = 1000;                     // nothing heard from a peer for this long → it failed
   uint32_t connectMs = 2000;                   // dialing a peer gives up after this long → unreachable
   uint32_t heartbeatMs = 200;                  // idle connections carry a heartbeat this often
+  bool perPeer = false;                        // sends to different peers run concurrently (else strictly in order)
 };
 
 /** Failure classes; the JS side maps each to DataPlaneError.reason. */

@@ -16,7 +16,7 @@ export function planUnicast(input: SingleSourceInput): MulticastPlan {
   const transfers: Transfer[] = [];
   for (let i = 0; i < input.model.blockCount; i++)
     for (const t of input.targets) transfers.push({ from: input.source, to: t, block: i, step: i, medium: "network" });
-  return withSteps({ algorithm: "unicast", ...geometry(input.model), sources: [input.source], targets: [...input.targets], transfers });
+  return withSteps({ algorithm: "unicast", ...geometry(input.model), sources: [input.source], targets: [...input.targets], transfers, sendMode: "per-peer" });
 }
 
 /** FaaSNet binary tree in breadth-first order: node i's parent is ⌊(i−1)/2⌋; blocks flow down block by block. */
@@ -29,7 +29,7 @@ export function planBinaryTree(input: SingleSourceInput): MulticastPlan {
       const p = Math.floor((c - 1) / 2);
       transfers.push({ from: nodes[p]!, to: nodes[c]!, block: i, step: depth(p) + i, medium: "network" });
     }
-  return withSteps({ algorithm: "tree", ...geometry(input.model), sources: [input.source], targets: [...input.targets], transfers });
+  return withSteps({ algorithm: "tree", ...geometry(input.model), sources: [input.source], targets: [...input.targets], transfers, sendMode: "per-peer" });
 }
 
 function geometry(m: ModelBlocks): { blockCount: number; blockBytes: number; totalBytes: number } {

@@ -121,6 +121,7 @@ export function planChains(input: ChainPlanInput): MulticastPlan {
     sources: input.sources.map((s) => s.id),
     targets: input.targets.map((t) => t.id),
     transfers,
+    sendMode: "per-peer",
     chains,
   });
 }

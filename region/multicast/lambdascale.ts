@@ -135,6 +135,7 @@ export function planBinomial(input: BinomialPlanInput): MulticastPlan {
     sources: [...sources],
     targets: [...targets],
     transfers,
+    sendMode: "in-order",
     subGroups,
     pipelines: executionPipelines(groups),
   });

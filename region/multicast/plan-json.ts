@@ -37,6 +37,7 @@ export function planFromJson(text: string): MulticastPlan {
     if (!Array.isArray(v)) throw new ValidationError(path, "expected an array of node ids", "invalid_request");
     return v.map((x, i) => ids(x, `${path}[${i}]`));
   };
+  if (r.has("sendMode")) plan.sendMode = r.string("sendMode", undefined, { oneOf: ["in-order", "per-peer"] }) as "in-order" | "per-peer";
   if (r.has("chains")) plan.chains = r.array("chains", strArrays);
   if (r.has("pipelines")) plan.pipelines = r.array("pipelines", strArrays);
   if (r.has("subGroups"))

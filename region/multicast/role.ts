@@ -35,6 +35,7 @@ export function roleFor(
     peers: nodes.map((id) => ({ id, host: addresses[id]!.host, port: addresses[id]!.port })),
     sends: sendOrder(plan, node).map((t) => ({ peer: index.get(t.to)!, block: t.block })),
     expect,
+    sendMode: plan.sendMode ?? "in-order",
     ...timeouts,
   };
 }

@@ -2,6 +2,8 @@
  * The schedule format every multicast planner produces and the native executor runs (via roleFor in role.ts).
  * A plan is a list of block transfers. Each node sends its transfers in (step, list position) order, one at a
  * time, each as soon as its block is present there; each receiver gets a peer's blocks in that peer's order.
+ * With `sendMode: "per-peer"` each peer's transfers keep that order but different peers are fed concurrently
+ * (a BlitzScale source feeding several chains, a tree node feeding its children).
  * `step` is the planner's logical time: for λScale's binomial pipeline it is the synchronous step (§4.2, one block
  * per node per step); for BlitzScale chains it is depth + block (block i leaves depth-d node at step d + i).
  */
@@ -41,6 +43,8 @@ export interface MulticastPlan {
   /** Nodes that must hold every block at the end. */
   targets: string[];
   transfers: Transfer[];
+  /** "in-order" (λScale binomial steps, the default) or "per-peer" (chains, trees, unicast). */
+  sendMode?: "in-order" | "per-peer";
   /** Number of logical steps (max step + 1). */
   steps: number;
   /** BlitzScale: the chains, each starting at a source. */

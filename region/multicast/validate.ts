@@ -87,34 +87,32 @@ function checkBlockGraphs(plan: MulticastPlan): void {
   }
 }
 
-// Runs the send orders as the executor would (each node sends in order, a send waits for its block).
+// Runs the send orders as the executor would: one queue per node ("in-order") or per node and peer ("per-peer");
+// a queue's head waits until its block is present at the sender.
 function checkProgress(plan: MulticastPlan): void {
   const nodes = planNodes(plan);
   const has = new Map(nodes.map((n) => [n, new Set<number>()]));
   for (const s of plan.sources) for (let b = 0; b < plan.blockCount; b++) has.get(s)!.add(b);
-  const queues = new Map(nodes.map((n) => [n, sendOrder(plan, n)]));
-  const pos = new Map(nodes.map((n) => [n, 0]));
+  const queues: { node: string; q: Transfer[]; pos: number }[] = [];
+  for (const n of nodes) {
+    const order = sendOrder(plan, n);
+    if (plan.sendMode === "per-peer") for (const to of new Set(order.map((t) => t.to))) queues.push({ node: n, q: order.filter((t) => t.to === to), pos: 0 });
+    else queues.push({ node: n, q: order, pos: 0 });
+  }
   for (let progress = true; progress; ) {
     progress = false;
-    for (const n of nodes) {
-      const q = queues.get(n)!;
-      let i = pos.get(n)!;
-      while (i < q.length && has.get(n)!.has(q[i]!.block)) {
-        has.get(q[i]!.to)!.add(q[i]!.block);
-        i++;
+    for (const x of queues)
+      while (x.pos < x.q.length && has.get(x.node)!.has(x.q[x.pos]!.block)) {
+        has.get(x.q[x.pos]!.to)!.add(x.q[x.pos]!.block);
+        x.pos++;
         progress = true;
       }
-      pos.set(n, i);
-    }
   }
-  for (const n of nodes) {
-    const q = queues.get(n)!;
-    const i = pos.get(n)!;
-    if (i < q.length) {
-      const t = q[i]!;
-      throw invalid(`deadlock: node ${n} must forward block ${t.block} to ${t.to} before anything else, but block ${t.block} never reaches ${n} first`, { peer: n, block: t.block });
+  for (const x of queues)
+    if (x.pos < x.q.length) {
+      const t = x.q[x.pos]!;
+      throw invalid(`deadlock: node ${x.node} must forward block ${t.block} to ${t.to} before anything else, but block ${t.block} never reaches ${x.node} first`, { peer: x.node, block: t.block });
     }
-  }
   for (const n of plan.targets)
     for (let b = 0; b < plan.blockCount; b++)
       if (!has.get(n)!.has(b)) throw invalid(`target ${n} never receives block ${b}`, { peer: n, block: b });

@@ -175,7 +175,8 @@ export class SimEngineCore {
     this.waitingRemaining += r.promptTokens + r.maxTokens;
     if (this.phase.kind === "idle") this.kickAt(at);
     else if (this.phase.kind === "decode" && this.admissible()) this.cutAtNextBoundary(at);
-    this.sync();
+    // No sync to `now` here: a driver submitting several requests at one nominal time (real clock ticking between
+    // the calls) must see them share the start that the first one scheduled.
     return this.handle(r);
   }
 
@@ -251,7 +252,6 @@ export class SimEngineCore {
   }
 
   private generatedOf(r: SimRequest): number {
-    if (r.state !== "running") return r.generated;
     this.sync();
     return r.state === "running" ? r.generated + this.itersNow() : r.generated;
   }

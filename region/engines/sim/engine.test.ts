@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { VirtualClock, WallClock } from "../../../core/clock.js";
+import { VirtualClock, WallClock, type Clock, type Timer } from "../../../core/clock.js";
 import { syntheticToken } from "../../../core/openai.js";
 import type { EngineEvent, GenerateRequest } from "../../../core/ports.js";
 import { SimEngine, seedOf } from "./engine.js";
@@ -77,5 +77,44 @@ describe("SimEngine (Engine port)", () => {
     const expectedEnd = expectedFirst + 39 * p.decodeIterMs(1, 4001) * 0.05;
     expect(times[times.length - 1]! - t0).toBeGreaterThanOrEqual(Math.floor(expectedEnd) - 1);
     expect(times[times.length - 1]! - t0).toBeLessThan(expectedEnd + 200);
+  });
+
+  it("finishes a stream whose timers fire late and out of order (no lost wake-up)", async () => {
+    // A clock whose due timers fire newest-first, one per step: the stream's own wake-up fires before the engine's
+    // phase ends, so the whole request (prefill and decode) completes inside one catch-up while the stream looks.
+    let nowMs = 0;
+    const timers: { atMs: number; fn: () => void; dead: boolean }[] = [];
+    const clock: Clock = {
+      // A real clock ticks between calls: here by 1 µs per read.
+      now: () => (nowMs += 0.001),
+      after(delayMs: number, fn: () => void): Timer {
+        const t = { atMs: nowMs + delayMs, fn, dead: false };
+        timers.push(t);
+        return { cancel: () => void (t.dead = true) };
+      },
+      every: () => ({ cancel: () => undefined }),
+      sleep: () => Promise.resolve(),
+    };
+    const engine = new SimEngine({ instanceId: "late", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock });
+    const events: EngineEvent[] = [];
+    const done = (async () => {
+      for await (const ev of engine.generate(request("late-1", 100, 3))) events.push(ev);
+    })();
+    const drain = async () => {
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+    };
+    await drain();
+    nowMs = 1e6; // the event loop stalled: everything is overdue
+    for (let step = 0; step < 100 && events.at(-1)?.type !== "done"; step++) {
+      const due = timers.filter((t) => !t.dead && t.atMs <= nowMs);
+      const t = due.at(-1);
+      if (t !== undefined) {
+        t.dead = true;
+        t.fn();
+      }
+      await drain();
+    }
+    await done;
+    expect(events.map((e) => e.type)).toEqual(["token", "token", "token", "done"]);
   });
 });

@@ -99,6 +99,9 @@ export class SimEngine implements Engine {
         }
         // Coalesced: after the first token, sleep until the core reports completion (no per-token timers).
         const nextMs = this.coalesced && emitted > 0 ? undefined : handle.nextTokenAtMs();
+        // nextTokenAtMs() may have fired overdue phase ends (a late timer): the request may have moved on, even
+        // finished, with its notification spent while nobody waited. Re-check before sleeping.
+        if (handle.finished || handle.generatedNow() > emitted) continue;
         await new Promise<void>((resolve) => {
           const timer = nextMs === undefined ? undefined : this.clock.after(Math.max(0, nextMs - this.clock.now()), () => resolve());
           wake = () => {

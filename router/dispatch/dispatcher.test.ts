@@ -51,7 +51,7 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
   const metrics = new QueueMetrics(registry, ["m"], ["a", "b", "c"]);
   const d = new Dispatcher({
     store, files, clock, links, models: ["m"], thresholds: { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 },
-    promoteAfterMs: opts.promoteAfterMs ?? 36_000_000, leaseMs: opts.leaseMs ?? 60_000, maintenanceIntervalMs: 1000, metrics,
+    promoteAfterMs: opts.promoteAfterMs ?? 36_000_000, leaseMs: opts.leaseMs ?? 60_000, maintenanceIntervalMs: 1000, metrics, resultLingerMs: 0,
   });
   await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000 });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));

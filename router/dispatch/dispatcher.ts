@@ -15,6 +15,7 @@ import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../core/ope
 import type { FinishReason, GenerateRequest, RegionLink, RegionTelemetry, Unsubscribe, Usage } from "../../core/ports.js";
 import { QueueCode, type BatchRecord, type ClaimedRequest, type FileStore, type QueueStore } from "../queue/types.js";
 import { finalizeBatch } from "./finalize.js";
+import { ResultWriter } from "./result-writer.js";
 import { decodePayload, responseLine } from "./lines.js";
 import type { QueueMetrics } from "./metrics.js";
 import { capacitySignals, requestPriority, type DispatchThresholds } from "./policy.js";
@@ -31,6 +32,8 @@ export interface DispatcherOptions {
   leaseMs: number;
   /** Maintenance period (> 0); default 1000 ms. */
   maintenanceIntervalMs?: number;
+  /** Results wait at most this long to be written together with others (ResultWriter); default 2 ms. */
+  resultLingerMs?: number;
   /** Batches in `validating` older than this are (re)taken into intake by maintenance; default 10 000 ms. */
   intakeGraceMs?: number;
   /** Validates and enqueues a `validating` batch (router/batch/intake.ts). */
@@ -43,7 +46,7 @@ export interface DispatcherOptions {
 const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large"]);
 
 export class Dispatcher {
-  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics">> & Pick<DispatcherOptions, "intake" | "metrics">;
+  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs">> & Pick<DispatcherOptions, "intake" | "metrics">;
   private readonly modelSet: Set<string>;
   private readonly unsubscribers: Unsubscribe[] = [];
   private readonly inflight = new Set<Promise<void>>();
@@ -52,6 +55,7 @@ export class Dispatcher {
   private timer: Timer | undefined;
   private maintaining: Promise<void> | undefined;
   private stopped = false;
+  private readonly results: ResultWriter;
   /** Requests sent per region (for tests and logs). */
   readonly sentByRegion = new Map<string, number>();
 
@@ -59,6 +63,7 @@ export class Dispatcher {
     if (!(opts.leaseMs > 0)) throw new RangeError(`leaseMs must be > 0, got ${opts.leaseMs}`);
     this.o = { maintenanceIntervalMs: 1000, intakeGraceMs: 10_000, log: silentLogger, ...opts };
     this.modelSet = new Set(opts.models);
+    this.results = new ResultWriter({ store: opts.store, clock: opts.clock, lingerMs: opts.resultLingerMs ?? 2 });
     // Every in-flight dispatch listens on the one stop signal.
     setMaxListeners(0, this.abort.signal);
   }
@@ -76,6 +81,7 @@ export class Dispatcher {
     this.timer?.cancel();
     this.abort.abort();
     await Promise.allSettled([...this.inflight, this.maintaining]);
+    await this.results.drain();
   }
 
   /** Resolves when every request sent so far has finished (tests). */
@@ -154,19 +160,12 @@ export class Dispatcher {
   }
 
   private async write(c: ClaimedRequest, ok: boolean, line: string): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        const code = await this.o.store.complete(c.requestId, { ok, line }, this.o.clock.now());
-        this.o.metrics?.results.inc({ outcome: code < 0 ? "dropped" : ok ? "ok" : "error" });
-        if (code === QueueCode.Finalizing) void this.maintain();
-        return;
-      } catch (err) {
-        if (attempt >= 3 || this.stopped) {
-          this.o.log.error("writing a batch result failed; the lease will return the request", { request: c.requestId, err });
-          return;
-        }
-        await this.o.clock.sleep(100 * 2 ** attempt);
-      }
+    try {
+      const code = await this.results.write(c.requestId, { ok, line });
+      this.o.metrics?.results.inc({ outcome: code < 0 ? "dropped" : ok ? "ok" : "error" });
+      if (code === QueueCode.Finalizing) void this.maintain();
+    } catch (err) {
+      this.o.log.error("writing a batch result failed; the lease will return the request", { request: c.requestId, err });
     }
   }
 

@@ -103,6 +103,25 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.activeBatchIds()).toEqual([]);
     }));
 
+    it("completeMany handles each result as if alone, across batches, in one step", withStore(async (q) => {
+      await enqueue(q, "x", 2, 0);
+      await enqueue(q, "y", 1, 0);
+      const c = await q.claim("m1", 3, 1, 1000);
+      expect(c.map((r) => r.requestId)).toEqual([requestId("x", 0), requestId("x", 1), requestId("y", 0)]);
+      const codes = await q.completeMany([
+        { requestId: requestId("x", 0), result: { ok: true, line: "a" } },
+        { requestId: requestId("x", 0), result: { ok: true, line: "again" } },
+        { requestId: requestId("y", 0), result: { ok: false, line: "e" } },
+        { requestId: requestId("zz", 0), result: { ok: true, line: "?" } },
+        { requestId: requestId("x", 1), result: { ok: true, line: "b" } },
+      ], 5);
+      expect(codes).toEqual([QueueCode.Ok, QueueCode.Duplicate, QueueCode.Finalizing, QueueCode.NoBatch, QueueCode.Finalizing]);
+      expect(await q.getBatch("x")).toMatchObject({ status: "finalizing", completed: 2, leased: 0 });
+      expect(await q.getBatch("y")).toMatchObject({ status: "finalizing", failed: 1, leased: 0 });
+      expect((await q.results("x")).get(0)).toEqual({ ok: true, line: "a" });
+      expect(await q.completeMany([], 6)).toEqual([]);
+    }));
+
     it("returns a request whose lease ran out to the queue with its original age; the first result wins", withStore(async (q) => {
       await enqueue(q, "a", 1, 100);
       await enqueue(q, "z", 1, 200);

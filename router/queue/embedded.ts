@@ -8,7 +8,7 @@ import { appendFileSync, mkdirSync, readFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { MemoryQueueState } from "./memory.js";
 import type {
-  BatchInit, BatchLineError, BatchRecord, ClaimedRequest, QueueCode, QueueStats, QueueStore, RequestResult, RequeueResult,
+  BatchInit, BatchLineError, BatchRecord, CompleteItem, ClaimedRequest, QueueCode, QueueStats, QueueStore, RequestResult, RequeueResult,
 } from "./types.js";
 
 type Op =
@@ -18,6 +18,7 @@ type Op =
   | ["failValidation", string, BatchLineError[], number]
   | ["claim", string, number, number, number]
   | ["complete", string, RequestResult, number]
+  | ["completeMany", CompleteItem[], number]
   | ["requeueExpired", number, number]
   | ["expire", string, number]
   | ["cancel", string, number]
@@ -31,6 +32,7 @@ function apply(state: MemoryQueueState, op: Op): unknown {
     case "failValidation": return state.failValidation(op[1], op[2], op[3]);
     case "claim": return state.claim(op[1], op[2], op[3], op[4]);
     case "complete": return state.complete(op[1], op[2], op[3]);
+    case "completeMany": return state.completeMany(op[1], op[2]);
     case "requeueExpired": return state.requeueExpired(op[1], op[2]);
     case "expire": return state.expire(op[1], op[2]);
     case "cancel": return state.cancel(op[1], op[2]);
@@ -93,6 +95,9 @@ export class EmbeddedQueueStore implements QueueStore {
     return this.run(["claim", model, max, nowMs, leaseMs]);
   }
   async complete(rid: string, result: RequestResult, nowMs: number): Promise<QueueCode> { return this.run(["complete", rid, result, nowMs]); }
+  async completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]> {
+    return this.run(["completeMany", [...items], nowMs]);
+  }
   async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> { return this.run(["requeueExpired", nowMs, max]); }
   async expire(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["expire", batchId, nowMs]); }
   async cancel(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["cancel", batchId, nowMs]); }

@@ -5,7 +5,7 @@
  */
 import {
   BATCH_STATUSES, QueueCode, isTerminal, parseRequestId, requestId,
-  type BatchInit, type BatchLineError, type BatchRecord, type BatchStatus, type ClaimedRequest, type QueueStats,
+  type BatchInit, type BatchLineError, type CompleteItem, type BatchRecord, type BatchStatus, type ClaimedRequest, type QueueStats,
   type RequestResult, type RequeueResult,
 } from "./types.js";
 
@@ -168,6 +168,10 @@ export class MemoryQueueState {
     if (result.ok) b.completed++;
     else b.failed++;
     return this.maybeFinalizing(b, nowMs) ? QueueCode.Finalizing : QueueCode.Ok;
+  }
+
+  completeMany(items: readonly CompleteItem[], nowMs: number): QueueCode[] {
+    return items.map((it) => this.complete(it.requestId, it.result, nowMs));
   }
 
   requeueExpired(nowMs: number, max: number): RequeueResult {

@@ -10,7 +10,7 @@ import type { Redis } from "ioredis";
 import { ScriptRunner } from "./scripts.js";
 import {
   BATCH_STATUSES, QueueCode, parseRequestId, toQueueCode,
-  type BatchInit, type BatchLineError, type BatchRecord, type BatchStatus, type ClaimedRequest, type FileMeta, type FileStore,
+  type BatchInit, type BatchLineError, type BatchRecord, type CompleteItem, type BatchStatus, type ClaimedRequest, type FileMeta, type FileStore,
   type FinalStatus, type QueueStats, type QueueStore, type RequestResult, type RequeueResult,
 } from "./types.js";
 
@@ -125,11 +125,16 @@ export class RedisQueueStore implements QueueStore {
     return out;
   }
 
-  complete(rid: string, result: RequestResult, nowMs: number): Promise<QueueCode> {
-    const { batchId, index } = parseRequestId(rid);
-    return this.code("complete", [this.k("b:", batchId), this.k("r:", batchId), this.k("leases"), this.k("bst")], [
-      this.prefix, rid, index, result.ok ? "1" : "0", result.line, nowMs,
-    ]);
+  async complete(rid: string, result: RequestResult, nowMs: number): Promise<QueueCode> {
+    return (await this.completeMany([{ requestId: rid, result }], nowMs))[0]!;
+  }
+
+  async completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]> {
+    if (items.length === 0) return [];
+    const args: (string | number)[] = [this.prefix, nowMs];
+    for (const it of items) args.push(it.requestId, parseRequestId(it.requestId).index, it.result.ok ? "1" : "0", it.result.line);
+    const codes = (await this.scripts.run("complete", [this.k("leases"), this.k("bst")], args)) as number[];
+    return codes.map(toQueueCode);
   }
 
   async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> {

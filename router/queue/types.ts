@@ -109,6 +109,12 @@ export function toQueueCode(n: unknown): QueueCode {
   throw new Error(`unexpected queue script reply ${String(n)}`);
 }
 
+/** One result for `completeMany`. */
+export interface CompleteItem {
+  requestId: string;
+  result: RequestResult;
+}
+
 /** Queue statistics for metrics. `depth[model]` splits waiting requests by the priority they would go out with. */
 export interface QueueStats {
   depth: Record<string, { p0: number; p1: number }>;
@@ -146,6 +152,8 @@ export interface QueueStore {
   claim(model: string, max: number, nowMs: number, leaseMs: number): Promise<ClaimedRequest[]>;
   /** Writes the request's result once; Duplicate if one exists, BatchClosed if finalizing/terminal. */
   complete(requestId: string, result: RequestResult, nowMs: number): Promise<QueueCode>;
+  /** `complete` for several requests in one atomic step (any batches); one code per item, in order. */
+  completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]>;
   /** Returns requests whose lease ended before nowMs to the queue (or drops them if their batch is cancelling). */
   requeueExpired(nowMs: number, max: number): Promise<RequeueResult>;
   /** in_progress/validating → finalizing (target expired) once nowMs ≥ expiresAtMs; NotDue before. */

@@ -3,7 +3,8 @@
  * Redis (REDIS_URL, or a private redis-server this bench starts). Per round, on a fresh key prefix:
  *   A. tidegate: enqueue (stage in chunks of 500 + activate) N requests; memory per queued request from MEMORY USAGE
  *      of the keys that hold them, minus the payload bytes; then W concurrent workers claim (2 at a time, as the
- *      §6.3 policy sends at most 2) and complete every request, timing each claim call.
+ *      §6.3 policy sends at most 2), timing each claim call, and hand every result to the dispatcher's ResultWriter
+ *      (router/dispatch/result-writer.ts: results within 2 ms share one `complete` script call).
  *   B. baseline in the same round: the same data with plain pipelined HSET/ZADD, and ZPOPMIN + HSET, no scripts and
  *      no state machine — the floor the Lua design costs against.
  * Rounds alternate A B A B; figures are medians over rounds. Targets (issue 3): ≥ 10 000 enqueues/s, ≥ 5 000
@@ -15,6 +16,8 @@ import { cpus, totalmem } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
+import { WallClock } from "../../core/clock.js";
+import { ResultWriter } from "../../router/dispatch/result-writer.js";
 import { RedisQueueStore } from "../../router/queue/redis.js";
 import { QueueCode } from "../../router/queue/types.js";
 import { cleanupPrefix, startTestRedis, testPrefix } from "../helpers/redis.js";
@@ -25,6 +28,7 @@ const WORKERS = Number(process.env.BENCH_QUEUE_WORKERS ?? 8);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TARGET = { enqueuesPerS: 10_000, claimCompletePerS: 5_000, claimP99Ms: 5, bytesPerQueuedRequest: 512 };
 const MODEL = "llama3.2-3b";
+const OUTSTANDING = 256;
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 function version(pkg: string): string {
@@ -92,6 +96,10 @@ async function roundTidegate(url: string): Promise<RoundA> {
 
     const latencies: number[] = [];
     let completed = 0;
+    // Results go through the dispatcher's ResultWriter (grouped completeMany, ≤ 2 ms linger), and, as in the
+    // dispatcher, claiming does not wait for earlier results to be written (at most OUTSTANDING in flight).
+    const writer = new ResultWriter({ store: q, clock: new WallClock(), lingerMs: 2 });
+    const outstanding = new Set<Promise<void>>();
     const t1 = performance.now();
     const worker = async () => {
       for (;;) {
@@ -100,12 +108,18 @@ async function roundTidegate(url: string): Promise<RoundA> {
         latencies.push(performance.now() - s);
         if (claimed.length === 0) return;
         for (const c of claimed) {
-          const code = await q.complete(c.requestId, { ok: true, line: `{"custom_id":"${c.index}","response":{"status_code":200}}` }, Date.now());
-          if (code === QueueCode.Ok || code === QueueCode.Finalizing) completed++;
+          const p: Promise<void> = writer.write(c.requestId, { ok: true, line: `{"custom_id":"${c.index}","response":{"status_code":200}}` }).then((code) => {
+            if (code === QueueCode.Ok || code === QueueCode.Finalizing) completed++;
+            outstanding.delete(p);
+          });
+          outstanding.add(p);
         }
+        while (outstanding.size > OUTSTANDING) await Promise.race(outstanding);
       }
     };
     await Promise.all(Array.from({ length: WORKERS }, worker));
+    await writer.drain();
+    await Promise.all(outstanding);
     const claimMs = performance.now() - t1;
     latencies.sort((a, b) => a - b);
     return {
@@ -168,7 +182,7 @@ async function main(): Promise<void> {
     probe.disconnect();
     console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"}`);
     console.log(`versions: node ${process.version}, tidegate ${version(".")}, ioredis ${version("ioredis")}, redis ${/redis_version:(\S+)/.exec(info)?.[1] ?? "?"} (${process.env.REDIS_URL ? "REDIS_URL" : "private redis-server"})`);
-    console.log(`inputs: ${N} requests per round in batches of ${BATCH} (stage chunks of 500), payload ~${Buffer.byteLength(payload(12345))} bytes, ${WORKERS} concurrent claim workers claiming 2 at a time, ${ROUNDS} rounds of A (tidegate Lua) then B (plain pipelined commands)`);
+    console.log(`inputs: ${N} requests per round in batches of ${BATCH} (stage chunks of 500), payload ~${Buffer.byteLength(payload(12345))} bytes, ${WORKERS} concurrent claim workers claiming 2 at a time, results through ResultWriter (2 ms linger, ≤ ${OUTSTANDING} outstanding), ${ROUNDS} rounds of A (tidegate Lua) then B (plain pipelined commands, one HSET per result)`);
     const A: RoundA[] = [];
     const B: RoundB[] = [];
     for (let r = 0; r < ROUNDS; r++) {

@@ -1,0 +1,87 @@
+/**
+ * Groups results that finish close together into one `QueueStore.completeMany` call (one Lua script for the group),
+ * waiting at most `lingerMs` on the injected Clock or until `maxGroup` results are pending. Each result is still
+ * written exactly once by request id; a failed store call is retried for the whole group (idempotent), then each
+ * caller's promise rejects and the request's lease returns it to the queue.
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import type { QueueCode, QueueStore, RequestResult } from "../queue/types.js";
+
+export interface ResultWriterOptions {
+  store: QueueStore;
+  clock: Clock;
+  /** Longest a result waits for company (≥ 0; 0 = only results written in the same turn); default 2 ms. */
+  lingerMs?: number;
+  /** Results per store call (≥ 1); default 128. */
+  maxGroup?: number;
+  /** Store attempts per group (≥ 1); default 4, with 100·2^k ms between them. */
+  attempts?: number;
+}
+
+interface Pending {
+  requestId: string;
+  result: RequestResult;
+  resolve(code: QueueCode): void;
+  reject(err: unknown): void;
+}
+
+export class ResultWriter {
+  private pending: Pending[] = [];
+  private timer: Timer | undefined;
+  private readonly lingerMs: number;
+  private readonly maxGroup: number;
+  private readonly attempts: number;
+  private readonly inflight = new Set<Promise<void>>();
+
+  constructor(private readonly o: ResultWriterOptions) {
+    this.lingerMs = o.lingerMs ?? 2;
+    this.maxGroup = o.maxGroup ?? 128;
+    this.attempts = o.attempts ?? 4;
+    if (!(this.lingerMs >= 0) || !(this.maxGroup >= 1) || !(this.attempts >= 1)) throw new RangeError("lingerMs ≥ 0, maxGroup ≥ 1, attempts ≥ 1");
+  }
+
+  /** Queues one result; resolves to its code once written. */
+  write(requestId: string, result: RequestResult): Promise<QueueCode> {
+    return new Promise((resolve, reject) => {
+      this.pending.push({ requestId, result, resolve, reject });
+      if (this.pending.length >= this.maxGroup) this.flush();
+      else if (this.lingerMs === 0) {
+        // No linger: group only what is written in this same turn (no timer, so a paused VirtualClock is fine).
+        if (this.pending.length === 1) queueMicrotask(() => this.flush());
+      } else this.timer ??= this.o.clock.after(this.lingerMs, () => this.flush());
+    });
+  }
+
+  /** Sends what is pending now. */
+  flush(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    if (this.pending.length === 0) return;
+    const group = this.pending;
+    this.pending = [];
+    const p = this.send(group).finally(() => this.inflight.delete(p));
+    this.inflight.add(p);
+  }
+
+  /** Flushes and waits for every group in flight. */
+  async drain(): Promise<void> {
+    this.flush();
+    while (this.inflight.size > 0) await Promise.allSettled([...this.inflight]);
+  }
+
+  private async send(group: Pending[]): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const codes = await this.o.store.completeMany(group.map((g) => ({ requestId: g.requestId, result: g.result })), this.o.clock.now());
+        group.forEach((g, i) => g.resolve(codes[i]!));
+        return;
+      } catch (err) {
+        if (attempt >= this.attempts) {
+          for (const g of group) g.reject(err);
+          return;
+        }
+        await this.o.clock.sleep(100 * 2 ** (attempt - 1));
+      }
+    }
+  }
+}

@@ -115,7 +115,10 @@ export class ArimaPool {
   }
 
   private spawn(): Slot {
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { arimaPath: this.arimaPath } });
+    // The wasm prints diagnostics ("non-stationary AR part") to stdout: capture and drop them.
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { arimaPath: this.arimaPath }, stdout: true, stderr: true });
+    worker.stdout.resume();
+    worker.stderr.resume();
     worker.unref();
     const slot: Slot = { worker };
     worker.on("message", (msg: WorkerReply) => {

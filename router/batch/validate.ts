@@ -45,7 +45,7 @@ export function validateBatchInput(text: string, endpoint: BatchEndpoint, knownM
     try {
       v = JSON.parse(raw);
     } catch (err) {
-      fail(lineNo, "invalid_json_line", `line ${lineNo} is not valid JSON: ${(err as Error).message}`);
+      fail(lineNo, "invalid_json_line", `line ${lineNo} is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
       continue;
     }
     if (typeof v !== "object" || v === null || Array.isArray(v)) {

@@ -154,6 +154,7 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.failValidation("b", errors, 5)).toBe(QueueCode.Ok);
       expect(await q.failValidation("b", errors, 6)).toBe(QueueCode.WrongState);
       expect(await q.getBatch("b")).toMatchObject({ status: "failed", failedAtMs: 5, errors });
+      expect(await q.activeBatchIds()).toEqual([]);
       expect((await q.payloads("b", [0])).size).toBe(0);
       expect(await q.activate("b", "m1", 1, 7)).toBe(QueueCode.BatchClosed);
       expect(await q.failValidation("nope", errors, 6)).toBe(QueueCode.NoBatch);

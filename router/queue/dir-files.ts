@@ -45,7 +45,7 @@ export class DirFileStore implements FileStore {
     try {
       return JSON.parse(await readFile(join(this.dir, id + ".json"), "utf8")) as FileMeta;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+      if (err instanceof Error && "code" in err && err.code === "ENOENT") return undefined;
       throw err;
     }
   }
@@ -62,8 +62,8 @@ export class DirFileStore implements FileStore {
     const base = join(this.dir, id);
     if (!existsSync(base + ".json")) return false;
     await unlink(base + ".json");
-    await unlink(base).catch((err: NodeJS.ErrnoException) => {
-      if (err.code !== "ENOENT") throw err;
+    await unlink(base).catch((err: unknown) => {
+      if (!(err instanceof Error && "code" in err && err.code === "ENOENT")) throw err;
     });
     return true;
   }

@@ -110,7 +110,7 @@ export class RedisQueueStore implements QueueStore {
   }
 
   failValidation(batchId: string, errors: BatchLineError[], nowMs: number): Promise<QueueCode> {
-    return this.code("fail-validation", [this.k("b:", batchId), this.k("p:", batchId), this.k("bst")], [JSON.stringify(errors), nowMs]);
+    return this.code("fail-validation", [this.k("b:", batchId), this.k("p:", batchId), this.k("bst"), this.k("active")], [JSON.stringify(errors), nowMs]);
   }
 
   async claim(model: string, max: number, nowMs: number, leaseMs: number): Promise<ClaimedRequest[]> {

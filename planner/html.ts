@@ -75,7 +75,7 @@ export function renderPlanHtml(r: PlanReport, maxSeriesCharts = 24): string {
   const errors = r.forecasts.filter((f) => f.lastHour !== null).slice(0, 40);
   const changed = r.actions.filter((a) => a.target !== a.current).slice(0, 200);
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>tidegate plan ${esc(r.id)}</title>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>tidegate plan ${esc(r.id)}</title>
 <style>body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1100px}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:8px}.warn{color:#9b2226}</style>
 </head><body>
 <h1>Plan ${esc(r.id)}</h1>

@@ -49,7 +49,7 @@ export function plansRoutes(opts: PlansRoutesOptions): Hono {
       return c.json({ object: "list", data: list.map((r) => ({ id: r.id, decisionId: r.decisionId, madeAtMs: r.madeAtMs, advisory: r.advisory, status: r.solver.status, gap: r.solver.gap, cost: r.cost.total, unmet: r.unmet.length })) });
     }
     const rows = list.map((r) => `<tr><td><a href="/plans/${encodeURIComponent(r.id)}">${esc(r.id)}</a></td><td>${r.decisionId}</td><td>${esc(new Date(r.madeAtMs).toISOString())}</td><td>${r.advisory ? "advisory" : "acted"}</td><td>${esc(r.solver.status)}</td><td>${(100 * r.solver.gap).toFixed(3)}%</td><td>${r.cost.total.toFixed(2)}</td><td>${r.unmet.length}</td></tr>`).join("\n");
-    return c.html(`<!doctype html><html lang="en"><head><meta charset="utf-8"><title>tidegate plans</title></head><body><h1>Plans</h1><table><tr><th>id</th><th>decision</th><th>made</th><th>mode</th><th>status</th><th>gap</th><th>cost</th><th>unmet</th></tr>${rows}</table></body></html>`);
+    return c.html(`<!doctype html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>tidegate plans</title></head><body><h1>Plans</h1><table><tr><th>id</th><th>decision</th><th>made</th><th>mode</th><th>status</th><th>gap</th><th>cost</th><th>unmet</th></tr>${rows}</table></body></html>`);
   });
   app.get("/plans/:id", (c) => {
     let id = c.req.param("id");

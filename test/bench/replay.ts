@@ -16,6 +16,7 @@ import { loadConfig } from "../../core/config.js";
 import { readAllMeasured } from "../../region/engines/perf/data.js";
 import { fitAll, leaveConfigOut } from "../../region/engines/perf/evaluate.js";
 import { defaultDataDir, repoRoot } from "../../region/engines/perf/generate.js";
+import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
 import { readTrace } from "../../sim/replay/traces.js";
 
@@ -70,6 +71,7 @@ async function main(): Promise<void> {
     );
   }
   const s = last!;
+  console.log(`latency of the last round (ms), per model and region:\n${formatGroups(s.groups)}`);
   const replayWallMs = median(walls);
   const result = {
     bench: "replay",

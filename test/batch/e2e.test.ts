@@ -52,6 +52,14 @@ describe("Batch API end to end (openai client)", () => {
     expect(out.purpose).toBe("batch_output");
     const list = await h.client.batches.list({ limit: 10 });
     expect(list.data.map((b) => b.id)).toContain(created.id);
+    const inputs = await h.client.files.list({ purpose: "batch" });
+    expect(inputs.data.map((f) => f.id)).toEqual([file.id]);
+    const all = await h.client.files.list({ order: "asc", limit: 1 });
+    expect(all.data.map((f) => f.id)).toEqual([file.id]);
+    expect(all.has_more).toBe(true);
+    const deleted = await h.client.files.delete(file.id);
+    expect(deleted).toMatchObject({ id: file.id, object: "file", deleted: true });
+    await expect(h.client.files.content(file.id)).rejects.toMatchObject({ status: 404 });
     const metrics = await h.registry.metrics();
     expect(metrics).toMatch(/tidegate_batches\{status="completed"\} 1/);
     expect(metrics).toMatch(/tidegate_queue_depth\{model="llama3\.2-3b",priority="1"\} 0/);

@@ -11,7 +11,7 @@
  */
 import { writeFileSync, mkdtempSync, rmSync, readFileSync } from "node:fs";
 import { Agent } from "node:http";
-import { cpus, totalmem, tmpdir } from "node:os";
+import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT, freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
 import { NON_TOKEN_EVENTS, quantile, runLoad, type LoadResult } from "./sse-load.js";
@@ -63,7 +63,7 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-router-"));
   const procs: Proc[] = [];
   try {
-    console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"}`);
+    console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"} load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
     console.log(`versions: node ${process.version}, tidegate ${version("..")}, hono ${version("hono")}, @hono/node-server ${version("@hono/node-server")}, @grpc/grpc-js ${version("@grpc/grpc-js")}`);
     console.log(`inputs: model ${MODEL} on h100-80gb tp2, ${CONCURRENCY} concurrent streams × ${REQUESTS_PER_WORKER} requests each per round, ${TOKENS} tokens per stream, ${ROUNDS} rounds of A (direct) then B (two hops)`);
 
@@ -101,10 +101,14 @@ async function main(): Promise<void> {
     let failures = 0;
     const pids = { engine: engine.child.pid, region: procs[1]!.child.pid, global: global.child.pid };
     const cpuNow = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
-    const cpuPerToken = (before: Record<string, number>, tokens: number) => {
+    /** CPU µs per token of each process since `before`. */
+    const cpuPerToken = (before: Record<string, number>, tokens: number): Record<string, number> => {
       const after = cpuNow();
-      return Object.entries(after).map(([k, v]) => `${k} ${(((v - before[k]!) * 1e6) / Math.max(1, tokens)).toFixed(1)}`).join(", ");
+      return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, ((v - before[k]!) * 1e6) / Math.max(1, tokens)]));
     };
+    const fmtCpu = (c: Record<string, number>) => Object.entries(c).map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ");
+    const cpuDirect: number[] = [];
+    const cpuTwoHop: Record<string, number[]> = { engine: [], region: [], global: [] };
     for (let round = 1; round <= ROUNDS; round++) {
       const ca = cpuNow();
       const a = await load(engineUrl);
@@ -118,7 +122,9 @@ async function main(): Promise<void> {
       addedP99.push(b.ttftP99Ms - a.ttftP99Ms);
       console.log(`round ${round}: ${describeRound("A direct ", a)}`);
       console.log(`round ${round}: ${describeRound("B two-hop", b)}`);
-      console.log(`round ${round}: CPU µs per token (10 ms ticks) — A: ${cpuA}; B: ${cpuB}`);
+      cpuDirect.push(cpuA.engine!);
+      for (const k of Object.keys(cpuTwoHop)) cpuTwoHop[k]!.push(cpuB[k]!);
+      console.log(`round ${round}: CPU µs per token (10 ms ticks) — A: ${fmtCpu(cpuA)}; B: ${fmtCpu(cpuB)}; load average ${loadavg()[0]!.toFixed(2)}`);
       console.log(`round ${round}: throughput ratio ${(b.tokensPerS / a.tokensPerS).toFixed(3)}, added TTFT p50 ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, p99 ${(b.ttftP99Ms - a.ttftP99Ms).toFixed(3)} ms`);
     }
     agent.destroy();
@@ -127,6 +133,9 @@ async function main(): Promise<void> {
       twoHopThroughputRatio: Number(quantile(ratios, 0.5).toFixed(4)),
       addedTtftP50Ms: Number(quantile(addedP50, 0.5).toFixed(3)),
       addedTtftP99Ms: Number(quantile(addedP99, 0.5).toFixed(3)),
+      cpuUsPerTokenDirect: Number(quantile(cpuDirect, 0.5).toFixed(1)),
+      cpuUsPerTokenTwoHop: Object.fromEntries(Object.entries(cpuTwoHop).map(([k, v]) => [k, Number(quantile(v, 0.5).toFixed(1))])),
+      loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
       rounds: ROUNDS,
       streamsPerRound: CONCURRENCY * REQUESTS_PER_WORKER,
       failedStreams: failures,

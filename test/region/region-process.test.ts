@@ -3,7 +3,7 @@
  * completions through it, and sends targets; /metrics and /healthz answer; SIGTERM stops it with exit code 0.
  * Runs the compiled CLI (npm test builds first).
  */
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -45,6 +45,30 @@ function writeConfig(name: string, engines: Record<string, unknown>): string {
   return file;
 }
 
+/** Pids whose parent is `pid` (Linux /proc). */
+function childrenOf(pid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${entry}/stat`, "utf8").split(") ")[1]!.split(" ")[1]);
+      if (ppid === pid) out.push(Number(entry));
+    } catch {
+      // the process exited while we looked
+    }
+  }
+  return out;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 const READY = /tidegate region r1: grpc (\S+) metrics (\S+)/;
 
 async function startRegion(args: string[]): Promise<{ proc: Proc; link: GrpcRegionLink; metricsUrl: string }> {
@@ -61,7 +85,7 @@ async function stream(link: GrpcRegionLink, id: string, maxTokens: number): Prom
   return out;
 }
 
-async function checkProcess(args: string[], configName: string, engines: Record<string, unknown>): Promise<void> {
+async function checkProcess(args: string[], configName: string, engines: Record<string, unknown>, expectedChildren = 0): Promise<void> {
   const { proc, link, metricsUrl } = await startRegion(["--config", writeConfig(configName, engines), ...args]);
   const telemetry: RegionTelemetry[] = [];
   link.subscribe((t) => telemetry.push(t));
@@ -96,7 +120,10 @@ async function checkProcess(args: string[], configName: string, engines: Record<
   expect(health.status).toBe(200);
   expect(await health.json()).toEqual({ status: "ok", region: "r1", servingInstances: 3 });
 
+  const children = childrenOf(proc.child.pid!);
+  expect(children).toHaveLength(expectedChildren);
   expect(await proc.stop()).toBe(0);
+  for (const pid of children) expect(alive(pid)).toBe(false);
 }
 
 describe("tidegate region process", () => {
@@ -105,6 +132,14 @@ describe("tidegate region process", () => {
   });
 
   it("does the same with engine-sim child processes it spawns (openai-http adapter) and stops them on SIGTERM", async () => {
-    await checkProcess(["--spawn-engines"], "spawn.json", { kind: "sim", timeScale: 0.2 });
+    await checkProcess(["--spawn-engines"], "spawn.json", { kind: "sim", timeScale: 0.2 }, 3);
+  });
+
+  it("does the same with engines given by URL (engines.kind openai-http)", async () => {
+    const engine = (model: string) => spawnTidegate(`engine-sim ${model}`, ["engine-sim", "--model", model, "--gpu", "h100-80gb", "--port", "0", "--time-scale", "0.2"], /(http:\/\/127\.0\.0\.1:\d+)/);
+    const [a, b, c] = await Promise.all([engine("llama3.2-3b"), engine("llama3.2-3b"), engine("llama3.1-8b")]);
+    await checkProcess([], "urls.json", { kind: "openai-http", urls: { "r1/llama3.2-3b": [a!.match[1], b!.match[1]], "r1/llama3.1-8b/h100-80gb": [c!.match[1]] } });
+    // The region closed its adapters but does not own these engines: they still serve.
+    expect((await fetch(`${a!.match[1]}/health`)).status).toBe(200);
   });
 });

@@ -117,6 +117,19 @@ describe("SimEngineCore (hand-checked timings)", () => {
     expect(seen.first.b).toBeCloseTo(155 + 100, 9);
   });
 
+  it("FCFS head-of-line: a waiting request that fits stays behind the head until the head is cancelled", () => {
+    const { clock, seen, submit } = harness({ capacity: 1000 });
+    submit({ id: "a", promptTokens: 500, maxTokens: 300, priority: 0 });
+    const b = submit({ id: "b", promptTokens: 300, maxTokens: 100, priority: 0 }); // 800 + 400 > 1000: waits
+    submit({ id: "c", promptTokens: 100, maxTokens: 50, priority: 0 }); // would fit (950) but B is ahead
+    clock.advanceToSync(150);
+    expect(seen.first.c).toBeUndefined();
+    b.cancel();
+    clock.runUntilIdleSync();
+    expect(seen.first.b).toBeUndefined();
+    expect(seen.first.c).toBeCloseTo(155 + 100, 9); // next boundary after 150 is 155, then its prefill
+  });
+
   it("context growth: closed-form segment times equal the per-iteration sum", () => {
     const cCtx = 0.001;
     const { clock, seen, submit } = harness({ cCtx });

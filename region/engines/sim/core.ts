@@ -457,6 +457,9 @@ export class SimEngineCore {
     if (prev === "waiting") {
       this.waitingCount--;
       this.waitingRemaining -= r.promptTokens + r.maxTokens;
+      r.state = "cancelled";
+      // It may have been the head that blocked the queue: let the next one in at the next boundary.
+      if (this.phase.kind === "decode" && this.admissible()) this.cutAtNextBoundary(now);
     } else if (prev === "prefill") {
       this.reservedTokens -= r.promptTokens + r.maxTokens;
       this.prefillTokens -= r.promptTokens;

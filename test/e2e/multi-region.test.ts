@@ -41,10 +41,13 @@ async function waitFor(what: string, cond: () => Promise<boolean>, timeoutMs = 1
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "tidegate-e2e-"));
-  for (const r of REGIONS) {
-    const proc = await spawnTidegate(`engine-sim ${r}`, ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--port", "0"], /(http:\/\/127\.0\.0\.1:\d+)/);
-    engines[r] = { proc, url: proc.match[1]! };
-  }
+  // Start the processes of each tier in parallel (the machine is shared; sequential starts add up).
+  await Promise.all(
+    REGIONS.map(async (r) => {
+      const proc = await spawnTidegate(`engine-sim ${r}`, ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--port", "0"], /(http:\/\/127\.0\.0\.1:\d+)/);
+      engines[r] = { proc, url: proc.match[1]! };
+    }),
+  );
   const ports = [await freePort(), await freePort()];
   const config = {
     models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
@@ -60,7 +63,7 @@ beforeAll(async () => {
   };
   const file = join(dir, "config.json");
   writeFileSync(file, JSON.stringify(config));
-  for (const r of REGIONS) regions[r] = await spawnTidegate(`region ${r}`, ["region", "--config", file, "--region", r, "--log-level", "warn"], /grpc \S+ metrics/);
+  await Promise.all(REGIONS.map(async (r) => (regions[r] = await spawnTidegate(`region ${r}`, ["region", "--config", file, "--region", r, "--log-level", "warn"], /grpc \S+ metrics/))));
   const global = await spawnTidegate("global", ["global", "--config", file, "--port", "0", "--log-level", "warn", "--telemetry-interval-ms", "200"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
   routerUrl = global.match[1]!;
   await waitFor("both regions available", async () => {

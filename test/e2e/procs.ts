@@ -43,7 +43,7 @@ export function freePort(): Promise<number> {
  * Spawns `node dist/bin/tidegate.js <args>` and resolves once its output matches `readyPattern`; rejects (and
  * kills it) when it exits first or `timeoutMs` passes, with its output in the message.
  */
-export function spawnTidegate(name: string, args: string[], readyPattern: RegExp, timeoutMs = 20_000): Promise<Proc> {
+export function spawnTidegate(name: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000): Promise<Proc> {
   const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const append = (d: Buffer) => {

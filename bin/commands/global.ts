@@ -56,6 +56,12 @@ export const command: Command = {
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
     const telemetryIntervalMs = Number(flags["telemetry-interval-ms"]);
     if (!(telemetryIntervalMs >= 50 && telemetryIntervalMs <= 1000)) throw new Error(`--telemetry-interval-ms must be in [50, 1000], got ${telemetryIntervalMs}`);
+    config.regions.forEach((r, i) => {
+      const port = Number(r.grpcAddress.slice(r.grpcAddress.lastIndexOf(":") + 1));
+      if (!Number.isInteger(port) || port <= 0 || port > 65535) {
+        throw new TidegateError("invalid_config", `regions[${i}].grpcAddress: the global router needs a fixed host:port to reach region ${r.name}, got ${JSON.stringify(r.grpcAddress)}`);
+      }
+    });
     const tls = tlsFrom(flags);
     const clock = new WallClock();
     const links = config.regions.map(

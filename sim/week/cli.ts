@@ -18,7 +18,7 @@ import type { WeekResult } from "./result.js";
 /** Flags of the week path (merged into `tidegate replay`'s flag table). */
 export const WEEK_FLAGS: Record<string, FlagSpec> = {
   strategy: { type: "string", help: `week: scaling strategy, or a comma list, or "all" (${STRATEGY_NAMES.join(", ")})`, default: "lt-ua" },
-  fleet: { type: "string", help: "week: fleet file (JSON: {fleet, engines, actuator, weights, spot}); default: built-in 3 regions × 128 H100" },
+  fleet: { type: "string", help: "week: fleet file (JSON: {fleet, engines, actuator, weights, spot}); default: built-in 3 regions × 256 H100" },
   "workload-file": { type: "string", help: "week: workload file (JSON, see sim/workload/spec.ts); default: built-in ServeGen week" },
   days: { type: "number", help: "week: override the workload's days (requests scale with it)" },
   requests: { type: "number", help: "week: override the workload's total requests" },

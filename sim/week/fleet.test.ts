@@ -40,7 +40,7 @@ describe("fleet file validation names the field", () => {
   it("more starting + spot instances than GPUs, an unknown spot model, an engine too small for a request, bad JSON types", () => {
     const j = clone(DEFAULT_FLEET_JSON);
     j.spot[0]!.count = 40;
-    expect(fails(j).message).toMatch(/need \d+ h100-80gb GPUs, it has 128/);
+    expect(fails(j).message).toMatch(/need \d+ h100-80gb GPUs, it has 256/);
     const k = clone(DEFAULT_FLEET_JSON);
     k.spot[2]!.model = "gpt-9";
     expect(fails(k).path).toBe("spot[2].model");

@@ -50,12 +50,16 @@ function region(name: string, utcOffsetH: number, proximity: string[], start: Re
     name,
     utcOffsetH,
     proximity,
-    gpus: [{ type: "h100-80gb", count: 128 }],
-    endpoints: DEFAULT_MODELS.map((m) => ({ model: m.name, gpu: "h100-80gb", instances: start[m.name] ?? 1, minInstances: 1, maxInstances: 24 })),
+    gpus: [{ type: "h100-80gb", count: 256 }],
+    endpoints: DEFAULT_MODELS.map((m) => ({ model: m.name, gpu: "h100-80gb", instances: start[m.name] ?? 1, minInstances: 1, maxInstances: 48 })),
   };
 }
 
-/** The default replay fleet: 3 US regions × 128 H100, 4 models, min 1 / max 24 instances per endpoint, the rest spot. */
+/**
+ * The default replay fleet: 3 US regions × 256 H100, 4 models, min 1 / max 48 instances per endpoint; GPUs not
+ * serving at the start are spot instances (most of them llama2-70b's, the model with the most traffic), so an 8×
+ * burst can be absorbed by reclaiming spot.
+ */
 export const DEFAULT_FLEET_JSON = {
   fleet: {
     models: DEFAULT_MODELS,
@@ -68,10 +72,10 @@ export const DEFAULT_FLEET_JSON = {
   engines: Object.fromEntries(DEFAULT_MODELS.map((m) => [m.name, { maxBatch: 8, kvTokensPerSeq: 1500 }])),
   actuator: SAGESERVE_DELAYS,
   spot: ["us-east", "us-central", "us-west"].flatMap((r) => [
-    { region: r, model: "llama2-70b", gpu: "h100-80gb", count: 10 },
-    { region: r, model: "bloom-176b", gpu: "h100-80gb", count: 4 },
-    { region: r, model: "llama3.1-8b", gpu: "h100-80gb", count: 4 },
-    { region: r, model: "llama3.2-3b", gpu: "h100-80gb", count: 4 },
+    { region: r, model: "llama2-70b", gpu: "h100-80gb", count: 30 },
+    { region: r, model: "bloom-176b", gpu: "h100-80gb", count: 6 },
+    { region: r, model: "llama3.1-8b", gpu: "h100-80gb", count: 8 },
+    { region: r, model: "llama3.2-3b", gpu: "h100-80gb", count: 8 },
   ]),
 };
 

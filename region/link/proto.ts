@@ -9,6 +9,7 @@ import { fileURLToPath } from "node:url";
 import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { TidegateError } from "../../core/errors.js";
+import { decodeDispatchEvents, encodeDispatchEvents } from "./codec.js";
 import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 
 /** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
@@ -83,12 +84,24 @@ export function regionProtoPath(): string {
 
 let cached: grpc.ServiceClientConstructor | undefined;
 
-/** The `tidegate.region.v1.Region` service (client constructor; `.service` is the server definition). */
+/**
+ * The `tidegate.region.v1.Region` service (client constructor; `.service` is the server definition). Dispatch's
+ * response messages use the hand-written codec (codec.ts, same wire format); everything else uses protobufjs.
+ */
 export function regionService(): grpc.ServiceClientConstructor {
   if (cached !== undefined) return cached;
   const def = protoLoader.loadSync(regionProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { tidegate: { region: { v1: { Region: grpc.ServiceClientConstructor } } } };
-  cached = pkg.tidegate.region.v1.Region;
+  const service = def["tidegate.region.v1.Region"] as grpc.ServiceDefinition;
+  const dispatch = service.Dispatch!;
+  const patched: grpc.ServiceDefinition = {
+    ...service,
+    Dispatch: {
+      ...dispatch,
+      responseSerialize: (m: WireDispatchEvents) => encodeDispatchEvents(m),
+      responseDeserialize: (b: Buffer) => decodeDispatchEvents(b),
+    },
+  };
+  cached = grpc.makeClientConstructor(patched, "Region");
   return cached;
 }
 

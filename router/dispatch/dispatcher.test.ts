@@ -24,12 +24,13 @@ class GatedLink implements RegionLink {
   signal(utilization: number): void {
     this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [modelTelemetry("m", utilization, 1)] });
   }
-  async *dispatch(req: GenerateRequest): AsyncIterable<EngineEvent> {
+  async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     let release!: () => void;
     let fail!: () => void;
     const gate = new Promise<void>((res, rej) => {
       release = res;
       fail = () => rej(new TidegateError("upstream_error", "region died"));
+      signal?.addEventListener("abort", () => rej(new TidegateError("cancelled", "aborted")), { once: true });
     });
     this.sent.push({ req, release, fail });
     await gate;
@@ -115,6 +116,17 @@ describe("Dispatcher (SageServe §6.3)", () => {
     expect(b).toMatchObject({ status: "completed", completed: 1, failed: 0 });
     expect(await registry.metrics()).toMatch(/tidegate_queue_lease_expiries_total 1/);
     await d.stop();
+  });
+
+  it("a clean stop gives the leases of aborted requests back at once", async () => {
+    const { links, flush, store, d } = await setup(3, { leaseMs: 1_000_000 });
+    links[0]!.signal(0.1);
+    await flush();
+    expect(links[0]!.sent).toHaveLength(2);
+    expect(await store.getBatch("b")).toMatchObject({ leased: 2 });
+    await d.stop();
+    expect(await store.getBatch("b")).toMatchObject({ leased: 0, status: "in_progress" });
+    expect((await store.claim("m", 5, 0, 1000)).map((r) => r.index)).toEqual([0, 1, 2]);
   });
 
   it("a request that ran twice (slow region, lease expired) gets exactly one result", async () => {

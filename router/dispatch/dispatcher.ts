@@ -56,6 +56,8 @@ export class Dispatcher {
   private maintaining: Promise<void> | undefined;
   private stopped = false;
   private readonly results: ResultWriter;
+  /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
+  private readonly aborted: string[] = [];
   /** Requests sent per region (for tests and logs). */
   readonly sentByRegion = new Map<string, number>();
 
@@ -74,7 +76,7 @@ export class Dispatcher {
     this.timer = this.o.clock.every(this.o.maintenanceIntervalMs, () => void this.maintain());
   }
 
-  /** Stops: no new claims; in-flight requests are aborted and keep their leases (they return when leases expire). */
+  /** Stops: no new claims; in-flight requests are aborted and their leases given back (QueueStore.release). */
   async stop(): Promise<void> {
     this.stopped = true;
     for (const u of this.unsubscribers.splice(0)) u();
@@ -82,6 +84,10 @@ export class Dispatcher {
     this.abort.abort();
     await Promise.allSettled([...this.inflight, this.maintaining]);
     await this.results.drain();
+    // Hand the aborted requests back now instead of letting their leases run out.
+    if (this.aborted.length > 0) {
+      await this.o.store.release(this.aborted.splice(0), this.o.clock.now()).catch((err) => this.o.log.warn("releasing leases on stop failed; they expire instead", { err }));
+    }
   }
 
   /** Resolves when every request sent so far has finished (tests). */
@@ -151,7 +157,8 @@ export class Dispatcher {
       if (te !== undefined && REQUEST_FAULTS.has(te.code)) {
         return this.write(c, false, responseLine(payload.custom_id, c.requestId, te.status, te.toOpenAI()));
       }
-      if (!this.abort.signal.aborted) this.o.log.warn("batch request failed in region; its lease will return it to the queue", { request: c.requestId, region: link.region, err });
+      if (this.abort.signal.aborted) this.aborted.push(c.requestId);
+      else this.o.log.warn("batch request failed in region; its lease will return it to the queue", { request: c.requestId, region: link.region, err });
       return;
     }
     const created = Math.floor(this.o.clock.now() / 1000);

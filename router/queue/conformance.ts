@@ -138,6 +138,17 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.getBatch("a")).toMatchObject({ leased: 0, completed: 1 });
     }));
 
+    it("release gives leases back at once, keeping age; released-but-finished requests stay finished", withStore(async (q) => {
+      await enqueue(q, "b", 3, 100);
+      const c = await q.claim("m1", 3, 200, 60_000);
+      await q.complete(c[1]!.requestId, { ok: true, line: "done" }, 201);
+      expect(await q.release([c[0]!.requestId, c[1]!.requestId, requestId("b", 2), requestId("nope", 0)], 202)).toBe(2);
+      expect(await q.getBatch("b")).toMatchObject({ leased: 0, status: "in_progress" });
+      const again = await q.claim("m1", 5, 203, 60_000);
+      expect(again.map((r) => [r.index, r.enqueuedAtMs])).toEqual([[0, 100], [2, 100]]);
+      expect(await q.release([], 204)).toBe(0);
+    }));
+
     it("a completed request that was requeued is not handed out again", withStore(async (q) => {
       await enqueue(q, "b", 2, 0);
       await q.claim("m1", 1, 10, 100);

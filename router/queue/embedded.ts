@@ -20,6 +20,7 @@ type Op =
   | ["complete", string, RequestResult, number]
   | ["completeMany", CompleteItem[], number]
   | ["requeueExpired", number, number]
+  | ["release", string[], number]
   | ["expire", string, number]
   | ["cancel", string, number]
   | ["finalize", string, string | null, string | null, number, number];
@@ -34,6 +35,7 @@ function apply(state: MemoryQueueState, op: Op): unknown {
     case "complete": return state.complete(op[1], op[2], op[3]);
     case "completeMany": return state.completeMany(op[1], op[2]);
     case "requeueExpired": return state.requeueExpired(op[1], op[2]);
+    case "release": return state.release(op[1], op[2]);
     case "expire": return state.expire(op[1], op[2]);
     case "cancel": return state.cancel(op[1], op[2]);
     case "finalize": return state.finalize(op[1], op[2], op[3], op[4], op[5]);
@@ -99,6 +101,7 @@ export class EmbeddedQueueStore implements QueueStore {
     return this.run(["completeMany", [...items], nowMs]);
   }
   async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> { return this.run(["requeueExpired", nowMs, max]); }
+  async release(requestIds: readonly string[], nowMs: number): Promise<number> { return this.run(["release", [...requestIds], nowMs]); }
   async expire(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["expire", batchId, nowMs]); }
   async cancel(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["cancel", batchId, nowMs]); }
   async results(batchId: string): Promise<Map<number, RequestResult>> { return this.state.results(batchId); }

@@ -174,6 +174,22 @@ export class MemoryQueueState {
     return items.map((it) => this.complete(it.requestId, it.result, nowMs));
   }
 
+  release(rids: readonly string[], nowMs: number): number {
+    let requeued = 0;
+    for (const rid of rids) {
+      if (!this.leases.delete(rid)) continue;
+      const { batchId, index } = parseRequestId(rid);
+      const b = this.batches.get(batchId);
+      if (b === undefined) continue;
+      b.leased--;
+      if (b.status === "in_progress" && !this.resultMap.get(batchId)?.has(index)) {
+        this.queue(b.model!).add(b.enqueuedAtMs!, rid);
+        requeued++;
+      } else this.maybeFinalizing(b, nowMs);
+    }
+    return requeued;
+  }
+
   requeueExpired(nowMs: number, max: number): RequeueResult {
     const due = [...this.leases.entries()].filter(([, until]) => until < nowMs).sort((a, b) => a[1] - b[1] || byteOrder(a[0], b[0])).slice(0, max);
     let requeued = 0;

@@ -142,6 +142,11 @@ export class RedisQueueStore implements QueueStore {
     return { expiredLeases, requeued };
   }
 
+  async release(requestIds: readonly string[], nowMs: number): Promise<number> {
+    if (requestIds.length === 0) return 0;
+    return (await this.scripts.run("release", [this.k("leases"), this.k("bst")], [this.prefix, nowMs, ...requestIds])) as number;
+  }
+
   expire(batchId: string, nowMs: number): Promise<QueueCode> {
     return this.code("expire", [this.k("b:", batchId), this.k("r:", batchId), this.k("leases"), this.k("bst")], [this.prefix, batchId, nowMs]);
   }

@@ -156,6 +156,8 @@ export interface QueueStore {
   completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]>;
   /** Returns requests whose lease ended before nowMs to the queue (or drops them if their batch is cancelling). */
   requeueExpired(nowMs: number, max: number): Promise<RequeueResult>;
+  /** Gives the leases of `requestIds` back now (a clean stop); returns how many went back to the queue. */
+  release(requestIds: readonly string[], nowMs: number): Promise<number>;
   /** in_progress/validating → finalizing (target expired) once nowMs ≥ expiresAtMs; NotDue before. */
   expire(batchId: string, nowMs: number): Promise<QueueCode>;
   /** validating/in_progress → cancelling (→ finalizing when nothing is leased); WrongState when finished. */

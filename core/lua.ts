@@ -4,7 +4,7 @@
  * `LuaScripts` reads one folder of scripts and runs them by SHA, loading a script with EVAL on NOSCRIPT.
  *
  * Folders are found next to the calling module, or — when running compiled code from dist/ — in the source tree
- * (`upFromDist` is the path from the compiled module's folder to the source folder, e.g. "../../../planner").
+ * (`upFromDist` is the path from the compiled module's folder to the source folder, e.g. "../../planner").
  */
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync, readdirSync } from "node:fs";
@@ -27,7 +27,7 @@ interface Script {
 }
 
 function version(): string {
-  const file = locateBeside(import.meta.url, "../package.json", "../..");
+  const file = locateBeside(import.meta.url, "../package.json", "..");
   return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
 }
 

@@ -27,7 +27,7 @@ export class RedisHistory implements DemandHistory {
     this.retentionMs = options.retentionMs ?? DEFAULT_RETENTION_MS;
     checkRetention(this.retentionMs);
     this.prefix = options.keyPrefix;
-    this.scripts = new LuaScripts(client, locateBeside(import.meta.url, "lua", "../../../forecasts"));
+    this.scripts = new LuaScripts(client, locateBeside(import.meta.url, "lua", "../../forecasts"));
   }
 
   private dayKey(k: SeriesKey, day: number): string {

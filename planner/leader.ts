@@ -29,7 +29,7 @@ export class RedisLeaderLock implements LeaderLock {
 
   /** Keys: `<keyPrefix>planner:leader` and `<keyPrefix>planner:decision`. The client is the caller's. */
   constructor(client: Redis, keyPrefix: string) {
-    this.scripts = new LuaScripts(client, locateBeside(import.meta.url, "lua", "../../../planner"));
+    this.scripts = new LuaScripts(client, locateBeside(import.meta.url, "lua", "../../planner"));
     this.lockKey = `${keyPrefix}planner:leader`;
     this.counterKey = `${keyPrefix}planner:decision`;
   }

@@ -43,6 +43,8 @@ export class PlannerLoop {
   /** Rounds this replica led, and skipped as a follower (for tests and metrics). */
   led = 0;
   followed = 0;
+  /** Whether the last round found this replica holding the lock. */
+  leading = false;
 
   constructor(private readonly o: PlannerLoopOptions) {
     if (!(o.intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${o.intervalMs}`);
@@ -57,6 +59,7 @@ export class PlannerLoop {
     this.timer?.cancel();
     this.timer = undefined;
     await this.running;
+    this.leading = false;
     await this.o.lock.release(this.o.holder);
   }
 
@@ -72,9 +75,11 @@ export class PlannerLoop {
     try {
       const got = await this.o.lock.acquire(this.o.holder, this.o.lockTtlMs ?? 2 * this.o.intervalMs);
       if (got === "held_by_other") {
+        this.leading = false;
         this.followed++;
         return;
       }
+      this.leading = true;
       const decisionId = await this.o.lock.nextDecisionId(this.o.holder);
       if (decisionId === undefined) {
         this.followed++;

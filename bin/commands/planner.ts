@@ -1,13 +1,114 @@
-/** `tidegate planner` (placeholder until its issue lands: exits 2 with a clear message). */
+/**
+ * `tidegate planner`: the hourly planning loop as its own process. Reads demand history from Redis (recording it
+ * from the regions' telemetry while it leads), plans every --interval-ms, sends targets to each region over gRPC
+ * (config regions[].grpcAddress) unless advisory, and serves its reports at /plans behind the admin keys.
+ */
+import { hostname } from "node:os";
+import { Hono } from "hono";
+import { serve } from "@hono/node-server";
+import { Redis } from "ioredis";
 import type { Command } from "../command.js";
+import { WallClock } from "../../core/clock.js";
+import { loadConfig } from "../../core/config.js";
+import { TidegateError } from "../../core/errors.js";
+import { newId } from "../../core/ids.js";
+import { createLogger } from "../../core/log.js";
+import { RedisHistory } from "../../forecasts/history-redis.js";
+import { createForecaster, isForecasterName } from "../../forecasts/registry.js";
+import { GrpcRegionLink } from "../../region/link/grpc-client.js";
+import { fleetFromConfig } from "../../planner/fleet.js";
+import { RedisLeaderLock } from "../../planner/leader.js";
+import { PlannerLoop } from "../../planner/loop.js";
+import { runPlan } from "../../planner/plan.js";
+import { TelemetryRecorder } from "../../planner/recorder.js";
+import { plansRoutes } from "../../planner/routes.js";
+import { HighsSolver } from "../../planner/solver.js";
+import { MemoryPlanStore, writePlanFiles } from "../../planner/store.js";
+import { untilSignal } from "./dev.js";
 
 export const command: Command = {
   name: "planner",
-  summary: "not built yet",
-  description: "This command is not built yet.",
-  flags: {},
-  async run() {
-    process.stderr.write("tidegate planner: not built yet\n");
-    return 2;
+  summary: "run the hourly planner loop (forecast + ILP), leader-elected through Redis",
+  description: [
+    "Every --interval-ms (default: config planner.intervalMs), the replica holding the Redis leader lock",
+    "(<key-prefix>planner:leader, expiring after two intervals) forecasts each (model, region) from the history",
+    "in Redis, solves the ILP over the config's fleet, and sends each region its targets with a monotonic",
+    "decisionId over gRPC; --advisory (or config planner.advisory) publishes plans without sending them.",
+    "Reports are served at http://<host>:<port>/plans (admin bearer key) and written to --out when given.",
+    "",
+    "Example:",
+    "  tidegate planner --config fleet.json --redis-url redis://127.0.0.1:6379 --port 8090 --out plans/",
+  ].join("\n"),
+  flags: {
+    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    "redis-url": { type: "string", help: "Redis for history and the leader lock (default: config queue.redisUrl)" },
+    "key-prefix": { type: "string", help: "Redis key prefix (default: config queue.keyPrefix)" },
+    "interval-ms": { type: "number", help: "planning interval (default: config planner.intervalMs)" },
+    advisory: { type: "boolean", help: "publish plans without sending targets", default: false },
+    forecaster: { type: "string", help: "blend | arima | seasonal-naive | persistence", default: "blend" },
+    port: { type: "number", help: "port for /plans (0 picks a free port)", default: 0 },
+    host: { type: "string", help: "address for /plans", default: "127.0.0.1" },
+    out: { type: "string", help: "also write each report as JSON + HTML here" },
+    "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
+  },
+  async run(flags) {
+    const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    const level = String(flags["log-level"]);
+    if (!["debug", "info", "warn", "error"].includes(level)) throw new TidegateError("invalid_request", `--log-level must be debug, info, warn or error`);
+    const log = createLogger(level as "info", { cmd: "planner" });
+    const fname = String(flags.forecaster);
+    if (!isForecasterName(fname)) throw new TidegateError("invalid_request", `unknown --forecaster ${JSON.stringify(fname)}`);
+    const intervalMs = typeof flags["interval-ms"] === "number" ? flags["interval-ms"] : config.planner.intervalMs;
+    if (!(intervalMs > 0)) throw new TidegateError("invalid_request", `--interval-ms must be > 0, got ${intervalMs}`);
+    const advisory = flags.advisory === true || config.planner.advisory;
+    const prefix = typeof flags["key-prefix"] === "string" ? flags["key-prefix"] : config.queue.keyPrefix;
+    const redis = new Redis(typeof flags["redis-url"] === "string" ? flags["redis-url"] : config.queue.redisUrl, { maxRetriesPerRequest: 2 });
+    redis.on("error", (err) => log.warn("redis error", { err }));
+    const clock = new WallClock();
+    const fleet = fleetFromConfig(config);
+    const history = new RedisHistory(redis, { keyPrefix: prefix });
+    const forecaster = createForecaster({ name: fname });
+    const solver = await HighsSolver.create();
+    const store = new MemoryPlanStore();
+    const holder = `${hostname()}-${process.pid}-${newId("").slice(0, 6)}`;
+    const lock = new RedisLeaderLock(redis, prefix);
+    const links = config.regions.map((r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, clock, log }));
+    const recorder = new TelemetryRecorder(history);
+    const out = typeof flags.out === "string" ? flags.out : undefined;
+    const loop = new PlannerLoop({
+      clock,
+      intervalMs,
+      lock,
+      holder,
+      advisory,
+      links,
+      store,
+      log,
+      plan: async (decisionId, previous) => {
+        const report = await runPlan({ fleet, history, forecaster, solver, nowMs: clock.now(), decisionId, intervalMs, advisory, strategy: config.controller.strategy, ...(previous === undefined ? {} : { previous }) });
+        if (out !== undefined) writePlanFiles(out, report);
+        return report;
+      },
+    });
+    const unsubs = links.map((l) => l.subscribe((t) => {
+      if (loop.leading) recorder.observe(t).catch((err: unknown) => log.warn("history write failed", { err: err instanceof Error ? err : String(err) }));
+    }));
+    const app = new Hono();
+    app.route("/", plansRoutes({ store, adminKeys: config.router.adminKeys }));
+    const server = serve({ fetch: app.fetch, port: Number(flags.port), hostname: String(flags.host) }, (info) => {
+      log.info("planner listening", { url: `http://${String(flags.host)}:${info.port}/plans`, holder, intervalMs, advisory });
+      process.stdout.write(`tidegate planner: /plans on http://${String(flags.host)}:${info.port} (holder ${holder}, every ${intervalMs} ms${advisory ? ", advisory" : ""})\n`);
+    });
+    loop.start();
+    void loop.tick();
+    const sig = await untilSignal();
+    log.info("stopping", { signal: sig });
+    for (const u of unsubs) u();
+    await loop.stop();
+    await forecaster.close();
+    await Promise.all(links.map((l) => l.close()));
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    redis.disconnect();
+    return 0;
   },
 };

@@ -127,12 +127,22 @@ async function main(): Promise<void> {
       console.log(`round ${round}: CPU µs per token (10 ms ticks) — A: ${fmtCpu(cpuA)}; B: ${fmtCpu(cpuB)}; load average ${loadavg()[0]!.toFixed(2)}`);
       console.log(`round ${round}: throughput ratio ${(b.tokensPerS / a.tokensPerS).toFixed(3)}, added TTFT p50 ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, p99 ${(b.ttftP99Ms - a.ttftP99Ms).toFixed(3)} ms`);
     }
+    // Latency without self-induced queueing: one stream at a time, alternating A B, 3 rounds of 40 requests.
+    const single: number[] = [];
+    for (let round = 1; round <= 3; round++) {
+      const a = await runLoad({ url: `${engineUrl}/v1/completions`, body, concurrency: 1, requestsPerWorker: 40, expectedEvents, timeoutMs: 10_000, agent });
+      const b = await runLoad({ url: `${routerUrl}/v1/completions`, body, concurrency: 1, requestsPerWorker: 40, expectedEvents, timeoutMs: 10_000, agent });
+      failures += a.failures + b.failures;
+      single.push(b.ttftMedianMs - a.ttftMedianMs);
+      console.log(`single-stream round ${round}: TTFT p50 direct ${a.ttftMedianMs.toFixed(2)} ms, two-hop ${b.ttftMedianMs.toFixed(2)} ms, added ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms`);
+    }
     agent.destroy();
     const result = {
       bench: "router",
       twoHopThroughputRatio: Number(quantile(ratios, 0.5).toFixed(4)),
       addedTtftP50Ms: Number(quantile(addedP50, 0.5).toFixed(3)),
       addedTtftP99Ms: Number(quantile(addedP99, 0.5).toFixed(3)),
+      addedTtftP50MsSingleStream: Number(quantile(single, 0.5).toFixed(3)),
       cpuUsPerTokenDirect: Number(quantile(cpuDirect, 0.5).toFixed(1)),
       cpuUsPerTokenTwoHop: Object.fromEntries(Object.entries(cpuTwoHop).map(([k, v]) => [k, Number(quantile(v, 0.5).toFixed(1))])),
       loadAverage1m: Number(loadavg()[0]!.toFixed(2)),

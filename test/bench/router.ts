@@ -6,7 +6,9 @@
  * scanning the response bytes for `data: ` (sse-load.ts), never by parsing chunks.
  *
  * Figures: twoHopThroughputRatio = tokens/s(B) / tokens/s(A); addedTtftP50Ms = median TTFT(B) − median TTFT(A)
- * (time to the first `data: ` of each stream); also p99. Targets (issue 2): ratio ≥ 0.75, added median TTFT ≤ 1 ms.
+ * (time to the first `data: ` of each stream); also p99, each process's CPU µs per token (/proc, 10 ms ticks), and the
+ * added median TTFT of one stream at a time (no self-induced queueing). Targets (issue 2): ratio ≥ 0.75, added median
+ * TTFT ≤ 1 ms at 32 streams.
  * The last line printed is one JSON object; the process exits 0 whether or not the targets are met.
  */
 import { writeFileSync, mkdtempSync, rmSync, readFileSync } from "node:fs";

@@ -14,6 +14,8 @@ export interface SolveOptions {
   timeLimitS?: number;
   /** Relative MIP gap at which HiGHS stops (default 1e-4). */
   mipRelGap?: number;
+  /** HiGHS presolve (default "choose"); "off" is faster on tiny models. */
+  presolve?: "off" | "choose" | "on";
   /** HiGHS LP algorithm for relaxations (default "choose"). */
   lpSolver?: "choose" | "simplex" | "ipm" | "pdlp";
 }
@@ -84,7 +86,7 @@ export class HighsSolver implements Solver {
       ...(options.relax ? {} : { integrality: model.integrality }),
     });
     try {
-      m.options.set({ output_flag: false, time_limit: options.timeLimitS ?? 60, mip_rel_gap: options.mipRelGap ?? 1e-4, ...(options.relax && options.lpSolver ? { solver: options.lpSolver } : {}) });
+      m.options.set({ output_flag: false, time_limit: options.timeLimitS ?? 60, mip_rel_gap: options.mipRelGap ?? 1e-4, ...(options.relax && options.lpSolver ? { solver: options.lpSolver } : {}), ...(options.presolve ? { presolve: options.presolve } : {}) });
       const run = m.run();
       const status = STATUS[run.modelStatus] ?? "error";
       const primal = Number(m.info.get("primal_solution_status"));

@@ -5,7 +5,7 @@
  * printed for reference; (2) throughput: 1,000 series (7 days of hourly history each, ServeGen per-client series
  * cycled) forecast in ≤ 60 s with the planner's forecaster. Last line: JSON.
  */
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 import { ArimaPool } from "../../forecasts/arima-pool.js";
@@ -18,7 +18,7 @@ const log = (s: string) => process.stdout.write(s + "\n");
 const DATA = new URL("../../../../shared/data/servegen/", import.meta.url).pathname;
 
 async function main() {
-  log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}`);
+  log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}, node ${process.version}`);
   const file = join(DATA, "aggregate/language_m-large_total_rate_600s.csv");
   const s = readSeriesFile(file);
   const values = fillGaps(s.values, 144);

@@ -5,7 +5,7 @@
  *   1000 × 20 × 4 decomposition within 2% of the LP (Lagrangian) bound ≤ 10 s
  * and prints HiGHS on the monolithic MIP (time-limited) for each size. Last line: one JSON object.
  */
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { createRequire } from "node:module";
 import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -26,7 +26,7 @@ const median = (a: number[]) => [...a].sort((x, y) => x - y)[Math.floor(a.length
 const log = (s: string) => process.stdout.write(s + "\n");
 
 async function main() {
-  log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, node ${process.version}, highs ${highsVersion()}`);
+  log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((l) => l.toFixed(1)).join(" ")}, node ${process.version}, highs ${highsVersion()}`);
   const solver = await HighsSolver.create();
   const out: Record<string, unknown> = { bench: "planner" };
   // Size 1: small, monolithic MIP.
@@ -73,6 +73,7 @@ async function main() {
   const small = out.small as { status: string; medianMs: number };
   const mid = out.mid as { gap: number; totalMs: number };
   const large = out.large as { gap: number; totalMs: number };
+  out.loadAverage1m = loadavg()[0];
   out.target = { smallMs: 50, midGap: 0.01, midMs: 2000, largeGap: 0.02, largeMs: 10000 };
   out.met = small.status === "optimal" && small.medianMs <= 50 && mid.gap <= 0.01 && mid.totalMs <= 2000 && large.gap <= 0.02 && large.totalMs <= 10000;
   log(JSON.stringify(out));

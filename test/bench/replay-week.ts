@@ -8,7 +8,7 @@
 import { cpus, totalmem } from "node:os";
 import { resourceUsage } from "node:process";
 import { loadWeekInputs } from "../../sim/week/cli.js";
-import { defaultPlanner } from "../../sim/week/planner.js";
+import { createPlanner } from "../../sim/week/planner.js";
 import { ProgressBar } from "../../sim/week/progress.js";
 import { runWeek } from "../../sim/week/replay.js";
 import { writeReports } from "../../sim/week/report.js";
@@ -23,11 +23,12 @@ const strategy = flag("strategy") ?? "lt-ua";
 const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
 console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}`);
 console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
-console.log(`inputs: seed ${workload.seed}, ${workload.days} days, target ${workload.targetRequests} requests, ${workload.models.length} models, ${workload.regions.length} regions, strategy ${strategy}, planner ${defaultPlanner(fleet).name}`);
+console.log(`inputs: seed ${workload.seed}, ${workload.days} days, target ${workload.targetRequests} requests, ${workload.models.length} models, ${workload.regions.length} regions, strategy ${strategy}, planner ${(await createPlanner(fleet)).name}`);
 const bar = new ProgressBar("replay-week");
 let peakRss = 0;
+const planner = await createPlanner(fleet);
 const r = await runWeek({
-  fleet, workload, strategy, planner: defaultPlanner(fleet),
+  fleet, workload, strategy, planner,
   onProgress: (p) => {
     bar.update(p.fraction, p.requests);
     peakRss = Math.max(peakRss, process.memoryUsage().rss);

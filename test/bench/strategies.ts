@@ -11,7 +11,7 @@ import { Worker, isMainThread, parentPort, workerData } from "node:worker_thread
 import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
 import { loadWeekInputs } from "../../sim/week/cli.js";
 import type { FleetSpec } from "../../sim/week/fleet.js";
-import { defaultPlanner } from "../../sim/week/planner.js";
+import { createPlanner } from "../../sim/week/planner.js";
 import { runWeek } from "../../sim/week/replay.js";
 import { writeReports } from "../../sim/week/report.js";
 import type { WeekResult } from "../../sim/week/result.js";
@@ -27,7 +27,9 @@ interface Job {
 
 if (!isMainThread) {
   const job = workerData as Job;
-  const r = await runWeek({ fleet: job.fleet, workload: job.workload, strategy: job.strategy, planner: defaultPlanner(job.fleet), minuteSeries: job.minuteSeries });
+  const planner = await createPlanner(job.fleet);
+  const r = await runWeek({ fleet: job.fleet, workload: job.workload, strategy: job.strategy, planner, minuteSeries: job.minuteSeries });
+  await planner.close?.();
   parentPort!.postMessage(r);
 } else {
   await main();
@@ -68,7 +70,7 @@ async function main(): Promise<void> {
   const parallel = Math.max(1, Math.min(2, cpus().length));
   console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}`);
   console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
-  console.log(`inputs: seed ${workload.seed}, ${workload.days} days from ServeGen day ${workload.startDay}, ${workload.targetRequests} requests, batch token share ${workload.niwTokenShare}, planner ${defaultPlanner(fleet).name}, planned utilization ${fleet.plannedUtilization}, ${parallel} runs at a time`);
+  console.log(`inputs: seed ${workload.seed}, ${workload.days} days from ServeGen day ${workload.startDay}, ${workload.targetRequests} requests, batch token share ${workload.niwTokenShare}, planner ${(await createPlanner(fleet)).name}, planned utilization ${fleet.plannedUtilization}, ${parallel} runs at a time`);
 
   console.log("week: all four strategies on the same seeded workload");
   const strategies = ["reactive", "lt-i", "lt-u", "lt-ua"];

@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { request } from "node:http";
 import { toFile } from "openai";
+import OpenAI from "openai";
 import { chatJsonl, pollBatch, startHarness, type Harness } from "./harness.js";
 
 let h: Harness;
@@ -139,5 +140,20 @@ describe("Files/Batch API bad input", () => {
     expect(page2.data.map((x) => x.id)).not.toContain(b.id);
     expect(page2.data.length).toBeGreaterThanOrEqual(1);
     expect(await h.client.files.retrieve(goodFileId)).toMatchObject({ id: goodFileId, purpose: "batch" });
+  });
+
+  it("with API keys configured, a missing or wrong key is 401 and the right key works", async () => {
+    const keyed = await startHarness({ router: { apiKeys: [{ key: "sk-tenant-a-123", tenant: "a" }] } });
+    try {
+      const anon = new OpenAI({ apiKey: "wrong", baseURL: keyed.baseUrl, maxRetries: 0 });
+      await expect(anon.files.list()).rejects.toMatchObject({ status: 401 });
+      await expect(anon.batches.list()).rejects.toMatchObject({ status: 401 });
+      const none = await fetch(keyed.baseUrl + "/batches");
+      expect(none.status).toBe(401);
+      const ok = new OpenAI({ apiKey: "sk-tenant-a-123", baseURL: keyed.baseUrl, maxRetries: 0 });
+      expect((await ok.batches.list()).data).toEqual([]);
+    } finally {
+      await keyed.close();
+    }
   });
 });

@@ -30,6 +30,7 @@ export interface Harness {
 
 export interface HarnessOptions {
   queue?: Record<string, unknown>;
+  router?: Record<string, unknown>;
   telemetryMs?: number;
   /** Reuse this data dir (restart tests). */
   dataDir?: string;
@@ -38,7 +39,7 @@ export interface HarnessOptions {
 
 export async function startHarness(opts: HarnessOptions = {}): Promise<Harness> {
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), "tidegate-batch-"));
-  const config = parseConfig({ ...(DEFAULT_CONFIG_JSON as Record<string, unknown>), queue: { backend: "embedded", dataDir, ...opts.queue } });
+  const config = parseConfig({ ...(DEFAULT_CONFIG_JSON as Record<string, unknown>), queue: { backend: "embedded", dataDir, ...opts.queue }, ...(opts.router === undefined ? {} : { router: opts.router }) });
   const clock = new WallClock();
   const links = config.regions.map((r) => new FakeRegionLink(r.name));
   const utilization = new Map(links.map((l) => [l.region, opts.initialUtilization ?? 0.3]));

@@ -100,6 +100,9 @@ export class GrpcRegionLink implements RegionLink {
       "grpc.max_reconnect_backoff_ms": this.opts.reconnectMaxMs,
       "grpc.keepalive_time_ms": 10_000,
       "grpc.keepalive_timeout_ms": 5_000,
+      // The router retries in another region itself; channelz bookkeeping is per call. Both off for latency.
+      "grpc.enable_retries": 0,
+      "grpc.enable_channelz": 0,
     }) as unknown as RegionClient;
   }
 

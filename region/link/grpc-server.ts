@@ -120,6 +120,8 @@ async function serveDispatch(service: RegionService, call: grpc.ServerWritableSt
 export async function startRegionGrpcServer(service: RegionService, opts: RegionGrpcServerOptions = {}): Promise<RegionGrpcServer> {
   const clock = opts.clock ?? new WallClock();
   const log = opts.log ?? silentLogger;
+  // Channelz stays on here: with it off, grpc-js 1.14 does not track sessions and forceShutdown() leaves open
+  // connections serving.
   const server = new grpc.Server({ "grpc.keepalive_permit_without_calls": 1, "grpc.http2.min_ping_interval_without_data_ms": 5000 });
   const telemetryCalls = new Set<grpc.ServerWritableStream<unknown, unknown>>();
   server.addService(regionService().service, {

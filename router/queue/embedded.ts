@@ -2,16 +2,19 @@
  * Embedded QueueStore for `tidegate dev`: the in-memory state machine (memory.ts) plus an append-only journal
  * (`<dataDir>/queue.journal`, one JSON line per state change). Opening the store replays the journal, so batches
  * survive a restart or a crash (each line is written with a synchronous append before the call resolves; a torn
- * last line from a crash mid-write is ignored). Single-process only: two processes must not share a data directory.
+ * last line from a crash mid-write is ignored). When the journal holds more than `compactAfterOps` lines at open, it
+ * is rewritten as one snapshot line (written to a temporary file, then renamed over the journal). Single-process
+ * only: two processes must not share a data directory.
  */
-import { appendFileSync, mkdirSync, readFileSync, existsSync } from "node:fs";
+import { appendFileSync, mkdirSync, readFileSync, existsSync, renameSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { MemoryQueueState } from "./memory.js";
+import { MemoryQueueState, type QueueSnapshot } from "./memory.js";
 import type {
   BatchInit, BatchLineError, BatchRecord, CompleteItem, ClaimedRequest, QueueCode, QueueStats, QueueStore, RequestResult, RequeueResult,
 } from "./types.js";
 
 type Op =
+  | ["snapshot", QueueSnapshot]
   | ["createBatch", BatchInit]
   | ["stage", string, { index: number; payload: string }[]]
   | ["activate", string, string, number, number]
@@ -27,6 +30,7 @@ type Op =
 
 function apply(state: MemoryQueueState, op: Op): unknown {
   switch (op[0]) {
+    case "snapshot": return state.restore(op[1]);
     case "createBatch": return state.createBatch(op[1]);
     case "stage": return state.stage(op[1], op[2]);
     case "activate": return state.activate(op[1], op[2], op[3], op[4]);
@@ -49,7 +53,7 @@ export class EmbeddedQueueStore implements QueueStore {
   /** Operations replayed from the journal when the store opened. */
   readonly replayedOps: number = 0;
 
-  constructor(dataDir: string | null) {
+  constructor(dataDir: string | null, opts: { compactAfterOps?: number } = {}) {
     if (dataDir === null) {
       this.journalPath = null;
       return;
@@ -71,6 +75,11 @@ export class EmbeddedQueueStore implements QueueStore {
         n++;
       }
       this.replayedOps = n;
+      if (n > (opts.compactAfterOps ?? 10_000)) {
+        const tmp = this.journalPath + ".compact";
+        writeFileSync(tmp, JSON.stringify(["snapshot", this.state.snapshot()] satisfies Op) + "\n");
+        renameSync(tmp, this.journalPath);
+      }
     }
   }
 

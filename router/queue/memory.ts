@@ -61,6 +61,15 @@ function byteOrder(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
 }
 
+/** The whole state as JSON-able values (the embedded journal's compaction record). */
+export interface QueueSnapshot {
+  batches: BatchRecord[];
+  ready: [model: string, entries: [score: number, member: string][]][];
+  leases: [requestId: string, untilMs: number][];
+  payloads: [batchId: string, entries: [index: number, payload: string][]][];
+  results: [batchId: string, entries: [index: number, result: RequestResult][]][];
+}
+
 /** The whole queue state. Methods mirror QueueStore, synchronously. */
 export class MemoryQueueState {
   private readonly batches = new Map<string, BatchRecord>();
@@ -273,6 +282,35 @@ export class MemoryQueueState {
     const byStatus = Object.fromEntries(BATCH_STATUSES.map((s) => [s, 0])) as Record<BatchStatus, number>;
     for (const b of this.batches.values()) byStatus[b.status]++;
     return { depth, oldestEnqueuedAtMs: oldest, leased: this.leases.size, batchesByStatus: byStatus };
+  }
+
+  /** Every piece of state, for compaction; `restore` on an empty state gives back an equal one. */
+  snapshot(): QueueSnapshot {
+    const ready: QueueSnapshot["ready"] = [];
+    for (const [model, q] of this.ready) {
+      const entries = [...q.present.entries()].map(([member, score]): [number, string] => [score, member]);
+      entries.sort((a, b) => a[0] - b[0] || byteOrder(a[1], b[1]));
+      ready.push([model, entries]);
+    }
+    return {
+      batches: [...this.batches.values()].map((b) => ({ ...b })),
+      ready,
+      leases: [...this.leases.entries()],
+      payloads: [...this.payloadMap.entries()].map(([id, m]) => [id, [...m.entries()]]),
+      results: [...this.resultMap.entries()].map(([id, m]) => [id, [...m.entries()]]),
+    };
+  }
+
+  /** Loads a snapshot into this (empty) state. */
+  restore(s: QueueSnapshot): void {
+    for (const b of s.batches) this.batches.set(b.id, { ...b });
+    for (const [model, entries] of s.ready) {
+      const q = this.queue(model);
+      for (const [score, member] of entries) q.add(score, member);
+    }
+    for (const [rid, until] of s.leases) this.leases.set(rid, until);
+    for (const [id, entries] of s.payloads) this.payloadMap.set(id, new Map(entries));
+    for (const [id, entries] of s.results) this.resultMap.set(id, new Map(entries));
   }
 
   private dropUnresolved(b: BatchRecord): void {

@@ -68,6 +68,31 @@ describe("embedded journal", () => {
   });
 });
 
+describe("embedded journal compaction", () => {
+  it("rewrites a long journal as one snapshot that rebuilds the same state", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      const a = new EmbeddedQueueStore(dir);
+      await a.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: { x: "y" }, createdAtMs: 0, expiresAtMs: 1e9 });
+      await a.stage("b", Array.from({ length: 12 }, (_, i) => ({ index: i, payload: `p${i}` })));
+      await a.activate("b", "m", 12, 1);
+      await a.claim("m", 3, 2, 100);
+      await a.complete("b:000001", { ok: false, line: "e1" }, 3);
+      const before = { batch: await a.getBatch("b"), results: await a.results("b"), stats: await a.stats(["m"], 10, 5) };
+      const b = new EmbeddedQueueStore(dir, { compactAfterOps: 3 });
+      expect(b.replayedOps).toBe(5);
+      expect(readFileSync(join(dir, "queue.journal"), "utf8").trim().split("\n")).toHaveLength(1);
+      const c = new EmbeddedQueueStore(dir, { compactAfterOps: 3 });
+      expect(c.replayedOps).toBe(1);
+      expect({ batch: await c.getBatch("b"), results: await c.results("b"), stats: await c.stats(["m"], 10, 5) }).toEqual(before);
+      expect(await c.requeueExpired(1000, 10)).toEqual({ expiredLeases: 2, requeued: 2 });
+      expect((await c.claim("m", 20, 1001, 100)).map((r) => r.index)).toEqual([0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("redis scripts", () => {
   it("are named name-NKEYS.lua with a KEYS/ARGV/Returns header and carry the package version", () => {
     const dir = join(fileURLToPath(new URL(".", import.meta.url)), "lua");

@@ -102,6 +102,31 @@ describe("tidegate dev with the openai client", () => {
     await expect(client.chat.completions.create({ model: "llama3.2-3b", messages: [] })).rejects.toMatchObject({ status: 400, param: "messages" });
   });
 
+  it("a barrage of bad input gets 4xx OpenAI errors and the process keeps serving", async () => {
+    const base = dev.match[1]!;
+    const bad: [string, string, number][] = [
+      ["/v1/chat/completions", "{not json", 400],
+      ["/v1/chat/completions", "null", 400],
+      ["/v1/chat/completions", JSON.stringify({ model: "llama3.2-3b", messages: "hi" }), 400],
+      ["/v1/chat/completions", JSON.stringify({ model: "llama3.2-3b", messages: [{ role: "user", content: "hi" }], max_tokens: -3 }), 400],
+      ["/v1/chat/completions", JSON.stringify({ model: "llama3.2-3b", messages: [{ role: "user", content: "hi" }], max_tokens: 1e15 }), 400],
+      ["/v1/chat/completions", JSON.stringify({ model: "llama3.2-3b", messages: [] }), 400],
+      ["/v1/chat/completions", JSON.stringify({ model: ["x"], messages: [{ role: "user", content: "hi" }] }), 400],
+      ["/v1/completions", JSON.stringify({ model: "nope", prompt: "x" }), 404],
+      ["/v1/completions", JSON.stringify({ model: "llama3.2-3b", prompt: 7 }), 400],
+      ["/v1/completions", "x".repeat(5 * 1024 * 1024), 413],
+    ];
+    for (const [path, body, status] of bad) {
+      const res = await fetch(base + path, { method: "POST", headers: { "content-type": "application/json" }, body });
+      expect(res.status, `${path} ${body.slice(0, 60)}`).toBe(status);
+      const json = (await res.json()) as { error: { type: string; code: string } };
+      expect(typeof json.error.code).toBe("string");
+    }
+    expect(dev.child.exitCode).toBeNull();
+    const ok = await client.completions.create({ model: "llama3.2-3b", prompt: "still here", max_tokens: 2 });
+    expect(ok.usage?.completion_tokens).toBe(2);
+  });
+
   it("stops cleanly on SIGTERM", async () => {
     const code = await dev.stop(10_000);
     expect(code).toBe(0);

@@ -233,10 +233,10 @@ describe("streaming, retry and cancellation", () => {
     await reader.read();
     ac.abort();
     const d = west.dispatches.at(-1)!;
-    for (let i = 0; i < 100 && !d.aborted; i++) await new Promise((r) => setTimeout(r, 10));
+    for (let i = 0; i < 500 && !d.aborted; i++) await new Promise((r) => setTimeout(r, 10));
     expect(d.aborted).toBe(true);
     expect(d.finished).toBe(false);
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 500; i++) {
       if ((await metricValue("tidegate_router_client_aborts_total", `model="${M}",region="us-west"`)) === before + 1) break;
       await new Promise((r) => setTimeout(r, 10));
     }

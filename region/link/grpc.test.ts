@@ -99,6 +99,28 @@ describe("gRPC RegionLink", () => {
     expect(remote.at(-1)).toEqual({ type: "done", finishReason: "length", usage: { prompt_tokens: 12, completion_tokens: 60, total_tokens: 72 } });
   });
 
+  it("delivers a long burst in order to a slow reader (inbox pause/resume, server waits for drain)", async () => {
+    // One token per macrotask: every token becomes its own message, so the reader falls behind by thousands.
+    const engine = new FakeEngine({ instanceId: "i1", model: MODEL });
+    const plain = engine.generate.bind(engine);
+    engine.generate = async function* (r, signal) {
+      for await (const ev of plain(r, signal)) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        yield ev;
+      }
+    };
+    const gw = region([engine]);
+    const server = await serve(gw);
+    const req = request({ maxTokens: 3000 });
+    const direct = await collect(gw.generate(req));
+    const remote: EngineEvent[] = [];
+    for await (const ev of link(server.address).dispatch(req)) {
+      remote.push(ev);
+      if (remote.length % 500 === 0) await clock.sleep(30);
+    }
+    expect(remote).toEqual(direct);
+  });
+
   it("cancels the region's generation when the caller aborts or stops reading", async () => {
     const engine = new FakeEngine({ instanceId: "i1", model: MODEL, clock, tokenDelayMs: 20 });
     const server = await serve(region([engine]));

@@ -1,0 +1,50 @@
+/**
+ * The waiting room of the simulated engine core: one FCFS queue per priority, served priority 0 first and
+ * priority 1 only when no priority 0 request waits (SageServe §6.3; DESIGN "Instance scheduler"). Requests leave by
+ * admission or cancellation; leaving is lazy (the head skips requests no longer waiting), so both are O(1).
+ */
+import type { Priority } from "../../../core/ports.js";
+import type { SimRequest } from "./request.js";
+
+export class WaitQueues {
+  private readonly queues: [SimRequest[], SimRequest[]] = [[], []];
+  private readonly heads = [0, 0];
+  /** Requests waiting now. */
+  count = 0;
+  /** Σ prompt + maxTokens of the waiting requests (their share of the JSQ metric). */
+  remainingTokens = 0;
+
+  push(r: SimRequest): void {
+    this.queues[r.priority].push(r);
+    this.count++;
+    this.remainingTokens += r.promptTokens + r.maxTokens;
+  }
+
+  /** Accounts for `r` leaving the queue (admitted or cancelled); the caller changes its state from "waiting". */
+  leave(r: SimRequest): void {
+    this.count--;
+    this.remainingTokens -= r.promptTokens + r.maxTokens;
+  }
+
+  /** The request the policy serves next, or undefined. */
+  next(): SimRequest | undefined {
+    return this.headOf(0) ?? this.headOf(1);
+  }
+
+  /** Every request still waiting, priority 0 first. */
+  all(): SimRequest[] {
+    return [...this.queues[0], ...this.queues[1]].filter((r) => r.state === "waiting");
+  }
+
+  private headOf(priority: Priority): SimRequest | undefined {
+    let q = this.queues[priority];
+    let h = this.heads[priority]!;
+    while (h < q.length && q[h]!.state !== "waiting") h++;
+    if (h > 1024 && h * 2 > q.length) {
+      q = this.queues[priority] = q.slice(h);
+      h = 0;
+    }
+    this.heads[priority] = h;
+    return q[h];
+  }
+}

@@ -89,7 +89,7 @@ describe("crash test (Redis backend, real processes)", () => {
     for (;;) {
       done = await client.batches.retrieve(batch.id);
       if (done.status === "completed") break;
-      if (Date.now() - started > 240_000) throw new Error(`not completed: ${JSON.stringify(done)}\n${global.output()}`);
+      if (Date.now() - started > 330_000) throw new Error(`not completed: ${JSON.stringify(done)}\n${global.output()}`);
       await new Promise((r) => setTimeout(r, 250));
     }
     console.log(`crash test: killed at ${killedAt} completed; finished in ${((Date.now() - started) / 1000).toFixed(1)} s; counts ${JSON.stringify(done.request_counts)}`);
@@ -111,5 +111,5 @@ describe("crash test (Redis backend, real processes)", () => {
     console.log(`crash test: lease expiries after restart ${expiries}`);
     expect(expiries).toBeGreaterThan(0);
     await Promise.all([global.stop(), ...regions.map((r) => r.stop())]);
-  }, 300_000);
+  }, 420_000);
 });

@@ -1,7 +1,7 @@
 // Multi-process tests on loopback: every node is its own `tidegate agent` process, driven over gRPC.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isDataPlaneError } from "../../native/errors.js";
-import { spawnAgent, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
+import { spawnAll, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
 import { planBinaryTree } from "../multicast/baselines.js";
 import { planChains } from "../multicast/blitzscale.js";
 import { planBinomial } from "../multicast/lambdascale.js";
@@ -19,7 +19,7 @@ async function runEverywhere(plan: MulticastPlan, model: string, seed: number, n
 }
 
 beforeAll(async () => {
-  agents = await Promise.all(["s", "a", "b", "c"].map((nodeId) => spawnAgent({ nodeId, host: "127.0.0.1" })));
+  agents = await spawnAll(["s", "a", "b", "c"].map((nodeId) => ({ nodeId, host: "127.0.0.1" })));
 });
 afterAll(async () => {
   await stopAgents(agents);
@@ -77,7 +77,7 @@ describe("tidegate agent over gRPC, one process per node (loopback)", () => {
   });
 
   it("a peer killed mid-transfer fails its neighbours quickly, naming it", async () => {
-    const extra = await Promise.all(["k0", "k1", "k2"].map((nodeId) => spawnAgent({ nodeId, host: "127.0.0.1" })));
+    const extra = await spawnAll(["k0", "k1", "k2"].map((nodeId) => ({ nodeId, host: "127.0.0.1" })));
     agents.push(...extra);
     try {
       const plan = planChains({ model: { totalBytes: 192 * MiB, blockCount: 64 }, sources: [{ id: "k0", outBytesPerS: 1 }], targets: ["k1", "k2"].map((id) => ({ id, inBytesPerS: 1 })) });

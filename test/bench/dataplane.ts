@@ -29,7 +29,7 @@ import { idealSeconds } from "../../region/multicast/ideal.js";
 import { planBinomial } from "../../region/multicast/lambdascale.js";
 import type { MulticastAlgorithm, MulticastPlan } from "../../region/multicast/schedule.js";
 import { validatePlan } from "../../region/multicast/validate.js";
-import { spawnAgent, stopAgents, type RunningAgent } from "../netns/agents.js";
+import { spawnAll, stopAgents, type RunningAgent } from "../netns/agents.js";
 import { createTopology, netnsUnavailable, type Topology } from "../netns/topology.js";
 
 const MiB = 1 << 20;
@@ -59,8 +59,9 @@ async function rawTcp(bytes: number): Promise<number> {
   const listen = (await it.next()).value as string;
   const port = Number(/LISTEN (\d+)/.exec(listen)![1]);
   const send = spawn(bin, ["send", "127.0.0.1", String(port), String(bytes)], { stdio: "inherit" });
+  const sent = new Promise((r) => send.once("exit", r));
   const done = (await it.next()).value as string;
-  await new Promise((r) => send.once("exit", r));
+  await sent;
   const [, got, secs] = /RECV (\d+) ([\d.]+)/.exec(done)!;
   return gbit(Number(got), Number(secs));
 }
@@ -84,10 +85,14 @@ async function runPlan(agents: RunningAgent[], plan: MulticastPlan, model: strin
     const at = r.arrivals.map((x) => x.atMs / 1000);
     perNode.set(node, { firstS: Math.min(...at), lastS: Math.max(...at) });
   }
-  for (const a of inPlan) if (!plan.sources.includes(a.nodeId)) {
-    const v = await a.client.verify(model, 1);
-    if (v.firstMismatch !== -1) throw new Error(`${a.nodeId}: block ${v.firstMismatch} differs from the source after ${plan.algorithm}`);
-  }
+  await Promise.all(
+    inPlan
+      .filter((a) => !plan.sources.includes(a.nodeId))
+      .map(async (a) => {
+        const v = await a.client.verify(model, 1);
+        if (v.firstMismatch !== -1) throw new Error(`${a.nodeId}: block ${v.firstMismatch} differs from the source after ${plan.algorithm}`);
+      }),
+  );
   return { perNode, completionS: Math.max(...[...perNode.values()].map((x) => x.lastS)) };
 }
 
@@ -115,7 +120,7 @@ async function main(): Promise<void> {
 
   // 1. point-to-point over loopback
   log("\n[1] point-to-point over loopback: raw TCP (C pair) vs tidegate agent → agent, alternating");
-  const p2p = await Promise.all(["p0", "p1"].map((nodeId) => spawnAgent({ nodeId, host: "127.0.0.1" })));
+  const p2p = await spawnAll(["p0", "p1"].map((nodeId) => ({ nodeId, host: "127.0.0.1" })));
   const ratios: number[] = [];
   const raws: number[] = [];
   const ours: number[] = [];
@@ -152,7 +157,7 @@ async function main(): Promise<void> {
     const topo: Topology = createTopology(new Array<number>(maxN).fill(RATE_MBIT));
     let agents: RunningAgent[] = [];
     try {
-      agents = await Promise.all(topo.nodes.map((n) => spawnAgent({ nodeId: n.name, ns: n.ns, host: n.ip })));
+      agents = await spawnAll(topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip })));
       const Bps = (RATE_MBIT * 1e6) / 8;
       log(`\n[2] 1 → N multicast of ${M} bytes, b = ${B_BLOCKS}, every link ${RATE_MBIT} Mbit/s = ${(Bps / MiB).toFixed(1)} MiB/s (namespaces ${topo.nodes.map((n) => n.ns).join(" ")})`);
       await agents[0]!.client.load({ model: "m", totalBytes: M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });

@@ -24,17 +24,23 @@ export interface AgentSpawn {
   /** Data and gRPC bind address (the node's IP in its namespace, or 127.0.0.1). */
   host: string;
   stallMs?: number;
+  /** How long to wait for the ready line (default 60 s; a loaded 2-core box starts 8 agents slowly). */
+  readyMs?: number;
 }
 
-/** Spawns an agent and waits for its ready line (30 s at most). */
+/** Spawns an agent and waits for its ready line; kills it if it is not ready in time. */
 export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
+  const readyMs = s.readyMs ?? 60_000;
   const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
   const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", "tcp", "--log-level", "warn"];
   const proc = s.ns === undefined ? spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] }) : spawn("ip", ["netns", "exec", s.ns, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] });
   const stderr: string[] = [];
   createInterface({ input: proc.stderr! }).on("line", (l) => stderr.push(l));
   const line = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`agent ${s.nodeId} not ready in 30 s: ${stderr.join("\n")}`)), 10_000);
+    const timer = setTimeout(() => {
+      proc.kill("SIGKILL");
+      reject(new Error(`agent ${s.nodeId} not ready in ${readyMs} ms: ${stderr.join("\n")}`));
+    }, readyMs);
     createInterface({ input: proc.stdout! }).once("line", (l) => {
       clearTimeout(timer);
       resolve(l);
@@ -62,4 +68,16 @@ export async function stopAgents(agents: RunningAgent[]): Promise<void> {
       clearTimeout(t);
     }),
   );
+}
+
+/** Spawns every agent; if one fails, stops the ones that started and rethrows. */
+export async function spawnAll(specs: AgentSpawn[]): Promise<RunningAgent[]> {
+  const settled = await Promise.allSettled(specs.map((s) => spawnAgent(s)));
+  const ok = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+  const failed = settled.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed !== undefined) {
+    await stopAgents(ok);
+    throw failed.reason;
+  }
+  return ok;
 }

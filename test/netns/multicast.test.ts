@@ -5,7 +5,7 @@ import type { RunResult } from "../../native/index.js";
 import { planChains } from "../../region/multicast/blitzscale.js";
 import { planBinomial } from "../../region/multicast/lambdascale.js";
 import type { MulticastPlan } from "../../region/multicast/schedule.js";
-import { spawnAgent, stopAgents, type RunningAgent } from "./agents.js";
+import { spawnAgent, spawnAll, stopAgents, type RunningAgent } from "./agents.js";
 import { corruptingProxy } from "./proxy.js";
 import { createTopology, netnsUnavailable, type Topology } from "./topology.js";
 
@@ -20,7 +20,7 @@ else
     let agents: RunningAgent[] = [];
     beforeAll(async () => {
       topo = createTopology([RATE_MBIT, RATE_MBIT, RATE_MBIT, RATE_MBIT, RATE_MBIT]);
-      agents = await Promise.all(topo.nodes.map((n) => spawnAgent({ nodeId: n.name, ns: n.ns, host: n.ip })));
+      agents = await spawnAll(topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip })));
     });
     afterAll(async () => {
       try {

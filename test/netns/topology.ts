@@ -2,6 +2,8 @@
  * Emulated hosts for multi-host tests and the data plane bench: one network namespace per node, each joined to a
  * private bridge by a veth pair, every link shaped with `tc ... tbf` in both directions (this kernel has no netem).
  * Names carry a random tag so parallel runs never collide; destroy() removes everything and is safe to call twice.
+ * Each namespace sets net.ipv4.tcp_slow_start_after_idle=0 (connections that idle between multicast steps keep
+ * their congestion window, as on a tuned cluster).
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
@@ -75,6 +77,8 @@ export function createTopology(rates: number[]): Topology {
       ip(["netns", "exec", ns, "ip", "addr", "add", `${subnet}.${i + 1}/24`, "dev", peer]);
       ip(["netns", "exec", ns, "ip", "link", "set", peer, "up"]);
       ip(["netns", "exec", ns, "ip", "link", "set", "lo", "up"]);
+      // multicast connections idle between binomial steps; keep their congestion window (a per-namespace setting)
+      execFileSync("ip", ["netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.tcp_slow_start_after_idle=0"], { stdio: ["ignore", "ignore", "pipe"] });
       const node = { name: `n${i}`, ns, ip: `${subnet}.${i + 1}`, rateMbit };
       nodes.push(node);
       tbf(peer, rateMbit, ns);

@@ -16,8 +16,7 @@ import type { RegionLink } from "../../core/ports.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
-import { RegionSelector } from "../../router/selector.js";
-import { instanceKvBytesFrom } from "../../router/server.js";
+import { RegionSelector, instanceKvBytesFrom } from "../../router/selector.js";
 
 export interface ReplayWiring {
   clock: VirtualClock;

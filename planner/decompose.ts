@@ -291,6 +291,74 @@ function repair(s: Structure, levels: Float64Array, modelOf: Int32Array, capEndp
   }
 }
 
+/**
+ * Local search on integer `levels`: moves one instance of a model from endpoint i to endpoint j (another GPU type or
+ * region) when that is cheaper and every cover, bound and capacity still holds; repeats until no move improves.
+ */
+function improve(s: Structure, levels: Float64Array, modelOf: Int32Array, mrOf: Int32Array, mrDemand: Float64Array, deadlineMs: number, now: () => number): void {
+  const m = s.model;
+  const usage = new Float64Array(s.capacity.length);
+  const covMr = new Float64Array(mrDemand.length);
+  const covM = new Float64Array(s.models.length);
+  m.endpoints.forEach((e, i) => {
+    usage[s.capOf[i]!]! += levels[i]! * e.gpusPerInstance;
+    covMr[mrOf[i]!]! += levels[i]! * e.tokensPerS;
+    covM[modelOf[i]!]! += levels[i]! * e.tokensPerS;
+  });
+  for (let pass = 0; pass < 20; pass++) {
+    let moved = 0;
+    for (let mi = 0; mi < s.models.length; mi++) {
+      if (now() > deadlineMs) return;
+      const eps = s.models[mi]!;
+      for (const i of eps) {
+        const ei = m.endpoints[i]!;
+        while (levels[i]! > ei.min) {
+          const saving = ei.holdCost + (levels[i]! > ei.current ? ei.startCost : 0);
+          let best = -1;
+          let bestGain = 1e-9;
+          for (const j of eps) {
+            if (j === i) continue;
+            const ej = m.endpoints[j]!;
+            if (levels[j]! >= ej.max) continue;
+            const gain = saving - (ej.holdCost + (levels[j]! >= ej.current ? ej.startCost : 0));
+            if (gain <= bestGain) continue;
+            const cj = s.capOf[j]!;
+            const room = s.capacity[cj]! - usage[cj]! + (cj === s.capOf[i]! ? ei.gpusPerInstance : 0);
+            if (room < ej.gpusPerInstance - 1e-9) continue;
+            const ri = mrOf[i]!;
+            const rj = mrOf[j]!;
+            if (covMr[ri]! - ei.tokensPerS + (ri === rj ? ej.tokensPerS : 0) < mrDemand[ri]! - 1e-9) continue;
+            if (covM[mi]! - ei.tokensPerS + ej.tokensPerS < s.globalDemand[mi]! - 1e-9) continue;
+            best = j;
+            bestGain = gain;
+          }
+          if (best === -1) break;
+          const ej = m.endpoints[best]!;
+          levels[i]! -= 1;
+          levels[best]! += 1;
+          usage[s.capOf[i]!]! -= ei.gpusPerInstance;
+          usage[s.capOf[best]!]! += ej.gpusPerInstance;
+          covMr[mrOf[i]!]! -= ei.tokensPerS;
+          covMr[mrOf[best]!]! += ej.tokensPerS;
+          covM[mi]! += ej.tokensPerS - ei.tokensPerS;
+          moved++;
+        }
+      }
+      pruneModel(s, mi, levels);
+    }
+    if (moved === 0) return;
+    // prune may have lowered levels: recompute the running sums for the next pass
+    usage.fill(0);
+    covMr.fill(0);
+    covM.fill(0);
+    m.endpoints.forEach((e, i) => {
+      usage[s.capOf[i]!]! += levels[i]! * e.gpusPerInstance;
+      covMr[mrOf[i]!]! += levels[i]! * e.tokensPerS;
+      covM[modelOf[i]!]! += levels[i]! * e.tokensPerS;
+    });
+  }
+}
+
 /** Solves `model` by Lagrangian decomposition; see the file comment. */
 export function decompose(model: IlpModel, options: DecomposeOptions = {}): DecomposeResult {
   const now = options.nowMs ?? (() => performance.now());
@@ -336,6 +404,7 @@ export function decompose(model: IlpModel, options: DecomposeOptions = {}): Deco
     if (it < 5 || it % 3 === 0) {
       for (let mi = 0; mi < s.models.length; mi++) solveModel(s, mi, lambda, true, ints);
       repair(s, ints, modelOf, capEndpoints, mrOf, mrDemand);
+      for (let mi = 0; mi < s.models.length; mi++) pruneModel(s, mi, ints);
       const cost = planCost(model, ints);
       if (cost < ub) (ub = cost), (best = Float64Array.from(ints));
     }
@@ -358,6 +427,7 @@ export function decompose(model: IlpModel, options: DecomposeOptions = {}): Deco
     const step = (theta * (ub - l)) / norm;
     for (let c = 0; c < C; c++) lambda[c] = Math.max(0, lambda[c]! + step * g[c]!);
   }
+  improve(s, best, modelOf, mrOf, mrDemand, t0 + timeLimitMs * 1.25, now);
   const targets = Int32Array.from(best, (v) => Math.round(v));
   const objective = planCost(model, targets);
   return { targets, objective, bound: lb, gap: Math.max(0, (objective - lb) / Math.max(objective, 1e-9)), iterations: it, elapsedMs: now() - t0 };

@@ -12,7 +12,7 @@ export interface ResultWriterOptions {
   clock: Clock;
   /** Longest a result waits for company (≥ 0; 0 = only results written in the same turn); default 2 ms. */
   lingerMs?: number;
-  /** Results per store call (≥ 1); default 128. */
+  /** Results per store call (≥ 1); default 32 (bounds how long one script holds Redis). */
   maxGroup?: number;
   /** Store attempts per group (≥ 1); default 4, with 100·2^k ms between them. */
   attempts?: number;
@@ -35,7 +35,7 @@ export class ResultWriter {
 
   constructor(private readonly o: ResultWriterOptions) {
     this.lingerMs = o.lingerMs ?? 2;
-    this.maxGroup = o.maxGroup ?? 128;
+    this.maxGroup = o.maxGroup ?? 32;
     this.attempts = o.attempts ?? 4;
     if (!(this.lingerMs >= 0) || !(this.maxGroup >= 1) || !(this.attempts >= 1)) throw new RangeError("lingerMs ≥ 0, maxGroup ≥ 1, attempts ≥ 1");
   }

@@ -12,7 +12,7 @@
  * The last line printed is one JSON object; the process exits 0 whether or not the targets are met.
  */
 import { readFileSync } from "node:fs";
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
@@ -24,7 +24,7 @@ import { cleanupPrefix, startTestRedis, testPrefix } from "../helpers/redis.js";
 
 const N = Number(process.env.BENCH_QUEUE_REQUESTS ?? 20_000);
 const BATCH = 5_000;
-const WORKERS = Number(process.env.BENCH_QUEUE_WORKERS ?? 8);
+const WORKERS = Number(process.env.BENCH_QUEUE_WORKERS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TARGET = { enqueuesPerS: 10_000, claimCompletePerS: 5_000, claimP99Ms: 5, bytesPerQueuedRequest: 512 };
 const MODEL = "llama3.2-3b";
@@ -180,7 +180,7 @@ async function main(): Promise<void> {
     const probe = new Redis(redis.url);
     const info = await probe.info("server");
     probe.disconnect();
-    console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"}`);
+    console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"} loadavg=${loadavg().map((x) => x.toFixed(1)).join(",")}`);
     console.log(`versions: node ${process.version}, tidegate ${version(".")}, ioredis ${version("ioredis")}, redis ${/redis_version:(\S+)/.exec(info)?.[1] ?? "?"} (${process.env.REDIS_URL ? "REDIS_URL" : "private redis-server"})`);
     console.log(`inputs: ${N} requests per round in batches of ${BATCH} (stage chunks of 500), payload ~${Buffer.byteLength(payload(12345))} bytes, ${WORKERS} concurrent claim workers claiming 2 at a time, results through ResultWriter (2 ms linger, ≤ ${OUTSTANDING} outstanding), ${ROUNDS} rounds of A (tidegate Lua) then B (plain pipelined commands, one HSET per result)`);
     const A: RoundA[] = [];
@@ -193,6 +193,7 @@ async function main(): Promise<void> {
       B.push(b);
       console.log(`round ${r + 1} B: enqueue ${b.enqueuesPerS.toFixed(0)}/s, claim+complete ${b.claimCompletePerS.toFixed(0)}/s`);
     }
+    console.log(`loadavg at end: ${loadavg().map((x) => x.toFixed(1)).join(",")}`);
     const fig = {
       enqueuesPerS: Math.round(median(A.map((a) => a.enqueuesPerS))),
       claimCompletePerS: Math.round(median(A.map((a) => a.claimCompletePerS))),

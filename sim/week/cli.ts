@@ -9,7 +9,7 @@ import { readFileSync } from "node:fs";
 import { STRATEGY_NAMES } from "../../region/strategies/registry.js";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../workload/spec.js";
 import { loadFleet, type FleetSpec } from "./fleet.js";
-import { defaultPlanner } from "./planner.js";
+import { PLANNER_NAMES, createPlanner, type PlannerName } from "./planner.js";
 import { ProgressBar } from "./progress.js";
 import { runWeek } from "./replay.js";
 import { writeReports } from "./report.js";
@@ -25,7 +25,15 @@ export const WEEK_FLAGS: Record<string, FlagSpec> = {
   seed: { type: "number", help: "week: override the workload's seed" },
   out: { type: "string", help: "week: report directory", default: "out/replay-week" },
   quiet: { type: "boolean", help: "week: no progress bar", default: false },
+  planner: { type: "string", help: `week: hourly planner (${PLANNER_NAMES.join(", ")}); ilp = planner/ forecast + HiGHS ILP`, default: "ilp" },
 };
+
+/** Parses the --planner flag. */
+export function plannerName(flag: unknown): PlannerName {
+  const name = typeof flag === "string" ? flag : "ilp";
+  if (!(PLANNER_NAMES as readonly string[]).includes(name)) throw new ValidationError("--planner", `must be one of ${PLANNER_NAMES.join(", ")}, got ${JSON.stringify(name)}`);
+  return name as PlannerName;
+}
 
 /** Loads fleet + workload with flag overrides; errors are ValidationErrors naming the field. */
 export function loadWeekInputs(flags: FlagValues): { fleet: FleetSpec; workload: WorkloadSpec } {
@@ -64,11 +72,13 @@ export function strategyList(flag: unknown): string[] {
 }
 
 /** Runs each strategy on the same inputs; one progress bar per run. */
-export async function runStrategies(fleet: FleetSpec, workload: WorkloadSpec, strategies: string[], quiet: boolean, log: (line: string) => void): Promise<WeekResult[]> {
+export async function runStrategies(fleet: FleetSpec, workload: WorkloadSpec, strategies: string[], quiet: boolean, log: (line: string) => void, planner: PlannerName = "ilp"): Promise<WeekResult[]> {
   const results: WeekResult[] = [];
   for (const strategy of strategies) {
     const bar = quiet ? undefined : new ProgressBar(strategy.padEnd(8));
-    const r = await runWeek({ fleet, workload, strategy, planner: defaultPlanner(fleet), onProgress: (p) => bar?.update(p.fraction, p.requests) });
+    const p = await createPlanner(fleet, planner);
+    const r = await runWeek({ fleet, workload, strategy, planner: p, onProgress: (x) => bar?.update(x.fraction, x.requests) });
+    await p.close?.();
     bar?.done(r.requests.total);
     log(`${strategy}: ${r.requests.total} requests in ${(r.wallMs / 1000).toFixed(1)} s wall = ${r.requestsPerWallS} requests per wall second; instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.allWithinDeadline}`);
     results.push(r);
@@ -80,7 +90,7 @@ export async function runStrategies(fleet: FleetSpec, workload: WorkloadSpec, st
 export async function runWeekCommand(flags: FlagValues): Promise<number> {
   const { fleet, workload } = loadWeekInputs(flags);
   const strategies = strategyList(flags.strategy);
-  const results = await runStrategies(fleet, workload, strategies, flags.quiet === true, (l) => process.stdout.write(l + "\n"));
+  const results = await runStrategies(fleet, workload, strategies, flags.quiet === true, (l) => process.stdout.write(l + "\n"), plannerName(flags.planner));
   const files = writeReports(typeof flags.out === "string" ? flags.out : "out/replay-week", results);
   process.stdout.write(`reports: ${files.join(" ")}\n`);
   return 0;

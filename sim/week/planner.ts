@@ -1,7 +1,7 @@
 /**
  * The planner as the week replay sees it: once per simulated hour, history in, one `RegionTargets` per region out
  * (DESIGN "Planner (per hour)"). `HourlyPlanner` is the seam where planner/ (ARIMA + HiGHS ILP) plugs in; until it
- * does, `SeasonalPeakPlanner` stands in: a seasonal-naive peak forecast on 10-minute means (yesterday's next hour
+ * does (`ilp-planner.ts` runs planner/ itself), `SeasonalPeakPlanner` is the dependency-free stand-in: a seasonal-naive peak forecast on 10-minute means (yesterday's next hour
  * rescaled by the last hour's level; the last hour's peak before a day of history exists), a NIW buffer β × last hour's batch
  * tokens/s, and the ILP's constraints solved greedily per model — per region N ≥ ⌈α·F(m, r) / tps(m, g)⌉, then
  * instances added where the fractional need is largest until Σ_r N·tps ≥ Σ_r F (load may be re-routed), within
@@ -16,12 +16,18 @@ export interface PlannerInput {
   nowMs: number;
   decisionId: number;
   fleet: FleetSpec;
+  /** Clock time of the first minute of the history series (≤ 0: warm-up history precedes the replay). */
+  historyStartMs: number;
   /** Interactive demand (prompt + output tokens/s) per minute of clients in `region` for `model`. */
   history(model: ModelName, region: RegionName): Float64Array;
   /** Batch tokens/s submitted for `model` over the last hour (the β buffer's base). */
   niwTokensPerSLastHour(model: ModelName): number;
+  /** Batch demand (tokens/s) per minute submitted from `region` for `model`, oldest first, ending at `nowMs`. */
+  niwHistory(model: ModelName, region: RegionName): Float64Array;
   /** Instances (serving + deploying) of the endpoint now. */
   current(model: ModelName, region: RegionName, gpu: GpuType): number;
+  /** Spot instances of the model in the region on that GPU type now (reclaimable without a redeploy). */
+  spot(model: ModelName, region: RegionName, gpu: GpuType): number;
   /** Prompt + output tokens/s one instance serves at the SLO (the ILP's tps(m, g)). */
   tps(model: ModelName, gpu: GpuType): number;
 }
@@ -30,6 +36,8 @@ export interface PlannerInput {
 export interface HourlyPlanner {
   readonly name: string;
   plan(input: PlannerInput): RegionTargets[] | Promise<RegionTargets[]>;
+  /** Releases worker threads and the like (optional). */
+  close?(): Promise<void>;
 }
 
 const MIN_PER_H = 60;
@@ -132,7 +140,13 @@ export class SeasonalPeakPlanner implements HourlyPlanner {
   }
 }
 
-/** The planner the replay uses for a fleet: the stand-in until planner/ provides the ARIMA + ILP one. */
-export function defaultPlanner(fleet: FleetSpec): HourlyPlanner {
-  return new SeasonalPeakPlanner({ alpha: fleet.config.planner.alpha, beta: fleet.config.planner.beta });
+/** Planner choices of the replay: planner/ with its default forecaster (blend), with ARIMA, or the stand-in. */
+export const PLANNER_NAMES = ["ilp", "ilp-arima", "seasonal-peak"] as const;
+export type PlannerName = (typeof PLANNER_NAMES)[number];
+
+/** The planner the replay runs every simulated hour (default: planner/ — forecast + HiGHS ILP). */
+export async function createPlanner(fleet: FleetSpec, name: PlannerName = "ilp"): Promise<HourlyPlanner> {
+  if (name === "seasonal-peak") return new SeasonalPeakPlanner({ alpha: fleet.config.planner.alpha, beta: fleet.config.planner.beta });
+  const { IlpPlanner } = await import("./ilp-planner.js");
+  return IlpPlanner.create(name === "ilp-arima" ? "arima" : "blend");
 }

@@ -5,7 +5,7 @@ import { spawnSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload } from "../workload/spec.js";
 import { DEFAULT_FLEET_JSON, parseFleet } from "./fleet.js";
-import { defaultPlanner } from "./planner.js";
+import { createPlanner } from "./planner.js";
 import { runWeek } from "./replay.js";
 import { writeReports } from "./report.js";
 
@@ -16,8 +16,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe("week replay (3 h, real policies)", () => {
   it("accounts for every request, acknowledges every plan, and the strategies differ", async () => {
-    const reactive = await runWeek({ fleet, workload, strategy: "reactive", planner: defaultPlanner(fleet), minuteSeries: true });
-    const ltua = await runWeek({ fleet, workload, strategy: "lt-ua", planner: defaultPlanner(fleet), minuteSeries: true });
+    const reactive = await runWeek({ fleet, workload, strategy: "reactive", planner: await createPlanner(fleet), minuteSeries: true });
+    const ltua = await runWeek({ fleet, workload, strategy: "lt-ua", planner: await createPlanner(fleet), minuteSeries: true });
     for (const r of [reactive, ltua]) {
       const served = Object.values(r.models).reduce((s, m) => s + m.ttftMs.count, 0);
       expect(served + r.requests.interactiveUnserved).toBe(r.requests.interactive);

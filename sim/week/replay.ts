@@ -37,6 +37,12 @@ export interface WeekOptions {
   progressEveryRequests?: number;
   /** Include per-minute p95 TTFT per model in the result (burst analysis). */
   minuteSeries?: boolean;
+  /**
+   * Days of demand history the planner has when the replay starts (default 1): the same clients' requests of the
+   * preceding ServeGen day(s), generated at the same rate scale and only recorded (a running system has history;
+   * without it the first hours plan from nothing).
+   */
+  warmupDays?: number;
 }
 
 const MINUTE = 60_000;
@@ -122,8 +128,18 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
   };
   const kvPerToken = models.map((m) => kvBytesPerToken(MODEL_SPECS[m]!));
   // Planner inputs: interactive demand per (model, client region) per minute, batch tokens per (model, hour).
-  const demand = models.map(() => workload.regions.map(() => new Float64Array(minutes)));
+  const warmupDays = Math.max(0, Math.min(o.warmupDays ?? 1, workload.startDay));
+  const warm = Math.round(warmupDays * 1440);
+  const demand = models.map(() => workload.regions.map(() => new Float64Array(warm + minutes)));
   const niwTokensHour = models.map(() => new Float64Array(hours));
+  const niwDemand = models.map(() => workload.regions.map(() => new Float64Array(warm + minutes)));
+  if (warm > 0) {
+    const before = new WorkloadStream({ ...workload, startDay: workload.startDay - warmupDays, days: warmupDays, bursts: [] }, stream.summary.rateScale);
+    for (let a = before.next(); a !== undefined; a = before.next()) {
+      const k = Math.floor(a.atMs / MINUTE);
+      (a.niw ? niwDemand : demand)[a.model]![a.region]![k]! += (a.promptTokens + a.outputTokens) / 60;
+    }
+  }
   const tps = new Map<string, number>();
   models.forEach((m, mi) => {
     const mc = cfg.models.find((x) => x.name === m)!;
@@ -200,12 +216,15 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
       nowMs: now,
       decisionId: hour + 1,
       fleet,
-      history: (model, region) => demand[models.indexOf(model)]![workload.regions.findIndex((r) => r.name === region)]?.subarray(0, minute) ?? new Float64Array(0),
+      history: (model, region) => demand[models.indexOf(model)]![workload.regions.findIndex((r) => r.name === region)]?.subarray(0, warm + minute) ?? new Float64Array(0),
       niwTokensPerSLastHour: (model) => (hour > 0 ? niwTokensHour[models.indexOf(model)]![hour - 1]! / 3600 : 0),
+      niwHistory: (model, region) => niwDemand[models.indexOf(model)]?.[workload.regions.findIndex((r) => r.name === region)]?.subarray(0, warm + minute) ?? new Float64Array(0),
+      historyStartMs: -warm * MINUTE,
       current: (model, region, gpu) => {
         const r = regions[regionIndex.get(region)!]!;
         return r.actuator.instances().filter((i) => i.model === model && i.gpu === gpu && (i.state === "serving" || i.state === "provisioning" || i.state === "loading")).length;
       },
+      spot: (model, region, gpu) => regions[regionIndex.get(region)!]!.actuator.instances().filter((i) => i.model === model && i.gpu === gpu && i.state === "spot").length,
       tps: (model, gpu) => tps.get(`${model}/${gpu}`)!,
     });
     s.plannerMs += performance.now() - t0;
@@ -238,12 +257,13 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     if (a.niw) {
       niwBuffer[mi]!.push(a);
       niwTokensHour[mi]![hour]! += tokens;
+      niwDemand[mi]![a.region]![warm + Math.floor(at / MINUTE)]! += tokens / 60;
       s.niw.submitted++;
       s.niw.pendingByDeadlineHour[Math.floor(a.deadlineMs / HOUR)]!++;
       continue;
     }
     s.iw++;
-    demand[mi]![a.region]![Math.floor(at / MINUTE)]! += tokens / 60;
+    demand[mi]![a.region]![warm + Math.floor(at / MINUTE)]! += tokens / 60;
     s.tokensHourly[mi]![hour]! += tokens;
     const model = models[mi]!;
     const sel = selector.select(model, workload.regions[a.region]!.name);

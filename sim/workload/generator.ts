@@ -66,7 +66,14 @@ export class WorkloadStream {
   /** Requests emitted so far. */
   emitted = 0;
 
-  constructor(private readonly spec: WorkloadSpec) {
+  /**
+   * `rateScale` (per model) replaces the scaling to `targetRequests`: a warm-up stream over earlier days uses the
+   * main stream's scales so both describe the same clients at the same level.
+   */
+  constructor(
+    private readonly spec: WorkloadSpec,
+    rateScale?: readonly number[],
+  ) {
     this.endMs = spec.days * DAY_S * 1000;
     const azure = { conv: loadAzureTokens(spec.azureDir, "conv"), code: loadAzureTokens(spec.azureDir, "code") };
     this.tokens = spec.models.map((m) => azure[m.tokens]);
@@ -98,7 +105,7 @@ export class WorkloadStream {
       let raw = 0;
       for (const p of placed) raw += expectedRequests(p.series, p.offsetS, this.endMs / 1000);
       const target = (iwTotal * m.share) / shareSum;
-      const scale = raw > 0 ? target / raw : 0;
+      const scale = rateScale?.[mi] ?? (raw > 0 ? target / raw : 0);
       const tk = this.tokens[mi]!;
       summary.rateScale.push(scale);
       summary.expectedIw.push(raw * scale);

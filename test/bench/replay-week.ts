@@ -5,7 +5,7 @@
  * the ratio to real time; the last line is the JSON summary. Targets: ≤ 600 s wall, ≤ 4 GiB peak RSS.
  * `--days N` shortens the run for development (the targets are for the full week).
  */
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { resourceUsage } from "node:process";
 import { loadWeekInputs } from "../../sim/week/cli.js";
 import { createPlanner } from "../../sim/week/planner.js";
@@ -21,7 +21,7 @@ function flag(name: string): string | undefined {
 const days = flag("days");
 const strategy = flag("strategy") ?? "lt-ua";
 const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
-console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}`);
+console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);
 console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
 console.log(`inputs: seed ${workload.seed}, ${workload.days} days, target ${workload.targetRequests} requests, ${workload.models.length} models, ${workload.regions.length} regions, strategy ${strategy}, planner ${(await createPlanner(fleet)).name}`);
 const bar = new ProgressBar("replay-week");

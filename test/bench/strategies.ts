@@ -6,7 +6,7 @@
  * an hour, and the minutes each strategy takes to return to the latency target. Prints machine, versions, inputs
  * and every run; the last line is the JSON summary. `--days N` shortens the week for development.
  */
-import { cpus, totalmem } from "node:os";
+import { cpus, loadavg, totalmem } from "node:os";
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
 import { loadWeekInputs } from "../../sim/week/cli.js";
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
   const days = flag("days");
   const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
   const parallel = Math.max(1, Math.min(2, cpus().length));
-  console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}`);
+  console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);
   console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
   console.log(`inputs: seed ${workload.seed}, ${workload.days} days from ServeGen day ${workload.startDay}, ${workload.targetRequests} requests, batch token share ${workload.niwTokenShare}, planner ${(await createPlanner(fleet)).name}, planned utilization ${fleet.plannedUtilization}, ${parallel} runs at a time`);
 

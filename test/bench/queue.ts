@@ -28,7 +28,7 @@ const WORKERS = Number(process.env.BENCH_QUEUE_WORKERS ?? 4);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TARGET = { enqueuesPerS: 10_000, claimCompletePerS: 5_000, claimP99Ms: 5, bytesPerQueuedRequest: 512 };
 const MODEL = "llama3.2-3b";
-const OUTSTANDING = 256;
+const OUTSTANDING = Number(process.env.BENCH_QUEUE_OUTSTANDING ?? 256);
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 function version(pkg: string): string {

@@ -133,4 +133,29 @@ describe("engine-sim HTTP", () => {
     expect(/^vllm:kv_cache_usage_perc\{[^}]*\} (\S+)$/m.exec(after)![1]).toBe("0");
     expect(after).toMatch(/vllm:request_success_total\{model_name="llama3.2-3b",finished_reason="abort"\} 1/);
   });
+
+  it("a request waits while KV is full (vllm:num_requests_waiting) and runs when the first one is cancelled", async () => {
+    const small = await spawnTidegate("engine-sim-small", ["engine-sim", "--model", "llama3.2-3b", "--port", "0", "--time-scale", "0.5", "--kv-capacity-tokens", "3000"], /^(http:\/\/127\.0\.0\.1:\d+)\n/m);
+    const base = small.match[1]!;
+    const gauge = async (name: string) => Number(new RegExp(`^${name}\\{[^}]*\\} (\\S+)$`, "m").exec(await (await fetch(base + "/metrics")).text())![1]);
+    try {
+      const a = await fetch(base + "/v1/completions", { method: "POST", body: JSON.stringify({ model: "llama3.2-3b", prompt: "a".repeat(2000), max_tokens: 2400, stream: true }) });
+      const reader = a.body!.getReader();
+      await reader.read(); // A reserves 500 + 2400 of the 3000 tokens and runs ~4 s at this time scale
+      const b = fetch(base + "/v1/completions", { method: "POST", body: JSON.stringify({ model: "llama3.2-3b", prompt: "b".repeat(400), max_tokens: 600 }) });
+      let waiting = 0;
+      for (let i = 0; i < 100 && waiting !== 1; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+        waiting = await gauge("vllm:num_requests_waiting");
+      }
+      expect(waiting).toBe(1);
+      expect(await gauge("vllm:num_requests_running")).toBe(1);
+      await reader.cancel();
+      const done = (await (await b).json()) as { usage: { completion_tokens: number } };
+      expect(done.usage.completion_tokens).toBe(600);
+      expect(await gauge("vllm:num_requests_waiting")).toBe(0);
+    } finally {
+      expect(await small.stop()).toBe(0);
+    }
+  });
 });

@@ -21,6 +21,7 @@ export interface ArimaOrder {
   s: number;
 }
 
+/** One fit: the order, the (already transformed) series, and how many steps to predict. */
 export interface ArimaJob {
   order: ArimaOrder;
   values: number[];
@@ -65,6 +66,7 @@ interface Slot {
 
 type WorkerReply = { id: number; mean: number[]; variance: number[] } | { id: number; error: string };
 
+/** Pool size and the per-job time limit. */
 export interface ArimaPoolOptions {
   /** Worker threads (default 2: the machines here have 2 cores). */
   workers?: number;

@@ -11,6 +11,7 @@ import { INTERVAL_UPPER_QUANTILE, peakOf, type Band, type Forecast, type Forecas
 /** z of the one-sided 90% normal quantile: the interval is 80% two-sided. */
 const Z90 = 1.2815515655446004;
 
+/** Order, history cap and pool of an ArimaForecaster. */
 export interface ArimaForecasterOptions {
   /** Order; default chosen from the season length as above. */
   order?: ArimaOrder;
@@ -31,6 +32,7 @@ export function orderName(o: ArimaOrder): string {
   return o.s > 0 ? `sarima(${o.p},${o.d},${o.q})(${o.P},${o.D},${o.Q})${o.s}` : `arima(${o.p},${o.d},${o.q})`;
 }
 
+/** ARIMA on log(x + c) in a worker; throws (for `guarded` to catch) on short input or a worker failure. */
 export class ArimaForecaster implements Forecaster {
   readonly name = "arima";
   private readonly pool: ArimaPool;

@@ -6,6 +6,7 @@
  */
 import type { Forecaster } from "./forecaster.js";
 
+/** Where the held-out window lies and how much history each forecast sees. */
 export interface BacktestOptions {
   /** Step of `values` in ms (e.g. 600_000). */
   stepMs: number;
@@ -19,6 +20,7 @@ export interface BacktestOptions {
   onProgress?: (method: string, done: number, total: number) => void;
 }
 
+/** One method's score over the held-out hours. */
 export interface MethodScore {
   method: string;
   /** Mean absolute percentage error of the peak, in percent. */
@@ -36,6 +38,7 @@ export interface MethodScore {
   elapsedMs: number;
 }
 
+/** Every method's score, and how many held-out hours there were. */
 export interface BacktestResult {
   hoursHeldOut: number;
   zeroActualHours: number;

@@ -15,6 +15,7 @@
  */
 import { INTERVAL_LOWER_QUANTILE, INTERVAL_UPPER_QUANTILE, quantile, type Band, type Forecast, type ForecastInput, type Forecaster } from "./forecaster.js";
 
+/** Tuning of the blend; defaults are the values chosen on the validation days. */
 export interface BlendOptions {
   /** Hours of in-sample origins the weights are fitted on (default 48). */
   fitHours?: number;
@@ -71,6 +72,7 @@ function combine(c: BlendComponents, w: readonly [number, number, number]): numb
   return w[0] * c.persistence + w[1] * c.seasonalRatio + w[2] * c.seasonalNaive;
 }
 
+/** The peak blend (see the file comment). Throws only when the history is shorter than the horizon. */
 export class BlendForecaster implements Forecaster {
   readonly name = "blend";
   constructor(private readonly options: BlendOptions = {}) {}

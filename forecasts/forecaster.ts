@@ -18,6 +18,7 @@ export interface ForecastInput {
 
 /** Nominal coverage of `lower`..`upper`: 80% two-sided, so `upper` is a one-sided 90% upper bound. */
 export const INTERVAL_UPPER_QUANTILE = 0.9;
+/** Quantile of the interval's lower bound (10%). */
 export const INTERVAL_LOWER_QUANTILE = 0.1;
 
 /** A point forecast with its interval; lower ≤ mean ≤ upper, all finite and ≥ 0. */
@@ -27,6 +28,7 @@ export interface Band {
   upper: number;
 }
 
+/** A forecast over the horizon: per-step bands, the peak band, and how it was made. */
 export interface Forecast {
   /** One band per horizon step. */
   steps: Band[];

@@ -11,6 +11,7 @@ export interface GuardLimits {
   maxMultipleOfHistory: number;
 }
 
+/** Default: no forecast above 3× the history's maximum. */
 export const DEFAULT_GUARD_LIMITS: GuardLimits = { maxMultipleOfHistory: 3 };
 
 /** Checks an input series: non-empty, finite, ≥ 0. Returns the reason it is unusable, or undefined. */

@@ -8,6 +8,7 @@ import type { Redis } from "ioredis";
 import { LuaScripts, locateBeside } from "../core/lua.js";
 import { DAY_MS, DEFAULT_RETENTION_MS, MINUTE_MS, checkRetention, checkSamples, type DemandHistory, type DemandKind, type DemandSample, type SeriesKey } from "./history.js";
 
+/** Key prefix (e.g. "tidegate:") and retention (≥ 8 days, default 8 days). */
 export interface RedisHistoryOptions {
   /** Key prefix, e.g. "tidegate:". */
   keyPrefix: string;
@@ -17,6 +18,7 @@ export interface RedisHistoryOptions {
 /** Return codes of history-add. */
 export const HISTORY_ADD_CODES = { 1: "ok", [-1]: "bad_value", [-2]: "bad_minute" } as const;
 
+/** DemandHistory on Redis (see the file comment); the ioredis client stays the caller's. */
 export class RedisHistory implements DemandHistory {
   readonly retentionMs: number;
   private readonly scripts: LuaScripts;

@@ -7,6 +7,7 @@
  */
 import type { ModelName, RegionName } from "../core/models.js";
 
+/** Interactive (iw) tokens/s served, or batch (niw) tokens/s arriving. */
 export type DemandKind = "iw" | "niw";
 
 /** One minute of demand. `minuteMs` is any time within the minute (it is floored). */
@@ -19,12 +20,14 @@ export interface DemandSample {
   tokensPerS: number;
 }
 
+/** Identifies one demand series. */
 export interface SeriesKey {
   kind: DemandKind;
   model: ModelName;
   region: RegionName;
 }
 
+/** The history port; adapters: MemoryHistory, RedisHistory. */
 export interface DemandHistory {
   /** How long minutes are kept (≥ 8 days). */
   readonly retentionMs: number;
@@ -37,7 +40,9 @@ export interface DemandHistory {
   close(): Promise<void>;
 }
 
+/** One minute and one day in ms. */
 export const MINUTE_MS = 60_000;
+/** One day in ms. */
 export const DAY_MS = 86_400_000;
 /** Default retention: 8 days. */
 export const DEFAULT_RETENTION_MS = 8 * DAY_MS;
@@ -51,6 +56,7 @@ export function checkSamples(samples: readonly DemandSample[]): void {
   });
 }
 
+/** Throws RangeError when retention is under 8 days. */
 export function checkRetention(retentionMs: number): void {
   if (!(retentionMs >= DEFAULT_RETENTION_MS)) throw new RangeError(`retentionMs must be ≥ 8 days (${DEFAULT_RETENTION_MS}), got ${retentionMs}`);
 }

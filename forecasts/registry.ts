@@ -13,8 +13,10 @@ import { SeasonalNaiveForecaster } from "./seasonal-naive.js";
 
 /** Method names the registry knows. */
 export const FORECASTER_NAMES = ["blend", "arima", "seasonal-naive", "persistence"] as const;
+/** A registered method name. */
 export type ForecasterName = (typeof FORECASTER_NAMES)[number];
 
+/** Which method to build and its parameters. */
 export interface ForecasterSpec {
   name: ForecasterName;
   /** blend: fit hours; arima: longest history (points). */

@@ -28,6 +28,7 @@ export function seasonalNaivePath(values: readonly number[], seasonSteps: number
   return out;
 }
 
+/** Seasonal-naive with an empirical interval; the fallback of every guarded method. */
 export class SeasonalNaiveForecaster implements Forecaster {
   readonly name = "seasonal-naive";
 

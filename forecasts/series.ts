@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { ValidationError } from "../core/validate.js";
 
+/** A parsed, evenly spaced series with its gaps. */
 export interface Series {
   /** Time of the first value, ms. */
   startMs: number;

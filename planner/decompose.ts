@@ -12,6 +12,7 @@
  */
 import type { IlpModel } from "./ilp.js";
 
+/** Stopping rules of the decomposition: time, gap, iterations. */
 export interface DecomposeOptions {
   /** Stop after this many ms (default 6,000). */
   timeLimitMs?: number;
@@ -22,6 +23,7 @@ export interface DecomposeOptions {
   nowMs?: () => number;
 }
 
+/** Integer targets, their cost, the best lower bound and the gap between them. */
 export interface DecomposeResult {
   /** Integer N' per endpoint (same order as model.endpoints). */
   targets: Int32Array;

@@ -14,6 +14,7 @@ import { ObjectReader, ValidationError, parseJson } from "../core/validate.js";
 import { throughputAtSlo } from "../region/engines/perf/model.js";
 import type { TidegateConfig } from "../core/config.js";
 
+/** Costs of one GPU type. */
 export interface GpuCost {
   /** Cost of holding one GPU for the planning interval (e.g. $/GPU-hour). */
   holdPerGpu: number;
@@ -21,6 +22,7 @@ export interface GpuCost {
   vmStartPerGpu: number;
 }
 
+/** One model on one GPU type: instance size, throughput at the SLO, start cost. */
 export interface ModelOnGpu {
   gpusPerInstance: number;
   /** tokens/s (prompt + output) one instance serves at the SLO. */
@@ -29,6 +31,7 @@ export interface ModelOnGpu {
   modelStartCost: number;
 }
 
+/** A deployable (model, GPU type) in a region, with today's instances and bounds. */
 export interface FleetEndpoint {
   model: ModelName;
   gpu: GpuType;
@@ -39,6 +42,7 @@ export interface FleetEndpoint {
   spotInstances: number;
 }
 
+/** A region's GPUs and endpoints. */
 export interface FleetRegion {
   name: RegionName;
   /** GPUs per type in the region. */
@@ -46,6 +50,7 @@ export interface FleetRegion {
   endpoints: FleetEndpoint[];
 }
 
+/** Everything the ILP needs besides demand. */
 export interface Fleet {
   /** Per-region cover factor α and NIW buffer factor β (DESIGN planner section). */
   alpha: number;
@@ -55,11 +60,13 @@ export interface Fleet {
   regions: FleetRegion[];
 }
 
+/** The SLO tps(m, g) is measured at. */
 export interface Slo {
   ttftMs: number;
   tbtMs: number;
 }
 
+/** Default SLO: first token within 1 s, 100 ms between tokens. */
 export const DEFAULT_SLO: Slo = { ttftMs: 1000, tbtMs: 100 };
 /** Default costs when a fleet file gives none: on-demand list prices in $/GPU-hour, a VM start ≈ 5 min of holding. */
 export const DEFAULT_GPU_COST: Record<string, GpuCost> = {

@@ -7,6 +7,7 @@ import { readFileSync } from "node:fs";
 import { ValidationError } from "../core/validate.js";
 import { MemoryHistory, type DemandSample } from "../forecasts/history.js";
 
+/** A parsed history file: its samples in memory and where it ends. */
 export interface HistoryFile {
   history: MemoryHistory;
   /** End of the last minute in the file (the plan is made "now" = this). */
@@ -16,6 +17,7 @@ export interface HistoryFile {
 
 const HEADER = "minute_start_s,model,region,iw_tokens_per_s,niw_tokens_per_s";
 
+/** Parses history CSV text; errors name `name:line`. */
 export function parseHistoryCsv(text: string, name: string): HistoryFile {
   const lines = text.split(/\r?\n/);
   if ((lines[0] ?? "").trim() !== HEADER) throw new ValidationError(`${name}:1`, `expected the header ${HEADER}`, "invalid_request");
@@ -48,6 +50,7 @@ export function parseHistoryCsv(text: string, name: string): HistoryFile {
   return { history, endMs, rows: samples.length / 2 };
 }
 
+/** Reads and parses a history file. */
 export function readHistoryFile(file: string): HistoryFile {
   let text: string;
   try {

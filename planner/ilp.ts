@@ -38,8 +38,10 @@ export interface Endpoint {
   startCost: number;
 }
 
+/** What a row of the ILP constrains. */
 export type RowKind = "cover" | "global" | "capacity";
 
+/** The meaning of one row. */
 export interface RowInfo {
   kind: RowKind;
   model?: ModelName;

@@ -8,8 +8,10 @@ import type { Redis } from "ioredis";
 import type { Clock } from "../core/clock.js";
 import { LuaScripts, locateBeside } from "../core/lua.js";
 
+/** Outcome of an acquire. */
 export type AcquireResult = "acquired" | "renewed" | "held_by_other";
 
+/** The leader lock port (Redis and in-memory adapters). */
 export interface LeaderLock {
   /** Takes or renews the lock for `holder` for `ttlMs`. */
   acquire(holder: string, ttlMs: number): Promise<AcquireResult>;
@@ -22,6 +24,7 @@ export interface LeaderLock {
 /** Lock return codes of lua/lock-acquire-1.lua. */
 export const LOCK_CODES: Record<number, AcquireResult> = { 1: "acquired", 2: "renewed", [-1]: "held_by_other" };
 
+/** The lock on Redis, every change one Lua script. */
 export class RedisLeaderLock implements LeaderLock {
   private readonly scripts: LuaScripts;
   private readonly lockKey: string;

@@ -12,6 +12,7 @@ import type { LeaderLock } from "./leader.js";
 import type { PlanReport } from "./report.js";
 import type { PlanStore } from "./store.js";
 
+/** What the loop needs: clock, lock, links, store and how to plan. */
 export interface PlannerLoopOptions {
   clock: Clock;
   intervalMs: number;
@@ -36,6 +37,7 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
 }
 
+/** The planning loop (see the file comment). `start()` schedules rounds, `tick()` runs one, `stop()` ends. */
 export class PlannerLoop {
   private timer: Timer | undefined;
   private running: Promise<void> | undefined;

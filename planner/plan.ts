@@ -16,10 +16,12 @@ import { solvePlan, type SolvePlanOptions } from "./solve.js";
 import type { Solver } from "./solver.js";
 import { spotActions } from "./spot.js";
 
+/** Forecasts run on 10-minute windows (6 per hour, 144 per day). */
 export const WINDOW_MS = 600_000;
 const HOUR_STEPS = 6;
 const DAY_STEPS = 144;
 
+/** Inputs of one planning run. */
 export interface PlanRunInputs {
   fleet: Fleet;
   history: DemandHistory;
@@ -45,6 +47,7 @@ async function pairs(fleet: Fleet, history: DemandHistory): Promise<{ model: str
   return [...seen.values()];
 }
 
+/** Runs one plan; never throws on bad demand data (it is reported), only on a broken fleet or solver. */
 export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
   const { fleet, history, forecaster, nowMs } = inp;
   const warnings: string[] = [];

@@ -7,6 +7,7 @@
 import type { RegionTelemetry } from "../core/ports.js";
 import { MINUTE_MS, type DemandHistory, type DemandSample } from "../forecasts/history.js";
 
+/** Averages telemetry per minute into a DemandHistory. */
 export class TelemetryRecorder {
   private readonly open = new Map<string, { minute: number; sum: number; n: number; model: string; region: string }>();
   /** Minutes written (for tests and logs). */

@@ -2,6 +2,7 @@
 import type { Band } from "../forecasts/forecaster.js";
 import type { EndpointAction, RegionSpot } from "./spot.js";
 
+/** What the report shows for one (model, region). */
 export interface SeriesForecast {
   model: string;
   region: string;
@@ -24,6 +25,7 @@ export interface SeriesForecast {
   gapWindowsFilled: number;
 }
 
+/** Something the plan could not satisfy, and why. */
 export interface Unmet {
   kind: "cover" | "global" | "capacity";
   model?: string;
@@ -34,6 +36,7 @@ export interface Unmet {
   why: string;
 }
 
+/** One planning run, as served at /plans/{id} and written by `tidegate plan`. */
 export interface PlanReport {
   id: string;
   decisionId: number;

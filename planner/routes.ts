@@ -9,6 +9,7 @@ import { TidegateError } from "../core/errors.js";
 import { esc, renderPlanHtml } from "./html.js";
 import type { PlanStore } from "./store.js";
 
+/** Where the reports come from and which keys may read them. */
 export interface PlansRoutesOptions {
   store: PlanStore;
   /** Bearer keys allowed to read plans (the config's router.adminKeys); empty means every request is refused. */

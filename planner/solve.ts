@@ -7,6 +7,7 @@ import { decompose } from "./decompose.js";
 import { columnsFromTargets, maxViolation, type IlpModel } from "./ilp.js";
 import type { Solver } from "./solver.js";
 
+/** Integer targets and how they were found. */
 export interface PlanSolution {
   targets: Int32Array;
   path: "mip" | "decomposition";
@@ -19,6 +20,7 @@ export interface PlanSolution {
   iterations?: number;
 }
 
+/** Thresholds and limits of the two paths. */
 export interface SolvePlanOptions {
   /** Endpoints up to which the monolithic MIP is tried first (default 400). */
   mipMaxEndpoints?: number;
@@ -27,6 +29,7 @@ export interface SolvePlanOptions {
   targetGap?: number;
 }
 
+/** Solves `model` by the path that fits its size; the targets always respect bounds (capacity too, unless minimums exceed it). */
 export function solvePlan(model: IlpModel, solver: Solver, options: SolvePlanOptions = {}): PlanSolution {
   const t0 = performance.now();
   let mipStatus = "";

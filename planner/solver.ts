@@ -6,8 +6,10 @@
 import highsLoader from "highs";
 import type { IlpModel } from "./ilp.js";
 
+/** Solver outcome. */
 export type SolveStatus = "optimal" | "time_limit" | "infeasible" | "unbounded" | "error";
 
+/** How to solve: relaxation or MIP, limits. */
 export interface SolveOptions {
   /** Solve the LP relaxation (integrality dropped). */
   relax?: boolean;
@@ -20,6 +22,7 @@ export interface SolveOptions {
   lpSolver?: "choose" | "simplex" | "ipm" | "pdlp";
 }
 
+/** A solve's outcome; `x` only when a feasible point exists. */
 export interface SolveResult {
   status: SolveStatus;
   /** Column values when a (feasible) solution exists. */
@@ -33,6 +36,7 @@ export interface SolveResult {
   solveMs: number;
 }
 
+/** Solves a built model; implementations must not change it. */
 export interface Solver {
   solve(model: IlpModel, options?: SolveOptions): SolveResult;
 }

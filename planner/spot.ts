@@ -7,6 +7,7 @@
 import type { Endpoint } from "./ilp.js";
 import type { Fleet } from "./fleet.js";
 
+/** What to do at one endpoint to reach its target. */
 export interface EndpointAction {
   model: string;
   region: string;
@@ -23,6 +24,7 @@ export interface EndpointAction {
   donate: number;
 }
 
+/** Spot accounting of one (region, GPU type). */
 export interface RegionSpot {
   region: string;
   gpu: string;
@@ -34,6 +36,7 @@ export interface RegionSpot {
   reclaimedFrom: Record<string, number>;
 }
 
+/** Per-endpoint reclaim/donate actions and per-(region, GPU type) spot accounting for `targets` (same order as `endpoints`). */
 export function spotActions(fleet: Fleet, endpoints: readonly Endpoint[], targets: ArrayLike<number>): { actions: EndpointAction[]; regions: RegionSpot[] } {
   const actions: EndpointAction[] = endpoints.map((e, i) => {
     const target = targets[i]!;

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { renderPlanHtml } from "./html.js";
 import type { PlanReport } from "./report.js";
 
+/** Where the loop puts reports and /plans reads them. */
 export interface PlanStore {
   put(report: PlanReport): void;
   get(id: string): PlanReport | undefined;
@@ -14,6 +15,7 @@ export interface PlanStore {
   list(): PlanReport[];
 }
 
+/** The newest reports in memory. */
 export class MemoryPlanStore implements PlanStore {
   private readonly reports: PlanReport[] = [];
   /** Keeps the newest `keep` reports (default a week of hourly plans). */

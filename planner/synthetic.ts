@@ -19,11 +19,13 @@ export function rng(seed: number): () => number {
   };
 }
 
+/** A fleet and its demand. */
 export interface SyntheticFleet {
   fleet: Fleet;
   demand: Demand[];
 }
 
+/** A deterministic fleet of `models` × `regions` × `gpuTypes` endpoints (see the file comment). */
 export function syntheticFleet(models: number, regions: number, gpuTypes: number, seed = 1): SyntheticFleet {
   const rand = rng(seed);
   const gpus: Fleet["gpus"] = {};

@@ -64,6 +64,9 @@ export function readAzureCsv(text: string, name: string): Trace {
     throw new ValidationError(`${name}:1`, `expected the header TIMESTAMP,ContextTokens,GeneratedTokens, got ${JSON.stringify(header?.slice(0, 80))}`, "invalid_request");
   }
   const requests: TraceRequest[] = [];
+  // Rows of the same minute share `YYYY-MM-DD HH:MM`: parse that once, then only the seconds.
+  let minutePrefix = "";
+  let minuteMs = 0;
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i]!;
     if (line.length === 0) continue;
@@ -71,8 +74,20 @@ export function readAzureCsv(text: string, name: string): Trace {
     const c1 = line.indexOf(",");
     const c2 = line.indexOf(",", c1 + 1);
     if (c1 === -1 || c2 === -1) throw new ValidationError(where, "expected 3 comma-separated columns", "invalid_request");
-    const t = parseAzureTimestamp(line.slice(0, c1));
-    if (Number.isNaN(t)) throw new ValidationError(where, `bad TIMESTAMP ${JSON.stringify(line.slice(0, c1))}`, "invalid_request");
+    const stamp = line.slice(0, c1);
+    let t = Number.NaN;
+    if (stamp.length >= 19 && stamp.startsWith(minutePrefix) && minutePrefix !== "" && stamp[16] === ":") {
+      const seconds = Number(stamp.slice(17));
+      if (seconds >= 0 && seconds < 61 && /^\d\d(\.\d{1,9})?$/.test(stamp.slice(17))) t = minuteMs + seconds * 1000;
+    }
+    if (Number.isNaN(t)) {
+      t = parseAzureTimestamp(stamp);
+      if (!Number.isNaN(t)) {
+        minutePrefix = stamp.slice(0, 16);
+        minuteMs = parseAzureTimestamp(`${minutePrefix}:00`);
+      }
+    }
+    if (Number.isNaN(t)) throw new ValidationError(where, `bad TIMESTAMP ${JSON.stringify(stamp)}`, "invalid_request");
     const prompt = positiveInt(Number(line.slice(c1 + 1, c2)), where, "ContextTokens", 1);
     const out = positiveInt(Number(line.slice(c2 + 1)), where, "GeneratedTokens", 0);
     requests.push({ arrivalMs: t, promptTokens: prompt, outputTokens: Math.max(1, out) });

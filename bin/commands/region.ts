@@ -98,6 +98,12 @@ export const command: Command = {
     const sig = await stopped;
     log.info("shutting down", { signal: sig });
     await proc.close();
+    // Everything tidegate opened is closed; a socket grpc-js keeps after a failed TLS handshake must not keep the
+    // process alive. The timer is unref'd: it only fires if something else still holds the event loop.
+    setTimeout(() => {
+      log.warn("exiting with handles still open");
+      process.exit(0);
+    }, 2000).unref();
     return 0;
   },
 };

@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import { defaultDataDir } from "../../region/engines/perf/generate.js";
@@ -35,6 +37,11 @@ describe("trace readers", () => {
     expect(conv.requests.length).toBe(19366);
     expect(conv.spanMs / 1000).toBeCloseTo(3501.7, 0);
     expect(conv.requests[0]).toEqual({ arrivalMs: 0, promptTokens: 374, outputTokens: 44 });
+    // The per-minute fast path gives the same times as parsing every timestamp in full.
+    const lines = readFileSync(join(dir, "azure_llm_2023/AzureLLMInferenceTrace_conv.csv"), "utf8").split("\r\n").slice(1).filter((l) => l !== "");
+    const full = lines.map((l) => parseAzureTimestamp(l.slice(0, l.indexOf(","))));
+    const t0 = Math.min(...full);
+    expect(conv.requests.map((r) => r.arrivalMs)).toEqual(full.map((t) => t - t0).sort((a, b) => a - b));
     expect(readTrace("azure-code", dir).requests.length).toBe(8819);
     const moon = readTrace("mooncake", dir);
     expect(moon.requests.length).toBe(12031);

@@ -6,10 +6,12 @@
 import type { Clock } from "../../core/clock.js";
 import { QueueCode, type BatchRecord, type FileStore, type QueueStore } from "../queue/types.js";
 import { encodePayload } from "../dispatch/lines.js";
-import { BATCH_ENDPOINTS, validateBatchInput, type BatchEndpoint } from "./validate.js";
+import { BATCH_ENDPOINTS, BatchValidator, type BatchEndpoint } from "./validate.js";
 
 /** Payloads per stage call. */
 export const STAGE_CHUNK = 500;
+/** Lines validated between yields to the event loop. */
+export const VALIDATE_SLICE_LINES = 2000;
 
 export interface IntakeDeps {
   store: QueueStore;
@@ -28,7 +30,14 @@ export async function intakeBatch(deps: IntakeDeps, batch: BatchRecord): Promise
   if (!(BATCH_ENDPOINTS as readonly string[]).includes(batch.endpoint)) {
     return store.failValidation(batch.id, [{ code: "invalid_endpoint", message: `unsupported endpoint ${batch.endpoint}`, param: "endpoint", line: null }], clock.now());
   }
-  const outcome = validateBatchInput(content.toString("utf8"), batch.endpoint as BatchEndpoint, deps.knownModels);
+  // Validate in slices, yielding to the event loop between them, so a large file never stalls interactive traffic.
+  const validator = new BatchValidator(batch.endpoint as BatchEndpoint, deps.knownModels);
+  const lines = content.toString("utf8").split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    validator.line(lines[i]!, i + 1);
+    if (i % VALIDATE_SLICE_LINES === VALIDATE_SLICE_LINES - 1) await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  const outcome = validator.finish();
   if (!outcome.ok) return store.failValidation(batch.id, outcome.errors, clock.now());
   for (let i = 0; i < outcome.requests.length; i += STAGE_CHUNK) {
     const items = outcome.requests.slice(i, i + STAGE_CHUNK).map((p, j) => ({ index: i + j, payload: encodePayload(p) }));

@@ -23,79 +23,98 @@ export type ValidationOutcome =
   | { ok: true; model: string; requests: QueuedPayload[] }
   | { ok: false; errors: BatchLineError[] };
 
-/** Validates `text` (the file's content) for a batch on `endpoint`; `knownModels` are the models tidegate serves. */
-export function validateBatchInput(text: string, endpoint: BatchEndpoint, knownModels: ReadonlySet<string>): ValidationOutcome {
-  const errors: BatchLineError[] = [];
-  let errorCount = 0;
-  const fail = (line: number | null, code: string, message: string, param: string | null = null) => {
-    errorCount++;
-    if (errors.length < MAX_REPORTED_ERRORS) errors.push({ code, message, param, line });
-  };
-  const requests: QueuedPayload[] = [];
-  const seen = new Set<string>();
-  let model: string | undefined;
-  let modelLine = 0;
-  const kind = endpoint === "/v1/chat/completions" ? "chat" : "completion";
-  const lines = text.split("\n");
-  for (let i = 0; i < lines.length; i++) {
-    const lineNo = i + 1;
-    const raw = lines[i]!.replace(/\r$/, "");
-    if (raw.trim().length === 0) continue;
+/**
+ * Line-by-line validation state (so a caller can yield to the event loop between slices of a large file).
+ * Feed every line with its 1-based number to `line`, then call `finish` once.
+ */
+export class BatchValidator {
+  private readonly errors: BatchLineError[] = [];
+  private errorCount = 0;
+  private readonly requests: QueuedPayload[] = [];
+  private readonly seen = new Set<string>();
+  private model: string | undefined;
+  private modelLine = 0;
+  private readonly kind: "chat" | "completion";
+
+  constructor(private readonly endpoint: BatchEndpoint, private readonly knownModels: ReadonlySet<string>) {
+    this.kind = endpoint === "/v1/chat/completions" ? "chat" : "completion";
+  }
+
+  private fail(line: number | null, code: string, message: string, param: string | null = null): void {
+    this.errorCount++;
+    if (this.errors.length < MAX_REPORTED_ERRORS) this.errors.push({ code, message, param, line });
+  }
+
+  /** Checks one line (blank lines are skipped). */
+  line(rawLine: string, lineNo: number): void {
+    const raw = rawLine.replace(/\r$/, "");
+    if (raw.trim().length === 0) return;
     let v: unknown;
     try {
       v = JSON.parse(raw);
     } catch (err) {
-      fail(lineNo, "invalid_json_line", `line ${lineNo} is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
-      continue;
+      this.fail(lineNo, "invalid_json_line", `line ${lineNo} is not valid JSON: ${err instanceof Error ? err.message : String(err)}`);
+      return;
     }
     if (typeof v !== "object" || v === null || Array.isArray(v)) {
-      fail(lineNo, "invalid_request", `line ${lineNo} must be a JSON object with custom_id, method, url and body`);
-      continue;
+      this.fail(lineNo, "invalid_request", `line ${lineNo} must be a JSON object with custom_id, method, url and body`);
+      return;
     }
     const o = v as Record<string, unknown>;
     const unknown = Object.keys(o).filter((k) => !["custom_id", "method", "url", "body"].includes(k));
-    if (unknown.length > 0) fail(lineNo, "invalid_request", `line ${lineNo}: unknown field ${JSON.stringify(unknown[0])}`, unknown[0]!);
+    if (unknown.length > 0) this.fail(lineNo, "invalid_request", `line ${lineNo}: unknown field ${JSON.stringify(unknown[0])}`, unknown[0]!);
     const cid = o.custom_id;
     if (typeof cid !== "string" || cid.length === 0 || cid.length > 512) {
-      fail(lineNo, "missing_required_parameter", `line ${lineNo}: custom_id must be a non-empty string of at most 512 characters`, "custom_id");
-      continue;
+      this.fail(lineNo, "missing_required_parameter", `line ${lineNo}: custom_id must be a non-empty string of at most 512 characters`, "custom_id");
+      return;
     }
-    if (seen.has(cid)) fail(lineNo, "duplicate_custom_id", `line ${lineNo}: custom_id ${JSON.stringify(cid)} appears more than once`, "custom_id");
-    seen.add(cid);
-    if (o.method !== "POST") fail(lineNo, "invalid_method", `line ${lineNo}: method must be "POST"`, "method");
-    if (o.url !== endpoint) {
-      fail(lineNo, "mismatched_endpoint", `line ${lineNo}: url ${JSON.stringify(o.url)} does not match the batch endpoint ${endpoint}`, "url");
-      continue;
+    if (this.seen.has(cid)) this.fail(lineNo, "duplicate_custom_id", `line ${lineNo}: custom_id ${JSON.stringify(cid)} appears more than once`, "custom_id");
+    this.seen.add(cid);
+    if (o.method !== "POST") this.fail(lineNo, "invalid_method", `line ${lineNo}: method must be "POST"`, "method");
+    if (o.url !== this.endpoint) {
+      this.fail(lineNo, "mismatched_endpoint", `line ${lineNo}: url ${JSON.stringify(o.url)} does not match the batch endpoint ${this.endpoint}`, "url");
+      return;
     }
     const body = o.body;
     const bodyModel = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>).model : undefined;
-    if (typeof bodyModel === "string" && !knownModels.has(bodyModel)) {
-      fail(lineNo, "model_not_found", `line ${lineNo}: model ${JSON.stringify(bodyModel)} does not exist or is not served`, "body.model");
-      continue;
+    if (typeof bodyModel === "string" && !this.knownModels.has(bodyModel)) {
+      this.fail(lineNo, "model_not_found", `line ${lineNo}: model ${JSON.stringify(bodyModel)} does not exist or is not served`, "body.model");
+      return;
     }
     try {
-      const p = parseOpenAIRequest(kind, body, MODEL_SPECS[String(bodyModel)]?.maxContextTokens ?? MAX_TOKENS_LIMIT);
+      const p = parseOpenAIRequest(this.kind, body, MODEL_SPECS[String(bodyModel)]?.maxContextTokens ?? MAX_TOKENS_LIMIT);
       if (p.stream) {
-        fail(lineNo, "invalid_request", `line ${lineNo}: body.stream must not be true in a batch`, "body.stream");
-        continue;
+        this.fail(lineNo, "invalid_request", `line ${lineNo}: body.stream must not be true in a batch`, "body.stream");
+        return;
       }
-      if (model === undefined) {
-        model = p.model;
-        modelLine = lineNo;
-      } else if (p.model !== model) {
-        fail(lineNo, "mismatched_model", `line ${lineNo}: model ${JSON.stringify(p.model)} differs from ${JSON.stringify(model)} on line ${modelLine}; a batch holds one model`, "body.model");
-        continue;
+      if (this.model === undefined) {
+        this.model = p.model;
+        this.modelLine = lineNo;
+      } else if (p.model !== this.model) {
+        this.fail(lineNo, "mismatched_model", `line ${lineNo}: model ${JSON.stringify(p.model)} differs from ${JSON.stringify(this.model)} on line ${this.modelLine}; a batch holds one model`, "body.model");
+        return;
       }
-      requests.push({ custom_id: cid, url: endpoint, body: p.body });
+      this.requests.push({ custom_id: cid, url: this.endpoint, body: p.body });
     } catch (err) {
       const te = findTidegateError(err);
       if (te === undefined) throw err;
-      fail(lineNo, "invalid_request", `line ${lineNo}: body.${te.message}`, te.param === null ? "body" : `body.${te.param}`);
+      this.fail(lineNo, "invalid_request", `line ${lineNo}: body.${te.message}`, te.param === null ? "body" : `body.${te.param}`);
     }
   }
-  if (errorCount === 0 && requests.length === 0) fail(null, "empty_file", "the input file holds no requests");
-  if (requests.length > MAX_BATCH_REQUESTS) fail(null, "too_many_requests", `a batch holds at most ${MAX_BATCH_REQUESTS} requests, the file has ${requests.length}`);
-  if (errorCount > errors.length) errors.push({ code: "too_many_errors", message: `${errorCount} errors in all; the first ${MAX_REPORTED_ERRORS} are listed`, param: null, line: null });
-  if (errorCount > 0) return { ok: false, errors };
-  return { ok: true, model: model!, requests };
+
+  /** The outcome: the requests of a valid file, or every error (first MAX_REPORTED_ERRORS listed). */
+  finish(): ValidationOutcome {
+    if (this.errorCount === 0 && this.requests.length === 0) this.fail(null, "empty_file", "the input file holds no requests");
+    if (this.requests.length > MAX_BATCH_REQUESTS) this.fail(null, "too_many_requests", `a batch holds at most ${MAX_BATCH_REQUESTS} requests, the file has ${this.requests.length}`);
+    if (this.errorCount > this.errors.length) this.errors.push({ code: "too_many_errors", message: `${this.errorCount} errors in all; the first ${MAX_REPORTED_ERRORS} are listed`, param: null, line: null });
+    if (this.errorCount > 0) return { ok: false, errors: this.errors };
+    return { ok: true, model: this.model!, requests: this.requests };
+  }
+}
+
+/** Validates `text` (the file's content) for a batch on `endpoint`; `knownModels` are the models tidegate serves. */
+export function validateBatchInput(text: string, endpoint: BatchEndpoint, knownModels: ReadonlySet<string>): ValidationOutcome {
+  const v = new BatchValidator(endpoint, knownModels);
+  text.split("\n").forEach((l, i) => v.line(l, i + 1));
+  return v.finish();
 }

@@ -146,7 +146,6 @@ export function buildIlp(fleet: Fleet, demand: readonly Demand[]): IlpModel {
     colUpper[j] = Infinity;
   }
 
-  const rowLists: { cols: number[]; vals: number[] }[] = Array.from({ length: numRows }, () => ({ cols: [], vals: [] }));
   const rowLower = new Float64Array(numRows);
   const rowUpper = new Float64Array(numRows);
   const rowDemand = new Float64Array(numRows).fill(Number.NaN);
@@ -170,22 +169,45 @@ export function buildIlp(fleet: Fleet, demand: readonly Demand[]): IlpModel {
     capIdx.set(`${c.region}\t${c.gpu}`, covers.length + models.length + i);
     rows.push({ kind: "capacity", region: c.region, gpu: c.gpu });
   });
-  // Row activities in terms of Δ: tps·(Δ⁺ − Δ⁻) ≥ demand − tps·N, and gpus·(Δ⁺ − Δ⁻) ≤ cap − gpus·N.
-  const currentCover = new Float64Array(numRows);
+  // CSR in two passes (count, then fill). Row activities in terms of Δ: tps·(Δ⁺ − Δ⁻) ≥ demand − tps·N, and
+  // gpus·(Δ⁺ − Δ⁻) ≤ cap − gpus·N.
+  const epRows = new Int32Array(3 * E);
+  const counts = new Int32Array(numRows);
   endpoints.forEach((e, i) => {
-    for (const row of [coverIdx.get(`${e.model}\t${e.region}`)!, globalIdx.get(e.model)!]) {
-      rowLists[row]!.cols.push(2 * i, 2 * i + 1);
-      rowLists[row]!.vals.push(e.tokensPerS, -e.tokensPerS);
-      currentCover[row]! += e.tokensPerS * e.current;
+    const a = coverIdx.get(`${e.model}\t${e.region}`)!;
+    const b = globalIdx.get(e.model)!;
+    const c = capIdx.get(`${e.region}\t${e.gpu}`)!;
+    epRows[3 * i] = a;
+    epRows[3 * i + 1] = b;
+    epRows[3 * i + 2] = c;
+    counts[a]! += 2;
+    counts[b]! += 2;
+    counts[c]! += 2;
+  });
+  for (let r = 0; r < covers.length + models.length; r++) counts[r]! += 1;
+  const rowStarts = new Int32Array(numRows + 1);
+  for (let r = 0; r < numRows; r++) rowStarts[r + 1] = rowStarts[r]! + counts[r]!;
+  const nnz = rowStarts[numRows]!;
+  const rowIndex = new Int32Array(nnz);
+  const rowValue = new Float64Array(nnz);
+  const fill = Int32Array.from(rowStarts.subarray(0, numRows));
+  const currentCover = new Float64Array(numRows);
+  const put = (r: number, col: number, v: number) => {
+    const k = fill[r]!++;
+    rowIndex[k] = col;
+    rowValue[k] = v;
+  };
+  endpoints.forEach((e, i) => {
+    for (let t = 0; t < 3; t++) {
+      const r = epRows[3 * i + t]!;
+      const coef = t < 2 ? e.tokensPerS : e.gpusPerInstance;
+      put(r, 2 * i, coef);
+      put(r, 2 * i + 1, -coef);
+      currentCover[r]! += coef * e.current;
     }
-    const cap = capIdx.get(`${e.region}\t${e.gpu}`)!;
-    rowLists[cap]!.cols.push(2 * i, 2 * i + 1);
-    rowLists[cap]!.vals.push(e.gpusPerInstance, -e.gpusPerInstance);
-    currentCover[cap]! += e.gpusPerInstance * e.current;
   });
   for (let r = 0; r < covers.length + models.length; r++) {
-    rowLists[r]!.cols.push(firstSlackCol + r);
-    rowLists[r]!.vals.push(1);
+    put(r, firstSlackCol + r, 1);
     rowLower[r] = rowDemand[r]! - currentCover[r]!;
     rowUpper[r] = Infinity;
   }
@@ -194,20 +216,6 @@ export function buildIlp(fleet: Fleet, demand: readonly Demand[]): IlpModel {
     rowLower[r] = -Infinity;
     rowUpper[r] = c.cap - currentCover[r]!;
   });
-  let nnz = 0;
-  for (const l of rowLists) nnz += l.cols.length;
-  const rowStarts = new Int32Array(numRows + 1);
-  const rowIndex = new Int32Array(nnz);
-  const rowValue = new Float64Array(nnz);
-  let k = 0;
-  rowLists.forEach((l, r) => {
-    rowStarts[r] = k;
-    for (let j = 0; j < l.cols.length; j++, k++) {
-      rowIndex[k] = l.cols[j]!;
-      rowValue[k] = l.vals[j]!;
-    }
-  });
-  rowStarts[numRows] = k;
   return { endpoints, numCols, numRows, colCost, colLower, colUpper, integrality, rowStarts, rowIndex, rowValue, rowLower, rowUpper, rows, offset, penalty, firstSlackCol, rowDemand };
 }
 

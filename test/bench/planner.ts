@@ -83,6 +83,11 @@ async function main() {
   const large = out.large as { gap: number; totalMs: number };
   out.loadAverage1m = loadavg()[0];
   out.target = { smallMs: 50, midGap: 0.01, midMs: 2000, largeGap: 0.02, largeMs: 10000 };
+  // Also judged on process CPU time, printed for a box shared with other jobs (the target is judged on wall time).
+  const smallCpu = (out.small as { medianCpuMs: number }).medianCpuMs;
+  const midCpu = (out.mid as { cpuMs: number }).cpuMs;
+  const largeCpu = (out.large as { cpuMs: number }).cpuMs;
+  out.metOnCpuTime = small.status === "optimal" && smallCpu <= 50 && mid.gap <= 0.01 && midCpu <= 2000 && large.gap <= 0.02 && largeCpu <= 10000;
   out.met = small.status === "optimal" && small.medianMs <= 50 && mid.gap <= 0.01 && mid.totalMs <= 2000 && large.gap <= 0.02 && large.totalMs <= 10000;
   log(JSON.stringify(out));
 }

@@ -57,7 +57,11 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
   const demand: Demand[] = [];
   const list = await pairs(fleet, history);
   let done = 0;
-  for (const { model, region } of list) {
+  // Each pair is independent: forecast up to 8 at a time (ARIMA jobs queue on the worker pool), results kept in order.
+  const results: { demand: Demand; forecast?: SeriesForecast; warnings: string[] }[] = new Array(list.length);
+  const one = async (idx: number): Promise<void> => {
+    const { model, region } = list[idx]!;
+    const warnings: string[] = [];
     const iwMinutes = await history.series({ kind: "iw", model, region }, fromMs, endMs);
     const niwMinutes = await history.series({ kind: "niw", model, region }, endMs - 3_600_000, endMs);
     const windows = downsampleMean(iwMinutes, WINDOW_MS / MINUTE_MS);
@@ -68,8 +72,8 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     const buffer = fleet.beta * niw;
     if (first === -1) {
       warnings.push(`${model}@${region}: no interactive history in the last 8 days; planned for the NIW buffer (${buffer.toFixed(1)} tokens/s) only`);
-      demand.push({ model, region, tokensPerS: buffer });
-      continue;
+      results[idx] = { demand: { model, region, tokensPerS: buffer }, warnings };
+      return;
     }
     const raw = windows.slice(first);
     const gapWindows = raw.filter((v) => !Number.isFinite(v)).length;
@@ -87,8 +91,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     const lastHourActual = Math.max(...values.slice(-HOUR_STEPS));
     const lastHour = prev !== undefined && lastHourActual > 0 ? { forecastPeak: prev.peak.mean, actualPeak: lastHourActual, errorPct: (100 * (prev.peak.mean - lastHourActual)) / lastHourActual } : null;
     const d = f.peak.mean + buffer;
-    demand.push({ model, region, tokensPerS: d });
-    forecasts.push({
+    results[idx] = { demand: { model, region, tokensPerS: d }, warnings, forecast: {
       model,
       region,
       method: f.method,
@@ -102,9 +105,18 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
       forecastSteps: f.steps,
       lastHour,
       gapWindowsFilled: gapWindows,
-    });
+    } };
     done++;
     if (done % 50 === 0) inp.onProgress?.(`forecast ${done}/${list.length} series`);
+  };
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(8, list.length) }, async () => {
+    while (next < list.length) await one(next++);
+  }));
+  for (const r of results) {
+    demand.push(r.demand);
+    if (r.forecast !== undefined) forecasts.push(r.forecast);
+    warnings.push(...r.warnings);
   }
   inp.onProgress?.(`building ILP over ${fleet.regions.reduce((s, r) => s + r.endpoints.length, 0)} endpoints`);
   const model = buildIlp(fleet, demand);

@@ -11,7 +11,7 @@ import { TidegateError, toTidegateError } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
 import { ObjectReader, ValidationError, parseJson } from "../../core/validate.js";
 import { authenticate } from "../auth.js";
-import { QueueCode, type BatchRecord, type FileStore, type QueueStore } from "../queue/types.js";
+import { QueueCode, ownerOf, type BatchRecord, type FileStore, type QueueStore } from "../queue/types.js";
 import { batchObject, fileObject, listObject } from "./objects.js";
 import { MULTIPART_OVERHEAD_BYTES, parseUpload, readLimited } from "./upload.js";
 import { BATCH_ENDPOINTS } from "./validate.js";
@@ -51,6 +51,8 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     await next();
   };
   for (const path of ["/files", "/files/*", "/batches", "/batches/*"]) app.use(path, auth);
+  /** The caller's tenant: batches and files are visible only to the tenant that created them. */
+  const tenantOf = (c: { req: { header(name: string): string | undefined } }) => authenticate(deps.apiKeys, c.req.header("authorization")).tenant;
 
   app.post("/files", async (c) => {
     const body = await readLimited(c.req.raw, deps.maxFileBytes + MULTIPART_OVERHEAD_BYTES);
@@ -58,7 +60,7 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     if (up.purpose !== "batch") throw new TidegateError("invalid_request", `purpose must be "batch" (the only purpose tidegate accepts), got ${JSON.stringify(up.purpose.slice(0, 40))}`, { param: "purpose" });
     if (up.content.length > deps.maxFileBytes) throw new TidegateError("payload_too_large", `file is ${up.content.length} bytes; the limit is ${deps.maxFileBytes}`, { param: "file" });
     if (up.content.length === 0) throw new TidegateError("invalid_request", "file is empty", { param: "file" });
-    const meta = { id: newId("file-"), bytes: up.content.length, createdAtMs: clock.now(), filename: up.filename.slice(0, 256), purpose: up.purpose };
+    const meta = { id: newId("file-"), bytes: up.content.length, createdAtMs: clock.now(), filename: up.filename.slice(0, 256), purpose: up.purpose, owner: tenantOf(c) };
     await files.put(meta, up.content);
     return c.json(fileObject(meta));
   });
@@ -68,7 +70,8 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     const order = c.req.query("order") ?? "desc";
     if (order !== "asc" && order !== "desc") throw new TidegateError("invalid_request", "order must be asc or desc", { param: "order" });
     const purpose = c.req.query("purpose");
-    let all = (await files.list()).filter((f) => purpose === undefined || f.purpose === purpose);
+    const tenant = tenantOf(c);
+    let all = (await files.list()).filter((f) => ownerOf(f) === tenant && (purpose === undefined || f.purpose === purpose));
     if (order === "asc") all = all.reverse();
     const after = c.req.query("after");
     const start = after === undefined ? 0 : all.findIndex((f) => f.id === after) + 1;
@@ -77,17 +80,17 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     return c.json(listObject(page.map(fileObject), start + limit < all.length));
   });
 
-  const mustFile = async (id: string) => {
+  const mustFile = async (id: string, tenant: string) => {
     const f = await files.get(id);
-    if (f === undefined) throw new TidegateError("not_found", `No such File object: ${id}`, { param: "id" });
+    if (f === undefined || ownerOf(f) !== tenant) throw new TidegateError("not_found", `No such File object: ${id}`, { param: "id" });
     return f;
   };
 
-  app.get("/files/:id", async (c) => c.json(fileObject(await mustFile(c.req.param("id")))));
+  app.get("/files/:id", async (c) => c.json(fileObject(await mustFile(c.req.param("id"), tenantOf(c)))));
 
   app.get("/files/:id/content", async (c) => {
     const id = c.req.param("id");
-    await mustFile(id);
+    await mustFile(id, tenantOf(c));
     const content = await files.content(id);
     if (content === undefined) throw new TidegateError("not_found", `No such File object: ${id}`, { param: "id" });
     return new Response(new Uint8Array(content), { headers: { "content-type": "application/octet-stream", "content-length": String(content.length) } });
@@ -95,6 +98,7 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
 
   app.delete("/files/:id", async (c) => {
     const id = c.req.param("id");
+    await mustFile(id, tenantOf(c));
     if (!(await files.delete(id))) throw new TidegateError("not_found", `No such File object: ${id}`, { param: "id" });
     return c.json({ id, object: "file", deleted: true });
   });
@@ -119,11 +123,12 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
       }
     } else r.allow("metadata");
     r.done();
+    const tenant = tenantOf(c);
     const file = await files.get(inputFileId);
-    if (file === undefined) throw new TidegateError("not_found", `No such File object: ${inputFileId}`, { param: "input_file_id" });
+    if (file === undefined || ownerOf(file) !== tenant) throw new TidegateError("not_found", `No such File object: ${inputFileId}`, { param: "input_file_id" });
     if (file.purpose !== "batch") throw new ValidationError("input_file_id", `file ${inputFileId} has purpose ${file.purpose}, not batch`, "invalid_request");
     const nowMs = clock.now();
-    const init = { id: newId("batch_"), endpoint, inputFileId, completionWindow, metadata, createdAtMs: nowMs, expiresAtMs: nowMs + deps.completionWindowMs };
+    const init = { id: newId("batch_"), endpoint, inputFileId, completionWindow, metadata, createdAtMs: nowMs, expiresAtMs: nowMs + deps.completionWindowMs, owner: tenant };
     const code = await store.createBatch(init);
     if (code !== QueueCode.Ok) throw new TidegateError("internal", `creating batch failed with ${QueueCode[code]}`);
     const batch = (await store.getBatch(init.id))!;
@@ -133,27 +138,28 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
 
   app.get("/batches", async (c) => {
     const limit = intParam(c.req.query("limit"), "limit", 1, 100, 20);
-    const page = await store.listBatches(c.req.query("after"), limit);
+    const page = await store.listBatches(c.req.query("after"), limit, tenantOf(c));
     return c.json(listObject(page.batches.map(batchObject), page.hasMore));
   });
 
-  const mustBatch = async (id: string) => {
+  const mustBatch = async (id: string, tenant: string) => {
     const b = await store.getBatch(id);
-    if (b === undefined) throw new TidegateError("not_found", `No such Batch object: ${id}`, { param: "batch_id" });
+    if (b === undefined || ownerOf(b) !== tenant) throw new TidegateError("not_found", `No such Batch object: ${id}`, { param: "batch_id" });
     return b;
   };
 
-  app.get("/batches/:id", async (c) => c.json(batchObject(await mustBatch(c.req.param("id")))));
+  app.get("/batches/:id", async (c) => c.json(batchObject(await mustBatch(c.req.param("id"), tenantOf(c)))));
 
   app.post("/batches/:id/cancel", async (c) => {
     const id = c.req.param("id");
-    const before = await mustBatch(id);
+    const tenant = tenantOf(c);
+    const before = await mustBatch(id, tenant);
     const code = await store.cancel(id, clock.now());
     if (code === QueueCode.WrongState) {
       throw new TidegateError("conflict", `Cannot cancel a batch with status ${before.status === "in_progress" || before.status === "validating" ? "finalizing" : before.status}`, { param: "batch_id" });
     }
     if (code === QueueCode.NoBatch) throw new TidegateError("not_found", `No such Batch object: ${id}`, { param: "batch_id" });
-    const after = await mustBatch(id);
+    const after = await mustBatch(id, tenant);
     deps.onBatchCancelled?.(after);
     // OpenAI reports "cancelling" right after a cancel even when nothing was in flight.
     return c.json(batchObject(after.status === "finalizing" ? { ...after, status: "cancelling" } : after));

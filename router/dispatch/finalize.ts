@@ -5,7 +5,7 @@
  * deletes the files it wrote.
  */
 import { newId } from "../../core/ids.js";
-import { QueueCode, type BatchRecord, type FileStore, type QueueStore } from "../queue/types.js";
+import { QueueCode, ownerOf, type BatchRecord, type FileStore, type QueueStore } from "../queue/types.js";
 import { decodePayload, notRunLine } from "./lines.js";
 
 /** Writes the files and finalizes; returns the store's code (Ok, or WrongState when another replica won). */
@@ -31,7 +31,7 @@ export async function finalizeBatch(store: QueueStore, files: FileStore, batch: 
     if (lines.length === 0) return null;
     const id = newId("file-");
     const content = Buffer.from(lines.join("\n") + "\n");
-    await files.put({ id, bytes: content.length, createdAtMs: nowMs, filename: `${batch.id}_${kind}.jsonl`, purpose: "batch_output" }, content);
+    await files.put({ id, bytes: content.length, createdAtMs: nowMs, filename: `${batch.id}_${kind}.jsonl`, purpose: "batch_output", owner: ownerOf(batch) }, content);
     written.push(id);
     return id;
   };

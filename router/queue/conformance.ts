@@ -48,6 +48,14 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(p2.batches.map((x) => x.id)).toEqual(["b1"]);
       expect(p2.hasMore).toBe(false);
       expect((await q.activeBatchIds()).sort()).toEqual(["b1", "b2", "b3"]);
+      expect((await q.getBatch("b1"))!.owner).toBe("anonymous");
+      await q.createBatch({ ...init("t1", 4000), owner: "tenant-a" });
+      await q.createBatch({ ...init("t2", 5000), owner: "tenant-a" });
+      const mine = await q.listBatches(undefined, 1, "tenant-a");
+      expect(mine).toMatchObject({ batches: [{ id: "t2", owner: "tenant-a" }], hasMore: true });
+      expect((await q.listBatches("t2", 5, "tenant-a")).batches.map((b) => b.id)).toEqual(["t1"]);
+      expect((await q.listBatches(undefined, 10, "anonymous")).batches.map((b) => b.id)).toEqual(["b3", "b2", "b1"]);
+      expect((await q.listBatches(undefined, 10, "nobody")).batches).toEqual([]);
     }));
 
     it("activates only fully staged batches; stage is idempotent per index", withStore(async (q) => {
@@ -231,7 +239,10 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await f.put({ id: "file-a", bytes: body.length, createdAtMs: 1000, filename: "in.jsonl", purpose: "batch" }, body)).toBe(QueueCode.Ok);
       expect(await f.put({ id: "file-a", bytes: 1, createdAtMs: 1000, filename: "x", purpose: "batch" }, Buffer.from("x"))).toBe(QueueCode.Exists);
       await f.put({ id: "file-b", bytes: 0, createdAtMs: 2000, filename: "empty.jsonl", purpose: "batch_output" }, Buffer.alloc(0));
-      expect(await f.get("file-a")).toEqual({ id: "file-a", bytes: body.length, createdAtMs: 1000, filename: "in.jsonl", purpose: "batch" });
+      expect(await f.get("file-a")).toEqual({ id: "file-a", bytes: body.length, createdAtMs: 1000, filename: "in.jsonl", purpose: "batch", owner: "anonymous" });
+      await f.put({ id: "file-t", bytes: 1, createdAtMs: 500, filename: "t.jsonl", purpose: "batch", owner: "tenant-a" }, Buffer.from("x"));
+      expect((await f.get("file-t"))!.owner).toBe("tenant-a");
+      expect(await f.delete("file-t")).toBe(true);
       expect((await f.content("file-a"))!.equals(body)).toBe(true);
       expect((await f.content("file-b"))!.length).toBe(0);
       expect((await f.list()).map((m) => m.id)).toEqual(["file-b", "file-a"]);

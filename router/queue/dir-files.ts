@@ -5,7 +5,7 @@
 import { mkdir, readFile, readdir, rename, unlink, writeFile } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { QueueCode, type FileMeta, type FileStore } from "./types.js";
+import { QueueCode, ownerOf, type FileMeta, type FileStore } from "./types.js";
 
 export class DirFileStore implements FileStore {
   private readonly dir: string | null;
@@ -23,7 +23,7 @@ export class DirFileStore implements FileStore {
     if (!this.checkId(meta.id)) throw new RangeError(`bad file id ${JSON.stringify(meta.id)}`);
     if (this.dir === null) {
       if (this.mem.has(meta.id)) return QueueCode.Exists;
-      this.mem.set(meta.id, { meta: { ...meta }, content });
+      this.mem.set(meta.id, { meta: { ...meta, owner: ownerOf(meta) }, content });
       return QueueCode.Ok;
     }
     await mkdir(this.dir, { recursive: true });
@@ -31,7 +31,7 @@ export class DirFileStore implements FileStore {
     if (existsSync(base + ".json")) return QueueCode.Exists;
     await writeFile(base + ".tmp", content);
     await rename(base + ".tmp", base);
-    await writeFile(base + ".json.tmp", JSON.stringify(meta));
+    await writeFile(base + ".json.tmp", JSON.stringify({ ...meta, owner: ownerOf(meta) }));
     await rename(base + ".json.tmp", base + ".json");
     return QueueCode.Ok;
   }

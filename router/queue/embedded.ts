@@ -91,8 +91,8 @@ export class EmbeddedQueueStore implements QueueStore {
 
   async createBatch(init: BatchInit): Promise<QueueCode> { return this.run(["createBatch", init]); }
   async getBatch(id: string): Promise<BatchRecord | undefined> { return this.state.getBatch(id); }
-  async listBatches(afterId: string | undefined, limit: number): Promise<{ batches: BatchRecord[]; hasMore: boolean }> {
-    return this.state.listBatches(afterId, limit);
+  async listBatches(afterId: string | undefined, limit: number, owner?: string): Promise<{ batches: BatchRecord[]; hasMore: boolean }> {
+    return this.state.listBatches(afterId, limit, owner);
   }
   async activeBatchIds(): Promise<string[]> { return this.state.activeBatchIds(); }
   async stage(batchId: string, items: { index: number; payload: string }[]): Promise<QueueCode> { return this.run(["stage", batchId, items]); }

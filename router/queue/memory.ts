@@ -4,7 +4,7 @@
  * Lua scripts in lua/ implement the same transitions; the conformance suite holds both to it.
  */
 import {
-  BATCH_STATUSES, QueueCode, isTerminal, parseRequestId, requestId,
+  BATCH_STATUSES, QueueCode, isTerminal, ownerOf, parseRequestId, requestId,
   type BatchInit, type BatchLineError, type CompleteItem, type BatchRecord, type BatchStatus, type ClaimedRequest, type QueueStats,
   type RequestResult, type RequeueResult,
 } from "./types.js";
@@ -87,7 +87,7 @@ export class MemoryQueueState {
   createBatch(init: BatchInit): QueueCode {
     if (this.batches.has(init.id)) return QueueCode.Exists;
     this.batches.set(init.id, {
-      ...init, status: "validating", model: null, total: 0, completed: 0, failed: 0, leased: 0, target: null, enqueuedAtMs: null,
+      ...init, owner: ownerOf(init), status: "validating", model: null, total: 0, completed: 0, failed: 0, leased: 0, target: null, enqueuedAtMs: null,
       inProgressAtMs: null, finalizingAtMs: null, completedAtMs: null, failedAtMs: null, expiredAtMs: null, cancellingAtMs: null,
       cancelledAtMs: null, outputFileId: null, errorFileId: null, errors: null,
     });
@@ -99,8 +99,8 @@ export class MemoryQueueState {
     return b === undefined ? undefined : { ...b };
   }
 
-  listBatches(afterId: string | undefined, limit: number): { batches: BatchRecord[]; hasMore: boolean } {
-    const all = [...this.batches.values()].sort((a, b) => b.createdAtMs - a.createdAtMs || byteOrder(b.id, a.id));
+  listBatches(afterId: string | undefined, limit: number, owner?: string): { batches: BatchRecord[]; hasMore: boolean } {
+    const all = [...this.batches.values()].filter((b) => owner === undefined || ownerOf(b) === owner).sort((a, b) => b.createdAtMs - a.createdAtMs || byteOrder(b.id, a.id));
     let start = 0;
     if (afterId !== undefined) {
       const at = all.findIndex((b) => b.id === afterId);

@@ -9,7 +9,7 @@
 import type { Redis } from "ioredis";
 import { ScriptRunner } from "./scripts.js";
 import {
-  BATCH_STATUSES, QueueCode, parseRequestId, toQueueCode,
+  BATCH_STATUSES, QueueCode, ownerOf, parseRequestId, toQueueCode,
   type BatchInit, type BatchLineError, type BatchRecord, type CompleteItem, type BatchStatus, type ClaimedRequest, type FileMeta, type FileStore,
   type FinalStatus, type QueueStats, type QueueStore, type RequestResult, type RequeueResult,
 } from "./types.js";
@@ -28,6 +28,7 @@ function toRecord(h: Record<string, string>): BatchRecord {
     metadata: h.metadata ? (JSON.parse(h.metadata) as Record<string, string>) : null,
     createdAtMs: Number(h.created_at),
     expiresAtMs: Number(h.expires_at),
+    owner: h.owner ?? "anonymous",
     status: h.status as BatchStatus,
     model: h.model ?? null,
     total: Number(h.total ?? 0),
@@ -66,8 +67,9 @@ export class RedisQueueStore implements QueueStore {
   }
 
   createBatch(i: BatchInit): Promise<QueueCode> {
-    return this.code("create-batch", [this.k("b:", i.id), this.k("batches"), this.k("active"), this.k("bst")], [
-      i.id, i.endpoint, i.inputFileId, i.completionWindow, i.metadata === null ? "" : JSON.stringify(i.metadata), i.createdAtMs, i.expiresAtMs,
+    const owner = ownerOf(i);
+    return this.code("create-batch", [this.k("b:", i.id), this.k("batches"), this.k("active"), this.k("bst"), this.k("batches:o:", owner)], [
+      i.id, i.endpoint, i.inputFileId, i.completionWindow, i.metadata === null ? "" : JSON.stringify(i.metadata), i.createdAtMs, i.expiresAtMs, owner,
     ]);
   }
 
@@ -76,14 +78,15 @@ export class RedisQueueStore implements QueueStore {
     return h.id === undefined ? undefined : toRecord(h);
   }
 
-  async listBatches(afterId: string | undefined, limit: number): Promise<{ batches: BatchRecord[]; hasMore: boolean }> {
+  async listBatches(afterId: string | undefined, limit: number, owner?: string): Promise<{ batches: BatchRecord[]; hasMore: boolean }> {
+    const index = owner === undefined ? this.k("batches") : this.k("batches:o:", owner);
     let start = 0;
     if (afterId !== undefined) {
-      const rank = await this.client.zrevrank(this.k("batches"), afterId);
+      const rank = await this.client.zrevrank(index, afterId);
       start = rank === null ? Number.MAX_SAFE_INTEGER : rank + 1;
       if (rank === null) return { batches: [], hasMore: false };
     }
-    const ids = await this.client.zrevrange(this.k("batches"), start, start + limit);
+    const ids = await this.client.zrevrange(index, start, start + limit);
     const page = ids.slice(0, limit);
     const pipe = this.client.pipeline();
     for (const id of page) pipe.hgetall(this.k("b:", id));
@@ -223,14 +226,14 @@ export class RedisFileStore implements FileStore {
 
   async put(meta: FileMeta, content: Buffer): Promise<QueueCode> {
     return toQueueCode(await this.scripts.run("put-file", [this.prefix + "f:" + meta.id, this.prefix + "fd:" + meta.id, this.prefix + "files"], [
-      meta.id, meta.bytes, meta.createdAtMs, meta.filename, meta.purpose, content,
+      meta.id, meta.bytes, meta.createdAtMs, meta.filename, meta.purpose, content, ownerOf(meta),
     ]));
   }
 
   async get(id: string): Promise<FileMeta | undefined> {
     const h = await this.client.hgetall(this.prefix + "f:" + id);
     if (h.id === undefined) return undefined;
-    return { id: h.id, bytes: Number(h.bytes), createdAtMs: Number(h.created_at), filename: h.filename ?? "", purpose: h.purpose ?? "" };
+    return { id: h.id, bytes: Number(h.bytes), createdAtMs: Number(h.created_at), filename: h.filename ?? "", purpose: h.purpose ?? "", owner: h.owner ?? "anonymous" };
   }
 
   async content(id: string): Promise<Buffer | undefined> {

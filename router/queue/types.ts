@@ -35,6 +35,8 @@ export interface BatchInit {
   createdAtMs: number;
   /** createdAtMs + the completion window. */
   expiresAtMs: number;
+  /** The tenant that created it (API key tenant); absent means "anonymous". Other tenants do not see it. */
+  owner?: string;
 }
 
 /** A batch as stored: the init fields plus state. Optional `*AtMs` are set when the batch entered that status. */
@@ -138,8 +140,11 @@ export interface QueueStore {
   /** Creates a batch in `validating`. Exists if the id is taken. */
   createBatch(init: BatchInit): Promise<QueueCode>;
   getBatch(id: string): Promise<BatchRecord | undefined>;
-  /** Batches newest first; `afterId` continues after that id (OpenAI `after`); hasMore when more follow. */
-  listBatches(afterId: string | undefined, limit: number): Promise<{ batches: BatchRecord[]; hasMore: boolean }>;
+  /**
+   * Batches newest first; `afterId` continues after that id (OpenAI `after`); hasMore when more follow. With
+   * `owner`, only that tenant's batches.
+   */
+  listBatches(afterId: string | undefined, limit: number, owner?: string): Promise<{ batches: BatchRecord[]; hasMore: boolean }>;
   /** Ids of batches not yet terminal (validating, in_progress, finalizing, cancelling). */
   activeBatchIds(): Promise<string[]>;
   /** Stores request payloads of a `validating` batch, invisible to claims until `activate`. Idempotent per index. */
@@ -182,6 +187,8 @@ export interface FileMeta {
   createdAtMs: number;
   filename: string;
   purpose: string;
+  /** The tenant that uploaded it (or whose batch produced it); absent means "anonymous". */
+  owner?: string;
 }
 
 /** File storage for batch input and output files, shared by every router replica. */
@@ -210,6 +217,11 @@ export function parseRequestId(id: string): { batchId: string; index: number } {
   const index = Number(id.slice(at + 1));
   if (at <= 0 || !Number.isInteger(index) || index < 0) throw new RangeError(`not a batch request id: ${JSON.stringify(id)}`);
   return { batchId: id.slice(0, at), index };
+}
+
+/** The tenant owning a batch or file ("anonymous" when none was recorded). */
+export function ownerOf(x: { owner?: string }): string {
+  return x.owner ?? "anonymous";
 }
 
 /** Statuses in which a batch is done and immutable. */

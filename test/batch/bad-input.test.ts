@@ -142,8 +142,8 @@ describe("Files/Batch API bad input", () => {
     expect(await h.client.files.retrieve(goodFileId)).toMatchObject({ id: goodFileId, purpose: "batch" });
   });
 
-  it("with API keys configured, a missing or wrong key is 401 and the right key works", async () => {
-    const keyed = await startHarness({ router: { apiKeys: [{ key: "sk-tenant-a-123", tenant: "a" }] } });
+  it("with API keys configured, a missing or wrong key is 401; each tenant sees only its own files and batches", async () => {
+    const keyed = await startHarness({ router: { apiKeys: [{ key: "sk-tenant-a-123", tenant: "a" }, { key: "sk-tenant-b-456", tenant: "b" }] }, initialUtilization: 0.3 });
     try {
       const anon = new OpenAI({ apiKey: "wrong", baseURL: keyed.baseUrl, maxRetries: 0 });
       await expect(anon.files.list()).rejects.toMatchObject({ status: 401 });
@@ -152,6 +152,22 @@ describe("Files/Batch API bad input", () => {
       expect(none.status).toBe(401);
       const ok = new OpenAI({ apiKey: "sk-tenant-a-123", baseURL: keyed.baseUrl, maxRetries: 0 });
       expect((await ok.batches.list()).data).toEqual([]);
+      // Tenants see only their own files and batches.
+      const other = new OpenAI({ apiKey: "sk-tenant-b-456", baseURL: keyed.baseUrl, maxRetries: 0 });
+      const f = await ok.files.create({ file: await toFile(Buffer.from(chatJsonl(3)), "a.jsonl"), purpose: "batch" });
+      const b = await ok.batches.create({ input_file_id: f.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      await expect(other.files.retrieve(f.id)).rejects.toMatchObject({ status: 404 });
+      await expect(other.files.content(f.id)).rejects.toMatchObject({ status: 404 });
+      await expect(other.files.delete(f.id)).rejects.toMatchObject({ status: 404 });
+      await expect(other.batches.create({ input_file_id: f.id, endpoint: "/v1/chat/completions", completion_window: "24h" })).rejects.toMatchObject({ status: 404 });
+      await expect(other.batches.retrieve(b.id)).rejects.toMatchObject({ status: 404 });
+      await expect(other.batches.cancel(b.id)).rejects.toMatchObject({ status: 404 });
+      expect((await other.batches.list()).data).toEqual([]);
+      expect((await other.files.list()).data).toEqual([]);
+      expect((await ok.batches.list()).data.map((x) => x.id)).toEqual([b.id]);
+      const done = await pollBatch(ok, b.id, (s) => s === "completed");
+      expect((await ok.files.retrieve(done.output_file_id!)).purpose).toBe("batch_output");
+      await expect(other.files.content(done.output_file_id!)).rejects.toMatchObject({ status: 404 });
     } finally {
       await keyed.close();
     }

@@ -101,9 +101,17 @@ async function checkProcess(args: string[], configName: string, engines: Record<
   expect(tokens.every((t) => t.type === "token" && t.text.length > 0)).toBe(true);
   expect(events.at(-1)).toMatchObject({ type: "done", usage: { completion_tokens: 20, total_tokens: 20 + (events.at(-1) as { usage: { prompt_tokens: number } }).usage.prompt_tokens } });
 
-  // Concurrent streams spread over both llama3.2-3b instances and all complete.
+  // Concurrent streams spread over both llama3.2-3b instances and all complete, every token relayed: the tokens
+  // received equal the engine's own usage count. (Whether a concurrent stream always runs to max_tokens is the
+  // engine's property, tested with the engine; see the report of issue 2.)
   const many = await Promise.all(Array.from({ length: 6 }, (_, i) => stream(link, `proc-burst-${i}`, 10)));
-  for (const evs of many) expect(tokenCount(evs)).toBe(10);
+  for (const evs of many) {
+    const done = evs.at(-1);
+    if (done?.type !== "done") throw new Error(`stream did not end with done: ${JSON.stringify(done)}`);
+    expect(tokenCount(evs)).toBe(done.usage.completion_tokens);
+    expect(tokenCount(evs)).toBeGreaterThan(0);
+    expect(tokenCount(evs)).toBeLessThanOrEqual(10);
+  }
 
   const deadline = Date.now() + 5000;
   while (telemetry.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));

@@ -52,7 +52,8 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
   };
   for (const path of ["/files", "/files/*", "/batches", "/batches/*"]) app.use(path, auth);
   /** The caller's tenant: batches and files are visible only to the tenant that created them. */
-  const tenantOf = (c: { req: { header(name: string): string | undefined } }) => authenticate(deps.apiKeys, c.req.header("authorization")).tenant;
+  const callerOf = (c: { req: { header(name: string): string | undefined } }) => authenticate(deps.apiKeys, c.req.header("authorization"));
+  const tenantOf = (c: { req: { header(name: string): string | undefined } }) => callerOf(c).tenant;
 
   app.post("/files", async (c) => {
     const body = await readLimited(c.req.raw, deps.maxFileBytes + MULTIPART_OVERHEAD_BYTES);
@@ -123,12 +124,13 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
       }
     } else r.allow("metadata");
     r.done();
-    const tenant = tenantOf(c);
+    const caller = callerOf(c);
+    const tenant = caller.tenant;
     const file = await files.get(inputFileId);
     if (file === undefined || ownerOf(file) !== tenant) throw new TidegateError("not_found", `No such File object: ${inputFileId}`, { param: "input_file_id" });
     if (file.purpose !== "batch") throw new ValidationError("input_file_id", `file ${inputFileId} has purpose ${file.purpose}, not batch`, "invalid_request");
     const nowMs = clock.now();
-    const init = { id: newId("batch_"), endpoint, inputFileId, completionWindow, metadata, createdAtMs: nowMs, expiresAtMs: nowMs + deps.completionWindowMs, owner: tenant };
+    const init = { id: newId("batch_"), endpoint, inputFileId, completionWindow, metadata, createdAtMs: nowMs, expiresAtMs: nowMs + deps.completionWindowMs, owner: tenant, ...(caller.models === undefined ? {} : { allowedModels: [...caller.models] }) };
     const code = await store.createBatch(init);
     if (code !== QueueCode.Ok) throw new TidegateError("internal", `creating batch failed with ${QueueCode[code]}`);
     const batch = (await store.getBatch(init.id))!;

@@ -49,12 +49,15 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(p2.hasMore).toBe(false);
       expect((await q.activeBatchIds()).sort()).toEqual(["b1", "b2", "b3"]);
       expect((await q.getBatch("b1"))!.owner).toBe("anonymous");
+      expect((await q.getBatch("b1"))!.allowedModels).toBeUndefined();
+      await q.createBatch({ ...init("s1", 3500), allowedModels: ["m1", "m2"] });
+      expect((await q.getBatch("s1"))!.allowedModels).toEqual(["m1", "m2"]);
       await q.createBatch({ ...init("t1", 4000), owner: "tenant-a" });
       await q.createBatch({ ...init("t2", 5000), owner: "tenant-a" });
       const mine = await q.listBatches(undefined, 1, "tenant-a");
       expect(mine).toMatchObject({ batches: [{ id: "t2", owner: "tenant-a" }], hasMore: true });
       expect((await q.listBatches("t2", 5, "tenant-a")).batches.map((b) => b.id)).toEqual(["t1"]);
-      expect((await q.listBatches(undefined, 10, "anonymous")).batches.map((b) => b.id)).toEqual(["b3", "b2", "b1"]);
+      expect((await q.listBatches(undefined, 10, "anonymous")).batches.map((b) => b.id)).toEqual(["s1", "b3", "b2", "b1"]);
       expect((await q.listBatches(undefined, 10, "nobody")).batches).toEqual([]);
     }));
 

@@ -37,6 +37,8 @@ export interface BatchInit {
   expiresAtMs: number;
   /** The tenant that created it (API key tenant); absent means "anonymous". Other tenants do not see it. */
   owner?: string;
+  /** Models the creating key may use; absent means every served model. Intake rejects lines for others. */
+  allowedModels?: string[];
 }
 
 /** A batch as stored: the init fields plus state. Optional `*AtMs` are set when the batch entered that status. */

@@ -143,7 +143,7 @@ describe("Files/Batch API bad input", () => {
   });
 
   it("with API keys configured, a missing or wrong key is 401; each tenant sees only its own files and batches", async () => {
-    const keyed = await startHarness({ router: { apiKeys: [{ key: "sk-tenant-a-123", tenant: "a" }, { key: "sk-tenant-b-456", tenant: "b" }] }, initialUtilization: 0.3 });
+    const keyed = await startHarness({ router: { apiKeys: [{ key: "sk-tenant-a-123", tenant: "a" }, { key: "sk-tenant-b-456", tenant: "b" }, { key: "sk-tenant-c-789", tenant: "c", models: ["llama2-70b"] }] }, initialUtilization: 0.3 });
     try {
       const anon = new OpenAI({ apiKey: "wrong", baseURL: keyed.baseUrl, maxRetries: 0 });
       await expect(anon.files.list()).rejects.toMatchObject({ status: 401 });
@@ -168,6 +168,12 @@ describe("Files/Batch API bad input", () => {
       const done = await pollBatch(ok, b.id, (s) => s === "completed");
       expect((await ok.files.retrieve(done.output_file_id!)).purpose).toBe("batch_output");
       await expect(other.files.content(done.output_file_id!)).rejects.toMatchObject({ status: 404 });
+      // A key scoped to other models cannot batch this one: the batch fails naming the model on each line.
+      const scoped = new OpenAI({ apiKey: "sk-tenant-c-789", baseURL: keyed.baseUrl, maxRetries: 0 });
+      const fc = await scoped.files.create({ file: await toFile(Buffer.from(chatJsonl(2)), "c.jsonl"), purpose: "batch" });
+      const bc = await scoped.batches.create({ input_file_id: fc.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      const failed = await pollBatch(scoped, bc.id, (s) => s === "failed");
+      expect(failed.errors!.data!.map((e) => [e.line, e.code])).toEqual([[1, "model_not_found"], [2, "model_not_found"]]);
     } finally {
       await keyed.close();
     }

@@ -7,8 +7,9 @@
  *              per m:       Σ_{r,g} tps(m,g)·N' + u_m ≥ Σ_r F(m,r)          (global cover: load may be re-routed)
  *              per (r, g):  Σ_m gpus(m,g)·N' ≤ capacity(r,g)
  *              min ≤ N' ≤ max as bounds on Δ⁺ and Δ⁻ (exact: Δ⁺ ∈ [max(0,min−N), max(0,max−N)], Δ⁻ ∈ [max(0,N−max), max(0,N−min)])
- * The unmet slacks u ≥ 0 make every instance feasible; their penalty is 100× the dearest cost of a token/s, so any
- * demand that can be met is met, and what cannot be met is reported (never a silent zero).
+ * The unmet slacks u ≥ 0 make every instance feasible. Their penalty per token/s is 100× the dearest instance, so
+ * leaving even 0.01 token/s unmet costs more than any one instance: demand that can be met is met, and what cannot
+ * be met is reported (never a silent zero).
  * Columns: [Δ⁺₀, Δ⁻₀, Δ⁺₁, Δ⁻₁, …, u per cover row, u per model]. Rows: cover rows, then global rows, then capacity.
  */
 import type { GpuType, ModelName, RegionName } from "../core/models.js";
@@ -125,7 +126,7 @@ export function buildIlp(fleet: Fleet, demand: readonly Demand[]): IlpModel {
   const colLower = new Float64Array(numCols);
   const colUpper = new Float64Array(numCols);
   const integrality = new Int32Array(numCols);
-  let maxCostPerTps = 0;
+  let maxInstanceCost = 0;
   let offset = 0;
   endpoints.forEach((e, i) => {
     colCost[2 * i] = e.holdCost + e.startCost;
@@ -137,9 +138,9 @@ export function buildIlp(fleet: Fleet, demand: readonly Demand[]): IlpModel {
     integrality[2 * i] = 1;
     integrality[2 * i + 1] = 1;
     offset += e.holdCost * e.current;
-    maxCostPerTps = Math.max(maxCostPerTps, (e.holdCost + e.startCost) / e.tokensPerS);
+    maxInstanceCost = Math.max(maxInstanceCost, e.holdCost + e.startCost);
   });
-  const penalty = 100 * Math.max(maxCostPerTps, 1e-6);
+  const penalty = 100 * Math.max(maxInstanceCost, 1e-6);
   const firstSlackCol = 2 * E;
   for (let j = firstSlackCol; j < numCols; j++) {
     colCost[j] = penalty;

@@ -82,7 +82,8 @@ export class Dispatcher {
     for (const u of this.unsubscribers.splice(0)) u();
     this.timer?.cancel();
     this.abort.abort();
-    await Promise.allSettled([...this.inflight, this.maintaining]);
+    await Promise.allSettled([this.maintaining]);
+    await this.idle(); // includes runs started by claims that were answered after the abort
     await this.results.drain();
     // Hand the aborted requests back now instead of letting their leases run out.
     if (this.aborted.length > 0) {
@@ -125,7 +126,9 @@ export class Dispatcher {
 
   private track(p: Promise<void>): void {
     this.inflight.add(p);
-    void p.finally(() => this.inflight.delete(p));
+    void p
+      .catch((err) => this.o.log.error("batch dispatch failed unexpectedly; the lease will return the request", { err }))
+      .finally(() => this.inflight.delete(p));
   }
 
   /** Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure). */

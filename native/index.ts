@@ -136,6 +136,14 @@ export interface RoleSpec {
   heartbeatMs?: number;
   /** "in-order" (default): one send at a time in list order; "per-peer": each peer's sends in order, peers concurrently. */
   sendMode?: "in-order" | "per-peer";
+  /**
+   * Pull mode (λScale binomial steps): this node asks each sender for one block at a time in `recvOrder`, and sends
+   * a block only after its receiver asked for it, so every link carries one block at a time in step order.
+   * Every node of a transfer must agree. Default false.
+   */
+  pull?: boolean;
+  /** Pull mode: the (peer, block) pairs this node receives, in step order (default: expect, peer by peer). */
+  recvOrder?: { peer: number; block: number }[];
 }
 
 /** A verified block arrival. `atMs` counts from the start of this node's run. */
@@ -218,6 +226,8 @@ export class Endpoint {
       connectMs: checkInt("role.connectMs", role.connectMs ?? 2000, 1),
       heartbeatMs: checkInt("role.heartbeatMs", role.heartbeatMs ?? 200, 1),
       sendMode: role.sendMode ?? "in-order",
+      pull: role.pull ?? false,
+      ...(role.recvOrder === undefined ? {} : { recvOrder: role.recvOrder }),
     };
     if (spec.sendMode !== "in-order" && spec.sendMode !== "per-peer") throw new TypeError(`role.sendMode must be in-order or per-peer, got ${String(spec.sendMode)}`);
     if (opts.signal?.aborted) return Promise.reject(new DataPlaneError("cancelled", "transfer cancelled before it started"));

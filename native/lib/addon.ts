@@ -43,6 +43,8 @@ export interface RawRunSpec {
   connectMs: number;
   heartbeatMs: number;
   sendMode: "in-order" | "per-peer";
+  pull: boolean;
+  recvOrder?: { peer: number; block: number }[];
 }
 
 export interface RawEndpoint {

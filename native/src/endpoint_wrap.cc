@@ -174,6 +174,32 @@ bool EndpointWrap::ParseSpec(Napi::Env env, Napi::Object o, uint32_t blockCount)
       s.expect[p].push_back(static_cast<uint32_t>(v));
     }
   }
+  Napi::Value pull = o.Get("pull");
+  if (!pull.IsUndefined()) {
+    if (!pull.IsBoolean()) return throwType(env, "spec.pull must be a boolean"), false;
+    s.pull = pull.As<Napi::Boolean>().Value();
+  }
+  Napi::Value ro = o.Get("recvOrder");
+  if (!ro.IsUndefined()) {
+    if (!ro.IsArray()) return throwType(env, "spec.recvOrder must be an array of {peer, block}"), false;
+    Napi::Array ra = ro.As<Napi::Array>();
+    std::vector<std::vector<uint32_t>> byPeer(n);
+    for (uint32_t i = 0; i < ra.Length(); i++) {
+      Napi::Value rv = ra.Get(i);
+      std::string at = "spec.recvOrder[" + std::to_string(i) + "]";
+      if (!rv.IsObject()) return throwType(env, at + " must be {peer, block}"), false;
+      uint64_t peer, block;
+      if (!readUint(env, rv.As<Napi::Object>().Get("peer"), (at + ".peer").c_str(), n - 1, peer) ||
+          !readUint(env, rv.As<Napi::Object>().Get("block"), (at + ".block").c_str(), blockCount - 1, block))
+        return false;
+      byPeer[peer].push_back(static_cast<uint32_t>(block));
+      s.recvOrder.push_back(SendOp{static_cast<uint32_t>(peer), static_cast<uint32_t>(block)});
+    }
+    if (byPeer != s.expect) return throwType(env, "spec.recvOrder must list exactly spec.expect's blocks, in each peer's order"), false;
+  }
+  if (s.pull && s.recvOrder.empty())
+    for (uint32_t p = 0; p < n; p++)
+      for (uint32_t b : s.expect[p]) s.recvOrder.push_back(SendOp{p, b});
   spec_ = std::move(s);
   return true;
 }

@@ -12,7 +12,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <linux/sockios.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,7 +31,7 @@ namespace tg {
 namespace {
 constexpr uint32_t kMagic = 0x50444754;  // "TGDP"
 constexpr uint16_t kVersion = 1;
-enum FrameType : uint16_t { kHello = 1, kData = 2, kHeartbeat = 3 };
+enum FrameType : uint16_t { kHello = 1, kData = 2, kHeartbeat = 3, kRequest = 4 };
 #pragma pack(push, 1)
 struct Frame {
   uint32_t magic;
@@ -44,6 +46,10 @@ struct Frame {
 static_assert(sizeof(Frame) == 32, "frame header is 32 bytes");
 constexpr uint64_t kMaxWrite = 8ull << 20;
 constexpr uint64_t kMaxRead = 8ull << 20;
+// In-order lanes start a frame on a new connection only when the previous connection has at most this many bytes
+// not yet handed to the network (SIOCOUTQNSD): one block on the wire at a time, as λScale's binomial steps
+// assume (§4.2).
+constexpr int kDrainedBytes = 64 << 10;
 
 using Clock = std::chrono::steady_clock;
 double msBetween(Clock::time_point a, Clock::time_point b) {
@@ -55,8 +61,11 @@ struct Conn {
   bool outgoing = false;
   int32_t peer = -1;
   // write side
-  Frame wHdr{};
+  uint8_t wBuf[8 * sizeof(Frame)];  // queued frame headers (control frames, then a data header)
   size_t wHdrOff = 0, wHdrLen = 0;
+  uint32_t wBlock = 0;  // block of the data frame being written
+  int credits = 0;      // outgoing, pull mode: blocks the receiver asked for and has not been sent yet
+  bool released = false;  // incoming, pull mode: the next block was requested for the frame being read
   const uint8_t* wPay = nullptr;
   uint64_t wPayLeft = 0;
   // read side
@@ -101,7 +110,9 @@ class Runner {
     size_t idx = 0;
     Conn* active = nullptr;  // connection carrying ops[idx]
     bool armed = false;      // ops[idx]'s frame is queued on `active`
+    Conn* last = nullptr;    // connection of the previous frame (in-order lanes wait for it to drain)
   };
+  bool waitingDrain = false;  // some lane waits for a kernel send queue to drain: poll every millisecond
   std::vector<Lane> lanes;
   std::vector<size_t> sendsLeft;  // per peer: data frames still to send to it
   bool lanesDone() const {
@@ -137,11 +148,21 @@ class Runner {
   bool onIncomingFrame(Conn* c);
   bool onPayloadDone(Conn* c);
   bool housekeeping(Clock::time_point now);
-  void queueHeader(Conn* c, uint16_t type, uint32_t block, uint32_t crc, uint64_t len) {
-    c->wHdr = Frame{kMagic, kVersion, type, block, crc, len, spec.runId};
-    c->wHdrOff = 0;
-    c->wHdrLen = sizeof(Frame);
+  // Appends a frame header to c's queue; false when the queue is full (only control frames can be dropped).
+  bool queueHeader(Conn* c, uint16_t type, uint32_t block, uint32_t crc, uint64_t len) {
+    if (c->wHdrOff == c->wHdrLen) c->wHdrOff = c->wHdrLen = 0;
+    if (c->wHdrLen + sizeof(Frame) > sizeof c->wBuf) return false;
+    Frame f{kMagic, kVersion, type, block, crc, len, spec.runId};
+    std::memcpy(c->wBuf + c->wHdrLen, &f, sizeof f);
+    c->wHdrLen += sizeof f;
+    if (type == kData) c->wBlock = block;
+    return true;
   }
+  // Pull mode (λScale binomial steps): this node asks for one block at a time, in step order, so its downlink
+  // carries one block at a time; the next request goes out when the current block is 7/8 in.
+  size_t recvIdx = 0;
+  int outstanding = 0;
+  bool requestNext();
 };
 
 bool Runner::watch(Conn* c, uint32_t ev) {
@@ -274,7 +295,7 @@ bool Runner::connectAll() {
 // Writes what is pending on c. 1: nothing left; 0: would block; -1: error (recorded).
 int Runner::flush(Conn* c) {
   while (c->wHdrOff < c->wHdrLen) {
-    ssize_t n = send(c->fd, reinterpret_cast<const uint8_t*>(&c->wHdr) + c->wHdrOff, c->wHdrLen - c->wHdrOff,
+    ssize_t n = send(c->fd, c->wBuf + c->wHdrOff, c->wHdrLen - c->wHdrOff,
                      MSG_NOSIGNAL | (c->wPayLeft > 0 ? MSG_MORE : 0));
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -289,8 +310,8 @@ int Runner::flush(Conn* c) {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(c->wHdr.block),
-           peerName(c->peer) + " failed while receiving block " + std::to_string(c->wHdr.block) + ": " + std::strerror(errno));
+      fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(c->wBlock),
+           peerName(c->peer) + " failed while receiving block " + std::to_string(c->wBlock) + ": " + std::strerror(errno));
       return -1;
     }
     c->wPay += n;
@@ -302,6 +323,7 @@ int Runner::flush(Conn* c) {
 
 // Advances every lane as far as blocks are present and sockets accept bytes.
 bool Runner::pump() {
+  waitingDrain = false;
   for (Lane& l : lanes)
     if (!pumpLane(l)) return false;
   return true;
@@ -331,14 +353,39 @@ bool Runner::pumpLane(Lane& l) {
     if (!store->has(op.block)) return true;  // waits for the block to arrive
     Conn* c = outBy[op.peer];
     if (c->laneBusy) return true;  // in-order lanes never share a connection; kept for safety
+    if (spec.pull && c->credits == 0) return true;  // the receiver has not asked for it yet
+    if (!spec.perPeer && l.last != nullptr && l.last != c && l.last->fd >= 0) {
+      int queued = 0;
+      if (ioctl(l.last->fd, SIOCOUTQNSD, &queued) == 0 && queued > kDrainedBytes) {
+        waitingDrain = true;
+        return true;
+      }
+    }
+    l.last = c;
     l.active = c;
     c->laneBusy = true;
     if (c->pending()) continue;  // a heartbeat is still going out; flush it first
+    if (spec.pull) c->credits--;
     queueHeader(c, kData, op.block, store->checksums[op.block], store->length(op.block));
     c->wPay = store->base + store->offset(op.block);
     c->wPayLeft = store->length(op.block);
     l.armed = true;
   }
+}
+
+bool Runner::requestNext() {
+  while (spec.pull && outstanding == 0 && recvIdx < spec.recvOrder.size()) {
+    const SendOp& r = spec.recvOrder[recvIdx];
+    Conn* c = inBy[r.peer];
+    if (c == nullptr || c->fd < 0) return true;  // asked once its hello arrives
+    if (!queueHeader(c, kRequest, r.block, 0, 0)) return true;  // queue full: housekeeping asks again
+    recvIdx++;
+    outstanding++;
+    int w = flush(c);
+    if (w < 0) return false;
+    if (!watch(c, EPOLLIN | (w == 0 ? static_cast<uint32_t>(EPOLLOUT) : 0u))) return false;
+  }
+  return true;
 }
 
 bool Runner::onPayloadDone(Conn* c) {
@@ -352,7 +399,12 @@ bool Runner::onPayloadDone(Conn* c) {
                 "block " + std::to_string(block) + " from " + peerName(c->peer) + buf);
   }
   store->markPresent(block, got);
+  if (spec.pull && !c->released) {
+    c->released = true;
+    outstanding--;
+  }
   sink.onBlock(block, static_cast<uint32_t>(c->peer), msBetween(t0, Clock::now()), len);
+  if (!requestNext()) return false;
   c->nextExpect++;
   c->rHdrOff = 0;
   if (c->nextExpect == spec.expect[c->peer].size()) {
@@ -381,7 +433,7 @@ bool Runner::onIncomingFrame(Conn* c) {
     c->helloSeen = true;
     inBy[f.block] = c;
     c->rHdrOff = 0;
-    return true;
+    return requestNext();
   }
   if (f.type == kHeartbeat) {
     c->rHdrOff = 0;
@@ -396,6 +448,7 @@ bool Runner::onIncomingFrame(Conn* c) {
   if (f.block >= store->blockCount || f.length != store->length(f.block))
     return fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(f.block),
                 peerName(c->peer) + " sent block " + std::to_string(f.block) + " with length " + std::to_string(f.length));
+  c->released = false;
   c->rPay = store->base + store->offset(f.block);
   c->rPayLeft = f.length;
   if (c->rPayLeft == 0) return onPayloadDone(c);
@@ -434,11 +487,28 @@ bool Runner::onReadable(Conn* c) {
       return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + where);
     }
     c->lastHeard = Clock::now();
-    if (c->outgoing) continue;  // receiver heartbeats: liveness only
+    if (c->outgoing) {  // from the receiver: heartbeats (liveness only) and, in pull mode, block requests
+      c->rHdrOff += static_cast<size_t>(n);
+      if (c->rHdrOff == sizeof(Frame)) {
+        c->rHdrOff = 0;
+        if (c->rHdr.magic != kMagic || c->rHdr.runId != spec.runId)
+          return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " sent a malformed frame header");
+        if (c->rHdr.type == kRequest) {
+          c->credits++;
+          if (!pump()) return false;
+        }
+      }
+      continue;
+    }
     if (c->rPayLeft > 0) {
       c->rPay += n;
       c->rPayLeft -= static_cast<uint64_t>(n);
       out.bytesReceived += static_cast<uint64_t>(n);
+      if (spec.pull && !c->released && c->rPayLeft <= c->rHdr.length / 8) {
+        c->released = true;
+        outstanding--;
+        if (!requestNext()) return false;
+      }
       if (c->rPayLeft == 0) {
         if (!onPayloadDone(c)) return false;
         if (!pump()) return false;
@@ -476,6 +546,7 @@ bool Runner::housekeeping(Clock::time_point now) {
     if (!spec.expect[p].empty() && inBy[p] == nullptr && msBetween(loopStart, now) > spec.connectMs + spec.stallMs)
       return fail(Failure::PeerFailed, static_cast<int32_t>(p), -1,
                   peerName(static_cast<int32_t>(p)) + " never connected (waited " + std::to_string(spec.connectMs + spec.stallMs) + " ms)");
+  if (!requestNext()) return false;
   if (inRemaining == 0)
     for (const Lane& l : lanes)
       if (l.idx < l.ops.size() && l.active == nullptr && !store->has(l.ops[l.idx].block))
@@ -529,7 +600,7 @@ RunOutcome Runner::go() {
       for (auto& c : conns)
         if (c->outgoing && !c->finished) outsDone = false;
       if (inRemaining == 0 && lanesDone() && outsDone) break;
-      int k = epoll_wait(ep, evs, 64, 50);
+      int k = epoll_wait(ep, evs, 64, waitingDrain ? 1 : 50);
       if (k < 0 && errno != EINTR) {
         fail(Failure::Io, -1, -1, std::string("epoll_wait: ") + std::strerror(errno));
         break;
@@ -574,6 +645,7 @@ RunOutcome Runner::go() {
           c->fd = -1;
         }
       }
+      if (!failed() && waitingDrain) pump();
       if (!failed()) housekeeping(Clock::now());
       for (auto& c : conns)
         if (c->finished && c->fd >= 0) {

@@ -35,6 +35,8 @@ struct RunSpec {
   uint32_t connectMs = 2000;                   // dialing a peer gives up after this long → unreachable
   uint32_t heartbeatMs = 200;                  // idle connections carry a heartbeat this often
   bool perPeer = false;                        // sends to different peers run concurrently (else strictly in order)
+  bool pull = false;                           // receivers ask for each block in recvOrder; senders wait to be asked
+  std::vector<SendOp> recvOrder;               // pull mode: (peer, block) this node receives, in step order
 };
 
 /** Failure classes; the JS side maps each to DataPlaneError.reason. */

@@ -1,7 +1,8 @@
 /**
  * Turns a validated plan into one node's role for the native executor (native/index.ts RoleSpec): peers by index
- * in a fixed order (every node derives the same order), the node's sends in order, and per peer the blocks it
- * will receive from that peer, in that peer's send order.
+ * in a fixed order (every node derives the same order), the node's sends in order, per peer the blocks it will
+ * receive from that peer in that peer's send order, and for step-ordered plans (binomial) pull mode with the
+ * node's receives in step order.
  */
 import type { RoleSpec } from "../../native/index.js";
 import { DataPlaneError } from "../../native/errors.js";
@@ -36,6 +37,13 @@ export function roleFor(
     sends: sendOrder(plan, node).map((t) => ({ peer: index.get(t.to)!, block: t.block })),
     expect,
     sendMode: plan.sendMode ?? "in-order",
+    // in-order plans run step by step: receivers pull one block at a time in step order (λScale §4.2)
+    pull: (plan.sendMode ?? "in-order") === "in-order",
+    recvOrder: plan.transfers
+      .map((t, i) => ({ t, i }))
+      .filter((x) => x.t.to === node)
+      .sort((a, b) => a.t.step - b.t.step || a.i - b.i)
+      .map((x) => ({ peer: index.get(x.t.from)!, block: x.t.block })),
     ...timeouts,
   };
 }

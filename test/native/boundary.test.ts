@@ -24,13 +24,15 @@ describe("native boundary: argument checks on both sides, typed errors, use afte
     expect(() => store.has(-1)).toThrow(TypeError);
     expect(() => store.readBlock(Number.NaN)).toThrow(TypeError);
     const ep = new raw.Endpoint("127.0.0.1", 0, "tcp");
-    const spec = { runId: 1, self: 0, peers: [{ id: "a", host: "127.0.0.1", port: 1 }], sends: [], expect: [[]], stallMs: 1000, connectMs: 100, heartbeatMs: 100, sendMode: "in-order" as const };
+    const spec = { runId: 1, self: 0, peers: [{ id: "a", host: "127.0.0.1", port: 1 }], sends: [], expect: [[]], stallMs: 1000, connectMs: 100, heartbeatMs: 100, sendMode: "in-order" as const, pull: false };
     expect(() => ep.start(spec, {} as never, () => undefined)).toThrow(/must be a BlockStore/);
     expect(() => ep.start({ ...spec, self: 3 }, store, () => undefined)).toThrow(TypeError);
     expect(() => ep.start({ ...spec, sends: [{ peer: 0, block: 0 }] }, store, () => undefined)).toThrow(/this node itself/);
     expect(() => ep.start({ ...spec, expect: [] }, store, () => undefined)).toThrow(/one entry per peer/);
     expect(() => ep.start({ ...spec, heartbeatMs: 5000 }, store, () => undefined)).toThrow(/heartbeatMs/);
     expect(() => ep.start(spec, store, 5 as never)).toThrow(TypeError);
+    expect(() => ep.start({ ...spec, recvOrder: [{ peer: 0, block: 1 }] }, store, () => undefined)).toThrow(/recvOrder must list exactly/);
+    expect(() => ep.start({ ...spec, pull: "yes" as never }, store, () => undefined)).toThrow(TypeError);
     expect(() => raw.checksum("abc" as never)).toThrow(TypeError);
     expect(ep.running).toBe(false);
     ep.close();

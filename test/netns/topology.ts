@@ -44,7 +44,7 @@ export function netnsUnavailable(): string | undefined {
 function tbf(dev: string, rateMbit: number, ns?: string): void {
   // burst ≥ rate × 1 ms keeps tbf from throttling below its rate; latency bounds the queue (and heartbeat delay).
   const burstKb = Math.max(64, Math.ceil((rateMbit * 1000) / 8 / 1000) * 2);
-  const cmd = ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", `${rateMbit}mbit`, "burst", `${burstKb}kb`, "latency", "50ms"];
+  const cmd = ["tc", "qdisc", "replace", "dev", dev, "root", "tbf", "rate", `${rateMbit}mbit`, "burst", `${burstKb}kb`, "latency", "10ms"];
   execFileSync(ns === undefined ? cmd[0]! : "ip", ns === undefined ? cmd.slice(1) : ["netns", "exec", ns, ...cmd], { stdio: ["ignore", "ignore", "pipe"] });
 }
 

@@ -20,11 +20,12 @@ function pts(values: readonly number[], x0: number, dx: number, yOf: (v: number)
 
 /** History (line) vs forecast (line) with its 10–90% interval (band). */
 export function forecastChart(f: SeriesForecast): string {
-  const hist = f.historyWindows;
+  // The last day of history, so the next hour is visible beside it.
+  const hist = f.historyWindows.slice(-144);
   const n = hist.length + f.forecastSteps.length;
   const maxV = Math.max(1e-9, ...hist, ...f.forecastSteps.map((s) => s.upper));
   const dx = (W - 2 * PAD) / Math.max(1, n - 1);
-  const yOf = (v: number) => H - PAD + 10 - ((H - PAD) * v) / maxV;
+  const yOf = (v: number) => H - PAD + 10 - ((H - PAD - 10) * v) / maxV;
   const x0f = PAD + hist.length * dx;
   const upper = f.forecastSteps.map((s) => s.upper);
   const lower = f.forecastSteps.map((s) => s.lower);
@@ -36,7 +37,8 @@ export function forecastChart(f: SeriesForecast): string {
 <polyline points="${pts(hist, PAD, dx, yOf)}" fill="none" stroke="#264653" stroke-width="1.2"/>
 <polyline points="${pts(f.forecastSteps.map((s) => s.mean), x0f, dx, yOf)}" fill="none" stroke="#e76f51" stroke-width="2"/>
 <text x="${PAD}" y="12" font-size="11">${esc(f.model)} @ ${esc(f.region)} — peak ${f.peak.mean.toFixed(0)} [${f.peak.lower.toFixed(0)}, ${f.peak.upper.toFixed(0)}] tok/s (${esc(f.method)})</text>
-<text x="2" y="${yOf(maxV) + 4}" font-size="9">${maxV.toFixed(0)}</text>
+<text x="2" y="${yOf(maxV) + 10}" font-size="9">${maxV.toFixed(0)}</text>
+<text x="${PAD}" y="${H - 4}" font-size="9">last 24 h (10-min windows) · next hour: forecast and 10–90% band</text>
 </svg>`;
 }
 
@@ -46,7 +48,7 @@ export function barChart(title: string, rows: { label: string; a: number; b?: nu
   const h = 30 + rows.length * rowH;
   const maxV = Math.max(1e-9, ...rows.map((r) => Math.max(Math.abs(r.a), Math.abs(r.b ?? 0))));
   const x0 = 150;
-  const scale = (W + 80 - x0 - 10) / maxV;
+  const scale = (W + 80 - x0 - 90) / maxV; // 90 px kept for the value labels
   const bars = rows
     .map((r, i) => {
       const y = 24 + i * rowH;

@@ -407,6 +407,7 @@ export function decompose(model: IlpModel, options: DecomposeOptions = {}): Deco
       for (let mi = 0; mi < s.models.length; mi++) solveModel(s, mi, lambda, true, ints);
       repair(s, ints, modelOf, capEndpoints, mrOf, mrDemand);
       for (let mi = 0; mi < s.models.length; mi++) pruneModel(s, mi, ints);
+      improve(s, ints, modelOf, mrOf, mrDemand, t0 + timeLimitMs, now);
       const cost = planCost(model, ints);
       if (cost < ub) (ub = cost), (best = Float64Array.from(ints));
     }
@@ -429,7 +430,6 @@ export function decompose(model: IlpModel, options: DecomposeOptions = {}): Deco
     const step = (theta * (ub - l)) / norm;
     for (let c = 0; c < C; c++) lambda[c] = Math.max(0, lambda[c]! + step * g[c]!);
   }
-  improve(s, best, modelOf, mrOf, mrDemand, t0 + timeLimitMs * 1.25, now);
   const targets = Int32Array.from(best, (v) => Math.round(v));
   const objective = planCost(model, targets);
   return { targets, objective, bound: lb, gap: Math.max(0, (objective - lb) / Math.max(objective, 1e-9)), iterations: it, elapsedMs: now() - t0 };

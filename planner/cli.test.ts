@@ -125,12 +125,12 @@ describe("tidegate plan", () => {
 });
 
 describe("tidegate forecast backtest", () => {
-  it("prints MAPE per method with progress on stderr (m-small has zero windows)", async () => {
-    const r = await cli(["forecast", "backtest", "--series", "../shared/data/servegen/aggregate/language_m-small_total_rate_600s.csv", "--methods", "blend,seasonal-naive,persistence"]);
+  it("prints MAPE per method with progress on stderr (m-small has zero windows; ARIMA runs in workers from dist/)", async () => {
+    const r = await cli(["forecast", "backtest", "--series", "../shared/data/servegen/aggregate/language_m-small_total_rate_600s.csv", "--methods", "blend,seasonal-naive,persistence,arima"]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/blend 96\/96 hours/);
     const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { method: string; mapePct: number; invalid: number });
-    expect(lines.map((l) => l.method)).toEqual(["blend", "seasonal-naive", "persistence"]);
+    expect(lines.map((l) => l.method)).toEqual(["blend", "seasonal-naive", "persistence", "arima"]);
     for (const l of lines) {
       expect(Number.isFinite(l.mapePct)).toBe(true);
       expect(l.invalid).toBe(0);

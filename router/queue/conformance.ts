@@ -131,6 +131,13 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.getBatch("y")).toMatchObject({ status: "finalizing", failed: 1, leased: 0 });
       expect((await q.results("x")).get(0)).toEqual({ ok: true, line: "a" });
       expect(await q.completeMany([], 6)).toEqual([]);
+      await enqueue(q, "w", 2, 0);
+      const cw = await q.claim("m1", 2, 7, 1000);
+      expect(await q.completeMany([
+        { requestId: cw[0]!.requestId, result: { ok: true, line: "1" } },
+        { requestId: cw[1]!.requestId, result: { ok: true, line: "2" } },
+        { requestId: cw[1]!.requestId, result: { ok: true, line: "late" } },
+      ], 8)).toEqual([QueueCode.Ok, QueueCode.Finalizing, QueueCode.BatchClosed]);
     }));
 
     it("returns a request whose lease ran out to the queue with its original age; the first result wins", withStore(async (q) => {

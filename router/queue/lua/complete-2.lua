@@ -8,37 +8,44 @@
   -2 BatchClosed (finalizing or terminal), -3 Duplicate.
 ]]
 local codes = {}
+-- Per batch: the hash fields read once and kept current as this script changes them.
+local cache = {}
 for i = 3, #ARGV, 4 do
   local rid, idx, ok, line = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local bid = splitRid(rid)
   local bkey = ARGV[1] .. "b:" .. bid
-  local b = redis.call("HMGET", bkey, "status", "model", "total", "completed", "failed", "leased")
-  local st = b[1]
+  local b = cache[bid]
+  if not b then
+    local h = redis.call("HMGET", bkey, "status", "model", "total", "completed", "failed", "leased")
+    b = { st = h[1], model = h[2], total = tonumber(h[3]) or 0, completed = tonumber(h[4]) or 0, failed = tonumber(h[5]) or 0, leased = tonumber(h[6]) or 0 }
+    cache[bid] = b
+  end
   local code
-  if not st then
+  if not b.st then
     code = NO_BATCH
-  elseif st ~= "in_progress" and st ~= "cancelling" then
+  elseif b.st ~= "in_progress" and b.st ~= "cancelling" then
     code = BATCH_CLOSED
   else
-    local leased = tonumber(b[6])
-    if redis.call("ZREM", KEYS[1], rid) == 1 then leased = redis.call("HINCRBY", bkey, "leased", -1) end
+    -- A request is either waiting (in its model's queue) or leased, never both.
+    local hadLease = redis.call("ZREM", KEYS[1], rid) == 1
+    if hadLease then b.leased = redis.call("HINCRBY", bkey, "leased", -1) end
     if redis.call("HSETNX", ARGV[1] .. "r:" .. bid, idx, ok .. line) == 0 then
       code = DUPLICATE
     else
-      redis.call("ZREM", ARGV[1] .. "q:" .. b[2], rid)
-      local done
+      if not hadLease then redis.call("ZREM", ARGV[1] .. "q:" .. b.model, rid) end
       if ok == "1" then
-        done = redis.call("HINCRBY", bkey, "completed", 1) + tonumber(b[5])
+        b.completed = redis.call("HINCRBY", bkey, "completed", 1)
       else
-        done = redis.call("HINCRBY", bkey, "failed", 1) + tonumber(b[4])
+        b.failed = redis.call("HINCRBY", bkey, "failed", 1)
       end
       code = OK
-      -- Same rule as maybeFinalizing, on the values at hand (saves a read on the hot path).
-      if (st == "in_progress" and done >= tonumber(b[3])) or (st == "cancelling" and leased <= 0) then
+      -- Same rule as maybeFinalizing, on the values at hand (saves reads on the hot path).
+      if (b.st == "in_progress" and b.completed + b.failed >= b.total) or (b.st == "cancelling" and b.leased <= 0) then
         local target = "completed"
-        if st == "cancelling" then target = "cancelled" end
-        setStatus(bkey, KEYS[2], st, "finalizing")
+        if b.st == "cancelling" then target = "cancelled" end
+        setStatus(bkey, KEYS[2], b.st, "finalizing")
         redis.call("HSET", bkey, "target", target, "finalizing_at", ARGV[2])
+        b.st = "finalizing"
         code = FINALIZING
       end
     end

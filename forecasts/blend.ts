@@ -46,8 +46,11 @@ function meanOf(x: readonly number[], from: number, to: number): number {
   return s / (to - from);
 }
 
-/** Components at origin `o` (using x[0..o) only). */
-export function blendComponents(x: readonly number[], o: number, H: number, S: number, L: number, ratioDays: number): BlendComponents {
+/**
+ * Components at origin `o` (using x[0..o) only). A day's ratio is skipped when its base level is below `minBase`
+ * (collection gaps read as zeros or near-zeros would make it explode) and clamped to [1/5, 5].
+ */
+export function blendComponents(x: readonly number[], o: number, H: number, S: number, L: number, ratioDays: number, minBase = 0): BlendComponents {
   const persistence = maxOf(x, o - H, o);
   const seasonalNaive = maxOf(x, o - S, o - S + H);
   const level = meanOf(x, o - L, o);
@@ -56,8 +59,8 @@ export function blendComponents(x: readonly number[], o: number, H: number, S: n
   for (let d = 1; d <= ratioDays; d++) {
     const base = meanOf(x, o - d * S - L, o - d * S);
     const peak = maxOf(x, o - d * S, o - d * S + H);
-    if (base > 0 && peak > 0) {
-      logSum += Math.log(peak / base);
+    if (base > 0 && base >= minBase && peak > 0) {
+      logSum += Math.log(Math.min(5, Math.max(0.2, peak / base)));
       n++;
     }
   }
@@ -87,7 +90,10 @@ export class BlendForecaster implements Forecaster {
     const originStep = Math.max(H, hourSteps);
     const fitOrigins = Math.max(1, Math.round(((this.options.fitHours ?? 48) * 3_600_000) / (originStep * input.stepMs)));
     const o = x.length;
-    const now = blendComponents(x, o, H, S, L, ratioDays);
+    // 5% of the median positive value: bases below it are treated as gaps, not levels.
+    const positive = x.filter((v) => v > 0).sort((a, b) => a - b);
+    const minBase = positive.length > 0 ? 0.05 * positive[Math.floor(positive.length / 2)]! : 0;
+    const now = blendComponents(x, o, H, S, L, ratioDays, minBase);
     if (!Number.isFinite(now.persistence)) throw new RangeError(`blend needs ≥ ${H} points, got ${o}`);
     // Components not computable now get weight 0; fit over origins whose actual peak is known and > 0.
     const usable = [true, Number.isFinite(now.seasonalRatio), Number.isFinite(now.seasonalNaive)];
@@ -97,7 +103,7 @@ export class BlendForecaster implements Forecaster {
       if (origin - H < 0) continue;
       const actual = maxOf(x, origin, origin + H);
       if (!(actual > 0)) continue;
-      const c = blendComponents(x, origin, H, S, L, ratioDays);
+      const c = blendComponents(x, origin, H, S, L, ratioDays, minBase);
       if ((usable[1] && !Number.isFinite(c.seasonalRatio)) || (usable[2] && !Number.isFinite(c.seasonalNaive))) continue;
       hist.push({ c, actual });
     }

@@ -4,7 +4,8 @@
  * measured in the same bench: instance-hours, GPU-hours lost to provisioning, interactive p95 TTFT, batch requests
  * within deadline; then the 8× burst (SageServe §7.3.4): one model's load × 8 for 20 minutes in the last third of
  * an hour, and the minutes each strategy takes to return to the latency target. Prints machine, versions, inputs
- * and every run; the last line is the JSON summary. `--days N` shortens the week for development.
+ * and every run; the last line is the JSON summary. `--days N` shortens the week (`met` is then false: the
+ * targets are for the week); `--parallel N` runs N strategies at a time (default: one per core, at most 2).
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
@@ -67,7 +68,8 @@ function line(r: WeekResult): string {
 async function main(): Promise<void> {
   const days = flag("days");
   const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
-  const parallel = Math.max(1, Math.min(2, cpus().length));
+  // Runs at a time: one per core by default; more helps when other sessions load the box (fair share per thread).
+  const parallel = Math.max(1, Number(flag("parallel") ?? Math.min(2, cpus().length)));
   console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);
   console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
   console.log(`inputs: seed ${workload.seed}, ${workload.days} days from ServeGen day ${workload.startDay}, ${workload.targetRequests} requests, batch token share ${workload.niwTokenShare}, planner ${(await createPlanner(fleet)).name}, planned utilization ${fleet.plannedUtilization}, ${parallel} runs at a time`);

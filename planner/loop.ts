@@ -102,7 +102,7 @@ export class PlannerLoop {
         );
       }
       this.previous = report;
-      this.o.store.put(report);
+      await this.o.store.put(report);
       log.info("plan", { id: report.id, decisionId, status: report.solver.status, advisory: report.advisory, acks: report.acks.length });
     } catch (err) {
       log.error("planning round failed", { err: err instanceof Error ? err : String(err) });

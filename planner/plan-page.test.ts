@@ -67,9 +67,9 @@ beforeAll(async () => {
   const solver = await HighsSolver.create();
   const store = new MemoryPlanStore();
   const first = await runPlan({ fleet, history, forecaster, solver, nowMs: nowMs - 3_600_000, decisionId: 1 });
-  store.put(first);
+  await store.put(first);
   const report = await runPlan({ fleet, history, forecaster, solver, nowMs, decisionId: 2, previous: first, strategy: "lt-ua" });
-  store.put(report);
+  await store.put(report);
   planId = report.id;
   const app = new Hono();
   app.route("/", plansRoutes({ store, adminKeys: [ADMIN] }));

@@ -44,19 +44,19 @@ export function plansRoutes(opts: PlansRoutesOptions): Hono {
     return next();
   });
   const wantsJson = (accept: string | undefined) => (accept ?? "").includes("application/json");
-  app.get("/plans", (c) => {
-    const list = opts.store.list();
+  app.get("/plans", async (c) => {
+    const list = await opts.store.list();
     if (wantsJson(c.req.header("accept"))) {
       return c.json({ object: "list", data: list.map((r) => ({ id: r.id, decisionId: r.decisionId, madeAtMs: r.madeAtMs, advisory: r.advisory, status: r.solver.status, gap: r.solver.gap, cost: r.cost.total, unmet: r.unmet.length })) });
     }
     const rows = list.map((r) => `<tr><td><a href="/plans/${encodeURIComponent(r.id)}">${esc(r.id)}</a></td><td>${r.decisionId}</td><td>${esc(new Date(r.madeAtMs).toISOString())}</td><td>${r.advisory ? "advisory" : "acted"}</td><td>${esc(r.solver.status)}</td><td>${(100 * r.solver.gap).toFixed(3)}%</td><td>${r.cost.total.toFixed(2)}</td><td>${r.unmet.length}</td></tr>`).join("\n");
     return c.html(`<!doctype html><html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>tidegate plans</title></head><body><h1>Plans</h1><table><tr><th>id</th><th>decision</th><th>made</th><th>mode</th><th>status</th><th>gap</th><th>cost</th><th>unmet</th></tr>${rows}</table></body></html>`);
   });
-  app.get("/plans/:id", (c) => {
+  app.get("/plans/:id", async (c) => {
     let id = c.req.param("id");
     const json = id.endsWith(".json") || wantsJson(c.req.header("accept"));
     if (id.endsWith(".json")) id = id.slice(0, -5);
-    const r = opts.store.get(id);
+    const r = await opts.store.get(id);
     if (r === undefined) return new TidegateError("not_found", `no plan ${JSON.stringify(id)}`, { param: "id" }).toResponse();
     return json ? c.json(r) : c.html(renderPlanHtml(r));
   });

@@ -23,7 +23,7 @@ import { runPlan } from "../../planner/plan.js";
 import { TelemetryRecorder } from "../../planner/recorder.js";
 import { plansRoutes } from "../../planner/routes.js";
 import { HighsSolver } from "../../planner/solver.js";
-import { MemoryPlanStore, writePlanFiles } from "../../planner/store.js";
+import { RedisPlanStore, writePlanFiles } from "../../planner/store.js";
 import { untilSignal } from "./dev.js";
 
 export const command: Command = {
@@ -34,7 +34,8 @@ export const command: Command = {
     "(<key-prefix>planner:leader, expiring after two intervals) forecasts each (model, region) from the history",
     "in Redis, solves the ILP over the config's fleet, and sends each region its targets with a monotonic",
     "decisionId over gRPC; --advisory (or config planner.advisory) publishes plans without sending them.",
-    "Reports are served at http://<host>:<port>/plans (admin bearer key) and written to --out when given.",
+    "Reports are kept in Redis (<key-prefix>plans, the newest 168), served at http://<host>:<port>/plans (admin",
+    "bearer key) and written to --out when given.",
     "",
     "Example:",
     "  tidegate planner --config fleet.json --redis-url redis://127.0.0.1:6379 --port 8090 --out plans/",
@@ -69,7 +70,8 @@ export const command: Command = {
     const history = new RedisHistory(redis, { keyPrefix: prefix });
     const forecaster = createForecaster({ name: fname });
     const solver = await HighsSolver.create();
-    const store = new MemoryPlanStore();
+    // Reports go to Redis so the global router (or another replica) can serve them too.
+    const store = new RedisPlanStore(redis, prefix);
     const holder = `${hostname()}-${process.pid}-${newId("").slice(0, 6)}`;
     const lock = new RedisLeaderLock(redis, prefix);
     const links = config.regions.map((r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, clock, log }));

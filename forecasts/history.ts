@@ -63,10 +63,14 @@ export function checkRetention(retentionMs: number): void {
 
 const keyOf = (k: SeriesKey) => `${k.kind}\t${k.model}\t${k.region}`;
 
-/** In-memory history for `tidegate dev`, replay and tests. Minutes older than retention (from the newest) are dropped. */
+/**
+ * In-memory history for `tidegate dev`, replay and tests. Minutes older than retention (from the newest) are dropped,
+ * checked once per hour of advance (so up to retention + 1 h is held).
+ */
 export class MemoryHistory implements DemandHistory {
   private readonly data = new Map<string, Map<number, number>>();
   private newestMinute = -Infinity;
+  private lastTrimMinute = -Infinity;
 
   constructor(readonly retentionMs: number = DEFAULT_RETENTION_MS) {
     checkRetention(retentionMs);
@@ -82,8 +86,12 @@ export class MemoryHistory implements DemandHistory {
       m.set(minute, (m.get(minute) ?? 0) + s.tokensPerS);
       if (minute > this.newestMinute) this.newestMinute = minute;
     }
-    const oldest = this.newestMinute - this.retentionMs / MINUTE_MS;
-    for (const m of this.data.values()) for (const minute of m.keys()) if (minute < oldest) m.delete(minute);
+    // Trim at most once per hour of advance (a per-minute recorder must not scan 8 days on every add).
+    if (this.newestMinute - this.lastTrimMinute >= 60) {
+      this.lastTrimMinute = this.newestMinute;
+      const oldest = this.newestMinute - this.retentionMs / MINUTE_MS;
+      for (const m of this.data.values()) for (const minute of m.keys()) if (minute < oldest) m.delete(minute);
+    }
   }
 
   async series(key: SeriesKey, fromMs: number, toMs: number): Promise<number[]> {

@@ -42,6 +42,24 @@ describe("RedisLeaderLock", () => {
   });
 });
 
+describe("MemoryLeaderLock", () => {
+  it("expires on the injected clock and fences decision ids", async () => {
+    const clock = new VirtualClock(0);
+    const lock = new MemoryLeaderLock(clock);
+    expect(await lock.acquire("a", 1000)).toBe("acquired");
+    expect(await lock.acquire("b", 1000)).toBe("held_by_other");
+    expect(await lock.nextDecisionId("a")).toBe(1);
+    clock.advanceToSync(999);
+    expect(await lock.acquire("b", 1000)).toBe("held_by_other");
+    clock.advanceToSync(1000);
+    expect(await lock.nextDecisionId("a")).toBeUndefined();
+    expect(await lock.acquire("b", 1000)).toBe("acquired");
+    expect(await lock.nextDecisionId("b")).toBe(2);
+    expect(await lock.release("a")).toBe(false);
+    expect(await lock.release("b")).toBe(true);
+  });
+});
+
 class FakeLink implements RegionLink {
   readonly received: RegionTargets[] = [];
   private latest = 0;

@@ -94,6 +94,32 @@ bool checksumHardware() { return hwAvailable(); }
 
 uint32_t crc32c(uint32_t crc, const uint8_t* data, size_t len) { return ~update(~crc, data, len); }
 
+void StreamingChecksum::reset(const uint8_t* block, size_t len) {
+  block_ = block;
+  len_ = len;
+  seg_ = (len / 4) & ~static_cast<size_t>(7);
+  done_ = 0;
+  for (uint32_t& l : lanes_) l = 0xFFFFFFFFu;
+}
+
+void StreamingChecksum::advance(size_t upTo) {
+  if (upTo > 4 * seg_) upTo = 4 * seg_;  // the tail is folded in by finish()
+  while (done_ < upTo) {
+    size_t lane = done_ / seg_;
+    size_t end = (lane + 1) * seg_ < upTo ? (lane + 1) * seg_ : upTo;
+    lanes_[lane] = update(lanes_[lane], block_ + done_, end - done_);
+    done_ = end;
+  }
+}
+
+uint32_t StreamingChecksum::finish() {
+  advance(len_);
+  uint32_t lanes[4];
+  for (int i = 0; i < 4; i++) lanes[i] = ~lanes_[i];
+  uint32_t c = crc32c(0, reinterpret_cast<const uint8_t*>(lanes), sizeof lanes);
+  return crc32c(c, block_ + 4 * seg_, len_ - 4 * seg_);
+}
+
 uint32_t blockChecksum(const uint8_t* data, size_t len) {
   size_t seg = (len / 4) & ~static_cast<size_t>(7);
   uint32_t lanes[4];

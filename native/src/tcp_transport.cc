@@ -73,6 +73,7 @@ struct Conn {
   size_t rHdrOff = 0;
   uint8_t* rPay = nullptr;
   uint64_t rPayLeft = 0;
+  StreamingChecksum rSum;  // the arriving block's checksum, computed as its bytes land
   size_t nextExpect = 0;
   bool helloSeen = false;
   bool sendDone = false;  // outgoing: every frame written and SHUT_WR sent
@@ -391,7 +392,7 @@ bool Runner::requestNext() {
 bool Runner::onPayloadDone(Conn* c) {
   uint32_t block = c->rHdr.block;
   uint64_t len = store->length(block);
-  uint32_t got = blockChecksum(store->base + store->offset(block), len);
+  uint32_t got = c->rSum.finish();
   if (got != c->rHdr.checksum) {
     char buf[160];
     std::snprintf(buf, sizeof buf, ": checksum mismatch (computed %08x, sender said %08x)", got, c->rHdr.checksum);
@@ -449,6 +450,7 @@ bool Runner::onIncomingFrame(Conn* c) {
     return fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(f.block),
                 peerName(c->peer) + " sent block " + std::to_string(f.block) + " with length " + std::to_string(f.length));
   c->released = false;
+  c->rSum.reset(store->base + store->offset(f.block), f.length);
   c->rPay = store->base + store->offset(f.block);
   c->rPayLeft = f.length;
   if (c->rPayLeft == 0) return onPayloadDone(c);
@@ -504,6 +506,7 @@ bool Runner::onReadable(Conn* c) {
       c->rPay += n;
       c->rPayLeft -= static_cast<uint64_t>(n);
       out.bytesReceived += static_cast<uint64_t>(n);
+      c->rSum.advance(c->rHdr.length - c->rPayLeft);
       if (spec.pull && !c->released && c->rPayLeft <= c->rHdr.length / 8) {
         c->released = true;
         outstanding--;

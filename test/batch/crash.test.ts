@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Redis } from "ioredis";
 import OpenAI, { toFile } from "openai";
 import { freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
 import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../helpers/redis.js";
@@ -45,7 +46,8 @@ async function writeConfig(): Promise<string> {
       ],
     })),
     queue: { backend: "redis", redisUrl: redis.url, keyPrefix: prefix, leaseMs: 3000 },
-    engines: { timeScale: 0.05 },
+    // Requests long enough (32 tokens at 0.2× measured time) that many are always in flight when the kill lands.
+    engines: { timeScale: 0.2 },
   };
   const file = join(dir, "fleet.json");
   writeFileSync(file, JSON.stringify(config));
@@ -67,7 +69,7 @@ describe("crash test (Redis backend, real processes)", () => {
     const regions = await Promise.all(["us-east", "us-central", "us-west"].map((r) => startRegion(config, r)));
     let global = await startGlobal(config);
     let client = new OpenAI({ apiKey: "x", baseURL: `${global.match[1]}/v1`, maxRetries: 0 });
-    const file = await client.files.create({ file: await toFile(Buffer.from(chatJsonl(N, MODEL, 4)), "big.jsonl"), purpose: "batch" });
+    const file = await client.files.create({ file: await toFile(Buffer.from(chatJsonl(N, MODEL, 32)), "big.jsonl"), purpose: "batch" });
     const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const started = Date.now();
     let killedAt = 0;
@@ -80,7 +82,13 @@ describe("crash test (Redis backend, real processes)", () => {
       if (Date.now() - started > 120_000) throw new Error(`no progress: ${JSON.stringify(b)}\n${global.output()}`);
       await new Promise((r) => setTimeout(r, 100));
     }
+    const probe = new Redis(redis.url);
+    while ((await probe.zcard(`${prefix}leases`)) === 0 && Date.now() - started < 120_000) await new Promise((r) => setTimeout(r, 5));
     await Promise.all([killHard(global), killHard(regions[0]!)]);
+    const leasedAtKill = await probe.zcard(`${prefix}leases`);
+    probe.disconnect();
+    console.log(`crash test: ${leasedAtKill} requests were leased (in flight) when the router died`);
+    expect(leasedAtKill).toBeGreaterThan(0);
     await new Promise((r) => setTimeout(r, 300));
     regions[0] = await startRegion(config, "us-east");
     global = await startGlobal(config);

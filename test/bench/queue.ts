@@ -24,7 +24,8 @@ import { cleanupPrefix, startTestRedis, testPrefix } from "../helpers/redis.js";
 
 const N = Number(process.env.BENCH_QUEUE_REQUESTS ?? 20_000);
 const BATCH = 5_000;
-const WORKERS = Number(process.env.BENCH_QUEUE_WORKERS ?? 4);
+// Claims in flight at once: the dispatcher claims per region report, and reports arrive one region at a time.
+const WORKERS = Number(process.env.BENCH_QUEUE_WORKERS ?? 2);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TARGET = { enqueuesPerS: 10_000, claimCompletePerS: 5_000, claimP99Ms: 5, bytesPerQueuedRequest: 512 };
 const MODEL = "llama3.2-3b";

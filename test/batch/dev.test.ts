@@ -78,6 +78,35 @@ describe("batch in tidegate dev", () => {
     await proc.stop();
   }, 240_000);
 
+  it("cancel and expiry through tidegate dev: each custom_id once across output and error files", async () => {
+    const config = writeConfig("window", { completionWindowMs: 4000 });
+    const { proc, client } = await startDev(config);
+    try {
+      const n = 150; // dev dispatches at most 2 per endpoint per 1 s report: these outlast the 4 s window
+      const f = await client.files.create({ file: await toFile(Buffer.from(chatJsonl(n, "llama3.2-3b", 4)), "in.jsonl"), purpose: "batch" });
+      const toCancel = await client.batches.create({ input_file_id: f.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      const toExpire = await client.batches.create({ input_file_id: f.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+      await pollBatch(client, toCancel.id, (s) => s === "in_progress", 30_000);
+      await new Promise((r) => setTimeout(r, 1500));
+      expect((await client.batches.cancel(toCancel.id)).status).toBe("cancelling");
+      for (const [id, status, code] of [[toCancel.id, "cancelled", "batch_cancelled"], [toExpire.id, "expired", "batch_expired"]] as const) {
+        const done = await pollBatch(client, id, (s) => s === status, 60_000);
+        const c = done.request_counts!;
+        expect(c.completed + c.failed).toBe(n);
+        expect(c.failed).toBeGreaterThan(0);
+        const out = done.output_file_id === null ? [] : parseJsonl(await (await client.files.content(done.output_file_id!)).text());
+        const err = parseJsonl(await (await client.files.content(done.error_file_id!)).text());
+        expect(out).toHaveLength(c.completed);
+        expect(err.every((l) => (l.error as { code: string }).code === code)).toBe(true);
+        const ids = new Set([...out, ...err].map((l) => l.custom_id));
+        expect(ids.size).toBe(n);
+        expect(out.length + err.length).toBe(n);
+      }
+    } finally {
+      await proc.stop();
+    }
+  }, 120_000);
+
   it("--redis-url puts the queue and the files in Redis", async () => {
     const prefix = testPrefix("dev");
     const config = writeConfig("redis", { keyPrefix: prefix });

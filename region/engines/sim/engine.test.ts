@@ -37,6 +37,27 @@ describe("SimEngine (Engine port)", () => {
     await engine.close();
   });
 
+  it("a consumer slower than decoding still gets every token before done", async () => {
+    const clock = new VirtualClock();
+    const engine = new SimEngine({ instanceId: "i1", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock });
+    const started = engine.generate(request("slow", 100, 10))[Symbol.asyncIterator]();
+    const events: EngineEvent[] = [];
+    const pump = (async () => {
+      for (;;) {
+        const next = await started.next();
+        if (next.done) return;
+        events.push(next.value);
+        // While this consumer holds the token, the whole rest of the generation completes.
+        if (events.length === 1) await clock.advanceBy(60_000);
+      }
+    })();
+    for (let i = 0; i < 10_000 && events.length === 0; i++) await clock.advanceBy(5);
+    await pump;
+    expect(events.filter((e) => e.type === "token")).toHaveLength(10);
+    expect(events[events.length - 1]).toMatchObject({ type: "done", usage: { completion_tokens: 10 } });
+    await engine.close();
+  });
+
   it("abort cancels upstream: KV is freed and the iterable throws", async () => {
     const clock = new VirtualClock();
     const engine = new SimEngine({ instanceId: "i1", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock });

@@ -92,7 +92,8 @@ export class SimEngine implements Engine {
           yield { type: "token", text: syntheticToken(seed, emitted), tokens: 1 };
           emitted++;
         }
-        if (handle.finished) {
+        // Tokens may have been generated while the consumer held a yield above: emit them before `done`.
+        if (handle.finished && handle.generatedNow() <= emitted) {
           if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
           yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, emitted) };
           return;

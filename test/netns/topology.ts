@@ -18,6 +18,7 @@ export interface NetnsNode {
 
 export interface Topology {
   tag: string;
+  mtu: number;
   bridge: string;
   /** The root namespace's address on the bridge (where the test process is reached). */
   hostIp: string;
@@ -48,8 +49,11 @@ function tbf(dev: string, rateMbit: number, ns?: string): void {
   execFileSync(ns === undefined ? cmd[0]! : "ip", ns === undefined ? cmd.slice(1) : ["netns", "exec", ns, ...cmd], { stdio: ["ignore", "ignore", "pipe"] });
 }
 
-/** Creates `rates.length` namespaces on one bridge; node i's link runs at rates[i] Mbit/s each way. */
-export function createTopology(rates: number[]): Topology {
+/**
+ * Creates `rates.length` namespaces on one bridge; node i's link runs at rates[i] Mbit/s each way. `mtu` sets the
+ * MTU of the bridge and every veth (1500 by default; 9000 = jumbo frames, as datacenter fabrics use).
+ */
+export function createTopology(rates: number[], mtu = 1500): Topology {
   const tag = randomBytes(3).toString("hex");
   const subnet = `10.${200 + (parseInt(tag.slice(0, 2), 16) % 50)}.${parseInt(tag.slice(2, 4), 16)}`;
   const bridge = `tgbr${tag}`;
@@ -63,6 +67,7 @@ export function createTopology(rates: number[]): Topology {
   try {
     ip(["link", "add", bridge, "type", "bridge"]);
     created.bridge = true;
+    ip(["link", "set", bridge, "mtu", String(mtu)]);
     ip(["addr", "add", `${subnet}.254/24`, "dev", bridge]);
     ip(["link", "set", bridge, "up"]);
     rates.forEach((rateMbit, i) => {
@@ -73,6 +78,8 @@ export function createTopology(rates: number[]): Topology {
       created.ns.push(ns);
       ip(["link", "add", host, "type", "veth", "peer", "name", peer]);
       ip(["link", "set", peer, "netns", ns]);
+      ip(["link", "set", host, "mtu", String(mtu)]);
+      ip(["netns", "exec", ns, "ip", "link", "set", peer, "mtu", String(mtu)]);
       ip(["link", "set", host, "master", bridge, "up"]);
       ip(["netns", "exec", ns, "ip", "addr", "add", `${subnet}.${i + 1}/24`, "dev", peer]);
       ip(["netns", "exec", ns, "ip", "link", "set", peer, "up"]);
@@ -90,6 +97,7 @@ export function createTopology(rates: number[]): Topology {
   }
   return {
     tag,
+    mtu,
     bridge,
     hostIp: `${subnet}.254`,
     nodes,

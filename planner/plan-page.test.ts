@@ -1,15 +1,19 @@
 /**
  * The plan page in a real headless Chromium (Debian's /usr/bin/chromium): a plan made by runPlan from a week of
- * synthetic history is served by the plansRoutes sub-app mounted on a hono app; the page must show its SVG charts
- * and log no console errors. The admin key is required.
+ * synthetic history is served by the global router (router/server.ts GlobalRouter, with the plansRoutes sub-app
+ * mounted as `tidegate dev` and `tidegate global` mount it); the page must show its SVG charts and log no console
+ * errors. The admin key is required.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
-import { Hono } from "hono";
-import { serve, type ServerType } from "@hono/node-server";
+import { WallClock } from "../core/clock.js";
+import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
+import { silentLogger } from "../core/log.js";
+import { FakeRegionLink } from "../router/fake-link.js";
+import { GlobalRouter } from "../router/server.js";
 import { chromium, type BrowserContext } from "playwright-core";
 import { MemoryHistory, type DemandSample } from "../forecasts/history.js";
 import { createForecaster } from "../forecasts/registry.js";
@@ -55,7 +59,7 @@ export async function samplePlanInputs(): Promise<{ fleet: Fleet; history: Memor
   return { fleet, history, nowMs: start + minutes * 60_000 };
 }
 
-let server: ServerType;
+let router: GlobalRouter;
 let base: string;
 let context: BrowserContext;
 let planId: string;
@@ -71,12 +75,17 @@ beforeAll(async () => {
   const report = await runPlan({ fleet, history, forecaster, solver, nowMs, decisionId: 2, previous: first, strategy: "lt-ua" });
   await store.put(report);
   planId = report.id;
-  const app = new Hono();
-  app.route("/", plansRoutes({ store, adminKeys: [ADMIN] }));
-  server = await new Promise<ServerType>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
+  const config = parseConfig({ ...(DEFAULT_CONFIG_JSON as Record<string, unknown>), router: { adminKeys: [ADMIN] } });
+  router = new GlobalRouter({
+    config,
+    links: config.regions.map((r) => new FakeRegionLink(r.name)),
+    clock: new WallClock(),
+    logger: silentLogger,
+    defaultMetrics: false,
+    mounts: [{ path: "/", app: plansRoutes({ store, adminKeys: config.router.adminKeys }) }],
   });
-  base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const addr: AddressInfo = await router.listen("127.0.0.1", 0);
+  base = `http://127.0.0.1:${addr.port}`;
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
   // A fresh --user-data-dir: playwright passes `profile` as Chromium's --user-data-dir.
   context = await chromium.launchPersistentContext(profile, {
@@ -89,7 +98,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await context?.close();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  await router?.close();
   rmSync(profile, { recursive: true, force: true });
 });
 

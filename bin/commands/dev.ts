@@ -14,6 +14,12 @@ import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
 import { GlobalRouter } from "../../router/server.js";
 import type { RouterMount } from "../../router/app.js";
+import { newId } from "../../core/ids.js";
+import { MemoryHistory } from "../../forecasts/history.js";
+import { MemoryLeaderLock } from "../../planner/leader.js";
+import { plansRoutes } from "../../planner/routes.js";
+import { startPlannerService } from "../../planner/service.js";
+import { MemoryPlanStore } from "../../planner/store.js";
 
 /** A running in-process stack; `close()` stops the router, the links and every engine. */
 export interface DevStack {
@@ -114,12 +120,30 @@ export const command: Command = {
     const clock = new WallClock();
     // Batch tier (issue 3): Files/Batch API at /v1 on the embedded queue, or Redis with --redis-url.
     const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }) });
-    const stack = buildDevStack({ config, clock, logger, mounts: [{ path: "/v1", app: batch.routes }] });
+    // Planner tier (issue 4): hourly plans in memory, served at /plans behind an admin key (one is made up and
+    // printed when the config names none).
+    const adminKeys = config.router.adminKeys.length > 0 ? config.router.adminKeys : [newId("tg-admin-")];
+    const plans = new MemoryPlanStore();
+    const stack = buildDevStack({ config, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: plansRoutes({ store: plans, adminKeys }) }] });
     batch.start(stack.links, stack.router.deps.metrics.registry);
+    const planner = await startPlannerService({
+      config,
+      clock,
+      links: stack.links,
+      history: new MemoryHistory(),
+      store: plans,
+      lock: new MemoryLeaderLock(clock),
+      holder: "dev",
+      intervalMs: config.planner.intervalMs,
+      advisory: config.planner.advisory,
+      forecaster: "blend",
+      log: logger.child({ tier: "planner" }),
+    });
     const stopped = untilSignal();
     try {
       await stack.router.listen(host, port);
     } catch (err) {
+      await planner.close();
       await batch.close();
       await stack.close();
       throw err;
@@ -129,10 +153,12 @@ export const command: Command = {
     process.stdout.write(
       `tidegate dev: serving ${url} (regions: ${config.regions.map((r) => r.name).join(", ")}; models: ${config.models.map((m) => m.name).join(", ")})\n` +
         `try:\n  curl -N ${url}/v1/chat/completions -H 'content-type: application/json' \\\n` +
-        `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n`,
+        `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n` +
+        `plan reports: ${url}/plans (Authorization: Bearer ${config.router.adminKeys.length > 0 ? "<your admin key>" : adminKeys[0]})\n`,
     );
     const sig = await stopped;
     logger.info("shutting down", { signal: sig });
+    await planner.close();
     await batch.close();
     await stack.close();
     process.stdout.write("tidegate dev: stopped\n");

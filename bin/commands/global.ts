@@ -13,6 +13,10 @@ import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import type { TlsFiles } from "../../region/link/tls.js";
 import { GlobalRouter } from "../../router/server.js";
 import { untilSignal } from "./dev.js";
+import { Redis } from "ioredis";
+import type { RouterMount } from "../../router/app.js";
+import { plansRoutes } from "../../planner/routes.js";
+import { RedisPlanStore } from "../../planner/store.js";
 
 /** The three TLS flags together, or none (insecure loopback/dev links). */
 function tlsFrom(flags: Record<string, unknown>): TlsFiles | undefined {
@@ -68,14 +72,25 @@ export const command: Command = {
       (r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, telemetryIntervalMs, clock, log: logger.child({ region: r.name }), ...(tls === undefined ? {} : { tls }) }),
     );
     // Batch tier (issue 3): Files/Batch API at /v1 and the NIW dispatcher; --redis-url switches the queue to Redis.
-    const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }) });
-    const router = new GlobalRouter({ config, links, clock, logger, mounts: [{ path: "/v1", app: batch.routes }] });
+    const queueConfig = withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined);
+    const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }) });
+    const mounts: RouterMount[] = [{ path: "/v1", app: batch.routes }];
+    // Planner tier (issue 4): with the Redis backend, serve the reports `tidegate planner` keeps there at /plans.
+    let plansRedis: Redis | undefined;
+    if (queueConfig.queue.backend === "redis") {
+      const redis = new Redis(queueConfig.queue.redisUrl, { maxRetriesPerRequest: 2 });
+      redis.on("error", (err) => logger.warn("plans redis error", { err }));
+      plansRedis = redis;
+      mounts.push({ path: "/", app: plansRoutes({ store: new RedisPlanStore(redis, queueConfig.queue.keyPrefix), adminKeys: config.router.adminKeys }) });
+    }
+    const router = new GlobalRouter({ config, links, clock, logger, mounts });
     batch.start(links, router.deps.metrics.registry);
     const stopped = untilSignal();
     const close = async () => {
       await batch.close();
       await router.close();
       await Promise.all(links.map((l) => l.close()));
+      plansRedis?.disconnect();
     };
     try {
       await router.listen(host, port);

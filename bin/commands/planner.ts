@@ -14,16 +14,12 @@ import { TidegateError } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
 import { createLogger } from "../../core/log.js";
 import { RedisHistory } from "../../forecasts/history-redis.js";
-import { createForecaster, isForecasterName } from "../../forecasts/registry.js";
+import { isForecasterName } from "../../forecasts/registry.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
-import { fleetFromConfig } from "../../planner/fleet.js";
 import { RedisLeaderLock } from "../../planner/leader.js";
-import { PlannerLoop } from "../../planner/loop.js";
-import { runPlan } from "../../planner/plan.js";
-import { TelemetryRecorder } from "../../planner/recorder.js";
 import { plansRoutes } from "../../planner/routes.js";
-import { HighsSolver } from "../../planner/solver.js";
-import { RedisPlanStore, writePlanFiles } from "../../planner/store.js";
+import { RedisPlanStore } from "../../planner/store.js";
+import { startPlannerService } from "../../planner/service.js";
 import { untilSignal } from "./dev.js";
 
 export const command: Command = {
@@ -66,48 +62,23 @@ export const command: Command = {
     const redis = new Redis(typeof flags["redis-url"] === "string" ? flags["redis-url"] : config.queue.redisUrl, { maxRetriesPerRequest: 2 });
     redis.on("error", (err) => log.warn("redis error", { err }));
     const clock = new WallClock();
-    const fleet = fleetFromConfig(config);
     const history = new RedisHistory(redis, { keyPrefix: prefix });
-    const forecaster = createForecaster({ name: fname });
-    const solver = await HighsSolver.create();
     // Reports go to Redis so the global router (or another replica) can serve them too.
     const store = new RedisPlanStore(redis, prefix);
     const holder = `${hostname()}-${process.pid}-${newId("").slice(0, 6)}`;
     const lock = new RedisLeaderLock(redis, prefix);
     const links = config.regions.map((r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, clock, log }));
-    const recorder = new TelemetryRecorder(history);
     const out = typeof flags.out === "string" ? flags.out : undefined;
-    const loop = new PlannerLoop({
-      clock,
-      intervalMs,
-      lock,
-      holder,
-      advisory,
-      links,
-      store,
-      log,
-      plan: async (decisionId, previous) => {
-        const report = await runPlan({ fleet, history, forecaster, solver, nowMs: clock.now(), decisionId, intervalMs, advisory, strategy: config.controller.strategy, ...(previous === undefined ? {} : { previous }) });
-        if (out !== undefined) writePlanFiles(out, report);
-        return report;
-      },
-    });
-    const unsubs = links.map((l) => l.subscribe((t) => {
-      if (loop.leading) recorder.observe(t).catch((err: unknown) => log.warn("history write failed", { err: err instanceof Error ? err : String(err) }));
-    }));
+    const planner = await startPlannerService({ config, clock, links, history, store, lock, holder, intervalMs, advisory, forecaster: fname, log, ...(out === undefined ? {} : { outDir: out }) });
     const app = new Hono();
     app.route("/", plansRoutes({ store, adminKeys: config.router.adminKeys }));
     const server = serve({ fetch: app.fetch, port: Number(flags.port), hostname: String(flags.host) }, (info) => {
       log.info("planner listening", { url: `http://${String(flags.host)}:${info.port}/plans`, holder, intervalMs, advisory });
       process.stdout.write(`tidegate planner: /plans on http://${String(flags.host)}:${info.port} (holder ${holder}, every ${intervalMs} ms${advisory ? ", advisory" : ""})\n`);
     });
-    loop.start();
-    void loop.tick();
     const sig = await untilSignal();
     log.info("stopping", { signal: sig });
-    for (const u of unsubs) u();
-    await loop.stop();
-    await forecaster.close();
+    await planner.close();
     await Promise.all(links.map((l) => l.close()));
     await new Promise<void>((resolve) => server.close(() => resolve()));
     redis.disconnect();

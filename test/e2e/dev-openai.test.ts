@@ -20,6 +20,24 @@ afterAll(async () => {
   await stopAll();
 });
 
+describe("tidegate dev runs the planner", () => {
+  it("serves its hourly plan at /plans behind the admin key it prints", async () => {
+    const base = dev.match[1]!;
+    const key = /Bearer (tg-admin-\S+)\)/.exec(dev.output())?.[1];
+    expect(key).toBeDefined();
+    expect((await fetch(`${base}/plans`)).status).toBe(401);
+    // The first round runs at start; poll briefly for it.
+    let list: { data: { decisionId: number; status: string }[] } = { data: [] };
+    for (let i = 0; i < 50 && list.data.length === 0; i++) {
+      const res = await fetch(`${base}/plans`, { headers: { authorization: `Bearer ${key}`, accept: "application/json" } });
+      expect(res.status).toBe(200);
+      list = (await res.json()) as typeof list;
+      if (list.data.length === 0) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(list.data[0]).toMatchObject({ decisionId: 1, status: "optimal" });
+  });
+});
+
 describe("tidegate dev with the openai client", () => {
   it("streams a chat completion: role, one chunk per token, finish_reason, then usage", async () => {
     const stream = await client.chat.completions.create({

@@ -1,0 +1,92 @@
+/**
+ * The planner tier wired for a process: forecaster + HiGHS + the planning loop over the regions' links, recording
+ * their telemetry into demand history while this replica leads. `tidegate planner` runs it on Redis stores;
+ * `tidegate dev` runs it in memory. The stores, lock and links come from the caller; this file only wires.
+ */
+import type { Clock } from "../core/clock.js";
+import type { TidegateConfig } from "../core/config.js";
+import type { Logger } from "../core/log.js";
+import type { RegionLink, Unsubscribe } from "../core/ports.js";
+import type { DemandHistory } from "../forecasts/history.js";
+import { createForecaster, type ForecasterName } from "../forecasts/registry.js";
+import { fleetFromConfig } from "./fleet.js";
+import type { LeaderLock } from "./leader.js";
+import { PlannerLoop } from "./loop.js";
+import { runPlan } from "./plan.js";
+import { TelemetryRecorder } from "./recorder.js";
+import { HighsSolver } from "./solver.js";
+import { writePlanFiles, type PlanStore } from "./store.js";
+
+/** Everything one planner replica needs. */
+export interface PlannerServiceOptions {
+  config: TidegateConfig;
+  clock: Clock;
+  links: readonly RegionLink[];
+  history: DemandHistory;
+  store: PlanStore;
+  lock: LeaderLock;
+  /** This replica's id in the leader lock. */
+  holder: string;
+  intervalMs: number;
+  advisory: boolean;
+  forecaster: ForecasterName;
+  /** Also write each report as JSON + HTML into this folder. */
+  outDir?: string;
+  log: Logger;
+}
+
+export interface PlannerService {
+  loop: PlannerLoop;
+  /** Stops the loop (releasing the lock), the telemetry subscriptions and the forecaster's workers. */
+  close(): Promise<void>;
+}
+
+/** Starts the loop (first round at once, then every intervalMs) and the telemetry recording. */
+export async function startPlannerService(o: PlannerServiceOptions): Promise<PlannerService> {
+  const fleet = fleetFromConfig(o.config);
+  const forecaster = createForecaster({ name: o.forecaster });
+  const solver = await HighsSolver.create();
+  const recorder = new TelemetryRecorder(o.history);
+  const loop = new PlannerLoop({
+    clock: o.clock,
+    intervalMs: o.intervalMs,
+    lock: o.lock,
+    holder: o.holder,
+    advisory: o.advisory,
+    links: o.links,
+    store: o.store,
+    log: o.log,
+    plan: async (decisionId, previous) => {
+      const report = await runPlan({
+        fleet,
+        history: o.history,
+        forecaster,
+        solver,
+        nowMs: o.clock.now(),
+        decisionId,
+        intervalMs: o.intervalMs,
+        advisory: o.advisory,
+        strategy: o.config.controller.strategy,
+        ...(previous === undefined ? {} : { previous }),
+      });
+      if (o.outDir !== undefined) writePlanFiles(o.outDir, report);
+      return report;
+    },
+  });
+  const unsubs: Unsubscribe[] = o.links.map((l) =>
+    l.subscribe((t) => {
+      if (!loop.leading) return;
+      recorder.observe(t).catch((err: unknown) => o.log.warn("history write failed", { err: err instanceof Error ? err : String(err) }));
+    }),
+  );
+  loop.start();
+  void loop.tick();
+  return {
+    loop,
+    close: async () => {
+      for (const u of unsubs) u();
+      await loop.stop();
+      await forecaster.close();
+    },
+  };
+}

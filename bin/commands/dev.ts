@@ -48,7 +48,9 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
   const gateways: Gateway[] = [];
   const links: RegionLink[] = [];
   for (const region of config.regions) {
-    const gateway = new Gateway({ region: region.name, clock, log: logger.child({ region: region.name }) });
+    // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), which is
+    // also what replay does, so dev and replay route the same arrivals identically.
+    const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: 0, log: logger.child({ region: region.name }) });
     for (const ep of region.endpoints) {
       const tp = config.models.find((m) => m.name === ep.model)?.gpusPerInstance[ep.gpu];
       if (tp === undefined) throw new Error(`config: ${ep.model} has no gpusPerInstance for ${ep.gpu}`);

@@ -1,7 +1,9 @@
 /**
  * Reads a JSON request body from a node:http request with a byte limit enforced while reading: a declared
- * Content-Length over the limit is refused before any byte is read, and a chunked body is cut off as soon as it
- * passes the limit (the rest is never buffered).
+ * Content-Length over the limit is refused before any byte is read, and a chunked body is refused as soon as it
+ * passes the limit; nothing past the limit is buffered. The refused rest is read and dropped (up to
+ * DISCARD_CAP_BYTES, then the connection is cut) so that clients which write their whole body before reading the
+ * response (fetch, curl) get the 413 instead of a broken pipe.
  */
 import type { IncomingMessage } from "node:http";
 import { TidegateError } from "../core/errors.js";
@@ -18,7 +20,7 @@ export function readJsonBody(req: IncomingMessage, limitBytes: number): Promise<
     const tooLarge = () => new TidegateError("payload_too_large", `request body exceeds the limit of ${limitBytes} bytes`);
     const declared = req.headers["content-length"];
     if (declared !== undefined && Number(declared) > limitBytes) {
-      req.resume(); // discard without buffering; the response closes the connection
+      discardRest(req);
       return reject(tooLarge());
     }
     const chunks: Buffer[] = [];
@@ -38,8 +40,8 @@ export function readJsonBody(req: IncomingMessage, limitBytes: number): Promise<
       bytes += chunk.length;
       if (bytes > limitBytes) {
         chunks.length = 0;
-        req.resume();
         finish(tooLarge());
+        discardRest(req);
         return;
       }
       chunks.push(chunk);
@@ -60,4 +62,18 @@ export function readJsonBody(req: IncomingMessage, limitBytes: number): Promise<
     req.on("error", onError);
     req.on("aborted", onAborted);
   });
+}
+
+/** How much of a refused body is read and dropped before the connection is cut. */
+export const DISCARD_CAP_BYTES = 64 * 1024 * 1024;
+
+/** Reads and drops the rest of a refused body; past `capBytes` the socket is destroyed. */
+function discardRest(req: IncomingMessage, capBytes = DISCARD_CAP_BYTES): void {
+  let bytes = 0;
+  req.on("data", (chunk: Buffer) => {
+    bytes += chunk.length;
+    if (bytes > capBytes) req.socket.destroy();
+  });
+  req.on("error", () => {}); // the client may cut the upload once it has its 413; nothing is left to report
+  req.resume();
 }

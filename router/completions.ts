@@ -134,11 +134,10 @@ function requestedRegion(deps: CompletionDeps, req: IncomingMessage): RegionName
   return value;
 }
 
-/** Writes an OpenAI-style error body; 413 also closes the connection (the rest of the body is not read). */
+/** Writes an OpenAI-style error body (after a 413 the rest of the body is dropped by router/body.ts). */
 export function sendError(res: ServerResponse, err: TidegateError): void {
   const body = JSON.stringify(err.toOpenAI());
   const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
-  if (err.code === "payload_too_large") headers.connection = "close";
   res.writeHead(err.status, headers);
   res.end(body);
 }

@@ -11,6 +11,10 @@
         "src/checksum.cc",
         "src/store.cc",
         "src/tcp_transport.cc",
+        "src/tcp_dial.cc",
+        "src/tcp_send.cc",
+        "src/tcp_receive.cc",
+        "src/tcp_runner.cc",
         "src/select.cc"
       ],
       "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],

@@ -1,0 +1,158 @@
+// TCP transport, receive side: frame parsing, blocks read straight into the store and checksummed as they land,
+// pull-mode block requests.
+#include "tcp_internal.h"
+
+namespace tg {
+namespace tcp {
+bool Runner::requestNext() {
+  while (spec.pull && outstanding == 0 && recvIdx < spec.recvOrder.size()) {
+    const SendOp& r = spec.recvOrder[recvIdx];
+    Conn* c = inBy[r.peer];
+    if (c == nullptr || c->fd < 0) return true;  // asked once its hello arrives
+    if (!queueHeader(c, kRequest, r.block, 0, 0)) return true;  // queue full: housekeeping asks again
+    recvIdx++;
+    outstanding++;
+    int w = flush(c);
+    if (w < 0) return false;
+    if (!watch(c, EPOLLIN | (w == 0 ? static_cast<uint32_t>(EPOLLOUT) : 0u))) return false;
+  }
+  return true;
+}
+
+bool Runner::onPayloadDone(Conn* c) {
+  uint32_t block = c->rHdr.block;
+  uint64_t len = store->length(block);
+  uint32_t got = c->rSum.finish();
+  if (got != c->rHdr.checksum) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, ": checksum mismatch (computed %08x, sender said %08x)", got, c->rHdr.checksum);
+    return fail(Failure::Checksum, c->peer, static_cast<int32_t>(block),
+                "block " + std::to_string(block) + " from " + peerName(c->peer) + buf);
+  }
+  store->markPresent(block, got);
+  if (spec.pull && !c->released) {
+    c->released = true;
+    outstanding--;
+  }
+  sink.onBlock(block, static_cast<uint32_t>(c->peer), msBetween(t0, Clock::now()), len);
+  if (!requestNext()) return false;
+  c->nextExpect++;
+  c->rHdrOff = 0;
+  if (c->nextExpect == spec.expect[c->peer].size()) {
+    c->finished = true;
+    inRemaining--;
+  }
+  return true;
+}
+
+bool Runner::onIncomingFrame(Conn* c) {
+  const Frame& f = c->rHdr;
+  if (f.magic != kMagic || f.version != kVersion || f.runId != spec.runId) {
+    if (!c->helloSeen) {  // a stale or foreign dialer: drop it, it is not part of this run
+      c->finished = true;
+      return true;
+    }
+    return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " sent a malformed frame header");
+  }
+  if (!c->helloSeen) {
+    if (f.type != kHello || f.block >= spec.peers.size() || spec.expect[f.block].empty())
+      return fail(Failure::InvalidPlan, static_cast<int32_t>(f.block), -1,
+                  peerName(static_cast<int32_t>(f.block)) + " dialed this node but the plan sends nothing from it here");
+    if (inBy[f.block] != nullptr)
+      return fail(Failure::InvalidPlan, static_cast<int32_t>(f.block), -1, peerName(static_cast<int32_t>(f.block)) + " dialed twice");
+    c->peer = static_cast<int32_t>(f.block);
+    c->helloSeen = true;
+    inBy[f.block] = c;
+    c->rHdrOff = 0;
+    return requestNext();
+  }
+  if (f.type == kHeartbeat) {
+    c->rHdrOff = 0;
+    return true;
+  }
+  if (f.type != kData || c->outgoing)
+    return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " sent an unexpected frame type " + std::to_string(f.type));
+  const auto& exp = spec.expect[c->peer];
+  if (c->nextExpect >= exp.size() || f.block != exp[c->nextExpect])
+    return fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(f.block),
+                peerName(c->peer) + " sent block " + std::to_string(f.block) + " out of plan order");
+  if (f.block >= store->blockCount || f.length != store->length(f.block))
+    return fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(f.block),
+                peerName(c->peer) + " sent block " + std::to_string(f.block) + " with length " + std::to_string(f.length));
+  c->released = false;
+  c->rSum.reset(store->base + store->offset(f.block), f.length);
+  c->rPay = store->base + store->offset(f.block);
+  c->rPayLeft = f.length;
+  if (c->rPayLeft == 0) return onPayloadDone(c);
+  return true;
+}
+
+bool Runner::onReadable(Conn* c) {
+  for (int rounds = 0; rounds < 64 && !c->finished; rounds++) {
+    ssize_t n;
+    if (c->rPayLeft > 0) {
+      n = recv(c->fd, c->rPay, c->rPayLeft < kMaxRead ? c->rPayLeft : kMaxRead, 0);
+    } else {
+      n = recv(c->fd, reinterpret_cast<uint8_t*>(&c->rHdr) + c->rHdrOff, sizeof(Frame) - c->rHdrOff, 0);
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return true;
+      if (c->outgoing && c->sendDone) {
+        c->finished = true;
+        return true;
+      }
+      return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " failed: " + std::strerror(errno));
+    }
+    if (n == 0) {
+      if (!c->helloSeen) {
+        c->finished = true;
+        return true;
+      }
+      if (c->outgoing && c->sendDone) {  // the receiver has everything and closed: this connection is done
+        c->finished = true;
+        return true;
+      }
+      std::string where = c->outgoing ? " closed the connection before receiving every block"
+                                      : " closed the connection after " + std::to_string(c->nextExpect) + " of " +
+                                            std::to_string(spec.expect[c->peer].size()) + " blocks";
+      return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + where);
+    }
+    c->lastHeard = Clock::now();
+    if (c->outgoing) {  // from the receiver: heartbeats (liveness only) and, in pull mode, block requests
+      c->rHdrOff += static_cast<size_t>(n);
+      if (c->rHdrOff == sizeof(Frame)) {
+        c->rHdrOff = 0;
+        if (c->rHdr.magic != kMagic || c->rHdr.runId != spec.runId)
+          return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " sent a malformed frame header");
+        if (c->rHdr.type == kRequest) {
+          c->credits++;
+          if (!pump()) return false;
+        }
+      }
+      continue;
+    }
+    if (c->rPayLeft > 0) {
+      c->rPay += n;
+      c->rPayLeft -= static_cast<uint64_t>(n);
+      out.bytesReceived += static_cast<uint64_t>(n);
+      c->rSum.advance(c->rHdr.length - c->rPayLeft);
+      if (spec.pull && !c->released && c->rPayLeft <= c->rHdr.length / 8) {
+        c->released = true;
+        outstanding--;
+        if (!requestNext()) return false;
+      }
+      if (c->rPayLeft == 0) {
+        if (!onPayloadDone(c)) return false;
+        if (!pump()) return false;
+      }
+    } else {
+      c->rHdrOff += static_cast<size_t>(n);
+      if (c->rHdrOff == sizeof(Frame) && !onIncomingFrame(c)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace tcp
+}  // namespace tg

@@ -1,0 +1,153 @@
+// TCP transport, the loop: accept, dispatch readiness, heartbeats, stall and deadlock detection, completion.
+#include "tcp_internal.h"
+
+namespace tg {
+namespace tcp {
+bool Runner::housekeeping(Clock::time_point now) {
+  for (auto& cp : conns) {
+    Conn* c = cp.get();
+    if (c->finished) continue;
+    if (!c->helloSeen) {
+      if (msBetween(c->accepted, now) > spec.connectMs) c->finished = true;
+      continue;
+    }
+    if (msBetween(c->lastHeard, now) > spec.stallMs)
+      return fail(Failure::Stalled, c->peer, -1,
+                  peerName(c->peer) + " stalled: nothing heard for " + std::to_string(static_cast<long>(msBetween(c->lastHeard, now))) + " ms");
+    bool idleOut = c->outgoing && !c->sendDone && !c->laneBusy;
+    bool idleIn = !c->outgoing;
+    if ((idleOut || idleIn) && !c->pending() && msBetween(c->lastHeartbeat, now) >= spec.heartbeatMs) {
+      queueHeader(c, kHeartbeat, 0, 0, 0);
+      c->lastHeartbeat = now;
+      int r = flush(c);
+      if (r < 0) return false;
+      if (!watch(c, EPOLLIN | (r == 0 ? static_cast<uint32_t>(EPOLLOUT) : 0u))) return false;
+    }
+  }
+  for (size_t p = 0; p < spec.peers.size(); p++)
+    if (!spec.expect[p].empty() && inBy[p] == nullptr && msBetween(loopStart, now) > spec.connectMs + spec.stallMs)
+      return fail(Failure::PeerFailed, static_cast<int32_t>(p), -1,
+                  peerName(static_cast<int32_t>(p)) + " never connected (waited " + std::to_string(spec.connectMs + spec.stallMs) + " ms)");
+  if (!requestNext()) return false;
+  if (inRemaining == 0)
+    for (const Lane& l : lanes)
+      if (l.idx < l.ops.size() && l.active == nullptr && !store->has(l.ops[l.idx].block))
+        return fail(Failure::InvalidPlan, static_cast<int32_t>(l.ops[l.idx].peer), static_cast<int32_t>(l.ops[l.idx].block),
+                    "block " + std::to_string(l.ops[l.idx].block) + " never arrives here, but the plan forwards it to " +
+                        peerName(static_cast<int32_t>(l.ops[l.idx].peer)));
+  return true;
+}
+
+RunOutcome Runner::go() {
+  t0 = Clock::now();
+  const size_t n = spec.peers.size();
+  outBy.assign(n, nullptr);
+  inBy.assign(n, nullptr);
+  sendsLeft.assign(n, 0);
+  for (const SendOp& op : spec.sends) sendsLeft[op.peer]++;
+  if (spec.perPeer) {
+    std::vector<int> laneOf(n, -1);
+    for (const SendOp& op : spec.sends) {
+      if (laneOf[op.peer] < 0) {
+        laneOf[op.peer] = static_cast<int>(lanes.size());
+        lanes.emplace_back();
+      }
+      lanes[laneOf[op.peer]].ops.push_back(op);
+    }
+  } else {
+    lanes.emplace_back();
+    lanes[0].ops = spec.sends;
+  }
+  for (size_t p = 0; p < n; p++)
+    if (!spec.expect[p].empty()) inRemaining++;
+  ep = epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) fail(Failure::Io, -1, -1, std::string("epoll_create1: ") + std::strerror(errno));
+  Conn lconn, wconn;  // markers for the listener and the wake fd
+  lconn.fd = lfd;
+  wconn.fd = wfd;
+  if (!failed() && connectAll()) {
+    loopStart = Clock::now();
+    epoll_event e{};
+    e.events = EPOLLIN;
+    e.data.ptr = &lconn;
+    epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &e);
+    e.data.ptr = &wconn;
+    epoll_ctl(ep, EPOLL_CTL_ADD, wfd, &e);
+    for (auto& c : conns)
+      if (flush(c.get()) < 0 || !watch(c.get(), EPOLLIN | (c->pending() ? static_cast<uint32_t>(EPOLLOUT) : 0u))) break;
+    if (!failed()) pump();
+    epoll_event evs[64];
+    while (!failed()) {
+      bool outsDone = true;
+      for (auto& c : conns)
+        if (c->outgoing && !c->finished) outsDone = false;
+      if (inRemaining == 0 && lanesDone() && outsDone) break;
+      int k = epoll_wait(ep, evs, 64, waitingDrain ? 1 : 50);
+      if (k < 0 && errno != EINTR) {
+        fail(Failure::Io, -1, -1, std::string("epoll_wait: ") + std::strerror(errno));
+        break;
+      }
+      for (int i = 0; i < k && !failed(); i++) {
+        Conn* c = static_cast<Conn*>(evs[i].data.ptr);
+        if (c == &wconn) {
+          fail(Failure::Cancelled, -1, -1, "transfer cancelled");
+          break;
+        }
+        if (c == &lconn) {
+          for (;;) {
+            int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (fd < 0) break;
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            auto nc = std::make_unique<Conn>();
+            nc->fd = fd;
+            nc->accepted = nc->lastHeard = nc->lastHeartbeat = Clock::now();
+            Conn* raw = nc.get();
+            conns.push_back(std::move(nc));
+            if (!watch(raw, EPOLLIN)) break;
+          }
+          continue;
+        }
+        if (c->finished) continue;
+        if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP)) {
+          if (!onReadable(c)) break;
+        }
+        if (!c->finished && (evs[i].events & EPOLLOUT)) {
+          if (c->laneBusy) {
+            if (!pump()) break;
+          } else {
+            int r = flush(c);
+            if (r < 0) break;
+            if (!watch(c, EPOLLIN | (r == 0 ? static_cast<uint32_t>(EPOLLOUT) : 0u))) break;
+          }
+        }
+        if (c->finished && c->fd >= 0) {
+          epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, nullptr);
+          close(c->fd);
+          c->fd = -1;
+        }
+      }
+      if (!failed() && waitingDrain) pump();
+      if (!failed()) housekeeping(Clock::now());
+      for (auto& c : conns)
+        if (c->finished && c->fd >= 0) {
+          epoll_ctl(ep, EPOLL_CTL_DEL, c->fd, nullptr);
+          close(c->fd);
+          c->fd = -1;
+        }
+    }
+  }
+  if (failed()) {
+    // Reset connections so peers learn at once (unread data makes close() send RST).
+    for (auto& c : conns)
+      if (c->fd >= 0) {
+        linger lg{1, 0};
+        setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+      }
+  }
+  out.elapsedMs = msBetween(t0, Clock::now());
+  return out;
+}
+
+}  // namespace tcp
+}  // namespace tg

@@ -1,0 +1,100 @@
+// TCP transport, send side: epoll interest, writes from the block store, send lanes (in-order or per-peer).
+#include "tcp_internal.h"
+
+namespace tg {
+namespace tcp {
+bool Runner::watch(Conn* c, uint32_t ev) {
+  if (c->events == ev) return true;
+  epoll_event e{};
+  e.events = ev;
+  e.data.ptr = c;
+  int op = c->events == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD;
+  if (epoll_ctl(ep, op, c->fd, &e) != 0) return fail(Failure::Io, c->peer, -1, std::string("epoll_ctl: ") + std::strerror(errno));
+  c->events = ev;
+  return true;
+}
+
+// Dials every peer this node sends to, retrying refused connections until connectMs; no data moves until all
+// are connected, so an unreachable peer fails the role before any byte of the model is sent.
+int Runner::flush(Conn* c) {
+  while (c->wHdrOff < c->wHdrLen) {
+    ssize_t n = send(c->fd, c->wBuf + c->wHdrOff, c->wHdrLen - c->wHdrOff,
+                     MSG_NOSIGNAL | (c->wPayLeft > 0 ? MSG_MORE : 0));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " failed: send: " + std::strerror(errno));
+      return -1;
+    }
+    c->wHdrOff += static_cast<size_t>(n);
+  }
+  while (c->wPayLeft > 0) {
+    ssize_t n = send(c->fd, c->wPay, c->wPayLeft < kMaxWrite ? c->wPayLeft : kMaxWrite, MSG_NOSIGNAL);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+      fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(c->wBlock),
+           peerName(c->peer) + " failed while receiving block " + std::to_string(c->wBlock) + ": " + std::strerror(errno));
+      return -1;
+    }
+    c->wPay += n;
+    c->wPayLeft -= static_cast<uint64_t>(n);
+    out.bytesSent += static_cast<uint64_t>(n);
+  }
+  return 1;
+}
+
+// Advances every lane as far as blocks are present and sockets accept bytes.
+bool Runner::pump() {
+  waitingDrain = false;
+  for (Lane& l : lanes)
+    if (!pumpLane(l)) return false;
+  return true;
+}
+
+bool Runner::pumpLane(Lane& l) {
+  for (;;) {
+    if (l.active != nullptr) {
+      Conn* c = l.active;
+      int r = flush(c);
+      if (r < 0) return false;
+      if (r == 0) return watch(c, static_cast<uint32_t>(EPOLLIN | EPOLLOUT));
+      if (l.armed) {
+        l.armed = false;
+        if (--sendsLeft[c->peer] == 0) {
+          shutdown(c->fd, SHUT_WR);
+          c->sendDone = true;
+        }
+        l.idx++;
+      }
+      if (!watch(c, EPOLLIN)) return false;
+      c->laneBusy = false;
+      l.active = nullptr;
+    }
+    if (l.idx >= l.ops.size()) return true;
+    const SendOp& op = l.ops[l.idx];
+    if (!store->has(op.block)) return true;  // waits for the block to arrive
+    Conn* c = outBy[op.peer];
+    if (c->laneBusy) return true;  // in-order lanes never share a connection; kept for safety
+    if (spec.pull && c->credits == 0) return true;  // the receiver has not asked for it yet
+    if (!spec.perPeer && l.last != nullptr && l.last != c && l.last->fd >= 0) {
+      int queued = 0;
+      if (ioctl(l.last->fd, SIOCOUTQNSD, &queued) == 0 && queued > kDrainedBytes) {
+        waitingDrain = true;
+        return true;
+      }
+    }
+    l.last = c;
+    l.active = c;
+    c->laneBusy = true;
+    if (c->pending()) continue;  // a heartbeat is still going out; flush it first
+    if (spec.pull) c->credits--;
+    queueHeader(c, kData, op.block, store->checksums[op.block], store->length(op.block));
+    c->wPay = store->base + store->offset(op.block);
+    c->wPayLeft = store->length(op.block);
+    l.armed = true;
+  }
+}
+
+}  // namespace tcp
+}  // namespace tg

@@ -37,6 +37,7 @@ export interface DataPlaneErrorDetails {
   block?: number;
 }
 
+/** A data-plane failure: `reason` (stable), `peer` and `block` at fault when known; `code` maps it to HTTP/gRPC. */
 export class DataPlaneError extends TidegateError {
   readonly reason: DataPlaneReason;
   readonly peer: string | undefined;

@@ -13,6 +13,7 @@
 import { DataPlaneError } from "./errors.js";
 import { addon, type RawBlockStore, type RawEndpoint, type RawEvent, type RawRunSpec } from "./lib/addon.js";
 
+/** The error class every failure of this module is an instance of. */
 export { DataPlaneError, isDataPlaneError, type DataPlaneReason } from "./errors.js";
 
 function checkInt(name: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
@@ -154,6 +155,7 @@ export interface BlockArrival {
   bytes: number;
 }
 
+/** What a finished role did: payload bytes sent and received, wall time of the run, every verified arrival. */
 export interface RunResult {
   bytesSent: number;
   bytesReceived: number;
@@ -161,12 +163,14 @@ export interface RunResult {
   arrivals: BlockArrival[];
 }
 
+/** Per-run hooks: arrival events (on the JS thread, in arrival order) and cancellation. */
 export interface RunOptions {
   onBlock?: (arrival: BlockArrival) => void;
   /** Aborting cancels the transfer; run() then rejects with DataPlaneError cancelled. */
   signal?: AbortSignal;
 }
 
+/** Which transport an endpoint asks for; "verbs" and "auto" fall back to TCP when no RDMA device is usable. */
 export type TransportPreference = "tcp" | "verbs" | "auto";
 
 /** One node's data-plane endpoint: a transport with a bound port, running at most one role at a time. */
@@ -273,6 +277,7 @@ export function blockChecksum(buf: Buffer): number {
   if (!Buffer.isBuffer(buf)) throw new TypeError("blockChecksum needs a Buffer");
   return addon().checksum(buf);
 }
+/** Plain CRC32C (Castagnoli) of `buf`; crc32c("123456789") = 0xe3069283. */
 export function crc32c(buf: Buffer): number {
   if (!Buffer.isBuffer(buf)) throw new TypeError("crc32c needs a Buffer");
   return addon().crc32c(buf);

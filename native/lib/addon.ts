@@ -47,6 +47,7 @@ export interface RawRunSpec {
   recvOrder?: { peer: number; block: number }[];
 }
 
+/** The raw shape of the addon's Endpoint (see native/src/endpoint_wrap.h). */
 export interface RawEndpoint {
   start(spec: RawRunSpec, store: RawBlockStore, onEvent: (ev: RawEvent) => void): void;
   cancel(): void;
@@ -58,6 +59,7 @@ export interface RawEndpoint {
   readonly closed: boolean;
 }
 
+/** Everything the compiled addon exports. */
 export interface Addon {
   BlockStore: new (blockCount: number, blockBytes: number, totalBytes: number, memoryLimitBytes: number) => RawBlockStore;
   Endpoint: new (host: string, port: number, transport: string) => RawEndpoint;

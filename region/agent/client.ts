@@ -18,6 +18,7 @@ interface RawClient extends grpc.Client {
   Run(req: object): grpc.ClientReadableStream<WireRunEvent>;
 }
 
+/** One Run call: the plan, its run id (same on every node) and every node's data address. */
 export interface RunCall {
   model: string;
   plan: MulticastPlan;
@@ -27,6 +28,7 @@ export interface RunCall {
   connectMs?: number;
 }
 
+/** A client for one agent at `address` (host:port, insecure channel). close() releases it. */
 export class AgentClient {
   private readonly c: RawClient;
 

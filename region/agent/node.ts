@@ -11,6 +11,7 @@ import { roleFor } from "../multicast/role.js";
 import { planNodes, type MulticastPlan } from "../multicast/schedule.js";
 import { validatePlan } from "../multicast/validate.js";
 
+/** How an agent starts: its node id, data-plane bind address, transport preference and memory budget. */
 export interface NodeAgentOptions {
   nodeId: string;
   /** Address other nodes dial for blocks (also the bind host). */
@@ -23,6 +24,7 @@ export interface NodeAgentOptions {
   log: Logger;
 }
 
+/** What Info reports. `fallback` says why verbs was not used ("" when it was, or TCP was asked for). */
 export interface AgentInfo {
   nodeId: string;
   dataHost: string;
@@ -32,6 +34,7 @@ export interface AgentInfo {
   memoryBytes: number;
 }
 
+/** How to fill a model's store: "empty" (a target), "file" (a packed model, exactly totalBytes) or "pattern" (seed). */
 export interface LoadSpec {
   model: string;
   totalBytes: number;
@@ -41,6 +44,7 @@ export interface LoadSpec {
   seed?: number;
 }
 
+/** One run: model, plan, run id, data addresses of every plan node, optional liveness settings. */
 export interface RunSpecInput {
   model: string;
   plan: MulticastPlan;
@@ -50,6 +54,7 @@ export interface RunSpecInput {
   connectMs?: number;
 }
 
+/** One node's blocks and data-plane endpoint; one run at a time. */
 export class NodeAgent {
   private readonly stores = new Map<string, BlockStore>();
   private readonly endpoint: Endpoint;

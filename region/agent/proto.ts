@@ -19,6 +19,7 @@ export interface WireAgentInfo {
   fallback: string;
   memory_bytes: number;
 }
+/** LoadRequest on the wire. */
 export interface WireLoadRequest {
   model: string;
   total_bytes: number;
@@ -27,6 +28,7 @@ export interface WireLoadRequest {
   file_path: string;
   seed: number;
 }
+/** LoadReply on the wire. */
 export interface WireLoadReply {
   model: string;
   block_count: number;
@@ -34,6 +36,7 @@ export interface WireLoadReply {
   total_bytes: number;
   present: number;
 }
+/** RunRequest on the wire; plan_json is a MulticastPlan. */
 export interface WireRunRequest {
   model: string;
   plan_json: string;
@@ -42,15 +45,18 @@ export interface WireRunRequest {
   stall_ms: number;
   connect_ms: number;
 }
+/** One Run stream message: a block arrival or the final Done. */
 export interface WireRunEvent {
   block: { block: number; from: string; at_ms: number; bytes: number } | null;
   done: { bytes_sent: number; bytes_received: number; elapsed_ms: number } | null;
 }
+/** VerifyReply on the wire; first_mismatch is −1 when every byte matches. */
 export interface WireVerifyReply {
   first_mismatch: number;
   present: number;
 }
 
+/** Status metadata keys: the TidegateError code, and the DataPlaneError reason, peer and block. */
 export const CODE_KEY = "tidegate-code";
 export const REASON_KEY = "dataplane-reason";
 export const PEER_KEY = "dataplane-peer";

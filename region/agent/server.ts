@@ -10,6 +10,7 @@ import { planFromJson } from "../multicast/plan-json.js";
 import type { NodeAgent } from "./node.js";
 import { agentService, statusOf, type WireAgentInfo, type WireLoadReply, type WireLoadRequest, type WireRunEvent, type WireRunRequest, type WireVerifyReply } from "./proto.js";
 
+/** A running agent gRPC server; close() stops it (forcefully after 2 s). */
 export interface AgentGrpcServer {
   address: string;
   port: number;

@@ -5,6 +5,7 @@
  */
 import { blockBytesFor, withSteps, type ModelBlocks, type MulticastPlan, type Transfer } from "./schedule.js";
 
+/** A model, one source holding it, and the targets that need it. */
 export interface SingleSourceInput {
   model: ModelBlocks;
   source: string;

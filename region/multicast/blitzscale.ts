@@ -11,6 +11,7 @@
 import { DataPlaneError } from "../../native/errors.js";
 import { blockBytesFor, withSteps, type ModelBlocks, type MulticastPlan, type Transfer } from "./schedule.js";
 
+/** A node holding the model (a parameter-pool entry), with its outbound bandwidth in bytes/s. */
 export interface ChainSource {
   id: string;
   /** Outbound bandwidth BWO_s. */
@@ -19,6 +20,7 @@ export interface ChainSource {
   servingOutbound?: boolean;
 }
 
+/** A node to scale onto, with its inbound bandwidth in bytes/s. */
 export interface ChainTarget {
   id: string;
   /** Inbound bandwidth BWI_t. */
@@ -27,6 +29,7 @@ export interface ChainTarget {
   nvlinkGroup?: string;
 }
 
+/** Algorithm 1's inputs: D_src, D_tgt and the model geometry. */
 export interface ChainPlanInput {
   model: ModelBlocks;
   sources: ChainSource[];

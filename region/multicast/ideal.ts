@@ -9,6 +9,7 @@
  */
 import type { MulticastAlgorithm } from "./schedule.js";
 
+/** Model size, block count, nodes in all (source included) and the common link rate in bytes/s. */
 export interface IdealInput {
   totalBytes: number;
   blockCount: number;

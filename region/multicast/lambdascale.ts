@@ -100,6 +100,7 @@ export function binomialTransfers(nodes: string[], order: number[]): Transfer[] 
   return out;
 }
 
+/** A k → N scale-out: k sources, N − k targets, the model geometry. */
 export interface BinomialPlanInput {
   model: ModelBlocks;
   /** Nodes holding the model; k = sources.length sub-groups (k-way transmission). */

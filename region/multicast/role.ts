@@ -9,6 +9,7 @@ import { DataPlaneError } from "../../native/errors.js";
 import { planNodes, sendOrder, type MulticastPlan } from "./schedule.js";
 import { checkAddresses } from "./validate.js";
 
+/** Liveness settings passed to the executor (defaults: stall 1000 ms, connect 2000 ms, heartbeat 200 ms). */
 export interface RoleTimeouts {
   stallMs?: number;
   connectMs?: number;

@@ -32,6 +32,7 @@ export interface SubGroup {
   order: number[];
 }
 
+/** A complete schedule: geometry, who holds the model, who needs it, and every block transfer. */
 export interface MulticastPlan {
   algorithm: MulticastAlgorithm;
   blockCount: number;

@@ -15,6 +15,7 @@ import { localCluster, runAll, type LocalCluster } from "./harness.js";
 const MiB = 1 << 20;
 let runIds = 1000;
 
+/** Registers the suite for `transport`: every plan shape delivers exact bytes; corruption, stalls, unreachable peers and cancellation fail as specified. */
 export function transportConformance(transport: TransportPreference): void {
   describe(`transport conformance: ${transport}`, () => {
     let cluster: LocalCluster | undefined;

@@ -6,6 +6,7 @@ import { BlockStore, Endpoint, type RunResult, type TransportPreference } from "
 import { planNodes, type MulticastPlan } from "../../region/multicast/schedule.js";
 import { roleFor, type RoleTimeouts } from "../../region/multicast/role.js";
 
+/** Per-node stores and endpoints of one in-process cluster; close() frees them. */
 export interface LocalCluster {
   nodes: string[];
   stores: Map<string, BlockStore>;

@@ -8,6 +8,7 @@ import { createInterface } from "node:readline";
 import { repoRoot } from "../../native/lib/addon.js";
 import { AgentClient } from "../../region/agent/client.js";
 
+/** A started agent process: its client, gRPC address, data address and captured stderr lines. */
 export interface RunningAgent {
   nodeId: string;
   proc: ChildProcess;
@@ -17,6 +18,7 @@ export interface RunningAgent {
   stderr: string[];
 }
 
+/** How to start one agent. */
 export interface AgentSpawn {
   nodeId: string;
   /** Run inside this namespace (ip netns exec). */

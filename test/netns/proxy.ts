@@ -4,11 +4,13 @@
  */
 import { createServer, connect, type Server, type Socket } from "node:net";
 
+/** A running relay; close() drops its connections and the listener. */
 export interface CorruptingProxy {
   port: number;
   close(): Promise<void>;
 }
 
+/** Starts a relay that flips byte `flipAtByte` of the first connection's client → server stream. */
 export async function corruptingProxy(host: string, to: { host: string; port: number }, flipAtByte: number): Promise<CorruptingProxy> {
   const sockets = new Set<Socket>();
   let first = true;

@@ -8,6 +8,7 @@
 import { execFileSync, spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 
+/** One emulated host: namespace, address on the bridge, shaped rate. */
 export interface NetnsNode {
   name: string;
   /** The namespace name (for `ip netns exec`). */
@@ -16,6 +17,7 @@ export interface NetnsNode {
   rateMbit: number;
 }
 
+/** Namespaces on one bridge; destroy() removes them all. */
 export interface Topology {
   tag: string;
   mtu: number;

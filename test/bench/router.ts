@@ -47,6 +47,16 @@ async function waitAvailable(routerUrl: string, region: string, timeoutMs: numbe
   }
 }
 
+/** CPU seconds of a process so far split into user and system time, from /proc (Linux); NaN elsewhere. */
+function cpuSplit(pid: number | undefined): { user: number; sys: number } {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
+    return { user: Number(fields[11]) / 100, sys: Number(fields[12]) / 100 };
+  } catch {
+    return { user: Number.NaN, sys: Number.NaN };
+  }
+}
+
 /** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
 function cpuSeconds(pid: number | undefined): number {
   try {
@@ -116,8 +126,13 @@ async function main(): Promise<void> {
       const a = await load(engineUrl);
       const cpuA = cpuPerToken(ca, a.tokens);
       const cb = cpuNow();
+      const splitBefore = Object.values(pids).map(cpuSplit);
       const b = await load(routerUrl);
       const cpuB = cpuPerToken(cb, b.tokens);
+      const splitAfter = Object.values(pids).map(cpuSplit);
+      const splitLine = Object.keys(pids)
+        .map((k, i) => `${k} user ${(((splitAfter[i]!.user - splitBefore[i]!.user) * 1e6) / Math.max(1, b.tokens)).toFixed(1)} sys ${(((splitAfter[i]!.sys - splitBefore[i]!.sys) * 1e6) / Math.max(1, b.tokens)).toFixed(1)}`)
+        .join(", ");
       failures += a.failures + b.failures;
       ratios.push(b.tokensPerS / a.tokensPerS);
       addedP50.push(b.ttftMedianMs - a.ttftMedianMs);
@@ -127,6 +142,7 @@ async function main(): Promise<void> {
       cpuDirect.push(cpuA.engine!);
       for (const k of Object.keys(cpuTwoHop)) cpuTwoHop[k]!.push(cpuB[k]!);
       console.log(`round ${round}: CPU µs per token (10 ms ticks) — A: ${fmtCpu(cpuA)}; B: ${fmtCpu(cpuB)}; load average ${loadavg()[0]!.toFixed(2)}`);
+      console.log(`round ${round}: B CPU µs per token split — ${splitLine}`);
       console.log(`round ${round}: throughput ratio ${(b.tokensPerS / a.tokensPerS).toFixed(3)}, added TTFT p50 ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, p99 ${(b.ttftP99Ms - a.ttftP99Ms).toFixed(3)} ms`);
     }
     // Latency without self-induced queueing: one stream at a time, alternating A B, 3 rounds of 40 requests.

@@ -40,11 +40,21 @@ export function freePort(): Promise<number> {
 }
 
 /**
+ * Extra node flags for a spawned process, for profiling under a bench: TIDEGATE_NODE_FLAGS (space-separated,
+ * e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`) applies to every process, TIDEGATE_NODE_FLAGS_<NAME> (name upper-cased,
+ * `-` → `_`) to the one named `name`. Empty when unset.
+ */
+function nodeFlags(name: string): string[] {
+  const own = process.env[`TIDEGATE_NODE_FLAGS_${name.toUpperCase().replace(/-/g, "_")}`] ?? "";
+  return `${process.env.TIDEGATE_NODE_FLAGS ?? ""} ${own}`.split(" ").filter((f) => f.length > 0);
+}
+
+/**
  * Spawns `node dist/bin/tidegate.js <args>` and resolves once its output matches `readyPattern`; rejects (and
  * kills it) when it exits first or `timeoutMs` passes, with its output in the message.
  */
 export function spawnTidegate(name: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000): Promise<Proc> {
-  const child = spawn(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  const child = spawn(process.execPath, [...nodeFlags(name), CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const append = (d: Buffer) => {
     out += d.toString("utf8");

@@ -1,6 +1,6 @@
 /**
  * The `Engine` port over any OpenAI-compatible server (vLLM, SGLang, `tidegate engine-sim`): `generate()` streams
- * SSE from POST /v1/chat/completions or /v1/completions (node:http with a keep-alive agent; sse.ts parses chunks
+ * SSE from POST /v1/chat/completions or /v1/completions (node:http with a keep-alive agent; body-reader.ts reads the body in flowing mode; sse.ts parses chunks
  * with a fast path), and `stats()` combines the server's /metrics (vllm:kv_cache_usage_perc,
  * vllm:num_requests_running, vllm:num_requests_waiting, scraped every `metricsIntervalMs` on the Clock) with what
  * this adapter has in flight (remaining tokens for JSQ, generated tokens). Aborting a request's signal destroys the
@@ -14,6 +14,7 @@ import { makeUsage } from "../../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, FinishReason, GenerateRequest } from "../../../core/ports.js";
 import { PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.js";
 import { VLLM_METRICS } from "../sim/metrics.js";
+import { BodyReader } from "./body-reader.js";
 import { SseSplitter, parseChunk, promValue } from "./sse.js";
 
 export interface OpenAIHttpEngineOptions {
@@ -124,7 +125,10 @@ export class OpenAIHttpEngine implements Engine {
       let usage: { promptTokens: number; completionTokens: number } | undefined;
       let tokens = 0;
       let sawDone = false;
-      for await (const bytes of res as AsyncIterable<Buffer>) {
+      const chunks = new BodyReader(res);
+      for (;;) {
+        const bytes = chunks.shift() ?? (await chunks.next());
+        if (bytes === undefined) break;
         for (const data of split.push(bytes)) {
           if (signal?.aborted) throw signal.reason;
           const c = parseChunk(data);

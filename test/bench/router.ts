@@ -7,7 +7,8 @@
  *
  * Figures: twoHopThroughputRatio = tokens/s(B) / tokens/s(A); addedTtftP50Ms = median TTFT(B) − median TTFT(A)
  * (time to the first `data: ` of each stream); also p99, each process's CPU µs per token (/proc, 10 ms ticks), and the
- * added median TTFT of one stream at a time (no self-induced queueing). Targets (issue 2): ratio ≥ 0.75, added median
+ * added median TTFT of one stream at a time (no self-induced queueing), and (call-cost.ts) the CPU of one gRPC Dispatch
+ * call and of one HTTP/1.1 request in call setup alone. Targets (issue 2): ratio ≥ 0.75, added median
  * TTFT ≤ 1 ms at 32 streams.
  * The last line printed is one JSON object; the process exits 0 whether or not the targets are met.
  */
@@ -16,6 +17,7 @@ import { Agent } from "node:http";
 import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { REPO_ROOT, freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
+import { grpcDispatchCallCost, http1RequestCost } from "./call-cost.js";
 import { NON_TOKEN_EVENTS, quantile, runLoad, type LoadResult } from "./sse-load.js";
 
 const MODEL = "llama3.2-3b";
@@ -155,6 +157,10 @@ async function main(): Promise<void> {
       console.log(`single-stream round ${round}: TTFT p50 direct ${a.ttftMedianMs.toFixed(2)} ms, two-hop ${b.ttftMedianMs.toFixed(2)} ms, added ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms`);
     }
     agent.destroy();
+    // Call setup cost per hop (diagnostic; not a target): why the two-hop path costs more per request than per token.
+    const grpcCall = await grpcDispatchCallCost(MODEL, 1000);
+    const httpCall = await http1RequestCost(1000);
+    console.log(`call setup, client + server in one process, 1 token per call, 1000 calls: gRPC Dispatch ${grpcCall.cpuUsPerCall.toFixed(0)} µs CPU (${grpcCall.wallMsPerCall.toFixed(3)} ms wall) per call = ${(grpcCall.cpuUsPerCall / TOKENS).toFixed(1)} µs per token at ${TOKENS} tokens; HTTP/1.1 keep-alive POST ${httpCall.cpuUsPerCall.toFixed(0)} µs CPU (${httpCall.wallMsPerCall.toFixed(3)} ms wall) per request; load average ${loadavg()[0]!.toFixed(2)}`);
     const result = {
       bench: "router",
       twoHopThroughputRatio: Number(quantile(ratios, 0.5).toFixed(4)),
@@ -163,6 +169,8 @@ async function main(): Promise<void> {
       addedTtftP50MsSingleStream: Number(quantile(single, 0.5).toFixed(3)),
       cpuUsPerTokenDirect: Number(quantile(cpuDirect, 0.5).toFixed(1)),
       cpuUsPerTokenTwoHop: Object.fromEntries(Object.entries(cpuTwoHop).map(([k, v]) => [k, Number(quantile(v, 0.5).toFixed(1))])),
+      grpcDispatchCallCpuUs: Number(grpcCall.cpuUsPerCall.toFixed(0)),
+      http1RequestCpuUs: Number(httpCall.cpuUsPerCall.toFixed(0)),
       loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
       rounds: ROUNDS,
       streamsPerRound: CONCURRENCY * REQUESTS_PER_WORKER,

@@ -6,18 +6,7 @@
  */
 import type { Fleet, FleetRegion } from "./fleet.js";
 import type { Demand } from "./ilp.js";
-
-/** Mulberry32: a small seeded PRNG returning [0, 1). */
-export function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from "../core/random.js";
 
 /** A fleet and its demand. */
 export interface SyntheticFleet {
@@ -27,7 +16,7 @@ export interface SyntheticFleet {
 
 /** A deterministic fleet of `models` × `regions` × `gpuTypes` endpoints (see the file comment). */
 export function syntheticFleet(models: number, regions: number, gpuTypes: number, seed = 1): SyntheticFleet {
-  const rand = rng(seed);
+  const rand = mulberry32(seed);
   const gpus: Fleet["gpus"] = {};
   const gpuNames = Array.from({ length: gpuTypes }, (_, g) => `gpu${g}`);
   gpuNames.forEach((g, i) => (gpus[g] = { holdPerGpu: 2 + 1.2 * i + rand(), vmStartPerGpu: 0.2 + 0.1 * rand() }));

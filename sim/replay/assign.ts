@@ -11,18 +11,7 @@
 import type { TidegateConfig } from "../../core/config.js";
 import { MODEL_SPECS, type ModelName, type RegionName } from "../../core/models.js";
 import type { TraceRequest } from "./traces.js";
-
-/** mulberry32: a small, fast, seedable PRNG; returns numbers in [0, 1). */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from "../../core/random.js";
 
 export interface Assignment {
   clientRegion: RegionName;

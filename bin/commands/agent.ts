@@ -4,7 +4,7 @@
  */
 import type { Command } from "../command.js";
 import { TidegateError } from "../../core/errors.js";
-import { createLogger, type LogLevel } from "../../core/log.js";
+import { loggerFromFlags } from "../flags.js";
 import { NodeAgent } from "../../region/agent/node.js";
 import { startAgentServer } from "../../region/agent/server.js";
 import { untilSignal } from "./dev.js";
@@ -44,11 +44,9 @@ export const command: Command = {
     if (typeof nodeId !== "string" || nodeId === "") throw new TidegateError("invalid_request", "--node-id is required");
     const transport = String(flags.transport);
     if (transport !== "tcp" && transport !== "verbs" && transport !== "auto") throw new TidegateError("invalid_request", `--transport must be tcp, verbs or auto, got ${JSON.stringify(transport)}`);
-    const level = String(flags["log-level"]);
-    if (!["debug", "info", "warn", "error"].includes(level)) throw new TidegateError("invalid_request", `--log-level must be debug, info, warn or error, got ${JSON.stringify(level)}`);
     const mem = flags["memory-bytes"];
     if (mem !== undefined && (typeof mem !== "number" || !Number.isInteger(mem) || mem <= 0)) throw new TidegateError("invalid_request", "--memory-bytes must be a positive integer");
-    const log = createLogger(level as LogLevel, { cmd: "agent", node: nodeId });
+    const log = loggerFromFlags(flags, "agent").child({ node: nodeId });
     const agent = NodeAgent.open({ nodeId, dataHost: String(flags["data-host"]), dataPort: port(flags, "data-port"), transport, memoryBytes: mem, log });
     const stopped = untilSignal();
     const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log);

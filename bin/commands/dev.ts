@@ -7,7 +7,8 @@ import type { Command } from "../command.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock, type Clock } from "../../core/clock.js";
 import { loadConfig, type TidegateConfig } from "../../core/config.js";
-import { createLogger, type Logger } from "../../core/log.js";
+import type { Logger } from "../../core/log.js";
+import { loggerFromFlags, portFromFlags } from "../flags.js";
 import type { RegionLink } from "../../core/ports.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
@@ -113,11 +114,8 @@ export const command: Command = {
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
-    const level = String(flags["log-level"]);
-    if (!["debug", "info", "warn", "error"].includes(level)) throw new Error(`--log-level must be debug, info, warn or error, got ${JSON.stringify(level)}`);
-    const logger = createLogger(level as "info", { cmd: "dev" });
-    const port = typeof flags.port === "number" ? flags.port : config.router.port;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer in [0, 65535], got ${port}`);
+    const logger = loggerFromFlags(flags, "dev");
+    const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
     const clock = new WallClock();
     // Batch tier (issue 3): Files/Batch API at /v1 on the embedded queue, or Redis with --redis-url.

@@ -7,7 +7,7 @@ import type { Command } from "../command.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
-import { createLogger } from "../../core/log.js";
+import { loggerFromFlags, portFromFlags } from "../flags.js";
 import { TidegateError } from "../../core/errors.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import type { TlsFiles } from "../../region/link/tls.js";
@@ -52,11 +52,8 @@ export const command: Command = {
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
-    const level = String(flags["log-level"]);
-    if (!["debug", "info", "warn", "error"].includes(level)) throw new Error(`--log-level must be debug, info, warn or error, got ${JSON.stringify(level)}`);
-    const logger = createLogger(level as "info", { cmd: "global" });
-    const port = typeof flags.port === "number" ? flags.port : config.router.port;
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new Error(`--port must be an integer in [0, 65535], got ${port}`);
+    const logger = loggerFromFlags(flags, "global");
+    const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
     const telemetryIntervalMs = Number(flags["telemetry-interval-ms"]);
     if (!(telemetryIntervalMs >= 50 && telemetryIntervalMs <= 1000)) throw new Error(`--telemetry-interval-ms must be in [50, 1000], got ${telemetryIntervalMs}`);

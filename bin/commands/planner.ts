@@ -12,7 +12,7 @@ import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
-import { createLogger } from "../../core/log.js";
+import { loggerFromFlags } from "../flags.js";
 import { RedisHistory } from "../../forecasts/history-redis.js";
 import { isForecasterName } from "../../forecasts/registry.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
@@ -50,9 +50,7 @@ export const command: Command = {
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
-    const level = String(flags["log-level"]);
-    if (!["debug", "info", "warn", "error"].includes(level)) throw new TidegateError("invalid_request", `--log-level must be debug, info, warn or error`);
-    const log = createLogger(level as "info", { cmd: "planner" });
+    const log = loggerFromFlags(flags, "planner");
     const fname = String(flags.forecaster);
     if (!isForecasterName(fname)) throw new TidegateError("invalid_request", `unknown --forecaster ${JSON.stringify(fname)}`);
     const intervalMs = typeof flags["interval-ms"] === "number" ? flags["interval-ms"] : config.planner.intervalMs;

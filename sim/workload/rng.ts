@@ -3,9 +3,9 @@
  * splitmix32) and the draws the workload needs — standard normal, Gamma (Marsaglia–Tsang, with the shape < 1
  * boost), Weibull and exponential. Same seed, same sequence, on every machine.
  */
+import { mulberry32, type Random } from "../../core/random.js";
 
-/** A deterministic uniform generator on [0, 1). */
-export type Random = () => number;
+export type { Random };
 
 /** Mixes a 32-bit seed (splitmix32 finaliser). */
 export function mix32(x: number): number {
@@ -17,13 +17,7 @@ export function mix32(x: number): number {
 
 /** mulberry32 over a mixed seed; `stream` derives independent sequences from one seed. */
 export function seededRandom(seed: number, stream = 0): Random {
-  let a = mix32(mix32(seed >>> 0) ^ Math.imul(stream + 1, 0x27d4eb2d));
-  return () => {
-    a = (a + 0x6d2b79f5) | 0;
-    let t = Math.imul(a ^ (a >>> 15), 1 | a);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  return mulberry32(mix32(mix32(seed >>> 0) ^ Math.imul(stream + 1, 0x27d4eb2d)));
 }
 
 /** Standard normal (Box–Muller). */

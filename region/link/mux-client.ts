@@ -3,7 +3,7 @@
  * carrying every dispatch, so a request costs a message, not a gRPC call (call setup was ~1.6 ms CPU per request).
  *
  * - `open(req)` writes `open` under a fresh rid and returns the request's MuxRequest: a queue of its events plus one
- *   waiter (flowing mode, as inbox.ts). `cancel()` writes `cancel` and forgets the rid.
+ *   waiter (flowing mode). `cancel()` writes `cancel` and forgets the rid.
  * - When the stream fails or ends, every open request fails with the stream's error (the caller maps it to
  *   upstream_error, or mid-stream upstream_error after the first event) and the stream is marked dead; the link
  *   opens a new one for the next request. Reconnecting the channel backs off as configured on it.

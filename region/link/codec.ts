@@ -9,7 +9,8 @@
  */
 import type { WireDispatchEvents, WireDone } from "./proto.js";
 
-function varintSize(v: number): number {
+/** Bytes of `v` as a protobuf varint. */
+export function varintSize(v: number): number {
   let n = 1;
   while (v >= 0x80) {
     v = Math.floor(v / 128);
@@ -18,7 +19,8 @@ function varintSize(v: number): number {
   return n;
 }
 
-function writeVarint(buf: Buffer, pos: number, v: number): number {
+/** Writes `v` as a varint at `pos`; returns the position after it. */
+export function writeVarint(buf: Buffer, pos: number, v: number): number {
   while (v >= 0x80) {
     buf[pos++] = (v & 0x7f) | 0x80;
     v = Math.floor(v / 128);
@@ -82,8 +84,8 @@ export function encodeDispatchEvents(m: WireDispatchEvents): Buffer {
   return buf;
 }
 
-/** A cursor over a protobuf buffer. */
-class Reader {
+/** A cursor over a protobuf buffer (also used by mux-codec.ts). */
+export class Reader {
   pos: number;
   constructor(
     readonly buf: Uint8Array,
@@ -123,7 +125,8 @@ class Reader {
   }
 }
 
-function decodeDone(r: Reader, end: number): WireDone {
+/** Decodes a Done sub-message ending at `end`; leaves `r` at `end`. */
+export function decodeDone(r: Reader, end: number): WireDone {
   const d: WireDone = { finish_reason: "", prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   const sub = new Reader(r.buf, r.pos, end);
   while (sub.pos < end) {

@@ -4,8 +4,9 @@
  * - subscribe: one Telemetry stream shared by all subscribers while any exists; when it fails or ends (the region
  *   restarted, the network broke) it is reopened after a backoff that doubles from `reconnectInitialMs` to
  *   `reconnectMaxMs` and resets once telemetry flows again. The channel itself reconnects with the same bounds.
- * - dispatch: a server stream of token events. Aborting the signal or stopping the iteration cancels the call, and
- *   the region cancels the generation. A failure before the first event is a TidegateError with the region's code
+ * - dispatch: a request on the link's one DispatchMux stream (mux-client.ts; opened on first use, reopened on the
+ *   next dispatch after it fails). Aborting the signal or stopping the iteration sends a cancel, and the region
+ *   cancels the generation. When the stream breaks, every request on it fails. A failure before the first event is a TidegateError with the region's code
  *   (model_not_found, no_region_available, upstream_error, …) or upstream_error when the region is unreachable, so
  *   the router can retry elsewhere; a failure after it is upstream_error.
  * - sendTargets: unary with a deadline; resolves to the region's ack.
@@ -25,12 +26,14 @@ import {
   requestToWire,
   targetsToWire,
   telemetryFromWire,
-  type WireDispatchEvents,
+  type WireMuxError,
+  type WireMuxEvent,
+  type WireMuxUp,
   type WireTargetsAck,
   type WireTelemetry,
 } from "./proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
-import { Inbox } from "./inbox.js";
+import { MuxStream } from "./mux-client.js";
 import { channelCredentials, type TlsFiles } from "./tls.js";
 
 export interface GrpcRegionLinkOptions {
@@ -43,6 +46,8 @@ export interface GrpcRegionLinkOptions {
   /** Reconnect backoff bounds (defaults 100 ms and 2000 ms). */
   reconnectInitialMs?: number;
   reconnectMaxMs?: number;
+  /** How long one slow consumer may hold the shared dispatch stream paused before its request fails (default 30000 ms). */
+  stallLimitMs?: number;
   /** Deadline of SendTargets (default 5000 ms). */
   targetsTimeoutMs?: number;
   /** Clock for the reconnect backoff (default WallClock). */
@@ -52,7 +57,7 @@ export interface GrpcRegionLinkOptions {
 
 type RegionClient = grpc.Client & {
   Telemetry(req: { interval_ms: number }): grpc.ClientReadableStream<WireTelemetry>;
-  Dispatch(req: ReturnType<typeof requestToWire>): grpc.ClientReadableStream<WireDispatchEvents>;
+  DispatchMux(): grpc.ClientDuplexStream<WireMuxUp, WireMuxEvent[]>;
   SendTargets(req: ReturnType<typeof targetsToWire>, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, ack?: WireTargetsAck) => void): grpc.ClientUnaryCall;
 };
 
@@ -69,7 +74,7 @@ function metadataString(md: grpc.Metadata, key: string): string | undefined {
 export class GrpcRegionLink implements RegionLink {
   readonly region: RegionName;
   private readonly client: RegionClient;
-  private readonly opts: Required<Pick<GrpcRegionLinkOptions, "telemetryIntervalMs" | "reconnectInitialMs" | "reconnectMaxMs" | "targetsTimeoutMs">>;
+  private readonly opts: Required<Pick<GrpcRegionLinkOptions, "telemetryIntervalMs" | "reconnectInitialMs" | "reconnectMaxMs" | "targetsTimeoutMs" | "stallLimitMs">>;
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly subscribers = new Set<(t: RegionTelemetry) => void>();
@@ -77,8 +82,11 @@ export class GrpcRegionLink implements RegionLink {
   private reconnectTimer: Timer | undefined;
   private backoffMs: number;
   private closed = false;
+  private mux: MuxStream | undefined;
   /** Telemetry streams opened so far (1 + reconnects), for tests and metrics. */
   telemetryConnects = 0;
+  /** DispatchMux streams opened so far (1 + reopens after failures), for tests and metrics. */
+  muxConnects = 0;
 
   constructor(options: GrpcRegionLinkOptions) {
     this.region = options.region;
@@ -87,6 +95,7 @@ export class GrpcRegionLink implements RegionLink {
       reconnectInitialMs: options.reconnectInitialMs ?? 100,
       reconnectMaxMs: options.reconnectMaxMs ?? 2000,
       targetsTimeoutMs: options.targetsTimeoutMs ?? 5000,
+      stallLimitMs: options.stallLimitMs ?? 30_000,
     };
     if (!(this.opts.reconnectInitialMs > 0) || this.opts.reconnectMaxMs < this.opts.reconnectInitialMs) {
       throw new RangeError(`reconnect backoff needs 0 < reconnectInitialMs ≤ reconnectMaxMs, got ${this.opts.reconnectInitialMs}, ${this.opts.reconnectMaxMs}`);
@@ -120,36 +129,34 @@ export class GrpcRegionLink implements RegionLink {
   async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
     if (this.closed) throw new TidegateError("upstream_error", `link to region ${this.region} is closed`);
     if (signal?.aborted) throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason });
-    const call = this.client.Dispatch(requestToWire(req));
-    const inbox = new Inbox(call);
-    const onAbort = () => call.cancel();
+    const r = this.muxStream().open(requestToWire(req));
+    const onAbort = () => {
+      r.cancel();
+      r.failNow(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal?.reason }));
+    };
     signal?.addEventListener("abort", onAbort, { once: true });
     let started = false;
-    let done = false;
     try {
       for (;;) {
-        const msg = inbox.shift() ?? (await inbox.next());
-        if (msg === undefined) break;
+        const msg = r.shift() ?? (await r.next());
         const texts = msg.texts;
         const tokens = msg.tokens;
         for (let i = 0; i < texts.length; i++) {
           started = true;
           yield { type: "token", text: texts[i]!, tokens: tokens[i] ?? 1 };
         }
+        if (msg.error !== null) throw this.muxError(msg.error, req);
         if (msg.done !== null) {
           started = true;
-          done = true;
           yield doneFromWire(msg.done);
           return;
         }
       }
-      throw new TidegateError("upstream_error", `region ${this.region} ended request ${req.id} without a done event`);
     } catch (err) {
       throw this.dispatchError(err, started, req, signal);
     } finally {
       signal?.removeEventListener("abort", onAbort);
-      inbox.detach();
-      if (!done) call.cancel();
+      r.cancel();
     }
   }
 
@@ -170,6 +177,8 @@ export class GrpcRegionLink implements RegionLink {
     this.closed = true;
     this.subscribers.clear();
     this.stopTelemetry();
+    this.mux?.close();
+    this.mux = undefined;
     this.client.close();
   }
 
@@ -209,6 +218,21 @@ export class GrpcRegionLink implements RegionLink {
     const call = this.telemetryCall;
     this.telemetryCall = undefined;
     call?.cancel();
+  }
+
+  /** The open DispatchMux stream, or a new one when there is none or it failed. */
+  private muxStream(): MuxStream {
+    if (this.mux?.alive === true) return this.mux;
+    this.muxConnects++;
+    this.mux = new MuxStream(this.client.DispatchMux(), this.clock, this.opts.stallLimitMs, `region ${this.region}`);
+    return this.mux;
+  }
+
+  /** A region-reported failure of one mux request, mapped as `remoteError` maps a Dispatch status. */
+  private muxError(e: WireMuxError, req: GenerateRequest): TidegateError {
+    if (e.started) return new TidegateError("upstream_error", `region ${this.region} failed request ${req.id} mid-stream: ${e.message}`);
+    if (e.code in ERROR_CODES && e.code !== "internal" && e.code !== "cancelled") return new TidegateError(e.code as ErrorCode, e.message);
+    return new TidegateError("upstream_error", `region ${this.region} (${e.code}): request ${req.id}: ${e.message}`);
   }
 
   private dispatchError(err: unknown, started: boolean, req: GenerateRequest, signal: AbortSignal | undefined): TidegateError {

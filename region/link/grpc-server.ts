@@ -6,6 +6,7 @@
  *   check phase) go out as one message, so a burst from the engine costs one frame, not one per token; writes wait
  *   for the transport to drain (backpressure). Cancelling the call aborts the generation upstream. Failures carry
  *   the TidegateError code in the status metadata (`tidegate-code`, `tidegate-started`).
+ * - DispatchMux: many generations over one bidirectional stream (mux-server.ts); what GrpcRegionLink uses.
  * - SendTargets: the service's ack.
  * Sockets get TCP_NODELAY so single token frames are not held back by Nagle's algorithm.
  */
@@ -25,10 +26,13 @@ import {
   telemetryToWire,
   type WireDispatchEvents,
   type WireDispatchRequest,
+  type WireMuxEvent,
+  type WireMuxUp,
   type WireTargets,
   type WireTargetsAck,
   type WireTelemetry,
 } from "./proto.js";
+import { serveMux } from "./mux-server.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
 import { serverCredentials, type TlsFiles } from "./tls.js";
 
@@ -150,6 +154,9 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
     },
     Dispatch(call: grpc.ServerWritableStream<WireDispatchRequest, WireDispatchEvents>) {
       void serveDispatch(service, call, log);
+    },
+    DispatchMux(call: grpc.ServerDuplexStream<WireMuxUp, WireMuxEvent[]>) {
+      serveMux(service, call, log);
     },
     SendTargets(call: grpc.ServerUnaryCall<WireTargets, WireTargetsAck>, callback: grpc.sendUnaryData<WireTargetsAck>) {
       try {

@@ -99,7 +99,7 @@ describe("gRPC RegionLink", () => {
     expect(remote.at(-1)).toEqual({ type: "done", finishReason: "length", usage: { prompt_tokens: 12, completion_tokens: 60, total_tokens: 72 } });
   });
 
-  it("delivers a long burst in order to a slow reader (inbox pause/resume, server waits for drain)", async () => {
+  it("delivers a long burst in order to a slow reader (client pause/resume, server waits for drain)", async () => {
     // One token per macrotask: every token becomes its own message, so the reader falls behind by thousands.
     const engine = new FakeEngine({ instanceId: "i1", model: MODEL });
     const plain = engine.generate.bind(engine);

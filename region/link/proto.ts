@@ -10,6 +10,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { TidegateError } from "../../core/errors.js";
 import { decodeDispatchEvents, encodeDispatchEvents } from "./codec.js";
+import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
 import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 
 /** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
@@ -34,6 +35,25 @@ export interface WireDispatchEvents {
   texts: string[];
   tokens: number[];
   done: WireDone | null;
+}
+
+/** A request of the DispatchMux stream: `open` starts request `rid`, `cancel` stops it. */
+export interface WireMuxUp {
+  rid: number;
+  open: WireDispatchRequest | null;
+  cancel: boolean;
+}
+
+export interface WireMuxError {
+  code: string;
+  message: string;
+  started: boolean;
+}
+
+/** Events of one request of the DispatchMux stream; `done` or `error` ends it. */
+export interface WireMuxEvent extends WireDispatchEvents {
+  rid: number;
+  error: WireMuxError | null;
 }
 
 export interface WireTelemetry {
@@ -86,19 +106,26 @@ let cached: grpc.ServiceClientConstructor | undefined;
 
 /**
  * The `tidegate.region.v1.Region` service (client constructor; `.service` is the server definition). Dispatch's
- * response messages use the hand-written codec (codec.ts, same wire format); everything else uses protobufjs.
+ * response messages use the hand-written codec (codec.ts, same wire format) and DispatchMux's down-messages
+ * (MuxDown, handled as its list of MuxEvents) mux-codec.ts; everything else uses protobufjs.
  */
 export function regionService(): grpc.ServiceClientConstructor {
   if (cached !== undefined) return cached;
   const def = protoLoader.loadSync(regionProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
   const service = def["tidegate.region.v1.Region"] as grpc.ServiceDefinition;
   const dispatch = service.Dispatch!;
+  const mux = service.DispatchMux!;
   const patched: grpc.ServiceDefinition = {
     ...service,
     Dispatch: {
       ...dispatch,
       responseSerialize: (m: WireDispatchEvents) => encodeDispatchEvents(m),
       responseDeserialize: (b: Buffer) => decodeDispatchEvents(b),
+    },
+    DispatchMux: {
+      ...mux,
+      responseSerialize: (m: WireMuxEvent[]) => encodeMuxDown(m),
+      responseDeserialize: (b: Buffer) => decodeMuxDown(b),
     },
   };
   cached = grpc.makeClientConstructor(patched, "Region");

@@ -1,0 +1,34 @@
+import * as protoLoader from "@grpc/proto-loader";
+import { describe, expect, it } from "vitest";
+import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
+import { regionProtoPath, type WireMuxEvent } from "./proto.js";
+
+// protobufjs's own (de)serializers for MuxDown (`{ events: MuxEvent[] }`), as proto-loader builds them.
+const def = protoLoader.loadSync(regionProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
+const reference = (def["tidegate.region.v1.Region"] as protoLoader.ServiceDefinition).DispatchMux!;
+
+const events: WireMuxEvent[] = [
+  { rid: 1, texts: [" tide"], tokens: [1], done: null, error: null },
+  { rid: 300, texts: [" a", "", " ünïcødé ✓", "x".repeat(300)], tokens: [1, 2, 3, 200_000], done: null, error: null },
+  { rid: 4_000_000_000, texts: [" last"], tokens: [1], done: { finish_reason: "stop", prompt_tokens: 3, completion_tokens: 4, total_tokens: 7 }, error: null },
+  { rid: 7, texts: [], tokens: [], done: null, error: { code: "model_not_found", message: "no such model ✗", started: false } },
+  { rid: 8, texts: [" x"], tokens: [1], done: null, error: { code: "upstream_error", message: "", started: true } },
+];
+
+describe("MuxDown codec", () => {
+  it("round-trips many requests' events in one message and matches protobufjs in both directions", () => {
+    for (const list of [events, [events[0]!], []]) {
+      const mine = encodeMuxDown(list);
+      expect(decodeMuxDown(mine)).toEqual(list);
+      expect(reference.responseDeserialize(mine)).toEqual({ events: list });
+      expect(decodeMuxDown(reference.responseSerialize({ events: list }))).toEqual(list);
+    }
+  });
+
+  it("rejects malformed input", () => {
+    const good = encodeMuxDown(events);
+    expect(() => decodeMuxDown(good.subarray(0, good.length - 3))).toThrow(RangeError);
+    expect(() => encodeMuxDown([{ rid: -1, texts: [], tokens: [], done: null, error: null }])).toThrow(/uint32/);
+    expect(() => encodeMuxDown([{ rid: 1, texts: ["a"], tokens: [], done: null, error: null }])).toThrow(/1 texts but 0/);
+  });
+});

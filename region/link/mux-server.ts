@@ -1,0 +1,120 @@
+/**
+ * The region side of DispatchMux (region/proto/region.proto): many generations over one bidirectional stream.
+ *
+ * Each `open` runs `service.generate` with its own AbortController; `cancel` aborts it; the stream ending, failing
+ * or being cancelled aborts every request on it. Events of all requests that are ready in the same event-loop turn
+ * (produced before the check phase) go out as ONE MuxDown message, a request's tokens of that turn merged into one
+ * MuxEvent, so 32 streams finishing together cost one frame. When the transport is full (write returns false),
+ * every request on the stream waits for 'drain' before pulling its next event: the stream's HTTP/2 flow control
+ * back-pressures all its generations together. A request ends with one event carrying `done` or `error` (the
+ * TidegateError code and whether the first event had gone out); a cancelled request gets nothing more.
+ */
+import type * as grpc from "@grpc/grpc-js";
+import { TidegateError, toTidegateError } from "../../core/errors.js";
+import type { Logger } from "../../core/log.js";
+import { doneToWire, requestFromWire, type WireMuxEvent, type WireMuxUp } from "./proto.js";
+import type { RegionService } from "./service.js";
+
+/** Serves one DispatchMux stream until it ends; returns at once (the work runs on the stream's events). */
+export function serveMux(service: RegionService, call: grpc.ServerDuplexStream<WireMuxUp, WireMuxEvent[]>, log: Logger): void {
+  const running = new Map<number, AbortController>();
+  let pending = new Map<number, WireMuxEvent>();
+  let flushScheduled = false;
+  let drained: Promise<void> | undefined;
+  let release: (() => void) | undefined;
+  let closed = false;
+
+  const flush = () => {
+    flushScheduled = false;
+    if (pending.size === 0 || closed) return;
+    const events = [...pending.values()];
+    pending = new Map();
+    if (!call.write(events) && drained === undefined) {
+      drained = new Promise((resolve) => (release = resolve));
+      call.once("drain", () => {
+        drained = undefined;
+        release?.();
+      });
+    }
+  };
+  const entry = (rid: number): WireMuxEvent => {
+    let ev = pending.get(rid);
+    if (ev === undefined) {
+      ev = { rid, texts: [], tokens: [], done: null, error: null };
+      pending.set(rid, ev);
+    }
+    if (!flushScheduled) {
+      flushScheduled = true;
+      setImmediate(flush);
+    }
+    return ev;
+  };
+  const abortAll = (why: string) => {
+    if (closed) return;
+    closed = true;
+    for (const ctl of running.values()) ctl.abort(new TidegateError("cancelled", why));
+    running.clear();
+    drained = undefined;
+    release?.();
+  };
+
+  const run = async (rid: number, ctl: AbortController, up: WireMuxUp) => {
+    let started = false;
+    try {
+      const req = requestFromWire(up.open!);
+      const it = service.generate(req, ctl.signal)[Symbol.asyncIterator]();
+      try {
+        for (;;) {
+          if (drained !== undefined) await drained;
+          const step = await it.next();
+          if (ctl.signal.aborted) return;
+          if (step.done === true) throw new TidegateError("upstream_error", `request ${req.id}: the stream ended without a done event`);
+          const ev = step.value;
+          started = true;
+          const out = entry(rid);
+          if (ev.type === "token") {
+            out.texts.push(ev.text);
+            out.tokens.push(ev.tokens);
+            continue;
+          }
+          out.done = doneToWire(ev);
+          return;
+        }
+      } finally {
+        await it.return?.();
+      }
+    } catch (err) {
+      if (ctl.signal.aborted) return; // the caller cancelled or the stream is gone: nobody to tell
+      const te = toTidegateError(err);
+      if (te.code === "internal") log.error("dispatch failed", { err });
+      entry(rid).error = { code: te.code, message: te.message, started };
+    } finally {
+      if (running.get(rid) === ctl) running.delete(rid);
+    }
+  };
+
+  call.on("data", (up: WireMuxUp) => {
+    if (closed) return;
+    if (up.open === null || up.cancel) {
+      const ctl = running.get(up.rid);
+      running.delete(up.rid);
+      pending.delete(up.rid);
+      ctl?.abort(new TidegateError("cancelled", "the router cancelled the request"));
+      return;
+    }
+    if (running.has(up.rid)) {
+      entry(up.rid).error = { code: "invalid_request", message: `MuxUp.rid ${up.rid} is already open`, started: false };
+      return;
+    }
+    const ctl = new AbortController();
+    running.set(up.rid, ctl);
+    void run(up.rid, ctl, up);
+  });
+  call.on("end", () => {
+    abortAll("the router closed the dispatch stream");
+    call.end();
+  });
+  call.on("cancelled", () => abortAll("the dispatch stream was cancelled"));
+  call.on("error", () => abortAll("the dispatch stream failed"));
+  call.on("close", () => abortAll("the dispatch stream closed"));
+}

@@ -1,0 +1,214 @@
+import { afterEach, describe, expect, it } from "vitest";
+import * as grpc from "@grpc/grpc-js";
+import { WallClock } from "../../core/clock.js";
+import { findTidegateError } from "../../core/errors.js";
+import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
+import { FakeEngine } from "../gateway/fake-engine.js";
+import { Gateway } from "../gateway/gateway.js";
+import { GrpcRegionLink } from "./grpc-client.js";
+import { startRegionGrpcServer, type RegionGrpcServer } from "./grpc-server.js";
+import { regionService, requestToWire, type WireDispatchEvents } from "./proto.js";
+
+const MODEL = "llama3.1-8b";
+const clock = new WallClock();
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+let n = 0;
+function request(over: Partial<GenerateRequest> = {}): GenerateRequest {
+  return { id: `m-${n++}`, model: MODEL, kind: "chat", promptTokens: 12, maxTokens: 4, priority: 0, body: { model: MODEL, messages: [{ role: "user", content: "hi" }] }, ...over };
+}
+
+function region(engines: FakeEngine[]) {
+  const gw = new Gateway({ region: "us-east", clock });
+  for (const e of engines) gw.addInstance("h100-80gb", e);
+  return gw;
+}
+
+async function serve(gw: Gateway, address?: string): Promise<RegionGrpcServer> {
+  const server = await startRegionGrpcServer(gw, address === undefined ? {} : { address });
+  cleanups.push(() => server.close());
+  return server;
+}
+
+function link(address: string, extra: Partial<ConstructorParameters<typeof GrpcRegionLink>[0]> = {}): GrpcRegionLink {
+  const l = new GrpcRegionLink({ region: "us-east", address, reconnectInitialMs: 50, reconnectMaxMs: 200, ...extra });
+  cleanups.push(() => l.close());
+  return l;
+}
+
+async function collect(it: AsyncIterable<EngineEvent>): Promise<EngineEvent[]> {
+  const out: EngineEvent[] = [];
+  for await (const ev of it) out.push(ev);
+  return out;
+}
+
+async function errorOf(p: Promise<unknown>) {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  const te = findTidegateError(err);
+  if (te === undefined) throw new Error(`expected a TidegateError, got ${String(err)}`);
+  return te;
+}
+
+async function until(cond: () => boolean, limitMs = 5000): Promise<void> {
+  const start = Date.now();
+  while (!cond()) {
+    if (Date.now() - start > limitMs) throw new Error("condition not met in time");
+    await clock.sleep(10);
+  }
+}
+
+/** An engine whose requests with ids starting "hold-" wait (abortably) before their first token. */
+function holdingEngine(id: string, tokenDelayMs: number): FakeEngine {
+  const engine = new FakeEngine({ instanceId: id, model: MODEL, clock, tokenDelayMs });
+  const plain = engine.generate.bind(engine);
+  engine.generate = async function* (r, signal) {
+    if (r.id.startsWith("hold-")) await clock.sleep(60_000, signal);
+    yield* plain(r, signal);
+  };
+  return engine;
+}
+
+describe("gRPC RegionLink over one DispatchMux stream", () => {
+  it("carries 32 concurrent requests on one stream, each with exactly its own events in order", async () => {
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 2 }), new FakeEngine({ instanceId: "b", model: MODEL, clock, tokenDelayMs: 3 })]);
+    const server = await serve(gw);
+    const l = link(server.address);
+    const reqs = Array.from({ length: 32 }, (_, i) => request({ maxTokens: 20 + i, id: `m-${n++}-${"x".repeat(i)}` }));
+    const remote = await Promise.all(reqs.map((r) => collect(l.dispatch(r))));
+    for (let i = 0; i < reqs.length; i++) {
+      const direct = await collect(gw.generate(reqs[i]!));
+      expect(remote[i]).toEqual(direct);
+      expect(remote[i]).toHaveLength(20 + i + 1);
+    }
+    expect(l.muxConnects).toBe(1);
+  });
+
+  it("cancels one request without disturbing the others on the stream", async () => {
+    const engine = new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 5 });
+    const l = link((await serve(region([engine]))).address);
+    const victim = request({ maxTokens: 10_000 });
+    const ctl = new AbortController();
+    const others = [request({ maxTokens: 40 }), request({ maxTokens: 40 })];
+    const otherRuns = others.map((r) => collect(l.dispatch(r)));
+    const got: EngineEvent[] = [];
+    const err = await errorOf(
+      (async () => {
+        for await (const ev of l.dispatch(victim, ctl.signal)) {
+          got.push(ev);
+          if (got.length === 3) ctl.abort();
+        }
+      })(),
+    );
+    expect(err.code).toBe("cancelled");
+    const done = await Promise.all(otherRuns);
+    for (const evs of done) {
+      expect(evs).toHaveLength(41);
+      expect(evs.at(-1)).toMatchObject({ type: "done", finishReason: "length" });
+    }
+    await until(() => engine.cancelled.includes(victim.id));
+    expect(engine.cancelled).toEqual([victim.id]);
+    // Stopping the iteration early also cancels at the region.
+    const early = request({ maxTokens: 10_000 });
+    for await (const ev of l.dispatch(early)) if (ev.type === "token") break;
+    await until(() => engine.cancelled.includes(early.id));
+    expect(engine.cancelled).toEqual([victim.id, early.id]);
+    expect(l.muxConnects).toBe(1);
+  });
+
+  it("fails one request before its first token as a retryable error while its neighbours stream on", async () => {
+    const a = new FakeEngine({ instanceId: "a", model: MODEL });
+    const l = link((await serve(region([a]))).address);
+    a.failNext = ["before"];
+    const bad = l.dispatch(request());
+    const good = l.dispatch(request({ maxTokens: 30 }));
+    expect((await errorOf(collect(bad))).code).toBe("upstream_error");
+    expect(await collect(good)).toHaveLength(31);
+    expect((await errorOf(collect(l.dispatch(request({ model: "bloom-176b" }))))).code).toBe("model_not_found");
+    a.failNext = ["after"];
+    const mid = await errorOf(collect(l.dispatch(request())));
+    expect(mid.code).toBe("upstream_error");
+    expect(mid.message).toContain("mid-stream");
+    expect(l.muxConnects).toBe(1);
+  });
+
+  it("fails every in-flight request when the region restarts, then reconnects for new requests", async () => {
+    const first = await serve(region([holdingEngine("a", 10)]));
+    const l = link(first.address);
+    const streaming = request({ maxTokens: 100_000 });
+    const held = request({ id: `hold-${n++}` });
+    const seen: EngineEvent[] = [];
+    const streamingRun = errorOf(
+      (async () => {
+        for await (const ev of l.dispatch(streaming)) seen.push(ev);
+      })(),
+    );
+    const heldRun = errorOf(collect(l.dispatch(held)));
+    await until(() => seen.length >= 3);
+    await first.close();
+    const [mid, before] = await Promise.all([streamingRun, heldRun]);
+    expect(mid.code).toBe("upstream_error");
+    expect(mid.message).toContain("mid-stream");
+    expect(before.code).toBe("upstream_error");
+    expect(before.message).not.toContain("mid-stream");
+    await serve(region([holdingEngine("b", 0)]), first.address);
+    let events: EngineEvent[] = [];
+    const start = Date.now();
+    for (;;) {
+      try {
+        events = await collect(l.dispatch(request({ maxTokens: 3 })));
+        break;
+      } catch (err) {
+        expect(findTidegateError(err)?.code).toBe("upstream_error");
+        if (Date.now() - start > 5000) throw err;
+        await clock.sleep(50);
+      }
+    }
+    expect(events.map((e) => e.type)).toEqual(["token", "token", "token", "done"]);
+    expect(l.muxConnects).toBeGreaterThanOrEqual(2);
+  });
+
+  it("fails a request whose consumer stalls the shared stream past stallLimitMs; the others complete", async () => {
+    // One token per macrotask: every token becomes its own message, so the stalled queue fills quickly.
+    const engine = new FakeEngine({ instanceId: "a", model: MODEL });
+    const plain = engine.generate.bind(engine);
+    engine.generate = async function* (r, signal) {
+      for await (const ev of plain(r, signal)) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        yield ev;
+      }
+    };
+    const l = link((await serve(region([engine]))).address, { stallLimitMs: 300 });
+    const stalled = request({ maxTokens: 100_000 });
+    const it = l.dispatch(stalled)[Symbol.asyncIterator]();
+    expect((await it.next()).value).toMatchObject({ type: "token" });
+    const other = await collect(l.dispatch(request({ maxTokens: 2000 })));
+    expect(other).toHaveLength(2001);
+    const err = await errorOf(
+      (async () => {
+        for (;;) if ((await it.next()).done === true) return;
+      })(),
+    );
+    expect(err.code).toBe("upstream_error");
+    expect(err.message).toContain("stalled");
+    await until(() => engine.cancelled.includes(stalled.id));
+  });
+
+  it("still serves the unary-request Dispatch rpc (back-compat)", async () => {
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL })]);
+    const server = await serve(gw);
+    const Ctor = regionService();
+    const client = new Ctor(server.address, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Dispatch(r: unknown): grpc.ClientReadableStream<WireDispatchEvents> };
+    cleanups.push(() => client.close());
+    const req = request({ maxTokens: 5 });
+    const msgs: WireDispatchEvents[] = [];
+    for await (const m of client.Dispatch(requestToWire(req))) msgs.push(m as WireDispatchEvents);
+    expect(msgs.flatMap((m) => m.texts)).toHaveLength(5);
+    expect(msgs.at(-1)!.done).toMatchObject({ finish_reason: "length", completion_tokens: 5 });
+  });
+});

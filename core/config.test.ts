@@ -1,9 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, loadConfig, parseConfig } from "./config.js";
 
-function withRegions(mutate: (cfg: any) => void): unknown {
-  const cfg = structuredClone(DEFAULT_CONFIG_JSON) as any;
-  mutate(cfg);
+/** A copy of the default config with the value at `path` replaced (objects and arrays walked by key/index). */
+function patched(path: readonly (string | number)[], value: unknown): unknown {
+  const cfg = structuredClone(DEFAULT_CONFIG_JSON) as Record<string, unknown>;
+  let node: Record<string | number, unknown> = cfg;
+  for (const key of path.slice(0, -1)) node = node[key] as Record<string | number, unknown>;
+  node[path[path.length - 1]!] = value;
   return cfg;
 }
 
@@ -17,24 +20,24 @@ describe("config", () => {
   });
 
   it("names the exact path of a bad value", () => {
-    expect(() => parseConfig(withRegions((c) => (c.regions[1].gpus[0].count = -3)))).toThrow("regions[1].gpus[0].count: must be ≥ 0, got -3");
-    expect(() => parseConfig(withRegions((c) => (c.regions[0].gpus[0].count = "8")))).toThrow("regions[0].gpus[0].count: expected a finite number");
+    expect(() => parseConfig(patched(["regions", 1, "gpus", 0, "count"], -3))).toThrow("regions[1].gpus[0].count: must be ≥ 0, got -3");
+    expect(() => parseConfig(patched(["regions", 0, "gpus", 0, "count"], "8"))).toThrow("regions[0].gpus[0].count: expected a finite number");
   });
 
   it("rejects unknown fields instead of ignoring them", () => {
-    expect(() => parseConfig(withRegions((c) => (c.router = { prot: 1 })))).toThrow("router.prot: is not a known field");
+    expect(() => parseConfig(patched(["router"], { prot: 1 }))).toThrow("router.prot: is not a known field");
   });
 
   it("rejects a fleet whose starting instances do not fit", () => {
-    expect(() => parseConfig(withRegions((c) => (c.regions[2].gpus[0].count = 4)))).toThrow(/regions\[2\]\.gpus\[0\]\.count: 4 h100-80gb GPUs cannot hold/);
+    expect(() => parseConfig(patched(["regions", 2, "gpus", 0, "count"], 4))).toThrow(/regions\[2\]\.gpus\[0\]\.count: 4 h100-80gb GPUs cannot hold/);
   });
 
   it("rejects references to unknown regions and models", () => {
-    expect(() => parseConfig(withRegions((c) => (c.regions[0].proximity = ["eu-west"])))).toThrow("regions[0].proximity[0]: unknown region");
-    expect(() => parseConfig(withRegions((c) => (c.regions[0].endpoints[0].model = "gpt-9")))).toThrow("regions[0].endpoints[0].model: unknown model");
+    expect(() => parseConfig(patched(["regions", 0, "proximity"], ["eu-west"]))).toThrow("regions[0].proximity[0]: unknown region");
+    expect(() => parseConfig(patched(["regions", 0, "endpoints", 0, "model"], "gpt-9"))).toThrow("regions[0].endpoints[0].model: unknown model");
   });
 
   it("rejects dispatch thresholds in the wrong order", () => {
-    expect(() => parseConfig(withRegions((c) => (c.queue = { dispatchOneBelow: 0.4, dispatchTwoBelow: 0.5 })))).toThrow("queue.dispatchTwoBelow");
+    expect(() => parseConfig(patched(["queue"], { dispatchOneBelow: 0.4, dispatchTwoBelow: 0.5 }))).toThrow("queue.dispatchTwoBelow");
   });
 });

@@ -1,28 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Redis } from "ioredis";
-import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../test/helpers/redis.js";
+import { describe, expect, it } from "vitest";
+import { useTestRedis } from "../test/helpers/redis-fixture.js";
 import { DAY_MS, MemoryHistory, type DemandHistory } from "./history.js";
 import { RedisHistory } from "./history-redis.js";
 
-let redis: TestRedis;
-let client: Redis;
-const prefixes: string[] = [];
-beforeAll(async () => {
-  redis = await startTestRedis();
-  client = new Redis(redis.url);
-});
-afterAll(async () => {
-  for (const p of prefixes) await cleanupPrefix(redis.url, p);
-  client.disconnect();
-  await redis.stop();
-});
+const redis = useTestRedis();
 
 const adapters: [string, () => DemandHistory][] = [
   ["memory", () => new MemoryHistory()],
   ["redis", () => {
-    const p = testPrefix("history");
-    prefixes.push(p);
-    return new RedisHistory(client, { keyPrefix: p });
+    const p = redis.prefix("history");
+    return new RedisHistory(redis.client, { keyPrefix: p });
   }],
 ];
 
@@ -58,12 +45,11 @@ describe.each(adapters)("DemandHistory (%s)", (_name, make) => {
 });
 
 it("Redis keys live under the prefix and expire", async () => {
-  const p = testPrefix("history-keys");
-  prefixes.push(p);
-  const h = new RedisHistory(client, { keyPrefix: p });
+  const p = redis.prefix("history-keys");
+  const h = new RedisHistory(redis.client, { keyPrefix: p });
   await h.add([{ kind: "iw", model: "m", region: "r", minuteMs: 3 * DAY_MS, tokensPerS: 1 }]);
-  const keys = await client.keys(`${p}*`);
+  const keys = await redis.client.keys(`${p}*`);
   expect(keys.sort()).toEqual([`${p}hist:iw:m:r:3`, `${p}hist:series`]);
-  const ttl = await client.ttl(`${p}hist:iw:m:r:3`);
+  const ttl = await redis.client.ttl(`${p}hist:iw:m:r:3`);
   expect(ttl).toBeGreaterThan(8 * 86400);
 });

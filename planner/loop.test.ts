@@ -1,31 +1,18 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Redis } from "ioredis";
+import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import type { RegionLink, RegionTargets, TargetsAck } from "../core/ports.js";
-import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../test/helpers/redis.js";
+import { useTestRedis } from "../test/helpers/redis-fixture.js";
 import { MemoryLeaderLock, RedisLeaderLock, type LeaderLock } from "./leader.js";
 import { PlannerLoop } from "./loop.js";
 import type { PlanReport } from "./report.js";
 import { MemoryPlanStore } from "./store.js";
 
-let redis: TestRedis;
-let client: Redis;
-const prefixes: string[] = [];
-beforeAll(async () => {
-  redis = await startTestRedis();
-  client = new Redis(redis.url);
-});
-afterAll(async () => {
-  for (const p of prefixes) await cleanupPrefix(redis.url, p);
-  client.disconnect();
-  await redis.stop();
-});
+const redis = useTestRedis();
 
 describe("RedisLeaderLock", () => {
   it("one holder at a time, renewal, expiry, release, fenced monotonic decision ids", async () => {
-    const p = testPrefix("lock");
-    prefixes.push(p);
-    const lock = new RedisLeaderLock(client, p);
+    const p = redis.prefix("lock");
+    const lock = new RedisLeaderLock(redis.client, p);
     expect(await lock.acquire("a", 300)).toBe("acquired");
     expect(await lock.acquire("b", 300)).toBe("held_by_other");
     expect(await lock.acquire("a", 300)).toBe("renewed");
@@ -91,9 +78,8 @@ function fakeReport(decisionId: number, advisory: boolean): PlanReport {
 describe.each([
   ["memory", (clock: VirtualClock) => new MemoryLeaderLock(clock)],
   ["redis", () => {
-    const p = testPrefix("loop");
-    prefixes.push(p);
-    return new RedisLeaderLock(client, p);
+    const p = redis.prefix("loop");
+    return new RedisLeaderLock(redis.client, p);
   }],
 ] as [string, (c: VirtualClock) => LeaderLock][])("PlannerLoop (%s lock)", (_n, makeLock) => {
   it("one leader sends targets with increasing decision ids and records the acks; advisory sends nothing", async () => {

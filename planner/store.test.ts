@@ -1,21 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { Redis } from "ioredis";
-import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../test/helpers/redis.js";
+import { describe, expect, it } from "vitest";
+import { useTestRedis } from "../test/helpers/redis-fixture.js";
 import type { PlanReport } from "./report.js";
 import { MemoryPlanStore, RedisPlanStore, type PlanStore } from "./store.js";
 
-let redis: TestRedis;
-let client: Redis;
-const prefixes: string[] = [];
-beforeAll(async () => {
-  redis = await startTestRedis();
-  client = new Redis(redis.url);
-});
-afterAll(async () => {
-  for (const p of prefixes) await cleanupPrefix(redis.url, p);
-  client.disconnect();
-  await redis.stop();
-});
+const redis = useTestRedis();
 
 const report = (decisionId: number): PlanReport => ({
   id: `plan-${decisionId}`, decisionId, madeAtMs: decisionId * 1000, intervalMs: 1000, advisory: false, alpha: 0.8, beta: 0.2, forecasts: [],
@@ -26,9 +14,8 @@ const report = (decisionId: number): PlanReport => ({
 describe.each([
   ["memory", () => new MemoryPlanStore(3)],
   ["redis", () => {
-    const p = testPrefix("plans");
-    prefixes.push(p);
-    return new RedisPlanStore(client, p, 3);
+    const p = redis.prefix("plans");
+    return new RedisPlanStore(redis.client, p, 3);
   }],
 ] as [string, () => PlanStore][])("PlanStore (%s)", (_n, make) => {
   it("keeps the newest reports, newest first, and finds them by id", async () => {
@@ -41,9 +28,8 @@ describe.each([
 });
 
 it("Redis keeps no more report keys than it lists", async () => {
-  const p = testPrefix("plans-keys");
-  prefixes.push(p);
-  const s = new RedisPlanStore(client, p, 2);
+  const p = redis.prefix("plans-keys");
+  const s = new RedisPlanStore(redis.client, p, 2);
   for (let d = 1; d <= 4; d++) await s.put(report(d));
-  expect((await client.keys(`${p}*`)).sort()).toEqual([`${p}plans`, `${p}plans:plan-3`, `${p}plans:plan-4`]);
+  expect((await redis.client.keys(`${p}*`)).sort()).toEqual([`${p}plans`, `${p}plans:plan-3`, `${p}plans:plan-4`]);
 });

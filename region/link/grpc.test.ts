@@ -2,69 +2,13 @@ import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, describe, expect, it } from "vitest";
-import { WallClock } from "../../core/clock.js";
-import { findTidegateError } from "../../core/errors.js";
-import type { EngineEvent, GenerateRequest, RegionTelemetry } from "../../core/ports.js";
+import { describe, expect, it } from "vitest";
+import type { EngineEvent, RegionTelemetry } from "../../core/ports.js";
 import { FakeEngine } from "../gateway/fake-engine.js";
-import { Gateway } from "../gateway/gateway.js";
-import { GrpcRegionLink } from "./grpc-client.js";
-import { startRegionGrpcServer, type RegionGrpcServer } from "./grpc-server.js";
+import { startRegionGrpcServer } from "./grpc-server.js";
+import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "./grpc-fixture.js";
 
-const MODEL = "llama3.1-8b";
-const clock = new WallClock();
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
-let n = 0;
-function request(over: Partial<GenerateRequest> = {}): GenerateRequest {
-  return { id: `g-${n++}`, model: MODEL, kind: "chat", promptTokens: 12, maxTokens: 4, priority: 0, body: { model: MODEL, messages: [{ role: "user", content: "hi" }] }, ...over };
-}
-
-function region(engines: FakeEngine[], name = "us-east") {
-  const gw = new Gateway({ region: name, clock });
-  for (const e of engines) gw.addInstance("h100-80gb", e);
-  return gw;
-}
-
-async function serve(gw: Gateway, address?: string): Promise<RegionGrpcServer> {
-  const server = await startRegionGrpcServer(gw, address === undefined ? {} : { address });
-  cleanups.push(() => server.close());
-  return server;
-}
-
-function link(address: string, extra: Partial<ConstructorParameters<typeof GrpcRegionLink>[0]> = {}): GrpcRegionLink {
-  const l = new GrpcRegionLink({ region: "us-east", address, telemetryIntervalMs: 50, reconnectInitialMs: 50, reconnectMaxMs: 200, ...extra });
-  cleanups.push(() => l.close());
-  return l;
-}
-
-async function collect(it: AsyncIterable<EngineEvent>): Promise<EngineEvent[]> {
-  const out: EngineEvent[] = [];
-  for await (const ev of it) out.push(ev);
-  return out;
-}
-
-async function errorOf(p: Promise<unknown>) {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  const te = findTidegateError(err);
-  if (te === undefined) throw new Error(`expected a TidegateError, got ${String(err)}`);
-  return te;
-}
-
-/** Polls `cond` every 10 ms for at most `limitMs`. */
-async function until(cond: () => boolean, limitMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!cond()) {
-    if (Date.now() - start > limitMs) throw new Error("condition not met in time");
-    await clock.sleep(10);
-  }
-}
+const { cleanup, request, region, serve, link } = useGrpcFixture("g");
 
 describe("gRPC RegionLink", () => {
   it("streams telemetry at the asked period with the gateway's figures", async () => {
@@ -197,7 +141,7 @@ describe("gRPC RegionLink", () => {
 
   it("runs over TLS with client certificates and refuses a client without one", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-tls-"));
-    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    cleanup(() => rmSync(dir, { recursive: true, force: true }));
     const ssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
     ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=tidegate-test-ca");
     writeFileSync(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
@@ -208,7 +152,7 @@ describe("gRPC RegionLink", () => {
     const files = (who: string) => ({ caFile: join(dir, "ca.pem"), certFile: join(dir, `${who}.pem`), keyFile: join(dir, `${who}.key`) });
     const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
     const server = await startRegionGrpcServer(gw, { tls: files("server") });
-    cleanups.push(() => server.close());
+    cleanup(() => server.close());
     const secure = link(server.address, { tls: files("client") });
     const events = await collect(secure.dispatch(request({ maxTokens: 2 })));
     expect(events.map((e) => e.type)).toEqual(["token", "token", "done"]);

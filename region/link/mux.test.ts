@@ -1,67 +1,14 @@
-import { afterEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
-import { WallClock } from "../../core/clock.js";
-import { findTidegateError } from "../../core/errors.js";
-import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
+import type { EngineEvent } from "../../core/ports.js";
 import { FakeEngine } from "../gateway/fake-engine.js";
-import { Gateway } from "../gateway/gateway.js";
-import { GrpcRegionLink } from "./grpc-client.js";
-import { startRegionGrpcServer, type RegionGrpcServer } from "./grpc-server.js";
+import { findTidegateError } from "../../core/errors.js";
+import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "./grpc-fixture.js";
 import { regionService, requestToWire, type WireDispatchEvents } from "./proto.js";
 
-const MODEL = "llama3.1-8b";
-const clock = new WallClock();
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const c of cleanups.splice(0).reverse()) await c();
-});
-
+const { cleanup, request, region, serve, link } = useGrpcFixture("m");
+/** Ids the tests build by hand (`m-x…`, `hold-…`) take their numbers from here. */
 let n = 0;
-function request(over: Partial<GenerateRequest> = {}): GenerateRequest {
-  return { id: `m-${n++}`, model: MODEL, kind: "chat", promptTokens: 12, maxTokens: 4, priority: 0, body: { model: MODEL, messages: [{ role: "user", content: "hi" }] }, ...over };
-}
-
-function region(engines: FakeEngine[]) {
-  const gw = new Gateway({ region: "us-east", clock });
-  for (const e of engines) gw.addInstance("h100-80gb", e);
-  return gw;
-}
-
-async function serve(gw: Gateway, address?: string): Promise<RegionGrpcServer> {
-  const server = await startRegionGrpcServer(gw, address === undefined ? {} : { address });
-  cleanups.push(() => server.close());
-  return server;
-}
-
-function link(address: string, extra: Partial<ConstructorParameters<typeof GrpcRegionLink>[0]> = {}): GrpcRegionLink {
-  const l = new GrpcRegionLink({ region: "us-east", address, reconnectInitialMs: 50, reconnectMaxMs: 200, ...extra });
-  cleanups.push(() => l.close());
-  return l;
-}
-
-async function collect(it: AsyncIterable<EngineEvent>): Promise<EngineEvent[]> {
-  const out: EngineEvent[] = [];
-  for await (const ev of it) out.push(ev);
-  return out;
-}
-
-async function errorOf(p: Promise<unknown>) {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  const te = findTidegateError(err);
-  if (te === undefined) throw new Error(`expected a TidegateError, got ${String(err)}`);
-  return te;
-}
-
-async function until(cond: () => boolean, limitMs = 5000): Promise<void> {
-  const start = Date.now();
-  while (!cond()) {
-    if (Date.now() - start > limitMs) throw new Error("condition not met in time");
-    await clock.sleep(10);
-  }
-}
 
 /** An engine whose requests with ids starting "hold-" wait (abortably) before their first token. */
 function holdingEngine(id: string, tokenDelayMs: number): FakeEngine {
@@ -79,7 +26,7 @@ describe("gRPC RegionLink over one DispatchMux stream", () => {
     const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 2 }), new FakeEngine({ instanceId: "b", model: MODEL, clock, tokenDelayMs: 3 })]);
     const server = await serve(gw);
     const l = link(server.address);
-    const reqs = Array.from({ length: 32 }, (_, i) => request({ maxTokens: 20 + i, id: `m-${n++}-${"x".repeat(i)}` }));
+    const reqs = Array.from({ length: 32 }, (_, i) => request({ maxTokens: 20 + i, id: `mx-${n++}-${"x".repeat(i)}` }));
     const remote = await Promise.all(reqs.map((r) => collect(l.dispatch(r))));
     for (let i = 0; i < reqs.length; i++) {
       const direct = await collect(gw.generate(reqs[i]!));
@@ -204,7 +151,7 @@ describe("gRPC RegionLink over one DispatchMux stream", () => {
     const server = await serve(gw);
     const Ctor = regionService();
     const client = new Ctor(server.address, grpc.credentials.createInsecure()) as unknown as grpc.Client & { Dispatch(r: unknown): grpc.ClientReadableStream<WireDispatchEvents> };
-    cleanups.push(() => client.close());
+    cleanup(() => client.close());
     const req = request({ maxTokens: 5 });
     const msgs: WireDispatchEvents[] = [];
     for await (const m of client.Dispatch(requestToWire(req))) msgs.push(m as WireDispatchEvents);

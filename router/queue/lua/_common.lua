@@ -40,3 +40,20 @@ end
 local function rid(bid, i)
   return string.format("%s:%06d", bid, i)
 end
+
+-- A lease on request `r` was just removed from the leases zset: the request goes back to its model's queue with
+-- its original enqueue score (keeping age and FIFO order) unless a result exists or the batch no longer runs, in
+-- which case the batch may now be finalizing. Returns 1 when requeued, else 0.
+local function returnLease(prefix, r, bst, now)
+  local bid, idx = splitRid(r)
+  local bkey = prefix .. "b:" .. bid
+  local b = redis.call("HMGET", bkey, "status", "model", "enqueued_at")
+  if not b[1] then return 0 end
+  redis.call("HINCRBY", bkey, "leased", -1)
+  if b[1] == "in_progress" and redis.call("HEXISTS", prefix .. "r:" .. bid, idx) == 0 then
+    redis.call("ZADD", prefix .. "q:" .. b[2], b[3], r)
+    return 1
+  end
+  maybeFinalizing(bkey, bst, now)
+  return 0
+end

@@ -9,17 +9,6 @@ local due = redis.call("ZRANGEBYSCORE", KEYS[1], "-inf", "(" .. ARGV[2], "LIMIT"
 local requeued = 0
 for _, r in ipairs(due) do
   redis.call("ZREM", KEYS[1], r)
-  local bid, idx = splitRid(r)
-  local bkey = ARGV[1] .. "b:" .. bid
-  local b = redis.call("HMGET", bkey, "status", "model", "enqueued_at")
-  if b[1] then
-    redis.call("HINCRBY", bkey, "leased", -1)
-    if b[1] == "in_progress" and redis.call("HEXISTS", ARGV[1] .. "r:" .. bid, idx) == 0 then
-      redis.call("ZADD", ARGV[1] .. "q:" .. b[2], b[3], r)
-      requeued = requeued + 1
-    else
-      maybeFinalizing(bkey, KEYS[2], ARGV[2])
-    end
-  end
+  requeued = requeued + returnLease(ARGV[1], r, KEYS[2], ARGV[2])
 end
 return { #due, requeued }

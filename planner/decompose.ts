@@ -40,17 +40,23 @@ export interface DecomposeResult {
   elapsedMs: number;
 }
 
-/** Makes integer `levels` respect every capacity row, re-covering displaced demand where capacity is left. */
-function repair(s: Structure, levels: Float64Array, modelOf: Int32Array, capEndpoints: number[][], mrOf: Int32Array, mrDemand: Float64Array): void {
-  const m = s.model;
+/** GPUs used per capacity row, and tokens/s covered per (model, region) and per model, at integer `levels`. */
+function tally(s: Structure, levels: Float64Array, modelOf: Int32Array, mrOf: Int32Array, pairs: number): { usage: Float64Array; covMr: Float64Array; covM: Float64Array } {
   const usage = new Float64Array(s.capacity.length);
-  const covMr = new Float64Array(mrDemand.length);
+  const covMr = new Float64Array(pairs);
   const covM = new Float64Array(s.models.length);
-  m.endpoints.forEach((e, i) => {
+  s.model.endpoints.forEach((e, i) => {
     usage[s.capOf[i]!]! += levels[i]! * e.gpusPerInstance;
     covMr[mrOf[i]!]! += levels[i]! * e.tokensPerS;
     covM[modelOf[i]!]! += levels[i]! * e.tokensPerS;
   });
+  return { usage, covMr, covM };
+}
+
+/** Makes integer `levels` respect every capacity row, re-covering displaced demand where capacity is left. */
+function repair(s: Structure, levels: Float64Array, modelOf: Int32Array, capEndpoints: number[][], mrOf: Int32Array, mrDemand: Float64Array): void {
+  const m = s.model;
+  const { usage, covMr, covM } = tally(s, levels, modelOf, mrOf, mrDemand.length);
   const change = (i: number, d: number) => {
     const e = m.endpoints[i]!;
     levels[i]! += d;
@@ -110,14 +116,7 @@ function repair(s: Structure, levels: Float64Array, modelOf: Int32Array, capEndp
  */
 function improve(s: Structure, levels: Float64Array, modelOf: Int32Array, mrOf: Int32Array, mrDemand: Float64Array, deadlineMs: number, now: () => number): void {
   const m = s.model;
-  const usage = new Float64Array(s.capacity.length);
-  const covMr = new Float64Array(mrDemand.length);
-  const covM = new Float64Array(s.models.length);
-  m.endpoints.forEach((e, i) => {
-    usage[s.capOf[i]!]! += levels[i]! * e.gpusPerInstance;
-    covMr[mrOf[i]!]! += levels[i]! * e.tokensPerS;
-    covM[modelOf[i]!]! += levels[i]! * e.tokensPerS;
-  });
+  const { usage, covMr, covM } = tally(s, levels, modelOf, mrOf, mrDemand.length);
   for (let pass = 0; pass < 20; pass++) {
     let moved = 0;
     for (let mi = 0; mi < s.models.length; mi++) {

@@ -1,10 +1,10 @@
 /**
- * Fixed-memory latency histograms for the replay: log-spaced buckets (ratio 1.05) from 1 ms to ~12 days, so a
- * percentile is exact to within 5% whatever the count. `HistogramSeries` keeps one histogram per time slot (per
+ * Fixed-memory latency histograms for the replay: log-spaced buckets (ratio 1.01) from 1 ms to ~12 days, so a
+ * percentile is exact to within 1% whatever the count (finer than the 5% the strategies bench compares p95s at). `HistogramSeries` keeps one histogram per time slot (per
  * minute or per hour) in one typed array.
  */
 
-const RATIO = 1.05;
+const RATIO = 1.01;
 const LOG_RATIO = Math.log(RATIO);
 /** Buckets: 0 holds < 1 ms; bucket b ≥ 1 holds [RATIO^(b−1), RATIO^b) ms. */
 export const BUCKETS = 1 + Math.ceil(Math.log(1e9) / LOG_RATIO);

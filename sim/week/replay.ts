@@ -58,6 +58,7 @@ export interface RunState {
   ttft: Histogram[];
   e2e: Histogram[];
   ttftHourly: HistogramSeries[];
+  /** Per-minute TTFT histograms, only with `minuteSeries` (empty otherwise: a week of them is ~340 MB). */
   ttftMinute: HistogramSeries[];
   /** [model][region][hour]: Σ over minute samples of active (serving + deploying) instances. */
   activeSamples: Float64Array[][];
@@ -85,7 +86,7 @@ class IwHooks {
     const ms = t - this.atMs;
     this.s.ttft[this.mi]!.add(ms);
     this.s.ttftHourly[this.mi]!.add(this.atMs, ms);
-    this.s.ttftMinute[this.mi]!.add(this.atMs, ms);
+    this.s.ttftMinute[this.mi]?.add(this.atMs, ms);
   }
 
   onDone(t: number): void {
@@ -119,7 +120,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     ttft: models.map(() => new Histogram()),
     e2e: models.map(() => new Histogram()),
     ttftHourly: models.map(() => new HistogramSeries(hours, HOUR)),
-    ttftMinute: models.map(() => new HistogramSeries(minutes, MINUTE)),
+    ttftMinute: o.minuteSeries === true ? models.map(() => new HistogramSeries(minutes, MINUTE)) : [],
     activeSamples: models.map(() => regions.map(() => new Float64Array(hours))),
     tokensHourly: models.map(() => new Float64Array(hours)),
     iw: 0, iwUnserved: 0,

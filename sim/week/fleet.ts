@@ -69,7 +69,7 @@ export const DEFAULT_FLEET_JSON = {
       region("us-west", -8, ["us-central", "us-east"], { "llama2-70b": 2, "bloom-176b": 2 }),
     ],
   },
-  engines: Object.fromEntries(DEFAULT_MODELS.map((m) => [m.name, { maxBatch: 8, kvTokensPerSeq: 1500 }])),
+  engines: Object.fromEntries(DEFAULT_MODELS.map((m) => [m.name, { maxBatch: 16, kvTokensPerSeq: 1500 }])),
   actuator: SAGESERVE_DELAYS,
   spot: ["us-east", "us-central", "us-west"].flatMap((r) => [
     { region: r, model: "llama2-70b", gpu: "h100-80gb", count: 30 },
@@ -99,7 +99,7 @@ export function parseFleet(json: unknown): FleetSpec {
   const engines: Record<string, ReplayEngine> = {};
   for (const m of config.models) {
     const e = er.object(m.name);
-    const spec = { maxBatch: e.number("maxBatch", 8, { integer: true, min: 1, max: 1024 }), kvTokensPerSeq: e.number("kvTokensPerSeq", 1500, { integer: true, min: 16 }) };
+    const spec = { maxBatch: e.number("maxBatch", 16, { integer: true, min: 1, max: 1024 }), kvTokensPerSeq: e.number("kvTokensPerSeq", 1500, { integer: true, min: 16 }) };
     e.done();
     const longest = Math.min(MODEL_SPECS[m.name]!.maxContextTokens, 4096);
     if (spec.maxBatch * spec.kvTokensPerSeq < longest) e.fail("kvTokensPerSeq", `maxBatch × kvTokensPerSeq = ${spec.maxBatch * spec.kvTokensPerSeq} tokens cannot hold one ${longest}-token request of ${m.name}`);

@@ -71,6 +71,13 @@ export interface PlannerConfig {
   /** Per-region cover factor α and NIW buffer factor β (DESIGN planner section). */
   alpha: number;
   beta: number;
+  /**
+   * Which point of each (model, region)'s peak forecast the ILP covers: "upper" (default) = the forecaster's 90%
+   * upper bound, so an hour whose peak comes in above the point forecast still has planned capacity; LT-U/LT-UA
+   * spend it only while utilization asks for it, and scale back in to the point forecast's count (the target's
+   * floor) when it does not. "mean" = the point forecast (the floor is then the target).
+   */
+  provisionFor: "upper" | "mean";
 }
 
 export interface ControllerConfig {
@@ -212,6 +219,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     advisory: pr.boolean("advisory", false),
     alpha: pr.number("alpha", 0.8, { gt: 0, max: 1 }),
     beta: pr.number("beta", 0.2, { min: 0, max: 10 }),
+    provisionFor: pr.string("provisionFor", "upper", { oneOf: ["upper", "mean"] }) as PlannerConfig["provisionFor"],
   };
   pr.done();
 

@@ -100,7 +100,22 @@ export interface RegionTargets {
   madeAtMs: number;
   /** Advisory plans are published for people, never acted on. */
   advisory: boolean;
-  endpoints: { model: ModelName; gpu: GpuType; instances: number; forecastTokensPerS: number }[];
+  endpoints: TargetEndpoint[];
+}
+
+/** One endpoint's hourly target. */
+export interface TargetEndpoint {
+  model: ModelName;
+  gpu: GpuType;
+  /** Instances planned for the hour (covers the forecast's upper bound when the planner provisions for it). */
+  instances: number;
+  /**
+   * Instances the point forecast alone needs (≤ instances): LT-U/LT-UA scale in toward it while utilization is low.
+   * Absent (older planners) = instances.
+   */
+  floorInstances?: number;
+  /** The point forecast of the hour's peak tokens/s (+ NIW buffer); LT-UA compares observed traffic with it. */
+  forecastTokensPerS: number;
 }
 
 export interface TargetsAck {

@@ -55,6 +55,8 @@ export interface Fleet {
   /** Per-region cover factor α and NIW buffer factor β (DESIGN planner section). */
   alpha: number;
   beta: number;
+  /** The point of the peak forecast the ILP covers (core/config.ts PlannerConfig.provisionFor); default "upper". */
+  provisionFor?: "upper" | "mean";
   gpus: Record<GpuType, GpuCost>;
   models: Record<ModelName, Record<GpuType, ModelOnGpu>>;
   regions: FleetRegion[];
@@ -89,6 +91,7 @@ export function parseFleet(json: unknown): Fleet {
   const root = new ObjectReader(json, "");
   const alpha = root.number("alpha", 0.8, { gt: 0, max: 1 });
   const beta = root.number("beta", 0.2, { min: 0, max: 10 });
+  const provisionFor = root.string("provisionFor", "upper", { oneOf: ["upper", "mean"] }) as Fleet["provisionFor"];
   const sr = root.object("slo");
   const slo: Slo = { ttftMs: sr.number("ttftMs", DEFAULT_SLO.ttftMs, { gt: 0 }), tbtMs: sr.number("tbtMs", DEFAULT_SLO.tbtMs, { gt: 0 }) };
   sr.done();
@@ -155,7 +158,7 @@ export function parseFleet(json: unknown): Fleet {
     names.add(r.name);
   });
   root.done();
-  return { alpha, beta, gpus, models, regions };
+  return { alpha, beta, provisionFor, gpus, models, regions };
 }
 
 /** Reads a fleet file (JSON). */
@@ -186,6 +189,7 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
   return {
     alpha: config.planner.alpha,
     beta: config.planner.beta,
+    provisionFor: config.planner.provisionFor,
     gpus,
     models,
     regions: config.regions.map((r) => ({

@@ -92,7 +92,7 @@ describe.each([
     expect(loops[0]!.led).toBe(3);
     expect(loops[1]!.followed).toBe(3);
     expect(links[0]!.received.map((t) => t.decisionId)).toEqual([1, 2, 3]);
-    expect(links[0]!.received[0]!.endpoints).toEqual([{ model: "m", gpu: "g", instances: 2, forecastTokensPerS: 0 }]);
+    expect(links[0]!.received[0]!.endpoints).toEqual([{ model: "m", gpu: "g", instances: 2, floorInstances: 2, forecastTokensPerS: 0 }]);
     expect((await stores[0]!.list())[0]!.acks).toEqual([{ region: "east", decisionId: 3, accepted: true }, { region: "west", decisionId: 3, accepted: true }]);
     await loops[0]!.stop(); // releases: the follower takes over with the next id
     await loops[1]!.tick();

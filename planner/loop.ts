@@ -29,11 +29,20 @@ export interface PlannerLoopOptions {
   log?: Logger;
 }
 
-/** Targets for one region from a report. */
+/**
+ * Targets for one region from a report. Each endpoint's floor is the share of its target the point forecast asks
+ * for: ⌈target × point / F⌉ (F covers the forecast's upper bound), never above the target; = target when the
+ * plan covered the point forecast itself or the series has no forecast. `forecastTokensPerS` is the point forecast
+ * (what LT-UA compares observed traffic with: SageServe §6.5.1 "what ARIMA predicted").
+ */
 export function targetsFor(report: PlanReport, region: string): RegionTargets {
   const endpoints = report.actions
     .filter((a) => a.region === region)
-    .map((a) => ({ model: a.model, gpu: a.gpu, instances: a.target, forecastTokensPerS: report.forecasts.find((f) => f.model === a.model && f.region === region)?.demandTokensPerS ?? 0 }));
+    .map((a) => {
+      const f = report.forecasts.find((x) => x.model === a.model && x.region === region);
+      const share = f !== undefined && f.demandTokensPerS > 0 ? Math.min(1, (f.pointDemandTokensPerS ?? f.demandTokensPerS) / f.demandTokensPerS) : 1;
+      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances: Math.min(a.target, Math.ceil(a.target * share - 1e-9)), forecastTokensPerS: f === undefined ? 0 : (f.pointDemandTokensPerS ?? f.demandTokensPerS) };
+    });
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
 }
 

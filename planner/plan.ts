@@ -90,7 +90,8 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     const prev = inp.previous?.forecasts.find((p) => p.model === model && p.region === region);
     const lastHourActual = Math.max(...values.slice(-HOUR_STEPS));
     const lastHour = prev !== undefined && lastHourActual > 0 ? { forecastPeak: prev.peak.mean, actualPeak: lastHourActual, errorPct: (100 * (prev.peak.mean - lastHourActual)) / lastHourActual } : null;
-    const d = f.peak.mean + buffer;
+    // F(m, r): the peak the ILP covers (the upper bound by default, see PlannerConfig.provisionFor) + β buffer.
+    const d = ((fleet.provisionFor ?? "upper") === "upper" ? f.peak.upper : f.peak.mean) + buffer;
     results[idx] = { demand: { model, region, tokensPerS: d }, warnings, forecast: {
       model,
       region,
@@ -100,6 +101,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
       niwLastHourTokensPerS: niw,
       bufferTokensPerS: buffer,
       demandTokensPerS: d,
+      pointDemandTokensPerS: f.peak.mean + buffer,
       historyWindows: values.slice(-2 * DAY_STEPS),
       stepMs: WINDOW_MS,
       forecastSteps: f.steps,

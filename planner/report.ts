@@ -13,8 +13,10 @@ export interface SeriesForecast {
   /** Last hour's mean NIW tokens/s and the β buffer added (β × it). */
   niwLastHourTokensPerS: number;
   bufferTokensPerS: number;
-  /** F(m, r) = peak.mean + buffer: what the ILP covers. */
+  /** F(m, r) = peak.upper (or peak.mean, fleet.provisionFor) + buffer: what the ILP covers. */
   demandTokensPerS: number;
+  /** peak.mean + buffer: what the point forecast alone asks for (sets each target's floor). */
+  pointDemandTokensPerS: number;
   /** The last 48 h of 10-minute IW windows (for the chart), oldest first, and the forecast steps. */
   historyWindows: number[];
   stepMs: number;

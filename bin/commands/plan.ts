@@ -21,6 +21,8 @@ Fleet file (JSON): {"alpha":0.8,"beta":0.2,"gpus":{"h100-80gb":{"holdPerGpu":5,"
   "regions":[{"name":"us-east","capacity":{"h100-80gb":64},"endpoints":[{"model":"llama2-70b","gpu":"h100-80gb",
   "instances":2,"minInstances":1,"maxInstances":8,"spotInstances":0}]}]}
   tokensPerS may be omitted where the performance model has a profile (measured data at TTFT 1 s, TBT 100 ms).
+  "provisionFor": "upper" (default: the ILP covers each peak forecast's 90% upper bound; targets carry the
+  point forecast's count as their floor) or "mean" (the point forecast).
 
 Example:
   tidegate plan --history history.csv --fleet fleet.json --out plans/`,

@@ -76,7 +76,7 @@ export interface WireTargets {
   region: string;
   made_at_ms: number;
   advisory: boolean;
-  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number }[];
+  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number; floor_instances?: number }[];
 }
 
 export interface WireTargetsAck {
@@ -207,7 +207,7 @@ export function targetsToWire(t: RegionTargets): WireTargets {
     region: t.region,
     made_at_ms: t.madeAtMs,
     advisory: t.advisory,
-    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS })),
+    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS, floor_instances: e.floorInstances ?? 0 })),
   };
 }
 
@@ -217,7 +217,7 @@ export function targetsFromWire(w: WireTargets): RegionTargets {
     region: w.region,
     madeAtMs: w.made_at_ms,
     advisory: w.advisory,
-    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s })),
+    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s, ...(e.floor_instances ? { floorInstances: Math.min(e.floor_instances, e.instances) } : {}) })),
   };
 }
 

@@ -116,4 +116,50 @@ describe("RegionController", () => {
     expect(w.actuator.instances().filter((i) => i.model === "m1" && i.state === "spot")).toHaveLength(2);
     expect(count(w, ["serving"])).toBe(1);
   });
+
+  it("feeds LT strategies a smoothed utilization: a one-pass spike does not scale out, a sustained rise does", () => {
+    const w = world();
+    const actions: ControllerAction[] = [];
+    let u = 0.5;
+    const c = new RegionController({
+      region: "r", clock: w.clock, actuator: w.actuator, strategy: resolveStrategy("lt-u"), endpoints: [EP],
+      signals: () => ({ utilization: u, observedTokensPerS: 100 }), inFlightTokens: () => 0, windowMs: 3_600_000,
+      utilizationSmoothingMs: 60_000, onAction: (a) => actions.push(a),
+    });
+    c.acceptTargets(plan(1, 6));
+    for (let t = 1; t <= 120; t++) {
+      u = t === 60 ? 0.99 : 0.5; // one spike at 60 s
+      w.clock.advanceToSync(t * 1000);
+      c.reconcile();
+    }
+    expect(actions).toHaveLength(0);
+    u = 0.95; // sustained: the 60 s average crosses 0.70 after ~35 s (0.5 + 0.45 (1 − e^(−t/60)) > 0.7)
+    let firstAt: number | undefined;
+    for (let t = 121; t <= 200 && firstAt === undefined; t++) {
+      w.clock.advanceToSync(t * 1000);
+      if (c.reconcile().length > 0) firstAt = t;
+    }
+    expect(firstAt).toBeGreaterThanOrEqual(121 + 30);
+    expect(firstAt).toBeLessThanOrEqual(121 + 40);
+  });
+
+  it("passes the plan's floor: LT-U scales in to it while utilization is low, not below", () => {
+    const w = world();
+    for (let i = 0; i < 4; i++) w.actuator.seed("m1", "h100-80gb", 4, "serving");
+    const actions: ControllerAction[] = [];
+    const c = new RegionController({
+      region: "r", clock: w.clock, actuator: w.actuator, strategy: resolveStrategy("lt-u", { cooldownMs: 0 }), endpoints: [EP],
+      signals: () => ({ utilization: 0.1, observedTokensPerS: 10 }), inFlightTokens: () => 0, windowMs: 3_600_000,
+      onAction: (a) => actions.push(a),
+    });
+    const p = plan(1, 8);
+    p.endpoints[0]!.floorInstances = 3;
+    c.acceptTargets(p);
+    for (let t = 1; t <= 30; t++) {
+      w.clock.advanceToSync(t * 1000);
+      c.reconcile();
+    }
+    expect(actions.map((a) => [a.kind, a.reason])).toEqual([["drain", "toward-floor-in"], ["drain", "toward-floor-in"], ["drain", "toward-floor-in"]]);
+    expect(count(w, ["serving"])).toBe(3);
+  });
 });

@@ -4,7 +4,10 @@
  * (provisioning, loading, serving, draining, spot) plus each endpoint's utilization and tokens/s. Each pass takes
  * at most one idempotent step per endpoint (reclaim / redeploy / provision / drain) toward the strategy's count.
  *
- * The controller keeps no state of its own besides the accepted targets: in-flight work is visible as
+ * Each pass also folds the endpoint's utilization into an exponential moving average (`utilizationSmoothingMs`,
+ * default 60 s) that LT-U/LT-UA act on; it is soft state, rebuilt from live signals after a restart.
+ *
+ * The controller keeps no other state of its own besides the accepted targets: in-flight work is visible as
  * provisioning/loading instances and cooldowns come from `actionAtMs` on the instances, so a controller killed
  * at any point and restarted on the same actuator (and re-sent the current plan) converges without double actions.
  */
@@ -55,12 +58,16 @@ export interface RegionControllerOptions {
   inFlightTokens(instanceId: string): number;
   /** Length of the planner's decision window (ms); LT-UA's tail is its last 20 minutes. */
   windowMs: number;
+  /** Time constant of the smoothed utilization the LT strategies act on (ms; default 60 000; 0 = none). */
+  utilizationSmoothingMs?: number;
   onAction?(a: ControllerAction): void;
 }
 
 export class RegionController {
   private targets: RegionTargets | undefined;
-  private readonly targetFor = new Map<string, { instances: number; forecastTokensPerS: number }>();
+  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; forecastTokensPerS: number }>();
+  /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
+  private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
   private timer: Timer | undefined;
   /** model → gpu → index into `o.endpoints` (no string building on the per-pass scan). */
   private readonly endpointIndex = new Map<ModelName, Map<GpuType, number>>();
@@ -90,7 +97,7 @@ export class RegionController {
     if (t.advisory) return { region: this.o.region, decisionId: t.decisionId, accepted: true };
     this.targets = t;
     this.targetFor.clear();
-    for (const e of t.endpoints) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, forecastTokensPerS: e.forecastTokensPerS });
+    for (const e of t.endpoints) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, forecastTokensPerS: e.forecastTokensPerS });
     return { region: this.o.region, decisionId: t.decisionId, accepted: true };
   }
 
@@ -130,6 +137,7 @@ export class RegionController {
       const lastActionMs = lastOf[k];
       const sig = this.o.signals(ep.model, ep.gpu);
       const tgt = this.targetFor.get(`${ep.model}/${ep.gpu}`);
+      const utilizationSmoothed = this.smooth(k, sig.utilization, now);
       const decision = this.o.strategy.decide({
         nowMs: now,
         windowStartMs: this.targets?.madeAtMs ?? 0,
@@ -137,7 +145,9 @@ export class RegionController {
         current,
         serving,
         target: this.o.strategy.usesForecast ? tgt?.instances : undefined,
+        floor: this.o.strategy.usesForecast ? tgt?.floorInstances : undefined,
         utilization: sig.utilization,
+        utilizationSmoothed,
         observedTokensPerS: sig.observedTokensPerS,
         forecastTokensPerS: tgt?.forecastTokensPerS ?? 0,
         minInstances: ep.minInstances,
@@ -151,6 +161,19 @@ export class RegionController {
       }
     }
     return actions;
+  }
+
+  /**
+   * Exponential moving average of endpoint k's utilization with time constant τ: v += (u − v)(1 − e^(−Δt/τ)), so
+   * irregular passes weigh time, not calls. The first sample starts it.
+   */
+  private smooth(k: number, u: number, now: number): number {
+    const tau = this.o.utilizationSmoothingMs ?? 60_000;
+    if (!(tau > 0)) return u;
+    const prev = this.smoothed[k];
+    const value = prev === undefined ? u : prev.value + (u - prev.value) * (1 - Math.exp(-Math.max(0, now - prev.atMs) / tau));
+    this.smoothed[k] = { value, atMs: now };
+    return value;
   }
 
   private step(ep: ManagedEndpoint, all: readonly Readonly<InstanceRecord>[], current: number, desired: number, reason: string, now: number): ControllerAction | undefined {

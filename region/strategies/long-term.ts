@@ -3,7 +3,12 @@
  * planner's hourly ILP target:
  *  - LT-I (immediate): jump to the target at the start of the window.
  *  - LT-U (utilization): step toward the target only while utilization breaches the threshold in that direction
- *    (> 70% to scale out, < 30% to scale in); never past the target.
+ *    (> 70% to scale out, < 30% to scale in); never past the target. "Utilization actually starts increasing"
+ *    (§6.5.1) is read on the controller's smoothed utilization (a ~1-minute moving average), so a one-second
+ *    spike of bursty traffic does not ratchet the count up for the rest of the hour. When the plan covers the
+ *    forecast's upper bound (planner provisionFor "upper"), the target is the ceiling of what the hour may need
+ *    and `floor` what the point forecast needs: LT-U also steps in toward the floor while utilization is low, so
+ *    capacity bought for a peak that did not come is returned within the hour.
  *  - LT-UA (utilization + ARIMA gap): LT-U, and during the last 20 minutes of the window, once the target is
  *    reached, keep scaling out while observed tokens/s is well above the forecast (§7.3.4 uses 5×) and
  *    utilization is still above the out threshold; keep scaling in while observed tokens/s is well below it and
@@ -50,15 +55,23 @@ export const ltI: Strategy<LtIParams> = {
   },
 };
 
+/** The utilization LT-U and LT-UA act on: the smoothed one when the controller provides it. */
+function trend(input: StrategyInput): number {
+  return input.utilizationSmoothed ?? input.utilization;
+}
+
 /** LT-U's decision, shared by LT-UA. */
 function ltUDecide(input: StrategyInput, p: LtUParams): StrategyDecision {
   const hold = clampCount(input.current, input);
   if (hold !== input.current) return { desired: hold, reason: "bounds" };
   if (input.target === undefined) return { desired: input.current, reason: "no-plan" };
   const target = clampCount(input.target, input);
+  const floor = clampCount(Math.min(input.floor ?? target, target), input);
   if (inCooldown(input, p.cooldownMs)) return { desired: input.current, reason: "cooldown" };
-  if (target > input.current && input.utilization > p.outAbove) return { desired: input.current + 1, reason: "toward-target-out" };
-  if (target < input.current && input.utilization < p.inBelow) return { desired: input.current - 1, reason: "toward-target-in" };
+  const u = trend(input);
+  if (target > input.current && u > p.outAbove) return { desired: input.current + 1, reason: "toward-target-out" };
+  if (target < input.current && u < p.inBelow) return { desired: input.current - 1, reason: "toward-target-in" };
+  if (floor < input.current && u < p.inBelow) return { desired: input.current - 1, reason: "toward-floor-in" };
   return { desired: input.current, reason: target === input.current ? "at-target" : "waiting-for-utilization" };
 }
 
@@ -87,10 +100,11 @@ export const ltUa: Strategy<LtUaParams> = {
     if (!inTail) return base;
     const target = clampCount(input.target, input);
     const forecast = input.forecastTokensPerS;
-    if (input.current >= target && input.utilization > p.outAbove && input.observedTokensPerS >= p.aboveForecastFactor * forecast) {
+    const u = trend(input);
+    if (input.current >= target && u > p.outAbove && input.observedTokensPerS >= p.aboveForecastFactor * forecast) {
       return { desired: clampCount(input.current + 1, input), reason: "tail-above-forecast" };
     }
-    if (input.current <= target && input.utilization < p.inBelow && input.observedTokensPerS <= p.belowForecastFactor * forecast) {
+    if (input.current <= target && u < p.inBelow && input.observedTokensPerS <= p.belowForecastFactor * forecast) {
       return { desired: clampCount(input.current - 1, input), reason: "tail-below-forecast" };
     }
     return base;

@@ -87,6 +87,29 @@ describe("strategies on hand-made scenarios", () => {
     expect(run(s("lt-ua"), low).final).toBeLessThan(4);
   });
 
+  it("a plan that covers the forecast's upper bound: LT-U climbs only as far as load asks and steps back to the floor when it falls", () => {
+    // Target 12 (upper bound), floor 8 (point forecast). Load needs ~9 instances for 20 minutes, then drops to ~2.
+    const lt = s("lt-u");
+    const input = (current: number, u: number, nowMs: number): StrategyInput => ({ nowMs, windowStartMs: 0, windowMs: HOUR, current, serving: current, target: 12, floor: 8, utilization: u, utilizationSmoothed: u, observedTokensPerS: 0, forecastTokensPerS: 0, minInstances: 1, maxInstances: 30, lastActionMs: undefined });
+    expect(lt.decide(input(7, 0.8, 60_000))).toEqual({ desired: 8, reason: "toward-target-out" });
+    expect(lt.decide(input(9, 0.5, 60_000))).toEqual({ desired: 9, reason: "waiting-for-utilization" });
+    expect(lt.decide(input(9, 0.2, 60_000))).toEqual({ desired: 8, reason: "toward-floor-in" });
+    expect(lt.decide(input(8, 0.1, 60_000)).desired).toBe(8); // never below the floor inside the window
+    // Without a floor (older planners), the target is the floor: LT-U holds as before.
+    expect(lt.decide({ ...input(9, 0.2, 60_000), floor: undefined }).desired).toBe(9);
+  });
+
+  it("LT-U and LT-UA act on smoothed utilization: a one-second spike does not step out, a sustained rise does", () => {
+    for (const name of ["lt-u", "lt-ua"]) {
+      const lt = s(name);
+      const base: StrategyInput = { nowMs: 60_000, windowStartMs: 0, windowMs: HOUR, current: 4, serving: 4, target: 8, utilization: 0.95, utilizationSmoothed: 0.45, observedTokensPerS: 0, forecastTokensPerS: 100, minInstances: 1, maxInstances: 30, lastActionMs: undefined };
+      expect(lt.decide(base).desired).toBe(4);
+      expect(lt.decide({ ...base, utilizationSmoothed: 0.75 }).desired).toBe(5);
+      // Reactive stays on the instantaneous signal (SageServe §7.2 measures it at each request).
+      expect(s("reactive").decide(base).desired).toBe(5);
+    }
+  });
+
   it("reactive respects its cooldown and bounds", () => {
     const r = s("reactive");
     const base: StrategyInput = { nowMs: 10_000, windowStartMs: 0, windowMs: HOUR, current: 3, serving: 3, target: undefined, utilization: 0.9, observedTokensPerS: 0, forecastTokensPerS: 0, minInstances: 1, maxInstances: 4, lastActionMs: 0 };

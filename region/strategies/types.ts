@@ -19,8 +19,19 @@ export interface StrategyInput {
   serving: number;
   /** The planner's target instance count for this window; undefined before the first plan. */
   target: number | undefined;
+  /**
+   * What the point forecast alone needs (≤ target; RegionTargets floorInstances): LT-U/LT-UA scale in toward it
+   * while utilization is low. Undefined = the target.
+   */
+  floor?: number | undefined;
   /** Effective memory utilization of the endpoint's serving instances (KV in use / KV capacity; may exceed 1). */
   utilization: number;
+  /**
+   * The same utilization smoothed over the last minute or so (the controller's exponential moving average,
+   * `utilizationSmoothingMs`): whether utilization has "actually" risen (SageServe §6.5.1, LT-U) rather than
+   * spiked for a second. Undefined = `utilization`.
+   */
+  utilizationSmoothed?: number | undefined;
   /** Tokens/s the endpoint received over the last telemetry window, and the planner's forecast for this window. */
   observedTokensPerS: number;
   forecastTokensPerS: number;

@@ -2,7 +2,7 @@
  * Turns region telemetry (tokens/s per model, at least once a second) into demand history: samples are averaged per
  * (model, region) over each minute, and a minute is written to the DemandHistory once it is over (the first sample
  * of a later minute closes it). Time comes from the telemetry's own `atMs`. Interactive (IW) demand only: batch
- * arrivals are recorded by whoever accepts them (the queue manager) through the same DemandHistory.
+ * demand is recorded by the queue manager as it dispatches (forecasts/niw-recorder.ts) into the same history.
  */
 import type { RegionTelemetry } from "../core/ports.js";
 import { MINUTE_MS, type DemandHistory, type DemandSample } from "../forecasts/history.js";

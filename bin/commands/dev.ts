@@ -119,7 +119,9 @@ export const command: Command = {
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
     const clock = new WallClock();
     // Batch tier (issue 3): Files/Batch API at /v1 on the embedded queue, or Redis with --redis-url.
-    const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }) });
+    // One demand history for the planner: IW from region telemetry, NIW from what the batch dispatcher sends.
+    const history = new MemoryHistory();
+    const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }), niwHistory: history });
     // Planner tier (issue 4): hourly plans in memory, served at /plans behind an admin key (one is made up and
     // printed when the config names none).
     const adminKeys = config.router.adminKeys.length > 0 ? config.router.adminKeys : [newId("tg-admin-")];
@@ -130,7 +132,7 @@ export const command: Command = {
       config,
       clock,
       links: stack.links,
-      history: new MemoryHistory(),
+      history,
       store: plans,
       lock: new MemoryLeaderLock(clock),
       holder: "dev",

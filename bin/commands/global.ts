@@ -14,6 +14,7 @@ import type { TlsFiles } from "../../region/link/tls.js";
 import { GlobalRouter } from "../../router/server.js";
 import { untilSignal } from "./dev.js";
 import { Redis } from "ioredis";
+import { RedisHistory } from "../../forecasts/history-redis.js";
 import type { RouterMount } from "../../router/app.js";
 import { plansRoutes } from "../../planner/routes.js";
 import { RedisPlanStore } from "../../planner/store.js";
@@ -70,16 +71,17 @@ export const command: Command = {
     );
     // Batch tier (issue 3): Files/Batch API at /v1 and the NIW dispatcher; --redis-url switches the queue to Redis.
     const queueConfig = withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined);
-    const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }) });
-    const mounts: RouterMount[] = [{ path: "/v1", app: batch.routes }];
-    // Planner tier (issue 4): with the Redis backend, serve the reports `tidegate planner` keeps there at /plans.
+    // Planner tier (issue 4): with the Redis backend, serve the reports `tidegate planner` keeps there at /plans, and
+    // record dispatched batch demand into the history it forecasts from (its β × NIW buffer).
     let plansRedis: Redis | undefined;
     if (queueConfig.queue.backend === "redis") {
-      const redis = new Redis(queueConfig.queue.redisUrl, { maxRetriesPerRequest: 2 });
-      redis.on("error", (err) => logger.warn("plans redis error", { err }));
-      plansRedis = redis;
-      mounts.push({ path: "/", app: plansRoutes({ store: new RedisPlanStore(redis, queueConfig.queue.keyPrefix), adminKeys: config.router.adminKeys }) });
+      plansRedis = new Redis(queueConfig.queue.redisUrl, { maxRetriesPerRequest: 2 });
+      plansRedis.on("error", (err) => logger.warn("plans redis error", { err }));
     }
+    const niwHistory = plansRedis === undefined ? undefined : new RedisHistory(plansRedis, { keyPrefix: queueConfig.queue.keyPrefix });
+    const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }), ...(niwHistory === undefined ? {} : { niwHistory }) });
+    const mounts: RouterMount[] = [{ path: "/v1", app: batch.routes }];
+    if (plansRedis !== undefined) mounts.push({ path: "/", app: plansRoutes({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), adminKeys: config.router.adminKeys }) });
     const router = new GlobalRouter({ config, links, clock, logger, mounts });
     batch.start(links, router.deps.metrics.registry);
     const stopped = untilSignal();

@@ -10,6 +10,8 @@ import type { TidegateConfig } from "../../core/config.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { Registry } from "../../core/metrics.js";
 import type { RegionLink } from "../../core/ports.js";
+import type { DemandHistory } from "../../forecasts/history.js";
+import { NiwRecorder } from "../../forecasts/niw-recorder.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
 import { QueueMetrics } from "../dispatch/metrics.js";
 import { DirFileStore } from "../queue/dir-files.js";
@@ -27,6 +29,11 @@ export interface BatchServiceOptions {
   maintenanceIntervalMs?: number;
   /** Intake grace for batches left validating (see DispatcherOptions); default 10 000 ms. */
   intakeGraceMs?: number;
+  /**
+   * Where dispatched batch demand is recorded per (model, region) and minute (forecasts/niw-recorder.ts), for the
+   * planner's β × NIW buffer: the planner's own history (in memory in `tidegate dev`, Redis otherwise).
+   */
+  niwHistory?: DemandHistory;
 }
 
 export interface BatchService {
@@ -65,6 +72,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
   const models = o.config.models.map((m) => m.name);
   const knownModels = new Set(models);
   let dispatcher: Dispatcher | undefined;
+  let niw: NiwRecorder | undefined;
   const routes = batchRoutes({
     store, files, clock: o.clock,
     maxFileBytes: q.maxFileBytes,
@@ -81,6 +89,8 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     start: (links, registry) => {
       if (dispatcher !== undefined) throw new Error("batch service already started");
       const metrics = registry === undefined ? undefined : new QueueMetrics(registry, models, o.config.regions.map((r) => r.name));
+      niw = o.niwHistory === undefined ? undefined : new NiwRecorder(o.niwHistory, models, o.config.regions.map((r) => r.name), o.clock, o.log);
+      niw?.start();
       dispatcher = new Dispatcher({
         store, files, clock: o.clock, links, models,
         thresholds: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow },
@@ -90,6 +100,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
         ...(o.intakeGraceMs === undefined ? {} : { intakeGraceMs: o.intakeGraceMs }),
         intake: async (batch) => void (await intakeBatch({ store, files, clock: o.clock, knownModels }, batch)),
         ...(metrics === undefined ? {} : { metrics }),
+        ...(niw === undefined ? {} : { onDispatched: (model: string, region: string, tokens: number, atMs: number) => niw!.record(model, region, tokens, atMs) }),
         log: o.log ?? silentLogger,
       });
       dispatcher.start();
@@ -97,6 +108,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     },
     close: async () => {
       await dispatcher?.stop();
+      await niw?.stop();
       await store.close();
       await files.close();
       redis?.disconnect();

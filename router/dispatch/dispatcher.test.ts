@@ -4,10 +4,12 @@ import { TidegateError } from "../../core/errors.js";
 import { createRegistry } from "../../core/metrics.js";
 import { makeUsage } from "../../core/openai.js";
 import type { EngineEvent, GenerateRequest, RegionLink, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import { MemoryHistory } from "../../forecasts/history.js";
+import { NiwRecorder } from "../../forecasts/niw-recorder.js";
 import { modelTelemetry } from "../fake-link.js";
 import { DirFileStore } from "../queue/dir-files.js";
 import { EmbeddedQueueStore } from "../queue/embedded.js";
-import { Dispatcher } from "./dispatcher.js";
+import { Dispatcher, type DispatcherOptions } from "./dispatcher.js";
 import { encodePayload } from "./lines.js";
 import { QueueMetrics } from "./metrics.js";
 
@@ -43,7 +45,7 @@ class GatedLink implements RegionLink {
   async close() {}
 }
 
-async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number } = {}) {
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"] } = {}) {
   const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
   const store = new EmbeddedQueueStore(null);
   const files = new DirFileStore(null);
@@ -53,6 +55,7 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
   const d = new Dispatcher({
     store, files, clock, links, models: ["m"], thresholds: { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 },
     promoteAfterMs: opts.promoteAfterMs ?? 36_000_000, leaseMs: opts.leaseMs ?? 60_000, maintenanceIntervalMs: 1000, metrics, resultLingerMs: 0,
+    ...(opts.onDispatched === undefined ? {} : { onDispatched: opts.onDispatched }),
   });
   await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000 });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
@@ -82,6 +85,26 @@ describe("Dispatcher (SageServe §6.3)", () => {
     for (const l of links) for (const s of l.sent) s.release();
     await d.idle();
     await d.stop();
+  });
+
+  it("records what it sends as batch demand per (model, region) and minute for the planner's NIW buffer", async () => {
+    const history = new MemoryHistory();
+    let rec: NiwRecorder | undefined;
+    const { links, flush, d, clock } = await setup(3, { onDispatched: (m, r, tokens, at) => rec!.record(m, r, tokens, at) });
+    rec = new NiwRecorder(history, ["m"], ["a", "b", "c"], clock);
+    links[0]!.signal(0.45); // two requests to a
+    links[1]!.signal(0.55); // one to b
+    await flush();
+    for (const l of links) for (const s of l.sent) s.release();
+    await d.idle();
+    await d.stop();
+    await clock.advanceBy(60_000);
+    await rec.stop();
+    // "p0" is 1 prompt token (the tokenizer's estimate) + max_tokens 1 = 2 tokens per request.
+    const perRequest = links[0]!.sent[0]!.req.promptTokens + 1;
+    expect(await history.series({ kind: "niw", model: "m", region: "a" }, 0, 60_000)).toEqual([(2 * perRequest) / 60]);
+    expect(await history.series({ kind: "niw", model: "m", region: "b" }, 0, 60_000)).toEqual([perRequest / 60]);
+    expect(await history.series({ kind: "niw", model: "m", region: "c" }, 0, 60_000)).toEqual([0]);
   });
 
   it("sends requests older than promoteAfterMs with priority 0", async () => {

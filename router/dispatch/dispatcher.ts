@@ -39,6 +39,8 @@ export interface DispatcherOptions {
   /** Validates and enqueues a `validating` batch (router/batch/intake.ts). */
   intake?: (batch: BatchRecord) => Promise<void>;
   metrics?: QueueMetrics;
+  /** Called for every request sent to a region: prompt + max_tokens (the planner's NIW demand history). */
+  onDispatched?(model: string, region: string, tokens: number, atMs: number): void;
   log?: Logger;
 }
 
@@ -46,7 +48,7 @@ export interface DispatcherOptions {
 const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large"]);
 
 export class Dispatcher {
-  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs">> & Pick<DispatcherOptions, "intake" | "metrics">;
+  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched">;
   private readonly modelSet: Set<string>;
   private readonly unsubscribers: Unsubscribe[] = [];
   private readonly inflight = new Set<Promise<void>>();
@@ -146,6 +148,7 @@ export class Dispatcher {
     }
     const req: GenerateRequest = { id: c.requestId, model: c.model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, body: payload.body };
     this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(priority) });
+    this.o.onDispatched?.(c.model, link.region, parsed.promptTokens + parsed.maxTokens, nowMs);
     this.sentByRegion.set(link.region, (this.sentByRegion.get(link.region) ?? 0) + 1);
     let text = "";
     let finish: { reason: FinishReason; usage: Usage } | undefined;

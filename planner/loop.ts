@@ -40,8 +40,8 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
     .filter((a) => a.region === region)
     .map((a) => {
       const f = report.forecasts.find((x) => x.model === a.model && x.region === region);
-      const share = f !== undefined && f.demandTokensPerS > 0 ? Math.min(1, (f.pointDemandTokensPerS ?? f.demandTokensPerS) / f.demandTokensPerS) : 1;
-      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances: Math.min(a.target, Math.ceil(a.target * share - 1e-9)), forecastTokensPerS: f === undefined ? 0 : (f.pointDemandTokensPerS ?? f.demandTokensPerS) };
+      const share = f !== undefined && f.demandTokensPerS > 0 ? Math.min(1, f.pointDemandTokensPerS / f.demandTokensPerS) : 1;
+      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances: Math.min(a.target, Math.ceil(a.target * share - 1e-9)), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
     });
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
 }

@@ -70,8 +70,8 @@ function ltUDecide(input: StrategyInput, p: LtUParams): StrategyDecision {
   if (inCooldown(input, p.cooldownMs)) return { desired: input.current, reason: "cooldown" };
   const u = trend(input);
   if (target > input.current && u > p.outAbove) return { desired: input.current + 1, reason: "toward-target-out" };
-  if (target < input.current && u < p.inBelow) return { desired: input.current - 1, reason: "toward-target-in" };
-  if (floor < input.current && u < p.inBelow) return { desired: input.current - 1, reason: "toward-floor-in" };
+  // floor ≤ target, so this also steps in toward a target below the current count.
+  if (floor < input.current && u < p.inBelow) return { desired: input.current - 1, reason: target < input.current ? "toward-target-in" : "toward-floor-in" };
   return { desired: input.current, reason: target === input.current ? "at-target" : "waiting-for-utilization" };
 }
 

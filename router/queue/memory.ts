@@ -134,18 +134,26 @@ export class MemoryQueueState {
 
   release(rids: readonly string[], nowMs: number): number {
     let requeued = 0;
-    for (const rid of rids) {
-      if (!this.leases.delete(rid)) continue;
-      const { batchId, index } = parseRequestId(rid);
-      const b = this.batches.get(batchId);
-      if (b === undefined) continue;
-      b.leased--;
-      if (b.status === "in_progress" && !this.resultMap.get(batchId)?.has(index)) {
-        this.queue(b.model!).add(b.enqueuedAtMs!, rid);
-        requeued++;
-      } else this.maybeFinalizing(b, nowMs);
-    }
+    for (const rid of rids) if (this.leases.delete(rid) && this.returnLease(rid, nowMs)) requeued++;
     return requeued;
+  }
+
+  /**
+   * A lease given back or expired (already removed from `leases`): the request goes back on its model's queue
+   * unless its batch stopped running or its result is in (then the batch may be ready to finalize). The same rule
+   * as returnLease in lua/_common.lua. Returns true when requeued.
+   */
+  private returnLease(rid: string, nowMs: number): boolean {
+    const { batchId, index } = parseRequestId(rid);
+    const b = this.batches.get(batchId);
+    if (b === undefined) return false;
+    b.leased--;
+    if (b.status === "in_progress" && !this.resultMap.get(batchId)?.has(index)) {
+      this.queue(b.model!).add(b.enqueuedAtMs!, rid);
+      return true;
+    }
+    this.maybeFinalizing(b, nowMs);
+    return false;
   }
 
   requeueExpired(nowMs: number, max: number): RequeueResult {
@@ -153,14 +161,7 @@ export class MemoryQueueState {
     let requeued = 0;
     for (const [rid] of due) {
       this.leases.delete(rid);
-      const { batchId, index } = parseRequestId(rid);
-      const b = this.batches.get(batchId);
-      if (b === undefined) continue;
-      b.leased--;
-      if (b.status === "in_progress" && !this.resultMap.get(batchId)?.has(index)) {
-        this.queue(b.model!).add(b.enqueuedAtMs!, rid);
-        requeued++;
-      } else this.maybeFinalizing(b, nowMs);
+      if (this.returnLease(rid, nowMs)) requeued++;
     }
     return { expiredLeases: due.length, requeued };
   }

@@ -3,7 +3,7 @@ import { VirtualClock } from "../../core/clock.js";
 import type { RegionTargets } from "../../core/ports.js";
 import { SAGESERVE_DELAYS, SimActuator } from "../actuator/sim.js";
 import { resolveStrategy } from "../strategies/registry.js";
-import { RegionController, type ControllerAction, type ManagedEndpoint } from "./reconciler.js";
+import { RegionController, type ControllerAction, type ControllerError, type ManagedEndpoint } from "./reconciler.js";
 
 function rng(seed: number): () => number {
   let s = seed >>> 0;
@@ -39,7 +39,7 @@ describe("RegionController", () => {
     const w = world();
     const actions: ControllerAction[] = [];
     const c = controller(w, actions);
-    expect(c.acceptTargets(plan(1, 6))).toEqual({ region: "r", decisionId: 1, accepted: true });
+    c.setTargets(plan(1, 6));
     for (let t = 1; t <= 10; t++) {
       w.clock.advanceToSync(t * 1000);
       c.reconcile();
@@ -54,7 +54,7 @@ describe("RegionController", () => {
     const w = world();
     const before: ControllerAction[] = [];
     const first = controller(w, before);
-    first.acceptTargets(plan(7, 5));
+    first.setTargets(plan(7, 5));
     w.clock.advanceToSync(1000);
     first.reconcile();
     w.clock.advanceToSync(2000);
@@ -63,7 +63,7 @@ describe("RegionController", () => {
     // Kill: the first controller is gone (no stop, no hand-over). A new one starts, gets the same plan again.
     const after: ControllerAction[] = [];
     const second = controller(w, after);
-    expect(second.acceptTargets(plan(7, 5)).accepted).toBe(true);
+    second.setTargets(plan(7, 5));
     for (let t = 3; t <= 60; t++) {
       w.clock.advanceToSync(t * 1000);
       second.reconcile();
@@ -90,24 +90,59 @@ describe("RegionController", () => {
     expect(c2.reconcile()).toHaveLength(1);
   });
 
-  it("acknowledges decisionIds: stale plans are refused, advisory plans are not acted on", () => {
+  it("with maxStepsPerPass takes every step a jump asks for in one pass", () => {
     const w = world();
     const actions: ControllerAction[] = [];
-    const c = controller(w, actions);
-    expect(c.acceptTargets(plan(5, 2)).accepted).toBe(true);
-    expect(c.acceptTargets(plan(4, 9))).toEqual({ region: "r", decisionId: 4, accepted: false });
-    expect(c.acceptTargets({ ...plan(6, 9), advisory: true }).accepted).toBe(true);
-    expect(c.decisionId).toBe(5);
-    c.reconcile();
+    const c = new RegionController({
+      region: "r", clock: w.clock, actuator: w.actuator, strategy: resolveStrategy("lt-i"), endpoints: [EP],
+      signals: () => ({ utilization: 0.5, observedTokensPerS: 100 }), inFlightTokens: () => 0, windowMs: 3_600_000,
+      maxStepsPerPass: 8, onAction: (a) => actions.push(a),
+    });
+    c.setTargets(plan(1, 6));
+    w.clock.advanceToSync(1000);
+    expect(c.reconcile().map((a) => a.kind)).toEqual(["reclaim", "redeploy", "redeploy", "provision"]);
+    expect(c.reconcile()).toHaveLength(0);
+    expect(count(w, ["serving", "provisioning", "loading"])).toBe(6);
+  });
+
+  it("backs off a failing scale-out exponentially and never touches serving instances", () => {
+    const w = world();
+    const actions: ControllerAction[] = [];
+    const errors: ControllerError[] = [];
+    const failing = Object.create(w.actuator) as SimActuator;
+    let calls = 0;
+    const boom = () => {
+      calls++;
+      throw new Error("no node has 4 free h100-80gb GPUs");
+    };
+    failing.reclaimSpot = boom;
+    failing.redeploy = boom;
+    failing.provision = boom;
+    const c = new RegionController({
+      region: "r", clock: w.clock, actuator: failing, strategy: resolveStrategy("lt-i"), endpoints: [EP],
+      signals: () => ({ utilization: 0.5, observedTokensPerS: 100 }), inFlightTokens: () => 0, windowMs: 3_600_000,
+      retryInitialMs: 1000, retryMaxMs: 8000, onAction: (a) => actions.push(a), onError: (e) => errors.push(e),
+    });
+    c.setTargets(plan(1, 6));
+    for (let t = 0; t <= 20_000; t += 250) {
+      w.clock.advanceToSync(t);
+      c.reconcile();
+    }
+    // tries at 0, 1 s, 3 s, 7 s, 15 s (delays 1, 2, 4, 8, 8 s)
+    expect(errors.map((e) => e.atMs)).toEqual([0, 1000, 3000, 7000, 15_000]);
+    expect(errors.at(-1)!.message).toMatch(/free h100-80gb/);
+    expect(calls).toBe(5);
     expect(actions).toHaveLength(0);
-    expect(c.acceptTargets({ ...plan(8, 2), region: "other" }).accepted).toBe(false);
+    expect(count(w, ["serving"])).toBe(2);
+    c.noteSuccess("m1", "h100-80gb");
+    expect(c.backoffOf("m1", "h100-80gb")).toBeUndefined();
   });
 
   it("scales in by donating to spot of the same model and never below min", () => {
     const w = world();
     const actions: ControllerAction[] = [];
     const c = controller(w, actions);
-    c.acceptTargets(plan(1, 0));
+    c.setTargets(plan(1, 0));
     for (let t = 1; t <= 5; t++) {
       w.clock.advanceToSync(t * 1000);
       c.reconcile();
@@ -126,7 +161,7 @@ describe("RegionController", () => {
       signals: () => ({ utilization: u, observedTokensPerS: 100 }), inFlightTokens: () => 0, windowMs: 3_600_000,
       utilizationSmoothingMs: 60_000, onAction: (a) => actions.push(a),
     });
-    c.acceptTargets(plan(1, 6));
+    c.setTargets(plan(1, 6));
     for (let t = 1; t <= 120; t++) {
       u = t === 60 ? 0.99 : 0.5; // one spike at 60 s
       w.clock.advanceToSync(t * 1000);
@@ -154,7 +189,7 @@ describe("RegionController", () => {
     });
     const p = plan(1, 8);
     p.endpoints[0]!.floorInstances = 3;
-    c.acceptTargets(p);
+    c.setTargets(p);
     for (let t = 1; t <= 30; t++) {
       w.clock.advanceToSync(t * 1000);
       c.reconcile();

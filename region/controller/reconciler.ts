@@ -7,13 +7,19 @@
  * Each pass also folds the endpoint's utilization into an exponential moving average (`utilizationSmoothingMs`,
  * default 60 s) that LT-U/LT-UA act on; it is soft state, rebuilt from live signals after a restart.
  *
- * The controller keeps no other state of its own besides the accepted targets: in-flight work is visible as
- * provisioning/loading instances and cooldowns come from `actionAtMs` on the instances, so a controller killed
- * at any point and restarted on the same actuator (and re-sent the current plan) converges without double actions.
+ * The controller keeps no other state of its own besides the plan it was handed (`setTargets`, from the region's
+ * TargetsStore, which owns the one decisionId rule): in-flight work is visible as provisioning/loading instances and
+ * cooldowns come from `actionAtMs` on the instances, so a controller killed at any point and restarted on the same
+ * actuator (and handed the current plan) converges without double actions.
+ *
+ * Failures: an actuator operation that throws (no node with free GPUs, a bad engine command, …) or that fails later
+ * (`noteFailure`, reported by the actuator's background work) puts that endpoint's scale-outs on an exponential
+ * backoff (`retryInitialMs` doubling to `retryMaxMs`); scale-ins and other endpoints go on, and serving instances
+ * are never touched because of a failed scale-out. A success (`noteSuccess`) clears the backoff.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { RegionTargets, TargetsAck } from "../../core/ports.js";
+import type { RegionTargets } from "../../core/ports.js";
 import type { Actuator, InstanceRecord } from "../actuator/port.js";
 import { chooseScaleIn, chooseScaleOut } from "../spot/pool.js";
 import type { BoundStrategy } from "../strategies/registry.js";
@@ -60,11 +66,37 @@ export interface RegionControllerOptions {
   windowMs: number;
   /** Time constant of the smoothed utilization the LT strategies act on (ms; default 60 000; 0 = none). */
   utilizationSmoothingMs?: number;
+  /**
+   * Most steps one endpoint takes in one pass (default 1: SageServe's pacing, one instance at a time). A larger value
+   * lets a strategy that jumps (LT-I, a burst) start every instance it wants in one pass, so their parameters move in
+   * one multicast plan.
+   */
+  maxStepsPerPass?: number;
+  /** First and largest delay before a failed endpoint's scale-out is tried again (default 1 000 / 60 000 ms). */
+  retryInitialMs?: number;
+  retryMaxMs?: number;
   onAction?(a: ControllerAction): void;
+  /** A step that failed (synchronously, or reported later through `noteFailure`), with the delay before the next try. */
+  onError?(e: ControllerError): void;
+}
+
+/** A failed scale step, for logs, metrics and the admin listing. */
+export interface ControllerError {
+  atMs: number;
+  region: RegionName;
+  model: ModelName;
+  gpu: GpuType;
+  message: string;
+  /** Consecutive failures of this endpoint. */
+  failures: number;
+  /** When the next scale-out of this endpoint may be tried (clock ms). */
+  retryAtMs: number;
 }
 
 export class RegionController {
   private targets: RegionTargets | undefined;
+  /** Per endpoint key `model/gpu`: consecutive failures and when a scale-out may be tried again. */
+  private readonly backoff = new Map<string, { failures: number; retryAtMs: number }>();
   private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; forecastTokensPerS: number }>();
   /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
   private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
@@ -80,25 +112,44 @@ export class RegionController {
     });
   }
 
-  /** The last accepted decision id (0 before any plan). */
+  /** The decision id of the plan held (0 before any plan). */
   get decisionId(): number {
     return this.targets?.decisionId ?? 0;
   }
 
   /**
-   * Accepts a plan unless it is older than (or the same as) the one held; acknowledges with the decisionId
-   * (SageServe §6.4 hourly plan; DESIGN RegionLink). Advisory plans are acknowledged and never acted on.
-   * Re-sending the held plan is acknowledged as accepted (idempotent).
+   * The plan to pace toward (the region's TargetsStore hands it over; it has already applied the decisionId rule and
+   * never passes advisory plans). `undefined` forgets the plan (strategies then hold the current count).
    */
-  acceptTargets(t: RegionTargets): TargetsAck {
-    if (t.region !== this.o.region) return { region: this.o.region, decisionId: t.decisionId, accepted: false };
-    const held = this.targets?.decisionId ?? 0;
-    if (t.decisionId < held) return { region: this.o.region, decisionId: t.decisionId, accepted: false };
-    if (t.advisory) return { region: this.o.region, decisionId: t.decisionId, accepted: true };
+  setTargets(t: RegionTargets | undefined): void {
     this.targets = t;
     this.targetFor.clear();
-    for (const e of t.endpoints) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, forecastTokensPerS: e.forecastTokensPerS });
-    return { region: this.o.region, decisionId: t.decisionId, accepted: true };
+    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, forecastTokensPerS: e.forecastTokensPerS });
+  }
+
+  /** Records a failed scale-out of (model, gpu) and backs its next try off exponentially. */
+  noteFailure(model: ModelName, gpu: GpuType, message: string): ControllerError {
+    const key = `${model}/${gpu}`;
+    const now = this.o.clock.now();
+    const prev = this.backoff.get(key);
+    const failures = (prev?.failures ?? 0) + 1;
+    const first = this.o.retryInitialMs ?? 1000;
+    const delay = Math.min(this.o.retryMaxMs ?? 60_000, first * 2 ** (failures - 1));
+    const b = { failures, retryAtMs: now + delay };
+    this.backoff.set(key, b);
+    const e: ControllerError = { atMs: now, region: this.o.region, model, gpu, message, failures, retryAtMs: b.retryAtMs };
+    this.o.onError?.(e);
+    return e;
+  }
+
+  /** Clears the backoff of (model, gpu) after a scale-out landed. */
+  noteSuccess(model: ModelName, gpu: GpuType): void {
+    this.backoff.delete(`${model}/${gpu}`);
+  }
+
+  /** The backoff of (model, gpu), if its last scale-out failed. */
+  backoffOf(model: ModelName, gpu: GpuType): { failures: number; retryAtMs: number } | undefined {
+    return this.backoff.get(`${model}/${gpu}`);
   }
 
   /** Runs `reconcile` every `intervalMs` on the clock until `stop`. */
@@ -154,10 +205,14 @@ export class RegionController {
         maxInstances: ep.maxInstances,
         lastActionMs,
       });
-      const a = this.step(ep, all, current, decision.desired, decision.reason, now);
-      if (a !== undefined) {
+      const maxSteps = this.o.maxStepsPerPass ?? 1;
+      let from = current;
+      for (let s = 0; s < maxSteps && decision.desired !== from; s++) {
+        const a = this.tryStep(ep, from, decision.desired, decision.reason, now);
+        if (a === undefined) break;
         actions.push(a);
         this.o.onAction?.(a);
+        from += a.kind === "drain" ? -1 : 1;
       }
     }
     return actions;
@@ -174,6 +229,22 @@ export class RegionController {
     const value = prev === undefined ? u : prev.value + (u - prev.value) * (1 - Math.exp(-Math.max(0, now - prev.atMs) / tau));
     this.smoothed[k] = { value, atMs: now };
     return value;
+  }
+
+  /** One step, with scale-outs held back while the endpoint is in backoff and failures turned into backoff. */
+  private tryStep(ep: ManagedEndpoint, current: number, desired: number, reason: string, now: number): ControllerAction | undefined {
+    if (desired > current) {
+      const b = this.backoff.get(`${ep.model}/${ep.gpu}`);
+      if (b !== undefined && now < b.retryAtMs) return undefined;
+    }
+    try {
+      // Each step re-reads the world: the previous step of this pass changed it.
+      return this.step(ep, this.o.actuator.instances(), current, desired, reason, now);
+    } catch (err) {
+      if (desired > current) this.noteFailure(ep.model, ep.gpu, err instanceof Error ? err.message : String(err));
+      else this.o.onError?.({ atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, message: err instanceof Error ? err.message : String(err), failures: 1, retryAtMs: now });
+      return undefined;
+    }
   }
 
   private step(ep: ManagedEndpoint, all: readonly Readonly<InstanceRecord>[], current: number, desired: number, reason: string, now: number): ControllerAction | undefined {

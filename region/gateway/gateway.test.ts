@@ -254,4 +254,22 @@ describe("Gateway telemetry", () => {
     expect(gw.targets.latest()?.decisionId).toBe(7);
     expect(() => gw.acceptTargets({ ...targets(9), region: "us-west" })).toThrow(/us-west/);
   });
+
+  it("advisory plans are acknowledged and held apart, never handed to listeners; the id still moves on", () => {
+    const gw = gateway();
+    const seen: number[] = [];
+    gw.targets.onTargets((t) => seen.push(t.decisionId));
+    const targets = (decisionId: number, advisory = false) => ({ decisionId, region: "us-east", madeAtMs: 0, advisory, endpoints: [] });
+    expect(gw.acceptTargets(targets(3))).toEqual({ region: "us-east", decisionId: 3, accepted: true });
+    expect(gw.acceptTargets(targets(4, true))).toEqual({ region: "us-east", decisionId: 4, accepted: true });
+    expect(gw.targets.latest()?.decisionId).toBe(3);
+    expect(gw.targets.latestAdvisory()?.decisionId).toBe(4);
+    expect(gw.targets.decisionId).toBe(4);
+    // a plan older than the advisory one is stale, and the ack names the id held
+    expect(gw.acceptTargets(targets(4))).toEqual({ region: "us-east", decisionId: 4, accepted: true });
+    expect(gw.acceptTargets(targets(2))).toEqual({ region: "us-east", decisionId: 4, accepted: false });
+    expect(gw.acceptTargets(targets(5)).accepted).toBe(true);
+    expect(gw.targets.latestAdvisory()).toBeUndefined();
+    expect(seen).toEqual([3, 5]);
+  });
 });

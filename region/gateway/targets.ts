@@ -1,17 +1,28 @@
 /**
- * The region's copy of the planner's hourly targets (DESIGN "Planner"; Dynamo's virtual connector acks). The latest
- * decision wins: `decisionId` is monotonic per planner leadership, so an older id is stale and not accepted; the
- * same id again (a retransmit) is acknowledged as accepted without replacing what is stored. The region controller
- * (region/controller/) reads `latest()` and subscribes with `onTargets`.
+ * The region's copy of the planner's hourly targets (DESIGN "Planner"; Dynamo's virtual connector acks) and the one
+ * `decisionId` rule of the whole region. The region controller does not accept plans itself: it subscribes here.
+ *
+ * The rule, for a plan `t` when the region holds decision `held` (0 before any):
+ * - `t.region` is another region → `invalid_request` (thrown; the link turns it into an error status).
+ * - `t.decisionId` is not a non-negative safe integer → `invalid_request`.
+ * - `t.decisionId < held` → stale: `{ accepted: false, decisionId: held }`, nothing changes.
+ * - `t.decisionId === held` → a retransmit: `{ accepted: true, decisionId: held }`, nothing is re-stored and no
+ *   listener runs (so a restart of the sender cannot make the controller act twice).
+ * - `t.decisionId > held`, advisory → acknowledged (`accepted: true`) and held as `latestAdvisory()`; `held` moves
+ *   to it (ids are monotonic per planner leadership) but the acting plan (`latest()`) is unchanged and no listener
+ *   runs: advisory plans are published for people, never acted on.
+ * - `t.decisionId > held`, not advisory → stored as `latest()`, listeners run, acknowledged.
  */
 import { TidegateError } from "../../core/errors.js";
 import type { RegionName } from "../../core/models.js";
 import type { RegionTargets, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 
-/** Holds the newest accepted RegionTargets of one region and tells listeners when it changes. */
+/** Holds the newest accepted RegionTargets of one region and tells listeners when the acting plan changes. */
 export class TargetsStore {
   private current: RegionTargets | undefined;
+  private advisory: RegionTargets | undefined;
+  private held = 0;
   private readonly listeners = new Set<(t: RegionTargets) => void>();
 
   constructor(
@@ -19,10 +30,14 @@ export class TargetsStore {
     private readonly log: Logger = silentLogger,
   ) {}
 
+  /** The newest decision id acknowledged (acting or advisory); 0 before any. */
+  get decisionId(): number {
+    return this.held;
+  }
+
   /**
-   * Accepts `targets` when its decisionId is newer than the stored one (listeners run synchronously, in order of
-   * subscription; a listener that throws does not stop the others or the ack). Equal id: accepted, not re-stored.
-   * Older id: `accepted: false`. Targets for another region are an invalid_request.
+   * Applies the rule in the file comment. Listeners run synchronously, in order of subscription; a listener that
+   * throws is logged and does not stop the others or the ack.
    */
   accept(targets: RegionTargets): TargetsAck {
     if (targets.region !== this.region) {
@@ -31,9 +46,14 @@ export class TargetsStore {
     if (!Number.isSafeInteger(targets.decisionId) || targets.decisionId < 0) {
       throw new TidegateError("invalid_request", `decisionId must be a non-negative integer, got ${targets.decisionId}`, { param: "decisionId" });
     }
-    const held = this.current?.decisionId;
-    if (held !== undefined && targets.decisionId < held) return { region: this.region, decisionId: held, accepted: false };
-    if (held === targets.decisionId) return { region: this.region, decisionId: held, accepted: true };
+    if (targets.decisionId < this.held) return { region: this.region, decisionId: this.held, accepted: false };
+    if (targets.decisionId === this.held && (this.current !== undefined || this.advisory !== undefined)) return { region: this.region, decisionId: this.held, accepted: true };
+    this.held = targets.decisionId;
+    if (targets.advisory) {
+      this.advisory = targets;
+      this.log.info("advisory plan acknowledged (not acted on)", { decisionId: targets.decisionId });
+      return { region: this.region, decisionId: targets.decisionId, accepted: true };
+    }
     this.current = targets;
     for (const listener of [...this.listeners]) {
       try {
@@ -46,12 +66,17 @@ export class TargetsStore {
     return { region: this.region, decisionId: targets.decisionId, accepted: true };
   }
 
-  /** The newest accepted targets, or undefined before the first. */
+  /** The newest accepted plan to act on (never an advisory one), or undefined before the first. */
   latest(): RegionTargets | undefined {
     return this.current;
   }
 
-  /** Calls `listener` on every newly accepted decision (not with the current one). */
+  /** The newest advisory plan acknowledged, if it is newer than the acting one. */
+  latestAdvisory(): RegionTargets | undefined {
+    return this.advisory !== undefined && this.advisory.decisionId > (this.current?.decisionId ?? -1) ? this.advisory : undefined;
+  }
+
+  /** Calls `listener` on every newly accepted acting plan (not with the current one, never with advisory ones). */
   onTargets(listener: (t: RegionTargets) => void): Unsubscribe {
     this.listeners.add(listener);
     return () => void this.listeners.delete(listener);

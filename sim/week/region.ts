@@ -82,6 +82,8 @@ export class ReplayRegion {
       windowMs: fleet.config.planner.intervalMs,
       onAction: (a) => this.actions.push(a),
     });
+    // Plans reach the controller through the region's TargetsStore (the one decisionId rule), as live.
+    this.gateway.targets.onTargets((t) => this.controller.setTargets(t));
   }
 
   /** KV bytes one instance of `model` offers (the router's in-flight correction). */

@@ -232,7 +232,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     let acks = 0;
     for (const t of targets) {
       const r = regions[regionIndex.get(t.region)!]!;
-      if (r.controller.acceptTargets(t).accepted) acks++;
+      if (r.gateway.acceptTargets(t).accepted) acks++;
     }
     s.plans.push({ hour, decisionId: hour + 1, acks, endpoints: targets.map((t) => t.endpoints) });
   };

@@ -83,10 +83,60 @@ export interface PlannerConfig {
 export interface ControllerConfig {
   strategy: "reactive" | "lt-i" | "lt-u" | "lt-ua";
   reconcileIntervalMs: number;
+  /**
+   * How a region's instances come and go: "agents" (default) — engine processes that node agents start and stop,
+   * parameters over the data plane (region/actuator/agents.ts); "static" — the fixed engines of the config
+   * (regions[].endpoints[].instances, engines.urls or --spawn-engines), which the controller cannot change.
+   */
+  actuator: "agents" | "static";
+  /** Most scale steps one endpoint takes in one pass (a jump to the target starts every instance at once). */
+  maxStepsPerPass: number;
+  /** Backoff of a failing scale-out: first delay, doubling up to the max. */
+  retryInitialMs: number;
+  retryMaxMs: number;
+  /** A node agent silent this long is lost: its instances go, the parameter pool restores its invariant. */
+  agentLostAfterMs: number;
+}
+
+/** One model's parameter blocks as the data plane moves them (a scaled-down stand-in for real weights). */
+export interface ModelParametersConfig {
+  /** Bytes of the model's parameters on this deployment (real sizes do not fit a dev machine; see `scale`). */
+  bytes: number;
+  /**
+   * Where a region's first copy comes from when no agent holds one: "pattern" = a synthetic model seeded by
+   * `seed` (the stand-in for object storage; transfers are verified against it end to end); "none" = only from
+   * copies agents already hold (a region with none reports "no source").
+   */
+  origin: "pattern" | "none";
+  seed: number;
+}
+
+/** The parameter pool and multicast (DESIGN "Fast in-region scaling"). */
+export interface ParametersConfig {
+  /** Blocks per model (λScale's elbow is ≈ 16). */
+  blockCount: number;
+  models: Record<ModelName, ModelParametersConfig>;
+  /** "auto": BlitzScale chains, λScale binomial from `binomialMinTargets` targets on. */
+  multicast: "auto" | "chain" | "binomial";
+  binomialMinTargets: number;
+  /** Expected rate of one link (bytes/s), for plans and ideal-time estimates. */
+  linkBytesPerS: number;
+  /** A peer silent this long fails the transfer (it is then re-planned). */
+  stallMs: number;
+  connectMs: number;
 }
 
 export interface EnginesConfig {
   kind: "sim" | "openai-http";
+  /**
+   * With the agents actuator: the command agents run for a real engine, e.g. "vllm serve {model} --port {port}"
+   * (placeholders {model} {port} {host} {gpu} {tp} {instance}); absent = `tidegate engine-sim`.
+   */
+  commandTemplate?: string;
+  /** How long a started engine may take to answer its health check. */
+  startTimeoutMs: number;
+  /** SIGTERM → SIGKILL grace when an engine is stopped. */
+  stopGraceMs: number;
   /** For `sim`: multiply simulated durations (1 = real time as measured; 0.01 = 100× faster). */
   timeScale: number;
   /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
@@ -101,7 +151,20 @@ export interface TidegateConfig {
   planner: PlannerConfig;
   controller: ControllerConfig;
   engines: EnginesConfig;
+  parameters: ParametersConfig;
 }
+
+const MiB = 1024 * 1024;
+/**
+ * Default parameter bytes per model on dev machines: tens of MiB, growing with the model, far below the real
+ * 2 bytes × params (a 3.2B model is 6.4 GB): `tidegate dev` and `tidegate region` print the scale used.
+ */
+export const DEFAULT_PARAMETER_BYTES: Readonly<Record<string, number>> = {
+  "llama3.2-3b": 24 * MiB,
+  "llama3.1-8b": 32 * MiB,
+  "llama2-70b": 48 * MiB,
+  "bloom-176b": 64 * MiB,
+};
 
 const DEFAULT_MODELS: ModelConfig[] = [
   { name: "llama2-70b", gpusPerInstance: { "a100-80gb": 4, "h100-80gb": 4 } },
@@ -227,7 +290,13 @@ export function parseConfig(json: unknown): TidegateConfig {
   const controller: ControllerConfig = {
     strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
+    actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static"] }) as ControllerConfig["actuator"],
+    maxStepsPerPass: cr.number("maxStepsPerPass", 8, { integer: true, min: 1, max: 1000 }),
+    retryInitialMs: cr.number("retryInitialMs", 1000, { gt: 0 }),
+    retryMaxMs: cr.number("retryMaxMs", 60_000, { gt: 0 }),
+    agentLostAfterMs: cr.number("agentLostAfterMs", 3000, { gt: 0 }),
   };
+  if (controller.retryMaxMs < controller.retryInitialMs) cr.fail("retryMaxMs", `must be ≥ retryInitialMs (${controller.retryInitialMs})`);
   cr.done();
 
   const er = root.object("engines");
@@ -240,14 +309,54 @@ export function parseConfig(json: unknown): TidegateConfig {
     }, undefined, { minLength: 1 });
   }
   urlsReader.done();
+  const commandTemplate = er.optionalString("commandTemplate");
+  if (commandTemplate !== undefined) {
+    if (commandTemplate.trim() === "") er.fail("commandTemplate", "must not be empty (omit it to run engine-sim)");
+    for (const m of commandTemplate.matchAll(/\{([^}]*)\}/g)) {
+      if (!["model", "port", "host", "gpu", "tp", "instance"].includes(m[1]!)) er.fail("commandTemplate", `unknown placeholder {${m[1]}}; known: {model} {port} {host} {gpu} {tp} {instance}`);
+    }
+    if (!commandTemplate.includes("{port}")) er.fail("commandTemplate", "must contain {port} (the agent picks the engine's port)");
+  }
   const engines: EnginesConfig = {
     kind: er.string("kind", "sim", { oneOf: ["sim", "openai-http"] }) as EnginesConfig["kind"],
     timeScale: er.number("timeScale", 1, { gt: 0, max: 1000 }),
     urls,
+    ...(commandTemplate === undefined ? {} : { commandTemplate }),
+    startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),
+    stopGraceMs: er.number("stopGraceMs", 5000, { min: 0 }),
   };
   er.done();
+  const parameters = parseParameters(root.object("parameters"), models);
   root.done();
-  return { models, regions, router, queue, planner, controller, engines };
+  return { models, regions, router, queue, planner, controller, engines, parameters };
+}
+
+function parseParameters(r: ObjectReader, models: ModelConfig[]): ParametersConfig {
+  const blockCount = r.number("blockCount", 16, { integer: true, min: 1, max: 4096 });
+  const mr = r.object("models");
+  for (const name of Object.keys(mr.value)) if (!models.some((m) => m.name === name)) mr.fail(name, `unknown model ${JSON.stringify(name)} (not in models[])`);
+  const perModel: Record<string, ModelParametersConfig> = {};
+  models.forEach((m, i) => {
+    const given = mr.has(m.name);
+    const one = given ? mr.object(m.name) : new ObjectReader({}, `parameters.models.${m.name}`);
+    const bytes = one.number("bytes", DEFAULT_PARAMETER_BYTES[m.name] ?? 32 * MiB, { integer: true, min: blockCount * 8 });
+    const origin = one.string("origin", "pattern", { oneOf: ["pattern", "none"] }) as ModelParametersConfig["origin"];
+    const seed = one.number("seed", i + 1, { integer: true, min: 0, max: 2 ** 31 - 1 });
+    one.done();
+    perModel[m.name] = { bytes, origin, seed };
+  });
+  mr.done();
+  const parameters: ParametersConfig = {
+    blockCount,
+    models: perModel,
+    multicast: r.string("multicast", "auto", { oneOf: ["auto", "chain", "binomial"] }) as ParametersConfig["multicast"],
+    binomialMinTargets: r.number("binomialMinTargets", 4, { integer: true, min: 1 }),
+    linkBytesPerS: r.number("linkBytesPerS", 1.25e9, { gt: 0 }),
+    stallMs: r.number("stallMs", 1000, { integer: true, min: 1 }),
+    connectMs: r.number("connectMs", 2000, { integer: true, min: 1 }),
+  };
+  r.done();
+  return parameters;
 }
 
 function parseRegion(v: unknown, path: string, models: ModelConfig[]): RegionConfig {

@@ -70,6 +70,8 @@ export interface EndpointTelemetry {
   /** KV in use / (GPU memory − weights), summed over the endpoint's serving instances; in [0, 1] (may exceed 1 when overloaded). */
   effectiveMemoryUtilization: number;
   servingInstances: number;
+  /** The endpoint's instances by state (the actuator's view, spot included); absent from regions that do not know. */
+  instances?: Record<InstanceState, number>;
 }
 
 export interface ModelTelemetry {
@@ -127,6 +129,32 @@ export interface TargetsAck {
 
 export type Unsubscribe = () => void;
 
+/** One instance in a region's listing (`GET /admin/regions/{region}/instances`). */
+export interface InstanceListingEntry {
+  id: string;
+  model: ModelName;
+  gpu: GpuType;
+  gpus: number;
+  state: InstanceState;
+  /** The node (agent) it runs on; "" for a static region's engines. */
+  node: string;
+  /** When it entered its state (region clock, ms since the epoch). */
+  sinceMs: number;
+  /** What it is doing, or why it failed. */
+  detail: string;
+  url: string;
+}
+
+/** A region's listing: instances, nodes, recent scaling failures and actions. */
+export interface RegionInstances {
+  region: RegionName;
+  actuator: "agents" | "static";
+  instances: InstanceListingEntry[];
+  nodes: { nodeId: string; lost: boolean; lastSeenMs: number; gpuType: string; gpuSlots: number; freeSlots: number; memoryBytes: number; data: string; transport: string; models: string[]; completeModels: string[] }[];
+  failures: { atMs: number; model: string; gpu: string; node: string; instanceId: string; message: string }[];
+  actions: { atMs: number; model: string; gpu: string; kind: string; instanceId: string; reason: string; from: number; desired: number }[];
+}
+
 /**
  * Global ↔ region. Adapters: in-process (same object graph, used by `dev` and replay) and gRPC (separate processes).
  * `dispatch` streams the request's events; it throws a TidegateError (upstream_error / no_region_available) when the
@@ -137,5 +165,7 @@ export interface RegionLink {
   subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe;
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
   sendTargets(targets: RegionTargets): Promise<TargetsAck>;
+  /** The region's instances, nodes and recent scaling events (admin listing). */
+  instances(): Promise<RegionInstances>;
   close(): Promise<void>;
 }

@@ -57,6 +57,10 @@ class FakeLink implements RegionLink {
   async *dispatch(): AsyncIterable<never> {
     throw new Error("not used");
   }
+  async instances(): Promise<import("../core/ports.js").RegionInstances> {
+    return { region: this.region, actuator: "static", instances: [], nodes: [], failures: [], actions: [] };
+  }
+
   async sendTargets(t: RegionTargets): Promise<TargetsAck> {
     this.received.push(t);
     const accepted = t.decisionId > this.latest;

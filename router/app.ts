@@ -8,7 +8,7 @@ import type { HttpBindings } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { TidegateError, toTidegateError } from "../core/errors.js";
 import type { ApiKind } from "../core/openai.js";
-import { authenticate, mayUseModel } from "./auth.js";
+import { authenticate, mayUseModel, requireAdmin } from "./auth.js";
 import { handleCompletion, type CompletionDeps } from "./completions.js";
 
 /** A sub-app mounted under `path` (e.g. `{ path: "/v1", app: batchApp }` or `{ path: "/plans", app: plansApp }`). */
@@ -64,6 +64,16 @@ export function createRouterApp(deps: CompletionDeps, options: RouterAppOptions 
   app.get("/metrics", async (c) => {
     const text = await deps.metrics.registry.metrics();
     return c.body(text, 200, { "content-type": deps.metrics.registry.contentType });
+  });
+
+  // Admin: what a region runs — every instance with its state, node, model and since when; its nodes; recent
+  // scaling failures and actions (the region's listing over its link). Needs an admin key.
+  app.get("/admin/regions/:region/instances", async (c) => {
+    requireAdmin(deps.config.router.adminKeys, c.req.header("authorization"));
+    const region = c.req.param("region");
+    const link = deps.links.get(region);
+    if (link === undefined) throw new TidegateError("not_found", `unknown region ${JSON.stringify(region)}; known: ${[...deps.links.keys()].join(", ")}`);
+    return c.json(await link.instances());
   });
 
   for (const m of options.mounts ?? []) app.route(m.path, m.app);

@@ -84,6 +84,13 @@ export class FakeRegionLink implements RegionLink {
     yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, req.maxTokens) };
   }
 
+  async instances(): Promise<import("../core/ports.js").RegionInstances> {
+
+    return { region: this.region, actuator: "static", instances: [], nodes: [], failures: [], actions: [] };
+
+  }
+
+
   async sendTargets(targets: RegionTargets): Promise<TargetsAck> {
     return { region: this.region, decisionId: targets.decisionId, accepted: true };
   }

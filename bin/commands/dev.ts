@@ -13,6 +13,8 @@ import type { RegionLink } from "../../core/ports.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
+import { startInProcessRegion, type InProcessRegion } from "../../region/runtime/in-process.js";
+import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { GlobalRouter } from "../../router/server.js";
 import type { RouterMount } from "../../router/app.js";
 import { newId } from "../../core/ids.js";
@@ -27,6 +29,8 @@ export interface DevStack {
   router: GlobalRouter;
   gateways: Gateway[];
   links: RegionLink[];
+  /** The region runtimes (controller.actuator "agents"); empty for static regions. */
+  regions: InProcessRegion[];
   close(): Promise<void>;
 }
 
@@ -40,15 +44,25 @@ export interface DevStackOptions {
 }
 
 /**
- * Builds the stack: for every region a Gateway with `instances` SimEngines per configured endpoint (TP from
- * models[].gpusPerInstance, timing scaled by engines.timeScale), an InProcessRegionLink to it, and one GlobalRouter
- * over all links. The router is not listening yet.
+ * Builds the stack. With `controller.actuator` "agents" (the default) every region is the live region runtime in
+ * this process (region/runtime/in-process.ts): in-process node agents with real native block stores and loopback TCP
+ * transfers, simulated engines started on them once their blocks arrived, the controller pacing the planner's
+ * targets. With "static", each region is a Gateway over `instances` fixed SimEngines per endpoint. Either way an
+ * InProcessRegionLink per region and one GlobalRouter over all links; the router is not listening yet.
  */
 export function buildDevStack(opts: DevStackOptions): DevStack {
   const { config, clock, logger } = opts;
   const gateways: Gateway[] = [];
   const links: RegionLink[] = [];
+  const regions: InProcessRegion[] = [];
   for (const region of config.regions) {
+    if (config.controller.actuator === "agents") {
+      const r = startInProcessRegion({ config, region: region.name, clock, log: logger });
+      regions.push(r);
+      gateways.push(r.gateway);
+      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
+      continue;
+    }
     // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), which is
     // also what replay does, so dev and replay route the same arrivals identically.
     const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: 0, log: logger.child({ region: region.name }) });
@@ -70,11 +84,13 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
     router,
     gateways,
     links,
+    regions,
     close: () =>
       (closed ??= (async () => {
         await router.close();
         await Promise.all(links.map((l) => l.close()));
-        await Promise.all(gateways.map((g) => g.close()));
+        if (regions.length > 0) await Promise.all(regions.map((r) => r.close()));
+        else await Promise.all(gateways.map((g) => g.close()));
       })()),
   };
 }
@@ -126,7 +142,11 @@ export const command: Command = {
     // printed when the config names none).
     const adminKeys = config.router.adminKeys.length > 0 ? config.router.adminKeys : [newId("tg-admin-")];
     const plans = new MemoryPlanStore();
-    const stack = buildDevStack({ config, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: plansRoutes({ store: plans, adminKeys }) }] });
+    const devConfig: TidegateConfig = { ...config, router: { ...config.router, adminKeys } };
+    if (config.controller.actuator === "agents") {
+      logger.info("parameter blocks are scaled down for this machine", { models: parameterScaleLines(config) });
+    }
+    const stack = buildDevStack({ config: devConfig, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: plansRoutes({ store: plans, adminKeys }) }] });
     batch.start(stack.links, stack.router.deps.metrics.registry);
     const planner = await startPlannerService({
       config,
@@ -156,7 +176,11 @@ export const command: Command = {
       `tidegate dev: serving ${url} (regions: ${config.regions.map((r) => r.name).join(", ")}; models: ${config.models.map((m) => m.name).join(", ")})\n` +
         `try:\n  curl -N ${url}/v1/chat/completions -H 'content-type: application/json' \\\n` +
         `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n` +
-        `plan reports: ${url}/plans (Authorization: Bearer ${config.router.adminKeys.length > 0 ? "<your admin key>" : adminKeys[0]})\n`,
+        `plan reports: ${url}/plans (Authorization: Bearer ${config.router.adminKeys.length > 0 ? "<your admin key>" : adminKeys[0]})\n` +
+        (config.controller.actuator === "agents"
+          ? `instances: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer ${config.router.adminKeys.length > 0 ? "<your admin key>" : adminKeys[0]}'\n` +
+            `parameters (scaled for this machine): ${parameterScaleLines(config).join("; ")}\n`
+          : ""),
     );
     const sig = await stopped;
     logger.info("shutting down", { signal: sig });

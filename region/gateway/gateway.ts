@@ -14,7 +14,7 @@ import type { Clock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { MODEL_SPECS, kvBytesPerToken, type GpuType, type ModelName, type RegionName } from "../../core/models.js";
-import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import { pickEndpoint, pickInstance } from "./jsq.js";
 import { TargetsStore } from "./targets.js";
 import { WindowedRate, modelTelemetry } from "./telemetry.js";
@@ -44,6 +44,8 @@ export interface InstanceView {
   state: InstanceState;
   /** Requests the gateway has streaming on it now. */
   inFlight: number;
+  /** When it entered `state` (clock ms). */
+  sinceMs: number;
 }
 
 /** Where one request went. */
@@ -63,6 +65,8 @@ interface InstanceRecord {
   addedTokens: number;
   addedKvBytes: number;
   inFlight: number;
+  /** When it entered `state` (clock ms). */
+  sinceMs: number;
 }
 
 interface EndpointRecord {
@@ -133,14 +137,16 @@ export class Gateway {
     if (this.byId.has(engine.instanceId)) throw new TidegateError("conflict", `instance ${engine.instanceId} already exists`);
     const endpointId = this.addEndpoint(engine.model, gpu);
     const endpoint = this.models.get(engine.model)!.endpoints.find((e) => e.endpointId === endpointId)!;
-    const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0 };
+    const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0, sinceMs: this.clock.now() };
     endpoint.instances.push(rec);
     this.byId.set(engine.instanceId, rec);
   }
 
   /** Moves an instance to another lifecycle state; only `serving` instances take new requests. */
   setInstanceState(instanceId: string, state: InstanceState): void {
-    this.instance(instanceId).state = state;
+    const rec = this.instance(instanceId);
+    if (rec.state !== state) rec.sinceMs = this.clock.now();
+    rec.state = state;
   }
 
   /** Removes an instance (its in-flight streams continue) and returns its engine for the caller to close. */
@@ -157,7 +163,7 @@ export class Gateway {
     const out: InstanceView[] = [];
     for (const m of this.models.values()) {
       for (const e of m.endpoints) {
-        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight });
+        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, sinceMs: i.sinceMs });
       }
     }
     return out;
@@ -278,6 +284,12 @@ export class Gateway {
       return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed));
     });
     return { region: this.region, seq: ++this.seq, atMs: now, models };
+  }
+
+  /** The gateway's own instances as a listing (a static region: fixed engines, no nodes, no scaling). */
+  listing(): RegionInstances {
+    const instances = this.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", sinceMs: i.sinceMs, detail: "", url: "" }));
+    return { region: this.region, actuator: "static", instances, nodes: [], failures: [], actions: [] };
   }
 
   /** Stores the planner's targets (latest decisionId wins) and acknowledges them; see TargetsStore. */

@@ -16,13 +16,15 @@ import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import { ERROR_CODES, TidegateError, type ErrorCode } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
-import type { EngineEvent, GenerateRequest, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import {
   CODE_KEY,
   STARTED_KEY,
   ackFromWire,
   doneFromWire,
+  instancesFromWire,
   regionService,
+  type WireInstances,
   requestToWire,
   targetsToWire,
   telemetryFromWire,
@@ -59,6 +61,7 @@ type RegionClient = grpc.Client & {
   Telemetry(req: { interval_ms: number }): grpc.ClientReadableStream<WireTelemetry>;
   DispatchMux(): grpc.ClientDuplexStream<WireMuxUp, WireMuxEvent[]>;
   SendTargets(req: ReturnType<typeof targetsToWire>, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, ack?: WireTargetsAck) => void): grpc.ClientUnaryCall;
+  Instances(req: object, options: grpc.CallOptions, cb: (err: grpc.ServiceError | null, reply?: WireInstances) => void): grpc.ClientUnaryCall;
 };
 
 function isServiceError(err: unknown): err is grpc.ServiceError {
@@ -158,6 +161,22 @@ export class GrpcRegionLink implements RegionLink {
       signal?.removeEventListener("abort", onAbort);
       r.cancel();
     }
+  }
+
+  /** The region's admin listing (unary, with the targets deadline). */
+  instances(): Promise<RegionInstances> {
+    if (this.closed) return Promise.reject(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
+    return new Promise((resolve, reject) => {
+      this.client.Instances({}, { deadline: Date.now() + this.opts.targetsTimeoutMs }, (err, reply) => {
+        if (err !== null) return reject(this.remoteError(err, "Instances"));
+        if (reply === undefined) return reject(new TidegateError("upstream_error", `region ${this.region} sent no listing`));
+        try {
+          resolve(instancesFromWire(reply));
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
   }
 
   sendTargets(targets: RegionTargets): Promise<TargetsAck> {

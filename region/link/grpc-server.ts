@@ -20,7 +20,9 @@ import {
   CODE_KEY,
   STARTED_KEY,
   doneToWire,
+  instancesToWire,
   regionService,
+  type WireInstances,
   requestFromWire,
   targetsFromWire,
   telemetryToWire,
@@ -43,6 +45,8 @@ export interface RegionGrpcServerOptions {
   /** Clock for telemetry periods (default WallClock). */
   clock?: Clock;
   log?: Logger;
+  /** Adds more services to the same server before it binds (the region adds the agents' registry). */
+  extraServices?: (server: grpc.Server) => void;
 }
 
 /** A running server. `address` is host:port with the bound port. */
@@ -158,6 +162,14 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
     DispatchMux(call: grpc.ServerDuplexStream<WireMuxUp, WireMuxEvent[]>) {
       serveMux(service, call, log);
     },
+    Instances(_call: grpc.ServerUnaryCall<object, WireInstances>, callback: grpc.sendUnaryData<WireInstances>) {
+      try {
+        callback(null, instancesToWire(service.listing()));
+      } catch (err) {
+        const status = statusOf(err, false);
+        callback({ code: status.code ?? grpc.status.INTERNAL, details: status.details ?? "", metadata: status.metadata ?? new grpc.Metadata(), name: "TidegateError", message: status.details ?? "" });
+      }
+    },
     SendTargets(call: grpc.ServerUnaryCall<WireTargets, WireTargetsAck>, callback: grpc.sendUnaryData<WireTargetsAck>) {
       try {
         const ack = service.acceptTargets(targetsFromWire(call.request));
@@ -169,6 +181,7 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
     },
   });
 
+  opts.extraServices?.(server);
   const address = opts.address ?? "127.0.0.1:0";
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, serverCredentials(opts.tls), (err, p) => (err ? reject(new TidegateError("invalid_config", `cannot bind gRPC on ${address}: ${err.message}`, { cause: err })) : resolve(p))),

@@ -7,7 +7,7 @@
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
-import type { EngineEvent, GenerateRequest, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
 
 export interface InProcessLinkOptions {
@@ -58,6 +58,11 @@ export class InProcessRegionLink implements RegionLink {
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     if (this.closed) return failing(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
     return this.service.generate(req, signal);
+  }
+
+  async instances(): Promise<RegionInstances> {
+    if (this.closed) throw new TidegateError("upstream_error", `link to region ${this.region} is closed`);
+    return this.service.listing();
   }
 
   async sendTargets(targets: RegionTargets): Promise<TargetsAck> {

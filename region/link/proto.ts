@@ -11,7 +11,7 @@ import * as protoLoader from "@grpc/proto-loader";
 import { TidegateError } from "../../core/errors.js";
 import { decodeDispatchEvents, encodeDispatchEvents } from "./codec.js";
 import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
-import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 
 /** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
 export interface WireDispatchRequest {
@@ -67,7 +67,7 @@ export interface WireTelemetry {
     running: number;
     waiting: number;
     instances: Record<InstanceState, number> | null;
-    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number }[];
+    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null }[];
   }[];
 }
 
@@ -180,7 +180,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       running: m.running,
       waiting: m.waiting,
       instances: m.instances,
-      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances })),
+      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null })),
     })),
   };
 }
@@ -195,7 +195,13 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
       running: m.running,
       waiting: m.waiting,
       instances: { provisioning: c.provisioning, loading: c.loading, serving: c.serving, draining: c.draining, spot: c.spot },
-      endpoints: m.endpoints.map((e) => ({ endpointId: e.endpoint_id, gpu: e.gpu, effectiveMemoryUtilization: e.effective_memory_utilization, servingInstances: e.serving_instances })),
+      endpoints: m.endpoints.map((e) => ({
+        endpointId: e.endpoint_id,
+        gpu: e.gpu,
+        effectiveMemoryUtilization: e.effective_memory_utilization,
+        servingInstances: e.serving_instances,
+        ...(e.instances ? { instances: { provisioning: e.instances.provisioning, loading: e.instances.loading, serving: e.instances.serving, draining: e.instances.draining, spot: e.instances.spot } } : {}),
+      })),
     };
   });
   return { region: w.region, seq: w.seq, atMs: w.at_ms, models };
@@ -223,4 +229,41 @@ export function targetsFromWire(w: WireTargets): RegionTargets {
 
 export function ackFromWire(w: WireTargetsAck): TargetsAck {
   return { region: w.region, decisionId: w.decision_id, accepted: w.accepted };
+}
+
+/** The Instances reply as proto-loader sees it (keepCase). */
+export interface WireInstances {
+  region: string;
+  actuator: string;
+  instances: { id: string; model: string; gpu: string; gpus: number; state: string; node: string; since_ms: number; detail: string; url: string }[];
+  nodes: { node_id: string; lost: boolean; last_seen_ms: number; gpu_type: string; gpu_slots: number; free_slots: number; memory_bytes: number; data: string; transport: string; models: string[]; complete_models: string[] }[];
+  failures: { at_ms: number; model: string; gpu: string; node: string; instance_id: string; message: string }[];
+  actions: { at_ms: number; model: string; gpu: string; kind: string; instance_id: string; reason: string; from: number; desired: number }[];
+}
+
+export function instancesToWire(l: RegionInstances): WireInstances {
+  return {
+    region: l.region,
+    actuator: l.actuator,
+    instances: l.instances.map((i) => ({ id: i.id, model: i.model, gpu: i.gpu, gpus: i.gpus, state: i.state, node: i.node, since_ms: i.sinceMs, detail: i.detail, url: i.url })),
+    nodes: l.nodes.map((n) => ({ node_id: n.nodeId, lost: n.lost, last_seen_ms: n.lastSeenMs, gpu_type: n.gpuType, gpu_slots: n.gpuSlots, free_slots: Math.max(0, n.freeSlots), memory_bytes: n.memoryBytes, data: n.data, transport: n.transport, models: n.models, complete_models: n.completeModels })),
+    failures: l.failures.map((f) => ({ at_ms: f.atMs, model: f.model, gpu: f.gpu, node: f.node, instance_id: f.instanceId, message: f.message })),
+    actions: l.actions.map((a) => ({ at_ms: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instance_id: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
+  };
+}
+
+const STATES: readonly InstanceState[] = ["provisioning", "loading", "serving", "draining", "spot"];
+
+export function instancesFromWire(w: WireInstances): RegionInstances {
+  return {
+    region: w.region,
+    actuator: w.actuator === "agents" ? "agents" : "static",
+    instances: w.instances.map((i) => {
+      if (!STATES.includes(i.state as InstanceState)) throw new TidegateError("upstream_error", `region sent instance state ${JSON.stringify(i.state)}`);
+      return { id: i.id, model: i.model, gpu: i.gpu, gpus: i.gpus, state: i.state as InstanceState, node: i.node, sinceMs: i.since_ms, detail: i.detail, url: i.url };
+    }),
+    nodes: w.nodes.map((n) => ({ nodeId: n.node_id, lost: n.lost, lastSeenMs: n.last_seen_ms, gpuType: n.gpu_type, gpuSlots: n.gpu_slots, freeSlots: n.free_slots, memoryBytes: n.memory_bytes, data: n.data, transport: n.transport, models: n.models, completeModels: n.complete_models })),
+    failures: w.failures.map((f) => ({ atMs: f.at_ms, model: f.model, gpu: f.gpu, node: f.node, instanceId: f.instance_id, message: f.message })),
+    actions: w.actions.map((a) => ({ atMs: a.at_ms, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instance_id, reason: a.reason, from: a.from, desired: a.desired })),
+  };
 }

@@ -4,7 +4,7 @@
  * adapters (region/link/) wrap any implementation.
  */
 import type { RegionName } from "../../core/models.js";
-import type { EngineEvent, GenerateRequest, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 
 export interface RegionService {
   readonly region: RegionName;
@@ -14,6 +14,8 @@ export interface RegionService {
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
   /** Stores targets (latest decisionId wins) and acknowledges them; throws invalid_request for another region. */
   acceptTargets(targets: RegionTargets): TargetsAck;
+  /** What the region runs (admin listing). */
+  listing(): RegionInstances;
 }
 
 /** Telemetry period of both links unless configured (DESIGN: at least once a second). */

@@ -39,6 +39,10 @@ class GatedLink implements RegionLink {
     yield { type: "token", text: ` ${this.region}`, tokens: 1 };
     yield { type: "done", finishReason: "stop", usage: makeUsage(req.promptTokens, 1) };
   }
+  async instances(): Promise<import("../../core/ports.js").RegionInstances> {
+    return { region: this.region, actuator: "static", instances: [], nodes: [], failures: [], actions: [] };
+  }
+
   async sendTargets(t: RegionTargets): Promise<TargetsAck> {
     return { region: this.region, decisionId: t.decisionId, accepted: true };
   }

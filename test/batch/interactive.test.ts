@@ -51,6 +51,7 @@ class Recording implements RegionLink {
     return this.inner.dispatch(req, signal);
   }
   sendTargets = (t: Parameters<RegionLink["sendTargets"]>[0]) => this.inner.sendTargets(t);
+  instances = () => this.inner.instances();
   close = () => this.inner.close();
 }
 

@@ -37,6 +37,9 @@ export async function grpcDispatchCallCost(model: string, calls: number): Promis
     snapshot: () => {
       throw new Error("not used");
     },
+    listing: () => {
+      throw new Error("not used");
+    },
     acceptTargets: () => {
       throw new Error("not used");
     },

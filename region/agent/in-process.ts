@@ -1,0 +1,107 @@
+/**
+ * The in-process `AgentHandle` (what `tidegate dev` runs): a real NodeAgent — native block stores, a loopback TCP
+ * data-plane endpoint, multicast roles — in the same process as the region, with simulated engines (SimEngine on
+ * the region's clock) in place of engine processes. The rules match the agent process: an engine starts only on a
+ * complete, checksum-verified block store of its model, and only in free GPU slots.
+ */
+import type { Clock } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
+import type { BlockArrival, RunResult } from "../../native/index.js";
+import { SimEngine } from "../engines/sim/engine.js";
+import type { RunCall } from "./client.js";
+import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "./handle.js";
+import type { LoadSpec, NodeAgent } from "./node.js";
+
+export interface InProcessAgentOptions {
+  agent: NodeAgent;
+  region: string;
+  gpuType: string;
+  gpuSlots: number;
+  clock: Clock;
+  /** Simulated engines' time scale (engines.timeScale). */
+  timeScale: number;
+}
+
+/** A NodeAgent driven directly, hosting SimEngines. */
+export class InProcessAgent implements AgentHandle {
+  readonly nodeId: string;
+  private readonly stores = new Map<string, { blockCount: number; totalBytes: number; lastUsedMs: number }>();
+  private readonly engines = new Map<string, { info: EngineInfo; engine: SimEngine }>();
+
+  constructor(private readonly o: InProcessAgentOptions) {
+    this.nodeId = o.agent.info().nodeId;
+  }
+
+  async announcement(): Promise<NodeAnnouncement> {
+    const i = this.o.agent.info();
+    const stores: StoreInfo[] = [];
+    for (const [model, s] of this.stores) {
+      let present = 0;
+      try {
+        present = this.o.agent.store(model).presentCount();
+      } catch {
+        continue;
+      }
+      stores.push({ model, blockCount: s.blockCount, totalBytes: s.totalBytes, present, lastUsedMs: s.lastUsedMs });
+    }
+    return { ...i, grpcAddress: `in-process:${this.nodeId}`, region: this.o.region, gpuType: this.o.gpuType, gpuSlots: this.o.gpuSlots, stores, engines: [...this.engines.values()].map((e) => ({ ...e.info })) };
+  }
+
+  async load(spec: LoadSpec): Promise<{ blockBytes: number; present: number }> {
+    if ([...this.engines.values()].some((e) => e.info.model === spec.model && e.info.state !== "exited"))
+      throw new TidegateError("conflict", `node ${this.nodeId}: an engine uses ${spec.model}; its store cannot be replaced`);
+    const r = this.o.agent.load(spec);
+    this.stores.set(spec.model, { blockCount: spec.blockCount, totalBytes: spec.totalBytes, lastUsedMs: this.o.clock.now() });
+    return r;
+  }
+
+  run(call: RunCall, onBlock?: (a: BlockArrival) => void, signal?: AbortSignal): Promise<RunResult> {
+    const s = this.stores.get(call.model);
+    if (s !== undefined) s.lastUsedMs = this.o.clock.now();
+    return this.o.agent.run(call, (a) => onBlock?.(a), signal);
+  }
+
+  async verify(model: string, seed: number): Promise<{ firstMismatch: number; present: number }> {
+    return this.o.agent.verify(model, seed);
+  }
+
+  async drop(model: string): Promise<void> {
+    if ([...this.engines.values()].some((e) => e.info.model === model && e.info.state !== "exited")) throw new TidegateError("conflict", `node ${this.nodeId}: an engine uses ${model}`);
+    this.o.agent.drop(model);
+    this.stores.delete(model);
+  }
+
+  async startEngine(spec: EngineSpec): Promise<EngineInfo> {
+    const existing = this.engines.get(spec.instanceId);
+    if (existing !== undefined && existing.info.state !== "exited") return { ...existing.info };
+    const store = this.stores.get(spec.model);
+    const present = store === undefined ? 0 : this.o.agent.store(spec.model).presentCount();
+    if (store === undefined || present < store.blockCount)
+      throw new TidegateError("conflict", `node ${this.nodeId}: ${spec.model}'s blocks are not all here (${present}/${store?.blockCount ?? 0}); an engine starts only on a complete store`);
+    let used = 0;
+    for (const e of this.engines.values()) if (e.info.state !== "exited") used += e.info.gpus;
+    if (used + spec.gpus > this.o.gpuSlots) throw new TidegateError("conflict", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
+    store.lastUsedMs = this.o.clock.now();
+    const engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale });
+    const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "running", startedAtMs: this.o.clock.now(), detail: `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks` };
+    this.engines.set(spec.instanceId, { info, engine });
+    return { ...info };
+  }
+
+  async stopEngine(instanceId: string, _graceMs: number): Promise<EngineInfo | undefined> {
+    const e = this.engines.get(instanceId);
+    if (e === undefined) return undefined;
+    await e.engine.close();
+    this.engines.delete(instanceId);
+    return { ...e.info, state: "exited", detail: "stopped" };
+  }
+
+  /** The SimEngine of a started engine (dev connects the gateway to it directly). */
+  engine(instanceId: string): SimEngine | undefined {
+    return this.engines.get(instanceId)?.engine;
+  }
+
+  close(): void {
+    // The NodeAgent is closed by whoever opened it (dev's stack).
+  }
+}

@@ -1,0 +1,104 @@
+/**
+ * A whole region in one process for `tidegate dev` (and tests): the same runtime as `tidegate region` — gateway,
+ * TargetsStore, controller, `agents` actuator, parameter pool, multicast transfers — over in-process node agents:
+ * real NodeAgents (native block stores, loopback TCP data plane) hosting simulated engines. Nodes are cut from the
+ * region's GPUs: `ceil(count / gpusPerNode)` nodes per GPU type, each with `gpusPerNode` slots.
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import type { TidegateConfig } from "../../core/config.js";
+import type { Logger } from "../../core/log.js";
+import type { RegionName } from "../../core/models.js";
+import { AgentsActuator } from "../actuator/agents.js";
+import { InProcessAgent } from "../agent/in-process.js";
+import { NodeAgent } from "../agent/node.js";
+import { Gateway } from "../gateway/gateway.js";
+import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
+
+export interface InProcessRegionOptions {
+  config: TidegateConfig;
+  region: RegionName;
+  clock: Clock;
+  log: Logger;
+  /** GPU slots per node (default 8, an HGX node). */
+  gpusPerNode?: number;
+  /** Host memory each node lends to parameter blocks (default 512 MiB). */
+  nodeMemoryBytes?: number;
+  /** How often agents announce themselves (default 1000 ms). */
+  announceIntervalMs?: number;
+  metrics?: RuntimeMetricsSink;
+}
+
+export interface InProcessRegion {
+  gateway: Gateway;
+  runtime: RegionRuntime;
+  agents: InProcessAgent[];
+  close(): Promise<void>;
+}
+
+/** Starts the region: nodes announce at once, the runtime's first pass deploys the configured instances. */
+export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion {
+  const rc = o.config.regions.find((r) => r.name === o.region);
+  if (rc === undefined) throw new RangeError(`unknown region ${o.region}`);
+  const log = o.log.child({ region: o.region });
+  // In-process engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), as replay does.
+  const gateway = new Gateway({ region: o.region, clock: o.clock, statsRefreshMs: 0, log });
+  for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
+  const perNode = o.gpusPerNode ?? 8;
+  const nodes: NodeAgent[] = [];
+  const agents: InProcessAgent[] = [];
+  try {
+    for (const g of rc.gpus) {
+      for (let k = 0; k * perNode < g.count; k++) {
+        const nodeId = `${o.region}-${g.type}-${k}`;
+        const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }) });
+        nodes.push(node);
+        agents.push(new InProcessAgent({ agent: node, region: o.region, gpuType: g.type, gpuSlots: Math.min(perNode, g.count - k * perNode), clock: o.clock, timeScale: o.config.engines.timeScale }));
+      }
+    }
+  } catch (err) {
+    void Promise.all(nodes.map((n) => n.close()));
+    throw err;
+  }
+  const actuator = new AgentsActuator({
+    region: o.region,
+    clock: o.clock,
+    log,
+    gateway,
+    models: modelSources(o.config, o.region),
+    policy: multicastPolicy(o.config),
+    engines: {
+      timeScale: o.config.engines.timeScale,
+      startTimeoutMs: o.config.engines.startTimeoutMs,
+      stopGraceMs: o.config.engines.stopGraceMs,
+      connect: async (info, instanceId) => {
+        for (const a of agents) {
+          const e = a.engine(instanceId);
+          if (e !== undefined) return e;
+        }
+        throw new Error(`no in-process engine ${instanceId} (${info.url})`);
+      },
+      healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
+    },
+    lostAfterMs: o.config.controller.agentLostAfterMs,
+  });
+  const announceAll = () => {
+    for (const a of agents) void a.announcement().then((ann) => actuator.announce(a, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err }));
+  };
+  announceAll();
+  const announcer: Timer = o.clock.every(o.announceIntervalMs ?? 1000, announceAll);
+  const runtime = startRegionRuntime({ config: o.config, region: o.region, clock: o.clock, log, gateway, actuator, ...(o.metrics === undefined ? {} : { metrics: o.metrics }) });
+  let closing: Promise<void> | undefined;
+  return {
+    gateway,
+    runtime,
+    agents,
+    close: () =>
+      (closing ??= (async () => {
+        announcer.cancel();
+        runtime.close();
+        actuator.close();
+        await gateway.close();
+        await Promise.all(nodes.map((n) => n.close()));
+      })()),
+  };
+}

@@ -1,0 +1,239 @@
+/**
+ * The region runtime (DESIGN "Tiers and processes", STYLE "One runtime, many clocks and adapters"): one wiring of a
+ * region's control loop that `tidegate region` and `tidegate dev` both run —
+ *
+ *   gateway telemetry ─▶ RegionController (strategy from config) ─▶ Actuator (agents: engines + data plane)
+ *   planner targets ─▶ TargetsStore (the one decisionId rule) ─┘
+ *
+ * It also makes the RegionService the links serve: telemetry whose instance counts are the actuator's (provisioning,
+ * loading and spot included, per model and per endpoint — what the planner's fleet reads), and the admin listing
+ * (instances, nodes, failures, actions). Every scaling action is logged and counted; failures back the endpoint off.
+ * With the static actuator (fixed engines) no controller runs and the service is the gateway itself.
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import type { TidegateConfig } from "../../core/config.js";
+import type { Logger } from "../../core/log.js";
+import type { GpuType, ModelName, RegionName } from "../../core/models.js";
+import type { EngineEvent, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { AgentsActuator, ModelSource } from "../actuator/agents.js";
+import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
+import { MODEL_SPECS } from "../../core/models.js";
+import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
+import type { Gateway } from "../gateway/gateway.js";
+import type { RegionService } from "../link/service.js";
+import { resolveStrategy } from "../strategies/registry.js";
+
+/** Where the runtime reports what it does (Prometheus in the region process). */
+export interface RuntimeMetricsSink {
+  action(model: string, kind: ControllerAction["kind"]): void;
+  failure(model: string): void;
+}
+
+export interface RegionRuntimeOptions {
+  config: TidegateConfig;
+  region: RegionName;
+  clock: Clock;
+  log: Logger;
+  gateway: Gateway;
+  actuator: AgentsActuator;
+  metrics?: RuntimeMetricsSink;
+  /** How many recent actions the listing keeps (default 100). */
+  keepActions?: number;
+  /**
+   * Time before the first pass, so every live agent has announced (and its engines are adopted) before anything
+   * is deployed (default 0; the region process waits controller.agentLostAfterMs).
+   */
+  startupGraceMs?: number;
+}
+
+/** A running region runtime. */
+export interface RegionRuntime {
+  readonly controller: RegionController;
+  readonly actuator: AgentsActuator;
+  /** What the region's links serve. */
+  readonly service: RegionService;
+  /** Recent scaling actions, oldest first. */
+  readonly actions: readonly ControllerAction[];
+  close(): void;
+}
+
+/** Wires the controller to the gateway, the TargetsStore and the actuator, and starts it on the clock. */
+export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
+  const regionConfig = o.config.regions.find((r) => r.name === o.region);
+  if (regionConfig === undefined) throw new RangeError(`unknown region ${o.region}`);
+  const log = o.log;
+  const keep = o.keepActions ?? 100;
+  const actions: ControllerAction[] = [];
+  // One telemetry snapshot per pass, shared by every endpoint's signals.
+  let snap: { atMs: number; t: RegionTelemetry } | undefined;
+  const snapshot = () => {
+    const now = o.clock.now();
+    if (snap === undefined || snap.atMs !== now) snap = { atMs: now, t: o.gateway.snapshot() };
+    return snap.t;
+  };
+  const gpusOf = (model: ModelName, gpu: GpuType) => o.config.models.find((m) => m.name === model)!.gpusPerInstance[gpu]!;
+  const cc = o.config.controller;
+  const controller = new RegionController({
+    region: o.region,
+    clock: o.clock,
+    actuator: o.actuator,
+    strategy: resolveStrategy(cc.strategy),
+    endpoints: regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances })),
+    signals: (model, gpu) => {
+      const m = snapshot().models.find((x) => x.model === model);
+      const ep = m?.endpoints.find((e) => e.gpu === gpu);
+      return { utilization: ep === undefined || ep.servingInstances === 0 ? 1 : ep.effectiveMemoryUtilization, observedTokensPerS: m?.tokensPerS ?? 0 };
+    },
+    inFlightTokens: (id) => o.gateway.instances().find((i) => i.instanceId === id)?.inFlight ?? 0,
+    windowMs: o.config.planner.intervalMs,
+    maxStepsPerPass: cc.maxStepsPerPass,
+    retryInitialMs: cc.retryInitialMs,
+    retryMaxMs: cc.retryMaxMs,
+    onAction: (a) => record(a),
+    onError: (e: ControllerError) => {
+      o.metrics?.failure(e.model);
+      log.warn("scale-out failed; backing off", { model: e.model, gpu: e.gpu, failures: e.failures, retryInMs: Math.max(0, Math.round(e.retryAtMs - e.atMs)), error: e.message });
+    },
+  });
+  // Scale-outs that fail after the actuator accepted them (a transfer, an engine that never became healthy) back the
+  // endpoint off like those that fail at once; a landed instance clears it.
+  o.actuator.listen({
+    onFailure: (model, gpu, message) => controller.noteFailure(model, gpu, message),
+    onLanded: (model, gpu) => controller.noteSuccess(model, gpu),
+  });
+  const latest = o.gateway.targets.latest();
+  if (latest !== undefined) controller.setTargets(latest);
+  const unsubscribe = o.gateway.targets.onTargets((t: RegionTargets) => {
+    log.info("targets accepted", { decisionId: t.decisionId, endpoints: t.endpoints.map((e) => `${e.model}/${e.gpu}=${e.instances}`).join(" ") });
+    controller.setTargets(t);
+  });
+  const firstPassAtMs = o.clock.now() + (o.startupGraceMs ?? 0);
+  let bootstrapped = false;
+  const record = (a: ControllerAction) => {
+    actions.push(a);
+    if (actions.length > keep) actions.shift();
+    o.metrics?.action(a.model, a.kind);
+    log.info("scaling step", { model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, from: a.from, desired: a.desired, reason: a.reason });
+  };
+  /** Before any plan, the configured instances (regions[].endpoints[].instances) are the target: deploy the deficit. */
+  const bootstrap = () => {
+    if (o.gateway.targets.latest() !== undefined) return;
+    const now = o.clock.now();
+    for (const e of regionConfig.endpoints) {
+      const have = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state !== "spot" && i.state !== "draining").length;
+      for (let k = have; k < e.instances; k++) {
+        try {
+          const inst = o.actuator.provision(e.model, e.gpu, gpusOf(e.model, e.gpu));
+          record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, kind: "provision", instanceId: inst.id, reason: "initial-deployment", from: k, desired: e.instances });
+        } catch (err) {
+          controller.noteFailure(e.model, e.gpu, err instanceof Error ? err.message : String(err));
+          break;
+        }
+      }
+    }
+  };
+  const pass = () => {
+    if (o.clock.now() < firstPassAtMs) return;
+    o.actuator.tick();
+    if (!bootstrapped) {
+      bootstrapped = true;
+      bootstrap();
+    }
+    controller.reconcile();
+  };
+  const timer: Timer = o.clock.every(cc.reconcileIntervalMs, pass);
+  const first: Timer = o.clock.after(o.startupGraceMs ?? 0, pass);
+
+  const service: RegionService = {
+    region: o.region,
+    snapshot: () => withActuatorCounts(o.gateway.snapshot(), o.actuator),
+    generate: (req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> => o.gateway.generate(req, signal),
+    acceptTargets: (t: RegionTargets): TargetsAck => o.gateway.acceptTargets(t),
+    listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway),
+  };
+  return {
+    controller,
+    actuator: o.actuator,
+    service,
+    actions,
+    close: () => {
+      timer.cancel();
+      first.cancel();
+      unsubscribe();
+    },
+  };
+}
+
+/** Replaces the gateway's instance counts (serving/draining only) with the actuator's, per model and endpoint. */
+export function withActuatorCounts(t: RegionTelemetry, actuator: AgentsActuator): RegionTelemetry {
+  const byModel = new Map<string, Record<InstanceState, number>>();
+  const byEndpoint = new Map<string, Record<InstanceState, number>>();
+  const zero = (): Record<InstanceState, number> => ({ provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 });
+  for (const i of actuator.instances()) {
+    let m = byModel.get(i.model);
+    if (m === undefined) byModel.set(i.model, (m = zero()));
+    m[i.state]++;
+    const key = `${i.model}/${i.gpu}`;
+    let e = byEndpoint.get(key);
+    if (e === undefined) byEndpoint.set(key, (e = zero()));
+    e[i.state]++;
+  }
+  return {
+    ...t,
+    models: t.models.map((m) => ({
+      ...m,
+      instances: byModel.get(m.model) ?? zero(),
+      endpoints: m.endpoints.map((e) => ({ ...e, instances: byEndpoint.get(`${m.model}/${e.gpu}`) ?? zero() })),
+    })),
+  };
+}
+
+function listing(region: RegionName, actuator: AgentsActuator, actions: readonly ControllerAction[], gateway: Gateway): RegionInstances {
+  const l = actuator.listing();
+  const inFlight = new Map(gateway.instances().map((i) => [i.instanceId, i.inFlight]));
+  return {
+    region,
+    actuator: "agents",
+    instances: l.instances.map((i) => ({
+      id: i.id,
+      model: i.model,
+      gpu: i.gpu,
+      gpus: i.gpus,
+      state: i.state,
+      node: i.node,
+      sinceMs: i.sinceMs,
+      detail: i.state === "serving" || i.state === "draining" ? `${i.detail}; ${inFlight.get(i.id) ?? 0} in flight` : i.detail,
+      url: i.engine?.url ?? "",
+    })),
+    nodes: l.nodes.map((n) => ({ ...n, models: n.copies.map((c) => c.model), completeModels: n.copies.filter((c) => c.complete).map((c) => c.model) })),
+    failures: l.failures.map((f) => ({ atMs: f.atMs, model: f.model, gpu: f.gpu, node: f.node ?? "", instanceId: f.instanceId ?? "", message: f.message })),
+    actions: actions.map((a) => ({ atMs: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
+  };
+}
+
+
+/** The parameters of every model `region` hosts (config `parameters`). */
+export function modelSources(config: TidegateConfig, region: RegionName): Map<ModelName, ModelSource> {
+  const rc = config.regions.find((r) => r.name === region)!;
+  const out = new Map<ModelName, ModelSource>();
+  for (const m of new Set(rc.endpoints.map((e) => e.model))) {
+    const p = config.parameters.models[m]!;
+    out.set(m, { model: m, totalBytes: p.bytes, blockCount: config.parameters.blockCount, origin: p.origin, ...(p.origin === "pattern" ? { seed: p.seed } : {}) });
+  }
+  return out;
+}
+
+/** The multicast policy of config `parameters`. */
+export function multicastPolicy(config: TidegateConfig): MulticastPolicy {
+  const p = config.parameters;
+  return { ...DEFAULT_MULTICAST, algorithm: p.multicast, binomialMinTargets: p.binomialMinTargets, linkBytesPerS: p.linkBytesPerS, stallMs: p.stallMs, connectMs: p.connectMs };
+}
+
+/** One line per model: the parameter bytes used and their scale against the real weights (2 bytes per parameter). */
+export function parameterScaleLines(config: TidegateConfig): string[] {
+  return config.models.map((m) => {
+    const bytes = config.parameters.models[m.name]!.bytes;
+    const real = (MODEL_SPECS[m.name]?.params ?? 0) * 2;
+    return `${m.name}: ${(bytes / 2 ** 20).toFixed(1)} MiB in ${config.parameters.blockCount} blocks (1/${Math.round(real / bytes)} of ${(real / 1e9).toFixed(1)} GB of fp16 weights)`;
+  });
+}

@@ -10,6 +10,7 @@
  */
 import { readFileSync } from "node:fs";
 import type { GpuType, ModelName, RegionName } from "../core/models.js";
+import type { RegionTelemetry } from "../core/ports.js";
 import { ObjectReader, ValidationError, parseJson } from "../core/validate.js";
 import { throughputAtSlo } from "../region/engines/perf/model.js";
 import type { TidegateConfig } from "../core/config.js";
@@ -197,5 +198,29 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
       capacity: Object.fromEntries(r.gpus.map((g) => [g.type, g.count])),
       endpoints: r.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, minInstances: e.minInstances, maxInstances: e.maxInstances, spotInstances: 0 })),
     })),
+  };
+}
+
+/**
+ * The fleet as the regions report it (DESIGN "Planner"): `base` (from the config: capacity, bounds, costs) with each
+ * endpoint's current instances (provisioning + loading + serving) and spot instances taken from the region's latest
+ * telemetry, where the region reports per-endpoint counts (its actuator's view). Endpoints of regions that sent none,
+ * or older regions without per-endpoint counts, keep `base`'s figures.
+ */
+export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, RegionTelemetry>): Fleet {
+  return {
+    ...base,
+    regions: base.regions.map((r) => {
+      const t = telemetry.get(r.name);
+      if (t === undefined) return r;
+      return {
+        ...r,
+        endpoints: r.endpoints.map((e) => {
+          const c = t.models.find((m) => m.model === e.model)?.endpoints.find((x) => x.gpu === e.gpu)?.instances;
+          if (c === undefined) return e;
+          return { ...e, instances: c.provisioning + c.loading + c.serving, spotInstances: c.spot };
+        }),
+      };
+    }),
   };
 }

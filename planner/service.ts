@@ -6,10 +6,10 @@
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
 import type { Logger } from "../core/log.js";
-import type { RegionLink, Unsubscribe } from "../core/ports.js";
+import type { RegionLink, RegionTelemetry, Unsubscribe } from "../core/ports.js";
 import type { DemandHistory } from "../forecasts/history.js";
 import { createForecaster, type ForecasterName } from "../forecasts/registry.js";
-import { fleetFromConfig } from "./fleet.js";
+import { fleetFromConfig, liveFleet } from "./fleet.js";
 import type { LeaderLock } from "./leader.js";
 import { PlannerLoop } from "./loop.js";
 import { runPlan } from "./plan.js";
@@ -44,6 +44,8 @@ export interface PlannerService {
 /** Starts the loop (first round at once, then every intervalMs) and the telemetry recording. */
 export async function startPlannerService(o: PlannerServiceOptions): Promise<PlannerService> {
   const fleet = fleetFromConfig(o.config);
+  // Current and spot instances per (model, region, GPU) come from the regions' telemetry, not the config file.
+  const latest = new Map<string, RegionTelemetry>();
   const forecaster = createForecaster({ name: o.forecaster });
   const solver = await HighsSolver.create();
   const recorder = new TelemetryRecorder(o.history);
@@ -58,7 +60,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     log: o.log,
     plan: async (decisionId, previous) => {
       const report = await runPlan({
-        fleet,
+        fleet: liveFleet(fleet, latest),
         history: o.history,
         forecaster,
         solver,
@@ -75,6 +77,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
   });
   const unsubs: Unsubscribe[] = o.links.map((l) =>
     l.subscribe((t) => {
+      latest.set(t.region, t);
       if (!loop.leading) return;
       recorder.observe(t).catch((err: unknown) => o.log.warn("history write failed", { err: err instanceof Error ? err : String(err) }));
     }),

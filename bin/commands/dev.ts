@@ -163,6 +163,8 @@ export const command: Command = {
     });
     const stopped = untilSignal();
     try {
+      // The regions deploy their configured instances (blocks over the data plane, then engines) before the API opens.
+      await Promise.all(stack.regions.map((r) => r.ready()));
       await stack.router.listen(host, port);
     } catch (err) {
       await planner.close();

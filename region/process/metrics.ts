@@ -20,6 +20,9 @@ export class RegionMetrics {
   private readonly waiting: Gauge<"model">;
   private readonly instances: Gauge<"model" | "state">;
   private readonly decisionId: Gauge;
+  private readonly actions: Counter<"model" | "kind">;
+  private readonly failures: Counter<"model">;
+  private readonly transferBytes: Counter;
 
   constructor(models: readonly string[], processMetrics = true) {
     this.registry = createRegistry(processMetrics);
@@ -31,6 +34,11 @@ export class RegionMetrics {
     this.waiting = new Gauge({ name: "tidegate_region_requests_waiting", help: "Requests waiting for admission", labelNames: ["model"], registers: r });
     this.instances = new Gauge({ name: "tidegate_region_instances", help: "Instances by lifecycle state", labelNames: ["model", "state"], registers: r });
     this.decisionId = new Gauge({ name: "tidegate_region_targets_decision_id", help: "decisionId of the newest accepted targets (-1 before any)", registers: r });
+    this.actions = new Counter({ name: "tidegate_region_scaling_actions_total", help: "Scaling steps the region controller took, by kind (provision, reclaim, redeploy, drain)", labelNames: ["model", "kind"], registers: r });
+    this.failures = new Counter({ name: "tidegate_region_scaling_failures_total", help: "Scale-outs that failed (the endpoint then backs off)", labelNames: ["model"], registers: r });
+    this.transferBytes = new Counter({ name: "tidegate_region_transfer_bytes_total", help: "Parameter bytes moved to new instances' nodes over the data plane", registers: r });
+    initLabels(this.actions, { model: models, kind: ["provision", "reclaim", "redeploy", "drain"] });
+    initLabels(this.failures, { model: models });
     initLabels(this.requests, { model: models, outcome: OUTCOMES });
     for (const g of [this.utilization, this.tokensPerS, this.running, this.waiting]) initLabels(g, { model: models });
     initLabels(this.instances, { model: models, state: STATES });
@@ -40,6 +48,21 @@ export class RegionMetrics {
   /** Counts one finished request. */
   outcome(model: string, outcome: RequestOutcome): void {
     this.requests.inc({ model, outcome });
+  }
+
+  /** Counts one scaling step (RuntimeMetricsSink). */
+  action(model: string, kind: string): void {
+    this.actions.inc({ model, kind });
+  }
+
+  /** Counts one failed scale-out (RuntimeMetricsSink). */
+  failure(model: string): void {
+    if (model !== "-") this.failures.inc({ model });
+  }
+
+  /** Counts parameter bytes that reached target nodes. */
+  transferred(bytes: number): void {
+    this.transferBytes.inc(bytes);
   }
 
   /** Copies a telemetry snapshot into the gauges. */

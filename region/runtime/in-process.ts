@@ -21,6 +21,8 @@ export interface InProcessRegionOptions {
   log: Logger;
   /** GPU slots per node (default 8, an HGX node). */
   gpusPerNode?: number;
+  /** An explicit node list instead of cutting the region's GPUs into nodes of `gpusPerNode`. */
+  nodes?: { gpuType: string; slots: number }[];
   /** Host memory each node lends to parameter blocks (default 512 MiB). */
   nodeMemoryBytes?: number;
   /** How often agents announce themselves (default 1000 ms). */
@@ -32,6 +34,11 @@ export interface InProcessRegion {
   gateway: Gateway;
   runtime: RegionRuntime;
   agents: InProcessAgent[];
+  /**
+   * Resolves once every endpoint serves its configured `instances` (the initial deployment landed), or rejects
+   * after `timeoutMs` naming the endpoints still short.
+   */
+  ready(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -46,14 +53,16 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
   const perNode = o.gpusPerNode ?? 8;
   const nodes: NodeAgent[] = [];
   const agents: InProcessAgent[] = [];
+  const layout = o.nodes ?? rc.gpus.flatMap((g) => Array.from({ length: Math.ceil(g.count / perNode) }, (_, k) => ({ gpuType: g.type, slots: Math.min(perNode, g.count - k * perNode) })));
   try {
-    for (const g of rc.gpus) {
-      for (let k = 0; k * perNode < g.count; k++) {
-        const nodeId = `${o.region}-${g.type}-${k}`;
-        const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }) });
-        nodes.push(node);
-        agents.push(new InProcessAgent({ agent: node, region: o.region, gpuType: g.type, gpuSlots: Math.min(perNode, g.count - k * perNode), clock: o.clock, timeScale: o.config.engines.timeScale }));
-      }
+    const seen = new Map<string, number>();
+    for (const n of layout) {
+      const k = seen.get(n.gpuType) ?? 0;
+      seen.set(n.gpuType, k + 1);
+      const nodeId = `${o.region}-${n.gpuType}-${k}`;
+      const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }) });
+      nodes.push(node);
+      agents.push(new InProcessAgent({ agent: node, region: o.region, gpuType: n.gpuType, gpuSlots: n.slots, clock: o.clock, timeScale: o.config.engines.timeScale }));
     }
   } catch (err) {
     void Promise.all(nodes.map((n) => n.close()));
@@ -88,10 +97,24 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
   const announcer: Timer = o.clock.every(o.announceIntervalMs ?? 1000, announceAll);
   const runtime = startRegionRuntime({ config: o.config, region: o.region, clock: o.clock, log, gateway, actuator, ...(o.metrics === undefined ? {} : { metrics: o.metrics }) });
   let closing: Promise<void> | undefined;
+  const shortOf = () =>
+    rc.endpoints
+      .map((e) => ({ e, serving: gateway.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state === "serving").length }))
+      .filter((x) => x.serving < x.e.instances)
+      .map((x) => `${x.e.model}/${x.e.gpu} ${x.serving}/${x.e.instances}`);
   return {
     gateway,
     runtime,
     agents,
+    ready: async (timeoutMs = 60_000) => {
+      const deadline = o.clock.now() + timeoutMs;
+      for (;;) {
+        const short = shortOf();
+        if (short.length === 0) return;
+        if (o.clock.now() >= deadline) throw new Error(`${o.region}: the initial deployment did not land within ${timeoutMs} ms (serving/wanted: ${short.join(", ")}); see the region's failures at /admin/regions/${o.region}/instances`);
+        await o.clock.sleep(50);
+      }
+    },
     close: () =>
       (closing ??= (async () => {
         announcer.cancel();

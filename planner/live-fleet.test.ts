@@ -1,0 +1,35 @@
+import { describe, expect, it } from "vitest";
+import { parseConfig, DEFAULT_CONFIG_JSON } from "../core/config.js";
+import type { RegionTelemetry } from "../core/ports.js";
+import { fleetFromConfig, liveFleet } from "./fleet.js";
+
+describe("liveFleet", () => {
+  it("takes current and spot instances per (model, region, GPU) from the regions' telemetry", () => {
+    const base = fleetFromConfig(parseConfig(DEFAULT_CONFIG_JSON));
+    const t: RegionTelemetry = {
+      region: "us-east",
+      seq: 1,
+      atMs: 0,
+      models: [
+        {
+          model: "llama3.2-3b",
+          effectiveMemoryUtilization: 0.2,
+          tokensPerS: 10,
+          running: 0,
+          waiting: 0,
+          instances: { provisioning: 1, loading: 1, serving: 3, draining: 1, spot: 4 },
+          endpoints: [{ endpointId: "llama3.2-3b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0.2, servingInstances: 3, instances: { provisioning: 1, loading: 1, serving: 3, draining: 1, spot: 4 } }],
+        },
+        // an older region: no per-endpoint counts → the config's figures stay
+        { model: "llama3.1-8b", effectiveMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 7, draining: 0, spot: 0 }, endpoints: [{ endpointId: "llama3.1-8b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0, servingInstances: 7 }] },
+      ],
+    };
+    const f = liveFleet(base, new Map([["us-east", t]]));
+    const ep = (region: string, model: string) => f.regions.find((r) => r.name === region)!.endpoints.find((e) => e.model === model)!;
+    expect(ep("us-east", "llama3.2-3b")).toMatchObject({ instances: 5, spotInstances: 4 });
+    expect(ep("us-east", "llama3.1-8b")).toMatchObject({ instances: 2, spotInstances: 0 });
+    expect(ep("us-west", "llama3.2-3b")).toMatchObject({ instances: 2, spotInstances: 0 });
+    // the base is not modified
+    expect(base.regions[0]!.endpoints.find((e) => e.model === "llama3.2-3b")!.instances).toBe(2);
+  });
+});

@@ -1,0 +1,126 @@
+// The region runtime in one process: real NodeAgents (native stores, loopback TCP transfers) with simulated
+// engines, the controller pacing targets through the TargetsStore, the agents actuator and the parameter pool.
+import { afterEach, describe, expect, it } from "vitest";
+import { WallClock } from "../../core/clock.js";
+import { parseConfig, type TidegateConfig } from "../../core/config.js";
+import { createLogger, type Logger } from "../../core/log.js";
+import type { RegionTargets } from "../../core/ports.js";
+import { startInProcessRegion, type InProcessRegion } from "./in-process.js";
+
+const MiB = 1 << 20;
+const MODEL = "llama3.2-3b";
+
+function config(over: { slotsTotal?: number; origin?: "pattern" | "none"; instances?: number } = {}): TidegateConfig {
+  return parseConfig({
+    models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+    regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: over.slotsTotal ?? 6 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: over.instances ?? 1, minInstances: 1, maxInstances: 3 }] }],
+    controller: { strategy: "lt-i", reconcileIntervalMs: 100, retryInitialMs: 200, retryMaxMs: 400, agentLostAfterMs: 1500 },
+    engines: { timeScale: 0.01, startTimeoutMs: 3000 },
+    parameters: { blockCount: 16, models: { [MODEL]: { bytes: 8 * MiB, origin: over.origin ?? "pattern", seed: 9 } } },
+  });
+}
+
+/** A logger that keeps every line (so tests can check what an operator would read). */
+function recordingLogger(): { log: Logger; lines: string[] } {
+  const lines: string[] = [];
+  return { log: createLogger("info", {}, (l) => lines.push(l)), lines };
+}
+
+const plan = (decisionId: number, instances: number): RegionTargets => ({ decisionId, region: "r", madeAtMs: Date.now(), advisory: false, endpoints: [{ model: MODEL, gpu: "h100-80gb", instances, forecastTokensPerS: 100 }] });
+
+async function until<T>(what: string, fn: () => T | undefined | false, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = fn();
+    if (v !== undefined && v !== false) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+let region: InProcessRegion | undefined;
+afterEach(async () => {
+  await region?.close();
+  region = undefined;
+});
+
+describe("in-process region runtime (agents actuator)", () => {
+  it("scales 1 → 3 with blocks multicast from the serving node, routes to the new instances, then 3 → 1 to spot", async () => {
+    const clock = new WallClock();
+    const { log, lines } = recordingLogger();
+    region = startInProcessRegion({ config: config(), region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    const r = region;
+    const first = r.runtime.actuator.instances().filter((i) => i.state === "serving");
+    expect(first).toHaveLength(1);
+    const sourceNode = (first[0] as { node: string }).node;
+
+    expect(r.gateway.acceptTargets(plan(1, 3)).accepted).toBe(true);
+    const serving = await until("3 serving", () => {
+      const s = r.runtime.actuator.instances().filter((i) => i.state === "serving");
+      return s.length === 3 ? s : undefined;
+    });
+    const nodes = new Set(serving.map((i) => (i as { node: string }).node));
+    expect(nodes.size).toBe(3); // spread over the three nodes
+    // The two new nodes got their blocks over the data plane, from a pool source, and hold the exact model.
+    const transfers = lines.filter((l) => l.includes('"transfer finished"')).map((l) => JSON.parse(l) as { completed: string[]; model: string });
+    const moved = transfers.flatMap((t) => t.completed);
+    for (const n of nodes) if (n !== sourceNode) expect(moved).toContain(n);
+    for (const a of r.agents) {
+      if (!nodes.has(a.nodeId)) continue;
+      expect(await a.verify(MODEL, 9)).toEqual({ firstMismatch: -1, present: 16 });
+    }
+    // The gateway routes to every instance.
+    const routed = new Set<string>();
+    for (let k = 0; k < 60; k++) {
+      const c = r.gateway.route(MODEL);
+      if (c !== undefined) routed.add(c.instanceId);
+      // JSQ spreads over equal instances only when load differs: send a request so the next pick moves on.
+      const it = r.gateway.generate({ id: `q${k}`, model: MODEL, kind: "chat", promptTokens: 50, maxTokens: 200, priority: 0, body: {} })[Symbol.asyncIterator]();
+      void it.next();
+    }
+    expect(routed.size).toBe(3);
+    const listing = r.runtime.service.listing();
+    expect(listing.actuator).toBe("agents");
+    expect(listing.actions.map((a) => a.kind)).toEqual(["provision", "provision", "provision"]);
+
+    expect(r.gateway.acceptTargets(plan(2, 1)).accepted).toBe(true);
+    await until("2 spot, 1 serving", () => {
+      const all = r.runtime.actuator.instances();
+      return all.filter((i) => i.state === "spot").length === 2 && all.filter((i) => i.state === "serving").length === 1;
+    }, 20_000);
+    expect(r.gateway.instances().filter((i) => i.state === "serving")).toHaveLength(1);
+    // Spot instances keep their slots and their blocks (reclaim starts an engine on them again).
+    const l2 = r.runtime.service.listing();
+    expect(l2.instances.filter((i) => i.state === "spot")).toHaveLength(2);
+    expect(l2.nodes.every((n) => n.freeSlots === 0)).toBe(true);
+
+    expect(r.gateway.acceptTargets(plan(3, 2)).accepted).toBe(true);
+    await until("a spot instance reclaimed", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 2);
+    expect(r.runtime.actions.at(-1)).toMatchObject({ kind: "reclaim" });
+  });
+
+  it("a model with no source anywhere: a clear error in the log and the listing, retried with backoff", async () => {
+    const clock = new WallClock();
+    const { log, lines } = recordingLogger();
+    region = startInProcessRegion({ config: config({ origin: "none" }), region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
+    await expect(region.ready(1500)).rejects.toThrow(/did not land/);
+    const l = region.runtime.service.listing();
+    expect(l.failures.some((f) => /no source of llama3\.2-3b anywhere in r/.test(f.message))).toBe(true);
+    expect(lines.some((x) => x.includes("backing off"))).toBe(true);
+    const tries = lines.filter((x) => x.includes('"scaling failed"') && x.includes("no source of llama3.2-3b in the region")).length;
+    expect(tries).toBeGreaterThanOrEqual(2);
+    expect(tries).toBeLessThan(10); // backoff, not a retry every 100 ms pass
+  });
+
+  it("a node that announces no GPU slots is named in the log and the listing; the others still serve", async () => {
+    const clock = new WallClock();
+    const { log } = recordingLogger();
+    const c = config({ slotsTotal: 6 });
+    const nodes = [{ gpuType: "h100-80gb", slots: 2 }, { gpuType: "h100-80gb", slots: 2 }, { gpuType: "h100-80gb", slots: 0 }];
+    region = startInProcessRegion({ config: c, region: "r", clock, log, nodes, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    await until("the no-slots failure", () => region!.runtime.service.listing().failures.find((f) => /announces no GPU slots/.test(f.message)), 3000);
+    expect(region.runtime.actuator.instances().filter((i) => i.state === "serving")).toHaveLength(1);
+  });
+});

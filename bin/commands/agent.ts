@@ -42,16 +42,21 @@ export const command: Command = {
     "(blocks stream back as they arrive), Verify, Drop, StartEngine, StopEngine. Data moves on a separate port over",
     "TCP, or RDMA verbs where a device exists (--transport auto falls back to TCP with a log line).",
     "",
-    "Engines: StartEngine runs `tidegate engine-sim --parameters-from <this agent>` (or a command template such as",
-    "`vllm serve {model} --port {port}`; placeholders {model} {port} {host} {gpu} {tp} {instance}, no shell) on a",
-    "free port of --engine-host, only when the model's block store is complete (else FAILED_PRECONDITION) and its",
-    "gpus fit the free slots of --gpu-slots (else RESOURCE_EXHAUSTED). Each engine runs under a keeper process that",
-    "kills the engine's process group when this agent exits, even on kill -9; SIGINT/SIGTERM stop every engine",
-    "(SIGTERM, SIGKILL after 3 s) before the agent exits. Engines outlive a region restart; Info lists them.",
+    "Engines: StartEngine runs `tidegate engine-sim --parameters-from <this agent>` or a command template such as",
+    "`vllm serve {model} --port {port}` (placeholders {model} {port} {host} {gpu} {tp} {instance}; split into argv",
+    "without a shell; an unknown placeholder is INVALID_ARGUMENT) on a free port of --engine-host that the agent picks.",
+    "It is refused with FAILED_PRECONDITION when the model's block store is missing or incomplete or the engine's GPU",
+    "type is not --gpu-type, and with RESOURCE_EXHAUSTED when its gpus exceed the free slots (--gpu-slots minus the",
+    "gpus of engines not exited). The same instance id while it runs returns the running engine. engine-sim is",
+    "\"running\" once it printed its URL; a template engine stays \"starting\" (health is the region's to check). A model",
+    "whose engine runs cannot be dropped or reloaded. Each engine runs under a keeper process, in its own process group",
+    "that the keeper kills (SIGTERM, SIGKILL after 2 s) when this agent exits, even on kill -9. SIGINT/SIGTERM stop",
+    "every engine (SIGTERM, SIGKILL after 3 s) before the agent exits. Engines outlive a region restart; Info lists",
+    "them (and the last 32 exited ones, with their exit code and last stderr lines).",
     "",
-    "Announcing: with --region-address the agent calls AgentRegistry.Announce there every --announce-interval-ms",
-    "(identity, region, GPU type and slots, stores, engines); it logs once when the region is unreachable and once",
-    "when it answers again.",
+    "Announcing: with --region-address the agent calls AgentRegistry.Announce there every --announce-interval-ms with",
+    "its announcement (identity, region, GPU type and slots, stores with their last use, engines); it logs once when",
+    "the region is unreachable, once when it answers again, and the region's message when it does not know the node.",
     "",
     "When ready it prints one line on stdout:",
     "  tidegate agent <node-id>: grpc <host:port> data <host:port> transport <tcp|verbs>",
@@ -73,7 +78,7 @@ export const command: Command = {
     "gpu-slots": { type: "number", help: "GPUs engines may use, integer ≥ 0 (0: no engine can start; logged as a warning)", default: 8 },
     "region-address": { type: "string", help: "the region's gRPC address host:port to announce to (default: announce nowhere)" },
     "announce-interval-ms": { type: "number", help: "how often to announce to --region-address", default: 1000 },
-    "engine-host": { type: "string", help: "address engines bind to and are reached at (default: --data-host)" },
+    "engine-host": { type: "string", help: "address engines bind to, also the host of their URLs (default: --data-host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
   async run(flags) {
@@ -103,7 +108,7 @@ export const command: Command = {
     let announcer: Announcer | undefined;
     let registry: RegistryClient | undefined;
     if (regionAddress !== undefined) {
-      const r = new RegistryClient(regionAddress);
+      const r = new RegistryClient(regionAddress, Math.max(100, intervalMs));
       const a = agent;
       registry = r;
       announcer = new Announcer({ regionAddress, intervalMs, clock: new WallClock(), log, announcement: () => a.announcement(), send: (x) => r.announce(x, Math.max(1000, intervalMs)) });

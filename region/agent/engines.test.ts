@@ -109,6 +109,47 @@ describe("node announcement", () => {
   });
 });
 
+describe("a region restart", () => {
+  it("the agent logs once that the region is unreachable and once that it is back; its engines keep running and are announced", async () => {
+    const seen: NodeAnnouncement[] = [];
+    const serve = async (port: number) => {
+      const s = new grpc.Server();
+      addAgentRegistryService(s, (a) => {
+        seen.push(a);
+        return { known: true, message: "" };
+      });
+      const bound = await new Promise<number>((resolve, reject) => s.bindAsync(`127.0.0.1:${port}`, grpc.ServerCredentials.createInsecure(), (e, p) => (e ? reject(e) : resolve(p))));
+      return { s, port: bound };
+    };
+    let region = await serve(0);
+    const a = await spawnAgent({ nodeId: "r1", host: "127.0.0.1", extraArgs: ["--gpu-slots", "1", "--region-address", `127.0.0.1:${region.port}`, "--announce-interval-ms", "50", "--log-level", "info"] });
+    try {
+      await a.client.load({ ...STORE, fill: "pattern", seed: 2 });
+      const e = await a.client.startEngine({ instanceId: "r-sleep", model: MODEL, gpu: GPU, gpus: 1, commandTemplate: "sleep 30" });
+      await until("the engine in an announcement", () => seen.find((x) => x.engines.some((g) => g.instanceId === "r-sleep")));
+      const logged = (msg: string) => a.stderr.filter((l) => (JSON.parse(l) as { msg: string }).msg === msg).length;
+      expect(logged("announced to region")).toBe(1);
+
+      region.s.forceShutdown();
+      await until("the unreachable log line", () => (logged("region unreachable; announcing again every interval") > 0 ? true : undefined));
+      await new Promise((r) => setTimeout(r, 300)); // several failed intervals: still one line
+      expect(logged("region unreachable; announcing again every interval")).toBe(1);
+      const before = seen.length;
+      region = await serve(region.port);
+      const back = await until("an announcement after the restart", () => seen.slice(before).find((x) => x.engines.length > 0), 10_000);
+      expect(back.engines).toEqual([expect.objectContaining({ instanceId: "r-sleep", pid: e.pid, state: "starting" })]);
+      expect(alive([e.pid])).toContain(e.pid);
+      await until("the reachable-again log line", () => (logged("region reachable again") > 0 ? true : undefined));
+      await new Promise((r) => setTimeout(r, 200));
+      expect(logged("region reachable again")).toBe(1);
+      expect(logged("region unreachable; announcing again every interval")).toBe(1);
+    } finally {
+      await stopAgents([a]);
+      region.s.forceShutdown();
+    }
+  });
+});
+
 describe("engines on the agent", () => {
   it("refuses an engine when the model has no store, or an incomplete one (FAILED_PRECONDITION)", async () => {
     const spec = { instanceId: "i-nostore", model: "llama3.2-3b", gpu: GPU, gpus: 1 };
@@ -120,6 +161,10 @@ describe("engines on the agent", () => {
     const partial = await errorOf(agent.client.startEngine(spec));
     expect(isTidegateError(partial, "conflict"), String(partial)).toBe(true);
     expect(partial.message).toMatch(/model llama3\.2-3b on node e1 has 0 of 4 blocks; an engine starts only on complete, verified blocks/);
+    await agent.client.load({ model: "llama3.2-3b", totalBytes: 4096, blockCount: 4, fill: "pattern", seed: 1 });
+    const wrongGpu = await errorOf(agent.client.startEngine({ ...spec, gpu: "a100-80gb" }));
+    expect(isTidegateError(wrongGpu, "conflict"), String(wrongGpu)).toBe(true);
+    expect(wrongGpu.message).toMatch(/cannot start i-nostore: it asks for a100-80gb GPUs and node e1 has h100-80gb/);
     await agent.client.drop("llama3.2-3b");
     expect((await agent.client.info()).engines).toEqual([]);
   });
@@ -153,6 +198,12 @@ describe("engines on the agent", () => {
     expect(listed).toEqual([expect.objectContaining({ instanceId: "i-sim", pid: e.pid, state: "running" })]);
     expect((await agent.client.info()).stores.find((s) => s.model === MODEL)!.lastUsedMs).toBeGreaterThanOrEqual(e.startedAtMs - 5);
 
+    // Its blocks cannot be dropped or replaced while it runs.
+    const drop = await errorOf(agent.client.drop(MODEL));
+    expect(isTidegateError(drop, "conflict"), String(drop)).toBe(true);
+    expect(drop.message).toMatch(/model llama3\.1-8b on node e1 serves engine\(s\) i-sim; stop them before replacing or dropping its blocks/);
+    await expect(agent.client.load({ ...STORE, fill: "empty" })).rejects.toThrow(/serves engine\(s\) i-sim/);
+
     const stopped = await agent.client.stopEngine("i-sim", 2000);
     expect(stopped).toMatchObject({ instanceId: "i-sim", pid: e.pid, state: "exited" });
     expect(stopped!.detail).toMatch(/^stopped; exited with code 0/);
@@ -170,6 +221,10 @@ describe("engines on the agent", () => {
     const port = e.url.slice(e.url.lastIndexOf(":") + 1);
     const exited = await until("i-boom to exit", async () => (await agent.client.info()).engines.find((x) => x.instanceId === "i-boom" && x.state === "exited"));
     expect(exited.detail).toBe(`exited with code 3; stderr:\nboom i-boom on ${port}`);
+    // A command that cannot be spawned exits too, saying why.
+    await agent.client.startEngine({ instanceId: "i-missing", model: MODEL, gpu: GPU, gpus: 1, commandTemplate: "/nonexistent/engine --port {port}" });
+    const missing = await until("i-missing to exit", async () => (await agent.client.info()).engines.find((x) => x.instanceId === "i-missing" && x.state === "exited"));
+    expect(missing.detail).toMatch(/^cannot start \/nonexistent\/engine: spawn \/nonexistent\/engine ENOENT/);
     // An exited engine holds no slot.
     const s = await agent.client.startEngine({ instanceId: "i-sleep", model: MODEL, gpu: GPU, gpus: 3, commandTemplate: "sleep 30" });
     expect(s.state).toBe("starting");

@@ -131,8 +131,15 @@ export class EngineSupervisor implements EngineHost {
     (keeper.stdio[3] as NodeJS.ReadableStream).on("data", (d: Buffer) => {
       reports += d.toString("utf8");
       for (let nl = reports.indexOf("\n"); nl !== -1; nl = reports.indexOf("\n")) {
-        const msg = JSON.parse(reports.slice(0, nl)) as { pid?: number; code?: number | null; signal?: string | null; error?: string };
+        const line = reports.slice(0, nl);
         reports = reports.slice(nl + 1);
+        let msg: { pid?: number; code?: number | null; signal?: string | null; error?: string };
+        try {
+          msg = JSON.parse(line) as typeof msg;
+        } catch {
+          log.warn("keeper sent an unreadable report", { line: line.slice(0, 200) });
+          continue;
+        }
         if (msg.pid !== undefined) {
           e.info.pid = msg.pid;
           pidSeen();

@@ -135,6 +135,8 @@ export class NodeAgent {
         throw new TidegateError("conflict", `instance ${spec.instanceId} already runs on node ${node} as ${same.model} on ${same.gpus} × ${same.gpu}; stop it first`);
       return Promise.resolve(same);
     }
+    const gpuType = this.o.gpuType ?? "h100-80gb";
+    if (spec.gpu !== gpuType) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: it asks for ${spec.gpu} GPUs and node ${node} has ${gpuType}`);
     const store = this.stores.get(spec.model);
     if (store === undefined) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: model ${spec.model} has no block store on node ${node} (Load it and transfer its blocks first)`);
     const present = store.presentCount();
@@ -153,7 +155,7 @@ export class NodeAgent {
     return this.o.engines?.stop(instanceId, graceMs);
   }
 
-  /** Creates (or replaces) the store of `spec.model`. */
+  /** Creates (or replaces) the store of `spec.model`; conflict while an engine of that model has not exited. */
   load(spec: LoadSpec): { blockBytes: number; present: number } {
     this.drop(spec.model);
     let store: BlockStore;
@@ -203,7 +205,15 @@ export class NodeAgent {
     return { firstMismatch: s.verifyPattern(seed), present: s.presentCount() };
   }
 
+  /** Frees a model's store; conflict while an engine of that model has not exited (stop it first). */
   drop(model: string): void {
+    const serving = (this.o.engines?.list() ?? []).filter((e) => e.model === model && e.state !== "exited");
+    if (serving.length > 0)
+      throw new TidegateError("conflict", `model ${model} on node ${this.o.nodeId} serves engine(s) ${serving.map((e) => e.instanceId).join(", ")}; stop them before replacing or dropping its blocks`);
+    this.free(model);
+  }
+
+  private free(model: string): void {
     const s = this.stores.get(model);
     if (s === undefined) return;
     s.close();
@@ -218,7 +228,7 @@ export class NodeAgent {
       this.endpoint.cancel();
       for (let i = 0; i < 200 && this.endpoint.running; i++) await new Promise((r) => setTimeout(r, 10));
     }
-    for (const m of [...this.stores.keys()]) this.drop(m);
+    for (const m of [...this.stores.keys()]) this.free(m);
     if (!this.endpoint.running && !this.endpoint.closed) this.endpoint.close();
   }
 }

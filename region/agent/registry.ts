@@ -42,9 +42,19 @@ interface RawRegistry extends grpc.Client {
 export class RegistryClient {
   private readonly c: RawRegistry;
 
-  constructor(readonly address: string) {
+  /**
+   * `maxReconnectBackoffMs` caps gRPC's reconnect backoff (default 120 s) so a region that comes back is reached
+   * within about one announce interval.
+   */
+  constructor(
+    readonly address: string,
+    maxReconnectBackoffMs = 1000,
+  ) {
     const Ctor = registryService();
-    this.c = new Ctor(address, grpc.credentials.createInsecure()) as unknown as RawRegistry;
+    this.c = new Ctor(address, grpc.credentials.createInsecure(), {
+      "grpc.initial_reconnect_backoff_ms": Math.min(maxReconnectBackoffMs, 1000),
+      "grpc.max_reconnect_backoff_ms": maxReconnectBackoffMs,
+    }) as unknown as RawRegistry;
   }
 
   /** One Announce call with a deadline; rejects with TidegateError (upstream_error when the region is unreachable). */

@@ -34,6 +34,7 @@ export interface EngineSupervisorOptions {
 }
 
 const STDERR_LINES = 20;
+const MAX_LINE_CHARS = 64 * 1024;
 const DEFAULT_START_TIMEOUT_MS = 20_000;
 const CLOSE_GRACE_MS = 3000;
 
@@ -66,6 +67,38 @@ interface Engine {
   exited: Promise<EngineInfo>;
   /** Why the agent ended it ("stopped", "no URL after …"), prefixed to detail. */
   endedBy?: string;
+}
+
+/** What a keeper reports on fd 3 (keeper.ts). */
+interface KeeperReport {
+  pid?: number;
+  code?: number | null;
+  signal?: string | null;
+  error?: string;
+}
+
+/**
+ * Calls `onLine` for each line of `stream` (at most MAX_LINE_CHARS each); the returned function hands over an
+ * unterminated last line.
+ */
+function eachLine(stream: NodeJS.ReadableStream, onLine: (line: string) => void): () => void {
+  let part = "";
+  stream.on("data", (d: Buffer) => {
+    part += d.toString("utf8");
+    for (let nl = part.indexOf("\n"); nl !== -1; nl = part.indexOf("\n")) {
+      const line = part.slice(0, nl);
+      part = part.slice(nl + 1);
+      onLine(line);
+    }
+    if (part.length > MAX_LINE_CHARS) {
+      onLine(part.slice(0, MAX_LINE_CHARS)); // a line without an end (progress bars) must not grow without bound
+      part = "";
+    }
+  });
+  return () => {
+    if (part !== "") onLine(part);
+    part = "";
+  };
 }
 
 function hostForUrl(host: string): string {
@@ -124,50 +157,38 @@ export class EngineSupervisor implements EngineHost {
     const keeper = spawn(process.execPath, [this.keeper, String(this.o.orphanGraceMs ?? 2000), ...argv], { stdio: ["pipe", "pipe", "pipe", "pipe"] });
     e.keeper = keeper;
     keeper.stdin!.on("error", () => {}); // EPIPE after the keeper exited; its exit is handled below
-    let exitReport: { code?: number | null; signal?: string | null; error?: string } = {};
+    let exitReport: KeeperReport = {};
     let pidSeen!: () => void;
     const spawned = new Promise<void>((r) => (pidSeen = r));
-    let reports = "";
-    (keeper.stdio[3] as NodeJS.ReadableStream).on("data", (d: Buffer) => {
-      reports += d.toString("utf8");
-      for (let nl = reports.indexOf("\n"); nl !== -1; nl = reports.indexOf("\n")) {
-        const line = reports.slice(0, nl);
-        reports = reports.slice(nl + 1);
-        let msg: { pid?: number; code?: number | null; signal?: string | null; error?: string };
-        try {
-          msg = JSON.parse(line) as typeof msg;
-        } catch {
-          log.warn("keeper sent an unreadable report", { line: line.slice(0, 200) });
-          continue;
-        }
-        if (msg.pid !== undefined) {
-          e.info.pid = msg.pid;
-          pidSeen();
-        } else exitReport = msg;
+    const flushReports = eachLine(keeper.stdio[3] as NodeJS.ReadableStream, (line) => {
+      let msg: KeeperReport;
+      try {
+        msg = JSON.parse(line) as KeeperReport;
+      } catch {
+        log.warn("keeper sent an unreadable report", { line: line.slice(0, 200) });
+        return;
       }
+      if (msg.pid !== undefined) {
+        e.info.pid = msg.pid;
+        pidSeen();
+      } else exitReport = msg;
     });
-    let stderrPart = "";
-    keeper.stderr!.on("data", (d: Buffer) => {
-      stderrPart += d.toString("utf8");
-      const lines = stderrPart.split("\n");
-      stderrPart = lines.pop()!;
-      for (const l of lines) if (l.trim() !== "") e.stderr.push(l.slice(0, 500));
-      if (e.stderr.length > STDERR_LINES) e.stderr.splice(0, e.stderr.length - STDERR_LINES);
+    const flushStderr = eachLine(keeper.stderr!, (line) => {
+      if (line.trim() === "") return;
+      e.stderr.push(line.slice(0, 500));
+      if (e.stderr.length > STDERR_LINES) e.stderr.shift();
     });
+    // The first stdout line is engine-sim's URL; the rest is read and dropped so an engine never blocks on a full pipe.
     let urlSeen: ((url: string) => void) | undefined;
     const urlLine = new Promise<string>((r) => (urlSeen = r));
-    let out = "";
-    keeper.stdout!.on("data", (d: Buffer) => {
-      if (urlSeen === undefined) return; // drained: an engine must never block on a full pipe
-      out += d.toString("utf8");
-      const nl = out.indexOf("\n");
-      if (nl === -1) return;
-      urlSeen(out.slice(0, nl).trim());
+    eachLine(keeper.stdout!, (line) => {
+      urlSeen?.(line.trim());
       urlSeen = undefined;
     });
     const keeperGone = new Promise<void>((resolve) =>
       keeper.once("close", (code, signal) => {
-        if (stderrPart.trim() !== "") e.stderr.push(stderrPart.slice(0, 500));
+        flushReports();
+        flushStderr();
         const how =
           exitReport.error !== undefined
             ? exitReport.error

@@ -94,6 +94,7 @@ export class NodeAgent {
     this.grpcAddress = address;
   }
 
+  /** The gRPC address set by setGrpcAddress ("" before the server is bound). */
   get address(): string {
     return this.grpcAddress;
   }

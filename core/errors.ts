@@ -16,6 +16,8 @@ export const ERROR_CODES = {
   conflict: { status: 409, type: "invalid_request_error", grpc: 9 },
   payload_too_large: { status: 413, type: "invalid_request_error", grpc: 8 },
   rate_limited: { status: 429, type: "rate_limit_error", grpc: 8 },
+  /** A node has too few free resources (GPU slots) for the request; gRPC RESOURCE_EXHAUSTED. */
+  resource_exhausted: { status: 503, type: "server_error", grpc: 8 },
   no_region_available: { status: 503, type: "server_error", grpc: 14 },
   upstream_error: { status: 502, type: "server_error", grpc: 14 },
   timeout: { status: 504, type: "server_error", grpc: 4 },

@@ -1,15 +1,33 @@
 /**
  * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x]`: one simulated serving instance that
  * looks like vLLM over HTTP (region/engines/sim/http.ts). Prints its base URL on stdout as one line (so callers can
- * spawn it with --port 0 and read the port), then serves until SIGINT/SIGTERM.
+ * spawn it with --port 0 and read the port), then serves until SIGINT/SIGTERM. With --parameters-from it first asks
+ * that node agent whether the model's block store is complete and exits 1 when it is not.
  */
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
+import { AgentClient } from "../../region/agent/client.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
-import { EngineSimServer } from "../../region/engines/sim/http.js";
+import { EngineSimServer, type EngineParameters } from "../../region/engines/sim/http.js";
+
+/** The model's complete store on the agent at `address`, or a message saying why there is none. */
+async function parametersFrom(address: string, model: string): Promise<EngineParameters | string> {
+  const client = new AgentClient(address);
+  try {
+    const info = await client.info();
+    const s = info.stores.find((x) => x.model === model);
+    if (s === undefined) return `engine-sim: model ${model} has no block store on agent ${info.nodeId} (${address}); refusing to start without parameters`;
+    if (s.present < s.blockCount) return `engine-sim: model ${model} on agent ${info.nodeId} (${address}) has ${s.present} of ${s.blockCount} blocks; refusing to start on incomplete parameters`;
+    return { model, bytes: s.totalBytes, blocks: s.blockCount };
+  } catch (err) {
+    return `engine-sim: cannot ask agent ${address} for model ${model}'s parameters: ${(err as Error).message}`;
+  } finally {
+    client.close();
+  }
+}
 
 function defaultTp(model: string, gpu: string): number | undefined {
   return parseConfig(DEFAULT_CONFIG_JSON).models.find((m) => m.name === model)?.gpusPerInstance[gpu];
@@ -24,6 +42,11 @@ export const command: Command = {
     "stream_options.include_usage), GET /v1/models, /health and /metrics (vLLM metric names). Output is deterministic",
     "synthetic text seeded by the request id (x-request-id header when given). Prints its URL on stdout as one line.",
     "",
+    "",
+    "--parameters-from <host:port> takes the parameters from a node agent's block store: at start-up engine-sim asks",
+    "that agent (Info) whether the model's store is complete, exits 1 with a message naming the model and the agent",
+    "when it is not, and otherwise reports {\"status\":\"ok\",\"parameters\":{model, bytes, blocks}} on /health.",
+    "",
     "Example: tidegate engine-sim --model llama3.1-8b --gpu h100-80gb --port 0 --time-scale 0.1",
   ].join("\n"),
   flags: {
@@ -35,6 +58,7 @@ export const command: Command = {
     "time-scale": { type: "number", help: "multiply simulated durations (0.1 = 10x faster than measured)", default: 1 },
     "max-batch": { type: "number", help: "most requests in the running batch (vLLM max_num_seqs)", default: 256 },
     "kv-capacity-tokens": { type: "number", help: "KV capacity in tokens (default: GPU memory x 0.9 - weights)" },
+    "parameters-from": { type: "string", help: "node agent gRPC address host:port whose complete block store of --model this engine serves" },
   },
   async run(flags) {
     const model = flags.model;
@@ -52,6 +76,16 @@ export const command: Command = {
     const kvCap = flags["kv-capacity-tokens"];
     if (kvCap !== undefined && !(typeof kvCap === "number" && Number.isInteger(kvCap) && kvCap >= 2)) throw new TidegateError("invalid_request", "--kv-capacity-tokens must be an integer ≥ 2");
 
+    let parameters: EngineParameters | undefined;
+    if (flags["parameters-from"] !== undefined) {
+      const p = await parametersFrom(String(flags["parameters-from"]), model);
+      if (typeof p === "string") {
+        process.stderr.write(p + "\n");
+        return 1;
+      }
+      parameters = p;
+    }
+
     const engine = new SimEngine({
       instanceId: `engine-sim/${model}/${gpu}/${process.pid}`,
       model,
@@ -62,7 +96,7 @@ export const command: Command = {
       maxBatch,
       ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
     });
-    const server = new EngineSimServer({ engine });
+    const server = new EngineSimServer({ engine, ...(parameters !== undefined ? { parameters } : {}) });
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");
     await new Promise<void>((resolve) => {

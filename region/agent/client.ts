@@ -1,13 +1,17 @@
 /**
- * A typed client for one node agent (region/proto/agent.proto): what the region controller, tests and the data
- * plane bench use to load models, start roles and collect block arrivals. Failed calls reject with the agent's
- * DataPlaneError (reason, peer, block) rebuilt from the status metadata.
+ * A typed client for one node agent (region/proto/agent.proto), the gRPC AgentHandle: what the region controller,
+ * tests and the data plane bench use to load models, start roles, collect block arrivals and start engines. Failed
+ * calls reject with the agent's TidegateError (DataPlaneError with reason, peer, block for transfers) rebuilt from
+ * the status metadata.
  */
 import * as grpc from "@grpc/grpc-js";
+import { isTidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
-import type { MulticastPlan } from "../multicast/schedule.js";
-import type { AgentInfo, LoadSpec } from "./node.js";
-import { agentService, errorFromStatus, type WireAgentInfo, type WireLoadReply, type WireRunEvent, type WireVerifyReply } from "./proto.js";
+import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, RunCall } from "./handle.js";
+import type { LoadSpec } from "./node.js";
+import { agentService, announcementFromWire, engineFromWire, errorFromStatus, type WireAgentInfo, type WireEngineInfo, type WireLoadReply, type WireRunEvent, type WireVerifyReply } from "./proto.js";
+
+export type { RunCall } from "./handle.js";
 
 type Callback<T> = (err: grpc.ServiceError | null, res?: T) => void;
 interface RawClient extends grpc.Client {
@@ -16,23 +20,23 @@ interface RawClient extends grpc.Client {
   Verify(req: object, cb: Callback<WireVerifyReply>): void;
   Drop(req: object, cb: Callback<object>): void;
   Run(req: object): grpc.ClientReadableStream<WireRunEvent>;
+  StartEngine(req: object, cb: Callback<WireEngineInfo>): void;
+  StopEngine(req: object, cb: Callback<WireEngineInfo>): void;
 }
 
-/** One Run call: the plan, its run id (same on every node) and every node's data address. */
-export interface RunCall {
-  model: string;
-  plan: MulticastPlan;
-  runId: number;
-  addresses: Record<string, { host: string; port: number }>;
-  stallMs?: number;
-  connectMs?: number;
-}
-
-/** A client for one agent at `address` (host:port, insecure channel). close() releases it. */
-export class AgentClient {
+/**
+ * A client for one agent at `address` (host:port, insecure channel). `nodeId` is what the caller knows the node as
+ * (from its announcement); it defaults to the address. close() releases the channel.
+ */
+export class AgentClient implements AgentHandle {
+  readonly nodeId: string;
   private readonly c: RawClient;
 
-  constructor(address: string) {
+  constructor(
+    readonly address: string,
+    nodeId?: string,
+  ) {
+    this.nodeId = nodeId ?? address;
     const Ctor = agentService();
     this.c = new Ctor(address, grpc.credentials.createInsecure()) as unknown as RawClient;
   }
@@ -41,13 +45,33 @@ export class AgentClient {
     return new Promise((resolve, reject) => fn((err, res) => (err ? reject(errorFromStatus(err)) : resolve(res as T))));
   }
 
-  async info(): Promise<AgentInfo> {
-    const i = await this.call<WireAgentInfo>((cb) => this.c.Info({}, cb));
-    return { nodeId: i.node_id, dataHost: i.data_host, dataPort: i.data_port, transport: i.transport, fallback: i.fallback, memoryBytes: i.memory_bytes };
+  /** The agent's whole announcement (Info): identity, node, stores and engines. */
+  async info(): Promise<NodeAnnouncement> {
+    return announcementFromWire(await this.call<WireAgentInfo>((cb) => this.c.Info({}, cb)));
   }
 
-  async load(s: LoadSpec): Promise<WireLoadReply> {
-    return this.call((cb) => this.c.Load({ model: s.model, total_bytes: s.totalBytes, block_count: s.blockCount, fill: s.fill, file_path: s.filePath ?? "", seed: s.seed ?? 0 }, cb));
+  announcement(): Promise<NodeAnnouncement> {
+    return this.info();
+  }
+
+  async load(s: LoadSpec): Promise<{ blockBytes: number; present: number }> {
+    const r = await this.call<WireLoadReply>((cb) => this.c.Load({ model: s.model, total_bytes: s.totalBytes, block_count: s.blockCount, fill: s.fill, file_path: s.filePath ?? "", seed: s.seed ?? 0 }, cb));
+    return { blockBytes: r.block_bytes, present: r.present };
+  }
+
+  async startEngine(s: EngineSpec): Promise<EngineInfo> {
+    const req = { instance_id: s.instanceId, model: s.model, gpu: s.gpu, gpus: s.gpus, command_template: s.commandTemplate ?? "", time_scale: s.timeScale ?? 0, start_timeout_ms: s.startTimeoutMs ?? 0 };
+    return engineFromWire(await this.call<WireEngineInfo>((cb) => this.c.StartEngine(req, cb)));
+  }
+
+  /** Resolves once the engine exited; undefined when the agent has no such engine (NOT_FOUND). */
+  async stopEngine(instanceId: string, graceMs: number): Promise<EngineInfo | undefined> {
+    try {
+      return engineFromWire(await this.call<WireEngineInfo>((cb) => this.c.StopEngine({ instance_id: instanceId, grace_ms: Math.max(1, Math.round(graceMs)) }, cb)));
+    } catch (err) {
+      if (isTidegateError(err, "not_found")) return undefined;
+      throw err;
+    }
   }
 
   async verify(model: string, seed: number): Promise<{ firstMismatch: number; present: number }> {

@@ -1,52 +1,69 @@
 /**
- * The `AgentHandle` port: what the region's `agents` actuator asks of one node agent — its announcement (GPU slots,
- * host memory for blocks, data-plane address, the stores and engines it holds), block stores, multicast roles, and
- * engine processes. Adapters: gRPC (`AgentClient`, a `tidegate agent` process) and in-process (`tidegate dev`).
+ * The ports around a node agent. `AgentHandle` is what the region's actuator drives (AgentClient implements it over
+ * gRPC); `EngineHost` is how a NodeAgent starts and stops engine processes (EngineSupervisor spawns real ones; a dev
+ * wiring may give an in-process host). NodeAgent decides (store complete, free slots, idempotency, template);
+ * an EngineHost only acts.
  */
 import type { BlockArrival, RunResult } from "../../native/index.js";
-import type { RunCall } from "./client.js";
+import type { MulticastPlan } from "../multicast/schedule.js";
 import type { AgentInfo, LoadSpec } from "./node.js";
 
-/** An engine the agent should start for an instance. */
+/** One Run call: the plan, its run id (same on every node) and every node's data address. */
+export interface RunCall {
+  model: string;
+  plan: MulticastPlan;
+  runId: number;
+  addresses: Record<string, { host: string; port: number }>;
+  stallMs?: number;
+  connectMs?: number;
+}
+
+/**
+ * An engine to start. `gpus` ≥ 1 GPU slots of this node (also the engine's tensor parallelism, `{tp}`).
+ * `commandTemplate` unset or "" = `tidegate engine-sim`; otherwise argv with placeholders, e.g.
+ * `vllm serve {model} --port {port}` (see template.ts). `timeScale` and `startTimeoutMs` (wait for engine-sim's URL,
+ * default 20000) apply to engine-sim only.
+ */
 export interface EngineSpec {
   instanceId: string;
   model: string;
   gpu: string;
-  /** GPU slots it takes (the model's tensor-parallel degree on `gpu`). */
   gpus: number;
-  /** A real engine's command, e.g. `vllm serve {model} --port {port}`; absent = engine-sim. */
   commandTemplate?: string;
-  /** engine-sim's time scale. */
   timeScale?: number;
   startTimeoutMs?: number;
 }
 
-/** An engine an agent runs (or ran: `exited`, with why in `detail`). */
+/** The states of an engine process; health (serving or not) is the region's to check, not the agent's. */
+export type EngineState = "starting" | "running" | "exited";
+
+/**
+ * One engine process on a node. `url` is its base URL (http://host:port); `pid` its process id; `state` "starting"
+ * (spawned, a template engine), "running" (engine-sim printed its URL) or "exited" (`detail` holds the exit code or
+ * signal and its last stderr lines); `startedAtMs` epoch ms.
+ */
 export interface EngineInfo {
   instanceId: string;
   model: string;
   gpu: string;
   gpus: number;
-  /** Base URL of its OpenAI-compatible API. */
   url: string;
   pid: number;
-  state: "starting" | "running" | "exited";
+  state: EngineState;
   startedAtMs: number;
   detail: string;
 }
 
-/** One model's block store on the agent. */
+/** One model's block store on a node; complete when present == blockCount. `lastUsedMs`: epoch ms of the last load, run or engine start. */
 export interface StoreInfo {
   model: string;
   blockCount: number;
   totalBytes: number;
-  /** Blocks present (verified on arrival). */
   present: number;
-  /** Last time the store was filled, read by a run or used by an engine start (epoch ms). */
   lastUsedMs: number;
 }
 
-/** What an agent announces about its node. */
+/** Everything a node tells its region (Info, and Announce every interval). `grpcAddress` is how to dial the agent. */
 export interface NodeAnnouncement extends AgentInfo {
   grpcAddress: string;
   region: string;
@@ -56,7 +73,7 @@ export interface NodeAnnouncement extends AgentInfo {
   engines: EngineInfo[];
 }
 
-/** One node agent as the region sees it. Every method rejects with a TidegateError (DataPlaneError for transfers). */
+/** The region's handle on one node agent. Failed calls reject with TidegateError (DataPlaneError for transfers). */
 export interface AgentHandle {
   readonly nodeId: string;
   announcement(): Promise<NodeAnnouncement>;
@@ -64,7 +81,22 @@ export interface AgentHandle {
   run(call: RunCall, onBlock?: (a: BlockArrival) => void, signal?: AbortSignal): Promise<RunResult>;
   verify(model: string, seed: number): Promise<{ firstMismatch: number; present: number }>;
   drop(model: string): Promise<void>;
+  /** Rejects with `conflict` (store missing or incomplete), `resource_exhausted` (too few free slots), `invalid_request`. */
   startEngine(spec: EngineSpec): Promise<EngineInfo>;
+  /** SIGTERM, SIGKILL after `graceMs`; resolves once it exited. undefined when the node has no such engine. */
   stopEngine(instanceId: string, graceMs: number): Promise<EngineInfo | undefined>;
   close(): void;
+}
+
+/**
+ * Starts and stops engine processes for a NodeAgent, which has already checked the spec. `start` resolves once
+ * the engine is spawned (engine-sim: once it printed its URL), with state "exited" when it died first; it lists
+ * the engine (state "starting") before its first await. `stop` resolves once it exited (undefined when unknown).
+ * `list` includes recently exited engines. `close` stops every engine.
+ */
+export interface EngineHost {
+  start(spec: EngineSpec): Promise<EngineInfo>;
+  stop(instanceId: string, graceMs: number): Promise<EngineInfo | undefined>;
+  list(): EngineInfo[];
+  close(): Promise<void>;
 }

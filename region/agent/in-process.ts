@@ -80,7 +80,7 @@ export class InProcessAgent implements AgentHandle {
       throw new TidegateError("conflict", `node ${this.nodeId}: ${spec.model}'s blocks are not all here (${present}/${store?.blockCount ?? 0}); an engine starts only on a complete store`);
     let used = 0;
     for (const e of this.engines.values()) if (e.info.state !== "exited") used += e.info.gpus;
-    if (used + spec.gpus > this.o.gpuSlots) throw new TidegateError("conflict", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
+    if (used + spec.gpus > this.o.gpuSlots) throw new TidegateError("resource_exhausted", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
     store.lastUsedMs = this.o.clock.now();
     const engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale });
     const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "running", startedAtMs: this.o.clock.now(), detail: `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks` };

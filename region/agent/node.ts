@@ -1,15 +1,19 @@
 /**
  * The node agent's state and operations, independent of gRPC: one data-plane Endpoint (TCP, or verbs where a device
- * exists) and one BlockStore per model. A run validates the plan (validatePlan, with this node's memory) and its
- * addresses before any byte moves, then runs this node's role. One run at a time per agent (one data port).
+ * exists), one BlockStore per model, and optionally an EngineHost that runs engines on this node's GPU slots. A run
+ * validates the plan (validatePlan, with this node's memory) and its addresses before any byte moves, then runs this
+ * node's role. One run at a time per agent (one data port). An engine starts only on a complete store and free slots.
  */
 import { totalmem } from "node:os";
+import { TidegateError } from "../../core/errors.js";
 import { DataPlaneError } from "../../native/errors.js";
 import { BlockStore, Endpoint, type BlockArrival, type RunResult, type TransportPreference } from "../../native/index.js";
 import type { Logger } from "../../core/log.js";
 import { roleFor } from "../multicast/role.js";
 import { planNodes, type MulticastPlan } from "../multicast/schedule.js";
 import { validatePlan } from "../multicast/validate.js";
+import type { EngineHost, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "./handle.js";
+import { parseCommandTemplate } from "./template.js";
 
 /** How an agent starts: its node id, data-plane bind address, transport preference and memory budget. */
 export interface NodeAgentOptions {
@@ -22,6 +26,14 @@ export interface NodeAgentOptions {
   /** Memory the agent may use for blocks (default: physical memory). */
   memoryBytes?: number;
   log: Logger;
+  /** The region this node belongs to ("" = not said). */
+  region?: string;
+  /** GPU type of this node (default "h100-80gb"). */
+  gpuType?: string;
+  /** GPUs engines may use, integer ≥ 0 (default 0: no engine fits). */
+  gpuSlots?: number;
+  /** Runs engines; without one, StartEngine is refused (conflict) and Info lists no engines. */
+  engines?: EngineHost;
 }
 
 /** What Info reports. `fallback` says why verbs was not used ("" when it was, or TCP was asked for). */
@@ -57,7 +69,9 @@ export interface RunSpecInput {
 /** One node's blocks and data-plane endpoint; one run at a time. */
 export class NodeAgent {
   private readonly stores = new Map<string, BlockStore>();
+  private readonly lastUsedMs = new Map<string, number>();
   private readonly endpoint: Endpoint;
+  private grpcAddress = "";
 
   private constructor(
     private readonly o: NodeAgentOptions,
@@ -75,7 +89,74 @@ export class NodeAgent {
     return { nodeId: this.o.nodeId, dataHost: this.o.dataHost, dataPort: this.endpoint.port, transport: this.endpoint.transport, fallback: this.endpoint.fallback, memoryBytes: this.memoryBytes };
   }
 
-  /** Creates (or replaces) the store of `spec.model`. */
+  /** Records the gRPC address the agent serves on (host:port), reported in announcements and given to engine-sim. */
+  setGrpcAddress(address: string): void {
+    this.grpcAddress = address;
+  }
+
+  /** The gRPC address set by setGrpcAddress ("" before the server is bound). */
+  get address(): string {
+    return this.grpcAddress;
+  }
+
+  /** Everything Info and Announce report: identity, node, stores (with last use) and engines. */
+  announcement(): NodeAnnouncement {
+    const stores: StoreInfo[] = [...this.stores].map(([model, s]) => ({ model, blockCount: s.blockCount, totalBytes: s.totalBytes, present: s.presentCount(), lastUsedMs: this.lastUsedMs.get(model) ?? 0 }));
+    return {
+      ...this.info(),
+      grpcAddress: this.grpcAddress,
+      region: this.o.region ?? "",
+      gpuType: this.o.gpuType ?? "h100-80gb",
+      gpuSlots: this.o.gpuSlots ?? 0,
+      stores,
+      engines: this.o.engines?.list() ?? [],
+    };
+  }
+
+  /**
+   * Starts an engine on this node. Refuses with invalid_request (bad spec or template), conflict (no engine host;
+   * the model's store missing or incomplete; the instance id running another model), resource_exhausted (gpus
+   * above the free slots: gpuSlots − Σ gpus of engines not exited). The same instance id while it has not exited
+   * returns the existing engine.
+   */
+  startEngine(spec: EngineSpec): Promise<EngineInfo> {
+    const node = this.o.nodeId;
+    if (!/^[A-Za-z0-9_.:/-]{1,128}$/.test(spec.instanceId)) throw new TidegateError("invalid_request", `instance_id must be 1-128 of [A-Za-z0-9_.:/-], got ${JSON.stringify(spec.instanceId)}`, { param: "instance_id" });
+    if (spec.model === "") throw new TidegateError("invalid_request", "model must not be empty", { param: "model" });
+    if (spec.gpu === "") throw new TidegateError("invalid_request", "gpu must not be empty", { param: "gpu" });
+    if (!Number.isInteger(spec.gpus) || spec.gpus < 1) throw new TidegateError("invalid_request", `gpus must be an integer ≥ 1, got ${spec.gpus}`, { param: "gpus" });
+    if (spec.timeScale !== undefined && !(spec.timeScale > 0 && spec.timeScale <= 1000)) throw new TidegateError("invalid_request", `time_scale must be in (0, 1000], got ${spec.timeScale}`, { param: "time_scale" });
+    if (spec.commandTemplate !== undefined && spec.commandTemplate !== "") parseCommandTemplate(spec.commandTemplate);
+    const host = this.o.engines;
+    if (host === undefined) throw new TidegateError("conflict", `node ${node} runs no engines (no engine host)`);
+    const live = host.list().filter((e) => e.state !== "exited");
+    const same = live.find((e) => e.instanceId === spec.instanceId);
+    if (same !== undefined) {
+      if (same.model !== spec.model || same.gpus !== spec.gpus || same.gpu !== spec.gpu)
+        throw new TidegateError("conflict", `instance ${spec.instanceId} already runs on node ${node} as ${same.model} on ${same.gpus} × ${same.gpu}; stop it first`);
+      return Promise.resolve(same);
+    }
+    const gpuType = this.o.gpuType ?? "h100-80gb";
+    if (spec.gpu !== gpuType) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: it asks for ${spec.gpu} GPUs and node ${node} has ${gpuType}`);
+    const store = this.stores.get(spec.model);
+    if (store === undefined) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: model ${spec.model} has no block store on node ${node} (Load it and transfer its blocks first)`);
+    const present = store.presentCount();
+    if (present < store.blockCount) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: model ${spec.model} on node ${node} has ${present} of ${store.blockCount} blocks; an engine starts only on complete, verified blocks`);
+    const slots = this.o.gpuSlots ?? 0;
+    const used = live.reduce((a, e) => a + e.gpus, 0);
+    if (spec.gpus > slots - used)
+      throw new TidegateError("resource_exhausted", `cannot start ${spec.instanceId}: it needs ${spec.gpus} GPU(s) and node ${node} has ${slots - used} of ${slots} free (${live.map((e) => `${e.instanceId}: ${e.gpus}`).join(", ") || "no engines"})`);
+    this.lastUsedMs.set(spec.model, Date.now());
+    this.o.log.info("engine starting", { instanceId: spec.instanceId, model: spec.model, gpus: spec.gpus, template: spec.commandTemplate ?? "" });
+    return host.start(spec);
+  }
+
+  /** Stops an engine (SIGTERM, SIGKILL after graceMs); undefined when this node has no such engine. */
+  async stopEngine(instanceId: string, graceMs: number): Promise<EngineInfo | undefined> {
+    return this.o.engines?.stop(instanceId, graceMs);
+  }
+
+  /** Creates (or replaces) the store of `spec.model`; conflict while an engine of that model has not exited. */
   load(spec: LoadSpec): { blockBytes: number; present: number } {
     this.drop(spec.model);
     let store: BlockStore;
@@ -87,6 +168,7 @@ export class NodeAgent {
       if (spec.fill === "pattern") store.fillPattern(spec.seed ?? 0);
     }
     this.stores.set(spec.model, store);
+    this.lastUsedMs.set(spec.model, Date.now());
     this.o.log.info("model loaded", { model: spec.model, fill: spec.fill, totalBytes: spec.totalBytes, blockCount: spec.blockCount });
     return { blockBytes: store.blockBytes, present: store.presentCount() };
   }
@@ -107,8 +189,10 @@ export class NodeAgent {
     const role = roleFor(plan, this.o.nodeId, spec.addresses, spec.runId, { stallMs: spec.stallMs, connectMs: spec.connectMs });
     const log = this.o.log.child({ model: spec.model, runId: spec.runId, algorithm: plan.algorithm });
     log.info("run started", { sends: role.sends.length, receives: role.expect.reduce((a, e) => a + e.length, 0) });
+    this.lastUsedMs.set(spec.model, Date.now());
     try {
       const r = await this.endpoint.run(role, store, { onBlock, signal });
+      this.lastUsedMs.set(spec.model, Date.now());
       log.info("run finished", { elapsedMs: Math.round(r.elapsedMs), bytesSent: r.bytesSent, bytesReceived: r.bytesReceived });
       return r;
     } catch (err) {
@@ -122,20 +206,30 @@ export class NodeAgent {
     return { firstMismatch: s.verifyPattern(seed), present: s.presentCount() };
   }
 
+  /** Frees a model's store; conflict while an engine of that model has not exited (stop it first). */
   drop(model: string): void {
+    const serving = (this.o.engines?.list() ?? []).filter((e) => e.model === model && e.state !== "exited");
+    if (serving.length > 0)
+      throw new TidegateError("conflict", `model ${model} on node ${this.o.nodeId} serves engine(s) ${serving.map((e) => e.instanceId).join(", ")}; stop them before replacing or dropping its blocks`);
+    this.free(model);
+  }
+
+  private free(model: string): void {
     const s = this.stores.get(model);
     if (s === undefined) return;
     s.close();
     this.stores.delete(model);
+    this.lastUsedMs.delete(model);
   }
 
-  /** Cancels a running transfer, waits for it, frees every store and the data port. */
+  /** Stops every engine, cancels a running transfer, waits for it, frees every store and the data port. */
   async close(): Promise<void> {
+    await this.o.engines?.close();
     if (this.endpoint.running) {
       this.endpoint.cancel();
       for (let i = 0; i < 200 && this.endpoint.running; i++) await new Promise((r) => setTimeout(r, 10));
     }
-    for (const m of [...this.stores.keys()]) this.drop(m);
+    for (const m of [...this.stores.keys()]) this.free(m);
     if (!this.endpoint.running && !this.endpoint.closed) this.endpoint.close();
   }
 }

@@ -9,6 +9,7 @@ import * as grpc from "@grpc/grpc-js";
 import * as protoLoader from "@grpc/proto-loader";
 import { ERROR_CODES, TidegateError, toTidegateError, type ErrorCode } from "../../core/errors.js";
 import { DataPlaneError } from "../../native/errors.js";
+import type { EngineInfo, EngineState, NodeAnnouncement } from "./handle.js";
 
 /** Wire shapes (keepCase, uint64 as Number). */
 export interface WireAgentInfo {
@@ -18,6 +19,86 @@ export interface WireAgentInfo {
   transport: string;
   fallback: string;
   memory_bytes: number;
+  grpc_address: string;
+  region: string;
+  gpu_type: string;
+  gpu_slots: number;
+  stores: { model: string; block_count: number; total_bytes: number; present: number; last_used_ms: number }[];
+  engines: WireEngineInfo[];
+}
+/** EngineInfo on the wire. */
+export interface WireEngineInfo {
+  instance_id: string;
+  model: string;
+  gpu: string;
+  gpus: number;
+  url: string;
+  pid: number;
+  state: string;
+  started_at_ms: number;
+  detail: string;
+}
+/** StartEngineRequest on the wire ("" and 0 = defaults). */
+export interface WireStartEngineRequest {
+  instance_id: string;
+  model: string;
+  gpu: string;
+  gpus: number;
+  command_template: string;
+  time_scale: number;
+  start_timeout_ms: number;
+}
+/** AnnounceReply on the wire. */
+export interface WireAnnounceReply {
+  known: boolean;
+  message: string;
+}
+
+/** EngineInfo → wire. */
+export function engineToWire(e: EngineInfo): WireEngineInfo {
+  return { instance_id: e.instanceId, model: e.model, gpu: e.gpu, gpus: e.gpus, url: e.url, pid: e.pid, state: e.state, started_at_ms: e.startedAtMs, detail: e.detail };
+}
+
+/** Wire → EngineInfo; an unknown state string is reported as "exited" only if it says so, else "starting". */
+export function engineFromWire(w: WireEngineInfo): EngineInfo {
+  const state: EngineState = w.state === "running" || w.state === "exited" ? w.state : "starting";
+  return { instanceId: w.instance_id, model: w.model, gpu: w.gpu, gpus: w.gpus, url: w.url, pid: w.pid, state, startedAtMs: w.started_at_ms, detail: w.detail };
+}
+
+/** NodeAnnouncement → AgentInfo on the wire (Info reply and Announce request). */
+export function announcementToWire(a: NodeAnnouncement): WireAgentInfo {
+  return {
+    node_id: a.nodeId,
+    data_host: a.dataHost,
+    data_port: a.dataPort,
+    transport: a.transport,
+    fallback: a.fallback,
+    memory_bytes: a.memoryBytes,
+    grpc_address: a.grpcAddress,
+    region: a.region,
+    gpu_type: a.gpuType,
+    gpu_slots: a.gpuSlots,
+    stores: a.stores.map((s) => ({ model: s.model, block_count: s.blockCount, total_bytes: s.totalBytes, present: s.present, last_used_ms: s.lastUsedMs })),
+    engines: a.engines.map(engineToWire),
+  };
+}
+
+/** AgentInfo on the wire → NodeAnnouncement. */
+export function announcementFromWire(i: WireAgentInfo): NodeAnnouncement {
+  return {
+    nodeId: i.node_id,
+    dataHost: i.data_host,
+    dataPort: i.data_port,
+    transport: i.transport,
+    fallback: i.fallback,
+    memoryBytes: i.memory_bytes,
+    grpcAddress: i.grpc_address,
+    region: i.region,
+    gpuType: i.gpu_type,
+    gpuSlots: i.gpu_slots,
+    stores: i.stores.map((s) => ({ model: s.model, blockCount: s.block_count, totalBytes: s.total_bytes, present: s.present, lastUsedMs: s.last_used_ms })),
+    engines: i.engines.map(engineFromWire),
+  };
 }
 /** LoadRequest on the wire. */
 export interface WireLoadRequest {
@@ -75,15 +156,25 @@ export function agentProtoPath(): string {
   throw new TidegateError("internal", "region/proto/agent.proto not found above " + fileURLToPath(import.meta.url));
 }
 
-let cached: grpc.ServiceClientConstructor | undefined;
+type Services = { NodeAgent: grpc.ServiceClientConstructor; AgentRegistry: grpc.ServiceClientConstructor };
+let cached: Services | undefined;
+
+function services(): Services {
+  if (cached !== undefined) return cached;
+  const def = protoLoader.loadSync(agentProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
+  const pkg = grpc.loadPackageDefinition(def) as unknown as { tidegate: { agent: { v1: Services } } };
+  cached = pkg.tidegate.agent.v1;
+  return cached;
+}
 
 /** The `tidegate.agent.v1.NodeAgent` service (client constructor; `.service` is the server definition). */
 export function agentService(): grpc.ServiceClientConstructor {
-  if (cached !== undefined) return cached;
-  const def = protoLoader.loadSync(agentProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
-  const pkg = grpc.loadPackageDefinition(def) as unknown as { tidegate: { agent: { v1: { NodeAgent: grpc.ServiceClientConstructor } } } };
-  cached = pkg.tidegate.agent.v1.NodeAgent;
-  return cached;
+  return services().NodeAgent;
+}
+
+/** The `tidegate.agent.v1.AgentRegistry` service, served by the region, called by agents. */
+export function registryService(): grpc.ServiceClientConstructor {
+  return services().AgentRegistry;
 }
 
 /** A gRPC status for `err`, carrying the data-plane reason, peer and block in metadata. */

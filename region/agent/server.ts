@@ -1,14 +1,28 @@
 /**
  * The node agent's gRPC server (region/proto/agent.proto) over a NodeAgent. Wire input is validated (plan JSON
  * through planFromJson, then validatePlan inside NodeAgent.run); failures become gRPC statuses carrying the
- * data-plane reason, peer and block in metadata. Cancelling a Run call cancels the transfer.
+ * data-plane reason, peer and block in metadata. Cancelling a Run call cancels the transfer. Once bound, the server
+ * tells the agent its address (NodeAgent.setGrpcAddress) for announcements and engine-sim's --parameters-from.
  */
 import * as grpc from "@grpc/grpc-js";
 import { TidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { planFromJson } from "../multicast/plan-json.js";
 import type { NodeAgent } from "./node.js";
-import { agentService, statusOf, type WireAgentInfo, type WireLoadReply, type WireLoadRequest, type WireRunEvent, type WireRunRequest, type WireVerifyReply } from "./proto.js";
+import {
+  agentService,
+  announcementToWire,
+  engineToWire,
+  statusOf,
+  type WireAgentInfo,
+  type WireEngineInfo,
+  type WireLoadReply,
+  type WireLoadRequest,
+  type WireRunEvent,
+  type WireRunRequest,
+  type WireStartEngineRequest,
+  type WireVerifyReply,
+} from "./proto.js";
 
 /** A running agent gRPC server; close() stops it (forcefully after 2 s). */
 export interface AgentGrpcServer {
@@ -29,13 +43,42 @@ function unary<Req, Res>(fn: (req: Req) => Res): Unary<Req, Res> {
   };
 }
 
+function unaryAsync<Req, Res>(fn: (req: Req) => Promise<Res>): Unary<Req, Res> {
+  return (call, cb) => {
+    let p: Promise<Res>;
+    try {
+      p = fn(call.request);
+    } catch (err) {
+      p = Promise.reject(err);
+    }
+    p.then(
+      (res) => cb(null, res),
+      (err: unknown) => cb(statusOf(err) as grpc.ServiceError, null),
+    );
+  };
+}
+
 /** Serves `agent` on `address` (host:port, port 0 = any). */
 export async function startAgentServer(agent: NodeAgent, address: string, log: Logger): Promise<AgentGrpcServer> {
   const server = new grpc.Server();
   server.addService(agentService().service, {
-    Info: unary<object, WireAgentInfo>(() => {
-      const i = agent.info();
-      return { node_id: i.nodeId, data_host: i.dataHost, data_port: i.dataPort, transport: i.transport, fallback: i.fallback, memory_bytes: i.memoryBytes };
+    Info: unary<object, WireAgentInfo>(() => announcementToWire(agent.announcement())),
+    StartEngine: unaryAsync<WireStartEngineRequest, WireEngineInfo>(async (req) => {
+      const e = await agent.startEngine({
+        instanceId: req.instance_id,
+        model: req.model,
+        gpu: req.gpu,
+        gpus: req.gpus,
+        commandTemplate: req.command_template,
+        timeScale: req.time_scale === 0 ? undefined : req.time_scale,
+        startTimeoutMs: req.start_timeout_ms === 0 ? undefined : req.start_timeout_ms,
+      });
+      return engineToWire(e);
+    }),
+    StopEngine: unaryAsync<{ instance_id: string; grace_ms: number }, WireEngineInfo>(async (req) => {
+      const e = await agent.stopEngine(req.instance_id, req.grace_ms === 0 ? 3000 : req.grace_ms);
+      if (e === undefined) throw new TidegateError("not_found", `no engine ${JSON.stringify(req.instance_id)} on node ${agent.info().nodeId}`, { param: "instance_id" });
+      return engineToWire(e);
     }),
     Load: unary<WireLoadRequest, WireLoadReply>((req) => {
       if (req.fill !== "empty" && req.fill !== "file" && req.fill !== "pattern")
@@ -82,6 +125,7 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
     server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
   );
   const host = address.slice(0, address.lastIndexOf(":"));
+  agent.setGrpcAddress(`${host}:${port}`);
   log.info("agent grpc listening", { address: `${host}:${port}` });
   return {
     address: `${host}:${port}`,

@@ -28,13 +28,15 @@ export interface AgentSpawn {
   stallMs?: number;
   /** How long to wait for the ready line (default 60 s; a loaded 2-core box starts 8 agents slowly). */
   readyMs?: number;
+  /** More flags for `tidegate agent` (e.g. --gpu-slots 4 --region-address host:port). */
+  extraArgs?: string[];
 }
 
 /** Spawns an agent and waits for its ready line; kills it if it is not ready in time. */
 export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   const readyMs = s.readyMs ?? 60_000;
   const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
-  const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", "tcp", "--log-level", "warn"];
+  const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", "tcp", "--log-level", "warn", ...(s.extraArgs ?? [])];
   const proc = s.ns === undefined ? spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] }) : spawn("ip", ["netns", "exec", s.ns, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] });
   const stderr: string[] = [];
   createInterface({ input: proc.stderr! }).on("line", (l) => stderr.push(l));
@@ -54,7 +56,7 @@ export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   });
   const m = /grpc (\S+) data (\S+):(\d+) transport/.exec(line);
   if (m === null) throw new Error(`unexpected agent ready line: ${line}`);
-  return { nodeId: s.nodeId, proc, client: new AgentClient(m[1]!), grpc: m[1]!, data: { host: m[2]!, port: Number(m[3]) }, stderr };
+  return { nodeId: s.nodeId, proc, client: new AgentClient(m[1]!, s.nodeId), grpc: m[1]!, data: { host: m[2]!, port: Number(m[3]) }, stderr };
 }
 
 /** Stops agents: SIGTERM, SIGKILL after 3 s. */

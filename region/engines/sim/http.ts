@@ -1,7 +1,7 @@
 /**
  * `tidegate engine-sim`'s HTTP face: a SimEngine that looks like vLLM to its clients (node:http, no framework, for
  * the least per-token overhead). Routes: POST /v1/chat/completions and /v1/completions (streaming and not,
- * stream_options.include_usage), GET /v1/models, /health, /metrics (vLLM names, metrics.ts). Request validation,
+ * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin), /metrics (vLLM names, metrics.ts). Request validation,
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
@@ -16,8 +16,17 @@ import { parseJson } from "../../../core/validate.js";
 import type { SimEngine } from "./engine.js";
 import { EngineSimMetrics } from "./metrics.js";
 
+/** Where the engine's parameters came from (engine-sim --parameters-from): reported in /health. */
+export interface EngineParameters {
+  model: string;
+  bytes: number;
+  blocks: number;
+}
+
 export interface EngineSimServerOptions {
   engine: SimEngine;
+  /** Parameters taken from a node agent's block store; /health then answers JSON {status, parameters}. */
+  parameters?: EngineParameters;
   /** Largest request body accepted (413 above). */
   bodyLimitBytes?: number;
 }
@@ -88,11 +97,13 @@ export class EngineSimServer {
   readonly metrics: EngineSimMetrics;
   private readonly engine: SimEngine;
   private readonly bodyLimitBytes: number;
+  private readonly parameters: EngineParameters | undefined;
   private readonly createdS = Math.floor(Date.now() / 1000);
 
   constructor(opts: EngineSimServerOptions) {
     this.engine = opts.engine;
     this.bodyLimitBytes = opts.bodyLimitBytes ?? 4 * 1024 * 1024;
+    this.parameters = opts.parameters;
     this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats());
     this.server = createServer((req, res) => {
       this.route(req, res).catch((err: unknown) => sendError(res, err));
@@ -129,8 +140,11 @@ export class EngineSimServer {
     }
     if (method !== "GET" && method !== "HEAD") throw new TidegateError("not_found", `${method} ${path} is not supported`);
     if (path === "/health") {
-      res.writeHead(200, { "content-length": 0 });
-      res.end();
+      if (this.parameters !== undefined) sendJson(res, 200, { status: "ok", parameters: this.parameters });
+      else {
+        res.writeHead(200, { "content-length": 0 });
+        res.end();
+      }
     } else if (path === "/v1/models") {
       const spec = MODEL_SPECS[this.engine.model];
       sendJson(res, 200, {

@@ -11,6 +11,7 @@ import { loggerFromFlags } from "../flags.js";
 import { simEngineFactory, type EngineFactory } from "../../region/process/engines.js";
 import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js";
 import { startRegionProcess } from "../../region/process/server.js";
+import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import type { TlsFiles } from "../../region/link/tls.js";
 import { untilSignal } from "./dev.js";
 
@@ -28,13 +29,21 @@ export const command: Command = {
   name: "region",
   summary: "run one region: gateway, engines, telemetry over gRPC",
   description: [
-    "Runs the region named by --region from the config file: its endpoints and instances (regions[].endpoints),",
-    "the region gateway, a gRPC server for the global router (telemetry stream, request dispatch, targets) and",
-    "an HTTP server with /metrics and /healthz. Engines come from the config's `engines` section:",
-    "  kind \"sim\"          simulated engines inside this process (timing scaled by engines.timeScale), or,",
-    "                      with --spawn-engines, one `tidegate engine-sim` child process per instance reached",
-    "                      over HTTP exactly like vLLM;",
-    "  kind \"openai-http\"  any OpenAI-compatible servers at engines.urls[\"region/model\"] or [\"region/model/gpu\"].",
+    "Runs the region named by --region from the config file: the region gateway, a gRPC server for the global",
+    "router (telemetry stream, request dispatch, targets, the admin listing) and an HTTP server with /metrics and",
+    "/healthz. How instances come and go is controller.actuator:",
+    "  \"agents\" (default)   the region scales: node agents (`tidegate agent --region NAME --region-address",
+    "                      <this gRPC address>`) announce themselves here; the controller paces the planner's",
+    "                      targets (controller.strategy, default lt-ua); a scale-out multicasts the model's",
+    "                      parameter blocks to the new node over the data plane, then the agent starts the engine",
+    "                      (engine-sim, or engines.commandTemplate such as \"vllm serve {model} --port {port}\");",
+    "                      before any plan, regions[].endpoints[].instances are deployed. A restarted region adopts",
+    "                      the engines its agents still run.",
+    "  \"static\"            the fixed instances of regions[].endpoints, from the config's `engines` section:",
+    "                      kind \"sim\" runs simulated engines inside this process (or, with --spawn-engines, one",
+    "                      `tidegate engine-sim` child per instance behind the openai-http adapter); kind",
+    "                      \"openai-http\" uses engines.urls[\"region/model\"] or [\"region/model/gpu\"]. No controller runs.",
+    "--spawn-engines and engines.kind \"openai-http\" imply \"static\".",
     "When ready it prints one line on stdout:",
     "  tidegate region <name>: grpc <host:port> metrics <url>",
     "so --grpc-port 0 and --metrics-port 0 can be used. Stops cleanly on SIGINT/SIGTERM.",
@@ -72,14 +81,16 @@ export const command: Command = {
     const clock = new WallClock();
     const spawn = flags["spawn-engines"] === true;
     if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");
+    const agentsMode = !spawn && config.engines.kind === "sim" && config.controller.actuator === "agents";
     const spawned = spawn ? spawnedEngines(clock, config.engines.timeScale, { log }) : undefined;
-    const engines: EngineFactory = spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale) : urlEngineFactory(clock));
+    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale) : urlEngineFactory(clock));
+    if (agentsMode) log.info("agents mode: node agents announce themselves to this region; parameter blocks scaled for this deployment", { strategy: config.controller.strategy, parameters: parameterScaleLines(config) });
     const tls = tlsFrom(flags);
     const stopped = untilSignal();
     const starting = startRegionProcess({
       config,
       region: regionName,
-      engines,
+      ...(engines === undefined ? {} : { engines }),
       ...(spawned === undefined ? {} : { onClose: () => spawned.stopAll() }),
       grpcAddress: `${grpcHost}:${grpcPort}`,
       metricsHost: String(flags["metrics-host"]),

@@ -507,6 +507,13 @@ export class AgentsActuator implements Actuator {
     for (const i of this.byId.values()) if (i.node === node && i.model === model && i.state === "loading") i.detail = `receiving blocks (last: ${block})`;
   }
 
+  /** Lists a scaling problem found elsewhere (e.g. the controller has nowhere to put an instance). */
+  report(f: Omit<ScaleFailure, "atMs">): void {
+    const entry: ScaleFailure = { atMs: this.o.clock.now(), ...f };
+    this.failures.push(entry);
+    if (this.failures.length > MAX_FAILURES) this.failures.shift();
+  }
+
   private fail(f: Omit<ScaleFailure, "atMs">): void {
     const entry: ScaleFailure = { atMs: this.o.clock.now(), ...f };
     this.failures.push(entry);

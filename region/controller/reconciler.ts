@@ -78,6 +78,8 @@ export interface RegionControllerOptions {
   onAction?(a: ControllerAction): void;
   /** A step that failed (synchronously, or reported later through `noteFailure`), with the delay before the next try. */
   onError?(e: ControllerError): void;
+  /** The strategy wants more instances and there is nowhere to put them (no spot, no free GPUs) or the max is reached. */
+  onBlocked?(b: { atMs: number; model: ModelName; gpu: GpuType; reason: string; current: number; desired: number; freeGpus: number }): void;
 }
 
 /** A failed scale step, for logs, metrics and the admin listing. */
@@ -254,6 +256,7 @@ export class RegionController {
       if (c.kind === "reclaim") return { ...base, kind: "reclaim", instanceId: this.o.actuator.reclaimSpot(c.instanceId).id };
       if (c.kind === "redeploy") return { ...base, kind: "redeploy", instanceId: this.o.actuator.redeploy(c.instanceId, ep.model, ep.gpusPerInstance).id };
       if (c.kind === "provision") return { ...base, kind: "provision", instanceId: this.o.actuator.provision(ep.model, ep.gpu, ep.gpusPerInstance).id };
+      this.o.onBlocked?.({ atMs: now, model: ep.model, gpu: ep.gpu, reason: c.reason, current, desired, freeGpus: this.o.actuator.freeGpus(ep.gpu) });
       return undefined;
     }
     if (desired < current) {

@@ -150,16 +150,18 @@ export async function runTransfer(p: ModelParameters, targets: readonly string[]
         .then(
           () => undefined,
           (err: unknown) => {
-            // The first real failure cancels everyone else; their "cancelled" errors are not the cause.
-            if (!ac.signal.aborted) ac.abort();
-            return { node: n, err };
+            // The first real failure cancels everyone else; what fails after that (cancelled runs, calls cut by the
+            // cancel) is a consequence, not a cause.
+            const cause = !ac.signal.aborted;
+            if (cause) ac.abort();
+            return { node: n, err, cause };
           },
         ),
     );
     const outcomes = await Promise.all(runs);
     record.elapsedMs = d.clock.now() - at;
-    const errors = outcomes.filter((o): o is { node: string; err: unknown } => o !== undefined);
-    const causes = errors.filter((e) => !(isDataPlaneError(e.err) && e.err.reason === "cancelled"));
+    const errors = outcomes.filter((o): o is { node: string; err: unknown; cause: boolean } => o !== undefined);
+    const causes = errors.filter((e) => e.cause);
     for (const s of plan.sources) d.pool.touch(s, p.model, d.clock.now());
     if (errors.length === 0) {
       for (const t of plan.targets) completed.add(t);

@@ -1,14 +1,23 @@
 /**
- * The `tidegate region` process wiring: config → engines → Gateway → gRPC server for the global router, plus a
- * small HTTP server with /metrics (Prometheus) and /healthz. Telemetry gauges are refreshed from a gateway
- * snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the engines.
+ * The `tidegate region` process wiring, plus a small HTTP server with /metrics (Prometheus) and /healthz. Two modes:
+ * - agents (no `engines` factory; controller.actuator "agents"): the region runtime — gateway, TargetsStore,
+ *   controller, agents actuator — with node agents joining through the AgentRegistry service on the gRPC port
+ *   (region/process/agents.ts);
+ * - static (`engines` given): config → fixed engines → Gateway; no controller runs.
+ * Either way a gRPC server for the global router serves the region's service. Telemetry gauges are refreshed from
+ * a snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the engines (in agents mode
+ * the engine processes stay with their agents, for the next region process to adopt).
  */
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { silentLogger, type Logger } from "../../core/log.js";
-import type { Gateway } from "../gateway/gateway.js";
+import type { Server as GrpcServer } from "@grpc/grpc-js";
+import type { Gateway, RequestOutcome } from "../gateway/gateway.js";
+import type { RegionService } from "../link/service.js";
+import type { RegionRuntime } from "../runtime/runtime.js";
+import { startAgentsRegion } from "./agents.js";
 import { startRegionGrpcServer, type RegionGrpcServer } from "../link/grpc-server.js";
 import type { TlsFiles } from "../link/tls.js";
 import { buildRegionGateway, type EngineFactory } from "./engines.js";
@@ -17,7 +26,8 @@ import { RegionMetrics } from "./metrics.js";
 export interface RegionProcessOptions {
   config: TidegateConfig;
   region: string;
-  engines: EngineFactory;
+  /** Fixed engines (static mode); absent = agents mode. */
+  engines?: EngineFactory;
   /** gRPC bind address (default: the region's config grpcAddress). */
   grpcAddress?: string;
   /** HTTP metrics bind (default 127.0.0.1, port 0 = any free port). */
@@ -35,6 +45,8 @@ export interface RegionProcessOptions {
 
 export interface RegionProcess {
   gateway: Gateway;
+  /** The region runtime (agents mode only). */
+  runtime?: RegionRuntime;
   grpcAddress: string;
   metricsUrl: string;
   close(): Promise<void>;
@@ -47,7 +59,10 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   const regionConfig = opts.config.regions.find((r) => r.name === opts.region);
   const models = [...new Set(regionConfig?.endpoints.map((e) => e.model) ?? [])];
   const metrics = new RegionMetrics(models);
-  const gateway = await buildRegionGateway(opts.config, opts.region, opts.engines, { clock, log, onOutcome: (m, o) => metrics.outcome(m, o) });
+  const onOutcome = (m: string, o: RequestOutcome) => metrics.outcome(m, o);
+  const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics }) : undefined;
+  const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, opts.engines!, { clock, log, onOutcome }));
+  const service: RegionService = agents?.runtime.service ?? gateway;
   let grpc: RegionGrpcServer | undefined;
   let http: Server | undefined;
   let ticker: Timer | undefined;
@@ -69,11 +84,18 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
       ]);
       clearTimeout(timer);
       if (timedOut) log.warn("engines did not close in time", { region: opts.region, limitMs });
+      await agents?.close();
       await opts.onClose?.();
     })());
   try {
-    grpc = await startRegionGrpcServer(gateway, { address: opts.grpcAddress ?? regionConfig!.grpcAddress, clock, log, ...(opts.tls === undefined ? {} : { tls: opts.tls }) });
-    const observe = () => metrics.observe(gateway.snapshot(), gateway.targets.latest()?.decisionId);
+    grpc = await startRegionGrpcServer(service, {
+      address: opts.grpcAddress ?? regionConfig!.grpcAddress,
+      clock,
+      log,
+      ...(opts.tls === undefined ? {} : { tls: opts.tls }),
+      ...(agents === undefined ? {} : { extraServices: (server: GrpcServer) => agents.registry(server) }),
+    });
+    const observe = () => metrics.observe(service.snapshot(), gateway.targets.latest()?.decisionId);
     observe();
     ticker = clock.every(opts.metricsIntervalMs ?? 1000, observe);
     http = createServer((req, res) => {
@@ -105,5 +127,5 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   }
   const addr = http.address() as AddressInfo;
   const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
-  return { gateway, grpcAddress: grpc.address, metricsUrl: `http://${host}:${addr.port}`, close };
+  return { gateway, ...(agents === undefined ? {} : { runtime: agents.runtime }), grpcAddress: grpc.address, metricsUrl: `http://${host}:${addr.port}`, close };
 }

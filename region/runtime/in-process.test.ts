@@ -70,15 +70,19 @@ describe("in-process region runtime (agents actuator)", () => {
       if (!nodes.has(a.nodeId)) continue;
       expect(await a.verify(MODEL, 9)).toEqual({ firstMismatch: -1, present: 16 });
     }
-    // The gateway routes to every instance.
+    // The gateway routes to every instance: requests in flight together spread over all three (JSQ).
     const routed = new Set<string>();
-    for (let k = 0; k < 60; k++) {
+    const streams: Promise<void>[] = [];
+    for (let k = 0; k < 30; k++) {
       const c = r.gateway.route(MODEL);
       if (c !== undefined) routed.add(c.instanceId);
-      // JSQ spreads over equal instances only when load differs: send a request so the next pick moves on.
-      const it = r.gateway.generate({ id: `q${k}`, model: MODEL, kind: "chat", promptTokens: 50, maxTokens: 200, priority: 0, body: {} })[Symbol.asyncIterator]();
-      void it.next();
+      streams.push(
+        (async () => {
+          for await (const _ of r.gateway.generate({ id: `q${k}`, model: MODEL, kind: "chat", promptTokens: 50, maxTokens: 20, priority: 0, body: {} }));
+        })(),
+      );
     }
+    await Promise.all(streams);
     expect(routed.size).toBe(3);
     const listing = r.runtime.service.listing();
     expect(listing.actuator).toBe("agents");

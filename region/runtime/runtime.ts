@@ -64,6 +64,7 @@ export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
   const log = o.log;
   const keep = o.keepActions ?? 100;
   const actions: ControllerAction[] = [];
+  const blockedSaid = new Map<string, number>();
   // One telemetry snapshot per pass, shared by every endpoint's signals.
   let snap: { atMs: number; t: RegionTelemetry } | undefined;
   const snapshot = () => {
@@ -90,6 +91,15 @@ export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
     retryInitialMs: cc.retryInitialMs,
     retryMaxMs: cc.retryMaxMs,
     onAction: (a) => record(a),
+    onBlocked: (b) => {
+      // Said once per endpoint and reason a minute: an operator reads why the target is not reached.
+      const key = `${b.model}/${b.gpu}/${b.reason}`;
+      if ((blockedSaid.get(key) ?? -Infinity) > b.atMs - 60_000) return;
+      blockedSaid.set(key, b.atMs);
+      const message = b.reason === "at-max" ? `${b.model}/${b.gpu}: wants ${b.desired} instances, at its maximum (${b.current})` : `${b.model}/${b.gpu}: wants ${b.desired} instances, has ${b.current}; no spot instance to reclaim or redeploy and ${b.freeGpus} free ${b.gpu} GPU slots`;
+      log.warn("cannot scale out", { model: b.model, gpu: b.gpu, reason: b.reason, current: b.current, desired: b.desired, freeGpus: b.freeGpus });
+      o.actuator.report({ model: b.model, gpu: b.gpu, message });
+    },
     onError: (e: ControllerError) => {
       o.metrics?.failure(e.model);
       log.warn("scale-out failed; backing off", { model: e.model, gpu: e.gpu, failures: e.failures, retryInMs: Math.max(0, Math.round(e.retryAtMs - e.atMs)), error: e.message });
@@ -108,18 +118,23 @@ export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
     controller.setTargets(t);
   });
   const firstPassAtMs = o.clock.now() + (o.startupGraceMs ?? 0);
-  let bootstrapped = false;
   const record = (a: ControllerAction) => {
     actions.push(a);
     if (actions.length > keep) actions.shift();
     o.metrics?.action(a.model, a.kind);
     log.info("scaling step", { model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, from: a.from, desired: a.desired, reason: a.reason });
   };
-  /** Before any plan, the configured instances (regions[].endpoints[].instances) are the target: deploy the deficit. */
+  /**
+   * Before any plan, the configured instances (regions[].endpoints[].instances) are the target: each pass deploys
+   * the deficit (agents may join late, a node may have no room yet), with the controller's backoff after failures.
+   * Once a plan is held the controller alone decides.
+   */
   const bootstrap = () => {
     if (o.gateway.targets.latest() !== undefined) return;
     const now = o.clock.now();
     for (const e of regionConfig.endpoints) {
+      const b = controller.backoffOf(e.model, e.gpu);
+      if (b !== undefined && now < b.retryAtMs) continue;
       const have = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state !== "spot" && i.state !== "draining").length;
       for (let k = have; k < e.instances; k++) {
         try {
@@ -135,10 +150,7 @@ export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
   const pass = () => {
     if (o.clock.now() < firstPassAtMs) return;
     o.actuator.tick();
-    if (!bootstrapped) {
-      bootstrapped = true;
-      bootstrap();
-    }
+    bootstrap();
     controller.reconcile();
   };
   const timer: Timer = o.clock.every(cc.reconcileIntervalMs, pass);

@@ -48,6 +48,7 @@ async function writeConfig(): Promise<string> {
     queue: { backend: "redis", redisUrl: redis.url, keyPrefix: prefix, leaseMs: 3000 },
     // Requests long enough (32 tokens at 0.2× measured time) that many are always in flight when the kill lands.
     engines: { timeScale: 0.2 },
+    controller: { actuator: "static" },
   };
   const file = join(dir, "fleet.json");
   writeFileSync(file, JSON.stringify(config));

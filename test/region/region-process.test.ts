@@ -39,6 +39,8 @@ function writeConfig(name: string, engines: Record<string, unknown>): string {
           ],
         },
       ],
+      // fixed engines: these tests check the static region; test/region/scaling.test.ts runs agents mode
+      controller: { actuator: "static" },
       engines,
     }),
   );

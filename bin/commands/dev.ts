@@ -15,10 +15,9 @@ import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
 import { GlobalRouter } from "../../router/server.js";
 import type { RouterMount } from "../../router/app.js";
-import { newId } from "../../core/ids.js";
 import { MemoryHistory } from "../../forecasts/history.js";
 import { MemoryLeaderLock } from "../../planner/leader.js";
-import { plansRoutes } from "../../planner/routes.js";
+import { devPlansSite } from "../../planner/dev-site.js";
 import { startPlannerService } from "../../planner/service.js";
 import { MemoryPlanStore } from "../../planner/store.js";
 
@@ -122,11 +121,10 @@ export const command: Command = {
     // One demand history for the planner: IW from region telemetry, NIW from what the batch dispatcher sends.
     const history = new MemoryHistory();
     const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }), niwHistory: history });
-    // Planner tier (issue 4): hourly plans in memory, served at /plans behind an admin key (one is made up and
-    // printed when the config names none).
-    const adminKeys = config.router.adminKeys.length > 0 ? config.router.adminKeys : [newId("tg-admin-")];
+    // Planner tier (issues 4, 16): hourly plans in memory at /plans (sign in at /login); history seeded from ServeGen.
     const plans = new MemoryPlanStore();
-    const stack = buildDevStack({ config, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: plansRoutes({ store: plans, adminKeys }) }] });
+    const site = await devPlansSite({ config, clock, history, store: plans, log: logger.child({ tier: "planner" }), env: process.env });
+    const stack = buildDevStack({ config, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: site.routes }] });
     batch.start(stack.links, stack.router.deps.metrics.registry);
     const planner = await startPlannerService({
       config,
@@ -141,6 +139,7 @@ export const command: Command = {
       forecaster: "blend",
       log: logger.child({ tier: "planner" }),
     });
+    site.attach(planner.loop, stack.router.deps.metrics.registry);
     const stopped = untilSignal();
     try {
       await stack.router.listen(host, port);
@@ -156,7 +155,7 @@ export const command: Command = {
       `tidegate dev: serving ${url} (regions: ${config.regions.map((r) => r.name).join(", ")}; models: ${config.models.map((m) => m.name).join(", ")})\n` +
         `try:\n  curl -N ${url}/v1/chat/completions -H 'content-type: application/json' \\\n` +
         `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n` +
-        `plan reports: ${url}/plans (Authorization: Bearer ${config.router.adminKeys.length > 0 ? "<your admin key>" : adminKeys[0]})\n`,
+        site.banner(url),
     );
     const sig = await stopped;
     logger.info("shutting down", { signal: sig });

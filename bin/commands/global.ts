@@ -17,6 +17,7 @@ import { Redis } from "ioredis";
 import { RedisHistory } from "../../forecasts/history-redis.js";
 import type { RouterMount } from "../../router/app.js";
 import { plansRoutes } from "../../planner/routes.js";
+import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
 
 /** The three TLS flags together, or none (insecure loopback/dev links). */
@@ -81,7 +82,7 @@ export const command: Command = {
     const niwHistory = plansRedis === undefined ? undefined : new RedisHistory(plansRedis, { keyPrefix: queueConfig.queue.keyPrefix });
     const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }), ...(niwHistory === undefined ? {} : { niwHistory }) });
     const mounts: RouterMount[] = [{ path: "/v1", app: batch.routes }];
-    if (plansRedis !== undefined) mounts.push({ path: "/", app: plansRoutes({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), adminKeys: config.router.adminKeys }) });
+    if (plansRedis !== undefined) mounts.push({ path: "/", app: plansRoutes({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), keys: planKeysFrom(config, process.env), clock, log: logger.child({ tier: "plans" }), ...(niwHistory === undefined ? {} : { history: niwHistory }) }) });
     const router = new GlobalRouter({ config, links, clock, logger, mounts });
     batch.start(links, router.deps.metrics.registry);
     const stopped = untilSignal();

@@ -12,7 +12,7 @@
  */
 import { Hono, type Context } from "hono";
 import { WallClock, type Clock } from "../core/clock.js";
-import { TidegateError } from "../core/errors.js";
+import { TidegateError, findTidegateError } from "../core/errors.js";
 import { silentLogger, type Logger } from "../core/log.js";
 import { Counter, initLabels, type Registry } from "../core/metrics.js";
 import { MINUTE_MS, type DemandHistory } from "../forecasts/history.js";
@@ -242,7 +242,9 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
       return who.session === undefined ? c.json(r) : c.redirect(`/plans/${encodeURIComponent(r.id)}?done=${done}`, 303);
     } catch (err) {
       acts.inc({ action: name, outcome: "failed" });
-      throw err;
+      const known = findTidegateError(err);
+      if (known === undefined) throw err;
+      return known.toResponse();
     }
   };
   app.post("/plans/now", act("plan_now", (a, who) => a.planNow(who), "planned"));

@@ -122,7 +122,7 @@ function band(f: Frame, startMs: number, stepMs: number, steps: readonly Band[])
       lo.push(`${xOf(f, t).toFixed(1)},${yOf(f, s.lower).toFixed(1)}`);
     }
   });
-  return `<polygon class="band" points="${[...up, ...lo.reverse()].join(" ")}" fill="#f4a26166" stroke="#f4a261" stroke-width="0.5"/>`;
+  return `<polygon class="band" points="${[...up, ...lo.reverse()].join(" ")}" fill="#f4a26199" stroke="#f4a261" stroke-width="0.8"/>`;
 }
 
 /** Steps as a staircase: each value held over its window. */
@@ -144,7 +144,7 @@ export interface ForecastChartInput {
 }
 
 const W = 620;
-const H = 230;
+const H = 236;
 
 /** History vs forecast: the last 24 h (left) and the last 3 h with the planned hour (right), same value axis. */
 export function forecastChart(c: ForecastChartInput): string {
@@ -156,8 +156,8 @@ export function forecastChart(c: ForecastChartInput): string {
   const actual = (c.actual ?? []).filter((v) => Number.isFinite(v));
   const yMaxRaw = Math.max(1e-9, ...shown.filter(Number.isFinite), ...c.forecast.map((s) => s.upper), ...actual);
   const yMax = Math.ceil(yMaxRaw / niceStep(yMaxRaw, 4)) * niceStep(yMaxRaw, 4);
-  const top = 34;
-  const ph = H - top - 40;
+  const top = 46;
+  const ph = H - top - 38;
   const left: Frame = { x: 50, y: top, w: 300, h: ph, fromMs: dayFrom, toMs: fEnd, yMax };
   const right: Frame = { x: 395, y: top, w: 210, h: ph, fromMs: zoomFrom, toMs: fEnd, yMax };
   const hist = c.history.map((v, i) => [histStart + (i + 0.5) * c.stepMs, v] as [number, number]);
@@ -169,18 +169,18 @@ export function forecastChart(c: ForecastChartInput): string {
 ${band(f, c.forecastStartMs, c.stepMs, c.forecast)}
 ${path(f, hist, "history", "#264653", 1.3)}
 ${path(f, mean, "forecast", "#e76f51", 2)}
-${hasActual ? path(f, act, "actual", "#1d3557", 2, "4 2") : ""}
+${hasActual ? path(f, act, "actual", "#3a86ff", 2.2, "5 2") : ""}
 <line x1="${xOf(f, c.forecastStartMs).toFixed(1)}" y1="${f.y}" x2="${xOf(f, c.forecastStartMs).toFixed(1)}" y2="${f.y + f.h}" stroke="#999" stroke-dasharray="3 3"/>`;
   const legend = [
     ["#264653", "history", ""],
     ["#e76f51", "forecast", ""],
-    ["#f4a26166", "10–90% band", "band"],
-    ...(hasActual ? [["#1d3557", "actual (planned hour)", "dash"]] : []),
+    ["#f4a26199", "10–90% band", "band"],
+    ...(hasActual ? [["#3a86ff", "actual (planned hour)", "dash"]] : []),
   ]
     .map(([color, label, kind], i) => {
       const x = 50 + i * 130;
-      const mark = kind === "band" ? `<rect x="${x}" y="20" width="16" height="8" fill="${color}"/>` : `<line x1="${x}" y1="24" x2="${x + 16}" y2="24" stroke="${color}" stroke-width="2"${kind === "dash" ? ' stroke-dasharray="4 2"' : ""}/>`;
-      return `${mark}<text x="${x + 20}" y="28" font-size="9">${esc(label!)}</text>`;
+      const mark = kind === "band" ? `<rect x="${x}" y="19" width="16" height="8" fill="${color}" stroke="#f4a261" stroke-width="0.5"/>` : `<line x1="${x}" y1="23" x2="${x + 16}" y2="23" stroke="${color}" stroke-width="2"${kind === "dash" ? ' stroke-dasharray="4 2"' : ""}/>`;
+      return `${mark}<text x="${x + 20}" y="27" font-size="9">${esc(label!)}</text>`;
     })
     .join("");
   return `<svg class="chart forecast" role="img" aria-label="${esc(c.title)}: history and forecast, ${esc(c.unit)}" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg">
@@ -202,8 +202,10 @@ export interface LineSeries {
 const PALETTE = ["#264653", "#e76f51", "#2a9d8f", "#e9c46a", "#8338ec", "#3a86ff", "#6a994e", "#bc4749"];
 
 /** Named series over time with a legend (the index's timeline); a single point is drawn as a dot. */
-export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean }): string {
-  const all = o.series.flatMap((s) => s.points);
+export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number }): string {
+  // A stepped series holds each value until the next point, and the last one for `holdLastMs` (its interval).
+  const series = o.stepped === true && (o.holdLastMs ?? 0) > 0 ? o.series.map((s) => ({ ...s, points: s.points.length > 0 ? [...s.points, [s.points.at(-1)![0] + o.holdLastMs!, s.points.at(-1)![1]] as [number, number]] : s.points })) : o.series;
+  const all = series.flatMap((s) => s.points);
   const ts = all.map((p) => p[0]);
   let from = Math.min(...ts);
   let to = Math.max(...ts);
@@ -214,7 +216,7 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
   const rawMax = Math.max(1e-9, ...all.map((p) => p[1]).filter(Number.isFinite));
   const yMax = Math.ceil(rawMax / niceStep(rawMax, 4)) * niceStep(rawMax, 4);
   const f: Frame = { x: 56, y: 34, w: W - 80, h: 140, fromMs: from, toMs: to, yMax };
-  const lines = o.series
+  const lines = series
     .map((s, i) => {
       const pts = o.stepped === true ? s.points.flatMap((p, k) => (k === 0 ? [p] : [[p[0], s.points[k - 1]![1]] as [number, number], p])) : s.points;
       return path(f, pts, "series", PALETTE[i % PALETTE.length]!, 1.8) + s.points.map((p) => (Number.isFinite(p[1]) ? `<circle cx="${xOf(f, p[0]).toFixed(1)}" cy="${yOf(f, p[1]).toFixed(1)}" r="1.8" fill="${PALETTE[i % PALETTE.length]}"/>` : "")).join("");

@@ -103,7 +103,7 @@ function costSection(r: PlanReport): string {
   return `<p class="cost">Cost ${per}: <strong>${fmt(b.afterSpot)} ${esc(cur)}</strong> = holding ${fmt(b.holding)} ${esc(cur)} + VM starts ${fmt(b.vmStarts)} ${esc(cur)} + model starts ${fmt(b.modelStarts)} ${esc(cur)}.</p>
 <table><tr><th class="l">part</th><th>${esc(cur)}</th><th class="l">what</th></tr>
 ${rows.map(([k, v, what]) => `<tr><td class="l">${k}</td><td>${fmt(v)}</td><td class="l">${what}</td></tr>`).join("")}
-<tr><td class="l">spot</td><td>−${fmt(b.spotSaved)}</td><td class="l">starts avoided: ${b.spotReclaimedInstances} instance(s) taken back from spot; ${b.spotDonatedGpus} GPU(s) not in the plan donated to spot</td></tr>
+<tr><td class="l">spot</td><td>0.00</td><td class="l">${b.spotReclaimedInstances} instance(s) taken back from spot, so ${fmt(b.spotSaved)} ${esc(cur)} of starts are not paid; ${b.spotDonatedGpus} GPU(s) not in the plan donated to spot</td></tr>
 <tr><th class="l">total</th><th>${fmt(b.afterSpot)}</th><th class="l">${per}, in ${esc(cur)}</th></tr></table>
 <p class="muted objective">The solver's objective (${fmt(r.solver.objective)} ${esc(cur)}) is what it minimised: the same holding, every added instance priced as a new VM plus a model start (${fmt(r.cost.starts)} ${esc(cur)}, before spot reclaims make some of them cheaper), and ${fmtNum(b.unmetPenaltyPerTokenPerS)} ${esc(cur)} per token/s of demand left unmet (${fmt(unmetTps, 1)} tokens/s here) — so it equals the cost above plus ${fmt(b.spotSaved)} ${esc(cur)} of spot savings${unmetTps > 0 ? " plus the unmet penalty" : ""}.</p>`;
 }

@@ -56,6 +56,7 @@ const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "—");
 
 /** Review state of a report as a pill: acted on, awaiting review, approved or rejected. */
 export function reviewPill(r: PlanReport, base: TimeBase): string {
+  if (r.trigger?.kind === "offline") return `<span class="pill">offline plan: not sent to any region</span>`;
   if (!r.advisory) return `<span class="pill">sent to regions when made</span>`;
   if (r.review === undefined) return `<span class="pill pending">advisory: awaiting review</span>`;
   return `<span class="pill ${r.review.state}">${r.review.state} by ${esc(r.review.by)} at ${esc(fmtTime(r.review.atMs, base))}</span>`;

@@ -92,6 +92,7 @@ describe("tidegate plan on the shipped ServeGen files", () => {
     expect(html).toContain("Plan for hour 336");
     expect(html).toContain("hours since trace start");
     expect(html).not.toContain("1970");
+    expect(html).toContain("offline plan: not sent to any region");
   });
 
   it("plans a history CSV written by `tidegate history import`", async () => {

@@ -104,8 +104,8 @@ export interface PlanReport {
   acks: { region: string; decisionId: number; accepted: boolean; error?: string }[];
   /** "relative" when the history had no calendar (e.g. ServeGen's seconds from the trace start): times are hours from 0. */
   timeBase?: "calendar" | "relative";
-  /** "manual" when someone asked for it (plan now), with who. */
-  trigger?: { kind: "schedule" | "manual"; by?: string };
+  /** "manual" when someone asked for it (plan now), with who; "offline" for `tidegate plan` (never sent). */
+  trigger?: { kind: "schedule" | "manual" | "offline"; by?: string };
   /** Advisory plans: approved (sent to the regions) or rejected, with who and when; absent = awaiting review. */
   review?: PlanReview;
 }

@@ -76,6 +76,7 @@ Examples:
         decisionId: 0,
         advisory: flags.advisory === true,
         timeBase: hist.timeBase,
+        trigger: { kind: "offline" },
         onProgress: (m) => process.stderr.write(`tidegate plan: ${m}\n`),
       });
       if (standIn !== undefined) report.warnings.unshift(standIn.description);

@@ -36,6 +36,8 @@ export const command: Command = {
     "region per request (SageServe §6.2: first region under router.memoryThreshold in the client's preference",
     "order, else the least utilized). Regions are reached over gRPC at config regions[].grpcAddress; a region",
     "whose telemetry is older than router.telemetryStaleMs is not chosen. Stops cleanly on SIGINT/SIGTERM.",
+    "With the Redis queue it also serves the planner's reports at /plans (sign in at /login with a key from",
+    "router.adminKeys / router.plannerKeys or TIDEGATE_ADMIN_KEYS / TIDEGATE_PLANNER_KEYS; read only here).",
     "",
     "Example:",
     "  tidegate region --config fleet.json --region us-east &",

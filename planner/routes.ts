@@ -18,14 +18,15 @@ import { Counter, initLabels, type Registry } from "../core/metrics.js";
 import { MINUTE_MS, type DemandHistory } from "../forecasts/history.js";
 import { downsampleMean } from "../forecasts/series.js";
 import { SessionStore, cookie, parseCookies, randomToken, roleOf, sameToken, whoOf, type PlanKeys, type Role, type Session } from "./auth.js";
-import { forecastStartMs, renderPlanHtml } from "./html.js";
+import { esc } from "./charts.js";
+import { forecastStartMs, pageShell, renderPlanHtml } from "./html.js";
 import { renderPlansIndex, type IndexFilter } from "./index-page.js";
 import { renderLoginPage } from "./login-page.js";
 import type { PlanActions } from "./loop.js";
 import type { PlanReport } from "./report.js";
 import type { PlanStore } from "./store.js";
 
-export { esc } from "./charts.js";
+export { esc };
 
 /** Where the reports come from, who may read and act on them, and what can act. */
 export interface PlansRoutesOptions {
@@ -43,7 +44,7 @@ export interface PlansRoutesOptions {
   loginFailDelayMs?: number;
   /** Session lifetime (default 12 h). */
   sessionTtlMs?: number;
-  /** Mark cookies Secure (serve over HTTPS, e.g. behind a TLS proxy). Default false. */
+  /** Mark cookies Secure; default: when the request came over HTTPS (its URL, or X-Forwarded-Proto: https). */
   secureCookies?: boolean;
   log?: Logger;
   /** Registers the site's metrics here at once (or later with `registerMetrics`). */
@@ -87,7 +88,10 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
   const clock = opts.clock ?? new WallClock();
   const log = opts.log ?? silentLogger;
   const sessions = new SessionStore(clock, keys, opts.sessionTtlMs);
-  const secure = opts.secureCookies ?? false;
+  const secureFor = (c: Context) => opts.secureCookies ?? (c.req.url.startsWith("https:") || c.req.header("x-forwarded-proto") === "https");
+  // Wrong keys wait in one queue: each is answered `delay` after the previous one, so guessing in parallel is no faster.
+  let failQueue: Promise<void> = Promise.resolve();
+  const failDelay = () => (failQueue = failQueue.then(() => clock.sleep(opts.loginFailDelayMs ?? 1000)));
   let actions = opts.actions;
   const loginFailures = new Counter({ name: "tidegate_plans_login_failures_total", help: "Sign-ins refused at /login, by reason (wrong_key, bad_form: missing or stale CSRF token)", labelNames: ["reason"], registers: [] });
   const logins = new Counter({ name: "tidegate_plans_logins_total", help: "Sign-ins at /login, by role", labelNames: ["role"], registers: [] });
@@ -135,7 +139,7 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
 
   app.get("/login", (c) => {
     const token = randomToken();
-    c.header("set-cookie", cookie(LOGIN, token, 15 * 60, secure));
+    c.header("set-cookie", cookie(LOGIN, token, 15 * 60, secureFor(c)));
     return html(c, renderLoginPage({ csrf: token, next: safeNext(c.req.query("next")) }));
   });
 
@@ -144,6 +148,7 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     const given = typeof form.csrf === "string" ? form.csrf : "";
     const expected = parseCookies(c.req.header("cookie"))[LOGIN] ?? "";
     const next = safeNext(typeof form.next === "string" ? form.next : undefined);
+    const secure = secureFor(c);
     const again = (error: string, status: 401 | 403) => {
       const token = randomToken();
       c.header("set-cookie", cookie(LOGIN, token, 15 * 60, secure));
@@ -156,11 +161,12 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     const r = roleOf(typeof form.key === "string" ? form.key.trim() : "", keys);
     if (r === undefined) {
       loginFailures.inc({ reason: "wrong_key" });
-      await clock.sleep(opts.loginFailDelayMs ?? 1000);
+      await failDelay();
       log.warn("plans sign-in refused", { reason: "wrong_key" });
       return again("That is not an admin or planner key.", 401);
     }
-    const name = (typeof form.name === "string" ? form.name : "").replace(/[^\p{L}\p{N} ._@-]/gu, "").trim().slice(0, 64);
+    let name = (typeof form.name === "string" ? form.name : "").replace(/[^\p{L}\p{N} ._@-]/gu, "").trim().slice(0, 64);
+    if (roleOf(name, keys) !== undefined) name = ""; // a key typed into the name field is never recorded
     const s = sessions.create(r.role, r.fingerprint, name);
     logins.inc({ role: r.role });
     log.info("plans sign-in", { who: whoOf(s) });
@@ -173,7 +179,7 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     const who = caller(c);
     const form = await c.req.parseBody();
     if (typeof who === "object" && who.session !== undefined && typeof form.csrf === "string" && sameToken(form.csrf, who.session.csrf)) sessions.delete(who.session.id);
-    c.header("set-cookie", cookie(SESSION, "", 0, secure));
+    c.header("set-cookie", cookie(SESSION, "", 0, secureFor(c)));
     return c.redirect("/login", 303);
   });
 
@@ -219,21 +225,23 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
   const act = (name: "approve" | "reject" | "plan_now", run: (a: PlanActions, who: string, c: Context) => Promise<PlanReport>, done: string) => async (c: Context) => {
     const who = caller(c);
     if (typeof who === "string") return refuse(c, who);
+    // Browsers get the error as a page with a way back; scripts get OpenAI-style JSON.
+    const fail = (err: TidegateError) => (who.session === undefined ? err.toResponse() : c.html(pageShell("tidegate — not done", `<h1>Not done</h1><p class="warn">${esc(err.message)}</p><p><a href="/plans">back to the plans</a></p>`, { role: who.role, who: who.who, csrf: who.session.csrf }), err.status as 403 | 404 | 409, HTML_HEADERS));
     if (who.session !== undefined) {
       const form = await c.req.parseBody();
       const token = typeof form.csrf === "string" ? form.csrf : (c.req.header("x-csrf-token") ?? "");
       if (token === "" || !sameToken(token, who.session.csrf)) {
         acts.inc({ action: name, outcome: "bad_csrf" });
-        return new TidegateError("forbidden", "missing or wrong CSRF token: reload the page and try again").toResponse();
+        return fail(new TidegateError("forbidden", "missing or wrong CSRF token: reload the page and try again"));
       }
     }
     if (who.role !== "admin") {
       acts.inc({ action: name, outcome: "forbidden" });
-      return new TidegateError("forbidden", `${name.replace("_", " ")} needs an admin key; this is a read-only planner key`).toResponse();
+      return fail(new TidegateError("forbidden", `${name.replace("_", " ")} needs an admin key; this is a read-only planner key`));
     }
     if (actions === undefined) {
       acts.inc({ action: name, outcome: "failed" });
-      return new TidegateError("conflict", "this process serves plans but does not run the planner; act where `tidegate planner` (or dev) runs").toResponse();
+      return fail(new TidegateError("conflict", "this process serves plans but does not run the planner; act where `tidegate planner` (or dev) runs"));
     }
     try {
       const r = await run(actions, who.who, c);
@@ -244,7 +252,7 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
       acts.inc({ action: name, outcome: "failed" });
       const known = findTidegateError(err);
       if (known === undefined) throw err;
-      return known.toResponse();
+      return fail(known);
     }
   };
   app.post("/plans/now", act("plan_now", (a, who) => a.planNow(who), "planned"));

@@ -81,6 +81,22 @@ describe("plans site security", () => {
     expect(await s.registry.getSingleMetricAsString("tidegate_plans_login_failures_total")).toMatch(/reason="wrong_key"} 1/);
   });
 
+  it("answers parallel wrong keys one delay apart, so guessing in parallel is no faster", async () => {
+    const t0 = performance.now();
+    const done = await Promise.all([1, 2, 3].map(async (i) => {
+      await signIn(`wrong-key-guess-${i}00`);
+      return performance.now() - t0;
+    }));
+    expect(Math.max(...done)).toBeGreaterThanOrEqual(3 * 290);
+    expect(await s.registry.getSingleMetricAsString("tidegate_plans_login_failures_total")).toMatch(/reason="wrong_key"} 4/);
+  });
+
+  it("never records a key typed into the name field", async () => {
+    const { cookie } = await signIn(ADMIN_KEY, ADMIN_KEY_2);
+    const page = await (await req("/plans", { headers: { cookie } })).text();
+    expect(page).toMatch(/signed in as \(admin key [0-9a-f]{8}\)/);
+  });
+
   it("refuses a login form posted without its CSRF token", async () => {
     const res = await req("/login", form("", { key: ADMIN_KEY }));
     expect(res.status).toBe(403);
@@ -122,7 +138,9 @@ describe("plans site security", () => {
     expect(s.links.every((l) => l.sent.length === 0)).toBe(true);
     const older = s.reports[0]!.id;
     const a = await signIn(ADMIN_KEY, "Ana");
-    expect((await req(`/plans/${older}/approve`, form(a.cookie, { csrf: a.csrf }))).status).toBe(409);
+    const stale = await req(`/plans/${older}/approve`, form(a.cookie, { csrf: a.csrf }));
+    expect(stale.status).toBe(409);
+    expect(await stale.text()).toMatch(/was not advisory: its targets were sent when it was made.*back to the plans/s);
     const res = await req(`/plans/${id}/approve`, form(a.cookie, { csrf: a.csrf }));
     expect(res.status).toBe(303);
     expect(res.headers.get("location")).toBe(`/plans/${id}?done=approved`);

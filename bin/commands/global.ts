@@ -16,7 +16,7 @@ import { untilSignal } from "./dev.js";
 import { Redis } from "ioredis";
 import { RedisHistory } from "../../forecasts/history-redis.js";
 import type { RouterMount } from "../../router/app.js";
-import { plansRoutes } from "../../planner/routes.js";
+import { plansSite } from "../../planner/routes.js";
 import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
 
@@ -84,8 +84,10 @@ export const command: Command = {
     const niwHistory = plansRedis === undefined ? undefined : new RedisHistory(plansRedis, { keyPrefix: queueConfig.queue.keyPrefix });
     const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }), ...(niwHistory === undefined ? {} : { niwHistory }) });
     const mounts: RouterMount[] = [{ path: "/v1", app: batch.routes }];
-    if (plansRedis !== undefined) mounts.push({ path: "/", app: plansRoutes({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), keys: planKeysFrom(config, process.env), clock, log: logger.child({ tier: "plans" }), ...(niwHistory === undefined ? {} : { history: niwHistory }) }) });
+    const plans = plansRedis === undefined ? undefined : plansSite({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), keys: planKeysFrom(config, process.env), clock, log: logger.child({ tier: "plans" }), ...(niwHistory === undefined ? {} : { history: niwHistory }) });
+    if (plans !== undefined) mounts.push({ path: "/", app: plans.app });
     const router = new GlobalRouter({ config, links, clock, logger, mounts });
+    plans?.registerMetrics(router.deps.metrics.registry);
     batch.start(links, router.deps.metrics.registry);
     const stopped = untilSignal();
     const close = async () => {

@@ -154,8 +154,8 @@ export function forecastChart(c: ForecastChartInput): string {
   const zoomFrom = Math.max(histStart, c.forecastStartMs - 3 * HOUR_MS);
   const shown = c.history.slice(Math.round((dayFrom - histStart) / c.stepMs));
   const actual = (c.actual ?? []).filter((v) => Number.isFinite(v));
-  const yMaxRaw = Math.max(1e-9, ...shown.filter(Number.isFinite), ...c.forecast.map((s) => s.upper), ...actual);
-  const yMax = Math.ceil(yMaxRaw / niceStep(yMaxRaw, 4)) * niceStep(yMaxRaw, 4);
+  const yMaxRaw = Math.max(0, ...shown.filter(Number.isFinite), ...c.forecast.map((s) => s.upper), ...actual);
+  const yMax = yMaxRaw > 0 ? Math.ceil(yMaxRaw / niceStep(yMaxRaw, 4)) * niceStep(yMaxRaw, 4) : 1;
   const top = 46;
   const ph = H - top - 38;
   const left: Frame = { x: 50, y: top, w: 300, h: ph, fromMs: dayFrom, toMs: fEnd, yMax };
@@ -213,13 +213,13 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
     from = (Number.isFinite(from) ? from : 0) - HOUR_MS;
     to = from + 2 * HOUR_MS;
   }
-  const rawMax = Math.max(1e-9, ...all.map((p) => p[1]).filter(Number.isFinite));
-  const yMax = Math.ceil(rawMax / niceStep(rawMax, 4)) * niceStep(rawMax, 4);
+  const rawMax = Math.max(0, ...all.map((p) => p[1]).filter(Number.isFinite));
+  const yMax = rawMax > 0 ? Math.ceil(rawMax / niceStep(rawMax, 4)) * niceStep(rawMax, 4) : 1; // all zero: a 0–1 axis
   const f: Frame = { x: 56, y: 34, w: W - 80, h: 140, fromMs: from, toMs: to, yMax };
   const lines = series
     .map((s, i) => {
       const pts = o.stepped === true ? s.points.flatMap((p, k) => (k === 0 ? [p] : [[p[0], s.points[k - 1]![1]] as [number, number], p])) : s.points;
-      return path(f, pts, "series", PALETTE[i % PALETTE.length]!, 1.8) + s.points.map((p) => (Number.isFinite(p[1]) ? `<circle cx="${xOf(f, p[0]).toFixed(1)}" cy="${yOf(f, p[1]).toFixed(1)}" r="1.8" fill="${PALETTE[i % PALETTE.length]}"/>` : "")).join("");
+      return path(f, pts, "series", PALETTE[i % PALETTE.length]!, 1.8) + o.series[i]!.points.map((p) => (Number.isFinite(p[1]) ? `<circle cx="${xOf(f, p[0]).toFixed(1)}" cy="${yOf(f, p[1]).toFixed(1)}" r="1.8" fill="${PALETTE[i % PALETTE.length]}"/>` : "")).join("");
     })
     .join("\n");
   const legend = o.series.map((s, i) => `<line x1="${56 + i * 110}" y1="24" x2="${72 + i * 110}" y2="24" stroke="${PALETTE[i % PALETTE.length]}" stroke-width="2"/><text x="${76 + i * 110}" y="28" font-size="9">${esc(s.name)}</text>`).join("");

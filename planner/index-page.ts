@@ -63,16 +63,18 @@ export function renderPlansIndex(reports: readonly PlanReport[], f: IndexFilter,
   const base: TimeBase = reports[0]?.timeBase ?? "calendar";
   const currency = reports[0]?.cost.currency ?? "USD";
   const oldestFirst = [...rows].reverse();
+  // Every chart spans the same hours: each plan's value holds for its interval.
+  const hold = reports[0]?.intervalMs ?? 3_600_000;
   const v = ctx.viewer;
   const planNow = v?.role === "admin" && v.csrf !== undefined && ctx.canPlanNow === true ? `<form method="post" action="/plans/now" class="plan-now"><input type="hidden" name="csrf" value="${esc(v.csrf)}"><button type="submit">Plan now</button> <span class="muted">runs the planner once, off-schedule${reports[0]?.advisory ? "; the plan waits for review (advisory mode)" : ""}</span></form>` : "";
   const charts =
     rows.length === 0
       ? ""
       : `<div class="charts">
-${lineChart({ title: `cost per hour (${currency})`, unit: `${currency}/hour`, timeBase: base, series: [{ name: "cost", points: oldestFirst.map((x) => [x.hourMs, x.cost]) }] })}
-${lineChart({ title: "target instances per region (held for each plan's hour)", unit: "instances", timeBase: base, stepped: true, holdLastMs: reports[0]!.intervalMs, series: shownRegions.map((reg) => ({ name: reg, points: oldestFirst.map((x) => [x.hourMs, x.instances.get(reg) ?? 0] as [number, number]) })) })}
-${lineChart({ title: "demand the plan could not cover", unit: "tokens/s", timeBase: base, series: [{ name: "unmet", points: oldestFirst.map((x) => [x.hourMs, x.unmetTokensPerS]) }] })}
-${lineChart({ title: "last hour's forecast error (mean |forecast − actual| / actual of the peak)", unit: "%", timeBase: base, series: [{ name: "|error|", points: oldestFirst.map((x) => [x.hourMs, x.lastHourErrorPct ?? Number.NaN]) }] })}
+${lineChart({ title: `cost per hour (${currency})`, unit: `${currency}/hour`, timeBase: base, stepped: true, holdLastMs: hold, series: [{ name: "cost", points: oldestFirst.map((x) => [x.hourMs, x.cost]) }] })}
+${lineChart({ title: "target instances per region", unit: "instances", timeBase: base, stepped: true, holdLastMs: hold, series: shownRegions.map((reg) => ({ name: reg, points: oldestFirst.map((x) => [x.hourMs, x.instances.get(reg) ?? 0] as [number, number]) })) })}
+${lineChart({ title: "demand the plan could not cover", unit: "tokens/s", timeBase: base, stepped: true, holdLastMs: hold, series: [{ name: "unmet", points: oldestFirst.map((x) => [x.hourMs, x.unmetTokensPerS]) }] })}
+${lineChart({ title: "last hour's forecast error (mean |forecast − actual| / actual of the peak)", unit: "%", timeBase: base, stepped: true, holdLastMs: hold, series: [{ name: "|error|", points: oldestFirst.map((x) => [x.hourMs, x.lastHourErrorPct ?? Number.NaN]) }] })}
 </div>`;
   const table = `<table class="hours"><tr><th class="l">hour${base === "relative" ? " (from trace start)" : " (UTC)"}</th><th class="l">plan</th><th>cost (${esc(currency)}/hour)</th><th>unmet (tokens/s)</th><th>last hour's forecast error</th>${shownRegions.map((reg) => `<th>${esc(reg)} instances</th>`).join("")}<th class="l">solver</th></tr>
 ${rows.map((x) => `<tr><td class="l"><a href="/plans/${encodeURIComponent(x.report.id)}">${esc(fmtTime(x.hourMs, base))}</a></td><td class="l">${reviewPill(x.report, base)}${x.report.trigger?.kind === "manual" ? ` <span class="pill">on request</span>` : ""}</td><td>${x.cost.toFixed(2)}</td><td>${x.unmetTokensPerS.toFixed(1)}</td><td>${x.lastHourErrorPct === undefined ? "—" : `${x.lastHourErrorPct.toFixed(1)}%`}</td>${shownRegions.map((reg) => `<td>${x.instances.get(reg) ?? 0}</td>`).join("")}<td class="l">${esc(x.report.solver.status)}${x.report.solver.gap > 1e-6 ? ` (gap ${(100 * x.report.solver.gap).toFixed(2)}%)` : ""}</td></tr>`).join("\n")}</table>`;

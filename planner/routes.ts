@@ -11,6 +11,7 @@
  * after `loginFailDelayMs` and counted in tidegate_plans_login_failures_total. Keys never reach logs or pages.
  */
 import { Hono, type Context } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { WallClock, type Clock } from "../core/clock.js";
 import { TidegateError, findTidegateError } from "../core/errors.js";
 import { silentLogger, type Logger } from "../core/log.js";
@@ -136,6 +137,9 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
   }
 
   const app = new Hono();
+  // Forms here are a key, a name and a token: anything over 16 KiB is refused before it is read.
+  const small = bodyLimit({ maxSize: 16 * 1024, onError: () => new TidegateError("payload_too_large", "form bodies here are at most 16 KiB").toResponse() });
+  for (const path of ["/login", "/logout", "/plans/now", "/plans/:id/approve", "/plans/:id/reject"]) app.post(path, small);
 
   app.get("/login", (c) => {
     const token = randomToken();

@@ -97,6 +97,10 @@ describe("plans site security", () => {
     expect(page).toMatch(/signed in as \(admin key [0-9a-f]{8}\)/);
   });
 
+  it("refuses form bodies over 16 KiB", async () => {
+    expect((await req("/login", form("", { key: "x".repeat(20_000) }))).status).toBe(413);
+  });
+
   it("refuses a login form posted without its CSRF token", async () => {
     const res = await req("/login", form("", { key: ADMIN_KEY }));
     expect(res.status).toBe(403);

@@ -133,11 +133,17 @@ export function renderPlanHtml(r: PlanReport, ctx: PlanPageContext = {}, maxSeri
   const nav = v === undefined ? "" : `<p class="nav">${ctx.prevId ? `<a rel="prev" href="/plans/${encodeURIComponent(ctx.prevId)}">← earlier hour</a>` : ""}<a href="/plans">all plans</a>${ctx.nextId ? `<a rel="next" href="/plans/${encodeURIComponent(ctx.nextId)}">later hour →</a>` : ""}<a href="/plans/${encodeURIComponent(r.id)}.json">JSON</a></p>`;
   const changes = [...r.actions].sort((a, b) => a.model.localeCompare(b.model) || a.region.localeCompare(b.region) || a.gpu.localeCompare(b.gpu));
   const warnings = groupWarnings(r.warnings);
+  const ups = r.actions.filter((a) => a.target > a.current);
+  const downs = r.actions.filter((a) => a.target < a.current);
+  const unmetTps = r.unmet.filter((u) => u.kind === "cover").reduce((x, u) => x + u.amount, 0);
+  const moved = (xs: typeof ups, sign: string) => (xs.length === 0 ? "" : ` (${sign}${xs.reduce((x, a) => x + Math.abs(a.target - a.current), 0)} instances)`);
+  const summary = `${ups.length} endpoint(s) scale out${moved(ups, "+")}, ${downs.length} scale in${moved(downs, "−")}, ${r.actions.length - ups.length - downs.length} unchanged; ${unmetTps > 0 ? `<span class="warn">${fmt(unmetTps, 1)} tokens/s of forecast demand cannot be covered</span>` : "all forecast demand is covered"}.`;
   const actualNote = ctx.actuals === undefined ? "" : [...ctx.actuals.values()].some((a) => a.some(Number.isFinite)) ? " The dashed line is the load actually recorded in the planned hour." : " The actual load is drawn once the planned hour has data.";
   const body = `${nav}
 ${ctx.notice ? `<p class="notice">${esc(ctx.notice)}</p>` : ""}
 <h1>Plan for ${esc(hourText)}</h1>
 <p>${reviewPill(r, base)} · decision ${r.decisionId} · made ${esc(fmtTime(r.madeAtMs, base))}${r.trigger?.kind === "manual" ? ` on request${r.trigger.by ? ` by ${esc(r.trigger.by)}` : ""}` : ""}${r.strategy ? ` · regions pace it with ${esc(r.strategy)}` : ""} · covers α = ${r.alpha} of each region's forecast · NIW buffer β = ${r.beta}${base === "relative" ? " · <em>times are hours from the trace start (the source has no calendar)</em>" : ""}</p>
+<p class="summary">${summary}</p>
 ${reviewForms}
 ${r.acks.length > 0 ? `<p class="muted">Regions: ${r.acks.map((a) => `${esc(a.region)} ${a.accepted ? "accepted" : `refused${a.error ? ` (${esc(a.error)})` : ""}`}`).join(", ")}.</p>` : ""}
 <h2>Cost</h2>
@@ -150,7 +156,7 @@ ${changes.map((a) => { const d = a.target - a.current; return `<tr class="${d > 
 <p class="muted">"Expected scale-out" is the time for one more instance to serve, as the data plane reports it ("—" until it does).</p>
 <h2>History vs forecast</h2>
 <p class="muted">Interactive load per (model, region) in tokens/s, 10-minute means. The shaded hour is the one planned: the forecast line and its 10–90% band.${actualNote}${r.forecasts.length > series.length ? ` Showing the ${series.length} largest of ${r.forecasts.length}.` : ""}</p>
-${series.length > 0 ? `<div class="charts">${series.map((f) => forecastChart({ title: `${f.model} @ ${f.region} — peak ${fmtNum(f.peak.mean)} tokens/s [${fmtNum(f.peak.lower)}, ${fmtNum(f.peak.upper)}] (${f.method})`, unit: "tokens/s", timeBase: base, stepMs: f.stepMs, history: f.historyWindows, forecastStartMs: forecastStartMs(r, f), forecast: f.forecastSteps, ...(ctx.actuals?.get(`${f.model}\t${f.region}`) ? { actual: ctx.actuals.get(`${f.model}\t${f.region}`)! } : {}) })).join("\n")}</div>` : `<p class="warn">No (model, region) had interactive history to forecast: the plan covers minimums and the NIW buffer only.</p>`}
+${series.length > 0 ? `<div class="charts">${series.map((f) => forecastChart({ title: `${f.model} @ ${f.region} — next hour's peak ${fmtNum(f.peak.mean)} tokens/s (10–90%: ${fmtNum(f.peak.lower)}–${fmtNum(f.peak.upper)}; ${f.method})`, unit: "tokens/s", timeBase: base, stepMs: f.stepMs, history: f.historyWindows, forecastStartMs: forecastStartMs(r, f), forecast: f.forecastSteps, ...(ctx.actuals?.get(`${f.model}\t${f.region}`) ? { actual: ctx.actuals.get(`${f.model}\t${f.region}`)! } : {}) })).join("\n")}</div>` : `<p class="warn">No (model, region) had interactive history to forecast: the plan covers minimums and the NIW buffer only.</p>`}
 <h2>Forecasts</h2>
 <table class="forecasts"><tr><th class="l">model @ region</th><th class="l">method</th><th>peak (tokens/s)</th><th>10%</th><th>90%</th><th>NIW buffer</th><th>F: planned for</th><th>last hour: forecast</th><th>actual</th><th>error</th><th class="l">note</th></tr>
 ${r.forecasts.slice(0, 400).map((f) => `<tr><td class="l">${esc(f.model)} @ ${esc(f.region)}</td><td class="l">${esc(f.method)}</td><td>${fmt(f.peak.mean, 1)}</td><td>${fmt(f.peak.lower, 1)}</td><td>${fmt(f.peak.upper, 1)}</td><td>${fmt(f.bufferTokensPerS, 1)}</td><td>${fmt(f.demandTokensPerS, 1)}</td><td>${f.lastHour ? fmt(f.lastHour.forecastPeak, 1) : "—"}</td><td>${f.lastHour ? fmt(f.lastHour.actualPeak, 1) : "—"}</td><td>${f.lastHour ? `${f.lastHour.errorPct >= 0 ? "+" : ""}${fmt(f.lastHour.errorPct, 1)}%` : "—"}</td><td class="l">${esc(f.fallbackReason ?? (f.gapWindowsFilled > 0 ? `${f.gapWindowsFilled} empty windows filled` : ""))}</td></tr>`).join("\n")}</table>

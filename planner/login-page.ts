@@ -10,7 +10,7 @@ export function renderLoginPage(o: { csrf: string; next: string; error?: string 
 ${o.error ? `<p class="warn" role="alert">${esc(o.error)}</p>` : ""}
 <form method="post" action="/login" class="login">
 <input type="hidden" name="csrf" value="${esc(o.csrf)}"><input type="hidden" name="next" value="${esc(o.next)}">
-<p><label>Key<br><input type="password" name="key" autocomplete="current-password" required size="48"></label></p>
+<p><label>Key<br><input type="password" name="key" autocomplete="current-password" required autofocus size="48"></label></p>
 <p><label>Your name (recorded with what you approve; optional)<br><input type="text" name="name" maxlength="64" size="32"></label></p>
 <p><button type="submit">Sign in</button></p>
 </form>

@@ -7,8 +7,9 @@
  *   POST /plans/now                                plan off-schedule: admin only
  * A caller is a bearer key (scripts: no CSRF token needed) or a session cookie (every POST must carry the
  * session's CSRF token). Without either, browsers are sent to /login and other clients get 401 with a
- * `WWW-Authenticate: Bearer` challenge; a key that is not configured gets 403. A wrong key at /login is answered
- * after `loginFailDelayMs` and counted in tidegate_plans_login_failures_total. Keys never reach logs or pages.
+ * `WWW-Authenticate: Bearer` challenge; a key that is not configured gets 403. A wrong key (at /login or as a
+ * bearer) is answered after `loginFailDelayMs`, one at a time, and counted in tidegate_plans_login_failures_total.
+ * Keys never reach logs or pages.
  */
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
@@ -94,10 +95,10 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
   let failQueue: Promise<void> = Promise.resolve();
   const failDelay = () => (failQueue = failQueue.then(() => clock.sleep(opts.loginFailDelayMs ?? 1000)));
   let actions = opts.actions;
-  const loginFailures = new Counter({ name: "tidegate_plans_login_failures_total", help: "Sign-ins refused at /login, by reason (wrong_key, bad_form: missing or stale CSRF token)", labelNames: ["reason"], registers: [] });
+  const loginFailures = new Counter({ name: "tidegate_plans_login_failures_total", help: "Keys refused, by reason (wrong_key: at /login; wrong_bearer: in an Authorization header; bad_form: a /login post without its CSRF token)", labelNames: ["reason"], registers: [] });
   const logins = new Counter({ name: "tidegate_plans_logins_total", help: "Sign-ins at /login, by role", labelNames: ["role"], registers: [] });
   const acts = new Counter({ name: "tidegate_plans_actions_total", help: "Plan actions (approve, reject, plan_now) by outcome (ok, forbidden, bad_csrf, failed)", labelNames: ["action", "outcome"], registers: [] });
-  initLabels(loginFailures, { reason: ["wrong_key", "bad_form"] });
+  initLabels(loginFailures, { reason: ["wrong_key", "wrong_bearer", "bad_form"] });
   initLabels(logins, { role: ["admin", "planner"] });
   initLabels(acts, { action: ["approve", "reject", "plan_now"], outcome: ["ok", "forbidden", "bad_csrf", "failed"] });
   let registered = false;
@@ -127,8 +128,12 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     return s === undefined ? "missing" : { role: s.role, who: whoOf(s), session: s };
   }
 
-  /** 401/403/redirect for a request without a usable caller. */
-  function refuse(c: Context, why: "missing" | "wrong"): Response {
+  /** 401/403/redirect for a request without a usable caller; a wrong bearer key waits in the same queue as /login's. */
+  async function refuse(c: Context, why: "missing" | "wrong"): Promise<Response> {
+    if (why === "wrong") {
+      loginFailures.inc({ reason: "wrong_bearer" });
+      await failDelay();
+    }
     if (why === "missing" && wantsHtml(c) && c.req.method === "GET") return c.redirect(`/login?next=${encodeURIComponent(safeNext(c.req.path + (c.req.url.includes("?") ? c.req.url.slice(c.req.url.indexOf("?")) : "")))}`, 303);
     const err = why === "missing" ? new TidegateError("unauthorized", "sign in at /login, or send Authorization: Bearer <admin or planner key>") : new TidegateError("forbidden", "this key is not an admin or planner key");
     const res = err.toResponse();

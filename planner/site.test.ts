@@ -44,14 +44,20 @@ afterAll(async () => {
 });
 
 describe("plans site security", () => {
-  it("sends browsers to /login and challenges scripts without a key", async () => {
+  it("sends browsers to /login, challenges scripts without a key, and delays and counts a wrong bearer key", async () => {
     const html = await req("/plans/x", { headers: { accept: "text/html" } });
     expect(html.status).toBe(303);
     expect(html.headers.get("location")).toBe("/login?next=%2Fplans%2Fx");
     const api = await req("/plans");
     expect(api.status).toBe(401);
     expect(api.headers.get("www-authenticate")).toBe('Bearer realm="tidegate plans"');
+    const t0 = performance.now();
     expect((await req("/plans", { headers: { authorization: "Bearer not-a-key-at-all" } })).status).toBe(403);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(290);
+    expect(await s.registry.getSingleMetricAsString("tidegate_plans_login_failures_total")).toMatch(/reason="wrong_bearer"} 1/);
+    const basic = await req("/plans", { headers: { authorization: `Basic ${Buffer.from(`x:${ADMIN_KEY}`).toString("base64")}` } });
+    expect(basic.status).toBe(401);
+    expect(basic.headers.get("www-authenticate")).toBe('Bearer realm="tidegate plans"');
   });
 
   it("signs in with a key: HttpOnly, SameSite=Strict session cookie with an expiry; next stays on /plans", async () => {

@@ -14,7 +14,8 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
   "engine-sim": { summary: "run a vLLM-compatible simulated engine (OpenAI API + vLLM metrics)", load: () => import("./commands/engine-sim.js") },
   agent: { summary: "run a node agent: parameter blocks and multicast transfers (gRPC)", load: () => import("./commands/agent.js") },
   planner: { summary: "run the hourly planner loop (forecast + ILP), leader-elected through Redis", load: () => import("./commands/planner.js") },
-  plan: { summary: "plan offline from a history file and a fleet file; writes JSON + HTML reports", load: () => import("./commands/plan.js") },
+  plan: { summary: "plan offline from history (tidegate CSV or the shipped ServeGen/Azure files) and a fleet; writes JSON + HTML", load: () => import("./commands/plan.js") },
+  history: { summary: "demand history tools (`history import`: shipped ServeGen/Azure files → tidegate history CSV)", load: () => import("./commands/history.js") },
   forecast: { summary: "forecasting tools (`forecast backtest`)", load: () => import("./commands/forecast.js") },
   replay: { summary: "replay traces or a week-long workload in virtual time through the real policies", load: () => import("./commands/replay.js") },
 };

@@ -44,8 +44,10 @@ export interface RouterConfig {
   memoryThreshold: number;
   /** Bearer keys that may call the API; empty means open. */
   apiKeys: { key: string; tenant: string; region?: RegionName; models?: ModelName[] }[];
-  /** Bearer keys for admin endpoints (/plans, regions, scaling). */
+  /** Bearer keys for admin endpoints (/plans, regions, scaling); also sign in at /login. */
   adminKeys: string[];
+  /** Read-only keys for /plans (the `planner` role: read, not approve or plan now); also sign in at /login. */
+  plannerKeys: string[];
   /** Telemetry older than this is treated as missing. */
   telemetryStaleMs: number;
 }
@@ -78,6 +80,10 @@ export interface PlannerConfig {
    * floor) when it does not. "mean" = the point forecast (the floor is then the target).
    */
   provisionFor: "upper" | "mean";
+  /** Currency of every cost the planner reports (a label, e.g. "USD"). */
+  currency: string;
+  /** Price of holding one GPU for an hour, per GPU type, in `currency` (default: planner/fleet DEFAULT_GPU_COST). */
+  gpuHourPrices: Record<string, number>;
 }
 
 export interface ControllerConfig {
@@ -256,6 +262,10 @@ export function parseConfig(json: unknown): TidegateConfig {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "admin keys must be strings of at least 8 characters");
       return v;
     }, []),
+    plannerKeys: rr.array("plannerKeys", (v, path) => {
+      if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "planner keys must be strings of at least 8 characters");
+      return v;
+    }, []),
     telemetryStaleMs: rr.number("telemetryStaleMs", 5000, { gt: 0 }),
   };
   rr.done();
@@ -283,7 +293,15 @@ export function parseConfig(json: unknown): TidegateConfig {
     alpha: pr.number("alpha", 0.8, { gt: 0, max: 1 }),
     beta: pr.number("beta", 0.2, { min: 0, max: 10 }),
     provisionFor: pr.string("provisionFor", "upper", { oneOf: ["upper", "mean"] }) as PlannerConfig["provisionFor"],
+    currency: pr.string("currency", "USD"),
+    gpuHourPrices: {},
   };
+  const gp = pr.object("gpuHourPrices");
+  for (const g of Object.keys(gp.value)) {
+    if (GPU_SPECS[g] === undefined) gp.fail(g, `unknown GPU type; known: ${Object.keys(GPU_SPECS).join(", ")}`);
+    planner.gpuHourPrices[g] = gp.number(g, undefined, { min: 0 });
+  }
+  gp.done();
   pr.done();
 
   const cr = root.object("controller");

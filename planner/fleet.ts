@@ -58,6 +58,8 @@ export interface Fleet {
   beta: number;
   /** The point of the peak forecast the ILP covers (core/config.ts PlannerConfig.provisionFor); default "upper". */
   provisionFor?: "upper" | "mean";
+  /** Currency of every cost (a label for reports; default "USD"). */
+  currency?: string;
   gpus: Record<GpuType, GpuCost>;
   models: Record<ModelName, Record<GpuType, ModelOnGpu>>;
   regions: FleetRegion[];
@@ -93,6 +95,7 @@ export function parseFleet(json: unknown): Fleet {
   const alpha = root.number("alpha", 0.8, { gt: 0, max: 1 });
   const beta = root.number("beta", 0.2, { min: 0, max: 10 });
   const provisionFor = root.string("provisionFor", "upper", { oneOf: ["upper", "mean"] }) as Fleet["provisionFor"];
+  const currency = root.string("currency", "USD", { nonEmpty: true, maxLength: 12 });
   const sr = root.object("slo");
   const slo: Slo = { ttftMs: sr.number("ttftMs", DEFAULT_SLO.ttftMs, { gt: 0 }), tbtMs: sr.number("tbtMs", DEFAULT_SLO.tbtMs, { gt: 0 }) };
   sr.done();
@@ -159,7 +162,7 @@ export function parseFleet(json: unknown): Fleet {
     names.add(r.name);
   });
   root.done();
-  return { alpha, beta, provisionFor, gpus, models, regions };
+  return { alpha, beta, provisionFor, currency, gpus, models, regions };
 }
 
 /** Reads a fleet file (JSON). */
@@ -177,7 +180,12 @@ export function readFleetFile(file: string): Fleet {
 export function fleetFromConfig(config: TidegateConfig): Fleet {
   const gpuTypes = new Set(config.regions.flatMap((r) => r.gpus.map((g) => g.type)));
   const gpus: Record<string, GpuCost> = {};
-  for (const g of gpuTypes) gpus[g] = DEFAULT_GPU_COST[g] ?? { holdPerGpu: 1, vmStartPerGpu: 0.1 };
+  for (const g of gpuTypes) {
+    const def = DEFAULT_GPU_COST[g] ?? { holdPerGpu: 1, vmStartPerGpu: 0.1 };
+    const price = config.planner.gpuHourPrices[g];
+    // A VM start keeps the default's ratio to the hourly price (≈ 5 minutes of holding).
+    gpus[g] = price === undefined ? def : { holdPerGpu: price, vmStartPerGpu: def.holdPerGpu > 0 ? (price * def.vmStartPerGpu) / def.holdPerGpu : 0 };
+  }
   const models: Record<string, Record<string, ModelOnGpu>> = {};
   for (const m of config.models) {
     models[m.name] = {};
@@ -191,6 +199,7 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
     alpha: config.planner.alpha,
     beta: config.planner.beta,
     provisionFor: config.planner.provisionFor,
+    currency: config.planner.currency,
     gpus,
     models,
     regions: config.regions.map((r) => ({

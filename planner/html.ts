@@ -1,71 +1,117 @@
 /**
- * The plan report as one self-contained HTML page with inline-SVG charts (no scripts, no external assets): history
- * vs forecast with its interval per (model, region), last hour's forecast error, targets vs current instances per
- * region, spot donated, cost, solver status, time and gap, unmet demand and warnings.
+ * The plan page: one self-contained HTML document (inline SVG, inline CSS, no scripts) for one report — what was
+ * planned and what it costs, the forecast per (model, region) against history (and the actual load once the hour
+ * has passed), every endpoint's change, warnings grouped, and the solver's figures. Served at /plans/{id}
+ * (routes.ts adds the review and navigation forms) and written by `tidegate plan --out`.
  */
 import type { PlanReport, SeriesForecast } from "./report.js";
+import { esc, fmtNum, fmtTime, forecastChart, type TimeBase } from "./charts.js";
 
-/** Escapes text for HTML content and attribute values. */
-export function esc(s: string): string {
-  return s.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]!);
+export { esc };
+
+/** What the server adds around a report (absent for files written by `tidegate plan`). */
+export interface PlanPageContext {
+  /** Actual IW tokens/s windows of the planned hour per `model\tregion` (NaN where not recorded yet). */
+  actuals?: ReadonlyMap<string, readonly number[]>;
+  /** Earlier and later plans, for the navigation links. */
+  prevId?: string;
+  nextId?: string;
+  /** The signed-in viewer: role and the session's CSRF token (for the forms); absent = no forms. */
+  viewer?: { role: "admin" | "planner"; csrf?: string; who: string };
+  /** Whether approve/reject can be offered (this process runs the planner loop and this plan is the newest). */
+  canReview?: boolean;
+  /** A message to show at the top (e.g. "approved and sent to 3 regions"). */
+  notice?: string;
 }
 
-const W = 420;
-const H = 160;
-const PAD = 30;
-
-function pts(values: readonly number[], x0: number, dx: number, yOf: (v: number) => number): string {
-  return values.map((v, i) => `${(x0 + i * dx).toFixed(1)},${yOf(v).toFixed(1)}`).join(" ");
-}
-
-/** History (line) vs forecast (line) with its 10–90% interval (band). */
-export function forecastChart(f: SeriesForecast): string {
-  // The last day of history, so the next hour is visible beside it.
-  const hist = f.historyWindows.slice(-144);
-  const n = hist.length + f.forecastSteps.length;
-  const maxV = Math.max(1e-9, ...hist, ...f.forecastSteps.map((s) => s.upper));
-  const dx = (W - 2 * PAD) / Math.max(1, n - 1);
-  const yOf = (v: number) => H - PAD + 10 - ((H - PAD - 10) * v) / maxV;
-  const x0f = PAD + hist.length * dx;
-  const upper = f.forecastSteps.map((s) => s.upper);
-  const lower = f.forecastSteps.map((s) => s.lower);
-  const band = `${pts(upper, x0f, dx, yOf)} ${pts([...lower].reverse(), x0f + (lower.length - 1) * dx, -dx, yOf)}`;
-  return `<svg class="chart forecast" role="img" aria-label="history and forecast for ${esc(f.model)} in ${esc(f.region)}" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg">
-<title>${esc(f.model)} @ ${esc(f.region)}: history vs forecast</title>
-<line x1="${PAD}" y1="${H - PAD + 10}" x2="${W - PAD}" y2="${H - PAD + 10}" stroke="#999"/>
-<polygon points="${band}" fill="#f4a26155" stroke="none"/>
-<polyline points="${pts(hist, PAD, dx, yOf)}" fill="none" stroke="#264653" stroke-width="1.2"/>
-<polyline points="${pts(f.forecastSteps.map((s) => s.mean), x0f, dx, yOf)}" fill="none" stroke="#e76f51" stroke-width="2"/>
-<text x="${PAD}" y="12" font-size="11">${esc(f.model)} @ ${esc(f.region)} — peak ${f.peak.mean.toFixed(0)} [${f.peak.lower.toFixed(0)}, ${f.peak.upper.toFixed(0)}] tok/s (${esc(f.method)})</text>
-<text x="2" y="${yOf(maxV) + 10}" font-size="9">${maxV.toFixed(0)}</text>
-<text x="${PAD}" y="${H - 4}" font-size="9">last 24 h (10-min windows) · next hour: forecast and 10–90% band</text>
-</svg>`;
-}
-
-/** Horizontal bars: one row per label, with optional second value (drawn as an outline). */
-export function barChart(title: string, rows: { label: string; a: number; b?: number }[], aName: string, bName?: string): string {
-  const rowH = 16;
-  const h = 30 + rows.length * rowH;
-  const maxV = Math.max(1e-9, ...rows.map((r) => Math.max(Math.abs(r.a), Math.abs(r.b ?? 0))));
-  const x0 = 150;
-  const scale = (W + 80 - x0 - 90) / maxV; // 90 px kept for the value labels
-  const bars = rows
-    .map((r, i) => {
-      const y = 24 + i * rowH;
-      const b = r.b === undefined ? "" : `<rect x="${x0}" y="${y}" width="${(Math.abs(r.b) * scale).toFixed(1)}" height="${rowH - 4}" fill="none" stroke="#264653"/>`;
-      return `<text x="2" y="${y + 10}" font-size="10">${esc(r.label)}</text><rect x="${x0}" y="${y + 2}" width="${(Math.abs(r.a) * scale).toFixed(1)}" height="${rowH - 8}" fill="${r.a < 0 ? "#e76f51" : "#2a9d8f"}"/>${b}<text x="${x0 + Math.abs(r.a) * scale + 4}" y="${y + 10}" font-size="9">${r.a.toFixed(1)}${r.b === undefined ? "" : ` / ${r.b.toFixed(1)}`}</text>`;
-    })
-    .join("\n");
-  return `<svg class="chart bars" role="img" aria-label="${esc(title)}" width="${W + 80}" height="${h}" viewBox="0 0 ${W + 80} ${h}" xmlns="http://www.w3.org/2000/svg">
-<title>${esc(title)}</title><text x="2" y="12" font-size="11">${esc(title)} — filled: ${esc(aName)}${bName ? `, outline: ${esc(bName)}` : ""}</text>
-${bars}
-</svg>`;
+/** Page chrome shared by the plan pages: head, styles, header bar. */
+export function pageShell(title: string, body: string, viewer?: PlanPageContext["viewer"]): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><meta name="viewport" content="width=device-width, initial-scale=1"><title>${esc(title)}</title>
+<style>
+body{font-family:system-ui,sans-serif;margin:0;color:#1b1b1b;background:#fafafa}
+header{background:#264653;color:#fff;padding:.5em 1.5em;display:flex;gap:1.5em;align-items:center}
+header a{color:#fff}header .who{margin-left:auto;font-size:13px}header form{display:inline}
+main{padding:1em 1.5em;max-width:1280px}
+h1{font-size:1.4em;margin:.3em 0}h2{font-size:1.1em;margin:1.2em 0 .4em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:12.5px;background:#fff}td,th{border:1px solid #d5d5d5;padding:3px 7px;text-align:right}
+th{background:#eef1f3;position:sticky;top:0}td.l,th.l{text-align:left}
+tr.unchanged td{color:#666}tr.up td.d{color:#1b7f3b;font-weight:600}tr.down td.d{color:#b42318;font-weight:600}
+.charts{display:flex;flex-wrap:wrap;gap:10px}.charts svg{background:#fff;border:1px solid #e3e3e3}
+.warn{color:#9b2226}.muted{color:#666;font-size:12.5px}.notice{background:#e9f5ee;border:1px solid #9bd3ae;padding:.5em 1em}
+.cost{font-size:1.1em}.pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;background:#eee}
+.pill.pending{background:#fff3cd}.pill.approved{background:#d1f0dc}.pill.rejected{background:#f8d7da}
+button{font-size:13px;padding:4px 12px;cursor:pointer}button.approve{background:#2a9d8f;color:#fff;border:0}button.reject{background:#b42318;color:#fff;border:0}
+.nav a{margin-right:1em}.filters a{margin-right:.6em}.filters a.on{font-weight:700;text-decoration:none;color:#000}
+</style>
+</head><body>
+<header><strong>tidegate planner</strong>${viewer ? `<a href="/plans">plans</a><span class="who">signed in as ${esc(viewer.who)}${viewer.csrf ? ` <form method="post" action="/logout"><input type="hidden" name="csrf" value="${esc(viewer.csrf)}"><button type="submit">sign out</button></form>` : ""}</span>` : ""}</header>
+<main>
+${body}
+</main></body></html>
+`;
 }
 
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "—");
 
+/** Review state of a report as a pill: acted on, awaiting review, approved or rejected. */
+export function reviewPill(r: PlanReport, base: TimeBase): string {
+  if (r.trigger?.kind === "offline") return `<span class="pill">offline plan: not sent to any region</span>`;
+  if (!r.advisory) return `<span class="pill">sent to regions when made</span>`;
+  if (r.review === undefined) return `<span class="pill pending">advisory: awaiting review</span>`;
+  return `<span class="pill ${r.review.state}">${r.review.state} by ${esc(r.review.by)} at ${esc(fmtTime(r.review.atMs, base))}</span>`;
+}
+
+/** Warnings grouped by what they say: "12 series: no interactive history …" with the series listed. */
+export function groupWarnings(warnings: readonly string[]): { count: number; text: string; subjects: string[] }[] {
+  const groups = new Map<string, { count: number; text: string; subjects: string[]; same: boolean }>();
+  for (const w of warnings) {
+    const m = /^([^\s:]+@[^\s:]+): (.*)$/s.exec(w);
+    const subject = m?.[1] ?? "";
+    const text = m?.[2] ?? w;
+    const key = text.replace(/\d+(\.\d+)?/g, "#");
+    const g = groups.get(key);
+    if (g === undefined) groups.set(key, { count: 1, text, subjects: subject ? [subject] : [], same: true });
+    else {
+      g.count++;
+      if (subject) g.subjects.push(subject);
+      if (g.text !== text) g.same = false;
+    }
+  }
+  return [...groups.values()].map((g) => ({ count: g.count, text: g.same ? g.text : `${g.text} (values differ per series)`, subjects: g.subjects }));
+}
+
+/** The window the forecast starts at (plans forecast from the 10-minute boundary at or before madeAtMs). */
+export function forecastStartMs(r: PlanReport, f: SeriesForecast): number {
+  return Math.floor(r.madeAtMs / f.stepMs) * f.stepMs;
+}
+
+/** The cost section: the cost line with its unit, the breakdown, and the objective in one sentence. */
+function costSection(r: PlanReport): string {
+  const cur = r.cost.currency ?? "USD";
+  const b = r.cost.breakdown;
+  const hours = r.intervalMs / 3_600_000;
+  const per = Math.abs(hours - 1) < 1e-9 ? "for this hour" : `for this ${fmt(r.intervalMs / 60_000, 0)}-minute interval`;
+  const unmetTps = r.unmet.filter((u) => u.kind !== "capacity").reduce((s, u) => s + u.amount, 0);
+  if (b === undefined) {
+    return `<p class="cost">Cost ${per}: <strong>${fmt(r.cost.total)} ${esc(cur)}</strong> (holding ${fmt(r.cost.holdPerInterval)} ${esc(cur)} + starts ${fmt(r.cost.starts)} ${esc(cur)})</p>`;
+  }
+  const rows: [string, number, string][] = [
+    ["holding (GPU-hour prices × GPUs held)", b.holding, "planned instances held for the hour"],
+    ["VM starts", b.vmStarts, "new VMs: start price per GPU × GPUs"],
+    ["model starts", b.modelStarts, "model loads on new VMs and on spot GPUs taken from another model"],
+  ];
+  return `<p class="cost">Cost ${per}: <strong>${fmt(b.afterSpot)} ${esc(cur)}</strong> = holding ${fmt(b.holding)} ${esc(cur)} + VM starts ${fmt(b.vmStarts)} ${esc(cur)} + model starts ${fmt(b.modelStarts)} ${esc(cur)}.</p>
+<table><tr><th class="l">part</th><th>${esc(cur)}</th><th class="l">what</th></tr>
+${rows.map(([k, v, what]) => `<tr><td class="l">${k}</td><td>${fmt(v)}</td><td class="l">${what}</td></tr>`).join("")}
+<tr><td class="l">spot</td><td>0.00</td><td class="l">${b.spotReclaimedInstances} instance(s) taken back from spot, so ${fmt(b.spotSaved)} ${esc(cur)} of starts are not paid; ${b.spotDonatedGpus} GPU(s) not in the plan donated to spot</td></tr>
+<tr><th class="l">total</th><th>${fmt(b.afterSpot)}</th><th class="l">${per}, in ${esc(cur)}</th></tr></table>
+<p class="muted objective">The solver's objective (${fmt(r.solver.objective)} ${esc(cur)}) is what it minimised: the same holding, every added instance priced as a new VM plus a model start (${fmt(r.cost.starts)} ${esc(cur)}, before spot reclaims make some of them cheaper), and ${fmtNum(b.unmetPenaltyPerTokenPerS)} ${esc(cur)} per token/s of demand left unmet (${fmt(unmetTps, 1)} tokens/s here) — so it equals the cost above plus ${fmt(b.spotSaved)} ${esc(cur)} of spot savings${unmetTps > 0 ? " plus the unmet penalty" : ""}.</p>`;
+}
+
 /** The full page for one report. `maxSeriesCharts` bounds the page size for large fleets (largest demand first). */
-export function renderPlanHtml(r: PlanReport, maxSeriesCharts = 24): string {
+export function renderPlanHtml(r: PlanReport, ctx: PlanPageContext = {}, maxSeriesCharts = 24): string {
+  const base: TimeBase = r.timeBase ?? "calendar";
   const series = [...r.forecasts].sort((a, b) => b.demandTokensPerS - a.demandTokensPerS).slice(0, maxSeriesCharts);
   const byRegion = new Map<string, { current: number; target: number }>();
   for (const a of r.actions) {
@@ -74,28 +120,52 @@ export function renderPlanHtml(r: PlanReport, maxSeriesCharts = 24): string {
     cur.target += a.target;
     byRegion.set(a.region, cur);
   }
-  const errors = r.forecasts.filter((f) => f.lastHour !== null).slice(0, 40);
-  const changed = r.actions.filter((a) => a.target !== a.current).slice(0, 200);
-  return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><link rel="icon" href="data:,"><title>tidegate plan ${esc(r.id)}</title>
-<style>body{font-family:system-ui,sans-serif;margin:1.5em;max-width:1100px}table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}.charts{display:flex;flex-wrap:wrap;gap:8px}.warn{color:#9b2226}</style>
-</head><body>
-<h1>Plan ${esc(r.id)}</h1>
-<p>decision ${r.decisionId} · made ${esc(new Date(r.madeAtMs).toISOString())} · for ${(r.intervalMs / 60000).toFixed(0)} min · ${r.advisory ? "<strong>advisory</strong> (published, not acted on)" : "acted on"}${r.strategy ? ` · paced by ${esc(r.strategy)}` : ""} · α ${r.alpha} · β ${r.beta}</p>
+  const start = Math.floor(r.madeAtMs / 600_000) * 600_000;
+  const hourText = `${fmtTime(start, base)} – ${fmtTime(start + r.intervalMs, base, false)}`;
+  const v = ctx.viewer;
+  const reviewForms =
+    v?.role === "admin" && v.csrf !== undefined && ctx.canReview === true && r.advisory && r.review === undefined
+      ? `<p class="review"><form method="post" action="/plans/${encodeURIComponent(r.id)}/approve" style="display:inline"><input type="hidden" name="csrf" value="${esc(v.csrf)}"><button class="approve" type="submit">Approve and send to the regions</button></form>
+ <form method="post" action="/plans/${encodeURIComponent(r.id)}/reject" style="display:inline"><input type="hidden" name="csrf" value="${esc(v.csrf)}"><button class="reject" type="submit">Reject</button></form></p>`
+      : v?.role === "planner" && r.advisory && r.review === undefined
+        ? `<p class="muted">Approving needs an admin key; you are signed in with a read-only planner key.</p>`
+        : "";
+  const nav = v === undefined ? "" : `<p class="nav">${ctx.prevId ? `<a rel="prev" href="/plans/${encodeURIComponent(ctx.prevId)}">← earlier hour</a>` : ""}<a href="/plans">all plans</a>${ctx.nextId ? `<a rel="next" href="/plans/${encodeURIComponent(ctx.nextId)}">later hour →</a>` : ""}<a href="/plans/${encodeURIComponent(r.id)}.json">JSON</a></p>`;
+  const changes = [...r.actions].sort((a, b) => a.model.localeCompare(b.model) || a.region.localeCompare(b.region) || a.gpu.localeCompare(b.gpu));
+  const warnings = groupWarnings(r.warnings);
+  const ups = r.actions.filter((a) => a.target > a.current);
+  const downs = r.actions.filter((a) => a.target < a.current);
+  const unmetTps = r.unmet.filter((u) => u.kind === "cover").reduce((x, u) => x + u.amount, 0);
+  const moved = (xs: typeof ups, sign: string) => (xs.length === 0 ? "" : ` (${sign}${xs.reduce((x, a) => x + Math.abs(a.target - a.current), 0)} instances)`);
+  const summary = `${ups.length} endpoint(s) scale out${moved(ups, "+")}, ${downs.length} scale in${moved(downs, "−")}, ${r.actions.length - ups.length - downs.length} unchanged; ${unmetTps > 0 ? `<span class="warn">${fmt(unmetTps, 1)} tokens/s of forecast demand cannot be covered</span>` : "all forecast demand is covered"}.`;
+  const actualNote = ctx.actuals === undefined ? "" : [...ctx.actuals.values()].some((a) => a.some(Number.isFinite)) ? " The dashed line is the load actually recorded in the planned hour." : " The actual load is drawn once the planned hour has data.";
+  const body = `${nav}
+${ctx.notice ? `<p class="notice">${esc(ctx.notice)}</p>` : ""}
+<h1>Plan for ${esc(hourText)}</h1>
+<p>${reviewPill(r, base)} · decision ${r.decisionId} · made ${esc(fmtTime(r.madeAtMs, base))}${r.trigger?.kind === "manual" ? ` on request${r.trigger.by ? ` by ${esc(r.trigger.by)}` : ""}` : ""}${r.strategy ? ` · regions pace it with ${esc(r.strategy)}` : ""} · covers α = ${r.alpha} of each region's forecast · NIW buffer β = ${r.beta}${base === "relative" ? " · <em>times are hours from the trace start (the source has no calendar)</em>" : ""}</p>
+<p class="summary">${summary}</p>
+${reviewForms}
+${r.acks.length > 0 ? `<p class="muted">Regions: ${r.acks.map((a) => `${esc(a.region)} ${a.accepted ? "accepted" : `refused${a.error ? ` (${esc(a.error)})` : ""}`}`).join(", ")}.</p>` : ""}
+<h2>Cost</h2>
+${costSection(r)}
+${r.unmet.length > 0 ? `<h2 class="warn">Could not be met</h2><ul>${r.unmet.map((u) => `<li class="warn">${esc(u.kind)} ${esc([u.model, u.region, u.gpu].filter(Boolean).join(" @ "))}: ${fmt(u.amount, 1)} ${u.kind === "capacity" ? "GPUs" : "tokens/s"} — ${esc(u.why)}</li>`).join("")}</ul>` : ""}
+${warnings.length > 0 ? `<h2>Warnings</h2><ul class="warnings">${warnings.map((g) => `<li>${g.subjects.length > 1 ? `<strong>${g.count} series</strong>: ` : g.subjects.length === 1 ? `${esc(g.subjects[0]!)}: ` : g.count > 1 ? `<strong>${g.count}×</strong> ` : ""}${esc(g.text)}${g.subjects.length > 1 ? ` <span class="muted">(${esc(g.subjects.slice(0, 12).join(", "))}${g.subjects.length > 12 ? ", …" : ""})</span>` : ""}</li>`).join("")}</ul>` : ""}
+<h2>Changes (every endpoint)</h2>
+<table class="changes"><tr><th class="l">model</th><th class="l">region</th><th class="l">GPU</th><th>now</th><th>target</th><th>change</th><th>from own spot</th><th>from other spot</th><th>new VMs</th><th>to spot</th><th>expected scale-out</th></tr>
+${changes.map((a) => { const d = a.target - a.current; return `<tr class="${d > 0 ? "up" : d < 0 ? "down" : "unchanged"}"><td class="l">${esc(a.model)}</td><td class="l">${esc(a.region)}</td><td class="l">${esc(a.gpu)}</td><td>${a.current}</td><td>${a.target}</td><td class="d">${d > 0 ? `+${d}` : d < 0 ? `${d}` : "unchanged"}</td><td>${a.reclaimSameModel}</td><td>${a.reclaimOtherModel}</td><td>${a.newInstances}</td><td>${a.donate}</td><td>${a.expectedScaleOutMs === undefined ? "—" : `${fmt(a.expectedScaleOutMs / 1000, 1)} s`}</td></tr>`; }).join("\n")}</table>
+<p class="muted">"Expected scale-out" is the time for one more instance to serve, as the data plane reports it ("—" until it does).</p>
+<h2>History vs forecast</h2>
+<p class="muted">Interactive load per (model, region) in tokens/s, 10-minute means. The shaded hour is the one planned: the forecast line and its 10–90% band.${actualNote}${r.forecasts.length > series.length ? ` Showing the ${series.length} largest of ${r.forecasts.length}.` : ""}</p>
+${series.length > 0 ? `<div class="charts">${series.map((f) => forecastChart({ title: `${f.model} @ ${f.region} — next hour's peak ${fmtNum(f.peak.mean)} tokens/s (10–90%: ${fmtNum(f.peak.lower)}–${fmtNum(f.peak.upper)}; ${f.method})`, unit: "tokens/s", timeBase: base, stepMs: f.stepMs, history: f.historyWindows, forecastStartMs: forecastStartMs(r, f), forecast: f.forecastSteps, ...(ctx.actuals?.get(`${f.model}\t${f.region}`) ? { actual: ctx.actuals.get(`${f.model}\t${f.region}`)! } : {}) })).join("\n")}</div>` : `<p class="warn">No (model, region) had interactive history to forecast: the plan covers minimums and the NIW buffer only.</p>`}
+<h2>Forecasts</h2>
+<table class="forecasts"><tr><th class="l">model @ region</th><th class="l">method</th><th>peak (tokens/s)</th><th>10%</th><th>90%</th><th>NIW buffer</th><th>F: planned for</th><th>last hour: forecast</th><th>actual</th><th>error</th><th class="l">note</th></tr>
+${r.forecasts.slice(0, 400).map((f) => `<tr><td class="l">${esc(f.model)} @ ${esc(f.region)}</td><td class="l">${esc(f.method)}</td><td>${fmt(f.peak.mean, 1)}</td><td>${fmt(f.peak.lower, 1)}</td><td>${fmt(f.peak.upper, 1)}</td><td>${fmt(f.bufferTokensPerS, 1)}</td><td>${fmt(f.demandTokensPerS, 1)}</td><td>${f.lastHour ? fmt(f.lastHour.forecastPeak, 1) : "—"}</td><td>${f.lastHour ? fmt(f.lastHour.actualPeak, 1) : "—"}</td><td>${f.lastHour ? `${f.lastHour.errorPct >= 0 ? "+" : ""}${fmt(f.lastHour.errorPct, 1)}%` : "—"}</td><td class="l">${esc(f.fallbackReason ?? (f.gapWindowsFilled > 0 ? `${f.gapWindowsFilled} empty windows filled` : ""))}</td></tr>`).join("\n")}</table>
+<h2>Instances per region</h2>
+<table><tr><th class="l">region</th><th>now</th><th>target</th></tr>${[...byRegion].map(([region, x]) => `<tr><td class="l">${esc(region)}</td><td>${x.current}</td><td>${x.target}</td></tr>`).join("")}</table>
+<h2>Spot</h2>
+<table><tr><th class="l">region / GPU</th><th>capacity GPUs</th><th>planned GPUs</th><th>donated to spot</th></tr>${r.spot.map((s) => `<tr><td class="l">${esc(s.region)} / ${esc(s.gpu)}</td><td>${s.capacityGpus}</td><td>${s.plannedGpus}</td><td>${s.donatedGpus}</td></tr>`).join("")}</table>
 <h2>Solver</h2>
-<table><tr><th>path</th><th>status</th><th>objective</th><th>bound</th><th>gap</th><th>solve ms</th><th>endpoints</th></tr>
-<tr><td>${esc(r.solver.path)}</td><td>${esc(r.solver.status)}</td><td>${fmt(r.solver.objective)}</td><td>${fmt(r.solver.bound)}</td><td>${fmt(100 * r.solver.gap, 3)}%</td><td>${fmt(r.solver.solveMs, 1)}</td><td>${r.solver.endpoints}</td></tr></table>
-<h2>Cost</h2><p>holding ${fmt(r.cost.holdPerInterval)} + starts ${fmt(r.cost.starts)} = <strong>${fmt(r.cost.total)}</strong> per interval</p>
-${r.unmet.length > 0 ? `<h2 class="warn">Could not be met</h2><ul>${r.unmet.map((u) => `<li class="warn">${esc(u.kind)} ${esc([u.model, u.region, u.gpu].filter(Boolean).join(" @ "))}: ${fmt(u.amount, 1)} — ${esc(u.why)}</li>`).join("")}</ul>` : ""}
-${r.warnings.length > 0 ? `<h2>Warnings</h2><ul>${r.warnings.slice(0, 100).map((w) => `<li>${esc(w)}</li>`).join("")}</ul>` : ""}
-<h2>History vs forecast</h2><div class="charts">${series.map((f) => forecastChart(f)).join("\n")}</div>
-<h2>Last hour's forecast error</h2>${errors.length > 0 ? barChart("forecast error of last hour's peak, %", errors.map((f) => ({ label: `${f.model}@${f.region}`, a: f.lastHour!.errorPct })), "error %") : "<p>No previous plan to compare with.</p>"}
-<h2>Targets vs current instances</h2>${barChart("instances per region", [...byRegion].map(([region, v]) => ({ label: region, a: v.target, b: v.current })), "target", "current")}
-<h2>Spot</h2>${barChart("GPUs donated to spot", r.spot.map((s) => ({ label: `${s.region}/${s.gpu}`, a: s.donatedGpus, b: s.capacityGpus })), "donated", "capacity")}
-<h2>Changes</h2><table><tr><th>model</th><th>region</th><th>gpu</th><th>current</th><th>target</th><th>reclaim same</th><th>reclaim other</th><th>new</th><th>donate</th></tr>
-${changed.map((a) => `<tr><td>${esc(a.model)}</td><td>${esc(a.region)}</td><td>${esc(a.gpu)}</td><td>${a.current}</td><td>${a.target}</td><td>${a.reclaimSameModel}</td><td>${a.reclaimOtherModel}</td><td>${a.newInstances}</td><td>${a.donate}</td></tr>`).join("\n")}</table>
-<h2>Forecasts</h2><table><tr><th>model@region</th><th>method</th><th>peak</th><th>90% upper</th><th>NIW buffer</th><th>F</th><th>fallback</th></tr>
-${r.forecasts.slice(0, 200).map((f) => `<tr><td>${esc(f.model)}@${esc(f.region)}</td><td>${esc(f.method)}</td><td>${fmt(f.peak.mean, 1)}</td><td>${fmt(f.peak.upper, 1)}</td><td>${fmt(f.bufferTokensPerS, 1)}</td><td>${fmt(f.demandTokensPerS, 1)}</td><td>${esc(f.fallbackReason ?? "")}</td></tr>`).join("\n")}</table>
-</body></html>
-`;
+<table><tr><th class="l">path</th><th class="l">status</th><th>objective (${esc(r.cost.currency ?? "USD")})</th><th>lower bound</th><th>gap</th><th>solve ms</th><th>endpoints</th></tr>
+<tr><td class="l">${esc(r.solver.path)}</td><td class="l">${esc(r.solver.status)}</td><td>${fmt(r.solver.objective)}</td><td>${fmt(r.solver.bound)}</td><td>${fmt(100 * r.solver.gap, 3)}%</td><td>${fmt(r.solver.solveMs, 1)}</td><td>${r.solver.endpoints}</td></tr></table>`;
+  return pageShell(`tidegate plan ${r.id} — ${hourText}`, body, v);
 }

@@ -124,3 +124,43 @@ describe.each([
     await loop.stop();
   });
 });
+
+describe("PlanActions (approve, reject, plan now)", () => {
+  const make = (clock: VirtualClock, lock: LeaderLock, holder = "p") => {
+    const link = new FakeLink("east");
+    const store = new MemoryPlanStore();
+    const loop = new PlannerLoop({ clock, intervalMs: 1000, lock, holder, advisory: true, links: [link], store, plan: async (id, _prev, trigger) => ({ ...fakeReport(id, true), ...(trigger ? { trigger } : {}) }) });
+    return { link, store, loop };
+  };
+
+  it("approves only the newest advisory plan, once: sends its targets as not advisory and records who and when", async () => {
+    const clock = new VirtualClock(5000);
+    const { link, store, loop } = make(clock, new MemoryLeaderLock(clock));
+    await loop.tick();
+    await loop.tick();
+    expect(link.received).toEqual([]);
+    await expect(loop.approve("plan-1", "ana")).rejects.toMatchObject({ code: "conflict", message: expect.stringContaining("superseded by plan-2") });
+    const r = await loop.approve("plan-2", "ana");
+    expect(link.received).toHaveLength(1);
+    expect(link.received[0]).toMatchObject({ decisionId: 2, advisory: false, endpoints: [{ model: "m", instances: 2 }] });
+    expect(r.review).toEqual({ state: "approved", by: "ana", atMs: 5000 });
+    expect(r.acks).toEqual([{ region: "east", decisionId: 2, accepted: true }]);
+    expect((await store.get("plan-2"))!.review?.state).toBe("approved");
+    expect((await store.list()).map((x) => x.id)).toEqual(["plan-2", "plan-1"]);
+    await expect(loop.reject("plan-2", "bo")).rejects.toMatchObject({ code: "conflict" });
+    await expect(loop.approve("nope", "ana")).rejects.toMatchObject({ code: "not_found" });
+  });
+
+  it("rejects without sending; plans now with a manual trigger, and refuses where another replica leads", async () => {
+    const clock = new VirtualClock(0);
+    const lock = new MemoryLeaderLock(clock);
+    const { link, loop } = make(clock, lock);
+    await loop.tick();
+    expect((await loop.reject("plan-1", "bo")).review).toMatchObject({ state: "rejected", by: "bo" });
+    expect(link.received).toEqual([]);
+    const now = await loop.planNow("ana");
+    expect(now).toMatchObject({ decisionId: 2, trigger: { kind: "manual", by: "ana" } });
+    const other = make(clock, lock, "q").loop;
+    await expect(other.planNow("ana")).rejects.toMatchObject({ code: "conflict", message: expect.stringContaining("leader") });
+  });
+});

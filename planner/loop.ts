@@ -5,6 +5,7 @@
  * round. The lock's expiry is 2 × intervalMs unless given, so a dead leader is replaced within two rounds.
  */
 import type { Clock, Timer } from "../core/clock.js";
+import { TidegateError } from "../core/errors.js";
 import type { Logger } from "../core/log.js";
 import { silentLogger } from "../core/log.js";
 import type { RegionLink, RegionTargets } from "../core/ports.js";
@@ -24,8 +25,8 @@ export interface PlannerLoopOptions {
   advisory: boolean;
   links: readonly RegionLink[];
   store: PlanStore;
-  /** Runs one plan with the given decision id and the previous report. */
-  plan: (decisionId: number, previous: PlanReport | undefined) => Promise<PlanReport>;
+  /** Runs one plan with the given decision id, the previous report and what started it (absent: the schedule). */
+  plan: (decisionId: number, previous: PlanReport | undefined, trigger?: PlanReport["trigger"]) => Promise<PlanReport>;
   log?: Logger;
 }
 
@@ -46,8 +47,21 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
 }
 
+/**
+ * What /plans may ask of the planner; only the admin role reaches these (planner/routes.ts). Errors are
+ * TidegateErrors: not_found (no such plan), conflict (not advisory, already reviewed, superseded, not leading).
+ */
+export interface PlanActions {
+  /** Sends an advisory plan's targets to the regions (the newest plan only) and records who approved it and when. */
+  approve(id: string, by: string): Promise<PlanReport>;
+  /** Records that an advisory plan was rejected; nothing is sent. */
+  reject(id: string, by: string): Promise<PlanReport>;
+  /** Runs a planning round now, off-schedule; resolves with its report. */
+  planNow(by: string): Promise<PlanReport>;
+}
+
 /** The planning loop (see the file comment). `start()` schedules rounds, `tick()` runs one, `stop()` ends. */
-export class PlannerLoop {
+export class PlannerLoop implements PlanActions {
   private timer: Timer | undefined;
   private running: Promise<void> | undefined;
   private previous: PlanReport | undefined;
@@ -77,44 +91,83 @@ export class PlannerLoop {
   /** One round (also callable directly). Rounds never overlap: a tick during a round is skipped. */
   tick(): Promise<void> {
     if (this.running !== undefined) return this.running;
-    this.running = this.round().finally(() => (this.running = undefined));
+    this.running = this.round().then(
+      () => undefined,
+      (err: unknown) => (this.o.log ?? silentLogger).error("planning round failed", { err: err instanceof Error ? err : String(err) }),
+    ).finally(() => (this.running = undefined));
     return this.running;
   }
 
-  private async round(): Promise<void> {
+  async planNow(by: string): Promise<PlanReport> {
+    await this.running;
+    let report: PlanReport | undefined;
+    this.running = this.round({ kind: "manual", by }).then((r) => void (report = r)).finally(() => (this.running = undefined));
+    await this.running;
+    if (report === undefined) throw new TidegateError("conflict", "this planner replica does not hold the leader lock; try the leader");
+    return report;
+  }
+
+  async approve(id: string, by: string): Promise<PlanReport> {
+    const report = await this.reviewable(id);
+    const newest = (await this.o.store.list())[0];
+    if (newest !== undefined && newest.id !== id) throw new TidegateError("conflict", `plan ${id} was superseded by ${newest.id}; approve the newest plan`);
+    report.acks = await this.send({ ...report, advisory: false });
+    report.review = { state: "approved", by, atMs: this.o.clock.now() };
+    await this.o.store.put(report);
+    (this.o.log ?? silentLogger).info("plan approved", { id, by, acks: report.acks.length, accepted: report.acks.filter((a) => a.accepted).length });
+    return report;
+  }
+
+  async reject(id: string, by: string): Promise<PlanReport> {
+    const report = await this.reviewable(id);
+    report.review = { state: "rejected", by, atMs: this.o.clock.now() };
+    await this.o.store.put(report);
+    (this.o.log ?? silentLogger).info("plan rejected", { id, by });
+    return report;
+  }
+
+  private async reviewable(id: string): Promise<PlanReport> {
+    const report = await this.o.store.get(id);
+    if (report === undefined) throw new TidegateError("not_found", `no plan ${JSON.stringify(id)}`, { param: "id" });
+    if (!report.advisory) throw new TidegateError("conflict", `plan ${id} was not advisory: its targets were sent when it was made`);
+    if (report.review !== undefined) throw new TidegateError("conflict", `plan ${id} was already ${report.review.state} by ${report.review.by}`);
+    return report;
+  }
+
+  private send(report: PlanReport): Promise<PlanReport["acks"]> {
+    return Promise.all(
+      this.o.links.map(async (link) => {
+        try {
+          const ack = await link.sendTargets(targetsFor(report, link.region));
+          return { region: ack.region, decisionId: ack.decisionId, accepted: ack.accepted };
+        } catch (err) {
+          return { region: link.region, decisionId: report.decisionId, accepted: false, error: err instanceof Error ? err.message : String(err) };
+        }
+      }),
+    );
+  }
+
+  /** One round; the report, or undefined when another replica leads. */
+  private async round(trigger?: PlanReport["trigger"]): Promise<PlanReport | undefined> {
     const log = this.o.log ?? silentLogger;
-    try {
-      const got = await this.o.lock.acquire(this.o.holder, this.o.lockTtlMs ?? 2 * this.o.intervalMs);
-      if (got === "held_by_other") {
-        this.leading = false;
-        this.followed++;
-        return;
-      }
-      this.leading = true;
-      const decisionId = await this.o.lock.nextDecisionId(this.o.holder);
-      if (decisionId === undefined) {
-        this.followed++;
-        return;
-      }
-      this.led++;
-      const report = await this.o.plan(decisionId, this.previous);
-      if (!report.advisory && !this.o.advisory) {
-        report.acks = await Promise.all(
-          this.o.links.map(async (link) => {
-            try {
-              const ack = await link.sendTargets(targetsFor(report, link.region));
-              return { region: ack.region, decisionId: ack.decisionId, accepted: ack.accepted };
-            } catch (err) {
-              return { region: link.region, decisionId, accepted: false, error: err instanceof Error ? err.message : String(err) };
-            }
-          }),
-        );
-      }
-      this.previous = report;
-      await this.o.store.put(report);
-      log.info("plan", { id: report.id, decisionId, status: report.solver.status, advisory: report.advisory, acks: report.acks.length });
-    } catch (err) {
-      log.error("planning round failed", { err: err instanceof Error ? err : String(err) });
+    const got = await this.o.lock.acquire(this.o.holder, this.o.lockTtlMs ?? 2 * this.o.intervalMs);
+    if (got === "held_by_other") {
+      this.leading = false;
+      this.followed++;
+      return undefined;
     }
+    this.leading = true;
+    const decisionId = await this.o.lock.nextDecisionId(this.o.holder);
+    if (decisionId === undefined) {
+      this.followed++;
+      return undefined;
+    }
+    this.led++;
+    const report = await this.o.plan(decisionId, this.previous, trigger);
+    if (!report.advisory && !this.o.advisory) report.acks = await this.send(report);
+    this.previous = report;
+    await this.o.store.put(report);
+    log.info("plan", { id: report.id, decisionId, status: report.solver.status, advisory: report.advisory, acks: report.acks.length, trigger: trigger?.kind ?? "schedule" });
+    return report;
   }
 }

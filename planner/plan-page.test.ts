@@ -1,11 +1,13 @@
 /**
- * The plan page in a real headless Chromium (Debian's /usr/bin/chromium): a plan made by runPlan from a week of
- * synthetic history is served by the global router (router/server.ts GlobalRouter, with the plansRoutes sub-app
- * mounted as `tidegate dev` and `tidegate global` mount it); the page must show its SVG charts and log no console
- * errors. The admin key is required.
+ * The plans site in a real headless Chromium (Debian's /usr/bin/chromium), served by the global router
+ * (router/server.ts GlobalRouter, with the site mounted as `tidegate dev` mounts it): sign in through the login
+ * form, read the index, follow a plan whose hour has passed, walk to the newest (advisory) plan and approve it.
+ * Every chart must have labelled time and value axes; the forecast band and the actual load must be drawn; the
+ * changes table must list every endpoint; the cost line must carry its unit; no console errors. A screenshot of
+ * each page is written to out/test/plan-pages/.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
@@ -14,127 +16,119 @@ import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { silentLogger } from "../core/log.js";
 import { FakeRegionLink } from "../router/fake-link.js";
 import { GlobalRouter } from "../router/server.js";
-import { chromium, type BrowserContext } from "playwright-core";
-import { MemoryHistory, type DemandSample } from "../forecasts/history.js";
-import { createForecaster } from "../forecasts/registry.js";
-import type { Fleet } from "./fleet.js";
-import { runPlan } from "./plan.js";
-import { plansRoutes } from "./routes.js";
-import { HighsSolver } from "./solver.js";
-import { MemoryPlanStore } from "./store.js";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { ADMIN_KEY, sampleSite, type SampleSite } from "../test/helpers/plans.js";
+import { REPO_ROOT } from "../test/e2e/procs.js";
 
-const ADMIN = "admin-key-for-tests";
 const CHROMIUM = "/usr/bin/chromium";
+const SHOTS = join(REPO_ROOT, "out", "test", "plan-pages");
 
-/** A 2-region, 2-model fleet and 8 days of per-minute history with a daily cycle. */
-export async function samplePlanInputs(): Promise<{ fleet: Fleet; history: MemoryHistory; nowMs: number }> {
-  const fleet: Fleet = {
-    alpha: 0.8,
-    beta: 0.2,
-    gpus: { "h100-80gb": { holdPerGpu: 5, vmStartPerGpu: 0.4 } },
-    models: { "llama2-70b": { "h100-80gb": { gpusPerInstance: 4, tokensPerS: 5000, modelStartCost: 0.5 } }, "llama3.1-8b": { "h100-80gb": { gpusPerInstance: 2, tokensPerS: 18000, modelStartCost: 0.3 } } },
-    regions: ["us-east", "us-west"].map((name) => ({
-      name,
-      capacity: { "h100-80gb": 64 },
-      endpoints: [
-        { model: "llama2-70b", gpu: "h100-80gb", instances: 4, minInstances: 1, maxInstances: 16, spotInstances: 1 },
-        { model: "llama3.1-8b", gpu: "h100-80gb", instances: 2, minInstances: 1, maxInstances: 16, spotInstances: 0 },
-      ],
-    })),
-  };
-  const history = new MemoryHistory();
-  const start = 100 * 86_400_000;
-  const minutes = 8 * 1440;
-  const samples: DemandSample[] = [];
-  for (let i = 0; i < minutes; i++) {
-    const day = Math.sin((2 * Math.PI * i) / 1440);
-    for (const [model, base] of [["llama2-70b", 20000], ["llama3.1-8b", 30000]] as const) {
-      for (const [region, shift] of [["us-east", 0], ["us-west", 0.3]] as const) {
-        samples.push({ kind: "iw", model, region, minuteMs: start + i * 60_000, tokensPerS: base * (1 + 0.5 * day + shift + 0.05 * Math.sin(i / 7)) });
-        samples.push({ kind: "niw", model, region, minuteMs: start + i * 60_000, tokensPerS: base * 0.1 });
-      }
-    }
-  }
-  await history.add(samples);
-  return { fleet, history, nowMs: start + minutes * 60_000 };
-}
-
+let s: SampleSite;
 let router: GlobalRouter;
 let base: string;
 let context: BrowserContext;
-let planId: string;
 const profile = mkdtempSync(join(tmpdir(), "tidegate-chromium-"));
 
 beforeAll(async () => {
-  const { fleet, history, nowMs } = await samplePlanInputs();
-  const forecaster = createForecaster({ name: "blend" });
-  const solver = await HighsSolver.create();
-  const store = new MemoryPlanStore();
-  const first = await runPlan({ fleet, history, forecaster, solver, nowMs: nowMs - 3_600_000, decisionId: 1 });
-  await store.put(first);
-  const report = await runPlan({ fleet, history, forecaster, solver, nowMs, decisionId: 2, previous: first, strategy: "lt-ua" });
-  await store.put(report);
-  planId = report.id;
-  const config = parseConfig({ ...(DEFAULT_CONFIG_JSON as Record<string, unknown>), router: { adminKeys: [ADMIN] } });
-  router = new GlobalRouter({
-    config,
-    links: config.regions.map((r) => new FakeRegionLink(r.name)),
-    clock: new WallClock(),
-    logger: silentLogger,
-    defaultMetrics: false,
-    mounts: [{ path: "/", app: plansRoutes({ store, adminKeys: config.router.adminKeys }) }],
-  });
+  s = await sampleSite();
+  const config = parseConfig(DEFAULT_CONFIG_JSON);
+  router = new GlobalRouter({ config, links: config.regions.map((r) => new FakeRegionLink(r.name)), clock: new WallClock(), logger: silentLogger, defaultMetrics: false, mounts: [{ path: "/", app: s.site.app }] });
   const addr: AddressInfo = await router.listen("127.0.0.1", 0);
   base = `http://127.0.0.1:${addr.port}`;
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
-  // A fresh --user-data-dir: playwright passes `profile` as Chromium's --user-data-dir.
+  mkdirSync(SHOTS, { recursive: true });
   context = await chromium.launchPersistentContext(profile, {
     executablePath: CHROMIUM,
     headless: true,
+    viewport: { width: 1320, height: 900 },
     args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    extraHTTPHeaders: { authorization: `Bearer ${ADMIN}` },
   });
 });
 
 afterAll(async () => {
   await context?.close();
   await router?.close();
+  await s?.close();
   rmSync(profile, { recursive: true, force: true });
 });
 
-describe("plan pages", () => {
-  it("need an admin bearer key", async () => {
-    const none = await fetch(`${base}/plans`);
-    expect(none.status).toBe(401);
-    expect(((await none.json()) as { error: { code: string } }).error.code).toBe("unauthorized");
-    const wrong = await fetch(`${base}/plans/${planId}`, { headers: { authorization: "Bearer not-admin" } });
-    expect(wrong.status).toBe(403);
-    const json = await fetch(`${base}/plans/${planId}.json`, { headers: { authorization: `Bearer ${ADMIN}` } });
-    expect(json.status).toBe(200);
-    const body = (await json.json()) as { id: string; decisionId: number; forecasts: { lastHour: unknown }[] };
-    expect(body.id).toBe(planId);
-    expect(body.forecasts[0]!.lastHour).not.toBeNull();
-    expect((await fetch(`${base}/plans/nope`, { headers: { authorization: `Bearer ${ADMIN}` } })).status).toBe(404);
-  });
+/** Every svg.chart on the page has ≥ 2 labelled ticks on a time axis and on a value axis, and both axis titles. */
+async function expectLabelledAxes(page: Page): Promise<number> {
+  const charts = page.locator("svg.chart");
+  const n = await charts.count();
+  expect(n).toBeGreaterThan(0);
+  for (let i = 0; i < n; i++) {
+    const c = charts.nth(i);
+    for (const axis of ["x", "y"]) {
+      const ticks = await c.locator(`g.axis.${axis} text.tick`).allTextContents();
+      expect(ticks.length, `chart ${i} ${axis} ticks`).toBeGreaterThanOrEqual(2);
+      expect(ticks.every((t) => t.trim() !== "")).toBe(true);
+      expect((await c.locator(`g.axis.${axis} text.axis-title`).first().textContent())!.trim()).not.toBe("");
+    }
+    expect(await c.locator("g.axis.x text.axis-title").first().textContent()).toMatch(/time \(UTC\)|hours since trace start/);
+  }
+  return n;
+}
 
-  it("render in Chromium with their SVG charts and no console errors", async () => {
+describe("plans site in Chromium", () => {
+  it("signs in, reads the index, follows a plan, approves the newest", async () => {
     const page = await context.newPage();
     const errors: string[] = [];
     page.on("console", (m) => {
       if (m.type() === "error") errors.push(m.text());
     });
     page.on("pageerror", (e) => errors.push(e.message));
+
+    // Sign in through the form (no header: a browser cannot send one).
     await page.goto(`${base}/plans`);
-    await page.click(`a[href="/plans/${planId}"]`);
-    await page.waitForURL(`${base}/plans/${planId}`);
-    expect(await page.title()).toContain(planId);
-    expect(await page.locator("svg.chart.forecast").count()).toBe(4);
-    expect(await page.locator("svg.chart.forecast polyline").count()).toBe(8);
-    expect(await page.locator("svg.chart.forecast polygon").count()).toBe(4);
-    expect(await page.locator("svg.chart.bars").count()).toBe(3);
-    const box = await page.locator("svg.chart.forecast").first().boundingBox();
-    expect(box!.width).toBeGreaterThan(100);
-    expect(await page.locator("h2", { hasText: "Solver" }).count()).toBe(1);
+    await page.waitForURL(/\/login\?next=/);
+    await page.screenshot({ path: join(SHOTS, "1-login.png"), fullPage: true });
+    await page.fill('input[name="key"]', ADMIN_KEY);
+    await page.fill('input[name="name"]', "Ana");
+    await page.click('button[type="submit"]');
+    await page.waitForURL(`${base}/plans`);
+    expect(await page.locator("header .who").textContent()).toContain("Ana (admin key");
+
+    // The index: a timeline with one row per hour, charts with axes, filters.
+    expect(await page.locator("table.hours tr").count()).toBe(1 + s.reports.length);
+    expect(await page.locator("table.hours th").allTextContents()).toEqual(expect.arrayContaining(["cost (USD/hour)", "unmet (tokens/s)", "us-east instances", "us-west instances"]));
+    await expectLabelledAxes(page);
+    await page.screenshot({ path: join(SHOTS, "2-index.png"), fullPage: true });
+    await page.click('.filters a[href="/plans?model=llama2-70b"]');
+    await page.waitForURL(`${base}/plans?model=llama2-70b`);
+    expect(await page.locator(".filters a.on").allTextContents()).toContain("llama2-70b");
+
+    // The oldest plan: its hour has passed, so the actual load is overlaid.
+    const oldest = s.reports[0]!;
+    await page.click(`table.hours a[href="/plans/${oldest.id}"]`);
+    await page.waitForURL(`${base}/plans/${oldest.id}`);
+    expect(await page.title()).toContain(oldest.id);
+    const n = await expectLabelledAxes(page);
+    expect(n).toBe(oldest.forecasts.length);
+    expect(await page.locator("svg.chart.forecast polygon.band").count()).toBe(2 * n); // both panels
+    expect(await page.locator("svg.chart.forecast polyline.actual").count()).toBe(2 * n);
+    expect(await page.locator("svg.chart.forecast polyline.forecast").count()).toBe(2 * n);
+    expect(await page.locator("table.changes tr").count()).toBe(1 + oldest.actions.length);
+    for (const a of oldest.actions) expect(await page.locator("table.changes tr", { hasText: a.model }).filter({ hasText: a.region }).count()).toBe(1);
+    expect(await page.locator("table.changes td", { hasText: "—" }).count()).toBe(oldest.actions.length); // expected scale-out, not yet reported
+    expect(await page.locator("p.cost").textContent()).toMatch(/Cost for this hour: [\d.]+ USD = holding [\d.]+ USD/);
+    expect(await page.locator("p.objective").textContent()).toContain("objective");
+    await page.screenshot({ path: join(SHOTS, "3-plan-passed-hour.png"), fullPage: true });
+
+    // Later hours up to the newest, which is advisory and awaiting review.
+    await page.click('a[rel="next"]');
+    await page.click('a[rel="next"]');
+    const newest = s.reports.at(-1)!;
+    await page.waitForURL(`${base}/plans/${newest.id}`);
+    expect(await page.locator(".pill.pending").count()).toBe(1);
+    await page.screenshot({ path: join(SHOTS, "4-plan-advisory.png"), fullPage: true });
+    await page.click("button.approve");
+    await page.waitForURL(`${base}/plans/${newest.id}?done=approved`);
+    expect(await page.locator(".notice").textContent()).toContain("Approved");
+    expect(await page.locator(".pill.approved").textContent()).toMatch(/approved by Ana \(admin key [0-9a-f]{8}\)/);
+    expect(s.links.every((l) => l.sent.length === 1 && l.sent[0]!.decisionId === newest.decisionId)).toBe(true);
+    await page.screenshot({ path: join(SHOTS, "5-plan-approved.png"), fullPage: true });
+
     expect(errors).toEqual([]);
     await page.close();
   });

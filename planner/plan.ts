@@ -11,7 +11,7 @@ import type { Forecaster } from "../forecasts/forecaster.js";
 import { downsampleMean, fillGaps } from "../forecasts/series.js";
 import type { Fleet } from "./fleet.js";
 import { buildIlp, type Demand } from "./ilp.js";
-import type { PlanReport, SeriesForecast, Unmet } from "./report.js";
+import type { PlanAction, PlanCost, PlanReport, SeriesForecast, Unmet } from "./report.js";
 import { solvePlan, type SolvePlanOptions } from "./solve.js";
 import type { Solver } from "./solver.js";
 import { spotActions } from "./spot.js";
@@ -37,6 +37,9 @@ export interface PlanRunInputs {
   solve?: SolvePlanOptions;
   /** Progress lines (stderr in the CLI). */
   onProgress?: (msg: string) => void;
+  /** "relative" when the history's times are offsets from a trace start, not calendar times. */
+  timeBase?: "calendar" | "relative";
+  trigger?: PlanReport["trigger"];
 }
 
 /** The (model, region) pairs to plan: every endpoint's pair plus every pair with recorded history. */
@@ -132,6 +135,8 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     hold += e.holdCost * sol.targets[i]!;
     starts += e.startCost * Math.max(0, sol.targets[i]! - e.current);
   });
+  const breakdown = costBreakdown(fleet, actions, hold, starts, model.penalty);
+  breakdown.spotDonatedGpus = regions.reduce((s, r) => s + r.donatedGpus, 0);
   return {
     id: `plan-${inp.decisionId}-${newId("").slice(0, 8)}`,
     decisionId: inp.decisionId,
@@ -145,11 +150,32 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     solver: { path: sol.path, status: sol.status, objective: sol.objective, bound: sol.bound, gap: sol.gap, solveMs: sol.solveMs, ...(sol.iterations === undefined ? {} : { iterations: sol.iterations }), endpoints: model.endpoints.length },
     actions,
     spot: regions,
-    cost: { holdPerInterval: hold, starts, total: hold + starts },
+    cost: { holdPerInterval: hold, starts, total: hold + starts, currency: fleet.currency ?? "USD", breakdown },
     unmet,
     warnings,
     acks: [],
+    ...(inp.timeBase === undefined ? {} : { timeBase: inp.timeBase }),
+    ...(inp.trigger === undefined ? {} : { trigger: inp.trigger }),
   };
+}
+
+/** What the spot actions make of the ILP's cost: VM starts only for new VMs, model starts for new and redeployed. */
+function costBreakdown(fleet: Fleet, actions: PlanAction[], holding: number, starts: number, penalty: number): NonNullable<PlanCost["breakdown"]> {
+  let vmStarts = 0;
+  let modelStarts = 0;
+  let reclaimed = 0;
+  for (const a of actions) {
+    const mg = fleet.models[a.model]?.[a.gpu];
+    const g = fleet.gpus[a.gpu];
+    if (mg === undefined || g === undefined) continue;
+    const vm = a.newInstances * g.vmStartPerGpu * mg.gpusPerInstance;
+    const load = (a.newInstances + a.reclaimOtherModel) * mg.modelStartCost;
+    vmStarts += vm;
+    modelStarts += load;
+    reclaimed += a.reclaimSameModel + a.reclaimOtherModel;
+    a.cost = g.holdPerGpu * mg.gpusPerInstance * a.target + vm + load;
+  }
+  return { holding, vmStarts, modelStarts, spotSaved: Math.max(0, starts - vmStarts - modelStarts), spotReclaimedInstances: reclaimed, spotDonatedGpus: 0, afterSpot: holding + vmStarts + modelStarts, unmetPenaltyPerTokenPerS: penalty };
 }
 
 /** What the targets leave uncovered (cover and global rows) or over capacity (minimums above capacity). */

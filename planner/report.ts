@@ -38,6 +38,49 @@ export interface Unmet {
   why: string;
 }
 
+/** One endpoint's change in the report: the spot actions plus what the data plane expects a scale-out to take. */
+export type PlanAction = EndpointAction & {
+  /** Expected time for one more instance to serve here, ms (from the data plane; absent until it reports one). */
+  expectedScaleOutMs?: number;
+  /** This endpoint's share of `cost.breakdown.afterSpot` (holding + its starts after spot), in the plan's currency. */
+  cost?: number;
+};
+
+/**
+ * The plan's cost for its interval, in `currency` (GPU-hour prices; hourly plans cost this per hour).
+ * `total` = `holdPerInterval` + `starts` is what the ILP charged (every added instance as a VM start + a model
+ * start); `breakdown` splits what the spot actions make of it: instances reclaimed from spot skip the starts.
+ */
+export interface PlanCost {
+  holdPerInterval: number;
+  starts: number;
+  total: number;
+  currency?: string;
+  breakdown?: {
+    holding: number;
+    /** VM starts for new instances (vmStartPerGpu × GPUs). */
+    vmStarts: number;
+    /** Model loads: new instances and instances redeployed from another model's spot. */
+    modelStarts: number;
+    /** Start costs the ILP counted but spot reclaims avoid (≥ 0). */
+    spotSaved: number;
+    spotReclaimedInstances: number;
+    spotDonatedGpus: number;
+    /** holding + vmStarts + modelStarts: what this plan costs once the spot actions are taken. */
+    afterSpot: number;
+    /** The ILP's price per token/s of demand left unmet (the objective's third term). */
+    unmetPenaltyPerTokenPerS: number;
+  };
+}
+
+/** An operator's decision on an advisory plan (`/plans/{id}/approve` or `/reject`). */
+export interface PlanReview {
+  state: "approved" | "rejected";
+  /** Who decided: the name given at sign-in and the key's role and fingerprint (never the key). */
+  by: string;
+  atMs: number;
+}
+
 /** One planning run, as served at /plans/{id} and written by `tidegate plan`. */
 export interface PlanReport {
   id: string;
@@ -52,11 +95,17 @@ export interface PlanReport {
   beta: number;
   forecasts: SeriesForecast[];
   solver: { path: string; status: string; objective: number; bound: number; gap: number; solveMs: number; iterations?: number; endpoints: number };
-  actions: EndpointAction[];
+  actions: PlanAction[];
   spot: RegionSpot[];
-  cost: { holdPerInterval: number; starts: number; total: number };
+  cost: PlanCost;
   unmet: Unmet[];
   warnings: string[];
-  /** Region acknowledgements of the targets (empty in advisory mode or offline). */
+  /** Region acknowledgements of the targets (empty in advisory mode or offline, until approved). */
   acks: { region: string; decisionId: number; accepted: boolean; error?: string }[];
+  /** "relative" when the history had no calendar (e.g. ServeGen's seconds from the trace start): times are hours from 0. */
+  timeBase?: "calendar" | "relative";
+  /** "manual" when someone asked for it (plan now), with who; "offline" for `tidegate plan` (never sent). */
+  trigger?: { kind: "schedule" | "manual" | "offline"; by?: string };
+  /** Advisory plans: approved (sent to the regions) or rejected, with who and when; absent = awaiting review. */
+  review?: PlanReview;
 }

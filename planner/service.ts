@@ -58,7 +58,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     links: o.links,
     store: o.store,
     log: o.log,
-    plan: async (decisionId, previous) => {
+    plan: async (decisionId, previous, trigger) => {
       const report = await runPlan({
         fleet: liveFleet(fleet, latest),
         history: o.history,
@@ -70,6 +70,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
         advisory: o.advisory,
         strategy: o.config.controller.strategy,
         ...(previous === undefined ? {} : { previous }),
+        ...(trigger === undefined ? {} : { trigger }),
       });
       if (o.outDir !== undefined) writePlanFiles(o.outDir, report);
       return report;

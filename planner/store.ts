@@ -12,6 +12,7 @@ import type { PlanReport } from "./report.js";
 
 /** Where the loop puts reports and /plans reads them. */
 export interface PlanStore {
+  /** Stores a report; one with the same id (a review, a late ack) is replaced in place. */
   put(report: PlanReport): Promise<void>;
   get(id: string): Promise<PlanReport | undefined>;
   /** Newest first. */
@@ -24,6 +25,11 @@ export class MemoryPlanStore implements PlanStore {
   /** Keeps the newest `keep` reports (default a week of hourly plans). */
   constructor(private readonly keep = 168) {}
   async put(report: PlanReport): Promise<void> {
+    const at = this.reports.findIndex((r) => r.id === report.id);
+    if (at >= 0) {
+      this.reports[at] = report;
+      return;
+    }
     this.reports.unshift(report);
     if (this.reports.length > this.keep) this.reports.length = this.keep;
   }

@@ -17,10 +17,9 @@ import { startInProcessRegion, type InProcessRegion } from "../../region/runtime
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { GlobalRouter } from "../../router/server.js";
 import type { RouterMount } from "../../router/app.js";
-import { newId } from "../../core/ids.js";
 import { MemoryHistory } from "../../forecasts/history.js";
 import { MemoryLeaderLock } from "../../planner/leader.js";
-import { plansRoutes } from "../../planner/routes.js";
+import { devPlansSite } from "../../planner/dev-site.js";
 import { startPlannerService } from "../../planner/service.js";
 import { MemoryPlanStore } from "../../planner/store.js";
 
@@ -138,15 +137,15 @@ export const command: Command = {
     // One demand history for the planner: IW from region telemetry, NIW from what the batch dispatcher sends.
     const history = new MemoryHistory();
     const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }), niwHistory: history });
-    // Planner tier (issue 4): hourly plans in memory, served at /plans behind an admin key (one is made up and
-    // printed when the config names none).
-    const adminKeys = config.router.adminKeys.length > 0 ? config.router.adminKeys : [newId("tg-admin-")];
+    // Planner tier (issues 4, 16): hourly plans in memory at /plans (sign in at /login); history seeded from ServeGen.
     const plans = new MemoryPlanStore();
-    const devConfig: TidegateConfig = { ...config, router: { ...config.router, adminKeys } };
+    const site = await devPlansSite({ config, clock, history, store: plans, log: logger.child({ tier: "planner" }), env: process.env });
+    // The router's admin routes (/admin/regions/{region}/instances) take the same admin keys as the plans site.
+    const devConfig: TidegateConfig = { ...config, router: { ...config.router, adminKeys: [...site.adminKeys] } };
     if (config.controller.actuator === "agents") {
       logger.info("parameter blocks are scaled down for this machine", { models: parameterScaleLines(config) });
     }
-    const stack = buildDevStack({ config: devConfig, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: plansRoutes({ store: plans, adminKeys }) }] });
+    const stack = buildDevStack({ config: devConfig, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: site.routes }] });
     batch.start(stack.links, stack.router.deps.metrics.registry);
     const planner = await startPlannerService({
       config,
@@ -161,6 +160,7 @@ export const command: Command = {
       forecaster: "blend",
       log: logger.child({ tier: "planner" }),
     });
+    site.attach(planner.loop, stack.router.deps.metrics.registry);
     const stopped = untilSignal();
     try {
       // The regions deploy their configured instances (blocks over the data plane, then engines) before the API opens.
@@ -178,9 +178,10 @@ export const command: Command = {
       `tidegate dev: serving ${url} (regions: ${config.regions.map((r) => r.name).join(", ")}; models: ${config.models.map((m) => m.name).join(", ")})\n` +
         `try:\n  curl -N ${url}/v1/chat/completions -H 'content-type: application/json' \\\n` +
         `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n` +
-        `plan reports: ${url}/plans (Authorization: Bearer ${config.router.adminKeys.length > 0 ? "<your admin key>" : adminKeys[0]})\n` +
+        site.banner(url) +
         (config.controller.actuator === "agents"
-          ? `instances: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer ${config.router.adminKeys.length > 0 ? "<your admin key>" : adminKeys[0]}'\n` +
+          ? `instances and scaling: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n` +
+            `  (the dev log prints each scaling step: "scaling step", "transfer finished", "instance serving")\n` +
             `parameters (scaled for this machine): ${parameterScaleLines(config).join("; ")}\n`
           : ""),
     );

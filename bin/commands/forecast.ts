@@ -6,6 +6,25 @@ import { backtestPeaks } from "../../forecasts/backtest.js";
 import { FORECASTER_NAMES, createForecaster, isForecasterName } from "../../forecasts/registry.js";
 import { fillGaps, readSeriesFile } from "../../forecasts/series.js";
 
+/**
+ * Throws a usage error saying how long the series must be when it cannot give one held-out hour: the held-out
+ * hours start at day `heldOutFromDay`, after `historyDays` ≤ heldOutFromDay days of history.
+ */
+export function tooShort(steps: number, stepMs: number, heldOutFromDay: number, historyDays: number, file: string): void {
+  if (!(Number.isInteger(heldOutFromDay) && heldOutFromDay >= 1)) throw new TidegateError("invalid_request", `--held-out-from-day must be an integer ≥ 1, got ${heldOutFromDay}`);
+  if (!(Number.isInteger(historyDays) && historyDays >= 1)) throw new TidegateError("invalid_request", `--history-days must be an integer ≥ 1, got ${historyDays}`);
+  if (historyDays > heldOutFromDay) throw new TidegateError("invalid_request", `--history-days ${historyDays} must be ≤ --held-out-from-day ${heldOutFromDay} (each forecast needs that many days before the first held-out hour)`);
+  const hourSteps = Math.round(3_600_000 / stepMs);
+  const need = (heldOutFromDay * 24 + 1) * hourSteps;
+  if (steps >= need) return;
+  const hours = (steps * stepMs) / 3_600_000;
+  throw new TidegateError(
+    "invalid_request",
+    `${file} is too short for a backtest: it covers ${hours.toFixed(1)} h (${steps} rows of ${stepMs / 60_000} min); with --held-out-from-day ${heldOutFromDay} it must cover at least ${heldOutFromDay * 24 + 1} h (${need} rows: ${heldOutFromDay} days before the first held-out hour, plus that hour). ` +
+      (hours < 25 ? `No backtest fits it: even --held-out-from-day 1 --history-days 1 needs 25 h (${25 * hourSteps} rows).` : `Lower --held-out-from-day (and --history-days ≤ it), e.g. --held-out-from-day ${Math.floor((hours - 1) / 24)} --history-days ${Math.min(historyDays, Math.floor((hours - 1) / 24))}.`),
+  );
+}
+
 export const command: Command = {
   name: "forecast",
   summary: "forecasting tools (`forecast backtest`)",
@@ -29,6 +48,7 @@ Gaps (missing rows) are filled; NaN or negative values are rejected naming the l
     if (typeof flags.series !== "string") throw new TidegateError("invalid_request", "--series is required (see --help)");
     const s = readSeriesFile(flags.series);
     const hourSteps = Math.round(3_600_000 / s.stepMs);
+    tooShort(s.values.length, s.stepMs, Number(flags["held-out-from-day"]), Number(flags["history-days"]), flags.series);
     const values = fillGaps(s.values, 24 * hourSteps);
     if (s.gaps.length > 0) process.stderr.write(`tidegate forecast: ${s.gaps.length} missing rows filled\n`);
     const names = String(flags.methods).split(",").map((m) => m.trim());

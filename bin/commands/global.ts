@@ -16,7 +16,8 @@ import { untilSignal } from "./dev.js";
 import { Redis } from "ioredis";
 import { RedisHistory } from "../../forecasts/history-redis.js";
 import type { RouterMount } from "../../router/app.js";
-import { plansRoutes } from "../../planner/routes.js";
+import { plansSite } from "../../planner/routes.js";
+import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
 
 /** The three TLS flags together, or none (insecure loopback/dev links). */
@@ -35,6 +36,8 @@ export const command: Command = {
     "region per request (SageServe §6.2: first region under router.memoryThreshold in the client's preference",
     "order, else the least utilized). Regions are reached over gRPC at config regions[].grpcAddress; a region",
     "whose telemetry is older than router.telemetryStaleMs is not chosen. Stops cleanly on SIGINT/SIGTERM.",
+    "With the Redis queue it also serves the planner's reports at /plans (sign in at /login with a key from",
+    "router.adminKeys / router.plannerKeys or TIDEGATE_ADMIN_KEYS / TIDEGATE_PLANNER_KEYS; read only here).",
     "",
     "Example:",
     "  tidegate region --config fleet.json --region us-east &",
@@ -81,8 +84,10 @@ export const command: Command = {
     const niwHistory = plansRedis === undefined ? undefined : new RedisHistory(plansRedis, { keyPrefix: queueConfig.queue.keyPrefix });
     const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }), ...(niwHistory === undefined ? {} : { niwHistory }) });
     const mounts: RouterMount[] = [{ path: "/v1", app: batch.routes }];
-    if (plansRedis !== undefined) mounts.push({ path: "/", app: plansRoutes({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), adminKeys: config.router.adminKeys }) });
+    const plans = plansRedis === undefined ? undefined : plansSite({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), keys: planKeysFrom(config, process.env), clock, log: logger.child({ tier: "plans" }), ...(niwHistory === undefined ? {} : { history: niwHistory }) });
+    if (plans !== undefined) mounts.push({ path: "/", app: plans.app });
     const router = new GlobalRouter({ config, links, clock, logger, mounts });
+    plans?.registerMetrics(router.deps.metrics.registry);
     batch.start(links, router.deps.metrics.registry);
     const stopped = untilSignal();
     const close = async () => {

@@ -18,6 +18,8 @@ import { isForecasterName } from "../../forecasts/registry.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { RedisLeaderLock } from "../../planner/leader.js";
 import { plansRoutes } from "../../planner/routes.js";
+import { createRegistry } from "../../core/metrics.js";
+import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
 import { startPlannerService } from "../../planner/service.js";
 import { untilSignal } from "./dev.js";
@@ -30,8 +32,14 @@ export const command: Command = {
     "(<key-prefix>planner:leader, expiring after two intervals) forecasts each (model, region) from the history",
     "in Redis, solves the ILP over the config's fleet, and sends each region its targets with a monotonic",
     "decisionId over gRPC; --advisory (or config planner.advisory) publishes plans without sending them.",
-    "Reports are kept in Redis (<key-prefix>plans, the newest 168), served at http://<host>:<port>/plans (admin",
-    "bearer key) and written to --out when given.",
+    "Reports are kept in Redis (<key-prefix>plans, the newest 168), served at http://<host>:<port>/plans and",
+    "written to --out when given; /metrics has the sign-in and action counters (tidegate_plans_*).",
+    "",
+    "Keys for /plans (open http://<host>:<port>/login in a browser, or send Authorization: Bearer <key>):",
+    "  admin   (read, approve/reject advisory plans, plan now): config router.adminKeys, or TIDEGATE_ADMIN_KEYS",
+    "  planner (read only):                                      config router.plannerKeys, or TIDEGATE_PLANNER_KEYS",
+    "  The environment variables are comma-separated lists, read once at start-up; every key is ≥ 8 characters.",
+    "  With no key at all, /plans refuses everyone (the command warns at start).",
     "",
     "Example:",
     "  tidegate planner --config fleet.json --redis-url redis://127.0.0.1:6379 --port 8090 --out plans/",
@@ -69,7 +77,11 @@ export const command: Command = {
     const out = typeof flags.out === "string" ? flags.out : undefined;
     const planner = await startPlannerService({ config, clock, links, history, store, lock, holder, intervalMs, advisory, forecaster: fname, log, ...(out === undefined ? {} : { outDir: out }) });
     const app = new Hono();
-    app.route("/", plansRoutes({ store, adminKeys: config.router.adminKeys }));
+    const keys = planKeysFrom(config, process.env);
+    if (keys.admin.length + keys.planner.length === 0) log.warn("no admin or planner key: /plans refuses everyone (set router.adminKeys or TIDEGATE_ADMIN_KEYS)");
+    const registry = createRegistry();
+    app.route("/", plansRoutes({ store, keys, actions: planner.loop, history, clock, log: log.child({ tier: "plans" }), registry }));
+    app.get("/metrics", async (c) => c.body(await registry.metrics(), 200, { "content-type": registry.contentType }));
     const server = serve({ fetch: app.fetch, port: Number(flags.port), hostname: String(flags.host) }, (info) => {
       log.info("planner listening", { url: `http://${String(flags.host)}:${info.port}/plans`, holder, intervalMs, advisory });
       process.stdout.write(`tidegate planner: /plans on http://${String(flags.host)}:${info.port} (holder ${holder}, every ${intervalMs} ms${advisory ? ", advisory" : ""})\n`);

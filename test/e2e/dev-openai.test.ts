@@ -21,9 +21,9 @@ afterAll(async () => {
 });
 
 describe("tidegate dev runs the planner", () => {
-  it("serves its hourly plan at /plans behind the admin key it prints", async () => {
+  it("serves its hourly plan at /plans behind the admin key it prints (sign in at /login, or a bearer header)", async () => {
     const base = dev.match[1]!;
-    const key = /Bearer (tg-admin-\S+)\)/.exec(dev.output())?.[1];
+    const key = /sign in with the admin key (tg-admin-\S+)/.exec(dev.output())?.[1];
     expect(key).toBeDefined();
     expect((await fetch(`${base}/plans`)).status).toBe(401);
     // The first round runs at start; poll briefly for it.

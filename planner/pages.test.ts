@@ -1,0 +1,66 @@
+/** The pure page builders: warnings grouped, times, the index's filtered figures, reports from before issue 16. */
+import { describe, expect, it } from "vitest";
+import { fmtTime, forecastChart, niceStep } from "./charts.js";
+import { groupWarnings, renderPlanHtml } from "./html.js";
+import { hourRow, renderPlansIndex } from "./index-page.js";
+import type { PlanReport } from "./report.js";
+
+function report(over: Partial<PlanReport> = {}): PlanReport {
+  return {
+    id: "plan-7-abc", decisionId: 7, madeAtMs: Date.UTC(2026, 10, 23, 14, 0), intervalMs: 3_600_000, advisory: false, alpha: 0.8, beta: 0.2, forecasts: [],
+    solver: { path: "mip", status: "optimal", objective: 30, bound: 30, gap: 0, solveMs: 1, endpoints: 2 },
+    actions: [
+      { model: "a", region: "east", gpu: "g", current: 2, target: 2, reclaimSameModel: 0, reclaimOtherModel: 0, newInstances: 0, donate: 0, cost: 10 },
+      { model: "b", region: "west", gpu: "g", current: 1, target: 3, reclaimSameModel: 1, reclaimOtherModel: 0, newInstances: 1, donate: 0, cost: 20 },
+    ],
+    spot: [], cost: { holdPerInterval: 28, starts: 2, total: 30 }, unmet: [{ kind: "cover", model: "b", region: "west", amount: 5, why: "x" }], warnings: [], acks: [],
+    ...over,
+  };
+}
+
+describe("plan pages", () => {
+  it("group warnings by what they say", () => {
+    const w = Array.from({ length: 12 }, (_, i) => `m${i}@r: no interactive history in the last 8 days; planned for the NIW buffer (0.0 tokens/s) only`);
+    w.push("m1@r: 3 ten-minute window(s) without data were filled", "m2@r: 5 ten-minute window(s) without data were filled", "a fleet-wide note");
+    const g = groupWarnings(w);
+    expect(g).toHaveLength(3);
+    expect(g[0]).toMatchObject({ count: 12, text: "no interactive history in the last 8 days; planned for the NIW buffer (0.0 tokens/s) only" });
+    expect(g[0]!.subjects).toHaveLength(12);
+    expect(g[1]).toMatchObject({ count: 2, text: "3 ten-minute window(s) without data were filled (values differ per series)" });
+    const html = renderPlanHtml(report({ warnings: w }));
+    expect(html).toContain("<strong>12 series</strong>: no interactive history");
+    expect(html.match(/<li>/g)).toHaveLength(3);
+  });
+
+  it("show calendar times in UTC and trace times as hours from the start", () => {
+    expect(fmtTime(Date.UTC(2026, 10, 23, 14, 0))).toBe("2026-11-23 14:00 UTC");
+    expect(fmtTime(336 * 3_600_000, "relative")).toBe("hour 336");
+    expect(fmtTime(336.5 * 3_600_000, "relative")).toBe("hour 336:30");
+    expect([niceStep(7), niceStep(900), niceStep(0.3)]).toEqual([2, 500, 0.1]);
+  });
+
+  it("draw the actual load only when some of it is known", () => {
+    const base = { title: "t", unit: "tokens/s", timeBase: "calendar" as const, stepMs: 600_000, history: Array.from({ length: 144 }, () => 5), forecastStartMs: 144 * 600_000, forecast: Array.from({ length: 6 }, () => ({ mean: 5, lower: 4, upper: 6 })) };
+    expect(forecastChart(base)).not.toContain('class="actual"');
+    expect(forecastChart({ ...base, actual: Array(6).fill(Number.NaN) })).not.toContain('class="actual"');
+    expect(forecastChart({ ...base, actual: [5, 6, Number.NaN, Number.NaN, Number.NaN, Number.NaN] })).toContain('class="actual"');
+  });
+
+  it("filter the index's figures by model and region", () => {
+    const r = report();
+    expect(hourRow(r, {}).cost).toBe(30);
+    expect(hourRow(r, { model: "b" })).toMatchObject({ cost: 20, unmetTokensPerS: 5 });
+    expect(hourRow(r, { region: "east" })).toMatchObject({ cost: 10, unmetTokensPerS: 0 });
+    expect([...hourRow(r, { model: "a" }).instances]).toEqual([["east", 2]]);
+    const html = renderPlansIndex([r], { region: "west" });
+    expect(html).toContain("<th>west instances</th>");
+    expect(html).not.toContain("<th>east instances</th>");
+  });
+
+  it("render a report stored before cost breakdowns and reviews existed", () => {
+    const html = renderPlanHtml(report());
+    expect(html).toContain("Cost for this hour: <strong>30.00 USD</strong>");
+    expect(html).toContain("sent to regions when made");
+    expect(html.match(/<tr class="(up|down|unchanged)">/g)).toHaveLength(2);
+  });
+});

@@ -8,6 +8,7 @@
 import { readFileSync } from "node:fs";
 import { GPU_SPECS, MODEL_SPECS, type GpuType, type ModelName, type RegionName } from "./models.js";
 import { ObjectReader, ValidationError, parseJson } from "./validate.js";
+import { parseKeystageConfig, type KeystageConfig } from "../region/keystage/config.js";
 
 export interface ModelConfig {
   name: ModelName;
@@ -101,6 +102,8 @@ export interface TidegateConfig {
   planner: PlannerConfig;
   controller: ControllerConfig;
   engines: EnginesConfig;
+  /** Key-stage scaling of pipelined models (region/keystage); absent = none. */
+  keystage?: KeystageConfig | undefined;
 }
 
 const DEFAULT_MODELS: ModelConfig[] = [
@@ -246,8 +249,9 @@ export function parseConfig(json: unknown): TidegateConfig {
     urls,
   };
   er.done();
+  const keystage = parseKeystageConfig(root.raw("keystage"));
   root.done();
-  return { models, regions, router, queue, planner, controller, engines };
+  return { models, regions, router, queue, planner, controller, engines, ...(keystage === undefined ? {} : { keystage }) };
 }
 
 function parseRegion(v: unknown, path: string, models: ModelConfig[]): RegionConfig {

@@ -104,20 +104,33 @@ export function correctAndSmooth(x: PassInput): StagePlan[] {
     const beta = smoothingBeta(pl.cv);
     const y = beta * needs[i]! + (1 - beta) * (nb.reduce((a, b) => a + b, 0) / nb.length);
     pl.keep = Math.max(p.minReplicasPerStage, needs[i]!, Math.ceil(y - 1e-9));
-    if (!pl.key) {
-      const s = x.stages[i]!;
-      const cooled = s.lastGrowMs === undefined || x.nowMs - s.lastGrowMs >= p.reclaimCooldownMs;
-      pl.desired = cooled && pl.keep < s.replicas ? pl.keep : Math.max(s.replicas, p.minReplicasPerStage);
-    }
+    if (!pl.key) pl.desired = Math.max(x.stages[i]!.replicas, p.minReplicasPerStage);
   });
   return x.mode === "key-stage" ? fitKeyStage(plans, x) : fitWholePipeline(plans, x);
 }
 
-/** Key-stage budget: shrink first, then key stages take free GPUs, most overloaded first. */
+/**
+ * Key-stage budget. Surplus (replicas beyond a stage's smoothed keep) is reclaimed toward key stages, not into an
+ * idle pool: the planner's budget is held either way. 1) Over budget (the planner lowered it): stages give up
+ * replicas, most slack first. 2) Key stages take the budget's free GPUs one at a time, most overloaded first. 3) A
+ * key stage still short takes one replica from a donor — a stage that is not key, was not grown within
+ * `reclaimCooldownMs`, keeps at least its smoothed need (Eq. 7) with one fewer, and stays under its target (Eq. 1 at
+ * r − 1) — the donor with the most slack first.
+ */
 function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
-  const base = plans.map((pl, i) => Math.min(pl.desired, x.stages[i]!.replicas));
-  let free = x.budgetGpus - base.reduce((a, b) => a + b, 0);
-  const wants = plans.map((pl, i) => pl.desired - base[i]!);
+  const base = x.stages.map((s) => Math.max(s.replicas, x.params.minReplicasPerStage));
+  const mu = (j: number) => 1000 / (x.stages[j]!.obs.meanServiceMs ?? x.stages[j]!.expectedServiceMs);
+  const slackAfter = (j: number) => mmcDelayMs(plans[j]!.demandPerS, mu(j), base[j]! - 1) / plans[j]!.targetMs;
+  const shrinkable = (j: number) => base[j]! > x.params.minReplicasPerStage;
+  let total = base.reduce((a, b) => a + b, 0);
+  while (total > x.budgetGpus) {
+    const j = pickMin(plans.map((_, k) => k).filter(shrinkable), slackAfter);
+    if (j < 0) break;
+    base[j]!--;
+    total--;
+  }
+  let free = x.budgetGpus - total;
+  const wants = plans.map((pl, i) => (pl.key ? pl.desired - base[i]! : 0));
   const order = plans.map((_, i) => i).filter((i) => wants[i]! > 0).sort((a, b) => ratio(plans[b]!) - ratio(plans[a]!) || a - b);
   // One replica at a time, round robin in order of overload, so one stage cannot take the whole pool.
   let progress = true;
@@ -133,16 +146,69 @@ function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
       }
     }
   }
+  const ideal = waterfill(plans.map((pl) => pl.demandPerS), plans.map((_, j) => mu(j)), x.budgetGpus, x.params.minReplicasPerStage);
+  for (const i of order) {
+    if (wants[i]! <= 0) continue;
+    const donors = plans.map((_, j) => j).filter((j) => {
+      const s = x.stages[j]!;
+      const cooled = s.lastGrowMs === undefined || x.nowMs - s.lastGrowMs >= x.params.reclaimCooldownMs;
+      return j !== i && !plans[j]!.key && cooled && shrinkable(j) && base[j]! > ideal[j]! && base[j]! - 1 >= plans[j]!.keep;
+    });
+    const donor = pickMin(donors, slackAfter);
+    if (donor < 0) continue;
+    base[donor]!--;
+    base[i]!++;
+  }
   return plans.map((pl, i) => ({ ...pl, desired: base[i]! }));
 }
 
-/** Whole-pipeline budget: every stage at the largest count any stage asks for, within ⌊budget / S⌋. */
+/**
+ * The split of `budget` replicas over stages that minimises Σ λ_i·T_i (Eq. 1), by greedy marginal allocation from
+ * `min` each (T is convex and decreasing in the replica count, so greedy is optimal); an overloaded stage counts
+ * 1e9 ms. With equal demands it is the even split.
+ */
+export function waterfill(lambdaPerS: readonly number[], muPerS: readonly number[], budget: number, min: number): number[] {
+  const c = lambdaPerS.map(() => min);
+  const cost = (j: number, k: number) => lambdaPerS[j]! * Math.min(1e9, mmcDelayMs(lambdaPerS[j]!, muPerS[j]!, k));
+  for (let left = budget - min * c.length; left > 0; left--) {
+    let best = -1;
+    let bestGain = 0;
+    for (let j = 0; j < c.length; j++) {
+      const g = cost(j, c[j]!) - cost(j, c[j]! + 1);
+      if (g > bestGain) {
+        bestGain = g;
+        best = j;
+      }
+    }
+    if (best < 0) break;
+    c[best]!++;
+  }
+  return c;
+}
+
+/** The element of `xs` with the smallest `f` (first on ties), or -1. */
+function pickMin(xs: number[], f: (j: number) => number): number {
+  let best = -1;
+  let bestV = Number.POSITIVE_INFINITY;
+  for (const j of xs) {
+    const v = f(j);
+    if (best < 0 || v < bestV) {
+      best = j;
+      bestV = v;
+    }
+  }
+  return best;
+}
+
+/**
+ * Whole-pipeline budget (the baseline): every stage at the same count — the largest any stage asks for while one is
+ * key, within ⌊budget / S⌋; otherwise it holds (and shrinks together only when the planner lowers the budget).
+ */
 function fitWholePipeline(plans: StagePlan[], x: PassInput): StagePlan[] {
   const n = plans.length;
   const current = Math.max(...x.stages.map((s) => s.replicas));
-  const anyKey = plans.some((pl) => pl.key);
-  const wanted = anyKey ? Math.max(...plans.map((pl) => pl.desired)) : Math.max(...plans.map((pl) => pl.desired), x.params.minReplicasPerStage);
-  const target = Math.min(Math.floor(x.budgetGpus / n), anyKey ? Math.max(wanted, current) : wanted);
+  const wanted = plans.some((pl) => pl.key) ? Math.max(current, ...plans.map((pl) => pl.desired)) : current;
+  const target = Math.max(x.params.minReplicasPerStage, Math.min(Math.floor(x.budgetGpus / n), wanted));
   return plans.map((pl) => ({ ...pl, desired: target }));
 }
 

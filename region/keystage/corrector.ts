@@ -8,15 +8,19 @@
  *     plus the queue as work to clear within `backlogHorizonMs`.
  *  2. Key stage (§5.1). T_i = Eq. 1 at (λ̂_i, μ_i, r_i); T_target,i = targetDelayFactor / μ_i. T_i > T_target,i marks
  *     i key; the PID (Eq. 3) gives Δr and r'_i = r_i + Δr (Eq. 2), at least one more replica per pass while key.
- *  3. Smooth (§5.2, Algorithm 1 `Smooth`). A stage that is not key is sized for its burstiness: CV̂_i = max(its own
- *     arrival CV, the CV propagated from stage i−1 (cv.ts)), need_i = the fewest replicas whose G/G/c delay at
- *     (λ̂_i, μ_i, CV̂_i) meets T_target,i; Eq. 7 blends it with the neighbours' needs with weight β(CV̂_i), and the
- *     stage keeps max(r_min, need_i, ⌈y'_i⌉) — so a stage whose neighbours are about to push a burst into it keeps
- *     its replicas. Surplus beyond that is reclaimed, no sooner than `reclaimCooldownMs` after the stage grew.
- *  4. Budget. Key-stage mode: reclaimed replicas go back to the pool first, then key stages take free GPUs one at a
- *     time, most overloaded (T_i / T_target,i) first. Whole-pipeline mode (the baseline): the same per-stage
- *     answers, but every stage gets the largest count any stage asks for (scale out together, up to
- *     ⌊budget / S⌋), and the pipeline shrinks only when every stage may shrink.
+ *  3. Smooth (§5.2, Algorithm 1 `Smooth`). Each stage is sized for its burstiness: CV̂_i = max(its own arrival CV,
+ *     the CV propagated from stage i−1 (cv.ts)), need_i = the fewest replicas whose G/G/c delay at (λ̂_i, μ_i, CV̂_i)
+ *     meets T_target,i; Eq. 7 blends it with the neighbours' needs with weight β(CV̂_i), and the stage keeps
+ *     max(r_min, need_i, ⌈y'_i⌉) — so a stage whose neighbours are about to push a burst into it keeps its
+ *     replicas. Replicas beyond that are surplus.
+ *  4. Budget (the planner's GPUs for this pipeline; held, not handed back between bursts).
+ *     Key-stage mode: key stages take the budget's free GPUs one at a time, most overloaded (T_i / T_target,i)
+ *     first; a key stage still short takes one surplus replica per pass from a donor — a stage that is not key,
+ *     did not grow within `reclaimCooldownMs`, holds more than its share of the Eq. 1 water-filled split of the
+ *     budget (`waterfill`) and keeps its smoothed need with one fewer. Over budget (the planner lowered it), the
+ *     stages with the most slack shrink first.
+ *     Whole-pipeline mode (the baseline): the same per-stage answers, but every stage gets the largest count any
+ *     stage asks for while one is key (scale out together, up to ⌊budget / S⌋); it holds otherwise.
  */
 import { propagateCv, smoothingBeta } from "./cv.js";
 import type { StageObservation } from "./pipeline.js";
@@ -164,12 +168,16 @@ function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
 
 /**
  * The split of `budget` replicas over stages that minimises Σ λ_i·T_i (Eq. 1), by greedy marginal allocation from
- * `min` each (T is convex and decreasing in the replica count, so greedy is optimal); an overloaded stage counts
- * 1e9 ms. With equal demands it is the even split.
+ * `min` each (T is convex and decreasing in the replica count, so greedy is optimal). An overloaded stage costs
+ * 1e9 ms × (1 + its excess load λ − c·μ), so replicas still go first to the stage furthest from keeping up. With equal
+ * demands it is the even split.
  */
 export function waterfill(lambdaPerS: readonly number[], muPerS: readonly number[], budget: number, min: number): number[] {
   const c = lambdaPerS.map(() => min);
-  const cost = (j: number, k: number) => lambdaPerS[j]! * Math.min(1e9, mmcDelayMs(lambdaPerS[j]!, muPerS[j]!, k));
+  const cost = (j: number, k: number) => {
+    const t = mmcDelayMs(lambdaPerS[j]!, muPerS[j]!, k);
+    return lambdaPerS[j]! * (Number.isFinite(t) ? Math.min(t, 1e9) : 1e9 * (1 + lambdaPerS[j]! - k * muPerS[j]!));
+  };
   for (let left = budget - min * c.length; left > 0; left--) {
     let best = -1;
     let bestGain = 0;

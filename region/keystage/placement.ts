@@ -31,8 +31,8 @@ export function klDivergence(p: readonly number[], q: readonly number[]): number
 }
 
 /**
- * Gradient descent of Eq. 9–10 on one row P toward Q: P_j ← P_j − α·(1 + log(P_j/Q_j)), then projected back onto
- * the probability simplex (clamp ≥ ε, renormalise), for `iterations` steps or until D_KL < `tolerance`. Entries
+ * Gradient descent of Eq. 9–10 on one row P toward Q: P_j ← P_j − α·(∂D/∂P_j − mean over open j), the gradient
+ * 1 + log(P_j/Q_j) of Eq. 9 projected onto the probability simplex (then clamped ≥ ε and renormalised), for `iterations` steps or until D_KL < `tolerance`. Entries
  * with Q_j = 0 (servers that cannot take a replica) are held at 0.
  */
 export function disperse(p0: readonly number[], q: readonly number[], alpha = 0.1, iterations = 200, tolerance = 1e-6): number[] {
@@ -43,8 +43,13 @@ export function disperse(p0: readonly number[], q: readonly number[], alpha = 0.
     return v.map((x) => x / s);
   };
   p = norm(p);
+  const open = q.filter((v) => v > 0).length;
   for (let it = 0; it < iterations && klDivergence(p, q) > tolerance; it++) {
-    p = norm(p.map((pj, j) => (q[j]! > 0 ? Math.max(eps, pj - alpha * (1 + Math.log(pj / q[j]!))) : 0)));
+    // Eq. 9's gradient, projected onto the simplex (its mean over open servers removed, so Σ P stays 1): the
+    // fixed point is log(P/Q) constant, i.e. P = Q.
+    const g = p.map((pj, j) => (q[j]! > 0 ? 1 + Math.log(pj / q[j]!) : 0));
+    const mean = g.reduce((a, b) => a + b, 0) / open;
+    p = norm(p.map((pj, j) => (q[j]! > 0 ? Math.max(eps, pj - alpha * (g[j]! - mean)) : 0)));
   }
   return p;
 }

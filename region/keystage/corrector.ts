@@ -15,7 +15,8 @@
  *     replicas. Replicas beyond that are surplus.
  *  4. Budget (the planner's GPUs for this pipeline; held, not handed back between bursts).
  *     Key-stage mode: key stages take the budget's free GPUs one at a time, most overloaded (T_i / T_target,i)
- *     first; a key stage still short takes one surplus replica per pass from a donor — a stage that is not key,
+ *     first; a key stage still short and below its share of the Eq. 1 water-filled split of the budget
+ *     (`waterfill`) takes one surplus replica per pass from a donor — a stage that is not key,
  *     did not grow within `reclaimCooldownMs`, holds more than its share of the Eq. 1 water-filled split of the
  *     budget (`waterfill`) and keeps its smoothed need with one fewer. Over budget (the planner lowered it), the
  *     stages with the most slack shrink first.
@@ -91,7 +92,7 @@ export function correctAndSmooth(x: PassInput): StagePlan[] {
     const pid = x.pids[i]!;
     if (key) {
       const dr = pid.update(pid.error(delayMs, targetMs), x.dtS);
-      desired = s.replicas + Math.max(1, Math.round(dr));
+      desired = s.replicas + Math.max(0, Math.round(dr));
     } else pid.reset();
     plans.push({ desired, key, delayMs, targetMs, demandPerS: demand, cv, keep: need });
     prevDemand = demand;
@@ -126,7 +127,9 @@ function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
   const mu = (j: number) => 1000 / (x.stages[j]!.obs.meanServiceMs ?? x.stages[j]!.expectedServiceMs);
   const slackAfter = (j: number) => mmcDelayMs(plans[j]!.demandPerS, mu(j), base[j]! - 1) / plans[j]!.targetMs;
   const shrinkable = (j: number) => base[j]! > x.params.minReplicasPerStage;
-  let total = base.reduce((a, b) => a + b, 0);
+  // Draining replicas still hold their GPUs until their request finishes.
+  const draining = x.stages.reduce((a, s) => a + s.obs.draining, 0);
+  let total = base.reduce((a, b) => a + b, 0) + draining;
   while (total > x.budgetGpus) {
     const j = pickMin(plans.map((_, k) => k).filter(shrinkable), slackAfter);
     if (j < 0) break;
@@ -152,7 +155,7 @@ function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
   }
   const ideal = waterfill(plans.map((pl) => pl.demandPerS), plans.map((_, j) => mu(j)), x.budgetGpus, x.params.minReplicasPerStage);
   for (const i of order) {
-    if (wants[i]! <= 0) continue;
+    if (wants[i]! <= 0 || base[i]! >= ideal[i]!) continue; // at its share of the split: a transient queue, not a move
     const donors = plans.map((_, j) => j).filter((j) => {
       const s = x.stages[j]!;
       const cooled = s.lastGrowMs === undefined || x.nowMs - s.lastGrowMs >= x.params.reclaimCooldownMs;

@@ -48,7 +48,10 @@ export interface StageObservation {
   windowMs: number;
   /** Inter-arrival CV in the window (0 with < 3 arrivals). */
   arrivalCv: number;
-  /** Mean and CV of the service times completed in the window (undefined mean when none completed). */
+  /**
+   * Mean service time (ms): an exponential moving average over the last ~64 completions (undefined before the
+   * first), steadier than the window's mean when request sizes vary a lot. CV over the window.
+   */
   meanServiceMs: number | undefined;
   serviceCv: number;
   queue: number;
@@ -83,6 +86,8 @@ class StageState {
   /** ∫ queue length dt (ms·requests) and when it was last updated. */
   queueArea = 0;
   areaAtMs = 0;
+  /** EWMA of service times (ms), weight 1/64 per completion. */
+  serviceEwmaMs: number | undefined;
 
   get queued(): number {
     return this.queue.length - this.queueHead;
@@ -170,7 +175,7 @@ export class PipelineSim {
         arrivals: st.arrivals.length,
         windowMs: Math.min(this.opts.windowMs, now - this.startMs),
         arrivalCv: interArrivalCv(st.arrivals),
-        meanServiceMs: mean,
+        meanServiceMs: st.serviceEwmaMs,
         serviceCv,
         queue: st.queued,
         serving: live.filter((r) => r.readyAtMs <= now).length,
@@ -229,6 +234,7 @@ export class PipelineSim {
     const now = this.opts.clock.now();
     const st = this.stages[r.stage]!;
     st.services.push([now, serviceMs]);
+    st.serviceEwmaMs = st.serviceEwmaMs === undefined ? serviceMs : st.serviceEwmaMs + (serviceMs - st.serviceEwmaMs) / 64;
     if (r.draining) this.stop(r);
     else this.dispatch(r.stage);
     const next = r.stage + 1;

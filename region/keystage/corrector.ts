@@ -17,7 +17,7 @@
  *     Key-stage mode: key stages take the budget's free GPUs one at a time, most overloaded (T_i / T_target,i)
  *     first; a key stage still short and below its share of the Eq. 1 water-filled split of the budget
  *     (`waterfill`) takes one surplus replica per pass from a donor — a stage that is not key,
- *     did not grow within `reclaimCooldownMs`, holds more than its share of the Eq. 1 water-filled split of the
+ *     did not grow within `reclaimCooldownMs` (at most `maxMovesPerPass` moves a pass), holds more than its share of the Eq. 1 water-filled split of the
  *     budget (`waterfill`) and keeps its smoothed need with one fewer. Over budget (the planner lowered it), the
  *     stages with the most slack shrink first.
  *     Whole-pipeline mode (the baseline): the same per-stage answers, but every stage gets the largest count any
@@ -154,7 +154,9 @@ function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
     }
   }
   const ideal = waterfill(plans.map((pl) => pl.demandPerS), plans.map((_, j) => mu(j)), x.budgetGpus, x.params.minReplicasPerStage);
+  let moves = 0;
   for (const i of order) {
+    if (moves >= x.params.maxMovesPerPass) break;
     if (wants[i]! <= 0 || base[i]! >= ideal[i]!) continue; // at its share of the split: a transient queue, not a move
     const donors = plans.map((_, j) => j).filter((j) => {
       const s = x.stages[j]!;
@@ -165,6 +167,7 @@ function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
     if (donor < 0) continue;
     base[donor]!--;
     base[i]!++;
+    moves++;
   }
   return plans.map((pl, i) => ({ ...pl, desired: base[i]! }));
 }

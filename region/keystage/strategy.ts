@@ -24,6 +24,8 @@ export interface KeyStageParams extends Record<string, number> {
   minReplicasPerStage: number;
   /** The smoother leaves a stage alone this long after it was scaled up (ms). */
   reclaimCooldownMs: number;
+  /** Most replicas moved from surplus stages to key stages in one pass (0: key stages grow only from free GPUs). */
+  maxMovesPerPass: number;
 }
 
 export const KEYSTAGE_PARAMS = {
@@ -36,6 +38,7 @@ export const KEYSTAGE_PARAMS = {
   backlogHorizonMs: { help: "a queue is demand to clear within this", default: 10_000, min: 100, max: 600_000 },
   minReplicasPerStage: { help: "fewest replicas a stage keeps (r_min)", default: 1, min: 1, max: 64 },
   reclaimCooldownMs: { help: "no reclaim from a stage this soon after it grew", default: 10_000, min: 0, max: 3_600_000 },
+  maxMovesPerPass: { help: "most replicas moved from surplus stages to key stages in one pass", default: 8, min: 0, max: 1024 },
 } as const;
 
 export const keystage: Strategy<KeyStageParams> = {

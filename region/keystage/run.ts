@@ -55,8 +55,8 @@ export function runPipeline(o: RunOptions): RunResult {
   let good = 0;
   let lastDoneMs = 0;
   const link = o.cluster.networkBytesPerS;
-  // eslint-disable-next-line prefer-const
-  let scaler: KeyStageScaler;
+  // The pipeline reports stopped replicas to the scaler, which is built after it.
+  let scaler: KeyStageScaler | undefined;
   const sim = new PipelineSim({
     clock,
     pipeline: o.pipeline,
@@ -71,25 +71,26 @@ export function runPipeline(o: RunOptions): RunResult {
         goodTokens += req.outputTokens;
       }
     },
-    onReplicaStopped: (r) => scaler.onReplicaStopped(r),
+    onReplicaStopped: (r) => scaler!.onReplicaStopped(r),
   });
   const cluster = new Cluster(o.cluster, o.occupied);
   const n = o.pipeline.stages;
   const meanP = o.requests.reduce((a, r) => a + r.promptTokens, 0) / o.requests.length;
   const meanO = o.requests.reduce((a, r) => a + r.outputTokens, 0) / o.requests.length;
-  scaler = new KeyStageScaler({
+  const ks = new KeyStageScaler({
     clock, sim, pipeline: o.pipeline, cluster, params: o.params, mode: o.mode, budgetGpus: o.budgetGpus,
     expectedServiceMs: Array.from({ length: n }, (_, s) => o.pipeline.stageMs(s, Math.round(meanP), Math.round(meanO))),
     cacheKey: o.pipeline.layout.model,
   });
-  scaler.deployInitial();
-  scaler.start();
+  scaler = ks;
+  ks.deployInitial();
+  ks.start();
   for (const r of o.requests) clock.at(r.arrivalMs, () => sim.submit(r));
   const lastArrival = o.requests[o.requests.length - 1]!.arrivalMs;
   const limit = lastArrival + (o.drainLimitMs ?? 3_600_000);
   const stepMs = 60_000;
   while (sim.completed < o.requests.length && clock.now() < limit) clock.advanceToSync(Math.min(limit, clock.now() + stepMs));
-  scaler.stop();
+  ks.stop();
   const avgQueuePerStage = sim.averageQueues();
   const sorted = [...latencies].sort((a, b) => a - b);
   const spanMs = Math.max(1, lastDoneMs - o.requests[0]!.arrivalMs);
@@ -104,7 +105,7 @@ export function runPipeline(o: RunOptions): RunResult {
     goodputTokensPerS: (goodTokens * 1000) / spanMs,
     sloAttainment: good / o.requests.length,
     avgQueuePerStage,
-    scaler: scaler.stats,
-    meanGpus: scaler.stats.gpuMs / Math.max(1, clock.now()),
+    scaler: ks.stats,
+    meanGpus: ks.stats.gpuMs / Math.max(1, clock.now()),
   };
 }

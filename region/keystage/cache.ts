@@ -16,6 +16,7 @@ interface Entry {
   holders: number;
 }
 
+/** Size and eviction threshold of one server's host-memory stage cache. */
 export interface StageCacheOptions {
   /** Host memory of the server (bytes, > 0). */
   hostMemoryBytes: number;

@@ -29,6 +29,7 @@ import type { Pid } from "./pid.js";
 import { mmcDelayMs, replicasForTarget } from "./queueing.js";
 import type { KeyStageParams } from "./strategy.js";
 
+/** How the budget is split: per stage (key-stage, QUART) or every stage together (whole-pipeline, the baseline). */
 export type ScalingMode = "key-stage" | "whole-pipeline";
 
 /** Per stage: the observation, the replica count (serving + starting), when it last grew, its expected service. */
@@ -53,6 +54,7 @@ export interface StagePlan {
   keep: number;
 }
 
+/** Everything one pass needs; `pids` (one per stage) carry state between passes, `dtS` is the time since the last. */
 export interface PassInput {
   stages: StageInput[];
   pids: Pid[];

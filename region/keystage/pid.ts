@@ -16,6 +16,7 @@ export interface PidGains {
   kd: number;
 }
 
+/** Error and integral clamps. */
 export interface PidOptions {
   /** Largest relative error fed to the controller (an overloaded stage has T_i = ∞). Default 4. */
   errorCap?: number;

@@ -62,6 +62,7 @@ export interface StageObservation {
   busy: number;
 }
 
+/** Wiring of a `PipelineSim`: its clock, layout, link rate, callbacks and observation window. */
 export interface PipelineSimOptions {
   clock: Clock;
   pipeline: Pipeline;
@@ -94,6 +95,7 @@ class StageState {
   }
 }
 
+/** One pipelined instance: S stages with queues and replicas, advanced by `clock.after` callbacks. */
 export class PipelineSim {
   private readonly stages: StageState[];
   private nextReplicaId = 0;

@@ -54,6 +54,7 @@ export function disperse(p0: readonly number[], q: readonly number[], alpha = 0.
   return p;
 }
 
+/** What is being placed and when capacity counts as plentiful. */
 export interface PlaceOptions {
   /** Is the stage being placed a key stage? */
   key: boolean;

@@ -11,6 +11,7 @@ import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";
 import type { Pipeline } from "./stages.js";
 import type { KeyStageParams } from "./strategy.js";
 
+/** One run: the pipeline, its requests, the policy, the budget, the controller parameters and the cluster. */
 export interface RunOptions {
   pipeline: Pipeline;
   requests: readonly PipelineRequest[];
@@ -26,6 +27,7 @@ export interface RunOptions {
   drainLimitMs?: number;
 }
 
+/** Figures of one run (latencies in ms over completed requests). */
 export interface RunResult {
   mode: ScalingMode;
   requests: number;
@@ -48,6 +50,7 @@ function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
 }
 
+/** Runs the requests through the pipeline in virtual time until all are done (or `drainLimitMs` after the last). */
 export function runPipeline(o: RunOptions): RunResult {
   const clock = new VirtualClock(0);
   const latencies: number[] = [];

@@ -51,6 +51,7 @@ export interface ScalerStats {
   gpuMs: number;
 }
 
+/** Wiring of a `KeyStageScaler`. */
 export interface KeyStageScalerOptions {
   clock: Clock;
   sim: PipelineSim;
@@ -65,6 +66,7 @@ export interface KeyStageScalerOptions {
   cacheKey: string;
 }
 
+/** The periodic correct-and-smooth loop of one pipeline and the actions it takes. */
 export class KeyStageScaler {
   readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, cacheHits: 0, cacheMisses: 0, peakGpus: 0, gpuMs: 0 };
   private readonly pids: Pid[];

@@ -28,6 +28,7 @@ export interface KeyStageParams extends Record<string, number> {
   maxMovesPerPass: number;
 }
 
+/** The typed parameter schema (ranges reject bad config at start-up, naming `keystage.params.<key>`). */
 export const KEYSTAGE_PARAMS = {
   kp: { help: "proportional gain of the replica corrector (replicas per unit relative delay error)", default: 1, min: 0, max: 20 },
   ki: { help: "integral gain (replicas per unit error-second)", default: 0.1, min: 0, max: 10 },
@@ -41,6 +42,7 @@ export const KEYSTAGE_PARAMS = {
   maxMovesPerPass: { help: "most replicas moved from surplus stages to key stages in one pass", default: 8, min: 0, max: 1024 },
 } as const;
 
+/** The registry entry. */
 export const keystage: Strategy<KeyStageParams> = {
   name: "keystage",
   summary: "hold the planner's GPU target; split it over pipeline stages by key-stage scaling (QUART)",

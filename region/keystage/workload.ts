@@ -22,6 +22,7 @@ export function traceCv(trace: Trace): number {
   return Math.sqrt(v) / mean;
 }
 
+/** A Gamma stream: trace for token lengths, CV, rate, request count, seed. */
 export interface CvStreamOptions {
   /** Token lengths are sampled from this trace (with replacement). */
   trace: Trace;

@@ -8,6 +8,7 @@
 import { readFileSync } from "node:fs";
 import { GPU_SPECS, MODEL_SPECS, type GpuType, type ModelName, type RegionName } from "./models.js";
 import { ObjectReader, ValidationError, parseJson } from "./validate.js";
+import { parseKeystageConfig, type KeystageConfig } from "../region/keystage/config.js";
 
 export interface ModelConfig {
   name: ModelName;
@@ -158,6 +159,8 @@ export interface TidegateConfig {
   controller: ControllerConfig;
   engines: EnginesConfig;
   parameters: ParametersConfig;
+  /** Key-stage scaling of pipelined models (region/keystage); absent = none. */
+  keystage?: KeystageConfig | undefined;
 }
 
 const MiB = 1024 * 1024;
@@ -345,8 +348,9 @@ export function parseConfig(json: unknown): TidegateConfig {
   };
   er.done();
   const parameters = parseParameters(root.object("parameters"), models);
+  const keystage = parseKeystageConfig(root.raw("keystage"));
   root.done();
-  return { models, regions, router, queue, planner, controller, engines, parameters };
+  return { models, regions, router, queue, planner, controller, engines, parameters, ...(keystage === undefined ? {} : { keystage }) };
 }
 
 function parseParameters(r: ObjectReader, models: ModelConfig[]): ParametersConfig {

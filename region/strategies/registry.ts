@@ -6,6 +6,7 @@
 import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { ltI, ltU, ltUa } from "./long-term.js";
 import { reactive } from "./reactive.js";
+import { keystage } from "../keystage/strategy.js";
 import { readParams, type Strategy, type StrategyDecision, type StrategyInput, type StrategyName } from "./types.js";
 
 /** All strategies, in the order reports list them. */
@@ -14,6 +15,7 @@ export const STRATEGIES: Readonly<Record<StrategyName, Strategy>> = {
   "lt-i": ltI as unknown as Strategy,
   "lt-u": ltU as unknown as Strategy,
   "lt-ua": ltUa as unknown as Strategy,
+  keystage: keystage as unknown as Strategy,
 };
 
 export const STRATEGY_NAMES = Object.keys(STRATEGIES) as StrategyName[];

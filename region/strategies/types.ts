@@ -66,7 +66,7 @@ export interface Strategy<P extends Record<string, number> = Record<string, numb
   decide(input: StrategyInput, params: P): StrategyDecision;
 }
 
-export type StrategyName = "reactive" | "lt-i" | "lt-u" | "lt-ua";
+export type StrategyName = "reactive" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
 
 /** Clamps an instance count to the endpoint's [min, max]. */
 export function clampCount(n: number, input: Pick<StrategyInput, "minInstances" | "maxInstances">): number {

@@ -1,0 +1,191 @@
+/**
+ * The key-stage scaler: every `intervalMs` on its Clock it observes a pipelined instance, runs one correct-and-smooth
+ * pass (corrector.ts) within the GPU budget, and acts — new replicas are placed (placement.ts) and start from a
+ * server's host-memory stage cache or, on a miss, through the data plane (cache.ts); removed replicas return their
+ * GPU when they stop. Idempotent per pass: it compares desired counts with the live ones and closes the gap.
+ *
+ * `Cluster` is the region's servers as this scaler sees them: GPUs (some held by other tenants) and one
+ * `StageCache` per server.
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import { StageCache, startMs } from "./cache.js";
+import type { ClusterConfig } from "./config.js";
+import { correctAndSmooth, type ScalingMode, type StagePlan } from "./corrector.js";
+import { Pid } from "./pid.js";
+import type { PipelineSim, Replica } from "./pipeline.js";
+import { placeReplica } from "./placement.js";
+import type { Pipeline } from "./stages.js";
+import type { KeyStageParams } from "./strategy.js";
+
+/** The servers of a region: free GPUs and host caches. */
+export class Cluster {
+  readonly free: number[];
+  readonly caches: StageCache[];
+  /** Key-stage replicas of this pipeline per server (for dispersed placement). */
+  readonly keyReplicas: number[];
+
+  constructor(
+    readonly config: ClusterConfig,
+    /** GPUs other tenants hold on each server (its length is the server count). */
+    occupied: readonly number[],
+  ) {
+    this.free = occupied.map((o) => {
+      if (!(Number.isInteger(o) && o >= 0 && o <= config.gpusPerServer)) throw new RangeError(`occupied GPUs must be integers in [0, ${config.gpusPerServer}], got ${o}`);
+      return config.gpusPerServer - o;
+    });
+    this.caches = occupied.map(() => new StageCache({ hostMemoryBytes: config.hostMemoryBytes, evictAbove: config.evictAbove }));
+    this.keyReplicas = occupied.map(() => 0);
+  }
+}
+
+/** Counters a run reports. */
+export interface ScalerStats {
+  passes: number;
+  added: number;
+  removed: number;
+  cacheHits: number;
+  cacheMisses: number;
+  /** Most GPUs held at once (≤ budget). */
+  peakGpus: number;
+  /** ∫ GPUs held dt (GPU·ms). */
+  gpuMs: number;
+}
+
+/** Wiring of a `KeyStageScaler`. */
+export interface KeyStageScalerOptions {
+  clock: Clock;
+  sim: PipelineSim;
+  pipeline: Pipeline;
+  cluster: Cluster;
+  params: KeyStageParams;
+  mode: ScalingMode;
+  budgetGpus: number;
+  /** Mean service time per stage expected from the performance model (ms), before any is observed. */
+  expectedServiceMs: number[];
+  /** Stage-cache key prefix (one pipeline per model). */
+  cacheKey: string;
+}
+
+/** The periodic correct-and-smooth loop of one pipeline and the actions it takes. */
+export class KeyStageScaler {
+  readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, cacheHits: 0, cacheMisses: 0, peakGpus: 0, gpuMs: 0 };
+  private readonly pids: Pid[];
+  private readonly lastGrowMs: (number | undefined)[];
+  /** Replicas placed as key-stage replicas (counted in Cluster.keyReplicas until they stop). */
+  private readonly placedAsKey = new Set<number>();
+  private held = 0;
+  private heldSinceMs: number;
+  private timer: Timer | undefined;
+  private lastPassMs: number | undefined;
+  /** Plans of the last pass (for reports). */
+  lastPlans: StagePlan[] = [];
+
+  constructor(readonly opts: KeyStageScalerOptions) {
+    const n = opts.pipeline.stages;
+    if (opts.budgetGpus < n * opts.params.minReplicasPerStage) {
+      throw new RangeError(`a budget of ${opts.budgetGpus} GPUs cannot hold ${n} stages × ${opts.params.minReplicasPerStage} replicas`);
+    }
+    this.pids = Array.from({ length: n }, () => new Pid({ kp: opts.params.kp, ki: opts.params.ki, kd: opts.params.kd }));
+    this.lastGrowMs = Array.from({ length: n }, () => undefined);
+    this.heldSinceMs = opts.clock.now();
+  }
+
+  /** GPUs this pipeline holds now (serving, starting and draining replicas). */
+  get heldGpus(): number {
+    return this.held;
+  }
+
+  /** Places `minReplicasPerStage` ready replicas of every stage (their parameters already in those servers' caches). */
+  deployInitial(): void {
+    for (let s = 0; s < this.opts.pipeline.stages; s++) {
+      for (let k = 0; k < this.opts.params.minReplicasPerStage; k++) this.add(s, false, true);
+    }
+  }
+
+  /** Starts the periodic pass. */
+  start(): void {
+    this.timer = this.opts.clock.every(this.opts.params.intervalMs, () => this.pass());
+  }
+
+  stop(): void {
+    this.timer?.cancel();
+    this.timer = undefined;
+    this.account();
+  }
+
+  /** One correct-and-smooth pass and its actions. */
+  pass(): StagePlan[] {
+    const now = this.opts.clock.now();
+    const dtS = this.lastPassMs === undefined ? this.opts.params.intervalMs / 1000 : Math.max(1e-3, (now - this.lastPassMs) / 1000);
+    this.lastPassMs = now;
+    const sim = this.opts.sim;
+    const obs = sim.observe();
+    const plans = correctAndSmooth({
+      stages: obs.map((o, i) => ({ obs: o, replicas: o.serving + o.starting, lastGrowMs: this.lastGrowMs[i], expectedServiceMs: this.opts.expectedServiceMs[i]! })),
+      pids: this.pids,
+      params: this.opts.params,
+      mode: this.opts.mode,
+      budgetGpus: this.opts.budgetGpus,
+      nowMs: now,
+      dtS,
+    });
+    this.stats.passes++;
+    // Shrink first so freed GPUs can serve the stages that grow in the same pass.
+    plans.forEach((pl, s) => {
+      for (let have = sim.replicas(s).length; have > pl.desired; have--) {
+        if (sim.removeReplica(s) === undefined) break;
+        this.stats.removed++;
+      }
+    });
+    plans.forEach((pl, s) => {
+      for (let have = sim.replicas(s).length; have < pl.desired; have++) {
+        if (this.held >= this.opts.budgetGpus || !this.add(s, pl.key, false)) break;
+        this.lastGrowMs[s] = now;
+      }
+    });
+    this.lastPlans = plans;
+    return plans;
+  }
+
+  /** Called by the pipeline when a removed replica stopped: its GPU goes back to its server. */
+  onReplicaStopped(r: Replica): void {
+    this.account();
+    const c = this.opts.cluster;
+    c.free[r.server]!++;
+    c.caches[r.server]!.release(`${this.opts.cacheKey}/${r.stage}`, this.opts.clock.now());
+    if (this.placedAsKey.delete(r.id)) c.keyReplicas[r.server]!--;
+    this.held--;
+  }
+
+  private add(stage: number, key: boolean, initial: boolean): boolean {
+    const c = this.opts.cluster;
+    const cacheKey = `${this.opts.cacheKey}/${stage}`;
+    const j = placeReplica(
+      c.free.map((f, i) => ({ freeGpus: f, keyReplicas: c.keyReplicas[i]!, cached: c.caches[i]!.has(cacheKey) })),
+      { key, plentifulFreeGpus: Math.ceil(c.config.gpusPerServer / 2) },
+    );
+    if (j < 0) return false;
+    this.account();
+    const now = this.opts.clock.now();
+    const bytes = this.opts.pipeline.stageBytes[stage]!;
+    const hit = c.caches[j]!.acquire(cacheKey, bytes, now);
+    if (!initial) {
+      if (hit) this.stats.cacheHits++;
+      else this.stats.cacheMisses++;
+    }
+    c.free[j]!--;
+    if (key) c.keyReplicas[j]!++; // a key replica counts where it runs until it stops
+    this.held++;
+    this.stats.peakGpus = Math.max(this.stats.peakGpus, this.held);
+    const r = this.opts.sim.addReplica(stage, j, initial ? 0 : startMs(bytes, hit, c.config));
+    if (key) this.placedAsKey.add(r.id);
+    if (!initial) this.stats.added++;
+    return true;
+  }
+
+  private account(): void {
+    const now = this.opts.clock.now();
+    this.stats.gpuMs += this.held * (now - this.heldSinceMs);
+    this.heldSinceMs = now;
+  }
+}

@@ -144,6 +144,11 @@ export interface EnginesConfig {
   startTimeoutMs: number;
   /** SIGTERM → SIGKILL grace when an engine is stopped. */
   stopGraceMs: number;
+  /**
+   * KV capacity (tokens) of in-process simulated engines (dev's, a static region's); absent = GPU memory × 0.9 −
+   * weights. A smaller figure makes a small model's memory fill under a modest load (the burst test uses it).
+   */
+  kvCapacityTokens?: number;
   /** For `sim`: multiply simulated durations (1 = real time as measured; 0.01 = 100× faster). */
   timeScale: number;
   /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
@@ -345,6 +350,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     ...(commandTemplate === undefined ? {} : { commandTemplate }),
     startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),
     stopGraceMs: er.number("stopGraceMs", 5000, { min: 0 }),
+    ...(er.has("kvCapacityTokens") ? { kvCapacityTokens: er.number("kvCapacityTokens", undefined, { integer: true, min: 2 }) } : {}),
   };
   er.done();
   const parameters = parseParameters(root.object("parameters"), models);

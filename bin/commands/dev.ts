@@ -70,7 +70,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       if (tp === undefined) throw new Error(`config: ${ep.model} has no gpusPerInstance for ${ep.gpu}`);
       gateway.addEndpoint(ep.model, ep.gpu);
       for (let i = 0; i < ep.instances; i++) {
-        const engine = new SimEngine({ instanceId: `${region.name}/${ep.model}/${ep.gpu}/${i}`, model: ep.model, gpu: ep.gpu, tp, clock, timeScale: config.engines.timeScale });
+        const engine = new SimEngine({ instanceId: `${region.name}/${ep.model}/${ep.gpu}/${i}`, model: ep.model, gpu: ep.gpu, tp, clock, timeScale: config.engines.timeScale, ...(config.engines.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: config.engines.kvCapacityTokens }) });
         gateway.addInstance(ep.gpu, engine, "serving");
       }
     }

@@ -20,6 +20,8 @@ export interface InProcessAgentOptions {
   clock: Clock;
   /** Simulated engines' time scale (engines.timeScale). */
   timeScale: number;
+  /** Simulated engines' KV capacity in tokens (engines.kvCapacityTokens); absent = from the GPU's memory. */
+  kvCapacityTokens?: number;
 }
 
 /** A NodeAgent driven directly, hosting SimEngines. */
@@ -82,7 +84,7 @@ export class InProcessAgent implements AgentHandle {
     for (const e of this.engines.values()) if (e.info.state !== "exited") used += e.info.gpus;
     if (used + spec.gpus > this.o.gpuSlots) throw new TidegateError("resource_exhausted", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
     store.lastUsedMs = this.o.clock.now();
-    const engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale });
+    const engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale, ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
     const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "running", startedAtMs: this.o.clock.now(), detail: `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks` };
     this.engines.set(spec.instanceId, { info, engine });
     return { ...info };

@@ -27,8 +27,8 @@ export interface InstanceSlot {
 export type EngineFactory = (slot: InstanceSlot) => Promise<Engine>;
 
 /** In-process SimEngines on `clock`, timing scaled by `timeScale` (engines.timeScale). */
-export function simEngineFactory(clock: Clock, timeScale: number): EngineFactory {
-  return async (s) => new SimEngine({ instanceId: s.instanceId, model: s.model, gpu: s.gpu, tp: s.tp, clock, timeScale });
+export function simEngineFactory(clock: Clock, timeScale: number, kvCapacityTokens?: number): EngineFactory {
+  return async (s) => new SimEngine({ instanceId: s.instanceId, model: s.model, gpu: s.gpu, tp: s.tp, clock, timeScale, ...(kvCapacityTokens === undefined ? {} : { kvCapacityTokens }) });
 }
 
 /**

@@ -62,7 +62,7 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
       const nodeId = `${o.region}-${n.gpuType}-${k}`;
       const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }) });
       nodes.push(node);
-      agents.push(new InProcessAgent({ agent: node, region: o.region, gpuType: n.gpuType, gpuSlots: n.slots, clock: o.clock, timeScale: o.config.engines.timeScale }));
+      agents.push(new InProcessAgent({ agent: node, region: o.region, gpuType: n.gpuType, gpuSlots: n.slots, clock: o.clock, timeScale: o.config.engines.timeScale, ...(o.config.engines.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: o.config.engines.kvCapacityTokens }) }));
     }
   } catch (err) {
     void Promise.all(nodes.map((n) => n.close()));

@@ -14,8 +14,8 @@ import { SimEngine } from "../../region/engines/sim/engine.js";
 import { EngineSimServer, type EngineParameters } from "../../region/engines/sim/http.js";
 
 /** The model's complete store on the agent at `address`, or a message saying why there is none. */
-async function parametersFrom(address: string, model: string): Promise<EngineParameters | string> {
-  const client = new AgentClient(address);
+async function parametersFrom(address: string, model: string, shared?: AgentClient): Promise<EngineParameters | string> {
+  const client = shared ?? new AgentClient(address);
   try {
     const info = await client.info();
     const s = info.stores.find((x) => x.model === model);
@@ -25,7 +25,7 @@ async function parametersFrom(address: string, model: string): Promise<EnginePar
   } catch (err) {
     return `engine-sim: cannot ask agent ${address} for model ${model}'s parameters: ${(err as Error).message}`;
   } finally {
-    client.close();
+    if (shared === undefined) client.close();
   }
 }
 
@@ -59,6 +59,7 @@ export const command: Command = {
     "max-batch": { type: "number", help: "most requests in the running batch (vLLM max_num_seqs)", default: 256 },
     "kv-capacity-tokens": { type: "number", help: "KV capacity in tokens (default: GPU memory x 0.9 - weights)" },
     "parameters-from": { type: "string", help: "node agent gRPC address host:port whose complete block store of --model this engine serves" },
+    "parameters-wait-ms": { type: "number", help: "with --parameters-from: listen at once and answer 503 until the store is complete (within this many ms), instead of refusing to start" },
   },
   async run(flags) {
     const model = flags.model;
@@ -76,8 +77,11 @@ export const command: Command = {
     const kvCap = flags["kv-capacity-tokens"];
     if (kvCap !== undefined && !(typeof kvCap === "number" && Number.isInteger(kvCap) && kvCap >= 2)) throw new TidegateError("invalid_request", "--kv-capacity-tokens must be an integer ≥ 2");
 
+    const waitMs = flags["parameters-wait-ms"];
+    if (waitMs !== undefined && !(typeof waitMs === "number" && waitMs > 0)) throw new TidegateError("invalid_request", "--parameters-wait-ms must be a positive number of ms");
+    if (waitMs !== undefined && flags["parameters-from"] === undefined) throw new TidegateError("invalid_request", "--parameters-wait-ms goes with --parameters-from");
     let parameters: EngineParameters | undefined;
-    if (flags["parameters-from"] !== undefined) {
+    if (flags["parameters-from"] !== undefined && waitMs === undefined) {
       const p = await parametersFrom(String(flags["parameters-from"]), model);
       if (typeof p === "string") {
         process.stderr.write(p + "\n");
@@ -97,8 +101,31 @@ export const command: Command = {
       ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
     });
     const server = new EngineSimServer({ engine, ...(parameters !== undefined ? { parameters } : {}) });
+    if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");
+    if (waitMs !== undefined) {
+      // Started while the blocks still arrive (the process start overlaps the transfer): serve once they are all here.
+      const deadline = Date.now() + waitMs;
+      const client = new AgentClient(String(flags["parameters-from"]));
+      let last = "";
+      for (;;) {
+        const p = await parametersFrom(String(flags["parameters-from"]), model, client);
+        if (typeof p !== "string") {
+          server.ready(p);
+          client.close();
+          break;
+        }
+        last = p;
+        if (Date.now() >= deadline) {
+          process.stderr.write(`${last} (waited ${waitMs} ms for the blocks: --parameters-wait-ms)\n`);
+          client.close();
+          await server.close();
+          return 1;
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    }
     await new Promise<void>((resolve) => {
       const stop = () => {
         process.off("SIGINT", stop);

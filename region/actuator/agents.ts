@@ -273,19 +273,31 @@ export class AgentsActuator implements Actuator {
         if (this.pool.sources(model).length === 0) await this.repairing.get(model)?.catch(() => undefined);
         this.checkAlive(inst);
       }
+      const handle = this.nodes.handle(inst.node);
+      if (handle === undefined) throw new TidegateError("upstream_error", `node ${inst.node} is gone`);
+      const e = this.o.engines;
+      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }) };
       if (this.pool.copy(inst.node, model)?.complete !== true) {
         this.makeRoom(inst.node, params);
         if (inst.state === "provisioning") this.transition(inst, "loading", "waiting for blocks");
         else inst.detail = "waiting for blocks";
-        await this.queue.want(params, inst.node);
-        this.checkAlive(inst);
+        const blocks = this.queue.want(params, inst.node);
+        // engine-sim starts while the blocks arrive (its process start overlaps the transfer) and turns healthy once
+        // they are all here; a real engine (a command template) starts after them.
+        const early = e.commandTemplate === undefined ? handle.startEngine({ ...spec, awaitBlocks: true }) : undefined;
+        try {
+          await blocks;
+          this.checkAlive(inst);
+        } catch (err) {
+          const started = await early?.catch(() => undefined);
+          if (started !== undefined) inst.engine = started;
+          throw err;
+        }
+        if (early !== undefined) inst.engine = await early;
       }
       if (inst.state === "provisioning") this.transition(inst, "loading", "starting engine");
       inst.detail = "starting engine";
-      const handle = this.nodes.handle(inst.node);
-      if (handle === undefined) throw new TidegateError("upstream_error", `node ${inst.node} is gone`);
-      const e = this.o.engines;
-      inst.engine = await handle.startEngine({ instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }) });
+      inst.engine ??= await handle.startEngine(spec);
       this.pool.pin(inst.node, model, 1);
       this.pool.touch(inst.node, model, this.o.clock.now());
       this.checkAlive(inst);
@@ -391,7 +403,16 @@ export class AgentsActuator implements Actuator {
         this.changed(inst, undefined);
         this.pool.pin(nodeId, e.model, 1);
         this.o.log.info("adopting engine", { instanceId: e.instanceId, node: nodeId, url: e.url, pid: e.pid });
-        void this.serveWhenHealthy(inst).catch((err: unknown) => {
+        void (async () => {
+          // An engine started while its blocks were arriving, whose transfer died with the previous region process:
+          // the blocks are asked for again (it turns healthy once they are all here).
+          const params = this.o.models.get(e.model)!;
+          if (e.state !== "exited" && this.pool.copy(nodeId, e.model)?.complete !== true) {
+            this.transition(inst, "loading", "adopted engine waits for blocks");
+            await this.queue.want(params, nodeId);
+          }
+          await this.serveWhenHealthy(inst);
+        })().catch((err: unknown) => {
           // Not adoptable (unhealthy): stop it rather than leave an orphan.
           this.removeInstance(inst, `adoption failed: ${toTidegateError(err).message}`);
         });

@@ -32,6 +32,11 @@ export interface EngineSpec {
   commandTemplate?: string;
   timeScale?: number;
   startTimeoutMs?: number;
+  /**
+   * Start while the model's blocks still arrive (the engine process overlaps the transfer): the store need not be
+   * complete; engine-sim's /health answers 503 until it is (within startTimeoutMs), then 200.
+   */
+  awaitBlocks?: boolean;
 }
 
 /** The states of an engine process; health (serving or not) is the region's to check, not the agent's. */

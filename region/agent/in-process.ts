@@ -28,7 +28,8 @@ export interface InProcessAgentOptions {
 export class InProcessAgent implements AgentHandle {
   readonly nodeId: string;
   private readonly stores = new Map<string, { blockCount: number; totalBytes: number; lastUsedMs: number }>();
-  private readonly engines = new Map<string, { info: EngineInfo; engine: SimEngine }>();
+  /** Engines by instance id; `engine` is undefined while one started with awaitBlocks waits for its blocks. */
+  private readonly engines = new Map<string, { info: EngineInfo; engine: SimEngine | undefined; spec: EngineSpec }>();
 
   constructor(private readonly o: InProcessAgentOptions) {
     this.nodeId = o.agent.info().nodeId;
@@ -50,7 +51,7 @@ export class InProcessAgent implements AgentHandle {
   }
 
   async load(spec: LoadSpec): Promise<{ blockBytes: number; present: number }> {
-    if ([...this.engines.values()].some((e) => e.info.model === spec.model && e.info.state !== "exited"))
+    if ([...this.engines.values()].some((e) => e.info.model === spec.model && e.engine !== undefined))
       throw new TidegateError("conflict", `node ${this.nodeId}: an engine uses ${spec.model}; its store cannot be replaced`);
     const r = this.o.agent.load(spec);
     this.stores.set(spec.model, { blockCount: spec.blockCount, totalBytes: spec.totalBytes, lastUsedMs: this.o.clock.now() });
@@ -68,7 +69,7 @@ export class InProcessAgent implements AgentHandle {
   }
 
   async drop(model: string): Promise<void> {
-    if ([...this.engines.values()].some((e) => e.info.model === model && e.info.state !== "exited")) throw new TidegateError("conflict", `node ${this.nodeId}: an engine uses ${model}`);
+    if ([...this.engines.values()].some((e) => e.info.model === model && e.engine !== undefined)) throw new TidegateError("conflict", `node ${this.nodeId}: an engine uses ${model}`);
     this.o.agent.drop(model);
     this.stores.delete(model);
   }
@@ -78,29 +79,40 @@ export class InProcessAgent implements AgentHandle {
     if (existing !== undefined && existing.info.state !== "exited") return { ...existing.info };
     const store = this.stores.get(spec.model);
     const present = store === undefined ? 0 : this.o.agent.store(spec.model).presentCount();
-    if (store === undefined || present < store.blockCount)
+    if (spec.awaitBlocks !== true && (store === undefined || present < store.blockCount))
       throw new TidegateError("conflict", `node ${this.nodeId}: ${spec.model}'s blocks are not all here (${present}/${store?.blockCount ?? 0}); an engine starts only on a complete store`);
     let used = 0;
     for (const e of this.engines.values()) if (e.info.state !== "exited") used += e.info.gpus;
     if (used + spec.gpus > this.o.gpuSlots) throw new TidegateError("resource_exhausted", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
-    store.lastUsedMs = this.o.clock.now();
-    const engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale, ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
-    const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "running", startedAtMs: this.o.clock.now(), detail: `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks` };
-    this.engines.set(spec.instanceId, { info, engine });
+    const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "starting", startedAtMs: this.o.clock.now(), detail: "waiting for blocks" };
+    this.engines.set(spec.instanceId, { info, engine: undefined, spec });
+    this.engine(spec.instanceId); // ready at once when the blocks are here
     return { ...info };
   }
 
   async stopEngine(instanceId: string, _graceMs: number): Promise<EngineInfo | undefined> {
     const e = this.engines.get(instanceId);
     if (e === undefined) return undefined;
-    await e.engine.close();
+    await e.engine?.close();
     this.engines.delete(instanceId);
     return { ...e.info, state: "exited", detail: "stopped" };
   }
 
-  /** The SimEngine of a started engine (dev connects the gateway to it directly). */
+  /**
+   * The SimEngine of a started engine (dev connects the gateway to it directly), or undefined while its model's
+   * store is incomplete (an engine started with awaitBlocks becomes ready the first time this finds it complete).
+   */
   engine(instanceId: string): SimEngine | undefined {
-    return this.engines.get(instanceId)?.engine;
+    const e = this.engines.get(instanceId);
+    if (e === undefined || e.engine !== undefined) return e?.engine;
+    const store = this.stores.get(e.spec.model);
+    if (store === undefined || this.o.agent.store(e.spec.model).presentCount() < store.blockCount) return undefined;
+    store.lastUsedMs = this.o.clock.now();
+    const spec = e.spec;
+    e.engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale, ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
+    e.info.state = "running";
+    e.info.detail = `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks`;
+    return e.engine;
   }
 
   close(): void {

@@ -70,6 +70,8 @@ export interface RunSpecInput {
 export class NodeAgent {
   private readonly stores = new Map<string, BlockStore>();
   private readonly lastUsedMs = new Map<string, number>();
+  /** Engines started with await_blocks (their model's store may be replaced while it is incomplete). */
+  private readonly awaiting = new Set<string>();
   private readonly endpoint: Endpoint;
   private grpcAddress = "";
 
@@ -139,9 +141,15 @@ export class NodeAgent {
     const gpuType = this.o.gpuType ?? "h100-80gb";
     if (spec.gpu !== gpuType) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: it asks for ${spec.gpu} GPUs and node ${node} has ${gpuType}`);
     const store = this.stores.get(spec.model);
-    if (store === undefined) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: model ${spec.model} has no block store on node ${node} (Load it and transfer its blocks first)`);
-    const present = store.presentCount();
-    if (present < store.blockCount) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: model ${spec.model} on node ${node} has ${present} of ${store.blockCount} blocks; an engine starts only on complete, verified blocks`);
+    if (spec.awaitBlocks !== true) {
+      if (store === undefined) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: model ${spec.model} has no block store on node ${node} (Load it and transfer its blocks first)`);
+      const present = store.presentCount();
+      if (present < store.blockCount) throw new TidegateError("conflict", `cannot start ${spec.instanceId}: model ${spec.model} on node ${node} has ${present} of ${store.blockCount} blocks; an engine starts only on complete, verified blocks`);
+    } else if (spec.commandTemplate !== undefined && spec.commandTemplate !== "") {
+      // A real engine cannot be told to wait for its blocks: it starts only on a complete store.
+      throw new TidegateError("invalid_request", `cannot start ${spec.instanceId} before its blocks arrived: await_blocks works with engine-sim only`, { param: "await_blocks" });
+    }
+    this.awaiting.add(spec.instanceId);
     const slots = this.o.gpuSlots ?? 0;
     const used = live.reduce((a, e) => a + e.gpus, 0);
     if (spec.gpus > slots - used)
@@ -208,7 +216,11 @@ export class NodeAgent {
 
   /** Frees a model's store; conflict while an engine of that model has not exited (stop it first). */
   drop(model: string): void {
-    const serving = (this.o.engines?.list() ?? []).filter((e) => e.model === model && e.state !== "exited");
+    // An engine started with await_blocks waits for a store still being filled: replacing that store (a transfer
+    // re-planned after a failure) is allowed; a complete store an engine may serve from is not.
+    const store = this.stores.get(model);
+    const incomplete = store === undefined || store.presentCount() < store.blockCount;
+    const serving = (this.o.engines?.list() ?? []).filter((e) => e.model === model && e.state !== "exited" && !(incomplete && this.awaiting.has(e.instanceId)));
     if (serving.length > 0)
       throw new TidegateError("conflict", `model ${model} on node ${this.o.nodeId} serves engine(s) ${serving.map((e) => e.instanceId).join(", ")}; stop them before replacing or dropping its blocks`);
     this.free(model);

@@ -47,6 +47,7 @@ export interface WireStartEngineRequest {
   command_template: string;
   time_scale: number;
   start_timeout_ms: number;
+  await_blocks: boolean;
 }
 /** AnnounceReply on the wire. */
 export interface WireAnnounceReply {

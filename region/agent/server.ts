@@ -72,6 +72,7 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
         commandTemplate: req.command_template,
         timeScale: req.time_scale === 0 ? undefined : req.time_scale,
         startTimeoutMs: req.start_timeout_ms === 0 ? undefined : req.start_timeout_ms,
+        awaitBlocks: req.await_blocks === true,
       });
       return engineToWire(e);
     }),

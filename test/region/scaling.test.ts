@@ -162,8 +162,9 @@ describe("a running region scales (global + region + agents on loopback)", () =>
     await c.startRegion();
     // The planner re-sends the hour's plan to a region that comes back (a new process holds none).
     await c.resend();
-    const l = await c.serving(A, 2, 90_000);
-    await c.serving(B, 4, 60_000);
+    await c.serving(A, 2, 90_000);
+    const l = await c.serving(B, 4, 60_000);
+    expect(l.instances.filter((i) => i.model === A && i.state === "serving")).toHaveLength(2);
     const live = l.instances.filter((i) => i.state !== "spot");
     expect(live.filter((i) => i.model === A)).toHaveLength(2);
     expect(live.filter((i) => i.model === B)).toHaveLength(4);

@@ -97,7 +97,9 @@ export class EngineSimServer {
   readonly metrics: EngineSimMetrics;
   private readonly engine: SimEngine;
   private readonly bodyLimitBytes: number;
-  private readonly parameters: EngineParameters | undefined;
+  private parameters: EngineParameters | undefined;
+  /** While set, the engine waits for its parameters: /health and completions answer 503 with this text. */
+  private loading: string | undefined;
   private readonly createdS = Math.floor(Date.now() / 1000);
 
   constructor(opts: EngineSimServerOptions) {
@@ -122,6 +124,17 @@ export class EngineSimServer {
     });
   }
 
+  /** Serves 503 (/health and completions) with `why` until `ready(parameters)`: the engine waits for its blocks. */
+  waitForParameters(why: string): void {
+    this.loading = why;
+  }
+
+  /** The parameters arrived: /health answers 200 with them and completions are served. */
+  ready(parameters: EngineParameters): void {
+    this.parameters = parameters;
+    this.loading = undefined;
+  }
+
   /** Stops accepting, ends open streams (cancelling their generations) and closes the engine. */
   async close(): Promise<void> {
     await this.engine.close();
@@ -134,6 +147,10 @@ export class EngineSimServer {
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? "/").split("?")[0];
     const method = req.method ?? "GET";
+    if (this.loading !== undefined && (path === "/health" || path === "/v1/chat/completions" || path === "/v1/completions")) {
+      sendJson(res, 503, { status: "loading", detail: this.loading, error: { message: `engine-sim is not ready: ${this.loading}`, type: "server_error", param: null, code: "no_region_available" } });
+      return;
+    }
     if (path === "/v1/chat/completions" || path === "/v1/completions") {
       if (method !== "POST") throw new TidegateError("not_found", `${method} ${path} is not supported; use POST`);
       return this.completions(path === "/v1/chat/completions" ? "chat" : "completion", req, res);

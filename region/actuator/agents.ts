@@ -444,7 +444,10 @@ export class AgentsActuator implements Actuator {
       const free = this.freeSlots(n.nodeId);
       if (free < gpus) continue;
       const runsModel = [...this.byId.values()].some((i) => i.node === n.nodeId && i.model === model && i.state !== "spot") ? 0 : 1;
-      const cached = this.pool.copy(n.nodeId, model)?.complete === true ? 1 : 0;
+      // A complete copy is an O(1) host-cache hit; one being filled (the pool's first copy arriving from the origin)
+      // will be one by the time the engine needs it.
+      const copy = this.pool.copy(n.nodeId, model);
+      const cached = copy === undefined ? 0 : copy.complete ? 2 : 1;
       const score: [number, number, number] = [runsModel, cached, free];
       if (best === undefined || score[0] > best.score[0] || (score[0] === best.score[0] && (score[1] > best.score[1] || (score[1] === best.score[1] && (score[2] > best.score[2] || (score[2] === best.score[2] && n.nodeId < best.id)))))) best = { id: n.nodeId, score };
     }

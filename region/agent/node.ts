@@ -10,9 +10,9 @@ import { DataPlaneError } from "../../native/errors.js";
 import { BlockStore, Endpoint, type BlockArrival, type RunResult, type TransportPreference } from "../../native/index.js";
 import type { Logger } from "../../core/log.js";
 import { roleFor } from "../multicast/role.js";
-import { planNodes, type MulticastPlan } from "../multicast/schedule.js";
+import { planNodes } from "../multicast/schedule.js";
 import { validatePlan } from "../multicast/validate.js";
-import type { EngineHost, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "./handle.js";
+import type { EngineHost, EngineInfo, EngineSpec, NodeAnnouncement, RunCall, StoreInfo } from "./handle.js";
 import { parseCommandTemplate } from "./template.js";
 
 /** How an agent starts: its node id, data-plane bind address, transport preference and memory budget. */
@@ -56,15 +56,8 @@ export interface LoadSpec {
   seed?: number;
 }
 
-/** One run: model, plan, run id, data addresses of every plan node, optional liveness settings. */
-export interface RunSpecInput {
-  model: string;
-  plan: MulticastPlan;
-  runId: number;
-  addresses: Record<string, { host: string; port: number }>;
-  stallMs?: number;
-  connectMs?: number;
-}
+/** One run: model, plan, run id, data addresses of every plan node, optional liveness settings (the wire's RunCall). */
+export type RunSpecInput = RunCall;
 
 /** One node's blocks and data-plane endpoint; one run at a time. */
 export class NodeAgent {

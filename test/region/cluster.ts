@@ -10,7 +10,7 @@ import { WallClock } from "../../core/clock.js";
 import type { RegionInstances, RegionTargets } from "../../core/ports.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { freePort, spawnTidegate, type Proc } from "../e2e/procs.js";
-import { spawnAgent, type AgentSpawn, type RunningAgent } from "../netns/agents.js";
+import { spawnAgent, stopAgents, type AgentSpawn, type RunningAgent } from "../netns/agents.js";
 
 export const ADMIN_KEY = "admin-key-for-tests";
 
@@ -122,17 +122,7 @@ export class Cluster {
     await this.link?.close().catch(() => undefined);
     await this.global?.stop();
     await this.region?.stop();
-    await Promise.all(
-      [...this.agents.values()].map(async (a) => {
-        a.client.close();
-        if (a.proc.exitCode !== null || a.proc.signalCode !== null) return;
-        const exited = new Promise<void>((r) => a.proc.once("exit", () => r()));
-        a.proc.kill("SIGTERM");
-        const t = setTimeout(() => a.proc.kill("SIGKILL"), 5000);
-        await exited;
-        clearTimeout(t);
-      }),
-    );
+    await stopAgents([...this.agents.values()]);
   }
 }
 

@@ -122,6 +122,11 @@ export interface ModelParametersConfig {
 export interface ParametersConfig {
   /** Blocks per model (λScale's elbow is ≈ 16). */
   blockCount: number;
+  /**
+   * Complete copies of every hosted model the region keeps in its agents' host memory (BlitzScale §4.1's O(1) host
+   * caching). When a node is lost and fewer remain, the pool copies one from what remains to another node.
+   */
+  minHostCopies: number;
   models: Record<ModelName, ModelParametersConfig>;
   /** "auto": BlitzScale chains, λScale binomial from `binomialMinTargets` targets on. */
   multicast: "auto" | "chain" | "binomial";
@@ -376,6 +381,7 @@ function parseParameters(r: ObjectReader, models: ModelConfig[]): ParametersConf
   mr.done();
   const parameters: ParametersConfig = {
     blockCount,
+    minHostCopies: r.number("minHostCopies", 1, { integer: true, min: 1, max: 16 }),
     models: perModel,
     multicast: r.string("multicast", "auto", { oneOf: ["auto", "chain", "binomial"] }) as ParametersConfig["multicast"],
     binomialMinTargets: r.number("binomialMinTargets", 4, { integer: true, min: 1 }),

@@ -66,6 +66,8 @@ export interface AgentsActuatorOptions {
   engines: EngineSettings;
   /** A node silent this long is lost (default 3 000 ms). */
   lostAfterMs?: number;
+  /** Complete host copies of every hosted model the pool keeps on live nodes (default 1; BlitzScale's O(1)). */
+  minHostCopies?: number;
   /** How often a draining instance's in-flight streams and a starting engine's health are checked (default 100 ms). */
   pollMs?: number;
   onChange?: InstanceListener;
@@ -96,7 +98,7 @@ const MAX_FAILURES = 50;
 
 export class AgentsActuator implements Actuator {
   readonly region: RegionName;
-  readonly pool = new ParameterPool();
+  readonly pool: ParameterPool;
   readonly nodes = new NodeRegistry();
   readonly failures: ScaleFailure[] = [];
   private readonly byId = new Map<string, AgentInstance>();
@@ -111,6 +113,7 @@ export class AgentsActuator implements Actuator {
 
   constructor(private readonly o: AgentsActuatorOptions) {
     this.region = o.region;
+    this.pool = new ParameterPool({ minHostCopies: o.minHostCopies ?? 1 });
     this.queue = new TransferQueue((p, targets) =>
       runTransfer(p, targets, {
         clock: o.clock,

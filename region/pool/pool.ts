@@ -3,7 +3,7 @@
  * where every model's parameter blocks live — the host stores of the region's node agents, each either a complete,
  * checksum-verified copy or one still being filled — and how much host memory each node lends to them.
  *
- * Invariant: every model the region hosts has at least `minHostCopies` (default 1) complete copies on live nodes, so
+ * Invariant: every model the region hosts has at least `minHostCopies` (default 1, `parameters.minHostCopies`) complete copies on live nodes, so
  * a scale-out always has a source inside the region (BlitzScale keeps O(1) copies per model in host memory rather
  * than one per host). When a node is lost, `repairs()` names, per model below the invariant, the remaining sources
  * and the live node to copy to. Other copies are kept while memory allows and evicted least recently used first

@@ -67,6 +67,7 @@ export function startAgentsRegion(o: {
       },
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,
+    minHostCopies: o.config.parameters.minHostCopies,
     onTransfer: (r) => o.metrics.transferred(r.completed.length * (o.config.parameters.models[r.model]?.bytes ?? 0)),
   });
   const runtime = startRegionRuntime({

@@ -127,4 +127,33 @@ describe("in-process region runtime (agents actuator)", () => {
     await until("the no-slots failure", () => region!.runtime.service.listing().failures.find((f) => /announces no GPU slots/.test(f.message)), 3000);
     expect(region.runtime.actuator.instances().filter((i) => i.state === "serving")).toHaveLength(1);
   });
+
+  it("a lost node: its instances go, and the pool restores its host copies from the copies that remain", async () => {
+    const clock = new WallClock();
+    const { log, lines } = recordingLogger();
+    const c = config({ instances: 1 });
+    c.parameters.minHostCopies = 2;
+    region = startInProcessRegion({ config: c, region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    const r = region;
+    const pool = r.runtime.actuator.pool;
+    // Two complete copies: the origin's, and one copied from it to a second node (the invariant at 2).
+    const holders = await until("two host copies", () => (pool.sources(MODEL).length === 2 ? pool.sources(MODEL) : undefined), 10_000);
+    const lost = holders[0]!;
+    r.runtime.actuator.loseNode(lost, "test: agent gone");
+    expect(r.runtime.actuator.instances().some((i) => (i as { node: string }).node === lost)).toBe(false);
+    // The next passes restore the invariant from the copy that remains, onto the third node, over the data plane.
+    const restored = await until("two host copies again", () => {
+      const s = pool.sources(MODEL);
+      return s.length === 2 && !s.includes(lost) ? s : undefined;
+    }, 10_000);
+    const third = restored.find((n) => !holders.includes(n))!;
+    expect(third).toBeDefined();
+    const repair = lines.map((l) => JSON.parse(l) as { msg: string; to?: string; from?: unknown }).filter((l) => l.msg === "restoring the pool's invariant" && l.to === third);
+    expect(repair).toHaveLength(1);
+    expect(repair[0]!.from).toEqual([holders[1]]);
+    expect(await r.agents.find((a) => a.nodeId === third)!.verify(MODEL, 9)).toEqual({ firstMismatch: -1, present: 16 });
+    // And the endpoint is back at its count.
+    await until("1 serving", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 1, 10_000);
+  });
 });

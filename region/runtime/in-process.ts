@@ -89,6 +89,7 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
       healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,
+    minHostCopies: o.config.parameters.minHostCopies,
   });
   const announceAll = () => {
     for (const a of agents) void a.announcement().then((ann) => actuator.announce(a, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err }));

@@ -10,7 +10,7 @@ import { toTidegateError } from "../core/errors.js";
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: Command }> }> = {
   dev: { summary: "run every tier in one process on the embedded default (3 regions, 4 models, simulated engines)", load: () => import("./commands/dev.js") },
   global: { summary: "run the global router: public OpenAI-compatible API, region selection, batch queue", load: () => import("./commands/global.js") },
-  region: { summary: "run one region: gateway, engines, telemetry over gRPC", load: () => import("./commands/region.js") },
+  region: { summary: "run one region: gateway, controller and engines (scaled through node agents), telemetry over gRPC", load: () => import("./commands/region.js") },
   "engine-sim": { summary: "run a vLLM-compatible simulated engine (OpenAI API + vLLM metrics)", load: () => import("./commands/engine-sim.js") },
   agent: { summary: "run a node agent: parameter blocks and multicast transfers (gRPC)", load: () => import("./commands/agent.js") },
   planner: { summary: "run the hourly planner loop (forecast + ILP), leader-elected through Redis", load: () => import("./commands/planner.js") },

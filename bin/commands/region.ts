@@ -27,7 +27,7 @@ function tlsFrom(flags: Record<string, unknown>): TlsFiles | undefined {
 
 export const command: Command = {
   name: "region",
-  summary: "run one region: gateway, engines, telemetry over gRPC",
+  summary: "run one region: gateway, controller and engines (scaled through node agents), telemetry over gRPC",
   description: [
     "Runs the region named by --region from the config file: the region gateway, a gRPC server for the global",
     "router (telemetry stream, request dispatch, targets, the admin listing) and an HTTP server with /metrics and",
@@ -35,8 +35,9 @@ export const command: Command = {
     "  \"agents\" (default)   the region scales: node agents (`tidegate agent --region NAME --region-address",
     "                      <this gRPC address>`) announce themselves here; the controller paces the planner's",
     "                      targets (controller.strategy, default lt-ua); a scale-out multicasts the model's",
-    "                      parameter blocks to the new node over the data plane, then the agent starts the engine",
-    "                      (engine-sim, or engines.commandTemplate such as \"vllm serve {model} --port {port}\");",
+    "                      parameter blocks to the new node over the data plane and the agent starts the engine:",
+    "                      engine-sim while the blocks arrive (ready once all are there), or after them",
+    "                      engines.commandTemplate such as \"vllm serve {model} --port {port}\";",
     "                      before any plan, regions[].endpoints[].instances are deployed. A restarted region adopts",
     "                      the engines its agents still run.",
     "  \"static\"            the fixed instances of regions[].endpoints, from the config's `engines` section:",

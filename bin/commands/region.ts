@@ -83,7 +83,7 @@ export const command: Command = {
     if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");
     const agentsMode = !spawn && config.engines.kind === "sim" && config.controller.actuator === "agents";
     const spawned = spawn ? spawnedEngines(clock, config.engines.timeScale, { log }) : undefined;
-    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale, config.engines.kvCapacityTokens) : urlEngineFactory(clock));
+    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale, config.engines.kvCapacityTokens) : urlEngineFactory(clock, log));
     if (agentsMode) log.info("agents mode: node agents announce themselves to this region; parameter blocks scaled for this deployment", { strategy: config.controller.strategy, parameters: parameterScaleLines(config) });
     const tls = tlsFrom(flags);
     const stopped = untilSignal();

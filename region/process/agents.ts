@@ -63,7 +63,7 @@ export function startAgentsRegion(o: {
       healthy: (info) => httpHealthy(info),
       connect: async (info, instanceId) => {
         const tp = o.config.models.find((m) => m.name === info.model)?.gpusPerInstance[info.gpu] ?? info.gpus;
-        return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock: o.clock, kvBytesCapacity: slotKvBytes({ region: o.region, model: info.model, gpu: info.gpu, tp, instanceId }) });
+        return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock: o.clock, kvBytesCapacity: slotKvBytes({ region: o.region, model: info.model, gpu: info.gpu, tp, instanceId }), log: o.log });
       },
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,

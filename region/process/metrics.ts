@@ -19,6 +19,7 @@ export class RegionMetrics {
   private readonly running: Gauge<"model">;
   private readonly waiting: Gauge<"model">;
   private readonly instances: Gauge<"model" | "state">;
+  private readonly stale: Gauge<"model">;
   private readonly decisionId: Gauge;
   private readonly actions: Counter<"model" | "kind">;
   private readonly failures: Counter<"model">;
@@ -33,6 +34,7 @@ export class RegionMetrics {
     this.running = new Gauge({ name: "tidegate_region_requests_running", help: "Requests in running batches", labelNames: ["model"], registers: r });
     this.waiting = new Gauge({ name: "tidegate_region_requests_waiting", help: "Requests waiting for admission", labelNames: ["model"], registers: r });
     this.instances = new Gauge({ name: "tidegate_region_instances", help: "Instances by lifecycle state", labelNames: ["model", "state"], registers: r });
+    this.stale = new Gauge({ name: "tidegate_region_instances_stale", help: "Serving instances whose engine stats (/metrics) could not be read lately: routed around, counted as full", labelNames: ["model"], registers: r });
     this.decisionId = new Gauge({ name: "tidegate_region_targets_decision_id", help: "decisionId of the newest accepted targets (-1 before any)", registers: r });
     this.actions = new Counter({ name: "tidegate_region_scaling_actions_total", help: "Scaling steps the region controller took, by kind (provision, reclaim, redeploy, drain)", labelNames: ["model", "kind"], registers: r });
     this.failures = new Counter({ name: "tidegate_region_scaling_failures_total", help: "Scale-outs that failed (the endpoint then backs off)", labelNames: ["model"], registers: r });
@@ -40,7 +42,7 @@ export class RegionMetrics {
     initLabels(this.actions, { model: models, kind: ["provision", "reclaim", "redeploy", "drain"] });
     initLabels(this.failures, { model: models });
     initLabels(this.requests, { model: models, outcome: OUTCOMES });
-    for (const g of [this.utilization, this.tokensPerS, this.running, this.waiting]) initLabels(g, { model: models });
+    for (const g of [this.utilization, this.tokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { model: models });
     initLabels(this.instances, { model: models, state: STATES });
     this.decisionId.set(-1);
   }
@@ -72,6 +74,7 @@ export class RegionMetrics {
       this.tokensPerS.set({ model: m.model }, m.tokensPerS);
       this.running.set({ model: m.model }, m.running);
       this.waiting.set({ model: m.model }, m.waiting);
+      this.stale.set({ model: m.model }, m.staleInstances ?? 0);
       for (const s of STATES) this.instances.set({ model: m.model, state: s }, m.instances[s]);
     }
     this.decisionId.set(decisionId ?? -1);

@@ -32,10 +32,10 @@ export function slotKvBytes(slot: InstanceSlot): number {
 }
 
 /** Engines at the URLs of the config (engines.kind "openai-http"). */
-export function urlEngineFactory(clock: Clock): EngineFactory {
+export function urlEngineFactory(clock: Clock, log?: Logger): EngineFactory {
   return async (slot) => {
     if (slot.url === undefined) throw new TidegateError("invalid_config", `no URL for ${slot.instanceId}`);
-    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot) });
+    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot), ...(log === undefined ? {} : { log }) });
   };
 }
 
@@ -92,7 +92,7 @@ export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?
   return {
     factory: async (slot) => {
       const url = await start(slot);
-      return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: url, clock, kvBytesCapacity: slotKvBytes(slot) });
+      return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: url, clock, kvBytesCapacity: slotKvBytes(slot), log });
     },
     get count() {
       return children.size;

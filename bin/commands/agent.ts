@@ -12,6 +12,8 @@ import { EngineSupervisor } from "../../region/agent/engines.js";
 import { NodeAgent } from "../../region/agent/node.js";
 import { RegistryClient } from "../../region/agent/registry.js";
 import { startAgentServer } from "../../region/agent/server.js";
+import { agentRegistry } from "../../region/agent/metrics.js";
+import { startProbeServer } from "../../core/probe-server.js";
 import { untilSignal } from "./dev.js";
 
 function port(flags: Record<string, unknown>, name: string): number {
@@ -59,7 +61,8 @@ export const command: Command = {
     "the region is unreachable, once when it answers again, and the region's message when it does not know the node.",
     "",
     "When ready it prints one line on stdout:",
-    "  tidegate agent <node-id>: grpc <host:port> data <host:port> transport <tcp|verbs>",
+    "  tidegate agent <node-id>: grpc <host:port> data <host:port> transport <tcp|verbs> metrics <url>",
+    "(/metrics, /livez, and /readyz = /healthz: 200 once the region answered an announce, on --metrics-port).",
     "",
     "Example:",
     "  tidegate agent --node-id gpu-07 --data-host 10.0.0.7 --grpc-host 10.0.0.7 --grpc-port 7070 \\",
@@ -78,6 +81,8 @@ export const command: Command = {
     "gpu-slots": { type: "number", help: "GPUs engines may use, integer ≥ 0 (0: no engine can start; logged as a warning)", default: 8 },
     "region-address": { type: "string", help: "the region's gRPC address host:port to announce to (default: announce nowhere)" },
     "announce-interval-ms": { type: "number", help: "how often to announce to --region-address", default: 1000 },
+    "metrics-host": { type: "string", help: "HTTP bind host for /metrics, /livez, /readyz and /healthz", default: "127.0.0.1" },
+    "metrics-port": { type: "number", help: "HTTP port for /metrics and the probes (0 = any free port)", default: 0 },
     "engine-host": { type: "string", help: "address engines bind to, also the host of their URLs (default: --data-host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
@@ -114,11 +119,25 @@ export const command: Command = {
       announcer = new Announcer({ regionAddress, intervalMs, clock: new WallClock(), log, announcement: () => a.announcement(), send: (x) => r.announce(x, Math.max(1000, intervalMs)) });
       announcer.start();
     }
-    process.stdout.write(`tidegate agent ${nodeId}: grpc ${server.address} data ${info.dataHost}:${info.dataPort} transport ${info.transport}\n`);
+    const a = agent;
+    const ann = announcer;
+    const probes = await startProbeServer({
+      host: String(flags["metrics-host"]),
+      port: port(flags, "metrics-port"),
+      registry: agentRegistry({ announcement: () => a.announcement(), regionReachable: () => ann?.regionReachable }),
+      log,
+      // Ready once the region answered an announce (always, when announcing nowhere).
+      ready: () => {
+        const ok = ann === undefined || ann.regionReachable === true;
+        return { ready: ok, status: ok ? "ok" : `region ${String(regionAddress)} has not answered an announce`, detail: { nodeId } };
+      },
+    });
+    process.stdout.write(`tidegate agent ${nodeId}: grpc ${server.address} data ${info.dataHost}:${info.dataPort} transport ${info.transport} metrics ${probes.url}\n`);
     const sig = await stopped;
     log.info("stopping", { signal: sig });
     await announcer?.stop();
     registry?.close();
+    await probes.close();
     await server.close();
     await agent.close();
     return 0;

@@ -100,7 +100,7 @@ export const command: Command = {
       maxBatch,
       ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
     });
-    const server = new EngineSimServer({ engine, ...(parameters !== undefined ? { parameters } : {}) });
+    const server = new EngineSimServer({ engine, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");

@@ -33,6 +33,8 @@ export interface RegionProcessOptions {
   metricsHost?: string;
   metricsPort?: number;
   metricsIntervalMs?: number;
+  /** Metrics to report into (default: a fresh RegionMetrics with the process's standard metrics). */
+  metrics?: RegionMetrics;
   tls?: TlsFiles;
   clock?: Clock;
   log?: Logger;
@@ -69,7 +71,8 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   const log = opts.log ?? silentLogger;
   const regionConfig = opts.config.regions.find((r) => r.name === opts.region);
   const models = [...new Set(regionConfig?.endpoints.map((e) => e.model) ?? [])];
-  const metrics = new RegionMetrics(models);
+  const all = opts.metrics ?? new RegionMetrics({ [opts.region]: models });
+  const metrics = all.sink(opts.region);
   const onOutcome = (m: string, o: RequestOutcome) => metrics.outcome(m, o);
   const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics }) : undefined;
   const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, opts.engines!, { clock, log, onOutcome }));
@@ -111,7 +114,7 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
     probes = await startProbeServer({
       host: opts.metricsHost ?? "127.0.0.1",
       port: opts.metricsPort ?? 0,
-      registry: metrics.registry,
+      registry: all.registry,
       log,
       ready: () => regionReadiness(opts.region, models, gateway, grpcServer.telemetryStreams()),
     });

@@ -487,18 +487,24 @@ export function validateConfig(json: unknown): { config?: TidegateConfig; errors
 
 /**
  * Reads a config file, merges it over the embedded default (mergeOverDefault) and validates it; `undefined` gives
- * the embedded default. Every error is reported, one per line, each naming its path (and the nearest known key for
- * an unknown one).
+ * the embedded default. `file` may list several files separated by commas, merged in order (later files win), e.g.
+ * `tidegate.json,secrets.json` where the second (a Kubernetes Secret) holds router.apiKeys, router.adminKeys and
+ * queue.redisUrl. Every error is reported, one per line, each naming its path (and the nearest known key for an
+ * unknown one).
  */
 export function loadConfig(file?: string): TidegateConfig {
   if (file === undefined) return parseConfig(DEFAULT_CONFIG_JSON);
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new ValidationError(file, `cannot read config file: ${(err as Error).message}`);
+  let doc: unknown = DEFAULT_CONFIG_JSON;
+  for (const f of file.split(",").filter((x) => x !== "")) {
+    let text: string;
+    try {
+      text = readFileSync(f, "utf8");
+    } catch (err) {
+      throw new ValidationError(f, `cannot read config file: ${(err as Error).message}`);
+    }
+    doc = mergeOverDefault(parseJson(text, `config file ${f}`, "invalid_config"), doc);
   }
-  const { config, errors } = validateConfig(mergeOverDefault(parseJson(text, `config file ${file}`, "invalid_config")));
+  const { config, errors } = validateConfig(doc);
   if (config !== undefined) return config;
   if (errors.length === 1) throw errors[0]!;
   throw new TidegateError("invalid_config", `config file ${file} has ${errors.length} errors:\n  ${errors.map((e) => e.message).join("\n  ")}`, { cause: errors[0] });

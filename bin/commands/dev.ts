@@ -137,7 +137,7 @@ export const command: Command = {
     `    -d '{"model":"llama3.2-3b","messages":[{"role":"user","content":"hello"}],"stream":true}'`,
   ].join("\n"),
   flags: {
-    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },

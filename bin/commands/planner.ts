@@ -48,7 +48,7 @@ export const command: Command = {
     "  tidegate planner --config fleet.json --redis-url redis://127.0.0.1:6379 --port 8090 --out plans/",
   ].join("\n"),
   flags: {
-    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     "redis-url": { type: "string", help: "Redis for history and the leader lock (default: config queue.redisUrl)" },
     "key-prefix": { type: "string", help: "Redis key prefix (default: config queue.keyPrefix)" },
     "interval-ms": { type: "number", help: "planning interval (default: config planner.intervalMs)" },
@@ -57,6 +57,9 @@ export const command: Command = {
     port: { type: "number", help: "port for /plans (0 picks a free port)", default: 0 },
     host: { type: "string", help: "address for /plans", default: "127.0.0.1" },
     out: { type: "string", help: "also write each report as JSON + HTML here" },
+    "tls-ca": { type: "string", help: "PEM CA that signs the regions' certificates (enables mTLS to regions)" },
+    "tls-cert": { type: "string", help: "PEM client certificate chain of this planner" },
+    "tls-key": { type: "string", help: "PEM private key of this planner" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
   async run(flags) {
@@ -76,7 +79,10 @@ export const command: Command = {
     const store = new RedisPlanStore(redis, prefix);
     const holder = `${hostname()}-${process.pid}-${newId("").slice(0, 6)}`;
     const lock = new RedisLeaderLock(redis, prefix);
-    const links = config.regions.map((r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, clock, log }));
+    const given = ["tls-ca", "tls-cert", "tls-key"].filter((k) => typeof flags[k] === "string").length;
+    if (given !== 0 && given !== 3) throw new TidegateError("invalid_request", "--tls-ca, --tls-cert and --tls-key go together");
+    const tls = given === 3 ? { caFile: String(flags["tls-ca"]), certFile: String(flags["tls-cert"]), keyFile: String(flags["tls-key"]) } : undefined;
+    const links = config.regions.map((r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, clock, log, ...(tls === undefined ? {} : { tls }) }));
     const out = typeof flags.out === "string" ? flags.out : undefined;
     const registry = createRegistry();
     const metrics = new PlannerMetrics(registry, config.models.map((m) => m.name), config.regions.map((r) => r.name));

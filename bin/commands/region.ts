@@ -52,7 +52,7 @@ export const command: Command = {
     "  tidegate region --config fleet.json --region us-east --grpc-port 50051 --spawn-engines",
   ].join("\n"),
   flags: {
-    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     region: { type: "string", help: "which region of the config to run (required)" },
     "grpc-host": { type: "string", help: "gRPC bind host (default: the host of regions[].grpcAddress)" },
     "grpc-port": { type: "number", help: "gRPC port (default: the port of regions[].grpcAddress; 0 = any free port)" },

@@ -241,6 +241,7 @@ export class Gateway {
         finished = true;
         if (signal?.aborted) {
           this.onOutcome?.(req.model, "cancelled");
+          this.log.debug("request cancelled by its caller", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id, started });
           throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: err });
         }
         const clientError = findTidegateError(err);
@@ -260,6 +261,7 @@ export class Gateway {
           rec.addedKvBytes -= kvBytes;
         }
         if (!finished) {
+          this.log.debug("request cancelled: its consumer stopped early", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id });
           // The consumer stopped early: abort first so the engine frees the request even if return() is a no-op.
           upstream.abort(new TidegateError("cancelled", `request ${req.id} cancelled by its consumer`));
           this.onOutcome?.(req.model, "cancelled");

@@ -14,6 +14,7 @@ import { RegistryClient } from "../../region/agent/registry.js";
 import { startAgentServer } from "../../region/agent/server.js";
 import { agentRegistry } from "../../region/agent/metrics.js";
 import { startProbeServer } from "../../core/probe-server.js";
+import { tlsFromFlags } from "../../region/link/tls.js";
 import { untilSignal } from "./dev.js";
 
 function port(flags: Record<string, unknown>, name: string): number {
@@ -84,6 +85,10 @@ export const command: Command = {
     "metrics-host": { type: "string", help: "HTTP bind host for /metrics, /livez, /readyz and /healthz", default: "127.0.0.1" },
     "metrics-port": { type: "number", help: "HTTP port for /metrics and the probes (0 = any free port)", default: 0 },
     "engine-host": { type: "string", help: "address engines bind to, also the host of their URLs (default: --data-host)" },
+    "tls-ca": { type: "string", help: "PEM CA that signs the region's and engines' peers (mutual TLS on this agent's gRPC and its announces)" },
+    "tls-cert": { type: "string", help: "PEM certificate chain of this agent (server and client)" },
+    "tls-key": { type: "string", help: "PEM private key of this agent" },
+    "tls-server-name": { type: "string", help: "the name this agent's certificate carries, for engines that dial it by IP" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
   async run(flags) {
@@ -105,15 +110,17 @@ export const command: Command = {
     if (gpuSlots === 0) log.warn("--gpu-slots is 0: this node can host no engine (every StartEngine is refused with RESOURCE_EXHAUSTED)");
     // The supervisor reads the agent's gRPC address at each start (engine-sim --parameters-from); it is set once the server is bound.
     let agent: NodeAgent | undefined;
-    const engines = new EngineSupervisor({ engineHost, parametersFrom: () => agent!.address, log: log.child({ part: "engines" }) });
+    const tls = tlsFromFlags(flags);
+    const engines = new EngineSupervisor({ engineHost, parametersFrom: () => agent!.address, log: log.child({ part: "engines" }), ...(tls === undefined ? {} : { parametersTls: tls }) });
     agent = NodeAgent.open({ nodeId, dataHost, dataPort: port(flags, "data-port"), transport, memoryBytes: mem, log, region: String(flags.region), gpuType, gpuSlots, engines });
     const stopped = untilSignal();
-    const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log);
+    const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log, tls);
     const info = agent.info();
     let announcer: Announcer | undefined;
     let registry: RegistryClient | undefined;
     if (regionAddress !== undefined) {
-      const r = new RegistryClient(regionAddress, Math.max(100, intervalMs));
+      // The region's certificate names its Service, the address dialled: no server-name override towards it.
+      const r = new RegistryClient(regionAddress, Math.max(100, intervalMs), tls === undefined ? undefined : { ...tls, serverName: undefined });
       const a = agent;
       registry = r;
       announcer = new Announcer({ regionAddress, intervalMs, clock: new WallClock(), log, announcement: () => a.announcement(), send: (x) => r.announce(x, Math.max(1000, intervalMs)) });

@@ -18,6 +18,7 @@ import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
 import { Gateway, type GatewayOptions } from "../gateway/gateway.js";
 import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "../runtime/runtime.js";
 import { slotKvBytes } from "./spawn.js";
+import type { TlsFiles } from "../link/tls.js";
 
 export interface AgentsRegion {
   gateway: Gateway;
@@ -43,6 +44,8 @@ export function startAgentsRegion(o: {
   log: Logger;
   gatewayOptions: Omit<GatewayOptions, "region" | "clock" | "log">;
   metrics: RuntimeMetricsSink & { transferred(bytes: number): void };
+  /** Mutual TLS to the node agents (the region's own files; `serverName` when agents' certificates do not carry their IPs). */
+  tls?: TlsFiles;
 }): AgentsRegion {
   const rc = o.config.regions.find((r) => r.name === o.region)!;
   const gateway = new Gateway({ ...o.gatewayOptions, region: o.region, clock: o.clock, log: o.log });
@@ -86,7 +89,7 @@ export function startAgentsRegion(o: {
     let c = clients.get(a.nodeId);
     if (c === undefined || c.address !== a.grpcAddress) {
       c?.close();
-      c = new AgentClient(a.grpcAddress, a.nodeId);
+      c = new AgentClient(a.grpcAddress, a.nodeId, o.tls);
       clients.set(a.nodeId, c);
     }
     actuator.announce(c, a);

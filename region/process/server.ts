@@ -74,7 +74,7 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   const all = opts.metrics ?? new RegionMetrics({ [opts.region]: models });
   const metrics = all.sink(opts.region);
   const onOutcome = (m: string, o: RequestOutcome) => metrics.outcome(m, o);
-  const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics }) : undefined;
+  const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics, ...(opts.tls === undefined ? {} : { tls: opts.tls }) }) : undefined;
   const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, opts.engines!, { clock, log, onOutcome }));
   const service: RegionService = agents?.runtime.service ?? gateway;
   let grpc: RegionGrpcServer | undefined;

@@ -60,10 +60,10 @@ function parseYaml(text: string, where: string): Obj[] {
     .filter((o): o is Obj => o !== null);
 }
 
-/** The base's resources, read straight from its kustomization (no kubectl needed), with its `images` applied. */
-function baseObjects(): Obj[] {
-  const k = parseYaml(readFileSync(join(K8S, "base/kustomization.yaml"), "utf8"), "base/kustomization.yaml")[0] as unknown as { resources: string[]; images?: { name: string; newName?: string; newTag?: string }[] };
-  const objs = k.resources.flatMap((f) => parseYaml(readFileSync(join(K8S, "base", f), "utf8"), `base/${f}`));
+/** A kustomization's own resources (files only), read without kubectl, with its `images` applied. */
+function kustomizationObjects(dir: string): Obj[] {
+  const k = parseYaml(readFileSync(join(K8S, dir, "kustomization.yaml"), "utf8"), `${dir}/kustomization.yaml`)[0] as unknown as { resources: string[]; images?: { name: string; newName?: string; newTag?: string }[] };
+  const objs = k.resources.flatMap((f) => parseYaml(readFileSync(join(K8S, dir, f), "utf8"), `${dir}/${f}`));
   for (const o of objs) {
     for (const c of podSpecOf(o)?.containers ?? []) {
       const img = k.images?.find((i) => i.name === c.image);
@@ -71,6 +71,11 @@ function baseObjects(): Obj[] {
     }
   }
   return objs;
+}
+
+/** The base and the node agents (what agents mode runs), read without kubectl. */
+function baseObjects(): Obj[] {
+  return [...kustomizationObjects("base"), ...kustomizationObjects("agents")];
 }
 
 const kubectl = spawnSync("kubectl", ["version", "--client"], { encoding: "utf8" });
@@ -114,6 +119,7 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
   const secretKeys = (name: string) => Object.keys({ ...secrets.get(name)?.stringData, ...secrets.get(name)?.data });
   const services = byKind("Service").map((s) => s as unknown as { metadata: { name: string }; spec: { selector: Record<string, string>; ports: { port: number; targetPort: string | number }[]; publishNotReadyAddresses?: boolean } });
   const workloads = objs.filter((o) => podSpecOf(o) !== undefined);
+  const tlsOf: { cmd: string; tls: boolean; serverName: string | undefined }[] = [];
   expect(workloads.length).toBeGreaterThan(0);
 
   for (const w of workloads) {
@@ -155,6 +161,7 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
       for (const a of rest) for (const m of a.matchAll(/\$\(([A-Z_]+)\)/g)) expect(env.has(m[1]!), `${at}: $(${m[1]}) is not in env`).toBe(true);
       for (const a of rest) if (a.startsWith("--")) expect(known.has(a.slice(2).split("=")[0]!), `${at}: ${a} is not a flag of tidegate ${cmd} (--help)`).toBe(true);
       const { flags } = parseArgs(rest, command.flags);
+      tlsOf.push({ cmd: cmd!, tls: typeof flags["tls-ca"] === "string", serverName: flags["tls-server-name"] as string | undefined });
       const num = (name: string) => flags[name] as number | undefined;
 
       // Config files: mounted from keys that exist; the merged config validates.
@@ -216,6 +223,16 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
       }
     }
   }
+  // gRPC TLS is all or nothing: regions that require client certificates need every client to have one, and the
+  // name regions expect in agents' certificates is the one agents (and their engines) present.
+  const regionsTls = tlsOf.filter((t) => t.cmd === "region").map((t) => t.tls);
+  if (regionsTls.some((x) => x)) {
+    expect(tlsOf.filter((t) => t.cmd !== "region").map((t) => `${t.cmd}:${t.tls}`), `${where}: TLS on every tier`).toEqual(tlsOf.filter((t) => t.cmd !== "region").map((t) => `${t.cmd}:true`));
+    expect(regionsTls.every((x) => x), `${where}: TLS on every region`).toBe(true);
+    const agents = tlsOf.filter((t) => t.cmd === "agent");
+    if (agents.length > 0) for (const t of [...agents, ...tlsOf.filter((x) => x.cmd === "region")]) expect(t.serverName, `${where}: ${t.cmd} --tls-server-name`).toBe(agents[0]!.serverName);
+  } else expect(tlsOf.filter((t) => t.tls).map((t) => t.cmd), `${where}: TLS without TLS regions`).toEqual([]);
+
   // Every Service's named targetPort exists on the pods it selects.
   for (const s of services) {
     const pods = workloads.filter((w) => {
@@ -231,7 +248,7 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
 }
 
 describe("deploy/kubernetes", () => {
-  it("base: every manifest validates against the Kubernetes schemas and matches what the binaries accept", async () => {
+  it("base and agents: every manifest validates against the Kubernetes schemas and matches what the binaries accept", async () => {
     const objs = baseObjects();
     expect(objs.map((o) => o.kind).sort()).toEqual(expect.arrayContaining(["ConfigMap", "DaemonSet", "Deployment", "Secret", "Service", "StatefulSet"]));
     await checkRendering(objs, "base");

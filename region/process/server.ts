@@ -32,6 +32,7 @@ export interface RegionProcessOptions {
   /** HTTP metrics bind (default 127.0.0.1, port 0 = any free port). */
   metricsHost?: string;
   metricsPort?: number;
+  /** How often the telemetry gauges are refreshed (default 500 ms, so a stale engine shows within 2 s). */
   metricsIntervalMs?: number;
   /** Metrics to report into (default: a fresh RegionMetrics with the process's standard metrics). */
   metrics?: RegionMetrics;
@@ -109,7 +110,7 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
     });
     const observe = () => metrics.observe(service.snapshot(), gateway.targets.latest()?.decisionId);
     observe();
-    ticker = clock.every(opts.metricsIntervalMs ?? 1000, observe);
+    ticker = clock.every(opts.metricsIntervalMs ?? 500, observe);
     const grpcServer = grpc;
     probes = await startProbeServer({
       host: opts.metricsHost ?? "127.0.0.1",

@@ -107,8 +107,9 @@ describe("health and stale signals", () => {
 
     // B's /metrics fails: stale within 2 s, in the region's metrics and readiness detail, and routed around.
     proxy.failing = true;
-    const stale = await until("engine B stale", async () => (sample(await regionMetrics(), "tidegate_region_instances_stale", `region="r1",model="llama3.2-3b"`) === 1 ? true : undefined), 2000 + 1000);
-    expect(stale.ms).toBeLessThan(2000 + 1000); // ≤ 2 s to notice, plus the region's 1 s metrics refresh
+    const stale = await until("engine B stale", async () => (sample(await regionMetrics(), "tidegate_region_instances_stale", `region="r1",model="llama3.2-3b"`) === 1 ? true : undefined), 5000);
+    // Noticed by the next /metrics read (every 500 ms) and shown by the next gauge refresh (every 500 ms).
+    expect(stale.ms).toBeLessThan(2000);
     const [beforeA, beforeB] = [await served(a), await served(b)];
     await completions(routerUrl, 6);
     expect((await served(a)) - beforeA).toBe(6);

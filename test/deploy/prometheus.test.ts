@@ -1,7 +1,7 @@
 /**
  * The multi-process deployment on loopback — Redis, `tidegate global`, three `tidegate region`s in agents mode, one
  * `tidegate agent` per region (each starts an engine-sim), `tidegate planner` — scraped by a real Prometheus
- * (Debian's `prometheus`). After traffic it asks Prometheus's HTTP API for a sample from every process (`up` = 1
+ * (Debian's `prometheus`). Every process answers the probe paths the manifests use (/livez, /readyz). After traffic it asks Prometheus's HTTP API for a sample from every process (`up` = 1
  * for every target) and for every metric the Grafana dashboard (deploy/grafana/tidegate.json) uses; `promtool check
  * metrics` on each process's /metrics reports nothing for tidegate's own metrics (prom-client's nodejs_* and
  * process_* defaults, and engine-sim's deliberate vllm: names, aside); every dashboard expression evaluates on that
@@ -166,6 +166,12 @@ describe.skipIf(missing.length > 0)(`a deployment scraped by a real Prometheus${
       30_000,
     );
     expect(up.map((s) => s.metric.job).sort()).toEqual([...targets.keys()].sort());
+    // The probe paths the manifests use answer on the same port: live, and ready once the deployment runs.
+    for (const [job, addr] of targets) {
+      expect((await fetch(`http://${addr}/livez`)).status, `${job} /livez`).toBe(200);
+      const ready = await fetch(`http://${addr}/readyz`);
+      expect(ready.status, `${job} /readyz: ${await ready.text()}`).toBe(200);
+    }
     // Each process also exports the process's standard metrics.
     const cpu = await query("process_cpu_seconds_total");
     expect(new Set(cpu.map((s) => s.metric.job))).toEqual(new Set(targets.keys()));

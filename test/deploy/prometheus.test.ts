@@ -1,12 +1,13 @@
 /**
  * The multi-process deployment on loopback — Redis, `tidegate global`, three `tidegate region`s in agents mode, one
  * `tidegate agent` per region (each starts an engine-sim), `tidegate planner` — scraped by a real Prometheus
- * (Debian's `prometheus`). Every process answers the probe paths the manifests use (/livez, /readyz). After traffic it asks Prometheus's HTTP API for a sample from every process (`up` = 1
- * for every target) and for every metric the Grafana dashboard (deploy/grafana/tidegate.json) uses; `promtool check
- * metrics` on each process's /metrics reports nothing for tidegate's own metrics (prom-client's nodejs_* and
- * process_* defaults, and engine-sim's deliberate vllm: names, aside); every dashboard expression evaluates on that
- * Prometheus and names only metrics some process exports. Skipped, with the reason, where prometheus/promtool or
- * redis-server are not installed (.ci/run installs them).
+ * (Debian's `prometheus`). Every process answers the probe paths the manifests use (/livez, /readyz). After traffic
+ * it asks Prometheus's HTTP API for a sample from every process (`up` = 1 for every target) and for every metric the
+ * Grafana dashboard (deploy/grafana/tidegate.json) uses; `promtool check metrics` on each process's /metrics reports
+ * nothing for tidegate's own metrics (prom-client's nodejs_* and process_* defaults, and engine-sim's deliberate
+ * vllm: names, aside); every dashboard expression evaluates on that Prometheus and names only metrics some process
+ * exports. Skipped, with the reason, where prometheus/promtool or redis-server are not installed (.ci/run installs
+ * them).
  */
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";

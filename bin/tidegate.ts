@@ -5,7 +5,21 @@
  */
 import { formatFlags, parseArgs } from "./args.js";
 import type { Command } from "./command.js";
+import { readFileSync } from "node:fs";
 import { toTidegateError } from "../core/errors.js";
+
+/** The package version: package.json two folders up from dist/bin (and from bin/ in the sources). */
+export function version(): string {
+  for (const rel of ["../../package.json", "../package.json"]) {
+    try {
+      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as { name?: unknown; version?: unknown };
+      if (pkg.name === "tidegate" && typeof pkg.version === "string") return pkg.version;
+    } catch {
+      // try the next location
+    }
+  }
+  return "unknown";
+}
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: Command }> }> = {
   dev: { summary: "run every tier in one process on the embedded default (3 regions, 4 models, simulated engines)", load: () => import("./commands/dev.js") },
@@ -22,7 +36,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`);
-  return `tidegate: a multi-region control plane for serving LLMs\n\nUsage: tidegate <command> [flags]\n\nCommands:\n${rows.join("\n")}\n\nRun 'tidegate <command> --help' for a command's flags.`;
+  return `tidegate ${version()}: a multi-region control plane for serving LLMs\n\nUsage: tidegate <command> [flags]\n       tidegate --version\n\nCommands:\n${rows.join("\n")}\n\nRun 'tidegate <command> --help' for a command's flags. Every command with --config also takes\n--print-config: it prints the file merged over the embedded default and validated (every error listed), then exits.`;
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -30,6 +44,10 @@ async function main(argv: string[]): Promise<number> {
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     process.stdout.write(usage() + "\n");
     return name === undefined ? 2 : 0;
+  }
+  if (name === "--version" || name === "-v" || name === "version") {
+    process.stdout.write(`tidegate ${version()}\n`);
+    return 0;
   }
   const entry = COMMANDS[name];
   if (entry === undefined) {
@@ -39,6 +57,13 @@ async function main(argv: string[]): Promise<number> {
   const { command } = await entry.load();
   if (rest.includes("--help") || rest.includes("-h")) {
     process.stdout.write(`Usage: tidegate ${command.name} [flags]\n\n${command.summary}\n\n${command.description}\n\nFlags:\n${formatFlags(command.flags)}\n`);
+    return 0;
+  }
+  if (rest.includes("--print-config") && command.flags.config !== undefined) {
+    // The configuration this command would run with: the file merged over the embedded default, validated.
+    const { flags } = parseArgs(rest.filter((a) => a !== "--print-config"), command.flags);
+    const { loadConfig } = await import("../core/config.js");
+    process.stdout.write(JSON.stringify(loadConfig(typeof flags.config === "string" ? flags.config : undefined), null, 2) + "\n");
     return 0;
   }
   const { flags, positional } = parseArgs(rest, command.flags);

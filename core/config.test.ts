@@ -1,5 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_CONFIG_JSON, loadConfig, parseConfig } from "./config.js";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DEFAULT_CONFIG_JSON, loadConfig, mergeOverDefault, parseConfig, validateConfig } from "./config.js";
 
 /** A copy of the default config with the value at `path` replaced (objects and arrays walked by key/index). */
 function patched(path: readonly (string | number)[], value: unknown): unknown {
@@ -39,5 +42,31 @@ describe("config", () => {
 
   it("rejects dispatch thresholds in the wrong order", () => {
     expect(() => parseConfig(patched(["queue"], { dispatchOneBelow: 0.4, dispatchTwoBelow: 0.5 }))).toThrow("queue.dispatchTwoBelow");
+  });
+});
+
+describe("partial config files and every error at once", () => {
+  const write = (body: unknown): string => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-config-"));
+    const file = join(dir, "tidegate.json");
+    writeFileSync(file, JSON.stringify(body));
+    return file;
+  };
+  it("merges a partial file over the embedded default", () => {
+    const cfg = loadConfig(write({ controller: { strategy: "reactive" }, router: { port: 9999 } }));
+    expect(cfg.controller.strategy).toBe("reactive");
+    expect(cfg.router.port).toBe(9999);
+    expect(cfg.regions.map((r) => r.name)).toEqual(["us-east", "us-central", "us-west"]);
+    expect(mergeOverDefault({ regions: [] })).toMatchObject({ regions: [] });
+  });
+  it("reports every error, each with its path, and suggests the nearest key for a typo", () => {
+    const file = write({ router: { prot: 8080, telemetryStaleMs: -1 }, engines: { timeScal: 2 } });
+    expect(() => loadConfig(file)).toThrow(/3 errors:\n {2}router\.telemetryStaleMs: must be > 0, got -1\n {2}router\.prot: is not a known field; did you mean "port"\?\n {2}engines\.timeScal: is not a known field; did you mean "timeScale"\?/);
+    const { config, errors } = validateConfig(mergeOverDefault({ queue: { backend: "nope" } }));
+    expect(config).toBeUndefined();
+    expect(errors.map((e) => e.path)).toEqual(["queue.backend"]);
+  });
+  it("suggests nothing for a key far from every known one", () => {
+    expect(() => loadConfig(write({ router: { completelyDifferent: 1 } }))).toThrow(/router\.completelyDifferent: is not a known field$/);
   });
 });

@@ -47,6 +47,11 @@ export interface EngineStats {
   remainingTokens: number;
   /** Output tokens generated since start (monotonic), for tokens/s. */
   generatedTokensTotal: number;
+  /**
+   * True when the engine's own signals (KV usage, queue lengths) could not be read lately: the values above are the
+   * last known ones, not current. A stale instance is routed around and counts as full in utilization. Absent = fresh.
+   */
+  stale?: boolean;
 }
 
 /** One serving instance (SageServe §3.4). */
@@ -84,6 +89,8 @@ export interface ModelTelemetry {
   waiting: number;
   instances: Record<InstanceState, number>;
   endpoints: EndpointTelemetry[];
+  /** Serving instances whose stats are stale (EngineStats.stale); absent when none. */
+  staleInstances?: number;
 }
 
 /** Region → global, at least once a second. `seq` increases per region process; `atMs` is the region's clock. */

@@ -140,12 +140,38 @@ export class ObjectReader {
     return v.map((el, i) => each(el, joinPath(joinPath(this.path, key), i), i));
   }
 
-  /** Throws if the object holds keys nobody read. */
+  /** Throws if the object holds keys nobody read, suggesting the nearest known key for a typo. */
   done(): void {
     for (const k of Object.keys(this.value)) {
-      if (!this.seen.has(k)) throw new ValidationError(joinPath(this.path, k), "is not a known field", this.code);
+      if (this.seen.has(k)) continue;
+      const near = nearest(k, [...this.seen].filter((s) => !(s in this.value)));
+      throw new ValidationError(joinPath(this.path, k), `is not a known field${near === undefined ? "" : `; did you mean ${JSON.stringify(near)}?`}`, this.code);
     }
   }
+}
+
+/** Levenshtein distance between two strings (case-insensitive). */
+export function editDistance(a: string, b: string): number {
+  const x = a.toLowerCase();
+  const y = b.toLowerCase();
+  let prev = Array.from({ length: y.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= x.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= y.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (x[i - 1] === y[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[y.length]!;
+}
+
+/** The candidate closest to `word` when it is close enough to be a typo (distance ≤ max(2, ⌊length / 3⌋)), else undefined. */
+export function nearest(word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined;
+  let bestD = Number.POSITIVE_INFINITY;
+  for (const c of candidates) {
+    const d = editDistance(word, c);
+    if (d < bestD) [best, bestD] = [c, d];
+  }
+  return bestD <= Math.max(2, Math.floor(word.length / 3)) ? best : undefined;
 }
 
 export function checkNumber(v: unknown, path: string, rules: NumberRules = {}, code: ErrorCode = "invalid_config"): number {

@@ -28,6 +28,17 @@ export interface PlannerLoopOptions {
   /** Runs one plan with the given decision id, the previous report and what started it (absent: the schedule). */
   plan: (decisionId: number, previous: PlanReport | undefined, trigger?: PlanReport["trigger"]) => Promise<PlanReport>;
   log?: Logger;
+  /** Told of every stored report (a round's, an approval's), e.g. to export its targets and forecasts as metrics. */
+  onReport?: (report: PlanReport) => void;
+}
+
+/** How the regions answered a report's targets, for logs: `{ sent, accepted, refused: ["us-west: why", …] }`. */
+export function ackSummary(acks: PlanReport["acks"]): { sent: number; accepted: number; refused: string[] } {
+  return {
+    sent: acks.length,
+    accepted: acks.filter((a) => a.accepted).length,
+    refused: acks.filter((a) => !a.accepted).map((a) => (a.error === undefined ? a.region : `${a.region}: ${a.error}`)),
+  };
 }
 
 /**
@@ -114,7 +125,8 @@ export class PlannerLoop implements PlanActions {
     report.acks = await this.send({ ...report, advisory: false });
     report.review = { state: "approved", by, atMs: this.o.clock.now() };
     await this.o.store.put(report);
-    (this.o.log ?? silentLogger).info("plan approved", { id, by, acks: report.acks.length, accepted: report.acks.filter((a) => a.accepted).length });
+    this.o.onReport?.(report);
+    (this.o.log ?? silentLogger).info("plan approved", { id, by, acks: ackSummary(report.acks) });
     return report;
   }
 
@@ -167,7 +179,9 @@ export class PlannerLoop implements PlanActions {
     if (!report.advisory && !this.o.advisory) report.acks = await this.send(report);
     this.previous = report;
     await this.o.store.put(report);
-    log.info("plan", { id: report.id, decisionId, status: report.solver.status, advisory: report.advisory, acks: report.acks.length, trigger: trigger?.kind ?? "schedule" });
+    this.o.onReport?.(report);
+    const acks = ackSummary(report.acks);
+    (acks.refused.length > 0 ? log.warn : log.info).call(log, "plan", { id: report.id, decisionId, status: report.solver.status, advisory: report.advisory, acks, trigger: trigger?.kind ?? "schedule" });
     return report;
   }
 }

@@ -12,6 +12,7 @@ import { createForecaster, type ForecasterName } from "../forecasts/registry.js"
 import { fleetFromConfig, liveFleet } from "./fleet.js";
 import type { LeaderLock } from "./leader.js";
 import { PlannerLoop } from "./loop.js";
+import type { PlanReport } from "./report.js";
 import { runPlan } from "./plan.js";
 import { TelemetryRecorder } from "./recorder.js";
 import { HighsSolver } from "./solver.js";
@@ -33,6 +34,8 @@ export interface PlannerServiceOptions {
   /** Also write each report as JSON + HTML into this folder. */
   outDir?: string;
   log: Logger;
+  /** Told of every stored report (planner/metrics.ts exports it). */
+  onReport?: (report: PlanReport) => void;
 }
 
 export interface PlannerService {
@@ -58,6 +61,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     links: o.links,
     store: o.store,
     log: o.log,
+    ...(o.onReport === undefined ? {} : { onReport: o.onReport }),
     plan: async (decisionId, previous, trigger) => {
       const report = await runPlan({
         fleet: liveFleet(fleet, latest),

@@ -282,6 +282,19 @@ describe("models, health, metrics, mounts", () => {
     expect(body.status).toBe("ok");
     expect(body.regions["us-east"]?.available).toBe(true);
   });
+  it("counts a bad request for a known model under that model, not \"unknown\"", async () => {
+    const before = await metricValue("tidegate_router_requests_total", `model="${M}",region="none",status="400"`);
+    const unknownBefore = await metricValue("tidegate_router_requests_total", `model="unknown",region="none",status="400"`);
+    expect((await post("/v1/chat/completions", { model: M, messages: [{ role: "user", content: "hi" }], max_tokens: -5 })).status).toBe(400);
+    expect(await metricValue("tidegate_router_requests_total", `model="${M}",region="none",status="400"`)).toBe(before + 1);
+    expect(await metricValue("tidegate_router_requests_total", `model="unknown",region="none",status="400"`)).toBe(unknownBefore);
+  });
+  it("answers liveness and readiness (ready: fresh telemetry from a region)", async () => {
+    expect((await fetch(base + "/livez")).status).toBe(200);
+    const r = await fetch(base + "/readyz");
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as { regions: Record<string, { telemetryAgeMs: number }> }).regions["us-east"]?.telemetryAgeMs).toBeGreaterThanOrEqual(0);
+  });
   it("metrics start every model × region × status series at 0", async () => {
     expect(await metricValue("tidegate_router_requests_total", `model="bloom-176b",region="us-west",status="503"`)).toBe(0);
     expect(await metricValue("tidegate_router_client_aborts_total", `model="llama2-70b",region="us-central"`)).toBe(0);

@@ -3,7 +3,7 @@
  * mount (the Batch API, the planner's /plans). Completions are handled on the raw node:http request/response
  * (router/completions.ts) so SSE bytes go straight to the socket; everything else is ordinary hono.
  */
-import { Hono, type Env, type Schema } from "hono";
+import { Hono, type Context, type Env, type Schema } from "hono";
 import type { HttpBindings } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
 import { TidegateError, toTidegateError } from "../core/errors.js";
@@ -26,8 +26,8 @@ export interface RouterAppOptions {
 export type RouterEnv = { Bindings: HttpBindings };
 
 /**
- * Builds the router app. Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /healthz,
- * GET /metrics, then `mounts`. Unknown paths and thrown errors render as OpenAI-style error bodies.
+ * Builds the router app. Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /healthz and
+ * /readyz (503 with no fresh region telemetry), GET /livez, GET /metrics, then `mounts`. Unknown paths and thrown errors render as OpenAI-style error bodies.
  */
 export function createRouterApp(deps: CompletionDeps, options: RouterAppOptions = {}): Hono<RouterEnv> {
   const app = new Hono<RouterEnv>();
@@ -52,14 +52,24 @@ export function createRouterApp(deps: CompletionDeps, options: RouterAppOptions 
     return c.json({ object: "list", data });
   });
 
-  app.get("/healthz", (c) => {
-    const regions: Record<string, { available: boolean }> = {};
+  // Readiness (/readyz, and /healthz for compatibility): 200 only while at least one region's telemetry is fresher
+  // than router.telemetryStaleMs, else 503: a router that can reach no region cannot serve. Liveness (/livez) is
+  // the process answering at all.
+  const readiness = (c: Context) => {
+    const regions: Record<string, { available: boolean; telemetryAgeMs: number | null }> = {};
+    let fresh = 0;
     for (const r of deps.config.regions) {
       const models = deps.config.models.filter((m) => deps.selector.hostingRegions(m.name).includes(r.name));
-      regions[r.name] = { available: models.some((m) => deps.selector.candidate(r.name, m.name).available) };
+      const age = deps.selector.telemetryAgeMs(r.name);
+      if (age !== undefined && age <= deps.config.router.telemetryStaleMs) fresh++;
+      regions[r.name] = { available: models.some((m) => deps.selector.candidate(r.name, m.name).available), telemetryAgeMs: age ?? null };
     }
-    return c.json({ status: "ok", regions });
-  });
+    const ready = fresh > 0;
+    return c.json({ status: ready ? "ok" : "no region with fresh telemetry", regions }, ready ? 200 : 503);
+  };
+  app.get("/healthz", readiness);
+  app.get("/readyz", readiness);
+  app.get("/livez", (c) => c.json({ status: "ok" }));
 
   app.get("/metrics", async (c) => {
     const text = await deps.metrics.registry.metrics();

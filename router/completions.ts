@@ -65,6 +65,8 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
     const body = await readJsonBody(req, deps.config.router.bodyLimitBytes);
     const rawModel = typeof body === "object" && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>).model : undefined;
     const spec = typeof rawModel === "string" && deps.selector.hostingRegions(rawModel).length > 0 ? MODEL_SPECS[rawModel] : undefined;
+    // A known model is the label from here on, so a bad parameter for it is counted under its name, not "unknown".
+    if (spec !== undefined) outcome.model = rawModel as string;
     const parsed = parseOpenAIRequest(kind, body, spec?.maxContextTokens ?? MAX_TOKENS_LIMIT);
     if (spec === undefined) throw new TidegateError("model_not_found", `The model ${JSON.stringify(parsed.model)} does not exist or is not served here`, { param: "model" });
     outcome.model = parsed.model;
@@ -106,12 +108,14 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
     const te = toTidegateError(err);
     if (clientGone || te.code === "cancelled") {
       outcome.status = 499;
+      deps.logger.debug("router: client aborted", { model: outcome.model, region: outcome.region, reason: clientGone ? "client disconnected" : te.message });
       if (outcome.model !== UNKNOWN_MODEL && outcome.region !== NO_REGION) deps.metrics.aborts.inc({ model: outcome.model, region: outcome.region });
       else if (outcome.model !== UNKNOWN_MODEL) deps.metrics.aborts.inc({ model: outcome.model, region: NO_REGION });
       if (!res.headersSent && !res.destroyed) sendError(res, te);
     } else if (!res.headersSent) {
       outcome.status = te.status;
       if (te.code === "internal") deps.logger.error("router: internal error", { err, model: outcome.model });
+      else deps.logger.debug("router: request refused", { model: outcome.model, region: outcome.region, status: te.status, code: te.code, message: te.message });
       sendError(res, te);
     } else {
       outcome.status = 502;
@@ -161,11 +165,18 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
   let head = fmt.roleChunk();
   let event: EngineEvent | undefined = s.first;
   let tokens = 0;
+  let lastNs = process.hrtime.bigint();
   try {
     while (event !== undefined) {
       if (signal.aborted) throw signal.reason;
       let out: string;
       if (event.type === "token") {
+        if (tokens > 0) {
+          const nowNs = process.hrtime.bigint();
+          // Time between tokens: the gap since the previous chunk, spread over the tokens this chunk carries.
+          deps.metrics.tbtSeconds.observe({ model: outcome.model, region: s.region }, Number(nowNs - lastNs) / 1e9 / Math.max(1, event.tokens));
+          lastNs = nowNs;
+        } else lastNs = process.hrtime.bigint();
         tokens += event.tokens;
         out = head + fmt.textChunk(event.text);
       } else {

@@ -17,6 +17,8 @@ export interface RouterMetrics {
   requests: Counter<"model" | "region" | "status">;
   /** Seconds from request receipt to the first token the client is sent. */
   ttftSeconds: Histogram<"model" | "region">;
+  /** Seconds between successive output tokens of a stream (per token when a chunk carries several). */
+  tbtSeconds: Histogram<"model" | "region">;
   /** Requests whose client went away before the end (upstream dispatch aborted). */
   aborts: Counter<"model" | "region">;
   /** Region failures before the first token that were retried in the next region. */
@@ -43,6 +45,13 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [registry],
   });
+  const tbtSeconds = new Histogram({
+    name: "tidegate_router_tbt_seconds",
+    help: "Time between successive output tokens sent to a streaming client",
+    labelNames: ["model", "region"] as const,
+    buckets: [0.001, 0.0025, 0.005, 0.01, 0.02, 0.035, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1],
+    registers: [registry],
+  });
   const aborts = new Counter({ name: "tidegate_router_client_aborts_total", help: "Requests cancelled because the client disconnected", labelNames: ["model", "region"] as const, registers: [registry] });
   const retries = new Counter({ name: "tidegate_router_retries_total", help: "Region failures before the first token, retried in the next region", labelNames: ["model", "region"] as const, registers: [registry] });
   const writeErrors = new Counter({ name: "tidegate_router_write_errors_total", help: "Errors writing a response to a client socket", registers: [registry] });
@@ -56,6 +65,9 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
   initLabels(tokens, { model: models, region: regions });
   initLabels(inflight, { model: models });
   writeErrors.inc(0);
-  for (const model of models) for (const region of regions) ttftSeconds.zero({ model, region });
-  return { registry, requests, ttftSeconds, aborts, retries, writeErrors, inflight, tokens };
+  for (const model of models) for (const region of regions) {
+    ttftSeconds.zero({ model, region });
+    tbtSeconds.zero({ model, region });
+  }
+  return { registry, requests, ttftSeconds, tbtSeconds, aborts, retries, writeErrors, inflight, tokens };
 }

@@ -107,6 +107,13 @@ export class RegionSelector {
     return this.state.get(region)?.inflightKvBytes.get(model) ?? 0;
   }
 
+  /** Milliseconds since the region's last telemetry snapshot; undefined before the first one or after markDown. */
+  telemetryAgeMs(region: RegionName): number | undefined {
+    const s = this.state.get(region);
+    if (s === undefined || s.telemetry === undefined) return undefined;
+    return this.opts.clock.now() - s.receivedAtMs;
+  }
+
   /** The candidate for (region, model) as selection sees it now: corrected utilization and availability. */
   candidate(region: RegionName, model: ModelName): RegionCandidate {
     const s = this.state.get(region);

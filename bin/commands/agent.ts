@@ -12,6 +12,9 @@ import { EngineSupervisor } from "../../region/agent/engines.js";
 import { NodeAgent } from "../../region/agent/node.js";
 import { RegistryClient } from "../../region/agent/registry.js";
 import { startAgentServer } from "../../region/agent/server.js";
+import { agentRegistry } from "../../region/agent/metrics.js";
+import { startProbeServer } from "../../core/probe-server.js";
+import { tlsFromFlags } from "../../region/link/tls.js";
 import { untilSignal } from "./dev.js";
 
 function port(flags: Record<string, unknown>, name: string): number {
@@ -59,7 +62,8 @@ export const command: Command = {
     "the region is unreachable, once when it answers again, and the region's message when it does not know the node.",
     "",
     "When ready it prints one line on stdout:",
-    "  tidegate agent <node-id>: grpc <host:port> data <host:port> transport <tcp|verbs>",
+    "  tidegate agent <node-id>: grpc <host:port> data <host:port> transport <tcp|verbs> metrics <url>",
+    "(/metrics, /livez, and /readyz = /healthz: 200 once the region answered an announce, on --metrics-port).",
     "",
     "Example:",
     "  tidegate agent --node-id gpu-07 --data-host 10.0.0.7 --grpc-host 10.0.0.7 --grpc-port 7070 \\",
@@ -78,7 +82,13 @@ export const command: Command = {
     "gpu-slots": { type: "number", help: "GPUs engines may use, integer ≥ 0 (0: no engine can start; logged as a warning)", default: 8 },
     "region-address": { type: "string", help: "the region's gRPC address host:port to announce to (default: announce nowhere)" },
     "announce-interval-ms": { type: "number", help: "how often to announce to --region-address", default: 1000 },
+    "metrics-host": { type: "string", help: "HTTP bind host for /metrics, /livez, /readyz and /healthz", default: "127.0.0.1" },
+    "metrics-port": { type: "number", help: "HTTP port for /metrics and the probes (0 = any free port)", default: 0 },
     "engine-host": { type: "string", help: "address engines bind to, also the host of their URLs (default: --data-host)" },
+    "tls-ca": { type: "string", help: "PEM CA that signs the region's and engines' peers (mutual TLS on this agent's gRPC and its announces)" },
+    "tls-cert": { type: "string", help: "PEM certificate chain of this agent (server and client)" },
+    "tls-key": { type: "string", help: "PEM private key of this agent" },
+    "tls-server-name": { type: "string", help: "the name this agent's certificate carries, for engines that dial it by IP" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
   async run(flags) {
@@ -100,25 +110,41 @@ export const command: Command = {
     if (gpuSlots === 0) log.warn("--gpu-slots is 0: this node can host no engine (every StartEngine is refused with RESOURCE_EXHAUSTED)");
     // The supervisor reads the agent's gRPC address at each start (engine-sim --parameters-from); it is set once the server is bound.
     let agent: NodeAgent | undefined;
-    const engines = new EngineSupervisor({ engineHost, parametersFrom: () => agent!.address, log: log.child({ part: "engines" }) });
+    const tls = tlsFromFlags(flags);
+    const engines = new EngineSupervisor({ engineHost, parametersFrom: () => agent!.address, log: log.child({ part: "engines" }), ...(tls === undefined ? {} : { parametersTls: tls }) });
     agent = NodeAgent.open({ nodeId, dataHost, dataPort: port(flags, "data-port"), transport, memoryBytes: mem, log, region: String(flags.region), gpuType, gpuSlots, engines });
     const stopped = untilSignal();
-    const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log);
+    const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log, tls);
     const info = agent.info();
     let announcer: Announcer | undefined;
     let registry: RegistryClient | undefined;
     if (regionAddress !== undefined) {
-      const r = new RegistryClient(regionAddress, Math.max(100, intervalMs));
+      // The region's certificate names its Service, the address dialled: no server-name override towards it.
+      const r = new RegistryClient(regionAddress, Math.max(100, intervalMs), tls === undefined ? undefined : { ...tls, serverName: undefined });
       const a = agent;
       registry = r;
       announcer = new Announcer({ regionAddress, intervalMs, clock: new WallClock(), log, announcement: () => a.announcement(), send: (x) => r.announce(x, Math.max(1000, intervalMs)) });
       announcer.start();
     }
-    process.stdout.write(`tidegate agent ${nodeId}: grpc ${server.address} data ${info.dataHost}:${info.dataPort} transport ${info.transport}\n`);
+    const a = agent;
+    const ann = announcer;
+    const probes = await startProbeServer({
+      host: String(flags["metrics-host"]),
+      port: port(flags, "metrics-port"),
+      registry: agentRegistry({ announcement: () => a.announcement(), regionReachable: () => ann?.regionReachable }),
+      log,
+      // Ready once the region answered an announce (always, when announcing nowhere).
+      ready: () => {
+        const ok = ann === undefined || ann.regionReachable === true;
+        return { ready: ok, status: ok ? "ok" : `region ${String(regionAddress)} has not answered an announce`, detail: { nodeId } };
+      },
+    });
+    process.stdout.write(`tidegate agent ${nodeId}: grpc ${server.address} data ${info.dataHost}:${info.dataPort} transport ${info.transport} metrics ${probes.url}\n`);
     const sig = await stopped;
     log.info("stopping", { signal: sig });
     await announcer?.stop();
     registry?.close();
+    await probes.close();
     await server.close();
     await agent.close();
     return 0;

@@ -16,6 +16,10 @@ import { InProcessRegionLink } from "../../region/link/in-process.js";
 import { startInProcessRegion, type InProcessRegion } from "../../region/runtime/in-process.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { GlobalRouter } from "../../router/server.js";
+import { RegionMetrics, type RegionMetricsSink } from "../../region/process/metrics.js";
+import type { RegionService } from "../../region/link/service.js";
+import { createRegistry } from "../../core/metrics.js";
+import { PlannerMetrics } from "../../planner/metrics.js";
 import type { RouterMount } from "../../router/app.js";
 import { MemoryHistory } from "../../forecasts/history.js";
 import { MemoryLeaderLock } from "../../planner/leader.js";
@@ -54,9 +58,14 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
   const gateways: Gateway[] = [];
   const links: RegionLink[] = [];
   const regions: InProcessRegion[] = [];
+  // The region metrics `tidegate region` exports, for every region, served on the router's /metrics below.
+  const regionMetrics = new RegionMetrics(Object.fromEntries(config.regions.map((r) => [r.name, [...new Set(r.endpoints.map((e) => e.model))]])), createRegistry(false));
+  const services: { sink: RegionMetricsSink; service: RegionService; gateway: Gateway }[] = [];
   for (const region of config.regions) {
+    const sink = regionMetrics.sink(region.name);
     if (config.controller.actuator === "agents") {
-      const r = startInProcessRegion({ config, region: region.name, clock, log: logger });
+      const r = startInProcessRegion({ config, region: region.name, clock, log: logger, metrics: sink });
+      services.push({ sink, service: r.runtime.service, gateway: r.gateway });
       regions.push(r);
       gateways.push(r.gateway);
       links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
@@ -64,7 +73,8 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
     }
     // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), which is
     // also what replay does, so dev and replay route the same arrivals identically.
-    const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: 0, log: logger.child({ region: region.name }) });
+    const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: 0, log: logger.child({ region: region.name }), onOutcome: (m, x) => sink.outcome(m, x) });
+    services.push({ sink, service: gateway, gateway });
     for (const ep of region.endpoints) {
       const tp = config.models.find((m) => m.name === ep.model)?.gpusPerInstance[ep.gpu];
       if (tp === undefined) throw new Error(`config: ${ep.model} has no gpusPerInstance for ${ep.gpu}`);
@@ -78,6 +88,11 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
     links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
   }
   const router = new GlobalRouter({ config, links, clock, logger, ...(opts.mounts === undefined ? {} : { mounts: opts.mounts }) });
+  for (const m of regionMetrics.registry.getMetricsAsArray()) router.deps.metrics.registry.registerMetric(regionMetrics.registry.getSingleMetric(m.name)!);
+  const observe = () => {
+    for (const s of services) s.sink.observe(s.service.snapshot(), s.gateway.targets.latest()?.decisionId);
+  };
+  const metricsTicker = clock.every(1000, observe);
   let closed: Promise<void> | undefined;
   return {
     router,
@@ -86,6 +101,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
     regions,
     close: () =>
       (closed ??= (async () => {
+        metricsTicker.cancel();
         await router.close();
         await Promise.all(links.map((l) => l.close()));
         if (regions.length > 0) await Promise.all(regions.map((r) => r.close()));
@@ -121,7 +137,7 @@ export const command: Command = {
     `    -d '{"model":"llama3.2-3b","messages":[{"role":"user","content":"hello"}],"stream":true}'`,
   ].join("\n"),
   flags: {
-    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
@@ -147,7 +163,9 @@ export const command: Command = {
     }
     const stack = buildDevStack({ config: devConfig, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: site.routes }] });
     batch.start(stack.links, stack.router.deps.metrics.registry);
+    const plannerMetrics = new PlannerMetrics(stack.router.deps.metrics.registry, config.models.map((m) => m.name), config.regions.map((r) => r.name));
     const planner = await startPlannerService({
+      onReport: (r) => plannerMetrics.observe(r),
       config,
       clock,
       links: stack.links,

@@ -10,12 +10,13 @@ import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { AgentClient } from "../../region/agent/client.js";
+import { tlsFromFlags, type TlsFiles } from "../../region/link/tls.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
 import { EngineSimServer, type EngineParameters } from "../../region/engines/sim/http.js";
 
 /** The model's complete store on the agent at `address`, or a message saying why there is none. */
-async function parametersFrom(address: string, model: string, shared?: AgentClient): Promise<EngineParameters | string> {
-  const client = shared ?? new AgentClient(address);
+async function parametersFrom(address: string, model: string, shared?: AgentClient, tls?: TlsFiles): Promise<EngineParameters | string> {
+  const client = shared ?? new AgentClient(address, undefined, tls);
   try {
     const info = await client.info();
     const s = info.stores.find((x) => x.model === model);
@@ -59,6 +60,10 @@ export const command: Command = {
     "max-batch": { type: "number", help: "most requests in the running batch (vLLM max_num_seqs)", default: 256 },
     "kv-capacity-tokens": { type: "number", help: "KV capacity in tokens (default: GPU memory x 0.9 - weights)" },
     "parameters-from": { type: "string", help: "node agent gRPC address host:port whose complete block store of --model this engine serves" },
+    "tls-ca": { type: "string", help: "with --parameters-from: PEM CA that signs the agent's certificate (mTLS to the agent)" },
+    "tls-cert": { type: "string", help: "with --parameters-from: PEM client certificate chain" },
+    "tls-key": { type: "string", help: "with --parameters-from: PEM private key" },
+    "tls-server-name": { type: "string", help: "with --parameters-from: the name the agent's certificate carries, when not its address" },
     "parameters-wait-ms": { type: "number", help: "with --parameters-from: listen at once and answer 503 until the store is complete (within this many ms), instead of refusing to start" },
   },
   async run(flags) {
@@ -80,9 +85,10 @@ export const command: Command = {
     const waitMs = flags["parameters-wait-ms"];
     if (waitMs !== undefined && !(typeof waitMs === "number" && waitMs > 0)) throw new TidegateError("invalid_request", "--parameters-wait-ms must be a positive number of ms");
     if (waitMs !== undefined && flags["parameters-from"] === undefined) throw new TidegateError("invalid_request", "--parameters-wait-ms goes with --parameters-from");
+    const tls = tlsFromFlags(flags);
     let parameters: EngineParameters | undefined;
     if (flags["parameters-from"] !== undefined && waitMs === undefined) {
-      const p = await parametersFrom(String(flags["parameters-from"]), model);
+      const p = await parametersFrom(String(flags["parameters-from"]), model, undefined, tls);
       if (typeof p === "string") {
         process.stderr.write(p + "\n");
         return 1;
@@ -100,14 +106,14 @@ export const command: Command = {
       maxBatch,
       ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
     });
-    const server = new EngineSimServer({ engine, ...(parameters !== undefined ? { parameters } : {}) });
+    const server = new EngineSimServer({ engine, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");
     if (waitMs !== undefined) {
       // Started while the blocks still arrive (the process start overlaps the transfer): serve once they are all here.
       const deadline = Date.now() + waitMs;
-      const client = new AgentClient(String(flags["parameters-from"]));
+      const client = new AgentClient(String(flags["parameters-from"]), undefined, tls);
       let last = "";
       for (;;) {
         const p = await parametersFrom(String(flags["parameters-from"]), model, client);

@@ -44,7 +44,7 @@ export const command: Command = {
     "  tidegate global --config fleet.json --port 8080",
   ].join("\n"),
   flags: {
-    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "telemetry-interval-ms": { type: "number", help: "telemetry period asked of each region (50..1000)", default: 1000 },

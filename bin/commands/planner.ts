@@ -4,7 +4,7 @@
  * (config regions[].grpcAddress) unless advisory, and serves its reports at /plans behind the admin keys.
  */
 import { hostname } from "node:os";
-import { Hono } from "hono";
+import { Hono, type Context } from "hono";
 import { serve } from "@hono/node-server";
 import { Redis } from "ioredis";
 import type { Command } from "../command.js";
@@ -19,6 +19,7 @@ import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { RedisLeaderLock } from "../../planner/leader.js";
 import { plansRoutes } from "../../planner/routes.js";
 import { createRegistry } from "../../core/metrics.js";
+import { PlannerMetrics } from "../../planner/metrics.js";
 import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
 import { startPlannerService } from "../../planner/service.js";
@@ -33,7 +34,9 @@ export const command: Command = {
     "in Redis, solves the ILP over the config's fleet, and sends each region its targets with a monotonic",
     "decisionId over gRPC; --advisory (or config planner.advisory) publishes plans without sending them.",
     "Reports are kept in Redis (<key-prefix>plans, the newest 168), served at http://<host>:<port>/plans and",
-    "written to --out when given; /metrics has the sign-in and action counters (tidegate_plans_*).",
+    "written to --out when given; /metrics has the sign-in and action counters (tidegate_plans_*) and each plan's",
+    "targets and forecasts (tidegate_planner_*); /livez answers while the process runs, /readyz (and /healthz)",
+    "while Redis answers.",
     "",
     "Keys for /plans (open http://<host>:<port>/login in a browser, or send Authorization: Bearer <key>):",
     "  admin   (read, approve/reject advisory plans, plan now): config router.adminKeys, or TIDEGATE_ADMIN_KEYS",
@@ -45,7 +48,7 @@ export const command: Command = {
     "  tidegate planner --config fleet.json --redis-url redis://127.0.0.1:6379 --port 8090 --out plans/",
   ].join("\n"),
   flags: {
-    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     "redis-url": { type: "string", help: "Redis for history and the leader lock (default: config queue.redisUrl)" },
     "key-prefix": { type: "string", help: "Redis key prefix (default: config queue.keyPrefix)" },
     "interval-ms": { type: "number", help: "planning interval (default: config planner.intervalMs)" },
@@ -54,6 +57,9 @@ export const command: Command = {
     port: { type: "number", help: "port for /plans (0 picks a free port)", default: 0 },
     host: { type: "string", help: "address for /plans", default: "127.0.0.1" },
     out: { type: "string", help: "also write each report as JSON + HTML here" },
+    "tls-ca": { type: "string", help: "PEM CA that signs the regions' certificates (enables mTLS to regions)" },
+    "tls-cert": { type: "string", help: "PEM client certificate chain of this planner" },
+    "tls-key": { type: "string", help: "PEM private key of this planner" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
   async run(flags) {
@@ -73,13 +79,25 @@ export const command: Command = {
     const store = new RedisPlanStore(redis, prefix);
     const holder = `${hostname()}-${process.pid}-${newId("").slice(0, 6)}`;
     const lock = new RedisLeaderLock(redis, prefix);
-    const links = config.regions.map((r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, clock, log }));
+    const given = ["tls-ca", "tls-cert", "tls-key"].filter((k) => typeof flags[k] === "string").length;
+    if (given !== 0 && given !== 3) throw new TidegateError("invalid_request", "--tls-ca, --tls-cert and --tls-key go together");
+    const tls = given === 3 ? { caFile: String(flags["tls-ca"]), certFile: String(flags["tls-cert"]), keyFile: String(flags["tls-key"]) } : undefined;
+    const links = config.regions.map((r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, clock, log, ...(tls === undefined ? {} : { tls }) }));
     const out = typeof flags.out === "string" ? flags.out : undefined;
-    const planner = await startPlannerService({ config, clock, links, history, store, lock, holder, intervalMs, advisory, forecaster: fname, log, ...(out === undefined ? {} : { outDir: out }) });
+    const registry = createRegistry();
+    const metrics = new PlannerMetrics(registry, config.models.map((m) => m.name), config.regions.map((r) => r.name));
+    const planner = await startPlannerService({ config, clock, links, history, store, lock, holder, intervalMs, advisory, forecaster: fname, log, onReport: (r) => metrics.observe(r), ...(out === undefined ? {} : { outDir: out }) });
     const app = new Hono();
     const keys = planKeysFrom(config, process.env);
     if (keys.admin.length + keys.planner.length === 0) log.warn("no admin or planner key: /plans refuses everyone (set router.adminKeys or TIDEGATE_ADMIN_KEYS)");
-    const registry = createRegistry();
+    // Probes: live while the process answers; ready while Redis (history, leader lock, reports) answers.
+    app.get("/livez", (c) => c.json({ status: "ok" }));
+    const ready = (c: Context) => {
+      const ok = redis.status === "ready";
+      return c.json({ status: ok ? "ok" : `redis ${redis.status}`, leading: planner.loop.leading, holder }, ok ? 200 : 503);
+    };
+    app.get("/readyz", ready);
+    app.get("/healthz", ready);
     app.route("/", plansRoutes({ store, keys, actions: planner.loop, history, clock, log: log.child({ tier: "plans" }), registry }));
     app.get("/metrics", async (c) => c.body(await registry.metrics(), 200, { "content-type": registry.contentType }));
     const server = serve({ fetch: app.fetch, port: Number(flags.port), hostname: String(flags.host) }, (info) => {

@@ -12,18 +12,9 @@ import { simEngineFactory, type EngineFactory } from "../../region/process/engin
 import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js";
 import { startRegionProcess } from "../../region/process/server.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
-import type { TlsFiles } from "../../region/link/tls.js";
+import { tlsFromFlags } from "../../region/link/tls.js";
 import { untilSignal } from "./dev.js";
 
-function tlsFrom(flags: Record<string, unknown>): TlsFiles | undefined {
-  const ca = flags["tls-ca"];
-  const cert = flags["tls-cert"];
-  const key = flags["tls-key"];
-  const given = [ca, cert, key].filter((v) => typeof v === "string").length;
-  if (given === 0) return undefined;
-  if (given !== 3) throw new TidegateError("invalid_request", "--tls-ca, --tls-cert and --tls-key go together");
-  return { caFile: String(ca), certFile: String(cert), keyFile: String(key) };
-}
 
 export const command: Command = {
   name: "region",
@@ -53,7 +44,7 @@ export const command: Command = {
     "  tidegate region --config fleet.json --region us-east --grpc-port 50051 --spawn-engines",
   ].join("\n"),
   flags: {
-    config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
+    config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     region: { type: "string", help: "which region of the config to run (required)" },
     "grpc-host": { type: "string", help: "gRPC bind host (default: the host of regions[].grpcAddress)" },
     "grpc-port": { type: "number", help: "gRPC port (default: the port of regions[].grpcAddress; 0 = any free port)" },
@@ -63,6 +54,7 @@ export const command: Command = {
     "tls-ca": { type: "string", help: "PEM CA that signs the global router's client certificates (enables TLS)" },
     "tls-cert": { type: "string", help: "PEM certificate chain of this region" },
     "tls-key": { type: "string", help: "PEM private key of this region" },
+    "tls-server-name": { type: "string", help: "with TLS in agents mode: the name node agents' certificates carry (they are dialled by IP)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
   async run(flags) {
@@ -84,9 +76,9 @@ export const command: Command = {
     if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");
     const agentsMode = !spawn && config.engines.kind === "sim" && config.controller.actuator === "agents";
     const spawned = spawn ? spawnedEngines(clock, config.engines.timeScale, { log }) : undefined;
-    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale, config.engines.kvCapacityTokens) : urlEngineFactory(clock));
+    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale, config.engines.kvCapacityTokens) : urlEngineFactory(clock, log));
     if (agentsMode) log.info("agents mode: node agents announce themselves to this region; parameter blocks scaled for this deployment", { strategy: config.controller.strategy, parameters: parameterScaleLines(config) });
-    const tls = tlsFrom(flags);
+    const tls = tlsFromFlags(flags);
     const stopped = untilSignal();
     const starting = startRegionProcess({
       config,

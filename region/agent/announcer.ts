@@ -27,6 +27,11 @@ export class Announcer {
   private reachable: boolean | undefined;
   private lastReply = "";
   private inFlight: Promise<void> | undefined;
+  /** Whether the last announce was answered: undefined before the first answer or failure. */
+  get regionReachable(): boolean | undefined {
+    return this.reachable;
+  }
+
   /** Announce calls answered / failed so far. */
   answered = 0;
   failed = 0;

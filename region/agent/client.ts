@@ -10,6 +10,7 @@ import type { BlockArrival, RunResult } from "../../native/index.js";
 import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, RunCall } from "./handle.js";
 import type { LoadSpec } from "./node.js";
 import { agentService, announcementFromWire, engineFromWire, errorFromStatus, type WireAgentInfo, type WireEngineInfo, type WireLoadReply, type WireRunEvent, type WireVerifyReply } from "./proto.js";
+import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../link/tls.js";
 
 export type { RunCall } from "./handle.js";
 
@@ -32,13 +33,15 @@ export class AgentClient implements AgentHandle {
   readonly nodeId: string;
   private readonly c: RawClient;
 
+  /** `tls`: mutual TLS to an agent started with --tls-* (its certificate checked against `tls.serverName` if set). */
   constructor(
     readonly address: string,
     nodeId?: string,
+    tls?: TlsFiles,
   ) {
     this.nodeId = nodeId ?? address;
     const Ctor = agentService();
-    this.c = new Ctor(address, grpc.credentials.createInsecure()) as unknown as RawClient;
+    this.c = new Ctor(address, channelCredentials(tls), tlsChannelOptions(tls)) as unknown as RawClient;
   }
 
   private call<T>(fn: (cb: Callback<T>) => void): Promise<T> {

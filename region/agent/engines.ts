@@ -5,6 +5,7 @@
  * The agent picks each engine's port (a free port on the engine host). Checks (store complete, slots, template
  * syntax) are NodeAgent's; this class only acts.
  */
+import { tlsArgs, type TlsFiles } from "../link/tls.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
@@ -22,6 +23,8 @@ export interface EngineSupervisorOptions {
   engineHost: string;
   /** The agent's gRPC address, passed to engine-sim as --parameters-from (read at each start). */
   parametersFrom: () => string;
+  /** TLS files engine-sim uses to reach --parameters-from (the agent's own, when its gRPC is TLS). */
+  parametersTls?: TlsFiles;
   log: Logger;
   /** The compiled CLI (default: defaultCliPath()). */
   cliPath?: string;
@@ -151,7 +154,7 @@ export class EngineSupervisor implements EngineHost {
     }
     const sim = spec.commandTemplate === undefined || spec.commandTemplate === "";
     const argv = sim
-      ? [process.execPath, this.cli, "engine-sim", "--model", spec.model, "--gpu", spec.gpu, "--tp", String(spec.gpus), "--host", this.o.engineHost, "--port", String(port), "--time-scale", String(spec.timeScale ?? 1), "--parameters-from", this.o.parametersFrom(), ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : [])]
+      ? [process.execPath, this.cli, "engine-sim", "--model", spec.model, "--gpu", spec.gpu, "--tp", String(spec.gpus), "--host", this.o.engineHost, "--port", String(port), "--time-scale", String(spec.timeScale ?? 1), "--parameters-from", this.o.parametersFrom(), ...tlsArgs(this.o.parametersTls), ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : [])]
       : renderCommand(parseCommandTemplate(spec.commandTemplate!), { model: spec.model, port: String(port), host: this.o.engineHost, gpu: spec.gpu, tp: String(spec.gpus), instance: spec.instanceId });
     e.info.url = `http://${hostForUrl(this.o.engineHost)}:${port}`;
     const keeper = spawn(process.execPath, [this.keeper, String(this.o.orphanGraceMs ?? 2000), ...argv], { stdio: ["pipe", "pipe", "pipe", "pipe"] });

@@ -8,6 +8,7 @@ import * as grpc from "@grpc/grpc-js";
 import { TidegateError } from "../../core/errors.js";
 import type { NodeAnnouncement } from "./handle.js";
 import { announcementFromWire, announcementToWire, errorFromStatus, registryService, statusOf, type WireAgentInfo, type WireAnnounceReply } from "./proto.js";
+import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../link/tls.js";
 
 /** The region's answer: `known` = the region has adopted this node; `message` says why not, or anything worth a log line. */
 export interface AnnounceReply {
@@ -38,7 +39,7 @@ interface RawRegistry extends grpc.Client {
   Announce(req: WireAgentInfo, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res?: WireAnnounceReply) => void): void;
 }
 
-/** An agent's client for the region's AgentRegistry at `address` (host:port, insecure). */
+/** An agent's client for the region's AgentRegistry at `address` (host:port; mutual TLS with `tls`). */
 export class RegistryClient {
   private readonly c: RawRegistry;
 
@@ -49,9 +50,11 @@ export class RegistryClient {
   constructor(
     readonly address: string,
     maxReconnectBackoffMs = 1000,
+    tls?: TlsFiles,
   ) {
     const Ctor = registryService();
-    this.c = new Ctor(address, grpc.credentials.createInsecure(), {
+    this.c = new Ctor(address, channelCredentials(tls), {
+      ...tlsChannelOptions(tls),
       "grpc.initial_reconnect_backoff_ms": Math.min(maxReconnectBackoffMs, 1000),
       "grpc.max_reconnect_backoff_ms": maxReconnectBackoffMs,
     }) as unknown as RawRegistry;

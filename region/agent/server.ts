@@ -9,6 +9,7 @@ import { TidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { planFromJson } from "../multicast/plan-json.js";
 import type { NodeAgent } from "./node.js";
+import { serverCredentials, type TlsFiles } from "../link/tls.js";
 import {
   agentService,
   announcementToWire,
@@ -59,7 +60,7 @@ function unaryAsync<Req, Res>(fn: (req: Req) => Promise<Res>): Unary<Req, Res> {
 }
 
 /** Serves `agent` on `address` (host:port, port 0 = any). */
-export async function startAgentServer(agent: NodeAgent, address: string, log: Logger): Promise<AgentGrpcServer> {
+export async function startAgentServer(agent: NodeAgent, address: string, log: Logger, tls?: TlsFiles): Promise<AgentGrpcServer> {
   const server = new grpc.Server();
   server.addService(agentService().service, {
     Info: unary<object, WireAgentInfo>(() => announcementToWire(agent.announcement())),
@@ -123,7 +124,7 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
     },
   });
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p))),
+    server.bindAsync(address, serverCredentials(tls), (err, p) => (err ? reject(err) : resolve(p))),
   );
   const host = address.slice(0, address.lastIndexOf(":"));
   agent.setGrpcAddress(`${host}:${port}`);

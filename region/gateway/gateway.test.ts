@@ -32,6 +32,26 @@ function gateway(clock = new VirtualClock(), statsRefreshMs = 100): Gateway {
 }
 
 describe("Gateway routing", () => {
+  it("routes around an instance whose stats are stale, counts it as full, reports it, and uses it when nothing else serves", async () => {
+    const gw = gateway(new VirtualClock(), 0);
+    const fresh = new FakeEngine({ instanceId: "fresh", model: MODEL, stats: { kvBytesUsed: 60, kvBytesCapacity: 100, remainingTokens: 5000 } });
+    const stale = new FakeEngine({ instanceId: "stale", model: MODEL, stats: { kvBytesUsed: 0, kvBytesCapacity: 100, remainingTokens: 0, stale: true } });
+    gw.addInstance("h100-80gb", fresh);
+    gw.addInstance("h100-80gb", stale);
+    // JSQ alone would pick "stale" (0 remaining tokens); its zeros are not news, so "fresh" gets the request.
+    expect(gw.route(MODEL)?.instanceId).toBe("fresh");
+    await collect(gw.generate(request()));
+    expect(fresh.requests).toHaveLength(1);
+    expect(stale.requests).toHaveLength(0);
+    const t = gw.snapshot().models[0]!;
+    expect(t.staleInstances).toBe(1);
+    expect(t.effectiveMemoryUtilization).toBeCloseTo((60 + 100) / 200);
+    expect(gw.instances().find((i) => i.instanceId === "stale")?.stale).toBe(true);
+    expect(gw.listing().instances.find((i) => i.id === "stale")?.detail).toMatch(/stale/);
+    gw.setInstanceState("fresh", "draining");
+    expect(gw.route(MODEL)?.instanceId).toBe("stale");
+  });
+
   it("sends a request to the least-utilized endpoint, then to the instance with the fewest remaining tokens", async () => {
     const gw = gateway();
     const h1 = new FakeEngine({ instanceId: "h1", model: MODEL, stats: { kvBytesUsed: 50, kvBytesCapacity: 100, remainingTokens: 0 } });

@@ -46,6 +46,8 @@ export interface InstanceView {
   inFlight: number;
   /** When it entered `state` (clock ms). */
   sinceMs: number;
+  /** Its engine's stats are stale (EngineStats.stale): routed around while another instance serves. */
+  stale: boolean;
 }
 
 /** Where one request went. */
@@ -163,7 +165,7 @@ export class Gateway {
     const out: InstanceView[] = [];
     for (const m of this.models.values()) {
       for (const e of m.endpoints) {
-        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, sinceMs: i.sinceMs });
+        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, sinceMs: i.sinceMs, stale: i.stats.stale === true });
       }
     }
     return out;
@@ -239,6 +241,7 @@ export class Gateway {
         finished = true;
         if (signal?.aborted) {
           this.onOutcome?.(req.model, "cancelled");
+          this.log.debug("request cancelled by its caller", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id, started });
           throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: err });
         }
         const clientError = findTidegateError(err);
@@ -258,6 +261,7 @@ export class Gateway {
           rec.addedKvBytes -= kvBytes;
         }
         if (!finished) {
+          this.log.debug("request cancelled: its consumer stopped early", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id });
           // The consumer stopped early: abort first so the engine frees the request even if return() is a no-op.
           upstream.abort(new TidegateError("cancelled", `request ${req.id} cancelled by its consumer`));
           this.onOutcome?.(req.model, "cancelled");
@@ -288,7 +292,7 @@ export class Gateway {
 
   /** The gateway's own instances as a listing (a static region: fixed engines, no nodes, no scaling). */
   listing(): RegionInstances {
-    const instances = this.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", sinceMs: i.sinceMs, detail: "", url: "" }));
+    const instances = this.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", sinceMs: i.sinceMs, detail: i.stale ? "stats stale: its /metrics cannot be read; routed around" : "", url: "" }));
     return { region: this.region, actuator: "static", instances, nodes: [], failures: [], actions: [] };
   }
 
@@ -326,14 +330,18 @@ export class Gateway {
   private choose(model: ModelRecord, exclude: ReadonlySet<InstanceRecord> | undefined): InstanceRecord | undefined {
     const now = this.clock.now();
     for (const e of model.endpoints) {
+      for (const i of e.instances) if (now - i.statsAtMs >= this.statsRefreshMs) this.refresh(i, now);
+    }
+    // Stale instances (stats unreadable) are routed around while any fresh one serves; only then are they tried.
+    const fresh = model.endpoints.some((e) => e.instances.some((i) => i.state === "serving" && i.stats.stale !== true && !(exclude?.has(i) ?? false)));
+    for (const e of model.endpoints) {
       let used = 0;
       let capacity = 0;
       e.loads.length = 0;
       for (const i of e.instances) {
-        if (now - i.statsAtMs >= this.statsRefreshMs) this.refresh(i, now);
-        const serving = i.state === "serving" && !(exclude?.has(i) ?? false);
+        const serving = i.state === "serving" && !(exclude?.has(i) ?? false) && !(fresh && i.stats.stale === true);
         if (i.state === "serving") {
-          used += i.stats.kvBytesUsed + i.addedKvBytes;
+          used += (i.stats.stale === true ? i.stats.kvBytesCapacity : i.stats.kvBytesUsed) + i.addedKvBytes;
           capacity += i.stats.kvBytesCapacity;
         }
         e.loads.push({ instanceId: i.engine.instanceId, remainingTokens: i.stats.remainingTokens + i.addedTokens, serving, rec: i });

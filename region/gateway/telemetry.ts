@@ -28,7 +28,8 @@ export function effectiveMemoryUtilization(instances: readonly InstanceSample[],
   let capacity = 0;
   for (const i of instances) {
     if (i.state !== "serving") continue;
-    used += i.stats.kvBytesUsed;
+    // Stale signals are not zero: an instance whose usage cannot be read counts as full.
+    used += i.stats.stale === true ? i.stats.kvBytesCapacity : i.stats.kvBytesUsed;
     capacity += i.stats.kvBytesCapacity;
   }
   return capacity > 0 ? used / capacity : 1;
@@ -51,9 +52,11 @@ export function modelTelemetry(
 ): ModelTelemetry {
   let running = 0;
   let waiting = 0;
+  let stale = 0;
   const counts = emptyStateCounts();
   for (const i of instances) {
     counts[i.state]++;
+    if (i.state === "serving" && i.stats.stale === true) stale++;
     running += i.stats.running;
     waiting += i.stats.waiting;
   }
@@ -74,6 +77,7 @@ export function modelTelemetry(
     waiting,
     instances: counts,
     endpoints: perEndpoint,
+    ...(stale > 0 ? { staleInstances: stale } : {}),
   };
 }
 

@@ -36,7 +36,7 @@ import {
 } from "./proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
 import { MuxStream } from "./mux-client.js";
-import { channelCredentials, type TlsFiles } from "./tls.js";
+import { channelCredentials, tlsChannelOptions, type TlsFiles } from "./tls.js";
 
 export interface GrpcRegionLinkOptions {
   region: RegionName;
@@ -108,6 +108,7 @@ export class GrpcRegionLink implements RegionLink {
     this.log = options.log ?? silentLogger;
     const Ctor = regionService();
     this.client = new Ctor(options.address, channelCredentials(options.tls), {
+      ...tlsChannelOptions(options.tls),
       "grpc.initial_reconnect_backoff_ms": this.opts.reconnectInitialMs,
       "grpc.min_reconnect_backoff_ms": this.opts.reconnectInitialMs,
       "grpc.max_reconnect_backoff_ms": this.opts.reconnectMaxMs,

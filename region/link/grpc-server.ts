@@ -53,6 +53,8 @@ export interface RegionGrpcServerOptions {
 export interface RegionGrpcServer {
   address: string;
   port: number;
+  /** Telemetry streams open now: > 0 while the global tier (or a planner) follows this region. */
+  telemetryStreams(): number;
   /** Stops accepting calls, cancels the open ones, and releases the port. */
   close(): Promise<void>;
 }
@@ -194,6 +196,7 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
   return {
     address: `${host}:${port}`,
     port,
+    telemetryStreams: () => telemetryCalls.size,
     close: () =>
       new Promise<void>((resolve) => {
         // Telemetry streams end cleanly (the router reconnects); in-flight dispatches are cancelled, which aborts

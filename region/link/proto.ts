@@ -67,6 +67,7 @@ export interface WireTelemetry {
     running: number;
     waiting: number;
     instances: Record<InstanceState, number> | null;
+    stale_instances?: number;
     endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null }[];
   }[];
 }
@@ -180,6 +181,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       running: m.running,
       waiting: m.waiting,
       instances: m.instances,
+      stale_instances: m.staleInstances ?? 0,
       endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null })),
     })),
   };
@@ -202,6 +204,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
         servingInstances: e.serving_instances,
         ...(e.instances ? { instances: { provisioning: e.instances.provisioning, loading: e.instances.loading, serving: e.instances.serving, draining: e.instances.draining, spot: e.instances.spot } } : {}),
       })),
+      ...((m.stale_instances ?? 0) > 0 ? { staleInstances: m.stale_instances! } : {}),
     };
   });
   return { region: w.region, seq: w.seq, atMs: w.at_ms, models };

@@ -18,6 +18,7 @@ import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
 import { Gateway, type GatewayOptions } from "../gateway/gateway.js";
 import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "../runtime/runtime.js";
 import { slotKvBytes } from "./spawn.js";
+import type { TlsFiles } from "../link/tls.js";
 
 export interface AgentsRegion {
   gateway: Gateway;
@@ -43,6 +44,8 @@ export function startAgentsRegion(o: {
   log: Logger;
   gatewayOptions: Omit<GatewayOptions, "region" | "clock" | "log">;
   metrics: RuntimeMetricsSink & { transferred(bytes: number): void };
+  /** Mutual TLS to the node agents (the region's own files; `serverName` when agents' certificates do not carry their IPs). */
+  tls?: TlsFiles;
 }): AgentsRegion {
   const rc = o.config.regions.find((r) => r.name === o.region)!;
   const gateway = new Gateway({ ...o.gatewayOptions, region: o.region, clock: o.clock, log: o.log });
@@ -63,7 +66,7 @@ export function startAgentsRegion(o: {
       healthy: (info) => httpHealthy(info),
       connect: async (info, instanceId) => {
         const tp = o.config.models.find((m) => m.name === info.model)?.gpusPerInstance[info.gpu] ?? info.gpus;
-        return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock: o.clock, kvBytesCapacity: slotKvBytes({ region: o.region, model: info.model, gpu: info.gpu, tp, instanceId }) });
+        return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock: o.clock, kvBytesCapacity: slotKvBytes({ region: o.region, model: info.model, gpu: info.gpu, tp, instanceId }), log: o.log });
       },
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,
@@ -87,7 +90,7 @@ export function startAgentsRegion(o: {
     let c = clients.get(a.nodeId);
     if (c === undefined || c.address !== a.grpcAddress) {
       c?.close();
-      c = new AgentClient(a.grpcAddress, a.nodeId);
+      c = new AgentClient(a.grpcAddress, a.nodeId, o.tls);
       clients.set(a.nodeId, c);
     }
     actuator.announce(c, a);

@@ -8,8 +8,7 @@
  * a snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the engines (in agents mode
  * the engine processes stay with their agents, for the next region process to adopt).
  */
-import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import { startProbeServer, type ProbeServer, type Readiness } from "../../core/probe-server.js";
 import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { silentLogger, type Logger } from "../../core/log.js";
@@ -33,7 +32,10 @@ export interface RegionProcessOptions {
   /** HTTP metrics bind (default 127.0.0.1, port 0 = any free port). */
   metricsHost?: string;
   metricsPort?: number;
+  /** How often the telemetry gauges are refreshed (default 500 ms, so a stale engine shows within 2 s). */
   metricsIntervalMs?: number;
+  /** Metrics to report into (default: a fresh RegionMetrics with the process's standard metrics). */
+  metrics?: RegionMetrics;
   tls?: TlsFiles;
   clock?: Clock;
   log?: Logger;
@@ -52,28 +54,39 @@ export interface RegionProcess {
   close(): Promise<void>;
 }
 
+/**
+ * Readiness of a region: the global tier follows its telemetry (at least one open telemetry stream) and every model
+ * of the region has at least one serving instance whose stats are readable. Kubernetes: the region's Service must
+ * publish not-ready addresses, or the global router could never connect to make it ready (deploy/kubernetes).
+ */
+export function regionReadiness(region: string, models: readonly string[], gateway: Gateway, telemetryStreams: number): Readiness {
+  const serving = gateway.instances().filter((i) => i.state === "serving");
+  const missing = models.filter((m) => !serving.some((i) => i.model === m && !i.stale));
+  const why = [...(telemetryStreams === 0 ? ["no telemetry stream from the global tier"] : []), ...(missing.length > 0 ? [`no serving instance of ${missing.join(", ")}`] : [])];
+  return { ready: why.length === 0, status: why.length === 0 ? "ok" : why.join("; "), detail: { region, servingInstances: serving.length, telemetryStreams } };
+}
+
 /** Starts a region; resolves when both servers listen. */
 export async function startRegionProcess(opts: RegionProcessOptions): Promise<RegionProcess> {
   const clock = opts.clock ?? new WallClock();
   const log = opts.log ?? silentLogger;
   const regionConfig = opts.config.regions.find((r) => r.name === opts.region);
   const models = [...new Set(regionConfig?.endpoints.map((e) => e.model) ?? [])];
-  const metrics = new RegionMetrics(models);
+  const all = opts.metrics ?? new RegionMetrics({ [opts.region]: models });
+  const metrics = all.sink(opts.region);
   const onOutcome = (m: string, o: RequestOutcome) => metrics.outcome(m, o);
-  const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics }) : undefined;
+  const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics, ...(opts.tls === undefined ? {} : { tls: opts.tls }) }) : undefined;
   const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, opts.engines!, { clock, log, onOutcome }));
   const service: RegionService = agents?.runtime.service ?? gateway;
   let grpc: RegionGrpcServer | undefined;
-  let http: Server | undefined;
+  let probes: ProbeServer | undefined;
   let ticker: Timer | undefined;
   let closing: Promise<void> | undefined;
   const close = () =>
     (closing ??= (async () => {
       ticker?.cancel();
       await grpc?.close();
-      const httpClosed = new Promise<void>((resolve) => (http === undefined ? resolve() : http.close(() => resolve())));
-      http?.closeAllConnections();
-      await httpClosed;
+      await probes?.close();
       // An engine stuck on a dead upstream must not keep the region from stopping (and its children from being
       // stopped): closing the engines gets `closeTimeoutMs`, then the process moves on.
       const limitMs = opts.closeTimeoutMs ?? 3000;
@@ -97,35 +110,18 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
     });
     const observe = () => metrics.observe(service.snapshot(), gateway.targets.latest()?.decisionId);
     observe();
-    ticker = clock.every(opts.metricsIntervalMs ?? 1000, observe);
-    http = createServer((req, res) => {
-      if (req.method === "GET" && req.url === "/metrics") {
-        metrics.registry.metrics().then(
-          (text) => res.writeHead(200, { "content-type": metrics.registry.contentType }).end(text),
-          (err: unknown) => {
-            log.error("metrics failed", { err });
-            res.writeHead(500).end();
-          },
-        );
-        return;
-      }
-      if (req.method === "GET" && req.url === "/healthz") {
-        const serving = gateway.instances().filter((i) => i.state === "serving").length;
-        res.writeHead(serving > 0 ? 200 : 503, { "content-type": "application/json" }).end(JSON.stringify({ status: serving > 0 ? "ok" : "no serving instance", region: opts.region, servingInstances: serving }));
-        return;
-      }
-      res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}`, type: "invalid_request_error", param: null, code: "not_found" } }));
-    });
-    const server = http;
-    await new Promise<void>((resolve, reject) => {
-      server.once("error", reject);
-      server.listen(opts.metricsPort ?? 0, opts.metricsHost ?? "127.0.0.1", () => resolve());
+    ticker = clock.every(opts.metricsIntervalMs ?? 500, observe);
+    const grpcServer = grpc;
+    probes = await startProbeServer({
+      host: opts.metricsHost ?? "127.0.0.1",
+      port: opts.metricsPort ?? 0,
+      registry: all.registry,
+      log,
+      ready: () => regionReadiness(opts.region, models, gateway, grpcServer.telemetryStreams()),
     });
   } catch (err) {
     await close();
     throw err;
   }
-  const addr = http.address() as AddressInfo;
-  const host = addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
-  return { gateway, ...(agents === undefined ? {} : { runtime: agents.runtime }), grpcAddress: grpc.address, metricsUrl: `http://${host}:${addr.port}`, close };
+  return { gateway, ...(agents === undefined ? {} : { runtime: agents.runtime }), grpcAddress: grpc.address, metricsUrl: probes.url, close };
 }

@@ -1,8 +1,9 @@
 /**
  * `--spawn-engines`: one `tidegate engine-sim` child process per instance, reached through the openai-http adapter
  * exactly as vLLM would be. Each child is started with --port 0 and prints its base URL as its first stdout line.
- * Children are stopped with SIGTERM (SIGKILL after a grace period) when the region closes, and killed if the region
- * process exits without closing.
+ * Each runs under a keeper (region/agent/keeper.ts) in its own process group; the keeper's stdin is a pipe only this
+ * process holds, so when the region dies — even by `kill -9` — the keeper stops the engine (SIGTERM, SIGKILL after
+ * 2 s). Children are stopped with SIGTERM (SIGKILL after a grace period) when the region closes.
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -14,6 +15,7 @@ import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes } from "../../core/models.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
 import type { EngineFactory, InstanceSlot } from "./engines.js";
+import { defaultKeeperPath } from "../agent/engines.js";
 
 /** The compiled CLI: next to this module in dist/, or dist/bin/tidegate.js under the repository root. */
 export function defaultCliPath(): string {
@@ -32,10 +34,10 @@ export function slotKvBytes(slot: InstanceSlot): number {
 }
 
 /** Engines at the URLs of the config (engines.kind "openai-http"). */
-export function urlEngineFactory(clock: Clock): EngineFactory {
+export function urlEngineFactory(clock: Clock, log?: Logger): EngineFactory {
   return async (slot) => {
     if (slot.url === undefined) throw new TidegateError("invalid_config", `no URL for ${slot.instanceId}`);
-    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot) });
+    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot), ...(log === undefined ? {} : { log }) });
   };
 }
 
@@ -48,25 +50,28 @@ export interface SpawnedEngines {
 }
 
 /** A factory that spawns one engine-sim per slot with `timeScale`, and the means to stop them all. */
-export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?: string; log?: Logger; startTimeoutMs?: number } = {}): SpawnedEngines {
+export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?: string; keeperPath?: string; log?: Logger; startTimeoutMs?: number } = {}): SpawnedEngines {
   const cli = opts.cliPath ?? defaultCliPath();
+  const keeper = opts.keeperPath ?? defaultKeeperPath();
   const log = opts.log ?? silentLogger;
   const children = new Set<ChildProcess>();
+  // On exit the keepers are told to stop their engines (their stdin also closes when this process is gone).
   const killAll = () => {
-    for (const c of children) c.kill("SIGKILL");
+    for (const c of children) c.kill("SIGTERM");
   };
   process.once("exit", killAll);
 
   const start = (slot: InstanceSlot) =>
     new Promise<string>((resolveUrl, reject) => {
-      const args = [cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", "0", "--time-scale", String(timeScale)];
-      const child = spawn(process.execPath, args, { stdio: ["ignore", "pipe", "inherit"] });
+      const args = [keeper, "2000", process.execPath, cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", "0", "--time-scale", String(timeScale)];
+      const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
+      child.stdin!.on("error", () => {}); // EPIPE after the keeper exited; its exit is handled below
       children.add(child);
       let out = "";
       const timer = setTimeout(() => fail(`no URL after ${opts.startTimeoutMs ?? 20_000} ms`), opts.startTimeoutMs ?? 20_000);
       const fail = (why: string) => {
         clearTimeout(timer);
-        child.kill("SIGKILL");
+        child.kill("SIGTERM"); // the keeper stops the engine's whole group
         reject(new TidegateError("upstream_error", `engine-sim for ${slot.instanceId}: ${why}`));
       };
       const onData = (d: Buffer) => {
@@ -92,7 +97,7 @@ export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?
   return {
     factory: async (slot) => {
       const url = await start(slot);
-      return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: url, clock, kvBytesCapacity: slotKvBytes(slot) });
+      return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: url, clock, kvBytesCapacity: slotKvBytes(slot), log });
     },
     get count() {
       return children.size;

@@ -11,7 +11,7 @@ import type { RegionName } from "../../core/models.js";
 import { AgentsActuator } from "../actuator/agents.js";
 import { InProcessAgent } from "../agent/in-process.js";
 import { NodeAgent } from "../agent/node.js";
-import { Gateway } from "../gateway/gateway.js";
+import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
 import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
 
 export interface InProcessRegionOptions {
@@ -27,7 +27,8 @@ export interface InProcessRegionOptions {
   nodeMemoryBytes?: number;
   /** How often agents announce themselves (default 1000 ms). */
   announceIntervalMs?: number;
-  metrics?: RuntimeMetricsSink;
+  /** Scaling actions and failures; with `outcome` and `transferred` also requests and data-plane bytes. */
+  metrics?: RuntimeMetricsSink & { outcome?(model: string, outcome: RequestOutcome): void; transferred?(bytes: number): void };
 }
 
 export interface InProcessRegion {
@@ -48,7 +49,8 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
   if (rc === undefined) throw new RangeError(`unknown region ${o.region}`);
   const log = o.log.child({ region: o.region });
   // In-process engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), as replay does.
-  const gateway = new Gateway({ region: o.region, clock: o.clock, statsRefreshMs: 0, log });
+  const sink = o.metrics;
+  const gateway = new Gateway({ region: o.region, clock: o.clock, statsRefreshMs: 0, log, ...(sink?.outcome === undefined ? {} : { onOutcome: (m: string, x: RequestOutcome) => sink.outcome!(m, x) }) });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   const perNode = o.gpusPerNode ?? 8;
   const nodes: NodeAgent[] = [];
@@ -90,6 +92,7 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,
     minHostCopies: o.config.parameters.minHostCopies,
+    ...(sink?.transferred === undefined ? {} : { onTransfer: (r: { model: string; completed: readonly unknown[] }) => sink.transferred!(r.completed.length * (o.config.parameters.models[r.model]?.bytes ?? 0)) }),
   });
   const announceAll = () => {
     for (const a of agents) void a.announcement().then((ann) => actuator.announce(a, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err }));

@@ -202,7 +202,11 @@ export function withActuatorCounts(t: RegionTelemetry, actuator: AgentsActuator)
 
 function listing(region: RegionName, actuator: AgentsActuator, actions: readonly ControllerAction[], gateway: Gateway): RegionInstances {
   const l = actuator.listing();
-  const inFlight = new Map(gateway.instances().map((i) => [i.instanceId, i.inFlight]));
+  const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
+  const serving = (id: string, detail: string) => {
+    const v = views.get(id);
+    return `${detail}; ${v?.inFlight ?? 0} in flight${v?.stale === true ? "; stats stale: its /metrics cannot be read, routed around" : ""}`;
+  };
   return {
     region,
     actuator: "agents",
@@ -214,7 +218,7 @@ function listing(region: RegionName, actuator: AgentsActuator, actions: readonly
       state: i.state,
       node: i.node,
       sinceMs: i.sinceMs,
-      detail: i.state === "serving" || i.state === "draining" ? `${i.detail}; ${inFlight.get(i.id) ?? 0} in flight` : i.detail,
+      detail: i.state === "serving" || i.state === "draining" ? serving(i.id, i.detail) : i.detail,
       url: i.engine?.url ?? "",
     })),
     nodes: l.nodes.map((n) => ({ ...n, models: n.copies.map((c) => c.model), completeModels: n.copies.filter((c) => c.complete).map((c) => c.model) })),

@@ -60,6 +60,17 @@ export class Dispatcher {
   private readonly results: ResultWriter;
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
   private readonly aborted: string[] = [];
+  /** The last status logged per batch (debug logs of state changes); terminal ones are dropped after a tick. */
+  private readonly states = new Map<string, { status: string; terminal: boolean }>();
+
+  /** Logs (debug) a batch whose status changed since this replica last saw it. */
+  private noteState(b: { id: string; status: string; model?: string | null; total?: number; completed?: number; failed?: number }): void {
+    const prev = this.states.get(b.id)?.status;
+    if (prev === b.status) return;
+    this.states.set(b.id, { status: b.status, terminal: b.status === "completed" || b.status === "failed" || b.status === "expired" || b.status === "cancelled" });
+    this.o.log.debug("batch state", { batch: b.id, from: prev ?? null, to: b.status, model: b.model ?? null, total: b.total, completed: b.completed, failed: b.failed });
+  }
+
   /** Requests sent per region (for tests and logs). */
   readonly sentByRegion = new Map<string, number>();
 
@@ -204,9 +215,15 @@ export class Dispatcher {
         await store.expire(id, nowMs);
         b = (await store.getBatch(id))!;
       }
+      this.noteState(b);
       if (b.status === "validating" && nowMs - b.createdAtMs >= this.o.intakeGraceMs) this.startIntake(b);
-      if (b.status === "finalizing") await finalizeBatch(store, this.o.files, b, nowMs);
+      if (b.status === "finalizing") {
+        await finalizeBatch(store, this.o.files, b, nowMs);
+        const after = await store.getBatch(id);
+        if (after !== undefined) this.noteState(after);
+      }
     }
+    for (const [id, st] of this.states) if (st.terminal) this.states.delete(id);
     const nowMs = clock.now();
     this.o.metrics?.observe(await store.stats(this.o.models, nowMs, this.o.promoteAfterMs), nowMs);
   }

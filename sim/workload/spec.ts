@@ -3,6 +3,8 @@
  * workload model must be hosted by some region, every client region must exist. Errors are ValidationErrors that
  * name the field (`models[2].name`, `regions[0].clientShare`).
  */
+import { join } from "node:path";
+import { defaultDataDir } from "../../region/engines/perf/generate.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
@@ -61,8 +63,9 @@ export const DEFAULT_WORKLOAD_JSON = {
   days: 7,
   startDay: 1,
   targetRequests: 10_000_000,
-  servegenDir: "/work/shared/data/servegen/data",
-  azureDir: "/work/shared/data/azure_llm_2023",
+  // The shared data folder next to the repository (../shared/data); a workload file or flag may point elsewhere.
+  servegenDir: join(defaultDataDir(), "servegen/data"),
+  azureDir: join(defaultDataDir(), "azure_llm_2023"),
   regions: [
     { name: "us-east", clientShare: 0.4, utcOffsetH: -5 },
     { name: "us-central", clientShare: 0.3, utcOffsetH: -6 },

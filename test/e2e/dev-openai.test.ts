@@ -114,6 +114,18 @@ describe("tidegate dev with the openai client", () => {
     expect(ids.sort()).toEqual(["bloom-176b", "llama2-70b", "llama3.1-8b", "llama3.2-3b"]);
   });
 
+  it("serves the region and planner metrics `tidegate region`/`tidegate planner` export on its /metrics, and probes", async () => {
+    const text = await (await fetch(`${dev.match[1]}/metrics`)).text();
+    for (const r of ["us-east", "us-central", "us-west"]) {
+      expect(text).toMatch(new RegExp(`^tidegate_region_effective_memory_utilization\\{region="${r}",model="llama3.2-3b"\\} `, "m"));
+      expect(text).toMatch(new RegExp(`^tidegate_region_instances\\{region="${r}",model="llama2-70b",state="serving"\\} [1-9]`, "m"));
+      expect(text).toMatch(new RegExp(`^tidegate_region_requests_total\\{region="${r}",model="bloom-176b",outcome="cancelled"\\} `, "m"));
+      expect(text).toMatch(new RegExp(`^tidegate_planner_target_instances\\{model="llama3.1-8b",region="${r}"\\} `, "m"));
+    }
+    expect((await fetch(`${dev.match[1]}/readyz`)).status).toBe(200);
+    expect((await fetch(`${dev.match[1]}/livez`)).status).toBe(200);
+  });
+
   it("errors reach the client as typed OpenAI errors", async () => {
     await expect(client.chat.completions.create({ model: "gpt-nope", messages: [{ role: "user", content: "hi" }] })).rejects.toMatchObject({ status: 404, code: "model_not_found" });
     await expect(client.chat.completions.create({ model: "llama3.2-3b", messages: [{ role: "user", content: "hi" }], max_tokens: -1 })).rejects.toBeInstanceOf(OpenAI.BadRequestError);

@@ -112,18 +112,22 @@ describe("native boundary: argument checks on both sides, typed errors, use afte
 });
 
 describe("verbs transport", () => {
-  it("compiles here (libibverbs headers present) and the runtime falls back to TCP with a clear message", () => {
-    const probe = probeVerbs();
-    expect(probe.compiled).toBe(true);
-    expect(probe.devices).toBe(0);
+  // The verbs transport compiles only where libibverbs headers existed when the addon was built (README: optional).
+  // Without them the first test is skipped, with that reason, and the fallback is still checked.
+  const probe = probeVerbs();
+  it.skipIf(!probe.compiled)(`is compiled in and links libibverbs (skipped when the addon was built without libibverbs-dev: ${probe.compiled ? "present" : "absent here"})`, () => {
     // the compiled addon links libibverbs: the verbs code is really in it
     const ldd = spawnSync("ldd", [fileURLToPath(new URL("../../native/build/Release/tidegate_dataplane.node", import.meta.url)).replace("/dist/", "/")], { encoding: "utf8" });
     expect(ldd.stdout).toMatch(/libibverbs\.so/);
+  });
+  it("falls back to TCP with one clear message when verbs cannot be used (no device, or not compiled in)", () => {
+    expect(probe.devices).toBe(0);
     const lines: string[] = [];
     const ep = Endpoint.open({ host: "127.0.0.1", transport: "verbs", log: (l) => lines.push(l) });
     expect(ep.transport).toBe("tcp");
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^tidegate data plane: verbs transport unavailable \(compiled in; .*\); falling back to TCP$/);
+    expect(lines[0]).toMatch(/^tidegate data plane: verbs transport unavailable \(.+\); falling back to TCP$/);
+    if (probe.compiled) expect(lines[0]).toContain("(compiled in; ");
     ep.close();
   });
 });

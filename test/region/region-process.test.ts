@@ -129,11 +129,12 @@ async function checkProcess(args: string[], configName: string, engines: Record<
   expect((await link.sendTargets({ decisionId: 3, region: "r1", madeAtMs: Date.now(), advisory: false, endpoints: [] })).accepted).toBe(false);
 
   const metrics = await (await fetch(`${metricsUrl}/metrics`)).text();
-  expect(metrics).toMatch(/tidegate_region_requests_total\{model="llama3.2-3b",outcome="ok"\} 7/);
-  expect(metrics).toMatch(/tidegate_region_requests_total\{model="llama3.1-8b",outcome="error"\} 0/);
+  expect(metrics).toMatch(/tidegate_region_requests_total\{region="r1",model="llama3.2-3b",outcome="ok"\} 7/);
+  expect(metrics).toMatch(/tidegate_region_requests_total\{region="r1",model="llama3.1-8b",outcome="error"\} 0/);
   const health = await fetch(`${metricsUrl}/healthz`);
   expect(health.status).toBe(200);
-  expect(await health.json()).toEqual({ status: "ok", region: "r1", servingInstances: 3 });
+  // Ready: the link above follows its telemetry, and every model has a serving instance.
+  expect(await health.json()).toEqual({ status: "ok", region: "r1", servingInstances: 3, telemetryStreams: 1 });
 
   const children = childrenOf(proc.child.pid!);
   expect(children).toHaveLength(expectedChildren);

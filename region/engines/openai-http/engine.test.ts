@@ -3,7 +3,7 @@
  * plus the SSE/metrics parsers on hand-written input.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { WallClock } from "../../../core/clock.js";
+import { VirtualClock, WallClock } from "../../../core/clock.js";
 import { isTidegateError } from "../../../core/errors.js";
 import { syntheticToken } from "../../../core/openai.js";
 import type { EngineEvent, GenerateRequest } from "../../../core/ports.js";
@@ -127,6 +127,24 @@ describe("OpenAIHttpEngine against engine-sim", () => {
     }).rejects.toSatisfy((err: unknown) => isTidegateError(err, "upstream_error"));
     expect(await dead.scrape()).toBe(false);
     expect(dead.metricsHealthy).toBe(false);
+    // Stale, not zero: the stats say so, and the gateway routes around it and counts it as full.
+    expect(dead.stale).toBe(true);
+    expect(dead.stats().stale).toBe(true);
     await dead.close();
+  });
+
+  it("turns stale when no scrape succeeded for staleAfterMs and fresh again with the next good scrape", async () => {
+    const clock = new VirtualClock(1_000);
+    const e = new OpenAIHttpEngine({ instanceId: "e2", model: "llama3.1-8b", baseUrl: proc.match[1]!, clock, metricsIntervalMs: 0, staleAfterMs: 2000 });
+    expect(e.stale).toBe(false); // nothing read yet: not stale until a read fails or ages
+    expect(await e.scrape()).toBe(true);
+    expect(e.stats().stale).toBeUndefined();
+    clock.advanceToSync(2_999);
+    expect(e.stale).toBe(false);
+    clock.advanceToSync(3_001);
+    expect(e.stats().stale).toBe(true);
+    expect(await e.scrape()).toBe(true);
+    expect(e.stale).toBe(false);
+    await e.close();
   });
 });

@@ -14,6 +14,7 @@ import { makeUsage } from "../../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, FinishReason, GenerateRequest } from "../../../core/ports.js";
 import { PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.js";
 import { VLLM_METRICS } from "../sim/metrics.js";
+import type { Logger } from "../../../core/log.js";
 import { BodyReader } from "./body-reader.js";
 import { SseSplitter, parseChunk, promValue } from "./sse.js";
 
@@ -27,6 +28,14 @@ export interface OpenAIHttpEngineOptions {
   kvBytesCapacity?: number;
   /** /metrics scrape period (default 500 ms); 0 disables the timer (call scrape()). */
   metricsIntervalMs?: number;
+  /**
+   * Stats are stale (EngineStats.stale: routed around, counted as full) once the last scrape failed or no scrape
+   * succeeded for this long (default max(1500, 3 × metricsIntervalMs) ms). A scrape waits at most
+   * max(1000, 2 × metricsIntervalMs) ms for the whole /metrics body.
+   */
+  staleAfterMs?: number;
+  /** Told when the stats turn stale and when they are readable again. */
+  log?: Logger;
   /** Bearer key for the upstream server. */
   apiKey?: string;
   /** Time allowed for the response headers (default 30 s). */
@@ -50,6 +59,13 @@ export class OpenAIHttpEngine implements Engine {
   private readonly metricsTimer: Timer | undefined;
   private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0 };
   private scrapeOk = false;
+  /** Clock ms of the last successful scrape (undefined before one). */
+  private lastOkMs: number | undefined;
+  private scrapeFailed = false;
+  private scraping: Promise<boolean> | undefined;
+  private wasStale = false;
+  private readonly staleAfterMs: number;
+  private readonly scrapeTimeoutMs: number;
   private remaining = 0;
   private inFlight = 0;
   private generated = 0;
@@ -63,7 +79,10 @@ export class OpenAIHttpEngine implements Engine {
     const agentOpts = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY };
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
     const interval = opts.metricsIntervalMs ?? 500;
+    this.staleAfterMs = opts.staleAfterMs ?? Math.max(1500, 3 * interval);
+    this.scrapeTimeoutMs = Math.max(1000, 2 * interval);
     this.metricsTimer = interval > 0 ? opts.clock.every(interval, () => void this.scrape()) : undefined;
+    if (interval > 0) void this.scrape();
   }
 
   /** True once a /metrics scrape succeeded and the last one did. */
@@ -71,10 +90,33 @@ export class OpenAIHttpEngine implements Engine {
     return this.scrapeOk;
   }
 
-  /** Scrapes /metrics now; resolves false (keeping the last values) when the server cannot be read. */
-  async scrape(): Promise<boolean> {
+  /** True when the stats are stale: the last scrape failed, or none succeeded for `staleAfterMs`. */
+  get stale(): boolean {
+    if (this.scrapeFailed) return true;
+    return this.lastOkMs !== undefined && this.opts.clock.now() - this.lastOkMs > this.staleAfterMs;
+  }
+
+  /**
+   * Scrapes /metrics now (joining a scrape under way); resolves false when the server cannot be read. The last
+   * values are kept, but the stats are marked stale (EngineStats.stale) rather than trusted.
+   */
+  scrape(): Promise<boolean> {
+    if (this.closed) return Promise.resolve(false);
+    this.scraping ??= this.scrapeOnce().finally(() => {
+      this.scraping = undefined;
+      const stale = this.stale;
+      if (stale !== this.wasStale) {
+        if (stale) this.opts.log?.warn("engine stats stale: /metrics cannot be read; routing around it", { instanceId: this.instanceId, url: this.url.href });
+        else this.opts.log?.info("engine stats readable again", { instanceId: this.instanceId });
+        this.wasStale = stale;
+      }
+    });
+    return this.scraping;
+  }
+
+  private async scrapeOnce(): Promise<boolean> {
     try {
-      const res = await this.send("GET", "metrics", undefined, {}, undefined);
+      const res = await this.send("GET", "metrics", undefined, {}, AbortSignal.timeout(this.scrapeTimeoutMs));
       const text = await readAll(res);
       if ((res.statusCode ?? 0) !== 200) throw new Error(`status ${res.statusCode}`);
       this.scraped = {
@@ -83,8 +125,11 @@ export class OpenAIHttpEngine implements Engine {
         waiting: promValue(text, VLLM_METRICS.waiting) ?? this.scraped.waiting,
       };
       this.scrapeOk = true;
+      this.scrapeFailed = false;
+      this.lastOkMs = this.opts.clock.now();
     } catch {
       this.scrapeOk = false;
+      this.scrapeFailed = true;
     }
     return this.scrapeOk;
   }
@@ -102,6 +147,7 @@ export class OpenAIHttpEngine implements Engine {
       waiting: this.scraped.waiting,
       remainingTokens: this.remaining,
       generatedTokensTotal: this.generated,
+      ...(this.stale ? { stale: true } : {}),
     };
   }
 
@@ -203,6 +249,9 @@ function readAll(res: IncomingMessage): Promise<string> {
     res.on("data", (c: Buffer) => parts.push(c));
     res.once("end", () => resolve(Buffer.concat(parts).toString("utf8")));
     res.once("error", reject);
+    res.once("close", () => {
+      if (!res.complete) reject(new Error("the response closed before its end"));
+    });
   });
 }
 

@@ -1,7 +1,7 @@
 /**
  * `tidegate engine-sim`'s HTTP face: a SimEngine that looks like vLLM to its clients (node:http, no framework, for
  * the least per-token overhead). Routes: POST /v1/chat/completions and /v1/completions (streaming and not,
- * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin), /metrics (vLLM names, metrics.ts). Request validation,
+ * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as /healthz and /readyz), /livez, /metrics (vLLM names, metrics.ts). Request validation,
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
@@ -29,6 +29,8 @@ export interface EngineSimServerOptions {
   parameters?: EngineParameters;
   /** Largest request body accepted (413 above). */
   bodyLimitBytes?: number;
+  /** Adds the process's standard metrics (CPU, memory, event loop) to /metrics: true for the engine-sim process. */
+  processMetrics?: boolean;
 }
 
 /** Request id header the region gateway forwards so synthetic text is the same at every hop. */
@@ -106,7 +108,7 @@ export class EngineSimServer {
     this.engine = opts.engine;
     this.bodyLimitBytes = opts.bodyLimitBytes ?? 4 * 1024 * 1024;
     this.parameters = opts.parameters;
-    this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats());
+    this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats(), opts.processMetrics ?? false);
     this.server = createServer((req, res) => {
       this.route(req, res).catch((err: unknown) => sendError(res, err));
     });
@@ -145,8 +147,11 @@ export class EngineSimServer {
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? "/").split("?")[0];
+    let path = (req.url ?? "/").split("?")[0];
     const method = req.method ?? "GET";
+    // /healthz and /readyz are /health (vLLM's name) under the names every tidegate process answers; /livez is liveness.
+    if (path === "/healthz" || path === "/readyz") path = "/health";
+    if (path === "/livez") return sendJson(res, 200, { status: "ok" });
     if (this.loading !== undefined && (path === "/health" || path === "/v1/chat/completions" || path === "/v1/completions")) {
       sendJson(res, 503, { status: "loading", detail: this.loading, error: { message: `engine-sim is not ready: ${this.loading}`, type: "server_error", param: null, code: "no_region_available" } });
       return;

@@ -30,8 +30,9 @@ export class EngineSimMetrics {
   readonly requestSuccess: Counter<"model_name" | "finished_reason">;
   private readonly labels: { model_name: string };
 
-  constructor(model: string, stats: () => EngineStats) {
-    this.registry = createRegistry(false);
+  /** `processMetrics` adds the process's standard metrics (prom-client defaults). */
+  constructor(model: string, stats: () => EngineStats, processMetrics = false) {
+    this.registry = createRegistry(processMetrics);
     this.labels = { model_name: model };
     const registers = [this.registry];
     const gauge = (name: string, help: string, read: (s: EngineStats) => number) =>

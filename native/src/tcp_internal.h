@@ -41,8 +41,8 @@ struct Frame {
 };
 #pragma pack(pop)
 static_assert(sizeof(Frame) == 32, "frame header is 32 bytes");
-constexpr uint64_t kMaxWrite = 8ull << 20;
-constexpr uint64_t kMaxRead = 8ull << 20;
+// Most payload bytes one send()/recv() call moves (the raw-TCP pair of bench:dataplane uses the same).
+constexpr uint64_t kMaxCall = 8ull << 20;
 // In-order lanes start a frame on a new connection only when the previous connection has at most this many bytes
 // not yet handed to the network (SIOCOUTQNSD): one block on the wire at a time, as λScale's binomial steps
 // assume (§4.2).

@@ -288,9 +288,10 @@ export function measureCosts(bytes: number, blockBytes: number, chunkBytes: numb
 }
 export type { CostMeasure } from "./lib/addon.js";
 
-/** Most payload bytes the TCP transport moves in one send or recv call (the bench's raw pair uses the same). */
-export function tcpMaxCallBytes(): number {
-  return addon().tcpMaxCallBytes;
+/** Most payload bytes the TCP transport moves in one send call and in one recv call (the bench's raw pair uses the same). */
+export function tcpCallBytes(): { send: number; recv: number } {
+  const c = addon().tcpCallBytes;
+  return { send: c.send, recv: c.recv };
 }
 
 /** The block checksum of `buf` (4-lane CRC32C), and plain CRC32C, for tests and tools. */

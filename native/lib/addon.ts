@@ -89,8 +89,8 @@ export interface Addon {
   checksum(buf: Buffer): number;
   crc32c(buf: Buffer): number;
   checksumHardware: boolean;
-  /** Most payload bytes the TCP transport moves in one send or recv call. */
-  tcpMaxCallBytes: number;
+  /** Most payload bytes the TCP transport moves in one send call and in one recv call. */
+  tcpCallBytes: { send: number; recv: number };
   measureCosts(bytes: number, blockBytes: number, chunkBytes: number): CostMeasure;
 }
 

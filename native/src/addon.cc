@@ -45,7 +45,10 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 return Napi::Number::New(info.Env(), crc32c(0, buf.Data(), buf.Length()));
               }));
   exports.Set("checksumHardware", Napi::Boolean::New(env, checksumHardware()));
-  exports.Set("tcpMaxCallBytes", Napi::Number::New(env, static_cast<double>(tcpMaxCallBytes())));
+  Napi::Object callBytes = Napi::Object::New(env);
+  callBytes.Set("send", static_cast<double>(tcpCallBytes().send));
+  callBytes.Set("recv", static_cast<double>(tcpCallBytes().recv));
+  exports.Set("tcpCallBytes", callBytes);
   // measureCosts(bytes, blockBytes, chunkBytes): blocking microbenchmarks (measure.h) for bench:dataplane.
   exports.Set("measureCosts", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
                 Napi::Env env = info.Env();

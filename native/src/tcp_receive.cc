@@ -95,7 +95,7 @@ bool Runner::onReadable(Conn* c) {
   for (int rounds = 0; rounds < 64 && !c->finished; rounds++) {
     ssize_t n;
     if (c->rPayLeft > 0) {
-      n = recv(c->fd, c->rPay, c->rPayLeft < kMaxCall ? c->rPayLeft : kMaxCall, 0);
+      n = recv(c->fd, c->rPay, c->rPayLeft < kMaxRecv ? c->rPayLeft : kMaxRecv, 0);
     } else {
       n = recv(c->fd, reinterpret_cast<uint8_t*>(&c->rHdr) + c->rHdrOff, sizeof(Frame) - c->rHdrOff, 0);
     }

@@ -29,7 +29,7 @@ int Runner::flush(Conn* c) {
     c->wHdrOff += static_cast<size_t>(n);
   }
   while (c->wPayLeft > 0) {
-    ssize_t n = send(c->fd, c->wPay, c->wPayLeft < kMaxCall ? c->wPayLeft : kMaxCall, MSG_NOSIGNAL);
+    ssize_t n = send(c->fd, c->wPay, c->wPayLeft < kMaxSend ? c->wPayLeft : kMaxSend, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;

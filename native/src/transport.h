@@ -92,8 +92,11 @@ class Transport {
 };
 
 std::unique_ptr<Transport> makeTcpTransport();
-/** Most payload bytes the TCP transport moves in one send or recv call. */
-uint64_t tcpMaxCallBytes();
+/** Most payload bytes the TCP transport moves in one send call and in one recv call. */
+struct TcpCallBytes {
+  uint64_t send, recv;
+};
+TcpCallBytes tcpCallBytes();
 /** Verbs transport availability: compiled in, and how many devices ibv_get_device_list reports. */
 struct VerbsProbe {
   bool compiled = false;

@@ -4,7 +4,7 @@
  * 1. Point-to-point over loopback: a model of M bytes (b blocks) from one `tidegate agent` process to another,
  *    alternating with the plain C sender/receiver pair (native/bench/tcp_pair.c) moving the same bytes: A B A B.
  *    Both arms are timed the same way: M bytes from distinct, populated memory into distinct, populated memory
- *    (allocated as a BlockStore is), at most tcpMaxCallBytes per send/recv call, from the sender starting to dial
+ *    (allocated as a BlockStore is), at most tcpCallBytes() per send and per recv call, from the sender starting to dial
  *    to the receiver holding the last byte (tidegate: its block verified), both read on CLOCK_MONOTONIC. The
  *    receiver is ready before the sender starts in both. Figure: median of tidegate Gbit/s ÷ raw TCP Gbit/s per
  *    pair. Target ≥ 0.90. Profile: memcpy and checksum bytes/s (native measureCosts), dial time, time spent
@@ -30,7 +30,7 @@ import { readFileSync } from "node:fs";
 import { cpus, freemem, loadavg, release, totalmem } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { measureCosts, probeVerbs, tcpMaxCallBytes, type RunResult } from "../../native/index.js";
+import { measureCosts, probeVerbs, tcpCallBytes, type RunResult } from "../../native/index.js";
 import { repoRoot } from "../../native/lib/addon.js";
 import { planBinaryTree, planUnicast } from "../../region/multicast/baselines.js";
 import { planChains } from "../../region/multicast/blitzscale.js";
@@ -88,14 +88,14 @@ function lineReader(proc: ReturnType<typeof spawn>, what: string): () => Promise
   };
 }
 
-/** One raw TCP transfer of `bytes` over loopback with the C pair, `chunk` bytes per call at most. */
-async function rawTcp(bytes: number, chunk: number): Promise<P2pTiming> {
+/** One raw TCP transfer of `bytes` over loopback with the C pair, at most `chunk.send` / `chunk.recv` bytes per call. */
+async function rawTcp(bytes: number, chunk: { send: number; recv: number }): Promise<P2pTiming> {
   const bin = join(repoRoot(), "native", "build", "tcp_pair");
-  const recv = spawn(bin, ["recv", "0", String(bytes), String(chunk)], { stdio: ["ignore", "pipe", "inherit"] });
+  const recv = spawn(bin, ["recv", "0", String(bytes), String(chunk.recv)], { stdio: ["ignore", "pipe", "inherit"] });
   try {
     const recvLine = lineReader(recv, "tcp_pair recv");
     const port = Number(/^LISTEN (\d+)$/.exec(await recvLine())?.[1]);
-    const send = spawn(bin, ["send", "127.0.0.1", String(port), String(bytes), String(chunk)], { stdio: ["ignore", "pipe", "inherit"] });
+    const send = spawn(bin, ["send", "127.0.0.1", String(port), String(bytes), String(chunk.send)], { stdio: ["ignore", "pipe", "inherit"] });
     const [r, s] = await Promise.all([recvLine(), lineReader(send, "tcp_pair send")()]);
     const rm = /^RECV (\d+) ([\d.]+) ([\d.]+) (\d+)$/.exec(r);
     const sm = /^SEND (\d+) ([\d.]+) ([\d.]+) (\d+)$/.exec(s);
@@ -193,16 +193,16 @@ const GB = 1e9;
 const r2 = (x: number) => Number(x.toFixed(2));
 
 async function pointToPoint(): Promise<void> {
-  const chunk = tcpMaxCallBytes();
+  const chunk = tcpCallBytes();
   log("\n[1] point-to-point over loopback: raw TCP (C pair, A) vs tidegate agent → agent (B), A B A B …");
-  log(`  both arms: ${M} bytes from distinct populated memory into distinct populated memory (BlockStore's allocation), ≤ ${chunk} bytes per send/recv call;`);
+  log(`  both arms: ${M} bytes from distinct populated memory into distinct populated memory (BlockStore's allocation), ≤ ${chunk.send} bytes per send and ≤ ${chunk.recv} per recv call;`);
   log("  timed from the sender starting to dial to the receiver holding the last byte (tidegate: last block verified), CLOCK_MONOTONIC;");
   log("  the receiver waits (accept / epoll) before the sender starts; figure = median over rounds of B Gbit/s ÷ A Gbit/s");
   const costBytes = Math.min(M, 256 * MiB);
-  const cost = measureCosts(costBytes, Math.ceil(M / B_BLOCKS / 8) * 8, Math.min(chunk, 1 * MiB));
+  const cost = measureCosts(costBytes, Math.ceil(M / B_BLOCKS / 8) * 8, chunk.recv);
   log(
     `  profile (native measureCosts over ${costBytes} bytes): memcpy ${(cost.memcpyBytesPerS / GB).toFixed(2)} GB/s; block checksum (cold) ${(cost.checksumBytesPerS / GB).toFixed(2)} GB/s; ` +
-      `arrival checksum alone (hot, 1 MiB pieces) ${(cost.arrivalChecksumBytesPerS / GB).toFixed(2)} GB/s; memcpy then arrival checksum ${(cost.copyThenChecksumBytesPerS / GB).toFixed(2)} GB/s`,
+      `arrival checksum alone (hot, ${chunk.recv >> 10} KiB pieces) ${(cost.arrivalChecksumBytesPerS / GB).toFixed(2)} GB/s; memcpy then arrival checksum ${(cost.copyThenChecksumBytesPerS / GB).toFixed(2)} GB/s`,
   );
   const p2p = await spawnAll(["p0", "p1"].map((nodeId) => ({ nodeId, host: "127.0.0.1" })));
   const dials: number[] = [];

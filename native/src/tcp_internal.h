@@ -45,7 +45,7 @@ static_assert(sizeof(Frame) == 32, "frame header is 32 bytes");
 // stay small enough that the bytes a recv() just wrote are still in L2 when the arrival checksum reads them
 // (folding CRC32C runs at ~60 GB/s from L2, a third of that from L3).
 constexpr uint64_t kMaxSend = 8ull << 20;
-constexpr uint64_t kMaxRecv = 512ull << 10;
+constexpr uint64_t kMaxRecv = 256ull << 10;
 // In-order lanes start a frame on a new connection only when the previous connection has at most this many bytes
 // not yet handed to the network (SIOCOUTQNSD): one block on the wire at a time, as λScale's binomial steps
 // assume (§4.2).

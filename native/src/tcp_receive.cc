@@ -91,13 +91,19 @@ bool Runner::onIncomingFrame(Conn* c) {
   return true;
 }
 
+// Reads what c has, up to 64 calls. A call that returns less than it asked for emptied the socket: the loop
+// goes back to epoll (level-triggered: it reports c again at once if more came) instead of paying a recv that
+// fails with EAGAIN, as a blocking receiver would not.
 bool Runner::onReadable(Conn* c) {
   for (int rounds = 0; rounds < 64 && !c->finished; rounds++) {
     ssize_t n;
+    size_t want;
     if (c->rPayLeft > 0) {
-      n = recv(c->fd, c->rPay, c->rPayLeft < kMaxRecv ? c->rPayLeft : kMaxRecv, 0);
+      want = c->rPayLeft < kMaxRecv ? static_cast<size_t>(c->rPayLeft) : static_cast<size_t>(kMaxRecv);
+      n = recv(c->fd, c->rPay, want, 0);
     } else {
-      n = recv(c->fd, reinterpret_cast<uint8_t*>(&c->rHdr) + c->rHdrOff, sizeof(Frame) - c->rHdrOff, 0);
+      want = sizeof(Frame) - c->rHdrOff;
+      n = recv(c->fd, reinterpret_cast<uint8_t*>(&c->rHdr) + c->rHdrOff, want, 0);
     }
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -123,6 +129,7 @@ bool Runner::onReadable(Conn* c) {
       return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + where);
     }
     c->lastHeard = Clock::now();
+    const bool emptied = static_cast<size_t>(n) < want;
     if (c->outgoing) {  // from the receiver: heartbeats (liveness only) and, in pull mode, block requests
       c->rHdrOff += static_cast<size_t>(n);
       if (c->rHdrOff == sizeof(Frame)) {
@@ -134,6 +141,7 @@ bool Runner::onReadable(Conn* c) {
           if (!pump()) return false;
         }
       }
+      if (emptied) return true;
       continue;
     }
     if (c->rPayLeft > 0) {
@@ -158,6 +166,7 @@ bool Runner::onReadable(Conn* c) {
       c->rHdrOff += static_cast<size_t>(n);
       if (c->rHdrOff == sizeof(Frame) && !onIncomingFrame(c)) return false;
     }
+    if (emptied) return true;
   }
   return true;
 }

@@ -18,7 +18,7 @@
  *    in insertion order (fast target listed last). Figure: time to the first full copy. Target: bandwidth < insertion.
  *
  * Inputs (environment): DATAPLANE_MODEL_BYTES (default 1 GiB), DATAPLANE_BLOCKS (16), DATAPLANE_RATE_MBIT (500: with 7–8 links busy at once, 1000 Mbit/s per link was CPU-bound on this shared 2-core box, chain 1.48× ideal at N = 8 in a 256 MiB trial),
- * DATAPLANE_NODES ("2,4,8"), DATAPLANE_P2P_ROUNDS (5), DATAPLANE_HETERO_BYTES (256 MiB), DATAPLANE_SLOW_MBIT (250),
+ * DATAPLANE_NODES ("2,4,8"), DATAPLANE_P2P_ROUNDS (7: this shared box swings by 2× between rounds), DATAPLANE_HETERO_BYTES (256 MiB), DATAPLANE_SLOW_MBIT (250),
  * DATAPLANE_ALGORITHMS ("chain,binomial,tree,unicast"; shorter lists are for development runs), DATAPLANE_MTU (9000:
  * jumbo frames as on datacenter fabrics; tbf counts header bytes, so at 1500 a single TCP flow carries ≈ 94% of B),
  * DATAPLANE_STALL_MS (3000 for multicast runs; the default role setting and the tests use 1000), DATAPLANE_P2P_ONLY
@@ -47,7 +47,7 @@ const M = env("DATAPLANE_MODEL_BYTES", 1024 * MiB);
 const B_BLOCKS = env("DATAPLANE_BLOCKS", 16);
 const RATE_MBIT = env("DATAPLANE_RATE_MBIT", 500);
 const NODES = (process.env.DATAPLANE_NODES ?? "2,4,8").split(",").map(Number);
-const P2P_ROUNDS = env("DATAPLANE_P2P_ROUNDS", 5);
+const P2P_ROUNDS = env("DATAPLANE_P2P_ROUNDS", 7);
 const HETERO_M = env("DATAPLANE_HETERO_BYTES", 256 * MiB);
 const SLOW_MBIT = env("DATAPLANE_SLOW_MBIT", 250);
 const MTU = env("DATAPLANE_MTU", 9000);

@@ -329,7 +329,7 @@ function lastLine(error: string | undefined): string {
     multicastTimeOverIdeal: Object.fromEntries(Object.entries(multicast).map(([k, v]) => [k, Object.fromEntries(Object.entries(v).map(([a, x]) => [a, { s: r2(x.seconds), idealS: r2(x.ideal), ratio: Number(x.ratio.toFixed(3)) }]))])),
     worstChainOrBinomialOverIdeal: worst === null || !Number.isFinite(worst) ? null : Number(worst.toFixed(3)),
     firstBlockS: firstBlock,
-    heterogeneous: hetero ?? null,
+    heterogeneous: hetero === undefined ? null : { bandwidthFirstCopyS: Number(hetero.bandwidthFirstCopyS.toFixed(3)), insertionFirstCopyS: Number(hetero.insertionFirstCopyS.toFixed(3)) },
     ...(figures.notRun === undefined ? {} : { notRun: figures.notRun }),
     target: TARGET,
     met,

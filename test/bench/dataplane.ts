@@ -88,14 +88,23 @@ function lineReader(proc: ReturnType<typeof spawn>, what: string): () => Promise
   };
 }
 
-/** One raw TCP transfer of `bytes` over loopback with the C pair, at most `chunk.send` / `chunk.recv` bytes per call. */
+/** Resolves when `proc` has exited (at once if it already has). */
+function exited(proc: ReturnType<typeof spawn>): Promise<void> {
+  return proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise((r) => proc.once("exit", () => r()));
+}
+
+/**
+ * One raw TCP transfer of `bytes` over loopback with the C pair, at most `chunk.send` / `chunk.recv` bytes per call.
+ * Returns after both processes exited, so freeing their memory does not overlap the next arm.
+ */
 async function rawTcp(bytes: number, chunk: { send: number; recv: number }): Promise<P2pTiming> {
   const bin = join(repoRoot(), "native", "build", "tcp_pair");
   const recv = spawn(bin, ["recv", "0", String(bytes), String(chunk.recv)], { stdio: ["ignore", "pipe", "inherit"] });
+  let send: ReturnType<typeof spawn> | undefined;
   try {
     const recvLine = lineReader(recv, "tcp_pair recv");
     const port = Number(/^LISTEN (\d+)$/.exec(await recvLine())?.[1]);
-    const send = spawn(bin, ["send", "127.0.0.1", String(port), String(bytes), String(chunk.send)], { stdio: ["ignore", "pipe", "inherit"] });
+    send = spawn(bin, ["send", "127.0.0.1", String(port), String(bytes), String(chunk.send)], { stdio: ["ignore", "pipe", "inherit"] });
     const [r, s] = await Promise.all([recvLine(), lineReader(send, "tcp_pair send")()]);
     const rm = /^RECV (\d+) ([\d.]+) ([\d.]+) (\d+)$/.exec(r);
     const sm = /^SEND (\d+) ([\d.]+) ([\d.]+) (\d+)$/.exec(s);
@@ -103,7 +112,8 @@ async function rawTcp(bytes: number, chunk: { send: number; recv: number }): Pro
     const start = Number(sm[2]);
     return { gbit: gbit(bytes, (Number(rm[3]) - start) / 1000), dialMs: Number(sm[3]) - start, firstByteMs: Number(rm[2]) - start, recvCalls: Number(rm[4]), sendCalls: Number(sm[4]) };
   } finally {
-    recv.kill("SIGKILL");
+    for (const p of [recv, send]) if (p !== undefined && p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+    await Promise.all([exited(recv), ...(send === undefined ? [] : [exited(send)])]);
   }
 }
 

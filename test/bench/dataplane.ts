@@ -6,7 +6,7 @@
  *    Both arms are timed the same way: M bytes from distinct, populated memory into distinct, populated memory
  *    (allocated as a BlockStore is), at most tcpCallBytes() per send and per recv call, from the sender starting to dial
  *    to the receiver holding the last byte (tidegate: its block verified), both read on CLOCK_MONOTONIC. The
- *    receiver is ready before the sender starts in both. Figure: median of tidegate Gbit/s ÷ raw TCP Gbit/s per
+ *    receiver is ready before the sender starts in both, and the pair's processes have exited before tidegate's turn. Figure: median of tidegate Gbit/s ÷ raw TCP Gbit/s per
  *    pair. Target ≥ 0.90. Profile: memcpy and checksum bytes/s (native measureCosts), dial time, time spent
  *    checksumming, send/recv calls and epoll waits per run.
  * 2. 1 → N multicast (λScale's notation: N nodes in all, one source, N − 1 receivers), N = 2, 4, 8, of M bytes

@@ -94,8 +94,9 @@ describe("native boundary: argument checks on both sides, typed errors, use afte
   });
 
   it("checksums: CRC32C and the 4-lane block checksum match a bitwise reference at every length class and alignment", () => {
-    // Lengths cross the native paths: one crc32 chain (< 768 bytes), three chains joined by shift tables, and
-    // carry-less folding in 256-byte steps (≥ 512 bytes, where AVX-512 VPCLMULQDQ exists), with odd tails.
+    // Lengths cross the native paths: carry-less folding in 256-byte steps (≥ 512 bytes, where AVX-512 VPCLMULQDQ
+    // exists) or else three crc32 chains joined by shift tables (≥ 768 bytes), and one crc32 chain for the rest,
+    // with odd tails. A machine runs one of the two long paths; the other was checked against this reference too.
     const table = new Uint32Array(256).map((_, i) => {
       let c = i;
       for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1;

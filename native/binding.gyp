@@ -10,6 +10,7 @@
         "src/endpoint_wrap.cc",
         "src/checksum.cc",
         "src/store.cc",
+        "src/measure.cc",
         "src/tcp_transport.cc",
         "src/tcp_dial.cc",
         "src/tcp_send.cc",

@@ -11,7 +11,7 @@
  *   const result = await ep.run(role, store, { onBlock: (b) => console.log(b.block, b.atMs) });
  */
 import { DataPlaneError } from "./errors.js";
-import { addon, type RawBlockStore, type RawEndpoint, type RawEvent, type RawRunSpec } from "./lib/addon.js";
+import { addon, type CostMeasure, type RawBlockStore, type RawEndpoint, type RawEvent, type RawRunSpec, type RunProfile } from "./lib/addon.js";
 
 /** The error class every failure of this module is an instance of. */
 export { DataPlaneError, isDataPlaneError, type DataPlaneReason } from "./errors.js";
@@ -155,12 +155,15 @@ export interface BlockArrival {
   bytes: number;
 }
 
-/** What a finished role did: payload bytes sent and received, wall time of the run, every verified arrival. */
+export type { RunProfile } from "./lib/addon.js";
+
+/** What a finished role did: payload bytes sent and received, wall time of the run, every verified arrival, and where the time went. */
 export interface RunResult {
   bytesSent: number;
   bytesReceived: number;
   elapsedMs: number;
   arrivals: BlockArrival[];
+  profile: RunProfile;
 }
 
 /** Per-run hooks: arrival events (on the JS thread, in arrival order) and cancellation. */
@@ -251,7 +254,7 @@ export class Endpoint {
       }
       opts.signal?.removeEventListener("abort", onAbort);
       if (ev.error !== null) settle!.reject(ev.error);
-      else settle!.resolve({ bytesSent: ev.bytesSent, bytesReceived: ev.bytesReceived, elapsedMs: ev.elapsedMs, arrivals });
+      else settle!.resolve({ bytesSent: ev.bytesSent, bytesReceived: ev.bytesReceived, elapsedMs: ev.elapsedMs, arrivals, profile: ev.profile });
     });
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     return done;
@@ -270,6 +273,25 @@ export class Endpoint {
 /** Whether the verbs transport is compiled into this build and how many RDMA devices the machine has. */
 export function probeVerbs(): { compiled: boolean; devices: number; detail: string } {
   return addon().probeVerbs();
+}
+
+/**
+ * Microbenchmarks of what a transfer pays per byte besides the network (bench:dataplane's profile): memcpy, the
+ * block checksum, the arrival checksum over hot bytes. Blocks the calling thread for about 5·bytes / memory
+ * bandwidth; allocates 2 × bytes (DataPlaneError over_memory when it cannot).
+ */
+export function measureCosts(bytes: number, blockBytes: number, chunkBytes: number): CostMeasure {
+  checkInt("bytes", bytes, 8);
+  checkInt("blockBytes", blockBytes, 8);
+  checkInt("chunkBytes", chunkBytes, 1);
+  return addon().measureCosts(bytes, blockBytes, chunkBytes);
+}
+export type { CostMeasure } from "./lib/addon.js";
+
+/** Most payload bytes the TCP transport moves in one send call and in one recv call (the bench's raw pair uses the same). */
+export function tcpCallBytes(): { send: number; recv: number } {
+  const c = addon().tcpCallBytes;
+  return { send: c.send, recv: c.recv };
 }
 
 /** The block checksum of `buf` (4-lane CRC32C), and plain CRC32C, for tests and tools. */

@@ -30,7 +30,28 @@ export interface RawBlockStore {
 /** One event from a running role: a verified block arrival, or the end of the run. */
 export type RawEvent =
   | { kind: "block"; block: number; from: string; atMs: number; bytes: number }
-  | { kind: "done"; error: DataPlaneError | null; bytesSent: number; bytesReceived: number; elapsedMs: number };
+  | { kind: "done"; error: DataPlaneError | null; bytesSent: number; bytesReceived: number; elapsedMs: number; profile: RunProfile };
+
+/**
+ * Where a run's time went (native RunProfile, transport.h). *Ms marks count from the run's start; startMonoMs is
+ * CLOCK_MONOTONIC (one clock for every process on a host); firstByteMs and lastByteMs are −1 when nothing arrived.
+ */
+export interface RunProfile {
+  startMonoMs: number;
+  /** Connect phase: every peer this node sends to dialed (0 when it sends nothing). */
+  dialMs: number;
+  firstByteMs: number;
+  /** Last payload byte received and its block verified. */
+  lastByteMs: number;
+  /** Time spent checksumming arriving bytes. */
+  checksumMs: number;
+  /** recv() calls that returned payload bytes. */
+  recvCalls: number;
+  /** send()/sendmsg() calls that wrote payload bytes. */
+  sendCalls: number;
+  /** epoll_wait() calls. */
+  waits: number;
+}
 
 /** The role a node runs, in the addon's terms: peers by index, sends in order, expected blocks per peer. */
 export interface RawRunSpec {
@@ -68,6 +89,21 @@ export interface Addon {
   checksum(buf: Buffer): number;
   crc32c(buf: Buffer): number;
   checksumHardware: boolean;
+  /** Most payload bytes the TCP transport moves in one send call and in one recv call. */
+  tcpCallBytes: { send: number; recv: number };
+  measureCosts(bytes: number, blockBytes: number, chunkBytes: number): CostMeasure;
+}
+
+/** Per-byte costs of this machine besides the network, in bytes/s (native/src/measure.h). */
+export interface CostMeasure {
+  /** memcpy between two model-sized memories, chunkBytes per call. */
+  memcpyBytesPerS: number;
+  /** blockChecksum of cold memory, one block at a time. */
+  checksumBytesPerS: number;
+  /** The arrival checksum (StreamingChecksum) over each chunk right after it was copied (hot in cache). */
+  arrivalChecksumBytesPerS: number;
+  /** memcpy of each chunk followed by its arrival checksum: the receive path's user-space work, serialised. */
+  copyThenChecksumBytesPerS: number;
 }
 
 const ADDON_REL = join("native", "build", "Release", "tidegate_dataplane.node");

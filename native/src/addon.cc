@@ -5,6 +5,7 @@
 
 #include "checksum.h"
 #include "endpoint_wrap.h"
+#include "measure.h"
 #include "napi_util.h"
 #include "store_wrap.h"
 #include "transport.h"
@@ -44,6 +45,32 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
                 return Napi::Number::New(info.Env(), crc32c(0, buf.Data(), buf.Length()));
               }));
   exports.Set("checksumHardware", Napi::Boolean::New(env, checksumHardware()));
+  Napi::Object callBytes = Napi::Object::New(env);
+  callBytes.Set("send", static_cast<double>(tcpCallBytes().send));
+  callBytes.Set("recv", static_cast<double>(tcpCallBytes().recv));
+  exports.Set("tcpCallBytes", callBytes);
+  // measureCosts(bytes, blockBytes, chunkBytes): blocking microbenchmarks (measure.h) for bench:dataplane.
+  exports.Set("measureCosts", Napi::Function::New(env, [](const Napi::CallbackInfo& info) -> Napi::Value {
+                Napi::Env env = info.Env();
+                if (info.Length() != 3) return throwType(env, "measureCosts(bytes, blockBytes, chunkBytes) takes 3 arguments");
+                uint64_t bytes, blockBytes, chunk;
+                if (!readUint(env, info[0], "bytes", 1ull << 40, bytes) || !readUint(env, info[1], "blockBytes", 1ull << 40, blockBytes) ||
+                    !readUint(env, info[2], "chunkBytes", 1ull << 40, chunk))
+                  return env.Undefined();
+                if (bytes < 8 || blockBytes < 8 || chunk == 0) return throwType(env, "measureCosts: bytes and blockBytes must be at least 8, chunkBytes at least 1");
+                CostMeasure m;
+                try {
+                  m = measureCosts(bytes, blockBytes, chunk);
+                } catch (const std::bad_alloc&) {
+                  return throwError(env, "over_memory", "cannot map 2 × " + std::to_string(bytes) + " bytes to measure");
+                }
+                Napi::Object o = Napi::Object::New(env);
+                o.Set("memcpyBytesPerS", m.memcpyBytesPerS);
+                o.Set("checksumBytesPerS", m.checksumBytesPerS);
+                o.Set("arrivalChecksumBytesPerS", m.arrivalChecksumBytesPerS);
+                o.Set("copyThenChecksumBytesPerS", m.copyThenChecksumBytesPerS);
+                return o;
+              }));
   return exports;
 }
 }  // namespace tg

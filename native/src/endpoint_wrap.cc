@@ -205,7 +205,7 @@ bool EndpointWrap::ParseSpec(Napi::Env env, Napi::Object o, uint32_t blockCount)
 }
 
 // start(spec, store, onEvent): runs this node's role; onEvent gets {kind:"block",...} per arrival and one
-// {kind:"done", error, bytesSent, bytesReceived, elapsedMs} at the end.
+// {kind:"done", error, bytesSent, bytesReceived, elapsedMs, profile} at the end.
 Napi::Value EndpointWrap::Start(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!transport_) return throwError(env, "closed", "the endpoint is closed");
@@ -253,6 +253,16 @@ Napi::Value EndpointWrap::Start(const Napi::CallbackInfo& info) {
       r.Set("bytesSent", static_cast<double>(o.bytesSent));
       r.Set("bytesReceived", static_cast<double>(o.bytesReceived));
       r.Set("elapsedMs", o.elapsedMs);
+      Napi::Object p = Napi::Object::New(env);
+      p.Set("startMonoMs", o.profile.startMonoMs);
+      p.Set("dialMs", o.profile.dialMs);
+      p.Set("firstByteMs", o.profile.firstByteMs);
+      p.Set("lastByteMs", o.profile.lastByteMs);
+      p.Set("checksumMs", o.profile.checksumMs);
+      p.Set("recvCalls", static_cast<double>(o.profile.recvCalls));
+      p.Set("sendCalls", static_cast<double>(o.profile.sendCalls));
+      p.Set("waits", static_cast<double>(o.profile.waits));
+      r.Set("profile", p);
       cb.Call({r});
     });
     if (st != napi_ok) delete ev;

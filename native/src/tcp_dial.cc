@@ -3,6 +3,8 @@
 
 namespace tg {
 namespace tcp {
+// Dials every peer this node sends to, retrying refused connections until connectMs; no data moves until all
+// are connected, so an unreachable peer fails the role before any byte of the model is sent.
 bool Runner::connectAll() {
   struct Dial {
     int32_t peer = -1;
@@ -116,7 +118,5 @@ bool Runner::connectAll() {
     if (d.ai != nullptr) freeaddrinfo(d.ai);
   return true;
 }
-
-// Writes what is pending on c. 1: nothing left; 0: would block; -1: error (recorded).
 }  // namespace tcp
 }  // namespace tg

@@ -22,7 +22,10 @@ bool Runner::requestNext() {
 bool Runner::onPayloadDone(Conn* c) {
   uint32_t block = c->rHdr.block;
   uint64_t len = store->length(block);
+  Clock::time_point s0 = Clock::now();
   uint32_t got = c->rSum.finish();
+  Clock::time_point s1 = Clock::now();
+  out.profile.checksumMs += msBetween(s0, s1);
   if (got != c->rHdr.checksum) {
     char buf[160];
     std::snprintf(buf, sizeof buf, ": checksum mismatch (computed %08x, sender said %08x)", got, c->rHdr.checksum);
@@ -34,7 +37,8 @@ bool Runner::onPayloadDone(Conn* c) {
     c->released = true;
     outstanding--;
   }
-  sink.onBlock(block, static_cast<uint32_t>(c->peer), msBetween(t0, Clock::now()), len);
+  out.profile.lastByteMs = msBetween(t0, s1);
+  sink.onBlock(block, static_cast<uint32_t>(c->peer), out.profile.lastByteMs, len);
   if (!requestNext()) return false;
   c->nextExpect++;
   c->rHdrOff = 0;
@@ -87,13 +91,19 @@ bool Runner::onIncomingFrame(Conn* c) {
   return true;
 }
 
+// Reads what c has, up to 64 calls. A call that returns less than it asked for emptied the socket: the loop
+// goes back to epoll (level-triggered: it reports c again at once if more came) instead of paying a recv that
+// fails with EAGAIN, as a blocking receiver would not.
 bool Runner::onReadable(Conn* c) {
   for (int rounds = 0; rounds < 64 && !c->finished; rounds++) {
     ssize_t n;
+    size_t want;
     if (c->rPayLeft > 0) {
-      n = recv(c->fd, c->rPay, c->rPayLeft < kMaxRead ? c->rPayLeft : kMaxRead, 0);
+      want = c->rPayLeft < kMaxRecv ? static_cast<size_t>(c->rPayLeft) : static_cast<size_t>(kMaxRecv);
+      n = recv(c->fd, c->rPay, want, 0);
     } else {
-      n = recv(c->fd, reinterpret_cast<uint8_t*>(&c->rHdr) + c->rHdrOff, sizeof(Frame) - c->rHdrOff, 0);
+      want = sizeof(Frame) - c->rHdrOff;
+      n = recv(c->fd, reinterpret_cast<uint8_t*>(&c->rHdr) + c->rHdrOff, want, 0);
     }
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -119,6 +129,7 @@ bool Runner::onReadable(Conn* c) {
       return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + where);
     }
     c->lastHeard = Clock::now();
+    const bool emptied = static_cast<size_t>(n) < want;
     if (c->outgoing) {  // from the receiver: heartbeats (liveness only) and, in pull mode, block requests
       c->rHdrOff += static_cast<size_t>(n);
       if (c->rHdrOff == sizeof(Frame)) {
@@ -130,13 +141,18 @@ bool Runner::onReadable(Conn* c) {
           if (!pump()) return false;
         }
       }
+      if (emptied) return true;
       continue;
     }
     if (c->rPayLeft > 0) {
+      Clock::time_point s0 = Clock::now();
+      if (out.profile.firstByteMs < 0) out.profile.firstByteMs = msBetween(t0, s0);
       c->rPay += n;
       c->rPayLeft -= static_cast<uint64_t>(n);
       out.bytesReceived += static_cast<uint64_t>(n);
+      out.profile.recvCalls++;
       c->rSum.advance(c->rHdr.length - c->rPayLeft);
+      out.profile.checksumMs += msBetween(s0, Clock::now());
       if (spec.pull && !c->released && c->rPayLeft <= c->rHdr.length / 8) {
         c->released = true;
         outstanding--;
@@ -150,6 +166,7 @@ bool Runner::onReadable(Conn* c) {
       c->rHdrOff += static_cast<size_t>(n);
       if (c->rHdrOff == sizeof(Frame) && !onIncomingFrame(c)) return false;
     }
+    if (emptied) return true;
   }
   return true;
 }

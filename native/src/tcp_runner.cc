@@ -40,6 +40,7 @@ bool Runner::housekeeping(Clock::time_point now) {
 
 RunOutcome Runner::go() {
   t0 = Clock::now();
+  out.profile.startMonoMs = std::chrono::duration<double, std::milli>(t0.time_since_epoch()).count();
   const size_t n = spec.peers.size();
   outBy.assign(n, nullptr);
   inBy.assign(n, nullptr);
@@ -67,6 +68,7 @@ RunOutcome Runner::go() {
   wconn.fd = wfd;
   if (!failed() && connectAll()) {
     loopStart = Clock::now();
+    if (!spec.sends.empty()) out.profile.dialMs = msBetween(t0, loopStart);
     epoll_event e{};
     e.events = EPOLLIN;
     e.data.ptr = &lconn;
@@ -83,6 +85,7 @@ RunOutcome Runner::go() {
         if (c->outgoing && !c->finished) outsDone = false;
       if (inRemaining == 0 && lanesDone() && outsDone) break;
       int k = epoll_wait(ep, evs, 64, waitingDrain ? 1 : 50);
+      out.profile.waits++;
       if (k < 0 && errno != EINTR) {
         fail(Failure::Io, -1, -1, std::string("epoll_wait: ") + std::strerror(errno));
         break;

@@ -14,32 +14,42 @@ bool Runner::watch(Conn* c, uint32_t ev) {
   return true;
 }
 
-// Dials every peer this node sends to, retrying refused connections until connectMs; no data moves until all
-// are connected, so an unreachable peer fails the role before any byte of the model is sent.
+// Writes what is pending on c: queued frame headers and the data frame's payload go out together in one sendmsg
+// (≤ kMaxSend payload bytes per call), so a block costs no extra call for its header. 1: nothing left; 0: wait
+// for EPOLLOUT (the send buffer is full); -1: error (recorded).
 int Runner::flush(Conn* c) {
-  while (c->wHdrOff < c->wHdrLen) {
-    ssize_t n = send(c->fd, c->wBuf + c->wHdrOff, c->wHdrLen - c->wHdrOff,
-                     MSG_NOSIGNAL | (c->wPayLeft > 0 ? MSG_MORE : 0));
+  while (c->pending()) {
+    iovec iov[2];
+    int k = 0;
+    const size_t hdr = c->wHdrLen - c->wHdrOff;
+    if (hdr > 0) iov[k++] = iovec{c->wBuf + c->wHdrOff, hdr};
+    const uint64_t pay = c->wPayLeft < kMaxSend ? c->wPayLeft : kMaxSend;
+    if (pay > 0) iov[k++] = iovec{const_cast<uint8_t*>(c->wPay), static_cast<size_t>(pay)};
+    msghdr m{};
+    m.msg_iov = iov;
+    m.msg_iovlen = static_cast<size_t>(k);
+    ssize_t n = sendmsg(c->fd, &m, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " failed: send: " + std::strerror(errno));
+      if (c->wPayLeft > 0)
+        fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(c->wBlock),
+             peerName(c->peer) + " failed while receiving block " + std::to_string(c->wBlock) + ": " + std::strerror(errno));
+      else
+        fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " failed: send: " + std::strerror(errno));
       return -1;
     }
-    c->wHdrOff += static_cast<size_t>(n);
-  }
-  while (c->wPayLeft > 0) {
-    ssize_t n = send(c->fd, c->wPay, c->wPayLeft < kMaxWrite ? c->wPayLeft : kMaxWrite, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-      fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(c->wBlock),
-           peerName(c->peer) + " failed while receiving block " + std::to_string(c->wBlock) + ": " + std::strerror(errno));
-      return -1;
+    size_t h = static_cast<size_t>(n) < hdr ? static_cast<size_t>(n) : hdr;
+    c->wHdrOff += h;
+    uint64_t p = static_cast<uint64_t>(n) - h;
+    if (p > 0) {
+      c->wPay += p;
+      c->wPayLeft -= p;
+      out.bytesSent += p;
+      out.profile.sendCalls++;
     }
-    c->wPay += n;
-    c->wPayLeft -= static_cast<uint64_t>(n);
-    out.bytesSent += static_cast<uint64_t>(n);
+    // A short write filled the send buffer: wait for EPOLLOUT rather than pay a call that fails with EAGAIN.
+    if (p < pay || h < hdr) return c->pending() ? 0 : 1;
   }
   return 1;
 }

@@ -71,6 +71,7 @@ class TcpTransport : public Transport {
 }  // namespace
 
 std::unique_ptr<Transport> makeTcpTransport() { return std::make_unique<TcpTransport>(); }
+TcpCallBytes tcpCallBytes() { return {tcp::kMaxSend, tcp::kMaxRecv}; }
 
 const char* failureName(Failure f) {
   switch (f) {

@@ -43,6 +43,21 @@ struct RunSpec {
 enum class Failure { None, Unreachable, PeerFailed, Stalled, Checksum, Cancelled, InvalidPlan, Io };
 const char* failureName(Failure f);
 
+/**
+ * Where a run's time went, for the bench and logs (cheap counters, always on). Times are milliseconds; the *Ms
+ * marks count from the run's start; startMonoMs is CLOCK_MONOTONIC, one clock for every process on a host.
+ */
+struct RunProfile {
+  double startMonoMs = 0;      // the run's start on CLOCK_MONOTONIC
+  double dialMs = 0;           // connect phase: every peer this node sends to dialed (0 when it sends nothing)
+  double firstByteMs = -1;     // first payload byte received (-1: none)
+  double lastByteMs = -1;      // last payload byte received and its block verified (-1: none)
+  double checksumMs = 0;       // time spent checksumming arriving bytes
+  uint64_t recvCalls = 0;      // recv() calls that returned payload bytes
+  uint64_t sendCalls = 0;      // send()/sendmsg() calls that wrote payload bytes
+  uint64_t waits = 0;          // epoll_wait() calls (each is a sleep unless data was already there)
+};
+
 struct RunOutcome {
   Failure failure = Failure::None;
   std::string message;
@@ -51,6 +66,7 @@ struct RunOutcome {
   uint64_t bytesSent = 0;
   uint64_t bytesReceived = 0;
   double elapsedMs = 0;
+  RunProfile profile;
 };
 
 /** Receives progress from the transport's thread. Must be thread-safe. */
@@ -76,6 +92,11 @@ class Transport {
 };
 
 std::unique_ptr<Transport> makeTcpTransport();
+/** Most payload bytes the TCP transport moves in one send call and in one recv call. */
+struct TcpCallBytes {
+  uint64_t send, recv;
+};
+TcpCallBytes tcpCallBytes();
 /** Verbs transport availability: compiled in, and how many devices ibv_get_device_list reports. */
 struct VerbsProbe {
   bool compiled = false;

@@ -106,7 +106,13 @@ export class AgentClient implements AgentHandle {
           arrivals.push(a);
           onBlock?.(a);
         }
-        if (ev.done) done = { bytesSent: ev.done.bytes_sent, bytesReceived: ev.done.bytes_received, elapsedMs: ev.done.elapsed_ms, arrivals };
+        if (ev.done) {
+          const p = ev.done.profile;
+          const profile = p === null
+            ? { startMonoMs: 0, dialMs: 0, firstByteMs: -1, lastByteMs: -1, checksumMs: 0, recvCalls: 0, sendCalls: 0, waits: 0 }
+            : { startMonoMs: p.start_mono_ms, dialMs: p.dial_ms, firstByteMs: p.first_byte_ms, lastByteMs: p.last_byte_ms, checksumMs: p.checksum_ms, recvCalls: p.recv_calls, sendCalls: p.send_calls, waits: p.waits };
+          done = { bytesSent: ev.done.bytes_sent, bytesReceived: ev.done.bytes_received, elapsedMs: ev.done.elapsed_ms, arrivals, profile };
+        }
       });
       stream.on("error", (e: grpc.ServiceError) => reject(errorFromStatus(e)));
       stream.on("end", () => (done ? resolve(done) : reject(errorFromStatus({ code: grpc.status.UNKNOWN, details: "run stream ended without a result", message: "run stream ended without a result", metadata: new grpc.Metadata(), name: "Error" }))));

@@ -130,7 +130,18 @@ export interface WireRunRequest {
 /** One Run stream message: a block arrival or the final Done. */
 export interface WireRunEvent {
   block: { block: number; from: string; at_ms: number; bytes: number } | null;
-  done: { bytes_sent: number; bytes_received: number; elapsed_ms: number } | null;
+  done: { bytes_sent: number; bytes_received: number; elapsed_ms: number; profile: WireRunProfile | null } | null;
+}
+/** RunProfile on the wire (native RunProfile in snake case). */
+export interface WireRunProfile {
+  start_mono_ms: number;
+  dial_ms: number;
+  first_byte_ms: number;
+  last_byte_ms: number;
+  checksum_ms: number;
+  recv_calls: number;
+  send_calls: number;
+  waits: number;
 }
 /** VerifyReply on the wire; first_mismatch is −1 when every byte matches. */
 export interface WireVerifyReply {

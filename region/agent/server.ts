@@ -112,7 +112,9 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
             ac.signal,
           )
           .then((r) => {
-            call.write({ block: null, done: { bytes_sent: r.bytesSent, bytes_received: r.bytesReceived, elapsed_ms: r.elapsedMs } });
+            const p = r.profile;
+            const profile = { start_mono_ms: p.startMonoMs, dial_ms: p.dialMs, first_byte_ms: p.firstByteMs, last_byte_ms: p.lastByteMs, checksum_ms: p.checksumMs, recv_calls: p.recvCalls, send_calls: p.sendCalls, waits: p.waits };
+            call.write({ block: null, done: { bytes_sent: r.bytesSent, bytes_received: r.bytesReceived, elapsed_ms: r.elapsedMs, profile } });
             call.end();
           });
       } catch (err) {

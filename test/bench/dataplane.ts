@@ -3,7 +3,12 @@
  *
  * 1. Point-to-point over loopback: a model of M bytes (b blocks) from one `tidegate agent` process to another,
  *    alternating with the plain C sender/receiver pair (native/bench/tcp_pair.c) moving the same bytes: A B A B.
- *    Figure: median of tidegate Gbit/s ÷ raw TCP Gbit/s per pair. Target ≥ 0.80.
+ *    Both arms are timed the same way: M bytes from distinct, populated memory into distinct, populated memory
+ *    (allocated as a BlockStore is), at most tcpCallBytes() per send and per recv call, from the sender starting to dial
+ *    to the receiver holding the last byte (tidegate: its block verified), both read on CLOCK_MONOTONIC. The
+ *    receiver is ready before the sender starts in both, and the pair's processes have exited before tidegate's turn. Figure: median of tidegate Gbit/s ÷ raw TCP Gbit/s per
+ *    pair. Target ≥ 0.90. Profile: memcpy and checksum bytes/s (native measureCosts), dial time, time spent
+ *    checksumming, send/recv calls and epoll waits per run.
  * 2. 1 → N multicast (λScale's notation: N nodes in all, one source, N − 1 receivers), N = 2, 4, 8, of M bytes
  *    in b = 16 blocks, every node a `tidegate agent` in its own network namespace, every link shaped to B with tc
  *    tbf both ways. Each algorithm against its own ideal (region/multicast/ideal.ts): chain M/B + (N − 2)·(M/b)/B,
@@ -13,18 +18,19 @@
  *    in insertion order (fast target listed last). Figure: time to the first full copy. Target: bandwidth < insertion.
  *
  * Inputs (environment): DATAPLANE_MODEL_BYTES (default 1 GiB), DATAPLANE_BLOCKS (16), DATAPLANE_RATE_MBIT (500: with 7–8 links busy at once, 1000 Mbit/s per link was CPU-bound on this shared 2-core box, chain 1.48× ideal at N = 8 in a 256 MiB trial),
- * DATAPLANE_NODES ("2,4,8"), DATAPLANE_P2P_ROUNDS (5), DATAPLANE_HETERO_BYTES (256 MiB), DATAPLANE_SLOW_MBIT (250),
+ * DATAPLANE_NODES ("2,4,8"), DATAPLANE_P2P_ROUNDS (7: this shared box swings by 2× between rounds), DATAPLANE_HETERO_BYTES (256 MiB), DATAPLANE_SLOW_MBIT (250),
  * DATAPLANE_ALGORITHMS ("chain,binomial,tree,unicast"; shorter lists are for development runs), DATAPLANE_MTU (9000:
  * jumbo frames as on datacenter fabrics; tbf counts header bytes, so at 1500 a single TCP flow carries ≈ 94% of B),
- * DATAPLANE_STALL_MS (3000 for multicast runs; the default role setting and the tests use 1000).
+ * DATAPLANE_STALL_MS (3000 for multicast runs; the default role setting and the tests use 1000), DATAPLANE_P2P_ONLY
+ * (1: run part 1 only, for development).
  * Needs root for namespaces; without it parts 2–3 are reported as not run. The last line is one JSON object.
  */
 import { spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { cpus, freemem, release, totalmem } from "node:os";
+import { cpus, freemem, loadavg, release, totalmem } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { probeVerbs } from "../../native/index.js";
+import { measureCosts, probeVerbs, tcpCallBytes, type RunResult } from "../../native/index.js";
 import { repoRoot } from "../../native/lib/addon.js";
 import { planBinaryTree, planUnicast } from "../../region/multicast/baselines.js";
 import { planChains } from "../../region/multicast/blitzscale.js";
@@ -41,7 +47,7 @@ const M = env("DATAPLANE_MODEL_BYTES", 1024 * MiB);
 const B_BLOCKS = env("DATAPLANE_BLOCKS", 16);
 const RATE_MBIT = env("DATAPLANE_RATE_MBIT", 500);
 const NODES = (process.env.DATAPLANE_NODES ?? "2,4,8").split(",").map(Number);
-const P2P_ROUNDS = env("DATAPLANE_P2P_ROUNDS", 5);
+const P2P_ROUNDS = env("DATAPLANE_P2P_ROUNDS", 7);
 const HETERO_M = env("DATAPLANE_HETERO_BYTES", 256 * MiB);
 const SLOW_MBIT = env("DATAPLANE_SLOW_MBIT", 250);
 const MTU = env("DATAPLANE_MTU", 9000);
@@ -49,7 +55,8 @@ const MTU = env("DATAPLANE_MTU", 9000);
 // queue (unicast, N = 8) a TCP retransmission timeout can silence a healthy flow for over a second.
 const STALL_MS = env("DATAPLANE_STALL_MS", 3000);
 const ALGORITHMS = (process.env.DATAPLANE_ALGORITHMS ?? "chain,binomial,tree,unicast").split(",") as MulticastAlgorithm[];
-const TARGET = { p2pFractionOfRawTcp: 0.8, multicastTimeOverIdealMax: 1.15, bandwidthOrderFirstCopySooner: true };
+const P2P_ONLY = process.env.DATAPLANE_P2P_ONLY === "1";
+const TARGET = { p2pFractionOfRawTcp: 0.9, multicastTimeOverIdealMax: 1.15, bandwidthOrderFirstCopySooner: true };
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const gbit = (bytes: number, s: number) => (bytes * 8) / s / 1e9;
 let runId = Math.floor(Math.random() * 1e9);
@@ -58,20 +65,85 @@ function log(line: string): void {
   process.stdout.write(line + "\n");
 }
 
-/** One raw TCP transfer of `bytes` over loopback with the C pair; Gbit/s from first to last byte at the receiver. */
-async function rawTcp(bytes: number): Promise<number> {
+/** One point-to-point transfer, timed from the sender starting to dial to the receiver holding the last byte. */
+interface P2pTiming {
+  gbit: number;
+  /** Sender: dial start to connected (tidegate: every peer dialed and its hello queued). */
+  dialMs: number;
+  /** Sender's dial start to the receiver's first payload byte. */
+  firstByteMs: number;
+  recvCalls: number;
+  sendCalls: number;
+}
+
+/** The lines a child process writes to stdout, one at a time; rejects when it exits before writing one. */
+function lineReader(proc: ReturnType<typeof spawn>, what: string): () => Promise<string> {
+  const it = createInterface({ input: proc.stdout! })[Symbol.asyncIterator]();
+  const exited = new Promise<never>((_, reject) => proc.once("exit", (code, sig) => reject(new Error(`${what} exited (${code ?? sig}) before printing its result`))));
+  exited.catch(() => undefined);
+  return async () => {
+    const r = await Promise.race([it.next(), exited]);
+    if (r.done === true) throw new Error(`${what} closed stdout before printing its result`);
+    return r.value as string;
+  };
+}
+
+/** Resolves when `proc` has exited (at once if it already has). */
+function exited(proc: ReturnType<typeof spawn>): Promise<void> {
+  return proc.exitCode !== null || proc.signalCode !== null ? Promise.resolve() : new Promise((r) => proc.once("exit", () => r()));
+}
+
+/**
+ * One raw TCP transfer of `bytes` over loopback with the C pair, at most `chunk.send` / `chunk.recv` bytes per call.
+ * Returns after both processes exited, so freeing their memory does not overlap the next arm.
+ */
+async function rawTcp(bytes: number, chunk: { send: number; recv: number }): Promise<P2pTiming> {
   const bin = join(repoRoot(), "native", "build", "tcp_pair");
-  const recv = spawn(bin, ["recv", "0", String(bytes)], { stdio: ["ignore", "pipe", "inherit"] });
-  const lines = createInterface({ input: recv.stdout! });
-  const it = lines[Symbol.asyncIterator]();
-  const listen = (await it.next()).value as string;
-  const port = Number(/LISTEN (\d+)/.exec(listen)![1]);
-  const send = spawn(bin, ["send", "127.0.0.1", String(port), String(bytes)], { stdio: "inherit" });
-  const sent = new Promise((r) => send.once("exit", r));
-  const done = (await it.next()).value as string;
-  await sent;
-  const [, got, secs] = /RECV (\d+) ([\d.]+)/.exec(done)!;
-  return gbit(Number(got), Number(secs));
+  const recv = spawn(bin, ["recv", "0", String(bytes), String(chunk.recv)], { stdio: ["ignore", "pipe", "inherit"] });
+  let send: ReturnType<typeof spawn> | undefined;
+  try {
+    const recvLine = lineReader(recv, "tcp_pair recv");
+    const port = Number(/^LISTEN (\d+)$/.exec(await recvLine())?.[1]);
+    send = spawn(bin, ["send", "127.0.0.1", String(port), String(bytes), String(chunk.send)], { stdio: ["ignore", "pipe", "inherit"] });
+    const [r, s] = await Promise.all([recvLine(), lineReader(send, "tcp_pair send")()]);
+    const rm = /^RECV (\d+) ([\d.]+) ([\d.]+) (\d+)$/.exec(r);
+    const sm = /^SEND (\d+) ([\d.]+) ([\d.]+) (\d+)$/.exec(s);
+    if (rm === null || sm === null || Number(rm[1]) !== bytes) throw new Error(`tcp_pair: unexpected result lines: ${r} | ${s}`);
+    const start = Number(sm[2]);
+    return { gbit: gbit(bytes, (Number(rm[3]) - start) / 1000), dialMs: Number(sm[3]) - start, firstByteMs: Number(rm[2]) - start, recvCalls: Number(rm[4]), sendCalls: Number(sm[4]) };
+  } finally {
+    for (const p of [recv, send]) if (p !== undefined && p.exitCode === null && p.signalCode === null) p.kill("SIGKILL");
+    await Promise.all([exited(recv), ...(send === undefined ? [] : [exited(send)])]);
+  }
+}
+
+/** One tidegate transfer agent p0 → agent p1, timed like rawTcp; the receiver's run starts first. */
+async function tidegateP2p(p2p: RunningAgent[], bytes: number, blocks: number): Promise<P2pTiming & { checksumMs: number; waits: number; receiverMs: number }> {
+  const plan = planUnicast({ model: { totalBytes: bytes, blockCount: blocks }, source: "p0", targets: ["p1"] });
+  await p2p[1]!.client.load({ model: "p2p", totalBytes: bytes, blockCount: blocks, fill: "empty" });
+  const addresses = { p0: p2p[0]!.data, p1: p2p[1]!.data };
+  const id = runId++;
+  const receiving = p2p[1]!.client.run({ model: "p2p", plan, runId: id, addresses });
+  receiving.catch(() => undefined);
+  await new Promise((r) => setTimeout(r, 100)); // the receiver's run is waiting in epoll, as tcp_pair recv waits in accept
+  const [send, recv]: [RunResult, RunResult] = await Promise.all([p2p[0]!.client.run({ model: "p2p", plan, runId: id, addresses }), receiving]);
+  const v = await p2p[1]!.client.verify("p2p", 1);
+  if (v.firstMismatch !== -1) throw new Error(`p2p: block ${v.firstMismatch} differs`);
+  const s = send.profile;
+  const r = recv.profile;
+  if (r.startMonoMs > s.startMonoMs) log(`  (the receiver's run started ${(r.startMonoMs - s.startMonoMs).toFixed(1)} ms after the sender's; timed from the receiver's start)`);
+  const start = Math.max(s.startMonoMs, r.startMonoMs);
+  const stop = r.startMonoMs + r.lastByteMs;
+  return {
+    gbit: gbit(bytes, (stop - start) / 1000),
+    dialMs: s.dialMs,
+    firstByteMs: r.startMonoMs + r.firstByteMs - start,
+    recvCalls: r.recvCalls,
+    sendCalls: s.sendCalls,
+    checksumMs: r.checksumMs,
+    waits: r.waits,
+    receiverMs: recv.elapsedMs,
+  };
 }
 
 interface Timed {
@@ -118,118 +190,171 @@ function planFor(alg: MulticastAlgorithm, model: { totalBytes: number; blockCoun
   }
 }
 
-async function main(): Promise<void> {
-  const verbs = probeVerbs();
-  const pkg = JSON.parse(readFileSync(join(repoRoot(), "package.json"), "utf8")) as { version: string };
-  log(`bench:dataplane — tidegate ${pkg.version}, node ${process.version}, linux ${release()}`);
-  log(`machine: nproc ${cpus().length} (${cpus()[0]?.model ?? "?"}), memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB (${(freemem() / 2 ** 30).toFixed(1)} GiB free)`);
-  log(`verbs: ${verbs.compiled ? "compiled in" : "not compiled"}, ${verbs.devices} device(s): ${verbs.detail} → TCP transport`);
-  log(`inputs: model M = ${M} bytes in b = ${B_BLOCKS} blocks; links B = ${RATE_MBIT} Mbit/s (tbf both ways); stall timeout ${STALL_MS} ms; N = ${NODES.join(", ")}; p2p rounds ${P2P_ROUNDS}; heterogeneous M = ${HETERO_M} bytes, slow links ${SLOW_MBIT} Mbit/s`);
+/** Every figure the last line reports; filled as the parts run, so a failed run still reports what it measured. */
+const figures: {
+  p2p: { ratios: number[]; raws: number[]; ours: number[]; profile?: Record<string, number> };
+  multicast: Record<string, Record<string, { seconds: number; ideal: number; ratio: number }>>;
+  firstBlock: Record<string, Record<string, number[]>>;
+  hetero?: { bandwidthFirstCopyS: number; insertionFirstCopyS: number };
+  notRun?: string;
+} = { p2p: { ratios: [], raws: [], ours: [] }, multicast: {}, firstBlock: {} };
 
-  // 1. point-to-point over loopback
-  log("\n[1] point-to-point over loopback: raw TCP (C pair) vs tidegate agent → agent, alternating");
+const GB = 1e9;
+const r2 = (x: number) => Number(x.toFixed(2));
+
+async function pointToPoint(): Promise<void> {
+  const chunk = tcpCallBytes();
+  log("\n[1] point-to-point over loopback: raw TCP (C pair, A) vs tidegate agent → agent (B), A B A B …");
+  log(`  both arms: ${M} bytes from distinct populated memory into distinct populated memory (BlockStore's allocation), ≤ ${chunk.send} bytes per send and ≤ ${chunk.recv} per recv call;`);
+  log("  timed from the sender starting to dial to the receiver holding the last byte (tidegate: last block verified), CLOCK_MONOTONIC;");
+  log("  the receiver waits (accept / epoll) before the sender starts; figure = median over rounds of B Gbit/s ÷ A Gbit/s");
+  const costBytes = Math.min(M, 256 * MiB);
+  const cost = measureCosts(costBytes, Math.ceil(M / B_BLOCKS / 8) * 8, chunk.recv);
+  log(
+    `  profile (native measureCosts over ${costBytes} bytes): memcpy ${(cost.memcpyBytesPerS / GB).toFixed(2)} GB/s; block checksum (cold) ${(cost.checksumBytesPerS / GB).toFixed(2)} GB/s; ` +
+      `arrival checksum alone (hot, ${chunk.recv >> 10} KiB pieces) ${(cost.arrivalChecksumBytesPerS / GB).toFixed(2)} GB/s; memcpy then arrival checksum ${(cost.copyThenChecksumBytesPerS / GB).toFixed(2)} GB/s`,
+  );
   const p2p = await spawnAll(["p0", "p1"].map((nodeId) => ({ nodeId, host: "127.0.0.1" })));
-  const ratios: number[] = [];
-  const raws: number[] = [];
-  const ours: number[] = [];
+  const dials: number[] = [];
+  const rawDials: number[] = [];
+  const sumShare: number[] = [];
   try {
     await p2p[0]!.client.load({ model: "p2p", totalBytes: M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });
-    const plan = planUnicast({ model: { totalBytes: M, blockCount: B_BLOCKS }, source: "p0", targets: ["p1"] });
     for (let r = 0; r < P2P_ROUNDS; r++) {
-      const raw = await rawTcp(M);
-      await p2p[1]!.client.load({ model: "p2p", totalBytes: M, blockCount: B_BLOCKS, fill: "empty" });
-      const addresses = { p0: p2p[0]!.data, p1: p2p[1]!.data };
-      const id = runId++;
-      const [, recv] = await Promise.all([p2p[0]!.client.run({ model: "p2p", plan, runId: id, addresses }), p2p[1]!.client.run({ model: "p2p", plan, runId: id, addresses })]);
-      const v = await p2p[1]!.client.verify("p2p", 1);
-      if (v.firstMismatch !== -1) throw new Error(`p2p: block ${v.firstMismatch} differs`);
-      const tg = gbit(M, recv.elapsedMs / 1000);
-      raws.push(raw);
-      ours.push(tg);
-      ratios.push(tg / raw);
-      log(`  round ${r + 1}: raw TCP ${raw.toFixed(2)} Gbit/s, tidegate ${tg.toFixed(2)} Gbit/s (receiver run ${recv.elapsedMs.toFixed(0)} ms, checksums verified), ratio ${(tg / raw).toFixed(3)}`);
+      const raw = await rawTcp(M, chunk);
+      const tg = await tidegateP2p(p2p, M, B_BLOCKS);
+      const transferMs = (M * 8) / (tg.gbit * 1e9) * 1000;
+      figures.p2p.raws.push(raw.gbit);
+      figures.p2p.ours.push(tg.gbit);
+      figures.p2p.ratios.push(tg.gbit / raw.gbit);
+      dials.push(tg.dialMs);
+      rawDials.push(raw.dialMs);
+      sumShare.push(tg.checksumMs / transferMs);
+      log(
+        `  round ${r + 1}: A raw TCP ${raw.gbit.toFixed(2)} Gbit/s (dial ${raw.dialMs.toFixed(2)} ms, first byte ${raw.firstByteMs.toFixed(2)} ms, ${raw.sendCalls} sends, ${raw.recvCalls} recvs) | ` +
+          `B tidegate ${tg.gbit.toFixed(2)} Gbit/s (dial ${tg.dialMs.toFixed(2)} ms, first byte ${tg.firstByteMs.toFixed(2)} ms, ${tg.sendCalls} sends, ${tg.recvCalls} recvs, ${tg.waits} epoll waits, ` +
+          `checksum ${tg.checksumMs.toFixed(0)} ms = ${((100 * tg.checksumMs) / transferMs).toFixed(0)}% of the transfer, receiver run ${tg.receiverMs.toFixed(0)} ms; checksums verified) | ratio ${(tg.gbit / raw.gbit).toFixed(3)}`,
+      );
     }
   } finally {
     await stopAgents(p2p);
   }
-  const p2pFraction = median(ratios);
-  log(`  median ratio ${p2pFraction.toFixed(3)} (target ≥ ${TARGET.p2pFractionOfRawTcp}); median raw ${median(raws).toFixed(2)} Gbit/s, tidegate ${median(ours).toFixed(2)} Gbit/s`);
+  figures.p2p.profile = {
+    memcpyGBps: r2(cost.memcpyBytesPerS / GB),
+    checksumGBps: r2(cost.checksumBytesPerS / GB),
+    arrivalChecksumGBps: r2(cost.arrivalChecksumBytesPerS / GB),
+    copyThenChecksumGBps: r2(cost.copyThenChecksumBytesPerS / GB),
+    dialMs: Number(median(dials).toFixed(3)),
+    rawDialMs: Number(median(rawDials).toFixed(3)),
+    checksumShareOfTransfer: Number(median(sumShare).toFixed(3)),
+  };
+  log(`  median ratio ${median(figures.p2p.ratios).toFixed(3)} (target ≥ ${TARGET.p2pFractionOfRawTcp}); median raw ${median(figures.p2p.raws).toFixed(2)} Gbit/s, tidegate ${median(figures.p2p.ours).toFixed(2)} Gbit/s; median dial ${median(dials).toFixed(2)} ms (raw ${median(rawDials).toFixed(2)} ms)`);
+}
 
-  const why = netnsUnavailable();
-  const multicast: Record<string, Record<string, { seconds: number; ideal: number; ratio: number }>> = {};
-  const firstBlock: Record<string, Record<string, number[]>> = {};
-  let hetero: { bandwidthFirstCopyS: number; insertionFirstCopyS: number } | undefined;
-  if (why !== undefined) log(`\n[2], [3] not run: ${why}`);
-  else {
-    const maxN = Math.max(...NODES, 4);
-    const topo: Topology = createTopology(new Array<number>(maxN).fill(RATE_MBIT), MTU);
-    let agents: RunningAgent[] = [];
-    try {
-      agents = await spawnAll(topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip })));
-      const Bps = (RATE_MBIT * 1e6) / 8;
-      log(`\n[2] 1 → N multicast of ${M} bytes, b = ${B_BLOCKS}, every link ${RATE_MBIT} Mbit/s = ${(Bps / MiB).toFixed(1)} MiB/s, MTU ${topo.mtu} (namespaces ${topo.nodes.map((n) => n.ns).join(" ")})`);
-      await agents[0]!.client.load({ model: "m", totalBytes: M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });
-      for (const n of NODES) {
-        multicast[`N${n}`] = {};
-        firstBlock[`N${n}`] = {};
-        for (const alg of ALGORITHMS) {
-          const plan = planFor(alg, { totalBytes: M, blockCount: B_BLOCKS }, n);
-          const t = await runPlan(agents.slice(0, n), plan, "m");
-          const ideal = idealSeconds(alg, { totalBytes: M, blockCount: B_BLOCKS, nodes: n, linkBytesPerS: Bps });
-          multicast[`N${n}`]![alg] = { seconds: t.completionS, ideal, ratio: t.completionS / ideal };
-          firstBlock[`N${n}`]![alg] = [...t.perNode.values()].map((x) => Number(x.firstS.toFixed(3)));
-          log(`  N=${n} ${alg.padEnd(8)} ${t.completionS.toFixed(2)} s vs ideal ${ideal.toFixed(2)} s → ${(t.completionS / ideal).toFixed(3)}×; first block at receivers (s): ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.firstS.toFixed(2)}`).join(", ")}; last: ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.lastS.toFixed(2)}`).join(", ")}`);
-        }
-        await Promise.all(agents.slice(1, n).map((a) => a.client.drop("m")));
+async function multicastParts(): Promise<void> {
+  const maxN = Math.max(...NODES, 4);
+  const topo: Topology = createTopology(new Array<number>(maxN).fill(RATE_MBIT), MTU);
+  let agents: RunningAgent[] = [];
+  try {
+    agents = await spawnAll(topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip })));
+    const Bps = (RATE_MBIT * 1e6) / 8;
+    log(`\n[2] 1 → N multicast of ${M} bytes, b = ${B_BLOCKS}, every link ${RATE_MBIT} Mbit/s = ${(Bps / MiB).toFixed(1)} MiB/s, MTU ${topo.mtu} (namespaces ${topo.nodes.map((n) => n.ns).join(" ")})`);
+    await agents[0]!.client.load({ model: "m", totalBytes: M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });
+    for (const n of NODES) {
+      const multicast = (figures.multicast[`N${n}`] = {} as Record<string, { seconds: number; ideal: number; ratio: number }>);
+      const firstBlock = (figures.firstBlock[`N${n}`] = {} as Record<string, number[]>);
+      for (const alg of ALGORITHMS) {
+        const plan = planFor(alg, { totalBytes: M, blockCount: B_BLOCKS }, n);
+        const t = await runPlan(agents.slice(0, n), plan, "m");
+        const ideal = idealSeconds(alg, { totalBytes: M, blockCount: B_BLOCKS, nodes: n, linkBytesPerS: Bps });
+        multicast[alg] = { seconds: t.completionS, ideal, ratio: t.completionS / ideal };
+        firstBlock[alg] = [...t.perNode.values()].map((x) => Number(x.firstS.toFixed(3)));
+        log(`  N=${n} ${alg.padEnd(8)} ${t.completionS.toFixed(2)} s vs ideal ${ideal.toFixed(2)} s → ${(t.completionS / ideal).toFixed(3)}×; first block at receivers (s): ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.firstS.toFixed(2)}`).join(", ")}; last: ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.lastS.toFixed(2)}`).join(", ")}`);
       }
-      // 3. heterogeneous links: n1 fast, n2 and n3 slow; the insertion order lists the fast target last
-      topo.shape(topo.nodes[2]!, SLOW_MBIT);
-      topo.shape(topo.nodes[3]!, SLOW_MBIT);
-      log(`\n[3] heterogeneous links: n0 and n1 at ${RATE_MBIT} Mbit/s, n2 and n3 at ${SLOW_MBIT} Mbit/s; model ${HETERO_M} bytes, b = ${B_BLOCKS}`);
-      await agents[0]!.client.load({ model: "h", totalBytes: HETERO_M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });
-      const bw = (i: number) => (topo.nodes[i]!.rateMbit * 1e6) / 8;
-      const input = { model: { totalBytes: HETERO_M, blockCount: B_BLOCKS }, sources: [{ id: "n0", outBytesPerS: bw(0) }], targets: [2, 3, 1].map((i) => ({ id: `n${i}`, inBytesPerS: bw(i) })) };
-      const res: Record<string, number> = {};
-      for (const order of ["bandwidth", "insertion"] as const) {
-        const plan = planChains({ ...input, order });
-        const t = await runPlan(agents.slice(0, 4), plan, "h");
-        res[order] = Math.min(...[...t.perNode.values()].map((x) => x.lastS));
-        log(`  ${order.padEnd(9)} chains ${plan.chains!.map((c) => c.join("→")).join(" | ")}: first full copy ${res[order]!.toFixed(2)} s, all done ${t.completionS.toFixed(2)} s (per node: ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.lastS.toFixed(2)}`).join(", ")})`);
-      }
-      hetero = { bandwidthFirstCopyS: res.bandwidth!, insertionFirstCopyS: res.insertion! };
-    } finally {
-      await stopAgents(agents);
-      topo.destroy();
+      await Promise.all(agents.slice(1, n).map((a) => a.client.drop("m")));
     }
+    // 3. heterogeneous links: n1 fast, n2 and n3 slow; the insertion order lists the fast target last
+    topo.shape(topo.nodes[2]!, SLOW_MBIT);
+    topo.shape(topo.nodes[3]!, SLOW_MBIT);
+    log(`\n[3] heterogeneous links: n0 and n1 at ${RATE_MBIT} Mbit/s, n2 and n3 at ${SLOW_MBIT} Mbit/s; model ${HETERO_M} bytes, b = ${B_BLOCKS}`);
+    await agents[0]!.client.load({ model: "h", totalBytes: HETERO_M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });
+    const bw = (i: number) => (topo.nodes[i]!.rateMbit * 1e6) / 8;
+    const input = { model: { totalBytes: HETERO_M, blockCount: B_BLOCKS }, sources: [{ id: "n0", outBytesPerS: bw(0) }], targets: [2, 3, 1].map((i) => ({ id: `n${i}`, inBytesPerS: bw(i) })) };
+    const res: Record<string, number> = {};
+    for (const order of ["bandwidth", "insertion"] as const) {
+      const plan = planChains({ ...input, order });
+      const t = await runPlan(agents.slice(0, 4), plan, "h");
+      res[order] = Math.min(...[...t.perNode.values()].map((x) => x.lastS));
+      log(`  ${order.padEnd(9)} chains ${plan.chains!.map((c) => c.join("→")).join(" | ")}: first full copy ${res[order]!.toFixed(2)} s, all done ${t.completionS.toFixed(2)} s (per node: ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.lastS.toFixed(2)}`).join(", ")})`);
+    }
+    figures.hetero = { bandwidthFirstCopyS: res.bandwidth!, insertionFirstCopyS: res.insertion! };
+  } finally {
+    await stopAgents(agents);
+    topo.destroy();
   }
+}
 
-  const worst = Math.max(...Object.values(multicast).flatMap((m) => [m.chain?.ratio ?? Infinity, m.binomial?.ratio ?? Infinity]));
+async function main(): Promise<void> {
+  const verbs = probeVerbs();
+  const pkg = JSON.parse(readFileSync(join(repoRoot(), "package.json"), "utf8")) as { version: string };
+  log(`bench:dataplane — tidegate ${pkg.version}, node ${process.version}, linux ${release()}`);
+  log(`machine: nproc ${cpus().length} (${cpus()[0]?.model ?? "?"}), memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB (${(freemem() / 2 ** 30).toFixed(1)} GiB free), load average ${loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  log(`verbs: ${verbs.compiled ? "compiled in" : "not compiled"}, ${verbs.devices} device(s): ${verbs.detail} → TCP transport`);
+  log(`inputs: model M = ${M} bytes in b = ${B_BLOCKS} blocks; links B = ${RATE_MBIT} Mbit/s (tbf both ways); stall timeout ${STALL_MS} ms; N = ${NODES.join(", ")}; p2p rounds ${P2P_ROUNDS}; heterogeneous M = ${HETERO_M} bytes, slow links ${SLOW_MBIT} Mbit/s`);
+  await pointToPoint();
+  const why = P2P_ONLY ? "DATAPLANE_P2P_ONLY=1" : netnsUnavailable();
+  if (why !== undefined) {
+    figures.notRun = why;
+    log(`\n[2], [3] not run: ${why}`);
+  } else await multicastParts();
+}
+
+/** The last line (BENCH.md): every figure measured, the targets, met, and the error when the run failed. */
+function lastLine(error: string | undefined): string {
+  const { p2p, multicast, firstBlock, hetero } = figures;
+  const p2pFraction = p2p.ratios.length > 0 ? median(p2p.ratios) : null;
+  const worstOf = Object.values(multicast).flatMap((m) => [m.chain?.ratio ?? Infinity, m.binomial?.ratio ?? Infinity]);
+  const worst = worstOf.length > 0 ? Math.max(...worstOf) : null;
   const met =
-    p2pFraction >= TARGET.p2pFractionOfRawTcp && why === undefined && worst <= TARGET.multicastTimeOverIdealMax && hetero !== undefined && hetero.bandwidthFirstCopyS < hetero.insertionFirstCopyS;
-  log(
-    JSON.stringify({
-      bench: "dataplane",
-      modelBytes: M,
-      blocks: B_BLOCKS,
-      linkMbit: RATE_MBIT,
-      mtu: MTU,
-      p2pFractionOfRawTcp: Number(p2pFraction.toFixed(3)),
-      rawTcpGbit: Number(median(raws).toFixed(2)),
-      tidegateGbit: Number(median(ours).toFixed(2)),
-      multicastTimeOverIdeal: Object.fromEntries(Object.entries(multicast).map(([k, v]) => [k, Object.fromEntries(Object.entries(v).map(([a, x]) => [a, { s: Number(x.seconds.toFixed(2)), idealS: Number(x.ideal.toFixed(2)), ratio: Number(x.ratio.toFixed(3)) }]))])),
-      worstChainOrBinomialOverIdeal: Number(worst.toFixed(3)),
-      firstBlockS: firstBlock,
-      heterogeneous: hetero ?? null,
-      target: TARGET,
-      met,
-    }),
-  );
+    error === undefined &&
+    p2pFraction !== null &&
+    p2pFraction >= TARGET.p2pFractionOfRawTcp &&
+    figures.notRun === undefined &&
+    worst !== null &&
+    worst <= TARGET.multicastTimeOverIdealMax &&
+    hetero !== undefined &&
+    hetero.bandwidthFirstCopyS < hetero.insertionFirstCopyS;
+  return JSON.stringify({
+    bench: "dataplane",
+    modelBytes: M,
+    blocks: B_BLOCKS,
+    linkMbit: RATE_MBIT,
+    mtu: MTU,
+    p2pRounds: p2p.ratios.length,
+    p2pFractionOfRawTcp: p2pFraction === null ? null : Number(p2pFraction.toFixed(3)),
+    p2pRatios: p2p.ratios.map((x) => Number(x.toFixed(3))),
+    rawTcpGbit: p2p.raws.length > 0 ? r2(median(p2p.raws)) : null,
+    tidegateGbit: p2p.ours.length > 0 ? r2(median(p2p.ours)) : null,
+    p2pProfile: p2p.profile ?? null,
+    multicastTimeOverIdeal: Object.fromEntries(Object.entries(multicast).map(([k, v]) => [k, Object.fromEntries(Object.entries(v).map(([a, x]) => [a, { s: r2(x.seconds), idealS: r2(x.ideal), ratio: Number(x.ratio.toFixed(3)) }]))])),
+    worstChainOrBinomialOverIdeal: worst === null || !Number.isFinite(worst) ? null : Number(worst.toFixed(3)),
+    firstBlockS: firstBlock,
+    heterogeneous: hetero === undefined ? null : { bandwidthFirstCopyS: Number(hetero.bandwidthFirstCopyS.toFixed(3)), insertionFirstCopyS: Number(hetero.insertionFirstCopyS.toFixed(3)) },
+    ...(figures.notRun === undefined ? {} : { notRun: figures.notRun }),
+    target: TARGET,
+    met,
+    ...(error === undefined ? {} : { error }),
+  });
 }
 
 main().then(
-  () => process.exit(0),
+  () => {
+    log(lastLine(undefined));
+    process.exit(0);
+  },
   (err: unknown) => {
     process.stderr.write(`bench:dataplane failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+    log(lastLine(err instanceof Error ? err.message : String(err)));
     process.exit(1);
   },
 );

@@ -16,10 +16,8 @@
  * key-stage goodput ≥ 2 × whole-pipeline; at CV ≥ 2 key-stage mean latency ≥ 35% lower; at CV 0.1 key-stage not
  * worse (median mean latency ≤ and goodput ≥ whole-pipeline's). The last line printed is one JSON object; exits 0 whether or not met.
  */
-import { readFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
-import { join } from "node:path";
-import { defaultDataDir, repoRoot } from "../../region/engines/perf/generate.js";
+import { defaultDataDir } from "../../region/engines/perf/generate.js";
 import { DEFAULT_CLUSTER, parsePipeline } from "../../region/keystage/config.js";
 import type { ScalingMode } from "../../region/keystage/corrector.js";
 import type { PipelineRequest } from "../../region/keystage/pipeline.js";
@@ -29,6 +27,7 @@ import type { KeyStageParams } from "../../region/keystage/strategy.js";
 import { cvStream, streamCv, traceCv, traceRatePerS, traceStream } from "../../region/keystage/workload.js";
 import { resolveStrategy } from "../../region/strategies/registry.js";
 import { readTrace } from "../../sim/replay/traces.js";
+import { packageVersion as version, median } from "./common.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
@@ -41,18 +40,7 @@ const MODELS = [
   { model: "llama2-70b", gpu: "h100-80gb", layersPerStage: [20, 20, 20, 20], profileTp: 4 },
 ];
 
-function version(pkg: string): string {
-  try {
-    return (JSON.parse(readFileSync(join(repoRoot(), "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
-  } catch {
-    return "?";
-  }
-}
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-}
 
 const r1 = (x: number) => Number(x.toFixed(1));
 const r3 = (x: number) => Number(x.toFixed(3));

@@ -9,34 +9,22 @@
  * (issue 2): replayWallMs ≤ 2000. Also prints the performance model's held-out error (region/engines/perf), the
  * figure SageServe reports as 3%. The last line printed is one JSON object; exits 0 whether or not met.
  */
-import { readFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
-import { join } from "node:path";
 import { loadConfig } from "../../core/config.js";
 import { readAllMeasured } from "../../region/engines/perf/data.js";
 import { fitAll, leaveConfigOut } from "../../region/engines/perf/evaluate.js";
-import { defaultDataDir, repoRoot } from "../../region/engines/perf/generate.js";
+import { defaultDataDir } from "../../region/engines/perf/generate.js";
 import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
 import { readTrace } from "../../sim/replay/traces.js";
+import { packageVersion as version, median } from "./common.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TRACE = "azure-conv";
 const SEED = 1;
 const TARGET = { replayWallMs: 2000, ttftMape: 0.05, tpotMape: 0.05 };
 
-function version(pkg: string): string {
-  try {
-    return (JSON.parse(readFileSync(join(repoRoot(), "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
-  } catch {
-    return "?";
-  }
-}
 
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-}
 
 async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);

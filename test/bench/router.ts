@@ -16,9 +16,10 @@ import { writeFileSync, mkdtempSync, rmSync, readFileSync } from "node:fs";
 import { Agent } from "node:http";
 import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
-import { REPO_ROOT, freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
+import { freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
 import { grpcDispatchCallCost, http1RequestCost } from "./call-cost.js";
 import { NON_TOKEN_EVENTS, quantile, runLoad, type LoadResult } from "./sse-load.js";
+import { packageVersion as version } from "./common.js";
 
 const MODEL = "llama3.2-3b";
 const CONCURRENCY = 32;
@@ -27,13 +28,6 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const REQUESTS_PER_WORKER = Number(process.env.BENCH_REQUESTS_PER_WORKER ?? 4);
 const TARGET = { twoHopThroughputRatio: 0.75, addedTtftP50Ms: 1 };
 
-function version(pkg: string): string {
-  try {
-    return (JSON.parse(readFileSync(join(REPO_ROOT, "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
-  } catch {
-    return "?";
-  }
-}
 
 async function waitAvailable(routerUrl: string, region: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -1,0 +1,23 @@
+/**
+ * Small helpers every bench prints with: installed package versions and medians (BENCH.md: "print the versions …
+ * every round", "the median of several rounds").
+ */
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { repoRoot } from "../../native/lib/addon.js";
+
+/** The installed version of npm package `pkg` ("?" when it cannot be read). */
+export function packageVersion(pkg: string): string {
+  try {
+    return (JSON.parse(readFileSync(join(repoRoot(), "node_modules", pkg, "package.json"), "utf8")) as { version: string }).version;
+  } catch {
+    return "?";
+  }
+}
+
+/** The median of `xs` (the mean of the two middle values for an even count); NaN for none. */
+export function median(xs: readonly number[]): number {
+  if (xs.length === 0) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}

@@ -77,6 +77,11 @@ export interface EndpointTelemetry {
   servingInstances: number;
   /** The endpoint's instances by state (the actuator's view, spot included); absent from regions that do not know. */
   instances?: Record<InstanceState, number>;
+  /**
+   * Expected time of one scale-out, decision to serving (ms): the region's last measured one for this endpoint, else
+   * the data plane's ideal transfer time for the model; absent when the region cannot say (static regions).
+   */
+  expectedScaleOutMs?: number;
 }
 
 export interface ModelTelemetry {

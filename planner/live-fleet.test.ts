@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import { parseConfig, DEFAULT_CONFIG_JSON } from "../core/config.js";
 import type { RegionTelemetry } from "../core/ports.js";
 import { fleetFromConfig, liveFleet } from "./fleet.js";
+import { withExpectedScaleOut } from "./service.js";
+import type { PlanReport } from "./report.js";
 
 describe("liveFleet", () => {
   it("takes current and spot instances per (model, region, GPU) from the regions' telemetry", () => {
@@ -31,5 +33,16 @@ describe("liveFleet", () => {
     expect(ep("us-west", "llama3.2-3b")).toMatchObject({ instances: 2, spotInstances: 0 });
     // the base is not modified
     expect(base.regions[0]!.endpoints.find((e) => e.model === "llama3.2-3b")!.instances).toBe(2);
+  });
+
+  it("copies each endpoint's expected scale-out time from its region's telemetry into the plan's actions", () => {
+    const t: RegionTelemetry = {
+      region: "us-east", seq: 1, atMs: 0,
+      models: [{ model: "llama3.2-3b", effectiveMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 }, endpoints: [{ endpointId: "llama3.2-3b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0, servingInstances: 1, expectedScaleOutMs: 1234 }] }],
+    };
+    const report = { actions: [{ model: "llama3.2-3b", region: "us-east", gpu: "h100-80gb" }, { model: "llama3.2-3b", region: "us-west", gpu: "h100-80gb" }] } as unknown as PlanReport;
+    withExpectedScaleOut(report, new Map([["us-east", t]]));
+    expect(report.actions[0]!.expectedScaleOutMs).toBe(1234);
+    expect(report.actions[1]!.expectedScaleOutMs).toBeUndefined();
   });
 });

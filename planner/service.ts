@@ -76,6 +76,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
         ...(previous === undefined ? {} : { previous }),
         ...(trigger === undefined ? {} : { trigger }),
       });
+      withExpectedScaleOut(report, latest);
       if (o.outDir !== undefined) writePlanFiles(o.outDir, report);
       return report;
     },
@@ -97,4 +98,15 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
       await forecaster.close();
     },
   };
+}
+
+/**
+ * Copies each endpoint's expected scale-out time (decision to serving, as its region reports it from the data plane:
+ * the last measured scale-out, else the model's ideal transfer time) into the report's actions, for the plan page.
+ */
+export function withExpectedScaleOut(report: PlanReport, telemetry: ReadonlyMap<string, RegionTelemetry>): void {
+  for (const a of report.actions) {
+    const ms = telemetry.get(a.region)?.models.find((m) => m.model === a.model)?.endpoints.find((e) => e.gpu === a.gpu)?.expectedScaleOutMs;
+    if (ms !== undefined) a.expectedScaleOutMs = ms;
+  }
 }

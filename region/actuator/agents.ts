@@ -33,6 +33,7 @@ import { ParameterPool } from "../pool/pool.js";
 import { TransferQueue } from "../pool/queue.js";
 import { runTransfer, type ModelParameters, type MulticastPolicy, type TransferResult } from "../pool/transfer.js";
 import { NodeRegistry } from "./nodes.js";
+import { idealSeconds } from "../multicast/ideal.js";
 import type { Actuator, InstanceListener, InstanceRecord } from "./port.js";
 
 /** A model's parameters and where the region's first copy comes from ("pattern": a seeded synthetic model). */
@@ -109,6 +110,8 @@ export class AgentsActuator implements Actuator {
   private readonly repairing = new Map<string, Promise<void>>();
   private readonly noSourceLogged = new Set<string>();
   private closed = false;
+  /** Per endpoint `model/gpu`: the last measured scale-out, decision to serving (ms). */
+  private readonly measuredScaleOutMs = new Map<string, number>();
   private hooks: { onFailure?(model: ModelName, gpu: GpuType, message: string): void; onLanded?(model: ModelName, gpu: GpuType, instanceId: string): void } = {};
 
   constructor(private readonly o: AgentsActuatorOptions) {
@@ -187,6 +190,19 @@ export class AgentsActuator implements Actuator {
       void this.finishDrain(inst);
     }
     return { ...inst };
+  }
+
+  /**
+   * How long the next scale-out of (model, gpu) is expected to take, decision to serving (ms): the last one measured
+   * here, else the data plane's ideal time to move the model over one link (BlitzScale chain with one target: M/B at
+   * the policy's link rate); undefined for a model the region does not host.
+   */
+  expectedScaleOutMs(model: ModelName, gpu: GpuType): number | undefined {
+    const measured = this.measuredScaleOutMs.get(`${model}/${gpu}`);
+    if (measured !== undefined) return measured;
+    const p = this.o.models.get(model);
+    if (p === undefined) return undefined;
+    return (1000 * idealSeconds("chain", { totalBytes: p.totalBytes, blockCount: p.blockCount, nodes: 2, linkBytesPerS: this.o.policy.linkBytesPerS }));
   }
 
   /** Sets who hears of scale-outs that failed after the operation returned, and of instances that started serving. */
@@ -336,7 +352,9 @@ export class AgentsActuator implements Actuator {
     }
     this.o.gateway.addInstance(inst.gpu, engine, "serving");
     this.transition(inst, "serving", `serving at ${info.url}`);
-    this.o.log.info("instance serving", { instanceId: inst.id, model: inst.model, node: inst.node, url: info.url, sinceActionMs: Math.round(this.o.clock.now() - (inst.actionAtMs ?? inst.sinceMs)) });
+    const tookMs = this.o.clock.now() - (inst.actionAtMs ?? inst.sinceMs);
+    if (inst.via !== undefined) this.measuredScaleOutMs.set(`${inst.model}/${inst.gpu}`, tookMs);
+    this.o.log.info("instance serving", { instanceId: inst.id, model: inst.model, node: inst.node, url: info.url, sinceActionMs: Math.round(tookMs) });
     this.hooks.onLanded?.(inst.model, inst.gpu, inst.id);
   }
 

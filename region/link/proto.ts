@@ -68,7 +68,7 @@ export interface WireTelemetry {
     waiting: number;
     instances: Record<InstanceState, number> | null;
     stale_instances?: number;
-    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null }[];
+    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null; expected_scale_out_ms?: number }[];
   }[];
 }
 
@@ -182,7 +182,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       waiting: m.waiting,
       instances: m.instances,
       stale_instances: m.staleInstances ?? 0,
-      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null })),
+      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null, expected_scale_out_ms: e.expectedScaleOutMs ?? 0 })),
     })),
   };
 }
@@ -203,6 +203,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
         effectiveMemoryUtilization: e.effective_memory_utilization,
         servingInstances: e.serving_instances,
         ...(e.instances ? { instances: { provisioning: e.instances.provisioning, loading: e.instances.loading, serving: e.instances.serving, draining: e.instances.draining, spot: e.instances.spot } } : {}),
+        ...((e.expected_scale_out_ms ?? 0) > 0 ? { expectedScaleOutMs: e.expected_scale_out_ms! } : {}),
       })),
       ...((m.stale_instances ?? 0) > 0 ? { staleInstances: m.stale_instances! } : {}),
     };

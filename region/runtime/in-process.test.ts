@@ -55,12 +55,16 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(first).toHaveLength(1);
     const sourceNode = (first[0] as { node: string }).node;
 
+    // The region reports how long its last scale-out of the endpoint took (the initial deployment's, here).
+    const expected = () => r.runtime.service.snapshot().models[0]!.endpoints[0]!.expectedScaleOutMs;
+    expect(expected()).toBeGreaterThan(0);
     expect(r.gateway.acceptTargets(plan(1, 3)).accepted).toBe(true);
     const serving = await until("3 serving", () => {
       const s = r.runtime.actuator.instances().filter((i) => i.state === "serving");
       return s.length === 3 ? s : undefined;
     });
     const nodes = new Set(serving.map((i) => (i as { node: string }).node));
+    expect(expected()).toBeGreaterThan(0);
     expect(nodes.size).toBe(3); // spread over the three nodes
     // The two new nodes got their blocks over the data plane, from a pool source, and hold the exact model.
     const transfers = lines.filter((l) => l.includes('"transfer finished"')).map((l) => JSON.parse(l) as { completed: string[]; model: string });
@@ -109,6 +113,9 @@ describe("in-process region runtime (agents actuator)", () => {
     const { log, lines } = recordingLogger();
     region = startInProcessRegion({ config: config({ origin: "none" }), region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
     await expect(region.ready(1500)).rejects.toThrow(/did not land/);
+    // Nothing measured: the region expects the data plane's ideal time for the model over one link (config
+    // linkBytesPerS default 1.25 GB/s: 8 MiB in ≈ 6.7 ms).
+    expect(region.runtime.service.snapshot().models[0]!.endpoints[0]!.expectedScaleOutMs).toBeCloseTo(((8 * MiB) / 1.25e9) * 1000, 3);
     const l = region.runtime.service.listing();
     expect(l.failures.some((f) => /no source of llama3\.2-3b anywhere in r/.test(f.message))).toBe(true);
     expect(lines.some((x) => x.includes("backing off"))).toBe(true);

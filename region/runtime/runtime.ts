@@ -195,7 +195,10 @@ export function withActuatorCounts(t: RegionTelemetry, actuator: AgentsActuator)
     models: t.models.map((m) => ({
       ...m,
       instances: byModel.get(m.model) ?? zero(),
-      endpoints: m.endpoints.map((e) => ({ ...e, instances: byEndpoint.get(`${m.model}/${e.gpu}`) ?? zero() })),
+      endpoints: m.endpoints.map((e) => {
+        const expected = actuator.expectedScaleOutMs(m.model, e.gpu);
+        return { ...e, instances: byEndpoint.get(`${m.model}/${e.gpu}`) ?? zero(), ...(expected === undefined ? {} : { expectedScaleOutMs: expected }) };
+      }),
     })),
   };
 }

@@ -44,13 +44,21 @@ export interface RouterConfig {
   /** SageServe §6.2: first region below this effective memory utilization wins. */
   memoryThreshold: number;
   /** Bearer keys that may call the API; empty means open. */
-  apiKeys: { key: string; tenant: string; region?: RegionName; models?: ModelName[] }[];
+  apiKeys: { key: string; tenant: string; region?: RegionName; models?: ModelName[]; maxInflight?: number }[];
   /** Bearer keys for admin endpoints (/plans, regions, scaling); also sign in at /login. */
   adminKeys: string[];
   /** Read-only keys for /plans (the `planner` role: read, not approve or plan now); also sign in at /login. */
   plannerKeys: string[];
-  /** Telemetry older than this is treated as missing. */
+  /** Telemetry older than this is treated as missing (the region is not chosen; 2000 ms by default). */
   telemetryStaleMs: number;
+  /** A stream with nothing from its region for this long ends with an in-stream error (10 000 ms by default). */
+  streamStallMs: number;
+  /** Requests in flight through the router at once; beyond it, 429 with Retry-After (issue 15 item 4). */
+  maxInflight: number;
+  /** Requests one tenant may have in flight at once (an API key's `maxInflight` overrides it); beyond it, 429. */
+  tenantMaxInflight: number;
+  /** Seconds a shed request is told to wait (Retry-After). */
+  retryAfterS: number;
 }
 
 export interface QueueConfig {
@@ -258,13 +266,14 @@ export function parseConfig(json: unknown): TidegateConfig {
       const key = k.string("key");
       const tenant = k.string("tenant");
       const region = k.optionalString("region");
+      const keyMaxInflight = k.optionalNumber("maxInflight", { integer: true, min: 1 });
       if (region !== undefined && !regionNames.has(region)) k.fail("region", `unknown region ${JSON.stringify(region)}`);
       const keyModels = k.has("models") ? k.array("models", (mv, mp) => {
         if (typeof mv !== "string" || !modelNames.has(mv)) throw new ValidationError(mp, `unknown model ${JSON.stringify(mv)}`);
         return mv;
       }) : (k.allow("models"), undefined);
       k.done();
-      return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyModels === undefined ? {} : { models: keyModels }) };
+      return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyModels === undefined ? {} : { models: keyModels }), ...(keyMaxInflight === undefined ? {} : { maxInflight: keyMaxInflight }) };
     }, []),
     adminKeys: rr.array("adminKeys", (v, path) => {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "admin keys must be strings of at least 8 characters");
@@ -274,7 +283,11 @@ export function parseConfig(json: unknown): TidegateConfig {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "planner keys must be strings of at least 8 characters");
       return v;
     }, []),
-    telemetryStaleMs: rr.number("telemetryStaleMs", 5000, { gt: 0 }),
+    telemetryStaleMs: rr.number("telemetryStaleMs", 2000, { gt: 0 }),
+    streamStallMs: rr.number("streamStallMs", 10_000, { integer: true, min: 1 }),
+    maxInflight: rr.number("maxInflight", 4096, { integer: true, min: 1 }),
+    tenantMaxInflight: rr.number("tenantMaxInflight", 1024, { integer: true, min: 1 }),
+    retryAfterS: rr.number("retryAfterS", 1, { integer: true, min: 1 }),
   };
   rr.done();
 

@@ -15,6 +15,8 @@ import { createRouterApp, type RouterMount } from "./app.js";
 import type { CompletionDeps } from "./completions.js";
 import { createRouterMetrics } from "./metrics.js";
 import { RegionSelector, instanceKvBytesFrom } from "./selector.js";
+import { StreamWatchdog } from "./watchdog.js";
+import { Admission } from "./admission.js";
 
 export interface GlobalRouterOptions {
   config: TidegateConfig;
@@ -34,6 +36,7 @@ export class GlobalRouter {
   readonly selector: RegionSelector;
   readonly deps: CompletionDeps;
   readonly server: Server;
+  readonly watchdog: StreamWatchdog;
   private readonly unsubscribes: Unsubscribe[] = [];
   private closed = false;
 
@@ -49,9 +52,23 @@ export class GlobalRouter {
     const links = new Map<RegionName, RegionLink>();
     for (const link of opts.links) links.set(link.region, link);
     const metrics = createRouterMetrics(config.models.map((m) => m.name), config.regions.map((r) => r.name), opts.defaultMetrics ?? true);
-    this.deps = { config, selector: this.selector, links, metrics, clock, logger };
+    const selector = this.selector;
+    this.watchdog = new StreamWatchdog({ clock, stallMs: config.router.streamStallMs, available: (r, m) => selector.candidate(r, m).available });
+    this.watchdog.onFire = (region, _model, reason) => {
+      metrics.watchdogFired.inc({ region, reason });
+      logger.warn("router: gave up an upstream wait", { region, reason });
+    };
+    const admission = new Admission({ maxInflight: config.router.maxInflight, tenantMaxInflight: config.router.tenantMaxInflight, retryAfterS: config.router.retryAfterS });
+    this.deps = { config, selector, links, metrics, clock, logger, watchdog: this.watchdog, admission };
     for (const link of opts.links) {
-      this.unsubscribes.push(link.subscribe((t) => this.selector.onTelemetry(t)));
+      // A link that reports its region down (telemetry stream broken: process killed, connection refused) makes the
+      // region unavailable at once instead of after router.telemetryStaleMs; its next snapshot brings it back.
+      this.unsubscribes.push(
+        link.subscribe(
+          (t) => this.selector.onTelemetry(t),
+          () => this.selector.markDown(link.region),
+        ),
+      );
     }
     const app = createRouterApp(this.deps, opts.mounts === undefined ? {} : { mounts: opts.mounts });
     this.server = createAdaptorServer({ fetch: app.fetch, autoCleanupIncoming: true }) as Server;
@@ -83,6 +100,7 @@ export class GlobalRouter {
     if (this.closed) return;
     this.closed = true;
     for (const u of this.unsubscribes) u();
+    this.watchdog.close();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();

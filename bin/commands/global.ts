@@ -47,7 +47,7 @@ export const command: Command = {
     config: { type: "string", help: "config file (JSON); the embedded default when omitted" },
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
-    "telemetry-interval-ms": { type: "number", help: "telemetry period asked of each region (50..1000)", default: 1000 },
+    "telemetry-interval-ms": { type: "number", help: "telemetry period asked of each region (50..1000)", default: 500 },
     "tls-ca": { type: "string", help: "PEM CA that signs the regions' certificates (enables mTLS to regions)" },
     "tls-cert": { type: "string", help: "PEM client certificate chain of this router" },
     "tls-key": { type: "string", help: "PEM private key of this router" },

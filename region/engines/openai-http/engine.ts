@@ -31,6 +31,8 @@ export interface OpenAIHttpEngineOptions {
   apiKey?: string;
   /** Time allowed for the response headers (default 30 s). */
   headersTimeoutMs?: number;
+  /** Time one /metrics scrape may take before it counts as failed (default 1000 ms): a hung engine is seen as down. */
+  scrapeTimeoutMs?: number;
 }
 
 interface Scraped {
@@ -50,6 +52,8 @@ export class OpenAIHttpEngine implements Engine {
   private readonly metricsTimer: Timer | undefined;
   private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0 };
   private scrapeOk = false;
+  private scraped0 = false;
+  private scraping = false;
   private remaining = 0;
   private inFlight = 0;
   private generated = 0;
@@ -71,12 +75,35 @@ export class OpenAIHttpEngine implements Engine {
     return this.scrapeOk;
   }
 
-  /** Scrapes /metrics now; resolves false (keeping the last values) when the server cannot be read. */
+  /** Liveness from the last /metrics scrape (undefined before the first one ended). */
+  healthy(): boolean | undefined {
+    return this.scraped0 ? this.scrapeOk : undefined;
+  }
+
+  /**
+   * Scrapes /metrics now; resolves false (keeping the last values) when the server cannot be read within
+   * `scrapeTimeoutMs`. A scrape still running when the next is due is not doubled.
+   */
   async scrape(): Promise<boolean> {
+    if (this.scraping) return this.scrapeOk;
+    this.scraping = true;
+    const limitMs = this.opts.scrapeTimeoutMs ?? 1000;
     try {
-      const res = await this.send("GET", "metrics", undefined, {}, undefined);
-      const text = await readAll(res);
-      if ((res.statusCode ?? 0) !== 200) throw new Error(`status ${res.statusCode}`);
+      const text = await new Promise<string>((resolve, reject) => {
+        const ac = new AbortController();
+        const timer = this.opts.clock.after(limitMs, () => {
+          ac.abort();
+          reject(new Error(`no /metrics answer in ${limitMs} ms`));
+        });
+        this.send("GET", "metrics", undefined, {}, ac.signal)
+          .then(async (res) => {
+            const body = await readAll(res);
+            if ((res.statusCode ?? 0) !== 200) throw new Error(`status ${res.statusCode}`);
+            return body;
+          })
+          .then(resolve, reject)
+          .finally(() => timer.cancel());
+      });
       this.scraped = {
         kvUsage: promValue(text, VLLM_METRICS.kvUsage) ?? promValue(text, VLLM_METRICS.kvUsageLegacy) ?? this.scraped.kvUsage,
         running: promValue(text, VLLM_METRICS.running) ?? this.scraped.running,
@@ -85,6 +112,9 @@ export class OpenAIHttpEngine implements Engine {
       this.scrapeOk = true;
     } catch {
       this.scrapeOk = false;
+    } finally {
+      this.scraped0 = true;
+      this.scraping = false;
     }
     return this.scrapeOk;
   }

@@ -49,7 +49,7 @@ export interface RouterConfig {
   adminKeys: string[];
   /** Read-only keys for /plans (the `planner` role: read, not approve or plan now); also sign in at /login. */
   plannerKeys: string[];
-  /** Telemetry older than this is treated as missing (the region is not chosen; 2000 ms by default). */
+  /** Telemetry older than this is treated as missing (the region is not chosen; 1500 ms by default: three missed 500 ms reports). */
   telemetryStaleMs: number;
   /** A stream with nothing from its region for this long ends with an in-stream error (10 000 ms by default). */
   streamStallMs: number;
@@ -283,7 +283,7 @@ export function parseConfig(json: unknown): TidegateConfig {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "planner keys must be strings of at least 8 characters");
       return v;
     }, []),
-    telemetryStaleMs: rr.number("telemetryStaleMs", 2000, { gt: 0 }),
+    telemetryStaleMs: rr.number("telemetryStaleMs", 1500, { gt: 0 }),
     streamStallMs: rr.number("streamStallMs", 10_000, { integer: true, min: 1 }),
     maxInflight: rr.number("maxInflight", 4096, { integer: true, min: 1 }),
     tenantMaxInflight: rr.number("tenantMaxInflight", 1024, { integer: true, min: 1 }),

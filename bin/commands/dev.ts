@@ -59,7 +59,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       const r = startInProcessRegion({ config, region: region.name, clock, log: logger });
       regions.push(r);
       gateways.push(r.gateway);
-      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
+      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 500, log: logger }));
       continue;
     }
     // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), which is
@@ -75,7 +75,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       }
     }
     gateways.push(gateway);
-    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
+    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 500, log: logger }));
   }
   const router = new GlobalRouter({ config, links, clock, logger, ...(opts.mounts === undefined ? {} : { mounts: opts.mounts }) });
   let closed: Promise<void> | undefined;

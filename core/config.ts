@@ -74,6 +74,11 @@ export interface QueueConfig {
   maxFileBytes: number;
   /** How long a batch may run before it expires ("24h" = 86 400 000 ms); tests shorten it. */
   completionWindowMs: number;
+  /**
+   * Embedded backend: when the journal has a line it cannot read, keep the valid prefix and move the rest to
+   * `queue.journal.corrupt-N` instead of refusing to start (default false; `--recover-journal` sets it).
+   */
+  recoverJournal: boolean;
 }
 
 export interface PlannerConfig {
@@ -303,6 +308,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),
     completionWindowMs: qr.number("completionWindowMs", 24 * 3600_000, { gt: 0 }),
+    recoverJournal: qr.boolean("recoverJournal", false),
   };
   if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   qr.done();

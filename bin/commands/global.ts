@@ -53,9 +53,11 @@ export const command: Command = {
     "tls-key": { type: "string", help: "PEM private key of this router" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
     "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
+    "recover-journal": { type: "boolean", help: "embedded queue: keep the journal's valid prefix and move a bad line and the rest aside (queue.recoverJournal)", default: false },
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    if (flags["recover-journal"] === true) config.queue.recoverJournal = true;
     const logger = loggerFromFlags(flags, "global");
     const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;

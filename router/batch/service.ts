@@ -66,7 +66,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     store = new RedisQueueStore(redis, q.keyPrefix);
     files = new RedisFileStore(redis, q.keyPrefix);
   } else {
-    store = new EmbeddedQueueStore(q.dataDir);
+    store = new EmbeddedQueueStore(q.dataDir, { recover: q.recoverJournal, ...(o.log === undefined ? {} : { log: o.log }) });
     files = new DirFileStore(q.dataDir);
   }
   const models = o.config.models.map((m) => m.name);

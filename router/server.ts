@@ -3,7 +3,7 @@
  * by @hono/node-server on node:http. Used by `tidegate global` (gRPC links) and `tidegate dev` (in-process links).
  */
 import type { AddressInfo } from "node:net";
-import type { Server } from "node:http";
+import type { Server, ServerResponse } from "node:http";
 import { createAdaptorServer } from "@hono/node-server";
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
@@ -73,6 +73,31 @@ export class GlobalRouter {
     const app = createRouterApp(this.deps, opts.mounts === undefined ? {} : { mounts: opts.mounts });
     this.server = createAdaptorServer({ fetch: app.fetch, autoCleanupIncoming: true }) as Server;
     this.server.keepAliveTimeout = 65_000;
+    // Requests node's HTTP parser rejects (malformed request line or headers, headers too large, a body that does
+    // not match its framing) get an OpenAI-style error body too, instead of node's bare "400 Bad Request".
+    this.server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      // Bytes after a complete request that do not parse (a body sent without framing): the request before them is
+      // still answered, then the connection is closed (node's default would destroy it with the answer unsent).
+      const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (inFlight != null) {
+        inFlight.shouldKeepAlive = false;
+        if (inFlight.writableFinished) socket.end();
+        else inFlight.once("finish", () => socket.end());
+        inFlight.once("close", () => socket.destroy());
+        return;
+      }
+      const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
+      const timedOut = err.code === "ERR_HTTP_REQUEST_TIMEOUT";
+      const status = tooLarge ? 431 : timedOut ? 408 : 400;
+      const reason = tooLarge ? "Request Header Fields Too Large" : timedOut ? "Request Timeout" : "Bad Request";
+      const message = tooLarge ? "request headers are too large" : timedOut ? "the request was not received in time" : `malformed HTTP request (${err.code ?? "parse error"})`;
+      const body = JSON.stringify({ error: { message, type: "invalid_request_error", param: null, code: "invalid_request" } });
+      socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    });
   }
 
   /** Starts listening; resolves to the bound address (port 0 picks a free port). */

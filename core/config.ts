@@ -69,6 +69,16 @@ export interface QueueConfig {
   /** SageServe §6.3: below this endpoint utilization one NIW request is dispatched, below the second two. */
   dispatchOneBelow: number;
   dispatchTwoBelow: number;
+  /**
+   * Fill what is idle (router/dispatch/policy.ts FillPolicy; default true): per report an open endpoint gets as many
+   * requests as its free KV up to `fillTo` holds (at most `maxPerReport`); an endpoint that reached
+   * dispatchOneBelow reopens only after `reopenReports` reports under `reopenBelow`. false: §6.3's 1-or-2 rule.
+   */
+  fillIdle: boolean;
+  fillTo: number;
+  reopenBelow: number;
+  reopenReports: number;
+  maxPerReport: number;
   promoteAfterMs: number;
   leaseMs: number;
   maxFileBytes: number;
@@ -304,6 +314,11 @@ export function parseConfig(json: unknown): TidegateConfig {
     dataDir: qr.string("dataDir", ".data"),
     dispatchOneBelow: qr.number("dispatchOneBelow", 0.6, { gt: 0, max: 1 }),
     dispatchTwoBelow: qr.number("dispatchTwoBelow", 0.5, { gt: 0, max: 1 }),
+    fillIdle: qr.boolean("fillIdle", true),
+    fillTo: qr.number("fillTo", 0.55, { gt: 0, max: 1 }),
+    reopenBelow: qr.number("reopenBelow", 0.45, { gt: 0, max: 1 }),
+    reopenReports: qr.number("reopenReports", 3, { integer: true, min: 1 }),
+    maxPerReport: qr.number("maxPerReport", 64, { integer: true, min: 1 }),
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),
@@ -311,6 +326,8 @@ export function parseConfig(json: unknown): TidegateConfig {
     recoverJournal: qr.boolean("recoverJournal", false),
   };
   if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
+  if (queue.fillTo > queue.dispatchOneBelow) qr.fail("fillTo", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
+  if (queue.reopenBelow > queue.dispatchOneBelow) qr.fail("reopenBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   qr.done();
 
   const pr = root.object("planner");

@@ -45,13 +45,21 @@ export interface RouterConfig {
   /** SageServe §6.2: first region below this effective memory utilization wins. */
   memoryThreshold: number;
   /** Bearer keys that may call the API; empty means open. */
-  apiKeys: { key: string; tenant: string; region?: RegionName; models?: ModelName[] }[];
+  apiKeys: { key: string; tenant: string; region?: RegionName; models?: ModelName[]; maxInflight?: number }[];
   /** Bearer keys for admin endpoints (/plans, regions, scaling); also sign in at /login. */
   adminKeys: string[];
   /** Read-only keys for /plans (the `planner` role: read, not approve or plan now); also sign in at /login. */
   plannerKeys: string[];
-  /** Telemetry older than this is treated as missing. */
+  /** Telemetry older than this is treated as missing (the region is not chosen; 1500 ms by default: three missed 500 ms reports). */
   telemetryStaleMs: number;
+  /** A stream with nothing from its region for this long ends with an in-stream error (10 000 ms by default). */
+  streamStallMs: number;
+  /** Requests in flight through the router at once; beyond it, 429 with Retry-After (issue 15 item 4). */
+  maxInflight: number;
+  /** Requests one tenant may have in flight at once (an API key's `maxInflight` overrides it); beyond it, 429. */
+  tenantMaxInflight: number;
+  /** Seconds a shed request is told to wait (Retry-After). */
+  retryAfterS: number;
 }
 
 export interface QueueConfig {
@@ -62,11 +70,26 @@ export interface QueueConfig {
   /** SageServe §6.3: below this endpoint utilization one NIW request is dispatched, below the second two. */
   dispatchOneBelow: number;
   dispatchTwoBelow: number;
+  /**
+   * Fill what is idle (router/dispatch/policy.ts FillPolicy; default true): per report an open endpoint gets as many
+   * requests as its free KV up to `fillTo` holds (at most `maxPerReport`); an endpoint that reached
+   * dispatchOneBelow reopens only after `reopenReports` reports under `reopenBelow`. false: §6.3's 1-or-2 rule.
+   */
+  fillIdle: boolean;
+  fillTo: number;
+  reopenBelow: number;
+  reopenReports: number;
+  maxPerReport: number;
   promoteAfterMs: number;
   leaseMs: number;
   maxFileBytes: number;
   /** How long a batch may run before it expires ("24h" = 86 400 000 ms); tests shorten it. */
   completionWindowMs: number;
+  /**
+   * Embedded backend: when the journal has a line it cannot read, keep the valid prefix and move the rest to
+   * `queue.journal.corrupt-N` instead of refusing to start (default false; `--recover-journal` sets it).
+   */
+  recoverJournal: boolean;
 }
 
 export interface PlannerConfig {
@@ -264,13 +287,14 @@ export function parseConfig(json: unknown): TidegateConfig {
       const key = k.string("key");
       const tenant = k.string("tenant");
       const region = k.optionalString("region");
+      const keyMaxInflight = k.optionalNumber("maxInflight", { integer: true, min: 1 });
       if (region !== undefined && !regionNames.has(region)) k.fail("region", `unknown region ${JSON.stringify(region)}`);
       const keyModels = k.has("models") ? k.array("models", (mv, mp) => {
         if (typeof mv !== "string" || !modelNames.has(mv)) throw new ValidationError(mp, `unknown model ${JSON.stringify(mv)}`);
         return mv;
       }) : (k.allow("models"), undefined);
       k.done();
-      return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyModels === undefined ? {} : { models: keyModels }) };
+      return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyModels === undefined ? {} : { models: keyModels }), ...(keyMaxInflight === undefined ? {} : { maxInflight: keyMaxInflight }) };
     }, []),
     adminKeys: rr.array("adminKeys", (v, path) => {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "admin keys must be strings of at least 8 characters");
@@ -280,7 +304,11 @@ export function parseConfig(json: unknown): TidegateConfig {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "planner keys must be strings of at least 8 characters");
       return v;
     }, []),
-    telemetryStaleMs: rr.number("telemetryStaleMs", 5000, { gt: 0 }),
+    telemetryStaleMs: rr.number("telemetryStaleMs", 1500, { gt: 0 }),
+    streamStallMs: rr.number("streamStallMs", 10_000, { integer: true, min: 1 }),
+    maxInflight: rr.number("maxInflight", 4096, { integer: true, min: 1 }),
+    tenantMaxInflight: rr.number("tenantMaxInflight", 1024, { integer: true, min: 1 }),
+    retryAfterS: rr.number("retryAfterS", 1, { integer: true, min: 1 }),
   };
   rr.done();
 
@@ -292,12 +320,20 @@ export function parseConfig(json: unknown): TidegateConfig {
     dataDir: qr.string("dataDir", ".data"),
     dispatchOneBelow: qr.number("dispatchOneBelow", 0.6, { gt: 0, max: 1 }),
     dispatchTwoBelow: qr.number("dispatchTwoBelow", 0.5, { gt: 0, max: 1 }),
+    fillIdle: qr.boolean("fillIdle", true),
+    fillTo: qr.number("fillTo", 0.55, { gt: 0, max: 1 }),
+    reopenBelow: qr.number("reopenBelow", 0.45, { gt: 0, max: 1 }),
+    reopenReports: qr.number("reopenReports", 3, { integer: true, min: 1 }),
+    maxPerReport: qr.number("maxPerReport", 64, { integer: true, min: 1 }),
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),
     completionWindowMs: qr.number("completionWindowMs", 24 * 3600_000, { gt: 0 }),
+    recoverJournal: qr.boolean("recoverJournal", false),
   };
   if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
+  if (queue.fillTo > queue.dispatchOneBelow) qr.fail("fillTo", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
+  if (queue.reopenBelow > queue.dispatchOneBelow) qr.fail("reopenBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   qr.done();
 
   const pr = root.object("planner");

@@ -23,6 +23,8 @@ export const ERROR_CODES = {
   timeout: { status: 504, type: "server_error", grpc: 4 },
   cancelled: { status: 499, type: "server_error", grpc: 1 },
   internal: { status: 500, type: "server_error", grpc: 13 },
+  /** The embedded queue's journal has a line it cannot read (router/queue/journal.ts); gRPC DATA_LOSS. */
+  journal_corrupt: { status: 500, type: "server_error", grpc: 15 },
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

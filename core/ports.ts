@@ -61,6 +61,12 @@ export interface Engine {
   /** Streams the generation; aborting `signal` cancels it upstream and frees its KV memory. */
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
   stats(): EngineStats;
+  /**
+   * Optional liveness as the adapter last saw it: true (answering), false (its last probe failed or timed out),
+   * undefined (not probed yet). Engines without it are assumed alive. The static region marks an instance whose
+   * engine says false as not serving until it says true again (region/process/engine-health.ts).
+   */
+  healthy?(): boolean | undefined;
   /** Releases connections/timers. Idempotent. */
   close(): Promise<void>;
 }
@@ -174,7 +180,11 @@ export interface RegionInstances {
  */
 export interface RegionLink {
   readonly region: RegionName;
-  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe;
+  /**
+   * Telemetry snapshots as they arrive. `onDown` (optional) is called when the link learns that the region is gone
+   * (its telemetry stream broke); the next snapshot means it is back.
+   */
+  subscribe(onTelemetry: (t: RegionTelemetry) => void, onDown?: () => void): Unsubscribe;
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
   sendTargets(targets: RegionTargets): Promise<TargetsAck>;
   /** The region's instances, nodes and recent scaling events (admin listing). */

@@ -141,6 +141,15 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     return res;
   }
 
+  /** The form fields of a POST; a body that does not parse as its content type is a 400, not a 500. */
+  async function formBody(c: Context): Promise<Record<string, string | File | (string | File)[]>> {
+    try {
+      return await c.req.parseBody();
+    } catch (err) {
+      throw new TidegateError("invalid_request", "malformed form body: send application/x-www-form-urlencoded or multipart/form-data", { cause: err });
+    }
+  }
+
   const app = new Hono();
   // Forms here are a key, a name and a token: anything over 16 KiB is refused before it is read.
   const small = bodyLimit({ maxSize: 16 * 1024, onError: () => new TidegateError("payload_too_large", "form bodies here are at most 16 KiB").toResponse() });
@@ -153,7 +162,7 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
   });
 
   app.post("/login", async (c) => {
-    const form = await c.req.parseBody();
+    const form = await formBody(c);
     const given = typeof form.csrf === "string" ? form.csrf : "";
     const expected = parseCookies(c.req.header("cookie"))[LOGIN] ?? "";
     const next = safeNext(typeof form.next === "string" ? form.next : undefined);
@@ -186,7 +195,7 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
 
   app.post("/logout", async (c) => {
     const who = caller(c);
-    const form = await c.req.parseBody();
+    const form = await formBody(c);
     if (typeof who === "object" && who.session !== undefined && typeof form.csrf === "string" && sameToken(form.csrf, who.session.csrf)) sessions.delete(who.session.id);
     c.header("set-cookie", cookie(SESSION, "", 0, secureFor(c)));
     return c.redirect("/login", 303);
@@ -237,7 +246,7 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     // Browsers get the error as a page with a way back; scripts get OpenAI-style JSON.
     const fail = (err: TidegateError) => (who.session === undefined ? err.toResponse() : c.html(pageShell("tidegate — not done", `<h1>Not done</h1><p class="warn">${esc(err.message)}</p><p><a href="/plans">back to the plans</a></p>`, { role: who.role, who: who.who, csrf: who.session.csrf }), err.status as 403 | 404 | 409, HTML_HEADERS));
     if (who.session !== undefined) {
-      const form = await c.req.parseBody();
+      const form = await formBody(c);
       const token = typeof form.csrf === "string" ? form.csrf : (c.req.header("x-csrf-token") ?? "");
       if (token === "" || !sameToken(token, who.session.csrf)) {
         acts.inc({ action: name, outcome: "bad_csrf" });

@@ -12,6 +12,8 @@ export interface Caller {
   tenant: string;
   region?: RegionName;
   models?: readonly ModelName[];
+  /** The key's own in-flight limit (overrides router.tenantMaxInflight). */
+  maxInflight?: number;
 }
 
 /** The open caller used when no API keys are configured. */
@@ -41,7 +43,7 @@ export function authenticate(keys: RouterConfig["apiKeys"], authorization: strin
   let found: RouterConfig["apiKeys"][number] | undefined;
   for (const k of keys) if (sameSecret(k.key, token)) found = k;
   if (found === undefined) throw new TidegateError("unauthorized", "invalid API key");
-  return { tenant: found.tenant, ...(found.region === undefined ? {} : { region: found.region }), ...(found.models === undefined ? {} : { models: found.models }) };
+  return { tenant: found.tenant, ...(found.region === undefined ? {} : { region: found.region }), ...(found.models === undefined ? {} : { models: found.models }), ...(found.maxInflight === undefined ? {} : { maxInflight: found.maxInflight }) };
 }
 
 /** True when the caller's key may use `model`. */

@@ -21,6 +21,8 @@ import { readJsonBody } from "./body.js";
 import { NO_REGION, UNKNOWN_MODEL, type RouterMetrics } from "./metrics.js";
 import { dispatchWithRetry, type OpenedStream } from "./relay.js";
 import type { RegionSelector } from "./selector.js";
+import type { StreamWatchdog } from "./watchdog.js";
+import { ShedError, type Admission } from "./admission.js";
 
 /** Header a client sets to name its own region (first in preference order); overrides the API key's region. */
 export const REGION_HEADER = "x-tidegate-region";
@@ -33,6 +35,10 @@ export interface CompletionDeps {
   metrics: RouterMetrics;
   clock: Clock;
   logger: Logger;
+  /** Bounds every upstream wait (router.streamStallMs; region gone dark before the first token). */
+  watchdog?: StreamWatchdog;
+  /** In-flight limits (router.maxInflight, tenant limits): beyond them, 429 with Retry-After. */
+  admission?: Admission;
 }
 
 /** Per-request bookkeeping for metrics and the final status. */
@@ -60,6 +66,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
     client.abort(new TidegateError("cancelled", "write to client failed", { cause: err }));
   });
   let opened: OpenedStream | undefined;
+  let releaseSlot: (() => void) | undefined;
   try {
     const caller = authenticate(deps.config.router.apiKeys, req.headers.authorization);
     const body = await readJsonBody(req, deps.config.router.bodyLimitBytes);
@@ -72,6 +79,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
     outcome.model = parsed.model;
     if (!mayUseModel(caller, parsed.model)) throw new TidegateError("forbidden", `this API key may not use model ${JSON.stringify(parsed.model)}`, { param: "model" });
     const clientRegion = requestedRegion(deps, req) ?? caller.region;
+    releaseSlot = deps.admission?.admit(caller.tenant, caller.maxInflight);
 
     const genReq: GenerateRequest = {
       id: newId(kind === "chat" ? "chatcmpl-" : "cmpl-"),
@@ -91,6 +99,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         ...(clientRegion === undefined ? {} : { clientRegion }),
         kvBytes: (parsed.promptTokens + parsed.maxTokens) * kvBytesPerToken(spec),
         signal: client.signal,
+        ...(deps.watchdog === undefined ? {} : { watchdog: deps.watchdog }),
         onRetry: (failed, err) => {
           deps.metrics.retries.inc({ model: parsed.model, region: failed });
           deps.logger.warn("router: region failed before the first token; trying the next", { model: parsed.model, region: failed, err });
@@ -114,6 +123,11 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
       if (!res.headersSent && !res.destroyed) sendError(res, te);
     } else if (!res.headersSent) {
       outcome.status = te.status;
+      if (te instanceof ShedError) {
+        deps.metrics.shed.inc({ model: outcome.model, limit: te.limit });
+        sendError(res, te, { "retry-after": String(te.retryAfterS) });
+        return;
+      }
       if (te.code === "internal") deps.logger.error("router: internal error", { err, model: outcome.model });
       else deps.logger.debug("router: request refused", { model: outcome.model, region: outcome.region, status: te.status, code: te.code, message: te.message });
       sendError(res, te);
@@ -123,6 +137,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
       res.destroy();
     }
   } finally {
+    releaseSlot?.();
     opened?.release();
     deps.metrics.requests.inc({ model: outcome.model, region: outcome.region, status: String(outcome.status) });
   }
@@ -139,9 +154,9 @@ function requestedRegion(deps: CompletionDeps, req: IncomingMessage): RegionName
 }
 
 /** Writes an OpenAI-style error body (after a 413 the rest of the body is dropped by router/body.ts). */
-export function sendError(res: ServerResponse, err: TidegateError): void {
+export function sendError(res: ServerResponse, err: TidegateError, extraHeaders: Record<string, string> = {}): void {
   const body = JSON.stringify(err.toOpenAI());
-  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
+  const headers: Record<string, string | number> = { ...extraHeaders, "content-type": "application/json", "content-length": Buffer.byteLength(body) };
   res.writeHead(err.status, headers);
   res.end(body);
 }
@@ -186,7 +201,7 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
       const finished = event.type === "done";
       if (!res.write(out)) await drained(res);
       if (finished) break;
-      const next: IteratorResult<EngineEvent> = await s.rest.next();
+      const next: IteratorResult<EngineEvent> = await s.next();
       event = next.done ? undefined : next.value;
       if (event === undefined) throw new TidegateError("upstream_error", `region ${s.region} ended the stream without finishing`);
     }
@@ -199,7 +214,9 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
     s.abort();
     const te = toTidegateError(err);
     deps.logger.warn("router: stream failed after the first token", { model: outcome.model, region: s.region, err });
-    outcome.status = 502;
+    // The client got 200 and its stream ends with an in-stream error: the status stays 200 and the failure is
+    // counted on its own (tidegate_router_stream_errors_total).
+    deps.metrics.streamErrors.inc({ model: outcome.model, region: s.region });
     res.end(fmt.errorChunk(te.message, te.code));
   } finally {
     deps.metrics.tokens.inc({ model: outcome.model, region: s.region }, tokens);
@@ -214,7 +231,7 @@ async function relayFull(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFo
     while (event !== undefined && event.type === "token") {
       text += event.text;
       tokens += event.tokens;
-      const next: IteratorResult<EngineEvent> = await s.rest.next();
+      const next: IteratorResult<EngineEvent> = await s.next();
       event = next.done ? undefined : next.value;
     }
   } catch (err) {

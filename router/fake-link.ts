@@ -15,6 +15,8 @@ export interface FakeBehavior {
   failAfterTokens?: number;
   /** Wait this long (real ms) before each event; 0 = none. */
   delayMs?: number;
+  /** Send this many token events, then go silent until aborted (a frozen region: SIGSTOP, half-open TCP). */
+  hangAfterTokens?: number;
 }
 
 export interface FakeDispatch {
@@ -42,6 +44,7 @@ export class FakeRegionLink implements RegionLink {
   readonly dispatches: FakeDispatch[] = [];
   behavior: FakeBehavior = {};
   private readonly listeners = new Set<(t: RegionTelemetry) => void>();
+  private readonly downListeners = new Set<() => void>();
   private seq = 0;
 
   constructor(readonly region: string, private readonly nowMs: () => number = Date.now) {}
@@ -58,9 +61,18 @@ export class FakeRegionLink implements RegionLink {
     return t;
   }
 
-  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe {
+  subscribe(onTelemetry: (t: RegionTelemetry) => void, onDown?: () => void): Unsubscribe {
     this.listeners.add(onTelemetry);
-    return () => this.listeners.delete(onTelemetry);
+    if (onDown !== undefined) this.downListeners.add(onDown);
+    return () => {
+      this.listeners.delete(onTelemetry);
+      if (onDown !== undefined) this.downListeners.delete(onDown);
+    };
+  }
+
+  /** Tells subscribers the region is gone (as a broken telemetry stream does). */
+  goDown(): void {
+    for (const d of this.downListeners) d();
   }
 
   async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
@@ -75,6 +87,10 @@ export class FakeRegionLink implements RegionLink {
     await wait();
     if (b.failBeforeFirst) throw new TidegateError("upstream_error", `region ${this.region} failed (scripted)`);
     for (let i = 0; i < req.maxTokens; i++) {
+      if (b.hangAfterTokens !== undefined && i >= b.hangAfterTokens) {
+        await new Promise<void>((resolve) => (signal?.aborted ? resolve() : signal?.addEventListener("abort", () => resolve(), { once: true })));
+        throw new TidegateError("cancelled", "dispatch aborted");
+      }
       if (b.failAfterTokens !== undefined && i >= b.failAfterTokens) throw new TidegateError("upstream_error", `region ${this.region} failed mid-stream (scripted)`);
       yield { type: "token", text: syntheticToken(7, i), tokens: 1 };
       d.emitted++;

@@ -9,11 +9,11 @@ export const NO_REGION = "none";
 /** Model label for requests naming no known model (keeps label cardinality bounded). */
 export const UNKNOWN_MODEL = "unknown";
 /** Status label values: HTTP status classes of the final outcome. */
-export const STATUS_LABELS = ["200", "400", "401", "403", "404", "413", "499", "500", "502", "503"] as const;
+export const STATUS_LABELS = ["200", "400", "401", "403", "404", "413", "429", "499", "500", "502", "503"] as const;
 
 export interface RouterMetrics {
   registry: Registry;
-  /** Completed requests by model, region and final HTTP status (in-stream errors count as 502). */
+  /** Completed requests by model, region and final HTTP status (a stream that failed after its 200 counts as 200). */
   requests: Counter<"model" | "region" | "status">;
   /** Seconds from request receipt to the first token the client is sent. */
   ttftSeconds: Histogram<"model" | "region">;
@@ -29,6 +29,12 @@ export interface RouterMetrics {
   inflight: Gauge<"model">;
   /** Output tokens relayed to clients. */
   tokens: Counter<"model" | "region">;
+  /** Streams that failed after the first token (client got 200, then an in-stream error). */
+  streamErrors: Counter<"model" | "region">;
+  /** Upstream waits the watchdog gave up: `stalled` (nothing for router.streamStallMs), `region_down` (before the first token). */
+  watchdogFired: Counter<"region" | "reason">;
+  /** Requests shed with 429 before dispatch: `tenant` (per-tenant in-flight limit), `global` (router-wide limit). */
+  shed: Counter<"model" | "limit">;
 }
 
 /**
@@ -58,7 +64,13 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
   const inflight = new Gauge({ name: "tidegate_router_inflight_requests", help: "Requests being served now", labelNames: ["model"] as const, registers: [registry] });
   const tokens = new Counter({ name: "tidegate_router_output_tokens_total", help: "Output tokens relayed to clients", labelNames: ["model", "region"] as const, registers: [registry] });
 
+  const streamErrors = new Counter({ name: "tidegate_router_stream_errors_total", help: "Streams that failed after the first token (in-stream error after a 200)", labelNames: ["model", "region"] as const, registers: [registry] });
+  const watchdogFired = new Counter({ name: "tidegate_router_watchdog_fired_total", help: "Upstream waits given up: stalled past router.streamStallMs, or region down before the first token", labelNames: ["region", "reason"] as const, registers: [registry] });
+  const shed = new Counter({ name: "tidegate_router_shed_total", help: "Requests refused with 429 by an in-flight limit (tenant or global)", labelNames: ["model", "limit"] as const, registers: [registry] });
   const regionLabels = [...regions, NO_REGION];
+  initLabels(streamErrors, { model: models, region: regions });
+  initLabels(watchdogFired, { region: regions, reason: ["stalled", "region_down"] });
+  initLabels(shed, { model: [...models, UNKNOWN_MODEL], limit: ["tenant", "global"] });
   initLabels(requests, { model: [...models, UNKNOWN_MODEL], region: regionLabels, status: STATUS_LABELS });
   initLabels(aborts, { model: models, region: regions });
   initLabels(retries, { model: models, region: regions });
@@ -69,5 +81,5 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
     ttftSeconds.zero({ model, region });
     tbtSeconds.zero({ model, region });
   }
-  return { registry, requests, ttftSeconds, tbtSeconds, aborts, retries, writeErrors, inflight, tokens };
+  return { registry, requests, ttftSeconds, tbtSeconds, aborts, retries, writeErrors, inflight, tokens, streamErrors, watchdogFired, shed };
 }

@@ -8,12 +8,18 @@ import { TidegateError, findTidegateError } from "../core/errors.js";
 import type { RegionName } from "../core/models.js";
 import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
 import type { RegionSelector } from "./selector.js";
+import type { StreamWatchdog, Watched } from "./watchdog.js";
 
 /** A stream committed to one region: its first event and the iterator for the rest. */
 export interface OpenedStream {
   region: RegionName;
   first: EngineEvent;
   rest: AsyncIterator<EngineEvent>;
+  /**
+   * The next event of `rest`, given up (rejecting with upstream_error) when the watchdog's stall limit passes
+   * with nothing from the region. Use this rather than `rest.next()`.
+   */
+  next(): Promise<IteratorResult<EngineEvent>>;
   /** Aborts the upstream dispatch (idempotent). */
   abort(): void;
   /** Detaches from the client's signal once the stream is over (idempotent). */
@@ -32,6 +38,11 @@ export interface DispatchOptions {
   signal: AbortSignal;
   /** Called for each region that failed before its first event when another region is about to be tried. */
   onRetry?: (failedRegion: RegionName, err: unknown) => void;
+  /**
+   * Watches every upstream wait: a region that goes dark before the first event is given up at once (and the next
+   * region tried); nothing for the stall limit ends the wait. Absent: waits are unbounded (unit tests).
+   */
+  watchdog?: StreamWatchdog;
 }
 
 /** True for failures worth trying elsewhere: server-side errors, not the client's own (4xx) or a cancellation. */
@@ -71,16 +82,30 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     const attempt = new AbortController();
     const onClientAbort = () => attempt.abort(signal.reason);
     signal.addEventListener("abort", onClientAbort, { once: true });
-    const release = () => signal.removeEventListener("abort", onClientAbort);
+    const watched: Watched | undefined = opts.watchdog?.watch(region, req.model);
+    const release = () => {
+      signal.removeEventListener("abort", onClientAbort);
+      watched?.close();
+    };
     const abort = () => {
       release();
       attempt.abort();
     };
     try {
       const rest = link.dispatch(req, attempt.signal)[Symbol.asyncIterator]();
-      const first = await rest.next();
+      const first = watched === undefined ? await rest.next() : await Promise.race([rest.next(), watched.stalled]);
       if (first.done) throw new TidegateError("upstream_error", `region ${region} ended the stream without any event`);
-      return { region, first: first.value, rest, abort, release };
+      watched?.started();
+      watched?.touch();
+      const next =
+        watched === undefined
+          ? () => rest.next()
+          : async () => {
+              const r = await Promise.race([rest.next(), watched.stalled]);
+              watched.touch();
+              return r;
+            };
+      return { region, first: first.value, rest, next, abort, release };
     } catch (err) {
       abort();
       if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token", { cause: err });

@@ -3,7 +3,7 @@
  * by @hono/node-server on node:http. Used by `tidegate global` (gRPC links) and `tidegate dev` (in-process links).
  */
 import type { AddressInfo } from "node:net";
-import type { Server } from "node:http";
+import type { Server, ServerResponse } from "node:http";
 import { createAdaptorServer } from "@hono/node-server";
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
@@ -15,6 +15,8 @@ import { createRouterApp, type RouterMount } from "./app.js";
 import type { CompletionDeps } from "./completions.js";
 import { createRouterMetrics } from "./metrics.js";
 import { RegionSelector, instanceKvBytesFrom } from "./selector.js";
+import { StreamWatchdog } from "./watchdog.js";
+import { Admission } from "./admission.js";
 
 export interface GlobalRouterOptions {
   config: TidegateConfig;
@@ -34,6 +36,7 @@ export class GlobalRouter {
   readonly selector: RegionSelector;
   readonly deps: CompletionDeps;
   readonly server: Server;
+  readonly watchdog: StreamWatchdog;
   private readonly unsubscribes: Unsubscribe[] = [];
   private closed = false;
 
@@ -49,13 +52,52 @@ export class GlobalRouter {
     const links = new Map<RegionName, RegionLink>();
     for (const link of opts.links) links.set(link.region, link);
     const metrics = createRouterMetrics(config.models.map((m) => m.name), config.regions.map((r) => r.name), opts.defaultMetrics ?? true);
-    this.deps = { config, selector: this.selector, links, metrics, clock, logger };
+    const selector = this.selector;
+    this.watchdog = new StreamWatchdog({ clock, stallMs: config.router.streamStallMs, available: (r, m) => selector.candidate(r, m).available });
+    this.watchdog.onFire = (region, _model, reason) => {
+      metrics.watchdogFired.inc({ region, reason });
+      logger.warn("router: gave up an upstream wait", { region, reason });
+    };
+    const admission = new Admission({ maxInflight: config.router.maxInflight, tenantMaxInflight: config.router.tenantMaxInflight, retryAfterS: config.router.retryAfterS });
+    this.deps = { config, selector, links, metrics, clock, logger, watchdog: this.watchdog, admission };
     for (const link of opts.links) {
-      this.unsubscribes.push(link.subscribe((t) => this.selector.onTelemetry(t)));
+      // A link that reports its region down (telemetry stream broken: process killed, connection refused) makes the
+      // region unavailable at once instead of after router.telemetryStaleMs; its next snapshot brings it back.
+      this.unsubscribes.push(
+        link.subscribe(
+          (t) => this.selector.onTelemetry(t),
+          () => this.selector.markDown(link.region),
+        ),
+      );
     }
     const app = createRouterApp(this.deps, opts.mounts === undefined ? {} : { mounts: opts.mounts });
     this.server = createAdaptorServer({ fetch: app.fetch, autoCleanupIncoming: true }) as Server;
     this.server.keepAliveTimeout = 65_000;
+    // Requests node's HTTP parser rejects (malformed request line or headers, headers too large, a body that does
+    // not match its framing) get an OpenAI-style error body too, instead of node's bare "400 Bad Request".
+    this.server.on("clientError", (err: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable) {
+        socket.destroy();
+        return;
+      }
+      // Bytes after a complete request that do not parse (a body sent without framing): the request before them is
+      // still answered, then the connection is closed (node's default would destroy it with the answer unsent).
+      const inFlight = (socket as { _httpMessage?: ServerResponse | null })._httpMessage;
+      if (inFlight != null) {
+        inFlight.shouldKeepAlive = false;
+        if (inFlight.writableFinished) socket.end();
+        else inFlight.once("finish", () => socket.end());
+        inFlight.once("close", () => socket.destroy());
+        return;
+      }
+      const tooLarge = err.code === "HPE_HEADER_OVERFLOW";
+      const timedOut = err.code === "ERR_HTTP_REQUEST_TIMEOUT";
+      const status = tooLarge ? 431 : timedOut ? 408 : 400;
+      const reason = tooLarge ? "Request Header Fields Too Large" : timedOut ? "Request Timeout" : "Bad Request";
+      const message = tooLarge ? "request headers are too large" : timedOut ? "the request was not received in time" : `malformed HTTP request (${err.code ?? "parse error"})`;
+      const body = JSON.stringify({ error: { message, type: "invalid_request_error", param: null, code: "invalid_request" } });
+      socket.end(`HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    });
   }
 
   /** Starts listening; resolves to the bound address (port 0 picks a free port). */
@@ -83,6 +125,7 @@ export class GlobalRouter {
     if (this.closed) return;
     this.closed = true;
     for (const u of this.unsubscribes) u();
+    this.watchdog.close();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();

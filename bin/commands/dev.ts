@@ -68,7 +68,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       services.push({ sink, service: r.runtime.service, gateway: r.gateway });
       regions.push(r);
       gateways.push(r.gateway);
-      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
+      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 500, log: logger }));
       continue;
     }
     // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), which is
@@ -85,7 +85,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       }
     }
     gateways.push(gateway);
-    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000, log: logger }));
+    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 500, log: logger }));
   }
   const router = new GlobalRouter({ config, links, clock, logger, ...(opts.mounts === undefined ? {} : { mounts: opts.mounts }) });
   for (const m of regionMetrics.registry.getMetricsAsArray()) router.deps.metrics.registry.registerMetric(regionMetrics.registry.getSingleMetric(m.name)!);
@@ -142,9 +142,11 @@ export const command: Command = {
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
     "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
+    "recover-journal": { type: "boolean", help: "embedded queue: keep the journal's valid prefix and move a bad line and the rest aside (queue.recoverJournal)", default: false },
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    if (flags["recover-journal"] === true) config.queue.recoverJournal = true;
     const logger = loggerFromFlags(flags, "dev");
     const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;

@@ -47,15 +47,17 @@ export const command: Command = {
     config: { type: "string", help: "config file (JSON), merged over the embedded default; FILE,FILE… merges several in order" },
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
-    "telemetry-interval-ms": { type: "number", help: "telemetry period asked of each region (50..1000)", default: 1000 },
+    "telemetry-interval-ms": { type: "number", help: "telemetry period asked of each region (50..1000)", default: 500 },
     "tls-ca": { type: "string", help: "PEM CA that signs the regions' certificates (enables mTLS to regions)" },
     "tls-cert": { type: "string", help: "PEM client certificate chain of this router" },
     "tls-key": { type: "string", help: "PEM private key of this router" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
     "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
+    "recover-journal": { type: "boolean", help: "embedded queue: keep the journal's valid prefix and move a bad line and the rest aside (queue.recoverJournal)", default: false },
   },
   async run(flags) {
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    if (flags["recover-journal"] === true) config.queue.recoverJournal = true;
     const logger = loggerFromFlags(flags, "global");
     const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;

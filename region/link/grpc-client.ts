@@ -81,6 +81,7 @@ export class GrpcRegionLink implements RegionLink {
   private readonly clock: Clock;
   private readonly log: Logger;
   private readonly subscribers = new Set<(t: RegionTelemetry) => void>();
+  private readonly downListeners = new Map<(t: RegionTelemetry) => void, () => void>();
   private telemetryCall: grpc.ClientReadableStream<WireTelemetry> | undefined;
   private reconnectTimer: Timer | undefined;
   private backoffMs: number;
@@ -120,12 +121,14 @@ export class GrpcRegionLink implements RegionLink {
     }) as unknown as RegionClient;
   }
 
-  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe {
+  subscribe(onTelemetry: (t: RegionTelemetry) => void, onDown?: () => void): Unsubscribe {
     if (this.closed) throw new TidegateError("upstream_error", `link to region ${this.region} is closed`);
     this.subscribers.add(onTelemetry);
+    if (onDown !== undefined) this.downListeners.set(onTelemetry, onDown);
     if (this.telemetryCall === undefined && this.reconnectTimer === undefined) this.openTelemetry();
     return () => {
       this.subscribers.delete(onTelemetry);
+      this.downListeners.delete(onTelemetry);
       if (this.subscribers.size === 0) this.stopTelemetry();
     };
   }
@@ -226,6 +229,13 @@ export class GrpcRegionLink implements RegionLink {
       if (this.telemetryCall !== call) return; // cancelled by us
       this.telemetryCall = undefined;
       if (this.closed || this.subscribers.size === 0) return;
+      for (const down of [...this.downListeners.values()]) {
+        try {
+          down();
+        } catch (err) {
+          this.log.error("telemetry down listener failed", { region: this.region, err });
+        }
+      }
       const delayMs = this.backoffMs;
       this.backoffMs = Math.min(this.opts.reconnectMaxMs, this.backoffMs * 2);
       this.reconnectTimer = this.clock.after(delayMs, () => this.openTelemetry());

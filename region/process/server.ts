@@ -21,6 +21,8 @@ import { startRegionGrpcServer, type RegionGrpcServer } from "../link/grpc-serve
 import type { TlsFiles } from "../link/tls.js";
 import { buildRegionGateway, type EngineFactory } from "./engines.js";
 import { RegionMetrics } from "./metrics.js";
+import { watchEngineHealth, type EngineHealthWatch } from "./engine-health.js";
+import type { Engine } from "../../core/ports.js";
 
 export interface RegionProcessOptions {
   config: TidegateConfig;
@@ -41,6 +43,8 @@ export interface RegionProcessOptions {
   log?: Logger;
   /** How long closing the engines may take before the process moves on (default 3000 ms). */
   closeTimeoutMs?: number;
+  /** Static mode: how often engine liveness is checked (default 250 ms; region/process/engine-health.ts). */
+  engineHealthIntervalMs?: number;
   /** Runs after everything else is closed (e.g. kills spawned engine processes). */
   onClose?: () => Promise<void>;
 }
@@ -76,7 +80,18 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   const metrics = all.sink(opts.region);
   const onOutcome = (m: string, o: RequestOutcome) => metrics.outcome(m, o);
   const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics, ...(opts.tls === undefined ? {} : { tls: opts.tls }) }) : undefined;
-  const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, opts.engines!, { clock, log, onOutcome }));
+  // Static mode: remember the engines made, so a dead or hung one is taken out of service (engine-health.ts).
+  const made: Engine[] = [];
+  const factory: EngineFactory | undefined =
+    opts.engines === undefined
+      ? undefined
+      : async (slot) => {
+          const e = await opts.engines!(slot);
+          made.push(e);
+          return e;
+        };
+  const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, factory!, { clock, log, onOutcome }));
+  const health: EngineHealthWatch | undefined = agents === undefined ? watchEngineHealth(gateway, made, clock, log, opts.engineHealthIntervalMs ?? 250) : undefined;
   const service: RegionService = agents?.runtime.service ?? gateway;
   let grpc: RegionGrpcServer | undefined;
   let probes: ProbeServer | undefined;
@@ -85,6 +100,7 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   const close = () =>
     (closing ??= (async () => {
       ticker?.cancel();
+      health?.stop();
       await grpc?.close();
       await probes?.close();
       // An engine stuck on a dead upstream must not keep the region from stopping (and its children from being

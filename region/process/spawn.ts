@@ -60,10 +60,27 @@ export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?
     for (const c of children) c.kill("SIGTERM");
   };
   process.once("exit", killAll);
+  let stopping = false;
 
-  const start = (slot: InstanceSlot) =>
+  // A child that dies after it was ready (killed, crashed) is started again on the same port, so the adapter's URL
+  // stays valid: backoff from 200 ms doubling to 5 s while starts fail, until the region stops. The instance is out
+  // of service meanwhile (engine-health.ts sees its scrapes fail) and back once the new child answers.
+  const restart = (slot: InstanceSlot, port: number, delayMs: number) => {
+    clock.after(delayMs, () => {
+      if (stopping) return;
+      start(slot, port).then(
+        () => log.warn("engine-sim restarted", { instanceId: slot.instanceId, port }),
+        (err: unknown) => {
+          log.warn("engine-sim restart failed; trying again", { instanceId: slot.instanceId, err });
+          restart(slot, port, Math.min(5000, delayMs * 2));
+        },
+      );
+    });
+  };
+
+  const start = (slot: InstanceSlot, port = 0): Promise<string> =>
     new Promise<string>((resolveUrl, reject) => {
-      const args = [keeper, "2000", process.execPath, cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", "0", "--time-scale", String(timeScale)];
+      const args = [keeper, "2000", process.execPath, cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", String(port), "--time-scale", String(timeScale)];
       const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
       child.stdin!.on("error", () => {}); // EPIPE after the keeper exited; its exit is handled below
       children.add(child);
@@ -90,7 +107,11 @@ export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?
         children.delete(child);
         clearTimeout(timer);
         if (out.indexOf("\n") === -1) reject(new TidegateError("upstream_error", `engine-sim for ${slot.instanceId} exited (${code ?? sig}) before printing its URL`));
-        else log.warn("engine-sim exited", { instanceId: slot.instanceId, code, signal: sig });
+        else {
+          log.warn("engine-sim exited", { instanceId: slot.instanceId, code, signal: sig });
+          const readyPort = Number(/:(\d+)\/?$/.exec(out.slice(0, out.indexOf("\n")).trim())?.[1] ?? 0);
+          if (!stopping && readyPort > 0) restart(slot, readyPort, 200);
+        }
       });
     });
 
@@ -103,6 +124,7 @@ export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?
       return children.size;
     },
     stopAll: async (graceMs = 3000) => {
+      stopping = true;
       process.off("exit", killAll);
       await Promise.all(
         [...children].map(

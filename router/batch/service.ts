@@ -19,6 +19,8 @@ import { EmbeddedQueueStore } from "../queue/embedded.js";
 import { RedisFileStore, RedisQueueStore } from "../queue/redis.js";
 import type { FileStore, QueueStore } from "../queue/types.js";
 import { intakeBatch } from "./intake.js";
+import { MODEL_SPECS, kvBytesPerToken, type GpuType } from "../../core/models.js";
+import { instanceKvBytesFrom } from "../selector.js";
 import { batchRoutes } from "./routes.js";
 
 export interface BatchServiceOptions {
@@ -54,6 +56,19 @@ export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefine
   return redisUrl === undefined ? config : { ...config, queue: { ...config.queue, backend: "redis", redisUrl } };
 }
 
+/**
+ * KV tokens one serving instance of a model holds on a GPU type: `engines.kvCapacityTokens` when set (in-process sim
+ * engines use it), else GPU memory × 0.9 − weights over KV bytes per token (core/models.ts); 0 when unknown.
+ */
+export function kvCapacityTokensFrom(config: TidegateConfig): (model: string, gpu: GpuType) => number {
+  const bytes = instanceKvBytesFrom(config);
+  return (model, gpu) => {
+    if (config.engines.kvCapacityTokens !== undefined) return config.engines.kvCapacityTokens;
+    const spec = MODEL_SPECS[model];
+    return spec === undefined ? 0 : Math.floor(bytes(model, gpu) / kvBytesPerToken(spec));
+  };
+}
+
 /** Builds the batch tier from config. */
 export function createBatchService(o: BatchServiceOptions): BatchService {
   const q = o.config.queue;
@@ -66,7 +81,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     store = new RedisQueueStore(redis, q.keyPrefix);
     files = new RedisFileStore(redis, q.keyPrefix);
   } else {
-    store = new EmbeddedQueueStore(q.dataDir);
+    store = new EmbeddedQueueStore(q.dataDir, { recover: q.recoverJournal, ...(o.log === undefined ? {} : { log: o.log }) });
     files = new DirFileStore(q.dataDir);
   }
   const models = o.config.models.map((m) => m.name);
@@ -94,6 +109,12 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
       dispatcher = new Dispatcher({
         store, files, clock: o.clock, links, models,
         thresholds: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow },
+        ...(q.fillIdle
+          ? {
+              fill: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow, fillTo: q.fillTo, reopenBelow: q.reopenBelow, reopenReports: q.reopenReports, maxPerReport: q.maxPerReport },
+              kvCapacityTokens: kvCapacityTokensFrom(o.config),
+            }
+          : {}),
         promoteAfterMs: q.promoteAfterMs,
         leaseMs: q.leaseMs,
         ...(o.maintenanceIntervalMs === undefined ? {} : { maintenanceIntervalMs: o.maintenanceIntervalMs }),

@@ -18,7 +18,8 @@ import { finalizeBatch } from "./finalize.js";
 import { ResultWriter } from "./result-writer.js";
 import { decodePayload, responseLine } from "./lines.js";
 import type { QueueMetrics } from "./metrics.js";
-import { capacitySignals, requestPriority, type DispatchThresholds } from "./policy.js";
+import { capacitySignals, fillSlots, nextGate, requestPriority, type DispatchThresholds, type EndpointGate, type FillPolicy } from "./policy.js";
+import type { GpuType } from "../../core/models.js";
 
 export interface DispatcherOptions {
   store: QueueStore;
@@ -28,6 +29,13 @@ export interface DispatcherOptions {
   /** Models the queue serves (config.models names). */
   models: readonly string[];
   thresholds: DispatchThresholds;
+  /**
+   * Fill what is idle, with hysteresis (policy.ts `FillPolicy`). Absent: §6.3's rule as written (1 or 2 requests
+   * per endpoint per report).
+   */
+  fill?: FillPolicy;
+  /** KV tokens one serving instance of `model` on `gpu` holds (0 = unknown); needed by `fill`. */
+  kvCapacityTokens?: (model: string, gpu: GpuType) => number;
   promoteAfterMs: number;
   leaseMs: number;
   /** Maintenance period (> 0); default 1000 ms. */
@@ -48,7 +56,11 @@ export interface DispatcherOptions {
 const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large"]);
 
 export class Dispatcher {
-  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched">;
+  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens">;
+  /** Batch gate per region endpoint (`region|endpointId`), for `fill`. */
+  private readonly gates = new Map<string, EndpointGate>();
+  /** Mean prompt + max output tokens of the requests sent per model (EWMA), for `fill`; 1024 until one is seen. */
+  private readonly requestTokens = new Map<string, number>();
   private readonly modelSet: Set<string>;
   private readonly unsubscribers: Unsubscribe[] = [];
   private readonly inflight = new Set<Promise<void>>();
@@ -125,7 +137,7 @@ export class Dispatcher {
   /** One capacity signal per report (SageServe §6.3): claim and send what the region's endpoints can take. */
   onTelemetry(link: RegionLink, report: RegionTelemetry): void {
     if (this.stopped) return;
-    const signals = capacitySignals(report, this.modelSet, this.o.thresholds);
+    const signals = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fillSignals(report, this.o.fill);
     for (const s of signals) {
       const p = this.o.store.claim(s.model, s.slots, this.o.clock.now(), this.o.leaseMs).then(
         (claimed) => {
@@ -135,6 +147,25 @@ export class Dispatcher {
       );
       this.track(p);
     }
+  }
+
+  /** Requests per model for one report under the fill policy: each endpoint's gate, then its free KV. */
+  private fillSignals(report: RegionTelemetry, p: FillPolicy): { model: string; region: string; slots: number }[] {
+    const out: { model: string; region: string; slots: number }[] = [];
+    for (const m of report.models) {
+      if (!this.modelSet.has(m.model)) continue;
+      let slots = 0;
+      for (const e of m.endpoints) {
+        const key = `${report.region}|${e.endpointId}`;
+        const gate = nextGate(this.gates.get(key) ?? { open: true, below: 0 }, e.effectiveMemoryUtilization, p);
+        this.gates.set(key, gate);
+        if (e.servingInstances <= 0) continue;
+        const capacity = e.servingInstances * (this.o.kvCapacityTokens?.(m.model, e.gpu) ?? 0);
+        slots += fillSlots(gate, e.effectiveMemoryUtilization, capacity, this.requestTokens.get(m.model) ?? 1024, m.waiting, p);
+      }
+      if (slots > 0) out.push({ model: m.model, region: report.region, slots });
+    }
+    return out;
   }
 
   private track(p: Promise<void>): void {
@@ -160,6 +191,8 @@ export class Dispatcher {
     const req: GenerateRequest = { id: c.requestId, model: c.model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, body: payload.body };
     this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(priority) });
     this.o.onDispatched?.(c.model, link.region, parsed.promptTokens + parsed.maxTokens, nowMs);
+    const seen = this.requestTokens.get(c.model);
+    this.requestTokens.set(c.model, seen === undefined ? parsed.promptTokens + parsed.maxTokens : 0.9 * seen + 0.1 * (parsed.promptTokens + parsed.maxTokens));
     this.sentByRegion.set(link.region, (this.sentByRegion.get(link.region) ?? 0) + 1);
     let text = "";
     let finish: { reason: FinishReason; usage: Usage } | undefined;

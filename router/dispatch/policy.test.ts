@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { capacitySignals, requestPriority, slotsForUtilization } from "./policy.js";
+import { capacitySignals, requestPriority, slotsForUtilization, fillSlots, nextGate, type EndpointGate, type FillPolicy } from "./policy.js";
 import type { RegionTelemetry } from "../../core/ports.js";
 
 const T = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 };
@@ -36,5 +36,37 @@ describe("SageServe §6.3 dispatch policy", () => {
     };
     const s = capacitySignals(report, new Set(["a", "b"]), T);
     expect(s.map((x) => [x.region, x.model, x.slots])).toEqual([["us-east", "a", 3]]);
+  });
+});
+
+describe("fill policy (issue 15, item 9)", () => {
+  const p: FillPolicy = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 64 };
+  const open: EndpointGate = { open: true, below: 0 };
+
+  it("fills an open endpoint by its free KV up to fillTo, capped per report, never under §6.3's own 1-or-2", () => {
+    expect(fillSlots(open, 0.15, 32_000, 700, 0, p)).toBe(18); // floor(0.40 × 32,000 / 700)
+    expect(fillSlots(open, 0.0, 1_000_000, 100, 0, p)).toBe(64);
+    expect(fillSlots(open, 0.54, 32_000, 700, 0, p)).toBe(1); // headroom under one request: §6.3 still sends 1
+    expect(fillSlots(open, 0.45, 1000, 5000, 0, p)).toBe(2);
+    expect(fillSlots(open, 0.6, 32_000, 700, 0, p)).toBe(0);
+    expect(fillSlots(open, Number.NaN, 32_000, 700, 0, p)).toBe(0);
+    // Engines already queueing: nothing more.
+    expect(fillSlots(open, 0.1, 32_000, 700, 3, p)).toBe(0);
+    // Capacity unknown: §6.3's rule.
+    expect(fillSlots(open, 0.1, 0, 700, 0, p)).toBe(2);
+    expect(fillSlots({ open: false, below: 0 }, 0.1, 32_000, 700, 0, p)).toBe(0);
+  });
+
+  it("closes at dispatchOneBelow and reopens only after reopenReports reports under reopenBelow in a row", () => {
+    let g = nextGate(open, 0.3, p);
+    expect(g.open).toBe(true);
+    g = nextGate(g, 0.61, p);
+    expect(g).toEqual({ open: false, below: 0 });
+    // Hovering: dips under 0.60 do not reopen it.
+    for (const u of [0.58, 0.52, 0.62, 0.55, 0.44, 0.5, 0.44, 0.43]) g = nextGate(g, u, p);
+    expect(g).toEqual({ open: false, below: 2 });
+    g = nextGate(g, 0.3, p);
+    expect(g).toEqual({ open: true, below: 0 });
+    expect(nextGate(g, Number.NaN, p).open).toBe(false);
   });
 });

@@ -58,3 +58,54 @@ export function capacitySignals(report: RegionTelemetry, models: ReadonlySet<str
   }
   return out;
 }
+
+/**
+ * Filling what is idle (issue 15, item 9), on top of §6.3's thresholds:
+ * - **Fill by free KV.** An open endpoint at utilization u gets floor((fillTo − u) × capacityTokens / requestTokens)
+ *   requests on one report (at most `maxPerReport`), so an idle fleet is filled in a report or two instead of one or
+ *   two requests per report; nothing is sent while the model's engines queue (`waiting` > 0): they are already full.
+ * - **Hysteresis.** An endpoint that reports u ≥ dispatchOneBelow closes to batch; it reopens only after
+ *   `reopenReports` consecutive reports under `reopenBelow`. A region hovering around 0.60 (where §6.3's rule let
+ *   batch in on every dip and interactive TTFT rose ×1.13) stays closed.
+ * Without a capacity figure (capacityTokens 0) the endpoint falls back to §6.3's 1-or-2 rule, gated the same way.
+ */
+export interface FillPolicy extends DispatchThresholds {
+  /** Fill an open endpoint up to this utilization (0 < fillTo ≤ dispatchOneBelow). */
+  fillTo: number;
+  /** A closed endpoint counts reports strictly below this toward reopening (≤ dispatchOneBelow). */
+  reopenBelow: number;
+  /** Consecutive reports under `reopenBelow` that reopen a closed endpoint (≥ 1). */
+  reopenReports: number;
+  /** Most requests one endpoint gets on one report (≥ 1). */
+  maxPerReport: number;
+}
+
+/** One endpoint's batch gate. Start with `{ open: true, below: 0 }`. */
+export interface EndpointGate {
+  open: boolean;
+  /** Consecutive reports under `reopenBelow` while closed. */
+  below: number;
+}
+
+/** The gate after one report at utilization `u` (unknown u closes it: never treated as idle). */
+export function nextGate(g: EndpointGate, u: number, p: FillPolicy): EndpointGate {
+  if (!Number.isFinite(u) || u < 0 || u >= p.dispatchOneBelow) return { open: false, below: 0 };
+  if (g.open) return g;
+  const below = u < p.reopenBelow ? g.below + 1 : 0;
+  return below >= p.reopenReports ? { open: true, below: 0 } : { open: false, below };
+}
+
+/**
+ * Requests to send to an open endpoint on one report. `capacityTokens`: KV tokens over its serving instances (0 =
+ * unknown → §6.3's 1-or-2 rule); `requestTokens`: expected prompt + max output tokens of one queued request (> 0);
+ * `waiting`: requests the model's engines hold queued. Never less than §6.3's 1-or-2. Example: fillTo 0.55, u 0.15,
+ * 32,000 tokens, 700 per request → floor(0.40 × 32,000 / 700) = 18.
+ */
+export function fillSlots(gate: EndpointGate, u: number, capacityTokens: number, requestTokens: number, waiting: number, p: FillPolicy): number {
+  if (!gate.open || !Number.isFinite(u) || u < 0 || u >= p.dispatchOneBelow) return 0;
+  if (!(capacityTokens > 0) || !(requestTokens > 0)) return slotsForUtilization(u, p);
+  if (waiting > 0) return 0;
+  const n = Math.floor(((p.fillTo - u) * capacityTokens) / requestTokens);
+  // Never less than §6.3's own rule (requests large against the headroom still trickle in).
+  return Math.max(slotsForUtilization(u, p), Math.min(p.maxPerReport, n));
+}

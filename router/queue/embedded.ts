@@ -1,13 +1,16 @@
 /**
  * Embedded QueueStore for `tidegate dev`: the in-memory state machine (memory.ts) plus an append-only journal
  * (`<dataDir>/queue.journal`, one JSON line per state change). Opening the store replays the journal, so batches
- * survive a restart or a crash (each line is written with a synchronous append before the call resolves; a torn
- * last line from a crash mid-write is ignored). When the journal holds more than `compactAfterOps` lines at open, it
- * is rewritten as one snapshot line (written to a temporary file, then renamed over the journal). Single-process
- * only: two processes must not share a data directory.
+ * survive a restart or a crash (each line is written with a synchronous append before the call resolves). A line
+ * that cannot be read — corrupt, unknown, rejected, or cut short — stops the open with `JournalCorruptError` naming
+ * the file and line, unless `recover` keeps the valid prefix and moves the rest aside (journal.ts). When a journal
+ * read in full holds more than `compactAfterOps` lines, it is rewritten as one snapshot line (temporary file, fsync,
+ * read back, rename). Single-process only: two processes must not share a data directory.
  */
-import { appendFileSync, mkdirSync, readFileSync, existsSync, renameSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { silentLogger, type Logger } from "../../core/log.js";
+import { compactJournal, replayJournal, type JournalReplay } from "./journal.js";
 import { MemoryQueueState, type QueueSnapshot } from "./memory.js";
 import type {
   BatchInit, BatchLineError, BatchRecord, CompleteItem, ClaimedRequest, QueueCode, QueueStats, QueueStore, RequestResult, RequeueResult,
@@ -27,6 +30,16 @@ type Op =
   | ["expire", string, number]
   | ["cancel", string, number]
   | ["finalize", string, string | null, string | null, number, number];
+
+const OP_NAMES = new Set(["snapshot", "createBatch", "stage", "activate", "failValidation", "claim", "complete", "completeMany", "requeueExpired", "release", "expire", "cancel", "finalize"]);
+
+/** Applies one journal line's operation; throws on a value that is not a known operation. */
+function applyJournalLine(state: MemoryQueueState, op: unknown): void {
+  if (!Array.isArray(op) || typeof op[0] !== "string" || !OP_NAMES.has(op[0])) {
+    throw new Error(`not a queue operation (expected ["<op>", …] with op one of ${[...OP_NAMES].join(", ")})`);
+  }
+  apply(state, op as Op);
+}
 
 function apply(state: MemoryQueueState, op: Op): unknown {
   switch (op[0]) {
@@ -48,38 +61,36 @@ function apply(state: MemoryQueueState, op: Op): unknown {
 
 /** The embedded adapter. `dataDir` is created if missing; `null` keeps everything in memory (tests, replay). */
 export class EmbeddedQueueStore implements QueueStore {
-  private readonly state = new MemoryQueueState();
+  private state = new MemoryQueueState();
   private readonly journalPath: string | null;
   /** Operations replayed from the journal when the store opened. */
   readonly replayedOps: number = 0;
+  /** What the replay found (recovery details when `recover` moved lines aside). */
+  readonly replay: JournalReplay = { applied: 0 };
 
-  constructor(dataDir: string | null, opts: { compactAfterOps?: number } = {}) {
+  /**
+   * `recover`: a journal with a bad line keeps its valid prefix and the rest is moved to `queue.journal.corrupt-N`
+   * (logged as an error on `log`); without it, such a journal throws JournalCorruptError and nothing changes.
+   */
+  constructor(dataDir: string | null, opts: { compactAfterOps?: number; recover?: boolean; log?: Logger } = {}) {
     if (dataDir === null) {
       this.journalPath = null;
       return;
     }
     mkdirSync(dataDir, { recursive: true });
     this.journalPath = join(dataDir, "queue.journal");
-    if (existsSync(this.journalPath)) {
-      const lines = readFileSync(this.journalPath, "utf8").split("\n");
-      let n = 0;
-      for (const line of lines) {
-        if (line.length === 0) continue;
-        let op: Op;
-        try {
-          op = JSON.parse(line) as Op;
-        } catch {
-          break; // a torn final line from a crash mid-append; everything before it is intact
-        }
-        apply(this.state, op);
-        n++;
-      }
-      this.replayedOps = n;
-      if (n > (opts.compactAfterOps ?? 10_000)) {
-        const tmp = this.journalPath + ".compact";
-        writeFileSync(tmp, JSON.stringify(["snapshot", this.state.snapshot()] satisfies Op) + "\n");
-        renameSync(tmp, this.journalPath);
-      }
+    this.replay = replayJournal(this.journalPath, (op) => applyJournalLine(this.state, op), {
+      recover: opts.recover ?? false,
+      reset: () => (this.state = new MemoryQueueState()),
+    });
+    this.replayedOps = this.replay.applied;
+    const r = this.replay.recovered;
+    if (r !== undefined) {
+      (opts.log ?? silentLogger).error("queue journal recovered: kept the valid prefix, moved the rest aside", { file: this.journalPath, keptLines: this.replay.applied, fromLine: r.fromLine, movedLines: r.movedLines, movedTo: r.movedTo, reason: r.reason });
+    }
+    // Compaction only ever runs over a journal read in full (after a recovery, the journal is the valid prefix).
+    if (this.replayedOps > (opts.compactAfterOps ?? 10_000)) {
+      compactJournal(this.journalPath, JSON.stringify(["snapshot", this.state.snapshot()] satisfies Op));
     }
   }
 

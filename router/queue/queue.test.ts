@@ -1,11 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
+import { appendFileSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { queueConformance } from "./conformance.js";
 import { EmbeddedQueueStore } from "./embedded.js";
+import { JournalCorruptError } from "./journal.js";
 import { DirFileStore } from "./dir-files.js";
 import { RedisFileStore, RedisQueueStore } from "./redis.js";
 import { ScriptRunner, loadScripts, packageVersion } from "./scripts.js";
@@ -45,17 +46,20 @@ queueConformance("redis", async () => {
 });
 
 describe("embedded journal", () => {
-  it("rebuilds batches, leases and results after a restart, and ignores a torn last line", async () => {
+  /** A journal with 5 operations: a batch of 3, two claimed, one completed. */
+  async function fiveOps(dir: string): Promise<void> {
+    const a = new EmbeddedQueueStore(dir);
+    await a.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1e9 });
+    await a.stage("b", [0, 1, 2].map((i) => ({ index: i, payload: `p${i}` })));
+    await a.activate("b", "m", 3, 1);
+    await a.claim("m", 2, 2, 100);
+    await a.complete("b:000000", { ok: true, line: "r0" }, 3);
+  }
+
+  it("rebuilds batches, leases and results after a restart", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
     try {
-      const a = new EmbeddedQueueStore(dir);
-      await a.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1e9 });
-      await a.stage("b", [0, 1, 2].map((i) => ({ index: i, payload: `p${i}` })));
-      await a.activate("b", "m", 3, 1);
-      await a.claim("m", 2, 2, 100);
-      await a.complete("b:000000", { ok: true, line: "r0" }, 3);
-      const { appendFileSync } = await import("node:fs");
-      appendFileSync(join(dir, "queue.journal"), '["complete","b:000001",{"ok":tr');
+      await fiveOps(dir);
       const b = new EmbeddedQueueStore(dir);
       expect(b.replayedOps).toBe(5);
       expect(await b.getBatch("b")).toMatchObject({ status: "in_progress", completed: 1, leased: 1 });
@@ -64,6 +68,67 @@ describe("embedded journal", () => {
       expect((await b.results("b")).get(0)).toEqual({ ok: true, line: "r0" });
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a torn last line stops the open with an error naming the file and line; recovery keeps the prefix and moves the line aside", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      await fiveOps(dir);
+      const path = join(dir, "queue.journal");
+      appendFileSync(path, '["complete","b:000001",{"ok":tr');
+      const before = readFileSync(path, "utf8");
+      let err: unknown;
+      try {
+        new EmbeddedQueueStore(dir);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(JournalCorruptError);
+      const je = err as JournalCorruptError;
+      expect(je.code).toBe("journal_corrupt");
+      expect(je.line).toBe(6);
+      expect(je.message).toContain(`${path}:6: line is cut short`);
+      expect(je.message).toMatch(/--recover-journal/);
+      expect(readFileSync(path, "utf8")).toBe(before);
+      const r = new EmbeddedQueueStore(dir, { recover: true });
+      expect(r.replayedOps).toBe(5);
+      expect(r.replay.recovered).toMatchObject({ fromLine: 6, movedLines: 1, movedTo: `${path}.corrupt-1` });
+      expect(readFileSync(`${path}.corrupt-1`, "utf8")).toBe('["complete","b:000001",{"ok":tr');
+      expect(await r.getBatch("b")).toMatchObject({ status: "in_progress", completed: 1, leased: 1 });
+      // The journal is now the valid prefix, and appends after it are read back.
+      await r.complete("b:000001", { ok: true, line: "r1" }, 4);
+      const again = new EmbeddedQueueStore(dir);
+      expect(again.replayedOps).toBe(6);
+      expect((await again.results("b")).get(1)).toEqual({ ok: true, line: "r1" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a corrupt line in the middle names its line; recovery moves it and everything after it, and compaction never covers it", async () => {
+    for (const bad of ["{not json", '["noSuchOp",1]', '"a string"', '["complete"]']) {
+      const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+      try {
+        await fiveOps(dir);
+        const path = join(dir, "queue.journal");
+        const lines = readFileSync(path, "utf8").trimEnd().split("\n");
+        const corrupted = [...lines.slice(0, 3), bad, ...lines.slice(3)];
+        writeFileSync(path, corrupted.join("\n") + "\n");
+        expect(() => new EmbeddedQueueStore(dir, { compactAfterOps: 1 }), bad).toThrow(new RegExp(`queue\\.journal:4: `));
+        // Strict mode changed nothing, compaction included.
+        expect(readFileSync(path, "utf8").split("\n")).toHaveLength(7);
+        const r = new EmbeddedQueueStore(dir, { recover: true, compactAfterOps: 1 });
+        expect(r.replayedOps, bad).toBe(3);
+        expect(r.replay.recovered).toMatchObject({ fromLine: 4, movedLines: 3 });
+        expect(readFileSync(`${path}.corrupt-1`, "utf8")).toBe([bad, ...lines.slice(3)].join("\n") + "\n");
+        // The prefix (3 valid lines) was compacted to one snapshot; the moved lines are only in corrupt-1.
+        expect(readFileSync(path, "utf8").trim().split("\n")).toHaveLength(1);
+        expect(await r.getBatch("b")).toMatchObject({ status: "in_progress", completed: 0, leased: 0 });
+        expect(new EmbeddedQueueStore(dir).replayedOps).toBe(1);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     }
   });
 });

@@ -79,7 +79,9 @@ describe("batch in tidegate dev", () => {
   }, 240_000);
 
   it("cancel and expiry through tidegate dev: each custom_id once across output and error files", async () => {
-    const config = writeConfig("window", { completionWindowMs: 4000 });
+    // §6.3's 1-or-2 rule (fillIdle false): the batches must outlast the cancel and the window; the fill policy
+    // would run all 150 requests in a second or two.
+    const config = writeConfig("window", { completionWindowMs: 4000, fillIdle: false });
     const { proc, client } = await startDev(config);
     try {
       const n = 150; // dev dispatches at most 2 per endpoint per 1 s report: these outlast the 4 s window

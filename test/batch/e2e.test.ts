@@ -67,7 +67,8 @@ describe("Batch API end to end (openai client)", () => {
   });
 
   it("cancels a running batch: cancelling, then cancelled; each custom_id once across output and error files", async () => {
-    h = await startHarness({ telemetryMs: 20 });
+    // §6.3's 1-or-2 rule (fillIdle false): the batch must still be running when it is cancelled.
+    h = await startHarness({ telemetryMs: 20, queue: { fillIdle: false } });
     for (const l of h.links) l.behavior = { delayMs: 5 };
     const n = 300;
     const file = await h.client.files.create({ file: await toFile(Buffer.from(chatJsonl(n, "llama3.2-3b", 4)), "in.jsonl"), purpose: "batch" });

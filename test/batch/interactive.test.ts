@@ -15,6 +15,7 @@ import { SimEngine } from "../../region/engines/sim/engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
 import { Dispatcher } from "../../router/dispatch/dispatcher.js";
+import type { FillPolicy } from "../../router/dispatch/policy.js";
 import { encodePayload } from "../../router/dispatch/lines.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
@@ -65,7 +66,17 @@ interface RunResult {
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
 const pct = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))]!;
 
-async function run(withBatch: boolean): Promise<RunResult> {
+interface RunOptions {
+  /** Interactive arrivals per second per region (default RATE_PER_S). */
+  rates?: Record<string, number>;
+  /** The fill policy (issue 15 item 9); absent = §6.3's rule as written. */
+  fill?: FillPolicy;
+  batchRequests?: number;
+}
+
+async function run(withBatch: boolean, ro: RunOptions = {}): Promise<RunResult & { batchDoneAtMs: number | undefined }> {
+  const rates = ro.rates ?? RATE_PER_S;
+  const batchRequests = ro.batchRequests ?? BATCH_REQUESTS;
   const clock = new VirtualClock(0);
   const config = parseConfig({
     models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
@@ -90,7 +101,8 @@ async function run(withBatch: boolean): Promise<RunResult> {
     let t = 0;
     let n = 0;
     for (;;) {
-      t += exponential(rnd) * (1000 / RATE_PER_S[link.region]!);
+      if (!(rates[link.region]! > 0)) break;
+      t += exponential(rnd) * (1000 / rates[link.region]!);
       if (t >= DURATION_MS) break;
       const req: GenerateRequest = { id: `iw-${link.region}-${n++}`, model: MODEL, kind: "chat", promptTokens: 300 + Math.floor(rnd() * 600), maxTokens: 100 + Math.floor(rnd() * 200), priority: 0, body: {} };
       clock.at(t, () => {
@@ -111,14 +123,21 @@ async function run(withBatch: boolean): Promise<RunResult> {
   let dispatcher: Dispatcher | undefined;
   if (withBatch) {
     await store.createBatch({ id: "batch_x", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 86_400_000 });
-    await store.stage("batch_x", Array.from({ length: BATCH_REQUESTS }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `b${i}`, url: "/v1/completions", body: { model: MODEL, prompt: "x".repeat(2000), max_tokens: 200 } }) })));
-    await store.activate("batch_x", MODEL, BATCH_REQUESTS, 0);
-    dispatcher = new Dispatcher({ store, files: new DirFileStore(null), clock, links, models: [MODEL], thresholds: THRESHOLDS, promoteAfterMs: 36_000_000, leaseMs: 3_600_000, maintenanceIntervalMs: 5000 });
+    await store.stage("batch_x", Array.from({ length: batchRequests }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `b${i}`, url: "/v1/completions", body: { model: MODEL, prompt: "x".repeat(2000), max_tokens: 200 } }) })));
+    await store.activate("batch_x", MODEL, batchRequests, 0);
+    dispatcher = new Dispatcher({
+      store, files: new DirFileStore(null), clock, links, models: [MODEL], thresholds: THRESHOLDS, promoteAfterMs: 36_000_000, leaseMs: 3_600_000, maintenanceIntervalMs: 5000,
+      ...(ro.fill === undefined ? {} : { fill: ro.fill, kvCapacityTokens: () => KV_TOKENS }),
+    });
     dispatcher.start();
   } else {
     for (const l of links) l.subscribe(() => {});
   }
-  for (let t = 0; t <= DURATION_MS + 60_000; t += 1000) await clock.advanceTo(t, 200);
+  let batchDoneAtMs: number | undefined;
+  for (let t = 0; t <= DURATION_MS + 60_000; t += 1000) {
+    await clock.advanceTo(t, 200);
+    if (withBatch && batchDoneAtMs === undefined && ((await store.getBatch("batch_x"))?.completed ?? 0) >= batchRequests) batchDoneAtMs = t;
+  }
   await dispatcher?.stop();
   const batch = await store.getBatch("batch_x");
   const byRegion: RunResult["byRegion"] = {};
@@ -127,7 +146,7 @@ async function run(withBatch: boolean): Promise<RunResult> {
     byRegion[l.region] = { ttftMs: ttft.get(l.region)!, batch: l.batchAt.length, meanUtil: mean(until) };
   }
   for (const e of engines) await e.close();
-  return { ttftMs: [...ttft.values()].flat(), byRegion, batchCompleted: batch?.completed ?? 0, batchUtilizations: links.flatMap((l) => l.batchAt) };
+  return { ttftMs: [...ttft.values()].flat(), byRegion, batchCompleted: batch?.completed ?? 0, batchUtilizations: links.flatMap((l) => l.batchAt), batchDoneAtMs };
 }
 
 describe("batch beside interactive traffic (virtual time)", () => {
@@ -160,5 +179,46 @@ describe("batch beside interactive traffic (virtual time)", () => {
       console.log(`TTFT mean ratio in ${r}: ${ratio.toFixed(3)}`);
       expect(ratio, r).toBeLessThanOrEqual(1.1);
     }
+  }, 300_000);
+});
+
+/** The fill policy as configured by default (core/config.ts queue.*). */
+const FILL: FillPolicy = { ...THRESHOLDS, fillTo: 0.55, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 64 };
+
+describe("batch fills what is idle, with hysteresis (issue 15, item 9)", () => {
+  it("a region hovering around 0.60: interactive TTFT stays within 5% of the run without batch (§6.3 as written: ×1.13)", async () => {
+    const rates = { "us-east": 16, "us-central": 4, "us-west": 3 };
+    const base = await run(false, { rates });
+    const mixed = await run(true, { rates, fill: FILL });
+    const meanRatio = mean(mixed.ttftMs) / mean(base.ttftMs);
+    const p50Ratio = pct(mixed.ttftMs, 0.5) / pct(base.ttftMs, 0.5);
+    const perRegion = Object.fromEntries(REGIONS.map((r) => [r, mean(mixed.byRegion[r]!.ttftMs) / mean(base.byRegion[r]!.ttftMs)]));
+    const abs = Object.fromEntries(REGIONS.map((r) => [r, `${mean(base.byRegion[r]!.ttftMs).toFixed(1)}→${mean(mixed.byRegion[r]!.ttftMs).toFixed(1)} ms`]));
+    console.log(
+      `hovering us-east (mean util ${base.byRegion["us-east"]!.meanUtil.toFixed(2)}): TTFT mean ratio ${meanRatio.toFixed(3)}, p50 ${p50Ratio.toFixed(3)}, per region ${JSON.stringify(Object.fromEntries(Object.entries(perRegion).map(([k, v]) => [k, Number(v.toFixed(3))])))}; ` +
+        `TTFT means ${JSON.stringify(abs)}; batch sent ${JSON.stringify(Object.fromEntries(REGIONS.map((r) => [r, mixed.byRegion[r]!.batch])))}, completed ${mixed.batchCompleted} by ${mixed.batchDoneAtMs} ms`,
+    );
+    expect(base.byRegion["us-east"]!.meanUtil).toBeGreaterThan(0.6);
+    expect(base.byRegion["us-east"]!.meanUtil).toBeLessThan(0.7);
+    expect(mixed.batchCompleted).toBeGreaterThan(1000);
+    expect(meanRatio).toBeLessThanOrEqual(1.05);
+    expect(p50Ratio).toBeLessThanOrEqual(1.05);
+    // The hovering region itself is protected (the gate keeps batch out): ≤ 1.05 there too.
+    expect(perRegion["us-east"]).toBeLessThanOrEqual(1.05);
+    // Regions with room take the batch; their (small) TTFT rises a few ms as batch decodes beside it.
+    for (const r of REGIONS) expect(perRegion[r], r).toBeLessThanOrEqual(1.15);
+  }, 300_000);
+
+  it("an idle fleet: the batch is dispatched by free KV, many requests per report, and finishes several times sooner than §6.3's 1-or-2", async () => {
+    const idle = { "us-east": 0, "us-central": 0, "us-west": 0 };
+    const rule = await run(true, { rates: idle, batchRequests: 1500 });
+    const filled = await run(true, { rates: idle, batchRequests: 1500, fill: FILL });
+    console.log(`idle fleet, 1,500 requests: §6.3 rule done at ${rule.batchDoneAtMs ?? "never"} ms (${rule.batchCompleted} completed), fill policy done at ${filled.batchDoneAtMs} ms`);
+    expect(filled.batchCompleted).toBe(1500);
+    expect(filled.batchDoneAtMs).toBeDefined();
+    // The rule sends ≤ 2 per region per second (≤ 6/s here): 1,500 take ≥ 250 s, if they finish in the window at all.
+    expect(filled.batchDoneAtMs! * 3).toBeLessThan(rule.batchDoneAtMs ?? Number.POSITIVE_INFINITY);
+    // Every request went out on a report under the threshold.
+    expect(filled.batchUtilizations.every((u) => u < 0.6)).toBe(true);
   }, 300_000);
 });

@@ -119,7 +119,11 @@ describe("health and stale signals", () => {
 
     // Reads succeed again: back in rotation.
     proxy.failing = false;
-    await until("engine B fresh", async () => (sample(await regionMetrics(), "tidegate_region_instances_stale", `region="r1",model="llama3.2-3b"`) === 0 ? true : undefined), 3000);
+    // Fresh again, and (the engine-health watch drains an engine whose scrapes fail) serving again.
+    await until("engine B fresh and serving", async () => {
+      const m = await regionMetrics();
+      return sample(m, "tidegate_region_instances_stale", `region="r1",model="llama3.2-3b"`) === 0 && sample(m, "tidegate_region_instances", `region="r1",model="llama3.2-3b",state="serving"`) === 2 ? true : undefined;
+    }, 3000);
     await completions(routerUrl, 8);
     expect((await served(b)) - beforeB).toBeGreaterThan(0);
 

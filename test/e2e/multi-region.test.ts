@@ -117,10 +117,11 @@ describe("global → gRPC → region → HTTP → engine-sim", () => {
   it("a region that dies is retried in the next region before the first token", async () => {
     const before = await metric(routerUrl, `tidegate_router_retries_total{model="${MODEL}",region="us-east"}`);
     await regions["us-east"]!.stop();
-    // Telemetry stays fresh for telemetryStaleMs (10 s), so the router still picks us-east first and must retry.
+    // Telemetry would stay fresh for telemetryStaleMs (10 s), but the broken telemetry stream marks us-east down at
+    // once (issue 15): the request goes to us-west directly, or — if it raced the stream's end — after one retry.
     const { data, response } = await client.completions.create({ model: MODEL, prompt: "hi", max_tokens: 5 }).withResponse();
     expect(response.headers.get("x-tidegate-region")).toBe("us-west");
     expect(data.usage?.completion_tokens).toBe(5);
-    expect(await metric(routerUrl, `tidegate_router_retries_total{model="${MODEL}",region="us-east"}`)).toBe(before + 1);
+    expect(await metric(routerUrl, `tidegate_router_retries_total{model="${MODEL}",region="us-east"}`)).toBeLessThanOrEqual(before + 1);
   });
 });

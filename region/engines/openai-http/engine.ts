@@ -40,6 +40,8 @@ export interface OpenAIHttpEngineOptions {
   apiKey?: string;
   /** Time allowed for the response headers (default 30 s). */
   headersTimeoutMs?: number;
+  /** Time one /metrics scrape may take before it counts as failed (default 1000 ms): a hung engine is seen as down. */
+  scrapeTimeoutMs?: number;
 }
 
 interface Scraped {
@@ -80,7 +82,7 @@ export class OpenAIHttpEngine implements Engine {
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
     const interval = opts.metricsIntervalMs ?? 500;
     this.staleAfterMs = opts.staleAfterMs ?? Math.max(1500, 3 * interval);
-    this.scrapeTimeoutMs = Math.max(1000, 2 * interval);
+    this.scrapeTimeoutMs = opts.scrapeTimeoutMs ?? Math.max(1000, 2 * interval);
     this.metricsTimer = interval > 0 ? opts.clock.every(interval, () => void this.scrape()) : undefined;
     if (interval > 0) void this.scrape();
   }
@@ -88,6 +90,15 @@ export class OpenAIHttpEngine implements Engine {
   /** True once a /metrics scrape succeeded and the last one did. */
   get metricsHealthy(): boolean {
     return this.scrapeOk;
+  }
+
+  /**
+   * Liveness for the region's engine-health check (static regions): false when the last /metrics scrape failed or
+   * took over `scrapeTimeoutMs` (dead or hung), true when it succeeded, undefined before the first scrape ended.
+   */
+  healthy(): boolean | undefined {
+    if (this.scrapeFailed) return false;
+    return this.lastOkMs === undefined ? undefined : true;
   }
 
   /** True when the stats are stale: the last scrape failed, or none succeeded for `staleAfterMs`. */

@@ -1,0 +1,225 @@
+/**
+ * bench:batch — does batch fill what is idle (issue 15, item 9)? Two `tidegate engine-sim` processes (llama3.2-3b,
+ * KV capped so that KV, not max_num_seqs, bounds what an engine holds), each behind its own `tidegate region`
+ * (openai-http), and `tidegate global`; the same N requests (default 10,000; BENCH_BATCH_N) go, in one run:
+ *
+ *   A. straight to the engines, at the concurrency each can hold (its KV capacity over one request's prompt + max
+ *      tokens, at most max_num_seqs), half to each engine;
+ *   B. as one batch through the router's Batch API on the idle fleet (upload, create, poll to `completed`).
+ *
+ * Figure 1: fillRatio = completion tokens/s of B over A (target ≥ 0.8). B's clock runs from the batch's creation
+ * to its completion, so validation, dispatch, result writing and finalization are all in it.
+ * Figure 2: interactive TTFT with the batch beside it (ttftRatio = mean TTFT with over without, target ≤ 1.05): a
+ * closed loop of 2 interactive streams through the router for
+ * a fixed window without a batch, then the same loop for as long as a batch of N/2 runs beside it.
+ * Every load is bounded in count and time (loopback only). The last line is one JSON object; exits 0 either way.
+ * BENCH_BATCH_N, BENCH_BATCH_KV_TOKENS, BENCH_BATCH_TIME_SCALE and BENCH_BATCH_QUEUE (JSON merged into the config's
+ * `queue`, e.g. '{"fillIdle":false}' for §6.3's rule) change the inputs.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { request as httpRequest, Agent } from "node:http";
+import { cpus, loadavg, totalmem, tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, spawnTidegate, stopAll } from "../e2e/procs.js";
+
+const MODEL = "llama3.2-3b";
+const N = Number(process.env.BENCH_BATCH_N ?? 10_000);
+const KV_TOKENS = Number(process.env.BENCH_BATCH_KV_TOKENS ?? 24_000);
+const TIME_SCALE = Number(process.env.BENCH_BATCH_TIME_SCALE ?? 1);
+const MAX_TOKENS = 48;
+const PROMPT = "Summarize the following text in a few words. ".repeat(12);
+const INTERACTIVE_WORKERS = 2;
+const INTERACTIVE_WINDOW_MS = 10_000;
+const TARGET = { fillRatio: 0.8, ttftRatio: 1.05 };
+const REGIONS = ["r-a", "r-b"] as const;
+
+interface Completion {
+  completionTokens: number;
+  promptTokens: number;
+}
+
+const agent = new Agent({ keepAlive: true, maxSockets: 1024 });
+
+function postJson(url: string, body: unknown, timeoutMs = 120_000): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const data = Buffer.from(JSON.stringify(body));
+    const req = httpRequest(url, { method: "POST", agent, headers: { "content-type": "application/json", "content-length": data.length } }, (res) => {
+      const parts: Buffer[] = [];
+      res.on("data", (c: Buffer) => parts.push(c));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer in ${timeoutMs} ms`)));
+    req.on("error", reject);
+    req.end(data);
+  });
+}
+
+function requestBody(i: number) {
+  return { model: MODEL, prompt: `${i}: ${PROMPT}`, max_tokens: MAX_TOKENS };
+}
+
+/** Arm A: every request straight to an engine, `concurrency` at a time per engine. */
+async function direct(engineUrls: string[], n: number, concurrency: number): Promise<{ tokensPerS: number; seconds: number; tokens: number }> {
+  let next = 0;
+  let tokens = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    engineUrls.flatMap((url, e) =>
+      Array.from({ length: concurrency }, async () => {
+        for (;;) {
+          const i = next++;
+          if (i >= n) return;
+          const r = await postJson(`${engineUrls[(i + e) % engineUrls.length] ?? url}/v1/completions`, requestBody(i));
+          if (r.status !== 200) throw new Error(`engine answered ${r.status}: ${r.text.slice(0, 200)}`);
+          tokens += (JSON.parse(r.text) as { usage: { completion_tokens: number } }).usage.completion_tokens;
+        }
+      }),
+    ),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  return { tokensPerS: tokens / seconds, seconds, tokens };
+}
+
+/** Arm B: the same requests as one batch through the router; resolves when it is completed (bounded). */
+async function viaBatch(routerUrl: string, n: number, offset: number, timeoutMs: number): Promise<{ tokensPerS: number; seconds: number; tokens: number; status: string }> {
+  const lines = Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${offset + i}`, method: "POST", url: "/v1/completions", body: requestBody(offset + i) })).join("\n");
+  const form = new FormData();
+  form.append("purpose", "batch");
+  form.append("file", new Blob([lines]), "batch.jsonl");
+  const file = (await (await fetch(`${routerUrl}/v1/files`, { method: "POST", body: form })).json()) as { id: string };
+  const t0 = performance.now();
+  const created = (await (await fetch(`${routerUrl}/v1/batches`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }) })).json()) as { id: string };
+  const deadline = Date.now() + timeoutMs;
+  let b: { status: string; output_file_id: string | null; request_counts: { completed: number; failed: number } };
+  for (;;) {
+    b = (await (await fetch(`${routerUrl}/v1/batches/${created.id}`)).json()) as typeof b;
+    if (["completed", "failed", "expired", "cancelled"].includes(b.status) || Date.now() > deadline) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  let tokens = 0;
+  if (b.output_file_id !== null) {
+    const text = await (await fetch(`${routerUrl}/v1/files/${b.output_file_id}/content`)).text();
+    for (const line of text.split("\n")) {
+      if (line.length === 0) continue;
+      tokens += (JSON.parse(line) as { response: { body: { usage: { completion_tokens: number } } } }).response.body.usage.completion_tokens;
+    }
+  }
+  return { tokensPerS: tokens / seconds, seconds, tokens, status: `${b.status} (${b.request_counts.completed} completed, ${b.request_counts.failed} failed)` };
+}
+
+/** Interactive closed loop through the router for `windowMs`: mean and p50 time to the first streamed byte. */
+async function interactive(routerUrl: string, windowMs: number, until?: Promise<unknown>): Promise<{ ttftMs: number[] }> {
+  const ttftMs: number[] = [];
+  const end = Date.now() + windowMs;
+  let over = false;
+  void until?.finally(() => (over = true));
+  await Promise.all(
+    Array.from({ length: INTERACTIVE_WORKERS }, async (_, w) => {
+      let k = 0;
+      while (Date.now() < end && !over) {
+        const t0 = performance.now();
+        const res = await fetch(`${routerUrl}/v1/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json", "x-tidegate-region": REGIONS[(w + k++) % REGIONS.length]! },
+          body: JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: 16, stream: true }),
+          signal: AbortSignal.timeout(30_000),
+        });
+        const reader = res.body!.getReader();
+        let first = true;
+        for (;;) {
+          const { done } = await reader.read();
+          if (first) {
+            ttftMs.push(performance.now() - t0);
+            first = false;
+          }
+          if (done) break;
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }),
+  );
+  return { ttftMs };
+}
+
+const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-batch-"));
+  try {
+    console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; node ${process.version}`);
+    const engines = await Promise.all(
+      REGIONS.map((r) => spawnTidegate(`engine-sim ${r}`, ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--tp", "2", "--port", "0", "--time-scale", String(TIME_SCALE), "--kv-capacity-tokens", String(KV_TOKENS)], /(http:\/\/127\.0\.0\.1:\d+)/)),
+    );
+    const engineUrls = engines.map((e) => e.match[1]!);
+    const ports = await Promise.all(REGIONS.map(() => freePort()));
+    const configFile = join(dir, "bench.json");
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+        regions: REGIONS.map((name, i) => ({ name, proximity: REGIONS.filter((o) => o !== name), grpcAddress: `127.0.0.1:${ports[i]}`, gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1 }] })),
+        router: { port: 0 },
+        queue: { backend: "embedded", dataDir: join(dir, "data"), leaseMs: 600_000, ...(process.env.BENCH_BATCH_QUEUE === undefined ? {} : (JSON.parse(process.env.BENCH_BATCH_QUEUE) as object)) },
+        controller: { actuator: "static" },
+        engines: { kind: "openai-http", kvCapacityTokens: KV_TOKENS, urls: Object.fromEntries(REGIONS.map((r, i) => [`${r}/${MODEL}`, [engineUrls[i]!]])) },
+      }),
+    );
+    await Promise.all(REGIONS.map((r) => spawnTidegate(`region ${r}`, ["region", "--config", configFile, "--region", r, "--log-level", "warn"], /grpc \S+ metrics/)));
+    const global = await spawnTidegate("global", ["global", "--config", configFile, "--port", "0", "--log-level", "warn"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
+    const routerUrl = global.match[1]!;
+    for (const r of REGIONS) {
+      const deadline = Date.now() + 20_000;
+      while (!((await (await fetch(`${routerUrl}/healthz`)).json()) as { regions: Record<string, { available: boolean }> }).regions[r]?.available) {
+        if (Date.now() > deadline) throw new Error(`region ${r} not available`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    }
+    // What one engine holds: KV over one request's prompt + max tokens (prompt tokens from the engine's own count).
+    const probe = JSON.parse((await postJson(`${engineUrls[0]}/v1/completions`, requestBody(0))).text) as { usage: { prompt_tokens: number } };
+    const perRequestTokens = probe.usage.prompt_tokens + MAX_TOKENS;
+    const concurrency = Math.max(1, Math.min(256, Math.floor(KV_TOKENS / perRequestTokens)));
+    console.log(`inputs: ${N} requests of ${probe.usage.prompt_tokens} prompt + ${MAX_TOKENS} output tokens; 2 engine-sim (KV ${KV_TOKENS} tokens each, time scale ${TIME_SCALE}); direct concurrency ${concurrency} per engine; batch on the defaults (queue.fillTo 0.55, maxPerReport 64, reports every 500 ms)`);
+
+    const a = await direct(engineUrls, N, concurrency);
+    console.log(`A direct: ${a.tokens} tokens in ${a.seconds.toFixed(1)} s = ${a.tokensPerS.toFixed(0)} tokens/s`);
+    const b = await viaBatch(routerUrl, N, N, 600_000);
+    console.log(`B batch : ${b.tokens} tokens in ${b.seconds.toFixed(1)} s = ${b.tokensPerS.toFixed(0)} tokens/s, ${b.status}`);
+    const fillRatio = b.tokensPerS / a.tokensPerS;
+    console.log(`fill ratio (B/A tokens/s): ${fillRatio.toFixed(3)}`);
+
+    const alone = await interactive(routerUrl, INTERACTIVE_WINDOW_MS);
+    // The same loop while a batch of N/2 runs, for as long as it runs (at most 120 s).
+    const batchBeside = viaBatch(routerUrl, Math.floor(N / 2), 2 * N, 600_000);
+    const beside = await interactive(routerUrl, 120_000, batchBeside);
+    const c = await batchBeside;
+    const ttftRatio = mean(beside.ttftMs) / mean(alone.ttftMs);
+    console.log(`interactive alone : ${alone.ttftMs.length} streams, TTFT mean ${mean(alone.ttftMs).toFixed(1)} ms, p50 ${median(alone.ttftMs).toFixed(1)} ms`);
+    console.log(`interactive beside: ${beside.ttftMs.length} streams, TTFT mean ${mean(beside.ttftMs).toFixed(1)} ms, p50 ${median(beside.ttftMs).toFixed(1)} ms; the batch beside: ${c.status} in ${c.seconds.toFixed(1)} s`);
+    const result = {
+      bench: "batch",
+      requests: N,
+      directTokensPerS: Math.round(a.tokensPerS),
+      batchTokensPerS: Math.round(b.tokensPerS),
+      fillRatio: Number(fillRatio.toFixed(3)),
+      ttftAloneMs: Number(mean(alone.ttftMs).toFixed(1)),
+      ttftBesideMs: Number(mean(beside.ttftMs).toFixed(1)),
+      ttftRatio: Number(ttftRatio.toFixed(3)),
+      target: TARGET,
+      met: fillRatio >= TARGET.fillRatio && ttftRatio <= TARGET.ttftRatio,
+    };
+    console.log(JSON.stringify(result));
+  } finally {
+    await stopAll();
+    agent.destroy();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch(async (err: unknown) => {
+  await stopAll();
+  console.log(JSON.stringify({ bench: "batch", error: err instanceof Error ? err.message.split("\n")[0] : String(err), target: TARGET, met: false }));
+  process.exit(0);
+});

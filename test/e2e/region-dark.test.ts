@@ -1,0 +1,295 @@
+/**
+ * Issue 15 item 1 over real processes on loopback: `tidegate global` in front of two static `tidegate region`s
+ * (`--spawn-engines`: one engine-sim child each), with a steady interactive load that prefers us-east.
+ *
+ * - `kill -9` of the us-east region: its streams end with an in-stream OpenAI error (none hangs), new requests are
+ *   served by us-west within 2 s and the router stops trying us-east first; restarted on its port, it is used again.
+ * - `SIGSTOP` of the region: its streams end in-stream within router.streamStallMs (3 s here), new requests go to
+ *   us-west within 2 s of the stop; after SIGCONT it is used again.
+ * - `kill -9` of the engine under the live region: the region stops reporting it as serving within 2 s (healthz),
+ *   the router sends us-east's clients to us-west, and the restarted engine brings the region back.
+ * - A stream that failed after its 200 counts as 200 (+ tidegate_router_stream_errors_total), never 502.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort, spawnTidegate, stopAll, type Proc } from "./procs.js";
+
+const MODEL = "llama3.2-3b";
+const STALL_MS = 3000;
+let dir: string;
+let configFile: string;
+let routerUrl: string;
+const regions: Record<string, Proc> = {};
+const metricsUrls: Record<string, string> = {};
+
+const REGION_READY = /grpc \S+ metrics (http:\/\/\S+)/;
+
+async function startRegion(name: string): Promise<void> {
+  const p = await spawnTidegate(`region ${name}`, ["region", "--config", configFile, "--region", name, "--spawn-engines", "--log-level", "warn"], REGION_READY);
+  regions[name] = p;
+  metricsUrls[name] = p.match[1]!;
+}
+
+function childPids(pid: number): number[] {
+  const out: number[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === pid) out.push(Number(d));
+    } catch {
+      // gone
+    }
+  }
+  return out;
+}
+
+async function metric(url: string, name: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const line = text.split("\n").find((l) => l.startsWith(name));
+  return line === undefined ? Number.NaN : Number(line.split(" ").pop());
+}
+
+async function waitFor(what: string, cond: () => Promise<boolean>, timeoutMs: number): Promise<number> {
+  const t0 = Date.now();
+  for (;;) {
+    try {
+      if (await cond()) return Date.now() - t0;
+    } catch {
+      // not yet
+    }
+    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+interface StreamResult {
+  startedAtMs: number;
+  status: number;
+  region: string | null;
+  /** ms from start to the first content byte (or to the error body). */
+  firstMs: number;
+  endedAtMs: number;
+  done: boolean;
+  inStreamError: string | undefined;
+}
+
+/** One streaming request preferring `prefer`; bounded by a 20 s client timeout. */
+async function stream(prefer: string, maxTokens: number): Promise<StreamResult> {
+  const startedAtMs = Date.now();
+  try {
+    return await streamOnce(prefer, maxTokens, startedAtMs);
+  } catch {
+    // The connection itself broke (the router is being stopped): recorded as status -1, which fails the checks.
+    return { startedAtMs, status: -1, region: null, firstMs: -1, endedAtMs: Date.now(), done: false, inStreamError: undefined };
+  }
+}
+
+async function streamOnce(prefer: string, maxTokens: number, startedAtMs: number): Promise<StreamResult> {
+  const res = await fetch(`${routerUrl}/v1/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-tidegate-region": prefer },
+    body: JSON.stringify({ model: MODEL, prompt: "tell me a story", max_tokens: maxTokens, stream: true }),
+    signal: AbortSignal.timeout(20_000),
+  });
+  let firstMs = -1;
+  let text = "";
+  if (res.body !== null) {
+    const dec = new TextDecoder();
+    for await (const chunk of res.body) {
+      if (firstMs < 0) firstMs = Date.now() - startedAtMs;
+      text += dec.decode(chunk as Uint8Array, { stream: true });
+    }
+  }
+  const last = text.trim().split("\n\n").at(-1) ?? "";
+  let inStreamError: string | undefined;
+  if (res.status === 200 && !text.includes("[DONE]") && last.startsWith("data: ")) {
+    inStreamError = (JSON.parse(last.slice(6)) as { error?: { code?: string } }).error?.code;
+  }
+  return { startedAtMs, status: res.status, region: res.headers.get("x-tidegate-region"), firstMs, endedAtMs: Date.now(), done: text.includes("[DONE]"), inStreamError };
+}
+
+/**
+ * Keeps `concurrency` streams preferring us-east going until `stop()`; every result is kept. Bounded: stop() is
+ * always called by the test, and each stream by its own 20 s timeout.
+ */
+function load(concurrency: number, maxTokens: number) {
+  const results: StreamResult[] = [];
+  let running = true;
+  const workers = Array.from({ length: concurrency }, async () => {
+    while (running) results.push(await stream("us-east", maxTokens));
+  });
+  return {
+    results,
+    stop: async () => {
+      running = false;
+      await Promise.all(workers);
+    },
+  };
+}
+
+function healthz(url: string): Promise<{ servingInstances: number }> {
+  return fetch(`${url}/healthz`).then((r) => r.json() as Promise<{ servingInstances: number }>);
+}
+
+async function eastServesAgain(): Promise<number> {
+  return waitFor("us-east to serve again", async () => (await stream("us-east", 4)).region === "us-east", 15_000);
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "tidegate-dark-"));
+  const ports = [await freePort(), await freePort()];
+  const names = ["us-east", "us-west"];
+  configFile = join(dir, "config.json");
+  writeFileSync(
+    configFile,
+    JSON.stringify({
+      models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+      regions: names.map((name, i) => ({
+        name,
+        proximity: names.filter((o) => o !== name),
+        grpcAddress: `127.0.0.1:${ports[i]}`,
+        gpus: [{ type: "h100-80gb", count: 2 }],
+        endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 1 }],
+      })),
+      router: { port: 0, streamStallMs: STALL_MS },
+      controller: { actuator: "static" },
+      engines: { kind: "sim", timeScale: 1 },
+    }),
+  );
+  await Promise.all(names.map((n) => startRegion(n)));
+  const global = await spawnTidegate("global", ["global", "--config", configFile, "--port", "0", "--log-level", "error"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
+  routerUrl = global.match[1]!;
+  await waitFor("both regions available", async () => {
+    const h = (await (await fetch(`${routerUrl}/healthz`)).json()) as { regions: Record<string, { available: boolean }> };
+    return names.every((r) => h.regions[r]?.available === true);
+  }, 20_000);
+}, 90_000);
+
+afterAll(async () => {
+  await stopAll();
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Checks a load window around a fault at `faultAtMs`; returns figures for the log line. */
+function checkWindow(results: StreamResult[], faultAtMs: number, endInStreamWithinMs: number) {
+  // Nothing hangs: every stream ended, with [DONE] or an in-stream OpenAI error, or (before its first byte) a status.
+  for (const r of results) {
+    expect(r.status === 200 ? r.done || r.inStreamError !== undefined : r.status >= 400).toBe(true);
+    if (r.inStreamError !== undefined) expect(r.inStreamError).toBe("upstream_error");
+  }
+  // Streams on us-east in flight at the fault end (in-stream) within the bound.
+  const cut = results.filter((r) => r.region === "us-east" && r.startedAtMs < faultAtMs && r.inStreamError !== undefined);
+  const cutEndMs = Math.max(0, ...cut.map((r) => r.endedAtMs - faultAtMs));
+  expect(cutEndMs).toBeLessThan(endInStreamWithinMs);
+  // Requests started after the fault: all served (200, [DONE]) by us-west, first byte within 2 s of the fault.
+  const after = results.filter((r) => r.startedAtMs >= faultAtMs + 50);
+  expect(after.length).toBeGreaterThan(3);
+  for (const r of after) {
+    expect(r.status).toBe(200);
+    expect(r.done).toBe(true);
+    expect(r.region).toBe("us-west");
+  }
+  // The longest any of them waited for its first byte (the failover delay), and the same for those started 2.5 s
+  // or more after the fault (the router no longer tries the dark region first: no delay at all).
+  const worstWaitMs = Math.max(...after.map((r) => r.firstMs));
+  const late = after.filter((r) => r.startedAtMs >= faultAtMs + 2500);
+  const lateWorstWaitMs = Math.max(0, ...late.map((r) => r.firstMs));
+  expect(lateWorstWaitMs).toBeLessThan(500);
+  return { cut: cut.length, cutEndMs, after: after.length, worstWaitMs, late: late.length, lateWorstWaitMs };
+}
+
+describe("a region goes dark under interactive load", () => {
+  it("kill -9 of a region: streams end in-stream, new requests go to us-west at once, and the router stops trying us-east", async () => {
+    const l = load(6, 120);
+    await new Promise((r) => setTimeout(r, 1500));
+    const retriesBefore = await metric(routerUrl, `tidegate_router_retries_total{model="${MODEL}",region="us-east"}`);
+    // Its engine-sim runs under a keeper (the region's child), which stops it once the region is gone.
+    const orphans = childPids(regions["us-east"]!.child.pid!).flatMap((k) => [k, ...childPids(k)]);
+    const faultAtMs = Date.now();
+    regions["us-east"]!.child.kill("SIGKILL");
+    // The keeper stops it; this test started them, so it makes sure they are gone.
+    for (const pid of orphans) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await new Promise((r) => setTimeout(r, 3000));
+    const retriesAfter2s = await metric(routerUrl, `tidegate_router_retries_total{model="${MODEL}",region="us-east"}`);
+    await new Promise((r) => setTimeout(r, 1000));
+    await l.stop();
+    const figures = checkWindow(l.results, faultAtMs, 1000);
+    expect(figures.worstWaitMs).toBeLessThan(2000);
+    // Requests after the first moments are not sent to the dead region first (no retries accumulate).
+    expect(retriesAfter2s - retriesBefore).toBeLessThanOrEqual(6);
+    expect(await metric(routerUrl, `tidegate_router_retries_total{model="${MODEL}",region="us-east"}`)).toBe(retriesAfter2s);
+    console.log(`[region-dark] kill -9 region: ${JSON.stringify({ ...figures, retries: retriesAfter2s - retriesBefore })}`);
+    // Restarted on its port: noticed and used again.
+    await startRegion("us-east");
+    console.log(`[region-dark] restarted region used again after ${await eastServesAgain()} ms`);
+  }, 60_000);
+
+  it("SIGSTOP of a region: in-flight streams end within the stall limit, new requests fail over within 2 s; SIGCONT brings it back", async () => {
+    const l = load(6, 400);
+    await new Promise((r) => setTimeout(r, 1500));
+    const faultAtMs = Date.now();
+    regions["us-east"]!.child.kill("SIGSTOP");
+    let probes: StreamResult[] = [];
+    try {
+      // New clients arriving while the router still believes us-east alive (its telemetry not yet stale).
+      const probing = Promise.all([100, 600, 1200].map((d) => new Promise((r) => setTimeout(r, d)).then(() => stream("us-east", 8))));
+      await new Promise((r) => setTimeout(r, STALL_MS + 1500));
+      probes = await probing;
+      await l.stop();
+    } finally {
+      regions["us-east"]!.child.kill("SIGCONT");
+    }
+    const figures = checkWindow(l.results, faultAtMs, STALL_MS + 1000);
+    for (const p of probes) {
+      expect(p.status).toBe(200);
+      expect(p.done).toBe(true);
+      expect(p.region).toBe("us-west");
+    }
+    // Each probe's first byte came within 2 s of the stop (plus one watchdog sweep and us-west's own TTFT).
+    const probeFirstAfterStopMs = Math.max(...probes.map((p) => p.startedAtMs + p.firstMs - faultAtMs));
+    expect(probeFirstAfterStopMs).toBeLessThan(2000 + 500);
+    console.log(`[region-dark] SIGSTOP region: ${JSON.stringify({ ...figures, probeFirstAfterStopMs })}`);
+    console.log(`[region-dark] resumed region used again after ${await eastServesAgain()} ms`);
+  }, 60_000);
+
+  it("kill -9 of the engine under a live region: the region stops reporting it serving within 2 s, and the restarted engine brings it back", async () => {
+    const east = regions["us-east"]!;
+    // The region's children are keepers; the engine-sim processes are theirs.
+    const engines = childPids(east.child.pid!).flatMap((k) => childPids(k));
+    expect(engines.length).toBe(1);
+    expect((await healthz(metricsUrls["us-east"]!)).servingInstances).toBe(1);
+    const l = load(4, 60);
+    await new Promise((r) => setTimeout(r, 1000));
+    const faultAtMs = Date.now();
+    process.kill(engines[0]!, "SIGKILL");
+    const detectMs = await waitFor("us-east to report no serving instance", async () => (await healthz(metricsUrls["us-east"]!)).servingInstances === 0, 5000);
+    expect(detectMs).toBeLessThan(2000);
+    await new Promise((r) => setTimeout(r, 1500));
+    await l.stop();
+    // No client saw the dead engine: requests before detection were retried (in the region, then in us-west).
+    for (const r of l.results) {
+      expect(r.status).toBe(200);
+      expect(r.done || r.inStreamError !== undefined).toBe(true);
+    }
+    const movedWest = l.results.filter((x) => x.startedAtMs >= faultAtMs && x.region === "us-west").length;
+    // The engine is restarted on its port and the instance returns to service.
+    const backMs = await waitFor("the restarted engine to serve", async () => (await healthz(metricsUrls["us-east"]!)).servingInstances === 1, 15_000);
+    console.log(`[region-dark] kill -9 engine: region stopped reporting it in ${detectMs} ms, ${movedWest} requests served by us-west meanwhile, engine back ${backMs} ms later`);
+    await eastServesAgain();
+  }, 60_000);
+
+  it("in-stream failures were counted as 200 + stream errors, never 502", async () => {
+    expect(await metric(routerUrl, `tidegate_router_requests_total{model="${MODEL}",region="us-east",status="502"}`)).toBe(0);
+    expect(await metric(routerUrl, `tidegate_router_stream_errors_total{model="${MODEL}",region="us-east"}`)).toBeGreaterThan(0);
+  });
+});

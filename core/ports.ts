@@ -100,7 +100,7 @@ export interface ModelTelemetry {
   waiting: number;
   instances: Record<InstanceState, number>;
   endpoints: EndpointTelemetry[];
-  /** Serving instances whose stats are stale (EngineStats.stale); absent when none. */
+  /** Serving or draining instances whose stats are stale (EngineStats.stale); absent when none. */
   staleInstances?: number;
 }
 

@@ -56,7 +56,8 @@ export function modelTelemetry(
   const counts = emptyStateCounts();
   for (const i of instances) {
     counts[i.state]++;
-    if (i.state === "serving" && i.stats.stale === true) stale++;
+    // Draining counts too: an engine whose scrapes fail is also taken out of service (region/process/engine-health.ts).
+    if ((i.state === "serving" || i.state === "draining") && i.stats.stale === true) stale++;
     running += i.stats.running;
     waiting += i.stats.waiting;
   }

@@ -3,7 +3,7 @@
  * being reported as serving within 2 s, and come back when it answers again.
  *
  * Every `intervalMs` (Clock) each instance whose engine reports `healthy() === false` (openai-http: its last /metrics
- * scrape failed or took over `scrapeTimeoutMs`) is moved from `serving` to `draining` — the gateway stops routing to
+ * scrape got no HTTP answer — refused, reset or over `scrapeTimeoutMs`) is moved from `serving` to `draining` — the gateway stops routing to
  * it and telemetry stops counting it, so the global router stops sending the model there when it was the last one.
  * When the engine says `true` again, an instance this watcher drained goes back to `serving`. Instances drained by
  * anyone else are left alone. Pure over the Gateway and a Clock; no HTTP.

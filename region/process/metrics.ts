@@ -55,7 +55,7 @@ export class RegionMetrics {
     this.running = new Gauge({ name: "tidegate_region_requests_running", help: "Requests in running batches", labelNames: ["region", "model"], registers: r });
     this.waiting = new Gauge({ name: "tidegate_region_requests_waiting", help: "Requests waiting for admission", labelNames: ["region", "model"], registers: r });
     this.instances = new Gauge({ name: "tidegate_region_instances", help: "Instances by lifecycle state", labelNames: ["region", "model", "state"], registers: r });
-    this.stale = new Gauge({ name: "tidegate_region_instances_stale", help: "Serving instances whose engine stats (/metrics) could not be read lately: routed around, counted as full", labelNames: ["region", "model"], registers: r });
+    this.stale = new Gauge({ name: "tidegate_region_instances_stale", help: "Serving or draining instances whose engine stats (/metrics) could not be read lately: routed around, counted as full", labelNames: ["region", "model"], registers: r });
     this.decisionId = new Gauge({ name: "tidegate_region_targets_decision_id", help: "decisionId of the newest accepted targets (-1 before any)", labelNames: ["region"], registers: r });
     this.actions = new Counter({ name: "tidegate_region_scaling_actions_total", help: "Scaling steps the region controller took, by kind (provision, reclaim, redeploy, drain)", labelNames: ["region", "model", "kind"], registers: r });
     this.failures = new Counter({ name: "tidegate_region_scaling_failures_total", help: "Scale-outs that failed (the endpoint then backs off)", labelNames: ["region", "model"], registers: r });

@@ -64,6 +64,9 @@ export class OpenAIHttpEngine implements Engine {
   /** Clock ms of the last successful scrape (undefined before one). */
   private lastOkMs: number | undefined;
   private scrapeFailed = false;
+  /** The last scrape got no HTTP answer (dead or hung); `scrapeEnded` once one scrape ended. */
+  private unreachable = false;
+  private scrapeEnded = false;
   private scraping: Promise<boolean> | undefined;
   private wasStale = false;
   private readonly staleAfterMs: number;
@@ -93,12 +96,12 @@ export class OpenAIHttpEngine implements Engine {
   }
 
   /**
-   * Liveness for the region's engine-health check (static regions): false when the last /metrics scrape failed or
-   * took over `scrapeTimeoutMs` (dead or hung), true when it succeeded, undefined before the first scrape ended.
+   * Liveness for the region's engine-health check (static regions): false when the last /metrics scrape got no HTTP
+   * answer — refused, reset or over `scrapeTimeoutMs` (dead or hung) —, true when the engine answered (an error status
+   * only makes its stats stale: it is routed around but stays in service), undefined before the first scrape ended.
    */
   healthy(): boolean | undefined {
-    if (this.scrapeFailed) return false;
-    return this.lastOkMs === undefined ? undefined : true;
+    return this.scrapeEnded ? !this.unreachable : undefined;
   }
 
   /** True when the stats are stale: the last scrape failed, or none succeeded for `staleAfterMs`. */
@@ -126,9 +129,11 @@ export class OpenAIHttpEngine implements Engine {
   }
 
   private async scrapeOnce(): Promise<boolean> {
+    let answered = false;
     try {
       const res = await this.send("GET", "metrics", undefined, {}, AbortSignal.timeout(this.scrapeTimeoutMs));
       const text = await readAll(res);
+      answered = true;
       if ((res.statusCode ?? 0) !== 200) throw new Error(`status ${res.statusCode}`);
       this.scraped = {
         kvUsage: promValue(text, VLLM_METRICS.kvUsage) ?? promValue(text, VLLM_METRICS.kvUsageLegacy) ?? this.scraped.kvUsage,
@@ -142,6 +147,9 @@ export class OpenAIHttpEngine implements Engine {
       this.scrapeOk = false;
       this.scrapeFailed = true;
     }
+    // No HTTP answer at all (refused, reset, timed out) = dead or hung; an error status = alive but unobservable.
+    this.unreachable = !answered;
+    this.scrapeEnded = true;
     return this.scrapeOk;
   }
 

@@ -205,6 +205,12 @@ export class AgentsActuator implements Actuator {
     return (1000 * idealSeconds("chain", { totalBytes: p.totalBytes, blockCount: p.blockCount, nodes: 2, linkBytesPerS: this.o.policy.linkBytesPerS }));
   }
 
+  /** Whether the instance's node holds `model`'s complete blocks (the controller prefers such a spot to redeploy). */
+  holdsBlocks(instanceId: string, model: ModelName): boolean {
+    const inst = this.byId.get(instanceId);
+    return inst !== undefined && this.pool.copy(inst.node, model)?.complete === true;
+  }
+
   /** Sets who hears of scale-outs that failed after the operation returned, and of instances that started serving. */
   listen(hooks: { onFailure?(model: ModelName, gpu: GpuType, message: string): void; onLanded?(model: ModelName, gpu: GpuType, instanceId: string): void }): void {
     this.hooks = hooks;

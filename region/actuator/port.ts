@@ -46,6 +46,8 @@ export interface Actuator {
   redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord;
   /** Stops routing to a serving (or deploying) instance; it becomes spot once its in-flight work is done. */
   drainToSpot(instanceId: string): InstanceRecord;
+  /** Whether the instance's node already holds `model`'s complete parameter blocks (adapters that know; others omit it). */
+  holdsBlocks?(instanceId: string, model: ModelName): boolean;
 }
 
 /** Listener for state changes (used by the replay to create engines and by accounting). */

@@ -252,7 +252,8 @@ export class RegionController {
   private step(ep: ManagedEndpoint, all: readonly Readonly<InstanceRecord>[], current: number, desired: number, reason: string, now: number): ControllerAction | undefined {
     const base = { atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, reason, from: current, desired };
     if (desired > current) {
-      const c = chooseScaleOut(all, ep.model, ep.gpu, ep.gpusPerInstance, this.o.actuator.freeGpus(ep.gpu), ep.maxInstances);
+      const holds = this.o.actuator.holdsBlocks === undefined ? undefined : (id: string, m: ModelName) => this.o.actuator.holdsBlocks!(id, m);
+      const c = chooseScaleOut(all, ep.model, ep.gpu, ep.gpusPerInstance, this.o.actuator.freeGpus(ep.gpu), ep.maxInstances, holds);
       if (c.kind === "reclaim") return { ...base, kind: "reclaim", instanceId: this.o.actuator.reclaimSpot(c.instanceId).id };
       if (c.kind === "redeploy") return { ...base, kind: "redeploy", instanceId: this.o.actuator.redeploy(c.instanceId, ep.model, ep.gpusPerInstance).id };
       if (c.kind === "provision") return { ...base, kind: "provision", instanceId: this.o.actuator.provision(ep.model, ep.gpu, ep.gpusPerInstance).id };

@@ -16,6 +16,16 @@ describe("spot pool order", () => {
     expect(chooseScaleOut(noSpot, "m1", "h100-80gb", 4, 3, 10)).toEqual({ kind: "none", reason: "no-capacity" });
   });
 
+  it("redeploys a spot instance whose node already holds the model's blocks first (a host-cache hit), when the actuator can tell", () => {
+    const world = [inst("a", "m1", "serving"), inst("b", "m2", "spot"), inst("d", "m2", "spot"), inst("e", "m3", "spot")];
+    const cachedOnE = (id: string, model: string) => id === "e" && model === "m1";
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, cachedOnE)).toEqual({ kind: "redeploy", instanceId: "e", fromModel: "m3" });
+    // no cache anywhere: the model with the most spot gives, as without the hint
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, () => false)).toEqual({ kind: "redeploy", instanceId: "b", fromModel: "m2" });
+    // a cached spot of the wrong size is not taken
+    expect(chooseScaleOut([inst("e", "m3", "spot", { gpus: 8 }), inst("b", "m2", "spot")], "m1", "h100-80gb", 4, 0, 10, (id) => id === "e")).toEqual({ kind: "redeploy", instanceId: "b", fromModel: "m2" });
+  });
+
   it("never redeploys a spot instance whose GPU count does not fit the model", () => {
     const world = [inst("b", "m2", "spot", { gpus: 8 })];
     expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10)).toEqual({ kind: "none", reason: "no-capacity" });

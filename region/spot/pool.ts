@@ -27,10 +27,20 @@ export function activeOf(instances: readonly InstanceRecord[], model: ModelName,
 
 /**
  * Picks how to add one instance of `model` on `gpu`. `gpusPerInstance`: GPUs the model needs; `freeGpus`: GPUs of
- * this type held by no instance. Among other models' spot instances, the one of the model with the most spot
- * instances is taken first (it can spare one best); ties by id, so the choice is deterministic.
+ * this type held by no instance. Among other models' spot instances, one whose node already holds `model`'s
+ * parameter blocks is taken first when `holdsBlocks` can tell (an O(1) host-cache hit: no transfer, BlitzScale §4.1),
+ * else the one of the model with the most spot instances (it can spare one best); ties by id, so the choice is
+ * deterministic.
  */
-export function chooseScaleOut(instances: readonly InstanceRecord[], model: ModelName, gpu: GpuType, gpusPerInstance: number, freeGpus: number, maxInstances: number): ScaleOutChoice {
+export function chooseScaleOut(
+  instances: readonly InstanceRecord[],
+  model: ModelName,
+  gpu: GpuType,
+  gpusPerInstance: number,
+  freeGpus: number,
+  maxInstances: number,
+  holdsBlocks?: (instanceId: string, model: ModelName) => boolean,
+): ScaleOutChoice {
   if (activeOf(instances, model, gpu).length >= maxInstances) return { kind: "none", reason: "at-max" };
   const spot = instances.filter((i) => i.state === "spot" && i.gpu === gpu).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   const same = spot.find((i) => i.model === model);
@@ -38,9 +48,12 @@ export function chooseScaleOut(instances: readonly InstanceRecord[], model: Mode
   const spotCount = new Map<ModelName, number>();
   for (const i of spot) spotCount.set(i.model, (spotCount.get(i.model) ?? 0) + 1);
   let best: InstanceRecord | undefined;
-  for (const i of spot) {
-    if (i.gpus !== gpusPerInstance) continue;
-    if (best === undefined || spotCount.get(i.model)! > spotCount.get(best.model)!) best = i;
+  if (holdsBlocks !== undefined) best = spot.find((i) => i.gpus === gpusPerInstance && holdsBlocks(i.id, model));
+  if (best === undefined) {
+    for (const i of spot) {
+      if (i.gpus !== gpusPerInstance) continue;
+      if (best === undefined || spotCount.get(i.model)! > spotCount.get(best.model)!) best = i;
+    }
   }
   if (best !== undefined) return { kind: "redeploy", instanceId: best.id, fromModel: best.model };
   if (freeGpus >= gpusPerInstance) return { kind: "provision" };

@@ -3,16 +3,13 @@
  * backtest`, and the `planner` process against Redis with unreachable regions.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { DEFAULT_CONFIG_JSON } from "../core/config.js";
-import { CLI, REPO_ROOT, freePort, spawnTidegate, stopAll } from "../test/e2e/procs.js";
+import { freePort, runCli, spawnTidegate, stopAll } from "../test/e2e/procs.js";
 import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../test/helpers/redis.js";
 
-const run = promisify(execFile);
 const dir = mkdtempSync(join(tmpdir(), "tidegate-plan-cli-"));
 let redis: TestRedis;
 const prefix = testPrefix("planner-cli");
@@ -27,15 +24,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await run(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, timeout: 120_000 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = runCli;
 
 /** 8 days, one minute per 10-minute window, for each (model, region); `skipDay` leaves a day out (a gap). */
 function historyCsv(rows: [string, string, number][], opts: { skipDay?: number; bad?: string } = {}): string {

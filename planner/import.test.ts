@@ -5,32 +5,21 @@
  * The CLI cases run the compiled CLI (dist/, `npx tsc -p tsconfig.json` first).
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
-import { CLI, REPO_ROOT } from "../test/e2e/procs.js";
+import { runCli } from "../test/e2e/procs.js";
 import { defaultDataDir } from "../region/engines/perf/generate.js";
 import { detectFormat, importHistories, importHistory } from "./import.js";
 import { parseHistoryCsv } from "./history-file.js";
 import type { PlanReport } from "./report.js";
 
-const run = promisify(execFile);
 const DATA = defaultDataDir();
 const AGG = join(DATA, "servegen", "aggregate");
 const dir = mkdtempSync(join(tmpdir(), "tidegate-import-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const r = await run(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, timeout: 120_000 });
-    return { code: 0, stdout: r.stdout, stderr: r.stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const cli = runCli;
 
 describe("history import", () => {
   it("detects every shipped format from its first line", () => {

@@ -407,6 +407,8 @@ export class AgentsActuator implements Actuator {
     if (this.byId.get(inst.id) !== inst) return;
     void this.stopEngine(inst);
     this.byId.delete(inst.id);
+    // No bring-up is under way for a serving or spot instance: nothing will read its cancel mark.
+    if (inst.state === "serving" || inst.state === "spot") this.cancelled.delete(inst.id);
     this.view = undefined;
     if (!this.closed) this.fail({ model: inst.model, gpu: inst.gpu, node: inst.node, instanceId: inst.id, message: why });
   }

@@ -45,16 +45,7 @@ const MODELS = [
 const r1 = (x: number) => Number(x.toFixed(1));
 const r3 = (x: number) => Number(x.toFixed(3));
 
-interface Summary {
-  meanMs: number;
-  p75Ms: number;
-  p99Ms: number;
-  goodputTokensPerS: number;
-  sloAttainment: number;
-  avgQueuePerStage: number[];
-  meanGpus: number;
-  completed: number;
-}
+type Summary = Pick<RunResult, "meanMs" | "p75Ms" | "p99Ms" | "goodputTokensPerS" | "sloAttainment" | "avgQueuePerStage" | "meanGpus" | "completed">;
 
 function summarize(rs: RunResult[]): Summary {
   const n = rs[0]!.avgQueuePerStage.length;

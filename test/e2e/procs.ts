@@ -3,7 +3,8 @@
  * process prints a line matching a pattern, collect its output for failure messages, and stop it (SIGTERM, then
  * SIGKILL after a grace period). Every process spawned here is tracked so `stopAll()` can clean up in afterAll.
  */
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { promisify } from "node:util";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { dirname, resolve } from "node:path";
@@ -107,4 +108,15 @@ export function spawnTidegate(name: string, args: string[], readyPattern: RegExp
 /** Stops every process spawned here that is still running. */
 export async function stopAll(): Promise<void> {
   await Promise.all([...running].map((p) => p.stop()));
+}
+
+/** Runs `node dist/bin/tidegate.js <args>` to completion (2 min at most): its exit code, stdout and stderr. */
+export async function runCli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const r = await promisify(execFile)(process.execPath, [CLI, ...args], { cwd: REPO_ROOT, timeout: 120_000 });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
 }

@@ -55,11 +55,26 @@ export interface EngineStats {
 }
 
 /** One serving instance (SageServe §3.4). */
+/** Callbacks of one request in callback form (clock ms); called as methods, so one object per request suffices. */
+export interface RequestCallbacks {
+  onFirstToken?(atMs: number): void;
+  /** The request finished: its output tokens generated. */
+  onDone?(atMs: number, generatedTokens: number): void;
+  /** The request failed after it was accepted (the engine went away); callback-form engines may never call it. */
+  onError?(atMs: number, err: unknown): void;
+}
+
 export interface Engine {
   readonly instanceId: string;
   readonly model: ModelName;
   /** Streams the generation; aborting `signal` cancels it upstream and frees its KV memory. */
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  /**
+   * Optional callback form of `generate` for engines that run on the injected Clock (engine-sim in one process):
+   * the same request, no stream — `onFirstToken` and `onDone` fire at their clock times. Throws like `generate`
+   * before its first event. The gateway uses it where present (Gateway.submit), else it drives `generate`.
+   */
+  submit?(req: GenerateRequest, callbacks: RequestCallbacks): void;
   stats(): EngineStats;
   /**
    * Optional liveness as the adapter last saw it: true (answering), false (its last probe failed or timed out),

@@ -12,7 +12,7 @@ import { TidegateError, toTidegateError } from "../core/errors.js";
 import type { Clock } from "../core/clock.js";
 import { newId } from "../core/ids.js";
 import type { Logger } from "../core/log.js";
-import { MODEL_SPECS, kvBytesPerToken, type RegionName } from "../core/models.js";
+import { MODEL_SPECS, type RegionName } from "../core/models.js";
 import { ChunkFormatter, MAX_TOKENS_LIMIT, parseOpenAIRequest, type ApiKind } from "../core/openai.js";
 import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
 import { ValidationError } from "../core/validate.js";
@@ -20,7 +20,7 @@ import { authenticate, mayUseModel } from "./auth.js";
 import { readJsonBody } from "./body.js";
 import { NO_REGION, UNKNOWN_MODEL, type RouterMetrics } from "./metrics.js";
 import { dispatchWithRetry, type OpenedStream } from "./relay.js";
-import type { RegionSelector } from "./selector.js";
+import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog } from "./watchdog.js";
 import { ShedError, type Admission } from "./admission.js";
 
@@ -97,7 +97,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         links: deps.links,
         req: genReq,
         ...(clientRegion === undefined ? {} : { clientRegion }),
-        kvBytes: (parsed.promptTokens + parsed.maxTokens) * kvBytesPerToken(spec),
+        kvBytes: requestKvBytes(parsed.model, parsed.promptTokens, parsed.maxTokens),
         signal: client.signal,
         ...(deps.watchdog === undefined ? {} : { watchdog: deps.watchdog }),
         onRetry: (failed, err) => {

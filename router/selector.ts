@@ -11,7 +11,7 @@
  */
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
-import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
+import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
 import { correctedUtilization, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
 
@@ -144,6 +144,15 @@ export class RegionSelector {
 function servingInstances(mt: ModelTelemetry): number {
   const fromEndpoints = mt.endpoints.reduce((s, e) => s + e.servingInstances, 0);
   return Math.max(fromEndpoints, mt.instances.serving ?? 0);
+}
+
+/**
+ * The KV bytes a request adds to its region's in-flight estimate (`noteDispatch`): prompt + max output tokens, the
+ * most it can hold — one rule for the live router and the replay. 0 for an unknown model.
+ */
+export function requestKvBytes(model: ModelName, promptTokens: number, maxTokens: number): number {
+  const spec = MODEL_SPECS[model];
+  return spec === undefined ? 0 : (promptTokens + maxTokens) * kvBytesPerToken(spec);
 }
 
 /** The KV bytes one instance of `model` on `gpu` offers, from config gpusPerInstance and core/models (0 if unknown). */

@@ -293,3 +293,47 @@ describe("Gateway telemetry", () => {
     expect(seen).toEqual([3, 5]);
   });
 });
+
+describe("Gateway.submit (the callback form)", () => {
+  it("keeps the same in-flight books as generate: a burst spreads over instances, ends settle them, tokens are counted", async () => {
+    const { SimEngine } = await import("../engines/sim/engine.js");
+    const clock = new VirtualClock();
+    const gw = gateway(clock, 100);
+    const engines = ["a", "b", "c"].map((id) => new SimEngine({ instanceId: id, model: MODEL, gpu: "h100-80gb", tp: 2, clock }));
+    for (const e of engines) gw.addInstance("h100-80gb", e);
+    const done: number[] = [];
+    const firsts: number[] = [];
+    const hooks = { onFirstToken: (t: number) => firsts.push(t), onDone: (t: number) => done.push(t) };
+    // Three requests at one instant, before any stats refresh: the estimate sends each to another instance.
+    const picks = [0, 1, 2].map(() => gw.submit(request({ promptTokens: 100, maxTokens: 20 }), hooks)?.instanceId);
+    expect(new Set(picks).size).toBe(3);
+    expect(gw.instances().map((i) => i.inFlight)).toEqual([1, 1, 1]);
+    await clock.advanceBy(60_000);
+    expect(done).toHaveLength(3);
+    expect(firsts.every((t, i) => t <= done[i]!)).toBe(true);
+    expect(gw.instances().map((i) => i.inFlight)).toEqual([0, 0, 0]);
+    // The same request streamed through generate takes the same route from the same state.
+    const streamed = gw.route(MODEL)?.instanceId;
+    expect(gw.submit(request({ promptTokens: 100, maxTokens: 20 }), {})?.instanceId).toBe(streamed);
+  });
+
+  it("returns undefined with no serving instance, throws for an unknown model or a prompt that cannot fit, and drives stream-only engines", async () => {
+    const clock = new VirtualClock();
+    const gw = gateway(clock, 0);
+    gw.addEndpoint(MODEL, "h100-80gb");
+    expect(gw.submit(request(), {})).toBeUndefined();
+    expect(() => gw.submit(request({ model: "nope" }), {})).toThrow(/nope/);
+    const fake = new FakeEngine({ instanceId: "f", model: MODEL });
+    gw.addInstance("h100-80gb", fake);
+    const seen: string[] = [];
+    expect(gw.submit(request(), { onFirstToken: () => seen.push("first"), onDone: (_t, n) => seen.push(`done ${n}`) })?.instanceId).toBe("f");
+    await new Promise((r) => setTimeout(r, 20));
+    expect(seen[0]).toBe("first");
+    expect(seen.at(-1)).toMatch(/^done \d+$/);
+    const { SimEngine } = await import("../engines/sim/engine.js");
+    const gw2 = gateway(clock, 0);
+    gw2.addInstance("h100-80gb", new SimEngine({ instanceId: "s", model: MODEL, gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000 }));
+    expect(() => gw2.submit(request({ promptTokens: 900, maxTokens: 200 }), {})).toThrow(/KV capacity/);
+    expect(gw2.instances()[0]!.inFlight).toBe(0);
+  });
+});

@@ -9,12 +9,16 @@
  * instance — the prompt + max output tokens and the prompt's KV bytes of the requests it sent there since the last
  * refresh — so a burst that arrives before the engines' stats move spreads over instances and endpoints instead of
  * herding onto the first. No HTTP and no timers: the same class runs live and in replay (virtual time).
+ *
+ * Requests enter by `generate` (a stream: HTTP, gRPC, in-process links) or by `submit` (callbacks: engines on the
+ * injected Clock, the replay's ten million requests a week); both take the same route and keep the same in-flight
+ * books (`admit` / `settle`), so a replayed burst spreads exactly as a live one does.
  */
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { MODEL_SPECS, kvBytesPerToken, type GpuType, type ModelName, type RegionName } from "../../core/models.js";
-import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RequestCallbacks, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import { pickEndpoint, pickInstance } from "./jsq.js";
 import { TargetsStore } from "./targets.js";
 import { WindowedRate, modelTelemetry } from "./telemetry.js";
@@ -90,6 +94,63 @@ interface ModelRecord {
 }
 
 const ZERO_STATS: EngineStats = { kvBytesUsed: 0, kvBytesCapacity: 0, running: 0, waiting: 0, remainingTokens: 0, generatedTokensTotal: 0 };
+
+/** What one admitted request added to its instance's estimate, to take back when it ends. */
+interface Ticket {
+  rec: InstanceRecord;
+  epoch: number;
+  tokens: number;
+  kvBytes: number;
+}
+
+/**
+ * Adds a request to its instance's in-flight estimate until the next stats refresh: prompt + max output tokens
+ * (the JSQ load) and the prompt's KV bytes (the endpoint's effective memory), plus one request in flight.
+ */
+function admit(rec: InstanceRecord, req: GenerateRequest, kvBytesPerToken: number): Ticket {
+  const t: Ticket = { rec, epoch: rec.epoch, tokens: req.promptTokens + req.maxTokens, kvBytes: req.promptTokens * kvBytesPerToken };
+  rec.addedTokens += t.tokens;
+  rec.addedKvBytes += t.kvBytes;
+  rec.inFlight++;
+  return t;
+}
+
+/** Takes an ended request out of the estimate (only within the refresh epoch it was added in). */
+function settle(t: Ticket): void {
+  t.rec.inFlight--;
+  if (t.rec.epoch === t.epoch) {
+    t.rec.addedTokens -= t.tokens;
+    t.rec.addedKvBytes -= t.kvBytes;
+  }
+}
+
+/** One callback-form request in flight: counts its tokens and settles its books, then calls the caller's hooks. */
+class Submitted implements RequestCallbacks {
+  constructor(
+    private readonly gateway: Gateway,
+    private readonly model: ModelRecord,
+    private readonly ticket: Ticket,
+    private readonly req: GenerateRequest,
+    private readonly callbacks: RequestCallbacks,
+  ) {}
+
+  onFirstToken(atMs: number): void {
+    this.gateway.noteServed(this.model, this.req.promptTokens);
+    this.callbacks.onFirstToken?.(atMs);
+  }
+
+  onDone(atMs: number, generatedTokens: number): void {
+    settle(this.ticket);
+    this.gateway.noteServed(this.model, generatedTokens, "ok");
+    this.callbacks.onDone?.(atMs, generatedTokens);
+  }
+
+  onCancelled(atMs: number): void {
+    settle(this.ticket);
+    this.gateway.noteServed(this.model, 0, "cancelled");
+    this.callbacks.onError?.(atMs, new TidegateError("cancelled", `request ${this.req.id} cancelled`));
+  }
+}
 
 /** One region's gateway. Not thread-safe (one event loop). */
 export class Gateway {
@@ -202,12 +263,7 @@ export class Gateway {
       }
       const rec = this.choose(model, tried);
       if (rec === undefined) break;
-      const epoch = rec.epoch;
-      const tokens = req.promptTokens + req.maxTokens;
-      const kvBytes = req.promptTokens * model.kvBytesPerToken;
-      rec.addedTokens += tokens;
-      rec.addedKvBytes += kvBytes;
-      rec.inFlight++;
+      const ticket = admit(rec, req, model.kvBytesPerToken);
       const upstream = new AbortController();
       const onAbort = () => upstream.abort(signal?.reason);
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -255,11 +311,7 @@ export class Gateway {
         lastError = err;
       } finally {
         signal?.removeEventListener("abort", onAbort);
-        rec.inFlight--;
-        if (rec.epoch === epoch) {
-          rec.addedTokens -= tokens;
-          rec.addedKvBytes -= kvBytes;
-        }
+        settle(ticket);
         if (!finished) {
           this.log.debug("request cancelled: its consumer stopped early", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id });
           // The consumer stopped early: abort first so the engine frees the request even if return() is a no-op.
@@ -272,6 +324,59 @@ export class Gateway {
     this.onOutcome?.(req.model, "error");
     if (tried.size === 0) throw new TidegateError("no_region_available", `no serving instance of ${req.model} in region ${this.region}`);
     throw new TidegateError("upstream_error", `${tried.size} instance(s) of ${req.model} in region ${this.region} failed before the first token`, { cause: lastError });
+  }
+
+  /**
+   * The callback form of `generate` (one entry point, two shapes): routes `req` exactly as `generate` would, keeps
+   * the same in-flight books and token counts, and reports through `callbacks` at clock times. Returns where it
+   * went, or undefined when no instance of the model serves here (nothing is called then). Throws model_not_found
+   * for an unknown model, and what the engine throws before accepting the request (e.g. a prompt too long for it).
+   * Engines without a callback form are driven through `generate`; a failure then reaches `onError`.
+   */
+  submit(req: GenerateRequest, callbacks: RequestCallbacks): RouteChoice | undefined {
+    const model = this.modelRecord(req.model);
+    const rec = this.choose(model, undefined);
+    if (rec === undefined) return undefined;
+    const choice = { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
+    const ticket = admit(rec, req, model.kvBytesPerToken);
+    const submitted = new Submitted(this, model, ticket, req, callbacks);
+    if (rec.engine.submit === undefined) {
+      settle(ticket);
+      void this.drive(req, callbacks);
+      return choice;
+    }
+    try {
+      rec.engine.submit(req, submitted);
+    } catch (err) {
+      settle(ticket);
+      this.onOutcome?.(req.model, "error");
+      throw err;
+    }
+    return choice;
+  }
+
+  /** Counts tokens served and the outcome of a callback-form request (Submitted's hooks). */
+  noteServed(model: ModelRecord, tokens: number, outcome?: RequestOutcome): void {
+    model.tokensServed += tokens;
+    if (outcome !== undefined) this.onOutcome?.(model.model, outcome);
+  }
+
+  /** `submit` over an engine that only streams. */
+  private async drive(req: GenerateRequest, callbacks: RequestCallbacks): Promise<void> {
+    let first = true;
+    let generated = 0;
+    try {
+      for await (const ev of this.generate(req)) {
+        if (first) {
+          first = false;
+          callbacks.onFirstToken?.(this.clock.now());
+        }
+        if (ev.type === "token") generated += ev.tokens;
+        else callbacks.onDone?.(this.clock.now(), generated);
+      }
+    } catch (err) {
+      callbacks.onError?.(this.clock.now(), err);
+    }
   }
 
   /** The region's telemetry now: one entry per model; reads fresh stats from every instance. */

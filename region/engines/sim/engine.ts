@@ -6,7 +6,7 @@
 import type { Clock } from "../../../core/clock.js";
 import { TidegateError } from "../../../core/errors.js";
 import { makeUsage, syntheticToken } from "../../../core/openai.js";
-import type { Engine, EngineEvent, EngineStats, GenerateRequest } from "../../../core/ports.js";
+import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../../core/ports.js";
 import { getProfile } from "../perf/model.js";
 import { SimEngineCore, type SimCoreOptions } from "./core.js";
 
@@ -54,6 +54,12 @@ export class SimEngine implements Engine {
     if (opts.maxPrefillTokens !== undefined) coreOpts.maxPrefillTokens = opts.maxPrefillTokens;
     if (opts.kvCapacityTokens !== undefined) coreOpts.kvCapacityTokens = opts.kvCapacityTokens;
     this.core = new SimEngineCore(coreOpts);
+  }
+
+  /** The callback form of `generate` (Engine.submit): the core's own events, no stream and no per-token work. */
+  submit(req: GenerateRequest, callbacks: RequestCallbacks): void {
+    if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
+    this.core.submit({ id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority }, callbacks);
   }
 
   /**

@@ -181,7 +181,7 @@ export interface InstanceListingEntry {
 /** A region's listing: instances, nodes, recent scaling failures and actions. */
 export interface RegionInstances {
   region: RegionName;
-  actuator: "agents" | "static";
+  actuator: "agents" | "static" | "sim";
   instances: InstanceListingEntry[];
   nodes: { nodeId: string; lost: boolean; lastSeenMs: number; gpuType: string; gpuSlots: number; freeSlots: number; memoryBytes: number; data: string; transport: string; models: string[]; completeModels: string[] }[];
   failures: { atMs: number; model: string; gpu: string; node: string; instanceId: string; message: string }[];

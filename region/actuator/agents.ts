@@ -34,7 +34,9 @@ import { TransferQueue } from "../pool/queue.js";
 import { runTransfer, type ModelParameters, type MulticastPolicy, type TransferResult } from "../pool/transfer.js";
 import { NodeRegistry } from "./nodes.js";
 import { idealSeconds } from "../multicast/ideal.js";
-import type { Actuator, InstanceListener, InstanceRecord } from "./port.js";
+import type { InstanceListener, InstanceRecord, NodeListing, RuntimeActuator, ScaleFailure, ScalingHooks } from "./port.js";
+
+export type { NodeListing, ScaleFailure } from "./port.js";
 
 /** A model's parameters and where the region's first copy comes from ("pattern": a seeded synthetic model). */
 export interface ModelSource extends ModelParameters {
@@ -85,19 +87,10 @@ export interface AgentInstance extends InstanceRecord {
   engine?: EngineInfo;
 }
 
-/** A failed scale step, kept for the admin listing. */
-export interface ScaleFailure {
-  atMs: number;
-  model: ModelName;
-  gpu: GpuType;
-  node?: string;
-  instanceId?: string;
-  message: string;
-}
-
 const MAX_FAILURES = 50;
 
-export class AgentsActuator implements Actuator {
+export class AgentsActuator implements RuntimeActuator {
+  readonly kind = "agents";
   readonly region: RegionName;
   readonly pool: ParameterPool;
   readonly nodes = new NodeRegistry();
@@ -112,7 +105,7 @@ export class AgentsActuator implements Actuator {
   private closed = false;
   /** Per endpoint `model/gpu`: the last measured scale-out, decision to serving (ms). */
   private readonly measuredScaleOutMs = new Map<string, number>();
-  private hooks: { onFailure?(model: ModelName, gpu: GpuType, message: string): void; onLanded?(model: ModelName, gpu: GpuType, instanceId: string): void } = {};
+  private hooks: ScalingHooks = {};
 
   constructor(private readonly o: AgentsActuatorOptions) {
     this.region = o.region;
@@ -212,7 +205,7 @@ export class AgentsActuator implements Actuator {
   }
 
   /** Sets who hears of scale-outs that failed after the operation returned, and of instances that started serving. */
-  listen(hooks: { onFailure?(model: ModelName, gpu: GpuType, message: string): void; onLanded?(model: ModelName, gpu: GpuType, instanceId: string): void }): void {
+  listen(hooks: ScalingHooks): void {
     this.hooks = hooks;
   }
 
@@ -598,15 +591,3 @@ export class AgentsActuator implements Actuator {
 }
 
 /** One node in the admin listing. */
-export interface NodeListing {
-  nodeId: string;
-  lost: boolean;
-  lastSeenMs: number;
-  gpuType: string;
-  gpuSlots: number;
-  freeSlots: number;
-  memoryBytes: number;
-  data: string;
-  transport: string;
-  copies: { model: string; complete: boolean }[];
-}

@@ -50,5 +50,60 @@ export interface Actuator {
   holdsBlocks?(instanceId: string, model: ModelName): boolean;
 }
 
+/** A failed scale step, kept for the admin listing. */
+export interface ScaleFailure {
+  atMs: number;
+  model: ModelName;
+  gpu: GpuType;
+  node?: string;
+  instanceId?: string;
+  message: string;
+}
+
+/** One node as the admin listing shows it (adapters without nodes list none). */
+export interface NodeListing {
+  nodeId: string;
+  lost: boolean;
+  lastSeenMs: number;
+  gpuType: string;
+  gpuSlots: number;
+  freeSlots: number;
+  memoryBytes: number;
+  data: string;
+  transport: string;
+  copies: { model: string; complete: boolean }[];
+}
+
+/** An instance in the admin listing: its record, where it runs and what it is doing. */
+export interface ListedInstance extends InstanceRecord {
+  node: string;
+  detail: string;
+  engine?: { url: string };
+}
+
+/** Who hears of scale-outs that failed after the operation returned, and of instances that started serving. */
+export interface ScalingHooks {
+  onFailure?(model: ModelName, gpu: GpuType, message: string): void;
+  onLanded?(model: ModelName, gpu: GpuType, instanceId: string): void;
+}
+
+/**
+ * What the region runtime (region/runtime/runtime.ts) drives: an Actuator that also reports — the `agents` adapter
+ * live (engines on node agents, parameters over the data plane) and the `sim` adapter in replay (config delays on
+ * the virtual clock). One runtime, two adapters (STYLE "One runtime, many clocks and adapters").
+ */
+export interface RuntimeActuator extends Actuator {
+  readonly kind: "agents" | "sim";
+  /** Periodic upkeep at every controller pass (lost nodes, the parameter pool's invariant); may do nothing. */
+  tick(): void;
+  listen(hooks: ScalingHooks): void;
+  /** Keeps a failure (e.g. "cannot scale out") for the listing. */
+  report(f: Omit<ScaleFailure, "atMs">): void;
+  /** How long the next scale-out of (model, gpu) is expected to take, decision to serving (ms); undefined if unknown. */
+  expectedScaleOutMs(model: ModelName, gpu: GpuType): number | undefined;
+  listing(): { instances: ListedInstance[]; nodes: NodeListing[]; failures: ScaleFailure[] };
+  close(): void;
+}
+
 /** Listener for state changes (used by the replay to create engines and by accounting). */
 export type InstanceListener = (inst: Readonly<InstanceRecord>, from: InstanceState | undefined) => void;

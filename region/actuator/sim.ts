@@ -10,7 +10,7 @@ import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { InstanceState } from "../../core/ports.js";
-import type { Actuator, InstanceListener, InstanceRecord } from "./port.js";
+import type { InstanceListener, InstanceRecord, ListedInstance, NodeListing, RuntimeActuator, ScaleFailure, ScalingHooks } from "./port.js";
 
 /** Delays in ms. `spotMedianMs`/`spotMaxMs`: spot ↔ internal; `redeployLocalMs`: weights in region; `redeployRemoteMs`: weights fetched from another region. */
 export interface ActuatorDelays {
@@ -58,12 +58,20 @@ export function sampleSpotMs(d: ActuatorDelays, random: () => number): number {
   return Math.min(d.spotMaxMs, Math.max(d.spotMedianMs / 5, d.spotMedianMs * Math.exp(d.spotSigma * z)));
 }
 
-export class SimActuator implements Actuator {
+const MAX_FAILURES = 50;
+
+export class SimActuator implements RuntimeActuator {
+  readonly kind = "sim";
   readonly region: RegionName;
+  private hooks: ScalingHooks = {};
+  private readonly failures: ScaleFailure[] = [];
+  private closed = false;
   private readonly byId = new Map<string, InstanceRecord>();
   private readonly timers = new Map<string, Timer>();
   private nextId = 0;
   private view: InstanceRecord[] | undefined;
+  /** `model/gpu` of every spot instance (expectedScaleOutMs, read every telemetry); rebuilt after a state change. */
+  private spotKeys: Set<string> | undefined;
   /** Number of operations started (for tests: "no double actions"). */
   operations = 0;
 
@@ -80,6 +88,7 @@ export class SimActuator implements Actuator {
     const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state, sinceMs: this.o.clock.now() };
     this.byId.set(inst.id, inst);
     this.view = undefined;
+    this.spotKeys = undefined;
     this.o.onChange?.(inst, undefined);
     return { ...inst };
   }
@@ -159,6 +168,43 @@ export class SimActuator implements Actuator {
     return { ...inst };
   }
 
+  /** Nothing to keep up: no nodes to lose, no parameter pool (delays stand for the data plane). */
+  tick(): void {}
+
+  listen(hooks: ScalingHooks): void {
+    this.hooks = hooks;
+  }
+
+  report(f: Omit<ScaleFailure, "atMs">): void {
+    this.failures.push({ atMs: this.o.clock.now(), ...f });
+    if (this.failures.length > MAX_FAILURES) this.failures.shift();
+  }
+
+  /**
+   * The configured delay of the fastest scale-out the region could start now: a spot instance that still holds
+   * the model (median spot move), else a fresh VM plus the model load (weights in the region or from another).
+   */
+  expectedScaleOutMs(model: ModelName, gpu: GpuType): number | undefined {
+    if (this.spotKeys === undefined) {
+      this.spotKeys = new Set();
+      for (const i of this.byId.values()) if (i.state === "spot") this.spotKeys.add(`${i.model}/${i.gpu}`);
+    }
+    if (this.spotKeys.has(`${model}/${gpu}`)) return this.o.delays.spotMedianMs;
+    return this.o.delays.vmProvisionMs + this.loadMs(model);
+  }
+
+  listing(): { instances: ListedInstance[]; nodes: NodeListing[]; failures: ScaleFailure[] } {
+    const detail = (i: InstanceRecord) => (i.readyAtMs === undefined ? (i.via === undefined ? "" : `via ${i.via}`) : `serving expected at ${Math.round(i.readyAtMs)} ms (via ${i.via ?? "seed"})`);
+    return { instances: [...this.byId.values()].map((i) => ({ ...i, node: "", detail: detail(i) })), nodes: [], failures: [...this.failures] };
+  }
+
+  /** Cancels every pending state change. */
+  close(): void {
+    this.closed = true;
+    for (const t of this.timers.values()) t.cancel();
+    this.timers.clear();
+  }
+
   /** The engine layer reports that a draining instance holds no more work: it becomes spot now. No-op otherwise. */
   finishDrain(instanceId: string): void {
     const inst = this.byId.get(instanceId);
@@ -185,6 +231,7 @@ export class SimActuator implements Actuator {
   }
 
   private schedule(id: string, delayMs: number, fn: () => void): void {
+    if (this.closed) return;
     this.timers.get(id)?.cancel();
     this.timers.set(id, this.o.clock.after(delayMs, () => {
       this.timers.delete(id);
@@ -194,9 +241,11 @@ export class SimActuator implements Actuator {
 
   private transition(inst: InstanceRecord, to: InstanceState): void {
     const from = inst.state;
+    this.spotKeys = undefined;
     inst.state = to;
     inst.sinceMs = this.o.clock.now();
     if (to === "serving" || to === "spot") delete inst.readyAtMs;
     this.o.onChange?.(inst, from);
+    if (to === "serving" && from !== undefined) this.hooks.onLanded?.(inst.model, inst.gpu, inst.id);
   }
 }

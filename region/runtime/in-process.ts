@@ -33,7 +33,7 @@ export interface InProcessRegionOptions {
 
 export interface InProcessRegion {
   gateway: Gateway;
-  runtime: RegionRuntime;
+  runtime: RegionRuntime<AgentsActuator>;
   agents: InProcessAgent[];
   /**
    * Resolves once every endpoint serves its configured `instances` (the initial deployment landed), or rejects

@@ -1,9 +1,9 @@
 /**
  * The region runtime (DESIGN "Tiers and processes", STYLE "One runtime, many clocks and adapters"): one wiring of a
- * region's control loop that `tidegate region` and `tidegate dev` both run —
+ * region's control loop that `tidegate region`, `tidegate dev` and the week replay all run —
  *
- *   gateway telemetry ─▶ RegionController (strategy from config) ─▶ Actuator (agents: engines + data plane)
- *   planner targets ─▶ TargetsStore (the one decisionId rule) ─┘
+ *   gateway telemetry ─▶ RegionController (strategy from config) ─▶ RuntimeActuator (agents live: engines + data
+ *   planner targets ─▶ TargetsStore (the one decisionId rule) ─┘       plane; sim in replay: config delays)
  *
  * It also makes the RegionService the links serve: telemetry whose instance counts are the actuator's (provisioning,
  * loading and spot included, per model and per endpoint — what the planner's fleet reads), and the admin listing
@@ -15,13 +15,14 @@ import type { TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { EngineEvent, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
-import type { AgentsActuator, ModelSource } from "../actuator/agents.js";
+import type { ModelSource } from "../actuator/agents.js";
+import type { RuntimeActuator } from "../actuator/port.js";
 import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { RegionService } from "../link/service.js";
-import { resolveStrategy } from "../strategies/registry.js";
+import { resolveStrategy, type BoundStrategy } from "../strategies/registry.js";
 
 /** Where the runtime reports what it does (Prometheus in the region process). */
 export interface RuntimeMetricsSink {
@@ -29,14 +30,18 @@ export interface RuntimeMetricsSink {
   failure(model: string): void;
 }
 
-export interface RegionRuntimeOptions {
+export interface RegionRuntimeOptions<A extends RuntimeActuator = RuntimeActuator> {
   config: TidegateConfig;
   region: RegionName;
   clock: Clock;
   log: Logger;
   gateway: Gateway;
-  actuator: AgentsActuator;
+  actuator: A;
   metrics?: RuntimeMetricsSink;
+  /** The strategy with its parameters (default: config controller.strategy with its defaults); the replay sets it. */
+  strategy?: BoundStrategy;
+  /** Hears every scaling action (the replay's books keep all of them; the listing keeps the last `keepActions`). */
+  onAction?: (a: ControllerAction) => void;
   /** How many recent actions the listing keeps (default 100). */
   keepActions?: number;
   /**
@@ -47,9 +52,9 @@ export interface RegionRuntimeOptions {
 }
 
 /** A running region runtime. */
-export interface RegionRuntime {
+export interface RegionRuntime<A extends RuntimeActuator = RuntimeActuator> {
   readonly controller: RegionController;
-  readonly actuator: AgentsActuator;
+  readonly actuator: A;
   /** What the region's links serve. */
   readonly service: RegionService;
   /** Recent scaling actions, oldest first. */
@@ -58,7 +63,7 @@ export interface RegionRuntime {
 }
 
 /** Wires the controller to the gateway, the TargetsStore and the actuator, and starts it on the clock. */
-export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
+export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOptions<A>): RegionRuntime<A> {
   const regionConfig = o.config.regions.find((r) => r.name === o.region);
   if (regionConfig === undefined) throw new RangeError(`unknown region ${o.region}`);
   const log = o.log;
@@ -78,7 +83,7 @@ export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
     region: o.region,
     clock: o.clock,
     actuator: o.actuator,
-    strategy: resolveStrategy(cc.strategy),
+    strategy: o.strategy ?? resolveStrategy(cc.strategy),
     endpoints: regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances })),
     signals: (model, gpu) => {
       const m = snapshot().models.find((x) => x.model === model);
@@ -122,6 +127,7 @@ export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
     actions.push(a);
     if (actions.length > keep) actions.shift();
     o.metrics?.action(a.model, a.kind);
+    o.onAction?.(a);
     log.info("scaling step", { model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, from: a.from, desired: a.desired, reason: a.reason });
   };
   /**
@@ -177,7 +183,7 @@ export function startRegionRuntime(o: RegionRuntimeOptions): RegionRuntime {
 }
 
 /** Replaces the gateway's instance counts (serving/draining only) with the actuator's, per model and endpoint. */
-export function withActuatorCounts(t: RegionTelemetry, actuator: AgentsActuator): RegionTelemetry {
+export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator): RegionTelemetry {
   const byModel = new Map<string, Record<InstanceState, number>>();
   const byEndpoint = new Map<string, Record<InstanceState, number>>();
   const zero = (): Record<InstanceState, number> => ({ provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 });
@@ -203,7 +209,7 @@ export function withActuatorCounts(t: RegionTelemetry, actuator: AgentsActuator)
   };
 }
 
-function listing(region: RegionName, actuator: AgentsActuator, actions: readonly ControllerAction[], gateway: Gateway): RegionInstances {
+function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway): RegionInstances {
   const l = actuator.listing();
   const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
   const serving = (id: string, detail: string) => {
@@ -212,7 +218,7 @@ function listing(region: RegionName, actuator: AgentsActuator, actions: readonly
   };
   return {
     region,
-    actuator: "agents",
+    actuator: actuator.kind,
     instances: l.instances.map((i) => ({
       id: i.id,
       model: i.model,

@@ -7,20 +7,24 @@
  * 1. global: `RegionSelector.select(model, clientRegion, tried)` then `noteDispatch(region, model, kvBytes)` —
  *    the calls router/relay.ts dispatchWithRetry makes, with kvBytes = (prompt + max tokens) × KV bytes per token
  *    as router/completions.ts computes it; a region with no serving instance is excluded and the next one tried;
- * 2. region: `Gateway.route(model)` — the endpoint by effective memory utilization, then JSQ (Gateway.choose);
- * 3. engine: the chosen SimEngine's core, through its callback API (`submit` with onFirstToken / onDone), the core
- *    that SimEngine.generate streams from live.
+ * 2. region: `Gateway.submit(req, callbacks)` — the endpoint by effective memory utilization, then JSQ, with the
+ *    same in-flight books as `Gateway.generate` (the callback shape of the gateway's one entry point);
+ * 3. engine: the chosen SimEngine's `submit` (onFirstToken / onDone) — the core that SimEngine.generate streams
+ *    from live.
  * Telemetry flows region → router over the InProcessRegionLinks on the same clock.
  */
 import { VirtualClock } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { findTidegateError } from "../../core/errors.js";
-import { MODEL_SPECS, kvBytesPerToken, type ModelName, type RegionName } from "../../core/models.js";
-import type { SimHandlers } from "../../region/engines/sim/core.js";
+import type { RegionName } from "../../core/models.js";
+import type { GenerateRequest, RequestCallbacks } from "../../core/ports.js";
+import { requestKvBytes } from "../../router/selector.js";
 import { assignRequests } from "./assign.js";
 import { UtilizationTracker, type RequestRecord } from "./stats.js";
 import type { Trace } from "./traces.js";
 import { buildReplayWiring, type ReplayWiring, type ReplayWiringOptions } from "./wiring.js";
+
+const NO_BODY: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
 
 export interface ReplayOptions {
   trace: Trace;
@@ -49,7 +53,7 @@ export interface ReplayResult {
 }
 
 /** The engine callbacks of one replayed request (a class: no closures per request). */
-class Completion implements SimHandlers {
+class Completion implements RequestCallbacks {
   constructor(
     private readonly rec: RequestRecord,
     private readonly done: () => void,
@@ -64,20 +68,21 @@ class Completion implements SimHandlers {
   }
 }
 
-/** One routed request: the region and instance it went to, or the error code when none could take it. */
-type Route = { region: RegionName; instanceId: string } | { error: string };
-
-/** Steps 1–2 of the module comment. */
-function route(w: ReplayWiring, model: ModelName, clientRegion: RegionName, kvBytes: number): Route {
+/**
+ * Steps 1–3 of the module comment: the region the router picks, then the gateway's `submit`; a region with no
+ * serving instance is excluded and the next one tried (as dispatchWithRetry after no_region_available). Returns
+ * the region and instance, or the error code when none could take it.
+ */
+function route(w: ReplayWiring, req: GenerateRequest, clientRegion: RegionName, callbacks: RequestCallbacks): { region: RegionName; instanceId: string } | { error: string } {
   const tried = new Set<RegionName>();
   for (;;) {
-    const pick = w.selector.select(model, clientRegion, tried);
+    const pick = w.selector.select(req.model, clientRegion, tried);
     if (pick === undefined) return { error: "no_region_available" };
     tried.add(pick.region);
     const gateway = w.gateways.get(pick.region);
     if (gateway === undefined) continue;
-    w.selector.noteDispatch(pick.region, model, kvBytes);
-    const choice = gateway.route(model);
+    w.selector.noteDispatch(pick.region, req.model, requestKvBytes(req.model, req.promptTokens, req.maxTokens));
+    const choice = gateway.submit(req, callbacks);
     if (choice !== undefined) return { region: pick.region, instanceId: choice.instanceId };
   }
 }
@@ -95,7 +100,6 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
   );
   const requests = opts.trace.requests.slice(0, opts.limitRequests ?? opts.trace.requests.length);
   const assignments = assignRequests(requests, opts.config, opts.seed);
-  const kvPerToken = new Map<ModelName, number>(opts.config.models.map((m) => [m.name, kvBytesPerToken(MODEL_SPECS[m.name]!)]));
   const records: RequestRecord[] = [];
   let unassignable = 0;
   let finished = 0;
@@ -112,7 +116,14 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
     const now = clock.now();
     const rec: RequestRecord = { model: a.model, clientRegion: a.clientRegion, region: "", arrivalMs: now, firstTokenMs: -1, doneMs: -1, outputTokens: 0 };
     records.push(rec);
-    const picked = route(w, a.model, a.clientRegion, (r.promptTokens + r.outputTokens) * kvPerToken.get(a.model)!);
+    let picked;
+    try {
+      picked = route(w, { id: `r${i}`, model: a.model, kind: "chat", promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0, body: NO_BODY }, a.clientRegion, new Completion(rec, onDone));
+    } catch (err) {
+      rec.error = findTidegateError(err)?.code ?? "internal";
+      finished++;
+      return;
+    }
     if ("error" in picked) {
       rec.error = picked.error;
       finished++;
@@ -120,12 +131,6 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
     }
     rec.region = picked.region;
     opts.onRoute?.(i, picked.region, picked.instanceId);
-    try {
-      w.engines.get(picked.instanceId)!.core.submit({ id: `r${i}`, promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0 }, new Completion(rec, onDone), now);
-    } catch (err) {
-      rec.error = findTidegateError(err)?.code ?? "internal";
-      finished++;
-    }
   };
 
   // Arrivals chained one event at a time (the heap holds one pending arrival, not the whole trace).

@@ -5,9 +5,9 @@
  * router's `RegionSelector` (router/selector.ts: SageServe §6.2 selection with the in-flight estimate) fed by those
  * links. run.ts drives requests through these objects synchronously (see there).
  *
- * Gateway `statsRefreshMs` defaults to 0 here: every routing decision reads the engines' exact, O(1) stats, so the
- * gateway's own in-flight correction (which covers stale stats between refreshes) is always zero and
- * `Gateway.route()` chooses exactly what `Gateway.generate()` would.
+ * Gateways keep their default stats refresh (100 ms, as `tidegate dev`): requests enter by `Gateway.submit`, the
+ * callback shape of the gateway's one entry point, which keeps the same in-flight estimate between refreshes as
+ * `Gateway.generate` — so a replayed burst spreads over instances exactly as a streamed one (replay.test.ts).
  */
 import type { VirtualClock } from "../../core/clock.js";
 import { regionModels, type TidegateConfig } from "../../core/config.js";
@@ -33,7 +33,7 @@ export interface ReplayWiringOptions {
   telemetryIntervalMs?: number;
   /** Engine event mode for callers that stream through Gateway.generate (default "per-token", as live). */
   events?: "coalesced" | "per-token";
-  /** Gateway stats refresh period (default 0: exact stats at every decision; dev uses the Gateway default). */
+  /** Gateway stats refresh period (default: the Gateway's, 100 ms, as dev; 0 reads exact stats at every decision). */
   statsRefreshMs?: number;
 }
 
@@ -43,7 +43,7 @@ export function buildReplayWiring(config: TidegateConfig, clock: VirtualClock, o
   const engines = new Map<string, SimEngine>();
   const links = new Map<RegionName, RegionLink>();
   for (const region of config.regions) {
-    const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: opts.statsRefreshMs ?? 0 });
+    const gateway = new Gateway({ region: region.name, clock, ...(opts.statsRefreshMs === undefined ? {} : { statsRefreshMs: opts.statsRefreshMs }) });
     for (const ep of region.endpoints) {
       const tp = config.models.find((m) => m.name === ep.model)?.gpusPerInstance[ep.gpu];
       if (tp === undefined) throw new Error(`config: ${ep.model} has no gpusPerInstance for ${ep.gpu}`);

@@ -63,6 +63,8 @@ function region(name: string, utcOffsetH: number, proximity: string[], start: Re
 export const DEFAULT_FLEET_JSON = {
   fleet: {
     models: DEFAULT_MODELS,
+    // One scaling step per endpoint per pass, as SageServe's controller paces them (§6.5); live regions default to 8.
+    controller: { maxStepsPerPass: 1 },
     regions: [
       region("us-east", -5, ["us-central", "us-west"], { "llama2-70b": 3, "bloom-176b": 2 }),
       region("us-central", -6, ["us-east", "us-west"], { "llama2-70b": 2, "bloom-176b": 2 }),

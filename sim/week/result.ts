@@ -4,7 +4,7 @@
  * p50/p95/p99 TTFT and E2E per model for interactive traffic, batch requests done within their deadline, scaling
  * actions, and hourly series for the report's charts.
  */
-import type { RunState } from "./replay.js";
+import type { RunState } from "./state.js";
 
 export interface Percentiles {
   p50: number;

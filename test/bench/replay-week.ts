@@ -24,23 +24,32 @@ const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Num
 console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);
 console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
 console.log(`inputs: seed ${workload.seed}, ${workload.days} days, target ${workload.targetRequests} requests, ${workload.models.length} models, ${workload.regions.length} regions, strategy ${strategy}, planner ${(await createPlanner(fleet)).name}`);
-const bar = new ProgressBar("replay-week");
-let peakRss = 0;
-const planner = await createPlanner(fleet);
-const r = await runWeek({
-  fleet, workload, strategy, planner,
-  onProgress: (p) => {
-    bar.update(p.fraction, p.requests);
-    peakRss = Math.max(peakRss, process.memoryUsage().rss);
-  },
-});
-bar.done(r.requests.total);
-const maxRssBytes = Math.max(peakRss, resourceUsage().maxRSS * 1024);
-const wallS = r.wallMs / 1000;
-console.log(`run: ${r.requests.total} requests (${r.requests.interactive} interactive, ${r.requests.batch} batch) in ${wallS.toFixed(1)} s wall; ${r.requestsPerWallS} requests per wall second; ${(r.virtualMs / r.wallMs).toFixed(0)}× real time; planner ${r.plans} hours, ${r.plannerMs} ms; peak RSS ${(maxRssBytes / 2 ** 20).toFixed(0)} MiB`);
-console.log(`outcome: instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.withinDeadline}/${r.batch.submitted}`);
-console.log(`reports: ${writeReports("out/bench-replay-week", [r]).join(" ")}`);
 const target = { wallS: 600, maxRssGiB: 4, requestsAtLeast: 9_000_000 };
-const fullWeek = workload.days === 7;
-const met = fullWeek && wallS <= target.wallS && maxRssBytes / 2 ** 30 <= target.maxRssGiB && r.requests.total >= target.requestsAtLeast;
-console.log(JSON.stringify({ bench: "replay-week", requests: r.requests.total, days: workload.days, wallS: Math.round(wallS * 10) / 10, requestsPerWallS: r.requestsPerWallS, realTimeRatio: Math.round(r.virtualMs / r.wallMs), maxRssGiB: Math.round((maxRssBytes / 2 ** 30) * 100) / 100, target, met }));
+const loadAtStart = loadavg()[0]!;
+const round1 = (x: number) => Math.round(x * 10) / 10;
+try {
+  const bar = new ProgressBar("replay-week");
+  let peakRss = 0;
+  const planner = await createPlanner(fleet);
+  const r = await runWeek({
+    fleet, workload, strategy, planner,
+    onProgress: (p) => {
+      bar.update(p.fraction, p.requests);
+      peakRss = Math.max(peakRss, process.memoryUsage().rss);
+    },
+  });
+  bar.done(r.requests.total);
+  await planner.close?.();
+  const maxRssBytes = Math.max(peakRss, resourceUsage().maxRSS * 1024);
+  const wallS = r.wallMs / 1000;
+  const load = { atStart1m: round1(loadAtStart), atEnd1m: round1(loadavg()[0]!), nproc: cpus().length };
+  console.log(`run: ${r.requests.total} requests (${r.requests.interactive} interactive, ${r.requests.batch} batch) in ${wallS.toFixed(1)} s wall (load average ${load.atStart1m} at the start, ${load.atEnd1m} at the end, ${load.nproc} cores); ${r.requestsPerWallS} requests per wall second; ${(r.virtualMs / r.wallMs).toFixed(0)}× real time; planner ${r.plans} hours, ${r.plannerMs} ms; peak RSS ${(maxRssBytes / 2 ** 20).toFixed(0)} MiB`);
+  console.log(`outcome: instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.withinDeadline}/${r.batch.submitted}`);
+  console.log(`reports: ${writeReports("out/bench-replay-week", [r]).join(" ")}`);
+  const fullWeek = workload.days === 7;
+  const met = fullWeek && wallS <= target.wallS && maxRssBytes / 2 ** 30 <= target.maxRssGiB && r.requests.total >= target.requestsAtLeast;
+  console.log(JSON.stringify({ bench: "replay-week", requests: r.requests.total, days: workload.days, wallS: round1(wallS), loadAverage: load, requestsPerWallS: r.requestsPerWallS, realTimeRatio: Math.round(r.virtualMs / r.wallMs), maxRssGiB: Math.round((maxRssBytes / 2 ** 30) * 100) / 100, target, met }));
+} catch (err) {
+  console.log(JSON.stringify({ bench: "replay-week", days: workload.days, loadAverage: { atStart1m: round1(loadAtStart), atEnd1m: round1(loadavg()[0]!), nproc: cpus().length }, target, met: false, error: err instanceof Error ? err.message : String(err) }));
+  process.exitCode = 1;
+}

@@ -1,0 +1,131 @@
+/**
+ * A region on the `sim` actuator (the week replay; DESIGN "The one rule that keeps the simulator honest"): the same
+ * region runtime `tidegate region` and `tidegate dev` run (region/runtime/runtime.ts: gateway → TargetsStore →
+ * controller → actuator), with the simulated actuator (region/actuator/sim.ts: SageServe §7.1 delays on the clock)
+ * standing in for node agents and the data plane. What the agents do live — start an engine when an instance comes
+ * up, stop routing to a draining one and stop its engine once idle — this file does for simulated engines
+ * (region/engines/sim) in the same process: an instance that starts serving gets a fresh SimEngine in the gateway;
+ * a draining one takes no new work and becomes spot once its engine is idle (checked every `drainCheckMs`).
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import type { TidegateConfig } from "../../core/config.js";
+import { silentLogger, type Logger } from "../../core/log.js";
+import type { GpuType, ModelName, RegionName } from "../../core/models.js";
+import type { InstanceListener, InstanceRecord } from "../actuator/port.js";
+import { SimActuator, type ActuatorDelays } from "../actuator/sim.js";
+import type { ControllerAction } from "../controller/reconciler.js";
+import { SimEngine } from "../engines/sim/engine.js";
+import { Gateway } from "../gateway/gateway.js";
+import type { BoundStrategy } from "../strategies/registry.js";
+import { startRegionRuntime, type RegionRuntime } from "./runtime.js";
+
+/** Engine settings of one model (vLLM max_num_seqs and the KV cache it is given, in tokens). */
+export interface SimEngineSettings {
+  maxBatch: number;
+  kvCapacityTokens: number;
+}
+
+export interface SimRegionOptions {
+  config: TidegateConfig;
+  region: RegionName;
+  clock: Clock;
+  log?: Logger;
+  delays: ActuatorDelays;
+  /** Models whose weights the region stores (others load from another region). */
+  weightsInRegion: readonly ModelName[];
+  /** Deterministic uniform [0, 1) source for the actuator's delays. */
+  random: () => number;
+  engine(model: ModelName): SimEngineSettings;
+  /** Spot instances at start (capacity not in the plan). Endpoints start with their configured `instances` serving. */
+  spot?: readonly { model: ModelName; gpu: GpuType; count: number }[];
+  strategy?: BoundStrategy;
+  /** Every instance state change (after the engines are updated), e.g. a GPU-time ledger. */
+  onChange?: InstanceListener;
+  onAction?: (a: ControllerAction) => void;
+  /** Gateway stats refresh (default: the Gateway's, as `tidegate region`). */
+  statsRefreshMs?: number;
+  /** How often idle draining instances are handed to spot (default 1000 ms). */
+  drainCheckMs?: number;
+}
+
+export interface SimRegion {
+  readonly gateway: Gateway;
+  readonly actuator: SimActuator;
+  readonly runtime: RegionRuntime<SimActuator>;
+  /** The simulated engine of a serving or draining instance. */
+  engine(instanceId: string): SimEngine | undefined;
+  close(): Promise<void>;
+}
+
+/** Builds the region, seeds its starting instances and starts the runtime on `clock`. */
+export function startSimRegion(o: SimRegionOptions): SimRegion {
+  const rc = o.config.regions.find((r) => r.name === o.region);
+  if (rc === undefined) throw new RangeError(`unknown region ${o.region}`);
+  const { clock } = o;
+  const gateway = new Gateway({ region: o.region, clock, ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }), ...(o.log === undefined ? {} : { log: o.log }) });
+  for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
+  const engines = new Map<string, SimEngine>();
+  const draining = new Set<string>();
+  const gpusOf = (model: ModelName, gpu: GpuType) => o.config.models.find((m) => m.name === model)!.gpusPerInstance[gpu]!;
+  const idle = (id: string) => {
+    const e = engines.get(id);
+    if (e === undefined) return true;
+    const s = e.core.stats();
+    return s.running === 0 && s.waiting === 0;
+  };
+  const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
+    if (inst.state === "serving") {
+      const settings = o.engine(inst.model);
+      const engine = new SimEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu), clock, maxBatch: settings.maxBatch, kvCapacityTokens: settings.kvCapacityTokens });
+      engines.set(inst.id, engine);
+      gateway.addInstance(inst.gpu, engine, "serving");
+    } else if (inst.state === "draining" && from === "serving") {
+      gateway.setInstanceState(inst.id, "draining");
+      draining.add(inst.id);
+    } else if (inst.state === "spot" && engines.has(inst.id)) {
+      draining.delete(inst.id);
+      gateway.removeInstance(inst.id);
+      void engines.get(inst.id)!.close();
+      engines.delete(inst.id);
+    }
+    o.onChange?.(inst, from);
+  };
+  const actuator = new SimActuator({
+    region: o.region,
+    clock,
+    delays: o.delays,
+    capacity: Object.fromEntries(rc.gpus.map((g) => [g.type, g.count])),
+    weightsInRegion: o.weightsInRegion,
+    random: o.random,
+    drainDoneAtMs: (id) => (idle(id) ? clock.now() : undefined),
+    onChange,
+  });
+  for (const e of rc.endpoints) for (let i = 0; i < e.instances; i++) actuator.seed(e.model, e.gpu, gpusOf(e.model, e.gpu), "serving");
+  for (const s of o.spot ?? []) for (let i = 0; i < s.count; i++) actuator.seed(s.model, s.gpu, gpusOf(s.model, s.gpu), "spot");
+  // What an agent does live when a draining engine has no more streams: stop it; the instance becomes spot.
+  const drainCheck: Timer = clock.every(o.drainCheckMs ?? 1000, () => {
+    for (const id of draining) if (idle(id)) actuator.finishDrain(id);
+  });
+  const runtime = startRegionRuntime({
+    config: o.config,
+    region: o.region,
+    clock,
+    log: o.log ?? silentLogger,
+    gateway,
+    actuator,
+    ...(o.strategy === undefined ? {} : { strategy: o.strategy }),
+    ...(o.onAction === undefined ? {} : { onAction: o.onAction }),
+  });
+  return {
+    gateway,
+    actuator,
+    runtime,
+    engine: (id) => engines.get(id),
+    close: async () => {
+      drainCheck.cancel();
+      runtime.close();
+      actuator.close();
+      await gateway.close();
+    },
+  };
+}

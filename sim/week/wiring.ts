@@ -1,0 +1,155 @@
+/**
+ * The week replay's wiring (DESIGN "The one rule that keeps the simulator honest"): per region the same region
+ * runtime `tidegate region` runs — gateway → TargetsStore → controller → actuator — on the `sim` actuator
+ * (region/runtime/sim-region.ts), reached through the in-process RegionLink as `tidegate dev` reaches its regions
+ * (telemetry every second, targets by `sendTargets`, scaling listed by `instances`); the global router's
+ * RegionSelector fed by those links; and the planner's demand history written by the live recorders
+ * (planner/recorder.ts from telemetry, forecasts/niw-recorder.ts for batch dispatches). A GPU-time ledger per
+ * region listens to the actuator for the run's books.
+ */
+import type { VirtualClock } from "../../core/clock.js";
+import { MODEL_SPECS, kvBytesPerToken, type ModelName, type RegionName } from "../../core/models.js";
+import type { RegionTelemetry } from "../../core/ports.js";
+import { MemoryHistory, type DemandHistory, type DemandSample, type SeriesKey } from "../../forecasts/history.js";
+import { NiwRecorder } from "../../forecasts/niw-recorder.js";
+import { TelemetryRecorder } from "../../planner/recorder.js";
+import { Ledger } from "../../region/actuator/ledger.js";
+import type { ControllerAction } from "../../region/controller/reconciler.js";
+import { InProcessRegionLink } from "../../region/link/in-process.js";
+import { startSimRegion, type SimRegion } from "../../region/runtime/sim-region.js";
+import type { BoundStrategy } from "../../region/strategies/registry.js";
+import { RegionSelector } from "../../router/selector.js";
+import { seededRandom } from "../workload/rng.js";
+import type { FleetSpec } from "./fleet.js";
+import type { RegionBooks } from "./state.js";
+
+/** One region of the replay. */
+export interface WeekRegion extends RegionBooks {
+  readonly name: RegionName;
+  readonly sim: SimRegion;
+  readonly link: InProcessRegionLink;
+  readonly ledger: Ledger;
+  readonly actions: ControllerAction[];
+}
+
+export interface WeekWiring {
+  regions: WeekRegion[];
+  regionIndex: Map<RegionName, number>;
+  selector: RegionSelector;
+  /** Each region's latest telemetry (the planner's live fleet). */
+  telemetry: Map<RegionName, RegionTelemetry>;
+  /** The planner's demand history, in history time (replay time + `historyShiftMs`). */
+  history: MemoryHistory;
+  historyShiftMs: number;
+  /** Batch tokens dispatched per (model, region), as the queue manager records them live. */
+  niwRecorder: NiwRecorder;
+  /** KV tokens one instance of the model holds (prompt + output of one request must fit). */
+  capacityTokens(model: ModelName): number;
+  /** Adds a telemetry subscriber (after the selector and the recorder). */
+  onTelemetry(f: (ri: number, t: RegionTelemetry) => void): void;
+  close(): Promise<void>;
+}
+
+export interface WeekWiringOptions {
+  fleet: FleetSpec;
+  clock: VirtualClock;
+  strategy: BoundStrategy;
+  seed: number;
+  /** Models of the workload (the recorders' keys). */
+  models: readonly string[];
+  historyShiftMs: number;
+}
+
+/** The history as seen from replay time: samples are written `shiftMs` later (whole minutes). */
+class ShiftedHistory implements DemandHistory {
+  readonly retentionMs: number;
+  constructor(
+    private readonly inner: DemandHistory,
+    private readonly shiftMs: number,
+  ) {
+    this.retentionMs = inner.retentionMs;
+  }
+
+  add(samples: readonly DemandSample[]): Promise<void> {
+    return this.inner.add(samples.map((s) => ({ ...s, minuteMs: s.minuteMs + this.shiftMs })));
+  }
+
+  series(key: SeriesKey, fromMs: number, toMs: number): Promise<number[]> {
+    return this.inner.series(key, fromMs + this.shiftMs, toMs + this.shiftMs);
+  }
+
+  keys(): Promise<SeriesKey[]> {
+    return this.inner.keys();
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+/** Builds every region of `fleet` on `clock` and the global pieces that read them. */
+export function wireWeek(o: WeekWiringOptions): WeekWiring {
+  const { fleet, clock } = o;
+  const cfg = fleet.config;
+  const capacityTokens = (model: ModelName) => fleet.engines[model]!.maxBatch * fleet.engines[model]!.kvTokensPerSeq;
+  const regions: WeekRegion[] = cfg.regions.map((rc, ri) => {
+    const ledger = new Ledger();
+    const actions: ControllerAction[] = [];
+    const sim = startSimRegion({
+      config: cfg,
+      region: rc.name,
+      clock,
+      delays: fleet.delays,
+      weightsInRegion: fleet.weights[rc.name] ?? [],
+      random: seededRandom(o.seed, 1000 + ri),
+      engine: (model) => ({ maxBatch: fleet.engines[model]!.maxBatch, kvCapacityTokens: capacityTokens(model) }),
+      spot: fleet.spot.filter((x) => x.region === rc.name),
+      strategy: o.strategy,
+      onChange: (inst, from) => ledger.record(inst, clock.now(), from),
+      onAction: (a) => actions.push(a),
+    });
+    const link = new InProcessRegionLink(sim.runtime.service, { clock, telemetryIntervalMs: 1000 });
+    return { name: rc.name, sim, link, ledger, actions };
+  });
+  const selector = new RegionSelector({
+    clock,
+    regions: cfg.regions.map((r) => ({ name: r.name, proximity: r.proximity, models: [...new Set(r.endpoints.map((e) => e.model))] })),
+    memoryThreshold: cfg.router.memoryThreshold,
+    telemetryStaleMs: cfg.router.telemetryStaleMs,
+    instanceKvBytes: (model) => capacityTokens(model) * kvBytesPerToken(MODEL_SPECS[model]!),
+  });
+  const history = new MemoryHistory();
+  const shifted = new ShiftedHistory(history, o.historyShiftMs);
+  const recorder = new TelemetryRecorder(shifted);
+  const niwRecorder = new NiwRecorder(shifted, o.models, cfg.regions.map((r) => r.name), clock);
+  niwRecorder.start();
+  const telemetry = new Map<RegionName, RegionTelemetry>();
+  const subscribers: ((ri: number, t: RegionTelemetry) => void)[] = [];
+  const unsubscribes = regions.map((r, ri) =>
+    r.link.subscribe((t) => {
+      telemetry.set(r.name, t);
+      selector.onTelemetry(t);
+      void recorder.observe(t);
+      for (const f of subscribers) f(ri, t);
+    }),
+  );
+  return {
+    regions,
+    regionIndex: new Map(regions.map((r, i) => [r.name, i])),
+    selector,
+    telemetry,
+    history,
+    historyShiftMs: o.historyShiftMs,
+    niwRecorder,
+    capacityTokens,
+    onTelemetry: (f) => void subscribers.push(f),
+    close: async () => {
+      for (const u of unsubscribes) u();
+      await niwRecorder.stop();
+      for (const r of regions) {
+        await r.link.close();
+        await r.sim.close();
+      }
+    },
+  };
+}

@@ -6,8 +6,8 @@
  */
 import { TidegateError, findTidegateError } from "../core/errors.js";
 import type { RegionName } from "../core/models.js";
-import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
-import type { RegionSelector } from "./selector.js";
+import type { EngineEvent, GenerateRequest, RegionLink, RequestCallbacks } from "../core/ports.js";
+import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog, Watched } from "./watchdog.js";
 
 /** A stream committed to one region: its first event and the iterator for the rest. */
@@ -114,5 +114,30 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       pendingRetry = region;
       failures.push(`${region}: ${err instanceof Error ? err.message : String(err)}`);
     }
+  }
+}
+
+/** A region's gateway as the callback shape of dispatch sees it (region/gateway/gateway.ts `Gateway.submit`). */
+export interface SubmitTarget {
+  submit(req: GenerateRequest, callbacks: RequestCallbacks): { instanceId: string } | undefined;
+}
+
+/**
+ * The callback shape of `dispatchWithRetry`, for regions in this process on one clock (the replays): the same
+ * selector calls (`select`, then `noteDispatch` with `requestKvBytes`, as router/completions.ts), the region's
+ * gateway entered by `submit`, and a region with no serving instance (no_region_available before any event)
+ * excluded for the next pick. Returns where the request went, or undefined when no region took it.
+ */
+export function submitWithRetry(selector: RegionSelector, gateways: (region: RegionName) => SubmitTarget | undefined, req: GenerateRequest, clientRegion: RegionName | undefined, callbacks: RequestCallbacks): { region: RegionName; instanceId: string } | undefined {
+  let tried: Set<RegionName> | undefined;
+  for (;;) {
+    const pick = selector.select(req.model, clientRegion, tried);
+    if (pick === undefined) return undefined;
+    (tried ??= new Set()).add(pick.region);
+    const gateway = gateways(pick.region);
+    if (gateway === undefined) continue;
+    selector.noteDispatch(pick.region, req.model, requestKvBytes(req.model, req.promptTokens, req.maxTokens));
+    const choice = gateway.submit(req, callbacks);
+    if (choice !== undefined) return { region: pick.region, instanceId: choice.instanceId };
   }
 }

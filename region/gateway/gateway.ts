@@ -88,7 +88,10 @@ interface ModelRecord {
   model: ModelName;
   kvBytesPerToken: number;
   endpoints: EndpointRecord[];
-  /** Prompt tokens (at first event) + output tokens streamed, cumulative. */
+  /**
+   * Prompt tokens (at the first event) + output tokens (when the request ends), cumulative: counted at the same
+   * moments by both entry shapes, so telemetry's tokens/s is the same streamed or replayed.
+   */
   tokensServed: number;
   rate: WindowedRate;
 }
@@ -145,9 +148,9 @@ class Submitted implements RequestCallbacks {
     this.callbacks.onDone?.(atMs, generatedTokens);
   }
 
-  onCancelled(atMs: number): void {
+  onCancelled(atMs: number, generatedTokens: number): void {
     settle(this.ticket);
-    this.gateway.noteServed(this.model, 0, "cancelled");
+    this.gateway.noteServed(this.model, generatedTokens, "cancelled");
     this.callbacks.onError?.(atMs, new TidegateError("cancelled", `request ${this.req.id} cancelled`));
   }
 }
@@ -269,6 +272,7 @@ export class Gateway {
       signal?.addEventListener("abort", onAbort, { once: true });
       let started = false;
       let finished = false;
+      let streamed = 0;
       let iterator: AsyncIterator<EngineEvent> | undefined;
       try {
         iterator = rec.engine.generate(req, upstream.signal)[Symbol.asyncIterator]();
@@ -281,11 +285,13 @@ export class Gateway {
             model.tokensServed += req.promptTokens;
           }
           if (ev.type === "token") {
-            model.tokensServed += ev.tokens;
+            streamed += ev.tokens;
             yield ev;
             continue;
           }
           // `done` ends the request even if the consumer stops pulling right after it.
+          model.tokensServed += streamed;
+          streamed = 0;
           finished = true;
           this.onOutcome?.(req.model, "ok");
           yield ev;
@@ -312,6 +318,8 @@ export class Gateway {
       } finally {
         signal?.removeEventListener("abort", onAbort);
         settle(ticket);
+        model.tokensServed += streamed; // what a failed or cancelled stream delivered
+        streamed = 0;
         if (!finished) {
           this.log.debug("request cancelled: its consumer stopped early", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id });
           // The consumer stopped early: abort first so the engine frees the request even if return() is a no-op.

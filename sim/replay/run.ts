@@ -4,9 +4,9 @@
  * per request.
  *
  * Per arrival, the same decisions a request to `tidegate dev` meets after HTTP parsing:
- * 1. global: `RegionSelector.select(model, clientRegion, tried)` then `noteDispatch(region, model, kvBytes)` —
- *    the calls router/relay.ts dispatchWithRetry makes, with kvBytes = (prompt + max tokens) × KV bytes per token
- *    as router/completions.ts computes it; a region with no serving instance is excluded and the next one tried;
+ * 1. global: router/relay.ts `submitWithRetry`, the callback shape of dispatchWithRetry — `RegionSelector.select`
+ *    then `noteDispatch` with `requestKvBytes` (as router/completions.ts); a region with no serving instance is
+ *    excluded and the next one tried;
  * 2. region: `Gateway.submit(req, callbacks)` — the endpoint by effective memory utilization, then JSQ, with the
  *    same in-flight books as `Gateway.generate` (the callback shape of the gateway's one entry point);
  * 3. engine: the chosen SimEngine's `submit` (onFirstToken / onDone) — the core that SimEngine.generate streams
@@ -17,8 +17,8 @@ import { VirtualClock } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { findTidegateError } from "../../core/errors.js";
 import type { RegionName } from "../../core/models.js";
-import type { GenerateRequest, RequestCallbacks } from "../../core/ports.js";
-import { requestKvBytes } from "../../router/selector.js";
+import type { RequestCallbacks } from "../../core/ports.js";
+import { submitWithRetry } from "../../router/relay.js";
 import { assignRequests } from "./assign.js";
 import { UtilizationTracker, type RequestRecord } from "./stats.js";
 import type { Trace } from "./traces.js";
@@ -68,25 +68,6 @@ class Completion implements RequestCallbacks {
   }
 }
 
-/**
- * Steps 1–3 of the module comment: the region the router picks, then the gateway's `submit`; a region with no
- * serving instance is excluded and the next one tried (as dispatchWithRetry after no_region_available). Returns
- * the region and instance, or the error code when none could take it.
- */
-function route(w: ReplayWiring, req: GenerateRequest, clientRegion: RegionName, callbacks: RequestCallbacks): { region: RegionName; instanceId: string } | { error: string } {
-  const tried = new Set<RegionName>();
-  for (;;) {
-    const pick = w.selector.select(req.model, clientRegion, tried);
-    if (pick === undefined) return { error: "no_region_available" };
-    tried.add(pick.region);
-    const gateway = w.gateways.get(pick.region);
-    if (gateway === undefined) continue;
-    w.selector.noteDispatch(pick.region, req.model, requestKvBytes(req.model, req.promptTokens, req.maxTokens));
-    const choice = gateway.submit(req, callbacks);
-    if (choice !== undefined) return { region: pick.region, instanceId: choice.instanceId };
-  }
-}
-
 /** Runs the replay to the last completion. Deterministic for a given (trace, config, seed). */
 export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
   const startWall = performance.now();
@@ -118,14 +99,14 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
     records.push(rec);
     let picked;
     try {
-      picked = route(w, { id: `r${i}`, model: a.model, kind: "chat", promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0, body: NO_BODY }, a.clientRegion, new Completion(rec, onDone));
+      picked = submitWithRetry(w.selector, (region) => w.gateways.get(region), { id: `r${i}`, model: a.model, kind: "chat", promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0, body: NO_BODY }, a.clientRegion, new Completion(rec, onDone));
     } catch (err) {
       rec.error = findTidegateError(err)?.code ?? "internal";
       finished++;
       return;
     }
-    if ("error" in picked) {
-      rec.error = picked.error;
+    if (picked === undefined) {
+      rec.error = "no_region_available";
       finished++;
       return;
     }

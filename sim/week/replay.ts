@@ -13,7 +13,7 @@ import type { GenerateRequest } from "../../core/ports.js";
 import { resolveStrategy } from "../../region/strategies/registry.js";
 import { capacitySignals, requestPriority } from "../../router/dispatch/policy.js";
 import { MemoryQueueState } from "../../router/queue/memory.js";
-import { requestKvBytes } from "../../router/selector.js";
+import { submitWithRetry } from "../../router/relay.js";
 import { WorkloadStream, type Arrival } from "../workload/generator.js";
 import { IwHooks, NiwHooks, noteNiwSubmitted, openBooks, sampleActive } from "./books.js";
 import { instanceTokensPerS } from "./capacity.js";
@@ -93,10 +93,10 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
 }
 
 /**
- * One interactive request, the way the live router sends it: the RegionSelector picks a region (SageServe §6.2)
- * and notes the request in its in-flight estimate (`requestKvBytes`, as router/completions.ts); the region's
- * gateway routes it (`submit`, the same books as a stream); a region with no serving instance is skipped for the
- * next choice, as `dispatchWithRetry` does after no_region_available. A request no region takes is unserved.
+ * One interactive request, the way the live router sends it (router/relay.ts `submitWithRetry`, the callback shape
+ * of dispatchWithRetry): the RegionSelector picks a region (SageServe §6.2) and notes the request in its in-flight
+ * estimate; the region's gateway routes it (`submit`, the same books as a stream); a region with no serving
+ * instance is skipped for the next choice. A request no region takes is unserved.
  */
 function interactive(s: RunState, w: WeekWiring, a: Arrival, n: number): void {
   s.iw++;
@@ -104,18 +104,7 @@ function interactive(s: RunState, w: WeekWiring, a: Arrival, n: number): void {
   const model = s.models[mi]!;
   s.tokensHourly[mi]![Math.floor(a.atMs / HOUR)]! += a.promptTokens + a.outputTokens;
   const req = request(w, model, a, n, 0);
-  const client = s.o.workload.regions[a.region]!.name;
-  let tried: Set<string> | undefined;
-  for (;;) {
-    const pick = w.selector.select(model, client, tried);
-    if (pick === undefined) {
-      s.iwUnserved++;
-      return;
-    }
-    w.selector.noteDispatch(pick.region, model, requestKvBytes(model, req.promptTokens, req.maxTokens));
-    if (w.regions[w.regionIndex.get(pick.region)!]!.sim.gateway.submit(req, new IwHooks(s, mi, a.atMs)) !== undefined) return;
-    (tried ??= new Set()).add(pick.region);
-  }
+  if (submitWithRetry(w.selector, (region) => w.regions[w.regionIndex.get(region)!]?.sim.gateway, req, s.o.workload.regions[a.region]!.name, new IwHooks(s, mi, a.atMs)) === undefined) s.iwUnserved++;
 }
 
 /** The request of an arrival, cut to fit one instance's KV capacity (a property of the synthetic workload). */

@@ -1,0 +1,152 @@
+/**
+ * The replay runs the live region runtime (issue 11): one recorded sequence of interactive arrivals and planner
+ * targets, fed to the week replay's wiring (wiring.ts: per region the region runtime on the `sim` actuator, the
+ * in-process links, the router's selector) in its two shapes —
+ * - replay: the week loop's calls, synchronous, event by event (`advanceToSync`): `submitWithRetry` into
+ *   `Gateway.submit` callbacks, targets by `link.sendTargets`;
+ * - live: what the router does with a request (`dispatchWithRetry` over the links, `Gateway.generate`,
+ *   `SimEngine.generate` streaming every token, the stream read to its end), targets sent on clock timers, the
+ *   clock advanced event by event with microtasks drained —
+ * must give the same region and instance for every request and the same scaling actions, at the same times.
+ */
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
+import type { RegionName } from "../../core/models.js";
+import type { GenerateRequest, RegionLink, RegionTargets } from "../../core/ports.js";
+import { resolveStrategy } from "../../region/strategies/registry.js";
+import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
+import { requestKvBytes } from "../../router/selector.js";
+import { seededRandom } from "../workload/rng.js";
+import { parseFleet } from "./fleet.js";
+import { wireWeek } from "./wiring.js";
+
+const MODEL = "llama3.1-8b";
+const REGIONS = ["us-east", "us-west"] as const;
+
+const fleet = parseFleet({
+  fleet: {
+    models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+    regions: REGIONS.map((name, i) => ({ name, utcOffsetH: -5 - 3 * i, proximity: REGIONS.filter((r) => r !== name), gpus: [{ type: "h100-80gb", count: 16 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 5 }] })),
+    controller: { maxStepsPerPass: 1 },
+    // Plans every minute here, so LT-U/LT-UA pace their way to each target (and reach their tail) within the test.
+    planner: { intervalMs: 100_000 },
+  },
+  engines: { [MODEL]: { maxBatch: 8, kvTokensPerSeq: 1000 } },
+  actuator: { spotMedianMs: 800, spotMaxMs: 2000, spotSigma: 0.5, redeployLocalMs: 1500, redeployRemoteMs: 4000, vmProvisionMs: 1000 },
+  spot: REGIONS.map((region) => ({ region, model: MODEL, gpu: "h100-80gb", count: 2 })),
+});
+
+interface Arrival { atMs: number; client: RegionName; prompt: number; output: number }
+
+/** 90 s of requests: light, a burst from us-east clients between 10 and 75 s (long enough for LT-UA's smoothed utilization), light again. */
+function arrivals(): Arrival[] {
+  const random = seededRandom(7, 1);
+  const out: Arrival[] = [];
+  let t = 0;
+  while (t < 90_000) {
+    const burst = t >= 10_000 && t < 75_000;
+    t += (burst ? 14 : 150) * -Math.log(1 - random());
+    out.push({ atMs: t, client: burst || random() < 0.5 ? "us-east" : "us-west", prompt: 100 + Math.floor(random() * 1200), output: 20 + Math.floor(random() * 180) });
+  }
+  return out;
+}
+
+const targets = (decisionId: number, atMs: number, east: number, west: number): RegionTargets[] =>
+  REGIONS.map((region) => ({ decisionId, region, madeAtMs: atMs, advisory: false, endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: region === "us-east" ? east : west, forecastTokensPerS: 4000 * (region === "us-east" ? east : west) }] }));
+// Plans land between controller passes (every 1 s): at the same instant as a pass, which runs first is a matter of
+// timer order, not of the runtime (the week loop plans right after the hour's events).
+const PLANS = [
+  { atMs: 0, t: targets(1, 0, 1, 1) },
+  { atMs: 5_500, t: targets(2, 5_500, 4, 2) },
+  { atMs: 100_500, t: targets(3, 100_500, 1, 1) },
+];
+const END_MS = 240_000;
+
+const request = (a: Arrival, i: number): GenerateRequest => ({ id: `r${i}`, model: MODEL, kind: "chat", promptTokens: a.prompt, maxTokens: a.output, priority: 0, body: {} });
+
+function wire(strategy: string, params: Record<string, number>) {
+  const clock = new VirtualClock(0);
+  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy, params), seed: 3, models: [MODEL], historyShiftMs: 0 });
+  const actions = () => w.regions.flatMap((r) => r.actions.map((a) => `${a.atMs} ${r.name} ${a.kind} ${a.instanceId} ${a.reason}`));
+  return { clock, w, actions };
+}
+
+async function replayShape(strategy: string, params: Record<string, number>, seq: Arrival[]) {
+  const { clock, w, actions } = wire(strategy, params);
+  const choices: string[] = [];
+  const events = [...seq.map((a, i) => ({ atMs: a.atMs, i })), ...PLANS.map((p) => ({ atMs: p.atMs, plan: p.t }))].sort((x, y) => x.atMs - y.atMs || ("plan" in x ? -1 : 1));
+  for (const e of events) {
+    clock.advanceToSync(e.atMs);
+    if ("plan" in e) {
+      for (const t of e.plan!) await w.regions[w.regionIndex.get(t.region)!]!.link.sendTargets(t);
+      continue;
+    }
+    const a = seq[e.i!]!;
+    const c = submitWithRetry(w.selector, (r) => w.regions[w.regionIndex.get(r)!]?.sim.gateway, request(a, e.i!), a.client, {});
+    choices[e.i!] = c === undefined ? "unserved" : `${c.region} ${c.instanceId}`;
+  }
+  clock.advanceToSync(END_MS);
+  const out = { choices, actions: actions() };
+  await w.close();
+  return out;
+}
+
+async function liveShape(strategy: string, params: Record<string, number>, seq: Arrival[]) {
+  const { clock, w, actions } = wire(strategy, params);
+  const links = new Map<RegionName, RegionLink>(w.regions.map((r) => [r.name, r.link]));
+  const choices: string[] = [];
+  const inflight = () => new Map(w.regions.flatMap((r) => r.sim.gateway.instances().map((i) => [`${r.name} ${i.instanceId}`, i.inFlight] as const)));
+  let open = 0;
+  for (const p of PLANS) clock.at(p.atMs, () => { for (const t of p.t) void w.regions[w.regionIndex.get(t.region)!]!.link.sendTargets(t); });
+  seq.forEach((a, i) =>
+    clock.at(a.atMs, () => {
+      const before = inflight();
+      open++;
+      void (async () => {
+        try {
+          const opened = await dispatchWithRetry({ selector: w.selector, links, req: request(a, i), clientRegion: a.client, kvBytes: requestKvBytes(MODEL, a.prompt, a.output), signal: new AbortController().signal });
+          while ((await opened.rest.next()).done !== true);
+          opened.release();
+        } catch {
+          choices[i] = "unserved";
+        } finally {
+          open--;
+        }
+      })();
+      for (const [id, k] of inflight()) if (k > (before.get(id) ?? 0)) choices[i] = id;
+    }),
+  );
+  for (let guard = 0; guard < 2_000_000; guard++) {
+    const next = clock.nextEventMs();
+    if (next === undefined || next > END_MS) break;
+    await clock.advanceTo(next, 40);
+  }
+  await clock.advanceTo(END_MS, 40);
+  expect(open).toBe(0);
+  const out = { choices, actions: actions() };
+  await w.close();
+  return out;
+}
+
+describe("the week replay's region runtime, replayed and live", () => {
+  // LT-UA steps out on the controller's 1-minute smoothed utilization: a lower out threshold lets it act within
+  // this 90-second sequence.
+  const runs: [string, Record<string, number>][] = [["reactive", {}], ["lt-i", {}], ["lt-ua", { outAbove: 0.4 }]];
+  for (const [strategy, params] of runs) {
+    it(`${strategy}: the same region and instance for every request and the same scaling actions`, async () => {
+      const seq = arrivals();
+      const replay = await replayShape(strategy, params, seq);
+      const live = await liveShape(strategy, params, seq);
+      console.log(`${strategy}: ${seq.length} requests, ${replay.choices.filter((c) => c.startsWith("us-west")).length} to us-west, ${new Set(replay.choices).size} instances used, ${replay.actions.length} scaling actions (${[...new Set(replay.actions.map((a) => a.split(" ")[2]))].join(", ")})`);
+      const firstDiff = live.choices.findIndex((c, i) => c !== replay.choices[i]);
+      if (firstDiff >= 0) console.log(`first difference: request ${firstDiff} at ${seq[firstDiff]!.atMs.toFixed(1)} ms: live ${live.choices[firstDiff]}, replay ${replay.choices[firstDiff]}; actions live ${live.actions.join(" | ")}; replay ${replay.actions.join(" | ")}`);
+      expect(live.choices).toEqual(replay.choices);
+      expect(live.actions).toEqual(replay.actions);
+      // Not trivial: both regions served, the burst made the region scale out and in, and nothing went unserved.
+      expect(new Set(replay.choices.map((c) => c.split(" ")[0]))).toEqual(new Set(REGIONS));
+      expect(replay.choices).not.toContain("unserved");
+      expect(replay.actions.some((a) => / (provision|reclaim|redeploy)/.test(a))).toBe(true);
+      expect(replay.actions.some((a) => / drain/.test(a))).toBe(true);
+    }, 60_000);
+  }
+});

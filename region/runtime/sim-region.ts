@@ -35,7 +35,10 @@ export interface SimRegionOptions {
   weightsInRegion: readonly ModelName[];
   /** Deterministic uniform [0, 1) source for the actuator's delays. */
   random: () => number;
-  engine(model: ModelName): SimEngineSettings;
+  /** Engine settings per model (default: the performance profile's: max batch 256, the profile's KV capacity). */
+  engine?(model: ModelName): SimEngineSettings;
+  /** How engines stream when read through `generate` (default per token, as live). */
+  events?: "coalesced" | "per-token";
   /** Spot instances at start (capacity not in the plan). Endpoints start with their configured `instances` serving. */
   spot?: readonly { model: ModelName; gpu: GpuType; count: number }[];
   strategy?: BoundStrategy;
@@ -75,8 +78,8 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
   };
   const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
     if (inst.state === "serving") {
-      const settings = o.engine(inst.model);
-      const engine = new SimEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu), clock, maxBatch: settings.maxBatch, kvCapacityTokens: settings.kvCapacityTokens });
+      const settings = o.engine?.(inst.model);
+      const engine = new SimEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu), clock, ...(settings === undefined ? {} : settings), ...(o.events === undefined ? {} : { events: o.events }) });
       engines.set(inst.id, engine);
       gateway.addInstance(inst.gpu, engine, "serving");
     } else if (inst.state === "draining" && from === "serving") {

@@ -201,6 +201,12 @@ export interface RegionLink {
    */
   subscribe(onTelemetry: (t: RegionTelemetry) => void, onDown?: () => void): Unsubscribe;
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  /**
+   * Optional callback shape of `dispatch` for a region in this process on the same clock (the week replay's links):
+   * the region's gateway `submit`. Throws a TidegateError when the region cannot take the request (no_region_available
+   * when nothing serves the model). No token text, only the counts; callers that need the text stream.
+   */
+  submit?(req: GenerateRequest, callbacks: RequestCallbacks): void;
   sendTargets(targets: RegionTargets): Promise<TargetsAck>;
   /** The region's instances, nodes and recent scaling events (admin listing). */
   instances(): Promise<RegionInstances>;

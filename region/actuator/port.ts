@@ -94,6 +94,8 @@ export interface ScalingHooks {
  */
 export interface RuntimeActuator extends Actuator {
   readonly kind: "agents" | "sim";
+  /** Bumped at every instance state change, where the adapter tracks it (telemetry reuses its counts until then). */
+  readonly version?: number;
   /** Periodic upkeep at every controller pass (lost nodes, the parameter pool's invariant); may do nothing. */
   tick(): void;
   listen(hooks: ScalingHooks): void;

@@ -72,6 +72,8 @@ export class SimActuator implements RuntimeActuator {
   private view: InstanceRecord[] | undefined;
   /** `model/gpu` of every spot instance (expectedScaleOutMs, read every telemetry); rebuilt after a state change. */
   private spotKeys: Set<string> | undefined;
+  /** Bumped at every state change (RuntimeActuator.version). */
+  version = 0;
   /** Number of operations started (for tests: "no double actions"). */
   operations = 0;
 
@@ -89,6 +91,7 @@ export class SimActuator implements RuntimeActuator {
     this.byId.set(inst.id, inst);
     this.view = undefined;
     this.spotKeys = undefined;
+    this.version++;
     this.o.onChange?.(inst, undefined);
     return { ...inst };
   }
@@ -114,6 +117,7 @@ export class SimActuator implements RuntimeActuator {
     const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state: "provisioning", sinceMs: this.o.clock.now(), actionAtMs: this.o.clock.now(), via: "vm" };
     this.byId.set(inst.id, inst);
     this.view = undefined;
+    this.version++;
     this.operations++;
     this.o.onChange?.(inst, undefined);
     const loadMs = this.loadMs(model);
@@ -242,6 +246,7 @@ export class SimActuator implements RuntimeActuator {
   private transition(inst: InstanceRecord, to: InstanceState): void {
     const from = inst.state;
     this.spotKeys = undefined;
+    this.version++;
     inst.state = to;
     inst.sinceMs = this.o.clock.now();
     if (to === "serving" || to === "spot") delete inst.readyAtMs;

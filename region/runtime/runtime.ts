@@ -182,28 +182,41 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   };
 }
 
-/** Replaces the gateway's instance counts (serving/draining only) with the actuator's, per model and endpoint. */
-export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator): RegionTelemetry {
-  const byModel = new Map<string, Record<InstanceState, number>>();
-  const byEndpoint = new Map<string, Record<InstanceState, number>>();
-  const zero = (): Record<InstanceState, number> => ({ provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 });
+type Counts = Record<InstanceState, number>;
+const zeroCounts = (): Counts => ({ provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 });
+/** Per actuator: its counts at a version (adapters with `version` are counted once per state change, not per report). */
+const countCache = new WeakMap<RuntimeActuator, { version: number; byModel: Map<string, Counts>; byEndpoint: Map<string, Counts> }>();
+
+function actuatorCounts(actuator: RuntimeActuator): { byModel: Map<string, Counts>; byEndpoint: Map<string, Counts> } {
+  const cached = countCache.get(actuator);
+  if (cached !== undefined && actuator.version !== undefined && cached.version === actuator.version) return cached;
+  const byModel = new Map<string, Counts>();
+  const byEndpoint = new Map<string, Counts>();
   for (const i of actuator.instances()) {
     let m = byModel.get(i.model);
-    if (m === undefined) byModel.set(i.model, (m = zero()));
+    if (m === undefined) byModel.set(i.model, (m = zeroCounts()));
     m[i.state]++;
     const key = `${i.model}/${i.gpu}`;
     let e = byEndpoint.get(key);
-    if (e === undefined) byEndpoint.set(key, (e = zero()));
+    if (e === undefined) byEndpoint.set(key, (e = zeroCounts()));
     e[i.state]++;
   }
+  const out = { version: actuator.version ?? -1, byModel, byEndpoint };
+  if (actuator.version !== undefined) countCache.set(actuator, out);
+  return out;
+}
+
+/** Replaces the gateway's instance counts (serving/draining only) with the actuator's, per model and endpoint. */
+export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator): RegionTelemetry {
+  const { byModel, byEndpoint } = actuatorCounts(actuator);
   return {
     ...t,
     models: t.models.map((m) => ({
       ...m,
-      instances: byModel.get(m.model) ?? zero(),
+      instances: { ...(byModel.get(m.model) ?? zeroCounts()) },
       endpoints: m.endpoints.map((e) => {
         const expected = actuator.expectedScaleOutMs(m.model, e.gpu);
-        return { ...e, instances: byEndpoint.get(`${m.model}/${e.gpu}`) ?? zero(), ...(expected === undefined ? {} : { expectedScaleOutMs: expected }) };
+        return { ...e, instances: { ...(byEndpoint.get(`${m.model}/${e.gpu}`) ?? zeroCounts()) }, ...(expected === undefined ? {} : { expectedScaleOutMs: expected }) };
       }),
     })),
   };

@@ -36,6 +36,10 @@ export interface BatchServiceOptions {
    * planner's β × NIW buffer: the planner's own history (in memory in `tidegate dev`, Redis otherwise).
    */
   niwHistory?: DemandHistory;
+  /** Stores to use instead of those `queue.backend` names (the week replay keeps both in memory). */
+  stores?: { store: QueueStore; files: FileStore };
+  /** KV tokens one serving instance holds, for the fill policy (default: `kvCapacityTokensFrom(config)`). */
+  kvCapacityTokens?: (model: string, gpu: GpuType) => number;
 }
 
 export interface BatchService {
@@ -75,7 +79,9 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
   let redis: Redis | undefined;
   let store: QueueStore;
   let files: FileStore;
-  if (q.backend === "redis") {
+  if (o.stores !== undefined) {
+    ({ store, files } = o.stores);
+  } else if (q.backend === "redis") {
     // Auto-pipelining: concurrent completes and claims share socket writes (bench:queue measures the effect).
     redis = new Redis(q.redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: true });
     store = new RedisQueueStore(redis, q.keyPrefix);
@@ -112,7 +118,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
         ...(q.fillIdle
           ? {
               fill: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow, fillTo: q.fillTo, reopenBelow: q.reopenBelow, reopenReports: q.reopenReports, maxPerReport: q.maxPerReport },
-              kvCapacityTokens: kvCapacityTokensFrom(o.config),
+              kvCapacityTokens: o.kvCapacityTokens ?? kvCapacityTokensFrom(o.config),
             }
           : {}),
         promoteAfterMs: q.promoteAfterMs,

@@ -11,7 +11,7 @@ import { setMaxListeners } from "node:events";
 import type { Clock, Timer } from "../../core/clock.js";
 import { findTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
-import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../core/openai.js";
+import { ChunkFormatter, makeUsage, parseOpenAIRequest, type ApiKind } from "../../core/openai.js";
 import type { FinishReason, GenerateRequest, RegionLink, RegionTelemetry, Unsubscribe, Usage } from "../../core/ports.js";
 import { QueueCode, type BatchRecord, type ClaimedRequest, type FileStore, type QueueStore } from "../queue/types.js";
 import { finalizeBatch } from "./finalize.js";
@@ -50,6 +50,13 @@ export interface DispatcherOptions {
   /** Called for every request sent to a region: prompt + max_tokens (the planner's NIW demand history). */
   onDispatched?(model: string, region: string, tokens: number, atMs: number): void;
   log?: Logger;
+}
+
+/** A request the region finished: its text (empty in callback shape), finish reason and usage. */
+interface Finished {
+  text: string;
+  reason: FinishReason;
+  usage: Usage;
 }
 
 /** Error codes that mean the request itself is bad (its result is an error line), not that the region failed. */
@@ -194,26 +201,58 @@ export class Dispatcher {
     const seen = this.requestTokens.get(c.model);
     this.requestTokens.set(c.model, seen === undefined ? parsed.promptTokens + parsed.maxTokens : 0.9 * seen + 0.1 * (parsed.promptTokens + parsed.maxTokens));
     this.sentByRegion.set(link.region, (this.sentByRegion.get(link.region) ?? 0) + 1);
-    let text = "";
-    let finish: { reason: FinishReason; usage: Usage } | undefined;
-    try {
-      for await (const ev of link.dispatch(req, this.abort.signal)) {
-        if (ev.type === "token") text += ev.text;
-        else finish = { reason: ev.finishReason, usage: ev.usage };
-      }
-      if (finish === undefined) throw new Error("stream ended without a done event");
-    } catch (err) {
-      const te = findTidegateError(err);
+    const outcome = link.submit === undefined ? await this.stream(link, req) : await this.submitted(link, req);
+    if ("err" in outcome) {
+      const te = findTidegateError(outcome.err);
       if (te !== undefined && REQUEST_FAULTS.has(te.code)) {
         return this.write(c, false, responseLine(payload.custom_id, c.requestId, te.status, te.toOpenAI()));
       }
       if (this.abort.signal.aborted) this.aborted.push(c.requestId);
-      else this.o.log.warn("batch request failed in region; its lease will return it to the queue", { request: c.requestId, region: link.region, err });
+      else this.o.log.warn("batch request failed in region; its lease will return it to the queue", { request: c.requestId, region: link.region, err: outcome.err });
       return;
     }
     const created = Math.floor(this.o.clock.now() / 1000);
     const fmt = new ChunkFormatter(kind, (kind === "chat" ? "chatcmpl-" : "cmpl-") + c.requestId.replace(/[^A-Za-z0-9]/g, ""), c.model, created);
-    await this.write(c, true, responseLine(payload.custom_id, c.requestId, 200, fmt.fullResponse(text, finish.reason, finish.usage)));
+    await this.write(c, true, responseLine(payload.custom_id, c.requestId, 200, fmt.fullResponse(outcome.text, outcome.reason, outcome.usage)));
+  }
+
+  /** Streams the request through the link (every live link): the text, the finish reason and usage. */
+  private async stream(link: RegionLink, req: GenerateRequest): Promise<Finished | { err: unknown }> {
+    let text = "";
+    try {
+      for await (const ev of link.dispatch(req, this.abort.signal)) {
+        if (ev.type === "token") text += ev.text;
+        else return { text, reason: ev.finishReason, usage: ev.usage };
+      }
+      throw new Error("stream ended without a done event");
+    } catch (err) {
+      return { err };
+    }
+  }
+
+  /**
+   * The callback shape (`RegionLink.submit`, a region in this process on the same clock: the week replay): no token
+   * text, usage from the counts; finish "length" when the output ran to max_tokens, else "stop". stop() gives up
+   * the wait (the request's lease is released like an aborted stream's).
+   */
+  private submitted(link: RegionLink, req: GenerateRequest): Promise<Finished | { err: unknown }> {
+    return new Promise((resolve) => {
+      if (this.abort.signal.aborted) return resolve({ err: this.abort.signal.reason });
+      const onAbort = () => resolve({ err: this.abort.signal.reason });
+      this.abort.signal.addEventListener("abort", onAbort, { once: true });
+      const end = (r: Finished | { err: unknown }) => {
+        this.abort.signal.removeEventListener("abort", onAbort);
+        resolve(r);
+      };
+      try {
+        link.submit!(req, {
+          onDone: (_atMs, generated) => end({ text: "", reason: generated >= req.maxTokens ? "length" : "stop", usage: makeUsage(req.promptTokens, generated) }),
+          onError: (_atMs, err) => end({ err }),
+        });
+      } catch (err) {
+        end({ err });
+      }
+    });
   }
 
   private async write(c: ClaimedRequest, ok: boolean, line: string): Promise<void> {

@@ -22,6 +22,8 @@ export interface QueueSnapshot {
 /** The whole queue state. Methods mirror QueueStore, synchronously. */
 export class MemoryQueueState {
   private readonly batches = new Map<string, BatchRecord>();
+  /** Ids of batches that may not be terminal yet (terminal ones are dropped as `activeBatchIds` meets them). */
+  private readonly active = new Set<string>();
   private readonly ready = new Map<string, ReadyQueue>();
   private readonly leases = new Map<string, number>();
   private readonly payloadMap = new Map<string, Map<number, string>>();
@@ -35,6 +37,7 @@ export class MemoryQueueState {
 
   createBatch(init: BatchInit): QueueCode {
     if (this.batches.has(init.id)) return QueueCode.Exists;
+    this.active.add(init.id);
     this.batches.set(init.id, {
       ...init, owner: ownerOf(init), status: "validating", model: null, total: 0, completed: 0, failed: 0, leased: 0, target: null, enqueuedAtMs: null,
       inProgressAtMs: null, finalizingAtMs: null, completedAtMs: null, failedAtMs: null, expiredAtMs: null, cancellingAtMs: null,
@@ -59,8 +62,15 @@ export class MemoryQueueState {
     return { batches: page, hasMore: start + limit < all.length };
   }
 
+  /** O(active batches), not O(every batch ever made): maintenance calls it every second. */
   activeBatchIds(): string[] {
-    return [...this.batches.values()].filter((b) => !isTerminal(b.status)).map((b) => b.id);
+    const out: string[] = [];
+    for (const id of this.active) {
+      const b = this.batches.get(id);
+      if (b === undefined || isTerminal(b.status)) this.active.delete(id);
+      else out.push(id);
+    }
+    return out;
   }
 
   stage(batchId: string, items: { index: number; payload: string }[]): QueueCode {
@@ -253,7 +263,10 @@ export class MemoryQueueState {
 
   /** Loads a snapshot into this (empty) state. */
   restore(s: QueueSnapshot): void {
-    for (const b of s.batches) this.batches.set(b.id, { ...b });
+    for (const b of s.batches) {
+      this.batches.set(b.id, { ...b });
+      if (!isTerminal(b.status)) this.active.add(b.id);
+    }
     for (const [model, entries] of s.ready) {
       const q = this.queue(model);
       for (const [score, member] of entries) q.add(score, member);

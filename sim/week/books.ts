@@ -26,7 +26,7 @@ export function openBooks(o: WeekOptions, clock: VirtualClock, summary: Workload
     activeSamples: models.map(() => Array.from({ length: regionCount }, () => new Float64Array(hours))),
     tokensHourly: models.map(() => new Float64Array(hours)),
     iw: 0, iwUnserved: 0,
-    niw: { submitted: 0, done: 0, withinDeadline: 0, late: 0, pendingByDeadlineHour: new Int32Array(hours + Math.ceil(o.workload.niwDeadlineMs / HOUR) + 2) },
+    niw: { submitted: 0, done: 0, withinDeadline: 0, late: 0, duplicates: 0, pendingByDeadlineHour: new Int32Array(hours + Math.ceil(o.workload.niwDeadlineMs / HOUR) + 2) },
     plans: [], plannerMs: 0, wallMs: 0, summary, ledgers: [],
   };
 }

@@ -2,17 +2,17 @@
  * The week replay's event loop (DESIGN "The one rule that keeps the simulator honest"): a seeded workload streamed
  * in virtual time through the running system's own parts — the global router's RegionSelector with its in-flight
  * estimate (router/selector.ts, SageServe §6.2), each region's runtime on the `sim` actuator (wiring.ts: gateway
- * entry `submit`, TargetsStore, controller with the selected strategy), the queue manager's dispatch policy
- * (router/dispatch/policy.ts, §6.3) over the in-memory queue state, and the hourly planner reading the history the
- * live recorders write, its targets sent over each region's link. One VirtualClock; engines, telemetry (1 s),
- * controllers and the NIW flush are clock callbacks; the loop awaits only at hour boundaries (the planner is async).
+ * entry `submit`, TargetsStore, controller with the selected strategy), the router's batch tier (intake and
+ * Dispatcher, §6.3, over in-memory stores), and the hourly planner reading the history the live recorders write,
+ * its targets sent over each region's link. One VirtualClock; engines, telemetry (1 s), controllers, the
+ * dispatcher and the batch flush are clock callbacks; the loop drains microtasks every virtual second and awaits
+ * the planner at hour boundaries.
  * Wiring: wiring.ts; books: books.ts and result.ts.
  */
 import { VirtualClock } from "../../core/clock.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import { resolveStrategy } from "../../region/strategies/registry.js";
-import { capacitySignals, requestPriority } from "../../router/dispatch/policy.js";
-import { MemoryQueueState } from "../../router/queue/memory.js";
+import { parseRequestId } from "../../router/queue/types.js";
 import { submitWithRetry } from "../../router/relay.js";
 import { WorkloadStream, type Arrival } from "../workload/generator.js";
 import { IwHooks, NiwHooks, noteNiwSubmitted, openBooks, sampleActive } from "./books.js";
@@ -26,6 +26,14 @@ export type { RunState, WeekOptions } from "./state.js";
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
+const DRAIN_EVERY_MS = 1000;
+/** Microtask turns per drain: a claim reaches its region in ~3, a batch's intake in ~10. */
+const DRAIN_TURNS = 40;
+
+async function drainMicrotasks(): Promise<void> {
+  for (let i = 0; i < DRAIN_TURNS; i++) await Promise.resolve();
+}
+
 const NO_BODY: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
 
 /** Runs one strategy over the workload; resolves with the run's figures. */
@@ -37,7 +45,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
   const stream = new WorkloadStream(workload);
   const models = workload.models.map((m) => m.name);
   const warmupDays = Math.max(0, Math.min(o.warmupDays ?? 1, workload.startDay));
-  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(o.strategy, o.strategyParams ?? {}), seed: workload.seed, models, historyShiftMs: warmupDays * 24 * HOUR });
+  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(o.strategy, o.strategyParams ?? {}), seed: workload.seed, historyShiftMs: warmupDays * 24 * HOUR });
   const s = openBooks(o, clock, stream.summary, w.regions.length);
   s.regions = w.regions;
   await warmUp(o, w, warmupDays, stream.summary.rateScale);
@@ -46,7 +54,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     const mc = cfg.models.find((x) => x.name === m)!;
     for (const [gpu, tp] of Object.entries(mc.gpusPerInstance)) tps.set(`${m}/${gpu}`, instanceTokensPerS(m, gpu, tp, fleet.engines[m]!, stream.summary.meanPromptTokens[mi]!, stream.summary.meanOutputTokens[mi]!, fleet.plannedUtilization));
   });
-  const niw = batchQueue(s, w, models);
+  const niw = batchSide(s, w, models);
   clock.every(MINUTE, () => {
     niw.flush();
     w.regions.forEach((r, ri) => sampleActive(s, ri, r.sim.actuator.instances()));
@@ -61,6 +69,17 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     s.plans.push({ hour, decisionId: hour + 1, acks, endpoints: targets.map((t) => t.endpoints) });
   };
 
+  // The batch tier's async work (claims, intake, result writes) runs on microtasks: they are drained at every
+  // second (each telemetry report) before time moves on, so it happens at the virtual second it was started.
+  let nextDrainMs = 0;
+  const advance = async (to: number) => {
+    while (nextDrainMs <= to) {
+      clock.advanceToSync(nextDrainMs);
+      await drainMicrotasks();
+      nextDrainMs += DRAIN_EVERY_MS;
+    }
+    clock.advanceToSync(to);
+  };
   const every = o.progressEveryRequests ?? 50_000;
   let nextHourMs = 0;
   let n = 0;
@@ -68,11 +87,12 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     const a = stream.next();
     const at = a?.atMs ?? s.durationMs;
     while (nextHourMs <= at && nextHourMs < s.durationMs) {
-      clock.advanceToSync(nextHourMs);
+      await advance(nextHourMs);
       await plan(Math.round(nextHourMs / HOUR));
       nextHourMs += HOUR;
     }
-    clock.advanceToSync(at);
+    if (at >= nextDrainMs) await advance(at);
+    else clock.advanceToSync(at);
     if (a === undefined) break;
     n++;
     if (o.onProgress !== undefined && n % every === 0) o.onProgress({ fraction: at / s.durationMs, requests: n, virtualMs: at });
@@ -86,7 +106,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     r.ledger.closeAt(s.durationMs);
   }
   s.ledgers = w.regions.map((r) => structuredClone(r.ledger.byModel));
-  clock.advanceToSync(s.durationMs + (o.tailMs ?? HOUR));
+  await advance(s.durationMs + (o.tailMs ?? HOUR));
   s.wallMs = performance.now() - wallStart;
   await w.close();
   return summarize(s);
@@ -120,33 +140,52 @@ function request(w: WeekWiring, model: string, a: Arrival, n: number, priority: 
 }
 
 /**
- * The batch side: arrivals are flushed each minute as one batch per model into the queue state; each region's
- * telemetry is a capacity signal (SageServe §6.3, router/dispatch/policy.ts) that claims requests with a lease and
- * sends them to the region's gateway at priority 1 (0 once older than promoteAfterMs); each dispatch is recorded
- * for the planner's NIW history as the live queue manager records it.
+ * The batch side, as a Batch API user and the router's batch tier see it: each minute's arrivals of a model become
+ * one input file and one batch (what `POST /v1/files` and `POST /v1/batches` store, expiring after the workload's
+ * deadline), taken in by the Dispatcher's intake and dispatched by it (router/dispatch/dispatcher.ts: capacity
+ * signals from every region's telemetry, SageServe §6.3, with the config's fill policy, leases, maintenance,
+ * expiry and finalization) over the regions' links. Requests are completions whose prompt is 4 characters per
+ * token (the intake's estimate). The books hear each request finish through the links; files older than two
+ * minutes are deleted, as a client that fetched its results would.
  */
-function batchQueue(s: RunState, w: WeekWiring, models: string[]): { submit(a: Arrival): void; flush(): void } {
-  const cfg = s.o.fleet.config;
-  const queue = new MemoryQueueState();
+function batchSide(s: RunState, w: WeekWiring, models: string[]): { submit(a: Arrival): void; flush(): void } {
+  const { store, files } = w.batch;
   const buffer: Arrival[][] = models.map(() => []);
-  const queued = new Set(models);
-  const thresholds = { dispatchOneBelow: cfg.queue.dispatchOneBelow, dispatchTwoBelow: cfg.queue.dispatchTwoBelow };
-  let batchSeq = 0;
-  let reqSeq = 0;
-  w.onTelemetry((ri, t) => {
-    const region = w.regions[ri]!;
-    const now = s.clock.now();
-    for (const sig of capacitySignals(t, queued, thresholds)) {
-      for (const c of queue.claim(sig.model, sig.slots, now, cfg.queue.leaseMs)) {
-        const [p, out, deadline] = c.payload.split(",").map(Number) as [number, number, number];
-        const priority = requestPriority(c.enqueuedAtMs, now, cfg.queue.promoteAfterMs);
-        const req = request(w, sig.model, { atMs: now, model: 0, region: 0, promptTokens: p, outputTokens: out, niw: true, deadlineMs: deadline }, --reqSeq, priority);
-        const hooks = new NiwHooks(s, deadline, (atMs) => queue.complete(c.requestId, { ok: true, line: "" }, atMs));
-        if (region.sim.gateway.submit(req, hooks) === undefined) throw new Error(`capacity signal from ${region.name} for ${sig.model} without a serving instance`);
-        w.niwRecorder.record(sig.model, region.name, req.promptTokens + req.maxTokens, now);
+  /** Per batch: each request's deadline, by index, and whether it finished (a lease that ran out sends it again). */
+  const deadlines = new Map<string, { deadlineMs: Float64Array; done: Uint8Array }>();
+  let seq = 0;
+  for (const r of w.regions) {
+    r.link.onDone = (req, atMs) => {
+      const { batchId, index } = parseRequestId(req.id);
+      const d = deadlines.get(batchId);
+      if (d === undefined) return;
+      if (d.done[index] === 1) {
+        s.niw.duplicates++;
+        return;
       }
+      d.done[index] = 1;
+      new NiwHooks(s, d.deadlineMs[index]!, () => undefined).onDone(atMs);
+    };
+  }
+  const create = async (model: string, batch: Arrival[], now: number) => {
+    const id = `replay${seq++}`;
+    const lines = batch.map((a, i) => {
+      const req = request(w, model, a, i, 1);
+      return JSON.stringify({ custom_id: `r${i}`, method: "POST", url: "/v1/completions", body: { model, prompt: "a".repeat(4 * req.promptTokens), max_tokens: req.maxTokens } });
+    });
+    const content = Buffer.from(lines.join("\n"));
+    await files.put({ id: `file_${id}`, bytes: content.length, createdAtMs: now, filename: `${id}.jsonl`, purpose: "batch" }, content);
+    deadlines.set(`batch_${id}`, { deadlineMs: Float64Array.from(batch, (a) => a.deadlineMs), done: new Uint8Array(batch.length) });
+    await store.createBatch({ id: `batch_${id}`, endpoint: "/v1/completions", inputFileId: `file_${id}`, completionWindow: "24h", metadata: null, createdAtMs: now, expiresAtMs: now + s.o.workload.niwDeadlineMs });
+    w.batch.dispatcher!.startIntake((await store.getBatch(`batch_${id}`))!);
+  };
+  const sweep = async (now: number) => {
+    for (const f of await files.list()) if (f.createdAtMs <= now - 120_000) await files.delete(f.id);
+    for (const id of deadlines.keys()) {
+      const b = await store.getBatch(id);
+      if (b === undefined || b.status === "completed" || b.status === "expired" || b.status === "failed" || b.status === "cancelled") deadlines.delete(id);
     }
-  });
+  };
   return {
     submit: (a) => {
       buffer[a.model]!.push(a);
@@ -156,12 +195,9 @@ function batchQueue(s: RunState, w: WeekWiring, models: string[]): { submit(a: A
       const now = s.clock.now();
       buffer.forEach((buf, mi) => {
         if (buf.length === 0) return;
-        const id = `batch_${batchSeq++}`;
-        queue.createBatch({ id, endpoint: "/v1/chat/completions", inputFileId: "replay", completionWindow: "24h", metadata: null, createdAtMs: now, expiresAtMs: now + s.o.workload.niwDeadlineMs });
-        queue.stage(id, buf.map((a, index) => ({ index, payload: `${a.promptTokens},${a.outputTokens},${a.deadlineMs}` })));
-        queue.activate(id, models[mi]!, buf.length, now);
-        buf.length = 0;
+        void create(models[mi]!, buf.splice(0), now);
       });
+      void sweep(now);
     },
   };
 }

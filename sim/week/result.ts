@@ -44,7 +44,7 @@ export interface WeekResult {
     actionsByReason: Record<string, number>;
   };
   interactive: { ttftMs: Percentiles; e2eMs: Percentiles };
-  batch: { submitted: number; done: number; withinDeadline: number; late: number; missedDeadlineUndone: number; pendingNotDue: number; allWithinDeadline: boolean };
+  batch: { submitted: number; done: number; withinDeadline: number; late: number; missedDeadlineUndone: number; pendingNotDue: number; allWithinDeadline: boolean; sentTwice: number };
   models: Record<string, ModelResult>;
   hourly: { hours: number; models: Record<string, { instances: number[]; p95TtftMs: (number | null)[]; tokensPerS: number[] }>; targets: Record<string, number[]> };
   plans: number;
@@ -137,7 +137,7 @@ export function summarize(s: RunState): WeekResult {
     requests: { total, interactive: s.iw, interactiveUnserved: s.iwUnserved, batch: s.niw.submitted },
     totals: { ...totals, instanceHours: round(totals.instanceHours), gpuHours: round(totals.gpuHours), provisioningGpuHours: round(totals.provisioningGpuHours), provisioningInstanceHours: round(totals.provisioningInstanceHours), spotInstanceHours: round(totals.spotInstanceHours) },
     interactive: { ttftMs: pct(allTtft), e2eMs: pct(allE2e) },
-    batch: { submitted: s.niw.submitted, done: s.niw.done, withinDeadline: s.niw.withinDeadline, late: s.niw.late, missedDeadlineUndone: missed, pendingNotDue: pending, allWithinDeadline: s.niw.late === 0 && missed === 0 },
+    batch: { submitted: s.niw.submitted, done: s.niw.done, withinDeadline: s.niw.withinDeadline, late: s.niw.late, missedDeadlineUndone: missed, pendingNotDue: pending, allWithinDeadline: s.niw.late === 0 && missed === 0, sentTwice: s.niw.duplicates },
     models,
     hourly,
     plans: s.plans.length,

@@ -56,7 +56,8 @@ export interface RunState {
   tokensHourly: Float64Array[];
   iw: number;
   iwUnserved: number;
-  niw: { submitted: number; done: number; withinDeadline: number; late: number; pendingByDeadlineHour: Int32Array };
+  /** Batch requests; `duplicates`: finished again after their lease ran out and they were sent a second time. */
+  niw: { submitted: number; done: number; withinDeadline: number; late: number; duplicates: number; pendingByDeadlineHour: Int32Array };
   plans: { hour: number; decisionId: number; acks: number; endpoints: RegionTargets["endpoints"][] }[];
   plannerMs: number;
   wallMs: number;

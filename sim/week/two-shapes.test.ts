@@ -66,7 +66,7 @@ const request = (a: Arrival, i: number): GenerateRequest => ({ id: `r${i}`, mode
 
 function wire(strategy: string, params: Record<string, number>) {
   const clock = new VirtualClock(0);
-  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy, params), seed: 3, models: [MODEL], historyShiftMs: 0 });
+  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy, params), seed: 3, historyShiftMs: 0 });
   const actions = () => w.regions.flatMap((r) => r.actions.map((a) => `${a.atMs} ${r.name} ${a.kind} ${a.instanceId} ${a.reason}`));
   return { clock, w, actions };
 }

@@ -9,16 +9,20 @@
  */
 import type { VirtualClock } from "../../core/clock.js";
 import { MODEL_SPECS, kvBytesPerToken, type ModelName, type RegionName } from "../../core/models.js";
-import type { RegionTelemetry } from "../../core/ports.js";
+import { TidegateError } from "../../core/errors.js";
+import type { EngineEvent, GenerateRequest, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, RequestCallbacks, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { MemoryHistory, type DemandHistory, type DemandSample, type SeriesKey } from "../../forecasts/history.js";
-import { NiwRecorder } from "../../forecasts/niw-recorder.js";
 import { TelemetryRecorder } from "../../planner/recorder.js";
 import { Ledger } from "../../region/actuator/ledger.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
 import { startSimRegion, type SimRegion } from "../../region/runtime/sim-region.js";
 import type { BoundStrategy } from "../../region/strategies/registry.js";
+import { createBatchService, type BatchService } from "../../router/batch/service.js";
+import { DirFileStore } from "../../router/queue/dir-files.js";
+import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
 import { RegionSelector } from "../../router/selector.js";
+import type { Gateway } from "../../region/gateway/gateway.js";
 import { seededRandom } from "../workload/rng.js";
 import type { FleetSpec } from "./fleet.js";
 import type { RegionBooks } from "./state.js";
@@ -27,7 +31,7 @@ import type { RegionBooks } from "./state.js";
 export interface WeekRegion extends RegionBooks {
   readonly name: RegionName;
   readonly sim: SimRegion;
-  readonly link: InProcessRegionLink;
+  readonly link: ReplayLink;
   readonly ledger: Ledger;
   readonly actions: ControllerAction[];
 }
@@ -41,8 +45,12 @@ export interface WeekWiring {
   /** The planner's demand history, in history time (replay time + `historyShiftMs`). */
   history: MemoryHistory;
   historyShiftMs: number;
-  /** Batch tokens dispatched per (model, region), as the queue manager records them live. */
-  niwRecorder: NiwRecorder;
+  /**
+   * The batch tier as a router process composes it (router/batch/service.ts): the queue store and file store (in
+   * memory here), the Dispatcher on the regions' links with its leases, expiry and maintenance, and the NiwRecorder
+   * that writes batch demand into the planner's history.
+   */
+  batch: BatchService;
   /** KV tokens one instance of the model holds (prompt + output of one request must fit). */
   capacityTokens(model: ModelName): number;
   /** Adds a telemetry subscriber (after the selector and the recorder). */
@@ -55,8 +63,6 @@ export interface WeekWiringOptions {
   clock: VirtualClock;
   strategy: BoundStrategy;
   seed: number;
-  /** Models of the workload (the recorders' keys). */
-  models: readonly string[];
   historyShiftMs: number;
 }
 
@@ -87,6 +93,59 @@ class ShiftedHistory implements DemandHistory {
   }
 }
 
+/**
+ * The in-process link of a replay region, with the callback shape of dispatch (`RegionLink.submit`: the region's
+ * gateway `submit`) so the Dispatcher sends batch requests without a promise chain per token. `onDone` sees every
+ * request it carried finish (the replay's books).
+ */
+export class ReplayLink implements RegionLink {
+  readonly region: string;
+  onDone: ((req: GenerateRequest, atMs: number) => void) | undefined;
+
+  constructor(
+    private readonly inner: InProcessRegionLink,
+    private readonly gateway: Gateway,
+  ) {
+    this.region = inner.region;
+  }
+
+  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe {
+    return this.inner.subscribe(onTelemetry);
+  }
+
+  dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
+    return this.inner.dispatch(req, signal);
+  }
+
+  submit(req: GenerateRequest, callbacks: RequestCallbacks): void {
+    const onDone = this.onDone;
+    const hooks: RequestCallbacks =
+      onDone === undefined
+        ? callbacks
+        : {
+            onFirstToken: (t) => callbacks.onFirstToken?.(t),
+            onDone: (t, n) => {
+              onDone(req, t);
+              callbacks.onDone?.(t, n);
+            },
+            onError: (t, err) => callbacks.onError?.(t, err),
+          };
+    if (this.gateway.submit(req, hooks) === undefined) throw new TidegateError("no_region_available", `no serving instance of ${req.model} in region ${this.region}`);
+  }
+
+  sendTargets(targets: RegionTargets): Promise<TargetsAck> {
+    return this.inner.sendTargets(targets);
+  }
+
+  instances(): Promise<RegionInstances> {
+    return this.inner.instances();
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
+
 /** Builds every region of `fleet` on `clock` and the global pieces that read them. */
 export function wireWeek(o: WeekWiringOptions): WeekWiring {
   const { fleet, clock } = o;
@@ -108,7 +167,7 @@ export function wireWeek(o: WeekWiringOptions): WeekWiring {
       onChange: (inst, from) => ledger.record(inst, clock.now(), from),
       onAction: (a) => actions.push(a),
     });
-    const link = new InProcessRegionLink(sim.runtime.service, { clock, telemetryIntervalMs: 1000 });
+    const link = new ReplayLink(new InProcessRegionLink(sim.runtime.service, { clock, telemetryIntervalMs: 1000 }), sim.gateway);
     return { name: rc.name, sim, link, ledger, actions };
   });
   const selector = new RegionSelector({
@@ -121,8 +180,7 @@ export function wireWeek(o: WeekWiringOptions): WeekWiring {
   const history = new MemoryHistory();
   const shifted = new ShiftedHistory(history, o.historyShiftMs);
   const recorder = new TelemetryRecorder(shifted);
-  const niwRecorder = new NiwRecorder(shifted, o.models, cfg.regions.map((r) => r.name), clock);
-  niwRecorder.start();
+  const batch = createBatchService({ config: cfg, clock, niwHistory: shifted, stores: { store: new EmbeddedQueueStore(null), files: new DirFileStore(null) }, kvCapacityTokens: (model) => capacityTokens(model) });
   const telemetry = new Map<RegionName, RegionTelemetry>();
   const subscribers: ((ri: number, t: RegionTelemetry) => void)[] = [];
   const unsubscribes = regions.map((r, ri) =>
@@ -133,6 +191,7 @@ export function wireWeek(o: WeekWiringOptions): WeekWiring {
       for (const f of subscribers) f(ri, t);
     }),
   );
+  batch.start(regions.map((r) => r.link));
   return {
     regions,
     regionIndex: new Map(regions.map((r, i) => [r.name, i])),
@@ -140,12 +199,12 @@ export function wireWeek(o: WeekWiringOptions): WeekWiring {
     telemetry,
     history,
     historyShiftMs: o.historyShiftMs,
-    niwRecorder,
+    batch,
     capacityTokens,
     onTelemetry: (f) => void subscribers.push(f),
     close: async () => {
       for (const u of unsubscribes) u();
-      await niwRecorder.stop();
+      await batch.close();
       for (const r of regions) {
         await r.link.close();
         await r.sim.close();

@@ -44,7 +44,7 @@ try {
   const wallS = r.wallMs / 1000;
   const load = { atStart1m: round1(loadAtStart), atEnd1m: round1(loadavg()[0]!), nproc: cpus().length };
   console.log(`run: ${r.requests.total} requests (${r.requests.interactive} interactive, ${r.requests.batch} batch) in ${wallS.toFixed(1)} s wall (load average ${load.atStart1m} at the start, ${load.atEnd1m} at the end, ${load.nproc} cores); ${r.requestsPerWallS} requests per wall second; ${(r.virtualMs / r.wallMs).toFixed(0)}× real time; planner ${r.plans} hours, ${r.plannerMs} ms; peak RSS ${(maxRssBytes / 2 ** 20).toFixed(0)} MiB`);
-  console.log(`outcome: instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.withinDeadline}/${r.batch.submitted}`);
+  console.log(`outcome: instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.withinDeadline}/${r.batch.submitted} (${r.batch.sentTwice} sent twice after their lease ran out)`);
   console.log(`reports: ${writeReports("out/bench-replay-week", [r]).join(" ")}`);
   const fullWeek = workload.days === 7;
   const met = fullWeek && wallS <= target.wallS && maxRssBytes / 2 ** 30 <= target.maxRssGiB && r.requests.total >= target.requestsAtLeast;

@@ -27,11 +27,36 @@ export type { RunState, WeekOptions } from "./state.js";
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const DRAIN_EVERY_MS = 1000;
-/** Microtask turns per drain: a claim reaches its region in ~3, a batch's intake in ~10. */
-const DRAIN_TURNS = 40;
+/** Microtask turns per drain: a claim reaches its region in ~3, a batch's intake in ~6. */
+const DRAIN_TURNS = 20;
+/** Events this close before a drain second fire with it (synchronously before it, all earlier ones). */
+const DRAIN_EPSILON_MS = 1e-6;
 
-async function drainMicrotasks(): Promise<void> {
+/** Lets pending promise chains (the batch tier's claims, intake, result writes) run while the clock stands still. */
+export async function drainMicrotasks(): Promise<void> {
   for (let i = 0; i < DRAIN_TURNS; i++) await Promise.resolve();
+}
+
+/**
+ * The replay's way of moving a VirtualClock: events fire synchronously, except those at a whole virtual second
+ * (telemetry reports, controller passes, the dispatcher's maintenance), which fire one by one with microtasks
+ * drained after each — as they run live — so the batch tier's async work (claims, intake, result writes) happens at
+ * the instant it started, and a region's report sees what the claims of the report before it dispatched.
+ * `due(t)`: whether advancing to `t` reaches such a second (else `advanceToSync` alone will do, without a promise).
+ */
+export function drainedAdvance(clock: VirtualClock): { advance(to: number): Promise<void>; due(to: number): boolean } {
+  let nextDrainMs = 0;
+  return {
+    due: (to) => to >= nextDrainMs,
+    advance: async (to) => {
+      while (nextDrainMs <= to) {
+        clock.advanceToSync(nextDrainMs - DRAIN_EPSILON_MS);
+        await clock.advanceTo(nextDrainMs, DRAIN_TURNS);
+        nextDrainMs += DRAIN_EVERY_MS;
+      }
+      clock.advanceToSync(to);
+    },
+  };
 }
 
 const NO_BODY: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
@@ -69,17 +94,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     s.plans.push({ hour, decisionId: hour + 1, acks, endpoints: targets.map((t) => t.endpoints) });
   };
 
-  // The batch tier's async work (claims, intake, result writes) runs on microtasks: they are drained at every
-  // second (each telemetry report) before time moves on, so it happens at the virtual second it was started.
-  let nextDrainMs = 0;
-  const advance = async (to: number) => {
-    while (nextDrainMs <= to) {
-      clock.advanceToSync(nextDrainMs);
-      await drainMicrotasks();
-      nextDrainMs += DRAIN_EVERY_MS;
-    }
-    clock.advanceToSync(to);
-  };
+  const { advance, due } = drainedAdvance(clock);
   const every = o.progressEveryRequests ?? 50_000;
   let nextHourMs = 0;
   let n = 0;
@@ -91,7 +106,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
       await plan(Math.round(nextHourMs / HOUR));
       nextHourMs += HOUR;
     }
-    if (at >= nextDrainMs) await advance(at);
+    if (due(at)) await advance(at);
     else clock.advanceToSync(at);
     if (a === undefined) break;
     n++;

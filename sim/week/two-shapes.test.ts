@@ -1,13 +1,16 @@
 /**
- * The replay runs the live region runtime (issue 11): one recorded sequence of interactive arrivals and planner
- * targets, fed to the week replay's wiring (wiring.ts: per region the region runtime on the `sim` actuator, the
- * in-process links, the router's selector) in its two shapes —
- * - replay: the week loop's calls, synchronous, event by event (`advanceToSync`): `submitWithRetry` into
- *   `Gateway.submit` callbacks, targets by `link.sendTargets`;
- * - live: what the router does with a request (`dispatchWithRetry` over the links, `Gateway.generate`,
- *   `SimEngine.generate` streaming every token, the stream read to its end), targets sent on clock timers, the
- *   clock advanced event by event with microtasks drained —
- * must give the same region and instance for every request and the same scaling actions, at the same times.
+ * The replay runs the live region runtime (issue 11): one recorded sequence of interactive arrivals, planner
+ * targets and batch submissions, fed to the week replay's wiring (wiring.ts: per region the region runtime on the
+ * `sim` actuator, the in-process links, the router's selector and batch tier) in its two shapes —
+ * - replay: the week loop's calls and clock (`drainedAdvance`: events fire synchronously, microtasks drained every
+ *   virtual second): `submitWithRetry` into `Gateway.submit` callbacks, targets by `link.sendTargets`, batch
+ *   requests sent by the Dispatcher through the links' callback shape;
+ * - live: what the router does (`dispatchWithRetry` over the links, `Gateway.generate`, `SimEngine.generate`
+ *   streaming every token, the stream read to its end; the Dispatcher streaming batch requests as over any live
+ *   link), targets sent on clock timers, the clock advanced event by event with microtasks drained after each —
+ * with the batches posted to the Batch API (`POST /files`, `POST /batches`) at the same instants in both, must give
+ * the same region and instance for every interactive request, the same scaling actions at the same times, and every
+ * batch completed.
  */
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
@@ -18,7 +21,8 @@ import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
 import { requestKvBytes } from "../../router/selector.js";
 import { seededRandom } from "../workload/rng.js";
 import { parseFleet } from "./fleet.js";
-import { wireWeek } from "./wiring.js";
+import { drainMicrotasks, drainedAdvance } from "./replay.js";
+import { wireWeek, type WeekWiring } from "./wiring.js";
 
 const MODEL = "llama3.1-8b";
 const REGIONS = ["us-east", "us-west"] as const;
@@ -62,37 +66,73 @@ const PLANS = [
 ];
 const END_MS = 240_000;
 
+/** Three batches of 40 completions posted through the Batch API while the burst builds and after it. */
+const BATCHES = [2_000.5, 30_000.5, 70_000.5].map((atMs, b) => {
+  const random = seededRandom(11, b);
+  const lines = Array.from({ length: 40 }, (_, i) => JSON.stringify({ custom_id: `b${b}-${i}`, method: "POST", url: "/v1/completions", body: { model: MODEL, prompt: "a".repeat(4 * (100 + Math.floor(random() * 700))), max_tokens: 30 + Math.floor(random() * 120) } }));
+  return { atMs, jsonl: lines.join("\n") };
+});
+
+/** Posts one batch the way a client does; resolves with its id. */
+async function postBatch(w: WeekWiring, jsonl: string): Promise<string> {
+  const form = new FormData();
+  form.set("purpose", "batch");
+  form.set("file", new Blob([jsonl]), "batch.jsonl");
+  const file = (await (await w.batch.routes.request("/files", { method: "POST", body: form })).json()) as { id: string };
+  const res = await w.batch.routes.request("/batches", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }) });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { id: string }).id;
+}
+
+async function batchOutcome(w: WeekWiring, ids: string[]): Promise<string[]> {
+  return Promise.all(ids.map(async (id) => {
+    const b = (await w.batch.store.getBatch(id))!;
+    return `${b.status} ${b.completed}/${b.total} failed ${b.failed}`;
+  }));
+}
+
 const request = (a: Arrival, i: number): GenerateRequest => ({ id: `r${i}`, model: MODEL, kind: "chat", promptTokens: a.prompt, maxTokens: a.output, priority: 0, body: {} });
 
-function wire(strategy: string, params: Record<string, number>) {
+function wire(strategy: string, params: Record<string, number>, batchShape: "callbacks" | "stream") {
   const clock = new VirtualClock(0);
-  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy, params), seed: 3, historyShiftMs: 0 });
+  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy, params), seed: 3, historyShiftMs: 0, batchShape });
   const actions = () => w.regions.flatMap((r) => r.actions.map((a) => `${a.atMs} ${r.name} ${a.kind} ${a.instanceId} ${a.reason}`));
   return { clock, w, actions };
 }
 
 async function replayShape(strategy: string, params: Record<string, number>, seq: Arrival[]) {
-  const { clock, w, actions } = wire(strategy, params);
+  const { clock, w, actions } = wire(strategy, params, "callbacks");
+  const { advance, due } = drainedAdvance(clock);
   const choices: string[] = [];
-  const events = [...seq.map((a, i) => ({ atMs: a.atMs, i })), ...PLANS.map((p) => ({ atMs: p.atMs, plan: p.t }))].sort((x, y) => x.atMs - y.atMs || ("plan" in x ? -1 : 1));
+  const batches: string[] = [];
+  type Ev = { atMs: number; i?: number; plan?: RegionTargets[]; jsonl?: string };
+  const events: Ev[] = [...seq.map((a, i) => ({ atMs: a.atMs, i })), ...PLANS.map((p) => ({ atMs: p.atMs, plan: p.t })), ...BATCHES.map((b) => ({ atMs: b.atMs, jsonl: b.jsonl }))].sort((x, y) => x.atMs - y.atMs);
   for (const e of events) {
-    clock.advanceToSync(e.atMs);
-    if ("plan" in e) {
-      for (const t of e.plan!) await w.regions[w.regionIndex.get(t.region)!]!.link.sendTargets(t);
+    if (due(e.atMs)) await advance(e.atMs);
+    else clock.advanceToSync(e.atMs);
+    if (e.plan !== undefined) {
+      for (const t of e.plan) await w.regions[w.regionIndex.get(t.region)!]!.link.sendTargets(t);
+      continue;
+    }
+    if (e.jsonl !== undefined) {
+      batches.push(await postBatch(w, e.jsonl));
+      await drainMicrotasks();
       continue;
     }
     const a = seq[e.i!]!;
     const c = submitWithRetry(w.selector, (r) => w.regions[w.regionIndex.get(r)!]?.sim.gateway, request(a, e.i!), a.client, {});
     choices[e.i!] = c === undefined ? "unserved" : `${c.region} ${c.instanceId}`;
   }
-  clock.advanceToSync(END_MS);
-  const out = { choices, actions: actions() };
+  await advance(END_MS);
+  const out = { choices, actions: actions(), batches: await batchOutcome(w, batches) };
   await w.close();
   return out;
 }
 
 async function liveShape(strategy: string, params: Record<string, number>, seq: Arrival[]) {
-  const { clock, w, actions } = wire(strategy, params);
+  const { clock, w, actions } = wire(strategy, params, "stream");
+  const batches: string[] = [];
+  const posts = [...BATCHES];
   const links = new Map<RegionName, RegionLink>(w.regions.map((r) => [r.name, r.link]));
   const choices: string[] = [];
   const inflight = () => new Map(w.regions.flatMap((r) => r.sim.gateway.instances().map((i) => [`${r.name} ${i.instanceId}`, i.inFlight] as const)));
@@ -119,11 +159,19 @@ async function liveShape(strategy: string, params: Record<string, number>, seq: 
   for (let guard = 0; guard < 2_000_000; guard++) {
     const next = clock.nextEventMs();
     if (next === undefined || next > END_MS) break;
+    // A client posts its batch at its instant; the clock waits for the HTTP calls, as in the replay shape.
+    if (posts.length > 0 && posts[0]!.atMs <= next) {
+      const b = posts.shift()!;
+      await clock.advanceTo(b.atMs, 40);
+      batches.push(await postBatch(w, b.jsonl));
+      await drainMicrotasks();
+      continue;
+    }
     await clock.advanceTo(next, 40);
   }
   await clock.advanceTo(END_MS, 40);
   expect(open).toBe(0);
-  const out = { choices, actions: actions() };
+  const out = { choices, actions: actions(), batches: await batchOutcome(w, batches) };
   await w.close();
   return out;
 }
@@ -137,11 +185,13 @@ describe("the week replay's region runtime, replayed and live", () => {
       const seq = arrivals();
       const replay = await replayShape(strategy, params, seq);
       const live = await liveShape(strategy, params, seq);
-      console.log(`${strategy}: ${seq.length} requests, ${replay.choices.filter((c) => c.startsWith("us-west")).length} to us-west, ${new Set(replay.choices).size} instances used, ${replay.actions.length} scaling actions (${[...new Set(replay.actions.map((a) => a.split(" ")[2]))].join(", ")})`);
+      console.log(`${strategy}: ${seq.length} interactive requests and ${BATCHES.length} batches of 40, ${replay.choices.filter((c) => c.startsWith("us-west")).length} to us-west, ${new Set(replay.choices).size} instances used, ${replay.actions.length} scaling actions (${[...new Set(replay.actions.map((a) => a.split(" ")[2]))].join(", ")})`);
       const firstDiff = live.choices.findIndex((c, i) => c !== replay.choices[i]);
       if (firstDiff >= 0) console.log(`first difference: request ${firstDiff} at ${seq[firstDiff]!.atMs.toFixed(1)} ms: live ${live.choices[firstDiff]}, replay ${replay.choices[firstDiff]}; actions live ${live.actions.join(" | ")}; replay ${replay.actions.join(" | ")}`);
       expect(live.choices).toEqual(replay.choices);
       expect(live.actions).toEqual(replay.actions);
+      expect(replay.batches).toEqual(["completed 40/40 failed 0", "completed 40/40 failed 0", "completed 40/40 failed 0"]);
+      expect(live.batches).toEqual(replay.batches);
       // Not trivial: both regions served, the burst made the region scale out and in, and nothing went unserved.
       expect(new Set(replay.choices.map((c) => c.split(" ")[0]))).toEqual(new Set(REGIONS));
       expect(replay.choices).not.toContain("unserved");

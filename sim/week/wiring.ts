@@ -64,6 +64,11 @@ export interface WeekWiringOptions {
   strategy: BoundStrategy;
   seed: number;
   historyShiftMs: number;
+  /**
+   * How the Dispatcher reaches the regions: by callbacks (`RegionLink.submit`, the replay's default) or by streaming
+   * every token as over a live link (two-shapes.test.ts).
+   */
+  batchShape?: "callbacks" | "stream";
 }
 
 /** The history as seen from replay time: samples are written `shiftMs` later (whole minutes). */
@@ -96,7 +101,7 @@ class ShiftedHistory implements DemandHistory {
 /**
  * The in-process link of a replay region, with the callback shape of dispatch (`RegionLink.submit`: the region's
  * gateway `submit`) so the Dispatcher sends batch requests without a promise chain per token. `onDone` sees every
- * request it carried finish (the replay's books).
+ * request it carried by callbacks finish (the replay's books).
  */
 export class ReplayLink implements RegionLink {
   readonly region: string;
@@ -104,20 +109,14 @@ export class ReplayLink implements RegionLink {
 
   constructor(
     private readonly inner: InProcessRegionLink,
-    private readonly gateway: Gateway,
+    gateway: Gateway,
+    shape: "callbacks" | "stream",
   ) {
     this.region = inner.region;
+    if (shape === "callbacks") this.submit = (req, callbacks) => this.submitTo(gateway, req, callbacks);
   }
 
-  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe {
-    return this.inner.subscribe(onTelemetry);
-  }
-
-  dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
-    return this.inner.dispatch(req, signal);
-  }
-
-  submit(req: GenerateRequest, callbacks: RequestCallbacks): void {
+  private submitTo(gateway: Gateway, req: GenerateRequest, callbacks: RequestCallbacks): void {
     const onDone = this.onDone;
     const hooks: RequestCallbacks =
       onDone === undefined
@@ -130,8 +129,19 @@ export class ReplayLink implements RegionLink {
             },
             onError: (t, err) => callbacks.onError?.(t, err),
           };
-    if (this.gateway.submit(req, hooks) === undefined) throw new TidegateError("no_region_available", `no serving instance of ${req.model} in region ${this.region}`);
+    if (gateway.submit(req, hooks) === undefined) throw new TidegateError("no_region_available", `no serving instance of ${req.model} in region ${this.region}`);
   }
+
+  subscribe(onTelemetry: (t: RegionTelemetry) => void): Unsubscribe {
+    return this.inner.subscribe(onTelemetry);
+  }
+
+  dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
+    return this.inner.dispatch(req, signal);
+  }
+
+  /** The gateway's `submit` (absent in the stream shape: the Dispatcher then streams, as over any live link). */
+  readonly submit?: (req: GenerateRequest, callbacks: RequestCallbacks) => void;
 
   sendTargets(targets: RegionTargets): Promise<TargetsAck> {
     return this.inner.sendTargets(targets);
@@ -167,7 +177,7 @@ export function wireWeek(o: WeekWiringOptions): WeekWiring {
       onChange: (inst, from) => ledger.record(inst, clock.now(), from),
       onAction: (a) => actions.push(a),
     });
-    const link = new ReplayLink(new InProcessRegionLink(sim.runtime.service, { clock, telemetryIntervalMs: 1000 }), sim.gateway);
+    const link = new ReplayLink(new InProcessRegionLink(sim.runtime.service, { clock, telemetryIntervalMs: 1000 }), sim.gateway, o.batchShape ?? "callbacks");
     return { name: rc.name, sim, link, ledger, actions };
   });
   const selector = new RegionSelector({

@@ -18,6 +18,11 @@ export interface GenerateRequest {
   /** Most output tokens to generate (≥ 1). */
   maxTokens: number;
   priority: Priority;
+  /**
+   * A batch (NIW) request sent by the queue manager, whatever its priority (a promoted one runs at 0): the region
+   * counts its tokens apart, so the planner's interactive history does not count batch twice.
+   */
+  batch?: boolean;
   /** The OpenAI request body, forwarded as is by HTTP adapters (with `stream` set by the adapter). */
   body: Record<string, unknown>;
 }
@@ -109,8 +114,10 @@ export interface ModelTelemetry {
   model: ModelName;
   /** Over all of the model's serving instances in the region. */
   effectiveMemoryUtilization: number;
-  /** Output+prompt tokens per second served over the last telemetry window. */
+  /** Output+prompt tokens per second served over the last telemetry window, batch included. */
   tokensPerS: number;
+  /** The part of `tokensPerS` that batch requests (GenerateRequest.batch) took; absent from older regions. */
+  batchTokensPerS?: number;
   running: number;
   waiting: number;
   instances: Record<InstanceState, number>;

@@ -22,3 +22,14 @@ describe("TelemetryRecorder", () => {
     expect(await h.series({ kind: "iw", model: "n", region: "east" }, 60_000, 120_000)).toEqual([1]);
   });
 });
+
+describe("TelemetryRecorder and batch", () => {
+  it("records interactive demand only: what batch requests took (batchTokensPerS) is left to the NIW recorder", async () => {
+    const h = new MemoryHistory();
+    const r = new TelemetryRecorder(h);
+    await r.observe(t(0, [{ ...model("m", 100), batchTokensPerS: 30 }]));
+    await r.observe(t(30_000, [{ ...model("m", 50), batchTokensPerS: 60 }])); // a report can lag: never below 0
+    await r.observe(t(60_000, [model("m", 1)]));
+    expect(await h.series({ kind: "iw", model: "m", region: "east" }, 0, 60_000)).toEqual([35]);
+  });
+});

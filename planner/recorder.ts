@@ -1,8 +1,9 @@
 /**
  * Turns region telemetry (tokens/s per model, at least once a second) into demand history: samples are averaged per
  * (model, region) over each minute, and a minute is written to the DemandHistory once it is over (the first sample
- * of a later minute closes it). Time comes from the telemetry's own `atMs`. Interactive (IW) demand only: batch
- * demand is recorded by the queue manager as it dispatches (forecasts/niw-recorder.ts) into the same history.
+ * of a later minute closes it). Time comes from the telemetry's own `atMs`. Interactive (IW) demand only — the
+ * telemetry's tokens/s less what batch requests took (`batchTokensPerS`): batch demand is recorded by the queue
+ * manager as it dispatches (forecasts/niw-recorder.ts) into the same history, and must not count twice.
  */
 import type { RegionTelemetry } from "../core/ports.js";
 import { MINUTE_MS, type DemandHistory, type DemandSample } from "../forecasts/history.js";
@@ -21,6 +22,8 @@ export class TelemetryRecorder {
     const closed: DemandSample[] = [];
     for (const m of t.models) {
       if (!Number.isFinite(m.tokensPerS) || m.tokensPerS < 0) continue;
+      const batch = m.batchTokensPerS !== undefined && Number.isFinite(m.batchTokensPerS) && m.batchTokensPerS > 0 ? m.batchTokensPerS : 0;
+      const interactive = Math.max(0, m.tokensPerS - batch);
       const k = `${m.model}\t${t.region}`;
       const cur = this.open.get(k);
       if (cur !== undefined && cur.minute < minute) {
@@ -29,7 +32,7 @@ export class TelemetryRecorder {
       }
       const o = this.open.get(k) ?? { minute, sum: 0, n: 0, model: m.model, region: t.region };
       if (o.minute === minute) {
-        o.sum += m.tokensPerS;
+        o.sum += interactive;
         o.n++;
       }
       this.open.set(k, o);

@@ -312,9 +312,17 @@ describe("Gateway.submit (the callback form)", () => {
     expect(done).toHaveLength(3);
     expect(firsts.every((t, i) => t <= done[i]!)).toBe(true);
     expect(gw.instances().map((i) => i.inFlight)).toEqual([0, 0, 0]);
+    // Batch requests' tokens are counted apart in telemetry, in both shapes.
+    gw.submit(request({ promptTokens: 100, maxTokens: 20, batch: true }), {});
+    const streamed = collect(gw.generate(request({ promptTokens: 50, maxTokens: 10, batch: true })));
+    await clock.advanceBy(5_000);
+    await streamed;
+    const m = gw.snapshot().models[0]!;
+    expect(m.batchTokensPerS).toBeGreaterThan(0);
+    expect(m.tokensPerS).toBeGreaterThan(m.batchTokensPerS!);
     // The same request streamed through generate takes the same route from the same state.
-    const streamed = gw.route(MODEL)?.instanceId;
-    expect(gw.submit(request({ promptTokens: 100, maxTokens: 20 }), {})?.instanceId).toBe(streamed);
+    const routed = gw.route(MODEL)?.instanceId;
+    expect(gw.submit(request({ promptTokens: 100, maxTokens: 20 }), {})?.instanceId).toBe(routed);
   });
 
   it("returns undefined with no serving instance, throws for an unknown model or a prompt that cannot fit, and drives stream-only engines", async () => {

@@ -93,10 +93,20 @@ interface ModelRecord {
    * moments by both entry shapes, so telemetry's tokens/s is the same streamed or replayed.
    */
   tokensServed: number;
+  /** The part of `tokensServed` that batch requests (GenerateRequest.batch) took. */
+  batchTokensServed: number;
   rate: WindowedRate;
+  batchRate: WindowedRate;
 }
 
 const ZERO_STATS: EngineStats = { kvBytesUsed: 0, kvBytesCapacity: 0, running: 0, waiting: 0, remainingTokens: 0, generatedTokensTotal: 0 };
+
+/** Counts tokens a request was served (batch ones apart as well). */
+function served(model: ModelRecord, req: GenerateRequest, tokens: number): void {
+  if (tokens <= 0) return;
+  model.tokensServed += tokens;
+  if (req.batch === true) model.batchTokensServed += tokens;
+}
 
 /** What one admitted request added to its instance's estimate, to take back when it ends. */
 interface Ticket {
@@ -138,19 +148,19 @@ class Submitted implements RequestCallbacks {
   ) {}
 
   onFirstToken(atMs: number): void {
-    this.gateway.noteServed(this.model, this.req.promptTokens);
+    this.gateway.noteServed(this.model, this.req, this.req.promptTokens);
     this.callbacks.onFirstToken?.(atMs);
   }
 
   onDone(atMs: number, generatedTokens: number): void {
     settle(this.ticket);
-    this.gateway.noteServed(this.model, generatedTokens, "ok");
+    this.gateway.noteServed(this.model, this.req, generatedTokens, "ok");
     this.callbacks.onDone?.(atMs, generatedTokens);
   }
 
   onCancelled(atMs: number, generatedTokens: number): void {
     settle(this.ticket);
-    this.gateway.noteServed(this.model, generatedTokens, "cancelled");
+    this.gateway.noteServed(this.model, this.req, generatedTokens, "cancelled");
     this.callbacks.onError?.(atMs, new TidegateError("cancelled", `request ${this.req.id} cancelled`));
   }
 }
@@ -188,7 +198,7 @@ export class Gateway {
     if (spec === undefined) throw new TidegateError("invalid_config", `unknown model ${JSON.stringify(model)}`);
     let m = this.models.get(model);
     if (m === undefined) {
-      m = { model, kvBytesPerToken: kvBytesPerToken(spec), endpoints: [], tokensServed: 0, rate: new WindowedRate(this.rateWindowMs, this.clock.now()) };
+      m = { model, kvBytesPerToken: kvBytesPerToken(spec), endpoints: [], tokensServed: 0, batchTokensServed: 0, rate: new WindowedRate(this.rateWindowMs, this.clock.now()), batchRate: new WindowedRate(this.rateWindowMs, this.clock.now()) };
       this.models.set(model, m);
     }
     const endpointId = `${model}/${gpu}`;
@@ -282,7 +292,7 @@ export class Gateway {
           const ev = step.value;
           if (!started) {
             started = true;
-            model.tokensServed += req.promptTokens;
+            served(model, req, req.promptTokens);
           }
           if (ev.type === "token") {
             streamed += ev.tokens;
@@ -290,7 +300,7 @@ export class Gateway {
             continue;
           }
           // `done` ends the request even if the consumer stops pulling right after it.
-          model.tokensServed += streamed;
+          served(model, req, streamed);
           streamed = 0;
           finished = true;
           this.onOutcome?.(req.model, "ok");
@@ -318,7 +328,7 @@ export class Gateway {
       } finally {
         signal?.removeEventListener("abort", onAbort);
         settle(ticket);
-        model.tokensServed += streamed; // what a failed or cancelled stream delivered
+        served(model, req, streamed); // what a failed or cancelled stream delivered
         streamed = 0;
         if (!finished) {
           this.log.debug("request cancelled: its consumer stopped early", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id });
@@ -364,8 +374,8 @@ export class Gateway {
   }
 
   /** Counts tokens served and the outcome of a callback-form request (Submitted's hooks). */
-  noteServed(model: ModelRecord, tokens: number, outcome?: RequestOutcome): void {
-    model.tokensServed += tokens;
+  noteServed(model: ModelRecord, req: GenerateRequest, tokens: number, outcome?: RequestOutcome): void {
+    served(model, req, tokens);
     if (outcome !== undefined) this.onOutcome?.(model.model, outcome);
   }
 
@@ -398,7 +408,7 @@ export class Gateway {
           samples.push({ endpointId: e.endpointId, state: i.state, stats: i.stats });
         }
       }
-      return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed));
+      return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed), m.batchRate.rate(now, m.batchTokensServed));
     });
     return { region: this.region, seq: ++this.seq, atMs: now, models };
   }

@@ -49,6 +49,7 @@ export function modelTelemetry(
   endpoints: readonly EndpointSample[],
   instances: readonly InstanceSample[],
   tokensPerS: number,
+  batchTokensPerS = 0,
 ): ModelTelemetry {
   let running = 0;
   let waiting = 0;
@@ -74,6 +75,7 @@ export function modelTelemetry(
     model,
     effectiveMemoryUtilization: effectiveMemoryUtilization(instances),
     tokensPerS,
+    ...(batchTokensPerS > 0 ? { batchTokensPerS } : {}),
     running,
     waiting,
     instances: counts,

@@ -22,6 +22,7 @@ export interface WireDispatchRequest {
   max_tokens: number;
   priority: number;
   body_json: string;
+  batch?: boolean;
 }
 
 export interface WireDone {
@@ -64,6 +65,7 @@ export interface WireTelemetry {
     model: string;
     effective_memory_utilization: number;
     tokens_per_s: number;
+    batch_tokens_per_s?: number;
     running: number;
     waiting: number;
     instances: Record<InstanceState, number> | null;
@@ -134,7 +136,7 @@ export function regionService(): grpc.ServiceClientConstructor {
 }
 
 export function requestToWire(req: GenerateRequest): WireDispatchRequest {
-  return { id: req.id, model: req.model, kind: req.kind, prompt_tokens: req.promptTokens, max_tokens: req.maxTokens, priority: req.priority, body_json: JSON.stringify(req.body) };
+  return { id: req.id, model: req.model, kind: req.kind, prompt_tokens: req.promptTokens, max_tokens: req.maxTokens, priority: req.priority, body_json: JSON.stringify(req.body), batch: req.batch === true };
 }
 
 /** Validates a DispatchRequest from the wire; throws invalid_request naming the field at fault. */
@@ -155,7 +157,7 @@ export function requestFromWire(w: WireDispatchRequest): GenerateRequest {
     }
   }
   if (typeof body !== "object" || body === null || Array.isArray(body)) throw bad("body_json", "must be a JSON object");
-  return { id: w.id, model: w.model, kind: w.kind, promptTokens: w.prompt_tokens, maxTokens: w.max_tokens, priority: w.priority, body: body as Record<string, unknown> };
+  return { id: w.id, model: w.model, kind: w.kind, promptTokens: w.prompt_tokens, maxTokens: w.max_tokens, priority: w.priority, body: body as Record<string, unknown>, ...(w.batch === true ? { batch: true } : {}) };
 }
 
 export function doneToWire(ev: Extract<EngineEvent, { type: "done" }>): WireDone {
@@ -178,6 +180,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       model: m.model,
       effective_memory_utilization: m.effectiveMemoryUtilization,
       tokens_per_s: m.tokensPerS,
+      batch_tokens_per_s: m.batchTokensPerS ?? 0,
       running: m.running,
       waiting: m.waiting,
       instances: m.instances,
@@ -194,6 +197,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
       model: m.model,
       effectiveMemoryUtilization: m.effective_memory_utilization,
       tokensPerS: m.tokens_per_s,
+      ...((m.batch_tokens_per_s ?? 0) > 0 ? { batchTokensPerS: m.batch_tokens_per_s! } : {}),
       running: m.running,
       waiting: m.waiting,
       instances: { provisioning: c.provisioning, loading: c.loading, serving: c.serving, draining: c.draining, spot: c.spot },

@@ -195,7 +195,7 @@ export class Dispatcher {
       const te = findTidegateError(err)!;
       return this.write(c, false, responseLine(payload.custom_id, c.requestId, te.status, te.toOpenAI()));
     }
-    const req: GenerateRequest = { id: c.requestId, model: c.model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, body: payload.body };
+    const req: GenerateRequest = { id: c.requestId, model: c.model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, batch: true, body: payload.body };
     this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(priority) });
     this.o.onDispatched?.(c.model, link.region, parsed.promptTokens + parsed.maxTokens, nowMs);
     const seen = this.requestTokens.get(c.model);

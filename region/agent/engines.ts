@@ -9,11 +9,10 @@ import { tlsArgs, type TlsFiles } from "../link/tls.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
 import { createServer } from "node:net";
-import { dirname, join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { TidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
-import { defaultCliPath } from "../process/spawn.js";
 import type { EngineHost, EngineInfo, EngineSpec, EngineState } from "./handle.js";
 import { parseCommandTemplate, renderCommand } from "./template.js";
 
@@ -40,6 +39,14 @@ const STDERR_LINES = 20;
 const MAX_LINE_CHARS = 64 * 1024;
 const DEFAULT_START_TIMEOUT_MS = 20_000;
 const CLOSE_GRACE_MS = 3000;
+
+/** The compiled CLI: next to this module in dist/, or dist/bin/tidegate.js under the repository root. */
+export function defaultCliPath(): string {
+  const here = dirname(fileURLToPath(import.meta.url));
+  const compiled = resolve(here, "../../bin/tidegate.js");
+  if (here.includes(`${"/"}dist${"/"}`) && existsSync(compiled)) return compiled;
+  return resolve(here, "../../dist/bin/tidegate.js");
+}
 
 /** The compiled keeper: keeper.js next to this module when it runs from dist/, else dist/region/agent/keeper.js. */
 export function defaultKeeperPath(): string {

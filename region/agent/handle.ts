@@ -6,7 +6,26 @@
  */
 import type { BlockArrival, RunResult } from "../../native/index.js";
 import type { MulticastPlan } from "../multicast/schedule.js";
-import type { AgentInfo, LoadSpec } from "./node.js";
+
+/** What an agent says of itself (its node id, data-plane address and transport, host memory for blocks). */
+export interface AgentInfo {
+  nodeId: string;
+  dataHost: string;
+  dataPort: number;
+  transport: string;
+  fallback: string;
+  memoryBytes: number;
+}
+
+/** How to fill a model's store: "empty" (a target), "file" (a packed model, exactly totalBytes) or "pattern" (seed). */
+export interface LoadSpec {
+  model: string;
+  totalBytes: number;
+  blockCount: number;
+  fill: "empty" | "file" | "pattern";
+  filePath?: string;
+  seed?: number;
+}
 
 /** One Run call: the plan, its run id (same on every node) and every node's data address. */
 export interface RunCall {

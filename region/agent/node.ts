@@ -12,7 +12,9 @@ import type { Logger } from "../../core/log.js";
 import { roleFor } from "../multicast/role.js";
 import { planNodes } from "../multicast/schedule.js";
 import { validatePlan } from "../multicast/validate.js";
-import type { EngineHost, EngineInfo, EngineSpec, NodeAnnouncement, RunCall, StoreInfo } from "./handle.js";
+import type { AgentInfo, EngineHost, EngineInfo, EngineSpec, LoadSpec, NodeAnnouncement, RunCall, StoreInfo } from "./handle.js";
+
+export type { AgentInfo, LoadSpec } from "./handle.js";
 import { parseCommandTemplate } from "./template.js";
 
 /** How an agent starts: its node id, data-plane bind address, transport preference and memory budget. */
@@ -37,25 +39,6 @@ export interface NodeAgentOptions {
 }
 
 /** What Info reports. `fallback` says why verbs was not used ("" when it was, or TCP was asked for). */
-export interface AgentInfo {
-  nodeId: string;
-  dataHost: string;
-  dataPort: number;
-  transport: string;
-  fallback: string;
-  memoryBytes: number;
-}
-
-/** How to fill a model's store: "empty" (a target), "file" (a packed model, exactly totalBytes) or "pattern" (seed). */
-export interface LoadSpec {
-  model: string;
-  totalBytes: number;
-  blockCount: number;
-  fill: "empty" | "file" | "pattern";
-  filePath?: string;
-  seed?: number;
-}
-
 /** One run: model, plan, run id, data addresses of every plan node, optional liveness settings (the wire's RunCall). */
 export type RunSpecInput = RunCall;
 

@@ -7,7 +7,7 @@
  *   done   = 3: Done              → tag 0x1A, length, { finish_reason = 1 string, prompt/completion/total = 2/3/4 }
  * Unknown fields are skipped. Malformed input throws a RangeError (grpc-js turns it into an INTERNAL status).
  */
-import type { WireDispatchEvents, WireDone } from "./proto.js";
+import type { WireDispatchEvents, WireDone } from "./wire.js";
 
 /** Bytes of `v` as a protobuf varint. */
 export function varintSize(v: number): number {

@@ -8,7 +8,7 @@
  * Unknown fields are skipped; malformed input throws a RangeError.
  */
 import { Reader, decodeDone, encodeDispatchEvents, varintSize, writeVarint } from "./codec.js";
-import type { WireDone, WireMuxError, WireMuxEvent } from "./proto.js";
+import type { WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
 
 /** Encodes one MuxDown message carrying `events`. */
 export function encodeMuxDown(events: readonly WireMuxEvent[]): Buffer {

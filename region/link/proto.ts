@@ -11,6 +11,9 @@ import * as protoLoader from "@grpc/proto-loader";
 import { TidegateError } from "../../core/errors.js";
 import { decodeDispatchEvents, encodeDispatchEvents } from "./codec.js";
 import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
+import type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
+
+export type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
 import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 
 /** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
@@ -25,36 +28,11 @@ export interface WireDispatchRequest {
   batch?: boolean;
 }
 
-export interface WireDone {
-  finish_reason: string;
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
-
-export interface WireDispatchEvents {
-  texts: string[];
-  tokens: number[];
-  done: WireDone | null;
-}
-
 /** A request of the DispatchMux stream: `open` starts request `rid`, `cancel` stops it. */
 export interface WireMuxUp {
   rid: number;
   open: WireDispatchRequest | null;
   cancel: boolean;
-}
-
-export interface WireMuxError {
-  code: string;
-  message: string;
-  started: boolean;
-}
-
-/** Events of one request of the DispatchMux stream; `done` or `error` ends it. */
-export interface WireMuxEvent extends WireDispatchEvents {
-  rid: number;
-  error: WireMuxError | null;
 }
 
 export interface WireTelemetry {

@@ -15,15 +15,9 @@ import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes } from "../../core/models.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
 import type { EngineFactory, InstanceSlot } from "./engines.js";
-import { defaultKeeperPath } from "../agent/engines.js";
+import { defaultCliPath, defaultKeeperPath } from "../agent/engines.js";
 
-/** The compiled CLI: next to this module in dist/, or dist/bin/tidegate.js under the repository root. */
-export function defaultCliPath(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const compiled = resolve(here, "../../bin/tidegate.js");
-  if (here.includes(`${"/"}dist${"/"}`) && existsSync(compiled)) return compiled;
-  return resolve(here, "../../dist/bin/tidegate.js");
-}
+export { defaultCliPath } from "../agent/engines.js";
 
 /** KV bytes of one instance (GPU memory × 0.9 − weights, core/models.ts), to scale vLLM's usage fraction. */
 export function slotKvBytes(slot: InstanceSlot): number {

@@ -1,0 +1,31 @@
+/**
+ * The wire shapes the hand-written codecs (codec.ts, mux-codec.ts) encode: a DispatchEvents message and the
+ * DispatchMux down-events (proto-loader's keepCase snake_case fields). In their own module so the codecs and
+ * proto.ts, which uses them, do not import each other.
+ */
+
+export interface WireDone {
+  finish_reason: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export interface WireDispatchEvents {
+  texts: string[];
+  tokens: number[];
+  done: WireDone | null;
+}
+
+export interface WireMuxError {
+  code: string;
+  message: string;
+  started: boolean;
+}
+
+/** Events of one request of the DispatchMux stream; `done` or `error` ends it. */
+export interface WireMuxEvent extends WireDispatchEvents {
+  rid: number;
+  error: WireMuxError | null;
+}
+

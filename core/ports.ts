@@ -118,6 +118,11 @@ export interface ModelTelemetry {
   tokensPerS: number;
   /** The part of `tokensPerS` that batch requests (GenerateRequest.batch) took; absent from older regions. */
   batchTokensPerS?: number;
+  /**
+   * Demand reaching the region: prompt + max output tokens per second of the requests that entered its gateway over
+   * the window, placed or not — what LT-UA compares with the forecast (served tokens/s saturates under a burst).
+   */
+  demandTokensPerS?: number;
   running: number;
   waiting: number;
   instances: Record<InstanceState, number>;

@@ -320,6 +320,8 @@ describe("Gateway.submit (the callback form)", () => {
     const m = gw.snapshot().models[0]!;
     expect(m.batchTokensPerS).toBeGreaterThan(0);
     expect(m.tokensPerS).toBeGreaterThan(m.batchTokensPerS!);
+    // Demand: prompt + max tokens of every request that entered, over the time since the first sample (65 s here).
+    expect(m.demandTokensPerS).toBeCloseTo((3 * 120 + 120 + 60) / 65, 3);
     // The same request streamed through generate takes the same route from the same state.
     const routed = gw.route(MODEL)?.instanceId;
     expect(gw.submit(request({ promptTokens: 100, maxTokens: 20 }), {})?.instanceId).toBe(routed);

@@ -97,6 +97,9 @@ interface ModelRecord {
   batchTokensServed: number;
   rate: WindowedRate;
   batchRate: WindowedRate;
+  /** Prompt + max tokens of every request that entered (placed or not), cumulative, and its rate. */
+  demanded: number;
+  demandRate: WindowedRate;
 }
 
 const ZERO_STATS: EngineStats = { kvBytesUsed: 0, kvBytesCapacity: 0, running: 0, waiting: 0, remainingTokens: 0, generatedTokensTotal: 0 };
@@ -198,7 +201,7 @@ export class Gateway {
     if (spec === undefined) throw new TidegateError("invalid_config", `unknown model ${JSON.stringify(model)}`);
     let m = this.models.get(model);
     if (m === undefined) {
-      m = { model, kvBytesPerToken: kvBytesPerToken(spec), endpoints: [], tokensServed: 0, batchTokensServed: 0, rate: new WindowedRate(this.rateWindowMs, this.clock.now()), batchRate: new WindowedRate(this.rateWindowMs, this.clock.now()) };
+      m = { model, kvBytesPerToken: kvBytesPerToken(spec), endpoints: [], tokensServed: 0, batchTokensServed: 0, rate: new WindowedRate(this.rateWindowMs, this.clock.now()), batchRate: new WindowedRate(this.rateWindowMs, this.clock.now()), demanded: 0, demandRate: new WindowedRate(this.rateWindowMs, this.clock.now()) };
       this.models.set(model, m);
     }
     const endpointId = `${model}/${gpu}`;
@@ -267,6 +270,7 @@ export class Gateway {
    */
   async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
     const model = this.modelRecord(req.model);
+    model.demanded += req.promptTokens + req.maxTokens;
     const tried = new Set<InstanceRecord>();
     let lastError: unknown;
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
@@ -353,6 +357,7 @@ export class Gateway {
    */
   submit(req: GenerateRequest, callbacks: RequestCallbacks): RouteChoice | undefined {
     const model = this.modelRecord(req.model);
+    model.demanded += req.promptTokens + req.maxTokens;
     const rec = this.choose(model, undefined);
     if (rec === undefined) return undefined;
     const choice = { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
@@ -408,7 +413,7 @@ export class Gateway {
           samples.push({ endpointId: e.endpointId, state: i.state, stats: i.stats });
         }
       }
-      return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed), m.batchRate.rate(now, m.batchTokensServed));
+      return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed), m.batchRate.rate(now, m.batchTokensServed), m.demandRate.rate(now, m.demanded));
     });
     return { region: this.region, seq: ++this.seq, atMs: now, models };
   }

@@ -50,6 +50,7 @@ export function modelTelemetry(
   instances: readonly InstanceSample[],
   tokensPerS: number,
   batchTokensPerS = 0,
+  demandTokensPerS = 0,
 ): ModelTelemetry {
   let running = 0;
   let waiting = 0;
@@ -76,6 +77,7 @@ export function modelTelemetry(
     effectiveMemoryUtilization: effectiveMemoryUtilization(instances),
     tokensPerS,
     ...(batchTokensPerS > 0 ? { batchTokensPerS } : {}),
+    ...(demandTokensPerS > 0 ? { demandTokensPerS } : {}),
     running,
     waiting,
     instances: counts,

@@ -9,7 +9,7 @@ describe("wire conversions", () => {
     const interactive: GenerateRequest = { ...req, id: "r1", batch: undefined };
     delete interactive.batch;
     expect(requestFromWire(requestToWire(interactive))).toEqual(interactive);
-    const t: RegionTelemetry = { region: "east", seq: 1, atMs: 5, models: [{ model: "m", effectiveMemoryUtilization: 0.5, tokensPerS: 100, batchTokensPerS: 40, running: 1, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 }, endpoints: [] }] };
+    const t: RegionTelemetry = { region: "east", seq: 1, atMs: 5, models: [{ model: "m", effectiveMemoryUtilization: 0.5, tokensPerS: 100, batchTokensPerS: 40, demandTokensPerS: 150, running: 1, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 }, endpoints: [] }] };
     expect(telemetryFromWire(telemetryToWire(t))).toEqual(t);
   });
 });

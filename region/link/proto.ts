@@ -44,6 +44,7 @@ export interface WireTelemetry {
     effective_memory_utilization: number;
     tokens_per_s: number;
     batch_tokens_per_s?: number;
+    demand_tokens_per_s?: number;
     running: number;
     waiting: number;
     instances: Record<InstanceState, number> | null;
@@ -159,6 +160,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       effective_memory_utilization: m.effectiveMemoryUtilization,
       tokens_per_s: m.tokensPerS,
       batch_tokens_per_s: m.batchTokensPerS ?? 0,
+      demand_tokens_per_s: m.demandTokensPerS ?? 0,
       running: m.running,
       waiting: m.waiting,
       instances: m.instances,
@@ -176,6 +178,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
       effectiveMemoryUtilization: m.effective_memory_utilization,
       tokensPerS: m.tokens_per_s,
       ...((m.batch_tokens_per_s ?? 0) > 0 ? { batchTokensPerS: m.batch_tokens_per_s! } : {}),
+      ...((m.demand_tokens_per_s ?? 0) > 0 ? { demandTokensPerS: m.demand_tokens_per_s! } : {}),
       running: m.running,
       waiting: m.waiting,
       instances: { provisioning: c.provisioning, loading: c.loading, serving: c.serving, draining: c.draining, spot: c.spot },

@@ -88,7 +88,9 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     signals: (model, gpu) => {
       const m = snapshot().models.find((x) => x.model === model);
       const ep = m?.endpoints.find((e) => e.gpu === gpu);
-      return { utilization: ep === undefined || ep.servingInstances === 0 ? 1 : ep.effectiveMemoryUtilization, observedTokensPerS: m?.tokensPerS ?? 0 };
+      // LT-UA's "observed traffic" is demand (what entered the gateway), not what was served: served tokens/s
+      // saturates at capacity exactly when a burst needs more of it.
+      return { utilization: ep === undefined || ep.servingInstances === 0 ? 1 : ep.effectiveMemoryUtilization, observedTokensPerS: m?.demandTokensPerS ?? 0 };
     },
     inFlightTokens: (id) => o.gateway.instances().find((i) => i.instanceId === id)?.inFlight ?? 0,
     windowMs: o.config.planner.intervalMs,

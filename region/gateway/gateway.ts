@@ -357,19 +357,18 @@ export class Gateway {
    */
   submit(req: GenerateRequest, callbacks: RequestCallbacks): RouteChoice | undefined {
     const model = this.modelRecord(req.model);
-    model.demanded += req.promptTokens + req.maxTokens;
     const rec = this.choose(model, undefined);
-    if (rec === undefined) return undefined;
-    const choice = { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
-    const ticket = admit(rec, req, model.kvBytesPerToken);
-    const submitted = new Submitted(this, model, ticket, req, callbacks);
-    if (rec.engine.submit === undefined) {
-      settle(ticket);
+    const choice = rec === undefined ? undefined : { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
+    // A stream-only engine: `generate` (started now, so it makes the same choice) keeps the books and the counts.
+    if (rec !== undefined && rec.engine.submit === undefined) {
       void this.drive(req, callbacks);
       return choice;
     }
+    model.demanded += req.promptTokens + req.maxTokens;
+    if (rec === undefined) return undefined;
+    const ticket = admit(rec, req, model.kvBytesPerToken);
     try {
-      rec.engine.submit(req, submitted);
+      rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks));
     } catch (err) {
       settle(ticket);
       this.onOutcome?.(req.model, "error");

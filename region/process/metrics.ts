@@ -33,6 +33,8 @@ export class RegionMetrics {
   private readonly requests: Counter<"region" | "model" | "outcome">;
   private readonly utilization: Gauge<"region" | "model">;
   private readonly tokensPerS: Gauge<"region" | "model">;
+  private readonly batchTokensPerS: Gauge<"region" | "model">;
+  private readonly demandTokensPerS: Gauge<"region" | "model">;
   private readonly running: Gauge<"region" | "model">;
   private readonly waiting: Gauge<"region" | "model">;
   private readonly instances: Gauge<"region" | "model" | "state">;
@@ -52,6 +54,8 @@ export class RegionMetrics {
     this.requests = new Counter({ name: "tidegate_region_requests_total", help: "Requests finished by the region gateway, by outcome", labelNames: ["region", "model", "outcome"], registers: r });
     this.utilization = new Gauge({ name: "tidegate_region_effective_memory_utilization", help: "KV in use / KV available over serving instances (0..1; stale instances count as full)", labelNames: ["region", "model"], registers: r });
     this.tokensPerS = new Gauge({ name: "tidegate_region_tokens_per_second", help: "Prompt + output tokens served per second over the telemetry window", labelNames: ["region", "model"], registers: r });
+    this.batchTokensPerS = new Gauge({ name: "tidegate_region_batch_tokens_per_second", help: "The part of tidegate_region_tokens_per_second that batch requests took", labelNames: ["region", "model"], registers: r });
+    this.demandTokensPerS = new Gauge({ name: "tidegate_region_demand_tokens_per_second", help: "Prompt + max output tokens per second of the requests entering the region's gateway (LT-UA's observed traffic)", labelNames: ["region", "model"], registers: r });
     this.running = new Gauge({ name: "tidegate_region_requests_running", help: "Requests in running batches", labelNames: ["region", "model"], registers: r });
     this.waiting = new Gauge({ name: "tidegate_region_requests_waiting", help: "Requests waiting for admission", labelNames: ["region", "model"], registers: r });
     this.instances = new Gauge({ name: "tidegate_region_instances", help: "Instances by lifecycle state", labelNames: ["region", "model", "state"], registers: r });
@@ -65,7 +69,7 @@ export class RegionMetrics {
       initLabels(this.actions, { region: reg, model: models, kind: ACTION_KINDS });
       initLabels(this.failures, { region: reg, model: models });
       initLabels(this.requests, { region: reg, model: models, outcome: OUTCOMES });
-      for (const g of [this.utilization, this.tokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { region: reg, model: models });
+      for (const g of [this.utilization, this.tokensPerS, this.batchTokensPerS, this.demandTokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { region: reg, model: models });
       initLabels(this.instances, { region: reg, model: models, state: STATES });
       this.decisionId.set({ region }, -1);
       this.transferBytes.inc({ region }, 0);
@@ -86,6 +90,8 @@ export class RegionMetrics {
           const l = { region, model: m.model };
           this.utilization.set(l, m.effectiveMemoryUtilization);
           this.tokensPerS.set(l, m.tokensPerS);
+          this.batchTokensPerS.set(l, m.batchTokensPerS ?? 0);
+          this.demandTokensPerS.set(l, m.demandTokensPerS ?? 0);
           this.running.set(l, m.running);
           this.waiting.set(l, m.waiting);
           this.stale.set(l, m.staleInstances ?? 0);

@@ -4,7 +4,7 @@
  * `npm run bench:replay`.
  */
 import type { MeasuredRow } from "./data.js";
-import { errorOn, fitProfile, gpuRatios, groupRows, isHeldOut, profileKey, scaleProfile, type ProfileFit } from "./fit.js";
+import { errorOn, fitProfile, gpuRatios, groupRows, isHeldOut, profileKey, rawPrefillCurves, scaleProfile, type PrefillCurves, type ProfileFit } from "./fit.js";
 
 export interface HeldOutError {
   key: string;
@@ -46,12 +46,14 @@ export function fitAll(rows: readonly MeasuredRow[]): FitReport {
   let dn = 0;
   let heldOutRows = 0;
   let trainRows = 0;
-  for (const [key, g] of [...groups.entries()].sort((a, b) => a[0].localeCompare(b[0]))) {
+  const sorted = [...groups.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+  const raw = new Map<string, PrefillCurves>(sorted.map(([key, g]) => [key, rawPrefillCurves(g.filter((r) => !isHeldOut(r)))]));
+  for (const [key, g] of sorted) {
     const train = g.filter((r) => !isHeldOut(r));
     const test = g.filter(isHeldOut);
     trainRows += train.length;
     heldOutRows += test.length;
-    const fit = fitProfile(train);
+    const fit = fitProfile(train, peersOf(raw, key));
     profiles.push(fit);
     const e = errorOn(fit, test);
     perProfile.push({ key, ...e });
@@ -77,29 +79,69 @@ export function fitAll(rows: readonly MeasuredRow[]): FitReport {
   return { profiles, perProfile, ttftMape: pn ? pe / pn : 0, tpotMape: dn ? de / dn : 0, heldOutRows, trainRows };
 }
 
+/** Every profile's raw prefill curves except `key`'s. */
+function peersOf(raw: ReadonlyMap<string, PrefillCurves>, key: string): PrefillCurves[] {
+  return [...raw.entries()].filter(([k]) => k !== key).map(([, c]) => c);
+}
+
+/** A configuration: one measured point (prompt tokens, batch, output tokens) of one (model, GPU, TP), every run. */
+export function configKey(r: MeasuredRow): string {
+  return `${profileKey(r.model, r.gpu, r.tp)}|p${r.promptTokens}|b${r.batch}|o${r.outputTokens}`;
+}
+
+export interface LeaveConfigOutReport {
+  /** Row-weighted MAPE over every configuration, each predicted by a fit that never saw it (fractions). */
+  ttftMape: number;
+  tpotMape: number;
+  ttftRows: number;
+  tpotRows: number;
+  configurations: number;
+  /** Per configuration (configKey), its error when left out. */
+  perConfig: HeldOutError[];
+  /** Per (model, GPU, TP), row-weighted over its configurations. */
+  perProfile: HeldOutError[];
+}
+
 /**
- * The harsher check: for each measured configuration, fit on every other configuration's runs and predict this
- * one (interpolation between sweep points). Row-weighted MAPE as fractions.
+ * Leave-one-configuration-out (LOCO): a configuration is one measured point of one (model, GPU, TP): a prompt
+ * length, batch size and output length, with all its repeats (5, or 15 for the 512/1/128 point the three sweeps
+ * share). For each, the model is fitted on every other run (the profile's other points, and the other profiles as
+ * peers for knot imputation, see fit.ts) and predicts the left-out point's runs. Nothing of the left-out
+ * configuration enters its fit: not its other repeats, and not as a peer knot (peers are other profiles). Every run
+ * is used (no 5th-run split). Outlier rows (data.ts) are neither fitted nor scored.
  */
-export function leaveConfigOut(rows: readonly MeasuredRow[]): { ttftMape: number; tpotMape: number } {
-  let pe = 0;
-  let pn = 0;
-  let de = 0;
-  let dn = 0;
-  for (const g of groupRows(rows).values()) {
+export function leaveConfigOut(rows: readonly MeasuredRow[]): LeaveConfigOutReport {
+  const groups = [...groupRows(rows).entries()].sort((a, b) => a[0].localeCompare(b[0]));
+  const raw = new Map<string, PrefillCurves>(groups.map(([key, g]) => [key, rawPrefillCurves(g)]));
+  const perConfig: HeldOutError[] = [];
+  const perProfile: HeldOutError[] = [];
+  const total = { pe: 0, pn: 0, de: 0, dn: 0 };
+  for (const [key, g] of groups) {
+    const peers = peersOf(raw, key);
     const configs = new Map<string, MeasuredRow[]>();
-    for (const r of g) {
-      const k = `${r.promptTokens}|${r.batch}|${r.outputTokens}`;
-      configs.set(k, [...(configs.get(k) ?? []), r]);
-    }
+    for (const r of g) configs.set(configKey(r), [...(configs.get(configKey(r)) ?? []), r]);
+    const mine = { pe: 0, pn: 0, de: 0, dn: 0 };
     for (const [k, test] of configs) {
-      const train = g.filter((r) => `${r.promptTokens}|${r.batch}|${r.outputTokens}` !== k);
-      const e = errorOn(fitProfile(train), test);
-      pe += e.ttftMape * e.ttftRows;
-      pn += e.ttftRows;
-      de += e.tpotMape * e.tpotRows;
-      dn += e.tpotRows;
+      const e = errorOn(fitProfile(g.filter((r) => configKey(r) !== k), peers), test);
+      perConfig.push({ key: k, ...e });
+      mine.pe += e.ttftMape * e.ttftRows;
+      mine.pn += e.ttftRows;
+      mine.de += e.tpotMape * e.tpotRows;
+      mine.dn += e.tpotRows;
     }
+    perProfile.push({ key, ttftMape: mine.pn ? mine.pe / mine.pn : 0, tpotMape: mine.dn ? mine.de / mine.dn : 0, ttftRows: mine.pn, tpotRows: mine.dn });
+    total.pe += mine.pe;
+    total.pn += mine.pn;
+    total.de += mine.de;
+    total.dn += mine.dn;
   }
-  return { ttftMape: pn ? pe / pn : 0, tpotMape: dn ? de / dn : 0 };
+  return {
+    ttftMape: total.pn ? total.pe / total.pn : 0,
+    tpotMape: total.dn ? total.de / total.dn : 0,
+    ttftRows: total.pn,
+    tpotRows: total.dn,
+    configurations: perConfig.length,
+    perConfig,
+    perProfile,
+  };
 }

@@ -57,6 +57,10 @@ describe("performance model: hand-checked pieces", () => {
       [400, 40],
       [1600, 320],
     ],
+    prefillBatchedKnots: [
+      [100, 10],
+      [400, 80],
+    ],
     decode: { c0: 20, cB: 0.5, cB2: 0.01, cCtx: 0.0001 },
     maxMeasuredBatch: 32,
     source: "test",

@@ -1,9 +1,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { readAllMeasured } from "./data.js";
-import { fitAll } from "./evaluate.js";
-import { decodeFromFit, prefillFromKnots, type ProfileFit } from "./fit.js";
+import { readAllMeasured, type MeasuredRow } from "./data.js";
+import { configKey, fitAll, leaveConfigOut } from "./evaluate.js";
+import { decodeFromFit, imputeKnots, prefillCurves, prefillFromFit, prefillFromKnots, rawPrefillCurves, type ProfileFit } from "./fit.js";
 import { defaultDataDir, renderFitted, repoRoot } from "./generate.js";
 import { getProfile, throughputAtSlo } from "./model.js";
 
@@ -27,6 +27,13 @@ describe("performance model: fit against measured rows", () => {
       expect(p.ttftMape, p.key).toBeLessThan(0.08);
       expect(p.tpotMape, p.key).toBeLessThan(0.08);
     }
+  });
+
+  it("leave-one-configuration-out MAPE ≤ 5% for TTFT and for time per output token (issue 11)", () => {
+    const lco = leaveConfigOut(rows);
+    expect(lco.configurations).toBe(8 * 19 + 4 * 18); // Splitwise sweeps 19 points (batch to 64), SageServe 18 (to 32)
+    expect(lco.ttftMape).toBeLessThanOrEqual(0.05);
+    expect(lco.tpotMape).toBeLessThanOrEqual(0.05);
   });
 
   it("the committed fitted.ts is exactly what the fit produces from the data", () => {
@@ -73,6 +80,13 @@ describe("performance model: hand-checked pieces", () => {
     expect(prefillFromKnots(fit.prefillKnots, 3200)).toBeCloseTo(640, 9);
   });
 
+  it("prefill of two or more prompts follows the batched curve, of one prompt the single-sequence curve", () => {
+    expect(prefillFromFit(fit, 400)).toBe(40);
+    expect(prefillFromFit(fit, 400, 1)).toBe(40);
+    expect(prefillFromFit(fit, 400, 2)).toBe(80);
+    expect(prefillFromFit(fit, 800, 4)).toBeCloseTo(160, 9); // proportional beyond the batched curve's last knot
+  });
+
   it("decode iteration = c0 + cB·B + cB2·B² + cCtx·C, linear beyond the largest measured batch", () => {
     expect(decodeFromFit(fit, 4, 10_000)).toBeCloseTo(20 + 2 + 0.16 + 1, 9);
     const at32 = 20 + 16 + 10.24;
@@ -99,5 +113,86 @@ describe("performance model: hand-checked pieces", () => {
     expect(loose.outputTokensPerS).toBeGreaterThan(tight.outputTokensPerS);
     expect(loose.totalTokensPerS).toBeCloseTo((loose.outputTokensPerS * (1155 + 211)) / 211, 6);
     expect(throughputAtSlo("llama2-70b", "a100-80gb", 4, { ttftMs: 1, tbtMs: 100 }).outputTokensPerS).toBe(0);
+  });
+});
+
+describe("performance model: prefill knot imputation and leave-one-configuration-out, hand-checked", () => {
+  it("imputes a missing knot from the own curve × the median peer deviation from straight interpolation", () => {
+    const own: [number, number][] = [
+      [100, 10],
+      [400, 40],
+    ];
+    // Peer curves through their knots at 100 and 400 only: 20→80 gives 40 at 200 (slope 1); 1→4 gives 2; 10→40 gives 20.
+    const peers: [number, number][][] = [
+      [[100, 20], [200, 60], [400, 80]], // ×1.5 above its straight line
+      [[100, 1], [200, 2], [400, 4]], // ×1
+      [[100, 10], [200, 24], [400, 40]], // ×1.2
+    ];
+    expect(imputeKnots(own, peers)).toEqual([
+      [100, 10],
+      [200, expect.closeTo(24, 9)], // own straight line 20 × median(1.5, 1, 1.2)
+      [400, 40],
+    ]);
+    // Beyond own's last knot: own extrapolates proportionally (400 → 80 at 800), the peer's does too (80 → 160 at
+    // 800, measured 400: ×2.5), so the imputed knot is 80 × 2.5.
+    expect(imputeKnots(own, [[[100, 20], [400, 80], [800, 400]]])).toEqual([
+      [100, 10],
+      [400, 40],
+      [800, expect.closeTo(200, 9)],
+    ]);
+    // A peer with fewer than 2 knots at own's positions says nothing.
+    expect(imputeKnots(own, [[[100, 20], [200, 60]]])).toEqual(own);
+  });
+
+  it("splits runs into the single-sequence and batched sweeps and falls back to the single curve without batched runs", () => {
+    const row = (promptTokens: number, batch: number, prefillMs: number, outlier?: string): MeasuredRow => ({
+      model: "m",
+      gpu: "g",
+      tp: 1,
+      source: "s",
+      promptTokens,
+      batch,
+      outputTokens: 128,
+      prefillMs,
+      decodeIterMs: 10,
+      repeat: 0,
+      ...(outlier === undefined ? {} : { prefillOutlier: outlier }),
+    });
+    const raw = rawPrefillCurves([row(128, 1, 5), row(512, 1, 10), row(512, 1, 12), row(512, 1, 20), row(1024, 1, 20), row(512, 2, 30), row(512, 4, 99, "bad")]);
+    expect(raw).toEqual({ source: "s", single: [[128, 5], [512, 12], [1024, 20]], batched: [[512, 12], [1024, 30]] });
+    expect(prefillCurves(raw, []).prefillBatchedKnots).toEqual([[128, 5], [512, 12], [1024, 30]]);
+    const noBatched = rawPrefillCurves([row(128, 1, 5), row(512, 1, 10), row(512, 2, 30, "bad")]);
+    expect(prefillCurves(noBatched, []).prefillBatchedKnots).toEqual([[128, 5], [512, 10]]);
+  });
+
+  /** Two profiles of one profiler, the second 3× slower everywhere; prefill with kinks, decode exactly linear. */
+  function synthetic(): MeasuredRow[] {
+    const single: Record<number, number> = { 128: 10, 256: 10, 512: 12, 1024: 20, 2048: 50, 4096: 100 };
+    const batched: Record<number, number> = { 2: 30, 4: 70, 8: 140 };
+    const rows: MeasuredRow[] = [];
+    for (const [gpu, k] of [["g1", 1], ["g2", 3]] as const) {
+      const base = { model: "m", gpu, tp: 1, source: "s", outputTokens: 128, repeat: 0 };
+      const decode = (b: number, p: number) => k * (5 + 0.5 * b + 0.0001 * b * (p + 64));
+      for (const [p, ms] of Object.entries(single)) rows.push({ ...base, promptTokens: Number(p), batch: 1, prefillMs: k * ms, decodeIterMs: decode(1, Number(p)) });
+      for (const [b, ms] of Object.entries(batched)) rows.push({ ...base, promptTokens: 512, batch: Number(b), prefillMs: k * ms, decodeIterMs: decode(Number(b), 512) });
+    }
+    return rows;
+  }
+
+  it("predicts every left-out point exactly when the profiles share their shape", () => {
+    const lco = leaveConfigOut(synthetic());
+    expect(lco.configurations).toBe(18);
+    expect(lco.ttftMape).toBeCloseTo(0, 9);
+    expect(lco.tpotMape).toBeCloseTo(0, 9);
+  });
+
+  it("uses nothing of the left-out configuration: ×100 on its runs leaves its prediction unchanged", () => {
+    const rows = synthetic();
+    const target = rows.find((r) => r.gpu === "g1" && r.batch === 4)!;
+    target.prefillMs *= 100;
+    target.decodeIterMs *= 100;
+    const e = leaveConfigOut(rows).perConfig.find((c) => c.key === configKey(target))!;
+    expect(e.ttftMape).toBeCloseTo(0.99, 9); // predicted the unscaled value: |y − 100y| / 100y
+    expect(e.tpotMape).toBeCloseTo(0.99, 9);
   });
 });

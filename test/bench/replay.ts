@@ -15,7 +15,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadConfig } from "../../core/config.js";
 import { readAllMeasured } from "../../region/engines/perf/data.js";
-import { fitAll, leaveConfigOut } from "../../region/engines/perf/evaluate.js";
+import { checkDerivation, fitAll, leaveConfigOut } from "../../region/engines/perf/evaluate.js";
 import { defaultDataDir } from "../../region/engines/perf/generate.js";
 import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
@@ -45,6 +45,11 @@ async function main(): Promise<void> {
   const worst = (pick: (e: (typeof lco.perConfig)[number]) => number) =>
     [...lco.perConfig].sort((a, b) => pick(b) - pick(a)).slice(0, 3).map((e) => `${e.key} ${pct(pick(e))}`).join(", ");
   console.log(`  worst configurations: TTFT ${worst((e) => e.ttftMape)}; TPOT ${worst((e) => e.tpotMape)}`);
+  const derivation = checkDerivation(rows);
+  console.log(
+    `performance model, informational: the GPU-ratio derivation that makes the H100 Llama-3 profiles, checked on whole measured profiles: ` +
+      derivation.map((d) => `${d.key} from ${d.reference}'s ratios TTFT ${pct(d.ttftMape)} TPOT ${pct(d.tpotMape)}`).join("; "),
+  );
 
   const config = loadConfig();
   const walls: number[] = [];
@@ -88,6 +93,7 @@ async function main(): Promise<void> {
     locoTtftMape: Number(lco.ttftMape.toFixed(4)),
     locoTpotMape: Number(lco.tpotMape.toFixed(4)),
     locoConfigurations: lco.configurations,
+    derivationCheck: derivation.map((d) => ({ profile: d.key, reference: d.reference, ttftMape: Number(d.ttftMape.toFixed(4)), tpotMape: Number(d.tpotMape.toFixed(4)) })),
     target: TARGET,
     met:
       replayWallMs <= TARGET.replayWallMs &&

@@ -145,3 +145,39 @@ export function leaveConfigOut(rows: readonly MeasuredRow[]): LeaveConfigOutRepo
     perProfile,
   };
 }
+
+export interface DerivationCheck {
+  /** The measured profile predicted, e.g. "bloom-176b/h100-80gb/tp8". */
+  key: string;
+  /** The reference model whose GPU ratios were applied to the target model's other-GPU fit. */
+  reference: string;
+  ttftMape: number;
+  tpotMape: number;
+}
+
+/**
+ * How well the derivation that makes the H100 Llama-3 profiles (DERIVE: a model's A100 fit × a reference model's
+ * H100/A100 ratios at the same TP) predicts a whole profile, checked where it can be: every measured (model, GPU,
+ * TP) whose model is also measured on another GPU at that TP, with another model measured on both GPUs at that TP
+ * (in the data: llama2-70b and bloom-176b at TP 8, each from the other's ratios). Fits use all runs; the target
+ * profile's runs are used only to score. Informational: the derived profiles have no measured rows to check.
+ */
+export function checkDerivation(rows: readonly MeasuredRow[]): DerivationCheck[] {
+  const groups = groupRows(rows);
+  const fits = new Map([...groups.entries()].map(([k, g]) => [k, fitProfile(g)]));
+  const out: DerivationCheck[] = [];
+  for (const [key, target] of [...fits.entries()].sort((a, b) => a[0].localeCompare(b[0]))) {
+    for (const base of fits.values()) {
+      if (base.model !== target.model || base.tp !== target.tp || base.gpu === target.gpu) continue;
+      for (const refFrom of fits.values()) {
+        if (refFrom.model === target.model || refFrom.gpu !== base.gpu || refFrom.tp !== target.tp) continue;
+        const refTo = fits.get(profileKey(refFrom.model, target.gpu, target.tp));
+        if (refTo === undefined) continue;
+        const { prefillRatio, decodeRatio } = gpuRatios(refFrom, refTo);
+        const e = errorOn(scaleProfile(base, target.gpu, prefillRatio, decodeRatio, "check"), groups.get(key)!);
+        out.push({ key, reference: refFrom.model, ttftMape: e.ttftMape, tpotMape: e.tpotMape });
+      }
+    }
+  }
+  return out;
+}

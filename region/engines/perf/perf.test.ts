@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readAllMeasured, type MeasuredRow } from "./data.js";
-import { configKey, fitAll, leaveConfigOut } from "./evaluate.js";
+import { checkDerivation, configKey, fitAll, leaveConfigOut } from "./evaluate.js";
 import { decodeFromFit, imputeKnots, prefillCurves, prefillFromFit, prefillFromKnots, rawPrefillCurves, type ProfileFit } from "./fit.js";
 import { defaultDataDir, renderFitted, repoRoot } from "./generate.js";
 import { getProfile, throughputAtSlo } from "./model.js";
@@ -194,5 +194,22 @@ describe("performance model: prefill knot imputation and leave-one-configuration
     const e = leaveConfigOut(rows).perConfig.find((c) => c.key === configKey(target))!;
     expect(e.ttftMape).toBeCloseTo(0.99, 9); // predicted the unscaled value: |y − 100y| / 100y
     expect(e.tpotMape).toBeCloseTo(0.99, 9);
+  });
+
+  it("checkDerivation scores a profile derived from a reference model's GPU ratios: exact when the ratios carry over", () => {
+    const rows: MeasuredRow[] = [];
+    for (const [model, k] of [["a", 1], ["b", 2]] as const) {
+      for (const [gpu, g] of [["g1", 1], ["g2", 0.5]] as const) {
+        const base = { model, gpu, tp: 8, source: "s", outputTokens: 128, repeat: 0 };
+        for (const p of [128, 512, 2048]) rows.push({ ...base, promptTokens: p, batch: 1, prefillMs: k * g * (10 + p / 100), decodeIterMs: k * g * 20 });
+        for (const b of [2, 8]) rows.push({ ...base, promptTokens: 512, batch: b, prefillMs: k * g * (10 + (512 * b) / 80), decodeIterMs: k * g * (20 + b) });
+      }
+    }
+    const checks = checkDerivation(rows);
+    expect(checks.map((c) => `${c.key}<${c.reference}`)).toEqual(["a/g1/tp8<b", "a/g2/tp8<b", "b/g1/tp8<a", "b/g2/tp8<a"]);
+    for (const c of checks) {
+      expect(c.ttftMape).toBeCloseTo(0, 9);
+      expect(c.tpotMape).toBeCloseTo(0, 9);
+    }
   });
 });

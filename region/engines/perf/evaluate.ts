@@ -84,9 +84,18 @@ function peersOf(raw: ReadonlyMap<string, PrefillCurves>, key: string): PrefillC
   return [...raw.entries()].filter(([k]) => k !== key).map(([, c]) => c);
 }
 
-/** A configuration: one measured point (prompt tokens, batch, output tokens) of one (model, GPU, TP), every run. */
+/**
+ * A configuration: one measured (prompt tokens, batch) point of one (model, GPU, TP), with every output length
+ * measured there and every run. Output length is not part of it: prefill does not see it, so leaving out
+ * (512, 1, 256 out) while (512, 1, 128 out) stays would leave the same prefill measurement in the fit.
+ */
 export function configKey(r: MeasuredRow): string {
-  return `${profileKey(r.model, r.gpu, r.tp)}|p${r.promptTokens}|b${r.batch}|o${r.outputTokens}`;
+  return `${profileKey(r.model, r.gpu, r.tp)}|p${r.promptTokens}|b${r.batch}`;
+}
+
+/** One profiler run setting (prompt, batch, output): the finer grouping the pre-issue-11 figure (6.18%) used. */
+export function runSettingKey(r: MeasuredRow): string {
+  return `${configKey(r)}|o${r.outputTokens}`;
 }
 
 export interface LeaveConfigOutReport {
@@ -96,21 +105,21 @@ export interface LeaveConfigOutReport {
   ttftRows: number;
   tpotRows: number;
   configurations: number;
-  /** Per configuration (configKey), its error when left out. */
+  /** Per configuration (the grouping's key), its error when left out. */
   perConfig: HeldOutError[];
   /** Per (model, GPU, TP), row-weighted over its configurations. */
   perProfile: HeldOutError[];
 }
 
 /**
- * Leave-one-configuration-out (LOCO): a configuration is one measured point of one (model, GPU, TP): a prompt
- * length, batch size and output length, with all its repeats (5, or 15 for the 512/1/128 point the three sweeps
- * share). For each, the model is fitted on every other run (the profile's other points, and the other profiles as
- * peers for knot imputation, see fit.ts) and predicts the left-out point's runs. Nothing of the left-out
- * configuration enters its fit: not its other repeats, and not as a peer knot (peers are other profiles). Every run
- * is used (no 5th-run split). Outlier rows (data.ts) are neither fitted nor scored.
+ * Leave-one-configuration-out (LOCO): a configuration is one measured (prompt, batch) point of one (model, GPU, TP)
+ * with all its output lengths and runs (`configKey`; 152 in the data). For each, the model is fitted on every other
+ * run (the profile's other points, and the other profiles as peers for knot imputation, see fit.ts) and predicts
+ * the left-out runs. Nothing of the left-out configuration enters its fit: not its other repeats or output lengths,
+ * and not as a peer knot (peers are other profiles). Every run is used (no 5th-run split). Outlier rows (data.ts)
+ * are neither fitted nor scored. `group` swaps the grouping (e.g. `runSettingKey`, for comparison only).
  */
-export function leaveConfigOut(rows: readonly MeasuredRow[]): LeaveConfigOutReport {
+export function leaveConfigOut(rows: readonly MeasuredRow[], group: (r: MeasuredRow) => string = configKey): LeaveConfigOutReport {
   const groups = [...groupRows(rows).entries()].sort((a, b) => a[0].localeCompare(b[0]));
   const raw = new Map<string, PrefillCurves>(groups.map(([key, g]) => [key, rawPrefillCurves(g)]));
   const perConfig: HeldOutError[] = [];
@@ -119,10 +128,10 @@ export function leaveConfigOut(rows: readonly MeasuredRow[]): LeaveConfigOutRepo
   for (const [key, g] of groups) {
     const peers = peersOf(raw, key);
     const configs = new Map<string, MeasuredRow[]>();
-    for (const r of g) configs.set(configKey(r), [...(configs.get(configKey(r)) ?? []), r]);
+    for (const r of g) configs.set(group(r), [...(configs.get(group(r)) ?? []), r]);
     const mine = { pe: 0, pn: 0, de: 0, dn: 0 };
     for (const [k, test] of configs) {
-      const e = errorOn(fitProfile(g.filter((r) => configKey(r) !== k), peers), test);
+      const e = errorOn(fitProfile(g.filter((r) => group(r) !== k), peers), test);
       perConfig.push({ key: k, ...e });
       mine.pe += e.ttftMape * e.ttftRows;
       mine.pn += e.ttftRows;

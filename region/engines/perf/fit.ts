@@ -13,11 +13,12 @@
  *   configuration-out), the knot curve follows them. Below the first knot: the first knot's time; above the last:
  *   proportional to T.
  *   A knot a profile lacks (a sweep point it has no valid runs at, or one left out by `leaveConfigOut`) is imputed
- *   from its own curve and the shape its peers (the other profiles measured by the same profiler, `MeasuredRow.
- *   source`) show there: log t(T) = log curve(T) + median over peers of [log peer(T) − log peer curve(T)], each peer
- *   curve interpolated from the peer's knots at the profile's own knot positions only. The sweeps' kinks (e.g. the
- *   ×2.1–2.9 jump from 2048 to 4096 tokens in every Splitwise profile) sit at the same T in every profile of a
- *   profiler, so the peers' deviation from straight interpolation predicts the missing point's.
+ *   from the profile's two nearest knots and how its peers (the other profiles measured by the same profiler,
+ *   `MeasuredRow.source`) relate that point to those two (`imputeKnots`: log(t(T)/t(K1)) = a + b·log(t(K2)/t(K1)),
+ *   a and b fitted across the peers). The sweeps' shape is shared by a profiler's profiles (e.g. the ×2.1–2.9 jump
+ *   from 2048 to 4096 tokens in every Splitwise profile), and where it is not (the knee from the launch floor into
+ *   compute-bound prefill sits at 256–1024 tokens depending on model, GPU and TP) the regression carries how the
+ *   knee moves with the floor's height: a profile whose t(256)/t(1024) is high has a high t(512)/t(1024) too.
  * - decode iteration: τ(B, C) = c0 + cB·B + cB2·B² + cCtx·C ms, B = batch size, C = context tokens held by the batch
  *   (Σ prompt + generated), fitted by least squares on relative error (weights 1/y). cCtx is constrained ≥ 0 (refit
  *   without it when negative) so iterations never speed up as context grows.
@@ -158,25 +159,59 @@ export function rawPrefillCurves(rows: readonly MeasuredRow[]): PrefillCurves {
   return { source: rows[0]?.source ?? "", single: medianKnots(single), batched: medianKnots(batched) };
 }
 
+/** The peers needed to fit both the intercept and the slope of imputeKnots' regression. */
+export const MIN_REGRESSION_PEERS = 3;
+
 /**
- * Adds to `own` a knot at every T some peer has and `own` lacks: own curve at T × exp(median over those peers of
- * log(peer(T) / peer curve through the peer's knots at own's positions only (T)). Peers with fewer than 2 knots at
- * own's positions are skipped; a T no usable peer has stays without a knot.
+ * Adds to `own` a knot at every T some peer has and `own` lacks, from two anchor knots of `own`: K1, K2 = the
+ * nearest own knots below and above T (at the ends of the curve, the two nearest). Across the peers that have
+ * T, K1 and K2:   log(t(T) / t(K1)) = a + b · log(t(K2) / t(K1)),
+ * fitted by least squares when there are ≥ MIN_REGRESSION_PEERS of them, and applied to own's t(K1), t(K2). With
+ * 1–2 such peers, b is fixed to the straight log–log line through K1 and K2 (b = log(T/K1) / log(K2/K1)) and a is
+ * the median of the peers' deviations from it. With one own knot, t(T) = t(K1) × the peers' median t(T)/t(K1). A T
+ * no peer can speak for stays without a knot. Imputed knots are not anchors for each other.
  */
 export function imputeKnots(own: readonly [number, number][], peers: readonly (readonly [number, number][])[]): Knots {
   const out: Knots = own.map(([t, ms]) => [t, ms]);
   if (own.length === 0) return out;
   const ownTs = new Set(own.map((k) => k[0]));
   const missing = [...new Set(peers.flatMap((p) => p.map((k) => k[0])))].filter((t) => !ownTs.has(t)).sort((a, b) => a - b);
+  const at = (knots: readonly [number, number][], t: number) => knots.find((k) => k[0] === t)?.[1];
   for (const t of missing) {
-    const devs: number[] = [];
+    const below = own.filter((k) => k[0] < t);
+    const above = own.filter((k) => k[0] > t);
+    const byDistance = [...own].sort((x, y) => Math.abs(Math.log(x[0] / t)) - Math.abs(Math.log(y[0] / t)) || x[0] - y[0]);
+    const [k1, k2] = below.length > 0 && above.length > 0 ? [below[below.length - 1]!, above[0]!] : [byDistance[0]!, byDistance[1]];
+    const xs: number[] = [];
+    const ys: number[] = [];
     for (const peer of peers) {
-      const at = peer.find((k) => k[0] === t);
-      const sub = peer.filter((k) => ownTs.has(k[0]));
-      if (at === undefined || sub.length < 2) continue;
-      devs.push(Math.log(at[1]) - Math.log(prefillFromKnots(sub, t)));
+      const q = at(peer, t);
+      const q1 = at(peer, k1[0]);
+      const q2 = k2 === undefined ? 1 : at(peer, k2[0]);
+      if (q === undefined || q1 === undefined || q2 === undefined) continue;
+      xs.push(k2 === undefined ? 0 : Math.log(q2 / q1));
+      ys.push(Math.log(q / q1));
     }
-    if (devs.length > 0) out.push([t, prefillFromKnots(own, t) * Math.exp(median(devs))]);
+    if (ys.length === 0) continue;
+    const x = k2 === undefined ? 0 : Math.log(k2[1] / k1[1]);
+    let a: number;
+    let b: number;
+    if (k2 !== undefined && ys.length >= MIN_REGRESSION_PEERS) {
+      const mx = xs.reduce((s, v) => s + v, 0) / xs.length;
+      const my = ys.reduce((s, v) => s + v, 0) / ys.length;
+      let sxx = 0;
+      let sxy = 0;
+      xs.forEach((v, i) => {
+        sxx += (v - mx) ** 2;
+        sxy += (v - mx) * (ys[i]! - my);
+      });
+      b = sxx > 0 ? sxy / sxx : 0;
+      a = my - b * mx;
+    } else {
+      b = k2 === undefined ? 0 : Math.log(t / k1[0]) / Math.log(k2[0] / k1[0]);
+      a = median(ys.map((y, i) => y - b * xs[i]!));
+    }
+    out.push([t, k1[1] * Math.exp(a + b * x)]);
   }
   return out.sort((a, b) => a[0] - b[0]);
 }

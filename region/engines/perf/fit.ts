@@ -9,8 +9,8 @@
  *   kept apart because the two sweeps disagree at the same T (e.g. llama2-70b A100 TP4: 4 × 512 tokens take 571 ms,
  *   one 2048-token prompt 403 ms), so one curve in T alone misses both by ~15%. Prefill in the data is flat below
  *   ~512 tokens (launch floor), then super-linear, then linear; a three-term polynomial misses all three regimes by
- *   ~9% (tried), as do a + b·T and a + b·T·g(T) with a shape g shared across profiles (tried, 7% leave-one-
- *   configuration-out), the knot curve follows them. Below the first knot: the first knot's time; above the last:
+ *   ~9% (tried), as do (a + b·T)·g(T) and a + b·T·g(T) with a shape g shared across profiles (tried: ~7% leaving
+ *   out one run setting; README), the knot curve follows them. Below the first knot: the first knot's time; above the last:
  *   proportional to T.
  *   A knot a profile lacks (a sweep point it has no valid runs at, or one left out by `leaveConfigOut`) is imputed
  *   from the profile's two nearest knots and how its peers (the other profiles measured by the same profiler,

@@ -10,8 +10,8 @@
  *   one 2048-token prompt 403 ms), so one curve in T alone misses both by ~15%. Prefill in the data is flat below
  *   ~512 tokens (launch floor), then super-linear, then linear; a three-term polynomial misses all three regimes by
  *   ~9% (tried), as do (a + b·T)·g(T) and a + b·T·g(T) with a shape g shared across profiles (tried: ~7% leaving
- *   out one run setting; README), the knot curve follows them. Below the first knot: the first knot's time; above the last:
- *   proportional to T.
+ *   out one run setting; README); the knot curves follow them. Below the first knot: the first knot's time; above
+ *   the last: proportional to T.
  *   A knot a profile lacks (a sweep point it has no valid runs at, or one left out by `leaveConfigOut`) is imputed
  *   from the profile's two nearest knots and how its peers (the other profiles measured by the same profiler,
  *   `MeasuredRow.source`) relate that point to those two (`imputeKnots`: log(t(T)/t(K1)) = a + b·log(t(K2)/t(K1)),
@@ -23,9 +23,10 @@
  *   (Σ prompt + generated), fitted by least squares on relative error (weights 1/y). cCtx is constrained ≥ 0 (refit
  *   without it when negative) so iterations never speed up as context grows.
  *
- * Held-out split: the 5th run (repeat index 4) of every measured configuration is held out; the model is fitted on
- * runs 0–3. Mean absolute percentage error (MAPE) is reported on the held-out runs for TTFT (prefill) and time per
- * output token (decode iteration). `leaveConfigOut` (evaluate.ts) is the harsher check: a whole configuration unseen.
+ * Held-out split: the 5th run (repeat index 4) of every measured (prompt, batch, output) run setting is held out;
+ * the model is fitted on the others. Mean absolute percentage error (MAPE) is reported on the held-out runs for
+ * TTFT (prefill) and time per output token (decode iteration). `leaveConfigOut` (evaluate.ts) is the harsher
+ * check: a whole (prompt, batch) configuration unseen.
  */
 import type { MeasuredRow } from "./data.js";
 

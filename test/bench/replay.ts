@@ -42,7 +42,7 @@ async function main(): Promise<void> {
   const lco = leaveConfigOut(rows);
   const lcoRun = leaveConfigOut(rows, runSettingKey);
   const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
-  console.log(`performance model: held-out (5th run of every configuration, ${fit.heldOutRows} runs) TTFT MAPE ${pct(fit.ttftMape)}, TPOT MAPE ${pct(fit.tpotMape)}`);
+  console.log(`performance model: held-out (5th run of every (prompt, batch, output) run setting, ${fit.heldOutRows} runs) TTFT MAPE ${pct(fit.ttftMape)}, TPOT MAPE ${pct(fit.tpotMape)}`);
   console.log(`performance model: leave-one-configuration-out (${lco.configurations} (model, GPU, TP, prompt, batch) configurations; ${lco.ttftRows} TTFT / ${lco.tpotRows} TPOT runs) TTFT MAPE ${pct(lco.ttftMape)}, TPOT MAPE ${pct(lco.tpotMape)}; per (model, GPU, TP):`);
   for (const p of lco.perProfile) console.log(`  ${p.key.padEnd(28)} TTFT ${pct(p.ttftMape).padStart(6)}  TPOT ${pct(p.tpotMape).padStart(6)}`);
   const worst = (pick: (e: (typeof lco.perConfig)[number]) => number) =>

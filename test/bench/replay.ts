@@ -6,13 +6,18 @@
  * warmed, as a user's `tidegate replay` does); the figure is the median over rounds, the cold round is printed too.
  *
  * Figures: replayWallMs (median), coldWallMs, requestsPerWallS and ratio to real time (trace span / wall). Target
- * (issue 2): replayWallMs ≤ 2000. Also prints the performance model's held-out error (region/engines/perf), the
- * figure SageServe reports as 3%. The last line printed is one JSON object; exits 0 whether or not met.
+ * (issue 2): replayWallMs ≤ 2000. Also prints the performance model's error (region/engines/perf) two ways, each
+ * held to ≤ 5% MAPE for TTFT and for time per output token (TPOT): on the held-out 5th run of every configuration
+ * (close to in-sample: the other 4 runs of the same point are fitted), and leave-one-configuration-out (LOCO,
+ * issue 11: a configuration = one measured (model, GPU, TP, prompt, batch) point with all its output lengths and
+ * runs, predicted by a fit that never saw it; evaluate.ts). Informational, not in met: LOCO per (prompt, batch,
+ * output) run setting (the finer grouping behind the pre-issue-11 6.18%), and the GPU-ratio derivation checked on
+ * whole profiles. The last line printed is one JSON object; exits 0 whether or not met.
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadConfig } from "../../core/config.js";
 import { readAllMeasured } from "../../region/engines/perf/data.js";
-import { fitAll, leaveConfigOut } from "../../region/engines/perf/evaluate.js";
+import { checkDerivation, fitAll, leaveConfigOut, runSettingKey } from "../../region/engines/perf/evaluate.js";
 import { defaultDataDir } from "../../region/engines/perf/generate.js";
 import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
@@ -22,7 +27,7 @@ import { packageVersion as version, median } from "./common.js";
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TRACE = "azure-conv";
 const SEED = 1;
-const TARGET = { replayWallMs: 2000, ttftMape: 0.05, tpotMape: 0.05 };
+const TARGET = { replayWallMs: 2000, ttftMape: 0.05, tpotMape: 0.05, locoTtftMape: 0.05, locoTpotMape: 0.05 };
 
 
 
@@ -35,7 +40,20 @@ async function main(): Promise<void> {
   const rows = readAllMeasured(dataDir);
   const fit = fitAll(rows);
   const lco = leaveConfigOut(rows);
-  console.log(`performance model: held-out (5th run of every configuration, ${fit.heldOutRows} runs) TTFT MAPE ${(fit.ttftMape * 100).toFixed(2)}%, TPOT MAPE ${(fit.tpotMape * 100).toFixed(2)}%; leave-one-configuration-out TTFT ${(lco.ttftMape * 100).toFixed(2)}%, TPOT ${(lco.tpotMape * 100).toFixed(2)}%`);
+  const lcoRun = leaveConfigOut(rows, runSettingKey);
+  const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
+  console.log(`performance model: held-out (5th run of every (prompt, batch, output) run setting, ${fit.heldOutRows} runs) TTFT MAPE ${pct(fit.ttftMape)}, TPOT MAPE ${pct(fit.tpotMape)}`);
+  console.log(`performance model: leave-one-configuration-out (${lco.configurations} (model, GPU, TP, prompt, batch) configurations; ${lco.ttftRows} TTFT / ${lco.tpotRows} TPOT runs) TTFT MAPE ${pct(lco.ttftMape)}, TPOT MAPE ${pct(lco.tpotMape)}; per (model, GPU, TP):`);
+  for (const p of lco.perProfile) console.log(`  ${p.key.padEnd(28)} TTFT ${pct(p.ttftMape).padStart(6)}  TPOT ${pct(p.tpotMape).padStart(6)}`);
+  const worst = (pick: (e: (typeof lco.perConfig)[number]) => number) =>
+    [...lco.perConfig].sort((a, b) => pick(b) - pick(a)).slice(0, 3).map((e) => `${e.key} ${pct(pick(e))}`).join(", ");
+  console.log(`  worst configurations: TTFT ${worst((e) => e.ttftMape)}; TPOT ${worst((e) => e.tpotMape)}`);
+  console.log(`performance model, informational: leaving out one (prompt, batch, output) run setting instead (${lcoRun.configurations}; other output lengths at the same prompt and batch stay in the fit): TTFT ${pct(lcoRun.ttftMape)}, TPOT ${pct(lcoRun.tpotMape)}`);
+  const derivation = checkDerivation(rows);
+  console.log(
+    `performance model, informational: the GPU-ratio derivation that makes the H100 Llama-3 profiles, checked on whole measured profiles: ` +
+      derivation.map((d) => `${d.key} from ${d.reference}'s ratios TTFT ${pct(d.ttftMape)} TPOT ${pct(d.tpotMape)}`).join("; "),
+  );
 
   const config = loadConfig();
   const walls: number[] = [];
@@ -76,8 +94,20 @@ async function main(): Promise<void> {
     loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
     ttftMape: Number(fit.ttftMape.toFixed(4)),
     tpotMape: Number(fit.tpotMape.toFixed(4)),
+    locoTtftMape: Number(lco.ttftMape.toFixed(4)),
+    locoTpotMape: Number(lco.tpotMape.toFixed(4)),
+    locoConfigurations: lco.configurations,
+    locoRunSettingTtftMape: Number(lcoRun.ttftMape.toFixed(4)),
+    locoRunSettingTpotMape: Number(lcoRun.tpotMape.toFixed(4)),
+    derivationCheck: derivation.map((d) => ({ profile: d.key, reference: d.reference, ttftMape: Number(d.ttftMape.toFixed(4)), tpotMape: Number(d.tpotMape.toFixed(4)) })),
     target: TARGET,
-    met: replayWallMs <= TARGET.replayWallMs && fit.ttftMape <= TARGET.ttftMape && fit.tpotMape <= TARGET.tpotMape && s.served === s.requests,
+    met:
+      replayWallMs <= TARGET.replayWallMs &&
+      fit.ttftMape <= TARGET.ttftMape &&
+      fit.tpotMape <= TARGET.tpotMape &&
+      lco.ttftMape <= TARGET.locoTtftMape &&
+      lco.tpotMape <= TARGET.locoTpotMape &&
+      s.served === s.requests,
   };
   console.log(JSON.stringify(result));
 }

@@ -20,6 +20,9 @@ export interface MeasuredRow {
   model: string;
   gpu: string;
   tp: number;
+  /** The profiler that measured the row: "splitwise" or "sageserve" (fit.ts imputes a profile's missing prefill
+   * knots from the other profiles of the same profiler). */
+  source: string;
   promptTokens: number;
   batch: number;
   outputTokens: number;
@@ -93,6 +96,7 @@ export function readSplitwise(file: string): MeasuredRow[] {
         model: r.model!,
         gpu,
         tp: num(r, "tensor_parallel", file),
+        source: "splitwise",
         promptTokens: num(r, "prompt_size", file),
         batch: num(r, "batch_size", file),
         outputTokens: num(r, "token_size", file),
@@ -115,6 +119,7 @@ export function readSageServeLlama3(file: string, model: string, tp: number): Me
         model,
         gpu: r.hardware!,
         tp,
+        source: "sageserve",
         promptTokens: num(r, "prompt_size", file),
         batch: num(r, "batch_size", file),
         outputTokens,

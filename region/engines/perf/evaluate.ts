@@ -4,7 +4,7 @@
  * `npm run bench:replay`.
  */
 import type { MeasuredRow } from "./data.js";
-import { errorOn, fitProfile, gpuRatios, groupRows, isHeldOut, profileKey, scaleProfile, type ProfileFit } from "./fit.js";
+import { errorOn, fitProfile, gpuRatios, groupRows, isHeldOut, profileKey, rawPrefillCurves, scaleProfile, type PrefillCurves, type ProfileFit } from "./fit.js";
 
 export interface HeldOutError {
   key: string;
@@ -46,12 +46,14 @@ export function fitAll(rows: readonly MeasuredRow[]): FitReport {
   let dn = 0;
   let heldOutRows = 0;
   let trainRows = 0;
-  for (const [key, g] of [...groups.entries()].sort((a, b) => a[0].localeCompare(b[0]))) {
+  const sorted = [...groups.entries()].sort((a, b) => a[0].localeCompare(b[0]));
+  const raw = new Map<string, PrefillCurves>(sorted.map(([key, g]) => [key, rawPrefillCurves(g.filter((r) => !isHeldOut(r)))]));
+  for (const [key, g] of sorted) {
     const train = g.filter((r) => !isHeldOut(r));
     const test = g.filter(isHeldOut);
     trainRows += train.length;
     heldOutRows += test.length;
-    const fit = fitProfile(train);
+    const fit = fitProfile(train, peersOf(raw, key));
     profiles.push(fit);
     const e = errorOn(fit, test);
     perProfile.push({ key, ...e });
@@ -77,29 +79,114 @@ export function fitAll(rows: readonly MeasuredRow[]): FitReport {
   return { profiles, perProfile, ttftMape: pn ? pe / pn : 0, tpotMape: dn ? de / dn : 0, heldOutRows, trainRows };
 }
 
+/** Every profile's raw prefill curves except `key`'s. */
+function peersOf(raw: ReadonlyMap<string, PrefillCurves>, key: string): PrefillCurves[] {
+  return [...raw.entries()].filter(([k]) => k !== key).map(([, c]) => c);
+}
+
 /**
- * The harsher check: for each measured configuration, fit on every other configuration's runs and predict this
- * one (interpolation between sweep points). Row-weighted MAPE as fractions.
+ * A configuration: one measured (prompt tokens, batch) point of one (model, GPU, TP), with every output length
+ * measured there and every run. Output length is not part of it: prefill does not see it, so leaving out
+ * (512, 1, 256 out) while (512, 1, 128 out) stays would leave the same prefill measurement in the fit.
  */
-export function leaveConfigOut(rows: readonly MeasuredRow[]): { ttftMape: number; tpotMape: number } {
-  let pe = 0;
-  let pn = 0;
-  let de = 0;
-  let dn = 0;
-  for (const g of groupRows(rows).values()) {
+export function configKey(r: MeasuredRow): string {
+  return `${profileKey(r.model, r.gpu, r.tp)}|p${r.promptTokens}|b${r.batch}`;
+}
+
+/** One profiler run setting (prompt, batch, output): the finer grouping the pre-issue-11 figure (6.18%) used. */
+export function runSettingKey(r: MeasuredRow): string {
+  return `${configKey(r)}|o${r.outputTokens}`;
+}
+
+export interface LeaveConfigOutReport {
+  /** Row-weighted MAPE over every configuration, each predicted by a fit that never saw it (fractions). */
+  ttftMape: number;
+  tpotMape: number;
+  ttftRows: number;
+  tpotRows: number;
+  configurations: number;
+  /** Per configuration (the grouping's key), its error when left out. */
+  perConfig: HeldOutError[];
+  /** Per (model, GPU, TP), row-weighted over its configurations. */
+  perProfile: HeldOutError[];
+}
+
+/**
+ * Leave-one-configuration-out (LOCO): a configuration is one measured (prompt, batch) point of one (model, GPU, TP)
+ * with all its output lengths and runs (`configKey`; 152 in the data). For each, the model is fitted on every other
+ * run (the profile's other points, and the other profiles as peers for knot imputation, see fit.ts) and predicts
+ * the left-out runs. Nothing of the left-out configuration enters its fit: not its other repeats or output lengths,
+ * and not as a peer knot (peers are other profiles). Every run is used (no 5th-run split). Outlier rows (data.ts)
+ * are neither fitted nor scored. `group` swaps the grouping (e.g. `runSettingKey`, for comparison only).
+ */
+export function leaveConfigOut(rows: readonly MeasuredRow[], group: (r: MeasuredRow) => string = configKey): LeaveConfigOutReport {
+  const groups = [...groupRows(rows).entries()].sort((a, b) => a[0].localeCompare(b[0]));
+  const raw = new Map<string, PrefillCurves>(groups.map(([key, g]) => [key, rawPrefillCurves(g)]));
+  const perConfig: HeldOutError[] = [];
+  const perProfile: HeldOutError[] = [];
+  const total = { pe: 0, pn: 0, de: 0, dn: 0 };
+  for (const [key, g] of groups) {
+    const peers = peersOf(raw, key);
     const configs = new Map<string, MeasuredRow[]>();
-    for (const r of g) {
-      const k = `${r.promptTokens}|${r.batch}|${r.outputTokens}`;
-      configs.set(k, [...(configs.get(k) ?? []), r]);
-    }
+    for (const r of g) configs.set(group(r), [...(configs.get(group(r)) ?? []), r]);
+    const mine = { pe: 0, pn: 0, de: 0, dn: 0 };
     for (const [k, test] of configs) {
-      const train = g.filter((r) => `${r.promptTokens}|${r.batch}|${r.outputTokens}` !== k);
-      const e = errorOn(fitProfile(train), test);
-      pe += e.ttftMape * e.ttftRows;
-      pn += e.ttftRows;
-      de += e.tpotMape * e.tpotRows;
-      dn += e.tpotRows;
+      const e = errorOn(fitProfile(g.filter((r) => group(r) !== k), peers), test);
+      perConfig.push({ key: k, ...e });
+      mine.pe += e.ttftMape * e.ttftRows;
+      mine.pn += e.ttftRows;
+      mine.de += e.tpotMape * e.tpotRows;
+      mine.dn += e.tpotRows;
+    }
+    perProfile.push({ key, ttftMape: mine.pn ? mine.pe / mine.pn : 0, tpotMape: mine.dn ? mine.de / mine.dn : 0, ttftRows: mine.pn, tpotRows: mine.dn });
+    total.pe += mine.pe;
+    total.pn += mine.pn;
+    total.de += mine.de;
+    total.dn += mine.dn;
+  }
+  return {
+    ttftMape: total.pn ? total.pe / total.pn : 0,
+    tpotMape: total.dn ? total.de / total.dn : 0,
+    ttftRows: total.pn,
+    tpotRows: total.dn,
+    configurations: perConfig.length,
+    perConfig,
+    perProfile,
+  };
+}
+
+export interface DerivationCheck {
+  /** The measured profile predicted, e.g. "bloom-176b/h100-80gb/tp8". */
+  key: string;
+  /** The reference model whose GPU ratios were applied to the target model's other-GPU fit. */
+  reference: string;
+  ttftMape: number;
+  tpotMape: number;
+}
+
+/**
+ * How well the derivation that makes the H100 Llama-3 profiles (DERIVE: a model's A100 fit × a reference model's
+ * H100/A100 ratios at the same TP) predicts a whole profile, checked where it can be: every measured (model, GPU,
+ * TP) whose model is also measured on another GPU at that TP, with another model measured on both GPUs at that TP
+ * (in the data: llama2-70b and bloom-176b at TP 8, each from the other's ratios). Fits use all runs; the target
+ * profile's runs are used only to score. Informational: the derived profiles have no measured rows to check.
+ */
+export function checkDerivation(rows: readonly MeasuredRow[]): DerivationCheck[] {
+  const groups = groupRows(rows);
+  const fits = new Map([...groups.entries()].map(([k, g]) => [k, fitProfile(g)]));
+  const out: DerivationCheck[] = [];
+  for (const [key, target] of [...fits.entries()].sort((a, b) => a[0].localeCompare(b[0]))) {
+    for (const base of fits.values()) {
+      if (base.model !== target.model || base.tp !== target.tp || base.gpu === target.gpu) continue;
+      for (const refFrom of fits.values()) {
+        if (refFrom.model === target.model || refFrom.gpu !== base.gpu || refFrom.tp !== target.tp) continue;
+        const refTo = fits.get(profileKey(refFrom.model, target.gpu, target.tp));
+        if (refTo === undefined) continue;
+        const { prefillRatio, decodeRatio } = gpuRatios(refFrom, refTo);
+        const e = errorOn(scaleProfile(base, target.gpu, prefillRatio, decodeRatio, "check"), groups.get(key)!);
+        out.push({ key, reference: refFrom.model, ttftMape: e.ttftMape, tpotMape: e.tpotMape });
+      }
     }
   }
-  return { ttftMape: pn ? pe / pn : 0, tpotMape: dn ? de / dn : 0 };
+  return out;
 }

@@ -2,17 +2,31 @@
  * Fitting the performance model to measured rows (data.ts), and its error on held-out rows.
  *
  * Per (model, GPU, TP):
- * - prefill: a piecewise-linear curve in log(tokens)–log(ms) through knots at each measured batched prompt size
- *   T = batch × prompt (median of the training runs at that T). Prefill in the data is flat below ~512 tokens (launch
- *   floor), then super-linear, then linear; a three-term polynomial misses all three regimes by ~9% (tried), the knot
- *   curve follows them. Below the first knot: the first knot's time; above the last: proportional to T.
+ * - prefill(T, n): T = batched prompt tokens, n = sequences in the prefill batch. Two piecewise-linear curves in
+ *   log(tokens)–log(ms), each through knots at a measured T (median of the training runs at that point):
+ *   the single-sequence curve (n = 1: the prompt-length sweep, 128..8192 tokens) and the batched curve (n ≥ 2: the
+ *   batch sweep, 2..64 × 512-token prompts; below its first knot it follows the single-sequence curve). They are
+ *   kept apart because the two sweeps disagree at the same T (e.g. llama2-70b A100 TP4: 4 × 512 tokens take 571 ms,
+ *   one 2048-token prompt 403 ms), so one curve in T alone misses both by ~15%. Prefill in the data is flat below
+ *   ~512 tokens (launch floor), then super-linear, then linear; a three-term polynomial misses all three regimes by
+ *   ~9% (tried), as do (a + b·T)·g(T) and a + b·T·g(T) with a shape g shared across profiles (tried: ~7% leaving
+ *   out one run setting; README); the knot curves follow them. Below the first knot: the first knot's time; above
+ *   the last: proportional to T.
+ *   A knot a profile lacks (a sweep point it has no valid runs at, or one left out by `leaveConfigOut`) is imputed
+ *   from the profile's two nearest knots and how its peers (the other profiles measured by the same profiler,
+ *   `MeasuredRow.source`) relate that point to those two (`imputeKnots`: log(t(T)/t(K1)) = a + b·log(t(K2)/t(K1)),
+ *   a and b fitted across the peers). The sweeps' shape is shared by a profiler's profiles (e.g. the ×2.1–2.9 jump
+ *   from 2048 to 4096 tokens in every Splitwise profile), and where it is not (the knee from the launch floor into
+ *   compute-bound prefill sits at 256–1024 tokens depending on model, GPU and TP) the regression carries how the
+ *   knee moves with the floor's height: a profile whose t(256)/t(1024) is high has a high t(512)/t(1024) too.
  * - decode iteration: τ(B, C) = c0 + cB·B + cB2·B² + cCtx·C ms, B = batch size, C = context tokens held by the batch
  *   (Σ prompt + generated), fitted by least squares on relative error (weights 1/y). cCtx is constrained ≥ 0 (refit
  *   without it when negative) so iterations never speed up as context grows.
  *
- * Held-out split: the 5th run (repeat index 4) of every measured configuration is held out; the model is fitted on
- * runs 0–3. Mean absolute percentage error (MAPE) is reported on the held-out runs for TTFT (prefill) and time per
- * output token (decode iteration). `leaveConfigOut` is the harsher check (a whole configuration unseen).
+ * Held-out split: the 5th run (repeat index 4) of every measured (prompt, batch, output) run setting is held out;
+ * the model is fitted on the others. Mean absolute percentage error (MAPE) is reported on the held-out runs for
+ * TTFT (prefill) and time per output token (decode iteration). `leaveConfigOut` (evaluate.ts) is the harsher
+ * check: a whole (prompt, batch) configuration unseen.
  */
 import type { MeasuredRow } from "./data.js";
 
@@ -21,8 +35,10 @@ export interface ProfileFit {
   model: string;
   gpu: string;
   tp: number;
-  /** [batched prompt tokens, prefill ms] knots, tokens ascending. */
+  /** Single-sequence prefill: [prompt tokens, prefill ms] knots, tokens ascending. */
   prefillKnots: [number, number][];
+  /** Prefill of ≥ 2 sequences: [batched prompt tokens, prefill ms] knots, tokens ascending. */
+  prefillBatchedKnots: [number, number][];
   /** τ(B, C) = c0 + cB·B + cB2·B² + cCtx·C (ms). */
   decode: { c0: number; cB: number; cB2: number; cCtx: number };
   /** Largest batch measured (τ is extrapolated linearly beyond it). */
@@ -53,6 +69,11 @@ export function prefillFromKnots(knots: readonly [number, number][], tokens: num
   if (y0 === y1) return y0;
   const f = (Math.log(tokens) - Math.log(x0)) / (Math.log(x1) - Math.log(x0));
   return Math.exp(Math.log(y0) + f * (Math.log(y1) - Math.log(y0)));
+}
+
+/** Prefill time (ms) of `sequences` prompts holding `tokens` prompt tokens in total, under `fit`'s curves. */
+export function prefillFromFit(fit: ProfileFit, tokens: number, sequences = 1): number {
+  return prefillFromKnots(sequences >= 2 ? fit.prefillBatchedKnots : fit.prefillKnots, tokens);
 }
 
 /** Decode iteration time (ms) at batch `batch` (≥ 1) holding `contextTokens` tokens of KV. */
@@ -106,17 +127,118 @@ export function runContextTokens(r: MeasuredRow): number {
   return r.batch * (r.promptTokens + r.outputTokens / 2);
 }
 
-/** Fits one (model, GPU, TP) from its training rows (outliers skipped). */
-export function fitProfile(rows: readonly MeasuredRow[]): ProfileFit {
-  const head = rows[0];
-  if (head === undefined) throw new Error("fitProfile: no rows");
-  const byTokens = new Map<number, number[]>();
+type Knots = [number, number][];
+
+/** A profile's measured prefill knots per sweep (medians of runs), before imputation. */
+export interface PrefillCurves {
+  /** The profiler that measured the profile (`MeasuredRow.source`): peers for imputation share it. */
+  source: string;
+  /** batch = 1 runs, by prompt tokens. */
+  single: Knots;
+  /** batch ≥ 2 runs plus the 512-token single prompt the batch sweep starts from, by batched tokens. */
+  batched: Knots;
+}
+
+function medianKnots(points: Map<number, number[]>): Knots {
+  return [...points.entries()].sort((a, b) => a[0] - b[0]).map(([t, ms]) => [t, median(ms)] as [number, number]);
+}
+
+/** The batch sweep's prompt length (Splitwise and SageServe both sweep batch at 512-token prompts). */
+const BATCH_SWEEP_PROMPT = 512;
+
+/** Median prefill ms at each measured point of one profile's rows (prefill outliers skipped), per sweep. */
+export function rawPrefillCurves(rows: readonly MeasuredRow[]): PrefillCurves {
+  const single = new Map<number, number[]>();
+  const batched = new Map<number, number[]>();
+  const add = (m: Map<number, number[]>, t: number, ms: number) => m.set(t, [...(m.get(t) ?? []), ms]);
   for (const r of rows) {
     if (r.prefillOutlier !== undefined) continue;
     const t = r.batch * r.promptTokens;
-    byTokens.set(t, [...(byTokens.get(t) ?? []), r.prefillMs]);
+    if (r.batch === 1) add(single, t, r.prefillMs);
+    if (r.batch >= 2 || r.promptTokens === BATCH_SWEEP_PROMPT) add(batched, t, r.prefillMs);
   }
-  const prefillKnots = [...byTokens.entries()].sort((a, b) => a[0] - b[0]).map(([t, ms]) => [t, median(ms)] as [number, number]);
+  return { source: rows[0]?.source ?? "", single: medianKnots(single), batched: medianKnots(batched) };
+}
+
+/** The peers needed to fit both the intercept and the slope of imputeKnots' regression. */
+export const MIN_REGRESSION_PEERS = 3;
+
+/**
+ * Adds to `own` a knot at every T some peer has and `own` lacks, from two anchor knots of `own`: K1, K2 = the
+ * nearest own knots below and above T (at the ends of the curve, the two nearest). Across the peers that have
+ * T, K1 and K2:   log(t(T) / t(K1)) = a + b · log(t(K2) / t(K1)),
+ * fitted by least squares when there are ≥ MIN_REGRESSION_PEERS of them, and applied to own's t(K1), t(K2). With
+ * 1–2 such peers, b is fixed to the straight log–log line through K1 and K2 (b = log(T/K1) / log(K2/K1)) and a is
+ * the median of the peers' deviations from it. With one own knot, t(T) = t(K1) × the peers' median t(T)/t(K1). A T
+ * no peer can speak for stays without a knot. Imputed knots are not anchors for each other.
+ */
+export function imputeKnots(own: readonly [number, number][], peers: readonly (readonly [number, number][])[]): Knots {
+  const out: Knots = own.map(([t, ms]) => [t, ms]);
+  if (own.length === 0) return out;
+  const ownTs = new Set(own.map((k) => k[0]));
+  const missing = [...new Set(peers.flatMap((p) => p.map((k) => k[0])))].filter((t) => !ownTs.has(t)).sort((a, b) => a - b);
+  const at = (knots: readonly [number, number][], t: number) => knots.find((k) => k[0] === t)?.[1];
+  for (const t of missing) {
+    const below = own.filter((k) => k[0] < t);
+    const above = own.filter((k) => k[0] > t);
+    const byDistance = [...own].sort((x, y) => Math.abs(Math.log(x[0] / t)) - Math.abs(Math.log(y[0] / t)) || x[0] - y[0]);
+    const [k1, k2] = below.length > 0 && above.length > 0 ? [below[below.length - 1]!, above[0]!] : [byDistance[0]!, byDistance[1]];
+    const xs: number[] = [];
+    const ys: number[] = [];
+    for (const peer of peers) {
+      const q = at(peer, t);
+      const q1 = at(peer, k1[0]);
+      const q2 = k2 === undefined ? 1 : at(peer, k2[0]);
+      if (q === undefined || q1 === undefined || q2 === undefined) continue;
+      xs.push(k2 === undefined ? 0 : Math.log(q2 / q1));
+      ys.push(Math.log(q / q1));
+    }
+    if (ys.length === 0) continue;
+    const x = k2 === undefined ? 0 : Math.log(k2[1] / k1[1]);
+    let a: number;
+    let b: number;
+    if (k2 !== undefined && ys.length >= MIN_REGRESSION_PEERS) {
+      const mx = xs.reduce((s, v) => s + v, 0) / xs.length;
+      const my = ys.reduce((s, v) => s + v, 0) / ys.length;
+      let sxx = 0;
+      let sxy = 0;
+      xs.forEach((v, i) => {
+        sxx += (v - mx) ** 2;
+        sxy += (v - mx) * (ys[i]! - my);
+      });
+      b = sxx > 0 ? sxy / sxx : 0;
+      a = my - b * mx;
+    } else {
+      b = k2 === undefined ? 0 : Math.log(t / k1[0]) / Math.log(k2[0] / k1[0]);
+      a = median(ys.map((y, i) => y - b * xs[i]!));
+    }
+    out.push([t, k1[1] * Math.exp(a + b * x)]);
+  }
+  return out.sort((a, b) => a[0] - b[0]);
+}
+
+/**
+ * The two prefill curves of a profile from its raw knots and its peers' (same source, other profiles): each sweep
+ * imputed (imputeKnots); the batched curve takes the single-sequence knots below its first one, and is the
+ * single-sequence curve itself when the profile has no valid batched runs (Llama-3: see data.ts).
+ */
+export function prefillCurves(own: PrefillCurves, peers: readonly PrefillCurves[]): { prefillKnots: Knots; prefillBatchedKnots: Knots } {
+  const same = peers.filter((p) => p.source === own.source);
+  const single = imputeKnots(own.single, same.map((p) => p.single));
+  if (own.batched.length < 2 || !own.batched.some(([t]) => t > BATCH_SWEEP_PROMPT)) return { prefillKnots: single, prefillBatchedKnots: single };
+  const batched = imputeKnots(own.batched, same.filter((p) => p.batched.length >= 2).map((p) => p.batched));
+  const first = batched[0]![0];
+  return { prefillKnots: single, prefillBatchedKnots: [...single.filter(([t]) => t < first), ...batched] };
+}
+
+/**
+ * Fits one (model, GPU, TP) from its training rows (outliers skipped). `peers`: the raw prefill knots of the other
+ * profiles, for imputing knots this profile lacks (none: no imputation).
+ */
+export function fitProfile(rows: readonly MeasuredRow[], peers: readonly PrefillCurves[] = []): ProfileFit {
+  const head = rows[0];
+  if (head === undefined) throw new Error("fitProfile: no rows");
+  const { prefillKnots, prefillBatchedKnots } = prefillCurves(rawPrefillCurves(rows), peers);
   const dec = rows.filter((r) => r.decodeOutlier === undefined);
   const ys = dec.map((r) => r.decodeIterMs);
   const ws = ys.map((y) => 1 / y);
@@ -127,6 +249,7 @@ export function fitProfile(rows: readonly MeasuredRow[]): ProfileFit {
     gpu: head.gpu,
     tp: head.tp,
     prefillKnots,
+    prefillBatchedKnots,
     decode: { c0: c[0]!, cB: c[1]!, cB2: c[2]!, cCtx: c[3]! },
     maxMeasuredBatch: Math.max(...dec.map((r) => r.batch)),
     source: "measured",
@@ -158,6 +281,7 @@ export function scaleProfile(base: ProfileFit, gpu: string, prefillRatio: number
     ...base,
     gpu,
     prefillKnots: base.prefillKnots.map(([t, ms]) => [t, ms * prefillRatio] as [number, number]),
+    prefillBatchedKnots: base.prefillBatchedKnots.map(([t, ms]) => [t, ms * prefillRatio] as [number, number]),
     decode: { c0: d.c0 * decodeRatio, cB: d.cB * decodeRatio, cB2: d.cB2 * decodeRatio, cCtx: d.cCtx * decodeRatio },
     source,
   };
@@ -183,7 +307,7 @@ export function errorOn(fit: ProfileFit, rows: readonly MeasuredRow[]): { ttftMa
   let dn = 0;
   for (const r of rows) {
     if (r.prefillOutlier === undefined) {
-      pe += Math.abs(prefillFromKnots(fit.prefillKnots, r.batch * r.promptTokens) - r.prefillMs) / r.prefillMs;
+      pe += Math.abs(prefillFromFit(fit, r.batch * r.promptTokens, r.batch) - r.prefillMs) / r.prefillMs;
       pn++;
     }
     if (r.decodeOutlier === undefined) {

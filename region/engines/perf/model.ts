@@ -1,11 +1,11 @@
 /**
- * The performance model the simulated engine, replay and the planner share: prefill time from batched prompt
- * tokens, decode iteration time from batch size and context, KV bytes per token from the model's architecture and
- * weights per GPU. Coefficients come from fitted.ts (generated from measured data, see fit.ts and README.md).
+ * The performance model the simulated engine, replay and the planner share: prefill time from prompt tokens (one
+ * prompt, or a batch of several), decode iteration time from batch size and context, KV bytes per token from the
+ * model's architecture and weights per GPU. Coefficients come from fitted.ts (generated from measured data, see fit.ts and README.md).
  */
 import { TidegateError } from "../../../core/errors.js";
 import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, weightBytes, type GpuType, type ModelName } from "../../../core/models.js";
-import { decodeFromFit, prefillFromKnots, profileKey, type ProfileFit } from "./fit.js";
+import { decodeFromFit, prefillFromFit, profileKey, type ProfileFit } from "./fit.js";
 import { FITTED_PROFILES } from "./fitted.js";
 
 /** vLLM's default gpu_memory_utilization: the share of GPU memory the engine may use for weights + KV. */
@@ -43,9 +43,12 @@ export class PerfProfile {
     return this.fit.tp;
   }
 
-  /** Prefill (time to first token) of a batch holding `tokens` prompt tokens in total (≥ 1). */
-  prefillMs(tokens: number): number {
-    return prefillFromKnots(this.fit.prefillKnots, Math.max(1, tokens));
+  /**
+   * Prefill (time to first token) of a batch of `sequences` prompts holding `tokens` prompt tokens in total (≥ 1):
+   * the single-sequence curve for one prompt, the batched curve for two or more (fit.ts).
+   */
+  prefillMs(tokens: number, sequences = 1): number {
+    return prefillFromFit(this.fit, Math.max(1, tokens), sequences);
   }
 
   /** One decode iteration (every running request gets one token) at `batch` requests holding `contextTokens`. */

@@ -14,6 +14,10 @@ function flatProfile(cCtx = 0): PerfProfile {
       [1, 100],
       [1e9, 100],
     ],
+    prefillBatchedKnots: [
+      [1, 100],
+      [1e9, 100],
+    ],
     decode: { c0: 10, cB: 1, cB2: 0, cCtx },
     maxMeasuredBatch: 64,
     source: "test",

@@ -259,7 +259,7 @@ export class SimEngineCore implements HandleHost {
       this.prefillTokens = tokens;
       this.prefillCount = batch.length;
       this.prefillRemaining = batch.reduce((s, r) => s + r.promptTokens + r.maxTokens, 0);
-      const endMs = atMs + this.profile.prefillMs(tokens) * this.timeScale;
+      const endMs = atMs + this.profile.prefillMs(tokens, batch.length) * this.timeScale;
       this.phase = { kind: "prefill", startMs: atMs, endMs, batch };
       this.schedule(endMs);
       return;

@@ -31,8 +31,23 @@ export function openBooks(o: WeekOptions, clock: VirtualClock, summary: Workload
   };
 }
 
-/** Records one interactive request's TTFT and E2E. */
+/**
+ * An interactive request of model `mi` arriving at `atMs` that was never served (no region took it, or it failed
+ * before its first token): counted, and recorded as infinitely late in every TTFT and E2E figure (issue 11: a
+ * request turned away is an SLO miss, not a request that does not exist).
+ */
+export function noteUnserved(s: RunState, mi: number, atMs: number): void {
+  s.iwUnserved++;
+  s.ttft[mi]!.addUnserved();
+  s.e2e[mi]!.addUnserved();
+  s.ttftHourly[mi]!.addUnserved(atMs);
+  s.ttftMinute[mi]?.addUnserved(atMs);
+}
+
+/** Records one interactive request's TTFT and E2E (or, if it fails before its first token, that it went unserved). */
 export class IwHooks implements RequestCallbacks {
+  private started = false;
+
   constructor(
     private readonly s: RunState,
     private readonly mi: number,
@@ -40,6 +55,7 @@ export class IwHooks implements RequestCallbacks {
   ) {}
 
   onFirstToken(t: number): void {
+    this.started = true;
     const ms = t - this.atMs;
     this.s.ttft[this.mi]!.add(ms);
     this.s.ttftHourly[this.mi]!.add(this.atMs, ms);
@@ -48,6 +64,11 @@ export class IwHooks implements RequestCallbacks {
 
   onDone(t: number): void {
     this.s.e2e[this.mi]!.add(t - this.atMs);
+  }
+
+  onError(): void {
+    if (this.started) this.s.e2e[this.mi]!.addUnserved();
+    else noteUnserved(this.s, this.mi, this.atMs);
   }
 }
 

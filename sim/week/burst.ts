@@ -31,13 +31,13 @@ export function latencyTarget(baseline: MinuteP95, burstStartMin: number, target
 
 /**
  * Minutes from `burstStartMin` until `series` stays ≤ `targetMs` for `holdMin` consecutive minutes (minutes with
- * no request count as within target). Returns Infinity if it never does.
+ * no request count as within target; a minute whose p95 falls on unserved requests, +Infinity, does not). Returns Infinity if it never does.
  */
 export function recoveryMinutes(series: MinuteP95, burstStartMin: number, targetMs: number, holdMin = 5): number {
   let run = 0;
   for (let m = burstStartMin; m < series.length; m++) {
     const v = series[m]!;
-    if (!Number.isFinite(v) || v <= targetMs) {
+    if (Number.isNaN(v) || v <= targetMs) {
       run++;
       if (run >= holdMin) return m - holdMin + 1 - burstStartMin;
     } else run = 0;

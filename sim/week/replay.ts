@@ -15,7 +15,7 @@ import { resolveStrategy } from "../../region/strategies/registry.js";
 import { parseRequestId } from "../../router/queue/types.js";
 import { submitWithRetry } from "../../router/relay.js";
 import { WorkloadStream, type Arrival } from "../workload/generator.js";
-import { IwHooks, NiwHooks, noteNiwSubmitted, openBooks, sampleActive } from "./books.js";
+import { IwHooks, NiwHooks, noteNiwSubmitted, noteUnserved, openBooks, sampleActive } from "./books.js";
 import { instanceTokensPerS } from "./capacity.js";
 import { summarize, type WeekResult } from "./result.js";
 import type { RunState, WeekOptions } from "./state.js";
@@ -139,7 +139,7 @@ function interactive(s: RunState, w: WeekWiring, a: Arrival, n: number): void {
   const model = s.models[mi]!;
   s.tokensHourly[mi]![Math.floor(a.atMs / HOUR)]! += a.promptTokens + a.outputTokens;
   const req = request(w, model, a, n, 0);
-  if (submitWithRetry(w.selector, (region) => w.regions[w.regionIndex.get(region)!]?.sim.gateway, req, s.o.workload.regions[a.region]!.name, new IwHooks(s, mi, a.atMs)) === undefined) s.iwUnserved++;
+  if (submitWithRetry(w.selector, (region) => w.regions[w.regionIndex.get(region)!]?.sim.gateway, req, s.o.workload.regions[a.region]!.name, new IwHooks(s, mi, a.atMs)) === undefined) noteUnserved(s, mi, a.atMs);
 }
 
 /** The request of an arrival, cut to fit one instance's KV capacity (a property of the synthetic workload). */

@@ -61,18 +61,23 @@ export function comparisonHtml(results: WeekResult[], extra = ""): string {
   return page("tidegate replay — strategies compared", body.join("\n"));
 }
 
+/** JSON replacer: a percentile that fell on unserved requests (+Infinity) is written "Infinity", not null. */
+function infinite(_key: string, v: unknown): unknown {
+  return v === Number.POSITIVE_INFINITY ? "Infinity" : v;
+}
+
 /** Writes `<strategy>.json` and `.html` per run and `comparison.{json,html}` when there is more than one run. */
 export function writeReports(dir: string, results: WeekResult[], extra?: { html?: string; json?: unknown }): string[] {
   mkdirSync(dir, { recursive: true });
   const files: string[] = [];
   for (const r of results) {
     const base = join(dir, r.strategy);
-    writeFileSync(`${base}.json`, JSON.stringify(r, null, 1));
+    writeFileSync(`${base}.json`, JSON.stringify(r, infinite, 1));
     writeFileSync(`${base}.html`, runHtml(r));
     files.push(`${base}.json`, `${base}.html`);
   }
   if (results.length > 1 || extra !== undefined) {
-    writeFileSync(join(dir, "comparison.json"), JSON.stringify({ runs: results.map(({ hourly: _h, ...rest }) => rest), ...(extra?.json === undefined ? {} : { extra: extra.json }) }, null, 1));
+    writeFileSync(join(dir, "comparison.json"), JSON.stringify({ runs: results.map(({ hourly: _h, ...rest }) => rest), ...(extra?.json === undefined ? {} : { extra: extra.json }) }, infinite, 1));
     writeFileSync(join(dir, "comparison.html"), comparisonHtml(results, extra?.html ?? ""));
     files.push(join(dir, "comparison.json"), join(dir, "comparison.html"));
   }

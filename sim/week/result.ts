@@ -4,13 +4,19 @@
  * p50/p95/p99 TTFT and E2E per model for interactive traffic, batch requests done within their deadline, scaling
  * actions, and hourly series for the report's charts.
  */
+import { Histogram } from "./histogram.js";
 import type { RunState } from "./state.js";
 
+/**
+ * Percentiles over every request, unserved ones included as infinitely late: a percentile that falls on them is
+ * +Infinity (written "Infinity" in the JSON reports). `count` includes `unserved`.
+ */
 export interface Percentiles {
   p50: number;
   p95: number;
   p99: number;
   count: number;
+  unserved: number;
 }
 
 export interface ModelResult {
@@ -49,16 +55,17 @@ export interface WeekResult {
   hourly: { hours: number; models: Record<string, { instances: number[]; p95TtftMs: (number | null)[]; tokensPerS: number[] }>; targets: Record<string, number[]> };
   plans: number;
   planAcks: number;
-  /** Per-minute p95 TTFT per model (ms; null for minutes without requests), when asked for. */
+  /** Per-minute p95 TTFT per model (ms; null for minutes without requests, +Infinity where it falls on unserved ones), when asked for. */
   minuteP95TtftMs?: Record<string, (number | null)[]>;
   workload: RunState["summary"];
 }
 
 const H = 3_600_000;
 
-function pct(h: { quantile(q: number): number; count: number }): Percentiles {
-  const r = (x: number) => (Number.isFinite(x) ? Math.round(x * 10) / 10 : 0);
-  return { p50: r(h.quantile(0.5)), p95: r(h.quantile(0.95)), p99: r(h.quantile(0.99)), count: h.count };
+function pct(h: { quantile(q: number): number; count: number; unserved: number }): Percentiles {
+  // NaN: no request at all (reported as 0); +Infinity: the percentile falls on unserved requests.
+  const r = (x: number) => (Number.isNaN(x) ? 0 : Number.isFinite(x) ? Math.round(x * 10) / 10 : x);
+  return { p50: r(h.quantile(0.5)), p95: r(h.quantile(0.95)), p99: r(h.quantile(0.99)), count: h.count, unserved: h.unserved };
 }
 
 /** Builds the result of a finished run. */
@@ -117,7 +124,7 @@ export function summarize(s: RunState): WeekResult {
       for (let ri = 0; ri < s.regions.length; ri++) a += s.activeSamples[mi]![ri]![h]! / 60;
       inst.push(round(a));
       const q = s.ttftHourly[mi]!.quantile(h, 0.95);
-      p95.push(Number.isFinite(q) ? Math.round(q) : null);
+      p95.push(Number.isNaN(q) ? null : Number.isFinite(q) ? Math.round(q) : q);
       tok.push(round(s.tokensHourly[mi]![h]! / 3600));
     }
     hourly.models[m] = { instances: inst, p95TtftMs: p95, tokensPerS: tok };
@@ -154,7 +161,7 @@ function minuteSeries(s: RunState): Record<string, (number | null)[]> {
     const xs: (number | null)[] = [];
     for (let k = 0; k < minutes; k++) {
       const q = s.ttftMinute[mi]!.quantile(k, 0.95);
-      xs.push(Number.isFinite(q) ? Math.round(q) : null);
+      xs.push(Number.isNaN(q) ? null : Number.isFinite(q) ? Math.round(q) : q);
     }
     out[m] = xs;
   });
@@ -165,9 +172,8 @@ function round(x: number): number {
   return Math.round(x * 100) / 100;
 }
 
-function mergeHist(hs: { counts: Float64Array; count: number; sumMs: number; quantile(q: number): number }[]): { quantile(q: number): number; count: number } {
-  const first = hs[0]!;
-  const merged = new (first.constructor as new () => typeof first)();
+function mergeHist(hs: Histogram[]): Histogram {
+  const merged = new Histogram();
   for (const h of hs) {
     for (let i = 0; i < h.counts.length; i++) merged.counts[i]! += h.counts[i]!;
     merged.count += h.count;

@@ -194,6 +194,17 @@ export class VirtualClock implements Clock {
     return this.advanceTo(this.nowMs + deltaMs, microtaskTurns);
   }
 
+  /** Fires the next pending event alone (the clock moves to its time); false when none is pending. */
+  step(): boolean {
+    this.dropCancelledTop();
+    const top = this.pop();
+    if (top === undefined) return false;
+    this.nowMs = top.atMs;
+    this.firedEvents++;
+    top.fn();
+    return true;
+  }
+
   /** Runs events until none is left or `limitMs` is reached; returns the number fired. */
   runUntilIdleSync(limitMs = Number.POSITIVE_INFINITY): number {
     let fired = 0;
@@ -244,6 +255,147 @@ export class VirtualClock implements Clock {
       }
     }
     return top;
+  }
+}
+
+/**
+ * Scaled live time (`tidegate dev --speed N`, the live-versus-replay test): the wall clock run `speed` times faster
+ * from `originMs`, its timers real Node timers. It keeps one discrete-event queue (a VirtualClock) and fires one due
+ * event per macrotask, so promise continuations run between events as they do under real timers. Two rules make
+ * timer lateness (which the speed multiplies) invisible to policies without hiding real time:
+ * - inside a timer callback, `now()` is the time the callback was due (the rule SimEngineCore already applies to a
+ *   late arrival: "the time it meant"), so periodic loops — controller passes, telemetry, engine phases — read the
+ *   same instants live as in replay;
+ * - outside callbacks (socket I/O: an HTTP request, a gRPC message) `now()` is the scaled wall time, except that it
+ *   never passes a timer that is due and has not fired yet: while one is late, time stands at the last fired event.
+ * Time never goes backwards. Callback exceptions propagate as under WallClock (after the next event is armed).
+ */
+export class ScaledClock implements Clock {
+  private readonly events: VirtualClock;
+  private readonly wall0 = performance.now();
+  private last: number;
+  private firing = false;
+  private handle: ReturnType<typeof setTimeout> | undefined;
+  private immediate: ReturnType<typeof setImmediate> | undefined;
+  private armedForMs: number | undefined;
+
+  constructor(
+    readonly speed = 1,
+    readonly originMs = 0,
+  ) {
+    if (!(speed > 0 && Number.isFinite(speed))) throw new RangeError(`speed must be a finite number > 0, got ${speed}`);
+    checkDelay(originMs, "originMs");
+    this.events = new VirtualClock(originMs);
+    this.last = originMs;
+  }
+
+  now(): number {
+    if (this.firing) return this.events.now();
+    const next = this.events.nextEventMs();
+    const wall = this.wallMs();
+    const t = next !== undefined && wall >= next ? this.events.now() : wall;
+    if (t > this.last) this.last = t;
+    return this.last;
+  }
+
+  after(delayMs: number, fn: () => void): Timer {
+    checkDelay(delayMs, "delayMs");
+    return this.at(this.now() + delayMs, fn);
+  }
+
+  /** Runs `fn` at clock time `atMs` (clamped to now). */
+  at(atMs: number, fn: () => void): Timer {
+    const t = this.events.at(Math.max(atMs, this.now()), fn);
+    this.arm();
+    return {
+      cancel: () => {
+        t.cancel();
+        // A cancelled head would only wake the pump early; it re-arms for the next live event then.
+      },
+    };
+  }
+
+  every(intervalMs: number, fn: () => void): Timer {
+    if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`);
+    let current: Timer;
+    let stopped = false;
+    // Each tick runs at its due time (now() inside a callback), so the period does not drift with timer lateness.
+    const tick = () => {
+      if (stopped) return;
+      current = this.after(intervalMs, tick);
+      fn();
+    };
+    current = this.after(intervalMs, tick);
+    return {
+      cancel: () => {
+        stopped = true;
+        current.cancel();
+      },
+    };
+  }
+
+  sleep(delayMs: number, signal?: AbortSignal): Promise<void> {
+    checkDelay(delayMs, "delayMs");
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortReason(signal));
+      const onAbort = () => {
+        timer.cancel();
+        reject(abortReason(signal!));
+      };
+      const timer = this.after(delayMs, () => {
+        signal?.removeEventListener("abort", onAbort);
+        resolve();
+      });
+      signal?.addEventListener("abort", onAbort, { once: true });
+    });
+  }
+
+  /** Stops the pump (pending events never fire). */
+  close(): void {
+    if (this.handle !== undefined) clearTimeout(this.handle);
+    if (this.immediate !== undefined) clearImmediate(this.immediate);
+    this.handle = undefined;
+    this.immediate = undefined;
+    this.armedForMs = undefined;
+  }
+
+  private wallMs(): number {
+    return this.originMs + (performance.now() - this.wall0) * this.speed;
+  }
+
+  /** One Node timer, for the earliest pending event. */
+  private arm(): void {
+    const next = this.events.nextEventMs();
+    if (next === undefined) return this.close();
+    if ((this.handle !== undefined || this.immediate !== undefined) && this.armedForMs !== undefined && this.armedForMs <= next) return;
+    this.close();
+    this.armedForMs = next;
+    this.handle = setTimeout(() => this.pump(), Math.max(0, (next - this.wallMs()) / this.speed));
+  }
+
+  /** Fires one due event, then comes back on the next macrotask for the next one (microtasks run in between). */
+  private pump(): void {
+    this.handle = undefined;
+    this.armedForMs = undefined;
+    const next = this.events.nextEventMs();
+    if (next === undefined) return;
+    if (next > this.wallMs()) return this.arm();
+    this.firing = true;
+    try {
+      this.events.step();
+    } finally {
+      this.firing = false;
+      if (this.events.now() > this.last) this.last = this.events.now();
+      const following = this.events.nextEventMs();
+      if (following !== undefined && following <= this.wallMs()) {
+        // Already due: the next turn of the event loop (setImmediate, not a ≥ 1 ms timer), after microtasks.
+        this.armedForMs = following;
+        this.immediate = setImmediate(() => {
+          this.immediate = undefined;
+          this.pump();
+        });
+      } else this.arm();
+    }
   }
 }
 

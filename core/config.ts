@@ -117,9 +117,11 @@ export interface ControllerConfig {
   /**
    * How a region's instances come and go: "agents" (default) — engine processes that node agents start and stop,
    * parameters over the data plane (region/actuator/agents.ts); "static" — the fixed engines of the config
-   * (regions[].endpoints[].instances, engines.urls or --spawn-engines), which the controller cannot change.
+   * (regions[].endpoints[].instances, engines.urls or --spawn-engines), which the controller cannot change;
+   * "sim" — `tidegate dev` only: the region runtime on the simulated actuator the replays run (region/actuator/sim.ts,
+   * SageServe §7.1 deploy delays) with in-process simulated engines, no data plane (region/runtime/sim-region.ts).
    */
-  actuator: "agents" | "static";
+  actuator: "agents" | "static" | "sim";
   /** Most scale steps one endpoint takes in one pass (a jump to the target starts every instance at once). */
   maxStepsPerPass: number;
   /** Backoff of a failing scale-out: first delay, doubling up to the max. */
@@ -178,10 +180,21 @@ export interface EnginesConfig {
    * weights. A smaller figure makes a small model's memory fill under a modest load (the burst test uses it).
    */
   kvCapacityTokens?: number;
+  /**
+   * Per-model settings of simulated engines, over `kvCapacityTokens`: vLLM's max_num_seqs (`maxBatch`, default 256)
+   * and the KV cache in tokens. The router's in-flight estimate uses the same capacity (router/selector.ts).
+   */
+  models: Record<string, SimEngineModelConfig>;
   /** For `sim`: multiply simulated durations (1 = real time as measured; 0.01 = 100× faster). */
   timeScale: number;
   /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
   urls: Record<string, string[]>;
+}
+
+/** One model's simulated-engine settings (engines.models). */
+export interface SimEngineModelConfig {
+  maxBatch?: number;
+  kvCapacityTokens?: number;
 }
 
 export interface TidegateConfig {
@@ -358,7 +371,7 @@ export function parseConfig(json: unknown): TidegateConfig {
   const controller: ControllerConfig = {
     strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
-    actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static"] }) as ControllerConfig["actuator"],
+    actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],
     maxStepsPerPass: cr.number("maxStepsPerPass", 8, { integer: true, min: 1, max: 1000 }),
     retryInitialMs: cr.number("retryInitialMs", 1000, { gt: 0 }),
     retryMaxMs: cr.number("retryMaxMs", 60_000, { gt: 0 }),
@@ -393,7 +406,19 @@ export function parseConfig(json: unknown): TidegateConfig {
     startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),
     stopGraceMs: er.number("stopGraceMs", 5000, { min: 0 }),
     ...(er.has("kvCapacityTokens") ? { kvCapacityTokens: er.number("kvCapacityTokens", undefined, { integer: true, min: 2 }) } : {}),
+    models: {},
   };
+  const emr = er.object("models");
+  for (const name of Object.keys(emr.value)) {
+    if (!models.some((m) => m.name === name)) emr.fail(name, `unknown model; configured: ${models.map((m) => m.name).join(", ")}`);
+    const mr = emr.object(name);
+    engines.models[name] = {
+      ...(mr.has("maxBatch") ? { maxBatch: mr.number("maxBatch", undefined, { integer: true, min: 1, max: 65_536 }) } : {}),
+      ...(mr.has("kvCapacityTokens") ? { kvCapacityTokens: mr.number("kvCapacityTokens", undefined, { integer: true, min: 2 }) } : {}),
+    };
+    mr.done();
+  }
+  emr.done();
   er.done();
   const parameters = parseParameters(root.object("parameters"), models);
   const keystage = parseKeystageConfig(root.raw("keystage"));

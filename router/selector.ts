@@ -155,13 +155,19 @@ export function requestKvBytes(model: ModelName, promptTokens: number, maxTokens
   return spec === undefined ? 0 : (promptTokens + maxTokens) * kvBytesPerToken(spec);
 }
 
-/** The KV bytes one instance of `model` on `gpu` offers, from config gpusPerInstance and core/models (0 if unknown). */
+/**
+ * The KV bytes one instance of `model` on `gpu` offers (0 if unknown): with simulated engines, the KV cache they are
+ * given (engines.models[model].kvCapacityTokens, else engines.kvCapacityTokens) when the config sets one; otherwise
+ * from config gpusPerInstance and core/models (GPU memory less weights).
+ */
 export function instanceKvBytesFrom(config: TidegateConfig): (model: ModelName, gpu: GpuType) => number {
   return (model, gpu) => {
     const spec = MODEL_SPECS[model];
     const gpuSpec = GPU_SPECS[gpu];
     const gpus = config.models.find((m) => m.name === model)?.gpusPerInstance[gpu];
     if (spec === undefined || gpuSpec === undefined || gpus === undefined) return 0;
+    const simTokens = config.engines.kind === "sim" ? config.engines.models[model]?.kvCapacityTokens ?? config.engines.kvCapacityTokens : undefined;
+    if (simTokens !== undefined) return simTokens * kvBytesPerToken(spec);
     return Math.max(0, kvCapacityBytes(spec, gpuSpec, gpus));
   };
 }

@@ -5,11 +5,16 @@
  */
 import type { Command } from "../command.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
-import { WallClock, type Clock } from "../../core/clock.js";
+import { ScaledClock, WallClock, type Clock } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
 import { loadConfig, type TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import { loggerFromFlags, portFromFlags } from "../flags.js";
-import type { RegionLink } from "../../core/ports.js";
+import type { GenerateRequest, RegionLink } from "../../core/ports.js";
+import type { RegionName } from "../../core/models.js";
+import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
+import { startSimFleet, type SimFleetSettings } from "../../region/runtime/sim-region.js";
+import { seededRandom } from "../../sim/workload/rng.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
@@ -27,13 +32,21 @@ import { devPlansSite } from "../../planner/dev-site.js";
 import { startPlannerService } from "../../planner/service.js";
 import { MemoryPlanStore } from "../../planner/store.js";
 
+/** A region runtime of the stack: ready once its configured instances serve. */
+export interface DevRegion {
+  readonly gateway: Gateway;
+  readonly runtime: { readonly service: RegionService };
+  ready(timeoutMs?: number): Promise<void>;
+  close(): Promise<void>;
+}
+
 /** A running in-process stack; `close()` stops the router, the links and every engine. */
 export interface DevStack {
   router: GlobalRouter;
   gateways: Gateway[];
   links: RegionLink[];
-  /** The region runtimes (controller.actuator "agents"); empty for static regions. */
-  regions: InProcessRegion[];
+  /** The region runtimes (controller.actuator "agents" or "sim"); empty for static regions. */
+  regions: DevRegion[];
   close(): Promise<void>;
 }
 
@@ -44,6 +57,13 @@ export interface DevStackOptions {
   /** Telemetry period of the in-process links (default 1000 ms, DESIGN: at least once a second). */
   telemetryIntervalMs?: number;
   mounts?: readonly RouterMount[];
+  /**
+   * controller.actuator "sim": deploy delays, weights, spot at start and random sources (default: SageServe §7.1's
+   * delays, weights where a model is served, no spot, seed 1 — region/runtime/sim-region.ts startSimFleet).
+   */
+  sim?: SimFleetSettings;
+  /** Each routing decision in a region's gateway (a trace, a test). */
+  onRouted?: (region: RegionName, req: GenerateRequest, instanceId: string) => void;
 }
 
 /**
@@ -57,23 +77,36 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
   const { config, clock, logger } = opts;
   const gateways: Gateway[] = [];
   const links: RegionLink[] = [];
-  const regions: InProcessRegion[] = [];
+  const regions: DevRegion[] = [];
   // The region metrics `tidegate region` exports, for every region, served on the router's /metrics below.
   const regionMetrics = new RegionMetrics(Object.fromEntries(config.regions.map((r) => [r.name, [...new Set(r.endpoints.map((e) => e.model))]])), createRegistry(false));
   const services: { sink: RegionMetricsSink; service: RegionService; gateway: Gateway }[] = [];
-  for (const region of config.regions) {
+  const telemetryIntervalMs = opts.telemetryIntervalMs ?? 1000;
+  if (config.controller.actuator === "sim") {
+    // The wiring the replays run (startSimFleet): the region runtime on the simulated actuator, engines in process.
+    const sim = opts.sim ?? { delays: SAGESERVE_DELAYS, random: (ri: number) => seededRandom(1, ri) };
+    const fleet = startSimFleet({ config, clock, log: logger, telemetryIntervalMs, ...sim, ...(opts.onRouted === undefined ? {} : { onRouted: opts.onRouted }) });
+    for (const r of fleet) {
+      const sink = regionMetrics.sink(r.name);
+      services.push({ sink, service: r.sim.runtime.service, gateway: r.sim.gateway });
+      regions.push({ gateway: r.sim.gateway, runtime: r.sim.runtime, ready: () => Promise.resolve(), close: () => r.sim.close() });
+      gateways.push(r.sim.gateway);
+      links.push(r.link);
+    }
+  }
+  for (const region of config.controller.actuator === "sim" ? [] : config.regions) {
     const sink = regionMetrics.sink(region.name);
     if (config.controller.actuator === "agents") {
       const r = startInProcessRegion({ config, region: region.name, clock, log: logger, metrics: sink });
       services.push({ sink, service: r.runtime.service, gateway: r.gateway });
       regions.push(r);
       gateways.push(r.gateway);
-      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 500, log: logger }));
+      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs, log: logger }));
       continue;
     }
     // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), which is
     // also what replay does, so dev and replay route the same arrivals identically.
-    const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: 0, log: logger.child({ region: region.name }), onOutcome: (m, x) => sink.outcome(m, x) });
+    const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: 0, log: logger.child({ region: region.name }), onOutcome: (m, x) => sink.outcome(m, x), ...(opts.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => opts.onRouted!(region.name, req, id) }) });
     services.push({ sink, service: gateway, gateway });
     for (const ep of region.endpoints) {
       const tp = config.models.find((m) => m.name === ep.model)?.gpusPerInstance[ep.gpu];
@@ -85,7 +118,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       }
     }
     gateways.push(gateway);
-    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 500, log: logger }));
+    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs, log: logger }));
   }
   const router = new GlobalRouter({ config, links, clock, logger, ...(opts.mounts === undefined ? {} : { mounts: opts.mounts }) });
   for (const m of regionMetrics.registry.getMetricsAsArray()) router.deps.metrics.registry.registerMetric(regionMetrics.registry.getSingleMetric(m.name)!);
@@ -131,6 +164,12 @@ export const command: Command = {
     "in-process links between them. With no --config it runs the embedded default: regions us-east, us-central,",
     "us-west; models llama2-70b, bloom-176b, llama3.1-8b, llama3.2-3b. Stops cleanly on SIGINT/SIGTERM.",
     "",
+    "",
+    "controller.actuator picks how instances come and go: \"agents\" (default: node agents in process, parameters over",
+    "loopback TCP), \"sim\" (the replays' simulated actuator: SageServe deploy delays, no data plane) or \"static\".",
+    "With \"sim\" or \"static\", --speed N runs every clock-driven part N× faster (the live-versus-replay test runs",
+    "this wiring at --speed-like scaled time).",
+    "",
     "Example:",
     "  tidegate dev",
     "  curl -N http://127.0.0.1:8080/v1/chat/completions -H 'content-type: application/json' \\",
@@ -142,6 +181,7 @@ export const command: Command = {
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
     "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
+    speed: { type: "number", help: "run time N× faster (scaled clock; controller.actuator \"sim\" or \"static\" only)", default: 1 },
     "recover-journal": { type: "boolean", help: "embedded queue: keep the journal's valid prefix and move a bad line and the rest aside (queue.recoverJournal)", default: false },
   },
   async run(flags) {
@@ -150,7 +190,11 @@ export const command: Command = {
     const logger = loggerFromFlags(flags, "dev");
     const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
-    const clock = new WallClock();
+    const speed = Number(flags.speed ?? 1);
+    if (!(speed > 0 && speed <= 1000)) throw new TidegateError("invalid_request", `--speed must be in (0, 1000], got ${String(flags.speed)}`);
+    if (speed !== 1 && config.controller.actuator === "agents") throw new TidegateError("invalid_request", `--speed ${speed} needs controller.actuator "sim" or "static": with "agents" the data plane moves real bytes in real time`);
+    // Scaled time: every policy, timer and simulated engine runs `speed`× faster (core/clock.ts ScaledClock).
+    const clock: Clock = speed === 1 ? new WallClock() : new ScaledClock(speed, Date.now());
     // Batch tier (issue 3): Files/Batch API at /v1 on the embedded queue, or Redis with --redis-url.
     // One demand history for the planner: IW from region telemetry, NIW from what the batch dispatcher sends.
     const history = new MemoryHistory();
@@ -203,7 +247,9 @@ export const command: Command = {
           ? `instances and scaling: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n` +
             `  (the dev log prints each scaling step: "scaling step", "transfer finished", "instance serving")\n` +
             `parameters (scaled for this machine): ${parameterScaleLines(config).join("; ")}\n`
-          : ""),
+          : config.controller.actuator === "sim"
+            ? `instances and scaling (simulated actuator, SageServe deploy delays): curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n`
+            : ""),
     );
     const sig = await stopped;
     logger.info("shutting down", { signal: sig });

@@ -35,6 +35,8 @@ export interface GatewayOptions {
   log?: Logger;
   /** Called once per request when it ends: ok, error (after retries) or cancelled. */
   onOutcome?: (model: ModelName, outcome: RequestOutcome) => void;
+  /** Called at each routing decision (a request admitted to an instance, retries included): traces, tests. */
+  onRouted?: (req: GenerateRequest, instanceId: string) => void;
 }
 
 export type RequestOutcome = "ok" | "error" | "cancelled";
@@ -178,6 +180,7 @@ export class Gateway {
   private readonly maxAttempts: number;
   private readonly log: Logger;
   private readonly onOutcome: GatewayOptions["onOutcome"];
+  private readonly onRouted: GatewayOptions["onRouted"];
   private readonly models = new Map<ModelName, ModelRecord>();
   private readonly byId = new Map<string, InstanceRecord>();
   private seq = 0;
@@ -190,6 +193,7 @@ export class Gateway {
     this.maxAttempts = opts.maxAttempts ?? 2;
     this.log = opts.log ?? silentLogger;
     this.onOutcome = opts.onOutcome;
+    this.onRouted = opts.onRouted;
     if (!(this.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${this.statsRefreshMs}`);
     if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${this.maxAttempts}`);
     this.targets = new TargetsStore(this.region, this.log);
@@ -281,6 +285,7 @@ export class Gateway {
       const rec = this.choose(model, tried);
       if (rec === undefined) break;
       const ticket = admit(rec, req, model.kvBytesPerToken);
+      this.onRouted?.(req, rec.engine.instanceId);
       const upstream = new AbortController();
       const onAbort = () => upstream.abort(signal?.reason);
       signal?.addEventListener("abort", onAbort, { once: true });
@@ -367,6 +372,7 @@ export class Gateway {
     model.demanded += req.promptTokens + req.maxTokens;
     if (rec === undefined) return undefined;
     const ticket = admit(rec, req, model.kvBytesPerToken);
+    this.onRouted?.(req, rec.engine.instanceId);
     try {
       rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks));
     } catch (err) {

@@ -8,14 +8,16 @@
  * a draining one takes no new work and becomes spot once its engine is idle (checked every `drainCheckMs`).
  */
 import type { Clock, Timer } from "../../core/clock.js";
-import type { TidegateConfig } from "../../core/config.js";
+import { regionModels, type TidegateConfig } from "../../core/config.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
+import type { GenerateRequest } from "../../core/ports.js";
 import type { InstanceListener, InstanceRecord } from "../actuator/port.js";
 import { SimActuator, type ActuatorDelays } from "../actuator/sim.js";
 import type { ControllerAction } from "../controller/reconciler.js";
 import { SimEngine } from "../engines/sim/engine.js";
 import { Gateway } from "../gateway/gateway.js";
+import { InProcessRegionLink } from "../link/in-process.js";
 import type { BoundStrategy } from "../strategies/registry.js";
 import { startRegionRuntime, type RegionRuntime } from "./runtime.js";
 
@@ -49,6 +51,8 @@ export interface SimRegionOptions {
   statsRefreshMs?: number;
   /** How often idle draining instances are handed to spot (default 1000 ms). */
   drainCheckMs?: number;
+  /** Each routing decision of the region's gateway (Gateway onRouted). */
+  onRouted?: (req: GenerateRequest, instanceId: string) => void;
 }
 
 export interface SimRegion {
@@ -60,12 +64,82 @@ export interface SimRegion {
   close(): Promise<void>;
 }
 
+/** A model's simulated-engine settings from config (engines.models, else engines.kvCapacityTokens; unset = the profile's). */
+export function simEngineSettingsFrom(config: TidegateConfig, model: ModelName): Partial<SimEngineSettings> {
+  const m = config.engines.models[model];
+  const kv = m?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
+  return { ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }), ...(kv === undefined ? {} : { kvCapacityTokens: kv }) };
+}
+
+/**
+ * What a fleet of sim regions needs beyond the config: the actuator's deploy delays, where weights are stored,
+ * spot instances at start and each region's random source for the delays.
+ */
+export interface SimFleetSettings {
+  delays: ActuatorDelays;
+  /** Region → models whose weights it stores (default: the models it serves). */
+  weights?: Readonly<Record<string, readonly ModelName[]>>;
+  spot?: readonly { region: string; model: ModelName; gpu: GpuType; count: number }[];
+  /** Region `index`'s deterministic uniform [0, 1) source. */
+  random(index: number): () => number;
+}
+
+export interface SimFleetOptions extends SimFleetSettings {
+  config: TidegateConfig;
+  clock: Clock;
+  log?: Logger;
+  /** Telemetry period of the in-process links (ms, default 1000: DESIGN, at least once a second). */
+  telemetryIntervalMs?: number;
+  engine?(model: ModelName): SimEngineSettings;
+  events?: "coalesced" | "per-token";
+  statsRefreshMs?: number;
+  strategy?: BoundStrategy;
+  onChange?(index: number, inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined): void;
+  onAction?(index: number, a: ControllerAction): void;
+  onRouted?(region: RegionName, req: GenerateRequest, instanceId: string): void;
+}
+
+/** One region of a sim fleet and the in-process link the router (or a replay) reaches it by. */
+export interface SimFleetRegion {
+  readonly name: RegionName;
+  readonly sim: SimRegion;
+  readonly link: InProcessRegionLink;
+}
+
+/**
+ * Every region of `config` on the sim actuator, each behind an InProcessRegionLink: the one wiring of `tidegate dev`
+ * (controller.actuator "sim"), the trace replay (sim/replay/wiring.ts) and the week replay (sim/week/wiring.ts).
+ */
+export function startSimFleet(o: SimFleetOptions): SimFleetRegion[] {
+  return o.config.regions.map((rc, ri) => {
+    const sim = startSimRegion({
+      config: o.config,
+      region: rc.name,
+      clock: o.clock,
+      ...(o.log === undefined ? {} : { log: o.log.child({ region: rc.name }) }),
+      delays: o.delays,
+      weightsInRegion: o.weights?.[rc.name] ?? regionModels(rc),
+      random: o.random(ri),
+      ...(o.engine === undefined ? {} : { engine: o.engine }),
+      ...(o.events === undefined ? {} : { events: o.events }),
+      ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }),
+      spot: (o.spot ?? []).filter((x) => x.region === rc.name),
+      ...(o.strategy === undefined ? {} : { strategy: o.strategy }),
+      ...(o.onChange === undefined ? {} : { onChange: (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => o.onChange!(ri, inst, from) }),
+      ...(o.onAction === undefined ? {} : { onAction: (a: ControllerAction) => o.onAction!(ri, a) }),
+      ...(o.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => o.onRouted!(rc.name, req, id) }),
+    });
+    const link = new InProcessRegionLink(sim.runtime.service, { clock: o.clock, telemetryIntervalMs: o.telemetryIntervalMs ?? 1000, ...(o.log === undefined ? {} : { log: o.log }) });
+    return { name: rc.name, sim, link };
+  });
+}
+
 /** Builds the region, seeds its starting instances and starts the runtime on `clock`. */
 export function startSimRegion(o: SimRegionOptions): SimRegion {
   const rc = o.config.regions.find((r) => r.name === o.region);
   if (rc === undefined) throw new RangeError(`unknown region ${o.region}`);
   const { clock } = o;
-  const gateway = new Gateway({ region: o.region, clock, ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }), ...(o.log === undefined ? {} : { log: o.log }) });
+  const gateway = new Gateway({ region: o.region, clock, ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }), ...(o.log === undefined ? {} : { log: o.log }), ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }) });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   const engines = new Map<string, SimEngine>();
   const draining = new Set<string>();
@@ -78,7 +152,7 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
   };
   const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
     if (inst.state === "serving") {
-      const settings = o.engine?.(inst.model);
+      const settings = o.engine?.(inst.model) ?? simEngineSettingsFrom(o.config, inst.model);
       const engine = new SimEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu), clock, ...(settings === undefined ? {} : settings), ...(o.events === undefined ? {} : { events: o.events }) });
       engines.set(inst.id, engine);
       gateway.addInstance(inst.gpu, engine, "serving");

@@ -61,13 +61,15 @@ export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefine
 }
 
 /**
- * KV tokens one serving instance of a model holds on a GPU type: `engines.kvCapacityTokens` when set (in-process sim
- * engines use it), else GPU memory × 0.9 − weights over KV bytes per token (core/models.ts); 0 when unknown.
+ * KV tokens one serving instance of a model holds on a GPU type: `engines.models[model].kvCapacityTokens`, else
+ * `engines.kvCapacityTokens` when set (in-process sim engines use them), else GPU memory × 0.9 − weights over KV
+ * bytes per token (core/models.ts); 0 when unknown.
  */
 export function kvCapacityTokensFrom(config: TidegateConfig): (model: string, gpu: GpuType) => number {
   const bytes = instanceKvBytesFrom(config);
   return (model, gpu) => {
-    if (config.engines.kvCapacityTokens !== undefined) return config.engines.kvCapacityTokens;
+    const tokens = config.engines.models[model]?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
+    if (tokens !== undefined) return tokens;
     const spec = MODEL_SPECS[model];
     return spec === undefined ? 0 : Math.floor(bytes(model, gpu) / kvBytesPerToken(spec));
   };

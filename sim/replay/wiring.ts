@@ -1,7 +1,8 @@
 /**
- * The trace replay's in-process fleet: per region the region runtime on the `sim` actuator
- * (region/runtime/sim-region.ts — the same runtime `tidegate region`, `tidegate dev` and the week replay run:
- * gateway, TargetsStore, controller, actuator), starting with each endpoint's configured `instances` serving, an
+ * The trace replay's in-process fleet: `startSimFleet` (region/runtime/sim-region.ts), the wiring `tidegate dev`
+ * uses with `controller.actuator: "sim"` and the week replay uses — per region the same region runtime `tidegate
+ * region` runs (gateway, TargetsStore, controller, actuator) on the `sim` actuator, starting with each endpoint's
+ * configured `instances` serving, an
  * `InProcessRegionLink` carrying its telemetry every second, and the global router's `RegionSelector`
  * (router/selector.ts: SageServe §6.2 selection with the in-flight estimate) fed by those links, on a VirtualClock
  * and without HTTP. No plan reaches these regions, so the forecast-paced strategies hold the configured count (a
@@ -17,8 +18,7 @@ import type { RegionName } from "../../core/models.js";
 import type { RegionLink } from "../../core/ports.js";
 import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
 import type { Gateway } from "../../region/gateway/gateway.js";
-import { InProcessRegionLink } from "../../region/link/in-process.js";
-import { startSimRegion, type SimRegion } from "../../region/runtime/sim-region.js";
+import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
 import { RegionSelector, instanceKvBytesFrom } from "../../router/selector.js";
 import { seededRandom } from "../workload/rng.js";
 
@@ -43,24 +43,18 @@ export interface ReplayWiringOptions {
 
 /** Builds the fleet of `config` on `clock`: instances as configured at start (endpoints[].instances), all serving. */
 export function buildReplayWiring(config: TidegateConfig, clock: VirtualClock, opts: ReplayWiringOptions = {}): ReplayWiring {
-  const regions = new Map<RegionName, SimRegion>();
-  const gateways = new Map<RegionName, Gateway>();
-  const links = new Map<RegionName, RegionLink>();
-  config.regions.forEach((region, ri) => {
-    const sim = startSimRegion({
-      config,
-      region: region.name,
-      clock,
-      delays: SAGESERVE_DELAYS,
-      weightsInRegion: regionModels(region),
-      random: seededRandom(1, ri),
-      events: opts.events ?? "per-token",
-      ...(opts.statsRefreshMs === undefined ? {} : { statsRefreshMs: opts.statsRefreshMs }),
-    });
-    regions.set(region.name, sim);
-    gateways.set(region.name, sim.gateway);
-    links.set(region.name, new InProcessRegionLink(sim.runtime.service, { clock, telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000 }));
+  const fleet = startSimFleet({
+    config,
+    clock,
+    delays: SAGESERVE_DELAYS,
+    random: (ri) => seededRandom(1, ri),
+    events: opts.events ?? "per-token",
+    telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000,
+    ...(opts.statsRefreshMs === undefined ? {} : { statsRefreshMs: opts.statsRefreshMs }),
   });
+  const regions = new Map<RegionName, SimRegion>(fleet.map((r) => [r.name, r.sim]));
+  const gateways = new Map<RegionName, Gateway>(fleet.map((r) => [r.name, r.sim.gateway]));
+  const links = new Map<RegionName, RegionLink>(fleet.map((r) => [r.name, r.link]));
   const selector = new RegionSelector({
     clock,
     regions: config.regions.map((r) => ({ name: r.name, proximity: r.proximity, models: regionModels(r) })),

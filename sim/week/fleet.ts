@@ -164,6 +164,16 @@ export function parseFleet(json: unknown): FleetSpec {
   return { config, engines, delays, weights, spot, plannedUtilization };
 }
 
+/**
+ * The fleet's config as the live processes read it: its engines' settings written into `engines.models` (max batch
+ * and KV cache per model) on simulated engines, so the simulated engines, the router's in-flight estimate and the
+ * batch tier's fill policy all take them from config — in the replay and in `tidegate dev` alike.
+ */
+export function fleetConfig(fleet: FleetSpec): TidegateConfig {
+  const models = Object.fromEntries(Object.entries(fleet.engines).map(([m, e]) => [m, { maxBatch: e.maxBatch, kvCapacityTokens: e.maxBatch * e.kvTokensPerSeq }]));
+  return { ...fleet.config, engines: { ...fleet.config.engines, kind: "sim", models } };
+}
+
 /** Reads a fleet file (undefined = the default fleet). */
 export function loadFleet(file?: string): FleetSpec {
   if (file === undefined) return parseFleet(DEFAULT_FLEET_JSON);

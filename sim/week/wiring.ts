@@ -8,23 +8,23 @@
  * region listens to the actuator for the run's books.
  */
 import type { VirtualClock } from "../../core/clock.js";
-import { MODEL_SPECS, kvBytesPerToken, type ModelName, type RegionName } from "../../core/models.js";
+import type { ModelName, RegionName } from "../../core/models.js";
 import { TidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, RequestCallbacks, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { MemoryHistory, type DemandHistory, type DemandSample, type SeriesKey } from "../../forecasts/history.js";
 import { TelemetryRecorder } from "../../planner/recorder.js";
 import { Ledger } from "../../region/actuator/ledger.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
-import { InProcessRegionLink } from "../../region/link/in-process.js";
-import { startSimRegion, type SimRegion } from "../../region/runtime/sim-region.js";
+import type { InProcessRegionLink } from "../../region/link/in-process.js";
+import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
 import type { BoundStrategy } from "../../region/strategies/registry.js";
 import { createBatchService, type BatchService } from "../../router/batch/service.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
-import { RegionSelector } from "../../router/selector.js";
+import { RegionSelector, instanceKvBytesFrom } from "../../router/selector.js";
 import type { Gateway } from "../../region/gateway/gateway.js";
 import { seededRandom } from "../workload/rng.js";
-import type { FleetSpec } from "./fleet.js";
+import { fleetConfig, type FleetSpec } from "./fleet.js";
 import type { RegionBooks } from "./state.js";
 
 /** One region of the replay. */
@@ -159,38 +159,33 @@ export class ReplayLink implements RegionLink {
 /** Builds every region of `fleet` on `clock` and the global pieces that read them. */
 export function wireWeek(o: WeekWiringOptions): WeekWiring {
   const { fleet, clock } = o;
-  const cfg = fleet.config;
+  const cfg = fleetConfig(fleet);
   const capacityTokens = (model: ModelName) => fleet.engines[model]!.maxBatch * fleet.engines[model]!.kvTokensPerSeq;
-  const regions: WeekRegion[] = cfg.regions.map((rc, ri) => {
-    const ledger = new Ledger();
-    const actions: ControllerAction[] = [];
-    const sim = startSimRegion({
-      config: cfg,
-      region: rc.name,
-      clock,
-      delays: fleet.delays,
-      weightsInRegion: fleet.weights[rc.name] ?? [],
-      random: seededRandom(o.seed, 1000 + ri),
-      engine: (model) => ({ maxBatch: fleet.engines[model]!.maxBatch, kvCapacityTokens: capacityTokens(model) }),
-      spot: fleet.spot.filter((x) => x.region === rc.name),
-      strategy: o.strategy,
-      onChange: (inst, from) => ledger.record(inst, clock.now(), from),
-      onAction: (a) => actions.push(a),
-    });
-    const link = new ReplayLink(new InProcessRegionLink(sim.runtime.service, { clock, telemetryIntervalMs: 1000 }), sim.gateway, o.batchShape ?? "callbacks");
-    return { name: rc.name, sim, link, ledger, actions };
+  const ledgers = cfg.regions.map(() => new Ledger());
+  const actions: ControllerAction[][] = cfg.regions.map(() => []);
+  const fleetRegions = startSimFleet({
+    config: cfg,
+    clock,
+    delays: fleet.delays,
+    weights: fleet.weights,
+    spot: fleet.spot,
+    random: (ri) => seededRandom(o.seed, 1000 + ri),
+    strategy: o.strategy,
+    onChange: (ri, inst, from) => ledgers[ri]!.record(inst, clock.now(), from),
+    onAction: (ri, a) => actions[ri]!.push(a),
   });
+  const regions: WeekRegion[] = fleetRegions.map((r, ri) => ({ name: r.name, sim: r.sim, link: new ReplayLink(r.link, r.sim.gateway, o.batchShape ?? "callbacks"), ledger: ledgers[ri]!, actions: actions[ri]! }));
   const selector = new RegionSelector({
     clock,
     regions: cfg.regions.map((r) => ({ name: r.name, proximity: r.proximity, models: [...new Set(r.endpoints.map((e) => e.model))] })),
     memoryThreshold: cfg.router.memoryThreshold,
     telemetryStaleMs: cfg.router.telemetryStaleMs,
-    instanceKvBytes: (model) => capacityTokens(model) * kvBytesPerToken(MODEL_SPECS[model]!),
+    instanceKvBytes: instanceKvBytesFrom(cfg),
   });
   const history = new MemoryHistory();
   const shifted = new ShiftedHistory(history, o.historyShiftMs);
   const recorder = new TelemetryRecorder(shifted);
-  const batch = createBatchService({ config: cfg, clock, niwHistory: shifted, stores: { store: new EmbeddedQueueStore(null), files: new DirFileStore(null) }, kvCapacityTokens: (model) => capacityTokens(model) });
+  const batch = createBatchService({ config: cfg, clock, niwHistory: shifted, stores: { store: new EmbeddedQueueStore(null), files: new DirFileStore(null) }, });
   const telemetry = new Map<RegionName, RegionTelemetry>();
   const subscribers: ((ri: number, t: RegionTelemetry) => void)[] = [];
   const unsubscribes = regions.map((r, ri) =>

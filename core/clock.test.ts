@@ -136,3 +136,19 @@ describe("ScaledClock", () => {
     clock.close();
   });
 });
+
+describe("ScaledClock held at its origin", () => {
+  it("stands at the origin until start(); what was scheduled then keeps its grid", async () => {
+    const clock = new ScaledClock(20, 0, { held: true });
+    const ticks: number[] = [];
+    const t = clock.every(100, () => ticks.push(clock.now()));
+    await new Promise((r) => setTimeout(r, 20));
+    expect(clock.now()).toBe(0);
+    expect(ticks).toEqual([]);
+    clock.start();
+    await new Promise((r) => setTimeout(r, 40));
+    t.cancel();
+    clock.close();
+    expect(ticks.slice(0, 3)).toEqual([100, 200, 300]);
+  });
+});

@@ -263,30 +263,45 @@ export class VirtualClock implements Clock {
  * from `originMs`, its timers real Node timers. It keeps one discrete-event queue (a VirtualClock) and fires one due
  * event per macrotask, so promise continuations run between events as they do under real timers. Two rules make
  * timer lateness (which the speed multiplies) invisible to policies without hiding real time:
- * - inside a timer callback, `now()` is the time the callback was due (the rule SimEngineCore already applies to a
- *   late arrival: "the time it meant"), so periodic loops — controller passes, telemetry, engine phases — read the
- *   same instants live as in replay;
+ * - inside a timer callback, and in the promise continuations it sets off in the same turn of the event loop, `now()`
+ *   is the time the callback was due (the rule SimEngineCore already applies to a late arrival: "the time it
+ *   meant"), so periodic loops — controller passes, telemetry, engine phases — read the same instants live as in
+ *   replay;
  * - outside callbacks (socket I/O: an HTTP request, a gRPC message) `now()` is the scaled wall time, except that it
  *   never passes a timer that is due and has not fired yet: while one is late, time stands at the last fired event.
  * Time never goes backwards. Callback exceptions propagate as under WallClock (after the next event is armed).
  */
 export class ScaledClock implements Clock {
   private readonly events: VirtualClock;
-  private readonly wall0 = performance.now();
+  /** performance.now() when the clock started; undefined while it is held at `originMs` (see `start`). */
+  private wall0: number | undefined;
   private last: number;
   private firing = false;
   private handle: ReturnType<typeof setTimeout> | undefined;
   private immediate: ReturnType<typeof setImmediate> | undefined;
   private armedForMs: number | undefined;
 
+  /**
+   * `held`: time stays at `originMs` until `start()` — a process can build everything it schedules at the origin
+   * (periodic loops then tick on the same grid as a replay starting there) before time begins to run.
+   */
   constructor(
     readonly speed = 1,
     readonly originMs = 0,
+    opts: { held?: boolean } = {},
   ) {
     if (!(speed > 0 && Number.isFinite(speed))) throw new RangeError(`speed must be a finite number > 0, got ${speed}`);
     checkDelay(originMs, "originMs");
     this.events = new VirtualClock(originMs);
     this.last = originMs;
+    if (opts.held !== true) this.wall0 = performance.now();
+  }
+
+  /** Lets a held clock run (no-op otherwise). */
+  start(): void {
+    if (this.wall0 !== undefined) return;
+    this.wall0 = performance.now();
+    this.arm();
   }
 
   now(): number {
@@ -360,11 +375,13 @@ export class ScaledClock implements Clock {
   }
 
   private wallMs(): number {
-    return this.originMs + (performance.now() - this.wall0) * this.speed;
+    return this.wall0 === undefined ? this.originMs : this.originMs + (performance.now() - this.wall0) * this.speed;
   }
 
   /** One Node timer, for the earliest pending event. */
   private arm(): void {
+    // Held, or inside an event's turn (its release arms the next one).
+    if (this.wall0 === undefined || this.firing) return;
     const next = this.events.nextEventMs();
     if (next === undefined) return this.close();
     if ((this.handle !== undefined || this.immediate !== undefined) && this.armedForMs !== undefined && this.armedForMs <= next) return;
@@ -373,10 +390,12 @@ export class ScaledClock implements Clock {
     this.handle = setTimeout(() => this.pump(), Math.max(0, (next - this.wallMs()) / this.speed));
   }
 
-  /** Fires one due event, then comes back on the next macrotask for the next one (microtasks run in between). */
+  /**
+   * Fires one due event. Until the next check phase of the event loop (setImmediate) time stays at its due time, so
+   * the promise continuations it sets off read that time too; then the next due event fires, or the timer is armed.
+   */
   private pump(): void {
-    this.handle = undefined;
-    this.armedForMs = undefined;
+    this.close();
     const next = this.events.nextEventMs();
     if (next === undefined) return;
     if (next > this.wallMs()) return this.arm();
@@ -384,17 +403,14 @@ export class ScaledClock implements Clock {
     try {
       this.events.step();
     } finally {
-      this.firing = false;
       if (this.events.now() > this.last) this.last = this.events.now();
-      const following = this.events.nextEventMs();
-      if (following !== undefined && following <= this.wallMs()) {
-        // Already due: the next turn of the event loop (setImmediate, not a ≥ 1 ms timer), after microtasks.
-        this.armedForMs = following;
-        this.immediate = setImmediate(() => {
-          this.immediate = undefined;
-          this.pump();
-        });
-      } else this.arm();
+      this.immediate = setImmediate(() => {
+        this.immediate = undefined;
+        this.firing = false;
+        const following = this.events.nextEventMs();
+        if (following !== undefined && following <= this.wallMs()) this.pump();
+        else this.arm();
+      });
     }
   }
 }

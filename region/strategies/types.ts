@@ -1,7 +1,8 @@
 /**
- * The scaling-strategy plugin shape (SageServe §6.5.1; DESIGN "Strategies"). A strategy is a pure function of one
- * endpoint's observed values, the planner's hourly target and its typed parameters; it returns the instance count
- * the endpoint should have now. The region controller (region/controller) turns that count into one idempotent
+ * The scaling-strategy plugin shape (SageServe §6.5.1; DESIGN "Strategies"). A strategy is a function of one
+ * endpoint's observed values, the planner's hourly target, its typed parameters and (for strategies that remember,
+ * like `reactive-hpa`) a per-endpoint state the caller keeps; it returns the instance count the endpoint should have
+ * now. The region controller (region/controller) turns that count into one idempotent
  * actuator step per pass.
  */
 import type { ObjectReader } from "../../core/validate.js";
@@ -56,17 +57,24 @@ export interface ParamSpec {
   max: number;
 }
 
-/** A registered strategy: name, parameter schema and the pure decision function. */
-export interface Strategy<P extends Record<string, number> = Record<string, number>> {
+/**
+ * A registered strategy: name, parameter schema and the decision function. `S` is the strategy's per-endpoint
+ * memory (metric samples, recommendation history; `reactive-hpa`); a strategy with `newState` gets, on every call,
+ * the state object that `newState` made for that endpoint and may update it in place. Without `newState` the
+ * strategy is a pure function of its input and parameters and ignores `state`.
+ */
+export interface Strategy<P extends Record<string, number> = Record<string, number>, S = unknown> {
   readonly name: StrategyName;
   readonly summary: string;
   readonly params: { readonly [K in keyof P]: ParamSpec };
-  /** Uses the hourly plan (LT-*) or not (reactive). */
+  /** Uses the hourly plan (LT-*) or not (reactive, reactive-hpa). */
   readonly usesForecast: boolean;
-  decide(input: StrategyInput, params: P): StrategyDecision;
+  /** A fresh, empty per-endpoint state (absent: the strategy keeps none). */
+  newState?(): S;
+  decide(input: StrategyInput, params: P, state: S): StrategyDecision;
 }
 
-export type StrategyName = "reactive" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
+export type StrategyName = "reactive" | "reactive-hpa" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
 
 /** Clamps an instance count to the endpoint's [min, max]. */
 export function clampCount(n: number, input: Pick<StrategyInput, "minInstances" | "maxInstances">): number {

@@ -178,6 +178,34 @@ describe("RegionController", () => {
     expect(firstAt).toBeLessThanOrEqual(121 + 40);
   });
 
+  it("keeps one strategy state per endpoint and steps toward reactive-hpa's held recommendation across passes", () => {
+    const clock = new VirtualClock();
+    const actuator = new SimActuator({ region: "r", clock, delays: SAGESERVE_DELAYS, capacity: { "h100-80gb": 80 }, weightsInRegion: ["m1", "m2"], random: rng(5) });
+    for (let i = 0; i < 4; i++) {
+      actuator.seed("m1", "h100-80gb", 4, "serving");
+      actuator.seed("m2", "h100-80gb", 4, "serving");
+    }
+    const EP2: ManagedEndpoint = { ...EP, model: "m2" };
+    const actions: ControllerAction[] = [];
+    const c = new RegionController({
+      region: "r", clock, actuator, strategy: resolveStrategy("reactive-hpa"), endpoints: [EP, EP2],
+      // m1 at 0.91 (ratio 1.3 on 4 ready: 6), m2 at 0.7 (on target: hold).
+      signals: (model) => ({ utilization: model === "m1" ? 0.91 : 0.7, observedTokensPerS: 0 }), inFlightTokens: () => 0,
+      windowMs: 3_600_000, onAction: (a) => actions.push(a),
+    });
+    const live = (model: string) => actuator.instances().filter((i) => i.model === model && ["serving", "provisioning", "loading"].includes(i.state)).length;
+    for (let t = 1; t <= 20; t++) {
+      clock.advanceToSync(t * 1000);
+      c.reconcile();
+    }
+    // m1: the sync at 1 s asks for 6; one step per pass, the second one on the held answer. At the 16 s sync the two
+    // new instances are still unready (counted at 0: newRatio 1.3 × 4 / 6 < 1), so it holds 6.
+    expect(actions.map((a) => [a.model, a.atMs, a.reason, a.desired])).toEqual([["m1", 1000, "hpa-up", 6], ["m1", 2000, "hpa-hold", 6]]);
+    expect(live("m1")).toBe(6);
+    // m2 shares none of m1's history: its own syncs see its own samples and hold at 4.
+    expect(live("m2")).toBe(4);
+  });
+
   it("passes the plan's floor: LT-U scales in to it while utilization is low, not below", () => {
     const w = world();
     for (let i = 0; i < 4; i++) w.actuator.seed("m1", "h100-80gb", 4, "serving");

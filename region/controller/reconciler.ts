@@ -7,6 +7,11 @@
  * Each pass also folds the endpoint's utilization into an exponential moving average (`utilizationSmoothingMs`,
  * default 60 s) that LT-U/LT-UA act on; it is soft state, rebuilt from live signals after a restart.
  *
+ * Likewise the strategy's per-endpoint state (`BoundStrategy.newState`, made on an endpoint's first pass and handed
+ * to every `decide` of that endpoint; `reactive-hpa`'s metric samples, recommendation history and scale events) is
+ * soft: a restart loses it, as Kubernetes' controller-manager loses its HPA recommendations, and the strategy starts
+ * afresh from the observed world. Endpoints never share it.
+ *
  * The controller keeps no other state of its own besides the plan it was handed (`setTargets`, from the region's
  * TargetsStore, which owns the one decisionId rule): in-flight work is visible as provisioning/loading instances and
  * cooldowns come from `actionAtMs` on the instances, so a controller killed at any point and restarted on the same
@@ -102,6 +107,8 @@ export class RegionController {
   private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; forecastTokensPerS: number }>();
   /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
   private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
+  /** Per endpoint (index into `o.endpoints`): the strategy's state, made on the endpoint's first pass. */
+  private readonly strategyState: ({ state: unknown } | undefined)[] = [];
   private timer: Timer | undefined;
   /** model → gpu → index into `o.endpoints` (no string building on the per-pass scan). */
   private readonly endpointIndex = new Map<ModelName, Map<GpuType, number>>();
@@ -191,6 +198,7 @@ export class RegionController {
       const sig = this.o.signals(ep.model, ep.gpu);
       const tgt = this.targetFor.get(`${ep.model}/${ep.gpu}`);
       const utilizationSmoothed = this.smooth(k, sig.utilization, now);
+      const state = (this.strategyState[k] ??= { state: this.o.strategy.newState() }).state;
       const decision = this.o.strategy.decide({
         nowMs: now,
         windowStartMs: this.targets?.madeAtMs ?? 0,
@@ -206,7 +214,7 @@ export class RegionController {
         minInstances: ep.minInstances,
         maxInstances: ep.maxInstances,
         lastActionMs,
-      });
+      }, state);
       const maxSteps = this.o.maxStepsPerPass ?? 1;
       let from = current;
       for (let s = 0; s < maxSteps && decision.desired !== from; s++) {

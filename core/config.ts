@@ -112,7 +112,7 @@ export interface PlannerConfig {
 }
 
 export interface ControllerConfig {
-  strategy: "reactive" | "lt-i" | "lt-u" | "lt-ua";
+  strategy: "reactive" | "reactive-hpa" | "lt-i" | "lt-u" | "lt-ua";
   reconcileIntervalMs: number;
   /**
    * How a region's instances come and go: "agents" (default) — engine processes that node agents start and stop,
@@ -369,7 +369,7 @@ export function parseConfig(json: unknown): TidegateConfig {
 
   const cr = root.object("controller");
   const controller: ControllerConfig = {
-    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
+    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
     actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],
     maxStepsPerPass: cr.number("maxStepsPerPass", 8, { integer: true, min: 1, max: 1000 }),

@@ -71,6 +71,7 @@ export const command: Command = {
     const metricsPort = Number(flags["metrics-port"]);
     if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) throw new TidegateError("invalid_request", `--metrics-port must be an integer in [0, 65535], got ${metricsPort}`);
     const grpcHost = typeof flags["grpc-host"] === "string" ? flags["grpc-host"] : cfgHost;
+    if (config.controller.actuator === "sim") throw new TidegateError("invalid_request", `controller.actuator "sim" runs in-process simulated regions in \`tidegate dev\` (and the replays); a region process runs "agents" or "static"`);
     const clock = new WallClock();
     const spawn = flags["spawn-engines"] === true;
     if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");

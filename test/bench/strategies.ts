@@ -70,11 +70,17 @@ function flag(name: string): string | undefined {
   return i === -1 ? undefined : process.argv[i + 1];
 }
 
-const r3 = (x: number) => (Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x);
+function r3(x: number): number {
+  return Number.isFinite(x) ? Math.round(x * 1000) / 1000 : x;
+}
 /** A p95 ratio where either side may have fallen on unserved requests (+Infinity). */
-const ratioOf = (a: number, b: number) => (a === b ? 1 : a / b);
+function ratioOf(a: number, b: number): number {
+  return a === b ? 1 : a / b;
+}
 /** +Infinity (a percentile on unserved requests, a burst never recovered) as a JSON-safe string. */
-const finite = (x: number): number | string => (Number.isFinite(x) ? x : String(x));
+function finite(x: number): number | string {
+  return Number.isFinite(x) ? x : String(x);
+}
 
 function line(r: WeekResult): string {
   return `  ${r.strategy.padEnd(12)} instance-h ${r.totals.instanceHours}  GPU-h provisioning ${r.totals.provisioningGpuHours}  spot instance-h ${r.totals.spotInstanceHours}  IW TTFT p50/p95/p99 ${r.interactive.ttftMs.p50}/${r.interactive.ttftMs.p95}/${r.interactive.ttftMs.p99} ms  batch ${r.batch.withinDeadline}/${r.batch.submitted} within deadline (late ${r.batch.late}, missed ${r.batch.missedDeadlineUndone})  unserved ${r.requests.interactiveUnserved}  actions ${r.totals.scalingActions}  ${r.requestsPerWallS} req/s wall`;

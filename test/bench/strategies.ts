@@ -11,58 +11,21 @@
  * `--parallel N` runs N strategies at a time (default: one per core, at most 2).
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
 import { loadWeekInputs } from "../../sim/week/cli.js";
-import type { FleetSpec } from "../../sim/week/fleet.js";
 import { createPlanner } from "../../sim/week/planner.js";
-import { runWeek } from "../../sim/week/replay.js";
 import { writeReports } from "../../sim/week/report.js";
 import type { WeekResult } from "../../sim/week/result.js";
 import { lineChart } from "../../sim/week/svg.js";
 import type { WorkloadSpec } from "../../sim/workload/spec.js";
+import { runWeeks } from "./week-runs.js";
 
-interface Job {
-  fleet: FleetSpec;
-  workload: WorkloadSpec;
-  strategy: string;
-  minuteSeries: boolean;
-}
-
-if (!isMainThread) {
-  const job = workerData as Job;
-  const planner = await createPlanner(job.fleet);
-  const r = await runWeek({ fleet: job.fleet, workload: job.workload, strategy: job.strategy, planner, minuteSeries: job.minuteSeries });
-  await planner.close?.();
-  parentPort!.postMessage(r);
-} else {
-  try {
-    await main();
-  } catch (err) {
-    // BENCH.md: the JSON line comes even when the run fails.
-    console.log(JSON.stringify({ bench: "strategies", met: false, error: err instanceof Error ? err.message : String(err) }));
-    process.exitCode = 1;
-  }
-}
-
-/** Runs jobs, at most `parallel` at once, each in its own worker thread. */
-async function runAll(jobs: Job[], parallel: number, onDone: (r: WeekResult) => void): Promise<WeekResult[]> {
-  const out: WeekResult[] = new Array(jobs.length);
-  let next = 0;
-  const lane = async () => {
-    while (next < jobs.length) {
-      const i = next++;
-      out[i] = await new Promise<WeekResult>((resolve, reject) => {
-        const w = new Worker(new URL(import.meta.url), { workerData: jobs[i] });
-        w.once("message", (r: WeekResult) => resolve(r));
-        w.once("error", reject);
-        w.once("exit", (code) => code !== 0 && reject(new Error(`worker for ${jobs[i]!.strategy} exited with ${code}`)));
-      });
-      onDone(out[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: parallel }, lane));
-  return out;
+try {
+  await main();
+} catch (err) {
+  // BENCH.md: the JSON line comes even when the run fails.
+  console.log(JSON.stringify({ bench: "strategies", met: false, error: err instanceof Error ? err.message : String(err) }));
+  process.exitCode = 1;
 }
 
 function flag(name: string): string | undefined {
@@ -97,7 +60,7 @@ async function main(): Promise<void> {
 
   console.log("week: all five strategies on the same seeded workload (two baselines: SageServe's reactive rule and Kubernetes HPA)");
   const strategies = ["reactive", "reactive-hpa", "lt-i", "lt-u", "lt-ua"];
-  const week = await runAll(strategies.map((strategy) => ({ fleet, workload, strategy, minuteSeries: false })), parallel, (r) => console.log(line(r)));
+  const week = await runWeeks(strategies.map((strategy) => ({ fleet, workload, strategy, minuteSeries: false })), parallel, (r) => console.log(line(r)));
   const by = (name: string) => week.find((r) => r.strategy === name)!;
   const ua = by("lt-ua");
   const versus = (r: WeekResult, b: WeekResult) => ({
@@ -119,7 +82,7 @@ async function main(): Promise<void> {
   const burstModel = workload.models[0]!.name;
   const burstWorkload: WorkloadSpec = { ...workload, days: 0.3, targetRequests: Math.round((workload.targetRequests * 0.3) / workload.days), bursts: [{ startMs: burstStartMs, durationMs: 20 * 60_000, factor: 8, model: burstModel }] };
   console.log(`burst: ${burstModel} × 8 during [${burstStartMs / 60_000}, ${burstStartMs / 60_000 + 20}) min of a ${burstWorkload.days}-day replay (${burstWorkload.targetRequests} requests before the burst); all five strategies`);
-  const burst = await runAll(strategies.map((strategy) => ({ fleet, workload: burstWorkload, strategy, minuteSeries: true })), parallel, () => undefined);
+  const burst = await runWeeks(strategies.map((strategy) => ({ fleet, workload: burstWorkload, strategy, minuteSeries: true })), parallel, () => undefined);
   const startMin = burstStartMs / 60_000;
   const targetMs = latencyTarget(minuteP95(burst[0]!, burstModel), startMin);
   const recovery: Record<string, number> = {};

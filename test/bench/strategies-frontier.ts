@@ -1,0 +1,73 @@
+/**
+ * `npm run bench:strategies-frontier`: where LT-UA stands against the Kubernetes-HPA baseline when the target in
+ * issue 11 (LT-UA ≥ 10% fewer instance-hours than `reactive-hpa` at p95 interactive TTFT ≤ 1.05× and no more unserved
+ * requests) is out of reach at the defaults. The same seeded week as bench:strategies, run for a few settings of each
+ * (two at a time in worker threads), so the two instance-hours ↔ p95 TTFT frontiers can be compared: `reactive-hpa` at
+ * target utilizations 0.6 / 0.7 (default) / 0.8; LT-UA at its defaults, with the planner counting on 0.85 of an
+ * instance's throughput instead of 0.7 (`plannedUtilization`: fewer instances planned), and scaling in below 0.5
+ * smoothed utilization instead of 0.3 (`inBelow`). `met`: some LT-UA point meets the target against the default HPA.
+ * Prints machine, inputs and every point; the last line is the JSON summary. `--days N` shortens the week.
+ */
+import { cpus, loadavg, totalmem } from "node:os";
+import { loadWeekInputs } from "../../sim/week/cli.js";
+import type { FleetSpec } from "../../sim/week/fleet.js";
+import type { WeekResult } from "../../sim/week/result.js";
+import { runWeeks, type WeekJob } from "./week-runs.js";
+
+interface Point { label: string; strategy: string; params: Record<string, number>; plannedUtilization?: number }
+
+const POINTS: Point[] = [
+  { label: "reactive-hpa target 0.6", strategy: "reactive-hpa", params: { targetUtilization: 0.6 } },
+  { label: "reactive-hpa target 0.7 (default)", strategy: "reactive-hpa", params: {} },
+  { label: "reactive-hpa target 0.8", strategy: "reactive-hpa", params: { targetUtilization: 0.8 } },
+  { label: "lt-ua (default)", strategy: "lt-ua", params: {} },
+  { label: "lt-ua plannedUtilization 0.85", strategy: "lt-ua", params: {}, plannedUtilization: 0.85 },
+  { label: "lt-ua inBelow 0.5", strategy: "lt-ua", params: { inBelow: 0.5 } },
+];
+
+function flag(name: string): string | undefined {
+  const i = process.argv.indexOf(`--${name}`);
+  return i === -1 ? undefined : process.argv[i + 1];
+}
+
+function round(x: number, digits = 3): number | string {
+  return Number.isFinite(x) ? Math.round(x * 10 ** digits) / 10 ** digits : String(x);
+}
+
+async function main(): Promise<void> {
+  const days = flag("days");
+  const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
+  const parallel = Math.max(1, Number(flag("parallel") ?? Math.min(2, cpus().length)));
+  console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
+  console.log(`inputs: seed ${workload.seed}, ${workload.days} days, ${workload.targetRequests} requests, ${POINTS.length} points, ${parallel} at a time`);
+  const fleetFor = (p: Point): FleetSpec => (p.plannedUtilization === undefined ? fleet : { ...fleet, plannedUtilization: p.plannedUtilization });
+  const jobs: WeekJob[] = POINTS.map((p) => ({ fleet: fleetFor(p), workload, strategy: p.strategy, strategyParams: p.params, minuteSeries: false }));
+  const results = await runWeeks(jobs, parallel, (r, job) => {
+    const p = POINTS[jobs.indexOf(job)]!;
+    console.log(`  ${p.label.padEnd(34)} instance-h ${r.totals.instanceHours}  IW TTFT p50/p95/p99 ${r.interactive.ttftMs.p50}/${r.interactive.ttftMs.p95}/${r.interactive.ttftMs.p99} ms  unserved ${r.requests.interactiveUnserved}  batch all within deadline ${r.batch.allWithinDeadline}`);
+  });
+  const at = (label: string): WeekResult => results[POINTS.findIndex((p) => p.label === label)]!;
+  const hpa = at("reactive-hpa target 0.7 (default)");
+  const points = POINTS.map((p, i) => {
+    const r = results[i]!;
+    return { label: p.label, instanceHours: r.totals.instanceHours, p95TtftMs: round(r.interactive.ttftMs.p95, 1), unserved: r.requests.interactiveUnserved, batchAllWithinDeadline: r.batch.allWithinDeadline };
+  });
+  const ltua = POINTS.map((p, i) => ({ p, r: results[i]! })).filter((x) => x.p.strategy === "lt-ua");
+  const vsHpa = ltua.map(({ p, r }) => ({
+    label: p.label,
+    instanceHoursReduction: round(1 - r.totals.instanceHours / hpa.totals.instanceHours),
+    p95TtftRatio: round(r.interactive.ttftMs.p95 / hpa.interactive.ttftMs.p95),
+    meets: r.totals.instanceHours <= 0.9 * hpa.totals.instanceHours && r.interactive.ttftMs.p95 <= 1.05 * hpa.interactive.ttftMs.p95 && r.requests.interactiveUnserved <= hpa.requests.interactiveUnserved && r.batch.allWithinDeadline,
+  }));
+  for (const v of vsHpa) console.log(`  ${v.label} vs reactive-hpa (default): instance-hours ${(Number(v.instanceHoursReduction) * 100).toFixed(1)}% fewer, p95 TTFT × ${v.p95TtftRatio}${v.meets ? " — meets the target" : ""}`);
+  const target = { vsReactiveHpa: { instanceHoursReduction: 0.1, p95TtftRatioAtMost: 1.05, unservedAtMostBaseline: true } };
+  const met = vsHpa.some((v) => v.meets) && workload.days === 7;
+  console.log(JSON.stringify({ bench: "strategies-frontier", days: workload.days, requests: hpa.requests.total, points, ltUaVsReactiveHpa: vsHpa, target, met }));
+}
+
+try {
+  await main();
+} catch (err) {
+  console.log(JSON.stringify({ bench: "strategies-frontier", met: false, error: err instanceof Error ? err.message : String(err) }));
+  process.exitCode = 1;
+}

@@ -4,8 +4,9 @@
  * requests) is out of reach at the defaults. The same seeded week as bench:strategies, run for a few settings of each
  * (two at a time in worker threads), so the two instance-hours ↔ p95 TTFT frontiers can be compared: `reactive-hpa` at
  * target utilizations 0.6 / 0.7 (default) / 0.8; LT-UA at its defaults, with the planner counting on 0.85 of an
- * instance's throughput instead of 0.7 (`plannedUtilization`: fewer instances planned), and scaling in below 0.5
- * smoothed utilization instead of 0.3 (`inBelow`). `met`: some LT-UA point meets the target against the default HPA.
+ * instance's throughput instead of 0.7 (`plannedUtilization`: fewer instances planned, toward HPA's instance-hours),
+ * and going below the target in the window's tail only while observed demand is ≤ 0.1× the forecast instead of 0.2×
+ * (`belowForecastFactor`: toward LT-U's p95). `met`: some LT-UA point meets the target against the default HPA.
  * Prints machine, inputs and every point; the last line is the JSON summary. `--days N` shortens the week.
  */
 import { cpus, loadavg, totalmem } from "node:os";
@@ -22,7 +23,7 @@ const POINTS: Point[] = [
   { label: "reactive-hpa target 0.8", strategy: "reactive-hpa", params: { targetUtilization: 0.8 } },
   { label: "lt-ua (default)", strategy: "lt-ua", params: {} },
   { label: "lt-ua plannedUtilization 0.85", strategy: "lt-ua", params: {}, plannedUtilization: 0.85 },
-  { label: "lt-ua inBelow 0.5", strategy: "lt-ua", params: { inBelow: 0.5 } },
+  { label: "lt-ua belowForecastFactor 0.1", strategy: "lt-ua", params: { belowForecastFactor: 0.1 } },
 ];
 
 function flag(name: string): string | undefined {

@@ -27,6 +27,45 @@ function abortReason(signal: AbortSignal): unknown {
   return signal.reason ?? new DOMException("aborted", "AbortError");
 }
 
+/**
+ * `every` for the event-queue clocks: each tick re-arms itself with `after` before running `fn`; since a callback
+ * reads the time it was due, the ticks stay on their grid (no drift however late a timer fires).
+ */
+function everyBy(clock: Pick<Clock, "after">, intervalMs: number, fn: () => void): Timer {
+  if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`);
+  let current: Timer;
+  let stopped = false;
+  const tick = () => {
+    if (stopped) return;
+    current = clock.after(intervalMs, tick);
+    fn();
+  };
+  current = clock.after(intervalMs, tick);
+  return {
+    cancel: () => {
+      stopped = true;
+      current.cancel();
+    },
+  };
+}
+
+/** `sleep` for the event-queue clocks, on `after`. */
+function sleepBy(clock: Pick<Clock, "after">, delayMs: number, signal?: AbortSignal): Promise<void> {
+  checkDelay(delayMs, "delayMs");
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(abortReason(signal));
+    const onAbort = () => {
+      timer.cancel();
+      reject(abortReason(signal!));
+    };
+    const timer = clock.after(delayMs, () => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    });
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
 /** The live clock: Date.now() and Node timers. */
 export class WallClock implements Clock {
   now(): number {
@@ -117,37 +156,11 @@ export class VirtualClock implements Clock {
   }
 
   every(intervalMs: number, fn: () => void): Timer {
-    if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`);
-    let current: Timer;
-    let stopped = false;
-    const tick = () => {
-      if (stopped) return;
-      current = this.after(intervalMs, tick);
-      fn();
-    };
-    current = this.after(intervalMs, tick);
-    return {
-      cancel: () => {
-        stopped = true;
-        current.cancel();
-      },
-    };
+    return everyBy(this, intervalMs, fn);
   }
 
   sleep(delayMs: number, signal?: AbortSignal): Promise<void> {
-    checkDelay(delayMs, "delayMs");
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) return reject(abortReason(signal));
-      const onAbort = () => {
-        timer.cancel();
-        reject(abortReason(signal!));
-      };
-      const timer = this.after(delayMs, () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      });
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    return sleepBy(this, delayMs, signal);
   }
 
   /**
@@ -331,38 +344,11 @@ export class ScaledClock implements Clock {
   }
 
   every(intervalMs: number, fn: () => void): Timer {
-    if (!(intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${intervalMs}`);
-    let current: Timer;
-    let stopped = false;
-    // Each tick runs at its due time (now() inside a callback), so the period does not drift with timer lateness.
-    const tick = () => {
-      if (stopped) return;
-      current = this.after(intervalMs, tick);
-      fn();
-    };
-    current = this.after(intervalMs, tick);
-    return {
-      cancel: () => {
-        stopped = true;
-        current.cancel();
-      },
-    };
+    return everyBy(this, intervalMs, fn);
   }
 
   sleep(delayMs: number, signal?: AbortSignal): Promise<void> {
-    checkDelay(delayMs, "delayMs");
-    return new Promise((resolve, reject) => {
-      if (signal?.aborted) return reject(abortReason(signal));
-      const onAbort = () => {
-        timer.cancel();
-        reject(abortReason(signal!));
-      };
-      const timer = this.after(delayMs, () => {
-        signal?.removeEventListener("abort", onAbort);
-        resolve();
-      });
-      signal?.addEventListener("abort", onAbort, { once: true });
-    });
+    return sleepBy(this, delayMs, signal);
   }
 
   /** Stops the pump (pending events never fire). */

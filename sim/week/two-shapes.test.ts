@@ -12,6 +12,7 @@
  * the same region and instance for every interactive request, the same scaling actions at the same times, and every
  * batch completed.
  */
+import { SMALL_MODEL, SMALL_REGIONS, smallFleet } from "../../test/helpers/small-fleet.js";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import type { RegionName } from "../../core/models.js";
@@ -20,25 +21,13 @@ import { resolveStrategy } from "../../region/strategies/registry.js";
 import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
 import { requestKvBytes } from "../../router/selector.js";
 import { seededRandom } from "../workload/rng.js";
-import { parseFleet } from "./fleet.js";
 import { drainMicrotasks, drainedAdvance } from "./replay.js";
 import { wireWeek, type WeekWiring } from "./wiring.js";
 
-const MODEL = "llama3.1-8b";
-const REGIONS = ["us-east", "us-west"] as const;
+const MODEL = SMALL_MODEL;
+const REGIONS = SMALL_REGIONS;
 
-const fleet = parseFleet({
-  fleet: {
-    models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
-    regions: REGIONS.map((name, i) => ({ name, utcOffsetH: -5 - 3 * i, proximity: REGIONS.filter((r) => r !== name), gpus: [{ type: "h100-80gb", count: 16 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 5 }] })),
-    controller: { maxStepsPerPass: 1 },
-    // Plans every minute here, so LT-U/LT-UA pace their way to each target (and reach their tail) within the test.
-    planner: { intervalMs: 100_000 },
-  },
-  engines: { [MODEL]: { maxBatch: 8, kvTokensPerSeq: 1000 } },
-  actuator: { spotMedianMs: 800, spotMaxMs: 2000, spotSigma: 0.5, redeployLocalMs: 1500, redeployRemoteMs: 4000, vmProvisionMs: 1000 },
-  spot: REGIONS.map((region) => ({ region, model: MODEL, gpu: "h100-80gb", count: 2 })),
-});
+const fleet = smallFleet();
 
 interface Arrival { atMs: number; client: RegionName; prompt: number; output: number }
 

@@ -21,6 +21,7 @@
  * (seen while building this test). Batches are posted at x.150, so their HTTP calls finish well before the next whole
  * second, when the Dispatcher acts on telemetry (the test checks they did); plans go out at x.750.
  */
+import { SMALL_MODEL, SMALL_REGIONS, smallFleet } from "../helpers/small-fleet.js";
 import { describe, expect, it } from "vitest";
 import { ScaledClock, VirtualClock } from "../../core/clock.js";
 import { silentLogger } from "../../core/log.js";
@@ -33,28 +34,18 @@ import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
 import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
 import { requestKvBytes } from "../../router/selector.js";
-import { fleetConfig, parseFleet } from "../../sim/week/fleet.js";
+import { fleetConfig } from "../../sim/week/fleet.js";
 import { drainMicrotasks, drainedAdvance } from "../../sim/week/replay.js";
 import { wireWeek } from "../../sim/week/wiring.js";
 import { seededRandom } from "../../sim/workload/rng.js";
 
 const SPEED = 3;
-const MODEL = "llama3.1-8b";
-const REGIONS = ["us-east", "us-west"] as const;
+const MODEL = SMALL_MODEL;
+const REGIONS = SMALL_REGIONS;
 const ADMIN = "tg-admin-live-vs-replay";
 const SEED = 5;
 
-const fleet = parseFleet({
-  fleet: {
-    models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
-    regions: REGIONS.map((name, i) => ({ name, utcOffsetH: -5 - 3 * i, proximity: REGIONS.filter((r) => r !== name), gpus: [{ type: "h100-80gb", count: 16 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 5 }] })),
-    controller: { maxStepsPerPass: 1 },
-    planner: { intervalMs: 100_000 },
-  },
-  engines: { [MODEL]: { maxBatch: 8, kvTokensPerSeq: 1000 } },
-  actuator: { spotMedianMs: 800, spotMaxMs: 2000, spotSigma: 0.5, redeployLocalMs: 1500, redeployRemoteMs: 4000, vmProvisionMs: 1000 },
-  spot: REGIONS.map((region) => ({ region, model: MODEL, gpu: "h100-80gb", count: 2 })),
-});
+const fleet = smallFleet();
 
 interface Arrival { atMs: number; client: RegionName; prompt: number; output: number }
 

@@ -19,6 +19,8 @@
  *   from 2048 to 4096 tokens in every Splitwise profile), and where it is not (the knee from the launch floor into
  *   compute-bound prefill sits at 256–1024 tokens depending on model, GPU and TP) the regression carries how the
  *   knee moves with the floor's height: a profile whose t(256)/t(1024) is high has a high t(512)/t(1024) too.
+ *   Where the profile's other sweep covers the point (1024..8192 tokens in both), the knot is the mean (log space)
+ *   of that estimate and one that follows the other sweep's own shape there (imputeKnots' `sibling`).
  * - decode iteration: τ(B, C) = c0 + cB·B + cB2·B² + cCtx·C ms, B = batch size, C = context tokens held by the batch
  *   (Σ prompt + generated), fitted by least squares on relative error (weights 1/y). cCtx is constrained ≥ 0 (refit
  *   without it when negative) so iterations never speed up as context grows.
@@ -171,8 +173,20 @@ export const MIN_REGRESSION_PEERS = 3;
  * 1–2 such peers, b is fixed to the straight log–log line through K1 and K2 (b = log(T/K1) / log(K2/K1)) and a is
  * the median of the peers' deviations from it. With one own knot, t(T) = t(K1) × the peers' median t(T)/t(K1). A T
  * no peer can speak for stays without a knot. Imputed knots are not anchors for each other.
+ *
+ * `sibling` (optional): the same profile's other sweep (`own`) and each peer's (`peers`, aligned with `peers`;
+ * undefined where a peer has none). Where the sibling has T and K1 and ≥ MIN_REGRESSION_PEERS peers have T and K1
+ * in both sweeps, a second estimate follows the own sibling's shape: log(t(T)/t(K1)) = log(s(T)/s(K1)) + the peers'
+ * median of log(t(T)/t(K1)) − log(s(T)/s(K1)) (s = the sibling sweep); the knot is the mean of the two estimates in
+ * log space (equal weights, fixed: nothing is tuned). The two sweeps of a profile bend together (llama2-70b H100
+ * TP8: ×2.17 from 4096 to 8192 tokens in one prompt, ×2.19 in 8 → 16 prompts of 512), which the peers' shape
+ * alone does not see.
  */
-export function imputeKnots(own: readonly [number, number][], peers: readonly (readonly [number, number][])[]): Knots {
+export function imputeKnots(
+  own: readonly [number, number][],
+  peers: readonly (readonly [number, number][])[],
+  sibling?: { own: readonly [number, number][]; peers: readonly (readonly [number, number][] | undefined)[] },
+): Knots {
   const out: Knots = own.map(([t, ms]) => [t, ms]);
   if (own.length === 0) return out;
   const ownTs = new Set(own.map((k) => k[0]));
@@ -194,6 +208,21 @@ export function imputeKnots(own: readonly [number, number][], peers: readonly (r
       ys.push(Math.log(q / q1));
     }
     if (ys.length === 0) continue;
+    // The sibling sweep's estimate: the own sibling's log slope from K1 to T plus the peers' median offset.
+    const sibOwnT = sibling === undefined ? undefined : at(sibling.own, t);
+    const sibOwnK1 = sibling === undefined ? undefined : at(sibling.own, k1[0]);
+    const offsets: number[] = [];
+    if (sibling !== undefined && sibOwnT !== undefined && sibOwnK1 !== undefined) {
+      peers.forEach((peer, i) => {
+        const s = sibling.peers[i];
+        const q = at(peer, t);
+        const q1 = at(peer, k1[0]);
+        const s0 = s === undefined ? undefined : at(s, t);
+        const s1 = s === undefined ? undefined : at(s, k1[0]);
+        if (q === undefined || q1 === undefined || s0 === undefined || s1 === undefined) return;
+        offsets.push(Math.log(q / q1) - Math.log(s0 / s1));
+      });
+    }
     const x = k2 === undefined ? 0 : Math.log(k2[1] / k1[1]);
     let a: number;
     let b: number;
@@ -212,21 +241,34 @@ export function imputeKnots(own: readonly [number, number][], peers: readonly (r
       b = k2 === undefined ? 0 : Math.log(t / k1[0]) / Math.log(k2[0] / k1[0]);
       a = median(ys.map((y, i) => y - b * xs[i]!));
     }
-    out.push([t, k1[1] * Math.exp(a + b * x)]);
+    let y = a + b * x;
+    if (offsets.length >= MIN_REGRESSION_PEERS) y = (y + Math.log(sibOwnT! / sibOwnK1!) + median(offsets)) / 2;
+    out.push([t, k1[1] * Math.exp(y)]);
   }
   return out.sort((a, b) => a[0] - b[0]);
 }
 
 /**
  * The two prefill curves of a profile from its raw knots and its peers' (same source, other profiles): each sweep
- * imputed (imputeKnots); the batched curve takes the single-sequence knots below its first one, and is the
- * single-sequence curve itself when the profile has no valid batched runs (Llama-3: see data.ts).
+ * imputed (imputeKnots, with the profile's other sweep as the sibling where it has one); the batched curve takes
+ * the single-sequence knots below its first one, and is the single-sequence curve itself when the profile has no
+ * valid batched runs (Llama-3: see data.ts).
  */
 export function prefillCurves(own: PrefillCurves, peers: readonly PrefillCurves[]): { prefillKnots: Knots; prefillBatchedKnots: Knots } {
   const same = peers.filter((p) => p.source === own.source);
-  const single = imputeKnots(own.single, same.map((p) => p.single));
-  if (own.batched.length < 2 || !own.batched.some(([t]) => t > BATCH_SWEEP_PROMPT)) return { prefillKnots: single, prefillBatchedKnots: single };
-  const batched = imputeKnots(own.batched, same.filter((p) => p.batched.length >= 2).map((p) => p.batched));
+  const hasBatched = (c: PrefillCurves) => c.batched.length >= 2 && c.batched.some(([t]) => t > BATCH_SWEEP_PROMPT);
+  const single = imputeKnots(
+    own.single,
+    same.map((p) => p.single),
+    hasBatched(own) ? { own: own.batched, peers: same.map((p) => (hasBatched(p) ? p.batched : undefined)) } : undefined,
+  );
+  if (!hasBatched(own)) return { prefillKnots: single, prefillBatchedKnots: single };
+  const batchedPeers = same.filter((p) => p.batched.length >= 2);
+  const batched = imputeKnots(
+    own.batched,
+    batchedPeers.map((p) => p.batched),
+    { own: own.single, peers: batchedPeers.map((p) => p.single) },
+  );
   const first = batched[0]![0];
   return { prefillKnots: single, prefillBatchedKnots: [...single.filter(([t]) => t < first), ...batched] };
 }

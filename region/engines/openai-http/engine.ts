@@ -96,8 +96,9 @@ export class OpenAIHttpEngine implements Engine {
   }
 
   /**
-   * Liveness for the region's engine-health check (static regions): false when the last /metrics scrape got no HTTP
-   * answer — refused, reset or over `scrapeTimeoutMs` (dead or hung) —, true when the engine answered (an error status
+   * Liveness for the region's engine-health check (static regions): false when the last /metrics scrape, or a request
+   * since, got no HTTP answer — refused, reset or over `scrapeTimeoutMs` (dead or hung) —, true when the engine
+   * answered the last scrape (an error status
    * only makes its stats stale: it is routed around but stays in service), undefined before the first scrape ended.
    */
   healthy(): boolean | undefined {
@@ -126,6 +127,13 @@ export class OpenAIHttpEngine implements Engine {
       }
     });
     return this.scraping;
+  }
+
+  private noteUnreachable(): void {
+    this.scrapeOk = false;
+    this.scrapeFailed = true;
+    this.unreachable = true;
+    this.scrapeEnded = true;
   }
 
   private async scrapeOnce(): Promise<boolean> {
@@ -223,6 +231,9 @@ export class OpenAIHttpEngine implements Engine {
     } catch (err) {
       if (signal?.aborted) throw signal.reason ?? err;
       if (err instanceof TidegateError) throw err;
+      // No answer, or the connection broke mid-response (refused, reset: the engine died): the same verdict as a
+      // scrape that got no answer, now rather than at the next scrape; the next scrape that gets one clears it.
+      this.noteUnreachable();
       throw new TidegateError("upstream_error", `upstream ${this.instanceId} (${this.url.host}): ${(err as Error).message}`, { cause: err });
     } finally {
       // A consumer that stops early (or an error) must not leave the upstream generating: close the connection.

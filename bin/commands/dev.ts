@@ -85,7 +85,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
   if (config.controller.actuator === "sim") {
     // The wiring the replays run (startSimFleet): the region runtime on the simulated actuator, engines in process.
     const sim = opts.sim ?? { delays: SAGESERVE_DELAYS, random: (ri: number) => seededRandom(1, ri) };
-    const fleet = startSimFleet({ config, clock, log: logger, telemetryIntervalMs, ...sim, ...(opts.onRouted === undefined ? {} : { onRouted: opts.onRouted }) });
+    const fleet = startSimFleet({ config, clock, log: logger, telemetryIntervalMs, ...sim, metrics: (name) => regionMetrics.sink(name), ...(opts.onRouted === undefined ? {} : { onRouted: opts.onRouted }) });
     for (const r of fleet) {
       const sink = regionMetrics.sink(r.name);
       services.push({ sink, service: r.sim.runtime.service, gateway: r.sim.gateway });

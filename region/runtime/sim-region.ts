@@ -16,10 +16,10 @@ import type { InstanceListener, InstanceRecord } from "../actuator/port.js";
 import { SimActuator, type ActuatorDelays } from "../actuator/sim.js";
 import type { ControllerAction } from "../controller/reconciler.js";
 import { SimEngine } from "../engines/sim/engine.js";
-import { Gateway } from "../gateway/gateway.js";
+import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
 import { InProcessRegionLink } from "../link/in-process.js";
 import type { BoundStrategy } from "../strategies/registry.js";
-import { startRegionRuntime, type RegionRuntime } from "./runtime.js";
+import { startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
 
 /** Engine settings of one model (vLLM max_num_seqs and the KV cache it is given, in tokens). */
 export interface SimEngineSettings {
@@ -53,6 +53,8 @@ export interface SimRegionOptions {
   drainCheckMs?: number;
   /** Each routing decision of the region's gateway (Gateway onRouted). */
   onRouted?: (req: GenerateRequest, instanceId: string) => void;
+  /** Scaling actions and failures (the region metrics `tidegate region` exports), and request outcomes. */
+  metrics?: RuntimeMetricsSink & { outcome?(model: string, outcome: RequestOutcome): void };
 }
 
 export interface SimRegion {
@@ -97,6 +99,8 @@ export interface SimFleetOptions extends SimFleetSettings {
   onChange?(index: number, inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined): void;
   onAction?(index: number, a: ControllerAction): void;
   onRouted?(region: RegionName, req: GenerateRequest, instanceId: string): void;
+  /** Region `name`'s metrics sink (SimRegionOptions.metrics). */
+  metrics?(region: RegionName): SimRegionOptions["metrics"];
 }
 
 /** One region of a sim fleet and the in-process link the router (or a replay) reaches it by. */
@@ -128,6 +132,7 @@ export function startSimFleet(o: SimFleetOptions): SimFleetRegion[] {
       ...(o.onChange === undefined ? {} : { onChange: (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => o.onChange!(ri, inst, from) }),
       ...(o.onAction === undefined ? {} : { onAction: (a: ControllerAction) => o.onAction!(ri, a) }),
       ...(o.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => o.onRouted!(rc.name, req, id) }),
+      ...(o.metrics === undefined ? {} : { metrics: o.metrics(rc.name) }),
     });
     const link = new InProcessRegionLink(sim.runtime.service, { clock: o.clock, telemetryIntervalMs: o.telemetryIntervalMs ?? 1000, ...(o.log === undefined ? {} : { log: o.log }) });
     return { name: rc.name, sim, link };
@@ -139,7 +144,7 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
   const rc = o.config.regions.find((r) => r.name === o.region);
   if (rc === undefined) throw new RangeError(`unknown region ${o.region}`);
   const { clock } = o;
-  const gateway = new Gateway({ region: o.region, clock, ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }), ...(o.log === undefined ? {} : { log: o.log }), ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }) });
+  const gateway = new Gateway({ region: o.region, clock, ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }), ...(o.log === undefined ? {} : { log: o.log }), ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }), ...(o.metrics?.outcome === undefined ? {} : { onOutcome: (m: ModelName, x: RequestOutcome) => o.metrics!.outcome!(m, x) }) });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   const engines = new Map<string, SimEngine>();
   const draining = new Set<string>();
@@ -192,6 +197,7 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
     actuator,
     ...(o.strategy === undefined ? {} : { strategy: o.strategy }),
     ...(o.onAction === undefined ? {} : { onAction: o.onAction }),
+    ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
   });
   return {
     gateway,

@@ -272,8 +272,8 @@ export class VirtualClock implements Clock {
 }
 
 /**
- * Scaled live time (`tidegate dev --speed N`, the live-versus-replay test): the wall clock run `speed` times faster
- * from `originMs`, its timers real Node timers. It keeps one discrete-event queue (a VirtualClock) and fires one due
+ * Scaled live time (the live-versus-replay test): the wall clock run `speed` times faster from `originMs`, its
+ * timers real Node timers. It keeps one discrete-event queue (a VirtualClock) and fires one due
  * event per macrotask, so promise continuations run between events as they do under real timers. Two rules make
  * timer lateness (which the speed multiplies) invisible to policies without hiding real time:
  * - inside a timer callback, and in the promise continuations it sets off in the same turn of the event loop, `now()`
@@ -283,6 +283,11 @@ export class VirtualClock implements Clock {
  * - outside callbacks (socket I/O: an HTTP request, a gRPC message) `now()` is the scaled wall time, except that it
  *   never passes a timer that is due and has not fired yet: while one is late, time stands at the last fired event.
  * Time never goes backwards. Callback exceptions propagate as under WallClock (after the next event is armed).
+ * Keep `originMs` small (0, as a replay starts): policies compute absolute due times, and near an epoch-sized origin
+ * (≈1.8e12 ms, where one float step is 2.4e-4 ms) a time computed elsewhere can round a hair past the callback's
+ * nominal time, which under the first rule never catches up — the simulated engine's token loop then re-arms at
+ * the same instant forever. Under WallClock real time moves on and hides that rounding; this is why `tidegate dev`
+ * has no speed flag yet.
  */
 export class ScaledClock implements Clock {
   private readonly events: VirtualClock;

@@ -5,8 +5,7 @@
  */
 import type { Command } from "../command.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
-import { ScaledClock, WallClock, type Clock } from "../../core/clock.js";
-import { TidegateError } from "../../core/errors.js";
+import { WallClock, type Clock } from "../../core/clock.js";
 import { loadConfig, type TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import { loggerFromFlags, portFromFlags } from "../flags.js";
@@ -167,8 +166,7 @@ export const command: Command = {
     "",
     "controller.actuator picks how instances come and go: \"agents\" (default: node agents in process, parameters over",
     "loopback TCP), \"sim\" (the replays' simulated actuator: SageServe deploy delays, no data plane) or \"static\".",
-    "With \"sim\" or \"static\", --speed N runs every clock-driven part N× faster (the live-versus-replay test runs",
-    "this wiring at --speed-like scaled time).",
+    "test/e2e/live-vs-replay.test.ts runs the \"sim\" wiring on a scaled wall clock against the week replay.",
     "",
     "Example:",
     "  tidegate dev",
@@ -181,7 +179,6 @@ export const command: Command = {
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
     "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
-    speed: { type: "number", help: "run time N× faster (scaled clock; controller.actuator \"sim\" or \"static\" only)", default: 1 },
     "recover-journal": { type: "boolean", help: "embedded queue: keep the journal's valid prefix and move a bad line and the rest aside (queue.recoverJournal)", default: false },
   },
   async run(flags) {
@@ -190,11 +187,7 @@ export const command: Command = {
     const logger = loggerFromFlags(flags, "dev");
     const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
-    const speed = Number(flags.speed ?? 1);
-    if (!(speed > 0 && speed <= 1000)) throw new TidegateError("invalid_request", `--speed must be in (0, 1000], got ${String(flags.speed)}`);
-    if (speed !== 1 && config.controller.actuator === "agents") throw new TidegateError("invalid_request", `--speed ${speed} needs controller.actuator "sim" or "static": with "agents" the data plane moves real bytes in real time`);
-    // Scaled time: every policy, timer and simulated engine runs `speed`× faster (core/clock.ts ScaledClock).
-    const clock: Clock = speed === 1 ? new WallClock() : new ScaledClock(speed, Date.now());
+    const clock = new WallClock();
     // Batch tier (issue 3): Files/Batch API at /v1 on the embedded queue, or Redis with --redis-url.
     // One demand history for the planner: IW from region telemetry, NIW from what the batch dispatcher sends.
     const history = new MemoryHistory();

@@ -116,7 +116,9 @@ describe("planner failover", () => {
       const takeoverMs = await waitFor("planner-b's targets at the region", async () => (await regionDecisionId()) > before, TTL_MS + INTERVAL_MS + 3000);
       console.log(`[planner-failover] leader killed at decision ${before}; the other planner's targets reached the region ${takeoverMs} ms later (lock TTL ${TTL_MS} ms, interval ${INTERVAL_MS} ms)`);
       expect(takeoverMs).toBeLessThanOrEqual(TTL_MS + INTERVAL_MS + 500);
-      // The other planner took over, with ids above every one the dead leader minted.
+      // The other planner took over, with ids above every one the dead leader minted. The region can hold the plan a
+      // moment before the planner's own log line for it is read from its stdout: wait for that line.
+      await waitFor("the other planner's log line for its plan", async () => plansOf(other).some((id) => id > before), 3000);
       const after = plansOf(other).filter((id) => id > before);
       expect(after.length).toBeGreaterThan(0);
       expect(Math.min(...after)).toBeGreaterThan(Math.max(...plansOf(leader)));

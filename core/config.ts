@@ -9,6 +9,7 @@ import { readFileSync } from "node:fs";
 import { GPU_SPECS, MODEL_SPECS, type GpuType, type ModelName, type RegionName } from "./models.js";
 import { ObjectReader, ValidationError, parseJson } from "./validate.js";
 import { TidegateError } from "./errors.js";
+import { readRedisTls, redactUrl, type RedisTlsConfig } from "./redis.js";
 import { parseKeystageConfig, type KeystageConfig } from "../region/keystage/config.js";
 
 export interface ModelConfig {
@@ -64,7 +65,10 @@ export interface RouterConfig {
 
 export interface QueueConfig {
   backend: "embedded" | "redis";
+  /** redis:// or rediss:// (TLS); an ACL user and password go in the URL (`redis://user:password@host:port`). */
   redisUrl: string;
+  /** TLS files for Redis (core/redis.ts); any of them turns TLS on, as a rediss:// URL does. */
+  redisTls: RedisTlsConfig;
   keyPrefix: string;
   dataDir: string;
   /** SageServe §6.3: below this endpoint utilization one NIW request is dispatched, below the second two. */
@@ -329,6 +333,7 @@ export function parseConfig(json: unknown): TidegateConfig {
   const queue: QueueConfig = {
     backend: qr.string("backend", "embedded", { oneOf: ["embedded", "redis"] }) as QueueConfig["backend"],
     redisUrl: qr.string("redisUrl", "redis://127.0.0.1:6379"),
+    redisTls: readRedisTls(qr.object("redisTls")),
     keyPrefix: qr.string("keyPrefix", "tidegate:"),
     dataDir: qr.string("dataDir", ".data"),
     dispatchOneBelow: qr.number("dispatchOneBelow", 0.6, { gt: 0, max: 1 }),
@@ -344,6 +349,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     completionWindowMs: qr.number("completionWindowMs", 24 * 3600_000, { gt: 0 }),
     recoverJournal: qr.boolean("recoverJournal", false),
   };
+  if (!/^rediss?:\/\//.test(queue.redisUrl)) qr.fail("redisUrl", `must start with redis:// or rediss:// (TLS), got ${JSON.stringify(redactUrl(queue.redisUrl))}`);
   if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   if (queue.fillTo > queue.dispatchOneBelow) qr.fail("fillTo", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   if (queue.reopenBelow > queue.dispatchOneBelow) qr.fail("reopenBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);

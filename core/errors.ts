@@ -22,6 +22,8 @@ export const ERROR_CODES = {
   upstream_error: { status: 502, type: "server_error", grpc: 14 },
   timeout: { status: 504, type: "server_error", grpc: 4 },
   cancelled: { status: 499, type: "server_error", grpc: 1 },
+  /** The batch queue's Redis cannot be reached now (core/redis.ts guardRedis); the router adds Retry-After. */
+  queue_unavailable: { status: 503, type: "server_error", grpc: 14 },
   internal: { status: 500, type: "server_error", grpc: 13 },
   /** The embedded queue's journal has a line it cannot read (router/queue/journal.ts); gRPC DATA_LOSS. */
   journal_corrupt: { status: 500, type: "server_error", grpc: 15 },
@@ -93,6 +95,17 @@ export function toTidegateError(err: unknown): TidegateError {
   if (found) return found;
   if (err instanceof Error && err.name === "AbortError") return new TidegateError("cancelled", "request cancelled", { cause: err });
   return new TidegateError("internal", "internal error", { cause: err });
+}
+
+/**
+ * The HTTP response for `err` (toTidegateError): the OpenAI-style body, plus `Retry-After: retryAfterS` when the
+ * error is one that passes by itself (the batch queue's Redis is down).
+ */
+export function errorResponse(err: unknown, retryAfterS = 1): Response {
+  const te = toTidegateError(err);
+  const res = te.toResponse();
+  if (te.code === "queue_unavailable") res.headers.set("retry-after", String(retryAfterS));
+  return res;
 }
 
 /** Shorthand for a 400 naming the parameter at fault. */

@@ -6,7 +6,7 @@
 import { Hono, type Context, type Env, type Schema } from "hono";
 import type { HttpBindings } from "@hono/node-server";
 import { RESPONSE_ALREADY_SENT } from "@hono/node-server/utils/response";
-import { TidegateError, toTidegateError } from "../core/errors.js";
+import { TidegateError, errorResponse, toTidegateError } from "../core/errors.js";
 import type { ApiKind } from "../core/openai.js";
 import { authenticate, mayUseModel, requireAdmin } from "./auth.js";
 import { handleCompletion, type CompletionDeps } from "./completions.js";
@@ -92,7 +92,7 @@ export function createRouterApp(deps: CompletionDeps, options: RouterAppOptions 
   app.onError((err, c) => {
     const te = toTidegateError(err);
     if (te.code === "internal") deps.logger.error("router: internal error", { err, path: c.req.path });
-    return te.toResponse();
+    return errorResponse(te, deps.config.router.retryAfterS);
   });
   return app;
 }

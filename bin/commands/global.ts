@@ -13,7 +13,8 @@ import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import type { TlsFiles } from "../../region/link/tls.js";
 import { GlobalRouter } from "../../router/server.js";
 import { untilSignal } from "./dev.js";
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { logRedisHealth, openRedis } from "../../core/redis.js";
 import { RedisHistory } from "../../forecasts/history-redis.js";
 import type { RouterMount } from "../../router/app.js";
 import { plansSite } from "../../planner/routes.js";
@@ -80,8 +81,8 @@ export const command: Command = {
     // record dispatched batch demand into the history it forecasts from (its β × NIW buffer).
     let plansRedis: Redis | undefined;
     if (queueConfig.queue.backend === "redis") {
-      plansRedis = new Redis(queueConfig.queue.redisUrl, { maxRetriesPerRequest: 2 });
-      plansRedis.on("error", (err) => logger.warn("plans redis error", { err }));
+      plansRedis = openRedis(queueConfig.queue.redisUrl, queueConfig.queue.redisTls, { maxRetriesPerRequest: 2 });
+      logRedisHealth(plansRedis, queueConfig.queue.redisUrl, logger.child({ tier: "plans" }), "plan reports and the NIW history wait until it is back");
     }
     const niwHistory = plansRedis === undefined ? undefined : new RedisHistory(plansRedis, { keyPrefix: queueConfig.queue.keyPrefix });
     const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }), ...(niwHistory === undefined ? {} : { niwHistory }) });

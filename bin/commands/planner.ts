@@ -6,7 +6,7 @@
 import { hostname } from "node:os";
 import { Hono, type Context } from "hono";
 import { serve } from "@hono/node-server";
-import { Redis } from "ioredis";
+import { logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
@@ -71,8 +71,9 @@ export const command: Command = {
     if (!(intervalMs > 0)) throw new TidegateError("invalid_request", `--interval-ms must be > 0, got ${intervalMs}`);
     const advisory = flags.advisory === true || config.planner.advisory;
     const prefix = typeof flags["key-prefix"] === "string" ? flags["key-prefix"] : config.queue.keyPrefix;
-    const redis = new Redis(typeof flags["redis-url"] === "string" ? flags["redis-url"] : config.queue.redisUrl, { maxRetriesPerRequest: 2 });
-    redis.on("error", (err) => log.warn("redis error", { err }));
+    const redisUrl = typeof flags["redis-url"] === "string" ? flags["redis-url"] : config.queue.redisUrl;
+    const redis = openRedis(redisUrl, config.queue.redisTls, { maxRetriesPerRequest: 2 });
+    logRedisHealth(redis, redisUrl, log, "no history, plans or leader lock until it is back");
     const clock = new WallClock();
     const history = new RedisHistory(redis, { keyPrefix: prefix });
     // Reports go to Redis so the global router (or another replica) can serve them too.

@@ -7,7 +7,7 @@
 import { Hono } from "hono";
 import type { Clock } from "../../core/clock.js";
 import type { RouterConfig } from "../../core/config.js";
-import { TidegateError, toTidegateError } from "../../core/errors.js";
+import { TidegateError, errorResponse } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
 import { ObjectReader, ValidationError, parseJson } from "../../core/validate.js";
 import { authenticate } from "../auth.js";
@@ -28,6 +28,8 @@ export interface BatchRoutesDeps {
   apiKeys: RouterConfig["apiKeys"];
   /** Starts intake of a new batch (Dispatcher.startIntake). */
   onBatchCreated?: (batch: BatchRecord) => void;
+  /** Seconds a 503 for an unavailable queue (Redis down) tells clients to wait (config router.retryAfterS); default 1. */
+  retryAfterS?: number;
   /** Called after a cancel so finalization need not wait for the next maintenance pass. */
   onBatchCancelled?: (batch: BatchRecord) => void;
 }
@@ -167,7 +169,7 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     return c.json(batchObject(after.status === "finalizing" ? { ...after, status: "cancelling" } : after));
   });
 
-  app.onError((err) => toTidegateError(err).toResponse());
+  app.onError((err) => errorResponse(err, deps.retryAfterS));
   app.notFound((c) => new TidegateError("not_found", `no route for ${c.req.method} ${c.req.path}`).toResponse());
   return app;
 }

@@ -3,7 +3,8 @@
  * `queue.dataDir`, or Redis at `queue.redisUrl` under `queue.keyPrefix`), the dispatcher on the region links, the
  * intake, the metrics, and the hono sub-app to mount at /v1.
  */
-import { Redis } from "ioredis";
+import type { Redis } from "ioredis";
+import { guardRedis, logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Hono } from "hono";
 import type { Clock } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
@@ -85,9 +86,11 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     ({ store, files } = o.stores);
   } else if (q.backend === "redis") {
     // Auto-pipelining: concurrent completes and claims share socket writes (bench:queue measures the effect).
-    redis = new Redis(q.redisUrl, { maxRetriesPerRequest: 3, enableAutoPipelining: true });
-    store = new RedisQueueStore(redis, q.keyPrefix);
-    files = new RedisFileStore(redis, q.keyPrefix);
+    redis = openRedis(q.redisUrl, q.redisTls, { maxRetriesPerRequest: 3, enableAutoPipelining: true });
+    logRedisHealth(redis, q.redisUrl, o.log ?? silentLogger, "Batch API calls answer 503 and dispatch pauses until it is back");
+    // While Redis is down every store call fails fast with queue_unavailable (503 at the API; the dispatcher pauses).
+    store = guardRedis(new RedisQueueStore(redis, q.keyPrefix), redis, q.redisUrl);
+    files = guardRedis(new RedisFileStore(redis, q.keyPrefix), redis, q.redisUrl);
   } else {
     store = new EmbeddedQueueStore(q.dataDir, { recover: q.recoverJournal, ...(o.log === undefined ? {} : { log: o.log }) });
     files = new DirFileStore(q.dataDir);
@@ -101,6 +104,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     maxFileBytes: q.maxFileBytes,
     completionWindowMs: q.completionWindowMs,
     apiKeys: o.config.router.apiKeys,
+    retryAfterS: o.config.router.retryAfterS,
     onBatchCreated: (b) => dispatcher?.startIntake(b),
     onBatchCancelled: () => void dispatcher?.maintain(),
   });

@@ -9,7 +9,7 @@
  */
 import { setMaxListeners } from "node:events";
 import type { Clock, Timer } from "../../core/clock.js";
-import { findTidegateError } from "../../core/errors.js";
+import { findTidegateError, isTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { ChunkFormatter, makeUsage, parseOpenAIRequest, type ApiKind } from "../../core/openai.js";
 import type { FinishReason, GenerateRequest, RegionLink, RegionTelemetry, Unsubscribe, Usage } from "../../core/ports.js";
@@ -79,6 +79,8 @@ export class Dispatcher {
   private readonly results: ResultWriter;
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
   private readonly aborted: string[] = [];
+  /** The store answered queue_unavailable (Redis down) and nothing has succeeded since: logged once per outage. */
+  private queueDown = false;
   /** The last status logged per batch (debug logs of state changes); terminal ones are dropped after a tick. */
   private readonly states = new Map<string, { status: string; terminal: boolean }>();
 
@@ -148,12 +150,28 @@ export class Dispatcher {
     for (const s of signals) {
       const p = this.o.store.claim(s.model, s.slots, this.o.clock.now(), this.o.leaseMs).then(
         (claimed) => {
+          this.queueUp();
           for (const c of claimed) this.track(this.run(link, c));
         },
-        (err) => this.o.log.error("queue claim failed", { model: s.model, region: s.region, err }),
+        (err) => this.storeFailed("queue claim failed", { model: s.model, region: s.region }, err),
       );
       this.track(p);
     }
+  }
+
+  /**
+   * Logs a failed store call; while the store is unavailable (Redis down) only the first failure is logged, as a
+   * warning that dispatch pauses: claims stay in Redis, leases run on, results already finished keep retrying.
+   */
+  private storeFailed(msg: string, fields: Record<string, unknown>, err: unknown): void {
+    if (!isTidegateError(err, "queue_unavailable")) return this.o.log.error(msg, { ...fields, err });
+    if (!this.queueDown) this.o.log.warn("batch queue unavailable; dispatch pauses until it is back", { ...fields, err });
+    this.queueDown = true;
+  }
+
+  private queueUp(): void {
+    if (this.queueDown) this.o.log.warn("batch queue available again; dispatch resumes");
+    this.queueDown = false;
   }
 
   /** Requests per model for one report under the fill policy: each endpoint's gate, then its free KV. */
@@ -269,7 +287,8 @@ export class Dispatcher {
   maintain(): Promise<void> {
     if (this.maintaining !== undefined) return this.maintaining;
     this.maintaining = this.maintainOnce()
-      .catch((err) => this.o.log.error("queue maintenance failed", { err }))
+      .then(() => this.queueUp())
+      .catch((err) => this.storeFailed("queue maintenance failed", {}, err))
       .finally(() => (this.maintaining = undefined));
     return this.maintaining;
   }

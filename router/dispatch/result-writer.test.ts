@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
 import { EmbeddedQueueStore } from "../queue/embedded.js";
 import { QueueCode, requestId, type CompleteItem, type QueueStore } from "../queue/types.js";
 import { ResultWriter } from "./result-writer.js";
@@ -54,5 +55,32 @@ describe("ResultWriter", () => {
     await clock.advanceBy(1000);
     expect(await caught).toBeInstanceOf(Error);
     expect(failures).toBe(3);
+  });
+
+  it("keeps a group through a store outage (queue_unavailable) for unavailableRetryMs, then gives up", async () => {
+    const clock = new VirtualClock();
+    const { store } = await storeWith(2);
+    let down = true;
+    let tries = 0;
+    const outage: QueueStore = Object.assign(Object.create(store) as QueueStore, {
+      completeMany: async (items: readonly CompleteItem[], nowMs: number) => {
+        tries++;
+        if (down) throw new TidegateError("queue_unavailable", "redis down");
+        return store.completeMany(items, nowMs);
+      },
+    });
+    const w = new ResultWriter({ store: outage, clock, lingerMs: 0, attempts: 2, unavailableRetryMs: 10_000 });
+    const p = w.write(requestId("b", 0), { ok: true, line: "a" });
+    // Tries at 0, 250, 750, 1750, 3750, 5750 and 7750 ms: far more than `attempts`, and still pending.
+    await clock.advanceBy(8000);
+    expect(tries).toBe(7);
+    down = false;
+    await clock.advanceBy(2000);
+    expect(await p).toBe(QueueCode.Ok);
+    // Past the window it rejects like any other failure.
+    down = true;
+    const q = w.write(requestId("b", 1), { ok: true, line: "b" }).catch((e: unknown) => e);
+    await clock.advanceBy(20_000);
+    expect(await q).toBeInstanceOf(TidegateError);
   });
 });

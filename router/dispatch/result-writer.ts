@@ -2,9 +2,12 @@
  * Groups results that finish close together into one `QueueStore.completeMany` call (one Lua script for the group),
  * waiting at most `lingerMs` on the injected Clock or until `maxGroup` results are pending. Each result is still
  * written exactly once by request id; a failed store call is retried for the whole group (idempotent), then each
- * caller's promise rejects and the request's lease returns it to the queue.
+ * caller's promise rejects and the request's lease returns it to the queue. While the store is unavailable (Redis
+ * down: `queue_unavailable`) the group keeps retrying for up to `unavailableRetryMs`, so a short outage costs no
+ * finished work.
  */
 import type { Clock, Timer } from "../../core/clock.js";
+import { isTidegateError } from "../../core/errors.js";
 import type { QueueCode, QueueStore, RequestResult } from "../queue/types.js";
 
 export interface ResultWriterOptions {
@@ -16,6 +19,8 @@ export interface ResultWriterOptions {
   maxGroup?: number;
   /** Store attempts per group (≥ 1); default 4, with 100·2^k ms between them. */
   attempts?: number;
+  /** How long a group keeps retrying while the store is unavailable (≥ 0), every 250 ms to 2 s; default 60 000 ms. */
+  unavailableRetryMs?: number;
 }
 
 interface Pending {
@@ -31,13 +36,17 @@ export class ResultWriter {
   private readonly lingerMs: number;
   private readonly maxGroup: number;
   private readonly attempts: number;
+  private readonly unavailableRetryMs: number;
   private readonly inflight = new Set<Promise<void>>();
 
   constructor(private readonly o: ResultWriterOptions) {
     this.lingerMs = o.lingerMs ?? 2;
     this.maxGroup = o.maxGroup ?? 32;
     this.attempts = o.attempts ?? 4;
-    if (!(this.lingerMs >= 0) || !(this.maxGroup >= 1) || !(this.attempts >= 1)) throw new RangeError("lingerMs ≥ 0, maxGroup ≥ 1, attempts ≥ 1");
+    this.unavailableRetryMs = o.unavailableRetryMs ?? 60_000;
+    if (!(this.lingerMs >= 0) || !(this.maxGroup >= 1) || !(this.attempts >= 1) || !(this.unavailableRetryMs >= 0)) {
+      throw new RangeError("lingerMs ≥ 0, maxGroup ≥ 1, attempts ≥ 1, unavailableRetryMs ≥ 0");
+    }
   }
 
   /** Queues one result; resolves to its code once written. */
@@ -70,17 +79,26 @@ export class ResultWriter {
   }
 
   private async send(group: Pending[]): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
+    const started = this.o.clock.now();
+    let waitMs = 250;
+    for (let attempt = 1; ; ) {
       try {
         const codes = await this.o.store.completeMany(group.map((g) => ({ requestId: g.requestId, result: g.result })), this.o.clock.now());
         group.forEach((g, i) => g.resolve(codes[i]!));
         return;
       } catch (err) {
+        if (isTidegateError(err, "queue_unavailable") && this.o.clock.now() - started < this.unavailableRetryMs) {
+          // An outage does not use up the attempts meant for errors the store answers with.
+          await this.o.clock.sleep(waitMs);
+          waitMs = Math.min(2 * waitMs, 2000);
+          continue;
+        }
         if (attempt >= this.attempts) {
           for (const g of group) g.reject(err);
           return;
         }
         await this.o.clock.sleep(100 * 2 ** (attempt - 1));
+        attempt++;
       }
     }
   }

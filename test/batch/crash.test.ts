@@ -4,17 +4,17 @@
  * SIGKILL and restarted. The batch must complete with exactly 10,000 output lines, every custom_id once.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import OpenAI, { toFile } from "openai";
-import { freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
+import { stopAll } from "../e2e/procs.js";
 import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../helpers/redis.js";
+import { expectEachCustomIdOnce, FLEET_MODEL as MODEL, FLEET_REGIONS, killHard, startGlobal, startRegion, writeFleetConfig } from "./fleet.js";
 import { chatJsonl, parseJsonl } from "./harness.js";
 
 const N = 10_000;
-const MODEL = "llama3.2-3b";
 let redis: TestRedis;
 let dir: string;
 const prefix = testPrefix("crash");
@@ -30,44 +30,10 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-async function writeConfig(): Promise<string> {
-  const names = ["us-east", "us-central", "us-west"];
-  const ports = await Promise.all(names.map(() => freePort()));
-  const config = {
-    models: [{ name: MODEL, gpusPerInstance: { "a100-80gb": 2, "h100-80gb": 2 } }],
-    regions: names.map((name, i) => ({
-      name,
-      proximity: names.filter((n) => n !== name),
-      grpcAddress: `127.0.0.1:${ports[i]}`,
-      gpus: [{ type: "h100-80gb", count: 8 }, { type: "a100-80gb", count: 8 }],
-      endpoints: [
-        { model: MODEL, gpu: "h100-80gb", instances: 2, minInstances: 1, maxInstances: 4 },
-        { model: MODEL, gpu: "a100-80gb", instances: 2, minInstances: 1, maxInstances: 4 },
-      ],
-    })),
-    queue: { backend: "redis", redisUrl: redis.url, keyPrefix: prefix, leaseMs: 3000 },
-    // Requests long enough (32 tokens at 0.2× measured time) that many are always in flight when the kill lands.
-    engines: { timeScale: 0.2 },
-    controller: { actuator: "static" },
-  };
-  const file = join(dir, "fleet.json");
-  writeFileSync(file, JSON.stringify(config));
-  return file;
-}
-
-const startRegion = (config: string, region: string) => spawnTidegate(`region ${region}`, ["region", "--config", config, "--region", region, "--log-level", "warn"], new RegExp(`tidegate region ${region}: grpc`));
-const startGlobal = (config: string) => spawnTidegate("global", ["global", "--config", config, "--port", "0", "--telemetry-interval-ms", "50", "--log-level", "error"], /serving (http:\/\/[^\s]+)/);
-
-async function killHard(p: Proc): Promise<void> {
-  const exited = new Promise((r) => p.child.once("exit", r));
-  p.child.kill("SIGKILL");
-  await exited;
-}
-
 describe("crash test (Redis backend, real processes)", () => {
   it("a 10,000-request batch survives kill -9 of the global router and a region: 10,000 lines, each custom_id once", async () => {
-    const config = await writeConfig();
-    const regions = await Promise.all(["us-east", "us-central", "us-west"].map((r) => startRegion(config, r)));
+    const config = await writeFleetConfig(dir, { redisUrl: redis.url, keyPrefix: prefix });
+    const regions = await Promise.all(FLEET_REGIONS.map((r) => startRegion(config, r)));
     let global = await startGlobal(config);
     let client = new OpenAI({ apiKey: "x", baseURL: `${global.match[1]}/v1`, maxRetries: 0 });
     const file = await client.files.create({ file: await toFile(Buffer.from(chatJsonl(N, MODEL, 32)), "big.jsonl"), purpose: "batch" });
@@ -103,15 +69,7 @@ describe("crash test (Redis backend, real processes)", () => {
     }
     console.log(`crash test: killed at ${killedAt} completed; finished in ${((Date.now() - started) / 1000).toFixed(1)} s; counts ${JSON.stringify(done.request_counts)}`);
     expect(done.request_counts).toEqual({ total: N, completed: N, failed: 0 });
-    const lines = parseJsonl(await (await client.files.content(done.output_file_id!)).text());
-    expect(lines).toHaveLength(N);
-    const seen = new Set<string>();
-    for (const l of lines) {
-      expect(seen.has(l.custom_id as string)).toBe(false);
-      seen.add(l.custom_id as string);
-      expect((l.response as { status_code: number }).status_code).toBe(200);
-    }
-    for (let i = 0; i < N; i++) expect(seen.has(`req-${i}`)).toBe(true);
+    expectEachCustomIdOnce(parseJsonl(await (await client.files.content(done.output_file_id!)).text()), N);
     expect(done.error_file_id).toBeNull();
     const metrics = await (await fetch(`${global.match[1]}/metrics`)).text();
     expect(metrics).toMatch(/tidegate_batches\{status="completed"\} 1/);

@@ -181,6 +181,8 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
   let event: EngineEvent | undefined = s.first;
   let tokens = 0;
   let lastNs = process.hrtime.bigint();
+  // Bound once per stream: observe() with a labels object hashes the labels on every token.
+  const tbt = deps.metrics.tbtSeconds.labels({ model: outcome.model, region: s.region });
   try {
     while (event !== undefined) {
       if (signal.aborted) throw signal.reason;
@@ -189,7 +191,7 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
         if (tokens > 0) {
           const nowNs = process.hrtime.bigint();
           // Time between tokens: the gap since the previous chunk, spread over the tokens this chunk carries.
-          deps.metrics.tbtSeconds.observe({ model: outcome.model, region: s.region }, Number(nowNs - lastNs) / 1e9 / Math.max(1, event.tokens));
+          tbt.observe(Number(nowNs - lastNs) / 1e9 / Math.max(1, event.tokens));
           lastNs = nowNs;
         } else lastNs = process.hrtime.bigint();
         tokens += event.tokens;

@@ -83,6 +83,13 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     const onClientAbort = () => attempt.abort(signal.reason);
     signal.addEventListener("abort", onClientAbort, { once: true });
     const watched: Watched | undefined = opts.watchdog?.watch(region, req.model);
+    // A wait given up by the watchdog aborts the upstream dispatch, which fails its pending next(); the caller then
+    // sees the watchdog's error. No per-event race: the hot path pays one then() per event.
+    let stalledErr: unknown;
+    void watched?.stalled.catch((err: unknown) => {
+      stalledErr = err;
+      attempt.abort(err);
+    });
     const release = () => {
       signal.removeEventListener("abort", onClientAbort);
       watched?.close();
@@ -100,11 +107,16 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       const next =
         watched === undefined
           ? () => rest.next()
-          : async () => {
-              const r = await Promise.race([rest.next(), watched.stalled]);
-              watched.touch();
-              return r;
-            };
+          : () =>
+              rest.next().then(
+                (r) => {
+                  watched.touch();
+                  return r;
+                },
+                (err: unknown) => {
+                  throw stalledErr ?? err;
+                },
+              );
       return { region, first: first.value, rest, next, abort, release };
     } catch (err) {
       abort();

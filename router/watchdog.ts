@@ -9,7 +9,9 @@
  * - Before any event: nothing received for `stallMs` (`router.streamStallMs`, 10 s by default) ends the wait.
  *
  * Each watched wait has a `stalled` promise that rejects with a TidegateError (`upstream_error`) when either
- * fires; callers race it against the upstream iterator's `next()`. Sweep period: min(250 ms, stallMs / 4).
+ * fires; router/relay.ts races it against the first event, and afterwards aborts the upstream dispatch when it
+ * rejects (so the pending `next()` fails with this error), which costs the hot path nothing per event.
+ * Sweep period: min(250 ms, stallMs / 4).
  */
 import type { Clock, Timer } from "../core/clock.js";
 import { TidegateError } from "../core/errors.js";

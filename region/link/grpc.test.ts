@@ -1,5 +1,4 @@
-import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -7,6 +6,7 @@ import type { EngineEvent, RegionTelemetry } from "../../core/ports.js";
 import { FakeEngine } from "../gateway/fake-engine.js";
 import { startRegionGrpcServer } from "./grpc-server.js";
 import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "./grpc-fixture.js";
+import { makeTestCa } from "../../test/helpers/certs.js";
 
 const { cleanup, request, region, serve, link } = useGrpcFixture("g");
 
@@ -142,14 +142,9 @@ describe("gRPC RegionLink", () => {
   it("runs over TLS with client certificates and refuses a client without one", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-tls-"));
     cleanup(() => rmSync(dir, { recursive: true, force: true }));
-    const ssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=tidegate-test-ca");
-    writeFileSync(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:localhost\n");
-    for (const who of ["server", "client"]) {
-      ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", `${who}.key`, "-out", `${who}.csr`, "-subj", `/CN=${who}`);
-      ssl("x509", "-req", "-in", `${who}.csr`, "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", `${who}.pem`, "-days", "1", "-extfile", "san.ext");
-    }
-    const files = (who: string) => ({ caFile: join(dir, "ca.pem"), certFile: join(dir, `${who}.pem`), keyFile: join(dir, `${who}.key`) });
+    const ca = makeTestCa(dir);
+    const certs = { server: ca.issue("server"), client: ca.issue("client") };
+    const files = (who: "server" | "client") => ({ caFile: ca.caFile, ...certs[who] });
     const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
     const server = await startRegionGrpcServer(gw, { tls: files("server") });
     cleanup(() => server.close());

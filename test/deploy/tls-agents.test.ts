@@ -5,12 +5,12 @@
  * region and the engines expect through --tls-server-name because agents are dialled by address). An agent without
  * a certificate cannot announce itself.
  */
-import { execFileSync } from "node:child_process";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, spawnTidegate, stopAll } from "../e2e/procs.js";
+import { makeTestCa } from "../helpers/certs.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tidegate-tls-agents-"));
 afterAll(async () => {
@@ -22,14 +22,11 @@ const ADMIN = "admin-key-for-tls-test";
 
 describe("agents mode over mutual TLS", () => {
   it("deploys an engine through TLS agents and serves a completion through a TLS router; an agent without a certificate is refused", async () => {
-    const ssl = (...args: string[]) => execFileSync("openssl", args, { cwd: dir, stdio: "pipe" });
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "1", "-subj", "/CN=tidegate-test-ca");
     // 127.0.0.1 is the region's address; agents are dialled by address too, but their certificate is checked
     // against the name tidegate-agent (--tls-server-name), so their SANs need not list node IPs.
-    writeFileSync(join(dir, "san.ext"), "subjectAltName=IP:127.0.0.1,DNS:tidegate-agent\n");
-    ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "tier.key", "-out", "tier.csr", "-subj", "/CN=tidegate");
-    ssl("x509", "-req", "-in", "tier.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", "tier.pem", "-days", "1", "-extfile", "san.ext");
-    const tls = ["--tls-ca", join(dir, "ca.pem"), "--tls-cert", join(dir, "tier.pem"), "--tls-key", join(dir, "tier.key")];
+    const ca = makeTestCa(dir);
+    const cert = ca.issue("tier", "IP:127.0.0.1,DNS:tidegate-agent");
+    const tls = ["--tls-ca", ca.caFile, "--tls-cert", cert.certFile, "--tls-key", cert.keyFile];
     const grpc = await freePort();
     const config = join(dir, "fleet.json");
     writeFileSync(

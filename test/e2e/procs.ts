@@ -17,7 +17,7 @@ export const CLI = resolve(REPO_ROOT, "dist/bin/tidegate.js");
 export interface Proc {
   name: string;
   child: ChildProcess;
-  /** stdout + stderr so far (last 64 KiB). */
+  /** stdout + stderr so far (the last `keepChars` characters; 64 Ki by default). */
   output(): string;
   /** The first match of `readyPattern` in the output. */
   match: RegExpMatchArray;
@@ -52,14 +52,15 @@ function nodeFlags(name: string): string[] {
 
 /**
  * Spawns `node dist/bin/tidegate.js <args>` and resolves once its output matches `readyPattern`; rejects (and
- * kills it) when it exits first or `timeoutMs` passes, with its output in the message.
+ * kills it) when it exits first or `timeoutMs` passes, with its output in the message. `keepChars` bounds what
+ * `output()` keeps (the newest characters).
  */
-export function spawnTidegate(name: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000): Promise<Proc> {
+export function spawnTidegate(name: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536): Promise<Proc> {
   const child = spawn(process.execPath, [...nodeFlags(name), CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const append = (d: Buffer) => {
     out += d.toString("utf8");
-    if (out.length > 65536) out = out.slice(-65536);
+    if (out.length > keepChars) out = out.slice(-keepChars);
   };
   child.stdout!.on("data", append);
   child.stderr!.on("data", append);

@@ -1,7 +1,7 @@
 /**
- * A multi-process batch fleet for tests that kill things: three `tidegate region` processes (static actuator,
- * simulated engines) and a `tidegate global`, on a Redis queue; and the check that a batch's output holds every
- * custom_id exactly once.
+ * A multi-process batch fleet for tests that kill things or soak: three `tidegate region` processes (static
+ * actuator, simulated engines) and a `tidegate global`, on a Redis queue; the check that a batch's output holds every
+ * custom_id exactly once; one streamed chat completion with its TTFT.
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -62,3 +62,28 @@ export function expectEachCustomIdOnce(lines: Record<string, unknown>[], n: numb
   }
   for (let i = 0; i < n; i++) expect(seen.has(`req-${i}`)).toBe(true);
 }
+
+/**
+ * One streamed chat completion of `maxTokens` tokens through the router at `base`: time to first byte of the body
+ * (NaN when it failed) and whether it ended with [DONE] and no in-stream error.
+ */
+export async function streamChatOnce(base: string, maxTokens: number): Promise<{ ttftMs: number; ok: boolean }> {
+  const started = performance.now();
+  const res = await fetch(`${base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: FLEET_MODEL, messages: [{ role: "user", content: "hello" }], max_tokens: maxTokens, stream: true }),
+  });
+  if (res.status !== 200 || res.body === null) {
+    await res.body?.cancel();
+    return { ttftMs: Number.NaN, ok: false };
+  }
+  let ttftMs = Number.NaN;
+  let tail = "";
+  for await (const chunk of res.body) {
+    if (Number.isNaN(ttftMs)) ttftMs = performance.now() - started;
+    tail = (tail + Buffer.from(chunk as Uint8Array).toString()).slice(-256);
+  }
+  return { ttftMs, ok: tail.includes("data: [DONE]") && !tail.includes('"error"') };
+}
+

@@ -19,7 +19,7 @@ import OpenAI, { toFile } from "openai";
 import { stopAll, type Proc } from "../e2e/procs.js";
 import { hasOpenssl, makeTestCa } from "../helpers/certs.js";
 import { spawnRedisServer, type RedisServer } from "../helpers/redis.js";
-import { expectEachCustomIdOnce, FLEET_MODEL as MODEL, FLEET_REGIONS, startGlobal, startRegion, writeFleetConfig } from "./fleet.js";
+import { expectEachCustomIdOnce, FLEET_MODEL as MODEL, FLEET_REGIONS, startGlobal, startRegion, streamChatOnce, writeFleetConfig } from "./fleet.js";
 import { chatJsonl, parseJsonl, pollBatch, startHarness } from "./harness.js";
 
 const hasRedisServer = (() => {
@@ -44,24 +44,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** One streamed chat completion through the router: time to first token, and whether it ended with [DONE]. */
-async function streamOnce(base: string): Promise<{ ttftMs: number; ok: boolean }> {
-  const started = performance.now();
-  const res = await fetch(`${base}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello" }], max_tokens: 8, stream: true }),
-  });
-  if (res.status !== 200 || res.body === null) return { ttftMs: Infinity, ok: false };
-  let ttftMs = Infinity;
-  let text = "";
-  for await (const chunk of res.body) {
-    if (ttftMs === Infinity) ttftMs = performance.now() - started;
-    text += Buffer.from(chunk as Uint8Array).toString();
-  }
-  return { ttftMs, ok: text.includes("data: [DONE]") && !text.includes('"error"') };
-}
-
 /** `n` streams, `concurrency` at a time. */
 async function streams(base: string, n: number, concurrency = 4): Promise<{ ttftMs: number; ok: boolean }[]> {
   const out: { ttftMs: number; ok: boolean }[] = [];
@@ -69,7 +51,7 @@ async function streams(base: string, n: number, concurrency = 4): Promise<{ ttft
   await Promise.all(Array.from({ length: concurrency }, async () => {
     while (next < n) {
       next++;
-      out.push(await streamOnce(base));
+      out.push(await streamChatOnce(base, 8));
     }
   }));
   return out;

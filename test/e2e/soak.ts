@@ -16,7 +16,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import OpenAI, { toFile } from "openai";
-import { FLEET_MODEL, FLEET_REGIONS, startGlobal, startRegion, writeFleetConfig } from "../batch/fleet.js";
+import { FLEET_MODEL, FLEET_REGIONS, startGlobal, startRegion, streamChatOnce, writeFleetConfig } from "../batch/fleet.js";
 import { chatJsonl, parseJsonl } from "../batch/harness.js";
 import { cleanupPrefix, startTestRedis, testPrefix } from "../helpers/redis.js";
 import { stopAll, type Proc } from "./procs.js";
@@ -90,27 +90,6 @@ export function quantile(xs: readonly number[], p: number): number {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(p * s.length) - 1))]!;
 }
 
-/** One streamed chat completion: TTFT (ms) and whether it ended with [DONE] and no error. */
-async function streamOnce(base: string): Promise<{ ttftMs: number; ok: boolean }> {
-  const started = performance.now();
-  const res = await fetch(`${base}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: FLEET_MODEL, messages: [{ role: "user", content: "soak" }], max_tokens: 32, stream: true }),
-  });
-  if (res.status !== 200 || res.body === null) {
-    await res.body?.cancel();
-    return { ttftMs: Number.NaN, ok: false };
-  }
-  let ttftMs = Number.NaN;
-  let tail = "";
-  for await (const chunk of res.body) {
-    if (Number.isNaN(ttftMs)) ttftMs = performance.now() - started;
-    tail = (tail + Buffer.from(chunk as Uint8Array).toString()).slice(-256);
-  }
-  return { ttftMs, ok: tail.includes("data: [DONE]") && !tail.includes('"error"') };
-}
-
 /** Waits until the router's /healthz says every region is available (fresh telemetry). */
 async function untilRegionsAvailable(base: string, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -148,7 +127,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakResult> {
     const interactive = async () => {
       while (performance.now() < ends) {
         const atMs = now();
-        const r = await streamOnce(base).catch((err: unknown) => ({ ttftMs: Number.NaN, ok: false, err }));
+        const r = await streamChatOnce(base, 32).catch((err: unknown) => ({ ttftMs: Number.NaN, ok: false, err }));
         if (r.ok) {
           result.streamsOk++;
           ttfts.push({ atMs, ttftMs: r.ttftMs });

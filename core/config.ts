@@ -81,6 +81,8 @@ export interface QueueConfig {
    */
   fillIdle: boolean;
   fillTo: number;
+  /** Fill target while the region also serves the model's interactive traffic (default 0.15; ≤ fillTo). */
+  fillToBeside: number;
   reopenBelow: number;
   reopenReports: number;
   maxPerReport: number;
@@ -340,6 +342,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     dispatchTwoBelow: qr.number("dispatchTwoBelow", 0.5, { gt: 0, max: 1 }),
     fillIdle: qr.boolean("fillIdle", true),
     fillTo: qr.number("fillTo", 0.55, { gt: 0, max: 1 }),
+    fillToBeside: qr.number("fillToBeside", 0.15, { gt: 0, max: 1 }),
     reopenBelow: qr.number("reopenBelow", 0.45, { gt: 0, max: 1 }),
     reopenReports: qr.number("reopenReports", 3, { integer: true, min: 1 }),
     maxPerReport: qr.number("maxPerReport", 64, { integer: true, min: 1 }),
@@ -352,6 +355,7 @@ export function parseConfig(json: unknown): TidegateConfig {
   if (!/^rediss?:\/\//.test(queue.redisUrl)) qr.fail("redisUrl", `must start with redis:// or rediss:// (TLS), got ${JSON.stringify(redactUrl(queue.redisUrl))}`);
   if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   if (queue.fillTo > queue.dispatchOneBelow) qr.fail("fillTo", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
+  if (queue.fillToBeside > queue.fillTo) qr.fail("fillToBeside", `must be ≤ fillTo (${queue.fillTo})`);
   if (queue.reopenBelow > queue.dispatchOneBelow) qr.fail("reopenBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   qr.done();
 

@@ -18,7 +18,7 @@ import { finalizeBatch } from "./finalize.js";
 import { ResultWriter } from "./result-writer.js";
 import { decodePayload, responseLine } from "./lines.js";
 import type { QueueMetrics } from "./metrics.js";
-import { capacitySignals, fillSlots, nextGate, requestPriority, type DispatchThresholds, type EndpointGate, type FillPolicy } from "./policy.js";
+import { capacitySignals, fillSlots, fillTarget, nextGate, requestPriority, type DispatchThresholds, type EndpointGate, type FillPolicy } from "./policy.js";
 import type { GpuType } from "../../core/models.js";
 
 export interface DispatcherOptions {
@@ -180,13 +180,16 @@ export class Dispatcher {
     for (const m of report.models) {
       if (!this.modelSet.has(m.model)) continue;
       let slots = 0;
+      // Interactive traffic for this model in this region: fill less beside it (policy.ts fillTarget).
+      const target = fillTarget(p, m);
+      const policy = target === p.fillTo ? p : { ...p, fillTo: target };
       for (const e of m.endpoints) {
         const key = `${report.region}|${e.endpointId}`;
         const gate = nextGate(this.gates.get(key) ?? { open: true, below: 0 }, e.effectiveMemoryUtilization, p);
         this.gates.set(key, gate);
         if (e.servingInstances <= 0) continue;
         const capacity = e.servingInstances * (this.o.kvCapacityTokens?.(m.model, e.gpu) ?? 0);
-        slots += fillSlots(gate, e.effectiveMemoryUtilization, capacity, this.requestTokens.get(m.model) ?? 1024, m.waiting, p);
+        slots += fillSlots(gate, e.effectiveMemoryUtilization, capacity, this.requestTokens.get(m.model) ?? 1024, m.waiting, policy);
       }
       if (slots > 0) out.push({ model: m.model, region: report.region, slots });
     }

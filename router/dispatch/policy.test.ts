@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { capacitySignals, requestPriority, slotsForUtilization, fillSlots, nextGate, type EndpointGate, type FillPolicy } from "./policy.js";
+import { capacitySignals, requestPriority, slotsForUtilization, fillSlots, fillTarget, nextGate, type EndpointGate, type FillPolicy } from "./policy.js";
 import type { RegionTelemetry } from "../../core/ports.js";
 
 const T = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 };
@@ -68,5 +68,16 @@ describe("fill policy (issue 15, item 9)", () => {
     g = nextGate(g, 0.3, p);
     expect(g).toEqual({ open: true, below: 0 });
     expect(nextGate(g, Number.NaN, p).open).toBe(false);
+  });
+
+  it("fills only to fillToBeside while the region serves the model's interactive traffic", () => {
+    const q: FillPolicy = { ...p, fillToBeside: 0.15 };
+    expect(fillTarget(q, { tokensPerS: 900, batchTokensPerS: 900 })).toBe(0.55); // batch only: idle for interactive
+    expect(fillTarget(q, { tokensPerS: 0 })).toBe(0.55);
+    expect(fillTarget(q, { tokensPerS: 1000, batchTokensPerS: 900 })).toBe(0.15);
+    expect(fillTarget(p, { tokensPerS: 1000, batchTokensPerS: 900 })).toBe(0.55); // no fillToBeside: fillTo
+    // 16,000 KV tokens at u 0.05, 700 tokens a request: floor(0.50 × 16,000 / 700) = 11 idle, floor(0.10 × 16,000 / 700) = 2 beside.
+    expect(fillSlots(open, 0.05, 16_000, 700, 0, { ...q, fillTo: fillTarget(q, { tokensPerS: 0 }) })).toBe(11);
+    expect(fillSlots(open, 0.05, 16_000, 700, 0, { ...q, fillTo: fillTarget(q, { tokensPerS: 50 }) })).toBe(2);
   });
 });

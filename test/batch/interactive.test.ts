@@ -183,10 +183,10 @@ describe("batch beside interactive traffic (virtual time)", () => {
 });
 
 /** The fill policy as configured by default (core/config.ts queue.*). */
-const FILL: FillPolicy = { ...THRESHOLDS, fillTo: 0.55, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 64 };
+const FILL: FillPolicy = { ...THRESHOLDS, fillTo: 0.55, fillToBeside: 0.15, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 64 };
 
 describe("batch fills what is idle, with hysteresis (issue 15, item 9)", () => {
-  it("a region hovering around 0.60: interactive TTFT stays within 5% of the run without batch (§6.3 as written: ×1.13)", async () => {
+  it("a region hovering around 0.60 and two with room: interactive TTFT stays within 5% of the run without batch in each (§6.3 as written: ×1.13)", async () => {
     const rates = { "us-east": 16, "us-central": 4, "us-west": 3 };
     const base = await run(false, { rates });
     const mixed = await run(true, { rates, fill: FILL });
@@ -205,8 +205,9 @@ describe("batch fills what is idle, with hysteresis (issue 15, item 9)", () => {
     expect(p50Ratio).toBeLessThanOrEqual(1.05);
     // The hovering region itself is protected (the gate keeps batch out): ≤ 1.05 there too.
     expect(perRegion["us-east"]).toBeLessThanOrEqual(1.05);
-    // Regions with room take the batch; their (small) TTFT rises a few ms as batch decodes beside it.
-    for (const r of REGIONS) expect(perRegion[r], r).toBeLessThanOrEqual(1.15);
+    // Regions with room take the batch, filled only to fillToBeside while they serve interactive traffic: their
+    // TTFT stays within 5% too (filled to fillTo, 0.55, it rose ×1.09–1.11).
+    for (const r of REGIONS) expect(perRegion[r], r).toBeLessThanOrEqual(1.05);
   }, 300_000);
 
   it("an idle fleet: the batch is dispatched by free KV, many requests per report, and finishes several times sooner than §6.3's 1-or-2", async () => {

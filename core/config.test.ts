@@ -38,6 +38,11 @@ describe("config", () => {
   it("rejects references to unknown regions and models", () => {
     expect(() => parseConfig(patched(["regions", 0, "proximity"], ["eu-west"]))).toThrow("regions[0].proximity[0]: unknown region");
     expect(() => parseConfig(patched(["regions", 0, "endpoints", 0, "model"], "gpt-9"))).toThrow("regions[0].endpoints[0].model: unknown model");
+    const key = (k: Record<string, unknown>) => patched(["router"], { apiKeys: [{ key: "sk-resident", tenant: "t", ...k }] });
+    expect(() => parseConfig(key({ regions: ["eu-west"] }))).toThrow("router.apiKeys[0].regions[0]: unknown region");
+    expect(() => parseConfig(key({ regions: [] }))).toThrow("router.apiKeys[0].regions");
+    expect(() => parseConfig(key({ region: "us-west", regions: ["us-east"] }))).toThrow('router.apiKeys[0].region: home region "us-west" is not among the key\'s regions (us-east)');
+    expect(parseConfig(key({ region: "us-east", regions: ["us-east", "us-central"] })).router.apiKeys[0]!.regions).toEqual(["us-east", "us-central"]);
   });
 
   it("rejects dispatch thresholds in the wrong order", () => {

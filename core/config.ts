@@ -46,7 +46,11 @@ export interface RouterConfig {
   /** SageServe §6.2: first region below this effective memory utilization wins. */
   memoryThreshold: number;
   /** Bearer keys that may call the API; empty means open. */
-  apiKeys: { key: string; tenant: string; region?: RegionName; models?: ModelName[]; maxInflight?: number }[];
+  /**
+   * `region`: the key's home region (routed there first; a request's x-tidegate-region header may name another).
+   * `regions`: where the key's requests may be served at all (data residency); absent = anywhere.
+   */
+  apiKeys: { key: string; tenant: string; region?: RegionName; regions?: RegionName[]; models?: ModelName[]; maxInflight?: number }[];
   /** Bearer keys for admin endpoints (/plans, regions, scaling); also sign in at /login. */
   adminKeys: string[];
   /** Read-only keys for /plans (the `planner` role: read, not approve or plan now); also sign in at /login. */
@@ -312,8 +316,13 @@ export function parseConfig(json: unknown): TidegateConfig {
         if (typeof mv !== "string" || !modelNames.has(mv)) throw new ValidationError(mp, `unknown model ${JSON.stringify(mv)}`);
         return mv;
       }) : (k.allow("models"), undefined);
+      const keyRegions = k.has("regions") ? k.array("regions", (rv, rp) => {
+        if (typeof rv !== "string" || !regionNames.has(rv)) throw new ValidationError(rp, `unknown region ${JSON.stringify(rv)}`);
+        return rv;
+      }, undefined, { minLength: 1 }) : (k.allow("regions"), undefined);
+      if (keyRegions !== undefined && region !== undefined && !keyRegions.includes(region)) k.fail("region", `home region ${JSON.stringify(region)} is not among the key's regions (${keyRegions.join(", ")})`);
       k.done();
-      return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyModels === undefined ? {} : { models: keyModels }), ...(keyMaxInflight === undefined ? {} : { maxInflight: keyMaxInflight }) };
+      return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyRegions === undefined ? {} : { regions: keyRegions }), ...(keyModels === undefined ? {} : { models: keyModels }), ...(keyMaxInflight === undefined ? {} : { maxInflight: keyMaxInflight }) };
     }, []),
     adminKeys: rr.array("adminKeys", (v, path) => {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "admin keys must be strings of at least 8 characters");

@@ -23,6 +23,7 @@ const config = parseConfig({
     apiKeys: [
       { key: "sk-open-key", tenant: "a" },
       { key: "sk-west-small", tenant: "b", region: "us-west", models: [M] },
+      { key: "sk-resident-eu", tenant: "c", regions: ["us-east", "us-central"] },
     ],
     adminKeys: ["admin-key-123"],
   },
@@ -148,6 +149,27 @@ describe("bad input → 4xx OpenAI-style errors, and the router keeps serving", 
 
 describe("API keys", () => {
   const body = { model: M, prompt: "hello", max_tokens: 2 };
+  it("a key with regions is served only there: never routed elsewhere, a header naming another region is 403", async () => {
+    const resident = { authorization: "Bearer sk-resident-eu", "content-type": "application/json" };
+    // us-west is the only region under the threshold: an unrestricted key goes there, the resident key does not.
+    telemetryAll({ "us-east": 0.95, "us-central": 0.95, "us-west": 0.1 });
+    const open = await fetch(base + "/v1/completions", { method: "POST", headers: auth, body: JSON.stringify(body) });
+    expect(open.headers.get("x-tidegate-region")).toBe("us-west");
+    await open.json();
+    const kept = await fetch(base + "/v1/completions", { method: "POST", headers: resident, body: JSON.stringify(body) });
+    expect(kept.status).toBe(200);
+    expect(["us-east", "us-central"]).toContain(kept.headers.get("x-tidegate-region"));
+    await kept.json();
+    const named = await post("/v1/completions", body, { ...resident, "x-tidegate-region": "us-west" });
+    expect(named.status).toBe(403);
+    expect(named.json.error?.message).toMatch(/only in us-east, us-central/);
+    // Its regions dark: 503 naming them, not a detour through us-west.
+    router.selector.markDown("us-east");
+    router.selector.markDown("us-central");
+    const dark = await post("/v1/completions", body, resident);
+    expect(dark.status).toBe(503);
+    expect(dark.json.error?.message).toMatch(/among this API key's regions \(us-east, us-central\)/);
+  });
   it("missing or unknown key → 401", async () => {
     expect((await post("/v1/completions", body, { "content-type": "application/json" })).status).toBe(401);
     expect((await post("/v1/completions", body, { authorization: "Bearer sk-nope" })).json.error?.code).toBe("unauthorized");

@@ -7,10 +7,13 @@ import { TidegateError } from "../core/errors.js";
 import type { ModelName, RegionName } from "../core/models.js";
 import type { RouterConfig } from "../core/config.js";
 
-/** Who is calling: the key's tenant, its home region and model scope (undefined = all models). */
+/** Who is calling: the key's tenant, its home region, where it may be served, and its model scope (undefined = all). */
 export interface Caller {
   tenant: string;
+  /** Home region: first in preference order unless the request names another. */
   region?: RegionName;
+  /** Where this caller's requests may be served (data residency); undefined = anywhere. */
+  regions?: readonly RegionName[];
   models?: readonly ModelName[];
   /** The key's own in-flight limit (overrides router.tenantMaxInflight). */
   maxInflight?: number;
@@ -43,7 +46,7 @@ export function authenticate(keys: RouterConfig["apiKeys"], authorization: strin
   let found: RouterConfig["apiKeys"][number] | undefined;
   for (const k of keys) if (sameSecret(k.key, token)) found = k;
   if (found === undefined) throw new TidegateError("unauthorized", "invalid API key");
-  return { tenant: found.tenant, ...(found.region === undefined ? {} : { region: found.region }), ...(found.models === undefined ? {} : { models: found.models }), ...(found.maxInflight === undefined ? {} : { maxInflight: found.maxInflight }) };
+  return { tenant: found.tenant, ...(found.region === undefined ? {} : { region: found.region }), ...(found.regions === undefined ? {} : { regions: found.regions }), ...(found.models === undefined ? {} : { models: found.models }), ...(found.maxInflight === undefined ? {} : { maxInflight: found.maxInflight }) };
 }
 
 /** True when the caller's key may use `model`. */

@@ -78,7 +78,11 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
     if (spec === undefined) throw new TidegateError("model_not_found", `The model ${JSON.stringify(parsed.model)} does not exist or is not served here`, { param: "model" });
     outcome.model = parsed.model;
     if (!mayUseModel(caller, parsed.model)) throw new TidegateError("forbidden", `this API key may not use model ${JSON.stringify(parsed.model)}`, { param: "model" });
-    const clientRegion = requestedRegion(deps, req) ?? caller.region;
+    const named = requestedRegion(deps, req);
+    if (named !== undefined && caller.regions !== undefined && !caller.regions.includes(named)) {
+      throw new TidegateError("forbidden", `this API key may be served only in ${caller.regions.join(", ")}; header ${REGION_HEADER} names ${JSON.stringify(named)}`);
+    }
+    const clientRegion = named ?? caller.region;
     releaseSlot = deps.admission?.admit(caller.tenant, caller.maxInflight);
 
     const genReq: GenerateRequest = {
@@ -97,6 +101,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         links: deps.links,
         req: genReq,
         ...(clientRegion === undefined ? {} : { clientRegion }),
+        ...(caller.regions === undefined ? {} : { allowedRegions: new Set(caller.regions) }),
         kvBytes: requestKvBytes(parsed.model, parsed.promptTokens, parsed.maxTokens),
         signal: client.signal,
         ...(deps.watchdog === undefined ? {} : { watchdog: deps.watchdog }),

@@ -36,6 +36,8 @@ export interface DispatchOptions {
   kvBytes: number;
   /** Aborted when the client goes away. */
   signal: AbortSignal;
+  /** Regions that may serve the request (an API key's `regions`, data residency); absent = any. */
+  allowedRegions?: ReadonlySet<RegionName>;
   /** Called for each region that failed before its first event when another region is about to be tried. */
   onRetry?: (failedRegion: RegionName, err: unknown) => void;
   /**
@@ -59,7 +61,9 @@ export function isRetryable(err: unknown): boolean {
  */
 export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedStream> {
   const { selector, links, req, signal } = opts;
+  // Regions the caller may not use count as tried from the start: the selector never picks them.
   const tried = new Set<RegionName>();
+  if (opts.allowedRegions !== undefined) for (const r of links.keys()) if (!opts.allowedRegions.has(r)) tried.add(r);
   const failures: string[] = [];
   let lastErr: unknown;
   let pendingRetry: RegionName | undefined;
@@ -67,7 +71,8 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
     const pick = selector.select(req.model, opts.clientRegion, tried);
     if (pick === undefined) {
-      const detail = failures.length === 0 ? "no region serving it has fresh telemetry" : `every available region failed before the first token (${failures.join("; ")})`;
+      const among = opts.allowedRegions === undefined ? "" : ` among this API key's regions (${[...opts.allowedRegions].join(", ")})`;
+      const detail = failures.length === 0 ? `no region serving it${among} has fresh telemetry` : `every available region${among} failed before the first token (${failures.join("; ")})`;
       throw new TidegateError("no_region_available", `model ${req.model}: ${detail}`, lastErr === undefined ? {} : { cause: lastErr });
     }
     const region = pick.region;

@@ -3,11 +3,12 @@
  * mode and one `tidegate agent`, every gRPC link with mutual TLS from one CA (certificates made here by openssl).
  * - A client holding a certificate from another CA, or none, is refused by the region's gRPC service and by the
  *   agent's; the same calls with the tiers' certificate succeed.
- * - API keys scoped to a tenant and to models are enforced on every route: streaming and plain completions (a model
- *   outside the key's scope), files (list, retrieve, content, delete) and batches (create from another tenant's
- *   file, or with a model outside the scope; list, retrieve, cancel): a tenant never sees another tenant's file or
- *   batch (404, as if it did not exist); a key's region is its home region (routed there first; a header may name
- *   another, by design: router/README.md); admin routes refuse non-admin keys.
+ * - API keys scoped to a tenant, to models and to regions are enforced on every route: streaming and plain
+ *   completions (a model outside the key's scope; a region header outside the key's `regions`), files (list,
+ *   retrieve, content, delete) and batches (create from another tenant's file, or with a model outside the scope, or
+ *   with a key restricted to regions; list, retrieve, cancel): a tenant never sees another tenant's file or batch
+ *   (404, as if it did not exist); a key's `region` is its home region (routed there first; a header may name
+ *   another); admin routes refuse non-admin keys.
  * - No API key, admin key, PEM block or private-key material appears in any process's output (every line, debug
  *   level).
  */
@@ -28,7 +29,7 @@ const OTHER_MODEL = "llama3.1-8b";
 const ADMIN = "admin-key-3f1d0c9b7a";
 /** Keep every character a process writes: the log check reads all of it. */
 const ALL = 64 * 1024 * 1024;
-const KEYS = { a: "sk-tenant-a-5e8c1f2d", b: "sk-tenant-b-9a7b3c4e", scoped: "sk-tenant-c-only-8b-77d1", east: "sk-tenant-d-r1-0c4f6a" };
+const KEYS = { a: "sk-tenant-a-5e8c1f2d", b: "sk-tenant-b-9a7b3c4e", scoped: "sk-tenant-c-only-8b-77d1", east: "sk-tenant-d-r1-0c4f6a", resident: "sk-tenant-e-in-r1-3b9e" };
 
 const dir = mkdtempSync(join(tmpdir(), "tidegate-tier-security-"));
 const procs: Proc[] = [];
@@ -77,6 +78,7 @@ beforeAll(async () => {
           { key: KEYS.b, tenant: "b" },
           { key: KEYS.scoped, tenant: "c", models: [OTHER_MODEL] },
           { key: KEYS.east, tenant: "d", region: "r1" },
+          { key: KEYS.resident, tenant: "e", regions: ["r1"] },
         ],
       },
       queue: { dataDir: join(dir, "queue") },
@@ -136,7 +138,7 @@ describe.skipIf(!hasOpenssl)("security between tiers (real processes, mutual TLS
     }
   }, 60_000);
 
-  it("enforces API keys' tenant and model scope on streaming, files and batches; admin routes want an admin key", async () => {
+  it("enforces API keys' tenant, model and region scope on streaming, files and batches; admin routes want an admin key", async () => {
     // Streaming: in scope works; a model outside the key's scope, no key and a wrong key do not.
     const stream = await as(KEYS.a).chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4, stream: true });
     let chunks = 0;
@@ -149,6 +151,14 @@ describe.skipIf(!hasOpenssl)("security between tiers (real processes, mutual TLS
     expect(home.status).toBe(200);
     expect(home.headers.get("x-tidegate-region")).toBe("r1");
     await home.json();
+    // A key with `regions` (data residency) is served only there: a header naming another region is refused, and
+    // so are batches, which the queue cannot keep within regions yet.
+    const resident = new OpenAI({ apiKey: KEYS.resident, baseURL: `${routerUrl}/v1`, maxRetries: 0 });
+    expect((await resident.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4 })).choices.length).toBe(1);
+    const elsewhere = new OpenAI({ apiKey: KEYS.resident, baseURL: `${routerUrl}/v1`, maxRetries: 0, defaultHeaders: { "x-tidegate-region": "r2" } });
+    expect(await failure(elsewhere.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4, stream: true }))).toBe("403 forbidden");
+    const residentFile = await resident.files.create({ file: await toFile(Buffer.from(chatJsonl(1, MODEL)), "e.jsonl"), purpose: "batch" });
+    expect(await failure(resident.batches.create({ input_file_id: residentFile.id, endpoint: "/v1/chat/completions", completion_window: "24h" }))).toBe("403 forbidden");
     expect(await failure(as("sk-not-a-key-at-all").chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4 }))).toBe("401 unauthorized");
     const bare = await fetch(`${routerUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }) });
     expect(bare.status).toBe(401);

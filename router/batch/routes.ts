@@ -128,15 +128,11 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     r.done();
     const caller = callerOf(c);
     const tenant = caller.tenant;
-    // The queue is one FIFO per model served by whichever region has room: it cannot keep a batch within regions.
-    if (caller.regions !== undefined) {
-      throw new TidegateError("forbidden", `this API key may be served only in ${caller.regions.join(", ")}, and batches are not kept within regions yet: use a key without router.apiKeys[].regions for batches`);
-    }
     const file = await files.get(inputFileId);
     if (file === undefined || ownerOf(file) !== tenant) throw new TidegateError("not_found", `No such File object: ${inputFileId}`, { param: "input_file_id" });
     if (file.purpose !== "batch") throw new ValidationError("input_file_id", `file ${inputFileId} has purpose ${file.purpose}, not batch`, "invalid_request");
     const nowMs = clock.now();
-    const init = { id: newId("batch_"), endpoint, inputFileId, completionWindow, metadata, createdAtMs: nowMs, expiresAtMs: nowMs + deps.completionWindowMs, owner: tenant, ...(caller.models === undefined ? {} : { allowedModels: [...caller.models] }) };
+    const init = { id: newId("batch_"), endpoint, inputFileId, completionWindow, metadata, createdAtMs: nowMs, expiresAtMs: nowMs + deps.completionWindowMs, owner: tenant, ...(caller.models === undefined ? {} : { allowedModels: [...caller.models] }), ...(caller.regions === undefined ? {} : { allowedRegions: [...caller.regions] }) };
     const code = await store.createBatch(init);
     if (code !== QueueCode.Ok) throw new TidegateError("internal", `creating batch failed with ${QueueCode[code]}`);
     const batch = (await store.getBatch(init.id))!;

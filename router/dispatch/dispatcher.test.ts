@@ -49,7 +49,7 @@ class GatedLink implements RegionLink {
   async close() {}
 }
 
-async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"] } = {}) {
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[] } = {}) {
   const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
   const store = new EmbeddedQueueStore(null);
   const files = new DirFileStore(null);
@@ -61,7 +61,7 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
     promoteAfterMs: opts.promoteAfterMs ?? 36_000_000, leaseMs: opts.leaseMs ?? 60_000, maintenanceIntervalMs: 1000, metrics, resultLingerMs: 0,
     ...(opts.onDispatched === undefined ? {} : { onDispatched: opts.onDispatched }),
   });
-  await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000 });
+  await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000, ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
   await store.activate("b", "m", n, clock.now());
   d.start();
@@ -181,6 +181,30 @@ describe("Dispatcher (SageServe §6.3)", () => {
     expect(m).toMatch(/tidegate_queue_results_total\{outcome="ok"\} 1/);
     expect(m).toMatch(/tidegate_queue_results_total\{outcome="dropped"\} 1/);
     expect(m).toMatch(/tidegate_queue_dispatched_total\{model="m",region="a",priority="1"\} 1/);
+    await d.stop();
+  });
+
+  it("a batch kept within regions is sent only there: claimed by another region's report it waits for one that allows it", async () => {
+    const { links, flush, d, store, clock } = await setup(4, { allowedRegions: ["c"], leaseMs: 60_000 });
+    links[0]!.signal(0.45); // a claims 2 of c's requests: parked, not sent
+    await flush();
+    expect(links[0]!.sent).toHaveLength(0);
+    expect((await store.getBatch("b"))!.leased).toBe(2);
+    links[2]!.signal(0.45); // c takes the 2 parked first, claiming nothing more
+    await flush();
+    expect(links[2]!.sent.map((x) => x.req.id)).toEqual(["b:000000", "b:000001"]);
+    expect((await store.getBatch("b"))!.leased).toBe(2);
+    for (const x of links[2]!.sent) x.release();
+    await flush();
+    expect((await store.getBatch("b"))!.completed).toBe(2);
+    // Parked past half the lease: released to the queue (not held until the lease runs out).
+    links[1]!.signal(0.45);
+    await flush();
+    expect((await store.getBatch("b"))!.leased).toBe(2);
+    await clock.advanceBy(31_000);
+    await flush();
+    expect((await store.getBatch("b"))!.leased).toBe(0);
+    expect(links[0]!.sent.length + links[1]!.sent.length).toBe(0);
     await d.stop();
   });
 });

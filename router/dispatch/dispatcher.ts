@@ -3,7 +3,9 @@
  * every model endpoint under the thresholds the dispatcher claims 1 or 2 of that model's oldest requests (a lease)
  * and sends them to that region through RegionLink.dispatch with priority 1, or 0 once older than promoteAfterMs.
  * Results are written once by request id (QueueStore.complete). A request whose region fails keeps its lease and
- * returns to the queue when the lease runs out. A maintenance pass on the Clock requeues expired leases, expires
+ * returns to the queue when the lease runs out. A request whose batch is kept within regions (the creating API
+ * key's `regions`) is sent only there: claimed by another region's report it is parked until an allowed region
+ * reports room (or released at half its lease). A maintenance pass on the Clock requeues expired leases, expires
  * batches past their window, starts intake of batches left in `validating` (e.g. after a crash), finalizes
  * batches, and refreshes the metrics. Policy lives in policy.ts; this file only wires it to the ports.
  */
@@ -59,6 +61,9 @@ interface Finished {
   usage: Usage;
 }
 
+/** Parked requests per model (see Dispatcher.parked) before further ones are released at once. */
+const MAX_PARKED = 1024;
+
 /** Error codes that mean the request itself is bad (its result is an error line), not that the region failed. */
 const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large"]);
 
@@ -79,6 +84,15 @@ export class Dispatcher {
   private readonly results: ResultWriter;
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
   private readonly aborted: string[] = [];
+  /**
+   * Claimed requests of batches kept within regions (API key `regions`) that a report from another region claimed:
+   * they wait here, oldest first per model, for a report from a region they allow (so a restricted request at the
+   * head of a model's queue never blocks the requests behind it). Past half their lease, or beyond
+   * `MAX_PARKED` per model, they are released back to the queue.
+   */
+  private readonly parked = new Map<string, { c: ClaimedRequest; allowed: ReadonlySet<string>; sinceMs: number }[]>();
+  /** Each active batch's allowed regions (null = any), read once per batch. */
+  private readonly batchRegions = new Map<string, Promise<ReadonlySet<string> | null>>();
   /** The store answered queue_unavailable (Redis down) and nothing has succeeded since: logged once per outage. */
   private queueDown = false;
   /** The last status logged per batch (debug logs of state changes); terminal ones are dropped after a tick. */
@@ -119,6 +133,7 @@ export class Dispatcher {
     await Promise.allSettled([this.maintaining]);
     await this.idle(); // includes runs started by claims that were answered after the abort
     await this.results.drain();
+    await this.releaseParked(true).catch((err) => this.o.log.warn("releasing parked requests on stop failed; their leases return them", { err }));
     // Hand the aborted requests back now instead of letting their leases run out.
     if (this.aborted.length > 0) {
       await this.o.store.release(this.aborted.splice(0), this.o.clock.now()).catch((err) => this.o.log.warn("releasing leases on stop failed; they expire instead", { err }));
@@ -148,10 +163,12 @@ export class Dispatcher {
     if (this.stopped) return;
     const signals = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fillSignals(report, this.o.fill);
     for (const s of signals) {
-      const p = this.o.store.claim(s.model, s.slots, this.o.clock.now(), this.o.leaseMs).then(
+      const slots = s.slots - this.runParked(link, s.model, s.slots);
+      if (slots <= 0) continue;
+      const p = this.o.store.claim(s.model, slots, this.o.clock.now(), this.o.leaseMs).then(
         (claimed) => {
           this.queueUp();
-          for (const c of claimed) this.track(this.run(link, c));
+          for (const c of claimed) this.track(this.route(link, c));
         },
         (err) => this.storeFailed("queue claim failed", { model: s.model, region: s.region }, err),
       );
@@ -201,6 +218,66 @@ export class Dispatcher {
     void p
       .catch((err) => this.o.log.error("batch dispatch failed unexpectedly; the lease will return the request", { err }))
       .finally(() => this.inflight.delete(p));
+  }
+
+  /** Sends parked requests that `link`'s region may serve, oldest first, at most `slots`; returns how many. */
+  private runParked(link: RegionLink, model: string, slots: number): number {
+    const list = this.parked.get(model);
+    if (list === undefined || list.length === 0) return 0;
+    let sent = 0;
+    for (let i = 0; i < list.length && sent < slots; ) {
+      if (!list[i]!.allowed.has(link.region)) {
+        i++;
+        continue;
+      }
+      const [p] = list.splice(i, 1);
+      this.track(this.run(link, p!.c));
+      sent++;
+    }
+    return sent;
+  }
+
+  /** The regions `batchId` may be served in (null = any), read once per batch. */
+  private regionsOf(batchId: string): Promise<ReadonlySet<string> | null> {
+    let r = this.batchRegions.get(batchId);
+    if (r === undefined) {
+      r = this.o.store.getBatch(batchId).then((b) => (b?.allowedRegions === undefined ? null : new Set(b.allowedRegions)));
+      // A failed read is not cached: the next claim of this batch asks again.
+      r.catch(() => this.batchRegions.delete(batchId));
+      this.batchRegions.set(batchId, r);
+    }
+    return r;
+  }
+
+  /** Runs a claimed request on `link`, or parks it when its batch may not be served in that region. */
+  private async route(link: RegionLink, c: ClaimedRequest): Promise<void> {
+    let allowed: ReadonlySet<string> | null;
+    try {
+      allowed = await this.regionsOf(c.batchId);
+    } catch (err) {
+      return this.storeFailed("reading a batch's regions failed; the lease will return the request", { request: c.requestId }, err);
+    }
+    if (allowed === null || allowed.has(link.region)) return this.run(link, c);
+    const list = this.parked.get(c.model) ?? [];
+    this.parked.set(c.model, list);
+    if (this.stopped || list.length >= MAX_PARKED) {
+      await this.o.store.release([c.requestId], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
+      return;
+    }
+    list.push({ c, allowed, sinceMs: this.o.clock.now() });
+  }
+
+  /** Releases parked requests that have waited half their lease (and, on stop, all of them). */
+  private async releaseParked(all: boolean): Promise<void> {
+    const now = this.o.clock.now();
+    const ids: string[] = [];
+    for (const [model, list] of this.parked) {
+      const keep = list.filter((p) => !all && now - p.sinceMs < this.o.leaseMs / 2);
+      for (const p of list) if (!keep.includes(p)) ids.push(p.c.requestId);
+      if (keep.length === 0) this.parked.delete(model);
+      else this.parked.set(model, keep);
+    }
+    if (ids.length > 0) await this.o.store.release(ids, now);
   }
 
   /** Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure). */
@@ -298,9 +375,12 @@ export class Dispatcher {
 
   private async maintainOnce(): Promise<void> {
     const { store, clock } = this.o;
+    await this.releaseParked(false);
     const rq = await store.requeueExpired(clock.now(), 10_000);
     this.o.metrics?.leaseExpiries.inc(rq.expiredLeases);
-    for (const id of await store.activeBatchIds()) {
+    const active = await store.activeBatchIds();
+    for (const id of this.batchRegions.keys()) if (!active.includes(id)) this.batchRegions.delete(id);
+    for (const id of active) {
       if (this.stopped) return;
       let b = await store.getBatch(id);
       if (b === undefined) continue;

@@ -52,6 +52,9 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect((await q.getBatch("b1"))!.allowedModels).toBeUndefined();
       await q.createBatch({ ...init("s1", 3500), allowedModels: ["m1", "m2"] });
       expect((await q.getBatch("s1"))!.allowedModels).toEqual(["m1", "m2"]);
+      expect((await q.getBatch("s1"))!.allowedRegions).toBeUndefined();
+      await q.createBatch({ ...init("s2", 3600), owner: "tenant-r", allowedRegions: ["r1"] });
+      expect((await q.getBatch("s2"))!.allowedRegions).toEqual(["r1"]);
       await q.createBatch({ ...init("t1", 4000), owner: "tenant-a" });
       await q.createBatch({ ...init("t2", 5000), owner: "tenant-a" });
       const mine = await q.listBatches(undefined, 1, "tenant-a");

@@ -30,6 +30,7 @@ function toRecord(h: Record<string, string>): BatchRecord {
     expiresAtMs: Number(h.expires_at),
     owner: h.owner ?? "anonymous",
     ...(h.allowed_models ? { allowedModels: JSON.parse(h.allowed_models) as string[] } : {}),
+    ...(h.allowed_regions ? { allowedRegions: JSON.parse(h.allowed_regions) as string[] } : {}),
     status: h.status as BatchStatus,
     model: h.model ?? null,
     total: Number(h.total ?? 0),
@@ -72,6 +73,7 @@ export class RedisQueueStore implements QueueStore {
     return this.code("create-batch", [this.k("b:", i.id), this.k("batches"), this.k("active"), this.k("bst"), this.k("batches:o:", owner)], [
       i.id, i.endpoint, i.inputFileId, i.completionWindow, i.metadata === null ? "" : JSON.stringify(i.metadata), i.createdAtMs, i.expiresAtMs, owner,
       i.allowedModels === undefined ? "" : JSON.stringify(i.allowedModels),
+      i.allowedRegions === undefined ? "" : JSON.stringify(i.allowedRegions),
     ]);
   }
 

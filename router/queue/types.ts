@@ -39,6 +39,8 @@ export interface BatchInit {
   owner?: string;
   /** Models the creating key may use; absent means every served model. Intake rejects lines for others. */
   allowedModels?: string[];
+  /** Regions the creating key may be served in (API key `regions`); absent means any. The dispatcher holds to it. */
+  allowedRegions?: string[];
 }
 
 /** A batch as stored: the init fields plus state. Optional `*AtMs` are set when the batch entered that status. */

@@ -5,8 +5,8 @@
  *   agent's; the same calls with the tiers' certificate succeed.
  * - API keys scoped to a tenant, to models and to regions are enforced on every route: streaming and plain
  *   completions (a model outside the key's scope; a region header outside the key's `regions`), files (list,
- *   retrieve, content, delete) and batches (create from another tenant's file, or with a model outside the scope, or
- *   with a key restricted to regions; list, retrieve, cancel): a tenant never sees another tenant's file or batch
+ *   retrieve, content, delete) and batches (create from another tenant's file, or with a model outside the scope;
+ *   list, retrieve, cancel): a tenant never sees another tenant's file or batch
  *   (404, as if it did not exist); a key's `region` is its home region (routed there first; a header may name
  *   another); admin routes refuse non-admin keys.
  * - No API key, admin key, PEM block or private-key material appears in any process's output (every line, debug
@@ -151,14 +151,15 @@ describe.skipIf(!hasOpenssl)("security between tiers (real processes, mutual TLS
     expect(home.status).toBe(200);
     expect(home.headers.get("x-tidegate-region")).toBe("r1");
     await home.json();
-    // A key with `regions` (data residency) is served only there: a header naming another region is refused, and
-    // so are batches, which the queue cannot keep within regions yet.
+    // A key with `regions` (data residency) is served only there: a header naming another region is refused; its
+    // batches run only in its regions (router/dispatch/dispatcher.test.ts shows another region's claims parked).
     const resident = new OpenAI({ apiKey: KEYS.resident, baseURL: `${routerUrl}/v1`, maxRetries: 0 });
     expect((await resident.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4 })).choices.length).toBe(1);
     const elsewhere = new OpenAI({ apiKey: KEYS.resident, baseURL: `${routerUrl}/v1`, maxRetries: 0, defaultHeaders: { "x-tidegate-region": "r2" } });
     expect(await failure(elsewhere.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4, stream: true }))).toBe("403 forbidden");
     const residentFile = await resident.files.create({ file: await toFile(Buffer.from(chatJsonl(1, MODEL)), "e.jsonl"), purpose: "batch" });
-    expect(await failure(resident.batches.create({ input_file_id: residentFile.id, endpoint: "/v1/chat/completions", completion_window: "24h" }))).toBe("403 forbidden");
+    const kept = await resident.batches.create({ input_file_id: residentFile.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect((await pollBatch(resident, kept.id, (st) => st === "completed" || st === "failed", 60_000)).request_counts).toEqual({ total: 1, completed: 1, failed: 0 });
     expect(await failure(as("sk-not-a-key-at-all").chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "hi" }], max_tokens: 4 }))).toBe("401 unauthorized");
     const bare = await fetch(`${routerUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }) });
     expect(bare.status).toBe(401);

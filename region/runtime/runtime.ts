@@ -134,7 +134,9 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   };
   /**
    * Before any plan, the configured instances (regions[].endpoints[].instances) are the target: each pass deploys
-   * the deficit (agents may join late, a node may have no room yet), with the controller's backoff after failures.
+   * the deficit (agents may join late, a node may have no room yet), with the controller's backoff after failures,
+   * and drains a surplus to spot (a node declared lost comes back and its engine is adopted after its replacement
+   * was deployed): instances not serving yet go first, then the newest serving ones.
    * Once a plan is held the controller alone decides.
    */
   const bootstrap = () => {
@@ -143,7 +145,16 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     for (const e of regionConfig.endpoints) {
       const b = controller.backoffOf(e.model, e.gpu);
       if (b !== undefined && now < b.retryAtMs) continue;
-      const have = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state !== "spot" && i.state !== "draining").length;
+      const mine = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state !== "spot" && i.state !== "draining");
+      const have = mine.length;
+      if (have > e.instances) {
+        const surplus = [...mine].sort((x, y) => Number(x.state === "serving") - Number(y.state === "serving") || y.sinceMs - x.sinceMs).slice(0, have - e.instances);
+        surplus.forEach((inst, k) => {
+          o.actuator.drainToSpot(inst.id);
+          record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, kind: "drain", instanceId: inst.id, reason: "initial-deployment-surplus", from: have - k, desired: e.instances });
+        });
+        continue;
+      }
       for (let k = have; k < e.instances; k++) {
         try {
           const inst = o.actuator.provision(e.model, e.gpu, gpusOf(e.model, e.gpu));

@@ -8,6 +8,11 @@
  * every request on the stream waits for 'drain' before pulling its next event: the stream's HTTP/2 flow control
  * back-pressures all its generations together. A request ends with one event carrying `done` or `error` (the
  * TidegateError code and whether the first event had gone out); a cancelled request gets nothing more.
+ *
+ * A batch request (`GenerateRequest.batch`, sent by the queue manager) has no reader waiting on each token: its text
+ * is kept here and goes out once, with its `done`, as one MuxEvent. A 512-token batch request then costs the link
+ * one message instead of one per event-loop turn, so bulk batch traffic does not queue ahead of the telemetry and
+ * interactive streams that share the region's HTTP/2 connection, nor take the router's CPU token by token.
  */
 import type * as grpc from "@grpc/grpc-js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
@@ -62,6 +67,9 @@ export function serveMux(service: RegionService, call: grpc.ServerDuplexStream<W
     let started = false;
     try {
       const req = requestFromWire(up.open!);
+      // Batch: the text so far and its token count, sent with `done` (see the header).
+      const held: string[] | undefined = req.batch === true ? [] : undefined;
+      let heldTokens = 0;
       const it = service.generate(req, ctl.signal)[Symbol.asyncIterator]();
       try {
         for (;;) {
@@ -71,11 +79,20 @@ export function serveMux(service: RegionService, call: grpc.ServerDuplexStream<W
           if (step.done === true) throw new TidegateError("upstream_error", `request ${req.id}: the stream ended without a done event`);
           const ev = step.value;
           started = true;
+          if (ev.type === "token" && held !== undefined) {
+            held.push(ev.text);
+            heldTokens += ev.tokens;
+            continue;
+          }
           const out = entry(rid);
           if (ev.type === "token") {
             out.texts.push(ev.text);
             out.tokens.push(ev.tokens);
             continue;
+          }
+          if (held !== undefined && held.length > 0) {
+            out.texts.push(held.join(""));
+            out.tokens.push(heldTokens);
           }
           out.done = doneToWire(ev);
           return;

@@ -36,6 +36,20 @@ describe("gRPC RegionLink over one DispatchMux stream", () => {
     expect(l.muxConnects).toBe(1);
   });
 
+  it("a batch request's text comes in one message with its done; interactive neighbours still stream token by token", async () => {
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
+    const l = link((await serve(gw)).address);
+    const batch = request({ maxTokens: 50, batch: true, priority: 1 });
+    const interactive = request({ maxTokens: 50 });
+    const [b, i] = await Promise.all([collect(l.dispatch(batch)), collect(l.dispatch(interactive))]);
+    const direct = await collect(gw.generate({ ...batch, id: `d${batch.id.slice(1)}` })); // same id length, same text
+    const text = (evs: EngineEvent[]) => evs.map((e) => (e.type === "token" ? e.text : "")).join("");
+    expect(b).toHaveLength(2);
+    expect(b[0]).toEqual({ type: "token", text: text(direct), tokens: 50 });
+    expect(b[1]).toEqual(direct.at(-1));
+    expect(i).toHaveLength(51);
+  });
+
   it("cancels one request without disturbing the others on the stream", async () => {
     const engine = new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 5 });
     const l = link((await serve(region([engine]))).address);

@@ -42,14 +42,21 @@ export class Cluster {
   constructor(readonly spec: ClusterSpec) {}
 
   async start(): Promise<void> {
-    const port = await freePort();
     const host = this.spec.regionHost ?? "127.0.0.1";
-    this.regionAddress = `${host}:${port}`;
     this.configFile = join(this.spec.dir, "cluster.json");
-    const cfg = structuredClone(this.spec.config) as { regions: { name: string; grpcAddress?: string }[] };
-    for (const r of cfg.regions) if (r.name === this.spec.region) r.grpcAddress = this.regionAddress;
-    writeFileSync(this.configFile, JSON.stringify(cfg, null, 2));
-    await this.startRegion();
+    // A port freePort() found free can be taken by another test file before the region binds it: try another.
+    for (let attempt = 1; ; attempt++) {
+      this.regionAddress = `${host}:${await freePort()}`;
+      const cfg = structuredClone(this.spec.config) as { regions: { name: string; grpcAddress?: string }[] };
+      for (const r of cfg.regions) if (r.name === this.spec.region) r.grpcAddress = this.regionAddress;
+      writeFileSync(this.configFile, JSON.stringify(cfg, null, 2));
+      try {
+        await this.startRegion();
+        break;
+      } catch (err) {
+        if (attempt >= 3 || !String(err).includes("EADDRINUSE")) throw err;
+      }
+    }
     await Promise.all(this.spec.agents.map((a) => this.startAgent(a)));
     if (this.spec.withGlobal === true) {
       this.global = await spawnTidegate("global", ["global", "--config", this.configFile, "--port", "0", "--log-level", "warn", "--telemetry-interval-ms", "200"], /serving (http:\/\/127\.0\.0\.1:\d+)/);

@@ -71,7 +71,7 @@ describe.skipIf(!hasRedisServer)("Redis faults (real processes, a private redis-
     const base = global.match[1]!;
     const client = new OpenAI({ apiKey: "x", baseURL: `${base}/v1`, maxRetries: 0 });
     // 1024 output tokens each: long enough that the outage lands with most of the batch still to run, and that it
-    // still runs when interactive TTFT is measured again after the restart.
+    // still runs when interactive TTFT is measured again after the restart (the batch takes about a minute).
     const file = await client.files.create({ file: await toFile(Buffer.from(chatJsonl(N, MODEL, 1024)), "big.jsonl"), purpose: "batch" });
     const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const started = Date.now();
@@ -83,6 +83,11 @@ describe.skipIf(!hasRedisServer)("Redis faults (real processes, a private redis-
       if (Date.now() - started > 120_000) throw new Error(`no progress: ${JSON.stringify(b)}\n${global.output()}`);
       await new Promise((r) => setTimeout(r, 50));
     }
+    // Interactive TTFT beside the running batch with Redis up, just before the kill: what the outage is compared with.
+    // The engines hold the same leased batch work a moment later when Redis is gone, so it is like for like (after
+    // the restart they hold less: batch fills less beside interactive traffic, router/dispatch policy.ts).
+    const before = await streams(base, 4);
+    expect(before.every((s) => s.ok)).toBe(true);
     await redis.kill();
     const killedAt = Date.now();
 
@@ -122,14 +127,14 @@ describe.skipIf(!hasRedisServer)("Redis faults (real processes, a private redis-
     console.log(`redis faults: Batch API back ${Date.now() - restartedAt} ms after Redis restarted; ${beforeKill} completed before the kill, ${afterRestart.request_counts!.completed} in Redis after the restart (AOF)`);
     // appendfsync always: every result acknowledged before the kill is still there.
     expect(afterRestart.request_counts!.completed).toBeGreaterThanOrEqual(beforeKill);
-    // Interactive TTFT with Redis back and the batch running again, against the outage's: served alike (the outage
-    // pauses batch dispatch, so it is no slower then).
+    // Interactive TTFT during the outage against just before it: served alike (the outage pauses batch dispatch, so
+    // it is no slower then). And with Redis back and the batch running again, every stream served.
     const running = await client.batches.retrieve(batch.id);
     const after = await streams(base, 8);
-    console.log(`redis faults: interactive median TTFT ${median(during.map((s) => s.ttftMs)).toFixed(1)} ms with Redis down (${downForMs} ms into the outage), ${median(after.map((s) => s.ttftMs)).toFixed(1)} ms after it with the batch running (${running.request_counts!.completed} done when it began)`);
+    console.log(`redis faults: interactive median TTFT ${median(before.map((s) => s.ttftMs)).toFixed(1)} ms beside the batch just before the kill, ${median(during.map((s) => s.ttftMs)).toFixed(1)} ms with Redis down (${downForMs} ms into the outage), ${median(after.map((s) => s.ttftMs)).toFixed(1)} ms after it with the batch running (${running.request_counts!.completed} done when it began)`);
     expect(after.every((s) => s.ok)).toBe(true);
     expect(running.request_counts!.completed).toBeLessThan(N);
-    expect(median(during.map((s) => s.ttftMs))).toBeLessThanOrEqual(2 * median(after.map((s) => s.ttftMs)) + 25);
+    expect(median(during.map((s) => s.ttftMs))).toBeLessThanOrEqual(2 * median(before.map((s) => s.ttftMs)) + 25);
 
     const done = await pollBatch(client, batch.id, (s) => s === "completed" || s === "failed", 330_000 - (Date.now() - started));
     console.log(`redis faults: batch finished in ${((Date.now() - started) / 1000).toFixed(1)} s; counts ${JSON.stringify(done.request_counts)}`);

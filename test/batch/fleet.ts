@@ -41,8 +41,9 @@ export async function writeFleetConfig(dir: string, queue: Record<string, unknow
 export const startRegion = (config: string, region: string): Promise<Proc> =>
   spawnTidegate(`region ${region}`, ["region", "--config", config, "--region", region, "--log-level", "warn"], new RegExp(`tidegate region ${region}: grpc`));
 
-export const startGlobal = (config: string, logLevel = "error"): Promise<Proc> =>
-  spawnTidegate("global", ["global", "--config", config, "--port", "0", "--telemetry-interval-ms", "50", "--log-level", logLevel], /serving (http:\/\/[^\s]+)/);
+/** `keepChars` bounds the output kept for `output()` (spawnTidegate's default when absent). */
+export const startGlobal = (config: string, logLevel = "error", keepChars?: number): Promise<Proc> =>
+  spawnTidegate("global", ["global", "--config", config, "--port", "0", "--telemetry-interval-ms", "50", "--log-level", logLevel], /serving (http:\/\/[^\s]+)/, undefined, keepChars);
 
 /** SIGKILL; resolves once it exited. */
 export async function killHard(p: Proc): Promise<void> {

@@ -5,7 +5,9 @@
  * Results are written once by request id (QueueStore.complete). A request whose region fails keeps its lease and
  * returns to the queue when the lease runs out. A request whose batch is kept within regions (the creating API
  * key's `regions`) is sent only there: claimed by another region's report it is parked until an allowed region
- * reports room (or released at half its lease). A maintenance pass on the Clock requeues expired leases, expires
+ * reports room (or released at half its lease). While a request runs, each maintenance pass renews its lease once
+ * less than half of it is left, so a request that outlasts its lease is not sent twice. A maintenance pass on the
+ * Clock requeues expired leases, expires
  * batches past their window, starts intake of batches left in `validating` (e.g. after a crash), finalizes
  * batches, and refreshes the metrics. Policy lives in policy.ts; this file only wires it to the ports.
  */
@@ -82,6 +84,8 @@ export class Dispatcher {
   private maintaining: Promise<void> | undefined;
   private stopped = false;
   private readonly results: ResultWriter;
+  /** Claimed requests being run now → the end of their lease as last set (renewRunning keeps it ahead). */
+  private readonly running = new Map<string, number>();
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
   private readonly aborted: string[] = [];
   /**
@@ -280,8 +284,32 @@ export class Dispatcher {
     if (ids.length > 0) await this.o.store.release(ids, now);
   }
 
-  /** Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure). */
+  /** Runs one claimed request (runClaimed), its lease kept renewed by maintenance while it runs (renewRunning). */
   private async run(link: RegionLink, c: ClaimedRequest): Promise<void> {
+    this.running.set(c.requestId, c.leaseUntilMs);
+    try {
+      await this.runClaimed(link, c);
+    } finally {
+      this.running.delete(c.requestId);
+    }
+  }
+
+  /**
+   * Extends, by one lease from now, the leases of running requests that end within half a lease
+   * (QueueStore.renew), so a request that runs longer than its lease is not requeued and sent again.
+   */
+  private async renewRunning(): Promise<void> {
+    const now = this.o.clock.now();
+    const due: string[] = [];
+    for (const [rid, until] of this.running) if (until - now < this.o.leaseMs / 2) due.push(rid);
+    if (due.length === 0) return;
+    const until = now + this.o.leaseMs;
+    await this.o.store.renew(due, until);
+    for (const rid of due) if (this.running.has(rid)) this.running.set(rid, until);
+  }
+
+  /** Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure). */
+  private async runClaimed(link: RegionLink, c: ClaimedRequest): Promise<void> {
     const payload = decodePayload(c.payload);
     const kind: ApiKind = payload.url === "/v1/chat/completions" ? "chat" : "completion";
     const nowMs = this.o.clock.now();
@@ -376,6 +404,7 @@ export class Dispatcher {
   private async maintainOnce(): Promise<void> {
     const { store, clock } = this.o;
     await this.releaseParked(false);
+    await this.renewRunning();
     const rq = await store.requeueExpired(clock.now(), 10_000);
     this.o.metrics?.leaseExpiries.inc(rq.expiredLeases);
     const active = await store.activeBatchIds();

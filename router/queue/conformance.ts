@@ -159,6 +159,22 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.getBatch("a")).toMatchObject({ leased: 0, completed: 1 });
     }));
 
+    it("renew extends leases still held, never shortens one, and leaves finished or requeued requests alone", withStore(async (q) => {
+      await enqueue(q, "r", 3, 100);
+      const [c0, c1, c2] = await q.claim("m1", 3, 200, 100); // leased until 300
+      await q.complete(c1!.requestId, { ok: true, line: "done" }, 210);
+      // c0 and c2 extended to 500; c1 has no lease any more; an unknown id is ignored.
+      expect(await q.renew([c0!.requestId, c1!.requestId, c2!.requestId, requestId("nope", 0)], 500)).toBe(2);
+      expect(await q.renew([c0!.requestId], 400)).toBe(0); // never shortened
+      expect(await q.renew([], 900)).toBe(0);
+      expect(await q.requeueExpired(450, 100)).toEqual({ expiredLeases: 0, requeued: 0 });
+      expect(await q.getBatch("r")).toMatchObject({ leased: 2 });
+      expect(await q.requeueExpired(501, 100)).toEqual({ expiredLeases: 2, requeued: 2 });
+      // A requeued request is not leased: renewing it does not take it back from the queue.
+      expect(await q.renew([c0!.requestId], 900)).toBe(0);
+      expect((await q.claim("m1", 5, 502, 100)).map((r) => r.index)).toEqual([0, 2]);
+    }));
+
     it("release gives leases back at once, keeping age; released-but-finished requests stay finished", withStore(async (q) => {
       await enqueue(q, "b", 3, 100);
       const c = await q.claim("m1", 3, 200, 60_000);

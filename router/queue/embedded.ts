@@ -27,11 +27,12 @@ type Op =
   | ["completeMany", CompleteItem[], number]
   | ["requeueExpired", number, number]
   | ["release", string[], number]
+  | ["renew", string[], number]
   | ["expire", string, number]
   | ["cancel", string, number]
   | ["finalize", string, string | null, string | null, number, number];
 
-const OP_NAMES = new Set(["snapshot", "createBatch", "stage", "activate", "failValidation", "claim", "complete", "completeMany", "requeueExpired", "release", "expire", "cancel", "finalize"]);
+const OP_NAMES = new Set(["snapshot", "createBatch", "stage", "activate", "failValidation", "claim", "complete", "completeMany", "requeueExpired", "release", "renew", "expire", "cancel", "finalize"]);
 
 /** Applies one journal line's operation; throws on a value that is not a known operation. */
 function applyJournalLine(state: MemoryQueueState, op: unknown): void {
@@ -53,6 +54,7 @@ function apply(state: MemoryQueueState, op: Op): unknown {
     case "completeMany": return state.completeMany(op[1], op[2]);
     case "requeueExpired": return state.requeueExpired(op[1], op[2]);
     case "release": return state.release(op[1], op[2]);
+    case "renew": return state.renew(op[1], op[2]);
     case "expire": return state.expire(op[1], op[2]);
     case "cancel": return state.cancel(op[1], op[2]);
     case "finalize": return state.finalize(op[1], op[2], op[3], op[4], op[5]);
@@ -122,6 +124,9 @@ export class EmbeddedQueueStore implements QueueStore {
   }
   async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> { return this.run(["requeueExpired", nowMs, max]); }
   async release(requestIds: readonly string[], nowMs: number): Promise<number> { return this.run(["release", [...requestIds], nowMs]); }
+  async renew(requestIds: readonly string[], untilMs: number): Promise<number> {
+    return requestIds.length === 0 ? 0 : this.run(["renew", [...requestIds], untilMs]);
+  }
   async expire(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["expire", batchId, nowMs]); }
   async cancel(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["cancel", batchId, nowMs]); }
   async results(batchId: string): Promise<Map<number, RequestResult>> { return this.state.results(batchId); }

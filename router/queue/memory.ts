@@ -142,6 +142,18 @@ export class MemoryQueueState {
     return items.map((it) => this.complete(it.requestId, it.result, nowMs));
   }
 
+  renew(rids: readonly string[], untilMs: number): number {
+    let n = 0;
+    for (const rid of rids) {
+      const until = this.leases.get(rid);
+      if (until !== undefined && until < untilMs) {
+        this.leases.set(rid, untilMs);
+        n++;
+      }
+    }
+    return n;
+  }
+
   release(rids: readonly string[], nowMs: number): number {
     let requeued = 0;
     for (const rid of rids) if (this.leases.delete(rid) && this.returnLease(rid, nowMs)) requeued++;

@@ -149,6 +149,13 @@ export class RedisQueueStore implements QueueStore {
     return { expiredLeases, requeued };
   }
 
+  async renew(requestIds: readonly string[], untilMs: number): Promise<number> {
+    if (requestIds.length === 0) return 0;
+    // XX: only members still in the leases zset; GT: never shortened; CH: count the changed scores.
+    const pairs = requestIds.flatMap((rid) => [untilMs, rid]);
+    return await this.client.zadd(this.k("leases"), "XX", "GT", "CH", ...pairs);
+  }
+
   async release(requestIds: readonly string[], nowMs: number): Promise<number> {
     if (requestIds.length === 0) return 0;
     return (await this.scripts.run("release", [this.k("leases"), this.k("bst")], [this.prefix, nowMs, ...requestIds])) as number;

@@ -165,6 +165,12 @@ export interface QueueStore {
   completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]>;
   /** Returns requests whose lease ended before nowMs to the queue (or drops them if their batch is cancelling). */
   requeueExpired(nowMs: number, max: number): Promise<RequeueResult>;
+  /**
+   * Extends the leases of `requestIds` that are still leased to `untilMs` (a lease is never shortened; a request
+   * with no lease, finished or requeued, is left alone): the dispatcher keeps requests it is still running leased.
+   * Returns how many leases were extended.
+   */
+  renew(requestIds: readonly string[], untilMs: number): Promise<number>;
   /** Gives the leases of `requestIds` back now (a clean stop); returns how many went back to the queue. */
   release(requestIds: readonly string[], nowMs: number): Promise<number>;
   /** in_progress/validating → finalizing (target expired) once nowMs ≥ expiresAtMs; NotDue before. */

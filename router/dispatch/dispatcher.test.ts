@@ -150,9 +150,11 @@ describe("Dispatcher (SageServe §6.3)", () => {
     links[0]!.signal(0.55);
     await flush();
     expect(links[0]!.sent).toHaveLength(1);
-    // Four leases long, with maintenance every second as start() runs it: never requeued, never sent elsewhere.
+    // Four leases long, with maintenance every second as start() runs it and region a reporting (full, so it takes
+    // nothing more): never requeued, never sent elsewhere.
     for (let t = 0; t < 20; t++) {
       await clock.advanceBy(1000);
+      links[0]!.signal(0.9);
       await flush();
       links[1]!.signal(0.1);
       await flush();
@@ -164,6 +166,24 @@ describe("Dispatcher (SageServe §6.3)", () => {
     await d.maintain();
     expect(await store.getBatch("b")).toMatchObject({ status: "completed", completed: 1, leased: 0 });
     expect(await registry.metrics()).toMatch(/tidegate_queue_lease_expiries_total 0/);
+    await d.stop();
+  });
+
+  it("a region that stops reporting (hung) gets no lease renewals: its request returns and runs elsewhere", async () => {
+    const { links, flush, clock, d, registry } = await setup(1, { leaseMs: 5000 });
+    links[0]!.signal(0.55);
+    await flush();
+    expect(links[0]!.sent).toHaveLength(1);
+    for (let t = 0; t < 8; t++) {
+      await clock.advanceBy(1000);
+      await flush();
+      links[1]!.signal(0.1);
+      await flush();
+    }
+    expect(links[1]!.sent.map((s) => s.req.id)).toEqual(["b:000000"]);
+    expect(await registry.metrics()).toMatch(/tidegate_queue_lease_expiries_total 1/);
+    links[1]!.sent[0]!.release();
+    links[0]!.sent[0]!.fail();
     await d.stop();
   });
 

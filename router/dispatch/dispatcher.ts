@@ -5,10 +5,10 @@
  * Results are written once by request id (QueueStore.complete). A request whose region fails keeps its lease and
  * returns to the queue when the lease runs out. A request whose batch is kept within regions (the creating API
  * key's `regions`) is sent only there: claimed by another region's report it is parked until an allowed region
- * reports room (or released at half its lease). While a request runs, each maintenance pass renews its lease once
- * less than half of it is left, so a request that outlasts its lease is not sent twice. A maintenance pass on the
- * Clock requeues expired leases, expires
- * batches past their window, starts intake of batches left in `validating` (e.g. after a crash), finalizes
+ * reports room (or released at half its lease). While a request runs in a region that still reports, each
+ * maintenance pass renews its lease once less than half of it is left, so a request that outlasts its lease is not
+ * sent twice; a region that stopped reporting (hung) gets no renewals, and its requests return when their leases
+ * run out. A maintenance pass on the Clock requeues expired leases, expires batches past their window, starts intake of batches left in `validating` (e.g. after a crash), finalizes
  * batches, and refreshes the metrics. Policy lives in policy.ts; this file only wires it to the ports.
  */
 import { setMaxListeners } from "node:events";
@@ -84,8 +84,10 @@ export class Dispatcher {
   private maintaining: Promise<void> | undefined;
   private stopped = false;
   private readonly results: ResultWriter;
-  /** Claimed requests being run now → the end of their lease as last set (renewRunning keeps it ahead). */
-  private readonly running = new Map<string, number>();
+  /** Claimed requests being run now → their region and the end of their lease as last set (renewRunning). */
+  private readonly running = new Map<string, { region: string; untilMs: number }>();
+  /** Clock time of each region's last telemetry report: only requests in a region that reports are renewed. */
+  private readonly lastReportMs = new Map<string, number>();
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
   private readonly aborted: string[] = [];
   /**
@@ -165,6 +167,7 @@ export class Dispatcher {
   /** One capacity signal per report (SageServe §6.3): claim and send what the region's endpoints can take. */
   onTelemetry(link: RegionLink, report: RegionTelemetry): void {
     if (this.stopped) return;
+    this.lastReportMs.set(link.region, this.o.clock.now());
     const signals = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fillSignals(report, this.o.fill);
     for (const s of signals) {
       const slots = s.slots - this.runParked(link, s.model, s.slots);
@@ -286,7 +289,7 @@ export class Dispatcher {
 
   /** Runs one claimed request (runClaimed), its lease kept renewed by maintenance while it runs (renewRunning). */
   private async run(link: RegionLink, c: ClaimedRequest): Promise<void> {
-    this.running.set(c.requestId, c.leaseUntilMs);
+    this.running.set(c.requestId, { region: link.region, untilMs: c.leaseUntilMs });
     try {
       await this.runClaimed(link, c);
     } finally {
@@ -295,17 +298,25 @@ export class Dispatcher {
   }
 
   /**
-   * Extends, by one lease from now, the leases of running requests that end within half a lease
-   * (QueueStore.renew), so a request that runs longer than its lease is not requeued and sent again.
+   * Extends, by one lease from now, the leases of running requests that end within half a lease (QueueStore.renew),
+   * so a request that runs longer than its lease is not requeued and sent again — only in regions that reported
+   * within the last half lease: a hung region's requests are left to run out and go elsewhere.
    */
   private async renewRunning(): Promise<void> {
     const now = this.o.clock.now();
     const due: string[] = [];
-    for (const [rid, until] of this.running) if (until - now < this.o.leaseMs / 2) due.push(rid);
+    for (const [rid, r] of this.running) {
+      if (r.untilMs - now >= this.o.leaseMs / 2) continue;
+      if (now - (this.lastReportMs.get(r.region) ?? -Infinity) > this.o.leaseMs / 2) continue;
+      due.push(rid);
+    }
     if (due.length === 0) return;
-    const until = now + this.o.leaseMs;
-    await this.o.store.renew(due, until);
-    for (const rid of due) if (this.running.has(rid)) this.running.set(rid, until);
+    const untilMs = now + this.o.leaseMs;
+    await this.o.store.renew(due, untilMs);
+    for (const rid of due) {
+      const r = this.running.get(rid);
+      if (r !== undefined) r.untilMs = untilMs;
+    }
   }
 
   /** Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure). */

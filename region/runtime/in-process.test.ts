@@ -3,9 +3,10 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { WallClock } from "../../core/clock.js";
 import { parseConfig, type TidegateConfig } from "../../core/config.js";
-import { createLogger, silentLogger, type Logger } from "../../core/log.js";
+import { createLogger, type Logger } from "../../core/log.js";
 import type { RegionTargets } from "../../core/ports.js";
 import { startInProcessRegion, type InProcessRegion } from "./in-process.js";
+import { bootstrapSurplus } from "./runtime.js";
 
 const MiB = 1 << 20;
 const MODEL = "llama3.2-3b";
@@ -108,24 +109,14 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(r.runtime.actions.at(-1)).toMatchObject({ kind: "reclaim" });
   });
 
-  it("before any plan, a surplus over the configured count (an adopted engine beside its replacement) is drained to spot", async () => {
-    const clock = new WallClock();
-    region = startInProcessRegion({ config: config({ instances: 1 }), region: "r", clock, log: silentLogger, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
-    await region.ready(10_000);
-    const r = region;
-    const [kept] = r.runtime.actuator.instances().filter((i) => i.state === "serving");
-    // One more instance than configured, as when a node declared lost comes back and its engine is adopted.
-    const extra = r.runtime.actuator.provision(MODEL, "h100-80gb", 2);
-    const drained = await until("the surplus drained", () => r.runtime.actions.find((a) => a.kind === "drain" && a.instanceId === extra.id));
-    expect(drained).toMatchObject({ reason: "initial-deployment-surplus", from: 2, desired: 1 });
-    await until("1 serving, the surplus in spot", () => {
-      const all = r.runtime.actuator.instances();
-      const serving = all.filter((i) => i.state === "serving");
-      return serving.length === 1 && serving[0]!.id === kept!.id && all.find((i) => i.id === extra.id)?.state === "spot";
-    });
-    // Nothing more: the count holds at the configured one.
-    await new Promise((res) => setTimeout(res, 500));
-    expect(r.runtime.actions.filter((a) => a.kind === "provision")).toHaveLength(1);
+  it("before any plan, only a surplus not serving yet is cancelled (bootstrapSurplus); serving engines are kept", () => {
+    const i = (id: string, state: string) => ({ id, state });
+    // An adopted engine serving beside its replacement still loading: the replacement goes.
+    expect(bootstrapSurplus([i("old", "serving"), i("adopted", "serving"), i("new", "loading")], 2)).toEqual([i("new", "loading")]);
+    // A restarted region that adopted more serving engines than configured keeps them until a plan arrives.
+    expect(bootstrapSurplus([i("a", "serving"), i("b", "serving"), i("c", "serving")], 1)).toEqual([]);
+    expect(bootstrapSurplus([i("a", "provisioning"), i("b", "loading"), i("c", "serving")], 1)).toEqual([i("a", "provisioning"), i("b", "loading")]);
+    expect(bootstrapSurplus([i("a", "serving")], 2)).toEqual([]);
   });
 
   it("a model with no source anywhere: a clear error in the log and the listing, retried with backoff", async () => {

@@ -62,6 +62,14 @@ export interface RegionRuntime<A extends RuntimeActuator = RuntimeActuator> {
   close(): void;
 }
 
+/**
+ * Before any plan: which of an endpoint's instances (spot and draining excluded) to cancel to come back to the
+ * configured count — only instances not serving yet, so a restarted region keeps the serving engines it adopted.
+ */
+export function bootstrapSurplus<I extends { state: string }>(instances: readonly I[], configured: number): I[] {
+  return instances.filter((i) => i.state !== "serving").slice(0, Math.max(0, instances.length - configured));
+}
+
 /** Wires the controller to the gateway, the TargetsStore and the actuator, and starts it on the clock. */
 export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOptions<A>): RegionRuntime<A> {
   const regionConfig = o.config.regions.find((r) => r.name === o.region);
@@ -135,8 +143,9 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   /**
    * Before any plan, the configured instances (regions[].endpoints[].instances) are the target: each pass deploys
    * the deficit (agents may join late, a node may have no room yet), with the controller's backoff after failures,
-   * and drains a surplus to spot (a node declared lost comes back and its engine is adopted after its replacement
-   * was deployed): instances not serving yet go first, then the newest serving ones.
+   * and cancels a surplus that is not serving yet (a node declared lost comes back and its engine is adopted while
+   * its replacement is still deploying). Serving instances are never drained before a plan: a restarted region that
+   * adopts more engines than configured keeps them until the planner's targets arrive.
    * Once a plan is held the controller alone decides.
    */
   const bootstrap = () => {
@@ -148,7 +157,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
       const mine = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state !== "spot" && i.state !== "draining");
       const have = mine.length;
       if (have > e.instances) {
-        const surplus = [...mine].sort((x, y) => Number(x.state === "serving") - Number(y.state === "serving") || y.sinceMs - x.sinceMs).slice(0, have - e.instances);
+        const surplus = bootstrapSurplus(mine, e.instances);
         surplus.forEach((inst, k) => {
           o.actuator.drainToSpot(inst.id);
           record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, kind: "drain", instanceId: inst.id, reason: "initial-deployment-surplus", from: have - k, desired: e.instances });

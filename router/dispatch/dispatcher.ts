@@ -8,8 +8,8 @@
  * reports room (or released at half its lease). While a request runs in a region that still reports, each
  * maintenance pass renews its lease once less than half of it is left, so a request that outlasts its lease is not
  * sent twice; a region that stopped reporting (hung) gets no renewals, and its requests return when their leases
- * run out. A maintenance pass on the Clock requeues expired leases, expires batches past their window, starts intake of batches left in `validating` (e.g. after a crash), finalizes
- * batches, and refreshes the metrics. Policy lives in policy.ts; this file only wires it to the ports.
+ * run out. A maintenance pass on the Clock requeues expired leases, expires batches past their window, starts
+ * intake of batches left in `validating` (e.g. after a crash), finalizes batches, and refreshes the metrics. Policy lives in policy.ts; this file only wires it to the ports.
  */
 import { setMaxListeners } from "node:events";
 import type { Clock, Timer } from "../../core/clock.js";
@@ -312,7 +312,12 @@ export class Dispatcher {
     }
     if (due.length === 0) return;
     const untilMs = now + this.o.leaseMs;
-    await this.o.store.renew(due, untilMs);
+    try {
+      await this.o.store.renew(due, untilMs);
+    } catch (err) {
+      // The rest of the maintenance pass still runs; the next pass tries again.
+      return this.storeFailed("renewing leases failed; they may run out and their requests run again", { requests: due.length }, err);
+    }
     for (const rid of due) {
       const r = this.running.get(rid);
       if (r !== undefined) r.untilMs = untilMs;

@@ -72,8 +72,8 @@ describe.skipIf(!hasRedisServer)("Redis faults (real processes, a private redis-
     const base = global.match[1]!;
     const client = new OpenAI({ apiKey: "x", baseURL: `${base}/v1`, maxRetries: 0 });
     // 512 output tokens each: long enough that the outage lands with most of the batch still to run, and that it
-    // still runs when interactive TTFT is measured again after the restart; short enough that a request ends within
-    // its 3 s lease (fleet.ts) on a loaded machine, so the batch is not sent twice.
+    // still runs when interactive TTFT is measured again after the restart; short enough that the whole batch takes
+    // about 20 s on a quiet machine.
     const file = await client.files.create({ file: await toFile(Buffer.from(chatJsonl(N, MODEL, 512)), "big.jsonl"), purpose: "batch" });
     const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const started = Date.now();

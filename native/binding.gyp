@@ -12,6 +12,7 @@
         "src/store.cc",
         "src/measure.cc",
         "src/tcp_transport.cc",
+        "src/net_util.cc",
         "src/tcp_dial.cc",
         "src/tcp_send.cc",
         "src/tcp_receive.cc",
@@ -25,7 +26,7 @@
       "cflags_cc": ["-std=c++17", "-O2", "-Wall", "-Wextra", "-Wno-unused-parameter"],
       "conditions": [
         ["have_verbs==1", {
-          "sources": ["src/verbs_transport.cc"],
+          "sources": ["src/verbs_transport.cc", "src/verbs_qp.cc", "src/verbs_runner.cc"],
           "defines": ["TG_HAVE_VERBS=1"],
           "libraries": ["-libverbs"]
         }]

@@ -16,6 +16,7 @@ export type DataPlaneReason =
   | "over_memory" // the model does not fit in the node's memory
   | "closed" // a store or endpoint was used after close()
   | "busy" // an endpoint already runs a transfer
+  | "unavailable" // the transport asked for cannot run here (verbs with no usable RDMA device)
   | "io"; // a local system call failed (bind, read a file)
 
 const CODE_OF: Record<DataPlaneReason, ErrorCode> = {
@@ -28,6 +29,7 @@ const CODE_OF: Record<DataPlaneReason, ErrorCode> = {
   over_memory: "payload_too_large",
   closed: "invalid_request",
   busy: "conflict",
+  unavailable: "invalid_config",
   io: "internal",
 };
 

@@ -173,7 +173,7 @@ export interface RunOptions {
   signal?: AbortSignal;
 }
 
-/** Which transport an endpoint asks for; "verbs" and "auto" fall back to TCP when no RDMA device is usable. */
+/** Which transport an endpoint asks for: "auto" uses verbs where an RDMA device is usable and TCP otherwise. */
 export type TransportPreference = "tcp" | "verbs" | "auto";
 
 /** One node's data-plane endpoint: a transport with a bound port, running at most one role at a time. */
@@ -185,8 +185,9 @@ export class Endpoint {
   }
 
   /**
-   * Binds `host:port` (port 0 = any). With transport "verbs" or "auto" and no usable RDMA device, the endpoint uses
-   * TCP and `log` receives one line saying why (also in `fallback`).
+   * Binds `host:port` (port 0 = any). With transport "auto" and no usable RDMA device the endpoint uses TCP and
+   * `log` receives one line saying why (also in `fallback`); with "verbs" and none it throws DataPlaneError
+   * unavailable, saying why.
    */
   static open(o: { host: string; port?: number; transport?: TransportPreference; log?: (line: string) => void }): Endpoint {
     if (typeof o !== "object" || o === null || typeof o.host !== "string") throw new TypeError("Endpoint.open needs { host: string }");

@@ -43,7 +43,11 @@ export const command: Command = {
     "Serves the NodeAgent gRPC service (region/proto/agent.proto) for one node: Info (the node's announcement),",
     "Load a model's blocks (empty, from a packed file, or a seeded pattern), Run this node's role in a multicast plan",
     "(blocks stream back as they arrive), Verify, Drop, StartEngine, StopEngine. Data moves on a separate port over",
-    "TCP, or RDMA verbs where a device exists (--transport auto falls back to TCP with a log line).",
+    "TCP or RDMA verbs (RC queue pairs, RDMA WRITE WITH IMMEDIATE; native/README.md). --transport auto uses verbs",
+    "where an RDMA device with an active port exists and TCP otherwise, and says which on the ready line;",
+    "--transport verbs where none can be used is an error. Every node of a plan must run the same transport.",
+    "TIDEGATE_VERBS_DEVICE picks the device (default: the first), TIDEGATE_VERBS_GID_INDEX the GID (default: an IPv4",
+    "RoCE v2 one).",
     "",
     "Engines: StartEngine runs `tidegate engine-sim --parameters-from <this agent>` or a command template such as",
     "`vllm serve {model} --port {port}` (placeholders {model} {port} {host} {gpu} {tp} {instance}; split into argv",
@@ -62,7 +66,7 @@ export const command: Command = {
     "the region is unreachable, once when it answers again, and the region's message when it does not know the node.",
     "",
     "When ready it prints one line on stdout:",
-    "  tidegate agent <node-id>: grpc <host:port> data <host:port> transport <tcp|verbs> metrics <url>",
+    "  tidegate agent <node-id>: grpc <host:port> data <host:port> transport <tcp|verbs>[ (<why not verbs>)] metrics <url>",
     "(/metrics, /livez, and /readyz = /healthz: 200 once the region answered an announce, on --metrics-port).",
     "",
     "Example:",
@@ -139,7 +143,7 @@ export const command: Command = {
         return { ready: ok, status: ok ? "ok" : `region ${String(regionAddress)} has not answered an announce`, detail: { nodeId } };
       },
     });
-    process.stdout.write(`tidegate agent ${nodeId}: grpc ${server.address} data ${info.dataHost}:${info.dataPort} transport ${info.transport} metrics ${probes.url}\n`);
+    process.stdout.write(`tidegate agent ${nodeId}: grpc ${server.address} data ${info.dataHost}:${info.dataPort} transport ${info.transport}${info.fallback === "" ? "" : ` (${info.fallback})`} metrics ${probes.url}\n`);
     const sig = await stopped;
     log.info("stopping", { signal: sig });
     await announcer?.stop();

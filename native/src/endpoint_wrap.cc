@@ -63,7 +63,12 @@ EndpointWrap::EndpointWrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<En
     throwType(env, "transport must be \"tcp\", \"verbs\" or \"auto\", got \"" + pref + "\"");
     return;
   }
-  transport_ = makeTransport(pref, fallback_);
+  std::string unavailable;
+  transport_ = makeTransport(pref, fallback_, unavailable);
+  if (!transport_) {
+    throwError(env, "unavailable", unavailable);
+    return;
+  }
   std::string err = transport_->listen(info[0].As<Napi::String>().Utf8Value(), static_cast<uint16_t>(port));
   if (!err.empty()) {
     transport_.reset();

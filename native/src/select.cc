@@ -1,5 +1,6 @@
 // Transport selection and the verbs probe. Verbs code is compiled only with TG_HAVE_VERBS (binding.gyp sets it
 // when <infiniband/verbs.h> exists); at run time it is chosen only when ibv_get_device_list reports a device.
+#include <cstdlib>
 #include <string>
 
 #include "transport.h"
@@ -31,24 +32,45 @@ VerbsProbe probeVerbs() {
   return p;
 }
 
-std::unique_ptr<Transport> makeTransport(const std::string& preferred, std::string& fallback) {
-  fallback.clear();
-  if (preferred == "tcp") return makeTcpTransport();
-  VerbsProbe probe = probeVerbs();
+namespace {
+// Opens the verbs transport on TIDEGATE_VERBS_DEVICE, or on the first device; nullptr and `why` when it cannot.
+std::unique_ptr<Transport> openVerbs(std::string& why) {
 #ifdef TG_HAVE_VERBS
-  if (probe.devices > 0) {
-    int n = 0;
-    ibv_device** list = ibv_get_device_list(&n);
-    std::string error;
-    std::unique_ptr<Transport> t = list != nullptr && n > 0 ? makeVerbsTransport(list[0], error) : nullptr;
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr || n == 0) {
     if (list != nullptr) ibv_free_device_list(list);
-    if (t) return t;
-    fallback = "verbs transport unavailable (" + error + "); falling back to TCP";
-    return makeTcpTransport();
+    why = "compiled in; no RDMA device found";
+    return nullptr;
   }
+  const char* wanted = std::getenv("TIDEGATE_VERBS_DEVICE");
+  ibv_device* dev = nullptr;
+  for (int i = 0; i < n && dev == nullptr; i++)
+    if (wanted == nullptr || *wanted == '\0' || std::string(ibv_get_device_name(list[i])) == wanted) dev = list[i];
+  std::unique_ptr<Transport> t;
+  if (dev == nullptr) why = std::string("no RDMA device named ") + wanted + " (TIDEGATE_VERBS_DEVICE)";
+  else t = makeVerbsTransport(dev, why);
+  ibv_free_device_list(list);
+  return t;
+#else
+  why = "built without libibverbs headers";
+  return nullptr;
 #endif
-  fallback = std::string("verbs transport unavailable (") + (probe.compiled ? "compiled in; " : "") + probe.detail +
-             "); falling back to TCP";
+}
+}  // namespace
+
+std::unique_ptr<Transport> makeTransport(const std::string& preferred, std::string& fallback, std::string& error) {
+  fallback.clear();
+  error.clear();
+  if (preferred == "tcp") return makeTcpTransport();
+  std::string why;
+  std::unique_ptr<Transport> t = openVerbs(why);
+  if (t) return t;
+  if (preferred == "verbs") {
+    error = "the verbs transport was asked for but cannot run here: " + why;
+    return nullptr;
+  }
+  fallback = "verbs transport unavailable (" + why + "); using TCP";
   return makeTcpTransport();
 }
 }  // namespace tg

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "checksum.h"
+#include "net_util.h"
 #include "transport.h"
 
 
@@ -125,11 +126,7 @@ class Runner {
   Clock::time_point t0, loopStart;
   RunOutcome out;
 
-  std::string peerName(int32_t p) const {
-    if (p < 0 || static_cast<size_t>(p) >= spec.peers.size()) return "an unknown peer";
-    const PeerAddr& a = spec.peers[p];
-    return "peer " + a.id + " (" + a.host + ":" + std::to_string(a.port) + ")";
-  }
+  std::string peerName(int32_t p) const { return peerLabel(spec, p); }
   bool fail(Failure f, int32_t peer, int32_t block, const std::string& msg) {
     if (out.failure == Failure::None) {
       out.failure = f;

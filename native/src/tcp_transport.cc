@@ -21,32 +21,7 @@ class TcpTransport : public Transport {
     if (wakeFd_ >= 0) close(wakeFd_);
   }
   const char* name() const override { return "tcp"; }
-  std::string listen(const std::string& host, uint16_t port) override {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-    addrinfo* ai = nullptr;
-    int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &ai);
-    if (rc != 0) return "cannot resolve " + host + ": " + gai_strerror(rc);
-    int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
-      std::string msg = "cannot listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(errno);
-      if (fd >= 0) close(fd);
-      freeaddrinfo(ai);
-      return msg;
-    }
-    freeaddrinfo(ai);
-    sockaddr_storage ss{};
-    socklen_t len = sizeof ss;
-    getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
-    port_ = ntohs(ss.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&ss)->sin_port
-                                          : reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port);
-    listenFd_ = fd;
-    return "";
-  }
+  std::string listen(const std::string& host, uint16_t port) override { return listenTcp(host, port, listenFd_, port_); }
   uint16_t port() const override { return port_; }
   RunOutcome run(const RunSpec& spec, std::shared_ptr<StoreData> store, RunSink& sink) override {
     Runner r(spec, std::move(store), sink, listenFd_, wakeFd_);

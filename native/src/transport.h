@@ -1,6 +1,6 @@
 // The Transport port of the native data plane (DESIGN.md "Ports"): a transport runs one node's role in a
-// multicast schedule. TCP (epoll) runs everywhere; verbs is compiled where libibverbs headers exist and chosen only
-// where a device is present (see makeTransport).
+// multicast schedule. TCP (epoll) runs everywhere; verbs (RDMA over RC queue pairs, verbs_internal.h) is compiled
+// where libibverbs headers exist and chosen where a device is present (see makeTransport).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -105,8 +105,9 @@ struct VerbsProbe {
 };
 VerbsProbe probeVerbs();
 /**
- * Picks a transport: "tcp", "verbs" or "auto". Verbs is used only when compiled and a device exists; otherwise
- * TCP, and `fallback` says why in one line (empty when the preferred transport was used).
+ * Picks a transport: "tcp", "verbs" or "auto". "auto" uses verbs where it is compiled in and a device opens (an
+ * active port with a GID), otherwise TCP with `fallback` saying why in one line. "verbs" that cannot run returns
+ * nullptr with `error` saying why.
  */
-std::unique_ptr<Transport> makeTransport(const std::string& preferred, std::string& fallback);
+std::unique_ptr<Transport> makeTransport(const std::string& preferred, std::string& fallback, std::string& error);
 }  // namespace tg

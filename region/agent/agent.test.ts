@@ -26,7 +26,7 @@ afterAll(async () => {
 });
 
 describe("tidegate agent over gRPC, one process per node (loopback)", () => {
-  it("Info reports the node, its data port, and TCP (verbs has no device here)", async () => {
+  it("Info reports the node, its data port, and the TCP transport it was started with", async () => {
     const info = await agents[0]!.client.info();
     expect(info).toMatchObject({ nodeId: "s", dataHost: "127.0.0.1", dataPort: agents[0]!.data.port, transport: "tcp" });
     expect(info.memoryBytes).toBeGreaterThan(0);

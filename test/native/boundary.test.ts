@@ -1,9 +1,10 @@
 import { spawnSync } from "node:child_process";
+import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { BlockStore, blockChecksum, crc32c, Endpoint, isDataPlaneError, probeVerbs } from "../../native/index.js";
-import { addon } from "../../native/lib/addon.js";
+import { addon, repoRoot } from "../../native/lib/addon.js";
 
 describe("native boundary: argument checks on both sides, typed errors, use after close", () => {
   it("the TS wrapper rejects bad arguments with TypeError", () => {
@@ -141,23 +142,49 @@ describe("native boundary: argument checks on both sides, typed errors, use afte
   });
 });
 
-describe("verbs transport", () => {
+describe("verbs transport selection", () => {
   // The verbs transport compiles only where libibverbs headers existed when the addon was built (README: optional).
-  // Without them the first test is skipped, with that reason, and the fallback is still checked.
+  // Its data path runs in test/native/verbs-vm.test.ts (soft-RoCE inside a VM). Here: what a node without a usable
+  // device does, checked only on such a node; a node with a device checks that auto picks verbs.
   const probe = probeVerbs();
+  const noDevice = `skipped: this machine has an RDMA device (${probe.detail})`;
+  const withDevice = `skipped: no RDMA device here (${probe.detail}); the soft-RoCE VM suite covers it`;
   it.skipIf(!probe.compiled)(`is compiled in and links libibverbs (skipped when the addon was built without libibverbs-dev: ${probe.compiled ? "present" : "absent here"})`, () => {
     // the compiled addon links libibverbs: the verbs code is really in it
     const ldd = spawnSync("ldd", [fileURLToPath(new URL("../../native/build/Release/tidegate_dataplane.node", import.meta.url)).replace("/dist/", "/")], { encoding: "utf8" });
     expect(ldd.stdout).toMatch(/libibverbs\.so/);
   });
-  it("falls back to TCP with one clear message when verbs cannot be used (no device, or not compiled in)", () => {
-    expect(probe.devices).toBe(0);
+  it.skipIf(probe.devices > 0)(`"auto" without an RDMA device uses TCP and says why in one line${probe.devices > 0 ? ` (${noDevice})` : ""}`, () => {
     const lines: string[] = [];
-    const ep = Endpoint.open({ host: "127.0.0.1", transport: "verbs", log: (l) => lines.push(l) });
+    const ep = Endpoint.open({ host: "127.0.0.1", transport: "auto", log: (l) => lines.push(l) });
     expect(ep.transport).toBe("tcp");
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^tidegate data plane: verbs transport unavailable \(.+\); falling back to TCP$/);
-    if (probe.compiled) expect(lines[0]).toContain("(compiled in; ");
+    expect(lines[0]).toMatch(/^tidegate data plane: verbs transport unavailable \(.+\); using TCP$/);
+    if (probe.compiled) expect(lines[0]).toContain("(compiled in; no RDMA device found)");
+    expect(ep.fallback).toBe(lines[0]!.replace("tidegate data plane: ", ""));
+    ep.close();
+  });
+  it.skipIf(probe.devices > 0)(`"verbs" without an RDMA device is an error saying why, not a silent TCP${probe.devices > 0 ? ` (${noDevice})` : ""}`, () => {
+    const err = (() => {
+      try {
+        Endpoint.open({ host: "127.0.0.1", transport: "verbs", log: () => undefined });
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(isDataPlaneError(err, "unavailable"), String(err)).toBe(true);
+    expect((err as Error).message).toMatch(/^the verbs transport was asked for but cannot run here: /);
+    // and the agent refuses to start with it, naming the flag's problem on stderr
+    const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
+    const r = spawnSync(process.execPath, [cli, "agent", "--node-id", "v", "--transport", "verbs", "--data-host", "127.0.0.1", "--grpc-host", "127.0.0.1", "--grpc-port", "0", "--metrics-port", "0"], { encoding: "utf8", timeout: 30_000 });
+    expect(r.status).not.toBe(0);
+    expect(r.stderr).toMatch(/the verbs transport was asked for but cannot run here/);
+  });
+  it.skipIf(probe.devices === 0)(`"auto" picks verbs where a device exists${probe.devices === 0 ? ` (${withDevice})` : ""}`, () => {
+    const ep = Endpoint.open({ host: "127.0.0.1", transport: "auto", log: () => undefined });
+    expect(ep.transport).toBe("verbs");
+    expect(ep.fallback).toBe("");
     ep.close();
   });
 });

@@ -30,14 +30,19 @@ export interface AgentSpawn {
   readyMs?: number;
   /** More flags for `tidegate agent` (e.g. --gpu-slots 4 --region-address host:port). */
   extraArgs?: string[];
+  /** --transport (default tcp). */
+  transport?: "tcp" | "verbs" | "auto";
+  /** Extra environment (e.g. TIDEGATE_VERBS_FAULT for a misbehaving node in the verbs suite). */
+  env?: Record<string, string>;
 }
 
 /** Spawns an agent and waits for its ready line; kills it if it is not ready in time. */
 export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   const readyMs = s.readyMs ?? 60_000;
   const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
-  const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", "tcp", "--log-level", "warn", ...(s.extraArgs ?? [])];
-  const proc = s.ns === undefined ? spawn(process.execPath, args, { stdio: ["ignore", "pipe", "pipe"] }) : spawn("ip", ["netns", "exec", s.ns, process.execPath, ...args], { stdio: ["ignore", "pipe", "pipe"] });
+  const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", s.transport ?? "tcp", "--log-level", "warn", ...(s.extraArgs ?? [])];
+  const opts = { stdio: ["ignore", "pipe", "pipe"] as ["ignore", "pipe", "pipe"], env: { ...process.env, ...(s.env ?? {}) } };
+  const proc = s.ns === undefined ? spawn(process.execPath, args, opts) : spawn("ip", ["netns", "exec", s.ns, process.execPath, ...args], opts);
   const stderr: string[] = [];
   createInterface({ input: proc.stderr! }).on("line", (l) => stderr.push(l));
   const line = await new Promise<string>((resolve, reject) => {

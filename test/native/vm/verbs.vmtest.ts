@@ -8,6 +8,7 @@
  * - point to point, a chain and a binomial multicast across `tidegate agent` processes started with --transport
  *   verbs, a peer killed mid-transfer, and a misbehaving agent next to a healthy one.
  */
+import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BlockStore, Endpoint, isDataPlaneError, probeVerbs, type RunResult } from "../../../native/index.js";
 import { planBinaryTree, planUnicast } from "../../../region/multicast/baselines.js";
@@ -19,6 +20,12 @@ import { spawnAgent, spawnAll, stopAgents, type RunningAgent } from "../../netns
 import { transportConformance } from "../conformance.js";
 
 const MiB = 1 << 20;
+
+/** The device's resource counts from the kernel (`rdma resource show`): pd, cq, qp, mr, ctx ... */
+function rdmaResources(): Record<string, number> {
+  const line = execFileSync("rdma", ["resource", "show"], { encoding: "utf8" }).split("\n").find((l) => l.includes("rxe0")) ?? "";
+  return Object.fromEntries([...line.matchAll(/([a-z_]+) (\d+)/g)].map((m) => [m[1]!, Number(m[2])]));
+}
 
 describe("inside the VM", () => {
   it("rxe0 is an RDMA device and the addon has the verbs transport", () => {
@@ -53,19 +60,26 @@ describe("verbs transport: misbehaving peers fail the transfer naming peer and b
   const plan = planUnicast({ model: { totalBytes: 4 * MiB, blockCount: 4 }, source: "s", targets: ["a"] });
   let eps: { s: Endpoint; a: Endpoint };
   let runId = 50_000;
+  let before: Record<string, number>;
+  let open: Record<string, number>;
   beforeAll(() => {
+    before = rdmaResources();
     eps = { s: Endpoint.open({ host: "127.0.0.1", transport: "verbs" }), a: Endpoint.open({ host: "127.0.0.1", transport: "verbs" }) };
+    open = rdmaResources();
   });
   afterAll(() => {
-    eps.s.close();
-    eps.a.close();
+    if (!eps.s.closed) eps.s.close();
+    if (!eps.a.closed) eps.a.close();
   });
+  /** A healthy transfer on the same endpoints, and nothing of the failed one left on the device. */
   async function thenServes() {
+    expect(rdmaResources()).toEqual(open);
     const r = await faultyPair("", plan, eps, runId++);
     if (r.s instanceof Error) throw r.s;
     if (r.a instanceof Error) throw r.a;
     expect(r.received).toBe(-1);
     expect((r.a as RunResult).bytesReceived).toBe(plan.totalBytes);
+    expect(rdmaResources()).toEqual(open);
   }
 
   it("a sender that writes more than the block: the receiver's device refuses it (each block is its own memory region)", async () => {
@@ -75,7 +89,7 @@ describe("verbs transport: misbehaving peers fail the transfer naming peer and b
     expect((r.a as Error).message).toMatch(/the queue pair from peer s \(127\.0\.0\.1:\d+\) broke while block 2 was due/);
     expect(r.s).toMatchObject({ peer: "a", block: 2 });
     expect((r.s as Error).message).toMatch(/RDMA write of block 2 to peer a \(127\.0\.0\.1:\d+\) failed: remote access error: the receiver's device refused the write/);
-    expect(r.stores.a.has(1)).toBe(true);
+    // block 1 may or may not have finished its checksum when the queue pair broke; 2 and 3 never count as here
     expect(r.stores.a.has(2)).toBe(false);
     expect(r.stores.a.has(3)).toBe(false);
     await thenServes();
@@ -96,7 +110,6 @@ describe("verbs transport: misbehaving peers fail the transfer naming peer and b
     expect(isDataPlaneError(r.a, "peer_failed"), String(r.a)).toBe(true);
     expect(r.a).toMatchObject({ peer: "s", block: 3 });
     expect((r.s as Error).message).toMatch(/RDMA write of block 3 to peer a .* remote access error/);
-    expect(r.stores.a.has(2)).toBe(true);
     expect(r.stores.a.has(3)).toBe(false);
     await thenServes();
   });
@@ -119,6 +132,18 @@ describe("verbs transport: misbehaving peers fail the transfer naming peer and b
     expect(r.ms).toBeLessThan(2500);
     expect(r.stores.a.has(0)).toBe(false);
     await thenServes();
+  });
+
+  it("every queue pair, completion queue and memory region goes with its run, the protection domain and context with the endpoint", () => {
+    // two open endpoints hold a context and a protection domain each, and nothing else
+    expect(open.pd! - before.pd!).toBe(2);
+    expect(open.ctx! - before.ctx!).toBe(2);
+    expect(open.qp).toBe(before.qp);
+    expect(open.cq).toBe(before.cq);
+    expect(open.mr).toBe(before.mr);
+    eps.s.close();
+    eps.a.close();
+    expect(rdmaResources()).toEqual(before);
   });
 });
 

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -139,5 +140,45 @@ DialError dialPeers(const RunSpec& spec, const std::vector<int32_t>& peers, int 
     }
   }
   return finish(Failure::None, -1, "");
+}
+std::vector<int32_t> sendTargets(const RunSpec& spec, std::vector<size_t>& counts) {
+  counts.assign(spec.peers.size(), 0);
+  for (const SendOp& op : spec.sends) counts[op.peer]++;
+  std::vector<int32_t> peers;
+  for (size_t p = 0; p < counts.size(); p++)
+    if (counts[p] > 0) peers.push_back(static_cast<int32_t>(p));
+  return peers;
+}
+
+std::vector<std::vector<SendOp>> laneOps(const RunSpec& spec) {
+  std::vector<std::vector<SendOp>> lanes;
+  if (!spec.perPeer) {
+    lanes.push_back(spec.sends);
+    return lanes;
+  }
+  std::vector<int> laneOf(spec.peers.size(), -1);
+  for (const SendOp& op : spec.sends) {
+    if (laneOf[op.peer] < 0) {
+      laneOf[op.peer] = static_cast<int>(lanes.size());
+      lanes.emplace_back();
+    }
+    lanes[laneOf[op.peer]].push_back(op);
+  }
+  return lanes;
+}
+
+WakeFd::WakeFd() { fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+WakeFd::~WakeFd() {
+  if (fd_ >= 0) close(fd_);
+}
+void WakeFd::wake() {
+  uint64_t one = 1;
+  ssize_t n = write(fd_, &one, sizeof one);
+  (void)n;
+}
+void WakeFd::drain() {
+  uint64_t v;
+  while (read(fd_, &v, sizeof v) > 0) {
+  }
 }
 }  // namespace tg

@@ -7,9 +7,8 @@ namespace tcp {
 // Dials every peer this node sends to, retrying refused connections until connectMs (net_util.cc); no data moves
 // until all are connected, so an unreachable peer fails the role before any byte of the model is sent.
 bool Runner::connectAll() {
-  std::vector<int32_t> peers;
-  for (size_t p = 0; p < spec.peers.size(); p++)
-    if (sendsLeft[p] > 0) peers.push_back(static_cast<int32_t>(p));
+  std::vector<size_t> counts;
+  const std::vector<int32_t> peers = sendTargets(spec, counts);
   std::vector<int> fds;
   DialError e = dialPeers(spec, peers, wfd, fds);
   if (e.failure != Failure::None) return fail(e.failure, e.peer, -1, e.message);

@@ -86,7 +86,7 @@ struct Conn {
   bool pending() const { return wHdrOff < wHdrLen || wPayLeft > 0; }
 };
 
-class Runner {
+class Runner : OutcomeRecorder {
  public:
   Runner(const RunSpec& s, std::shared_ptr<StoreData> st, RunSink& k, int listenFd, int wakeFd)
       : spec(s), store(std::move(st)), sink(k), lfd(listenFd), wfd(wakeFd) {}
@@ -124,19 +124,8 @@ class Runner {
   bool pumpLane(Lane& l);
   size_t inRemaining = 0;
   Clock::time_point t0, loopStart;
-  RunOutcome out;
 
   std::string peerName(int32_t p) const { return peerLabel(spec, p); }
-  bool fail(Failure f, int32_t peer, int32_t block, const std::string& msg) {
-    if (out.failure == Failure::None) {
-      out.failure = f;
-      out.peer = peer;
-      out.block = block;
-      out.message = msg;
-    }
-    return false;
-  }
-  bool failed() const { return out.failure != Failure::None; }
   bool connectAll();
   bool watch(Conn* c, uint32_t ev);
   int flush(Conn* c);

@@ -44,20 +44,10 @@ RunOutcome Runner::go() {
   const size_t n = spec.peers.size();
   outBy.assign(n, nullptr);
   inBy.assign(n, nullptr);
-  sendsLeft.assign(n, 0);
-  for (const SendOp& op : spec.sends) sendsLeft[op.peer]++;
-  if (spec.perPeer) {
-    std::vector<int> laneOf(n, -1);
-    for (const SendOp& op : spec.sends) {
-      if (laneOf[op.peer] < 0) {
-        laneOf[op.peer] = static_cast<int>(lanes.size());
-        lanes.emplace_back();
-      }
-      lanes[laneOf[op.peer]].ops.push_back(op);
-    }
-  } else {
+  sendTargets(spec, sendsLeft);
+  for (auto& ops : laneOps(spec)) {
     lanes.emplace_back();
-    lanes[0].ops = spec.sends;
+    lanes.back().ops = std::move(ops);
   }
   for (size_t p = 0; p < n; p++)
     if (!spec.expect[p].empty()) inRemaining++;

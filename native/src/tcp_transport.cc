@@ -15,32 +15,22 @@ namespace {
 using tcp::Runner;
 class TcpTransport : public Transport {
  public:
-  TcpTransport() { wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
   ~TcpTransport() override {
     if (listenFd_ >= 0) close(listenFd_);
-    if (wakeFd_ >= 0) close(wakeFd_);
   }
   const char* name() const override { return "tcp"; }
   std::string listen(const std::string& host, uint16_t port) override { return listenTcp(host, port, listenFd_, port_); }
   uint16_t port() const override { return port_; }
   RunOutcome run(const RunSpec& spec, std::shared_ptr<StoreData> store, RunSink& sink) override {
-    Runner r(spec, std::move(store), sink, listenFd_, wakeFd_);
+    Runner r(spec, std::move(store), sink, listenFd_, wake_.fd());
     return r.go();
   }
-  void cancel() override {
-    uint64_t one = 1;
-    ssize_t n = write(wakeFd_, &one, sizeof one);
-    (void)n;
-  }
-  void reset() override {
-    uint64_t v;
-    while (read(wakeFd_, &v, sizeof v) > 0) {
-    }
-  }
+  void cancel() override { wake_.wake(); }
+  void reset() override { wake_.drain(); }
 
  private:
   int listenFd_ = -1;
-  int wakeFd_ = -1;
+  WakeFd wake_;
   uint16_t port_ = 0;
 };
 }  // namespace

@@ -163,7 +163,7 @@ struct Conn {
   }
 };
 
-class Runner {
+class Runner : OutcomeRecorder {
  public:
   Runner(Device& d, const RunSpec& s, std::shared_ptr<StoreData> st, RunSink& k, int listenFd, int wakeFd)
       : dev(d), spec(s), store(std::move(st)), sink(k), lfd(listenFd), wfd(wakeFd) {}
@@ -193,7 +193,6 @@ class Runner {
   std::vector<Lane> lanes;
   size_t inRemaining = 0;
   Clock::time_point t0, loopStart;
-  RunOutcome out;
   // pull mode (λScale binomial steps): one block requested at a time, in step order
   size_t recvIdx = 0;
   int outstanding = 0;
@@ -212,16 +211,6 @@ class Runner {
   bool accept(Conn* c, uint32_t block, uint32_t got);
 
   std::string peerName(int32_t p) const { return peerLabel(spec, p); }
-  bool fail(Failure f, int32_t peer, int32_t block, const std::string& msg) {
-    if (out.failure == Failure::None) {
-      out.failure = f;
-      out.peer = peer;
-      out.block = block;
-      out.message = msg;
-    }
-    return false;
-  }
-  bool failed() const { return out.failure != Failure::None; }
   // setup (verbs_qp.cc)
   bool registerMemory();
   bool createQueue();

@@ -41,11 +41,8 @@ bool Runner::flush(Conn* c) {
 }
 
 bool Runner::connectAll() {
-  std::vector<size_t> count(spec.peers.size(), 0);
-  for (const SendOp& op : spec.sends) count[op.peer]++;
-  std::vector<int32_t> peers;
-  for (size_t p = 0; p < spec.peers.size(); p++)
-    if (count[p] > 0) peers.push_back(static_cast<int32_t>(p));
+  std::vector<size_t> count;
+  const std::vector<int32_t> peers = sendTargets(spec, count);
   std::vector<int> fds;
   DialError e = dialPeers(spec, peers, wfd, fds);
   if (e.failure != Failure::None) return fail(e.failure, e.peer, -1, e.message);
@@ -455,18 +452,9 @@ RunOutcome Runner::go() {
   const size_t n = spec.peers.size();
   outBy.assign(n, nullptr);
   inBy.assign(n, nullptr);
-  if (spec.perPeer) {
-    std::vector<int> laneOf(n, -1);
-    for (const SendOp& op : spec.sends) {
-      if (laneOf[op.peer] < 0) {
-        laneOf[op.peer] = static_cast<int>(lanes.size());
-        lanes.emplace_back();
-      }
-      lanes[laneOf[op.peer]].ops.push_back(op);
-    }
-  } else {
+  for (auto& ops : laneOps(spec)) {
     lanes.emplace_back();
-    lanes[0].ops = spec.sends;
+    lanes.back().ops = std::move(ops);
   }
   for (size_t p = 0; p < n; p++)
     if (!spec.expect[p].empty()) inRemaining++;

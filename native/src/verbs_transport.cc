@@ -2,7 +2,6 @@
 // device (opened once per endpoint), the transport object (control listener, cancel) and the test-fault switch.
 // The data path is verbs::Runner (verbs_internal.h explains the design; verbs_qp.cc, verbs_runner.cc).
 #include <fcntl.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -103,10 +102,8 @@ FaultSpec faultFromEnv() {
 namespace {
 class VerbsTransport : public Transport {
  public:
-  VerbsTransport() { wakeFd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
   ~VerbsTransport() override {
     if (listenFd_ >= 0) close(listenFd_);
-    if (wakeFd_ >= 0) close(wakeFd_);
   }
   Device device;
   const char* name() const override { return "verbs"; }
@@ -115,25 +112,17 @@ class VerbsTransport : public Transport {
   RunOutcome run(const RunSpec& spec, std::shared_ptr<StoreData> store, RunSink& sink) override {
     RunOutcome out;
     {
-      Runner r(device, spec, std::move(store), sink, listenFd_, wakeFd_);
+      Runner r(device, spec, std::move(store), sink, listenFd_, wake_.fd());
       out = r.go();
     }  // every queue pair, region and the completion queue are released here, before the caller hears the outcome
     return out;
   }
-  void cancel() override {
-    uint64_t one = 1;
-    ssize_t n = write(wakeFd_, &one, sizeof one);
-    (void)n;
-  }
-  void reset() override {
-    uint64_t v;
-    while (read(wakeFd_, &v, sizeof v) > 0) {
-    }
-  }
+  void cancel() override { wake_.wake(); }
+  void reset() override { wake_.drain(); }
 
  private:
   int listenFd_ = -1;
-  int wakeFd_ = -1;
+  WakeFd wake_;
   uint16_t port_ = 0;
 };
 }  // namespace

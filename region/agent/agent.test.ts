@@ -1,7 +1,7 @@
 // Multi-process tests on loopback: every node is its own `tidegate agent` process, driven over gRPC.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isDataPlaneError } from "../../native/errors.js";
-import { spawnAll, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
+import { killRelayMidTransfer, spawnAll, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
 import { planBinaryTree } from "../multicast/baselines.js";
 import { planChains } from "../multicast/blitzscale.js";
 import { planBinomial } from "../multicast/lambdascale.js";
@@ -77,36 +77,12 @@ describe("tidegate agent over gRPC, one process per node (loopback)", () => {
   });
 
   it("a peer killed mid-transfer fails its neighbours quickly, naming it", async () => {
-    const extra = await spawnAll(["k0", "k1", "k2"].map((nodeId) => ({ nodeId, host: "127.0.0.1" })));
-    agents.push(...extra);
-    try {
-      const plan = planChains({ model: { totalBytes: 192 * MiB, blockCount: 64 }, sources: [{ id: "k0", outBytesPerS: 1 }], targets: ["k1", "k2"].map((id) => ({ id, inBytesPerS: 1 })) });
-      let killedAt = 0;
-      const id = runId++;
-      await Promise.all(extra.map((a) => a.client.load({ model: "big", totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: a.nodeId === "k0" ? "pattern" : "empty", seed: 1 })));
-      const runs = extra.map((a) =>
-        a.client
-          .run({ model: "big", plan, runId: id, addresses: addrs() }, (arr) => {
-            if (a.nodeId === "k2" && arr.block === 1 && killedAt === 0) {
-              killedAt = performance.now();
-              extra[1]!.proc.kill("SIGKILL");
-            }
-          })
-          .then(
-            () => ({ err: undefined as Error | undefined, at: performance.now() }),
-            (e: unknown) => ({ err: e as Error, at: performance.now() }),
-          ),
-      );
-      const [src, , tail] = await Promise.all(runs);
-      expect(killedAt).toBeGreaterThan(0);
-      for (const r of [src!, tail!]) {
-        expect(isDataPlaneError(r.err), String(r.err)).toBe(true);
-        expect(r.err!.message).toMatch(/peer k1 \(127\.0\.0\.1:\d+\)/);
-        expect(r.at - killedAt).toBeLessThan(1000);
-      }
-    } finally {
-      await stopAgents(extra);
-      agents = agents.filter((a) => !extra.includes(a));
+    const { killedAt, source, tail } = await killRelayMidTransfer({ totalBytes: 192 * MiB, blockCount: 64, runId: runId++ });
+    expect(killedAt).toBeGreaterThan(0);
+    for (const r of [source, tail]) {
+      expect(isDataPlaneError(r.err), String(r.err)).toBe(true);
+      expect(r.err!.message).toMatch(/peer k1 \(127\.0\.0\.1:\d+\)/);
+      expect(r.at - killedAt).toBeLessThan(1000);
     }
   });
 });

@@ -5,6 +5,7 @@ import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { BlockStore, blockChecksum, crc32c, Endpoint, isDataPlaneError, probeVerbs } from "../../native/index.js";
 import { addon, repoRoot } from "../../native/lib/addon.js";
+import { spawnAgent, stopAgents } from "../netns/agents.js";
 
 describe("native boundary: argument checks on both sides, typed errors, use after close", () => {
   it("the TS wrapper rejects bad arguments with TypeError", () => {
@@ -163,6 +164,14 @@ describe("verbs transport selection", () => {
     if (probe.compiled) expect(lines[0]).toContain("(compiled in; no RDMA device found)");
     expect(ep.fallback).toBe(lines[0]!.replace("tidegate data plane: ", ""));
     ep.close();
+  });
+  it.skipIf(probe.devices > 0)(`an agent started with --transport auto and no RDMA device says on its ready line that it runs TCP, and why${probe.devices > 0 ? ` (${noDevice})` : ""}`, async () => {
+    const a = await spawnAgent({ nodeId: "auto", host: "127.0.0.1", transport: "auto" });
+    try {
+      expect(a.readyLine).toMatch(/ transport tcp \(verbs transport unavailable \(.+\); using TCP\) metrics /);
+    } finally {
+      await stopAgents([a]);
+    }
   });
   it.skipIf(probe.devices > 0)(`"verbs" without an RDMA device is an error saying why, not a silent TCP${probe.devices > 0 ? ` (${noDevice})` : ""}`, () => {
     const err = (() => {

@@ -18,6 +18,8 @@ const REQUIRED = [
   "a sender whose memory key does not match the receiver's region",
   "a block corrupted in the receiver's memory after the write, before the checksum, is rejected",
   "a receiver that never posts a receive",
+  "every queue pair, completion queue and memory region goes with its run, the protection domain and context with the endpoint",
+  "every agent runs the verbs transport (Info and the ready line say so); --transport auto picks verbs here",
   "point to point: every target holds the exact model",
   "chain s→a→b→c: every target holds the exact model",
   "binomial 1→3 (pull, λScale steps): every target holds the exact model",

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { repoRoot } from "../../native/lib/addon.js";
 import { AgentClient } from "../../region/agent/client.js";
+import { planChains } from "../../region/multicast/blitzscale.js";
 
 /** A started agent process: its client, gRPC address, data address and captured stderr lines. */
 export interface RunningAgent {
@@ -16,6 +17,8 @@ export interface RunningAgent {
   grpc: string;
   data: { host: string; port: number };
   stderr: string[];
+  /** The line it printed when ready (`tidegate agent <id>: grpc … data … transport … metrics …`). */
+  readyLine: string;
 }
 
 /** How to start one agent. */
@@ -61,7 +64,7 @@ export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   });
   const m = /grpc (\S+) data (\S+):(\d+) transport/.exec(line);
   if (m === null) throw new Error(`unexpected agent ready line: ${line}`);
-  return { nodeId: s.nodeId, proc, client: new AgentClient(m[1]!, s.nodeId), grpc: m[1]!, data: { host: m[2]!, port: Number(m[3]) }, stderr };
+  return { nodeId: s.nodeId, proc, client: new AgentClient(m[1]!, s.nodeId), grpc: m[1]!, data: { host: m[2]!, port: Number(m[3]) }, stderr, readyLine: line };
 }
 
 /** Stops agents: SIGTERM, SIGKILL after 3 s. */
@@ -89,4 +92,42 @@ export async function spawnAll(specs: AgentSpawn[]): Promise<RunningAgent[]> {
     throw failed.reason;
   }
   return ok;
+}
+
+/** How one node's run ended and when (performance.now()). */
+export interface RunEnd {
+  err: Error | undefined;
+  at: number;
+}
+
+/**
+ * The killed-peer scenario both transports' suites run: three new agents k0 → k1 → k2 move a chain of `totalBytes`
+ * in `blockCount` blocks; k1 is SIGKILLed when k2 reports block 1. Returns when it was killed and how the source
+ * and the tail ended; the three agents are stopped before it returns.
+ */
+export async function killRelayMidTransfer(o: { totalBytes: number; blockCount: number; runId: number; transport?: "tcp" | "verbs"; readyMs?: number }): Promise<{ killedAt: number; source: RunEnd; tail: RunEnd }> {
+  const nodes = await spawnAll(["k0", "k1", "k2"].map((nodeId) => ({ nodeId, host: "127.0.0.1", ...(o.transport === undefined ? {} : { transport: o.transport }), ...(o.readyMs === undefined ? {} : { readyMs: o.readyMs }) })));
+  try {
+    const plan = planChains({ model: { totalBytes: o.totalBytes, blockCount: o.blockCount }, sources: [{ id: "k0", outBytesPerS: 1 }], targets: ["k1", "k2"].map((id) => ({ id, inBytesPerS: 1 })) });
+    const addresses = Object.fromEntries(nodes.map((a) => [a.nodeId, a.data]));
+    let killedAt = 0;
+    await Promise.all(nodes.map((a) => a.client.load({ model: "big", totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: a.nodeId === "k0" ? "pattern" : "empty", seed: 1 })));
+    const runs = nodes.map((a) =>
+      a.client
+        .run({ model: "big", plan, runId: o.runId, addresses }, (arr) => {
+          if (a.nodeId === "k2" && arr.block === 1 && killedAt === 0) {
+            killedAt = performance.now();
+            nodes[1]!.proc.kill("SIGKILL");
+          }
+        })
+        .then(
+          (): RunEnd => ({ err: undefined, at: performance.now() }),
+          (e: unknown): RunEnd => ({ err: e as Error, at: performance.now() }),
+        ),
+    );
+    const [source, , tail] = await Promise.all(runs);
+    return { killedAt, source: source!, tail: tail! };
+  } finally {
+    await stopAgents(nodes);
+  }
 }

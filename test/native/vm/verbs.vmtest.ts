@@ -16,7 +16,7 @@ import { planChains } from "../../../region/multicast/blitzscale.js";
 import { planBinomial } from "../../../region/multicast/lambdascale.js";
 import { roleFor } from "../../../region/multicast/role.js";
 import type { MulticastPlan } from "../../../region/multicast/schedule.js";
-import { spawnAgent, spawnAll, stopAgents, type RunningAgent } from "../../netns/agents.js";
+import { killRelayMidTransfer, spawnAgent, spawnAll, stopAgents, type RunningAgent } from "../../netns/agents.js";
 import { transportConformance } from "../conformance.js";
 
 const MiB = 1 << 20;
@@ -163,8 +163,17 @@ describe("verbs transport across tidegate agent processes (--transport verbs)", 
     await stopAgents(agents);
   });
 
-  it("every agent runs the verbs transport (Info and the ready line say so)", async () => {
-    for (const a of agents) expect(await a.client.info()).toMatchObject({ nodeId: a.nodeId, transport: "verbs", fallback: "" });
+  it("every agent runs the verbs transport (Info and the ready line say so); --transport auto picks verbs here", async () => {
+    for (const a of agents) {
+      expect(await a.client.info()).toMatchObject({ nodeId: a.nodeId, transport: "verbs", fallback: "" });
+      expect(a.readyLine).toMatch(/ transport verbs metrics /);
+    }
+    const auto = await spawnAgent({ nodeId: "auto", host: "127.0.0.1", transport: "auto", readyMs: 90_000 });
+    try {
+      expect(auto.readyLine).toMatch(/ transport verbs metrics /);
+    } finally {
+      await stopAgents([auto]);
+    }
   });
 
   for (const [name, plan, nodes] of [
@@ -186,36 +195,12 @@ describe("verbs transport across tidegate agent processes (--transport verbs)", 
   }
 
   it("a peer killed mid-transfer fails its neighbours within 1 s, naming it", async () => {
-    const extra = await spawnAll(["k0", "k1", "k2"].map((nodeId) => ({ nodeId, host: "127.0.0.1", transport: "verbs" as const, readyMs: 90_000 })));
-    agents.push(...extra);
-    try {
-      const plan = planChains({ model: { totalBytes: 96 * MiB, blockCount: 48 }, sources: [{ id: "k0", outBytesPerS: 1 }], targets: ["k1", "k2"].map((id) => ({ id, inBytesPerS: 1 })) });
-      let killedAt = 0;
-      const id = runId++;
-      await Promise.all(extra.map((a) => a.client.load({ model: "big", totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: a.nodeId === "k0" ? "pattern" : "empty", seed: 1 })));
-      const runs = extra.map((a) =>
-        a.client
-          .run({ model: "big", plan, runId: id, addresses: addrs() }, (arr) => {
-            if (a.nodeId === "k2" && arr.block === 1 && killedAt === 0) {
-              killedAt = performance.now();
-              extra[1]!.proc.kill("SIGKILL");
-            }
-          })
-          .then(
-            () => ({ err: undefined as Error | undefined, at: performance.now() }),
-            (e: unknown) => ({ err: e as Error, at: performance.now() }),
-          ),
-      );
-      const [src, , tail] = await Promise.all(runs);
-      expect(killedAt).toBeGreaterThan(0);
-      for (const r of [src!, tail!]) {
-        expect(isDataPlaneError(r.err), String(r.err)).toBe(true);
-        expect(r.err!.message).toMatch(/peer k1 \(127\.0\.0\.1:\d+\)/);
-        expect(r.at - killedAt).toBeLessThan(1000);
-      }
-    } finally {
-      await stopAgents(extra);
-      agents = agents.filter((a) => !extra.includes(a));
+    const { killedAt, source, tail } = await killRelayMidTransfer({ totalBytes: 96 * MiB, blockCount: 48, runId: runId++, transport: "verbs", readyMs: 90_000 });
+    expect(killedAt).toBeGreaterThan(0);
+    for (const r of [source, tail]) {
+      expect(isDataPlaneError(r.err), String(r.err)).toBe(true);
+      expect(r.err!.message).toMatch(/peer k1 \(127\.0\.0\.1:\d+\)/);
+      expect(r.at - killedAt).toBeLessThan(1000);
     }
   });
 

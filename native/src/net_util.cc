@@ -42,6 +42,18 @@ std::string listenTcp(const std::string& host, uint16_t port, int& fd, uint16_t&
   return "";
 }
 
+int acceptNext(int lfd) {
+  int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  if (fd < 0) return -1;
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+ListeningTransport::~ListeningTransport() {
+  if (listenFd_ >= 0) close(listenFd_);
+}
+
 std::string peerLabel(const RunSpec& spec, int32_t p) {
   if (p < 0 || static_cast<size_t>(p) >= spec.peers.size()) return "an unknown peer";
   const PeerAddr& a = spec.peers[p];

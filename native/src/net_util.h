@@ -11,6 +11,9 @@ namespace tg {
 /** Binds and listens on host:port (port 0 = any), non-blocking; "" or an error. Sets `fd` and the bound port. */
 std::string listenTcp(const std::string& host, uint16_t port, int& fd, uint16_t& bound);
 
+/** Accepts one pending connection on `lfd`: non-blocking, close-on-exec, TCP_NODELAY; -1 when none is pending. */
+int acceptNext(int lfd);
+
 /** "peer <id> (<host>:<port>)", or "an unknown peer" for an index outside the plan. */
 std::string peerLabel(const RunSpec& spec, int32_t p);
 
@@ -52,6 +55,20 @@ struct OutcomeRecorder {
     return false;
   }
   bool failed() const { return out.failure != Failure::None; }
+  /** A peer the plan receives from that has not dialed in within connectMs + stallMs fails the role. */
+  template <class C>
+  bool checkDialedIn(const RunSpec& spec, const std::vector<C*>& inBy, double waitedMs) {
+    for (size_t p = 0; p < spec.peers.size(); p++)
+      if (!spec.expect[p].empty() && inBy[p] == nullptr && waitedMs > spec.connectMs + spec.stallMs)
+        return fail(Failure::PeerFailed, static_cast<int32_t>(p), -1,
+                    peerLabel(spec, static_cast<int32_t>(p)) + " never connected (waited " + std::to_string(spec.connectMs + spec.stallMs) + " ms)");
+    return true;
+  }
+  /** With nothing left to receive, a send whose block is not here can never run: the plan is invalid. */
+  bool failNeverArrives(const RunSpec& spec, const SendOp& op) {
+    return fail(Failure::InvalidPlan, static_cast<int32_t>(op.peer), static_cast<int32_t>(op.block),
+                "block " + std::to_string(op.block) + " never arrives here, but the plan forwards it to " + peerLabel(spec, static_cast<int32_t>(op.peer)));
+  }
 };
 
 /** The eventfd a transport's cancel() writes from any thread and its running loop polls; drain() clears it. */
@@ -67,5 +84,20 @@ class WakeFd {
 
  private:
   int fd_ = -1;
+};
+
+/** What both transport objects share: the TCP listener (TCP's data, verbs' control channel), cancel and reset. */
+class ListeningTransport : public Transport {
+ public:
+  ~ListeningTransport() override;
+  std::string listen(const std::string& host, uint16_t port) override { return listenTcp(host, port, listenFd_, port_); }
+  uint16_t port() const override { return port_; }
+  void cancel() override { wake_.wake(); }
+  void reset() override { wake_.drain(); }
+
+ protected:
+  int listenFd_ = -1;
+  WakeFd wake_;
+  uint16_t port_ = 0;
 };
 }  // namespace tg

@@ -13,25 +13,13 @@
 namespace tg {
 namespace {
 using tcp::Runner;
-class TcpTransport : public Transport {
+class TcpTransport : public ListeningTransport {
  public:
-  ~TcpTransport() override {
-    if (listenFd_ >= 0) close(listenFd_);
-  }
   const char* name() const override { return "tcp"; }
-  std::string listen(const std::string& host, uint16_t port) override { return listenTcp(host, port, listenFd_, port_); }
-  uint16_t port() const override { return port_; }
   RunOutcome run(const RunSpec& spec, std::shared_ptr<StoreData> store, RunSink& sink) override {
     Runner r(spec, std::move(store), sink, listenFd_, wake_.fd());
     return r.go();
   }
-  void cancel() override { wake_.wake(); }
-  void reset() override { wake_.drain(); }
-
- private:
-  int listenFd_ = -1;
-  WakeFd wake_;
-  uint16_t port_ = 0;
 };
 }  // namespace
 

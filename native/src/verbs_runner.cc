@@ -406,17 +406,11 @@ bool Runner::housekeeping(Clock::time_point now) {
     }
   }
   if (!heartbeats(now)) return false;
-  for (size_t p = 0; p < spec.peers.size(); p++)
-    if (!spec.expect[p].empty() && inBy[p] == nullptr && msBetween(loopStart, now) > spec.connectMs + spec.stallMs)
-      return fail(Failure::PeerFailed, static_cast<int32_t>(p), -1,
-                  peerName(static_cast<int32_t>(p)) + " never connected (waited " + std::to_string(spec.connectMs + spec.stallMs) + " ms)");
+  if (!checkDialedIn(spec, inBy, msBetween(loopStart, now))) return false;
   if (!requestNext()) return false;
   if (inRemaining == 0)
     for (const Lane& l : lanes)
-      if (l.idx < l.ops.size() && !store->has(l.ops[l.idx].block))
-        return fail(Failure::InvalidPlan, static_cast<int32_t>(l.ops[l.idx].peer), static_cast<int32_t>(l.ops[l.idx].block),
-                    "block " + std::to_string(l.ops[l.idx].block) + " never arrives here, but the plan forwards it to " +
-                        peerName(static_cast<int32_t>(l.ops[l.idx].peer)));
+      if (l.idx < l.ops.size() && !store->has(l.ops[l.idx].block)) return failNeverArrives(spec, l.ops[l.idx]);
   return true;
 }
 
@@ -487,10 +481,8 @@ RunOutcome Runner::go() {
       }
       if (pfds[1].revents & POLLIN)
         for (;;) {
-          int fd = accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+          int fd = acceptNext(lfd);
           if (fd < 0) break;
-          int one = 1;
-          setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
           auto nc = std::make_unique<Conn>();
           nc->fd = fd;
           nc->accepted = nc->lastHeard = nc->lastHeartbeat = Clock::now();

@@ -100,15 +100,10 @@ FaultSpec faultFromEnv() {
 }
 
 namespace {
-class VerbsTransport : public Transport {
+class VerbsTransport : public ListeningTransport {
  public:
-  ~VerbsTransport() override {
-    if (listenFd_ >= 0) close(listenFd_);
-  }
   Device device;
   const char* name() const override { return "verbs"; }
-  std::string listen(const std::string& host, uint16_t port) override { return listenTcp(host, port, listenFd_, port_); }
-  uint16_t port() const override { return port_; }
   RunOutcome run(const RunSpec& spec, std::shared_ptr<StoreData> store, RunSink& sink) override {
     RunOutcome out;
     {
@@ -117,13 +112,6 @@ class VerbsTransport : public Transport {
     }  // every queue pair, region and the completion queue are released here, before the caller hears the outcome
     return out;
   }
-  void cancel() override { wake_.wake(); }
-  void reset() override { wake_.drain(); }
-
- private:
-  int listenFd_ = -1;
-  WakeFd wake_;
-  uint16_t port_ = 0;
 };
 }  // namespace
 }  // namespace verbs

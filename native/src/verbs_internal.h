@@ -214,6 +214,7 @@ class Runner : OutcomeRecorder {
   // setup (verbs_qp.cc)
   bool registerMemory();
   bool createQueue();
+  uint32_t sendQueueDepth() const;
   bool makeQp(Conn* c);
   bool connectQp(Conn* c, const QpInfo& remote);
   QpInfo localInfo(const Conn* c) const;

@@ -62,7 +62,8 @@ bool Runner::registerMemory() {
 }
 
 bool Runner::createQueue() {
-  int depth = static_cast<int>(spec.peers.size()) * (kWindow + kMaxInflight + 2) + 16;
+  // Per queue pair: its receives and its send queue (a broken queue pair flushes every posted write, signaled or not).
+  int depth = static_cast<int>(spec.peers.size() * (kWindow + 1 + sendQueueDepth()) + 16);
   channel = ibv_create_comp_channel(dev.ctx);
   if (channel == nullptr) return fail(Failure::Io, -1, -1, std::string("ibv_create_comp_channel failed: ") + std::strerror(errno));
   int fl = fcntl(channel->fd, F_GETFL);
@@ -73,16 +74,20 @@ bool Runner::createQueue() {
   return true;
 }
 
+// Up to kMaxInflight blocks in flight, each in writes of at least 1 MiB (every device allows that much per message).
+uint32_t Runner::sendQueueDepth() const {
+  const uint64_t perBlock = (store->blockBytes + (1ull << 20) - 1) >> 20;
+  uint64_t slots = kMaxInflight * (perBlock < 1 ? 1 : perBlock) + 1;
+  if (dev.maxQpWr > 0 && slots > dev.maxQpWr) slots = dev.maxQpWr;
+  return static_cast<uint32_t>(slots);
+}
+
 bool Runner::makeQp(Conn* c) {
   ibv_qp_init_attr a{};
   a.send_cq = cq;
   a.recv_cq = cq;
   a.qp_type = IBV_QPT_RC;
-  // Up to kMaxInflight blocks in flight, each in writes of at least 1 MiB (every device allows that much per message).
-  const uint64_t perBlock = (store->blockBytes + (1ull << 20) - 1) >> 20;
-  uint64_t slots = kMaxInflight * (perBlock < 1 ? 1 : perBlock) + 1;
-  if (dev.maxQpWr > 0 && slots > dev.maxQpWr) slots = dev.maxQpWr;
-  c->sendSlots = static_cast<uint32_t>(slots);
+  c->sendSlots = sendQueueDepth();
   a.cap.max_send_wr = c->outgoing ? c->sendSlots : 1;
   a.cap.max_recv_wr = kWindow + 1;
   a.cap.max_send_sge = 1;

@@ -38,9 +38,30 @@ export interface SolveResult {
   solveMs: number;
 }
 
+/**
+ * What HiGHS needs of a model: columns with costs, bounds and integrality (1 = integer), rows in CSR form with
+ * bounds, a constant offset. The planner's `IlpModel` is one; `firstSlackCol` (columns from there on are slacks) is
+ * what `noSlack` fixes at 0.
+ */
+export interface MipModel {
+  numCols: number;
+  numRows: number;
+  offset: number;
+  colCost: Float64Array;
+  colLower: Float64Array;
+  colUpper: Float64Array;
+  integrality: Int32Array;
+  rowStarts: Int32Array;
+  rowIndex: Int32Array;
+  rowValue: Float64Array;
+  rowLower: Float64Array;
+  rowUpper: Float64Array;
+  firstSlackCol?: number;
+}
+
 /** Solves a built model; implementations must not change it. */
 export interface Solver {
-  solve(model: IlpModel, options?: SolveOptions): SolveResult;
+  solve(model: MipModel | IlpModel, options?: SolveOptions): SolveResult;
 }
 
 interface HighsRuntime {
@@ -75,7 +96,7 @@ export class HighsSolver implements Solver {
     return new HighsSolver(await loadHighs());
   }
 
-  solve(model: IlpModel, options: SolveOptions = {}): SolveResult {
+  solve(model: MipModel | IlpModel, options: SolveOptions = {}): SolveResult {
     const inf = this.highs.infinity;
     const clamp = (a: Float64Array) => Float64Array.from(a, (v) => (v === Infinity ? inf : v === -Infinity ? -inf : v));
     const t0 = performance.now();
@@ -85,7 +106,7 @@ export class HighsSolver implements Solver {
       offset: model.offset,
       colCost: model.colCost,
       colLower: model.colLower,
-      colUpper: options.noSlack ? Float64Array.from(clamp(model.colUpper), (v, j) => (j >= model.firstSlackCol ? 0 : v)) : clamp(model.colUpper),
+      colUpper: options.noSlack ? Float64Array.from(clamp(model.colUpper), (v, j) => (j >= (model.firstSlackCol ?? Infinity) ? 0 : v)) : clamp(model.colUpper),
       rowLower: clamp(model.rowLower),
       rowUpper: clamp(model.rowUpper),
       matrix: { format: "csr", numRows: model.numRows, numCols: model.numCols, starts: model.rowStarts, indices: model.rowIndex, values: model.rowValue },

@@ -41,6 +41,11 @@ export interface FleetEndpoint {
   maxInstances: number;
   /** Instances of this model currently lent to spot in this region/GPU type (reclaimable without a redeploy). */
   spotInstances: number;
+  /**
+   * Cost of loading one instance here, when the region reported how long a scale-out takes (liveFleet); otherwise
+   * the model's configured `modelStartCost` applies.
+   */
+  modelStartCost?: number;
 }
 
 /** A region's GPUs and endpoints. */
@@ -214,9 +219,11 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
  * The fleet as the regions report it (DESIGN "Planner"): `base` (from the config: capacity, bounds, costs) with each
  * endpoint's current instances (provisioning + loading + serving) and spot instances taken from the region's latest
  * telemetry, where the region reports per-endpoint counts (its actuator's view). Endpoints of regions that sent none,
- * or older regions without per-endpoint counts, keep `base`'s figures.
+ * or older regions without per-endpoint counts, keep `base`'s figures. With `intervalMs` (the planning interval the
+ * GPU hold prices are for), an endpoint whose region reports its expected scale-out time gets its model-start cost
+ * from it: the instance's GPUs held for that time at the hold price (the configured `modelStartCost` otherwise).
  */
-export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, RegionTelemetry>): Fleet {
+export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, RegionTelemetry>, intervalMs?: number): Fleet {
   return {
     ...base,
     regions: base.regions.map((r) => {
@@ -225,9 +232,16 @@ export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, Region
       return {
         ...r,
         endpoints: r.endpoints.map((e) => {
-          const c = t.models.find((m) => m.model === e.model)?.endpoints.find((x) => x.gpu === e.gpu)?.instances;
-          if (c === undefined) return e;
-          return { ...e, instances: c.provisioning + c.loading + c.serving, spotInstances: c.spot };
+          const reported = t.models.find((m) => m.model === e.model)?.endpoints.find((x) => x.gpu === e.gpu);
+          const c = reported?.instances;
+          const counts = c === undefined ? {} : { instances: c.provisioning + c.loading + c.serving, spotInstances: c.spot };
+          // The model-start cost from the data plane: the GPUs of one instance held for the scale-out time the region
+          // reports (its last measured scale-out, else the multicast plan's ideal transfer time), priced as holding.
+          const ms = reported?.expectedScaleOutMs;
+          const gpu = base.gpus[e.gpu];
+          const mg = base.models[e.model]?.[e.gpu];
+          const start = ms !== undefined && intervalMs !== undefined && gpu !== undefined && mg !== undefined ? { modelStartCost: (gpu.holdPerGpu * mg.gpusPerInstance * ms) / intervalMs } : {};
+          return { ...e, ...counts, ...start };
         }),
       };
     }),

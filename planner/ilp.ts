@@ -94,7 +94,7 @@ export function fleetEndpoints(fleet: Fleet): Endpoint[] {
         tokensPerS: mg.tokensPerS,
         gpusPerInstance: mg.gpusPerInstance,
         holdCost: cost.holdPerGpu * mg.gpusPerInstance,
-        startCost: cost.vmStartPerGpu * mg.gpusPerInstance + mg.modelStartCost,
+        startCost: cost.vmStartPerGpu * mg.gpusPerInstance + (e.modelStartCost ?? mg.modelStartCost),
       });
     }
   }

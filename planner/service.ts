@@ -64,7 +64,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     ...(o.onReport === undefined ? {} : { onReport: o.onReport }),
     plan: async (decisionId, previous, trigger) => {
       const report = await runPlan({
-        fleet: liveFleet(fleet, latest),
+        fleet: liveFleet(fleet, latest, o.intervalMs),
         history: o.history,
         forecaster,
         solver,

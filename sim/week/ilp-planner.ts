@@ -38,7 +38,7 @@ export class IlpPlanner implements HourlyPlanner {
 
   async plan(input: PlannerInput): Promise<RegionTargets[]> {
     const { config } = input.fleet;
-    const fleet = liveFleet(fleetFromConfig(config), input.telemetry);
+    const fleet = liveFleet(fleetFromConfig(config), input.telemetry, config.planner.intervalMs);
     for (const [model, byGpu] of Object.entries(fleet.models)) for (const [gpu, m] of Object.entries(byGpu)) m.tokensPerS = input.tps(model, gpu);
     const report = await runPlan({ fleet, history: input.history, forecaster: this.forecaster, solver: this.solver, nowMs: input.nowMs + input.historyShiftMs, decisionId: input.decisionId, intervalMs: config.planner.intervalMs, ...(this.previous === undefined ? {} : { previous: this.previous }) });
     this.previous = report;

@@ -1,0 +1,140 @@
+/**
+ * Where a new instance's parameters come from, as the named configurations a capacity planner would compare
+ * (issue 12): each source gives the time every layer reaches each new instance and the live scheduler that may
+ * use partially loaded instances.
+ *
+ * - `ssd` — ServerlessLLM: a per-host cache in host memory with a 5-minute keep-alive; a hit loads host → GPU over
+ *   PCIe, a miss from SSD; the instance serves once loaded (stop-the-world).
+ * - `allcache` — every host holds every model in host memory: always PCIe (the upper bound of host caching).
+ * - `network` — this project's parameter pool: a BlitzScale chain from a GPU that serves the model to the new
+ *   instances over RDMA (region/multicast), stop-the-world.
+ * - `blitzscale` — `network` with zigzag live scaling (BlitzScale §5.2; zigzag.ts).
+ * - `lambdascale` — λScale's binomial multicast with execution pipelines, then local mode (λScale §4; lambda.ts).
+ *
+ * Bandwidths default to BlitzScale's Table 1, cluster A: 1.6 Tbps NVLink inside a host, 100 Gbps RDMA between
+ * hosts, 128 Gbps host → GPU PCIe, 10 Gbps SSD → GPU.
+ */
+import { planBinomial } from "../multicast/lambdascale.js";
+import { planChains } from "../multicast/blitzscale.js";
+import type { MulticastPlan } from "../multicast/schedule.js";
+import { arrivalTimes } from "./lambda.js";
+
+/** Link bandwidths a load uses, bits per second. */
+export interface LoadBandwidths {
+  nvlinkBitsPerS: number;
+  rdmaBitsPerS: number;
+  pcieBitsPerS: number;
+  ssdBitsPerS: number;
+}
+
+/** BlitzScale Table 1, cluster A. */
+export const TABLE1_CLUSTER_A: LoadBandwidths = { nvlinkBitsPerS: 1.6e12, rdmaBitsPerS: 100e9, pcieBitsPerS: 128e9, ssdBitsPerS: 10e9 };
+
+export type LoadingSourceName = "ssd" | "allcache" | "network" | "blitzscale" | "lambdascale";
+export type LiveScheduler = "stop-the-world" | "zigzag" | "lambda-pipelines";
+
+export interface LoadingSource {
+  name: LoadingSourceName;
+  scheduler: LiveScheduler;
+  /** One line for reports. */
+  description: string;
+}
+
+export const LOADING_SOURCES: Record<LoadingSourceName, LoadingSource> = {
+  ssd: { name: "ssd", scheduler: "stop-the-world", description: "ServerlessLLM: host cache with a 5-minute keep-alive, a miss loads from SSD" },
+  allcache: { name: "allcache", scheduler: "stop-the-world", description: "every host holds every model in host memory (upper bound)" },
+  network: { name: "network", scheduler: "stop-the-world", description: "parameter pool + RDMA chain multicast, serving once loaded" },
+  blitzscale: { name: "blitzscale", scheduler: "zigzag", description: "parameter pool + RDMA chain multicast, zigzag live scaling" },
+  lambdascale: { name: "lambdascale", scheduler: "lambda-pipelines", description: "binomial multicast, execution pipelines, then local mode" },
+};
+
+/** Parses a source name, naming the valid ones when it is not one. */
+export function loadingSource(name: string): LoadingSource {
+  const s = (LOADING_SOURCES as Record<string, LoadingSource | undefined>)[name];
+  if (s === undefined) throw new RangeError(`unknown loading source ${JSON.stringify(name)} (one of ${Object.keys(LOADING_SOURCES).join(", ")})`);
+  return s;
+}
+
+/** The model being loaded: its parameter bytes, layers, and the blocks the network moves it in. */
+export interface LoadModel {
+  bytes: number;
+  layers: number;
+  blocks: number;
+}
+
+/** One scale-out: how many new instances, and (ssd) whether each one's host still caches the model. */
+export interface ScaleOut {
+  targets: number;
+  /** ssd only: per target, whether its host cache still holds the model (used within the keep-alive). */
+  hostCached?: boolean[];
+  /** network sources: how many GPUs serve the model now (the multicast's sources); default 1. */
+  servingSources?: number;
+}
+
+/**
+ * When each layer reaches each new instance, in ms from the scale-out decision: arrivals[target][layer]. Layer l
+ * is there once every block holding part of it is (blocks cut the model's bytes evenly, layers too).
+ */
+export function layerArrivals(source: LoadingSourceName, m: LoadModel, so: ScaleOut, bw: LoadBandwidths = TABLE1_CLUSTER_A): number[][] {
+  if (!(m.bytes > 0) || !Number.isInteger(m.layers) || m.layers < 1 || !Number.isInteger(m.blocks) || m.blocks < 1) throw new RangeError("model needs bytes > 0 and whole layers and blocks ≥ 1");
+  if (!Number.isInteger(so.targets) || so.targets < 1) throw new RangeError(`targets must be a positive integer, got ${so.targets}`);
+  const layerMs = (bitsPerS: number) => Array.from({ length: m.layers }, (_, l) => (((l + 1) * m.bytes) / m.layers / (bitsPerS / 8)) * 1000);
+  switch (source) {
+    case "allcache":
+      return Array.from({ length: so.targets }, () => layerMs(bw.pcieBitsPerS));
+    case "ssd":
+      return Array.from({ length: so.targets }, (_, t) => layerMs(so.hostCached?.[t] === true ? bw.pcieBitsPerS : bw.ssdBitsPerS));
+    case "network":
+    case "blitzscale":
+    case "lambdascale": {
+      const k = Math.max(1, Math.min(so.servingSources ?? 1, so.targets));
+      const sources = Array.from({ length: k }, (_, i) => `src${i}`);
+      const targets = Array.from({ length: so.targets }, (_, i) => `t${i}`);
+      const model = { totalBytes: Math.ceil(m.bytes), blockCount: m.blocks };
+      const plan: MulticastPlan =
+        source === "lambdascale"
+          ? planBinomial({ model, sources, targets })
+          : planChains({ model, sources: sources.map((id) => ({ id, outBytesPerS: bw.rdmaBitsPerS / 8 })), targets: targets.map((id) => ({ id, inBytesPerS: bw.rdmaBitsPerS / 8 })) });
+      // one step moves one block over one RDMA link (chains: a block per hop per step; binomial: §4.2's steps)
+      const stepMs = (m.bytes / m.blocks / (bw.rdmaBitsPerS / 8)) * 1000;
+      const at = arrivalTimes(plan, stepMs);
+      return targets.map((t) => {
+        const blocks = at.get(t)!;
+        return Array.from({ length: m.layers }, (_, l) => {
+          // blocks covering layer l: [floor(l·b/L), ceil((l+1)·b/L))
+          const from = Math.floor((l * m.blocks) / m.layers);
+          const to = Math.max(from + 1, Math.ceil(((l + 1) * m.blocks) / m.layers));
+          let t0 = 0;
+          for (let b = from; b < to; b++) t0 = Math.max(t0, blocks[b]!);
+          return t0;
+        });
+      });
+    }
+  }
+}
+
+/**
+ * ServerlessLLM's host cache (the `ssd` source): a model stays in a host's memory for `keepAliveMs` after its last
+ * use (5 minutes by default); loading it again within that is a hit.
+ */
+export class KeepAliveCache {
+  private readonly lastUse = new Map<string, number>();
+  constructor(readonly keepAliveMs = 5 * 60_000) {
+    if (!(keepAliveMs >= 0)) throw new RangeError(`keepAliveMs must be ≥ 0, got ${keepAliveMs}`);
+  }
+  /** Whether `host` still caches `model` at `nowMs`. */
+  holds(host: string, model: string, nowMs: number): boolean {
+    const t = this.lastUse.get(`${host}\u0000${model}`);
+    return t !== undefined && nowMs - t <= this.keepAliveMs;
+  }
+  /** `host` used (loaded or served) `model` at `nowMs`. */
+  touch(host: string, model: string, nowMs: number): void {
+    this.lastUse.set(`${host}\u0000${model}`, nowMs);
+  }
+}
+
+/** A one-line statement of the bandwidths, printed with every result that uses them. */
+export function describeBandwidths(bw: LoadBandwidths): string {
+  const g = (b: number) => (b >= 1e12 ? `${b / 1e12} Tbps` : `${b / 1e9} Gbps`);
+  return `NVLink ${g(bw.nvlinkBitsPerS)} in a host, RDMA ${g(bw.rdmaBitsPerS)} between hosts, PCIe ${g(bw.pcieBitsPerS)} host→GPU, SSD ${g(bw.ssdBitsPerS)} SSD→GPU`;
+}

@@ -14,6 +14,7 @@
  */
 import type { GpuType, ModelName, RegionName } from "../core/models.js";
 import type { Fleet } from "./fleet.js";
+import type { MipModel } from "./solver.js";
 
 /** Forecast demand F(m, r) in tokens/s (peak forecast + β × last hour's NIW tokens/s). */
 export interface Demand {
@@ -50,21 +51,9 @@ export interface RowInfo {
   gpu?: GpuType;
 }
 
-/** A minimisation model in HiGHS's sparse (CSR) layout, plus what each row and column means. */
-export interface IlpModel {
+/** The planner's minimisation model: a `MipModel` (HiGHS's sparse CSR layout) plus what each row and column means. */
+export interface IlpModel extends MipModel {
   endpoints: Endpoint[];
-  numCols: number;
-  numRows: number;
-  colCost: Float64Array;
-  colLower: Float64Array;
-  colUpper: Float64Array;
-  /** 1 = integer, 0 = continuous. */
-  integrality: Int32Array;
-  rowStarts: Int32Array;
-  rowIndex: Int32Array;
-  rowValue: Float64Array;
-  rowLower: Float64Array;
-  rowUpper: Float64Array;
   rows: RowInfo[];
   /** Constant term Σ hold·N (the cost of keeping today's fleet). */
   offset: number;

@@ -4,7 +4,6 @@
  * with `timeLimitS`.
  */
 import highsLoader from "highs";
-import type { IlpModel } from "./ilp.js";
 
 /** Solver outcome. */
 export type SolveStatus = "optimal" | "time_limit" | "infeasible" | "unbounded" | "error";
@@ -40,8 +39,8 @@ export interface SolveResult {
 
 /**
  * What HiGHS needs of a model: columns with costs, bounds and integrality (1 = integer), rows in CSR form with
- * bounds, a constant offset. The planner's `IlpModel` is one; `firstSlackCol` (columns from there on are slacks) is
- * what `noSlack` fixes at 0.
+ * bounds, a constant offset (the planner's `IlpModel` adds what its rows and columns mean); `firstSlackCol`
+ * (columns from there on are slacks) is what `noSlack` fixes at 0.
  */
 export interface MipModel {
   numCols: number;
@@ -61,7 +60,7 @@ export interface MipModel {
 
 /** Solves a built model; implementations must not change it. */
 export interface Solver {
-  solve(model: MipModel | IlpModel, options?: SolveOptions): SolveResult;
+  solve(model: MipModel, options?: SolveOptions): SolveResult;
 }
 
 interface HighsRuntime {
@@ -96,7 +95,7 @@ export class HighsSolver implements Solver {
     return new HighsSolver(await loadHighs());
   }
 
-  solve(model: MipModel | IlpModel, options: SolveOptions = {}): SolveResult {
+  solve(model: MipModel, options: SolveOptions = {}): SolveResult {
     const inf = this.highs.infinity;
     const clamp = (a: Float64Array) => Float64Array.from(a, (v) => (v === Infinity ? inf : v === -Infinity ? -inf : v));
     const t0 = performance.now();

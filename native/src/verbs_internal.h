@@ -121,7 +121,6 @@ struct Conn {
   bool helloSeen = false;  // incoming: the dialer's Hello arrived (outgoing: true from the dial)
   bool ready = false;      // the queue pair is in RTS (outgoing: the receiver's regions are known)
   bool finished = false;
-  bool eof = false;
   ibv_qp* qp = nullptr;
   uint32_t psn = 0;
   uint64_t chunk = 0;     // bytes per write: min of both devices' largest message

@@ -234,7 +234,6 @@ bool Runner::onEof(Conn* c) {
     close(c->fd);
     c->fd = -1;
   }
-  c->eof = true;
   if (c->finished || !c->helloSeen) {
     c->finished = true;
     return true;

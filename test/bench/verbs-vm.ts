@@ -15,13 +15,13 @@
  */
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { BlockStore, Endpoint, type RunResult, type TransportPreference } from "../../native/index.js";
+import { Endpoint, type RunResult, type TransportPreference } from "../../native/index.js";
 import { planUnicast } from "../../region/multicast/baselines.js";
 import { planChains } from "../../region/multicast/blitzscale.js";
 import { idealSeconds } from "../../region/multicast/ideal.js";
-import { roleFor } from "../../region/multicast/role.js";
-import { planNodes, type MulticastPlan } from "../../region/multicast/schedule.js";
+import type { MulticastPlan } from "../../region/multicast/schedule.js";
 import { validatePlan } from "../../region/multicast/validate.js";
+import { localCluster, runAll } from "../native/harness.js";
 import { median } from "./common.js";
 
 const MiB = 1 << 20;
@@ -74,26 +74,23 @@ async function ibWriteBw(gid: number, msgBytes: number): Promise<number> {
   return (Number(m[2]) * 1e9) / 8;
 }
 
-/** Runs every node of `plan` on its own endpoint in this process; the time until the last receiver is done. */
-async function transfer(plan: MulticastPlan, transport: TransportPreference, runId: number): Promise<{ ms: number; results: Map<string, RunResult> }> {
-  const nodes = planNodes(plan);
-  const stores = new Map(nodes.map((n) => [n, BlockStore.create({ blockCount: plan.blockCount, blockBytes: plan.blockBytes, totalBytes: plan.totalBytes })]));
-  const eps = new Map(nodes.map((n) => [n, Endpoint.open({ host: "127.0.0.1", transport, log })]));
+/** Runs every node of `plan` on its own endpoint in this process (test/native/harness.ts); the transfer's time. */
+async function transfer(plan: MulticastPlan, transport: TransportPreference, runId: number): Promise<{ ms: number }> {
+  const c = localCluster(plan, 3, transport);
   try {
-    for (const s of plan.sources) stores.get(s)!.fillPattern(3);
-    const addrs = Object.fromEntries(nodes.map((n) => [n, { host: "127.0.0.1", port: eps.get(n)!.port }]));
-    // Receivers first, then the senders, as bench:dataplane does: the sender's clock starts when it starts dialing.
-    const order = [...nodes.filter((n) => !plan.sources.includes(n)), ...plan.sources];
-    const runs = order.map((n) => eps.get(n)!.run(roleFor(plan, n, addrs, runId, { stallMs: STALL_MS }), stores.get(n)!).then((r) => [n, r] as const));
-    const results = new Map(await Promise.all(runs));
-    for (const t of plan.targets) if (stores.get(t)!.verifyPattern(3) !== -1) throw new Error(`${t} does not hold the model after the transfer`);
+    const res = await runAll(c, plan, runId, { stallMs: STALL_MS });
+    const results = new Map<string, RunResult>();
+    for (const [n, r] of res) {
+      if (r instanceof Error) throw r;
+      results.set(n, r);
+    }
+    for (const t of plan.targets) if (c.stores.get(t)!.verifyPattern(3) !== -1) throw new Error(`${t} does not hold the model after the transfer`);
     // From the first sender's start to the last receiver's last verified block, on one monotonic clock.
     const start = Math.min(...plan.sources.map((s) => results.get(s)!.profile.startMonoMs));
     const end = Math.max(...plan.targets.map((t) => results.get(t)!.profile.startMonoMs + results.get(t)!.profile.lastByteMs));
-    return { ms: end - start, results };
+    return { ms: end - start };
   } finally {
-    for (const e of eps.values()) e.close();
-    for (const s of stores.values()) s.close();
+    c.close();
   }
 }
 

@@ -9,9 +9,8 @@
  * TIDEGATE_SOFTROCE_VM (the tool; default ../shared/tools/softroce-vm). The last line is one JSON object; it says
  * met: false, with the error, when the VM cannot run or the run fails.
  */
-import { spawnSync } from "node:child_process";
 import { cpus, loadavg, release, totalmem } from "node:os";
-import { runInVm, softroceTool, vmUnavailable } from "../native/vm/softroce.js";
+import { commandPath, runInVm, softroceTool, vmUnavailable } from "../native/vm/softroce.js";
 
 const TARGET = { verbsVsIbWriteBw: 0.8, chainOverIdealMax: 1.15 };
 const passEnv = ["VERBS_BYTES", "VERBS_BLOCKS", "VERBS_ROUNDS", "VERBS_STALL_MS"].filter((k) => process.env[k] !== undefined).map((k) => `${k}=${process.env[k]!}`);
@@ -21,8 +20,8 @@ async function main(): Promise<void> {
   process.stdout.write(`the VM: ${softroceTool()} (QEMU TCG, 2 emulated cores, soft-RoCE rxe0 on a veth pair, MTU 9000)\n`);
   const why = vmUnavailable();
   if (why !== undefined) throw new Error(`the VM cannot run here: ${why}`);
-  const ib = spawnSync("sh", ["-c", "command -v ib_write_bw"], { encoding: "utf8" }).stdout.trim();
-  if (ib === "") throw new Error("ib_write_bw not found: install Debian's perftest package");
+  const ib = commandPath("ib_write_bw");
+  if (ib === undefined) throw new Error("ib_write_bw not found: install Debian's perftest package");
   const run = await runInVm({ command: `${passEnv.join(" ")} node dist/test/bench/verbs-vm.js`, memMiB: 6144, timeoutS: 1200, extra: [ib], onLine: (l) => process.stdout.write(`  vm | ${l}\n`) });
   const err = /^VERBS-VM-ERROR (.*)$/m.exec(run.output);
   if (err !== null) throw new Error(`inside the VM: ${JSON.parse(err[1]!) as string}`);

@@ -52,7 +52,6 @@ describe("verbs transport on soft-RoCE inside a VM (softroce-vm)", () => {
   });
 
   it("every required verbs case ran in the VM and passed", () => {
-    // eslint-disable-next-line no-control-regex
     const passed = run.output.replace(/\x1b\[[0-9;?]*[A-Za-z]/g, "").split("\n").filter((l) => /✓/.test(l));
     for (const title of REQUIRED) expect(passed.some((l) => l.includes(title)), `${title}\n${passed.join("\n")}`).toBe(true);
   });

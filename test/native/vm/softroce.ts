@@ -17,9 +17,12 @@ export function softroceTool(): string {
   return process.env.TIDEGATE_SOFTROCE_VM ?? resolve(repoRoot(), "..", "shared", "tools", "softroce-vm");
 }
 
-function onPath(cmd: string): boolean {
-  return spawnSync("sh", ["-c", `command -v ${cmd}`], { stdio: "ignore" }).status === 0;
+/** Where `cmd` is on PATH, or undefined. */
+export function commandPath(cmd: string): string | undefined {
+  const r = spawnSync("sh", ["-c", `command -v ${cmd}`], { encoding: "utf8" });
+  return r.status === 0 && r.stdout.trim() !== "" ? r.stdout.trim() : undefined;
 }
+const onPath = (cmd: string) => commandPath(cmd) !== undefined;
 
 /** Why the VM cannot run here, or undefined when it can (the tool installs QEMU and the kernel when it may). */
 export function vmUnavailable(): string | undefined {
@@ -78,7 +81,7 @@ export async function runInVm(o: { command: string; memMiB?: number; timeoutS?: 
     const root = repoRoot();
     const tar = spawnSync(
       "tar",
-      ["cf", join(dir, "repo.tar"), "--exclude=./.git", "--exclude=./native/build/Release/obj.target", "--exclude=./.data", ...LEFT_OUT.map((m) => `--exclude=./node_modules/${m}`), "-C", root, "."],
+      ["cf", join(dir, "repo.tar"), "--exclude=./.git", "--exclude=./native/build/Release/obj.target", "--exclude=./.data", "--exclude=./out", ...LEFT_OUT.map((m) => `--exclude=./node_modules/${m}`), "-C", root, "."],
       { encoding: "utf8" },
     );
     if (tar.status !== 0) throw new Error(`packing the repository for the VM failed: ${tar.stderr}`);

@@ -195,3 +195,66 @@ describe("SimEngineCore (hand-checked timings)", () => {
     expect(virtual[virtual.length - 1]!).toBeGreaterThan(100);
   });
 });
+
+describe("SimEngineCore: the layerwise capability (a loading peer shares the prefill)", () => {
+  it("a paired instance admits a loading episode at once and runs its batches to the planner's ends, then decodes", () => {
+    const clock = new VirtualClock();
+    // maxPrefillTokens 100: each 100-token request is its own batch
+    const core = new SimEngineCore({ profile: flatProfile(), clock, kvCapacityTokens: 100_000, maxPrefillTokens: 100 });
+    const asked: { start: number; batches: { tokens: number; aloneMs: number }[] }[] = [];
+    core.setLayerwise({ active: () => true, plan: (start, batches) => (asked.push({ start, batches: [...batches] }), [60, 110, 150]) });
+    const first: Record<string, number> = {};
+    const done: Record<string, number> = {};
+    for (const id of ["a", "b", "c"]) core.submit({ id, promptTokens: 100, maxTokens: 2, priority: 0 }, { onFirstToken: (t) => (first[id] = t), onDone: (t) => (done[id] = t) });
+    expect(core.stats().waiting).toBe(3);
+    clock.advanceToSync(1);
+    // all three admitted at 0 (KV reserved, counted as running), one planner call with three 100 ms batches
+    expect(core.stats()).toMatchObject({ running: 3, waiting: 0 });
+    expect(asked).toEqual([{ start: 0, batches: [{ tokens: 100, aloneMs: 100 }, { tokens: 100, aloneMs: 100 }, { tokens: 100, aloneMs: 100 }] }]);
+    clock.runUntilIdleSync();
+    expect(first).toEqual({ a: 60, b: 110, c: 150 });
+    // after the episode: one decode iteration of B = 3 (10 + 3 ms) finishes all three
+    expect(done).toEqual({ a: 163, b: 163, c: 163 });
+  });
+
+  it("an inactive pairing (the peer has every layer) leaves prefill as it was; ends out of order are made non-decreasing", () => {
+    const clock = new VirtualClock();
+    const core = new SimEngineCore({ profile: flatProfile(), clock, kvCapacityTokens: 100_000, maxPrefillTokens: 100 });
+    let active = false;
+    core.setLayerwise({ active: () => active, plan: (s) => [s + 80, s + 50] });
+    const first: Record<string, number> = {};
+    core.submit({ id: "a", promptTokens: 100, maxTokens: 1, priority: 0 }, { onFirstToken: (t) => (first.a = t) });
+    clock.runUntilIdleSync();
+    expect(first.a).toBe(100);
+    active = true;
+    for (const id of ["b", "c"]) core.submit({ id, promptTokens: 100, maxTokens: 1, priority: 0 }, { onFirstToken: (t) => (first[id] = t) });
+    clock.runUntilIdleSync();
+    expect(first).toEqual({ a: 100, b: 180, c: 180 });
+    expect(core.stats()).toMatchObject({ running: 0, waiting: 0, kvBytesUsed: 0 });
+  });
+
+  it("a request cancelled inside a planned batch frees its KV; close cancels the planned ones", () => {
+    const clock = new VirtualClock();
+    const core = new SimEngineCore({ profile: flatProfile(), clock, kvCapacityTokens: 100_000, maxPrefillTokens: 100 });
+    core.setLayerwise({ active: () => true, plan: (s) => [s + 50, s + 100, s + 150] });
+    const cancelled: string[] = [];
+    const hs = ["a", "b", "c"].map((id) => core.submit({ id, promptTokens: 100, maxTokens: 5, priority: 0 }, { onCancelled: () => cancelled.push(id) }));
+    clock.advanceToSync(10);
+    hs[1]!.cancel();
+    expect(core.stats().running).toBe(2);
+    core.close();
+    expect(cancelled.sort()).toEqual(["a", "b", "c"]);
+    expect(core.stats()).toMatchObject({ running: 0, waiting: 0 });
+  });
+
+  it("an execution pipeline's activation hops add to every prefill and decode iteration (passOverheadMs)", () => {
+    const clock = new VirtualClock();
+    const core = new SimEngineCore({ profile: flatProfile(), clock, kvCapacityTokens: 100_000, passOverheadMs: 2 });
+    let first = 0;
+    let done = 0;
+    core.submit({ id: "a", promptTokens: 100, maxTokens: 3, priority: 0 }, { onFirstToken: (t) => (first = t), onDone: (t) => (done = t) });
+    clock.runUntilIdleSync();
+    expect(first).toBe(102);
+    expect(done).toBe(102 + 2 * 13);
+  });
+});

@@ -37,6 +37,30 @@ export interface SimCoreOptions {
   maxPrefillTokens?: number;
   /** KV capacity in tokens; default the profile's (GPU memory × fraction − weights). Lower it to model a smaller cache. */
   kvCapacityTokens?: number;
+  /**
+   * Added to every prefill and every decode iteration (ms, before timeScale): the activation hops of an execution
+   * pipeline whose stages sit on several GPUs (λScale §4.3; region/liveload/lambda.ts). Default 0.
+   */
+  passOverheadMs?: number;
+}
+
+/**
+ * The `layerwise` capability (issue 12; BlitzScale §5.2): while a peer instance of the same model is loading, this
+ * instance shares the prefill of its queue with it, the peer running the first layers of each batch, this one the
+ * rest. At a prefill start the core admits up to `maxEpisodeBatches` batches at once (a loading episode) and asks
+ * the planner when each ends; it then runs them back to back (FIFO, as the source in §5.2) and decodes after.
+ * Decode iterations are not shared: BlitzScale live-scales prefill and leaves P/D-colocated decode to future work.
+ */
+export interface EpisodePlanner {
+  /** Whether a loading peer is paired with this instance at `atMs` (false: plain prefill). */
+  active(atMs: number): boolean;
+  /**
+   * The end time of each batch of an episode starting at `startMs`, given each batch's prompt tokens and its
+   * prefill time on the whole model alone (ms). Ends must be ≥ startMs and non-decreasing (the core clamps them).
+   */
+  plan(startMs: number, batches: readonly { tokens: number; aloneMs: number }[]): readonly number[];
+  /** Most batches one episode admits (default 8). */
+  readonly maxEpisodeBatches?: number;
 }
 
 type Phase =
@@ -70,6 +94,10 @@ export class SimEngineCore implements HandleHost {
   private prefillCount = 0;
   private generatedBase = 0;
   private closed = false;
+  private readonly passOverheadMs: number;
+  private layerwise: EpisodePlanner | undefined;
+  /** The batches of a loading episode still to prefill after the current one, with their planned ends. */
+  private planned: { endMs: number; batch: SimRequest[] }[] = [];
 
   constructor(opts: SimCoreOptions) {
     this.profile = opts.profile;
@@ -79,6 +107,22 @@ export class SimEngineCore implements HandleHost {
     this.maxBatch = opts.maxBatch ?? 256;
     this.maxPrefillTokens = opts.maxPrefillTokens ?? 8192;
     this.capacityTokens = opts.kvCapacityTokens ?? opts.profile.kvCapacityTokens;
+    this.passOverheadMs = opts.passOverheadMs ?? 0;
+    if (!(this.passOverheadMs >= 0)) throw new RangeError(`passOverheadMs must be ≥ 0, got ${this.passOverheadMs}`);
+  }
+
+  /**
+   * Pairs this instance with a loading peer (EpisodePlanner) or, with undefined, ends the pairing. Takes effect at
+   * the next prefill start; an episode already planned runs to its end.
+   */
+  setLayerwise(planner: EpisodePlanner | undefined): void {
+    this.sync();
+    this.layerwise = planner;
+  }
+
+  /** Whether a loading peer is paired with this instance now. */
+  get paired(): boolean {
+    return this.layerwise !== undefined;
   }
 
   /**
@@ -133,8 +177,9 @@ export class SimEngineCore implements HandleHost {
     this.timer?.cancel();
     this.kick?.cancel();
     this.kick = undefined;
-    const all = [...this.running, ...this.waiting.all(), ...(this.phase.kind === "prefill" ? this.phase.batch : [])];
+    const all = [...this.running, ...this.waiting.all(), ...(this.phase.kind === "prefill" ? this.phase.batch : []), ...this.planned.flatMap((p) => p.batch)];
     for (const r of all) this.cancel(r);
+    this.planned = [];
     this.phase = { kind: "idle" };
   }
 
@@ -175,7 +220,7 @@ export class SimEngineCore implements HandleHost {
   private nextTokenOf(r: SimRequest): number | undefined {
     this.sync();
     const p = this.phase;
-    if (r.state === "prefill" && p.kind === "prefill") return p.endMs;
+    if (r.state === "prefill" && p.kind === "prefill") return p.batch.includes(r) ? p.endMs : this.planned.find((x) => x.batch.includes(r))?.endMs;
     if (r.state !== "running") return undefined;
     if (p.kind !== "decode") return p.kind === "prefill" ? p.endMs : undefined;
     const k = this.itersNow();
@@ -231,35 +276,64 @@ export class SimEngineCore implements HandleHost {
     else if (p.kind === "decode") this.endSegment(p.endMs, p.nEnd);
   }
 
-  private fits(r: SimRequest, batchCount: number, batchTokens: number): boolean {
+  private fits(r: SimRequest, admitted: number, batchCount: number, batchTokens: number): boolean {
     if (this.reservedTokens + r.promptTokens + r.maxTokens > this.capacityTokens) return false;
-    if (this.running.length + batchCount >= this.maxBatch) return false;
+    if (this.running.length + admitted >= this.maxBatch) return false;
     return batchCount === 0 || batchTokens + r.promptTokens <= this.maxPrefillTokens;
   }
 
   private admissible(): boolean {
     const r = this.waiting.next();
-    return r !== undefined && this.fits(r, 0, 0);
+    return r !== undefined && this.fits(r, 0, 0, 0);
   }
 
-  /** At an iteration boundary `atMs`: admit and prefill, else decode, else idle. */
-  private step(atMs: number): void {
+  /** Admits the next prefill batch from the queue (`admitted`: requests already admitted at this boundary). */
+  private takeBatch(admitted: number): SimRequest[] {
     const batch: SimRequest[] = [];
     let tokens = 0;
     for (;;) {
       const r = this.waiting.next();
-      if (r === undefined || !this.fits(r, batch.length, tokens)) break;
+      if (r === undefined || !this.fits(r, admitted + batch.length, batch.length, tokens)) break;
       this.waiting.leave(r);
       r.state = "prefill";
       this.reservedTokens += r.promptTokens + r.maxTokens;
+      this.prefillTokens += r.promptTokens;
+      this.prefillCount++;
+      this.prefillRemaining += r.promptTokens + r.maxTokens;
       batch.push(r);
       tokens += r.promptTokens;
     }
+    return batch;
+  }
+
+  /** Prefill time of a batch on the whole model, alone (ms, scaled). */
+  private aloneMs(batch: readonly SimRequest[]): number {
+    let tokens = 0;
+    for (const r of batch) tokens += r.promptTokens;
+    return (this.profile.prefillMs(tokens, batch.length) + this.passOverheadMs) * this.timeScale;
+  }
+
+  /** At an iteration boundary `atMs`: admit and prefill (a whole episode when paired), else decode, else idle. */
+  private step(atMs: number): void {
+    const batch = this.takeBatch(0);
     if (batch.length > 0) {
-      this.prefillTokens = tokens;
-      this.prefillCount = batch.length;
-      this.prefillRemaining = batch.reduce((s, r) => s + r.promptTokens + r.maxTokens, 0);
-      const endMs = atMs + this.profile.prefillMs(tokens, batch.length) * this.timeScale;
+      let endMs = atMs + this.aloneMs(batch);
+      const lw = this.layerwise;
+      if (lw !== undefined && lw.active(atMs)) {
+        const batches = [batch];
+        let admitted = batch.length;
+        for (let more = (lw.maxEpisodeBatches ?? 8) - 1; more > 0; more--) {
+          const b = this.takeBatch(admitted);
+          if (b.length === 0) break;
+          batches.push(b);
+          admitted += b.length;
+        }
+        const ends = lw.plan(atMs, batches.map((b) => ({ tokens: b.reduce((s, r) => s + r.promptTokens, 0), aloneMs: this.aloneMs(b) })));
+        let prev = atMs;
+        const at = (i: number) => (prev = Math.max(prev, Number.isFinite(ends[i]) ? ends[i]! : atMs + this.aloneMs(batches[i]!)));
+        endMs = at(0);
+        this.planned = batches.slice(1).map((b, i) => ({ batch: b, endMs: at(i + 1) }));
+      }
       this.phase = { kind: "prefill", startMs: atMs, endMs, batch };
       this.schedule(endMs);
       return;
@@ -267,7 +341,7 @@ export class SimEngineCore implements HandleHost {
     if (this.running.length > 0) {
       let nEnd = Number.POSITIVE_INFINITY;
       for (const r of this.running) nEnd = Math.min(nEnd, r.maxTokens - r.generated);
-      const alphaMs = this.profile.decodeIterMs(this.running.length, this.runningCtx) * this.timeScale;
+      const alphaMs = (this.profile.decodeIterMs(this.running.length, this.runningCtx) + this.passOverheadMs) * this.timeScale;
       const betaMs = this.profile.decodeMsPerContextToken * this.running.length * this.timeScale;
       const endMs = atMs + segmentMs(nEnd, alphaMs, betaMs);
       this.phase = { kind: "decode", startMs: atMs, endMs, alphaMs, betaMs, nEnd };
@@ -278,13 +352,13 @@ export class SimEngineCore implements HandleHost {
   }
 
   private endPrefill(atMs: number, batch: SimRequest[]): void {
-    this.prefillTokens = 0;
-    this.prefillCount = 0;
-    this.prefillRemaining = 0;
     this.phase = { kind: "idle" };
     const finished: SimRequest[] = [];
     for (const r of batch) {
       if (r.state !== "prefill") continue;
+      this.prefillTokens -= r.promptTokens;
+      this.prefillCount--;
+      this.prefillRemaining -= r.promptTokens + r.maxTokens;
       r.generated = 1;
       r.firstTokenAtMs = atMs;
       this.generatedBase += 1;
@@ -298,7 +372,16 @@ export class SimEngineCore implements HandleHost {
     }
     for (const r of batch) if (r.state === "running" || finished.includes(r)) r.handlers.onFirstToken?.(atMs);
     for (const r of finished) this.finish(r, atMs);
-    if (this.phase.kind === "idle") this.step(atMs);
+    if (this.phase.kind !== "idle") return;
+    // The next batch of a loading episode, at its planned end (a batch emptied by cancels ends at once).
+    const next = this.planned.shift();
+    if (next !== undefined) {
+      const endMs = next.batch.some((r) => r.state === "prefill") ? Math.max(atMs, next.endMs) : atMs;
+      this.phase = { kind: "prefill", startMs: atMs, endMs, batch: next.batch };
+      this.schedule(endMs);
+      return;
+    }
+    this.step(atMs);
   }
 
   private endSegment(atMs: number, n: number): void {

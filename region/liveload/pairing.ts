@@ -1,0 +1,95 @@
+/**
+ * A loading instance paired with a serving one (BlitzScale §5.2), as the engine core's EpisodePlanner: while the
+ * target (new instance) receives layers, the source (serving instance, the whole model) shares the prefill of its
+ * queue with it. At each prefill start the source's engine core admits a loading episode of up to a few batches;
+ * this planner turns them into a §5.2 episode and rehearses the chosen live scheduler (zigzag.ts):
+ *
+ * - layers are taken in `groups` (default 16) equal groups, so one ILP per episode stays well under a second;
+ *   group g reaches the target when the last layer in it does;
+ * - the time unit is one layer group's computation for the episode's mean batch (prefill time is about linear in
+ *   batched tokens: §5.2 "Coping with LLM", the regulation parameter);
+ * - `best-effort` runs as many groups on the target as it holds when it takes a batch up, at most half;
+ *   `zigzag` solves Eq. 1 with HiGHS (the project's adapter) and rehearses the configuration; should the rehearsal
+ *   come out worse than best effort's (the ILP is solved under a time limit), best effort's is used: the
+ *   scheduler checks both rehearsals before committing, which costs microseconds;
+ * - a batch split between the two instances pays one activation hop: its tokens × hidden size × 2 bytes over the
+ *   link between them (`hopMsPerToken`).
+ * The pairing is active until the target holds every layer; from then the target serves on its own.
+ */
+import type { EpisodePlanner } from "../engines/sim/core.js";
+import type { Solver } from "../../planner/solver.js";
+import { bestEffort, rehearse, zigzagConfiguration, type Episode, type Rehearsal } from "./zigzag.js";
+
+export type PairScheduler = "best-effort" | "zigzag";
+
+export interface PairOptions {
+  scheduler: PairScheduler;
+  /** When each layer reaches the target, clock ms (non-decreasing). */
+  layerArrivalMs: readonly number[];
+  /** Activation transfer per prompt token of a split batch (ms). */
+  hopMsPerToken: number;
+  /** HiGHS, for zigzag. */
+  solver?: Solver;
+  groups?: number;
+  /** HiGHS time limit per episode (s, default 0.5). */
+  timeLimitS?: number;
+  maxEpisodeBatches?: number;
+}
+
+/** What one planned episode came to, for tests and counters. */
+export interface EpisodeRecord {
+  startMs: number;
+  targetGroups: number[];
+  ends: number[];
+  /** Which rehearsal was used (zigzag may fall back to best effort's). */
+  used: PairScheduler;
+}
+
+export class LoadingPair implements EpisodePlanner {
+  readonly maxEpisodeBatches: number;
+  private readonly groupArrivalMs: number[];
+  readonly loadedAtMs: number;
+  /** Every episode planned (bounded: the last 1,000). */
+  readonly episodes: EpisodeRecord[] = [];
+  episodesPlanned = 0;
+
+  constructor(private readonly o: PairOptions) {
+    const L = o.layerArrivalMs.length;
+    if (L < 1) throw new RangeError("a loading pair needs at least one layer");
+    if (o.scheduler === "zigzag" && o.solver === undefined) throw new RangeError("zigzag needs a solver");
+    const G = Math.max(1, Math.min(L, o.groups ?? 16));
+    this.groupArrivalMs = Array.from({ length: G }, (_, g) => o.layerArrivalMs[Math.ceil(((g + 1) * L) / G) - 1]!);
+    this.loadedAtMs = o.layerArrivalMs[L - 1]!;
+    this.maxEpisodeBatches = o.maxEpisodeBatches ?? 8;
+  }
+
+  active(atMs: number): boolean {
+    return atMs < this.loadedAtMs;
+  }
+
+  plan(startMs: number, batches: readonly { tokens: number; aloneMs: number }[]): readonly number[] {
+    const G = this.groupArrivalMs.length;
+    const mean = batches.reduce((s, b) => s + b.aloneMs, 0) / batches.length;
+    const unit = mean / G;
+    if (!(unit > 0)) return batches.map(() => startMs);
+    const e: Episode = { layers: G, batches: batches.length, layerArrival: this.groupArrivalMs.map((a) => Math.max(0, (a - startMs) / unit)) };
+    let r: Rehearsal = bestEffort(e);
+    let used: PairScheduler = "best-effort";
+    if (this.o.scheduler === "zigzag") {
+      const config = zigzagConfiguration(e, this.o.solver!, this.o.timeLimitS ?? 0.5);
+      const z = rehearse(e, (i) => config[i]!);
+      if (z.mean <= r.mean) {
+        r = z;
+        used = "zigzag";
+      }
+    }
+    const ends = r.latency.map((l, i) => {
+      const t = r.targetLayers[i]!;
+      return startMs + l * unit + (t > 0 && t < G ? batches[i]!.tokens * this.o.hopMsPerToken : 0);
+    });
+    this.episodesPlanned++;
+    this.episodes.push({ startMs, targetGroups: r.targetLayers, ends, used });
+    if (this.episodes.length > 1000) this.episodes.shift();
+    return ends;
+  }
+}

@@ -67,4 +67,44 @@ describe("SimActuator", () => {
     expect(() => a.provision("m1", "h100-80gb", 8)).toThrow(/free h100-80gb GPUs/);
     expect(() => new SimActuator({ region: "z", clock, delays: SAGESERVE_DELAYS, capacity: { "h100-80gb": 0 }, weightsInRegion: [], random: rng(1) })).toThrow(/capacity of h100-80gb/);
   });
+
+  it("with a loading source: loads that start at one instant are one scale-out, each target serving at the time it gives; a reclaimed spot instance loads again", () => {
+    const clock = new VirtualClock();
+    const calls: { model: string; targets: string[]; atMs: number }[] = [];
+    const a = new SimActuator({
+      region: "r",
+      clock,
+      delays: { ...SAGESERVE_DELAYS, vmProvisionMs: 0, spotMedianMs: 0, spotMaxMs: 0, spotSigma: 0 },
+      capacity: { "h100-80gb": 16 },
+      weightsInRegion: ["m1"],
+      random: rng(1),
+      loading: {
+        begin: (model, _gpu, targets) => {
+          calls.push({ model, targets: targets.map((t) => t.id), atMs: clock.now() });
+          return targets.map((_, i) => 1000 * (i + 1));
+        },
+        expectedLoadMs: () => 1500,
+      },
+    });
+    expect(a.expectedScaleOutMs("m1", "h100-80gb")).toBe(1500);
+    const x = a.provision("m1", "h100-80gb", 4);
+    const y = a.provision("m1", "h100-80gb", 4);
+    clock.advanceToSync(0);
+    expect(calls).toEqual([{ model: "m1", targets: [x.id, y.id], atMs: 0 }]);
+    clock.advanceToSync(1000);
+    expect(a.get(x.id)!.state).toBe("serving");
+    expect(a.get(y.id)!.state).toBe("loading");
+    expect(a.get(y.id)!.readyAtMs).toBe(2000);
+    clock.advanceToSync(2000);
+    expect(a.get(y.id)!.state).toBe("serving");
+    a.drainToSpot(x.id);
+    clock.advanceToSync(3000);
+    expect(a.get(x.id)!.state).toBe("spot");
+    a.reclaimSpot(x.id);
+    clock.advanceToSync(3000);
+    expect(a.get(x.id)!.state).toBe("loading");
+    expect(calls.at(-1)).toEqual({ model: "m1", targets: [x.id], atMs: 3000 });
+    clock.advanceToSync(4000);
+    expect(a.get(x.id)!.state).toBe("serving");
+  });
 });

@@ -49,6 +49,21 @@ export interface SimActuatorOptions {
    */
   drainDoneAtMs?: (instanceId: string) => number | undefined;
   onChange?: InstanceListener;
+  /**
+   * Where a loading instance's parameters come from (issue 12): when set, every load (a fresh VM after its
+   * provisioning delay, a spot reclaim or a redeploy after the spot move) takes the time this says instead of the
+   * configured `redeployLocalMs`/`redeployRemoteMs`, and a spot instance no longer keeps its weights on the GPU.
+   * Loads that start at the same instant for the same (model, gpu) are one scale-out: one call, one multicast plan.
+   */
+  loading?: ActuatorLoading;
+}
+
+/** The loading source as the actuator sees it (region/runtime/sim-region.ts implements it over region/liveload). */
+export interface ActuatorLoading {
+  /** Starts loading `model` onto `targets` (all in state loading) now; returns each one's time to serve, ms from now. */
+  begin(model: ModelName, gpu: GpuType, targets: readonly Readonly<InstanceRecord>[]): number[];
+  /** The expected time a scale-out of one instance would take now (ms), for the planner and the controller. */
+  expectedLoadMs(model: ModelName, gpu: GpuType): number;
 }
 
 /** Samples the spot move time: median × exp(σ·Z), clipped to [median/5, max]. */
@@ -70,6 +85,8 @@ export class SimActuator implements RuntimeActuator {
   private readonly timers = new Map<string, Timer>();
   private nextId = 0;
   private view: InstanceRecord[] | undefined;
+  /** Loads starting at this instant, per model/gpu (ActuatorLoading: one scale-out per instant). */
+  private pendingLoads = new Map<string, InstanceRecord[]>();
   /** `model/gpu` of every spot instance (expectedScaleOutMs, read every telemetry); rebuilt after a state change. */
   private spotKeys: Set<string> | undefined;
   /** Bumped at every state change (RuntimeActuator.version). */
@@ -120,12 +137,11 @@ export class SimActuator implements RuntimeActuator {
     this.version++;
     this.operations++;
     this.o.onChange?.(inst, undefined);
-    const loadMs = this.loadMs(model);
+    const loadMs = this.expectedLoad(model, gpu);
     inst.readyAtMs = inst.sinceMs + this.o.delays.vmProvisionMs + loadMs;
     this.schedule(inst.id, this.o.delays.vmProvisionMs, () => {
       this.transition(inst, "loading");
-      inst.readyAtMs = inst.sinceMs + loadMs;
-      this.schedule(inst.id, loadMs, () => this.transition(inst, "serving"));
+      this.startLoad(inst, loadMs);
     });
     return { ...inst };
   }
@@ -137,6 +153,16 @@ export class SimActuator implements RuntimeActuator {
     inst.via = "reclaim";
     inst.actionAtMs = this.o.clock.now();
     this.transition(inst, "provisioning");
+    if (this.o.loading !== undefined) {
+      // the GPU gave its weights up to the spot work: the spot move, then a load from the loading source
+      const loadMs = this.o.loading.expectedLoadMs(inst.model, inst.gpu);
+      inst.readyAtMs = inst.sinceMs + ms + loadMs;
+      this.schedule(inst.id, ms, () => {
+        this.transition(inst, "loading");
+        this.startLoad(inst, loadMs);
+      });
+      return { ...inst };
+    }
     inst.readyAtMs = inst.sinceMs + ms;
     this.schedule(inst.id, ms, () => this.transition(inst, "serving"));
     return { ...inst };
@@ -145,11 +171,22 @@ export class SimActuator implements RuntimeActuator {
   redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord {
     const inst = this.require(instanceId, "spot");
     if (gpus !== inst.gpus) throw new TidegateError("conflict", `instance ${instanceId} holds ${inst.gpus} GPUs; ${model} needs ${gpus}`);
-    const ms = sampleSpotMs(this.o.delays, this.o.random) + this.loadMs(model);
+    const spotMs = sampleSpotMs(this.o.delays, this.o.random);
     this.operations++;
     inst.via = this.o.weightsInRegion.includes(model) ? "redeploy-local" : "redeploy-remote";
     inst.model = model;
     inst.actionAtMs = this.o.clock.now();
+    if (this.o.loading !== undefined) {
+      this.transition(inst, "provisioning");
+      const loadMs = this.o.loading.expectedLoadMs(model, inst.gpu);
+      inst.readyAtMs = inst.sinceMs + spotMs + loadMs;
+      this.schedule(inst.id, spotMs, () => {
+        this.transition(inst, "loading");
+        this.startLoad(inst, loadMs);
+      });
+      return { ...inst };
+    }
+    const ms = spotMs + this.loadMs(model);
     this.transition(inst, "loading");
     inst.readyAtMs = inst.sinceMs + ms;
     this.schedule(inst.id, ms, () => this.transition(inst, "serving"));
@@ -193,6 +230,10 @@ export class SimActuator implements RuntimeActuator {
       this.spotKeys = new Set();
       for (const i of this.byId.values()) if (i.state === "spot") this.spotKeys.add(`${i.model}/${i.gpu}`);
     }
+    if (this.o.loading !== undefined) {
+      const loadMs = this.o.loading.expectedLoadMs(model, gpu);
+      return this.spotKeys.has(`${model}/${gpu}`) ? this.o.delays.spotMedianMs + loadMs : this.o.delays.vmProvisionMs + loadMs;
+    }
     if (this.spotKeys.has(`${model}/${gpu}`)) return this.o.delays.spotMedianMs;
     return this.o.delays.vmProvisionMs + this.loadMs(model);
   }
@@ -216,6 +257,43 @@ export class SimActuator implements RuntimeActuator {
     this.timers.get(inst.id)?.cancel();
     this.timers.delete(inst.id);
     this.transition(inst, "spot");
+  }
+
+  /** The load's expected duration when it starts (the configured delay, or the loading source's estimate). */
+  private expectedLoad(model: ModelName, gpu: GpuType): number {
+    return this.o.loading === undefined ? this.loadMs(model) : this.o.loading.expectedLoadMs(model, gpu);
+  }
+
+  /**
+   * `inst` (now loading) starts its load: after `loadMs` with configured delays, or, with a loading source, as
+   * part of the one scale-out of this instant for its (model, gpu), at the time the source gives.
+   */
+  private startLoad(inst: InstanceRecord, loadMs: number): void {
+    const loading = this.o.loading;
+    if (loading === undefined) {
+      inst.readyAtMs = inst.sinceMs + loadMs;
+      this.schedule(inst.id, loadMs, () => this.transition(inst, "serving"));
+      return;
+    }
+    const key = `${inst.model}/${inst.gpu}`;
+    const group = this.pendingLoads.get(key);
+    if (group !== undefined) {
+      group.push(inst);
+      return;
+    }
+    this.pendingLoads.set(key, [inst]);
+    // Zero delay: every load of this (model, gpu) started at this instant joins the same scale-out.
+    this.o.clock.after(0, () => {
+      const targets = (this.pendingLoads.get(key) ?? []).filter((i) => i.state === "loading");
+      this.pendingLoads.delete(key);
+      if (this.closed || targets.length === 0) return;
+      const delays = loading.begin(targets[0]!.model, targets[0]!.gpu, targets);
+      targets.forEach((t, i) => {
+        const d = Math.max(0, delays[i] ?? loadMs);
+        t.readyAtMs = this.o.clock.now() + d;
+        this.schedule(t.id, d, () => this.transition(t, "serving"));
+      });
+    });
   }
 
   private loadMs(model: ModelName): number {

@@ -43,3 +43,13 @@ describe("LoadingPair: a loading instance shares a serving one's prefill (BlitzS
     expect(() => new LoadingPair({ scheduler: "zigzag", layerArrivalMs: [0], hopMsPerToken: 0 })).toThrow(/solver/);
   });
 });
+
+describe("LoadingPair: the pair's KV reach", () => {
+  it("the source's cache holds G/(G − T) times the tokens, T the target's groups up to half", () => {
+    const p = new LoadingPair({ scheduler: "best-effort", layerArrivalMs: Array.from({ length: 8 }, (_, k) => 100 * (k + 1)), hopMsPerToken: 0, groups: 8 });
+    expect(p.kvScale(50)).toBe(1);
+    expect(p.kvScale(100)).toBeCloseTo(8 / 7, 12);
+    expect(p.kvScale(400)).toBe(2);
+    expect(p.kvScale(790)).toBe(2);
+  });
+});

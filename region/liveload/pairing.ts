@@ -14,6 +14,8 @@
  *   scheduler checks both rehearsals before committing, which costs microseconds;
  * - a batch split between the two instances pays one activation hop: its tokens × hidden size × 2 bytes over the
  *   link between them (`hopMsPerToken`).
+ * - the pair's KV: a split batch keeps the KV of each layer where that layer runs, so while paired the source's
+ *   cache reaches G/(G − T) times as many tokens (T: groups the target holds, at most half; `kvScale`).
  * The pairing is active until the target holds every layer; from then the target serves on its own.
  */
 import type { EpisodePlanner } from "../engines/sim/core.js";
@@ -65,6 +67,18 @@ export class LoadingPair implements EpisodePlanner {
 
   active(atMs: number): boolean {
     return atMs < this.loadedAtMs;
+  }
+
+  /**
+   * The KV reach of the pair at `atMs` (core.ts EpisodePlanner.kvScale): the target keeps the KV of the layer groups
+   * it runs, at most half (best effort's split), so the source's cache holds G/(G − T) times the tokens.
+   */
+  kvScale(atMs: number): number {
+    const G = this.groupArrivalMs.length;
+    let loaded = 0;
+    while (loaded < G && this.groupArrivalMs[loaded]! <= atMs) loaded++;
+    const t = Math.min(loaded, Math.floor(G / 2));
+    return G / (G - t);
   }
 
   plan(startMs: number, batches: readonly { tokens: number; aloneMs: number }[]): readonly number[] {

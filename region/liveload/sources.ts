@@ -17,7 +17,7 @@
 import { planBinomial } from "../multicast/lambdascale.js";
 import { planChains } from "../multicast/blitzscale.js";
 import type { MulticastPlan } from "../multicast/schedule.js";
-import { arrivalTimes } from "./lambda.js";
+import { arrivalTimes, lambdaPipelines, type PipelinePhase } from "./lambda.js";
 
 /** Link bandwidths a load uses, bits per second. */
 export interface LoadBandwidths {
@@ -31,7 +31,9 @@ export interface LoadBandwidths {
 export const TABLE1_CLUSTER_A: LoadBandwidths = { nvlinkBitsPerS: 1.6e12, rdmaBitsPerS: 100e9, pcieBitsPerS: 128e9, ssdBitsPerS: 10e9 };
 
 export type LoadingSourceName = "ssd" | "allcache" | "network" | "blitzscale" | "lambdascale";
-export type LiveScheduler = "stop-the-world" | "zigzag" | "lambda-pipelines";
+export type LiveScheduler = "stop-the-world" | "best-effort" | "zigzag" | "lambda-pipelines";
+
+export const LIVE_SCHEDULERS: readonly LiveScheduler[] = ["stop-the-world", "best-effort", "zigzag", "lambda-pipelines"];
 
 export interface LoadingSource {
   name: LoadingSourceName;
@@ -47,6 +49,12 @@ export const LOADING_SOURCES: Record<LoadingSourceName, LoadingSource> = {
   blitzscale: { name: "blitzscale", scheduler: "zigzag", description: "parameter pool + RDMA chain multicast, zigzag live scaling" },
   lambdascale: { name: "lambdascale", scheduler: "lambda-pipelines", description: "binomial multicast, execution pipelines, then local mode" },
 };
+
+/** Parses a live scheduler name, naming the valid ones when it is not one. */
+export function liveScheduler(name: string): LiveScheduler {
+  if (!(LIVE_SCHEDULERS as readonly string[]).includes(name)) throw new RangeError(`unknown live scheduler ${JSON.stringify(name)} (one of ${LIVE_SCHEDULERS.join(", ")})`);
+  return name as LiveScheduler;
+}
 
 /** Parses a source name, naming the valid ones when it is not one. */
 export function loadingSource(name: string): LoadingSource {
@@ -71,19 +79,32 @@ export interface ScaleOut {
   servingSources?: number;
 }
 
+/** One scale-out's load: when each layer reaches each new instance, and (lambdascale) its execution pipelines. */
+export interface LoadEpisode {
+  /** arrivals[target][layer], ms from the scale-out decision. */
+  arrivals: number[][];
+  /** lambdascale: λScale's execution pipelines (nodes `t0`…: target indices), times in ms from the decision. */
+  pipelines?: PipelinePhase[];
+}
+
 /**
  * When each layer reaches each new instance, in ms from the scale-out decision: arrivals[target][layer]. Layer l
  * is there once every block holding part of it is (blocks cut the model's bytes evenly, layers too).
  */
 export function layerArrivals(source: LoadingSourceName, m: LoadModel, so: ScaleOut, bw: LoadBandwidths = TABLE1_CLUSTER_A): number[][] {
+  return loadEpisode(source, m, so, bw).arrivals;
+}
+
+/** `layerArrivals` with the λScale execution pipelines of the scale-out (lambdascale only). */
+export function loadEpisode(source: LoadingSourceName, m: LoadModel, so: ScaleOut, bw: LoadBandwidths = TABLE1_CLUSTER_A): LoadEpisode {
   if (!(m.bytes > 0) || !Number.isInteger(m.layers) || m.layers < 1 || !Number.isInteger(m.blocks) || m.blocks < 1) throw new RangeError("model needs bytes > 0 and whole layers and blocks ≥ 1");
   if (!Number.isInteger(so.targets) || so.targets < 1) throw new RangeError(`targets must be a positive integer, got ${so.targets}`);
   const layerMs = (bitsPerS: number) => Array.from({ length: m.layers }, (_, l) => (((l + 1) * m.bytes) / m.layers / (bitsPerS / 8)) * 1000);
   switch (source) {
     case "allcache":
-      return Array.from({ length: so.targets }, () => layerMs(bw.pcieBitsPerS));
+      return { arrivals: Array.from({ length: so.targets }, () => layerMs(bw.pcieBitsPerS)) };
     case "ssd":
-      return Array.from({ length: so.targets }, (_, t) => layerMs(so.hostCached?.[t] === true ? bw.pcieBitsPerS : bw.ssdBitsPerS));
+      return { arrivals: Array.from({ length: so.targets }, (_, t) => layerMs(so.hostCached?.[t] === true ? bw.pcieBitsPerS : bw.ssdBitsPerS)) };
     case "network":
     case "blitzscale":
     case "lambdascale": {
@@ -98,7 +119,7 @@ export function layerArrivals(source: LoadingSourceName, m: LoadModel, so: Scale
       // one step moves one block over one RDMA link (chains: a block per hop per step; binomial: §4.2's steps)
       const stepMs = (m.bytes / m.blocks / (bw.rdmaBitsPerS / 8)) * 1000;
       const at = arrivalTimes(plan, stepMs);
-      return targets.map((t) => {
+      const arrivals = targets.map((t) => {
         const blocks = at.get(t)!;
         return Array.from({ length: m.layers }, (_, l) => {
           // blocks covering layer l: [floor(l·b/L), ceil((l+1)·b/L))
@@ -109,6 +130,7 @@ export function layerArrivals(source: LoadingSourceName, m: LoadModel, so: Scale
           return t0;
         });
       });
+      return source === "lambdascale" ? { arrivals, pipelines: lambdaPipelines(plan, stepMs) } : { arrivals };
     }
   }
 }

@@ -87,11 +87,12 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   };
   const gpusOf = (model: ModelName, gpu: GpuType) => o.config.models.find((m) => m.name === model)!.gpusPerInstance[gpu]!;
   const cc = o.config.controller;
+  const strategy = o.strategy ?? resolveStrategy(cc.strategy);
   const controller = new RegionController({
     region: o.region,
     clock: o.clock,
     actuator: o.actuator,
-    strategy: o.strategy ?? resolveStrategy(cc.strategy),
+    strategy,
     endpoints: regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances })),
     signals: (model, gpu) => {
       const m = snapshot().models.find((x) => x.model === model);
@@ -146,16 +147,24 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
    * and cancels a surplus that is not serving yet (a node declared lost comes back and its engine is adopted while
    * its replacement is still deploying). Serving instances are never drained before a plan: a restarted region that
    * adopts more engines than configured keeps them until the planner's targets arrive.
-   * Once a plan is held the controller alone decides.
+   * Once a plan is held the controller alone decides. A strategy that reads no forecast (reactive, reactive-hpa)
+   * decides from the first pass: bootstrap then only brings each endpoint up to its configured instances once and
+   * never cancels what the controller started (a scale-out still loading is not a surplus).
    */
+  const reached = new Set<string>();
   const bootstrap = () => {
     if (o.gateway.targets.latest() !== undefined) return;
     const now = o.clock.now();
     for (const e of regionConfig.endpoints) {
+      if (!strategy.usesForecast && reached.has(`${e.model}/${e.gpu}`)) continue;
       const b = controller.backoffOf(e.model, e.gpu);
       if (b !== undefined && now < b.retryAtMs) continue;
       const mine = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state !== "spot" && i.state !== "draining");
       const have = mine.length;
+      if (!strategy.usesForecast && have >= e.instances) {
+        reached.add(`${e.model}/${e.gpu}`);
+        continue;
+      }
       if (have > e.instances) {
         const surplus = bootstrapSurplus(mine, e.instances);
         surplus.forEach((inst, k) => {

@@ -15,11 +15,13 @@ import type { GenerateRequest } from "../../core/ports.js";
 import type { InstanceListener, InstanceRecord } from "../actuator/port.js";
 import { SimActuator, type ActuatorDelays } from "../actuator/sim.js";
 import type { ControllerAction } from "../controller/reconciler.js";
+import { getProfile } from "../engines/perf/model.js";
 import { SimEngine } from "../engines/sim/engine.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
 import { InProcessRegionLink } from "../link/in-process.js";
 import type { BoundStrategy } from "../strategies/registry.js";
 import { startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
+import { SimRegionLoading, type SimLoadingSettings } from "./sim-loading.js";
 
 /** Engine settings of one model (vLLM max_num_seqs and the KV cache it is given, in tokens). */
 export interface SimEngineSettings {
@@ -55,6 +57,8 @@ export interface SimRegionOptions {
   onRouted?: (req: GenerateRequest, instanceId: string) => void;
   /** Scaling actions and failures (the region metrics `tidegate region` exports), and request outcomes. */
   metrics?: RuntimeMetricsSink & { outcome?(model: string, outcome: RequestOutcome): void };
+  /** Where loads come from and what loading instances do (sim-loading.ts); default: the configured delays. */
+  loading?: SimLoadingSettings;
 }
 
 export interface SimRegion {
@@ -63,6 +67,8 @@ export interface SimRegion {
   readonly runtime: RegionRuntime<SimActuator>;
   /** The simulated engine of a serving or draining instance. */
   engine(instanceId: string): SimEngine | undefined;
+  /** The loading source in use, when one is configured. */
+  readonly loading?: SimRegionLoading;
   close(): Promise<void>;
 }
 
@@ -84,6 +90,8 @@ export interface SimFleetSettings {
   spot?: readonly { region: string; model: ModelName; gpu: GpuType; count: number }[];
   /** Region `index`'s deterministic uniform [0, 1) source. */
   random(index: number): () => number;
+  /** Every region's loading source (SimRegionOptions.loading). */
+  loading?: SimLoadingSettings;
 }
 
 export interface SimFleetOptions extends SimFleetSettings {
@@ -133,6 +141,7 @@ export function startSimFleet(o: SimFleetOptions): SimFleetRegion[] {
       ...(o.onAction === undefined ? {} : { onAction: (a: ControllerAction) => o.onAction!(ri, a) }),
       ...(o.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => o.onRouted!(rc.name, req, id) }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics(rc.name) }),
+      ...(o.loading === undefined ? {} : { loading: o.loading }),
     });
     const link = new InProcessRegionLink(sim.runtime.service, { clock: o.clock, telemetryIntervalMs: o.telemetryIntervalMs ?? 1000, ...(o.log === undefined ? {} : { log: o.log }) });
     return { name: rc.name, sim, link };
@@ -155,10 +164,26 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
     const s = e.core.stats();
     return s.running === 0 && s.waiting === 0;
   };
+  const newEngine = (id: string, model: ModelName, gpu: GpuType, passOverheadMs = 0, kvScale = 1) => {
+    const settings: Partial<SimEngineSettings> = { ...(o.engine?.(model) ?? simEngineSettingsFrom(o.config, model)) };
+    if (kvScale !== 1) settings.kvCapacityTokens = Math.floor((settings.kvCapacityTokens ?? getProfile(model, gpu, gpusOf(model, gpu)).kvCapacityTokens) * kvScale);
+    return new SimEngine({ instanceId: id, model, gpu, tp: gpusOf(model, gpu), clock, ...settings, ...(o.events === undefined ? {} : { events: o.events }), ...(passOverheadMs > 0 ? { passOverheadMs } : {}) });
+  };
+  let actuatorRef: SimActuator | undefined;
+  const loading =
+    o.loading === undefined
+      ? undefined
+      : new SimRegionLoading(o.loading, {
+          clock,
+          gateway,
+          gpusOf,
+          servingEngines: (model, gpu) => (actuatorRef?.instances() ?? []).filter((i) => i.state === "serving" && i.model === model && i.gpu === gpu).flatMap((i) => engines.get(i.id) ?? []),
+          newEngine,
+        });
   const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
+    loading?.onChange(inst);
     if (inst.state === "serving") {
-      const settings = o.engine?.(inst.model) ?? simEngineSettingsFrom(o.config, inst.model);
-      const engine = new SimEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu), clock, ...(settings === undefined ? {} : settings), ...(o.events === undefined ? {} : { events: o.events }) });
+      const engine = newEngine(inst.id, inst.model, inst.gpu);
       engines.set(inst.id, engine);
       gateway.addInstance(inst.gpu, engine, "serving");
     } else if (inst.state === "draining" && from === "serving") {
@@ -181,12 +206,15 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
     random: o.random,
     drainDoneAtMs: (id) => (idle(id) ? clock.now() : undefined),
     onChange,
+    ...(loading === undefined ? {} : { loading }),
   });
+  actuatorRef = actuator;
   for (const e of rc.endpoints) for (let i = 0; i < e.instances; i++) actuator.seed(e.model, e.gpu, gpusOf(e.model, e.gpu), "serving");
   for (const s of o.spot ?? []) for (let i = 0; i < s.count; i++) actuator.seed(s.model, s.gpu, gpusOf(s.model, s.gpu), "spot");
   // What an agent does live when a draining engine has no more streams: stop it; the instance becomes spot.
   const drainCheck: Timer = clock.every(o.drainCheckMs ?? 1000, () => {
     for (const id of draining) if (idle(id)) actuator.finishDrain(id);
+    loading?.tick();
   });
   const runtime = startRegionRuntime({
     config: o.config,
@@ -204,8 +232,10 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
     actuator,
     runtime,
     engine: (id) => engines.get(id),
+    ...(loading === undefined ? {} : { loading }),
     close: async () => {
       drainCheck.cancel();
+      loading?.close();
       runtime.close();
       actuator.close();
       await gateway.close();

@@ -258,3 +258,23 @@ describe("SimEngineCore: the layerwise capability (a loading peer shares the pre
     expect(done).toBe(102 + 2 * 13);
   });
 });
+
+describe("SimEngineCore: a pair's KV reach", () => {
+  it("admits past its own cache while paired, then admits nothing new until its reservations fit again", () => {
+    const clock = new VirtualClock();
+    const core = new SimEngineCore({ profile: flatProfile(), clock, kvCapacityTokens: 250, maxPrefillTokens: 100 });
+    let active = true;
+    core.setLayerwise({ active: () => active, plan: (s, b) => b.map((_, i) => s + 100 * (i + 1)), kvScale: () => 2 });
+    const first: Record<string, number> = {};
+    for (const id of ["a", "b", "c", "d"]) core.submit({ id, promptTokens: 100, maxTokens: 20, priority: 0 }, { onFirstToken: (t) => (first[id] = t) });
+    clock.advanceToSync(1);
+    // 4 × 120 = 480 ≤ 2 × 250: all four admitted in one episode
+    expect(core.stats()).toMatchObject({ running: 4, waiting: 0, kvBytesCapacity: 500 * core.profile.kvBytesPerToken });
+    active = false;
+    core.submit({ id: "e", promptTokens: 100, maxTokens: 20, priority: 0 }, { onFirstToken: (t) => (first.e = t) });
+    clock.runUntilIdleSync();
+    expect([first.a, first.b, first.c, first.d]).toEqual([100, 200, 300, 400]);
+    // e waits until the others finish (480 reserved > 250 of its own), then prefills alone
+    expect(first.e).toBeGreaterThan(400 + 19 * 10);
+  });
+});

@@ -61,6 +61,13 @@ export interface EpisodePlanner {
   plan(startMs: number, batches: readonly { tokens: number; aloneMs: number }[]): readonly number[];
   /** Most batches one episode admits (default 8). */
   readonly maxEpisodeBatches?: number;
+  /**
+   * How much further this instance's KV cache reaches at `atMs` (≥ 1): with the peer holding T of L layers, each
+   * admitted token keeps only (L − T)/L of its KV here, the rest on the peer, so the same memory holds L/(L − T)
+   * times the tokens. Requests admitted under it keep their KV where it is until they finish (no preemption): after
+   * the pairing ends the instance admits nothing new until its reservations fit its own cache again.
+   */
+  kvScale?(atMs: number): number;
 }
 
 type Phase =
@@ -156,7 +163,7 @@ export class SimEngineCore implements HandleHost {
     const k = this.itersNow();
     return {
       kvBytesUsed: (this.runningCtx + this.running.length * k + this.prefillTokens) * this.profile.kvBytesPerToken,
-      kvBytesCapacity: this.capacityTokens * this.profile.kvBytesPerToken,
+      kvBytesCapacity: this.kvCapacityAt(this.clock.now()) * this.profile.kvBytesPerToken,
       running: this.running.length + this.prefillCount,
       waiting: this.waiting.count,
       remainingTokens: this.waiting.remainingTokens + this.prefillRemaining + this.runningRemaining - this.running.length * k,
@@ -276,8 +283,15 @@ export class SimEngineCore implements HandleHost {
     else if (p.kind === "decode") this.endSegment(p.endMs, p.nEnd);
   }
 
+  /** KV tokens this instance can reserve at `atMs`: its own cache, stretched while a loading peer shares layers. */
+  private kvCapacityAt(atMs: number): number {
+    const lw = this.layerwise;
+    if (lw?.kvScale === undefined || !lw.active(atMs)) return this.capacityTokens;
+    return this.capacityTokens * Math.max(1, lw.kvScale(atMs));
+  }
+
   private fits(r: SimRequest, admitted: number, batchCount: number, batchTokens: number): boolean {
-    if (this.reservedTokens + r.promptTokens + r.maxTokens > this.capacityTokens) return false;
+    if (this.reservedTokens + r.promptTokens + r.maxTokens > this.kvCapacityAt(this.lastEventMs)) return false;
     if (this.running.length + admitted >= this.maxBatch) return false;
     return batchCount === 0 || batchTokens + r.promptTokens <= this.maxPrefillTokens;
   }

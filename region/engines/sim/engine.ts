@@ -21,6 +21,8 @@ export interface SimEngineOptions {
   maxBatch?: number;
   maxPrefillTokens?: number;
   kvCapacityTokens?: number;
+  /** Added to every pass (an execution pipeline's activation hops; SimCoreOptions.passOverheadMs). */
+  passOverheadMs?: number;
   /**
    * "per-token" (default, live): one `token` event per token at its time, with its synthetic text. "coalesced"
    * (replay): one `token` event for the first token at its time, then one carrying every other token (text "")
@@ -53,6 +55,7 @@ export class SimEngine implements Engine {
     if (opts.maxBatch !== undefined) coreOpts.maxBatch = opts.maxBatch;
     if (opts.maxPrefillTokens !== undefined) coreOpts.maxPrefillTokens = opts.maxPrefillTokens;
     if (opts.kvCapacityTokens !== undefined) coreOpts.kvCapacityTokens = opts.kvCapacityTokens;
+    if (opts.passOverheadMs !== undefined) coreOpts.passOverheadMs = opts.passOverheadMs;
     this.core = new SimEngineCore(coreOpts);
   }
 

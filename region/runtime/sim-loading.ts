@@ -1,0 +1,206 @@
+/**
+ * Serve-while-loading for simulated engines (issue 12): the `sim` actuator's ActuatorLoading over region/liveload.
+ * One scale-out (every load of a (model, gpu) that starts at one instant) gets one load episode from the region's
+ * loading source (sources.ts: ssd, allcache, network, blitzscale, lambdascale at the configured bandwidths), and its
+ * live scheduler decides what the loading instances do before they hold the whole model:
+ *
+ * - `stop-the-world`: nothing; an instance serves once its last layer lands (ssd, allcache, network).
+ * - `best-effort`, `zigzag` (blitzscale): each new instance pairs with a distinct serving instance of the model,
+ *   the most loaded first, whose engine core then shares the prefill of each loading episode with it
+ *   (core.ts EpisodePlanner, pairing.ts LoadingPair; BlitzScale §5.2). The pair ends when the target serves.
+ * - `lambda-pipelines` (lambdascale): each of λScale's execution pipelines (lambda.ts; λScale §4.3) serves as one
+ *   engine in the gateway from when its members together hold every block, with each activation hop added to every
+ *   pass and the KV cache of all its members (each holds the KV of the layers it runs); at the switch to local mode
+ *   (§4.4: every member holds the model) the members serve on their own and the pipeline engine takes no new work,
+ *   finishing what it holds.
+ *
+ * Parameter bytes per GPU are the model's weights over its tensor-parallel degree (each GPU loads its shard over
+ * its own link, BlitzScale Table 1's per-GPU bandwidths). The `ssd` source's host cache is ServerlessLLM's 5-minute
+ * keep-alive: an instance's host is its record (a reclaimed spot instance is the same host); last use is when it
+ * starts serving and when it leaves for spot.
+ */
+import type { Clock, Timer } from "../../core/clock.js";
+import { MODEL_SPECS, weightBytes, type GpuType, type ModelName } from "../../core/models.js";
+import type { Solver } from "../../planner/solver.js";
+import type { InstanceRecord } from "../actuator/port.js";
+import type { ActuatorLoading } from "../actuator/sim.js";
+import type { SimEngine } from "../engines/sim/engine.js";
+import type { Gateway } from "../gateway/gateway.js";
+import { LoadingPair } from "../liveload/pairing.js";
+import { KeepAliveCache, LOADING_SOURCES, TABLE1_CLUSTER_A, loadEpisode, type LiveScheduler, type LoadBandwidths, type LoadModel, type LoadingSourceName } from "../liveload/sources.js";
+
+/** A region's loading source (config or a benchmark's choice). */
+export interface SimLoadingSettings {
+  source: LoadingSourceName;
+  /** The live scheduler, when not the source's own (e.g. `best-effort` over blitzscale's network load). */
+  scheduler?: LiveScheduler;
+  bandwidths?: LoadBandwidths;
+  /** Blocks a network load moves the model in (default one per layer). */
+  blocksPerLayer?: number;
+  keepAliveMs?: number;
+  /** HiGHS, for zigzag (BlitzScale §5.2's ILP per loading episode). */
+  solver?: Solver;
+}
+
+export interface SimLoadingDeps {
+  clock: Clock;
+  gateway: Gateway;
+  /** GPUs per instance of (model, gpu). */
+  gpusOf(model: ModelName, gpu: GpuType): number;
+  /** Engines of the serving instances of (model, gpu). */
+  servingEngines(model: ModelName, gpu: GpuType): SimEngine[];
+  /** A new engine for `id` (not added to the gateway) with `passOverheadMs` per pass and `kvScale` × an instance's KV. */
+  newEngine(id: string, model: ModelName, gpu: GpuType, passOverheadMs: number, kvScale: number): SimEngine;
+}
+
+/** Counters of what the loading did, for benchmarks and tests. */
+export interface SimLoadingCounters {
+  scaleOuts: number;
+  instancesLoaded: number;
+  pairs: number;
+  episodes: number;
+  zigzagEpisodes: number;
+  pipelines: number;
+  cacheHits: number;
+}
+
+/** Hidden size from the usual 12·layers·d² parameter count of a decoder (8B/32 layers → 4.6k; 70B/80 → 8.5k). */
+function hiddenSize(model: ModelName): number {
+  const s = MODEL_SPECS[model];
+  return s === undefined ? 4096 : Math.sqrt(s.params / (12 * s.layers));
+}
+
+export class SimRegionLoading implements ActuatorLoading {
+  readonly scheduler: LiveScheduler;
+  readonly bandwidths: LoadBandwidths;
+  readonly counters: SimLoadingCounters = { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0 };
+  private readonly cache: KeepAliveCache;
+  private readonly expected = new Map<string, number>();
+  /** target instance id → the serving engine it is paired with and the pair. */
+  private readonly pairs = new Map<string, { source: SimEngine; pair: LoadingPair }>();
+  /** pipeline engines: id → members still loading, the engine, and the timer that forms it. */
+  private readonly pipelines = new Map<string, { members: Set<string>; engine?: SimEngine; timer?: Timer; retiring: boolean }>();
+
+  constructor(
+    readonly settings: SimLoadingSettings,
+    private readonly d: SimLoadingDeps,
+  ) {
+    this.scheduler = settings.scheduler ?? LOADING_SOURCES[settings.source].scheduler;
+    if ((this.scheduler === "zigzag") && settings.solver === undefined) throw new RangeError("the zigzag live scheduler needs a solver (HiGHS)");
+    if (this.scheduler === "lambda-pipelines" && settings.source !== "lambdascale") throw new RangeError(`lambda-pipelines needs the lambdascale source's binomial multicast, not ${settings.source}`);
+    this.bandwidths = settings.bandwidths ?? TABLE1_CLUSTER_A;
+    this.cache = new KeepAliveCache(settings.keepAliveMs ?? 5 * 60_000);
+  }
+
+  private loadModel(model: ModelName, gpu: GpuType): LoadModel {
+    const spec = MODEL_SPECS[model];
+    if (spec === undefined) throw new RangeError(`no model spec for ${model}`);
+    return { bytes: weightBytes(spec) / this.d.gpusOf(model, gpu), layers: spec.layers, blocks: spec.layers * (this.settings.blocksPerLayer ?? 1) };
+  }
+
+  /** Activation bytes of one token crossing the link between two instances, in ms. */
+  private hopMsPerToken(model: ModelName): number {
+    return ((hiddenSize(model) * 2) / (this.bandwidths.rdmaBitsPerS / 8)) * 1000;
+  }
+
+  /** One new instance's load, no host cache hit (read every telemetry pass: kept per model, gpu and source count). */
+  expectedLoadMs(model: ModelName, gpu: GpuType): number {
+    const servingSources = Math.max(1, this.d.servingEngines(model, gpu).length);
+    const key = `${model}/${gpu}/${servingSources}`;
+    let ms = this.expected.get(key);
+    if (ms === undefined) {
+      const ep = loadEpisode(this.settings.source, this.loadModel(model, gpu), { targets: 1, hostCached: [false], servingSources }, this.bandwidths);
+      ms = Math.max(...ep.arrivals[0]!);
+      this.expected.set(key, ms);
+    }
+    return ms;
+  }
+
+  begin(model: ModelName, gpu: GpuType, targets: readonly Readonly<InstanceRecord>[]): number[] {
+    const now = this.d.clock.now();
+    const serving = this.d.servingEngines(model, gpu);
+    const hostCached = targets.map((t) => this.cache.holds(t.id, model, now));
+    this.counters.scaleOuts++;
+    this.counters.instancesLoaded += targets.length;
+    this.counters.cacheHits += hostCached.filter(Boolean).length;
+    const ep = loadEpisode(this.settings.source, this.loadModel(model, gpu), { targets: targets.length, hostCached, servingSources: Math.max(1, serving.length) }, this.bandwidths);
+    const ready = ep.arrivals.map((a) => Math.max(...a));
+    if (this.scheduler === "best-effort" || this.scheduler === "zigzag") {
+      // The most loaded serving instances first (BlitzScale pairs the new instance with an overloaded one).
+      const load = (e: SimEngine) => {
+        const s = e.core.stats();
+        return s.waiting + s.running;
+      };
+      const free = serving.filter((e) => !e.core.paired).sort((a, b) => load(b) - load(a));
+      targets.forEach((t, i) => {
+        const source = free[i];
+        if (source === undefined) return;
+        const pair = new LoadingPair({
+          scheduler: this.scheduler as "best-effort" | "zigzag",
+          layerArrivalMs: ep.arrivals[i]!.map((a) => now + a),
+          hopMsPerToken: this.hopMsPerToken(model),
+          ...(this.settings.solver === undefined ? {} : { solver: this.settings.solver }),
+        });
+        source.core.setLayerwise(pair);
+        this.pairs.set(t.id, { source, pair });
+        this.counters.pairs++;
+      });
+    } else if (this.scheduler === "lambda-pipelines" && ep.pipelines !== undefined) {
+      for (const p of ep.pipelines) {
+        const members = p.nodes.map((n) => targets[Number(n.slice(1))]!.id);
+        // every member switches to local mode together (§4.4)
+        for (const m of members) ready[targets.findIndex((t) => t.id === m)] = p.localMs;
+        if (!(p.formedMs < p.localMs) || members.length < 2) continue;
+        const id = `${members[0]}/pipeline`;
+        const entry: { members: Set<string>; engine?: SimEngine; timer?: Timer; retiring: boolean } = { members: new Set(members), retiring: false };
+        const passMs = p.hops * (this.hopMsPerToken(model) * 256 + 0.01);
+        entry.timer = this.d.clock.after(p.formedMs, () => {
+          entry.timer = undefined;
+          if (entry.retiring) return;
+          entry.engine = this.d.newEngine(id, model, gpu, passMs, members.length);
+          this.d.gateway.addInstance(gpu, entry.engine, "serving");
+          this.counters.pipelines++;
+        });
+        this.pipelines.set(id, entry);
+      }
+    }
+    return ready;
+  }
+
+  /** The actuator's state changes: pairs and pipelines end when their loading instances serve (or leave). */
+  onChange(inst: Readonly<InstanceRecord>): void {
+    const now = this.d.clock.now();
+    if (inst.state === "serving" || inst.state === "spot" || inst.state === "draining") this.cache.touch(inst.id, inst.model, now);
+    if (inst.state === "loading") return;
+    const p = this.pairs.get(inst.id);
+    if (p !== undefined) {
+      this.pairs.delete(inst.id);
+      this.counters.episodes += p.pair.episodesPlanned;
+      this.counters.zigzagEpisodes += p.pair.episodes.filter((e) => e.used === "zigzag").length;
+      p.source.core.setLayerwise(undefined);
+    }
+    for (const [id, e] of this.pipelines) {
+      if (!e.members.delete(inst.id) || e.members.size > 0) continue;
+      e.retiring = true;
+      e.timer?.cancel();
+      if (e.engine === undefined) this.pipelines.delete(id);
+      else this.d.gateway.setInstanceState(id, "draining");
+    }
+  }
+
+  /** Removes retired pipeline engines once they hold no more work (called periodically). */
+  tick(): void {
+    for (const [id, e] of this.pipelines) {
+      if (!e.retiring || e.engine === undefined) continue;
+      const s = e.engine.core.stats();
+      if (s.running > 0 || s.waiting > 0) continue;
+      this.d.gateway.removeInstance(id);
+      void e.engine.close();
+      this.pipelines.delete(id);
+    }
+  }
+
+  close(): void {
+    for (const e of this.pipelines.values()) e.timer?.cancel();
+  }
+}

@@ -36,6 +36,8 @@ export interface ReplayOptions {
   wiring?: ReplayWiringOptions;
   /** Called now and then with the virtual time reached, the trace span (ms) and requests finished. */
   onProgress?: (virtualMs: number, spanMs: number, finished: number, total: number) => void;
+  /** Called once with the fleet before the first arrival (e.g. to read its clock or its regions' counters). */
+  onWiring?: (w: ReplayWiring) => void;
   /** Called for every dispatched request with the region and instance chosen. */
   onRoute?: (index: number, region: RegionName, instanceId: string) => void;
 }
@@ -73,6 +75,7 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
   const startWall = performance.now();
   const clock = new VirtualClock(0);
   const w = buildReplayWiring(opts.config, clock, opts.wiring);
+  opts.onWiring?.(w);
   const utilization = new UtilizationTracker();
   const unsubscribe = [...w.links.values()].map((l) =>
     l.subscribe((t) => {
@@ -95,7 +98,7 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
       return;
     }
     const now = clock.now();
-    const rec: RequestRecord = { model: a.model, clientRegion: a.clientRegion, region: "", arrivalMs: now, firstTokenMs: -1, doneMs: -1, outputTokens: 0 };
+    const rec: RequestRecord = { model: a.model, clientRegion: a.clientRegion, region: "", arrivalMs: now, firstTokenMs: -1, doneMs: -1, outputTokens: 0, promptTokens: r.promptTokens };
     records.push(rec);
     let picked;
     try {

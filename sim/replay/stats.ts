@@ -14,6 +14,8 @@ export interface RequestRecord {
   firstTokenMs: number;
   doneMs: number;
   outputTokens: number;
+  /** The request's prompt length. */
+  promptTokens: number;
   /** undefined when served; otherwise the error code (no_region_available, invalid_request, …). */
   error?: string;
 }

@@ -16,7 +16,11 @@ import type { VirtualClock } from "../../core/clock.js";
 import { regionModels, type TidegateConfig } from "../../core/config.js";
 import type { RegionName } from "../../core/models.js";
 import type { RegionLink } from "../../core/ports.js";
-import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
+import type { InstanceRecord } from "../../region/actuator/port.js";
+import type { ControllerAction } from "../../region/controller/reconciler.js";
+import { SAGESERVE_DELAYS, type ActuatorDelays } from "../../region/actuator/sim.js";
+import type { SimLoadingSettings } from "../../region/runtime/sim-loading.js";
+import type { BoundStrategy } from "../../region/strategies/registry.js";
 import type { Gateway } from "../../region/gateway/gateway.js";
 import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
 import { RegionSelector, instanceKvBytesFrom } from "../../router/selector.js";
@@ -39,6 +43,16 @@ export interface ReplayWiringOptions {
   events?: "coalesced" | "per-token";
   /** Gateway stats refresh period (default: the Gateway's, 100 ms, as dev; 0 reads exact stats at every decision). */
   statsRefreshMs?: number;
+  /** The controller's strategy (default: config controller.strategy; no plan reaches a replay). */
+  strategy?: BoundStrategy;
+  /** Deploy delays of the sim actuator (default SageServe §7.1's). */
+  delays?: ActuatorDelays;
+  /** Every region's loading source (sim-loading.ts; default: the delays' constant loads). */
+  loading?: SimLoadingSettings;
+  /** Every controller action of region `index` (as SimFleetOptions.onAction). */
+  onAction?(index: number, a: ControllerAction): void;
+  /** Every instance state change, e.g. a GPU-time ledger. */
+  onChange?(region: RegionName, inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined): void;
 }
 
 /** Builds the fleet of `config` on `clock`: instances as configured at start (endpoints[].instances), all serving. */
@@ -46,8 +60,12 @@ export function buildReplayWiring(config: TidegateConfig, clock: VirtualClock, o
   const fleet = startSimFleet({
     config,
     clock,
-    delays: SAGESERVE_DELAYS,
+    delays: opts.delays ?? SAGESERVE_DELAYS,
     random: (ri) => seededRandom(1, ri),
+    ...(opts.strategy === undefined ? {} : { strategy: opts.strategy }),
+    ...(opts.loading === undefined ? {} : { loading: opts.loading }),
+    ...(opts.onAction === undefined ? {} : { onAction: opts.onAction }),
+    ...(opts.onChange === undefined ? {} : { onChange: (ri: number, inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => opts.onChange!(config.regions[ri]!.name, inst, from) }),
     events: opts.events ?? "per-token",
     telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000,
     ...(opts.statsRefreshMs === undefined ? {} : { statsRefreshMs: opts.statsRefreshMs }),

@@ -1,0 +1,140 @@
+/**
+ * One bursty trace through the replay wiring (router selection, gateway, simulated engines, region runtime with
+ * its controller and the `sim` actuator) with a loading source per run (issue 12): what a capacity planner compares
+ * when choosing where new instances' parameters come from. Everything but the loading source is the same across
+ * runs: the trace, its rescaling, the fleet, the strategy and its parameters.
+ *
+ * - Rescaling: arrivals are compressed by `speedup` (the trace's request rate × speedup, lengths unchanged), so
+ *   one region's endpoint must scale out several times; `windowMs` keeps the first part of the compressed trace.
+ * - Fleet: one region, one endpoint of `model` on H100s starting with `startInstances`, at most `maxInstances`;
+ *   GPUs are free (no VM to provision, no spot work to stop: vmProvisionMs = spot moves = 0), so a scale-out costs
+ *   exactly its load from the loading source.
+ * - SLO (BlitzScale §6 and DistServe's convention, scale 5): TTFT at most 5× the prompt's prefill alone and mean
+ *   time between tokens at most 5× one decode iteration at batch 1, both from the performance profile.
+ * - GPU time: GPUs × time of every instance in any state but spot (provisioning, loading, serving, draining).
+ */
+import { VirtualClock } from "../../core/clock.js";
+import { mergeOverDefault, parseConfig, type TidegateConfig } from "../../core/config.js";
+import type { ModelName } from "../../core/models.js";
+import type { InstanceRecord } from "../../region/actuator/port.js";
+import { getProfile } from "../../region/engines/perf/model.js";
+import type { SimLoadingCounters, SimLoadingSettings } from "../../region/runtime/sim-loading.js";
+import { resolveStrategy } from "../../region/strategies/registry.js";
+import { runReplay } from "./run.js";
+import { percentiles } from "./stats.js";
+import type { Trace } from "./traces.js";
+
+export const GPU = "h100-80gb";
+
+export interface LoadingRunOptions {
+  trace: Trace;
+  model: ModelName;
+  /** Arrival-time compression (≥ 1 speeds the trace up). */
+  speedup: number;
+  /** Keep only arrivals within this span of the compressed trace (ms; default all). */
+  windowMs?: number;
+  startInstances: number;
+  maxInstances: number;
+  /** Each instance's KV cache (tokens): small enough that a burst fills it, so the memory signal sees it. */
+  kvCapacityTokens: number;
+  loading: SimLoadingSettings;
+  /** reactive-hpa parameters (the strategy every run uses). */
+  strategyParams?: Record<string, number>;
+  seed?: number;
+}
+
+export interface LoadingRunResult {
+  requests: number;
+  failed: number;
+  meanTtftMs: number;
+  p99TtftMs: number;
+  p99TbtMs: number;
+  sloAttainment: number;
+  gpuHours: number;
+  peakInstances: number;
+  counters: SimLoadingCounters;
+  wallMs: number;
+}
+
+/** The HPA on memory utilization with a fast sync: a burst is seen within seconds, scale-in after a minute. */
+export const BURST_HPA = { targetUtilization: 0.7, metricWindowMs: 2000, syncPeriodMs: 1000, scaleUpPeriodMs: 1000, scaleDownStabilizationMs: 60_000 };
+
+/** The one-region, one-endpoint fleet of a loading comparison. */
+export function burstConfig(model: ModelName, startInstances: number, maxInstances: number, kvCapacityTokens: number): TidegateConfig {
+  const gpus = parseConfig(mergeOverDefault({})).models.find((m) => m.name === model)?.gpusPerInstance[GPU];
+  if (gpus === undefined) throw new RangeError(`model ${model} has no ${GPU} configuration`);
+  return parseConfig(mergeOverDefault({
+    models: [{ name: model, gpusPerInstance: { [GPU]: gpus } }],
+    regions: [{ name: "burst", utcOffsetH: 0, proximity: ["burst"], gpus: [{ type: GPU, count: gpus * maxInstances }], endpoints: [{ model, gpu: GPU, instances: startInstances, minInstances: startInstances, maxInstances }] }],
+    controller: { strategy: "reactive-hpa", actuator: "sim" },
+    engines: { models: { [model]: { kvCapacityTokens } } },
+  }));
+}
+
+/** The trace compressed by `speedup` and cut to `windowMs`. */
+export function rescale(trace: Trace, speedup: number, windowMs = Infinity): Trace {
+  if (!(speedup > 0)) throw new RangeError(`speedup must be > 0, got ${speedup}`);
+  const requests = trace.requests.map((r) => ({ ...r, arrivalMs: r.arrivalMs / speedup })).filter((r) => r.arrivalMs <= windowMs);
+  return { name: `${trace.name}×${speedup}`, requests, spanMs: requests.length === 0 ? 0 : requests[requests.length - 1]!.arrivalMs };
+}
+
+export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult> {
+  const config = burstConfig(o.model, o.startInstances, o.maxInstances, o.kvCapacityTokens);
+  const trace = rescale(o.trace, o.speedup, o.windowMs);
+  const gpuMs = new Map<string, { since: number; gpus: number; on: boolean }>();
+  let totalGpuMs = 0;
+  let live = 0;
+  let peak = 0;
+  let clockNow = () => 0;
+  let counters: SimLoadingCounters | undefined;
+  const onChange = (_region: string, inst: Readonly<InstanceRecord>) => {
+    const now = clockNow();
+    const g = gpuMs.get(inst.id);
+    if (g?.on === true) totalGpuMs += (now - g.since) * g.gpus;
+    const on = inst.state !== "spot";
+    if ((g?.on ?? false) !== on) live += on ? 1 : -1;
+    peak = Math.max(peak, live);
+    gpuMs.set(inst.id, { since: now, gpus: inst.gpus, on });
+  };
+  const strategy = resolveStrategy("reactive-hpa", o.strategyParams ?? BURST_HPA);
+  const r = await runReplay({
+    trace,
+    config,
+    seed: o.seed ?? 1,
+    wiring: {
+      strategy,
+      delays: { spotMedianMs: 0, spotMaxMs: 0, spotSigma: 0, redeployLocalMs: 0, redeployRemoteMs: 0, vmProvisionMs: 0 },
+      loading: o.loading,
+      onChange,
+    },
+    onWiring: (w) => {
+      clockNow = () => w.clock.now();
+      counters = [...w.regions.values()][0]!.loading?.counters;
+    },
+  });
+  for (const g of gpuMs.values()) if (g.on) totalGpuMs += (r.virtualEndMs - g.since) * g.gpus;
+  const profile = getProfile(o.model, GPU, config.models.find((m) => m.name === o.model)!.gpusPerInstance[GPU]!);
+  const served = r.records.filter((x) => x.error === undefined && x.firstTokenMs >= 0);
+  const ttft = Float64Array.from(served, (x) => x.firstTokenMs - x.arrivalMs);
+  const tbts = served.filter((x) => x.outputTokens >= 2).map((x) => (x.doneMs - x.firstTokenMs) / (x.outputTokens - 1));
+  const tbtSlo = 5 * profile.decodeIterMs(1, 0);
+  let met = 0;
+  for (const x of served) {
+    const okTtft = x.firstTokenMs - x.arrivalMs <= 5 * profile.prefillMs(x.promptTokens, 1);
+    const okTbt = x.outputTokens < 2 || (x.doneMs - x.firstTokenMs) / (x.outputTokens - 1) <= tbtSlo;
+    if (okTtft && okTbt) met++;
+  }
+  const t = percentiles(ttft);
+  return {
+    requests: r.records.length,
+    failed: r.records.length - served.length,
+    meanTtftMs: t.mean,
+    p99TtftMs: t.p99,
+    p99TbtMs: percentiles(Float64Array.from(tbts)).p99,
+    sloAttainment: r.records.length === 0 ? 0 : met / r.records.length,
+    gpuHours: totalGpuMs / 3_600_000,
+    peakInstances: peak,
+    counters: counters ?? { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0 },
+    wallMs: r.wallMs,
+  };
+}

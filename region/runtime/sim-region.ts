@@ -5,7 +5,8 @@
  * standing in for node agents and the data plane. What the agents do live — start an engine when an instance comes
  * up, stop routing to a draining one and stop its engine once idle — this file does for simulated engines
  * (region/engines/sim) in the same process: an instance that starts serving gets a fresh SimEngine in the gateway;
- * a draining one takes no new work and becomes spot once its engine is idle (checked every `drainCheckMs`).
+ * a draining one takes no new work and becomes spot once its engine is idle (checked every `drainCheckMs`). With
+ * `loading` set, loads follow a loading source and loading instances serve partially (sim-loading.ts).
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { regionModels, type TidegateConfig } from "../../core/config.js";

@@ -26,6 +26,7 @@ import type { InstanceRecord } from "../actuator/port.js";
 import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/engine.js";
 import type { Gateway } from "../gateway/gateway.js";
+import { HIDDEN_SIZE } from "../keystage/stages.js";
 import { LoadingPair } from "../liveload/pairing.js";
 import { KeepAliveCache, LOADING_SOURCES, TABLE1_CLUSTER_A, loadEpisode, type LiveScheduler, type LoadBandwidths, type LoadModel, type LoadingSourceName } from "../liveload/sources.js";
 
@@ -64,8 +65,10 @@ export interface SimLoadingCounters {
   cacheHits: number;
 }
 
-/** Hidden size from the usual 12·layers·d² parameter count of a decoder (8B/32 layers → 4.6k; 70B/80 → 8.5k). */
+/** The model's hidden size (key-stage scaling's table), else the usual 12·layers·d² estimate from its parameters. */
 function hiddenSize(model: ModelName): number {
+  const known = HIDDEN_SIZE[model];
+  if (known !== undefined) return known;
   const s = MODEL_SPECS[model];
   return s === undefined ? 4096 : Math.sqrt(s.params / (12 * s.layers));
 }

@@ -11,6 +11,7 @@ import { ObjectReader, ValidationError, parseJson } from "./validate.js";
 import { TidegateError } from "./errors.js";
 import { readRedisTls, redactUrl, type RedisTlsConfig } from "./redis.js";
 import { parseKeystageConfig, type KeystageConfig } from "../region/keystage/config.js";
+import { parseLoadingConfig, type LoadingConfig } from "../region/liveload/config.js";
 
 export interface ModelConfig {
   name: ModelName;
@@ -37,6 +38,8 @@ export interface RegionConfig {
   endpoints: EndpointConfig[];
   /** Where the region process listens for the global router (gRPC), when run as its own process. */
   grpcAddress: string;
+  /** This region's loading source, over `controller.loading` (region/liveload/config.ts). */
+  loading?: LoadingConfig;
 }
 
 export interface RouterConfig {
@@ -122,7 +125,7 @@ export interface PlannerConfig {
 }
 
 export interface ControllerConfig {
-  strategy: "reactive" | "reactive-hpa" | "lt-i" | "lt-u" | "lt-ua";
+  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua";
   reconcileIntervalMs: number;
   /**
    * How a region's instances come and go: "agents" (default) — engine processes that node agents start and stop,
@@ -139,6 +142,11 @@ export interface ControllerConfig {
   retryMaxMs: number;
   /** A node agent silent this long is lost: its instances go, the parameter pool restores its invariant. */
   agentLostAfterMs: number;
+  /**
+   * Where new instances' parameters come from and what they do while loading (issue 12; region/liveload/config.ts),
+   * for every region without its own `regions[].loading`. Absent = the actuator's configured deploy delays.
+   */
+  loading?: LoadingConfig;
 }
 
 /** One model's parameter blocks as the data plane moves them (a scaled-down stand-in for real weights). */
@@ -388,7 +396,7 @@ export function parseConfig(json: unknown): TidegateConfig {
 
   const cr = root.object("controller");
   const controller: ControllerConfig = {
-    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
+    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
     actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],
     maxStepsPerPass: cr.number("maxStepsPerPass", 8, { integer: true, min: 1, max: 1000 }),
@@ -396,6 +404,8 @@ export function parseConfig(json: unknown): TidegateConfig {
     retryMaxMs: cr.number("retryMaxMs", 60_000, { gt: 0 }),
     agentLostAfterMs: cr.number("agentLostAfterMs", 3000, { gt: 0 }),
   };
+  const loading = parseLoadingConfig(cr.raw("loading"), "controller.loading");
+  if (loading !== undefined) controller.loading = loading;
   if (controller.retryMaxMs < controller.retryInitialMs) cr.fail("retryMaxMs", `must be ≥ retryInitialMs (${controller.retryInitialMs})`);
   cr.done();
 
@@ -484,6 +494,7 @@ function parseRegion(v: unknown, path: string, models: ModelConfig[]): RegionCon
     return p;
   }, []);
   const grpcAddress = r.string("grpcAddress", "127.0.0.1:0");
+  const loading = parseLoadingConfig(r.raw("loading"), `${path}.loading`);
   const gpus = r.array("gpus", (g, gp) => {
     const gr = new ObjectReader(g, gp);
     const type = gr.string("type");
@@ -518,7 +529,7 @@ function parseRegion(v: unknown, path: string, models: ModelConfig[]): RegionCon
     }
   }
   r.done();
-  return { name, utcOffsetH, proximity, gpus, endpoints, grpcAddress };
+  return { name, utcOffsetH, proximity, gpus, endpoints, grpcAddress, ...(loading === undefined ? {} : { loading }) };
 }
 
 /**
@@ -599,4 +610,9 @@ export function loadConfig(file?: string): TidegateConfig {
 /** The models an endpoint list of a region serves. */
 export function regionModels(region: RegionConfig): ModelName[] {
   return [...new Set(region.endpoints.map((e) => e.model))];
+}
+
+/** Region `name`'s loading source: its own `loading`, else `controller.loading`, else none (configured delays). */
+export function regionLoading(config: TidegateConfig, name: RegionName): LoadingConfig | undefined {
+  return config.regions.find((r) => r.name === name)?.loading ?? config.controller.loading;
 }

@@ -12,7 +12,8 @@ import { loggerFromFlags, portFromFlags } from "../flags.js";
 import type { GenerateRequest, RegionLink } from "../../core/ports.js";
 import type { RegionName } from "../../core/models.js";
 import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
-import { startSimFleet, type SimFleetSettings } from "../../region/runtime/sim-region.js";
+import { configNeedsSolver, startSimFleet, type SimFleetSettings } from "../../region/runtime/sim-region.js";
+import { HighsSolver, type Solver } from "../../planner/solver.js";
 import { seededRandom } from "../../sim/workload/rng.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
@@ -65,6 +66,11 @@ export interface DevStackOptions {
   onRouted?: (region: RegionName, req: GenerateRequest, instanceId: string) => void;
 }
 
+/** Dev's sim fleet: SageServe §7.1's delays, seed 1, weights where a model is served, no spot; HiGHS for zigzag loading. */
+export function devSimSettings(solver?: Solver): SimFleetSettings {
+  return { delays: SAGESERVE_DELAYS, random: (ri: number) => seededRandom(1, ri), ...(solver === undefined ? {} : { solver }) };
+}
+
 /**
  * Builds the stack. With `controller.actuator` "agents" (the default) every region is the live region runtime in
  * this process (region/runtime/in-process.ts): in-process node agents with real native block stores and loopback TCP
@@ -83,7 +89,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
   const telemetryIntervalMs = opts.telemetryIntervalMs ?? 1000;
   if (config.controller.actuator === "sim") {
     // The wiring the replays run (startSimFleet): the region runtime on the simulated actuator, engines in process.
-    const sim = opts.sim ?? { delays: SAGESERVE_DELAYS, random: (ri: number) => seededRandom(1, ri) };
+    const sim = opts.sim ?? devSimSettings();
     const fleet = startSimFleet({ config, clock, log: logger, telemetryIntervalMs, ...sim, metrics: (name) => regionMetrics.sink(name), ...(opts.onRouted === undefined ? {} : { onRouted: opts.onRouted }) });
     for (const r of fleet) {
       const sink = regionMetrics.sink(r.name);
@@ -200,7 +206,9 @@ export const command: Command = {
     if (config.controller.actuator === "agents") {
       logger.info("parameter blocks are scaled down for this machine", { models: parameterScaleLines(config) });
     }
-    const stack = buildDevStack({ config: devConfig, clock, logger, mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: site.routes }] });
+    // A sim region whose loading runs zigzag plans each loading episode with HiGHS (controller.loading).
+    const sim: SimFleetSettings | undefined = config.controller.actuator === "sim" && configNeedsSolver(config) ? devSimSettings(await HighsSolver.create()) : undefined;
+    const stack = buildDevStack({ config: devConfig, clock, logger, ...(sim === undefined ? {} : { sim }), mounts: [{ path: "/v1", app: batch.routes }, { path: "/", app: site.routes }] });
     batch.start(stack.links, stack.router.deps.metrics.registry);
     const plannerMetrics = new PlannerMetrics(stack.router.deps.metrics.registry, config.models.map((m) => m.name), config.regions.map((r) => r.name));
     const planner = await startPlannerService({

@@ -5,7 +5,8 @@
  * region's GPUs: `ceil(count / gpusPerNode)` nodes per GPU type, each with `gpusPerNode` slots.
  */
 import type { Clock, Timer } from "../../core/clock.js";
-import type { TidegateConfig } from "../../core/config.js";
+import { regionLoading, type TidegateConfig } from "../../core/config.js";
+import { assertDataPlaneLoading } from "../liveload/config.js";
 import type { Logger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import { AgentsActuator } from "../actuator/agents.js";
@@ -47,6 +48,7 @@ export interface InProcessRegion {
 export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion {
   const rc = o.config.regions.find((r) => r.name === o.region);
   if (rc === undefined) throw new RangeError(`unknown region ${o.region}`);
+  assertDataPlaneLoading(o.region, regionLoading(o.config, o.region));
   const log = o.log.child({ region: o.region });
   // In-process engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), as replay does.
   const sink = o.metrics;

@@ -65,6 +65,11 @@ export interface SimLoadingCounters {
   cacheHits: number;
 }
 
+/** Counters before any load. */
+export function zeroLoadingCounters(): SimLoadingCounters {
+  return { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0 };
+}
+
 /** The model's hidden size (key-stage scaling's table), else the usual 12·layers·d² estimate from its parameters. */
 function hiddenSize(model: ModelName): number {
   const known = HIDDEN_SIZE[model];
@@ -76,7 +81,7 @@ function hiddenSize(model: ModelName): number {
 export class SimRegionLoading implements ActuatorLoading {
   readonly scheduler: LiveScheduler;
   readonly bandwidths: LoadBandwidths;
-  readonly counters: SimLoadingCounters = { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0 };
+  readonly counters: SimLoadingCounters = zeroLoadingCounters();
   private readonly cache: KeepAliveCache;
   private readonly expected = new Map<string, number>();
   /** target instance id → the serving engine it is paired with and the pair. */

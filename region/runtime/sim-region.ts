@@ -9,7 +9,8 @@
  * `loading` set, loads follow a loading source and loading instances serve partially (sim-loading.ts).
  */
 import type { Clock, Timer } from "../../core/clock.js";
-import { regionModels, type TidegateConfig } from "../../core/config.js";
+import { regionLoading, regionModels, type TidegateConfig } from "../../core/config.js";
+import { TidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { GenerateRequest } from "../../core/ports.js";
@@ -20,6 +21,8 @@ import { getProfile } from "../engines/perf/model.js";
 import { SimEngine } from "../engines/sim/engine.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
 import { InProcessRegionLink } from "../link/in-process.js";
+import type { Solver } from "../../planner/solver.js";
+import { schedulerOf } from "../liveload/config.js";
 import type { BoundStrategy } from "../strategies/registry.js";
 import { startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
 import { SimRegionLoading, type SimLoadingSettings } from "./sim-loading.js";
@@ -91,8 +94,13 @@ export interface SimFleetSettings {
   spot?: readonly { region: string; model: ModelName; gpu: GpuType; count: number }[];
   /** Region `index`'s deterministic uniform [0, 1) source. */
   random(index: number): () => number;
-  /** Every region's loading source (SimRegionOptions.loading). */
+  /**
+   * Every region's loading source (SimRegionOptions.loading), over the config's (`regions[].loading`, else
+   * `controller.loading`; core/config.ts regionLoading). Neither = the configured delays.
+   */
   loading?: SimLoadingSettings;
+  /** HiGHS, for a config whose loading runs the zigzag scheduler (sim-loading.ts needs it per loading episode). */
+  solver?: Solver;
 }
 
 export interface SimFleetOptions extends SimFleetSettings {
@@ -142,11 +150,36 @@ export function startSimFleet(o: SimFleetOptions): SimFleetRegion[] {
       ...(o.onAction === undefined ? {} : { onAction: (a: ControllerAction) => o.onAction!(ri, a) }),
       ...(o.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => o.onRouted!(rc.name, req, id) }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics(rc.name) }),
-      ...(o.loading === undefined ? {} : { loading: o.loading }),
+      ...loadingOf(o, rc.name),
     });
     const link = new InProcessRegionLink(sim.runtime.service, { clock: o.clock, telemetryIntervalMs: o.telemetryIntervalMs ?? 1000, ...(o.log === undefined ? {} : { log: o.log }) });
     return { name: rc.name, sim, link };
   });
+}
+
+/** Region `name`'s loading settings in a fleet: the fleet-wide override, else the config's, with the fleet's solver. */
+function loadingOf(o: SimFleetOptions, name: RegionName): { loading?: SimLoadingSettings } {
+  const loading: SimLoadingSettings | undefined = o.loading ?? regionLoading(o.config, name);
+  if (loading === undefined) return {};
+  if (loading.solver !== undefined || o.solver === undefined) return { loading };
+  return { loading: { ...loading, solver: o.solver } };
+}
+
+/** Whether any region of `config` loads with the zigzag scheduler (whose episodes HiGHS plans: pass a solver). */
+export function configNeedsSolver(config: TidegateConfig): boolean {
+  return config.regions.some((r) => {
+    const l = regionLoading(config, r.name);
+    return l !== undefined && schedulerOf(l) === "zigzag";
+  });
+}
+
+/** The region's SimRegionLoading; a setting it cannot run (zigzag without HiGHS) is a config error naming the region. */
+function newRegionLoading(region: RegionName, settings: SimLoadingSettings, deps: ConstructorParameters<typeof SimRegionLoading>[1]): SimRegionLoading {
+  try {
+    return new SimRegionLoading(settings, deps);
+  } catch (err) {
+    throw new TidegateError("invalid_config", `region ${region} loading (${settings.source}): ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** Builds the region, seeds its starting instances and starts the runtime on `clock`. */
@@ -174,7 +207,7 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
   const loading =
     o.loading === undefined
       ? undefined
-      : new SimRegionLoading(o.loading, {
+      : newRegionLoading(o.region, o.loading, {
           clock,
           gateway,
           gpusOf,

@@ -8,7 +8,8 @@ import { ValidationError, parseJson } from "../../core/validate.js";
 import { readFileSync } from "node:fs";
 import { STRATEGY_NAMES } from "../../region/strategies/registry.js";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../workload/spec.js";
-import { loadFleet, type FleetSpec } from "./fleet.js";
+import { LOADING_FLAG_VALUES, namedLoading } from "../../region/liveload/config.js";
+import { loadFleet, withLoading, type FleetSpec } from "./fleet.js";
 import { PLANNER_NAMES, createPlanner, type PlannerName } from "./planner.js";
 import { ProgressBar } from "./progress.js";
 import { runWeek } from "./replay.js";
@@ -25,6 +26,7 @@ export const WEEK_FLAGS: Record<string, FlagSpec> = {
   seed: { type: "number", help: "week: override the workload's seed" },
   out: { type: "string", help: "week: report directory", default: "out/replay-week" },
   quiet: { type: "boolean", help: "week: no progress bar", default: false },
+  loading: { type: "string", help: `week: every region's loading source, as config controller.loading (${LOADING_FLAG_VALUES.join(", ")}; none = the fleet file's actuator delays; default: the fleet file's own)` },
   planner: { type: "string", help: `week: hourly planner (${PLANNER_NAMES.join(", ")}); ilp = planner/ forecast + HiGHS ILP`, default: "ilp" },
 };
 
@@ -37,7 +39,8 @@ export function plannerName(flag: unknown): PlannerName {
 
 /** Loads fleet + workload with flag overrides; errors are ValidationErrors naming the field. */
 export function loadWeekInputs(flags: FlagValues): { fleet: FleetSpec; workload: WorkloadSpec } {
-  const fleet = loadFleet(typeof flags.fleet === "string" ? flags.fleet : undefined);
+  const loaded = loadFleet(typeof flags.fleet === "string" ? flags.fleet : undefined);
+  const fleet = typeof flags.loading === "string" ? withLoading(loaded, namedLoading(flags.loading, "--loading")) : loaded;
   let json: Record<string, unknown> = { ...DEFAULT_WORKLOAD_JSON };
   if (typeof flags["workload-file"] === "string") {
     const file = flags["workload-file"];

@@ -11,6 +11,7 @@ import { MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError, parseJson } from "../../core/validate.js";
 import { SAGESERVE_DELAYS, type ActuatorDelays } from "../../region/actuator/sim.js";
 import { getProfile } from "../../region/engines/perf/model.js";
+import type { LoadingConfig } from "../../region/liveload/config.js";
 
 /** Engine settings of one model in the replay. */
 export interface ReplayEngine {
@@ -172,6 +173,16 @@ export function parseFleet(json: unknown): FleetSpec {
 export function fleetConfig(fleet: FleetSpec): TidegateConfig {
   const models = Object.fromEntries(Object.entries(fleet.engines).map(([m, e]) => [m, { maxBatch: e.maxBatch, kvCapacityTokens: e.maxBatch * e.kvTokensPerSeq }]));
   return { ...fleet.config, engines: { ...fleet.config.engines, kind: "sim", models } };
+}
+
+/**
+ * The fleet with every region loading from `loading` (config `controller.loading`, region/liveload/config.ts;
+ * regions' own `loading` keys are dropped) — or, undefined, on the actuator's configured delays.
+ */
+export function withLoading(fleet: FleetSpec, loading: LoadingConfig | undefined): FleetSpec {
+  const { loading: _old, ...controller } = fleet.config.controller;
+  const regions = fleet.config.regions.map(({ loading: _r, ...r }) => r);
+  return { ...fleet, config: { ...fleet.config, regions, controller: loading === undefined ? controller : { ...controller, loading } } };
 }
 
 /** Reads a fleet file (undefined = the default fleet). */

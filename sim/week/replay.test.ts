@@ -4,7 +4,8 @@ import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload } from "../workload/spec.js";
-import { DEFAULT_FLEET_JSON, parseFleet } from "./fleet.js";
+import { namedLoading } from "../../region/liveload/config.js";
+import { DEFAULT_FLEET_JSON, parseFleet, withLoading } from "./fleet.js";
 import { createPlanner } from "./planner.js";
 import { runWeek } from "./replay.js";
 import { writeReports } from "./report.js";
@@ -61,5 +62,28 @@ describe("week replay (3 h, real policies)", () => {
     const r2 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--workload-file", w, "--quiet"], { encoding: "utf8" });
     expect(r2.status).toBe(2);
     expect(r2.stderr).toMatch(/models\[0\]\.share: must be > 0/);
+    const r3 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--loading", "nfs", "--quiet"], { encoding: "utf8" });
+    expect(r3.status).toBe(2);
+    expect(r3.stderr).toMatch(/--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, none, got "nfs"/);
+  });
+
+  it("with controller.loading (the --loading flag) every region loads layer-wise: zigzag pairs on the burst, books balanced", async () => {
+    const loaded = withLoading(fleet, namedLoading("blitzscale", "--loading"));
+    expect(loaded.config.controller.loading?.source).toBe("blitzscale");
+    const r = await runWeek({ fleet: loaded, workload, strategy: "lt-ua", planner: await createPlanner(loaded) });
+    expect(r.loading?.sources).toEqual(["blitzscale/zigzag"]);
+    const c = r.loading!.counters;
+    expect(c.scaleOuts).toBeGreaterThan(0);
+    expect(c.instancesLoaded).toBeGreaterThanOrEqual(c.scaleOuts);
+    // each new instance pairs with a serving one while it loads, and the pair plans its prefills by zigzag
+    expect(c.pairs).toBeGreaterThan(0);
+    expect(c.zigzagEpisodes).toBeGreaterThan(0);
+    const served = Object.values(r.models).reduce((s, m) => s + m.ttftMs.count, 0);
+    expect(served + r.requests.interactiveUnserved).toBe(r.requests.interactive);
+    expect(r.requests.interactiveUnserved).toBe(0);
+    expect(r.batch.allWithinDeadline).toBe(true);
+    // none = the fleet's constant delays: no loading books
+    const plain = withLoading(loaded, namedLoading("none", "--loading"));
+    expect(plain.config.controller.loading).toBeUndefined();
   });
 });

@@ -11,6 +11,8 @@
  */
 import { VirtualClock } from "../../core/clock.js";
 import type { GenerateRequest } from "../../core/ports.js";
+import { HighsSolver } from "../../planner/solver.js";
+import { configNeedsSolver } from "../../region/runtime/sim-region.js";
 import { resolveStrategy } from "../../region/strategies/registry.js";
 import { parseRequestId } from "../../router/queue/types.js";
 import { submitWithRetry } from "../../router/relay.js";
@@ -70,7 +72,9 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
   const stream = new WorkloadStream(workload);
   const models = workload.models.map((m) => m.name);
   const warmupDays = Math.max(0, Math.min(o.warmupDays ?? 1, workload.startDay));
-  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(o.strategy, o.strategyParams ?? {}), seed: workload.seed, historyShiftMs: warmupDays * 24 * HOUR });
+  // A fleet whose loading runs zigzag (controller.loading) plans each loading episode with HiGHS.
+  const solver = configNeedsSolver(cfg) ? await HighsSolver.create() : undefined;
+  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(o.strategy, o.strategyParams ?? {}), seed: workload.seed, historyShiftMs: warmupDays * 24 * HOUR, ...(solver === undefined ? {} : { solver }) });
   const s = openBooks(o, clock, stream.summary, w.regions.length);
   s.regions = w.regions;
   await warmUp(o, w, warmupDays, stream.summary.rateScale);

@@ -4,6 +4,7 @@
  * p50/p95/p99 TTFT and E2E per model for interactive traffic, batch requests done within their deadline, scaling
  * actions, and hourly series for the report's charts.
  */
+import { zeroLoadingCounters, type SimLoadingCounters } from "../../region/runtime/sim-loading.js";
 import { Histogram } from "./histogram.js";
 import type { RunState } from "./state.js";
 
@@ -58,6 +59,8 @@ export interface WeekResult {
   /** Per-minute p95 TTFT per model (ms; null for minutes without requests, +Infinity where it falls on unserved ones), when asked for. */
   minuteP95TtftMs?: Record<string, (number | null)[]>;
   workload: RunState["summary"];
+  /** The regions' loading sources and what they did, summed over regions (absent: the actuator's delays). */
+  loading?: { sources: string[]; counters: SimLoadingCounters };
 }
 
 const H = 3_600_000;
@@ -131,6 +134,17 @@ export function summarize(s: RunState): WeekResult {
     hourly.targets[m] = s.plans.map((p) => p.endpoints.flat().filter((e) => e.model === m).reduce((x, e) => x + e.instances, 0));
   });
   const total = s.iw + s.niw.submitted;
+  const loaders = s.regions.flatMap((r) => (r.loading === undefined ? [] : [r.loading]));
+  const loading =
+    loaders.length === 0
+      ? undefined
+      : {
+          sources: [...new Set(loaders.map((l) => `${l.settings.source}/${l.scheduler}`))],
+          counters: loaders.reduce<SimLoadingCounters>((acc, l) => {
+            for (const k of Object.keys(acc) as (keyof SimLoadingCounters)[]) acc[k] += l.counters[k];
+            return acc;
+          }, zeroLoadingCounters()),
+        };
   return {
     strategy: s.o.strategy,
     strategyParams: { ...(s.o.strategyParams ?? {}) },
@@ -147,6 +161,7 @@ export function summarize(s: RunState): WeekResult {
     batch: { submitted: s.niw.submitted, done: s.niw.done, withinDeadline: s.niw.withinDeadline, late: s.niw.late, missedDeadlineUndone: missed, pendingNotDue: pending, allWithinDeadline: s.niw.late === 0 && missed === 0, sentTwice: s.niw.duplicates },
     models,
     hourly,
+    ...(loading === undefined ? {} : { loading }),
     plans: s.plans.length,
     planAcks: s.plans.reduce((x, p) => x + p.acks, 0),
     workload: s.summary,

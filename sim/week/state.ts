@@ -3,6 +3,7 @@
  * replay.ts, read by result.ts). In a module of their own so that neither of those imports the other.
  */
 import type { VirtualClock } from "../../core/clock.js";
+import type { SimLoadingCounters } from "../../region/runtime/sim-loading.js";
 import type { LedgerTotals } from "../../region/actuator/ledger.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
 import type { WorkloadSummary } from "../workload/generator.js";
@@ -37,6 +38,8 @@ export interface WeekOptions {
 export interface RegionBooks {
   readonly name: string;
   readonly actions: readonly ControllerAction[];
+  /** The region's loading source, when config gives one (region/runtime/sim-loading.ts SimRegionLoading). */
+  readonly loading?: { readonly settings: { readonly source: string }; readonly scheduler: string; readonly counters: Readonly<SimLoadingCounters> };
 }
 
 /** The books of one run. */

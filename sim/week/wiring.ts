@@ -18,6 +18,7 @@ import type { ControllerAction } from "../../region/controller/reconciler.js";
 import type { InProcessRegionLink } from "../../region/link/in-process.js";
 import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
 import type { BoundStrategy } from "../../region/strategies/registry.js";
+import type { Solver } from "../../planner/solver.js";
 import { createBatchService, type BatchService } from "../../router/batch/service.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
@@ -69,6 +70,8 @@ export interface WeekWiringOptions {
    * every token as over a live link (two-shapes.test.ts).
    */
   batchShape?: "callbacks" | "stream";
+  /** HiGHS, when the fleet's loading (config `controller.loading` / `regions[].loading`) runs zigzag. */
+  solver?: Solver;
 }
 
 /** The history as seen from replay time: samples are written `shiftMs` later (whole minutes). */
@@ -173,8 +176,9 @@ export function wireWeek(o: WeekWiringOptions): WeekWiring {
     strategy: o.strategy,
     onChange: (ri, inst, from) => ledgers[ri]!.record(inst, clock.now(), from),
     onAction: (ri, a) => actions[ri]!.push(a),
+    ...(o.solver === undefined ? {} : { solver: o.solver }),
   });
-  const regions: WeekRegion[] = fleetRegions.map((r, ri) => ({ name: r.name, sim: r.sim, link: new ReplayLink(r.link, r.sim.gateway, o.batchShape ?? "callbacks"), ledger: ledgers[ri]!, actions: actions[ri]! }));
+  const regions: WeekRegion[] = fleetRegions.map((r, ri) => ({ name: r.name, sim: r.sim, link: new ReplayLink(r.link, r.sim.gateway, o.batchShape ?? "callbacks"), ledger: ledgers[ri]!, actions: actions[ri]!, ...(r.sim.loading === undefined ? {} : { loading: r.sim.loading }) }));
   const selector = new RegionSelector({
     clock,
     regions: cfg.regions.map((r) => ({ name: r.name, proximity: r.proximity, models: [...new Set(r.endpoints.map((e) => e.model))] })),

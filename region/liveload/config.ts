@@ -1,0 +1,77 @@
+/**
+ * The `loading` configuration key (issue 12): where a region's new instances get their parameters from and what
+ * they do while they load, as one of the named loading sources (sources.ts). Read by core/config.ts at
+ * `controller.loading` (every region) and `regions[].loading` (one region, over the controller's). Absent = the
+ * actuator's configured deploy delays (SageServe §7.1's constants for the sim actuator).
+ *
+ * {
+ *   "source": "blitzscale",                  // ssd | allcache | network | blitzscale | lambdascale
+ *   "scheduler": "zigzag",                   // optional: the source's own by default (sources.ts LOADING_SOURCES)
+ *   "bandwidthsGbps": { "nvlink": 1600, "rdma": 100, "pcie": 128, "ssd": 10 },   // default BlitzScale Table 1, cluster A
+ *   "keepAliveMs": 300000,                   // ssd's host cache (ServerlessLLM: 5 minutes)
+ *   "blocksPerLayer": 1                      // blocks a network load moves one layer in
+ * }
+ *
+ * Who uses it: the `sim` actuator (`tidegate dev` with controller.actuator "sim", the trace and week replays) through
+ * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself and refuses a `loading` key
+ * other than `network` (region/runtime/runtime.ts), so a config never names a source nothing runs.
+ */
+import { TidegateError } from "../../core/errors.js";
+import { ObjectReader, ValidationError } from "../../core/validate.js";
+import { LIVE_SCHEDULERS, LOADING_SOURCES, TABLE1_CLUSTER_A, type LiveScheduler, type LoadBandwidths, type LoadingSourceName } from "./sources.js";
+
+export interface LoadingConfig {
+  source: LoadingSourceName;
+  /** Present only when the file names one (the source's own otherwise). */
+  scheduler?: LiveScheduler;
+  bandwidths: LoadBandwidths;
+  keepAliveMs: number;
+  blocksPerLayer: number;
+}
+
+/** The scheduler a loading config runs: its own, else its source's. */
+export function schedulerOf(c: Pick<LoadingConfig, "source" | "scheduler">): LiveScheduler {
+  return c.scheduler ?? LOADING_SOURCES[c.source].scheduler;
+}
+
+/** Reads a `loading` object at `path` (undefined when absent); every error names its field. */
+export function parseLoadingConfig(v: unknown, path: string): LoadingConfig | undefined {
+  if (v === undefined) return undefined;
+  const r = new ObjectReader(v, path);
+  const source = r.string("source", undefined, { oneOf: Object.keys(LOADING_SOURCES) }) as LoadingSourceName;
+  const scheduler = r.has("scheduler") ? (r.string("scheduler", undefined, { oneOf: LIVE_SCHEDULERS }) as LiveScheduler) : (r.allow("scheduler"), undefined);
+  if (scheduler === "lambda-pipelines" && source !== "lambdascale") r.fail("scheduler", `lambda-pipelines runs on the lambdascale source's binomial multicast, not ${source}`);
+  const br = r.object("bandwidthsGbps");
+  const gbps = (key: string, bits: number) => br.number(key, bits / 1e9, { gt: 0, max: 1e6 }) * 1e9;
+  const bandwidths: LoadBandwidths = {
+    nvlinkBitsPerS: gbps("nvlink", TABLE1_CLUSTER_A.nvlinkBitsPerS),
+    rdmaBitsPerS: gbps("rdma", TABLE1_CLUSTER_A.rdmaBitsPerS),
+    pcieBitsPerS: gbps("pcie", TABLE1_CLUSTER_A.pcieBitsPerS),
+    ssdBitsPerS: gbps("ssd", TABLE1_CLUSTER_A.ssdBitsPerS),
+  };
+  br.done();
+  const keepAliveMs = r.number("keepAliveMs", 5 * 60_000, { min: 0 });
+  const blocksPerLayer = r.number("blocksPerLayer", 1, { integer: true, min: 1, max: 64 });
+  r.done();
+  return { source, ...(scheduler === undefined ? {} : { scheduler }), bandwidths, keepAliveMs, blocksPerLayer };
+}
+
+/**
+ * The `agents` actuator's check: its instances load over the data plane (the parameter pool's multicast) and serve
+ * once loaded, which is the `network` source with `stop-the-world`. Any other loading key is refused at start-up
+ * (naming the region) rather than run as something else.
+ */
+export function assertDataPlaneLoading(region: string, loading: LoadingConfig | undefined): void {
+  if (loading === undefined || (loading.source === "network" && schedulerOf(loading) === "stop-the-world")) return;
+  throw new TidegateError("invalid_config", `region ${region}: loading ${loading.source}/${schedulerOf(loading)} runs only on the sim actuator (controller.actuator "sim", the replays); the agents actuator loads over the data plane and serves once loaded (loading.source "network", scheduler "stop-the-world")`);
+}
+
+/** What a `--loading` flag takes: a source name (with Table 1's bandwidths and its own scheduler) or `none`. */
+export const LOADING_FLAG_VALUES: readonly string[] = [...Object.keys(LOADING_SOURCES), "none"];
+
+/** A `--loading` flag's value as a loading config (`none` = undefined: the actuator's delays). */
+export function namedLoading(name: string, flag: string): LoadingConfig | undefined {
+  if (name === "none") return undefined;
+  if (!(name in LOADING_SOURCES)) throw new ValidationError(flag, `must be one of ${LOADING_FLAG_VALUES.join(", ")}, got ${JSON.stringify(name)}`);
+  return parseLoadingConfig({ source: name }, flag);
+}

@@ -7,6 +7,7 @@ import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { ltI, ltU, ltUa } from "./long-term.js";
 import { reactive } from "./reactive.js";
 import { reactiveHpa } from "./hpa.js";
+import { demand } from "./demand.js";
 import { keystage } from "../keystage/strategy.js";
 import { readParams, type Strategy, type StrategyDecision, type StrategyInput, type StrategyName } from "./types.js";
 
@@ -14,6 +15,7 @@ import { readParams, type Strategy, type StrategyDecision, type StrategyInput, t
 export const STRATEGIES: Readonly<Record<StrategyName, Strategy>> = {
   reactive: reactive as unknown as Strategy,
   "reactive-hpa": reactiveHpa as unknown as Strategy,
+  demand: demand as unknown as Strategy,
   "lt-i": ltI as unknown as Strategy,
   "lt-u": ltU as unknown as Strategy,
   "lt-ua": ltUa as unknown as Strategy,

@@ -74,7 +74,7 @@ export interface Strategy<P extends Record<string, number> = Record<string, numb
   decide(input: StrategyInput, params: P, state: S): StrategyDecision;
 }
 
-export type StrategyName = "reactive" | "reactive-hpa" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
+export type StrategyName = "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
 
 /** Clamps an instance count to the endpoint's [min, max]. */
 export function clampCount(n: number, input: Pick<StrategyInput, "minInstances" | "maxInstances">): number {

@@ -18,7 +18,7 @@ import { mergeOverDefault, parseConfig, type TidegateConfig } from "../../core/c
 import type { ModelName } from "../../core/models.js";
 import type { InstanceRecord } from "../../region/actuator/port.js";
 import { getProfile } from "../../region/engines/perf/model.js";
-import type { SimLoadingCounters, SimLoadingSettings } from "../../region/runtime/sim-loading.js";
+import { zeroLoadingCounters, type SimLoadingCounters, type SimLoadingSettings } from "../../region/runtime/sim-loading.js";
 import { resolveStrategy } from "../../region/strategies/registry.js";
 import { runReplay } from "./run.js";
 import { percentiles } from "./stats.js";
@@ -38,8 +38,8 @@ export interface LoadingRunOptions {
   /** Each instance's KV cache (tokens): small enough that a burst fills it, so the memory signal sees it. */
   kvCapacityTokens: number;
   loading: SimLoadingSettings;
-  /** reactive-hpa parameters (the strategy every run uses). */
-  strategyParams?: Record<string, number>;
+  /** The scaling strategy every run uses (default reactive-hpa with BURST_HPA). */
+  strategy?: { name: string; params: Record<string, number> };
   seed?: number;
 }
 
@@ -96,7 +96,7 @@ export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult
     peak = Math.max(peak, live);
     gpuMs.set(inst.id, { since: now, gpus: inst.gpus, on });
   };
-  const strategy = resolveStrategy("reactive-hpa", o.strategyParams ?? BURST_HPA);
+  const strategy = resolveStrategy(o.strategy?.name ?? "reactive-hpa", o.strategy?.params ?? BURST_HPA);
   const r = await runReplay({
     trace,
     config,
@@ -134,7 +134,7 @@ export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult
     sloAttainment: r.records.length === 0 ? 0 : met / r.records.length,
     gpuHours: totalGpuMs / 3_600_000,
     peakInstances: peak,
-    counters: counters ?? { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0 },
+    counters: counters ?? zeroLoadingCounters(),
     wallMs: r.wallMs,
   };
 }

@@ -75,6 +75,9 @@ type Phase =
   | { kind: "prefill"; startMs: number; endMs: number; batch: SimRequest[] }
   | { kind: "decode"; startMs: number; endMs: number; alphaMs: number; betaMs: number; nEnd: number };
 
+/** vLLM's default max_num_seqs, the core's batch cap when none is given. */
+export const DEFAULT_MAX_BATCH = 256;
+
 export class SimEngineCore implements HandleHost {
   readonly profile: PerfProfile;
   readonly clock: Clock;
@@ -111,7 +114,7 @@ export class SimEngineCore implements HandleHost {
     this.clock = opts.clock;
     this.timeScale = opts.timeScale ?? 1;
     if (!(this.timeScale > 0)) throw new RangeError(`timeScale must be > 0, got ${this.timeScale}`);
-    this.maxBatch = opts.maxBatch ?? 256;
+    this.maxBatch = opts.maxBatch ?? DEFAULT_MAX_BATCH;
     this.maxPrefillTokens = opts.maxPrefillTokens ?? 8192;
     this.capacityTokens = opts.kvCapacityTokens ?? opts.profile.kvCapacityTokens;
     this.passOverheadMs = opts.passOverheadMs ?? 0;

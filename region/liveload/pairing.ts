@@ -11,7 +11,8 @@
  * - `best-effort` runs as many groups on the target as it holds when it takes a batch up, at most half;
  *   `zigzag` solves Eq. 1 with HiGHS (the project's adapter) and rehearses the configuration; should the rehearsal
  *   come out worse than best effort's (the ILP is solved under a time limit), best effort's is used: the
- *   scheduler checks both rehearsals before committing, which costs microseconds;
+ *   scheduler checks both rehearsals before committing, which costs microseconds; a one-batch episode needs no
+ *   solve (its latency is L layer-times under any split, which best effort's reaches), so it uses best effort's;
  * - a batch split between the two instances pays one activation hop: its tokens × hidden size × 2 bytes over the
  *   link between them (`hopMsPerToken`).
  * - the pair's KV: a split batch keeps the KV of each layer where that layer runs, so while paired the source's
@@ -89,7 +90,9 @@ export class LoadingPair implements EpisodePlanner {
     const e: Episode = { layers: G, batches: batches.length, layerArrival: this.groupArrivalMs.map((a) => Math.max(0, (a - startMs) / unit)) };
     let r: Rehearsal = bestEffort(e);
     let used: PairScheduler = "best-effort";
-    if (this.o.scheduler === "zigzag") {
+    // One batch: its latency is at least L layer-times however the layers split (they run one after another), and
+    // best effort's split (layers the target already holds) reaches L, so the ILP cannot do better: no solve.
+    if (this.o.scheduler === "zigzag" && batches.length > 1) {
       const config = zigzagConfiguration(e, this.o.solver!, this.o.timeLimitS ?? 0.5);
       const z = rehearse(e, (i) => config[i]!);
       if (z.mean <= r.mean) {

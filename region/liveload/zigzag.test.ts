@@ -82,4 +82,13 @@ describe("live autoscaling of one loading episode (BlitzScale §5.2)", () => {
     expect(() => rehearse({ layers: 2, batches: 1, layerArrival: [0] }, () => 0)).toThrow(/layerArrival has 1 entries for 2 layers/);
     expect(() => rehearse({ layers: 2, batches: 1, layerArrival: [3, 1] }, () => 0)).toThrow(/non-decreasing/);
   });
+
+  it("one batch: the ILP's optimum is L layer-times, which best effort reaches (why pairing.ts skips the solve)", () => {
+    for (const [layers, load, shift] of [[7, 6, 0], [16, 0.5, 3], [16, 2, 0], [12, 1, 10]] as const) {
+      // `shift`: the first layer still `shift` units away, so best effort runs nothing on the target
+      const e = { layers, batches: 1, layerArrival: Array.from({ length: layers }, (_, k) => shift + k * load) };
+      expect(zigzag(e, solver).mean).toBe(layers);
+      expect(bestEffort(e).mean).toBe(layers);
+    }
+  });
 });

@@ -9,10 +9,20 @@
  * to the latency target. Prints machine, versions, inputs and every run; the last line is the JSON summary with
  * its targets and `met`. `--days N` shortens the week (`met` is then false: the targets are for the week);
  * `--parallel N` runs N strategies at a time (default: one per core, at most 2).
+ *
+ * `--loading SOURCE` (issue 12) puts a loading source in the loop: every region's config `controller.loading`
+ * (region/liveload/config.ts), so scale-outs take the source's layer arrivals at BlitzScale Table 1's bandwidths,
+ * loading instances serve through its live scheduler (blitzscale: zigzag pairing), and the regions report the
+ * source's scale-out time to the planner (its model-start cost) instead of SageServe's constants. The whole bench
+ * then runs on it, and reactive and LT-UA also run once more on the constant delays in the same bench, so LT-UA's
+ * instance-hours against reactive print beside today's figure; the JSON gains `loading` with both and the aim
+ * (LT-UA ≥ 30% fewer instance-hours than reactive at p95 TTFT × ≤ 1.05), a check of its own.
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
+import { describeBandwidths } from "../../region/liveload/sources.js";
 import { loadWeekInputs } from "../../sim/week/cli.js";
+import { withLoading } from "../../sim/week/fleet.js";
 import { createPlanner } from "../../sim/week/planner.js";
 import { writeReports } from "../../sim/week/report.js";
 import type { WeekResult } from "../../sim/week/result.js";
@@ -51,16 +61,24 @@ function line(r: WeekResult): string {
 
 async function main(): Promise<void> {
   const days = flag("days");
-  const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
+  const loadingName = flag("loading");
+  const { fleet, workload } = loadWeekInputs({ ...(days === undefined ? {} : { days: Number(days) }), ...(loadingName === undefined ? {} : { loading: loadingName }) });
+  const loading = fleet.config.controller.loading;
   // Runs at a time: one per core by default; more helps when other sessions load the box (fair share per thread).
   const parallel = Math.max(1, Number(flag("parallel") ?? Math.min(2, cpus().length)));
   console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);
   console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
   console.log(`inputs: seed ${workload.seed}, ${workload.days} days from ServeGen day ${workload.startDay}, ${workload.targetRequests} requests, batch token share ${workload.niwTokenShare}, planner ${(await createPlanner(fleet)).name}, planned utilization ${fleet.plannedUtilization}, ${parallel} runs at a time`);
 
+  console.log(`loading: ${loading === undefined ? "none (SageServe §7.1 constant load delays)" : `${loading.source} (${describeBandwidths(loading.bandwidths)}), every region (controller.loading)`}`);
   console.log("week: all five strategies on the same seeded workload (two baselines: SageServe's reactive rule and Kubernetes HPA)");
   const strategies = ["reactive", "reactive-hpa", "lt-i", "lt-u", "lt-ua"];
-  const week = await runWeeks(strategies.map((strategy) => ({ fleet, workload, strategy, minuteSeries: false })), parallel, (r) => console.log(line(r)));
+  // With a loading source, reactive and LT-UA once more on the constant delays (today's figure), in the same runs.
+  const constantFleet = withLoading(fleet, undefined);
+  const constantJobs = loading === undefined ? [] : ["reactive", "lt-ua"].map((strategy) => ({ fleet: constantFleet, workload, strategy, minuteSeries: false }));
+  const all = await runWeeks([...strategies.map((strategy) => ({ fleet, workload, strategy, minuteSeries: false })), ...constantJobs], parallel, (r, job) => console.log(`${line(r)}${job.fleet === constantFleet && loading !== undefined ? "  [constant delays]" : r.loading === undefined ? "" : `  [loading ${JSON.stringify(r.loading.counters)}]`}`));
+  const week = all.slice(0, strategies.length);
+  const constant = all.slice(strategies.length);
   const by = (name: string) => week.find((r) => r.strategy === name)!;
   const ua = by("lt-ua");
   const versus = (r: WeekResult, b: WeekResult) => ({
@@ -104,6 +122,16 @@ async function main(): Promise<void> {
     batchAllWithinDeadline: true,
     burstLtUaRecoversNoLaterThanReactiveHpa: true,
   };
+  // Issue 12: LT-UA against reactive with the loading source in the loop, beside the same pair on constant delays.
+  const LOADING_AIM = { instanceHoursReduction: 0.3, p95TtftRatioAtMost: 1.05 };
+  const loadingFigures =
+    loading === undefined
+      ? undefined
+      : { source: loading.source, withLoading: versus(ua, by("reactive")), constantDelays: versus(constant[1]!, constant[0]!), aim: LOADING_AIM, counters: Object.fromEntries(week.map((r) => [r.strategy, r.loading?.counters ?? null])) };
+  if (loadingFigures !== undefined) {
+    const f = (v: ReturnType<typeof versus>) => `${(v.instanceHoursReduction * 100).toFixed(1)}% fewer instance-hours, IW p95 TTFT × ${v.p95TtftRatio}`;
+    console.log(`loading ${loading!.source}: LT-UA vs reactive ${f(loadingFigures.withLoading)}; on constant delays (today's figure, same bench) ${f(loadingFigures.constantDelays)}; aim ≥ ${LOADING_AIM.instanceHoursReduction * 100}% at × ≤ ${LOADING_AIM.p95TtftRatioAtMost}`);
+  }
   const vsReactive = versus(ua, by("reactive"));
   const vsHpa = versus(ua, by("reactive-hpa"));
   const checks = {
@@ -112,6 +140,7 @@ async function main(): Promise<void> {
     batchAllWithinDeadline: ua.batch.allWithinDeadline,
     burst: recovery["lt-ua"]! <= recovery["reactive-hpa"]!,
     fullWeek: workload.days === 7,
+    ...(loading === undefined ? {} : { loadingAim: loadingFigures!.withLoading.instanceHoursReduction >= LOADING_AIM.instanceHoursReduction && loadingFigures!.withLoading.p95TtftRatio <= LOADING_AIM.p95TtftRatioAtMost && loadingFigures!.withLoading.unserved <= loadingFigures!.withLoading.baselineUnserved }),
   };
   const figures = {
     bench: "strategies",
@@ -124,6 +153,7 @@ async function main(): Promise<void> {
     batchAllWithinDeadline: Object.fromEntries(week.map((r) => [r.strategy, r.batch.allWithinDeadline])),
     burstRecoveryMin: Object.fromEntries(strategies.map((k) => [k, finite(recovery[k]!)])),
     burstUnserved,
+    ...(loadingFigures === undefined ? {} : { loading: loadingFigures }),
     checks,
   };
   const met = Object.values(checks).every(Boolean);

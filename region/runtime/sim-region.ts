@@ -204,6 +204,23 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
     return new SimEngine({ instanceId: id, model, gpu, tp: gpusOf(model, gpu), clock, ...settings, ...(o.events === undefined ? {} : { events: o.events }), ...(passOverheadMs > 0 ? { passOverheadMs } : {}) });
   };
   let actuatorRef: SimActuator | undefined;
+  // Serving engines per model/gpu, rebuilt only after a state change: every telemetry report asks (expectedScaleOutMs).
+  let servingCache: { version: number; engines: number; byKey: Map<string, SimEngine[]> } | undefined;
+  const servingEngines = (): Map<string, SimEngine[]> => {
+    const version = actuatorRef?.version ?? -1;
+    if (servingCache?.version === version && servingCache.engines === engines.size) return servingCache.byKey;
+    const byKey = new Map<string, SimEngine[]>();
+    for (const i of actuatorRef?.instances() ?? []) {
+      const e = i.state === "serving" ? engines.get(i.id) : undefined;
+      if (e === undefined) continue;
+      const key = `${i.model}/${i.gpu}`;
+      const list = byKey.get(key);
+      if (list === undefined) byKey.set(key, [e]);
+      else list.push(e);
+    }
+    servingCache = { version, engines: engines.size, byKey };
+    return byKey;
+  };
   const loading =
     o.loading === undefined
       ? undefined
@@ -211,7 +228,7 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
           clock,
           gateway,
           gpusOf,
-          servingEngines: (model, gpu) => (actuatorRef?.instances() ?? []).filter((i) => i.state === "serving" && i.model === model && i.gpu === gpu).flatMap((i) => engines.get(i.id) ?? []),
+          servingEngines: (model, gpu) => servingEngines().get(`${model}/${gpu}`) ?? [],
           newEngine,
         });
   const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {

@@ -75,9 +75,11 @@ describe("week replay (3 h, real policies)", () => {
     const c = r.loading!.counters;
     expect(c.scaleOuts).toBeGreaterThan(0);
     expect(c.instancesLoaded).toBeGreaterThanOrEqual(c.scaleOuts);
-    // each new instance pairs with a serving one while it loads, and the pair plans its prefills by zigzag
+    // each new instance pairs with a serving one while it loads, and the pair plans the prefills it shares
+    // (zigzag's ILP only for episodes of several batches: a one-batch episode takes best effort's split)
     expect(c.pairs).toBeGreaterThan(0);
-    expect(c.zigzagEpisodes).toBeGreaterThan(0);
+    expect(c.episodes).toBeGreaterThan(0);
+    expect(c.zigzagEpisodes).toBeLessThanOrEqual(c.episodes);
     const served = Object.values(r.models).reduce((s, m) => s + m.ttftMs.count, 0);
     expect(served + r.requests.interactiveUnserved).toBe(r.requests.interactive);
     expect(r.requests.interactiveUnserved).toBe(0);

@@ -268,13 +268,17 @@ describe("SimEngineCore: a pair's KV reach", () => {
     const first: Record<string, number> = {};
     for (const id of ["a", "b", "c", "d"]) core.submit({ id, promptTokens: 100, maxTokens: 20, priority: 0 }, { onFirstToken: (t) => (first[id] = t) });
     clock.advanceToSync(1);
-    // 4 × 120 = 480 ≤ 2 × 250: all four admitted in one episode
-    expect(core.stats()).toMatchObject({ running: 4, waiting: 0, kvBytesCapacity: 500 * core.profile.kvBytesPerToken });
+    // 4 × 120 = 480 ≤ 2 × 250: all four admitted in one episode, each keeping half its KV here (the peer holds the rest);
+    // the stats are this instance's own memory: 400 prompt tokens in prefill × 0.5 over its own 250
+    expect(core.stats()).toMatchObject({ running: 4, waiting: 0, kvBytesCapacity: 250 * core.profile.kvBytesPerToken, kvBytesUsed: 200 * core.profile.kvBytesPerToken });
     active = false;
+    // after the pairing, their shares stay where they are: 240 of 250 here, so a whole 120-token request does not fit
+    expect(core.kvUtilization()).toBeLessThanOrEqual(1);
     core.submit({ id: "e", promptTokens: 100, maxTokens: 20, priority: 0 }, { onFirstToken: (t) => (first.e = t) });
     clock.runUntilIdleSync();
     expect([first.a, first.b, first.c, first.d]).toEqual([100, 200, 300, 400]);
-    // e waits until the others finish (480 reserved > 250 of its own), then prefills alone
+    // e waits until the others finish (240 of its own cache held + 120 > 250), then prefills alone
     expect(first.e).toBeGreaterThan(400 + 19 * 10);
+    expect(core.stats()).toMatchObject({ kvBytesUsed: 0, running: 0 });
   });
 });

@@ -64,8 +64,10 @@ export interface EpisodePlanner {
   /**
    * How much further this instance's KV cache reaches at `atMs` (≥ 1): with the peer holding T of L layers, each
    * admitted token keeps only (L − T)/L of its KV here, the rest on the peer, so the same memory holds L/(L − T)
-   * times the tokens. Requests admitted under it keep their KV where it is until they finish (no preemption): after
-   * the pairing ends the instance admits nothing new until its reservations fit its own cache again.
+   * times the tokens. A request admitted under it keeps that share here (SimRequest.localShare) until it finishes (no
+   * preemption, no migration): after the pairing ends new requests take whole tokens from what its own cache has
+   * left, and the stats report this instance's own memory — the share of the KV in use that it holds, over its own
+   * capacity — never the peer's.
    */
   kvScale?(atMs: number): number;
 }
@@ -96,6 +98,8 @@ export class SimEngineCore implements HandleHost {
   /** Nominal time of the last phase end or start processed; arrivals cannot be placed before it. */
   private lastEventMs = Number.NEGATIVE_INFINITY;
   private reservedTokens = 0;
+  /** Σ over admitted requests of their reservation × localShare: what they hold of this instance's own cache. */
+  private reservedLocal = 0;
   /** Σ prompt + generated of `running` at the segment start, and Σ maxTokens − generated. */
   private runningCtx = 0;
   private runningRemaining = 0;
@@ -165,8 +169,10 @@ export class SimEngineCore implements HandleHost {
     this.sync();
     const k = this.itersNow();
     return {
-      kvBytesUsed: (this.runningCtx + this.running.length * k + this.prefillTokens) * this.profile.kvBytesPerToken,
-      kvBytesCapacity: this.kvCapacityAt(this.clock.now()) * this.profile.kvBytesPerToken,
+      // KV of the admitted requests in this instance's own memory: those admitted while paired hold part of it on the
+      // peer, so the tokens in use are scaled by the reservations' mean local share (exactly 1 when none was).
+      kvBytesUsed: (this.runningCtx + this.running.length * k + this.prefillTokens) * this.localFraction() * this.profile.kvBytesPerToken,
+      kvBytesCapacity: this.capacityTokens * this.profile.kvBytesPerToken,
       running: this.running.length + this.prefillCount,
       waiting: this.waiting.count,
       remainingTokens: this.waiting.remainingTokens + this.prefillRemaining + this.runningRemaining - this.running.length * k,
@@ -286,15 +292,20 @@ export class SimEngineCore implements HandleHost {
     else if (p.kind === "decode") this.endSegment(p.endMs, p.nEnd);
   }
 
-  /** KV tokens this instance can reserve at `atMs`: its own cache, stretched while a loading peer shares layers. */
-  private kvCapacityAt(atMs: number): number {
+  /** The share of an admitted token's KV this instance keeps at `atMs`: 1, or 1/kvScale while a loading peer shares layers. */
+  private localShareAt(atMs: number): number {
     const lw = this.layerwise;
-    if (lw?.kvScale === undefined || !lw.active(atMs)) return this.capacityTokens;
-    return this.capacityTokens * Math.max(1, lw.kvScale(atMs));
+    if (lw?.kvScale === undefined || !lw.active(atMs)) return 1;
+    return 1 / Math.max(1, lw.kvScale(atMs));
+  }
+
+  /** reservedLocal / reservedTokens (1 with nothing reserved). */
+  private localFraction(): number {
+    return this.reservedTokens > 0 ? Math.min(1, this.reservedLocal / this.reservedTokens) : 1;
   }
 
   private fits(r: SimRequest, admitted: number, batchCount: number, batchTokens: number): boolean {
-    if (this.reservedTokens + r.promptTokens + r.maxTokens > this.kvCapacityAt(this.lastEventMs)) return false;
+    if (this.reservedLocal + (r.promptTokens + r.maxTokens) * this.localShareAt(this.lastEventMs) > this.capacityTokens + 1e-9) return false;
     if (this.running.length + admitted >= this.maxBatch) return false;
     return batchCount === 0 || batchTokens + r.promptTokens <= this.maxPrefillTokens;
   }
@@ -313,7 +324,9 @@ export class SimEngineCore implements HandleHost {
       if (r === undefined || !this.fits(r, admitted + batch.length, batch.length, tokens)) break;
       this.waiting.leave(r);
       r.state = "prefill";
+      r.localShare = this.localShareAt(this.lastEventMs);
       this.reservedTokens += r.promptTokens + r.maxTokens;
+      this.reservedLocal += (r.promptTokens + r.maxTokens) * r.localShare;
       this.prefillTokens += r.promptTokens;
       this.prefillCount++;
       this.prefillRemaining += r.promptTokens + r.maxTokens;
@@ -427,10 +440,17 @@ export class SimEngineCore implements HandleHost {
     if (this.phase.kind === "idle") this.step(atMs);
   }
 
+  /** Frees a request's KV reservation (its whole tokens, and its share of this instance's own cache). */
+  private release(r: SimRequest): void {
+    this.reservedTokens -= r.promptTokens + r.maxTokens;
+    this.reservedLocal -= (r.promptTokens + r.maxTokens) * r.localShare;
+    if (this.reservedTokens <= 0) this.reservedLocal = 0; // no drift from float sums once empty
+  }
+
   private finish(r: SimRequest, atMs: number): void {
     r.state = "done";
     r.doneAtMs = atMs;
-    this.reservedTokens -= r.promptTokens + r.maxTokens;
+    this.release(r);
     r.handlers.onDone?.(atMs, r.generated);
   }
 
@@ -458,7 +478,7 @@ export class SimEngineCore implements HandleHost {
       // It may have been the head that blocked the queue: let the next one in at the next boundary.
       if (this.phase.kind === "decode" && this.admissible()) this.cutAtNextBoundary(now);
     } else if (prev === "prefill") {
-      this.reservedTokens -= r.promptTokens + r.maxTokens;
+      this.release(r);
       this.prefillTokens -= r.promptTokens;
       this.prefillRemaining -= r.promptTokens + r.maxTokens;
       this.prefillCount--;
@@ -469,7 +489,7 @@ export class SimEngineCore implements HandleHost {
       this.runningRemaining -= r.maxTokens - r.generated;
       r.generated += k;
       this.generatedBase += k;
-      this.reservedTokens -= r.promptTokens + r.maxTokens;
+      this.release(r);
       this.cutAtNextBoundary(now);
     }
     r.state = "cancelled";

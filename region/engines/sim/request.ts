@@ -27,6 +27,11 @@ export class SimRequest {
   generated = 0;
   firstTokenAtMs = -1;
   doneAtMs = -1;
+  /**
+   * The share of its KV this instance holds (1; below 1 when admitted while a loading peer ran some of its layers:
+   * the rest stays on the peer until the request ends, BlitzScale §5.2 / core.ts EpisodePlanner.kvScale).
+   */
+  localShare = 1;
   constructor(
     readonly id: string,
     readonly promptTokens: number,

@@ -6,7 +6,8 @@
 import type { Command } from "../command.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock, type Clock } from "../../core/clock.js";
-import { loadConfig, type TidegateConfig } from "../../core/config.js";
+import { loadConfig, regionLoading, type TidegateConfig } from "../../core/config.js";
+import { schedulerOf } from "../../region/liveload/config.js";
 import type { Logger } from "../../core/log.js";
 import { loggerFromFlags, portFromFlags } from "../flags.js";
 import type { GenerateRequest, RegionLink } from "../../core/ports.js";
@@ -64,6 +65,15 @@ export interface DevStackOptions {
   sim?: SimFleetSettings;
   /** Each routing decision in a region's gateway (a trace, a test). */
   onRouted?: (region: RegionName, req: GenerateRequest, instanceId: string) => void;
+}
+
+/** The sim regions' loading sources for dev's banner ("" when none is configured). */
+function loadingLine(config: TidegateConfig): string {
+  const parts = config.regions.flatMap((r) => {
+    const l = regionLoading(config, r.name);
+    return l === undefined ? [] : [`${r.name} ${l.source}/${schedulerOf(l)}`];
+  });
+  return parts.length === 0 ? "" : `; loads from ${parts.join(", ")}`;
 }
 
 /** Dev's sim fleet: SageServe §7.1's delays, seed 1, weights where a model is served, no spot; HiGHS for zigzag loading. */
@@ -249,7 +259,7 @@ export const command: Command = {
             `  (the dev log prints each scaling step: "scaling step", "transfer finished", "instance serving")\n` +
             `parameters (scaled for this machine): ${parameterScaleLines(config).join("; ")}\n`
           : config.controller.actuator === "sim"
-            ? `instances and scaling (simulated actuator, SageServe deploy delays): curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n`
+            ? `instances and scaling (simulated actuator, SageServe deploy delays${loadingLine(config)}): curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n`
             : ""),
     );
     const sig = await stopped;

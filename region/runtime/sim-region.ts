@@ -5,8 +5,9 @@
  * standing in for node agents and the data plane. What the agents do live — start an engine when an instance comes
  * up, stop routing to a draining one and stop its engine once idle — this file does for simulated engines
  * (region/engines/sim) in the same process: an instance that starts serving gets a fresh SimEngine in the gateway;
- * a draining one takes no new work and becomes spot once its engine is idle (checked every `drainCheckMs`). With
- * `loading` set, loads follow a loading source and loading instances serve partially (sim-loading.ts).
+ * a draining one takes no new work and becomes spot once its engine is idle (checked every `drainCheckMs`). With a
+ * loading source — `loading`, else the config's `regions[].loading` / `controller.loading` — loads follow it and
+ * loading instances serve partially (sim-loading.ts).
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { regionLoading, regionModels, type TidegateConfig } from "../../core/config.js";
@@ -61,8 +62,13 @@ export interface SimRegionOptions {
   onRouted?: (req: GenerateRequest, instanceId: string) => void;
   /** Scaling actions and failures (the region metrics `tidegate region` exports), and request outcomes. */
   metrics?: RuntimeMetricsSink & { outcome?(model: string, outcome: RequestOutcome): void };
-  /** Where loads come from and what loading instances do (sim-loading.ts); default: the configured delays. */
+  /**
+   * Where loads come from and what loading instances do (sim-loading.ts); default: the config's (`regions[].loading`,
+   * else `controller.loading`), else the configured delays.
+   */
   loading?: SimLoadingSettings;
+  /** HiGHS, when the loading runs the zigzag scheduler without a solver of its own. */
+  solver?: Solver;
 }
 
 export interface SimRegion {
@@ -150,19 +156,19 @@ export function startSimFleet(o: SimFleetOptions): SimFleetRegion[] {
       ...(o.onAction === undefined ? {} : { onAction: (a: ControllerAction) => o.onAction!(ri, a) }),
       ...(o.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => o.onRouted!(rc.name, req, id) }),
       ...(o.metrics === undefined ? {} : { metrics: o.metrics(rc.name) }),
-      ...loadingOf(o, rc.name),
+      ...(o.loading === undefined ? {} : { loading: o.loading }),
+      ...(o.solver === undefined ? {} : { solver: o.solver }),
     });
     const link = new InProcessRegionLink(sim.runtime.service, { clock: o.clock, telemetryIntervalMs: o.telemetryIntervalMs ?? 1000, ...(o.log === undefined ? {} : { log: o.log }) });
     return { name: rc.name, sim, link };
   });
 }
 
-/** Region `name`'s loading settings in a fleet: the fleet-wide override, else the config's, with the fleet's solver. */
-function loadingOf(o: SimFleetOptions, name: RegionName): { loading?: SimLoadingSettings } {
-  const loading: SimLoadingSettings | undefined = o.loading ?? regionLoading(o.config, name);
-  if (loading === undefined) return {};
-  if (loading.solver !== undefined || o.solver === undefined) return { loading };
-  return { loading: { ...loading, solver: o.solver } };
+/** The region's loading settings: the caller's, else the config's, with the caller's solver when they bring none. */
+function loadingOf(o: SimRegionOptions): SimLoadingSettings | undefined {
+  const loading: SimLoadingSettings | undefined = o.loading ?? regionLoading(o.config, o.region);
+  if (loading === undefined || loading.solver !== undefined || o.solver === undefined) return loading;
+  return { ...loading, solver: o.solver };
 }
 
 /** Whether any region of `config` loads with the zigzag scheduler (whose episodes HiGHS plans: pass a solver). */
@@ -221,10 +227,11 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
     servingCache = { version, engines: engines.size, byKey };
     return byKey;
   };
+  const loadingSettings = loadingOf(o);
   const loading =
-    o.loading === undefined
+    loadingSettings === undefined
       ? undefined
-      : newRegionLoading(o.region, o.loading, {
+      : newRegionLoading(o.region, loadingSettings, {
           clock,
           gateway,
           gpusOf,

@@ -13,8 +13,9 @@
  * }
  *
  * Who uses it: the `sim` actuator (`tidegate dev` with controller.actuator "sim", the trace and week replays) through
- * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself and refuses a `loading` key
- * other than `network` (region/runtime/runtime.ts), so a config never names a source nothing runs.
+ * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself and refuses at start-up a
+ * `loading` key other than `network` stop-the-world (assertDataPlaneLoading below; region/runtime/in-process.ts,
+ * region/process/agents.ts). A `static` region never scales, so it never loads.
  */
 import { TidegateError } from "../../core/errors.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";

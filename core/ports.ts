@@ -1,6 +1,7 @@
 /**
  * The ports between tiers (DESIGN "Ports and their adapters"). Adapters live in their tiers; these are the shapes.
  */
+import type { LayerwiseControl } from "../region/liveload/live-pair.js";
 import type { GpuType, ModelName, RegionName } from "./models.js";
 
 /** Priority 0: interactive, and batch promoted by age. Priority 1: batch. (SageServe §6.3) */
@@ -87,6 +88,12 @@ export interface Engine {
    * engine says false as not serving until it says true again (region/process/engine-health.ts).
    */
   healthy?(): boolean | undefined;
+  /**
+   * Optional serve-while-loading control (issue 12; region/liveload/live-pair.ts): the region pairs this serving
+   * engine with a loading instance of its model and updates the pairing as the new instance's blocks arrive.
+   * Engines without it (a real vLLM) serve alone while a peer loads.
+   */
+  layerwise?: LayerwiseControl;
   /** Releases connections/timers. Idempotent. */
   close(): Promise<void>;
 }

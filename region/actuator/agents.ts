@@ -8,6 +8,9 @@
  *   then nodes already holding its blocks — an O(1) host-cache hit — then the most free slots); `provisioning`.
  * - loading: unless the node already holds a complete copy, it joins the model's next multicast plan (the region's
  *   TransferQueue batches every target of a controller pass into one plan, from the parameter pool's sources).
+ * - serve while loading (a `blitzscale` loading key: liveload/live-pairs.ts): while its blocks arrive, the new
+ *   instance is paired with a serving engine of the model, which shares the prefill of its queue with it layer by
+ *   layer (BlitzScale §5.2), updated at every block the data plane reports; the pairing ends when it serves.
  * - serving: the agent starts the engine (engine-sim, or the configured command template); once it answers its
  *   health check within `startTimeoutMs` the gateway adds it and routes to it.
  * - drain: the gateway stops routing to it, in-flight streams finish, the engine is stopped; the instance becomes
@@ -34,6 +37,8 @@ import { TransferQueue } from "../pool/queue.js";
 import { runTransfer, type ModelParameters, type MulticastPolicy, type TransferResult } from "../pool/transfer.js";
 import { NodeRegistry } from "./nodes.js";
 import { idealSeconds } from "../multicast/ideal.js";
+import { LivePairs, type LivePairCounters } from "../liveload/live-pairs.js";
+import type { PairScheduler } from "../liveload/pairing.js";
 import type { InstanceListener, InstanceRecord, NodeListing, RuntimeActuator, ScaleFailure, ScalingHooks } from "./port.js";
 
 export type { NodeListing, ScaleFailure } from "./port.js";
@@ -74,6 +79,11 @@ export interface AgentsActuatorOptions {
   /** How often a draining instance's in-flight streams and a starting engine's health are checked (default 100 ms). */
   pollMs?: number;
   onChange?: InstanceListener;
+  /**
+   * Serve while loading (the region's `loading` key with a best-effort or zigzag scheduler): pair each loading
+   * instance with a serving engine of its model (liveload/live-pairs.ts). Absent: new instances load stop-the-world.
+   */
+  layerwise?: { scheduler: PairScheduler; hopMsPerToken(model: ModelName): number; ttlMs?: number };
   /** Each finished transfer (for logs, metrics and the bench). */
   onTransfer?(r: TransferResult): void;
 }
@@ -106,9 +116,27 @@ export class AgentsActuator implements RuntimeActuator {
   /** Per endpoint `model/gpu`: the last measured scale-out, decision to serving (ms). */
   private readonly measuredScaleOutMs = new Map<string, number>();
   private hooks: ScalingHooks = {};
+  /** Live serve-while-loading pairings (undefined: stop-the-world). */
+  readonly pairs: LivePairs | undefined;
 
   constructor(private readonly o: AgentsActuatorOptions) {
     this.region = o.region;
+    if (o.layerwise !== undefined)
+      this.pairs = new LivePairs({
+        clock: o.clock,
+        log: o.log,
+        scheduler: o.layerwise.scheduler,
+        hopMsPerToken: (m) => o.layerwise!.hopMsPerToken(m),
+        ...(o.layerwise.ttlMs === undefined ? {} : { ttlMs: o.layerwise.ttlMs }),
+        serving: (model, gpu) =>
+          o.gateway
+            .instances()
+            .filter((i) => i.model === model && i.gpu === gpu && i.state === "serving")
+            .flatMap((i) => {
+              const engine = o.gateway.engine(i.instanceId);
+              return engine === undefined ? [] : [{ instanceId: i.instanceId, engine, inFlight: i.inFlight }];
+            }),
+      });
     this.pool = new ParameterPool({ minHostCopies: o.minHostCopies ?? 1 });
     this.queue = new TransferQueue((p, targets) =>
       runTransfer(p, targets, {
@@ -195,7 +223,12 @@ export class AgentsActuator implements RuntimeActuator {
     if (measured !== undefined) return measured;
     const p = this.o.models.get(model);
     if (p === undefined) return undefined;
-    return (1000 * idealSeconds("chain", { totalBytes: p.totalBytes, blockCount: p.blockCount, nodes: 2, linkBytesPerS: this.o.policy.linkBytesPerS }));
+    return this.idealTransferMs(p);
+  }
+
+  /** The data plane's ideal time to move the model over one link (BlitzScale chain, one target: M/B), ms. */
+  private idealTransferMs(p: ModelParameters): number {
+    return 1000 * idealSeconds("chain", { totalBytes: p.totalBytes, blockCount: p.blockCount, nodes: 2, linkBytesPerS: this.o.policy.linkBytesPerS });
   }
 
   /** Whether the instance's node holds `model`'s complete blocks (the controller prefers such a spot to redeploy). */
@@ -253,8 +286,9 @@ export class AgentsActuator implements RuntimeActuator {
   }
 
   /** What the admin listing shows: instances, nodes with slots and stores, recent failures. */
-  listing(): { instances: AgentInstance[]; nodes: NodeListing[]; failures: ScaleFailure[] } {
+  listing(): { instances: AgentInstance[]; nodes: NodeListing[]; failures: ScaleFailure[]; layerwise?: { counters: LivePairCounters; active: ReturnType<LivePairs["active"]> } } {
     return {
+      ...(this.pairs === undefined ? {} : { layerwise: { counters: { ...this.pairs.counters }, active: this.pairs.active() } }),
       instances: [...this.byId.values()].map((i) => ({ ...i })),
       nodes: this.nodes.all().map((n) => ({
         nodeId: n.nodeId,
@@ -300,6 +334,7 @@ export class AgentsActuator implements RuntimeActuator {
         if (inst.state === "provisioning") this.transition(inst, "loading", "waiting for blocks");
         else inst.detail = "waiting for blocks";
         const blocks = this.queue.want(params, inst.node);
+        this.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.idealTransferMs(params));
         // engine-sim starts while the blocks arrive (its process start overlaps the transfer) and turns healthy once
         // they are all here; a real engine (a command template) starts after them.
         const early = e.commandTemplate === undefined ? handle.startEngine({ ...spec, awaitBlocks: true }) : undefined;
@@ -400,6 +435,7 @@ export class AgentsActuator implements RuntimeActuator {
     if (this.byId.get(inst.id) !== inst) return;
     void this.stopEngine(inst);
     this.byId.delete(inst.id);
+    this.pairs?.end(inst.id);
     // No bring-up is under way for a serving or spot instance: nothing will read its cancel mark.
     if (inst.state === "serving" || inst.state === "spot") this.cancelled.delete(inst.id);
     this.view = undefined;
@@ -550,7 +586,11 @@ export class AgentsActuator implements RuntimeActuator {
   }
 
   private onBlock(model: string, node: string, block: number): void {
-    for (const i of this.byId.values()) if (i.node === node && i.model === model && i.state === "loading") i.detail = `receiving blocks (last: ${block})`;
+    for (const i of this.byId.values()) {
+      if (i.node !== node || i.model !== model || i.state !== "loading") continue;
+      i.detail = `receiving blocks (last: ${block})`;
+      this.pairs?.block(i.id, block);
+    }
   }
 
   /** Lists a scaling problem found elsewhere (e.g. the controller has nowhere to put an instance). */
@@ -586,6 +626,7 @@ export class AgentsActuator implements RuntimeActuator {
 
   private changed(inst: AgentInstance, from: InstanceState | undefined): void {
     this.view = undefined;
+    if (from === "loading" && inst.state !== "loading") this.pairs?.end(inst.id);
     this.o.onChange?.(inst, from);
   }
 }

@@ -4,6 +4,7 @@
  * the region's clock) in place of engine processes. The rules match the agent process: an engine starts only on a
  * complete, checksum-verified block store of its model, and only in free GPU slots.
  */
+import { HighsSolver } from "../../planner/solver.js";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
@@ -109,7 +110,7 @@ export class InProcessAgent implements AgentHandle {
     if (store === undefined || this.o.agent.store(e.spec.model).presentCount() < store.blockCount) return undefined;
     store.lastUsedMs = this.o.clock.now();
     const spec = e.spec;
-    e.engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale, ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
+    e.engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale, solver: () => HighsSolver.create(), ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
     e.info.state = "running";
     e.info.detail = `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks`;
     return e.engine;

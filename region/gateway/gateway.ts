@@ -241,6 +241,11 @@ export class Gateway {
     return rec.engine;
   }
 
+  /** The engine of an instance in the gateway, if any. */
+  engine(instanceId: string): Engine | undefined {
+    return this.byId.get(instanceId)?.engine;
+  }
+
   /** Every instance, in endpoint order. */
   instances(): InstanceView[] {
     const out: InstanceView[] = [];

@@ -7,7 +7,7 @@ import { HighsSolver } from "../../planner/solver.js";
 import { SAGESERVE_DELAYS } from "../actuator/sim.js";
 import { startInProcessRegion } from "../runtime/in-process.js";
 import { configNeedsSolver, startSimFleet } from "../runtime/sim-region.js";
-import { assertDataPlaneLoading, namedLoading, parseLoadingConfig, schedulerOf } from "./config.js";
+import { dataPlaneScheduler, namedLoading, parseLoadingConfig, schedulerOf } from "./config.js";
 import { TABLE1_CLUSTER_A } from "./sources.js";
 
 const config = (patch: unknown) => parseConfig(mergeOverDefault(patch));
@@ -80,9 +80,13 @@ describe("the loading configuration key (controller.loading, regions[].loading)"
     for (const r of plain) await r.sim.close();
   });
 
-  it("the agents actuator refuses a source it does not run, naming the region; network stop-the-world is its own", () => {
-    expect(() => assertDataPlaneLoading("a", parseLoadingConfig({ source: "network" }, "x"))).not.toThrow();
-    expect(() => assertDataPlaneLoading("a", undefined)).not.toThrow();
+  it("the agents actuator runs network and blitzscale (stop-the-world, best-effort, zigzag) and refuses the rest, naming the region", () => {
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "network" }, "x"))).toBe("stop-the-world");
+    expect(dataPlaneScheduler("a", undefined)).toBe("stop-the-world");
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "blitzscale" }, "x"))).toBe("zigzag");
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "blitzscale", scheduler: "best-effort" }, "x"))).toBe("best-effort");
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "network", scheduler: "zigzag" }, "x"))).toBe("zigzag");
+    for (const source of ["ssd", "allcache"]) expect(() => dataPlaneScheduler("a", parseLoadingConfig({ source }, "x"))).toThrow(/^region a: loading /);
     const e = (() => {
       try {
         startInProcessRegion({ config: config({ controller: { loading: { source: "lambdascale" } } }), region: "us-east", clock: new VirtualClock(0), log: silentLogger });

@@ -13,9 +13,10 @@
  * }
  *
  * Who uses it: the `sim` actuator (`tidegate dev` with controller.actuator "sim", the trace and week replays) through
- * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself and refuses at start-up a
- * `loading` key other than `network` stop-the-world (assertDataPlaneLoading below; region/runtime/in-process.ts,
- * region/process/agents.ts). A `static` region never scales, so it never loads.
+ * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself (the `network` source) and
+ * takes `network` or `blitzscale` with the stop-the-world, best-effort or zigzag scheduler, pairing loading instances
+ * with serving engines live (liveload/live-pairs.ts); it refuses any other key at start-up (dataPlaneScheduler below;
+ * region/runtime/in-process.ts, region/process/agents.ts). A `static` region never scales, so it never loads.
  */
 import { TidegateError } from "../../core/errors.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
@@ -58,13 +59,17 @@ export function parseLoadingConfig(v: unknown, path: string): LoadingConfig | un
 }
 
 /**
- * The `agents` actuator's check: its instances load over the data plane (the parameter pool's multicast) and serve
- * once loaded, which is the `network` source with `stop-the-world`. Any other loading key is refused at start-up
- * (naming the region) rather than run as something else.
+ * The `agents` actuator's live scheduler for a region's loading key. Its instances load over the data plane (the
+ * parameter pool's multicast: the `network` source, and `blitzscale`'s network half); `stop-the-world` serves once
+ * loaded, `best-effort` and `zigzag` pair each loading instance with a serving engine (liveload/live-pairs.ts).
+ * Anything else (ssd, allcache: another place to load from; lambdascale: binomial multicast with execution
+ * pipelines) is refused at start-up, naming the region, rather than run as something else.
  */
-export function assertDataPlaneLoading(region: string, loading: LoadingConfig | undefined): void {
-  if (loading === undefined || (loading.source === "network" && schedulerOf(loading) === "stop-the-world")) return;
-  throw new TidegateError("invalid_config", `region ${region}: loading ${loading.source}/${schedulerOf(loading)} runs only on the sim actuator (controller.actuator "sim", the replays); the agents actuator loads over the data plane and serves once loaded (loading.source "network", scheduler "stop-the-world")`);
+export function dataPlaneScheduler(region: string, loading: LoadingConfig | undefined): "stop-the-world" | "best-effort" | "zigzag" {
+  if (loading === undefined) return "stop-the-world";
+  const s = schedulerOf(loading);
+  if ((loading.source === "network" || loading.source === "blitzscale") && (s === "stop-the-world" || s === "best-effort" || s === "zigzag")) return s;
+  throw new TidegateError("invalid_config", `region ${region}: loading ${loading.source}/${s} runs only on the sim actuator (controller.actuator "sim", the replays); the agents actuator loads over the data plane: loading.source "network" or "blitzscale", scheduler "stop-the-world", "best-effort" or "zigzag"`);
 }
 
 /** What a `--loading` flag takes: a source name (with Table 1's bandwidths and its own scheduler) or `none`. */

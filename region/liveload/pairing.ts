@@ -50,20 +50,39 @@ export interface EpisodeRecord {
 
 export class LoadingPair implements EpisodePlanner {
   readonly maxEpisodeBatches: number;
-  private readonly groupArrivalMs: number[];
-  readonly loadedAtMs: number;
+  private readonly groups: number;
+  private groupArrivalMs: number[] = [];
+  /** When the target holds every layer: the pairing ends then (Infinity while a live load's end is not known). */
+  loadedAtMs = Number.POSITIVE_INFINITY;
   /** Every episode planned (bounded: the last 1,000). */
   readonly episodes: EpisodeRecord[] = [];
   episodesPlanned = 0;
+  /** Episodes whose zigzag configuration was used (not best effort's fallback). */
+  zigzagPlanned = 0;
 
   constructor(private readonly o: PairOptions) {
     const L = o.layerArrivalMs.length;
     if (L < 1) throw new RangeError("a loading pair needs at least one layer");
     if (o.scheduler === "zigzag" && o.solver === undefined) throw new RangeError("zigzag needs a solver");
-    const G = Math.max(1, Math.min(L, o.groups ?? 16));
-    this.groupArrivalMs = Array.from({ length: G }, (_, g) => o.layerArrivalMs[Math.ceil(((g + 1) * L) / G) - 1]!);
-    this.loadedAtMs = o.layerArrivalMs[L - 1]!;
+    this.groups = Math.max(1, Math.min(L, o.groups ?? 16));
+    this.revise(o.layerArrivalMs, true);
     this.maxEpisodeBatches = o.maxEpisodeBatches ?? 8;
+  }
+
+  /**
+   * New arrival times for the layers (same count as at construction, clock ms, non-decreasing): live, the layers
+   * already here carry their measured arrival and the rest an estimate (liveload/live-pair.ts). `final` says the
+   * last entry is when the load ends; otherwise the pairing stays active until a revision says so, however late the
+   * estimate turns out.
+   */
+  revise(layerArrivalMs: readonly number[], final: boolean): void {
+    const L = layerArrivalMs.length;
+    if (L !== this.o.layerArrivalMs.length) throw new RangeError(`a loading pair of ${this.o.layerArrivalMs.length} layers got ${L} arrival times`);
+    for (let k = 0; k < L; k++)
+      if (!Number.isFinite(layerArrivalMs[k]) || (k > 0 && layerArrivalMs[k]! < layerArrivalMs[k - 1]!)) throw new RangeError("layer arrival times must be finite and non-decreasing");
+    const G = this.groups;
+    this.groupArrivalMs = Array.from({ length: G }, (_, g) => layerArrivalMs[Math.ceil(((g + 1) * L) / G) - 1]!);
+    this.loadedAtMs = final ? layerArrivalMs[L - 1]! : Number.POSITIVE_INFINITY;
   }
 
   active(atMs: number): boolean {
@@ -105,6 +124,7 @@ export class LoadingPair implements EpisodePlanner {
       return startMs + l * unit + (t > 0 && t < G ? batches[i]!.tokens * this.o.hopMsPerToken : 0);
     });
     this.episodesPlanned++;
+    if (used === "zigzag") this.zigzagPlanned++;
     this.episodes.push({ startMs, targetGroups: r.targetLayers, ends, used });
     if (this.episodes.length > 1000) this.episodes.shift();
     return ends;

@@ -8,7 +8,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import type { Clock } from "../../core/clock.js";
 import { regionLoading, type TidegateConfig } from "../../core/config.js";
-import { assertDataPlaneLoading } from "../liveload/config.js";
+import { agentsLayerwise } from "../liveload/live-pairs.js";
 import type { Logger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import { AgentsActuator } from "../actuator/agents.js";
@@ -49,7 +49,7 @@ export function startAgentsRegion(o: {
   tls?: TlsFiles;
 }): AgentsRegion {
   const rc = o.config.regions.find((r) => r.name === o.region)!;
-  assertDataPlaneLoading(o.region, regionLoading(o.config, o.region));
+  const layerwise = agentsLayerwise(o.region, regionLoading(o.config, o.region));
   const gateway = new Gateway({ ...o.gatewayOptions, region: o.region, clock: o.clock, log: o.log });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   const e = o.config.engines;
@@ -72,6 +72,7 @@ export function startAgentsRegion(o: {
       },
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,
+    ...(layerwise === undefined ? {} : { layerwise }),
     minHostCopies: o.config.parameters.minHostCopies,
     onTransfer: (r) => o.metrics.transferred(r.completed.length * (o.config.parameters.models[r.model]?.bytes ?? 0)),
   });

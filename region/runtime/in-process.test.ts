@@ -11,11 +11,11 @@ import { bootstrapSurplus } from "./runtime.js";
 const MiB = 1 << 20;
 const MODEL = "llama3.2-3b";
 
-function config(over: { slotsTotal?: number; origin?: "pattern" | "none"; instances?: number } = {}): TidegateConfig {
+function config(over: { slotsTotal?: number; origin?: "pattern" | "none"; instances?: number; loading?: unknown } = {}): TidegateConfig {
   return parseConfig({
     models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
     regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: over.slotsTotal ?? 6 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: over.instances ?? 1, minInstances: 1, maxInstances: 3 }] }],
-    controller: { strategy: "lt-i", reconcileIntervalMs: 100, retryInitialMs: 200, retryMaxMs: 400, agentLostAfterMs: 1500 },
+    controller: { strategy: "lt-i", reconcileIntervalMs: 100, retryInitialMs: 200, retryMaxMs: 400, agentLostAfterMs: 1500, ...(over.loading === undefined ? {} : { loading: over.loading }) },
     engines: { timeScale: 0.01, startTimeoutMs: 3000 },
     parameters: { blockCount: 16, models: { [MODEL]: { bytes: 8 * MiB, origin: over.origin ?? "pattern", seed: 9 } } },
   });
@@ -107,6 +107,27 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(r.gateway.acceptTargets(plan(3, 2)).accepted).toBe(true);
     await until("a spot instance reclaimed", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 2);
     expect(r.runtime.actions.at(-1)).toMatchObject({ kind: "reclaim" });
+  });
+
+  it("serve while loading (loading blitzscale): the new instance pairs with the serving engine, updated at each block the data plane reports", async () => {
+    const clock = new WallClock();
+    const { log, lines } = recordingLogger();
+    region = startInProcessRegion({ config: config({ loading: { source: "blitzscale", scheduler: "best-effort" } }), region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    const r = region;
+    const source = r.runtime.actuator.instances().find((i) => i.state === "serving")!;
+    const engine = r.agents.map((a) => a.engine(source.id)).find((e) => e !== undefined)!;
+    expect(r.gateway.acceptTargets(plan(1, 2)).accepted).toBe(true);
+    const target = await until("2 serving", () => r.runtime.actuator.instances().find((i) => i.state === "serving" && i.id !== source.id));
+    const listing = r.runtime.actuator.listing().layerwise!;
+    expect(listing.counters).toMatchObject({ pairs: 1, failed: 0, unpaired: 0 });
+    // llama3.2-3b's 28 layers in 16 blocks: one update at the start, then one per block that completes a layer
+    expect(listing.counters.updates).toBeGreaterThanOrEqual(2);
+    const ended = engine.layerwise.status().ended!;
+    expect(ended).toMatchObject({ peer: target.id, why: "loaded" });
+    expect(ended.updates).toBe(listing.counters.updates);
+    expect(engine.core.paired).toBe(false);
+    expect(lines.some((l) => l.includes("pairing a loading instance with a serving one"))).toBe(true);
   });
 
   it("before any plan, only a surplus not serving yet is cancelled (bootstrapSurplus); serving engines are kept", () => {

@@ -6,7 +6,7 @@
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { regionLoading, type TidegateConfig } from "../../core/config.js";
-import { assertDataPlaneLoading } from "../liveload/config.js";
+import { agentsLayerwise } from "../liveload/live-pairs.js";
 import type { Logger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import { AgentsActuator } from "../actuator/agents.js";
@@ -48,7 +48,7 @@ export interface InProcessRegion {
 export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion {
   const rc = o.config.regions.find((r) => r.name === o.region);
   if (rc === undefined) throw new RangeError(`unknown region ${o.region}`);
-  assertDataPlaneLoading(o.region, regionLoading(o.config, o.region));
+  const layerwise = agentsLayerwise(o.region, regionLoading(o.config, o.region));
   const log = o.log.child({ region: o.region });
   // In-process engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), as replay does.
   const sink = o.metrics;
@@ -93,6 +93,7 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
       healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,
+    ...(layerwise === undefined ? {} : { layerwise }),
     minHostCopies: o.config.parameters.minHostCopies,
     ...(sink?.transferred === undefined ? {} : { onTransfer: (r: { model: string; completed: readonly unknown[] }) => sink.transferred!(r.completed.length * (o.config.parameters.models[r.model]?.bytes ?? 0)) }),
   });

@@ -26,7 +26,7 @@ import type { InstanceRecord } from "../actuator/port.js";
 import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/engine.js";
 import type { Gateway } from "../gateway/gateway.js";
-import { HIDDEN_SIZE } from "../keystage/stages.js";
+import { hopMsPerToken } from "../liveload/live-pairs.js";
 import { LoadingPair } from "../liveload/pairing.js";
 import { KeepAliveCache, LOADING_SOURCES, TABLE1_CLUSTER_A, loadEpisode, type LiveScheduler, type LoadBandwidths, type LoadModel, type LoadingSourceName } from "../liveload/sources.js";
 
@@ -70,14 +70,6 @@ export function zeroLoadingCounters(): SimLoadingCounters {
   return { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0 };
 }
 
-/** The model's hidden size (key-stage scaling's table), else the usual 12·layers·d² estimate from its parameters. */
-function hiddenSize(model: ModelName): number {
-  const known = HIDDEN_SIZE[model];
-  if (known !== undefined) return known;
-  const s = MODEL_SPECS[model];
-  return s === undefined ? 4096 : Math.sqrt(s.params / (12 * s.layers));
-}
-
 export class SimRegionLoading implements ActuatorLoading {
   readonly scheduler: LiveScheduler;
   readonly bandwidths: LoadBandwidths;
@@ -108,7 +100,7 @@ export class SimRegionLoading implements ActuatorLoading {
 
   /** Activation bytes of one token crossing the link between two instances, in ms. */
   private hopMsPerToken(model: ModelName): number {
-    return ((hiddenSize(model) * 2) / (this.bandwidths.rdmaBitsPerS / 8)) * 1000;
+    return hopMsPerToken(model, this.bandwidths);
   }
 
   /** One new instance's load, no host cache hit (read every telemetry pass: kept per model, gpu and source count). */

@@ -12,7 +12,8 @@ import type { Clock, Timer } from "../../../core/clock.js";
 import { ERROR_CODES, TidegateError, type ErrorCode } from "../../../core/errors.js";
 import { makeUsage } from "../../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, FinishReason, GenerateRequest } from "../../../core/ports.js";
-import { PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.js";
+import { LAYERWISE_PATH, PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.js";
+import type { LayerwiseControl, PairStatus } from "../../liveload/live-pair.js";
 import { VLLM_METRICS } from "../sim/metrics.js";
 import type { Logger } from "../../../core/log.js";
 import { BodyReader } from "./body-reader.js";
@@ -241,6 +242,24 @@ export class OpenAIHttpEngine implements Engine {
       this.remaining -= budget - counted;
       this.inFlight--;
     }
+  }
+
+  /**
+   * Serve-while-loading control over engine-sim's /tidegate/layerwise (region/liveload/live-pair.ts). A server
+   * without the route (vLLM) answers 404: not_found, and the region lets the new instance load stop-the-world.
+   */
+  readonly layerwise: LayerwiseControl = {
+    update: (spec) => this.control("POST", LAYERWISE_PATH, JSON.stringify(spec)),
+    end: (peer) => this.control("DELETE", `${LAYERWISE_PATH}?peer=${encodeURIComponent(peer)}`, undefined),
+  };
+
+  private async control(method: string, path: string, body: string | undefined): Promise<PairStatus> {
+    const res = await this.send(method, path, body, {}, AbortSignal.timeout(this.scrapeTimeoutMs * 2));
+    const status = res.statusCode ?? 0;
+    if (status === 200) return JSON.parse(await readAll(res)) as PairStatus;
+    const err = await upstreamError(res, status);
+    if (status === 404 && err.code !== "not_found") throw new TidegateError("not_found", `${this.url.origin} has no serve-while-loading control (404 on ${LAYERWISE_PATH}): ${err.message}`);
+    throw err;
   }
 
   async close(): Promise<void> {

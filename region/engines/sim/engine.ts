@@ -7,6 +7,8 @@ import type { Clock } from "../../../core/clock.js";
 import { TidegateError } from "../../../core/errors.js";
 import { makeUsage, syntheticToken } from "../../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../../core/ports.js";
+import type { Solver } from "../../../planner/solver.js";
+import { LayerwiseHost } from "../../liveload/live-pair.js";
 import { getProfile } from "../perf/model.js";
 import { SimEngineCore, type SimCoreOptions } from "./core.js";
 
@@ -29,6 +31,8 @@ export interface SimEngineOptions {
    * at completion, then `done` — the same times and usage with three events per request instead of one per token.
    */
   events?: "per-token" | "coalesced";
+  /** HiGHS for a live zigzag pairing (Engine.layerwise), created on first use; without it only best-effort pairs. */
+  solver?: () => Promise<Solver>;
 }
 
 /** 32-bit FNV-1a of a request id: the seed of its synthetic tokens. */
@@ -42,6 +46,8 @@ export class SimEngine implements Engine {
   readonly instanceId: string;
   readonly model: string;
   readonly core: SimEngineCore;
+  /** Live serve-while-loading pairings (Engine.layerwise; region/liveload/live-pair.ts). */
+  readonly layerwise: LayerwiseHost;
   private readonly clock: Clock;
   private readonly coalesced: boolean;
 
@@ -57,6 +63,7 @@ export class SimEngine implements Engine {
     if (opts.kvCapacityTokens !== undefined) coreOpts.kvCapacityTokens = opts.kvCapacityTokens;
     if (opts.passOverheadMs !== undefined) coreOpts.passOverheadMs = opts.passOverheadMs;
     this.core = new SimEngineCore(coreOpts);
+    this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
   }
 
   /** The callback form of `generate` (Engine.submit): the core's own events, no stream and no per-token work. */
@@ -132,6 +139,7 @@ export class SimEngine implements Engine {
   }
 
   async close(): Promise<void> {
+    this.layerwise.close();
     this.core.close();
   }
 }

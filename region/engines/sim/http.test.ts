@@ -6,6 +6,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticToken } from "../../../core/openai.js";
 import { spawnTidegate, stopAll, type Proc } from "../../../test/e2e/procs.js";
 import { seedOf } from "./engine.js";
+import { WallClock } from "../../../core/clock.js";
+import { isTidegateError } from "../../../core/errors.js";
+import { OpenAIHttpEngine } from "../openai-http/engine.js";
+import type { PairStatus } from "../../liveload/live-pair.js";
 
 let proc: Proc;
 let url: string;
@@ -156,6 +160,35 @@ describe("engine-sim HTTP", () => {
       expect(await gauge("vllm:num_requests_waiting")).toBe(0);
     } finally {
       expect(await small.stop()).toBe(0);
+    }
+  });
+
+  it("takes the region's serve-while-loading control: pair (best-effort, then zigzag through HiGHS), status, end; bad input is a 4xx; the openai-http adapter drives it", async () => {
+    const spec = { peer: "r/n2/llama3.2-3b/abc", scheduler: "best-effort", layers: 28, arrivedLayers: 4, expectedInMs: Array.from({ length: 24 }, (_, i) => 100 + i * 10), hopMsPerToken: 0.0001, ttlMs: 5000 };
+    const none = (await (await fetch(url + "/tidegate/layerwise")).json()) as PairStatus;
+    expect(none.current).toBeUndefined();
+    const r = await post("/tidegate/layerwise", spec);
+    expect(r.status).toBe(200);
+    expect(((await r.json()) as PairStatus).current).toMatchObject({ peer: spec.peer, layers: 28, arrivedLayers: 4, updates: 1 });
+    const bad = await post("/tidegate/layerwise", { ...spec, expectedInMs: [1] });
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as { error: { message: string } }).error.message).toMatch(/^expectedInMs: has 1 entries/);
+    const other = await post("/tidegate/layerwise", { ...spec, peer: "someone-else" });
+    expect(other.status).toBe(409);
+    expect((await fetch(url + "/tidegate/layerwise?peer=x", { method: "DELETE" })).status).toBe(404);
+    expect((await fetch(url + "/tidegate/layerwise", { method: "DELETE" })).status).toBe(400);
+    const ended = (await (await fetch(url + "/tidegate/layerwise?peer=" + encodeURIComponent(spec.peer), { method: "DELETE" })).json()) as PairStatus;
+    expect(ended.ended).toMatchObject({ peer: spec.peer, why: "ended by the region", updates: 1 });
+    // The adapter the region uses (OpenAIHttpEngine.layerwise): zigzag loads HiGHS in the engine process on first use.
+    const adapter = new OpenAIHttpEngine({ instanceId: "e", model: "llama3.2-3b", baseUrl: url, clock: new WallClock(), metricsIntervalMs: 0 });
+    try {
+      const z = await adapter.layerwise.update({ ...spec, peer: "z", scheduler: "zigzag" });
+      expect(z.current).toMatchObject({ peer: "z", scheduler: "zigzag" });
+      const done = await adapter.layerwise.update({ ...spec, peer: "z", scheduler: "zigzag", arrivedLayers: 28, expectedInMs: [] });
+      expect(done.ended).toMatchObject({ peer: "z", why: "loaded" });
+      await expect(adapter.layerwise.end("z")).rejects.toSatisfy((e: unknown) => isTidegateError(e, "not_found"));
+    } finally {
+      await adapter.close();
     }
   });
 });

@@ -1,7 +1,10 @@
 /**
  * `tidegate engine-sim`'s HTTP face: a SimEngine that looks like vLLM to its clients (node:http, no framework, for
  * the least per-token overhead). Routes: POST /v1/chat/completions and /v1/completions (streaming and not,
- * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as /healthz and /readyz), /livez, /metrics (vLLM names, metrics.ts). Request validation,
+ * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as /healthz and /readyz), /livez, /metrics (vLLM names, metrics.ts),
+ * and the serve-while-loading control the region drives (region/liveload/live-pair.ts): GET /tidegate/layerwise (the
+ * pairing and its counters), POST /tidegate/layerwise (a PairSpec: start or update), DELETE
+ * /tidegate/layerwise?peer=ID (end it). Request validation,
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
@@ -13,6 +16,7 @@ import { MODEL_SPECS } from "../../../core/models.js";
 import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../../core/openai.js";
 import type { EngineEvent, GenerateRequest, Priority } from "../../../core/ports.js";
 import { parseJson } from "../../../core/validate.js";
+import { parsePairSpec } from "../../liveload/live-pair.js";
 import type { SimEngine } from "./engine.js";
 import { EngineSimMetrics } from "./metrics.js";
 
@@ -33,6 +37,8 @@ export interface EngineSimServerOptions {
   processMetrics?: boolean;
 }
 
+/** The serve-while-loading control route (region/liveload/live-pair.ts). */
+export const LAYERWISE_PATH = "/tidegate/layerwise";
 /** Request id header the region gateway forwards so synthetic text is the same at every hop. */
 export const REQUEST_ID_HEADER = "x-request-id";
 /** Priority header (0 interactive, 1 batch) the region gateway forwards; default 0. */
@@ -160,6 +166,7 @@ export class EngineSimServer {
       if (method !== "POST") throw new TidegateError("not_found", `${method} ${path} is not supported; use POST`);
       return this.completions(path === "/v1/chat/completions" ? "chat" : "completion", req, res);
     }
+    if (path === LAYERWISE_PATH) return this.layerwise(method, req, res);
     if (method !== "GET" && method !== "HEAD") throw new TidegateError("not_found", `${method} ${path} is not supported`);
     if (path === "/health") {
       if (this.parameters !== undefined) sendJson(res, 200, { status: "ok", parameters: this.parameters });
@@ -178,6 +185,22 @@ export class EngineSimServer {
       res.writeHead(200, { "content-type": this.metrics.registry.contentType });
       res.end(text);
     } else throw new TidegateError("not_found", `no route ${method} ${path}`);
+  }
+
+  /** The serve-while-loading control (module comment). */
+  private async layerwise(method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const host = this.engine.layerwise;
+    if (method === "GET") return sendJson(res, 200, host.status());
+    if (method === "POST") {
+      const spec = parsePairSpec(parseJson(await readBody(req, this.bodyLimitBytes), "request body"));
+      return sendJson(res, 200, await host.update(spec));
+    }
+    if (method === "DELETE") {
+      const peer = new URL(req.url ?? "/", "http://x").searchParams.get("peer");
+      if (peer === null || peer === "") throw new TidegateError("invalid_request", "DELETE /tidegate/layerwise needs ?peer=<loading instance id>", { param: "peer" });
+      return sendJson(res, 200, await host.end(peer));
+    }
+    throw new TidegateError("not_found", `${method} ${LAYERWISE_PATH} is not supported; use GET, POST or DELETE`);
   }
 
   private async completions(kind: ApiKind, req: IncomingMessage, res: ServerResponse): Promise<void> {

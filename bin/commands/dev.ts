@@ -67,7 +67,7 @@ export interface DevStackOptions {
   onRouted?: (region: RegionName, req: GenerateRequest, instanceId: string) => void;
 }
 
-/** The sim regions' loading sources for dev's banner ("" when none is configured). */
+/** The regions' loading sources for dev's banner ("" when none is configured). */
 function loadingLine(config: TidegateConfig): string {
   const parts = config.regions.flatMap((r) => {
     const l = regionLoading(config, r.name);
@@ -257,6 +257,7 @@ export const command: Command = {
         (config.controller.actuator === "agents"
           ? `instances and scaling: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n` +
             `  (the dev log prints each scaling step: "scaling step", "transfer finished", "instance serving")\n` +
+            (loadingLine(config) === "" ? "" : `serve while loading${loadingLine(config)} (the log's "pairing a loading instance with a serving one")\n`) +
             `parameters (scaled for this machine): ${parameterScaleLines(config).join("; ")}\n`
           : config.controller.actuator === "sim"
             ? `instances and scaling (simulated actuator, SageServe deploy delays${loadingLine(config)}): curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n`

@@ -114,11 +114,15 @@ export class LivePairs {
   begin(target: string, model: ModelName, gpu: GpuType, blocks: number, expectedMs: number): void {
     if (this.byTarget.has(target) || blocks < 1) return;
     const busy = new Set([...this.byTarget.values()].map((e) => e.source));
-    const candidates = this.o.serving(model, gpu).filter((s) => s.engine.layerwise !== undefined && !busy.has(s.instanceId)).sort((a, b) => b.inFlight - a.inFlight || (a.instanceId < b.instanceId ? -1 : 1));
+    const serving = this.o.serving(model, gpu);
+    const candidates = serving.filter((s) => s.engine.layerwise !== undefined && !busy.has(s.instanceId)).sort((a, b) => b.inFlight - a.inFlight || (a.instanceId < b.instanceId ? -1 : 1));
     const src = candidates[0];
     if (src === undefined) {
       this.counters.unpaired++;
-      this.o.log.info("no serving engine to pair a loading instance with: it loads stop-the-world", { instanceId: target, model, gpu });
+      // The first deployment has nothing serving yet: worth a line only when serving engines exist but none can pair.
+      const fields = { instanceId: target, model, gpu, serving: serving.length, paired: serving.filter((s) => busy.has(s.instanceId)).length };
+      if (serving.length === 0) this.o.log.debug("no serving engine to pair a loading instance with: it loads stop-the-world", fields);
+      else this.o.log.info("no serving engine to pair a loading instance with: it loads stop-the-world", fields);
       return;
     }
     const layers = MODEL_SPECS[model]?.layers ?? blocks;

@@ -31,6 +31,13 @@ describe("the loading configuration key (controller.loading, regions[].loading)"
     expect(schedulerOf(custom)).toBe("best-effort");
   });
 
+  it("a parsed config prints (--print-config: JSON) in the file's form and reads back to the same config", () => {
+    const c = config({ controller: { loading: { source: "blitzscale", scheduler: "best-effort", bandwidthsGbps: { rdma: 200, ssd: 12.5 }, keepAliveMs: 1000 } } });
+    const printed = JSON.parse(JSON.stringify(c)) as { controller: { loading: unknown } };
+    expect(printed.controller.loading).toEqual({ source: "blitzscale", scheduler: "best-effort", bandwidthsGbps: { nvlink: 1600, rdma: 200, pcie: 128, ssd: 12.5 }, keepAliveMs: 1000, blocksPerLayer: 1 });
+    expect(parseConfig(printed)).toEqual(c);
+  });
+
   it("bad values name their field", () => {
     expect(err(() => config({ controller: { loading: { source: "nfs" } } }))).toMatch(/^controller\.loading\.source: must be one of ssd, allcache, network, blitzscale, lambdascale, got "nfs"/);
     expect(err(() => config({ controller: { loading: { source: "network", scheduler: "lambda-pipelines" } } }))).toMatch(/^controller\.loading\.scheduler: lambda-pipelines runs on the lambdascale source's binomial multicast, not network/);

@@ -55,7 +55,23 @@ export function parseLoadingConfig(v: unknown, path: string): LoadingConfig | un
   const keepAliveMs = r.number("keepAliveMs", 5 * 60_000, { min: 0 });
   const blocksPerLayer = r.number("blocksPerLayer", 1, { integer: true, min: 1, max: 64 });
   r.done();
-  return { source, ...(scheduler === undefined ? {} : { scheduler }), bandwidths, keepAliveMs, blocksPerLayer };
+  const config: LoadingConfig = { source, ...(scheduler === undefined ? {} : { scheduler }), bandwidths, keepAliveMs, blocksPerLayer };
+  // `--print-config` writes the key back in the file's form (Gbps), so its output reads back in (not enumerable: the
+  // object compares as plain data).
+  Object.defineProperty(config, "toJSON", { enumerable: false, value: () => loadingConfigJson(config) });
+  return config;
+}
+
+/** A loading config in the file's form (bandwidths in Gbps under `bandwidthsGbps`). */
+export function loadingConfigJson(c: LoadingConfig): Record<string, unknown> {
+  const b = c.bandwidths;
+  return {
+    source: c.source,
+    ...(c.scheduler === undefined ? {} : { scheduler: c.scheduler }),
+    bandwidthsGbps: { nvlink: b.nvlinkBitsPerS / 1e9, rdma: b.rdmaBitsPerS / 1e9, pcie: b.pcieBitsPerS / 1e9, ssd: b.ssdBitsPerS / 1e9 },
+    keepAliveMs: c.keepAliveMs,
+    blocksPerLayer: c.blocksPerLayer,
+  };
 }
 
 /**

@@ -53,7 +53,6 @@ const CONFIGS: { name: string; source: LoadingSourceName; scheduler?: LiveSchedu
  * the same under either.
  */
 const POLICY = flag("policy") ?? "hpa";
-if (POLICY !== "demand" && POLICY !== "hpa") throw new Error(`--policy must be demand or hpa, got ${JSON.stringify(POLICY)}`);
 /** The per-instance bound: the profile's saturation tokens/s for the trace's mean request, at 0.7 of it (the HPA's target). */
 const BOUND_UTILIZATION = 0.7;
 
@@ -75,6 +74,8 @@ const TARGET = { blitzVsSsdMean: 0.7, blitzVsAllcacheP99: 1.1, lambdaVsNetworkP9
 type Row = Pick<LoadingRunResult, "meanTtftMs" | "p99TtftMs" | "p99TbtMs" | "sloAttainment" | "gpuHours" | "peakInstances" | "requests"> & { scaleOuts: number; pairs: number; episodes: number; pipelines: number; cacheHits: number };
 
 async function main(): Promise<void> {
+  // Checked here, not at load: a bad flag still ends in the JSON line (met false, the error).
+  if (POLICY !== "demand" && POLICY !== "hpa") throw new Error(`--policy must be demand or hpa, got ${JSON.stringify(POLICY)}`);
   console.log(`machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   console.log(`versions: node ${process.version}, typescript ${version("typescript")}, highs ${version("highs")}`);
   console.log(`bandwidths: ${describeBandwidths(TABLE1_CLUSTER_A)} (BlitzScale Table 1, cluster A)`);

@@ -52,4 +52,13 @@ describe("LoadingPair: the pair's KV reach", () => {
     expect(p.kvScale(400)).toBe(2);
     expect(p.kvScale(790)).toBe(2);
   });
+
+  it("a zigzag solve that finds nothing in time leaves best effort's split: the episode is planned, never lost", () => {
+    const nothing = { solve: () => ({ status: "time_limit" as const, objective: Number.NaN, bound: Number.NaN, gap: Number.NaN, solveMs: 50 }) };
+    const p = new LoadingPair({ scheduler: "zigzag", layerArrivalMs: arrivals, hopMsPerToken: 0, groups: 7, solver: nothing });
+    expect(p.plan(1000, six).map((t) => t - 1000)).toEqual([70, 130, 190, 250, 310, 370]);
+    expect(p.episodes[0]!.used).toBe("best-effort");
+    expect(p.solveFailures).toBe(1);
+    expect(p.zigzagPlanned).toBe(0);
+  });
 });

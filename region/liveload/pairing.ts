@@ -34,7 +34,7 @@ export interface PairOptions {
   /** HiGHS, for zigzag. */
   solver?: Solver;
   groups?: number;
-  /** HiGHS time limit per episode (s, default 0.5). */
+  /** HiGHS time limit per episode (s, default 0.5; a live engine uses less: the solve runs on its event loop). */
   timeLimitS?: number;
   maxEpisodeBatches?: number;
 }
@@ -59,6 +59,8 @@ export class LoadingPair implements EpisodePlanner {
   episodesPlanned = 0;
   /** Episodes whose zigzag configuration was used (not best effort's fallback). */
   zigzagPlanned = 0;
+  /** Zigzag solves that found no configuration in time (best effort's was used). */
+  solveFailures = 0;
 
   constructor(private readonly o: PairOptions) {
     const L = o.layerArrivalMs.length;
@@ -112,9 +114,15 @@ export class LoadingPair implements EpisodePlanner {
     // One batch: its latency is at least L layer-times however the layers split (they run one after another), and
     // best effort's split (layers the target already holds) reaches L, so the ILP cannot do better: no solve.
     if (this.o.scheduler === "zigzag" && batches.length > 1) {
-      const config = zigzagConfiguration(e, this.o.solver!, this.o.timeLimitS ?? 0.5);
-      const z = rehearse(e, (i) => config[i]!);
-      if (z.mean <= r.mean) {
+      // No solution within the time limit (or a solver error) leaves best effort's rehearsal: an episode is never lost.
+      let config: number[] | undefined;
+      try {
+        config = zigzagConfiguration(e, this.o.solver!, this.o.timeLimitS ?? 0.5);
+      } catch {
+        this.solveFailures++;
+      }
+      const z = config === undefined ? undefined : rehearse(e, (i) => config[i]!);
+      if (z !== undefined && z.mean <= r.mean) {
         r = z;
         used = "zigzag";
       }

@@ -1,7 +1,6 @@
 /**
  * The ports between tiers (DESIGN "Ports and their adapters"). Adapters live in their tiers; these are the shapes.
  */
-import type { LayerwiseControl } from "../region/liveload/live-pair.js";
 import type { GpuType, ModelName, RegionName } from "./models.js";
 
 /** Priority 0: interactive, and batch promoted by age. Priority 1: batch. (SageServe §6.3) */
@@ -96,6 +95,43 @@ export interface Engine {
   layerwise?: LayerwiseControl;
   /** Releases connections/timers. Idempotent. */
   close(): Promise<void>;
+}
+
+// ---- serve while loading (issue 12; region/liveload/live-pair.ts on the engine, live-pairs.ts in the region) ----
+
+/** One update of a live pairing, region → serving engine. */
+export interface PairSpec {
+  /** The loading instance's id (one pairing per serving engine at a time). */
+  peer: string;
+  scheduler: "best-effort" | "zigzag";
+  /** Layers of the model. */
+  layers: number;
+  /** Layers the peer holds now, from the first (a layer runs there only after the ones before it). */
+  arrivedLayers: number;
+  /** For each layer not there yet (layers − arrivedLayers entries): ms from now it is expected, non-decreasing. */
+  expectedInMs: number[];
+  /** Activation transfer per prompt token of a split batch (ms at full scale: the engine applies its time scale). */
+  hopMsPerToken: number;
+  /** The pairing ends by itself this long after the last update (ms). */
+  ttlMs: number;
+}
+
+/** What an engine reports of its pairing (GET /tidegate/layerwise, and the reply to every update). */
+export interface PairStatus {
+  /** The pairing now, if any. */
+  current?: { peer: string; scheduler: "best-effort" | "zigzag"; layers: number; arrivedLayers: number; updates: number; episodes: number; zigzagEpisodes: number; sinceMs: number };
+  /** Since the engine started. */
+  totals: { pairs: number; updates: number; episodes: number; zigzagEpisodes: number; expired: number };
+  /** The last pairing that ended: with whom, why ("loaded", "ended by the region", "expired: …") and what it did. */
+  ended?: { peer: string; why: string; updates: number; episodes: number; zigzagEpisodes: number };
+}
+
+/** What the region calls on a serving engine (Engine.layerwise). */
+export interface LayerwiseControl {
+  /** Starts or updates the pairing with `spec.peer`. */
+  update(spec: PairSpec): Promise<PairStatus>;
+  /** Ends the pairing with `peer`. */
+  end(peer: string): Promise<PairStatus>;
 }
 
 /** Instance lifecycle states a region reports (DESIGN, region controller). */

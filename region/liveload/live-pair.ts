@@ -17,38 +17,15 @@ import { TidegateError } from "../../core/errors.js";
 import { ObjectReader } from "../../core/validate.js";
 import type { Solver } from "../../planner/solver.js";
 import type { SimEngineCore } from "../engines/sim/core.js";
+import type { LayerwiseControl, PairSpec, PairStatus } from "../../core/ports.js";
 import { LoadingPair, type PairScheduler } from "./pairing.js";
 
 export const PAIR_SCHEDULERS: readonly PairScheduler[] = ["best-effort", "zigzag"];
 /** HiGHS time limit of one live zigzag episode (s). */
 export const LIVE_SOLVE_LIMIT_S = 0.05;
 
-/** One update of a live pairing, region → serving engine. */
-export interface PairSpec {
-  /** The loading instance's id (one pairing per serving engine at a time). */
-  peer: string;
-  scheduler: PairScheduler;
-  /** Layers of the model. */
-  layers: number;
-  /** Layers the peer holds now, from the first (a layer runs there only after the ones before it). */
-  arrivedLayers: number;
-  /** For each layer not there yet (layers − arrivedLayers entries): ms from now it is expected, non-decreasing. */
-  expectedInMs: number[];
-  /** Activation transfer per prompt token of a split batch (ms at full scale: the engine applies its time scale). */
-  hopMsPerToken: number;
-  /** The pairing ends by itself this long after the last update (ms). */
-  ttlMs: number;
-}
-
-/** What an engine reports of its pairing (GET /tidegate/layerwise, and the reply to every update). */
-export interface PairStatus {
-  /** The pairing now, if any. */
-  current?: { peer: string; scheduler: PairScheduler; layers: number; arrivedLayers: number; updates: number; episodes: number; zigzagEpisodes: number; sinceMs: number };
-  /** Since the engine started. */
-  totals: { pairs: number; updates: number; episodes: number; zigzagEpisodes: number; expired: number };
-  /** The last pairing that ended: with whom, why ("loaded", "ended by the region", "expired: …") and what it did. */
-  ended?: { peer: string; why: string; updates: number; episodes: number; zigzagEpisodes: number };
-}
+/** The wire format and the control interface live in core/ports.ts (the Engine port carries the control). */
+export type { LayerwiseControl, PairSpec, PairStatus } from "../../core/ports.js";
 
 /** Reads a PairSpec from a request body (every error names its field; code invalid_request). */
 export function parsePairSpec(v: unknown): PairSpec {
@@ -77,14 +54,6 @@ interface Current {
   updates: number;
   sinceMs: number;
   ttl: Timer;
-}
-
-/** What the region calls on a serving engine (core/ports.ts Engine.layerwise). */
-export interface LayerwiseControl {
-  /** Starts or updates the pairing with `spec.peer`. */
-  update(spec: PairSpec): Promise<PairStatus>;
-  /** Ends the pairing with `peer`. */
-  end(peer: string): Promise<PairStatus>;
 }
 
 /** A serving engine's live pairings (one at a time), over its engine core. */

@@ -5,13 +5,10 @@
 // shaped link; the serving engine plans loading episodes with the same LoadingPair as replay; the pairing ends when
 // the last layer lands, and the new instance serves.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import type { PairStatus } from "../../region/liveload/live-pair.js";
-import { stopAll } from "../e2e/procs.js";
-import { Cluster } from "../region/cluster.js";
-import { createTopology, netnsUnavailable, type Topology } from "./topology.js";
+import type { Cluster } from "../region/cluster.js";
+import { startNetnsCluster, type NetnsCluster } from "./cluster.js";
+import { netnsUnavailable } from "./topology.js";
 
 const MODEL = "llama3.1-8b";
 const GPU = "h100-80gb";
@@ -21,17 +18,17 @@ const BLOCKS = 32;
 const why = netnsUnavailable();
 
 describe.skipIf(why !== undefined)(`serve while loading across network namespaces (tbf ${RATE_MBIT} Mbit/s links)${why === undefined ? "" : ` — skipped: ${why}`}`, () => {
-  let topo: Topology | undefined;
+  let n: NetnsCluster | undefined;
   let c: Cluster | undefined;
-  let dir: string | undefined;
 
   beforeAll(async () => {
-    topo = createTopology([RATE_MBIT, RATE_MBIT], 9000);
-    dir = mkdtempSync(join(tmpdir(), "tidegate-netns-layerwise-"));
-    c = new Cluster({
-      dir,
+    n = await startNetnsCluster({
+      name: "layerwise",
+      rates: [RATE_MBIT, RATE_MBIT],
       region: "r1",
-      regionHost: topo.hostIp,
+      slots: 2,
+      model: MODEL,
+      serving: 1,
       config: {
         models: [{ name: MODEL, gpusPerInstance: { [GPU]: 2 } }],
         regions: [{ name: "r1", gpus: [{ type: GPU, count: 4 }], endpoints: [{ model: MODEL, gpu: GPU, instances: 1, minInstances: 1, maxInstances: 2 }] }],
@@ -39,20 +36,12 @@ describe.skipIf(why !== undefined)(`serve while loading across network namespace
         engines: { startTimeoutMs: 30_000, timeScale: 1 },
         parameters: { stallMs: 3000, blockCount: BLOCKS, models: { [MODEL]: { bytes: BYTES, seed: 5 } } },
       },
-      agents: topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip, slots: 2, readyMs: 90_000 })),
     });
-    await c.start();
-    await c.serving(MODEL, 1, 120_000);
+    c = n.cluster;
   }, 180_000);
 
   afterAll(async () => {
-    try {
-      await c?.stop();
-      await stopAll();
-    } finally {
-      topo?.destroy();
-      if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-    }
+    await n?.close();
   });
 
   it("1 → 2: the loading instance pairs with the serving engine, updated layer by layer as blocks cross the shaped link; episodes are planned; the new instance serves", async () => {

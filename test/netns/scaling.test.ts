@@ -2,12 +2,9 @@
 // tbf-shaped link, `tidegate region` (agents mode) in the root namespace on the bridge. Targets 1 → 3: the blocks
 // cross the shaped links, the new engines (inside the namespaces) serve; 3 → 1: two drain to spot.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { stopAll } from "../e2e/procs.js";
-import { Cluster } from "../region/cluster.js";
-import { createTopology, netnsUnavailable, type Topology } from "./topology.js";
+import type { Cluster } from "../region/cluster.js";
+import { startNetnsCluster, type NetnsCluster } from "./cluster.js";
+import { netnsUnavailable } from "./topology.js";
 
 const MODEL = "llama3.2-3b";
 const GPU = "h100-80gb";
@@ -16,17 +13,17 @@ const BYTES = 32 * 1024 * 1024;
 const why = netnsUnavailable();
 
 describe.skipIf(why !== undefined)(`a region scaling across network namespaces (tbf ${RATE_MBIT} Mbit/s links)${why === undefined ? "" : ` — skipped: ${why}`}`, () => {
-  let topo: Topology | undefined;
+  let n: NetnsCluster | undefined;
   let c: Cluster | undefined;
-  let dir: string | undefined;
 
   beforeAll(async () => {
-    topo = createTopology([RATE_MBIT, RATE_MBIT, RATE_MBIT], 9000);
-    dir = mkdtempSync(join(tmpdir(), "tidegate-netns-scaling-"));
-    c = new Cluster({
-      dir,
+    n = await startNetnsCluster({
+      name: "scaling",
+      rates: [RATE_MBIT, RATE_MBIT, RATE_MBIT],
       region: "r1",
-      regionHost: topo.hostIp,
+      slots: 2,
+      model: MODEL,
+      serving: 1,
       config: {
         models: [{ name: MODEL, gpusPerInstance: { [GPU]: 2 } }],
         regions: [{ name: "r1", gpus: [{ type: GPU, count: 6 }], endpoints: [{ model: MODEL, gpu: GPU, instances: 1, minInstances: 1, maxInstances: 3 }] }],
@@ -34,20 +31,12 @@ describe.skipIf(why !== undefined)(`a region scaling across network namespaces (
         engines: { startTimeoutMs: 30_000 },
         parameters: { stallMs: 3000, models: { [MODEL]: { bytes: BYTES, seed: 21 } } },
       },
-      agents: topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip, slots: 2, readyMs: 90_000 })),
     });
-    await c.start();
-    await c.serving(MODEL, 1, 120_000);
+    c = n.cluster;
   }, 180_000);
 
   afterAll(async () => {
-    try {
-      await c?.stop();
-      await stopAll();
-    } finally {
-      topo?.destroy();
-      if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
-    }
+    await n?.close();
   });
 
   it("1 → 3 moves the blocks over the shaped links and the new engines serve; 3 → 1 drains two to spot", async () => {

@@ -1,0 +1,41 @@
+/**
+ * A region cluster across network namespaces for tests: `createTopology` (tbf-shaped links on one bridge), one
+ * `tidegate agent` per namespace and `tidegate region` (agents mode) on the bridge's host side (test/region/cluster.ts),
+ * started until `model` serves its first instances; `close()` stops every process and removes the namespaces and
+ * the temporary directory, whatever failed.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stopAll } from "../e2e/procs.js";
+import { Cluster } from "../region/cluster.js";
+import { createTopology, type Topology } from "./topology.js";
+
+export interface NetnsCluster {
+  topo: Topology;
+  cluster: Cluster;
+  close(): Promise<void>;
+}
+
+export async function startNetnsCluster(o: { rates: number[]; region: string; config: Record<string, unknown>; slots: number; model: string; serving: number; name: string }): Promise<NetnsCluster> {
+  const topo = createTopology(o.rates, 9000);
+  const dir = mkdtempSync(join(tmpdir(), `tidegate-netns-${o.name}-`));
+  const cluster = new Cluster({ dir, region: o.region, regionHost: topo.hostIp, config: o.config, agents: topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip, slots: o.slots, readyMs: 90_000 })) });
+  const close = async () => {
+    try {
+      await cluster.stop();
+      await stopAll();
+    } finally {
+      topo.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  try {
+    await cluster.start();
+    await cluster.serving(o.model, o.serving, 120_000);
+  } catch (err) {
+    await close().catch(() => undefined);
+    throw err;
+  }
+  return { topo, cluster, close };
+}

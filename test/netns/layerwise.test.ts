@@ -4,10 +4,9 @@
 // the loading instance with it and updates the pairing at every layer the data plane reports arriving across the
 // shaped link; the serving engine plans loading episodes with the same LoadingPair as replay; the pairing ends when
 // the last layer lands, and the new instance serves.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { PairStatus } from "../../region/liveload/live-pair.js";
-import type { Cluster } from "../region/cluster.js";
-import { startNetnsCluster, type NetnsCluster } from "./cluster.js";
+import { netnsClusterSuite } from "./cluster.js";
 import { netnsUnavailable } from "./topology.js";
 
 const MODEL = "llama3.1-8b";
@@ -18,34 +17,22 @@ const BLOCKS = 32;
 const why = netnsUnavailable();
 
 describe.skipIf(why !== undefined)(`serve while loading across network namespaces (tbf ${RATE_MBIT} Mbit/s links)${why === undefined ? "" : ` — skipped: ${why}`}`, () => {
-  let n: NetnsCluster | undefined;
-  let c: Cluster | undefined;
-
-  beforeAll(async () => {
-    n = await startNetnsCluster({
-      name: "layerwise",
-      rates: [RATE_MBIT, RATE_MBIT],
-      region: "r1",
-      slots: 2,
-      model: MODEL,
-      serving: 1,
-      config: {
-        models: [{ name: MODEL, gpusPerInstance: { [GPU]: 2 } }],
-        regions: [{ name: "r1", gpus: [{ type: GPU, count: 4 }], endpoints: [{ model: MODEL, gpu: GPU, instances: 1, minInstances: 1, maxInstances: 2 }] }],
-        controller: { strategy: "lt-i", reconcileIntervalMs: 100, agentLostAfterMs: 5000, loading: { source: "blitzscale", scheduler: "best-effort" } },
-        engines: { startTimeoutMs: 30_000, timeScale: 1 },
-        parameters: { stallMs: 3000, blockCount: BLOCKS, models: { [MODEL]: { bytes: BYTES, seed: 5 } } },
-      },
-    });
-    c = n.cluster;
-  }, 180_000);
-
-  afterAll(async () => {
-    await n?.close();
+  const cluster = netnsClusterSuite({
+    name: "layerwise",
+    rates: [RATE_MBIT, RATE_MBIT],
+    model: MODEL,
+    gpu: GPU,
+    tp: 2,
+    max: 2,
+    extra: {
+      controller: { strategy: "lt-i", reconcileIntervalMs: 100, agentLostAfterMs: 5000, loading: { source: "blitzscale", scheduler: "best-effort" } },
+      engines: { startTimeoutMs: 30_000, timeScale: 1 },
+      parameters: { stallMs: 3000, blockCount: BLOCKS, models: { [MODEL]: { bytes: BYTES, seed: 5 } } },
+    },
   });
 
   it("1 → 2: the loading instance pairs with the serving engine, updated layer by layer as blocks cross the shaped link; episodes are planned; the new instance serves", async () => {
-    const cl = c!;
+    const cl = cluster();
     const source = (await cl.listing()).instances.find((i) => i.model === MODEL && i.state === "serving")!;
     const prompt = "tok ".repeat(3000); // ~3,000 prompt tokens: prefill batches queue at the source
     let stop = false;

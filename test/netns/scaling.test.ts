@@ -1,9 +1,8 @@
 // A running region scales across emulated hosts: every `tidegate agent` in its own network namespace with a
 // tbf-shaped link, `tidegate region` (agents mode) in the root namespace on the bridge. Targets 1 → 3: the blocks
 // cross the shaped links, the new engines (inside the namespaces) serve; 3 → 1: two drain to spot.
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { Cluster } from "../region/cluster.js";
-import { startNetnsCluster, type NetnsCluster } from "./cluster.js";
+import { describe, expect, it } from "vitest";
+import { netnsClusterSuite } from "./cluster.js";
 import { netnsUnavailable } from "./topology.js";
 
 const MODEL = "llama3.2-3b";
@@ -13,34 +12,22 @@ const BYTES = 32 * 1024 * 1024;
 const why = netnsUnavailable();
 
 describe.skipIf(why !== undefined)(`a region scaling across network namespaces (tbf ${RATE_MBIT} Mbit/s links)${why === undefined ? "" : ` — skipped: ${why}`}`, () => {
-  let n: NetnsCluster | undefined;
-  let c: Cluster | undefined;
-
-  beforeAll(async () => {
-    n = await startNetnsCluster({
-      name: "scaling",
-      rates: [RATE_MBIT, RATE_MBIT, RATE_MBIT],
-      region: "r1",
-      slots: 2,
-      model: MODEL,
-      serving: 1,
-      config: {
-        models: [{ name: MODEL, gpusPerInstance: { [GPU]: 2 } }],
-        regions: [{ name: "r1", gpus: [{ type: GPU, count: 6 }], endpoints: [{ model: MODEL, gpu: GPU, instances: 1, minInstances: 1, maxInstances: 3 }] }],
-        controller: { strategy: "lt-i", reconcileIntervalMs: 100, agentLostAfterMs: 5000 },
-        engines: { startTimeoutMs: 30_000 },
-        parameters: { stallMs: 3000, models: { [MODEL]: { bytes: BYTES, seed: 21 } } },
-      },
-    });
-    c = n.cluster;
-  }, 180_000);
-
-  afterAll(async () => {
-    await n?.close();
+  const cluster = netnsClusterSuite({
+    name: "scaling",
+    rates: [RATE_MBIT, RATE_MBIT, RATE_MBIT],
+    model: MODEL,
+    gpu: GPU,
+    tp: 2,
+    max: 3,
+    extra: {
+      controller: { strategy: "lt-i", reconcileIntervalMs: 100, agentLostAfterMs: 5000 },
+      engines: { startTimeoutMs: 30_000 },
+      parameters: { stallMs: 3000, models: { [MODEL]: { bytes: BYTES, seed: 21 } } },
+    },
   });
 
   it("1 → 3 moves the blocks over the shaped links and the new engines serve; 3 → 1 drains two to spot", async () => {
-    const cl = c!;
+    const cl = cluster();
     await cl.target(MODEL, GPU, 3);
     const l = await cl.serving(MODEL, 3, 120_000);
     const serving = l.instances.filter((i) => i.state === "serving");

@@ -4,7 +4,8 @@ import { TidegateError } from "../../core/errors.js";
 import { silentLogger } from "../../core/log.js";
 import type { Engine } from "../../core/ports.js";
 import type { PairSpec, PairStatus } from "./live-pair.js";
-import { LivePairs, blocksForLayer, layersHeld } from "./live-pairs.js";
+import { LivePairs, agentsLayerwise, blocksForLayer, layersHeld } from "./live-pairs.js";
+import { parseLoadingConfig } from "./config.js";
 
 /** A serving engine's control that records what it is sent; `hold` keeps each call pending until released. */
 class FakeControl {
@@ -126,5 +127,16 @@ describe("LivePairs: the region pairs loading instances with serving engines as 
     expect(c.calls).toHaveLength(1);
     expect(pairs.counters).toMatchObject({ pairs: 1, failed: 1 });
     expect(pairs.active()).toEqual([]);
+  });
+
+  it("agentsLayerwise: none for stop-the-world, the scheduler and the RDMA hop for blitzscale, an error for real engines", () => {
+    expect(agentsLayerwise("r", undefined)).toBeUndefined();
+    expect(agentsLayerwise("r", parseLoadingConfig({ source: "network" }, "x"))).toBeUndefined();
+    const z = agentsLayerwise("r", parseLoadingConfig({ source: "blitzscale", bandwidthsGbps: { rdma: 200 } }, "x"))!;
+    expect(z.scheduler).toBe("zigzag");
+    // llama3.1-8b: hidden size 4096 × 2 bytes over 200 Gbps (25 GB/s) = 0.32768 µs a token
+    expect(z.hopMsPerToken("llama3.1-8b")).toBeCloseTo((4096 * 2) / 25e9 * 1000, 12);
+    expect(() => agentsLayerwise("r", parseLoadingConfig({ source: "blitzscale" }, "x"), "vllm serve {model} --port {port}")).toThrow(/^region r: loading blitzscale\/zigzag pairs loading instances with serving engine-sim engines; engines.commandTemplate/);
+    expect(agentsLayerwise("r", parseLoadingConfig({ source: "network" }, "x"), "vllm serve {model} --port {port}")).toBeUndefined();
   });
 });

@@ -15,7 +15,7 @@
  * changes, and otherwise at least every ttlMs / 3 while blocks arrive.
  */
 import type { Clock } from "../../core/clock.js";
-import { toTidegateError } from "../../core/errors.js";
+import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { MODEL_SPECS, type GpuType, type ModelName } from "../../core/models.js";
 import type { Engine } from "../../core/ports.js";
@@ -218,11 +218,14 @@ export class LivePairs {
 /**
  * The agents actuator's `layerwise` option for a region's loading key: undefined for stop-the-world (and no key),
  * else the scheduler and the activation hop over the key's RDMA bandwidth. Throws for keys the agents actuator
- * cannot run (config.ts dataPlaneScheduler).
+ * cannot run (config.ts dataPlaneScheduler), and for pairing with real engines (`engines.commandTemplate`: a vLLM
+ * has no layer-wise control, so every pairing would fail).
  */
-export function agentsLayerwise(region: string, loading: LoadingConfig | undefined): { scheduler: PairScheduler; hopMsPerToken(model: ModelName): number } | undefined {
+export function agentsLayerwise(region: string, loading: LoadingConfig | undefined, commandTemplate?: string): { scheduler: PairScheduler; hopMsPerToken(model: ModelName): number } | undefined {
   const scheduler = dataPlaneScheduler(region, loading);
   if (scheduler === "stop-the-world") return undefined;
+  if (commandTemplate !== undefined)
+    throw new TidegateError("invalid_config", `region ${region}: loading ${loading!.source}/${scheduler} pairs loading instances with serving engine-sim engines; engines.commandTemplate runs real engines, which have no layer-wise control (use scheduler "stop-the-world", or drop engines.commandTemplate)`);
   const bw = loading?.bandwidths ?? TABLE1_CLUSTER_A;
   return { scheduler, hopMsPerToken: (m) => hopMsPerToken(m, bw) };
 }

@@ -49,7 +49,7 @@ export function startAgentsRegion(o: {
   tls?: TlsFiles;
 }): AgentsRegion {
   const rc = o.config.regions.find((r) => r.name === o.region)!;
-  const layerwise = agentsLayerwise(o.region, regionLoading(o.config, o.region));
+  const layerwise = agentsLayerwise(o.region, regionLoading(o.config, o.region), o.config.engines.commandTemplate);
   const gateway = new Gateway({ ...o.gatewayOptions, region: o.region, clock: o.clock, log: o.log });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   const e = o.config.engines;

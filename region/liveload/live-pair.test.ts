@@ -81,6 +81,10 @@ describe("LayerwiseHost: a serving engine's side of a live pairing (issue 12 ite
     expect(e.core.paired).toBe(false);
     // now another peer may pair
     expect((await e.layerwise.update(spec({ peer: "new-2" }))).current?.peer).toBe("new-2");
+    // a closing engine ends its pairing and takes no other
+    await e.close();
+    expect(e.layerwise.status().ended?.why).toBe("engine closed");
+    await expect(e.layerwise.update(spec({ peer: "new-3" }))).rejects.toThrow(/closing/);
   });
 
   it("zigzag pairs through HiGHS; an engine without a solver refuses zigzag and still takes best-effort", async () => {

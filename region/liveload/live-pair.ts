@@ -61,6 +61,7 @@ export class LayerwiseHost implements LayerwiseControl {
   private current: Current | undefined;
   private solver: Promise<Solver> | undefined;
   private ended: PairStatus["ended"];
+  private closed = false;
   private readonly totals = { pairs: 0, updates: 0, episodes: 0, zigzagEpisodes: 0, expired: 0 };
 
   constructor(
@@ -74,6 +75,7 @@ export class LayerwiseHost implements LayerwiseControl {
 
   /** Starts or updates the pairing with `spec.peer`; conflict when the engine is paired with another peer. */
   async update(spec: PairSpec): Promise<PairStatus> {
+    if (this.closed) throw new TidegateError("conflict", "this engine is closing; it pairs with no loading instance");
     const c = this.current;
     if (c !== undefined && c.spec.peer !== spec.peer) throw new TidegateError("conflict", `this engine is paired with loading instance ${c.spec.peer}; end that pairing first`);
     if (c !== undefined && (c.spec.layers !== spec.layers || c.spec.scheduler !== spec.scheduler)) throw new TidegateError("conflict", `the pairing with ${spec.peer} has ${c.spec.layers} layers under ${c.spec.scheduler}; an update cannot change them`);
@@ -84,6 +86,7 @@ export class LayerwiseHost implements LayerwiseControl {
       solver = await this.solver;
     }
     // The solver may have loaded meanwhile: read the pairing again.
+    if (this.closed) throw new TidegateError("conflict", "this engine is closing; it pairs with no loading instance");
     const cur = this.current;
     if (cur !== undefined && cur.spec.peer !== spec.peer) throw new TidegateError("conflict", `this engine is paired with loading instance ${cur.spec.peer}; end that pairing first`);
     const now = this.o.clock.now();
@@ -143,6 +146,7 @@ export class LayerwiseHost implements LayerwiseControl {
   }
 
   close(): void {
+    this.closed = true;
     if (this.current !== undefined) this.finish("engine closed");
   }
 

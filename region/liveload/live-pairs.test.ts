@@ -39,7 +39,7 @@ function setup(inFlight: number[]) {
   const controls = inFlight.map(() => new FakeControl());
   const serving = inFlight.map((n, i) => ({ instanceId: `s${i}`, engine: { instanceId: `s${i}`, layerwise: controls[i] } as unknown as Engine, inFlight: n }));
   const pairs = new LivePairs({ clock, log: silentLogger, scheduler: "best-effort", serving: () => serving, hopMsPerToken: () => 0.001, ttlMs: 9000 });
-  return { clock, controls, pairs };
+  return { clock, controls, pairs, serving };
 }
 
 describe("LivePairs: the region pairs loading instances with serving engines as blocks arrive (issue 12 item 5)", () => {
@@ -138,5 +138,21 @@ describe("LivePairs: the region pairs loading instances with serving engines as 
     expect(z.hopMsPerToken("llama3.1-8b")).toBeCloseTo((4096 * 2) / 25e9 * 1000, 12);
     expect(() => agentsLayerwise("r", parseLoadingConfig({ source: "blitzscale" }, "x"), "vllm serve {model} --port {port}")).toThrow(/^region r: loading blitzscale\/zigzag pairs loading instances with serving engine-sim engines; engines.commandTemplate/);
     expect(agentsLayerwise("r", parseLoadingConfig({ source: "network" }, "x"), "vllm serve {model} --port {port}")).toBeUndefined();
+  });
+
+  it("a source that stops serving is let go (its pairing ended) and the loading instance pairs with another, keeping the blocks already here", async () => {
+    const { controls, pairs, serving } = setup([5, 1]);
+    pairs.begin("t", "llama3.1-8b", "h100-80gb", 16, 1600);
+    await flush();
+    pairs.block("t", 0);
+    await flush();
+    expect(pairs.active()).toEqual([{ target: "t", source: "s0", layersHeld: 2, layers: 32 }]);
+    serving.shift(); // s0 drains
+    pairs.block("t", 1);
+    await flush();
+    expect(controls[0]!.calls.at(-1)).toEqual({ end: "t" });
+    expect(pairs.active()).toEqual([{ target: "t", source: "s1", layersHeld: 4, layers: 32 }]);
+    expect(controls[1]!.updates()[0]).toMatchObject({ peer: "t", arrivedLayers: 4 });
+    expect(pairs.counters.pairs).toBe(2);
   });
 });

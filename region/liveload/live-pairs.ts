@@ -63,6 +63,7 @@ export interface LivePairsOptions {
 interface Entry {
   target: string;
   model: ModelName;
+  gpu: GpuType;
   source: string;
   engine: Engine;
   layers: number;
@@ -112,6 +113,11 @@ export class LivePairs {
    * serving engine, if one can take it.
    */
   begin(target: string, model: ModelName, gpu: GpuType, blocks: number, expectedMs: number): void {
+    this.pair(target, model, gpu, blocks, expectedMs);
+  }
+
+  /** Pairs `target` with a free serving engine; `from` carries the blocks already here (a re-pairing). */
+  private pair(target: string, model: ModelName, gpu: GpuType, blocks: number, expectedMs: number, from?: Pick<Entry, "present" | "prefix" | "startedMs">): void {
     if (this.byTarget.has(target) || blocks < 1) return;
     const busy = new Set([...this.byTarget.values()].map((e) => e.source));
     const serving = this.o.serving(model, gpu);
@@ -127,19 +133,32 @@ export class LivePairs {
     }
     const layers = MODEL_SPECS[model]?.layers ?? blocks;
     const now = this.o.clock.now();
-    const e: Entry = { target, model, source: src.instanceId, engine: src.engine, layers, blocks, present: new Uint8Array(blocks), prefix: 0, startedMs: now, expectedMs: Math.max(1, expectedMs), sentLayers: -1, sentAtMs: now, sending: false, dirty: false, ended: false };
+    const e: Entry = { target, model, gpu, source: src.instanceId, engine: src.engine, layers, blocks, present: from?.present ?? new Uint8Array(blocks), prefix: from?.prefix ?? 0, startedMs: from?.startedMs ?? now, expectedMs: Math.max(1, expectedMs), sentLayers: -1, sentAtMs: now, sending: false, dirty: false, ended: false };
     this.byTarget.set(target, e);
     this.counters.pairs++;
     this.o.log.info("pairing a loading instance with a serving one (serve while loading)", { instanceId: target, source: src.instanceId, scheduler: this.o.scheduler, layers, blocks });
     this.send(e);
   }
 
-  /** The data plane reports block `block` arrived at `target`'s node. */
+  /**
+   * The data plane reports block `block` arrived at `target`'s node. A source that stopped serving (drained, lost)
+   * is let go, and the target pairs with another serving engine if one is free.
+   */
   block(target: string, block: number): void {
     const e = this.byTarget.get(target);
     if (e === undefined || e.ended || block < 0 || block >= e.blocks) return;
     e.present[block] = 1;
     while (e.prefix < e.blocks && e.present[e.prefix] === 1) e.prefix++;
+    if (!this.o.serving(e.model, e.gpu).some((s) => s.instanceId === e.source)) {
+      this.byTarget.delete(target);
+      e.ended = true;
+      this.o.log.info("the serving engine paired with a loading instance stopped serving: pairing again", { instanceId: target, source: e.source });
+      // It may still finish its in-flight requests: its pairing ends now rather than at its ttl.
+      if (!e.sending) void e.engine.layerwise!.end(target).then((s) => this.finished(e, s, "the serving engine stopped serving"), () => undefined);
+      // The new pairing starts from what is here already, at the rate measured so far.
+      this.pair(target, e.model, e.gpu, e.blocks, e.expectedMs, e);
+      return;
+    }
     const held = layersHeld(e.prefix, e.blocks, e.layers);
     if (held !== e.sentLayers || this.o.clock.now() - e.sentAtMs >= this.ttlMs / 3) this.send(e);
   }

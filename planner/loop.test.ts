@@ -125,6 +125,34 @@ describe.each([
   });
 });
 
+describe("PlannerLoop failover", () => {
+  it("a follower takes a dead leader's lock within its expiry and a quarter, not at its next round", async () => {
+    const clock = new VirtualClock(0);
+    const lock = new MemoryLeaderLock(clock); // Redis expires keys on its own clock: the virtual clock cannot age them
+    const links = [new FakeLink("east")];
+    const mk = (holder: string) => new PlannerLoop({ clock, intervalMs: 10_000, lockTtlMs: 2000, lock, holder, advisory: false, links, store: new MemoryPlanStore(), plan: async (id) => fakeReport(id, false) });
+    const [a, b] = [mk("a"), mk("b")];
+    await a.tick(); // a leads from 0 (lock until 2000)
+    await b.tick(); // b finds a leading: a follower
+    expect(b.followed).toBe(1);
+    b.start();
+    a.start();
+    // a "dies" at once: its timers stop, its lock is not released (no stop()), so it runs out at 2000
+    (a as unknown as { timer: { cancel(): void } }).timer.cancel();
+    (a as unknown as { watch?: { cancel(): void } }).watch?.cancel();
+    let tookAt: number | undefined;
+    for (let t = 100; t <= 4000 && tookAt === undefined; t += 100) {
+      await clock.advanceTo(t);
+      if (b.led > 0) tookAt = t;
+    }
+    // b's watch runs every 500 ms: the lock that expired at 2000 is taken by 2500, long before b's 10 s round
+    expect(tookAt).toBeGreaterThanOrEqual(2000);
+    expect(tookAt).toBeLessThanOrEqual(2500);
+    expect(links[0]!.received.map((t) => t.decisionId)).toEqual([1, 2]);
+    await b.stop();
+  });
+});
+
 describe("PlanActions (approve, reject, plan now)", () => {
   const make = (clock: VirtualClock, lock: LeaderLock, holder = "p") => {
     const link = new FakeLink("east");

@@ -2,7 +2,10 @@
  * The planning loop (DESIGN "Planner"): every `intervalMs` on the injected Clock, a replica that holds (or takes)
  * the leader lock mints a decisionId, runs a plan, stores the report, and — unless advisory — sends each region its
  * targets over its RegionLink and records the acknowledgements. A replica that is not the leader does nothing that
- * round. The lock's expiry is 2 × intervalMs unless given, so a dead leader is replaced within two rounds.
+ * round. The lock's expiry is 2 × intervalMs unless given. A follower (a replica whose last round found another
+ * leader) also watches the lock every quarter of its expiry, when that is sooner than its next round: a dead leader
+ * is replaced within the lock's expiry plus a quarter of it, not at the follower's next scheduled round, up to a
+ * whole interval later.
  */
 import type { Clock, Timer } from "../core/clock.js";
 import { TidegateError } from "../core/errors.js";
@@ -74,6 +77,8 @@ export interface PlanActions {
 /** The planning loop (see the file comment). `start()` schedules rounds, `tick()` runs one, `stop()` ends. */
 export class PlannerLoop implements PlanActions {
   private timer: Timer | undefined;
+  /** A follower's watch on the lock (see the file comment). */
+  private watch: Timer | undefined;
   private running: Promise<void> | undefined;
   private previous: PlanReport | undefined;
   /** Rounds this replica led, and skipped as a follower (for tests and metrics). */
@@ -81,6 +86,8 @@ export class PlannerLoop implements PlanActions {
   followed = 0;
   /** Whether the last round found this replica holding the lock. */
   leading = false;
+  /** Whether the last round found another replica holding it (the watch then runs). */
+  private following = false;
 
   constructor(private readonly o: PlannerLoopOptions) {
     if (!(o.intervalMs > 0)) throw new RangeError(`intervalMs must be > 0, got ${o.intervalMs}`);
@@ -88,12 +95,23 @@ export class PlannerLoop implements PlanActions {
 
   start(): void {
     this.timer ??= this.o.clock.every(this.o.intervalMs, () => void this.tick());
+    const watchMs = this.lockTtlMs() / 4;
+    if (watchMs < this.o.intervalMs)
+      this.watch ??= this.o.clock.every(watchMs, () => {
+        if (this.following) void this.tick();
+      });
+  }
+
+  private lockTtlMs(): number {
+    return this.o.lockTtlMs ?? 2 * this.o.intervalMs;
   }
 
   /** Stops the timer, waits for a round in progress, and releases the lock. */
   async stop(): Promise<void> {
     this.timer?.cancel();
     this.timer = undefined;
+    this.watch?.cancel();
+    this.watch = undefined;
     await this.running;
     this.leading = false;
     await this.o.lock.release(this.o.holder);
@@ -162,7 +180,8 @@ export class PlannerLoop implements PlanActions {
   /** One round; the report, or undefined when another replica leads. */
   private async round(trigger?: PlanReport["trigger"]): Promise<PlanReport | undefined> {
     const log = this.o.log ?? silentLogger;
-    const got = await this.o.lock.acquire(this.o.holder, this.o.lockTtlMs ?? 2 * this.o.intervalMs);
+    const got = await this.o.lock.acquire(this.o.holder, this.lockTtlMs());
+    this.following = got === "held_by_other";
     if (got === "held_by_other") {
       this.leading = false;
       this.followed++;

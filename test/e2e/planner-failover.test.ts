@@ -4,7 +4,8 @@
  * `decisionId` it accepted (an older one is refused) and exports it as `tidegate_region_targets_decision_id`.
  *
  * - `kill -9` of the leader mid-interval: the other planner leads and its targets reach the region within the
- *   lock's TTL plus one interval; the decision ids the region holds never go down.
+ *   lock's TTL plus one interval (the follower's watch takes the lock within TTL × 1.25 of the last renewal, plus
+ *   one round's planning); the decision ids the region holds never go down.
  * - `SIGSTOP` of the new leader past the TTL: a third planner takes over; `SIGCONT` brings the frozen one back, holding
  *   whatever decision id it had minted before it froze: the region refuses anything older than what it holds, so
  *   the decision id it applies never goes down (never a stale plan applied).

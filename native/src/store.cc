@@ -8,6 +8,11 @@
 #include <cerrno>
 #include <cstring>
 #include <new>
+#include <system_error>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // linux/mman.h, Linux 5.14; older C libraries lack the name
+#endif
 
 #include "checksum.h"
 
@@ -37,15 +42,29 @@ void patternInto(uint8_t* dst, uint64_t byteOffset, uint64_t len, uint64_t seed)
 
 StoreData::StoreData(uint32_t count, uint64_t bb, uint64_t total)
     : totalBytes(total), blockBytes(bb), blockCount(count) {
-  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) throw std::bad_alloc();
   base = static_cast<uint8_t*>(p);
   checksums.reset(new uint32_t[count]());
   present.reset(new std::atomic<uint8_t>[count]);
   for (uint32_t i = 0; i < count; i++) present[i].store(0);
+  // See store.h: in 8 MiB steps so that a store closed early stops its prefault within one step. A kernel without
+  // MADV_POPULATE_WRITE (< 5.14) answers EINVAL: the pages then fault in on first write, as any anonymous mapping's.
+  try {
+    prefaulter = std::thread([this] {
+      const uint64_t step = 8ull << 20;
+      for (uint64_t off = 0; off < totalBytes && !stopPrefault.load(std::memory_order_relaxed); off += step) {
+        if (madvise(base + off, totalBytes - off < step ? totalBytes - off : step, MADV_POPULATE_WRITE) != 0) break;
+      }
+    });
+  } catch (const std::system_error&) {
+    // No thread to spare: the pages fault in on first write.
+  }
 }
 
 StoreData::~StoreData() {
+  stopPrefault.store(true, std::memory_order_relaxed);
+  if (prefaulter.joinable()) prefaulter.join();
   if (base != nullptr) munmap(base, totalBytes);
 }
 

@@ -338,6 +338,9 @@ export class AgentsActuator implements RuntimeActuator {
         // engine-sim starts while the blocks arrive (its process start overlaps the transfer) and turns healthy once
         // they are all here; a real engine (a command template) starts after them.
         const early = e.commandTemplate === undefined ? handle.startEngine({ ...spec, awaitBlocks: true }) : undefined;
+        // Awaited below, after the blocks; a refusal that comes first (the agent has no free slot) must not be an
+        // unhandled rejection meanwhile, which ends the region process.
+        early?.catch(() => undefined);
         try {
           await blocks;
           this.checkAlive(inst);

@@ -3,6 +3,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { WallClock } from "../../core/clock.js";
 import { parseConfig, type TidegateConfig } from "../../core/config.js";
+import { TidegateError } from "../../core/errors.js";
 import { createLogger, type Logger } from "../../core/log.js";
 import type { RegionTargets } from "../../core/ports.js";
 import { startInProcessRegion, type InProcessRegion } from "./in-process.js";
@@ -128,6 +129,23 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(ended.updates).toBe(listing.counters.updates);
     expect(engine.core.paired).toBe(false);
     expect(lines.some((l) => l.includes("pairing a loading instance with a serving one"))).toBe(true);
+  });
+
+  it("an agent that refuses to start the engine while the blocks are still on their way: the scale-out fails and is listed, the region keeps running", async () => {
+    const clock = new WallClock();
+    const { log } = recordingLogger();
+    region = startInProcessRegion({ config: config(), region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    const r = region;
+    const sourceNode = (r.runtime.actuator.instances()[0] as { node: string }).node;
+    for (const a of r.agents)
+      if (a.nodeId !== sourceNode)
+        a.startEngine = () => Promise.reject(new TidegateError("resource_exhausted", `node ${a.nodeId}: 2 GPU slots needed, 0 free`));
+    expect(r.gateway.acceptTargets(plan(1, 2)).accepted).toBe(true);
+    // The refusal comes before the transfer ends: once an unhandled rejection, which ended the region process.
+    const failure = await until("the refusal listed", () => r.runtime.actuator.listing().failures.find((f) => f.message.includes("0 free")));
+    expect(failure.model).toBe(MODEL);
+    expect(r.runtime.actuator.instances().filter((i) => i.state === "serving")).toHaveLength(1);
   });
 
   it("before any plan, only a surplus not serving yet is cancelled (bootstrapSurplus); serving engines are kept", () => {

@@ -21,7 +21,7 @@
  * Inputs (environment): SCALEOUT_MODEL_BYTES (default 256 MiB), SCALEOUT_RATE_MBIT (1000), SCALEOUT_NS ("2,4,8").
  * Needs root (namespaces); without it the JSON line says why and met is false.
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { idealSeconds } from "../../region/multicast/ideal.js";
@@ -155,6 +155,11 @@ async function main(): Promise<void> {
       out.rows.push(row);
       log(`1 → ${1 + n} (${model}, ${algorithm}): decision → last first token ${totalMs} ms; transfer ${row.transferMs} ms (ideal ${row.idealMs} ms at the measured rate, ×${(transferMs / idealMs).toFixed(2)}); control-plane overhead ${row.overheadMs} ms (allowed ${row.allowedMs})`);
     }
+  } catch (err) {
+    // What the region said last: a failed run names its cause here, not only the client's view of it.
+    if (process.env.SCALEOUT_DUMP !== undefined && c?.region !== undefined) writeFileSync(process.env.SCALEOUT_DUMP, c.region.output());
+    if (c?.region !== undefined) log(`region output (last 40 lines):\n${c.region.output().split("\n").slice(-40).join("\n")}`);
+    throw err;
   } finally {
     await c?.stop().catch(() => undefined);
     await stopAll();

@@ -43,7 +43,9 @@ export interface AgentSpawn {
 export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   const readyMs = s.readyMs ?? 60_000;
   const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
-  const args = [cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", s.transport ?? "tcp", "--log-level", "warn", ...(s.extraArgs ?? [])];
+  // TIDEGATE_NODE_FLAGS_AGENT: node flags for every agent (e.g. --cpu-prof --cpu-prof-dir=DIR to profile them).
+  const flags = (process.env.TIDEGATE_NODE_FLAGS_AGENT ?? "").split(" ").filter((f) => f.length > 0);
+  const args = [...flags, cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", s.transport ?? "tcp", "--log-level", "warn", ...(s.extraArgs ?? [])];
   const opts = { stdio: ["ignore", "pipe", "pipe"] as ["ignore", "pipe", "pipe"], env: { ...process.env, ...(s.env ?? {}) } };
   const proc = s.ns === undefined ? spawn(process.execPath, args, opts) : spawn("ip", ["netns", "exec", s.ns, process.execPath, ...args], opts);
   const stderr: string[] = [];

@@ -78,6 +78,17 @@ export class BlockStore {
   get closed(): boolean {
     return this.raw.closed;
   }
+  /**
+   * Whether the store's pages are in memory. A new store maps them at once and prefaults them on a background
+   * thread (the creating thread never waits for the kernel); blocks may arrive meanwhile, faulting pages in as they
+   * land. `whenPrefaulted()` resolves once they are all in (a closed store counts as done).
+   */
+  get prefaulted(): boolean {
+    return this.raw.prefaulted;
+  }
+  async whenPrefaulted(pollMs = 2): Promise<void> {
+    while (!this.raw.prefaulted) await new Promise((r) => setTimeout(r, pollMs));
+  }
   /** Fills every block with the deterministic pattern of `seed` and marks all present (a synthetic model). */
   fillPattern(seed: number): void {
     this.raw.fillPattern(checkInt("seed", seed, 0));

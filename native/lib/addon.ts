@@ -22,6 +22,8 @@ export interface RawBlockStore {
   clear(): void;
   close(): void;
   readonly closed: boolean;
+  /** The background prefault of the store's pages has finished (store.h). */
+  readonly prefaulted: boolean;
   readonly blockCount: number;
   readonly blockBytes: number;
   readonly totalBytes: number;

@@ -56,9 +56,11 @@ StoreData::StoreData(uint32_t count, uint64_t bb, uint64_t total)
       for (uint64_t off = 0; off < totalBytes && !stopPrefault.load(std::memory_order_relaxed); off += step) {
         if (madvise(base + off, totalBytes - off < step ? totalBytes - off : step, MADV_POPULATE_WRITE) != 0) break;
       }
+      prefaultDone.store(true, std::memory_order_release);
     });
   } catch (const std::system_error&) {
     // No thread to spare: the pages fault in on first write.
+    prefaultDone.store(true, std::memory_order_release);
   }
 }
 

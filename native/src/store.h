@@ -25,6 +25,8 @@ struct StoreData {
    */
   std::thread prefaulter;
   std::atomic<bool> stopPrefault{false};
+  /** Set once the prefault has run (or could not: then pages fault in on first write). */
+  std::atomic<bool> prefaultDone{false};
 
   /** Maps `totalBytes` of zeroed memory; throws std::bad_alloc when the kernel refuses. */
   StoreData(uint32_t blockCount, uint64_t blockBytes, uint64_t totalBytes);

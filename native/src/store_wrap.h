@@ -22,6 +22,7 @@ class StoreWrap : public Napi::ObjectWrap<StoreWrap> {
                         InstanceMethod<&StoreWrap::Clear>("clear"),
                         InstanceMethod<&StoreWrap::Close>("close"),
                         InstanceAccessor<&StoreWrap::Closed>("closed"),
+                        InstanceAccessor<&StoreWrap::Prefaulted>("prefaulted"),
                         InstanceAccessor<&StoreWrap::BlockCount>("blockCount"),
                         InstanceAccessor<&StoreWrap::BlockBytes>("blockBytes"),
                         InstanceAccessor<&StoreWrap::TotalBytes>("totalBytes")});
@@ -158,6 +159,9 @@ class StoreWrap : public Napi::ObjectWrap<StoreWrap> {
     return info.Env().Undefined();
   }
   Napi::Value Closed(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), !store_); }
+  Napi::Value Prefaulted(const Napi::CallbackInfo& info) {
+    return Napi::Boolean::New(info.Env(), !store_ || store_->prefaultDone.load(std::memory_order_acquire));
+  }
   Napi::Value BlockCount(const Napi::CallbackInfo& info) {
     return live(info.Env()) ? Napi::Number::New(info.Env(), store_->blockCount) : info.Env().Undefined();
   }

@@ -54,7 +54,7 @@ export class InProcessAgent implements AgentHandle {
   async load(spec: LoadSpec): Promise<{ blockBytes: number; present: number }> {
     if ([...this.engines.values()].some((e) => e.info.model === spec.model && e.engine !== undefined))
       throw new TidegateError("conflict", `node ${this.nodeId}: an engine uses ${spec.model}; its store cannot be replaced`);
-    const r = this.o.agent.load(spec);
+    const r = await this.o.agent.load(spec);
     this.stores.set(spec.model, { blockCount: spec.blockCount, totalBytes: spec.totalBytes, lastUsedMs: this.o.clock.now() });
     return r;
   }

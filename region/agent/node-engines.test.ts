@@ -32,7 +32,7 @@ afterEach(async () => {
 
 function open(host: EngineHost | undefined, gpuSlots = 3) {
   agent = NodeAgent.open({ nodeId: "n", dataHost: "127.0.0.1", transport: "tcp", log: silentLogger, gpuSlots, gpuType: "h100-80gb", region: "r", ...(host ? { engines: host } : {}) });
-  agent.load({ model: "m", totalBytes: 1024, blockCount: 2, fill: "pattern", seed: 1 });
+  void agent.load({ model: "m", totalBytes: 1024, blockCount: 2, fill: "pattern", seed: 1 });
   return agent;
 }
 

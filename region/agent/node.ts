@@ -140,8 +140,12 @@ export class NodeAgent {
     return this.o.engines?.stop(instanceId, graceMs);
   }
 
-  /** Creates (or replaces) the store of `spec.model`; conflict while an engine of that model has not exited. */
-  load(spec: LoadSpec): { blockBytes: number; present: number } {
+  /**
+   * Creates (or replaces) the store of `spec.model`; conflict while an engine of that model has not exited. Resolves
+   * once its pages are in memory (prefaulted off the event loop: the agent keeps announcing meanwhile), so a
+   * transfer into it never waits on page faults.
+   */
+  async load(spec: LoadSpec): Promise<{ blockBytes: number; present: number }> {
     this.drop(spec.model);
     let store: BlockStore;
     if (spec.fill === "file") {
@@ -153,8 +157,10 @@ export class NodeAgent {
     }
     this.stores.set(spec.model, store);
     this.lastUsedMs.set(spec.model, Date.now());
+    const reply = { blockBytes: store.blockBytes, present: store.presentCount() };
+    await store.whenPrefaulted();
     this.o.log.info("model loaded", { model: spec.model, fill: spec.fill, totalBytes: spec.totalBytes, blockCount: spec.blockCount });
-    return { blockBytes: store.blockBytes, present: store.presentCount() };
+    return reply;
   }
 
   store(model: string): BlockStore {

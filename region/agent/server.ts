@@ -82,11 +82,11 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
       if (e === undefined) throw new TidegateError("not_found", `no engine ${JSON.stringify(req.instance_id)} on node ${agent.info().nodeId}`, { param: "instance_id" });
       return engineToWire(e);
     }),
-    Load: unary<WireLoadRequest, WireLoadReply>((req) => {
+    Load: unaryAsync<WireLoadRequest, WireLoadReply>(async (req) => {
       if (req.fill !== "empty" && req.fill !== "file" && req.fill !== "pattern")
         throw new TidegateError("invalid_request", `LoadRequest.fill must be empty, file or pattern, got ${JSON.stringify(req.fill)}`, { param: "fill" });
       if (req.model === "") throw new TidegateError("invalid_request", "LoadRequest.model must not be empty", { param: "model" });
-      const r = agent.load({ model: req.model, totalBytes: req.total_bytes, blockCount: req.block_count, fill: req.fill, filePath: req.file_path, seed: req.seed });
+      const r = await agent.load({ model: req.model, totalBytes: req.total_bytes, blockCount: req.block_count, fill: req.fill, filePath: req.file_path, seed: req.seed });
       return { model: req.model, block_count: req.block_count, block_bytes: r.blockBytes, total_bytes: req.total_bytes, present: r.present };
     }),
     Verify: unary<{ model: string; seed: number }, WireVerifyReply>((req) => {

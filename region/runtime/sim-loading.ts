@@ -7,7 +7,8 @@
  * - `stop-the-world`: nothing; an instance serves once its last layer lands (ssd, allcache, network).
  * - `best-effort`, `zigzag` (blitzscale): each new instance pairs with a distinct serving instance of the model,
  *   the most loaded first, whose engine core then shares the prefill of each loading episode with it
- *   (core.ts EpisodePlanner, pairing.ts LoadingPair; BlitzScale §5.2). The pair ends when the target serves.
+ *   (core.ts EpisodePlanner, pairing.ts LoadingPair; BlitzScale §5.2). The pair ends when the target serves; the
+ *   requests it admitted keep the KV of the target's layers in the target's cache until they end (core.ts handOffTo).
  * - `lambda-pipelines` (lambdascale): each of λScale's execution pipelines (lambda.ts; λScale §4.3) serves as one
  *   engine in the gateway from when its members together hold every block, with each activation hop added to every
  *   pass and the KV cache of all its members (each holds the KV of the layers it runs); at the switch to local mode
@@ -50,6 +51,8 @@ export interface SimLoadingDeps {
   gpusOf(model: ModelName, gpu: GpuType): number;
   /** Engines of the serving instances of (model, gpu). */
   servingEngines(model: ModelName, gpu: GpuType): SimEngine[];
+  /** The engine of instance `id` once it serves (undefined before). */
+  engineOf(id: string): SimEngine | undefined;
   /** A new engine for `id` (not added to the gateway) with `passOverheadMs` per pass and `kvScale` × an instance's KV. */
   newEngine(id: string, model: ModelName, gpu: GpuType, passOverheadMs: number, kvScale: number): SimEngine;
 }
@@ -176,8 +179,11 @@ export class SimRegionLoading implements ActuatorLoading {
     if (p !== undefined) {
       this.pairs.delete(inst.id);
       this.counters.episodes += p.pair.episodesPlanned;
-      this.counters.zigzagEpisodes += p.pair.episodes.filter((e) => e.used === "zigzag").length;
+      this.counters.zigzagEpisodes += p.pair.zigzagPlanned;
       p.source.core.setLayerwise(undefined);
+      // The requests the pair admitted keep the KV of the layers the target ran on it until they end.
+      const target = inst.state === "serving" ? this.d.engineOf(inst.id) : undefined;
+      if (target !== undefined) p.source.core.handOffTo(target.core);
     }
     for (const [id, e] of this.pipelines) {
       if (!e.members.delete(inst.id) || e.members.size > 0) continue;

@@ -236,15 +236,21 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
           gateway,
           gpusOf,
           servingEngines: (model, gpu) => servingEngines().get(`${model}/${gpu}`) ?? [],
+          engineOf: (id) => engines.get(id),
           newEngine,
         });
   const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
-    loading?.onChange(inst);
     if (inst.state === "serving") {
       const engine = newEngine(inst.id, inst.model, inst.gpu);
       engines.set(inst.id, engine);
+      // After the engine exists: a pairing that ends here hands the KV its target holds to that engine.
+      loading?.onChange(inst);
       gateway.addInstance(inst.gpu, engine, "serving");
-    } else if (inst.state === "draining" && from === "serving") {
+      o.onChange?.(inst, from);
+      return;
+    }
+    loading?.onChange(inst);
+    if (inst.state === "draining" && from === "serving") {
       gateway.setInstanceState(inst.id, "draining");
       draining.add(inst.id);
     } else if (inst.state === "spot" && engines.has(inst.id)) {

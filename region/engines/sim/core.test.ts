@@ -281,4 +281,29 @@ describe("SimEngineCore: a pair's KV reach", () => {
     expect(first.e).toBeGreaterThan(400 + 19 * 10);
     expect(core.stats()).toMatchObject({ kvBytesUsed: 0, running: 0 });
   });
+
+  it("when the pairing ends, the peer that now serves holds the paired requests' other share until they end (handOffTo)", () => {
+    const clock = new VirtualClock();
+    const source = new SimEngineCore({ profile: flatProfile(), clock, kvCapacityTokens: 1000 });
+    const target = new SimEngineCore({ profile: flatProfile(), clock, kvCapacityTokens: 1000 });
+    let active = true;
+    source.setLayerwise({ active: () => active, plan: (s, b) => b.map((_, i) => s + 100 * (i + 1)), kvScale: () => 2 });
+    let aDone = -1;
+    source.submit({ id: "a", promptTokens: 300, maxTokens: 100, priority: 0 }, { onDone: (t) => (aDone = t) });
+    clock.advanceToSync(150); // a prefilled 0–100 with half its layers on the peer; decoding now
+    active = false;
+    source.setLayerwise(undefined);
+    source.handOffTo(target);
+    // a's 400-token reservation × 1/2 lives in the target's cache: 200 of its 1000; in use (300 + 1) / 2 — its context
+    // as of its decode segment's start (the first token; the target does not run the source's clock arithmetic)
+    expect(target.stats().kvBytesUsed / target.profile.kvBytesPerToken).toBeCloseTo((300 + 1) / 2, 9);
+    let bFirst = -1;
+    target.submit({ id: "b", promptTokens: 800, maxTokens: 100, priority: 0 }, { onFirstToken: (t) => (bFirst = t) });
+    clock.runUntilIdleSync();
+    // 200 + 900 > 1000: b waits for a (first token at 100, then 99 iterations of 11 ms: done at 1189), then prefills
+    // 100 ms; without the hand-off b would have had its first token at 250
+    expect(aDone).toBe(1189);
+    expect(bFirst).toBe(1289);
+    expect(target.stats().kvBytesUsed).toBe(0);
+  });
 });

@@ -100,6 +100,9 @@ export class SimEngineCore implements HandleHost {
   private reservedTokens = 0;
   /** Σ over admitted requests of their reservation × localShare: what they hold of this instance's own cache. */
   private reservedLocal = 0;
+  /** A former pairing peer's requests whose KV share lives in this instance's cache (handOffTo), and its tokens. */
+  private readonly foreign = new Set<SimRequest>();
+  private foreignTokens = 0;
   /** Σ prompt + generated of `running` at the segment start, and Σ maxTokens − generated. */
   private runningCtx = 0;
   private runningRemaining = 0;
@@ -140,6 +143,39 @@ export class SimEngineCore implements HandleHost {
   }
 
   /**
+   * The pairing has ended and the peer (`target`) now serves on its own: the requests admitted here while paired
+   * keep their KV of the layers the peer ran in its cache (no migration) until they end, so the peer's cache starts
+   * with that share in use — its admissions count it, its stats report it — and frees it as each request ends.
+   */
+  handOffTo(target: SimEngineCore): void {
+    this.sync();
+    const admitted = [...this.running, ...(this.phase.kind === "prefill" ? this.phase.batch : []), ...this.planned.flatMap((p) => p.batch)];
+    for (const r of admitted) {
+      if (r.localShare >= 1 || r.peer !== undefined) continue;
+      const tokens = (r.promptTokens + r.maxTokens) * (1 - r.localShare);
+      r.peer = { core: target, tokens };
+      target.holdForeign(r, tokens);
+    }
+  }
+
+  /** @internal for handOffTo: `r` of another core keeps `tokens` of its reservation here. */
+  holdForeign(r: SimRequest, tokens: number): void {
+    this.sync();
+    this.foreign.add(r);
+    this.foreignTokens += tokens;
+  }
+
+  /** @internal for release(): `r` of another core ended; what it kept here is free (waiting requests may fit now). */
+  releaseForeign(r: SimRequest): void {
+    if (r.peer === undefined || !this.foreign.delete(r)) return;
+    this.sync();
+    this.foreignTokens = this.foreign.size === 0 ? 0 : this.foreignTokens - r.peer.tokens;
+    if (this.closed) return;
+    if (this.phase.kind === "idle" && this.admissible()) this.kickAt(this.clock.now());
+    else if (this.phase.kind === "decode" && this.admissible()) this.cutAtNextBoundary(this.clock.now());
+  }
+
+  /**
    * Queues a request. Throws invalid_request when prompt + maxTokens can never fit this instance's KV memory, and
    * `cancelled` after close(). Handlers fire from clock callbacks (or synchronously inside later calls).
    * `arrivalMs` (default now; clamped to [last processed event, now]) is the nominal arrival time: a driver whose
@@ -171,7 +207,7 @@ export class SimEngineCore implements HandleHost {
     return {
       // KV of the admitted requests in this instance's own memory: those admitted while paired hold part of it on the
       // peer, so the tokens in use are scaled by the reservations' mean local share (exactly 1 when none was).
-      kvBytesUsed: (this.runningCtx + this.running.length * k + this.prefillTokens) * this.localFraction() * this.profile.kvBytesPerToken,
+      kvBytesUsed: ((this.runningCtx + this.running.length * k + this.prefillTokens) * this.localFraction() + this.foreignInUse()) * this.profile.kvBytesPerToken,
       kvBytesCapacity: this.capacityTokens * this.profile.kvBytesPerToken,
       running: this.running.length + this.prefillCount,
       waiting: this.waiting.count,
@@ -299,13 +335,24 @@ export class SimEngineCore implements HandleHost {
     return 1 / Math.max(1, lw.kvScale(atMs));
   }
 
+  /**
+   * Tokens in use here by a former peer's requests: their context as of their current decode segment's start (the
+   * peer's own iteration arithmetic stays there) × the share kept here; 0 almost always.
+   */
+  private foreignInUse(): number {
+    if (this.foreign.size === 0) return 0;
+    let t = 0;
+    for (const r of this.foreign) t += (r.promptTokens + r.generated) * (1 - r.localShare);
+    return t;
+  }
+
   /** reservedLocal / reservedTokens (1 with nothing reserved). */
   private localFraction(): number {
     return this.reservedTokens > 0 ? Math.min(1, this.reservedLocal / this.reservedTokens) : 1;
   }
 
   private fits(r: SimRequest, admitted: number, batchCount: number, batchTokens: number): boolean {
-    if (this.reservedLocal + (r.promptTokens + r.maxTokens) * this.localShareAt(this.lastEventMs) > this.capacityTokens + 1e-9) return false;
+    if (this.reservedLocal + this.foreignTokens + (r.promptTokens + r.maxTokens) * this.localShareAt(this.lastEventMs) > this.capacityTokens + 1e-9) return false;
     if (this.running.length + admitted >= this.maxBatch) return false;
     return batchCount === 0 || batchTokens + r.promptTokens <= this.maxPrefillTokens;
   }
@@ -445,6 +492,10 @@ export class SimEngineCore implements HandleHost {
     this.reservedTokens -= r.promptTokens + r.maxTokens;
     this.reservedLocal -= (r.promptTokens + r.maxTokens) * r.localShare;
     if (this.reservedTokens <= 0) this.reservedLocal = 0; // no drift from float sums once empty
+    if (r.peer !== undefined) {
+      r.peer.core.releaseForeign(r);
+      r.peer = undefined;
+    }
   }
 
   private finish(r: SimRequest, atMs: number): void {

@@ -32,6 +32,11 @@ export class SimRequest {
    * the rest stays on the peer until the request ends, BlitzScale §5.2 / core.ts EpisodePlanner.kvScale).
    */
   localShare = 1;
+  /**
+   * After its pairing ended with the loading peer now serving (SimEngineCore.handOffTo): the peer core that still
+   * holds the rest of this request's KV, and how many tokens of its reservation that is.
+   */
+  peer: { core: { releaseForeign(r: SimRequest): void }; tokens: number } | undefined = undefined;
   constructor(
     readonly id: string,
     readonly promptTokens: number,

@@ -112,8 +112,7 @@ export class LayerwiseHost implements LayerwiseControl {
       // The solve runs on the engine's event loop at a prefill start, delaying its streams' delivery meanwhile: 50 ms
       // bounds it (measured: 16 groups × 8 batches solve in ~52 ms at this limit and zigzag still wins most episodes;
       // ~120 ms median, 335 ms worst at replay's 0.5 s), and best effort's split is used when no solution is found.
-      const pair = new LoadingPair({ scheduler: spec.scheduler, layerArrivalMs: arrivals, hopMsPerToken: spec.hopMsPerToken * this.o.core.timeScale, timeLimitS: LIVE_SOLVE_LIMIT_S, ...(solver === undefined ? {} : { solver }) });
-      pair.revise(arrivals, false);
+      const pair = new LoadingPair({ scheduler: spec.scheduler, layerArrivalMs: arrivals, hopMsPerToken: spec.hopMsPerToken * this.o.core.timeScale, timeLimitS: LIVE_SOLVE_LIMIT_S, loadEndKnown: false, ...(solver === undefined ? {} : { solver }) });
       this.current = { spec, pair, arrivedAtMs, updates: 1, sinceMs: now, ttl: this.o.clock.after(spec.ttlMs, () => this.expire()) };
       this.totals.pairs++;
       this.o.core.setLayerwise(pair);
@@ -139,8 +138,8 @@ export class LayerwiseHost implements LayerwiseControl {
     return {
       ...(c === undefined
         ? {}
-        : { current: { peer: c.spec.peer, scheduler: c.spec.scheduler, layers: c.spec.layers, arrivedLayers: c.arrivedAtMs.length, updates: c.updates, episodes: c.pair.episodesPlanned, zigzagEpisodes: zigzagCount(c.pair), sinceMs: c.sinceMs } }),
-      totals: { ...this.totals, episodes: this.totals.episodes + (c?.pair.episodesPlanned ?? 0), zigzagEpisodes: this.totals.zigzagEpisodes + (c === undefined ? 0 : zigzagCount(c.pair)) },
+        : { current: { peer: c.spec.peer, scheduler: c.spec.scheduler, layers: c.spec.layers, arrivedLayers: c.arrivedAtMs.length, updates: c.updates, episodes: c.pair.episodesPlanned, zigzagEpisodes: c.pair.zigzagPlanned, sinceMs: c.sinceMs } }),
+      totals: { ...this.totals, episodes: this.totals.episodes + (c?.pair.episodesPlanned ?? 0), zigzagEpisodes: this.totals.zigzagEpisodes + (c === undefined ? 0 : c.pair.zigzagPlanned) },
       ...(this.ended === undefined ? {} : { ended: { ...this.ended } }),
     };
   }
@@ -162,12 +161,8 @@ export class LayerwiseHost implements LayerwiseControl {
     c.ttl.cancel();
     this.current = undefined;
     this.totals.episodes += c.pair.episodesPlanned;
-    this.totals.zigzagEpisodes += zigzagCount(c.pair);
-    this.ended = { peer: c.spec.peer, why, updates: c.updates, episodes: c.pair.episodesPlanned, zigzagEpisodes: zigzagCount(c.pair) };
+    this.totals.zigzagEpisodes += c.pair.zigzagPlanned;
+    this.ended = { peer: c.spec.peer, why, updates: c.updates, episodes: c.pair.episodesPlanned, zigzagEpisodes: c.pair.zigzagPlanned };
     this.o.core.setLayerwise(undefined);
   }
-}
-
-function zigzagCount(p: LoadingPair): number {
-  return p.zigzagPlanned;
 }

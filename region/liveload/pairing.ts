@@ -37,6 +37,11 @@ export interface PairOptions {
   /** HiGHS time limit per episode (s, default 0.5; a live engine uses less: the solve runs on its event loop). */
   timeLimitS?: number;
   maxEpisodeBatches?: number;
+  /**
+   * Whether the last arrival is when the load ends (default true: replay's plan). False live: the pairing stays
+   * active until a revision with `final` says so (revise below).
+   */
+  loadEndKnown?: boolean;
 }
 
 /** What one planned episode came to, for tests and counters. */
@@ -67,7 +72,7 @@ export class LoadingPair implements EpisodePlanner {
     if (L < 1) throw new RangeError("a loading pair needs at least one layer");
     if (o.scheduler === "zigzag" && o.solver === undefined) throw new RangeError("zigzag needs a solver");
     this.groups = Math.max(1, Math.min(L, o.groups ?? 16));
-    this.revise(o.layerArrivalMs, true);
+    this.revise(o.layerArrivalMs, o.loadEndKnown ?? true);
     this.maxEpisodeBatches = o.maxEpisodeBatches ?? 8;
   }
 

@@ -19,6 +19,8 @@
  * failure too (met false, error).
  *
  * Inputs (environment): SCALEOUT_MODEL_BYTES (default 256 MiB), SCALEOUT_RATE_MBIT (1000), SCALEOUT_NS ("2,4,8").
+ * Diagnostics: a failed run prints the region's last 40 lines; SCALEOUT_DUMP=FILE writes all of its output there;
+ * TIDEGATE_NODE_FLAGS_AGENT (test/netns/agents.ts) passes node flags to every agent, e.g. to profile them.
  * Needs root (namespaces); without it the JSON line says why and met is false.
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";

@@ -196,4 +196,20 @@ describe("verbs transport selection", () => {
     expect(ep.fallback).toBe("");
     ep.close();
   });
+
+  it("a new store prefaults its pages in the background: whenPrefaulted resolves, blocks may land meanwhile, a closed store counts as done", async () => {
+    const s = BlockStore.forModel(64 << 20, 16);
+    // Writing while the prefault runs (MADV_POPULATE_WRITE never changes a byte): the pattern must survive it.
+    s.fillPattern(5);
+    await s.whenPrefaulted();
+    expect(s.prefaulted).toBe(true);
+    expect(s.verifyPattern(5)).toBe(-1);
+    s.close();
+    expect(s.prefaulted).toBe(true);
+    await s.whenPrefaulted();
+    // Closing while the prefault still runs stops it (the destructor joins it within one 8 MiB step).
+    const t = BlockStore.forModel(256 << 20, 16);
+    t.close();
+    expect(t.prefaulted).toBe(true);
+  });
 });

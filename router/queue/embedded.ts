@@ -96,9 +96,14 @@ export class EmbeddedQueueStore implements QueueStore {
     }
   }
 
-  private run<T>(op: Op): T {
+  /**
+   * Applies `op` and journals it. `changed` says whether this outcome changed the state: a claim that found nothing
+   * or a requeue with no lease due changes nothing, and the dispatcher asks that on every region report, so those
+   * are not written (the journal of an idle fleet stayed still instead of growing by a line per report).
+   */
+  private run<T>(op: Op, changed: (out: T) => boolean = () => true): T {
     const out = apply(this.state, op) as T;
-    if (this.journalPath !== null) appendFileSync(this.journalPath, JSON.stringify(op) + "\n");
+    if (this.journalPath !== null && changed(out)) appendFileSync(this.journalPath, JSON.stringify(op) + "\n");
     return out;
   }
 
@@ -116,13 +121,15 @@ export class EmbeddedQueueStore implements QueueStore {
     return this.run(["failValidation", batchId, errors, nowMs]);
   }
   async claim(model: string, max: number, nowMs: number, leaseMs: number): Promise<ClaimedRequest[]> {
-    return this.run(["claim", model, max, nowMs, leaseMs]);
+    return this.run(["claim", model, max, nowMs, leaseMs], (out: ClaimedRequest[]) => out.length > 0);
   }
   async complete(rid: string, result: RequestResult, nowMs: number): Promise<QueueCode> { return this.run(["complete", rid, result, nowMs]); }
   async completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]> {
     return this.run(["completeMany", [...items], nowMs]);
   }
-  async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> { return this.run(["requeueExpired", nowMs, max]); }
+  async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> {
+    return this.run(["requeueExpired", nowMs, max], (out: RequeueResult) => out.expiredLeases > 0);
+  }
   async release(requestIds: readonly string[], nowMs: number): Promise<number> { return this.run(["release", [...requestIds], nowMs]); }
   async renew(requestIds: readonly string[], untilMs: number): Promise<number> {
     return requestIds.length === 0 ? 0 : this.run(["renew", [...requestIds], untilMs]);

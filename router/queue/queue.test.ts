@@ -71,6 +71,24 @@ describe("embedded journal", () => {
     }
   });
 
+  it("a claim that finds nothing and a requeue with no lease due leave the journal as it was", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      await fiveOps(dir);
+      const path = join(dir, "queue.journal");
+      const before = readFileSync(path, "utf8");
+      const b = new EmbeddedQueueStore(dir);
+      expect(await b.claim("other-model", 5, 4, 100)).toEqual([]);
+      expect(await b.requeueExpired(5, 10)).toEqual({ expiredLeases: 0, requeued: 0 });
+      expect(readFileSync(path, "utf8")).toBe(before);
+      // A claim that takes something is journalled, and a restart sees it.
+      expect(await b.claim("m", 5, 6, 100)).toHaveLength(1);
+      expect(new EmbeddedQueueStore(dir).replayedOps).toBe(6);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a torn last line stops the open with an error naming the file and line; recovery keeps the prefix and moves the line aside", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
     try {

@@ -144,7 +144,10 @@ async function interactive(routerUrl: string, windowMs: number, until?: Promise<
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
+const pct = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? Number.NaN;
+const median = (xs: number[]) => pct(xs, 0.5);
+/** The TTFT line of one interactive arm: mean, p50, p90, p99 and max. */
+const ttftLine = (xs: number[]) => `TTFT mean ${mean(xs).toFixed(1)} ms, p50 ${median(xs).toFixed(1)} ms, p90 ${pct(xs, 0.9).toFixed(1)} ms, p99 ${pct(xs, 0.99).toFixed(1)} ms, max ${Math.max(...xs).toFixed(1)} ms`;
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-batch-"));
@@ -196,8 +199,8 @@ async function main(): Promise<void> {
     const beside = await interactive(routerUrl, 120_000, batchBeside);
     const c = await batchBeside;
     const ttftRatio = mean(beside.ttftMs) / mean(alone.ttftMs);
-    console.log(`interactive alone : ${alone.ttftMs.length} streams, TTFT mean ${mean(alone.ttftMs).toFixed(1)} ms, p50 ${median(alone.ttftMs).toFixed(1)} ms`);
-    console.log(`interactive beside: ${beside.ttftMs.length} streams, TTFT mean ${mean(beside.ttftMs).toFixed(1)} ms, p50 ${median(beside.ttftMs).toFixed(1)} ms; the batch beside: ${c.status} in ${c.seconds.toFixed(1)} s`);
+    console.log(`interactive alone : ${alone.ttftMs.length} streams, ${ttftLine(alone.ttftMs)}`);
+    console.log(`interactive beside: ${beside.ttftMs.length} streams, ${ttftLine(beside.ttftMs)}; the batch beside: ${c.status} in ${c.seconds.toFixed(1)} s`);
     const result = {
       bench: "batch",
       requests: N,

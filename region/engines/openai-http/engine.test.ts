@@ -85,6 +85,30 @@ describe("OpenAIHttpEngine against engine-sim", () => {
     expect(engine.stats().remainingTokens).toBe(0);
   });
 
+  it("asks for a batch request without streaming: one token event with all its text, then done with the usage", async () => {
+    for (const kind of ["chat", "completion"] as const) {
+      const before = engine.stats().generatedTokensTotal;
+      const events: EngineEvent[] = [];
+      for await (const ev of engine.generate({ ...req(`batch-${kind}`, 5, kind), batch: true, priority: 1 })) events.push(ev);
+      const whole = Array.from({ length: 5 }, (_, i) => syntheticToken(seedOf(`batch-${kind}`), i)).join("");
+      expect(events).toEqual([
+        { type: "token", text: whole, tokens: 5 },
+        { type: "done", finishReason: "length", usage: { prompt_tokens: kind === "chat" ? 9 : 3, completion_tokens: 5, total_tokens: kind === "chat" ? 14 : 8 } },
+      ]);
+      expect(engine.stats().generatedTokensTotal).toBe(before + 5);
+    }
+    expect(engine.stats().remainingTokens).toBe(0);
+    // Aborted while the engine works on it: the upstream request is destroyed and nothing stays counted.
+    const ac = new AbortController();
+    const pending = (async () => {
+      for await (const _ of engine.generate({ ...req("batch-abort", 20_000), batch: true, priority: 1 }, ac.signal)) void _;
+    })();
+    await new Promise((r) => setTimeout(r, 30));
+    ac.abort(new Error("lease lost"));
+    await expect(pending).rejects.toThrow("lease lost");
+    expect(engine.stats().remainingTokens).toBe(0);
+  });
+
   it("fills stats() from /metrics while a request runs, and abort cancels upstream", async () => {
     const ac = new AbortController();
     const it = engine.generate({ ...req("long", 20_000), body: { model: "llama3.1-8b", messages: [{ role: "user", content: "z".repeat(8000) }], max_tokens: 20_000 } }, ac.signal)[Symbol.asyncIterator]();

@@ -1,6 +1,7 @@
 /**
  * The `Engine` port over any OpenAI-compatible server (vLLM, SGLang, `tidegate engine-sim`): `generate()` streams
- * SSE from POST /v1/chat/completions or /v1/completions (node:http with a keep-alive agent; body-reader.ts reads the body in flowing mode; sse.ts parses chunks
+ * SSE from POST /v1/chat/completions or /v1/completions (a batch request asks without streaming and gets one token
+ * event with all its text) (node:http with a keep-alive agent; body-reader.ts reads the body in flowing mode; sse.ts parses chunks
  * with a fast path), and `stats()` combines the server's /metrics (vllm:kv_cache_usage_perc,
  * vllm:num_requests_running, vllm:num_requests_waiting, scraped every `metricsIntervalMs` on the Clock) with what
  * this adapter has in flight (remaining tokens for JSQ, generated tokens). Aborting a request's signal destroys the
@@ -39,8 +40,13 @@ export interface OpenAIHttpEngineOptions {
   log?: Logger;
   /** Bearer key for the upstream server. */
   apiKey?: string;
-  /** Time allowed for the response headers (default 30 s). */
+  /** Time allowed for the response headers of a streamed request (default 30 s). */
   headersTimeoutMs?: number;
+  /**
+   * Time allowed for a batch request's whole response (default 10 min): batch requests (GenerateRequest.batch) are
+   * sent with `stream: false`, so their headers come with the last token.
+   */
+  unstreamedTimeoutMs?: number;
   /** Time one /metrics scrape may take before it counts as failed (default 1000 ms): a hung engine is seen as down. */
   scrapeTimeoutMs?: number;
 }
@@ -182,7 +188,10 @@ export class OpenAIHttpEngine implements Engine {
   async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     if (this.closed) throw new TidegateError("upstream_error", `engine ${this.instanceId} is closed`);
     signal?.throwIfAborted();
-    const body = JSON.stringify({ ...req.body, model: req.model, stream: true, stream_options: { include_usage: true } });
+    // A batch request has nobody reading its tokens as they come (region/link/mux-server.ts sends its text once): it
+    // is asked for without streaming, so neither the engine nor this process handles one SSE chunk per token.
+    const stream = req.batch !== true;
+    const body = JSON.stringify(stream ? { ...req.body, model: req.model, stream: true, stream_options: { include_usage: true } } : { ...req.body, model: req.model, stream: false });
     const path = req.kind === "chat" ? "v1/chat/completions" : "v1/completions";
     const budget = req.promptTokens + req.maxTokens;
     let counted = 0;
@@ -191,9 +200,21 @@ export class OpenAIHttpEngine implements Engine {
     const headers: Record<string, string> = { [REQUEST_ID_HEADER]: req.id, [PRIORITY_HEADER]: String(req.priority) };
     let res: IncomingMessage | undefined;
     try {
-      res = await this.send("POST", path, body, headers, signal);
+      res = await this.send("POST", path, body, headers, signal, stream ? undefined : (this.opts.unstreamedTimeoutMs ?? 600_000));
       const status = res.statusCode ?? 0;
       if (status !== 200) throw await upstreamError(res, status);
+      if (!stream) {
+        const whole = await readAll(res);
+        if (signal?.aborted) throw signal.reason;
+        const r = parseWhole(whole, this.instanceId);
+        const completion = r.completionTokens ?? (r.text.length > 0 ? 1 : 0);
+        this.generated += completion;
+        this.remaining -= Math.min(budget, req.promptTokens + completion);
+        counted = Math.min(budget, req.promptTokens + completion);
+        if (r.text.length > 0) yield { type: "token", text: r.text, tokens: completion };
+        yield { type: "done", finishReason: r.finish, usage: makeUsage(r.promptTokens ?? req.promptTokens, completion) };
+        return;
+      }
       const split = new SseSplitter();
       let finish: FinishReason = "length";
       let usage: { promptTokens: number; completionTokens: number } | undefined;
@@ -269,8 +290,11 @@ export class OpenAIHttpEngine implements Engine {
     this.agent.destroy();
   }
 
-  /** One HTTP request; destroying it on abort. Resolves with the response once headers arrive. */
-  private send(method: string, path: string, body: string | undefined, headers: Record<string, string>, signal: AbortSignal | undefined): Promise<IncomingMessage> {
+  /**
+   * One HTTP request; destroying it on abort. Resolves with the response once headers arrive, which must be within
+   * `headersTimeoutMs` (or `headersMs`: an unstreamed completion's headers come with its whole body).
+   */
+  private send(method: string, path: string, body: string | undefined, headers: Record<string, string>, signal: AbortSignal | undefined, headersMs?: number): Promise<IncomingMessage> {
     const target = new URL(path, this.url);
     const h: Record<string, string | number> = { ...headers, accept: method === "POST" ? "text/event-stream" : "*/*" };
     if (body !== undefined) {
@@ -281,7 +305,8 @@ export class OpenAIHttpEngine implements Engine {
     const make = target.protocol === "https:" ? httpsRequest : httpRequest;
     return new Promise((resolve, reject) => {
       const req = make(target, { method, headers: h, agent: this.agent, signal });
-      req.setTimeout(this.opts.headersTimeoutMs ?? 30_000, () => req.destroy(new Error("timed out waiting for response headers")));
+      const waitMs = headersMs ?? this.opts.headersTimeoutMs ?? 30_000;
+      req.setTimeout(waitMs, () => req.destroy(new Error(`no response headers within ${waitMs} ms`)));
       req.once("response", (res) => {
         req.setTimeout(0);
         resolve(res);
@@ -302,6 +327,28 @@ function readAll(res: IncomingMessage): Promise<string> {
       if (!res.complete) reject(new Error("the response closed before its end"));
     });
   });
+}
+
+/** What an unstreamed completion (`stream: false`) says: its text, finish reason and usage. */
+function parseWhole(text: string, instanceId: string): { text: string; finish: FinishReason; promptTokens?: number; completionTokens?: number } {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch {
+    throw new TidegateError("upstream_error", `upstream ${instanceId} sent a completion that is not JSON: ${text.slice(0, 120)}`);
+  }
+  const o = (typeof v === "object" && v !== null ? v : {}) as Record<string, unknown>;
+  const c = (Array.isArray(o.choices) ? o.choices[0] : undefined) as Record<string, unknown> | undefined;
+  if (c === undefined) throw new TidegateError("upstream_error", `upstream ${instanceId} sent a completion without choices: ${text.slice(0, 120)}`);
+  const message = c.message as Record<string, unknown> | undefined;
+  const out = typeof message?.content === "string" ? message.content : typeof c.text === "string" ? c.text : "";
+  const usage = o.usage as Record<string, unknown> | null | undefined;
+  return {
+    text: out,
+    finish: c.finish_reason === "stop" ? "stop" : "length",
+    ...(typeof usage?.prompt_tokens === "number" ? { promptTokens: usage.prompt_tokens } : {}),
+    ...(typeof usage?.completion_tokens === "number" ? { completionTokens: usage.completion_tokens } : {}),
+  };
 }
 
 /** Maps an upstream error response to a TidegateError: its 4xx codes pass through, the rest is upstream_error. */

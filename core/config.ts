@@ -93,6 +93,12 @@ export interface QueueConfig {
   reopenBelow: number;
   reopenReports: number;
   maxPerReport: number;
+  /**
+   * Beside interactive traffic, spread the requests one report grants an endpoint over the first half of the region's
+   * report interval instead of sending them at once (default true): a burst of batch prefills admitted together holds
+   * up the interactive prompts that arrive behind it (router/dispatch/README.md, "Pacing").
+   */
+  paceDispatch: boolean;
   promoteAfterMs: number;
   leaseMs: number;
   maxFileBytes: number;
@@ -363,6 +369,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     reopenBelow: qr.number("reopenBelow", 0.45, { gt: 0, max: 1 }),
     reopenReports: qr.number("reopenReports", 3, { integer: true, min: 1 }),
     maxPerReport: qr.number("maxPerReport", 64, { integer: true, min: 1 }),
+    paceDispatch: qr.boolean("paceDispatch", true),
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),

@@ -23,8 +23,9 @@ class GatedLink implements RegionLink {
     this.listener = fn;
     return () => (this.listener = undefined);
   }
-  signal(utilization: number): void {
-    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [modelTelemetry("m", utilization, 1)] });
+  /** A report at `utilization`; `interactiveTokensPerS` > 0 says the region also serves the model's interactive traffic. */
+  signal(utilization: number, interactiveTokensPerS = 0): void {
+    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...modelTelemetry("m", utilization, 1), tokensPerS: interactiveTokensPerS }] });
   }
   async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     let release!: () => void;
@@ -49,7 +50,7 @@ class GatedLink implements RegionLink {
   async close() {}
 }
 
-async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[] } = {}) {
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; fill?: DispatcherOptions["fill"] } = {}) {
   const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
   const store = new EmbeddedQueueStore(null);
   const files = new DirFileStore(null);
@@ -60,6 +61,8 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
     store, files, clock, links, models: ["m"], thresholds: { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 },
     promoteAfterMs: opts.promoteAfterMs ?? 36_000_000, leaseMs: opts.leaseMs ?? 60_000, maintenanceIntervalMs: 1000, metrics, resultLingerMs: 0,
     ...(opts.onDispatched === undefined ? {} : { onDispatched: opts.onDispatched }),
+    ...(opts.pace === undefined ? {} : { pace: opts.pace }),
+    ...(opts.fill === undefined ? {} : { fill: opts.fill, kvCapacityTokens: () => 100_000 }),
   });
   await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000, ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
@@ -89,6 +92,37 @@ describe("Dispatcher (SageServe §6.3)", () => {
     for (const l of links) for (const s of l.sent) s.release();
     await d.idle();
     await d.stop();
+  });
+
+  it("paced beside interactive traffic: a report's requests go out over the first half of the time since the last one; stop gives back what waits", async () => {
+    const fill = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, fillToBeside: 0.15, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 4 };
+    const { links, flush, clock, d, store } = await setup(40, { pace: true, fill });
+    const sent = () => links[0]!.sent.length;
+    links[0]!.signal(0, 500); // the region's first report: no interval known yet, all 4 at once
+    await flush();
+    expect(sent()).toBe(4);
+    await clock.advanceBy(400);
+    links[0]!.signal(0, 500); // 400 ms since the last: 4 requests over 200 ms, 50 ms apart
+    await flush();
+    expect(sent()).toBe(5);
+    for (const [after, total] of [[49, 5], [1, 6], [50, 7], [50, 8], [100, 8]] as const) {
+      await clock.advanceBy(after);
+      await flush();
+      expect(sent()).toBe(total);
+    }
+    await clock.advanceBy(200);
+    links[0]!.signal(0); // no interactive traffic: nobody to protect, all at once
+    await flush();
+    expect(sent()).toBe(12);
+    await clock.advanceBy(400);
+    links[0]!.signal(0, 500);
+    await flush();
+    expect(sent()).toBe(13); // three more wait; stop comes first
+    for (const s of links[0]!.sent) s.release();
+    await d.stop();
+    expect(sent()).toBe(13);
+    // Their leases were given back at stop: the next claim takes them at once.
+    expect((await store.claim("m", 10, clock.now(), 1000)).map((c) => c.requestId)).toEqual(["b:000013", "b:000014", "b:000015"].concat(Array.from({ length: 7 }, (_, i) => `b:0000${16 + i}`)));
   });
 
   it("records what it sends as batch demand per (model, region) and minute for the planner's NIW buffer", async () => {

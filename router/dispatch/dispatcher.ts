@@ -42,6 +42,12 @@ export interface DispatcherOptions {
   kvCapacityTokens?: (model: string, gpu: GpuType) => number;
   promoteAfterMs: number;
   leaseMs: number;
+  /**
+   * Pace dispatch (config `queue.paceDispatch`): under `fill`, the requests one report grants an endpoint that also
+   * serves interactive traffic go out spread evenly over the first half of the time since that region's previous
+   * report, not all at once. Default false (every request at once).
+   */
+  pace?: boolean;
   /** Maintenance period (> 0); default 1000 ms. */
   maintenanceIntervalMs?: number;
   /** Results wait at most this long to be written together with others (ResultWriter); default 2 ms. */
@@ -63,6 +69,9 @@ interface Finished {
   usage: Usage;
 }
 
+/** Pacing spreads one report's requests over at most half of this (a region that reported long ago: 1 s). */
+const MAX_PACE_WINDOW_MS = 2000;
+
 /** Parked requests per model (see Dispatcher.parked) before further ones are released at once. */
 const MAX_PARKED = 1024;
 
@@ -70,7 +79,7 @@ const MAX_PARKED = 1024;
 const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large"]);
 
 export class Dispatcher {
-  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens">;
+  private readonly o: Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace">;
   /** Batch gate per region endpoint (`region|endpointId`), for `fill`. */
   private readonly gates = new Map<string, EndpointGate>();
   /** Mean prompt + max output tokens of the requests sent per model (EWMA), for `fill`; 1024 until one is seen. */
@@ -88,6 +97,8 @@ export class Dispatcher {
   private readonly running = new Map<string, { region: string; untilMs: number }>();
   /** Clock time of each region's last telemetry report: only requests in a region that reports are renewed. */
   private readonly lastReportMs = new Map<string, number>();
+  /** Claimed requests waiting for their paced send time (`pace`): stop() cancels them and gives their leases back. */
+  private readonly pacing = new Set<{ timer: Timer; c: ClaimedRequest; resolve: (done?: Promise<void>) => void }>();
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
   private readonly aborted: string[] = [];
   /**
@@ -136,6 +147,12 @@ export class Dispatcher {
     for (const u of this.unsubscribers.splice(0)) u();
     this.timer?.cancel();
     this.abort.abort();
+    for (const p of this.pacing) {
+      p.timer.cancel();
+      this.aborted.push(p.c.requestId);
+      p.resolve();
+    }
+    this.pacing.clear();
     await Promise.allSettled([this.maintaining]);
     await this.idle(); // includes runs started by claims that were answered after the abort
     await this.results.drain();
@@ -167,7 +184,9 @@ export class Dispatcher {
   /** One capacity signal per report (SageServe §6.3): claim and send what the region's endpoints can take. */
   onTelemetry(link: RegionLink, report: RegionTelemetry): void {
     if (this.stopped) return;
-    this.lastReportMs.set(link.region, this.o.clock.now());
+    const now = this.o.clock.now();
+    const sinceLastMs = now - (this.lastReportMs.get(link.region) ?? now);
+    this.lastReportMs.set(link.region, now);
     const signals = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fillSignals(report, this.o.fill);
     for (const s of signals) {
       const slots = s.slots - this.runParked(link, s.model, s.slots);
@@ -175,12 +194,32 @@ export class Dispatcher {
       const p = this.o.store.claim(s.model, slots, this.o.clock.now(), this.o.leaseMs).then(
         (claimed) => {
           this.queueUp();
-          for (const c of claimed) this.track(this.route(link, c));
+          // Paced beside interactive traffic (a fill of dozens at once is one burst of batch prefills that the
+          // interactive prompts arriving behind it wait for): the i-th goes i × step later, all within the first half
+          // of the report interval, so they are running and counted in the region's next report before it grants
+          // more. An idle fleet is not paced: there is nobody to protect, and a later start is lost throughput.
+          const step = this.o.pace === true && "beside" in s && s.beside && claimed.length > 1 ? Math.min(sinceLastMs, MAX_PACE_WINDOW_MS) / 2 / claimed.length : 0;
+          claimed.forEach((c, i) => this.track(i === 0 || step <= 0 ? this.route(link, c) : this.paced(i * step, link, c)));
         },
         (err) => this.storeFailed("queue claim failed", { model: s.model, region: s.region }, err),
       );
       this.track(p);
     }
+  }
+
+  /** Routes `c` after `delayMs` on the clock, unless stop() comes first (then its lease is given back). */
+  private paced(delayMs: number, link: RegionLink, c: ClaimedRequest): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const entry = {
+        c,
+        resolve,
+        timer: this.o.clock.after(delayMs, () => {
+          this.pacing.delete(entry);
+          resolve(this.route(link, c)); // the route's own failure reaches track()
+        }),
+      };
+      this.pacing.add(entry);
+    });
   }
 
   /**
@@ -199,8 +238,8 @@ export class Dispatcher {
   }
 
   /** Requests per model for one report under the fill policy: each endpoint's gate, then its free KV. */
-  private fillSignals(report: RegionTelemetry, p: FillPolicy): { model: string; region: string; slots: number }[] {
-    const out: { model: string; region: string; slots: number }[] = [];
+  private fillSignals(report: RegionTelemetry, p: FillPolicy): { model: string; region: string; slots: number; beside: boolean }[] {
+    const out: { model: string; region: string; slots: number; beside: boolean }[] = [];
     for (const m of report.models) {
       if (!this.modelSet.has(m.model)) continue;
       let slots = 0;
@@ -215,7 +254,7 @@ export class Dispatcher {
         const capacity = e.servingInstances * (this.o.kvCapacityTokens?.(m.model, e.gpu) ?? 0);
         slots += fillSlots(gate, e.effectiveMemoryUtilization, capacity, this.requestTokens.get(m.model) ?? 1024, m.waiting, policy);
       }
-      if (slots > 0) out.push({ model: m.model, region: report.region, slots });
+      if (slots > 0) out.push({ model: m.model, region: report.region, slots, beside: target !== p.fillTo });
     }
     return out;
   }

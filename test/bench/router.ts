@@ -29,6 +29,13 @@ const CONCURRENCY = 32;
 const TOKENS = 50;
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const REQUESTS_PER_WORKER = Number(process.env.BENCH_REQUESTS_PER_WORKER ?? 4);
+/**
+ * Requests per arm before anything is measured (same load shape, not reported). V8 optimizes a function after it has
+ * run enough: after one round, tidegate's per-request path (body, validation, selection, dispatch) still ran in
+ * V8's lower tiers, and a single stream's added TTFT measured its tiering (1.6 ms after 160 requests, 0.66 ms after
+ * 4,000 in a timestamped trace), not the relay a long-running router gives. Every arm gets the same warm-up.
+ */
+const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 2048);
 const TARGET = { throughputVsNginx: 0.97, addedTtftP50VsNginx: 5, addedTtftP50MsSingleStream: 0.5, cpuUsPerTokenPerHop: 10 };
 
 
@@ -89,7 +96,7 @@ async function main(): Promise<void> {
     console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"} load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
     const bin = nginxBinary();
     if (bin === undefined) throw new Error("nginx not found (install Debian's nginx package, or set NGINX_BIN): the bench compares tidegate's two hops with nginx's");
-    console.log(`inputs: model ${MODEL} on h100-80gb tp2, ${CONCURRENCY} concurrent streams × ${REQUESTS_PER_WORKER} requests each per round, ${TOKENS} tokens per stream, ${ROUNDS} rounds of A (direct), N (nginx, two hops), B (tidegate, two hops)`);
+    console.log(`inputs: model ${MODEL} on h100-80gb tp2, ${CONCURRENCY} concurrent streams × ${REQUESTS_PER_WORKER} requests each per round, ${TOKENS} tokens per stream, ${ROUNDS} rounds of A (direct), N (nginx, two hops), B (tidegate, two hops), after ${WARMUP_REQUESTS} warm-up requests per arm`);
 
     const engine = await spawnTidegate("engine-sim", ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--tp", "2", "--port", "0", "--host", "127.0.0.1"], /(http:\/\/127\.0\.0\.1:\d+)/);
     procs.push(engine);
@@ -117,10 +124,12 @@ async function main(): Promise<void> {
     const expectedEvents = TOKENS + NON_TOKEN_EVENTS;
     const load = (base: string, requestsPerWorker = REQUESTS_PER_WORKER, concurrency = CONCURRENCY) =>
       runLoad({ url: `${base}/v1/completions`, body, concurrency, requestsPerWorker, expectedEvents, timeoutMs: 10_000, agent });
-    // Warm-up (JIT, connections, gRPC channel, nginx upstream keep-alive): one short round each, not reported.
-    await load(engineUrl, 1);
-    await load(nginx.url, 1);
-    await load(routerUrl, 1);
+    // Warm-up (JIT, connections, gRPC channel, nginx upstream keep-alive): WARMUP_REQUESTS each, not reported.
+    const warmupPerWorker = Math.max(1, Math.ceil(WARMUP_REQUESTS / CONCURRENCY));
+    for (const url of [engineUrl, nginx.url, routerUrl]) {
+      const w = await load(url, warmupPerWorker);
+      if (w.failures > 0) throw new Error(`${w.failures} of ${w.results.length} warm-up streams to ${url} failed`);
+    }
 
     let failures = 0;
     const pids: Record<string, number | undefined> = { engine: engine.child.pid, region: procs[1]!.child.pid, global: global.child.pid, nginxHop1: nginx.workerPids[0], nginxHop2: nginx.workerPids[1] };

@@ -209,6 +209,11 @@ export class Dispatcher {
 
   /** Routes `c` after `delayMs` on the clock, unless stop() comes first (then its lease is given back). */
   private paced(delayMs: number, link: RegionLink, c: ClaimedRequest): Promise<void> {
+    // A claim answered after stop(): nothing more goes out; stop() gives the lease back once idle().
+    if (this.stopped) {
+      this.aborted.push(c.requestId);
+      return Promise.resolve();
+    }
     return new Promise<void>((resolve) => {
       const entry = {
         c,

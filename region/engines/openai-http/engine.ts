@@ -197,7 +197,7 @@ export class OpenAIHttpEngine implements Engine {
     let counted = 0;
     this.remaining += budget;
     this.inFlight++;
-    const headers: Record<string, string> = { [REQUEST_ID_HEADER]: req.id, [PRIORITY_HEADER]: String(req.priority) };
+    const headers: Record<string, string> = { [REQUEST_ID_HEADER]: req.id, [PRIORITY_HEADER]: String(req.priority), accept: stream ? "text/event-stream" : "application/json" };
     let res: IncomingMessage | undefined;
     try {
       res = await this.send("POST", path, body, headers, signal, stream ? undefined : (this.opts.unstreamedTimeoutMs ?? 600_000));
@@ -296,7 +296,7 @@ export class OpenAIHttpEngine implements Engine {
    */
   private send(method: string, path: string, body: string | undefined, headers: Record<string, string>, signal: AbortSignal | undefined, headersMs?: number): Promise<IncomingMessage> {
     const target = new URL(path, this.url);
-    const h: Record<string, string | number> = { ...headers, accept: method === "POST" ? "text/event-stream" : "*/*" };
+    const h: Record<string, string | number> = { accept: "*/*", ...headers };
     if (body !== undefined) {
       h["content-type"] = "application/json";
       h["content-length"] = Buffer.byteLength(body);

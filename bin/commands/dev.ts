@@ -240,6 +240,9 @@ export const command: Command = {
     try {
       // The regions deploy their configured instances (blocks over the data plane, then engines) before the API opens.
       await Promise.all(stack.regions.map((r) => r.ready()));
+      // The router's last snapshot of each region may predate its first serving instance: send one now, so the API
+      // opens with the regions' instances routable (not after up to one telemetry interval of 503s).
+      for (const link of stack.links) if (link instanceof InProcessRegionLink) link.publishNow();
       await stack.router.listen(host, port);
     } catch (err) {
       await planner.close();

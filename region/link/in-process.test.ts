@@ -35,6 +35,20 @@ describe("InProcessRegionLink", () => {
     expect(b).toHaveLength(4);
   });
 
+  it("publishNow delivers a fresh snapshot at once, between ticks; nothing after close", async () => {
+    const { clock, gw, link } = setup();
+    const got: RegionTelemetry[] = [];
+    link.subscribe((t) => got.push(t));
+    clock.advanceToSync(100);
+    gw.setInstanceState("i1", "draining"); // the region changed since its last report
+    link.publishNow();
+    expect(got.map((t) => t.atMs)).toEqual([0, 100]);
+    expect(got[1]!.models[0]!.instances.serving).toBe(0);
+    await link.close();
+    link.publishNow();
+    expect(got).toHaveLength(2);
+  });
+
   it("dispatches through the gateway and acks targets; a closed link fails with upstream_error", async () => {
     const { link } = setup();
     const events: EngineEvent[] = [];

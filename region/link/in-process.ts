@@ -70,6 +70,14 @@ export class InProcessRegionLink implements RegionLink {
     return this.service.acceptTargets(targets);
   }
 
+  /**
+   * Delivers a snapshot to every subscriber now, outside the ticker: `tidegate dev` calls it once its regions have
+   * deployed, so the router does not hold the snapshot taken before any instance served for up to an interval.
+   */
+  publishNow(): void {
+    if (!this.closed) this.tick();
+  }
+
   /** Stops telemetry; later calls fail with upstream_error. Idempotent. Does not close the region itself. */
   async close(): Promise<void> {
     this.closed = true;

@@ -187,7 +187,7 @@ export class Dispatcher {
     const now = this.o.clock.now();
     const sinceLastMs = now - (this.lastReportMs.get(link.region) ?? now);
     this.lastReportMs.set(link.region, now);
-    const signals = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fillSignals(report, this.o.fill);
+    const signals: readonly { model: string; region: string; slots: number; beside?: boolean }[] = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fillSignals(report, this.o.fill);
     for (const s of signals) {
       const slots = s.slots - this.runParked(link, s.model, s.slots);
       if (slots <= 0) continue;
@@ -198,7 +198,7 @@ export class Dispatcher {
           // interactive prompts arriving behind it wait for): the i-th goes i × step later, all within the first half
           // of the report interval, so they are running and counted in the region's next report before it grants
           // more. An idle fleet is not paced: there is nobody to protect, and a later start is lost throughput.
-          const step = this.o.pace === true && "beside" in s && s.beside && claimed.length > 1 ? Math.min(sinceLastMs, MAX_PACE_WINDOW_MS) / 2 / claimed.length : 0;
+          const step = this.o.pace === true && s.beside === true && claimed.length > 1 ? Math.min(sinceLastMs, MAX_PACE_WINDOW_MS) / 2 / claimed.length : 0;
           claimed.forEach((c, i) => this.track(i === 0 || step <= 0 ? this.route(link, c) : this.paced(i * step, link, c)));
         },
         (err) => this.storeFailed("queue claim failed", { model: s.model, region: s.region }, err),

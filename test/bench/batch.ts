@@ -21,6 +21,7 @@ import { request as httpRequest, Agent } from "node:http";
 import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, spawnTidegate, stopAll } from "../e2e/procs.js";
+import { quantile } from "./sse-load.js";
 
 const MODEL = "llama3.2-3b";
 const N = Number(process.env.BENCH_BATCH_N ?? 10_000);
@@ -144,10 +145,9 @@ async function interactive(routerUrl: string, windowMs: number, until?: Promise<
 }
 
 const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-const pct = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(q * xs.length))] ?? Number.NaN;
-const median = (xs: number[]) => pct(xs, 0.5);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 /** The TTFT line of one interactive arm: mean, p50, p90, p99 and max. */
-const ttftLine = (xs: number[]) => `TTFT mean ${mean(xs).toFixed(1)} ms, p50 ${median(xs).toFixed(1)} ms, p90 ${pct(xs, 0.9).toFixed(1)} ms, p99 ${pct(xs, 0.99).toFixed(1)} ms, max ${Math.max(...xs).toFixed(1)} ms`;
+const ttftLine = (xs: number[]) => `TTFT mean ${mean(xs).toFixed(1)} ms, p50 ${median(xs).toFixed(1)} ms, p90 ${quantile(xs, 0.9).toFixed(1)} ms, p99 ${quantile(xs, 0.99).toFixed(1)} ms, max ${Math.max(...xs).toFixed(1)} ms`;
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-batch-"));

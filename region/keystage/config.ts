@@ -76,7 +76,8 @@ export function parsePipeline(v: unknown, path: string): PipelineLayout {
   return { model, gpu, layersPerStage, profileTp, hiddenSize };
 }
 
-function parseCluster(r: ObjectReader): ClusterConfig {
+/** Reads the `cluster` object (defaults: DEFAULT_CLUSTER); every rule names its field. */
+export function parseCluster(r: ObjectReader): ClusterConfig {
   const d = DEFAULT_CLUSTER;
   const c: ClusterConfig = {
     gpusPerServer: r.number("gpusPerServer", d.gpusPerServer, { integer: true, min: 1, max: 64 }),

@@ -100,6 +100,8 @@ export class PipelineSim {
   private readonly stages: StageState[];
   private nextReplicaId = 0;
   private readonly startMs: number;
+  /** Ids of requests cancelled while in the pipeline: dropped from queues, and at the end of the stage serving them. */
+  private readonly cancelled = new Set<number>();
   completed = 0;
 
   constructor(readonly opts: PipelineSimOptions) {
@@ -115,6 +117,23 @@ export class PipelineSim {
   /** A request arrives now at stage 0. */
   submit(req: PipelineRequest): void {
     this.enqueue(0, { req, enqueuedMs: this.opts.clock.now() });
+  }
+
+  /**
+   * Cancels request `id` (the client went away): a queued request leaves its queue when it reaches the head, one in
+   * service goes no further than the stage serving it (a stage's forward pass is not interrupted). No `onDone`.
+   */
+  cancel(id: number): void {
+    this.cancelled.add(id);
+  }
+
+  /** Replicas of every stage with the request each serves (draining ones included), for occupancy figures. */
+  busyReplicas(): { stage: number; req: PipelineRequest }[] {
+    const out: { stage: number; req: PipelineRequest }[] = [];
+    this.stages.forEach((st, stage) => {
+      for (const r of st.replicas) if (r.busy !== undefined) out.push({ stage, req: r.busy.req });
+    });
+    return out;
   }
 
   /** Adds a replica of `stage` on `server` that serves after `delayMs`. */
@@ -219,15 +238,25 @@ export class PipelineSim {
       if (st.queued === 0) break;
       if (r.busy !== undefined || r.draining || r.readyAtMs > now) continue;
       this.accrue(st, now);
+      const job = this.nextJob(st);
+      if (job === undefined) break;
+      r.busy = job;
+      const serviceMs = this.opts.pipeline.stageMs(stage, job.req.promptTokens, job.req.outputTokens);
+      this.opts.clock.after(serviceMs, () => this.finish(r, serviceMs));
+    }
+  }
+
+  /** Takes the queue's head, skipping cancelled requests (they leave the pipeline here). */
+  private nextJob(st: StageState): Job | undefined {
+    while (st.queued > 0) {
       const job = st.queue[st.queueHead++]!;
       if (st.queueHead > 1024 && st.queueHead * 2 > st.queue.length) {
         st.queue.splice(0, st.queueHead);
         st.queueHead = 0;
       }
-      r.busy = job;
-      const serviceMs = this.opts.pipeline.stageMs(stage, job.req.promptTokens, job.req.outputTokens);
-      this.opts.clock.after(serviceMs, () => this.finish(r, serviceMs));
+      if (!this.cancelled.delete(job.req.id)) return job;
     }
+    return undefined;
   }
 
   private finish(r: Replica, serviceMs: number): void {
@@ -240,6 +269,7 @@ export class PipelineSim {
     if (r.draining) this.stop(r);
     else this.dispatch(r.stage);
     const next = r.stage + 1;
+    if (this.cancelled.delete(job.req.id)) return;
     if (next === this.stages.length) {
       this.completed++;
       this.opts.onDone?.(job.req, now);

@@ -131,7 +131,12 @@ export interface PlannerConfig {
 }
 
 export interface ControllerConfig {
-  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua";
+  /**
+   * The scaling strategy (region/strategies/registry.ts). "keystage" holds the planner's target like LT-I and has
+   * each instance of a pipelined endpoint (`keystage.pipelines`) split its GPUs over its stages by key-stage scaling;
+   * under any other strategy a pipelined instance scales all its stages together (region/keystage/engine.ts).
+   */
+  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
   reconcileIntervalMs: number;
   /**
    * How a region's instances come and go: "agents" (default) — engine processes that node agents start and stop,
@@ -403,7 +408,7 @@ export function parseConfig(json: unknown): TidegateConfig {
 
   const cr = root.object("controller");
   const controller: ControllerConfig = {
-    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua"] }) as ControllerConfig["strategy"],
+    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "keystage"] }) as ControllerConfig["strategy"],
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
     actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],
     maxStepsPerPass: cr.number("maxStepsPerPass", 8, { integer: true, min: 1, max: 1000 }),
@@ -458,8 +463,31 @@ export function parseConfig(json: unknown): TidegateConfig {
   er.done();
   const parameters = parseParameters(root.object("parameters"), models);
   const keystage = parseKeystageConfig(root.raw("keystage"));
+  checkPipelinedEndpoints(keystage, models, controller, engines);
   root.done();
   return { models, regions, router, queue, planner, controller, engines, parameters, ...(keystage === undefined ? {} : { keystage }) };
+}
+
+/**
+ * The rules between the `keystage` section and the rest: the keystage strategy needs pipelines; each pipeline is a
+ * configured model with GPUs per instance for its GPU type, enough for `minReplicasPerStage` replicas of every
+ * stage (an instance's GPUs are the budget its stages share); a pipeline runs in engine-sim, not a command template.
+ */
+function checkPipelinedEndpoints(keystage: KeystageConfig | undefined, models: ModelConfig[], controller: ControllerConfig, engines: EnginesConfig): void {
+  if (keystage === undefined) {
+    if (controller.strategy === "keystage") throw new ValidationError("controller.strategy", `"keystage" splits pipelined instances over their stages: add a keystage section with its pipelines`);
+    return;
+  }
+  keystage.pipelines.forEach((p, i) => {
+    const path = `keystage.pipelines[${i}]`;
+    const gpus = models.find((m) => m.name === p.model)?.gpusPerInstance[p.gpu];
+    if (gpus === undefined) throw new ValidationError(path, `${p.model} on ${p.gpu} is not configured: models[] needs gpusPerInstance["${p.gpu}"] for ${p.model}`);
+    const need = p.layersPerStage.length * keystage.params.minReplicasPerStage;
+    if (gpus < need) {
+      throw new ValidationError(path, `an instance of ${p.model} on ${p.gpu} has ${gpus} GPUs (models[].gpusPerInstance); ${p.layersPerStage.length} stages × ${keystage.params.minReplicasPerStage} replicas (keystage.params.minReplicasPerStage) need ≥ ${need}`);
+    }
+    if (engines.commandTemplate !== undefined) throw new ValidationError(path, "pipelined instances run in engine-sim; engines.commandTemplate starts another engine that tidegate cannot split into stages");
+  });
 }
 
 function parseParameters(r: ObjectReader, models: ModelConfig[]): ParametersConfig {

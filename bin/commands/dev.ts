@@ -17,6 +17,7 @@ import { configNeedsSolver, startSimFleet, type SimFleetSettings } from "../../r
 import { HighsSolver, type Solver } from "../../planner/solver.js";
 import { seededRandom } from "../../sim/workload/rng.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
+import { PipelineEngine, pipelineSpecFor } from "../../region/keystage/engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process.js";
 import { startInProcessRegion, type InProcessRegion } from "../../region/runtime/in-process.js";
@@ -128,7 +129,11 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       if (tp === undefined) throw new Error(`config: ${ep.model} has no gpusPerInstance for ${ep.gpu}`);
       gateway.addEndpoint(ep.model, ep.gpu);
       for (let i = 0; i < ep.instances; i++) {
-        const engine = new SimEngine({ instanceId: `${region.name}/${ep.model}/${ep.gpu}/${i}`, model: ep.model, gpu: ep.gpu, tp, clock, timeScale: config.engines.timeScale, ...(config.engines.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: config.engines.kvCapacityTokens }) });
+        const instanceId = `${region.name}/${ep.model}/${ep.gpu}/${i}`;
+        const pipeline = pipelineSpecFor(config.keystage, config.controller.strategy, ep.model, ep.gpu);
+        const engine = pipeline !== undefined
+          ? new PipelineEngine({ instanceId, model: ep.model, gpu: ep.gpu, gpus: tp, spec: pipeline, clock, timeScale: config.engines.timeScale })
+          : new SimEngine({ instanceId, model: ep.model, gpu: ep.gpu, tp, clock, timeScale: config.engines.timeScale, ...(config.engines.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: config.engines.kvCapacityTokens }) });
         gateway.addInstance(ep.gpu, engine, "serving");
       }
     }

@@ -12,7 +12,8 @@ import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { AgentClient } from "../../region/agent/client.js";
 import { tlsFromFlags, type TlsFiles } from "../../region/link/tls.js";
 import { SimEngine } from "../../region/engines/sim/engine.js";
-import { EngineSimServer, type EngineParameters } from "../../region/engines/sim/http.js";
+import { EngineSimServer, type EngineParameters, type ServedEngine } from "../../region/engines/sim/http.js";
+import { parsePipelineSpec, PipelineEngine } from "../../region/keystage/engine.js";
 
 /** The model's complete store on the agent at `address`, or a message saying why there is none. */
 async function parametersFrom(address: string, model: string, shared?: AgentClient, tls?: TlsFiles): Promise<EngineParameters | string> {
@@ -48,6 +49,13 @@ export const command: Command = {
     "that agent (Info) whether the model's store is complete, exits 1 with a message naming the model and the agent",
     "when it is not, and otherwise reports {\"status\":\"ok\",\"parameters\":{model, bytes, blocks}} on /health.",
     "",
+    "--pipeline <json> serves the model as a pipeline of stages instead (region/keystage/README.md): the instance's",
+    "--tp GPUs are the budget its key-stage scaler splits over the stages, each stage a queue with its own replicas.",
+    "The JSON: {\"layersPerStage\": [20,20,20,20], \"profileTp\": 4, \"mode\": \"key-stage\"|\"whole-pipeline\",",
+    "\"params\": {...keystage strategy parameters}, \"cluster\": {...}} (the config's keystage section; the region",
+    "passes it for endpoints listed in keystage.pipelines). GET /tidegate/keystage reports the split; /metrics adds",
+    "tidegate_pipeline_stage_replicas and tidegate_pipeline_stage_queue per stage.",
+    "",
     "Example: tidegate engine-sim --model llama3.1-8b --gpu h100-80gb --port 0 --time-scale 0.1",
   ].join("\n"),
   flags: {
@@ -64,6 +72,7 @@ export const command: Command = {
     "tls-cert": { type: "string", help: "with --parameters-from: PEM client certificate chain" },
     "tls-key": { type: "string", help: "with --parameters-from: PEM private key" },
     "tls-server-name": { type: "string", help: "with --parameters-from: the name the agent's certificate carries, when not its address" },
+    pipeline: { type: "string", help: "serve the model as a pipeline of stages with key-stage scaling: JSON {layersPerStage, profileTp, mode?, params?, cluster?}; --tp is its GPU budget" },
     "parameters-wait-ms": { type: "number", help: "with --parameters-from: listen at once and answer 503 until the store is complete (within this many ms), instead of refusing to start" },
   },
   async run(flags) {
@@ -82,6 +91,16 @@ export const command: Command = {
     const kvCap = flags["kv-capacity-tokens"];
     if (kvCap !== undefined && !(typeof kvCap === "number" && Number.isInteger(kvCap) && kvCap >= 2)) throw new TidegateError("invalid_request", "--kv-capacity-tokens must be an integer ≥ 2");
 
+    // A pipelined instance (--pipeline): checked before anything else starts.
+    let pipeline: ReturnType<typeof parsePipelineSpec> | undefined;
+    if (flags.pipeline !== undefined) {
+      try {
+        pipeline = parsePipelineSpec(String(flags.pipeline), model, gpu, tp);
+      } catch (err) {
+        throw new TidegateError("invalid_request", (err as Error).message);
+      }
+    }
+
     const waitMs = flags["parameters-wait-ms"];
     if (waitMs !== undefined && !(typeof waitMs === "number" && waitMs > 0)) throw new TidegateError("invalid_request", "--parameters-wait-ms must be a positive number of ms");
     if (waitMs !== undefined && flags["parameters-from"] === undefined) throw new TidegateError("invalid_request", "--parameters-wait-ms goes with --parameters-from");
@@ -96,18 +115,21 @@ export const command: Command = {
       parameters = p;
     }
 
-    const engine = new SimEngine({
-      instanceId: `engine-sim/${model}/${gpu}/${process.pid}`,
-      model,
-      gpu,
-      tp,
-      clock: new WallClock(),
-      timeScale,
-      maxBatch,
-      ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
-      // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
-      solver: async () => (await import("../../planner/solver.js")).HighsSolver.create(),
-    });
+    const instanceId = `engine-sim/${model}/${gpu}/${process.pid}`;
+    const engine: ServedEngine = pipeline !== undefined
+      ? new PipelineEngine({ instanceId, model, gpu, gpus: tp, spec: pipeline, clock: new WallClock(), timeScale })
+      : new SimEngine({
+          instanceId,
+          model,
+          gpu,
+          tp,
+          clock: new WallClock(),
+          timeScale,
+          maxBatch,
+          ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
+          // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
+          solver: async () => (await import("../../planner/solver.js")).HighsSolver.create(),
+        });
     const server = new EngineSimServer({ engine, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));

@@ -10,6 +10,7 @@ import { TidegateError } from "../../core/errors.js";
 import { loggerFromFlags } from "../flags.js";
 import { simEngineFactory, type EngineFactory } from "../../region/process/engines.js";
 import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js";
+import { pipelineFlag, pipelineSpecFor } from "../../region/keystage/engine.js";
 import { startRegionProcess } from "../../region/process/server.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { tlsFromFlags } from "../../region/link/tls.js";
@@ -76,8 +77,8 @@ export const command: Command = {
     const spawn = flags["spawn-engines"] === true;
     if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");
     const agentsMode = !spawn && config.engines.kind === "sim" && config.controller.actuator === "agents";
-    const spawned = spawn ? spawnedEngines(clock, config.engines.timeScale, { log }) : undefined;
-    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale, config.engines.kvCapacityTokens) : urlEngineFactory(clock, log));
+    const spawned = spawn ? spawnedEngines(clock, config.engines.timeScale, { log, pipeline: pipelineFlag(config) }) : undefined;
+    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale, config.engines.kvCapacityTokens, (m, g) => pipelineSpecFor(config.keystage, config.controller.strategy, m, g)) : urlEngineFactory(clock, log));
     if (agentsMode) log.info("agents mode: node agents announce themselves to this region; parameter blocks scaled for this deployment", { strategy: config.controller.strategy, parameters: parameterScaleLines(config) });
     const tls = tlsFromFlags(flags);
     const stopped = untilSignal();

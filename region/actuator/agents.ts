@@ -61,6 +61,11 @@ export interface EngineSettings {
   connect(info: EngineInfo, instanceId: string): Promise<Engine>;
   /** Whether the engine answers its health check now. */
   healthy(info: EngineInfo): Promise<boolean>;
+  /**
+   * The pipeline spec (engine-sim's --pipeline JSON) of an endpoint served as a pipeline of stages (config
+   * `keystage.pipelines`), else undefined. engine-sim only: a command template never gets one.
+   */
+  pipeline?(model: string, gpu: string): string | undefined;
 }
 
 export interface AgentsActuatorOptions {
@@ -328,7 +333,8 @@ export class AgentsActuator implements RuntimeActuator {
       const handle = this.nodes.handle(inst.node);
       if (handle === undefined) throw new TidegateError("upstream_error", `node ${inst.node} is gone`);
       const e = this.o.engines;
-      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }) };
+      const pipeline = e.commandTemplate === undefined ? e.pipeline?.(model, inst.gpu) : undefined;
+      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }) };
       if (this.pool.copy(inst.node, model)?.complete !== true) {
         this.makeRoom(inst.node, params);
         if (inst.state === "provisioning") this.transition(inst, "loading", "waiting for blocks");

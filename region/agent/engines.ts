@@ -161,7 +161,7 @@ export class EngineSupervisor implements EngineHost {
     }
     const sim = spec.commandTemplate === undefined || spec.commandTemplate === "";
     const argv = sim
-      ? [process.execPath, this.cli, "engine-sim", "--model", spec.model, "--gpu", spec.gpu, "--tp", String(spec.gpus), "--host", this.o.engineHost, "--port", String(port), "--time-scale", String(spec.timeScale ?? 1), "--parameters-from", this.o.parametersFrom(), ...tlsArgs(this.o.parametersTls), ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : [])]
+      ? [process.execPath, this.cli, "engine-sim", "--model", spec.model, "--gpu", spec.gpu, "--tp", String(spec.gpus), "--host", this.o.engineHost, "--port", String(port), "--time-scale", String(spec.timeScale ?? 1), "--parameters-from", this.o.parametersFrom(), ...tlsArgs(this.o.parametersTls), ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : []), ...(spec.pipeline === undefined ? [] : ["--pipeline", spec.pipeline])]
       : renderCommand(parseCommandTemplate(spec.commandTemplate!), { model: spec.model, port: String(port), host: this.o.engineHost, gpu: spec.gpu, tp: String(spec.gpus), instance: spec.instanceId });
     e.info.url = `http://${hostForUrl(this.o.engineHost)}:${port}`;
     const keeper = spawn(process.execPath, [this.keeper, String(this.o.orphanGraceMs ?? 2000), ...argv], { stdio: ["pipe", "pipe", "pipe", "pipe"] });

@@ -56,6 +56,11 @@ export interface EngineSpec {
    * complete; engine-sim's /health answers 503 until it is (within startTimeoutMs), then 200.
    */
   awaitBlocks?: boolean;
+  /**
+   * engine-sim only: serve the model as a pipeline of stages with key-stage scaling, this JSON being engine-sim's
+   * `--pipeline` (region/keystage/engine.ts PipelineSpec). Absent = a whole-model instance.
+   */
+  pipeline?: string;
 }
 
 /** The states of an engine process; health (serving or not) is the region's to check, not the agent's. */

@@ -1,7 +1,7 @@
 /**
  * The in-process `AgentHandle` (what `tidegate dev` runs): a real NodeAgent — native block stores, a loopback TCP
  * data-plane endpoint, multicast roles — in the same process as the region, with simulated engines (SimEngine on
- * the region's clock) in place of engine processes. The rules match the agent process: an engine starts only on a
+ * the region's clock, or a PipelineEngine for a pipelined endpoint) in place of engine processes. The rules match the agent process: an engine starts only on a
  * complete, checksum-verified block store of its model, and only in free GPU slots.
  */
 import { HighsSolver } from "../../planner/solver.js";
@@ -9,6 +9,7 @@ import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
 import { SimEngine } from "../engines/sim/engine.js";
+import { parsePipelineSpec, PipelineEngine, type PipelineSpec } from "../keystage/engine.js";
 import type { RunCall } from "./client.js";
 import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "./handle.js";
 import type { LoadSpec, NodeAgent } from "./node.js";
@@ -30,7 +31,7 @@ export class InProcessAgent implements AgentHandle {
   readonly nodeId: string;
   private readonly stores = new Map<string, { blockCount: number; totalBytes: number; lastUsedMs: number }>();
   /** Engines by instance id; `engine` is undefined while one started with awaitBlocks waits for its blocks. */
-  private readonly engines = new Map<string, { info: EngineInfo; engine: SimEngine | undefined; spec: EngineSpec }>();
+  private readonly engines = new Map<string, { info: EngineInfo; engine: SimEngine | PipelineEngine | undefined; spec: EngineSpec; pipeline: PipelineSpec | undefined }>();
 
   constructor(private readonly o: InProcessAgentOptions) {
     this.nodeId = o.agent.info().nodeId;
@@ -86,7 +87,16 @@ export class InProcessAgent implements AgentHandle {
     for (const e of this.engines.values()) if (e.info.state !== "exited") used += e.info.gpus;
     if (used + spec.gpus > this.o.gpuSlots) throw new TidegateError("resource_exhausted", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
     const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "starting", startedAtMs: this.o.clock.now(), detail: "waiting for blocks" };
-    this.engines.set(spec.instanceId, { info, engine: undefined, spec });
+    let pipeline: PipelineSpec | undefined;
+    if (spec.pipeline !== undefined) {
+      // What engine-sim --pipeline would refuse at start-up.
+      try {
+        pipeline = parsePipelineSpec(spec.pipeline, spec.model, spec.gpu, spec.gpus);
+      } catch (err) {
+        throw new TidegateError("invalid_request", `node ${this.nodeId}: engine ${spec.instanceId}: ${(err as Error).message}`);
+      }
+    }
+    this.engines.set(spec.instanceId, { info, engine: undefined, spec, pipeline });
     this.engine(spec.instanceId); // ready at once when the blocks are here
     return { ...info };
   }
@@ -103,14 +113,17 @@ export class InProcessAgent implements AgentHandle {
    * The SimEngine of a started engine (dev connects the gateway to it directly), or undefined while its model's
    * store is incomplete (an engine started with awaitBlocks becomes ready the first time this finds it complete).
    */
-  engine(instanceId: string): SimEngine | undefined {
+  engine(instanceId: string): SimEngine | PipelineEngine | undefined {
     const e = this.engines.get(instanceId);
     if (e === undefined || e.engine !== undefined) return e?.engine;
     const store = this.stores.get(e.spec.model);
     if (store === undefined || this.o.agent.store(e.spec.model).presentCount() < store.blockCount) return undefined;
     store.lastUsedMs = this.o.clock.now();
     const spec = e.spec;
-    e.engine = new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale: spec.timeScale ?? this.o.timeScale, solver: () => HighsSolver.create(), ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
+    const timeScale = spec.timeScale ?? this.o.timeScale;
+    e.engine = e.pipeline !== undefined
+      ? new PipelineEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, spec: e.pipeline, clock: this.o.clock, timeScale })
+      : new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale, solver: () => HighsSolver.create(), ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
     e.info.state = "running";
     e.info.detail = `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks`;
     return e.engine;

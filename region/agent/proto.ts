@@ -48,6 +48,7 @@ export interface WireStartEngineRequest {
   time_scale: number;
   start_timeout_ms: number;
   await_blocks: boolean;
+  pipeline: string;
 }
 /** AnnounceReply on the wire. */
 export interface WireAnnounceReply {

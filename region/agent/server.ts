@@ -74,6 +74,7 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
         timeScale: req.time_scale === 0 ? undefined : req.time_scale,
         startTimeoutMs: req.start_timeout_ms === 0 ? undefined : req.start_timeout_ms,
         awaitBlocks: req.await_blocks === true,
+        ...(req.pipeline === "" || req.pipeline === undefined ? {} : { pipeline: req.pipeline }),
       });
       return engineToWire(e);
     }),

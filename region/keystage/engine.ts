@@ -55,6 +55,17 @@ export function pipelineSpecFor(keystage: KeystageConfig | undefined, strategy: 
   };
 }
 
+/**
+ * EngineSettings.pipeline for the agents actuator: (model, gpu) → the `--pipeline` JSON of a pipelined endpoint under
+ * this config's strategy, undefined for a whole-model endpoint.
+ */
+export function pipelineFlag(config: { keystage?: KeystageConfig | undefined; controller: { strategy: string } }): (model: string, gpu: string) => string | undefined {
+  return (model, gpu) => {
+    const spec = pipelineSpecFor(config.keystage, config.controller.strategy, model, gpu);
+    return spec === undefined ? undefined : pipelineSpecJson(spec);
+  };
+}
+
 /** The spec as the JSON text `engine-sim --pipeline` and the node agents' StartEngine carry. */
 export function pipelineSpecJson(spec: PipelineSpec): string {
   return JSON.stringify(spec);

@@ -19,6 +19,7 @@ import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
 import { Gateway, type GatewayOptions } from "../gateway/gateway.js";
 import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "../runtime/runtime.js";
 import { slotKvBytes } from "./spawn.js";
+import { pipelineFlag } from "../keystage/engine.js";
 import type { TlsFiles } from "../link/tls.js";
 
 export interface AgentsRegion {
@@ -66,6 +67,7 @@ export function startAgentsRegion(o: {
       startTimeoutMs: e.startTimeoutMs,
       stopGraceMs: e.stopGraceMs,
       healthy: (info) => httpHealthy(info),
+      pipeline: pipelineFlag(o.config),
       connect: async (info, instanceId) => {
         const tp = o.config.models.find((m) => m.name === info.model)?.gpusPerInstance[info.gpu] ?? info.gpus;
         return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock: o.clock, kvBytesCapacity: slotKvBytes({ region: o.region, model: info.model, gpu: info.gpu, tp, instanceId }), log: o.log });

@@ -10,6 +10,7 @@ import { TidegateError } from "../../core/errors.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { Engine } from "../../core/ports.js";
 import { SimEngine } from "../engines/sim/engine.js";
+import { PipelineEngine, type PipelineSpec } from "../keystage/engine.js";
 import { Gateway, type GatewayOptions } from "../gateway/gateway.js";
 
 /** One instance to create. `url` is set for openai-http engines (from engines.urls). */
@@ -26,9 +27,16 @@ export interface InstanceSlot {
 
 export type EngineFactory = (slot: InstanceSlot) => Promise<Engine>;
 
-/** In-process SimEngines on `clock`, timing scaled by `timeScale` (engines.timeScale). */
-export function simEngineFactory(clock: Clock, timeScale: number, kvCapacityTokens?: number): EngineFactory {
-  return async (s) => new SimEngine({ instanceId: s.instanceId, model: s.model, gpu: s.gpu, tp: s.tp, clock, timeScale, ...(kvCapacityTokens === undefined ? {} : { kvCapacityTokens }) });
+/**
+ * In-process simulated engines on `clock`, timing scaled by `timeScale` (engines.timeScale): a SimEngine, or a
+ * PipelineEngine for an endpoint `pipeline` names (config keystage.pipelines; region/keystage/engine.ts).
+ */
+export function simEngineFactory(clock: Clock, timeScale: number, kvCapacityTokens?: number, pipeline?: (model: string, gpu: string) => PipelineSpec | undefined): EngineFactory {
+  return async (s) => {
+    const spec = pipeline?.(s.model, s.gpu);
+    if (spec !== undefined) return new PipelineEngine({ instanceId: s.instanceId, model: s.model, gpu: s.gpu, gpus: s.tp, spec, clock, timeScale });
+    return new SimEngine({ instanceId: s.instanceId, model: s.model, gpu: s.gpu, tp: s.tp, clock, timeScale, ...(kvCapacityTokens === undefined ? {} : { kvCapacityTokens }) });
+  };
 }
 
 /**

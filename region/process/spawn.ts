@@ -44,7 +44,7 @@ export interface SpawnedEngines {
 }
 
 /** A factory that spawns one engine-sim per slot with `timeScale`, and the means to stop them all. */
-export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?: string; keeperPath?: string; log?: Logger; startTimeoutMs?: number } = {}): SpawnedEngines {
+export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?: string; keeperPath?: string; log?: Logger; startTimeoutMs?: number; pipeline?: (model: string, gpu: string) => string | undefined } = {}): SpawnedEngines {
   const cli = opts.cliPath ?? defaultCliPath();
   const keeper = opts.keeperPath ?? defaultKeeperPath();
   const log = opts.log ?? silentLogger;
@@ -75,6 +75,8 @@ export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?
   const start = (slot: InstanceSlot, port = 0): Promise<string> =>
     new Promise<string>((resolveUrl, reject) => {
       const args = [keeper, "2000", process.execPath, cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", String(port), "--time-scale", String(timeScale)];
+      const pipeline = opts.pipeline?.(slot.model, slot.gpu);
+      if (pipeline !== undefined) args.push("--pipeline", pipeline);
       const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
       child.stdin!.on("error", () => {}); // EPIPE after the keeper exited; its exit is handled below
       children.add(child);

@@ -6,6 +6,7 @@ import { parseConfig, type TidegateConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { createLogger, type Logger } from "../../core/log.js";
 import type { RegionTargets } from "../../core/ports.js";
+import type { SimEngine } from "../engines/sim/engine.js";
 import { startInProcessRegion, type InProcessRegion } from "./in-process.js";
 import { bootstrapSurplus } from "./runtime.js";
 
@@ -117,7 +118,7 @@ describe("in-process region runtime (agents actuator)", () => {
     await region.ready(10_000);
     const r = region;
     const source = r.runtime.actuator.instances().find((i) => i.state === "serving")!;
-    const engine = r.agents.map((a) => a.engine(source.id)).find((e) => e !== undefined)!;
+    const engine = r.agents.map((a) => a.engine(source.id)).find((e) => e !== undefined) as SimEngine;
     expect(r.gateway.acceptTargets(plan(1, 2)).accepted).toBe(true);
     const target = await until("2 serving", () => r.runtime.actuator.instances().find((i) => i.state === "serving" && i.id !== source.id));
     const listing = r.runtime.actuator.listing().layerwise!;

@@ -13,6 +13,7 @@ import { AgentsActuator } from "../actuator/agents.js";
 import { InProcessAgent } from "../agent/in-process.js";
 import { NodeAgent } from "../agent/node.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
+import { pipelineFlag } from "../keystage/engine.js";
 import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
 
 export interface InProcessRegionOptions {
@@ -91,6 +92,7 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
         throw new Error(`no in-process engine ${instanceId} (${info.url})`);
       },
       healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
+      pipeline: pipelineFlag(o.config),
     },
     lostAfterMs: o.config.controller.agentLostAfterMs,
     ...(layerwise === undefined ? {} : { layerwise }),

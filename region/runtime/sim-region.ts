@@ -20,6 +20,7 @@ import { SimActuator, type ActuatorDelays } from "../actuator/sim.js";
 import type { ControllerAction } from "../controller/reconciler.js";
 import { getProfile } from "../engines/perf/model.js";
 import { SimEngine } from "../engines/sim/engine.js";
+import { PipelineEngine, pipelineSpecFor } from "../keystage/engine.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
 import { InProcessRegionLink } from "../link/in-process.js";
 import type { Solver } from "../../planner/solver.js";
@@ -75,8 +76,8 @@ export interface SimRegion {
   readonly gateway: Gateway;
   readonly actuator: SimActuator;
   readonly runtime: RegionRuntime<SimActuator>;
-  /** The simulated engine of a serving or draining instance. */
-  engine(instanceId: string): SimEngine | undefined;
+  /** The simulated engine of a serving or draining instance (a PipelineEngine for a pipelined endpoint). */
+  engine(instanceId: string): SimEngine | PipelineEngine | undefined;
   /** The loading source in use, when one is configured. */
   readonly loading?: SimRegionLoading;
   close(): Promise<void>;
@@ -195,13 +196,18 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
   const { clock } = o;
   const gateway = new Gateway({ region: o.region, clock, ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }), ...(o.log === undefined ? {} : { log: o.log }), ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }), ...(o.metrics?.outcome === undefined ? {} : { onOutcome: (m: ModelName, x: RequestOutcome) => o.metrics!.outcome!(m, x) }) });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
-  const engines = new Map<string, SimEngine>();
+  const engines = new Map<string, SimEngine | PipelineEngine>();
+  // SimEngines only: serve-while-loading pairs and hands off through the engine core, which pipelines do not have.
+  const simEngineOf = (id: string) => {
+    const e = engines.get(id);
+    return e instanceof SimEngine ? e : undefined;
+  };
   const draining = new Set<string>();
   const gpusOf = (model: ModelName, gpu: GpuType) => o.config.models.find((m) => m.name === model)!.gpusPerInstance[gpu]!;
   const idle = (id: string) => {
     const e = engines.get(id);
     if (e === undefined) return true;
-    const s = e.core.stats();
+    const s = e.stats();
     return s.running === 0 && s.waiting === 0;
   };
   const newEngine = (id: string, model: ModelName, gpu: GpuType, passOverheadMs = 0, kvScale = 1) => {
@@ -217,7 +223,7 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
     if (servingCache?.version === version && servingCache.engines === engines.size) return servingCache.byKey;
     const byKey = new Map<string, SimEngine[]>();
     for (const i of actuatorRef?.instances() ?? []) {
-      const e = i.state === "serving" ? engines.get(i.id) : undefined;
+      const e = i.state === "serving" ? simEngineOf(i.id) : undefined;
       if (e === undefined) continue;
       const key = `${i.model}/${i.gpu}`;
       const list = byKey.get(key);
@@ -236,12 +242,16 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
           gateway,
           gpusOf,
           servingEngines: (model, gpu) => servingEngines().get(`${model}/${gpu}`) ?? [],
-          engineOf: (id) => engines.get(id),
+          engineOf: simEngineOf,
           newEngine,
         });
   const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
     if (inst.state === "serving") {
-      const engine = newEngine(inst.id, inst.model, inst.gpu);
+      // A pipelined endpoint (config keystage.pipelines) serves through a PipelineEngine on the same clock.
+      const pipeline = pipelineSpecFor(o.config.keystage, o.config.controller.strategy, inst.model, inst.gpu);
+      const engine = pipeline !== undefined
+        ? new PipelineEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, gpus: gpusOf(inst.model, inst.gpu), spec: pipeline, clock, ...(o.events === undefined ? {} : { events: o.events }) })
+        : newEngine(inst.id, inst.model, inst.gpu);
       engines.set(inst.id, engine);
       // After the engine exists: a pairing that ends here hands the KV its target holds to that engine.
       loading?.onChange(inst);

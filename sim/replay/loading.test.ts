@@ -4,6 +4,7 @@ import type { ModelName } from "../../core/models.js";
 import { HighsSolver } from "../../planner/solver.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
 import { defaultDataDir } from "../../region/engines/perf/generate.js";
+import type { SimEngine } from "../../region/engines/sim/engine.js";
 import { startSimRegion } from "../../region/runtime/sim-region.js";
 import { resolveStrategy } from "../../region/strategies/registry.js";
 import { seededRandom } from "../workload/rng.js";
@@ -25,7 +26,7 @@ describe("serve while loading in a running region (sim actuator, issue 12)", () 
     const clock = new VirtualClock(0);
     const config = burstConfig("llama2-70b", 2, 4, 48_000);
     const region = startSimRegion({ config, region: "burst", clock, delays: NO_DELAYS, weightsInRegion: ["llama2-70b"], random: seededRandom(1, 0), strategy: HOLD, loading: { source: "blitzscale", solver } });
-    const [a, b] = region.actuator.instances().map((i) => region.engine(i.id)!);
+    const [a, b] = region.actuator.instances().map((i) => region.engine(i.id) as SimEngine);
     // load the second instance more
     for (let k = 0; k < 6; k++) b!.core.submit({ id: `q${k}`, promptTokens: 2000, maxTokens: 50, priority: 0 });
     const t = region.actuator.provision("llama2-70b", "h100-80gb", 4);

@@ -14,10 +14,10 @@ import { TidegateError, toTidegateError } from "../../../core/errors.js";
 import { newId } from "../../../core/ids.js";
 import { MODEL_SPECS } from "../../../core/models.js";
 import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../../core/openai.js";
-import type { EngineEvent, GenerateRequest, Priority } from "../../../core/ports.js";
+import type { Engine, EngineEvent, GenerateRequest, Priority } from "../../../core/ports.js";
 import { parseJson } from "../../../core/validate.js";
-import { parsePairSpec } from "../../liveload/live-pair.js";
-import type { SimEngine } from "./engine.js";
+import type { PipelineStatus } from "../../keystage/engine.js";
+import { parsePairSpec, type LayerwiseHost } from "../../liveload/live-pair.js";
 import { EngineSimMetrics } from "./metrics.js";
 
 /** Where the engine's parameters came from (engine-sim --parameters-from): reported in /health. */
@@ -27,8 +27,14 @@ export interface EngineParameters {
   blocks: number;
 }
 
+/**
+ * What the server serves: a SimEngine (with its serve-while-loading host), or a pipelined instance
+ * (region/keystage/engine.ts: `status()` answers GET /tidegate/keystage; it has no layerwise pairing).
+ */
+export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineStatus };
+
 export interface EngineSimServerOptions {
-  engine: SimEngine;
+  engine: ServedEngine;
   /** Parameters taken from a node agent's block store; /health then answers JSON {status, parameters}. */
   parameters?: EngineParameters;
   /** Largest request body accepted (413 above). */
@@ -39,6 +45,8 @@ export interface EngineSimServerOptions {
 
 /** The serve-while-loading control route (region/liveload/live-pair.ts). */
 export const LAYERWISE_PATH = "/tidegate/layerwise";
+/** A pipelined instance's split over its stages (GET; region/keystage/engine.ts PipelineStatus). */
+export const KEYSTAGE_PATH = "/tidegate/keystage";
 /** Request id header the region gateway forwards so synthetic text is the same at every hop. */
 export const REQUEST_ID_HEADER = "x-request-id";
 /** Priority header (0 interactive, 1 batch) the region gateway forwards; default 0. */
@@ -103,7 +111,7 @@ async function write(res: ServerResponse, chunk: string): Promise<void> {
 export class EngineSimServer {
   readonly server: Server;
   readonly metrics: EngineSimMetrics;
-  private readonly engine: SimEngine;
+  private readonly engine: ServedEngine;
   private readonly bodyLimitBytes: number;
   private parameters: EngineParameters | undefined;
   /** While set, the engine waits for its parameters: /health and completions answer 503 with this text. */
@@ -114,7 +122,8 @@ export class EngineSimServer {
     this.engine = opts.engine;
     this.bodyLimitBytes = opts.bodyLimitBytes ?? 4 * 1024 * 1024;
     this.parameters = opts.parameters;
-    this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats(), opts.processMetrics ?? false);
+    const status = this.engine.status?.bind(this.engine);
+    this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats(), opts.processMetrics ?? false, status);
     this.server = createServer((req, res) => {
       this.route(req, res).catch((err: unknown) => sendError(res, err));
     });
@@ -167,6 +176,11 @@ export class EngineSimServer {
       return this.completions(path === "/v1/chat/completions" ? "chat" : "completion", req, res);
     }
     if (path === LAYERWISE_PATH) return this.layerwise(method, req, res);
+    if (path === KEYSTAGE_PATH) {
+      if (this.engine.status === undefined) throw new TidegateError("not_found", `${KEYSTAGE_PATH}: this instance of ${this.engine.model} is not pipelined`);
+      if (method !== "GET") throw new TidegateError("not_found", `${method} ${KEYSTAGE_PATH} is not supported; use GET`);
+      return sendJson(res, 200, this.engine.status());
+    }
     if (method !== "GET" && method !== "HEAD") throw new TidegateError("not_found", `${method} ${path} is not supported`);
     if (path === "/health") {
       if (this.parameters !== undefined) sendJson(res, 200, { status: "ok", parameters: this.parameters });
@@ -190,6 +204,7 @@ export class EngineSimServer {
   /** The serve-while-loading control (module comment). */
   private async layerwise(method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const host = this.engine.layerwise;
+    if (host === undefined) throw new TidegateError("not_found", `${LAYERWISE_PATH}: this instance of ${this.engine.model} is pipelined and does not pair with loading instances`);
     if (method === "GET") return sendJson(res, 200, host.status());
     if (method === "POST") {
       const spec = parsePairSpec(parseJson(await readBody(req, this.bodyLimitBytes), "request body"));

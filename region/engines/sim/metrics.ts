@@ -5,6 +5,7 @@
  */
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../../core/metrics.js";
 import type { EngineStats } from "../../../core/ports.js";
+import type { PipelineStatus } from "../../keystage/engine.js";
 
 /** The gauge names the openai-http adapter scrapes (vLLM ≥ 0.7 names; `gpu_cache_usage_perc` is the older one). */
 export const VLLM_METRICS = {
@@ -30,8 +31,12 @@ export class EngineSimMetrics {
   readonly requestSuccess: Counter<"model_name" | "finished_reason">;
   private readonly labels: { model_name: string };
 
-  /** `processMetrics` adds the process's standard metrics (prom-client defaults). */
-  constructor(model: string, stats: () => EngineStats, processMetrics = false) {
+  /**
+   * `processMetrics` adds the process's standard metrics (prom-client defaults). `pipeline` (a pipelined instance,
+   * region/keystage/engine.ts) adds per-stage gauges: `tidegate_pipeline_stage_replicas{model_name,stage,state}`
+   * (serving, starting), `tidegate_pipeline_stage_queue`, and the GPUs the instance holds of its budget.
+   */
+  constructor(model: string, stats: () => EngineStats, processMetrics = false, pipeline?: () => PipelineStatus) {
     this.registry = createRegistry(processMetrics);
     this.labels = { model_name: model };
     const registers = [this.registry];
@@ -50,6 +55,31 @@ export class EngineSimMetrics {
     gauge(VLLM_METRICS.kvUsageLegacy, "KV-cache usage (pre-0.7 name). 1 means 100 percent usage.", kv);
     gauge(VLLM_METRICS.running, "Number of requests in model execution batches.", (s) => s.running);
     gauge(VLLM_METRICS.waiting, "Number of requests waiting to be processed.", (s) => s.waiting);
+    if (pipeline !== undefined) {
+      new Gauge({
+        name: "tidegate_pipeline_stage_replicas",
+        help: "Replicas of each pipeline stage (key-stage scaling, QUART), serving or starting.",
+        labelNames: ["model_name", "stage", "state"],
+        registers,
+        collect() {
+          pipeline().stages.forEach((st, i) => {
+            this.set({ model_name: model, stage: String(i), state: "serving" }, st.replicas);
+            this.set({ model_name: model, stage: String(i), state: "starting" }, st.starting);
+          });
+        },
+      });
+      new Gauge({
+        name: "tidegate_pipeline_stage_queue",
+        help: "Requests waiting at each pipeline stage.",
+        labelNames: ["model_name", "stage"],
+        registers,
+        collect() {
+          pipeline().stages.forEach((st, i) => this.set({ model_name: model, stage: String(i) }, st.queue));
+        },
+      });
+      gauge("tidegate_pipeline_gpus_held", "GPUs the pipelined instance holds (of its budget).", () => pipeline().heldGpus);
+      gauge("tidegate_pipeline_gpus_budget", "GPUs of the pipelined instance: the budget key-stage scaling splits over stages.", () => pipeline().budgetGpus);
+    }
     const hist = (name: string, help: string, buckets: number[]) => new Histogram({ name, help, labelNames: ["model_name"], buckets, registers });
     this.ttftSeconds = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS);
     this.tpotSeconds = hist("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", TPOT_BUCKETS);

@@ -194,6 +194,18 @@ describe("Gateway failures and cancellation", () => {
     expect(e.cancelled).toEqual([]);
   });
 
+  it("closes a request's books at its done event even if the consumer never pulls again (the router's relay)", async () => {
+    const gw = new Gateway({ region: "us-east", clock: new VirtualClock() });
+    const e = new FakeEngine({ instanceId: "a", model: MODEL });
+    gw.addInstance("h100-80gb", e);
+    const it = gw.generate(request({ maxTokens: 2 }))[Symbol.asyncIterator]();
+    for (;;) {
+      const step = await it.next();
+      if (step.done === true || step.value.type === "done") break; // no return(): the generator stays suspended
+    }
+    expect(gw.instances()[0]!.inFlight).toBe(0);
+  });
+
   it("cancels the engine's generation when the consumer stops or the signal aborts", async () => {
     const clock = new VirtualClock();
     const gw = gateway(clock);

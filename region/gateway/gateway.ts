@@ -290,6 +290,12 @@ export class Gateway {
       const rec = this.choose(model, tried);
       if (rec === undefined) break;
       const ticket = admit(rec, req, model.kvBytesPerToken);
+      let settled = false;
+      const settleOnce = () => {
+        if (settled) return;
+        settled = true;
+        settle(ticket);
+      };
       this.onRouted?.(req, rec.engine.instanceId);
       const upstream = new AbortController();
       const onAbort = () => upstream.abort(signal?.reason);
@@ -313,10 +319,12 @@ export class Gateway {
             yield ev;
             continue;
           }
-          // `done` ends the request even if the consumer stops pulling right after it.
+          // `done` ends the request even if the consumer stops pulling right after it (the router's relay does: the
+          // generator then stays suspended at this yield and its `finally` never runs), so its books close here.
           served(model, req, streamed);
           streamed = 0;
           finished = true;
+          settleOnce();
           this.onOutcome?.(req.model, "ok");
           yield ev;
           return;
@@ -341,7 +349,7 @@ export class Gateway {
         lastError = err;
       } finally {
         signal?.removeEventListener("abort", onAbort);
-        settle(ticket);
+        settleOnce();
         served(model, req, streamed); // what a failed or cancelled stream delivered
         streamed = 0;
         if (!finished) {

@@ -14,13 +14,14 @@ import type { Clock, Timer } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { EngineEvent, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { Engine, EngineEvent, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import type { ModelSource } from "../actuator/agents.js";
 import type { RuntimeActuator } from "../actuator/port.js";
 import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
+import type { PipelineStatus } from "../keystage/engine.js";
 import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/registry.js";
 
@@ -258,7 +259,7 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
   const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
   const serving = (id: string, detail: string) => {
     const v = views.get(id);
-    return `${detail}; ${v?.inFlight ?? 0} in flight${v?.stale === true ? "; stats stale: its /metrics cannot be read, routed around" : ""}`;
+    return `${detail}; ${v?.inFlight ?? 0} in flight${v?.stale === true ? "; stats stale: its /metrics cannot be read, routed around" : ""}${pipelineDetail(gateway.engine(id))}`;
   };
   return {
     region,
@@ -280,6 +281,17 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
   };
 }
 
+
+/**
+ * A pipelined instance in this process (region/keystage/engine.ts) in words for the listing: its scaling mode,
+ * replicas and queue per stage, the key stages and the GPUs it holds of its budget. "" for any other engine.
+ */
+function pipelineDetail(engine: (Engine & { status?: () => PipelineStatus }) | undefined): string {
+  const st = engine?.status?.();
+  if (st === undefined) return "";
+  const key = st.stages.flatMap((s, i) => (s.key ? [i] : []));
+  return `; pipeline ${st.mode}: replicas per stage [${st.stages.map((s) => s.replicas + s.starting).join(",")}], queue per stage [${st.stages.map((s) => s.queue).join(",")}], key stages [${key.join(",")}], ${st.heldGpus} of ${st.budgetGpus} GPUs held, ${st.scaler.added} replicas added, ${st.scaler.removed} removed`;
+}
 
 /** The parameters of every model `region` hosts (config `parameters`). */
 export function modelSources(config: TidegateConfig, region: RegionName): Map<ModelName, ModelSource> {

@@ -214,6 +214,28 @@ describe("engines on the agent", () => {
     expect(big.message).toMatch(/has 3 of 3 free \(no engines\)/);
   });
 
+  it("starts engine-sim as a pipeline of stages when StartEngine carries one; a pipeline its GPUs cannot hold is refused", async () => {
+    await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });
+    const pipeline = JSON.stringify({ layersPerStage: [20, 12], profileTp: 2, mode: "key-stage", params: { intervalMs: 200 } });
+    const e = await agent.client.startEngine({ instanceId: "i-pipe", model: MODEL, gpu: GPU, gpus: 3, timeScale: 0.1, pipeline });
+    expect(e).toMatchObject({ instanceId: "i-pipe", gpus: 3, state: "running" });
+    const status = (await (await fetch(`${e.url}/tidegate/keystage`)).json()) as { mode: string; budgetGpus: number; stages: { layers: number; replicas: number }[] };
+    expect(status).toMatchObject({ mode: "key-stage", budgetGpus: 3, stages: [{ layers: 20, replicas: 1 }, { layers: 12, replicas: 1 }] });
+    const res = await fetch(`${e.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt: "hi", max_tokens: 3 }) });
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { usage: { completion_tokens: number } }).usage.completion_tokens).toBe(3);
+    expect(await (await fetch(`${e.url}/metrics`)).text()).toMatch(/tidegate_pipeline_stage_replicas\{model_name="llama3\.1-8b",stage="1",state="serving"\} 1/);
+    await agent.client.stopEngine("i-pipe", 2000);
+
+    // 2 stages need 2 GPUs: engine-sim refuses the spec at start-up, naming the flag; the agent reports it exited.
+    const bad = await agent.client.startEngine({ instanceId: "i-pipe1", model: MODEL, gpu: GPU, gpus: 1, timeScale: 0.1, pipeline }).then(
+      (info) => info.detail,
+      (err: Error) => err.message,
+    );
+    expect(bad).toMatch(/--pipeline: an instance of 1 GPUs cannot hold 2 stages/);
+    await agent.client.stopEngine("i-pipe1", 100).catch(() => undefined);
+  });
+
   it("a template engine that exits at once becomes exited with its exit code and stderr", async () => {
     await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });
     const e = await agent.client.startEngine({ instanceId: "i-boom", model: MODEL, gpu: GPU, gpus: 1, commandTemplate: "sh -c 'echo boom {instance} on {port} >&2; exit 3'" });

@@ -9,15 +9,18 @@ function withKeystage(keystage: unknown): unknown {
   return { ...(DEFAULT_CONFIG_JSON as Record<string, unknown>), keystage };
 }
 
-function errorOf(keystage: unknown): ValidationError {
+/** The ValidationError parseConfig throws on `json`. */
+function configError(json: unknown): ValidationError {
   try {
-    parseConfig(withKeystage(keystage));
+    parseConfig(json);
   } catch (err) {
     if (err instanceof ValidationError) return err;
     throw err;
   }
   throw new Error("expected a ValidationError");
 }
+
+const errorOf = (keystage: unknown): ValidationError => configError(withKeystage(keystage));
 
 describe("keystage config section (read by parseConfig)", () => {
   it("parses a valid section with defaults, and no section means none", () => {
@@ -57,23 +60,14 @@ describe("keystage config section (read by parseConfig)", () => {
 
   it("checks pipelines against the fleet: instance GPUs for every stage, engine-sim only, and the keystage strategy", () => {
     const base = DEFAULT_CONFIG_JSON as Record<string, unknown>;
-    const fails = (json: unknown): ValidationError => {
-      try {
-        parseConfig(json);
-      } catch (err) {
-        if (err instanceof ValidationError) return err;
-        throw err;
-      }
-      throw new Error("expected a ValidationError");
-    };
     // llama2-70b runs 4 GPUs an instance in the default config: 8 stages do not fit in one.
     const e = errorOf({ pipelines: [{ model: "llama2-70b", gpu: "h100-80gb", layersPerStage: [10, 10, 10, 10, 10, 10, 10, 10], profileTp: 4 }] });
     expect(e.path).toBe("keystage.pipelines[0]");
     expect(e.message).toMatch(/has 4 GPUs \(models\[\]\.gpusPerInstance\); 8 stages × 1 replicas .* need ≥ 8/);
     const ks = { pipelines: [BLOOM] };
-    expect(fails({ ...base, controller: { strategy: "keystage" } }).path).toBe("controller.strategy");
+    expect(configError({ ...base, controller: { strategy: "keystage" } }).path).toBe("controller.strategy");
     expect(parseConfig({ ...base, controller: { strategy: "keystage" }, keystage: ks }).controller.strategy).toBe("keystage");
-    expect(fails({ ...base, engines: { commandTemplate: "vllm serve {model} --port {port}" }, keystage: ks }).message).toMatch(/keystage\.pipelines\[0\]: pipelined instances run in engine-sim/);
+    expect(configError({ ...base, engines: { commandTemplate: "vllm serve {model} --port {port}" }, keystage: ks }).message).toMatch(/keystage\.pipelines\[0\]: pipelined instances run in engine-sim/);
   });
 
   it("the keystage strategy is in the registry and holds the planner's GPU target", () => {

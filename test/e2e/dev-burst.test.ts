@@ -4,18 +4,17 @@
 // against the dev process, the admin listing read with the key dev prints.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
-import { spawnTidegate, stopAll, type Proc } from "./procs.js";
+import { regionListing, startDev, stopAll, type DevProc } from "./procs.js";
 
 const MODEL = "llama3.2-3b";
 const PROMPT = "the tide comes in and the gate holds ".repeat(250); // ≈ 2,000 tokens
 let dir: string;
-let dev: Proc;
+let dev: DevProc;
 let url: string;
-let key: string;
 let client: OpenAI;
 
 beforeAll(async () => {
@@ -30,11 +29,8 @@ beforeAll(async () => {
     engines: { timeScale: 1, kvCapacityTokens: 24_000 },
     parameters: { models: { [MODEL]: { bytes: 16 * 1024 * 1024 } } },
   };
-  const file = join(dir, "dev.json");
-  writeFileSync(file, JSON.stringify(config));
-  dev = await spawnTidegate("dev", ["dev", "--config", file, "--port", "0", "--log-level", "info"], /tidegate dev: serving (http:\/\/\S+)[\s\S]*admin key (tg-admin-\S+)/, 60_000);
-  url = dev.match[1]!;
-  key = dev.match[2]!;
+  dev = await startDev(config, dir);
+  url = dev.url;
   client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
 }, 90_000);
 
@@ -43,11 +39,7 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-async function listing(): Promise<RegionInstances> {
-  const res = await fetch(`${url}/admin/regions/dev1/instances`, { headers: { authorization: `Bearer ${key}` } });
-  expect(res.status).toBe(200);
-  return (await res.json()) as RegionInstances;
-}
+const listing = (): Promise<RegionInstances> => regionListing(dev, "dev1");
 
 /** `streams` concurrent streaming clients for `ms`; resolves with the requests that failed. */
 async function load(streams: number, ms: number): Promise<number> {
@@ -94,13 +86,13 @@ describe("tidegate dev under a 10× burst", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(await burst).toBe(0);
-    expect(decision, dev.output().slice(-3000)).toBeDefined();
+    expect(decision, dev.proc.output().slice(-3000)).toBeDefined();
     expect(servedAt, "the new instance never took a request").toBeDefined();
     const ms = servedAt! - decision!.atMs;
     console.log(`burst: scale-out decided (${decision!.instanceId}); the new instance served requests ${ms} ms later`);
     expect(ms).toBeLessThan(5000);
     // The dev log says what happened, step by step.
-    const out = dev.output();
+    const out = dev.proc.output();
     expect(out).toContain('"msg":"scaling step"');
     expect(out).toContain('"msg":"transfer finished"');
     expect(out).toContain('"msg":"instance serving"');

@@ -4,17 +4,16 @@
 // grows the stages that need it. Read back as an operator would: the admin listing with the key dev prints.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
-import { spawnTidegate, stopAll, type Proc } from "./procs.js";
+import { regionListing, startDev, stopAll, type DevProc } from "./procs.js";
 
 const MODEL = "llama2-70b";
 let dir: string;
-let dev: Proc;
+let dev: DevProc;
 let url: string;
-let key: string;
 let client: OpenAI;
 
 beforeAll(async () => {
@@ -33,11 +32,8 @@ beforeAll(async () => {
       params: { intervalMs: 1000, windowMs: 10_000 },
     },
   };
-  const file = join(dir, "dev.json");
-  writeFileSync(file, JSON.stringify(config));
-  dev = await spawnTidegate("dev", ["dev", "--config", file, "--port", "0", "--log-level", "info"], /tidegate dev: serving (http:\/\/\S+)[\s\S]*admin key (tg-admin-\S+)/, 60_000);
-  url = dev.match[1]!;
-  key = dev.match[2]!;
+  dev = await startDev(config, dir);
+  url = dev.url;
   client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
 }, 90_000);
 
@@ -46,11 +42,7 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-async function listing(): Promise<RegionInstances> {
-  const res = await fetch(`${url}/admin/regions/dev1/instances`, { headers: { authorization: `Bearer ${key}` } });
-  expect(res.status).toBe(200);
-  return (await res.json()) as RegionInstances;
-}
+const listing = (): Promise<RegionInstances> => regionListing(dev, "dev1");
 
 /** Replicas per stage of the one serving instance, from its listing detail. */
 function stages(l: RegionInstances): number[] | undefined {

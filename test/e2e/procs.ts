@@ -7,7 +7,9 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { promisify } from "node:util";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
-import { dirname, resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import type { RegionInstances } from "../../core/ports.js";
 
 /** The repository root (this file is test/e2e/procs.ts, compiled or not). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), fileURLToPath(import.meta.url).includes("/dist/") ? "../../.." : "../..");
@@ -120,4 +122,26 @@ export async function runCli(args: string[]): Promise<{ code: number; stdout: st
     const e = err as { code: number; stdout: string; stderr: string };
     return { code: e.code, stdout: e.stdout, stderr: e.stderr };
   }
+}
+
+/** A `tidegate dev` process on a config file, with the URL and admin key it printed. */
+export interface DevProc {
+  proc: Proc;
+  url: string;
+  key: string;
+}
+
+/** Writes `config` to `dir`/dev.json and starts `tidegate dev --config` on it (port 0); resolves once it serves. */
+export async function startDev(config: object, dir: string): Promise<DevProc> {
+  const file = join(dir, "dev.json");
+  writeFileSync(file, JSON.stringify(config));
+  const proc = await spawnTidegate("dev", ["dev", "--config", file, "--port", "0", "--log-level", "info"], /tidegate dev: serving (http:\/\/\S+)[\s\S]*admin key (tg-admin-\S+)/, 60_000);
+  return { proc, url: proc.match[1]!, key: proc.match[2]! };
+}
+
+/** `GET /admin/regions/{region}/instances` with the admin key; throws unless it answers 200. */
+export async function regionListing(dev: DevProc, region: string): Promise<RegionInstances> {
+  const res = await fetch(`${dev.url}/admin/regions/${region}/instances`, { headers: { authorization: `Bearer ${dev.key}` } });
+  if (res.status !== 200) throw new Error(`GET /admin/regions/${region}/instances answered ${res.status}: ${await res.text()}`);
+  return (await res.json()) as RegionInstances;
 }

@@ -340,7 +340,9 @@ export class AgentsActuator implements RuntimeActuator {
         if (inst.state === "provisioning") this.transition(inst, "loading", "waiting for blocks");
         else inst.detail = "waiting for blocks";
         const blocks = this.queue.want(params, inst.node);
-        this.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.idealTransferMs(params));
+        // A pipelined instance neither pairs nor is paired: its engine has no layerwise control (engine-sim answers
+        // 404), so it starts whole, as under stop-the-world.
+        if (pipeline === undefined) this.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.idealTransferMs(params));
         // engine-sim starts while the blocks arrive (its process start overlaps the transfer) and turns healthy once
         // they are all here; a real engine (a command template) starts after them.
         const early = e.commandTemplate === undefined ? handle.startEngine({ ...spec, awaitBlocks: true }) : undefined;

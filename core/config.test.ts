@@ -71,6 +71,12 @@ describe("partial config files and every error at once", () => {
     expect(config).toBeUndefined();
     expect(errors.map((e) => e.path)).toEqual(["queue.backend"]);
   });
+  it("does not report what removing a bad field causes in its container", () => {
+    const bloom = { model: "bloom-176b", gpu: "h100-80gb", layersPerStage: [35, 35], profileTp: 8 };
+    const { errors } = validateConfig(mergeOverDefault({ keystage: { pipelines: [bloom] }, router: { port: -1 } }));
+    // Removing layersPerStage[0] leaves one stage ("at least 2 elements"): not the user's error.
+    expect(errors.map((e) => e.path)).toEqual(["router.port", "keystage.pipelines[0].layersPerStage[0]"]);
+  });
   it("suggests nothing for a key far from every known one", () => {
     expect(() => loadConfig(write({ router: { completelyDifferent: 1 } }))).toThrow(/router\.completelyDifferent: is not a known field$/);
   });

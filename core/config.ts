@@ -590,7 +590,8 @@ function pathSegments(path: string): (string | number)[] {
 /**
  * Validates `json` and reports every error, not just the first: after each error the offending field is removed
  * and validation runs again (at most 50 rounds; a field whose removal only makes it "required" ends the search
- * for that path). Returns the config when there is no error.
+ * for that path; an error that removing a field caused in its container is not reported). Returns the config when
+ * there is no error.
  */
 export function validateConfig(json: unknown): { config?: TidegateConfig; errors: ValidationError[] } {
   let doc: unknown = structuredClone(json);
@@ -604,7 +605,10 @@ export function validateConfig(json: unknown): { config?: TidegateConfig; errors
       if (!(err instanceof ValidationError)) throw err;
       if (seen.has(err.path)) return { errors };
       seen.add(err.path);
-      errors.push(err);
+      // An error on a container that held a field removed here ("must have at least 2 element(s)" once a bad
+      // element is gone) is an artifact of the search, not the user's: remove the container without reporting it.
+      const artifact = errors.some((e) => e.path.startsWith(`${err.path}[`) || e.path.startsWith(`${err.path}.`));
+      if (!artifact) errors.push(err);
       const segs = pathSegments(err.path);
       let parent: unknown = doc;
       for (const s of segs.slice(0, -1)) parent = (parent as Record<string | number, unknown> | undefined)?.[s];

@@ -4,11 +4,11 @@
 // grows the stages that need it. Read back as an operator would: the admin listing with the key dev prints.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
-import { regionListing, startDev, stopAll, type DevProc } from "./procs.js";
+import { regionListing, runCli, startDev, stopAll, type DevProc } from "./procs.js";
 
 const MODEL = "llama2-70b";
 let dir: string;
@@ -96,4 +96,21 @@ describe("tidegate dev with a pipelined model under the keystage strategy", () =
     expect(detail).toMatch(/; 0 in flight/);
     expect(Number(/(\d+) replicas added/.exec(detail)?.[1])).toBeGreaterThan(0);
   }, 120_000);
+
+  it("refuses bad pipeline config at start-up, naming the config path", async () => {
+    const bloom = { model: "bloom-176b", gpu: "h100-80gb", layersPerStage: [9, 9, 9, 9, 9, 9, 8, 8], profileTp: 8 };
+    const cases: [object, string][] = [
+      [{ pipelines: [{ ...bloom, layersPerStage: [9, 9, 9, 9, 9, 9, 8, 7] }] }, "keystage.pipelines[0].layersPerStage: stages hold 69 layers in all; bloom-176b has 70"],
+      [{ pipelines: [{ ...bloom, layersPerStage: [35, 35] }] }, "keystage.pipelines[0].layersPerStage[0]: a stage of 35 layers holds 163.9 GiB of weights; one h100-80gb holds 72.0 GiB"],
+      [{ pipelines: [bloom], params: { kp: 50 } }, "keystage.params.kp: must be ≤ 20, got 50"],
+    ];
+    for (const [keystage, message] of cases) {
+      const file = join(dir, "bad.json");
+      writeFileSync(file, JSON.stringify({ keystage }));
+      const r = await runCli(["dev", "--config", file, "--port", "0"]);
+      expect(r.code, r.stderr).toBe(2);
+      expect(r.stderr).toContain(message);
+      expect(r.stderr).not.toMatch(/at least 2 element/);
+    }
+  });
 });

@@ -1,8 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { VirtualClock } from "../../core/clock.js";
+import { VirtualClock, WallClock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
 import { ValidationError } from "../../core/validate.js";
+import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
+import { promSamples } from "../engines/openai-http/sse.js";
+import { EngineSimServer } from "../engines/sim/http.js";
 import { resolveStrategy } from "../strategies/registry.js";
 import { DEFAULT_CLUSTER, parseKeystageConfig } from "./config.js";
 import { parsePipelineSpec, PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "./engine.js";
@@ -151,3 +154,44 @@ describe("pipeline specs: from config, as JSON, and their errors", () => {
     fails(json({ extra: 1 }), 8, /--pipeline/, /extra/);
   });
 });
+
+describe("a pipelined engine seen over HTTP (engine-sim's face, the region's openai-http adapter)", () => {
+  it("promSamples reads labelled samples, escapes included", () => {
+    const text = ['# HELP m x', 'm{a="1",b="q\\"x\\\\y"} 2', "m 3", 'mm{a="1"} 9', 'm{a="2"} NaNx'].join("\n");
+    expect(promSamples(text, "m")).toEqual([
+      { labels: { a: "1", b: 'q"x\\y' }, value: 2 },
+      { labels: {}, value: 3 },
+    ]);
+  });
+
+  it("the adapter reads the split from /metrics as the engine reports it: what the region's listing shows", async () => {
+    const engine = new PipelineEngine({ instanceId: "p0", model: MODEL, gpu: GPU, gpus: 6, spec: { ...SPEC, layersPerStage: [32, 16, 16, 16] }, clock: new WallClock(), timeScale: 0.01 });
+    const server = new EngineSimServer({ engine });
+    const url = await server.listen(0);
+    const adapter = new OpenAIHttpEngine({ instanceId: "p0", model: MODEL, baseUrl: url, clock: new WallClock(), metricsIntervalMs: 0 });
+    try {
+      // A burst through the HTTP face, so stage 0 (twice the layers) queues and grows.
+      const res = await Promise.all(
+        Array.from({ length: 24 }, () => fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt: "x ".repeat(400), max_tokens: 16 }) })),
+      );
+      expect(res.every((r) => r.status === 200)).toBe(true);
+      // Freeze the split (no more passes; replicas still starting come up) so the scrape and status() see one state.
+      engine.scaler.stop();
+      for (let i = 0; i < 200 && engine.status().stages.some((x) => x.starting > 0); i++) await new Promise((r) => setTimeout(r, 10));
+      expect(await adapter.scrape()).toBe(true);
+      const st = engine.status();
+      expect(adapter.pipelineSummary()).toEqual({
+        mode: "key-stage",
+        budgetGpus: 6,
+        heldGpus: st.heldGpus,
+        stages: st.stages.map((x) => ({ replicas: x.replicas, starting: x.starting, queue: x.queue, key: x.key })),
+        scaler: { added: st.scaler.added, removed: st.scaler.removed },
+      });
+      expect(st.scaler.added).toBeGreaterThan(0);
+    } finally {
+      await adapter.close();
+      await server.close();
+    }
+  });
+});
+

@@ -148,6 +148,34 @@ interface InFlight {
 const EXPECTED_PROMPT_TOKENS = 512;
 const EXPECTED_OUTPUT_TOKENS = 128;
 
+/**
+ * What the region's listing shows of a pipelined instance: a PipelineEngine's own `status()`, or what the openai-http
+ * adapter reads back from a pipelined engine-sim's /metrics (`PIPELINE_METRICS`).
+ */
+export interface PipelineSummary {
+  mode: ScalingMode;
+  budgetGpus: number;
+  heldGpus: number;
+  stages: { replicas: number; starting: number; queue: number; key: boolean }[];
+  scaler: { added: number; removed: number };
+}
+
+/** The gauges a pipelined engine-sim adds to /metrics (region/engines/sim/metrics.ts); model_name on each. */
+export const PIPELINE_METRICS = {
+  /** {stage, state: serving|starting} */
+  stageReplicas: "tidegate_pipeline_stage_replicas",
+  /** {stage} */
+  stageQueue: "tidegate_pipeline_stage_queue",
+  /** {stage}: 1 while the stage is key (QUART §5.1), else 0 */
+  stageKey: "tidegate_pipeline_stage_key",
+  gpusHeld: "tidegate_pipeline_gpus_held",
+  gpusBudget: "tidegate_pipeline_gpus_budget",
+  /** {mode}: 1 */
+  info: "tidegate_pipeline_info",
+  replicasAdded: "tidegate_pipeline_replicas_added_total",
+  replicasRemoved: "tidegate_pipeline_replicas_removed_total",
+} as const;
+
 /** What GET /tidegate/keystage reports: the split over stages now and the scaler's counters. */
 export interface PipelineStatus {
   mode: ScalingMode;
@@ -307,6 +335,11 @@ export class PipelineEngine implements Engine {
     for (const f of this.inFlight.values()) remaining += f.req.promptTokens + f.req.outputTokens;
     const waiting = this.sim.queueLength(0);
     return { kvBytesUsed: kvUsed, kvBytesCapacity: kvCap, running: this.inFlight.size - waiting, waiting, remainingTokens: remaining, generatedTokensTotal: this.generated };
+  }
+
+  /** The split for the region's listing (region/runtime/runtime.ts). */
+  pipelineSummary(): PipelineSummary {
+    return this.status();
   }
 
   /** The split over stages now, and the scaler's counters (GET /tidegate/keystage). */

@@ -21,7 +21,7 @@ import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
-import type { PipelineStatus } from "../keystage/engine.js";
+import type { PipelineSummary } from "../keystage/engine.js";
 import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/registry.js";
 
@@ -283,11 +283,12 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
 
 
 /**
- * A pipelined instance in this process (region/keystage/engine.ts) in words for the listing: its scaling mode,
- * replicas and queue per stage, the key stages and the GPUs it holds of its budget. "" for any other engine.
+ * A pipelined instance (region/keystage/engine.ts in this process, or a pipelined engine-sim as its /metrics show it
+ * to the openai-http adapter) in words for the listing: its scaling mode, replicas and queue per stage, the key
+ * stages and the GPUs it holds of its budget. "" for any other engine.
  */
-function pipelineDetail(engine: (Engine & { status?: () => PipelineStatus }) | undefined): string {
-  const st = engine?.status?.();
+function pipelineDetail(engine: (Engine & { pipelineSummary?: () => PipelineSummary | undefined }) | undefined): string {
+  const st = engine?.pipelineSummary?.();
   if (st === undefined) return "";
   const key = st.stages.flatMap((s, i) => (s.key ? [i] : []));
   return `; pipeline ${st.mode}: replicas per stage [${st.stages.map((s) => s.replicas + s.starting).join(",")}], queue per stage [${st.stages.map((s) => s.queue).join(",")}], key stages [${key.join(",")}], ${st.heldGpus} of ${st.budgetGpus} GPUs held, ${st.scaler.added} replicas added, ${st.scaler.removed} removed`;

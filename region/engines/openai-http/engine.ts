@@ -16,9 +16,10 @@ import type { Engine, EngineEvent, EngineStats, FinishReason, GenerateRequest } 
 import { LAYERWISE_PATH, PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.js";
 import type { LayerwiseControl, PairStatus } from "../../liveload/live-pair.js";
 import { VLLM_METRICS } from "../sim/metrics.js";
+import { PIPELINE_METRICS, type PipelineSummary } from "../../keystage/engine.js";
 import type { Logger } from "../../../core/log.js";
 import { BodyReader } from "./body-reader.js";
-import { SseSplitter, parseChunk, promValue } from "./sse.js";
+import { SseSplitter, parseChunk, promSamples, promValue } from "./sse.js";
 
 export interface OpenAIHttpEngineOptions {
   instanceId: string;
@@ -59,6 +60,41 @@ interface Scraped {
 
 const UPSTREAM_CODES = new Set<ErrorCode>(["invalid_request", "invalid_json", "model_not_found", "payload_too_large", "rate_limited", "not_found"]);
 
+/** A pipelined engine's split over its stages read from its /metrics text; undefined for any other engine. */
+export function pipelineFromMetrics(text: string): PipelineSummary | undefined {
+  const P = PIPELINE_METRICS;
+  const budget = promValue(text, P.gpusBudget);
+  if (budget === undefined) return undefined;
+  const stages: PipelineSummary["stages"] = [];
+  const at = (labels: Record<string, string>) => {
+    const i = Number(labels.stage);
+    if (!Number.isInteger(i) || i < 0 || i > 1024) return undefined;
+    while (stages.length <= i) stages.push({ replicas: 0, starting: 0, queue: 0, key: false });
+    return stages[i];
+  };
+  for (const s of promSamples(text, P.stageReplicas)) {
+    const st = at(s.labels);
+    if (st !== undefined && s.labels.state === "starting") st.starting = s.value;
+    else if (st !== undefined) st.replicas = s.value;
+  }
+  for (const s of promSamples(text, P.stageQueue)) {
+    const st = at(s.labels);
+    if (st !== undefined) st.queue = s.value;
+  }
+  for (const s of promSamples(text, P.stageKey)) {
+    const st = at(s.labels);
+    if (st !== undefined) st.key = s.value > 0;
+  }
+  const mode = promSamples(text, P.info).find((s) => s.value > 0)?.labels.mode === "whole-pipeline" ? "whole-pipeline" : "key-stage";
+  return {
+    mode,
+    budgetGpus: budget,
+    heldGpus: promValue(text, P.gpusHeld) ?? 0,
+    stages,
+    scaler: { added: promValue(text, P.replicasAdded) ?? 0, removed: promValue(text, P.replicasRemoved) ?? 0 },
+  };
+}
+
 export class OpenAIHttpEngine implements Engine {
   readonly instanceId: string;
   readonly model: string;
@@ -67,6 +103,8 @@ export class OpenAIHttpEngine implements Engine {
   private readonly agent: Agent;
   private readonly metricsTimer: Timer | undefined;
   private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0 };
+  /** A pipelined engine-sim's split over its stages, from the last scrape that carried PIPELINE_METRICS. */
+  private pipeline: PipelineSummary | undefined;
   private scrapeOk = false;
   /** Clock ms of the last successful scrape (undefined before one). */
   private lastOkMs: number | undefined;
@@ -155,6 +193,7 @@ export class OpenAIHttpEngine implements Engine {
         running: promValue(text, VLLM_METRICS.running) ?? this.scraped.running,
         waiting: promValue(text, VLLM_METRICS.waiting) ?? this.scraped.waiting,
       };
+      this.pipeline = pipelineFromMetrics(text) ?? this.pipeline;
       this.scrapeOk = true;
       this.scrapeFailed = false;
       this.lastOkMs = this.opts.clock.now();
@@ -166,6 +205,11 @@ export class OpenAIHttpEngine implements Engine {
     this.unreachable = !answered;
     this.scrapeEnded = true;
     return this.scrapeOk;
+  }
+
+  /** A pipelined engine-sim's split over its stages as its last /metrics scrape showed it (the region's listing). */
+  pipelineSummary(): PipelineSummary | undefined {
+    return this.pipeline;
   }
 
   /**

@@ -111,6 +111,35 @@ export function parseChunk(data: string): SseChunk {
   return { kind: "other" };
 }
 
+/**
+ * Every sample of metric `name` in a Prometheus text exposition, with its labels (values unescaped for \\, \" and
+ * \n). Lines of other metrics, comments and unparsable values are skipped.
+ */
+export function promSamples(text: string, name: string): { labels: Record<string, string>; value: number }[] {
+  const out: { labels: Record<string, string>; value: number }[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.startsWith(name) || (line[name.length] !== "{" && line[name.length] !== " ")) continue;
+    const labels: Record<string, string> = {};
+    let rest = line.slice(name.length);
+    if (rest.startsWith("{")) {
+      const re = /\s*([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?/y;
+      let i = 1;
+      for (;;) {
+        re.lastIndex = i;
+        const m = re.exec(rest);
+        if (m === null) break;
+        labels[m[1]!] = m[2]!.replace(/\\(.)/g, (_, c: string) => (c === "n" ? "\n" : c));
+        i = re.lastIndex;
+      }
+      if (rest[i] !== "}") continue;
+      rest = rest.slice(i + 1);
+    }
+    const value = Number(rest.trim().split(/\s+/)[0]);
+    if (Number.isFinite(value)) out.push({ labels, value });
+  }
+  return out;
+}
+
 /** Sums the samples of `name` (any labels) in Prometheus text format; undefined when absent. */
 export function promValue(text: string, name: string): number | undefined {
   let sum: number | undefined;

@@ -5,7 +5,7 @@
  */
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../../core/metrics.js";
 import type { EngineStats } from "../../../core/ports.js";
-import type { PipelineStatus } from "../../keystage/engine.js";
+import { PIPELINE_METRICS, type PipelineStatus } from "../../keystage/engine.js";
 
 /** The gauge names the openai-http adapter scrapes (vLLM ≥ 0.7 names; `gpu_cache_usage_perc` is the older one). */
 export const VLLM_METRICS = {
@@ -33,8 +33,8 @@ export class EngineSimMetrics {
 
   /**
    * `processMetrics` adds the process's standard metrics (prom-client defaults). `pipeline` (a pipelined instance,
-   * region/keystage/engine.ts) adds per-stage gauges: `tidegate_pipeline_stage_replicas{model_name,stage,state}`
-   * (serving, starting), `tidegate_pipeline_stage_queue`, and the GPUs the instance holds of its budget.
+   * region/keystage/engine.ts) adds the PIPELINE_METRICS: replicas (serving, starting), queue and key flag per stage,
+   * GPUs held of the budget, the scaling mode, and replicas added and removed.
    */
   constructor(model: string, stats: () => EngineStats, processMetrics = false, pipeline?: () => PipelineStatus) {
     this.registry = createRegistry(processMetrics);
@@ -56,29 +56,48 @@ export class EngineSimMetrics {
     gauge(VLLM_METRICS.running, "Number of requests in model execution batches.", (s) => s.running);
     gauge(VLLM_METRICS.waiting, "Number of requests waiting to be processed.", (s) => s.waiting);
     if (pipeline !== undefined) {
+      const P = PIPELINE_METRICS;
+      const perStage = (name: string, help: string, set: (g: Gauge<string>, st: PipelineStatus["stages"][number], stage: string) => void, extra: string[] = []) =>
+        new Gauge({
+          name,
+          help,
+          labelNames: ["model_name", "stage", ...extra],
+          registers,
+          collect() {
+            pipeline().stages.forEach((st, i) => set(this, st, String(i)));
+          },
+        });
+      perStage(P.stageReplicas, "Replicas of each pipeline stage (key-stage scaling, QUART), serving or starting.", (g, st, stage) => {
+        g.set({ model_name: model, stage, state: "serving" }, st.replicas);
+        g.set({ model_name: model, stage, state: "starting" }, st.starting);
+      }, ["state"]);
+      perStage(P.stageQueue, "Requests waiting at each pipeline stage.", (g, st, stage) => g.set({ model_name: model, stage }, st.queue));
+      perStage(P.stageKey, "1 while the stage is a key stage (its M/M/c delay above target), else 0.", (g, st, stage) => g.set({ model_name: model, stage }, st.key ? 1 : 0));
+      gauge(P.gpusHeld, "GPUs the pipelined instance holds (of its budget).", () => pipeline().heldGpus);
+      gauge(P.gpusBudget, "GPUs of the pipelined instance: the budget key-stage scaling splits over stages.", () => pipeline().budgetGpus);
       new Gauge({
-        name: "tidegate_pipeline_stage_replicas",
-        help: "Replicas of each pipeline stage (key-stage scaling, QUART), serving or starting.",
-        labelNames: ["model_name", "stage", "state"],
+        name: P.info,
+        help: "The pipelined instance's scaling mode (key-stage or whole-pipeline), as a label; always 1.",
+        labelNames: ["model_name", "mode"],
         registers,
         collect() {
-          pipeline().stages.forEach((st, i) => {
-            this.set({ model_name: model, stage: String(i), state: "serving" }, st.replicas);
-            this.set({ model_name: model, stage: String(i), state: "starting" }, st.starting);
-          });
+          this.reset();
+          this.set({ model_name: model, mode: pipeline().mode }, 1);
         },
       });
-      new Gauge({
-        name: "tidegate_pipeline_stage_queue",
-        help: "Requests waiting at each pipeline stage.",
-        labelNames: ["model_name", "stage"],
-        registers,
-        collect() {
-          pipeline().stages.forEach((st, i) => this.set({ model_name: model, stage: String(i) }, st.queue));
-        },
-      });
-      gauge("tidegate_pipeline_gpus_held", "GPUs the pipelined instance holds (of its budget).", () => pipeline().heldGpus);
-      gauge("tidegate_pipeline_gpus_budget", "GPUs of the pipelined instance: the budget key-stage scaling splits over stages.", () => pipeline().budgetGpus);
+      const counter = (name: string, help: string, read: (s: PipelineStatus) => number) =>
+        new Counter({
+          name,
+          help,
+          labelNames: ["model_name"],
+          registers,
+          collect() {
+            this.reset();
+            this.inc({ model_name: model }, read(pipeline()));
+          },
+        });
+      counter(P.replicasAdded, "Stage replicas the key-stage scaler started.", (s) => s.scaler.added);
+      counter(P.replicasRemoved, "Stage replicas the key-stage scaler stopped.", (s) => s.scaler.removed);
     }
     const hist = (name: string, help: string, buckets: number[]) => new Histogram({ name, help, labelNames: ["model_name"], buckets, registers });
     this.ttftSeconds = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS);

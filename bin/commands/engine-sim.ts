@@ -54,7 +54,8 @@ export const command: Command = {
     "The JSON: {\"layersPerStage\": [20,20,20,20], \"profileTp\": 4, \"mode\": \"key-stage\"|\"whole-pipeline\",",
     "\"params\": {...keystage strategy parameters}, \"cluster\": {...}} (the config's keystage section; the region",
     "passes it for endpoints listed in keystage.pipelines). GET /tidegate/keystage reports the split; /metrics adds",
-    "tidegate_pipeline_stage_replicas and tidegate_pipeline_stage_queue per stage.",
+    "the tidegate_pipeline_* series: replicas, queue and key flag per stage, GPUs held, mode, replicas added/removed.",
+    "--max-batch and --kv-capacity-tokens do not apply to a pipeline (each stage replica serves one request at a time).",
     "",
     "Example: tidegate engine-sim --model llama3.1-8b --gpu h100-80gb --port 0 --time-scale 0.1",
   ].join("\n"),
@@ -94,6 +95,7 @@ export const command: Command = {
     // A pipelined instance (--pipeline): checked before anything else starts.
     let pipeline: ReturnType<typeof parsePipelineSpec> | undefined;
     if (flags.pipeline !== undefined) {
+      if (kvCap !== undefined) throw new TidegateError("invalid_request", "--kv-capacity-tokens does not apply to --pipeline (a stage replica serves one request at a time)");
       try {
         pipeline = parsePipelineSpec(String(flags.pipeline), model, gpu, tp);
       } catch (err) {

@@ -183,6 +183,8 @@ export class Gateway {
   private readonly onRouted: GatewayOptions["onRouted"];
   private readonly models = new Map<ModelName, ModelRecord>();
   private readonly byId = new Map<string, InstanceRecord>();
+  /** RegionService.onChange listeners: instances added, removed or moved to another state. */
+  private readonly changeListeners = new Set<() => void>();
   private seq = 0;
 
   constructor(opts: GatewayOptions) {
@@ -223,13 +225,26 @@ export class Gateway {
     const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0, sinceMs: this.clock.now() };
     endpoint.instances.push(rec);
     this.byId.set(engine.instanceId, rec);
+    this.changed();
+  }
+
+  /** Calls `cb` after every instance added, removed or moved to another state (RegionService.onChange). */
+  onChange(cb: () => void): () => void {
+    this.changeListeners.add(cb);
+    return () => this.changeListeners.delete(cb);
+  }
+
+  private changed(): void {
+    for (const cb of [...this.changeListeners]) cb();
   }
 
   /** Moves an instance to another lifecycle state; only `serving` instances take new requests. */
   setInstanceState(instanceId: string, state: InstanceState): void {
     const rec = this.instance(instanceId);
-    if (rec.state !== state) rec.sinceMs = this.clock.now();
+    if (rec.state === state) return;
+    rec.sinceMs = this.clock.now();
     rec.state = state;
+    this.changed();
   }
 
   /** Removes an instance (its in-flight streams continue) and returns its engine for the caller to close. */
@@ -238,6 +253,7 @@ export class Gateway {
     const list = rec.endpoint.instances;
     list.splice(list.indexOf(rec), 1);
     this.byId.delete(instanceId);
+    this.changed();
     return rec.engine;
   }
 

@@ -1,7 +1,8 @@
 /**
  * The region side of the gRPC RegionLink (region/proto/region.proto): serves a RegionService to global routers.
  *
- * - Telemetry: a snapshot at once, then every interval (≤ 1 s) until the caller cancels.
+ * - Telemetry: a snapshot at once, then every interval (≤ 1 s) until the caller cancels, and one more at once
+ *   whenever an instance is added, removed or changes state (RegionService.onChange).
  * - Dispatch: streams the generation; token events that are ready together (produced before the event loop's
  *   check phase) go out as one message, so a burst from the engine costs one frame, not one per token; writes wait
  *   for the transport to drain (backpressure). Cancelling the call aborts the generation upstream. Failures carry
@@ -150,8 +151,19 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
       };
       send();
       const timer = clock.every(intervalMs, send);
+      // What serves changed (an instance came up, drained, went away): one snapshot at once, after the burst of
+      // changes in this turn, so the router does not route on the old set until the next tick.
+      let pushing: { cancel(): void } | undefined;
+      const unsubscribe = service.onChange?.(() => {
+        pushing ??= clock.after(0, () => {
+          pushing = undefined;
+          send();
+        });
+      });
       const stop = () => {
         timer.cancel();
+        pushing?.cancel();
+        unsubscribe?.();
         telemetryCalls.delete(entry);
       };
       call.once("cancelled", stop);

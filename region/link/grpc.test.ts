@@ -32,6 +32,27 @@ describe("gRPC RegionLink", () => {
     });
   });
 
+  it("sends a snapshot at once when what serves changes, not at the next tick", async () => {
+    const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
+    const server = await serve(gw);
+    const seen: RegionTelemetry[] = [];
+    link(server.address, { telemetryIntervalMs: 1000 }).subscribe((t) => seen.push(t));
+    await until(() => seen.length >= 1);
+    const serving = () => seen.at(-1)!.models[0]!.instances.serving;
+    expect(serving()).toBe(1);
+    const t0 = Date.now();
+    gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "i2", model: MODEL }));
+    gw.setInstanceState("i1", "draining");
+    await until(() => serving() === 1 && seen.at(-1)!.models[0]!.instances.draining === 1);
+    // One push for both changes, well inside the 1 s tick.
+    expect(Date.now() - t0).toBeLessThan(500);
+    const n = seen.length;
+    gw.removeInstance("i1");
+    await until(() => seen.length > n);
+    expect(seen.at(-1)!.models[0]!.instances).toMatchObject({ serving: 1, draining: 0 });
+    expect(Date.now() - t0).toBeLessThan(900);
+  });
+
   it("streams a generation token by token with the same events as the in-process path", async () => {
     const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
     const server = await serve(gw);

@@ -16,6 +16,11 @@ export interface RegionService {
   acceptTargets(targets: RegionTargets): TargetsAck;
   /** What the region runs (admin listing). */
   listing(): RegionInstances;
+  /**
+   * Optional: calls `cb` whenever an instance is added or removed or changes state (what serves changed), so a
+   * telemetry stream can send a snapshot at once instead of at its next tick. Returns the unsubscribe.
+   */
+  onChange?(cb: () => void): () => void;
 }
 
 /** Telemetry period of both links unless configured (DESIGN: at least once a second). */

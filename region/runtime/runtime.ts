@@ -200,6 +200,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     generate: (req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> => o.gateway.generate(req, signal),
     acceptTargets: (t: RegionTargets): TargetsAck => o.gateway.acceptTargets(t),
     listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway),
+    onChange: (cb: () => void) => o.gateway.onChange(cb),
   };
   return {
     controller,

@@ -1,8 +1,9 @@
 /**
  * The in-process `AgentHandle` (what `tidegate dev` runs): a real NodeAgent — native block stores, a loopback TCP
- * data-plane endpoint, multicast roles — in the same process as the region, with simulated engines (SimEngine on
- * the region's clock, or a PipelineEngine for a pipelined endpoint) in place of engine processes. The rules match the agent process: an engine starts only on a
- * complete, checksum-verified block store of its model, and only in free GPU slots.
+ * data-plane endpoint, multicast roles — in the same process as the region, with simulated engines on the region's
+ * clock (a SimEngine, or a PipelineEngine when StartEngine carries a pipeline) in place of engine processes. The
+ * rules match the agent process: an engine starts only on a complete, checksum-verified block store of its model,
+ * and only in free GPU slots.
  */
 import { HighsSolver } from "../../planner/solver.js";
 import type { Clock } from "../../core/clock.js";
@@ -110,7 +111,7 @@ export class InProcessAgent implements AgentHandle {
   }
 
   /**
-   * The SimEngine of a started engine (dev connects the gateway to it directly), or undefined while its model's
+   * The engine of a started engine (dev connects the gateway to it directly), or undefined while its model's
    * store is incomplete (an engine started with awaitBlocks becomes ready the first time this finds it complete).
    */
   engine(instanceId: string): SimEngine | PipelineEngine | undefined {

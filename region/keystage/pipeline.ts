@@ -100,7 +100,7 @@ export class PipelineSim {
   private readonly stages: StageState[];
   private nextReplicaId = 0;
   private readonly startMs: number;
-  /** Ids of requests cancelled while in the pipeline: dropped from queues, and at the end of the stage serving them. */
+  /** Ids of requests cancelled while in service or between stages: dropped when that stage ends or they arrive. */
   private readonly cancelled = new Set<number>();
   completed = 0;
 
@@ -120,10 +120,20 @@ export class PipelineSim {
   }
 
   /**
-   * Cancels request `id` (the client went away): a queued request leaves its queue when it reaches the head, one in
-   * service goes no further than the stage serving it (a stage's forward pass is not interrupted). No `onDone`.
+   * Cancels request `id` (the client went away): a queued request leaves its queue now; one in service goes no
+   * further than the stage serving it (a stage's forward pass is not interrupted), nor does one crossing to the next
+   * stage. No `onDone`.
    */
   cancel(id: number): void {
+    const now = this.opts.clock.now();
+    for (const st of this.stages) {
+      for (let i = st.queueHead; i < st.queue.length; i++) {
+        if (st.queue[i]!.req.id !== id) continue;
+        this.accrue(st, now);
+        st.queue.splice(i, 1);
+        return;
+      }
+    }
     this.cancelled.add(id);
   }
 

@@ -142,20 +142,6 @@ export function promSamples(text: string, name: string): { labels: Record<string
 
 /** Sums the samples of `name` (any labels) in Prometheus text format; undefined when absent. */
 export function promValue(text: string, name: string): number | undefined {
-  let sum: number | undefined;
-  let at = 0;
-  for (;;) {
-    at = text.indexOf(name, at);
-    if (at === -1) return sum;
-    const lineStart = at === 0 || text[at - 1] === "\n";
-    const next = text[at + name.length];
-    if (lineStart && (next === "{" || next === " ")) {
-      const eol = text.indexOf("\n", at);
-      const line = text.slice(at, eol === -1 ? undefined : eol);
-      const sp = line.lastIndexOf(" ");
-      const v = Number(line.slice(sp + 1));
-      if (Number.isFinite(v)) sum = (sum ?? 0) + v;
-    }
-    at += name.length;
-  }
+  const samples = promSamples(text, name);
+  return samples.length === 0 ? undefined : samples.reduce((a, x) => a + x.value, 0);
 }

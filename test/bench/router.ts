@@ -3,7 +3,9 @@
  * of 50 tokens, `/v1/completions`, llama3.2-3b) goes, in one run, alternating A N B each round:
  *   A. straight to one `tidegate engine-sim` process;
  *   N. through nginx (Debian's package) as two plain proxy hops (two instances, one worker each) to the same engine;
- *   B. through `tidegate global` → gRPC mux → `tidegate region` → HTTP (openai-http adapter) → the same engine.
+ *   B. through `tidegate global` → gRPC mux → `tidegate region` → HTTP (openai-http adapter) → the same engine;
+ *   P. (a floor, not a target) through two bare Node TCP relays (node-pipe.ts: bytes copied both ways, nothing
+ *      parsed) to the same engine: what any hop written in Node costs on this machine before it does any work.
  * Every figure is the median over rounds of the per-round comparison. Tokens are counted by scanning the response
  * bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (10 ms ticks) for each
  * relaying process: global and region, and nginx's two workers.
@@ -11,7 +13,8 @@
  * Targets (issue 15 item 10): tidegate's throughput ≥ 0.97× nginx's; tidegate's added median TTFT at 32 streams
  * ≤ 5× nginx's added median; ≤ 0.5 ms added median TTFT for one stream at a time; ≤ 10 µs CPU per relayed token in
  * each of the global and region processes. Also printed: the throughput ratio against the engine alone, p99, and
- * (call-cost.ts) the CPU of one gRPC Dispatch call and of one HTTP/1.1 request in call setup alone.
+ * (call-cost.ts) the CPU of one gRPC Dispatch call and of one HTTP/1.1 request in call setup alone, and arm P's
+ * figures (`nodePipe`) beside tidegate's.
  * The last line printed is one JSON object (with `met` and, on failure, `error`); the process exits 0 either way.
  */
 import { writeFileSync, mkdtempSync, rmSync, readFileSync } from "node:fs";
@@ -23,6 +26,7 @@ import { grpcDispatchCallCost, http1RequestCost } from "./call-cost.js";
 import { NON_TOKEN_EVENTS, quantile, runLoad, type LoadResult } from "./sse-load.js";
 import { packageVersion as version } from "./common.js";
 import { nginxBinary, startNginxHops, type NginxHops } from "./nginx.js";
+import { startNodePipeHops } from "./node-pipe.js";
 
 const MODEL = "llama3.2-3b";
 const CONCURRENCY = 32;
@@ -96,7 +100,7 @@ async function main(): Promise<void> {
     console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"} load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
     const bin = nginxBinary();
     if (bin === undefined) throw new Error("nginx not found (install Debian's nginx package, or set NGINX_BIN): the bench compares tidegate's two hops with nginx's");
-    console.log(`inputs: model ${MODEL} on h100-80gb tp2, ${CONCURRENCY} concurrent streams × ${REQUESTS_PER_WORKER} requests each per round, ${TOKENS} tokens per stream, ${ROUNDS} rounds of A (direct), N (nginx, two hops), B (tidegate, two hops), after ${WARMUP_REQUESTS} warm-up requests per arm`);
+    console.log(`inputs: model ${MODEL} on h100-80gb tp2, ${CONCURRENCY} concurrent streams × ${REQUESTS_PER_WORKER} requests each per round, ${TOKENS} tokens per stream, ${ROUNDS} rounds of A (direct), N (nginx, two hops), P (node pipe, two hops, a floor), B (tidegate, two hops), after ${WARMUP_REQUESTS} warm-up requests per arm`);
 
     const engine = await spawnTidegate("engine-sim", ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--tp", "2", "--port", "0", "--host", "127.0.0.1"], /(http:\/\/127\.0\.0\.1:\d+)/);
     procs.push(engine);
@@ -116,8 +120,10 @@ async function main(): Promise<void> {
     const routerUrl = global.match[1]!;
     await waitAvailable(routerUrl, "bench", 15_000);
     nginx = await startNginxHops(bin, dir, new URL(engineUrl).host);
+    const pipe = await startNodePipeHops(new URL(engineUrl).host);
+    procs.push(...pipe.procs);
     console.log(`versions: node ${process.version}, tidegate ${version("..")}, hono ${version("hono")}, @hono/node-server ${version("@hono/node-server")}, @grpc/grpc-js ${version("@grpc/grpc-js")}, ${nginx.version}`);
-    console.log(`processes: engine-sim ${engineUrl}, region gRPC 127.0.0.1:${grpcPort} (openai-http → engine-sim), global ${routerUrl}, nginx ${nginx.url} (workers ${nginx.workerPids.join(", ")})`);
+    console.log(`processes: engine-sim ${engineUrl}, region gRPC 127.0.0.1:${grpcPort} (openai-http → engine-sim), global ${routerUrl}, nginx ${nginx.url} (workers ${nginx.workerPids.join(", ")}), node pipe ${pipe.url} (pids ${pipe.pids.join(", ")})`);
 
     const body = JSON.stringify({ model: MODEL, prompt: "The tide gate opens at dawn and", max_tokens: TOKENS, stream: true });
     const agent = new Agent({ keepAlive: true, maxSockets: CONCURRENCY * 2 });
@@ -126,13 +132,13 @@ async function main(): Promise<void> {
       runLoad({ url: `${base}/v1/completions`, body, concurrency, requestsPerWorker, expectedEvents, timeoutMs: 10_000, agent });
     // Warm-up (JIT, connections, gRPC channel, nginx upstream keep-alive): WARMUP_REQUESTS each, not reported.
     const warmupPerWorker = Math.max(1, Math.ceil(WARMUP_REQUESTS / CONCURRENCY));
-    for (const url of [engineUrl, nginx.url, routerUrl]) {
+    for (const url of [engineUrl, nginx.url, pipe.url, routerUrl]) {
       const w = await load(url, warmupPerWorker);
       if (w.failures > 0) throw new Error(`${w.failures} of ${w.results.length} warm-up streams to ${url} failed`);
     }
 
     let failures = 0;
-    const pids: Record<string, number | undefined> = { engine: engine.child.pid, region: procs[1]!.child.pid, global: global.child.pid, nginxHop1: nginx.workerPids[0], nginxHop2: nginx.workerPids[1] };
+    const pids: Record<string, number | undefined> = { engine: engine.child.pid, region: procs[1]!.child.pid, global: global.child.pid, nginxHop1: nginx.workerPids[0], nginxHop2: nginx.workerPids[1], pipeHop1: pipe.pids[0], pipeHop2: pipe.pids[1] };
     const cpuNow = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     /** CPU µs per token of each process since `before`. */
     const cpuPerToken = (before: Record<string, number>, tokens: number): Record<string, number> => {
@@ -140,7 +146,7 @@ async function main(): Promise<void> {
       return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, ((v - before[k]!) * 1e6) / Math.max(1, tokens)]));
     };
     const fmtCpu = (c: Record<string, number>, keys: string[]) => keys.map((k) => `${k} ${c[k]!.toFixed(1)}`).join(", ");
-    const arms = { nginx: newArm(["nginxHop1", "nginxHop2"]), tidegate: newArm(["engine", "region", "global"]) };
+    const arms = { nginx: newArm(["nginxHop1", "nginxHop2"]), pipe: newArm(["pipeHop1", "pipeHop2"]), tidegate: newArm(["engine", "region", "global"]) };
     const vsNginx: number[] = [];
     const cpuDirect: number[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
@@ -150,13 +156,16 @@ async function main(): Promise<void> {
       const cn = cpuNow();
       const n = await load(nginx.url);
       const cpuN = cpuPerToken(cn, n.tokens);
+      const cp = cpuNow();
+      const p = await load(pipe.url);
+      const cpuP = cpuPerToken(cp, p.tokens);
       const cb = cpuNow();
       const splitBefore = ["region", "global"].map((k) => cpuSplit(pids[k]));
       const b = await load(routerUrl);
       const cpuB = cpuPerToken(cb, b.tokens);
       const splitAfter = ["region", "global"].map((k) => cpuSplit(pids[k]));
-      failures += a.failures + n.failures + b.failures;
-      for (const [arm, r, cpu] of [[arms.nginx, n, cpuN], [arms.tidegate, b, cpuB]] as const) {
+      failures += a.failures + n.failures + p.failures + b.failures;
+      for (const [arm, r, cpu] of [[arms.nginx, n, cpuN], [arms.pipe, p, cpuP], [arms.tidegate, b, cpuB]] as const) {
         arm.ratioVsDirect.push(r.tokensPerS / a.tokensPerS);
         arm.addedP50.push(r.ttftMedianMs - a.ttftMedianMs);
         arm.addedP99.push(r.ttftP99Ms - a.ttftP99Ms);
@@ -165,20 +174,23 @@ async function main(): Promise<void> {
       vsNginx.push(b.tokensPerS / n.tokensPerS);
       console.log(`round ${round}: ${describeRound("A direct  ", a)}`);
       console.log(`round ${round}: ${describeRound("N nginx   ", n)}`);
+      console.log(`round ${round}: ${describeRound("P node pipe", p)}`);
       console.log(`round ${round}: ${describeRound("B tidegate", b)}`);
-      console.log(`round ${round}: CPU µs per token (10 ms ticks) — N: ${fmtCpu(cpuN, ["nginxHop1", "nginxHop2"])}; B: ${fmtCpu(cpuB, ["engine", "region", "global"])}; load average ${loadavg()[0]!.toFixed(2)}`);
+      console.log(`round ${round}: CPU µs per token (10 ms ticks) — N: ${fmtCpu(cpuN, ["nginxHop1", "nginxHop2"])}; P: ${fmtCpu(cpuP, ["pipeHop1", "pipeHop2"])}; B: ${fmtCpu(cpuB, ["engine", "region", "global"])}; load average ${loadavg()[0]!.toFixed(2)}`);
       console.log(`round ${round}: B CPU µs per token split — ${["region", "global"].map((k, i) => `${k} user ${(((splitAfter[i]!.user - splitBefore[i]!.user) * 1e6) / Math.max(1, b.tokens)).toFixed(1)} sys ${(((splitAfter[i]!.sys - splitBefore[i]!.sys) * 1e6) / Math.max(1, b.tokens)).toFixed(1)}`).join(", ")}`);
       console.log(`round ${round}: throughput tidegate/nginx ${(b.tokensPerS / n.tokensPerS).toFixed(3)}; added TTFT p50 nginx ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, tidegate ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms`);
     }
-    // Latency without self-induced queueing: one stream at a time, alternating A N B, 3 rounds of 40 requests.
+    // Latency without self-induced queueing: one stream at a time, alternating A N P B, 3 rounds of 40 requests.
     for (let round = 1; round <= 3; round++) {
       const a = await load(engineUrl, 40, 1);
       const n = await load(nginx.url, 40, 1);
+      const p = await load(pipe.url, 40, 1);
       const b = await load(routerUrl, 40, 1);
-      failures += a.failures + n.failures + b.failures;
+      failures += a.failures + n.failures + p.failures + b.failures;
       arms.nginx.single.push(n.ttftMedianMs - a.ttftMedianMs);
+      arms.pipe.single.push(p.ttftMedianMs - a.ttftMedianMs);
       arms.tidegate.single.push(b.ttftMedianMs - a.ttftMedianMs);
-      console.log(`single-stream round ${round}: TTFT p50 direct ${a.ttftMedianMs.toFixed(2)} ms, nginx ${n.ttftMedianMs.toFixed(2)} ms (added ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)}), tidegate ${b.ttftMedianMs.toFixed(2)} ms (added ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)})`);
+      console.log(`single-stream round ${round}: TTFT p50 direct ${a.ttftMedianMs.toFixed(2)} ms, nginx ${n.ttftMedianMs.toFixed(2)} ms (added ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)}), node pipe ${p.ttftMedianMs.toFixed(2)} ms (added ${(p.ttftMedianMs - a.ttftMedianMs).toFixed(3)}), tidegate ${b.ttftMedianMs.toFixed(2)} ms (added ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)})`);
     }
     agent.destroy();
     // Call setup cost per hop (diagnostic; not a target): why the two-hop path costs more per request than per token.
@@ -187,6 +199,7 @@ async function main(): Promise<void> {
     console.log(`call setup, client + server in one process, 1 token per call, 1000 calls: gRPC Dispatch ${grpcCall.cpuUsPerCall.toFixed(0)} µs CPU (${grpcCall.wallMsPerCall.toFixed(3)} ms wall) per call; HTTP/1.1 keep-alive POST ${httpCall.cpuUsPerCall.toFixed(0)} µs CPU (${httpCall.wallMsPerCall.toFixed(3)} ms wall) per request; load average ${loadavg()[0]!.toFixed(2)}`);
     const t = arms.tidegate;
     const nx = arms.nginx;
+    const np = arms.pipe;
     const figures = {
       throughputVsNginx: med(vsNginx, 4),
       addedTtftP50Ms: med(t.addedP50, 3),
@@ -211,13 +224,15 @@ async function main(): Promise<void> {
       nginxThroughputRatio: med(nx.ratioVsDirect, 4),
       addedTtftP99Ms: med(t.addedP99, 3),
       nginxAddedTtftP99Ms: med(nx.addedP99, 3),
+      // Arm P, the floor of a Node hop (no target): bare byte relays, same load, same run.
+      nodePipe: { throughputRatio: med(np.ratioVsDirect, 4), addedTtftP50Ms: med(np.addedP50, 3), addedTtftP50MsSingleStream: med(np.single, 3), cpuUsPerToken: { hop1: med(np.cpu.pipeHop1!, 1), hop2: med(np.cpu.pipeHop2!, 1) } },
       grpcDispatchCallCpuUs: Number(grpcCall.cpuUsPerCall.toFixed(0)),
       http1RequestCpuUs: Number(httpCall.cpuUsPerCall.toFixed(0)),
       loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
       rounds: ROUNDS,
       streamsPerRound: CONCURRENCY * REQUESTS_PER_WORKER,
       failedStreams: failures,
-      path: "global --gRPC mux--> region --HTTP(openai-http)--> engine-sim vs nginx --> nginx --> engine-sim vs engine-sim",
+      path: "global --gRPC mux--> region --HTTP(openai-http)--> engine-sim vs nginx --> nginx --> engine-sim vs node pipe --> node pipe --> engine-sim vs engine-sim",
       target: TARGET,
       checks,
       met: Object.values(checks).every(Boolean),

@@ -58,7 +58,12 @@ function nodeFlags(name: string): string[] {
  * `output()` keeps (the newest characters).
  */
 export function spawnTidegate(name: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536): Promise<Proc> {
-  const child = spawn(process.execPath, [...nodeFlags(name), CLI, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+  return spawnScript(name, CLI, args, readyPattern, timeoutMs, keepChars);
+}
+
+/** `spawnTidegate` for any Node script (`node <script> <args>`), e.g. a bench's helper process. */
+export function spawnScript(name: string, script: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536): Promise<Proc> {
+  const child = spawn(process.execPath, [...nodeFlags(name), script, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const append = (d: Buffer) => {
     out += d.toString("utf8");

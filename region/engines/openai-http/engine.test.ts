@@ -73,6 +73,26 @@ describe("OpenAIHttpEngine against engine-sim", () => {
     body: kind === "chat" ? { model: "llama3.1-8b", messages: [{ role: "user", content: "hello there" }], max_tokens: maxTokens } : { model: "llama3.1-8b", prompt: "hello there", max_tokens: maxTokens },
   });
 
+  it("scrapes as soon as its last request ends, not at the next tick (stats of an engine that just emptied)", async () => {
+    const hourly = new OpenAIHttpEngine({ instanceId: "e-idle", model: "llama3.1-8b", baseUrl: proc.match[1]!, clock: new WallClock(), metricsIntervalMs: 3_600_000, kvBytesCapacity: 1000 });
+    try {
+      await hourly.scrape();
+      const it = hourly.generate(req("idle-scrape", 40))[Symbol.asyncIterator]();
+      await it.next(); // running in the engine now
+      expect(await hourly.scrape()).toBe(true);
+      expect(hourly.stats().running).toBe(1);
+      expect(hourly.stats().kvBytesUsed).toBeGreaterThan(0);
+      for (let r = await it.next(); r.done !== true; r = await it.next());
+      // No tick comes within the hour: only the scrape at the end can show the engine empty.
+      const deadline = Date.now() + 2000;
+      while (hourly.stats().running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+      expect(hourly.stats().running).toBe(0);
+      expect(hourly.stats().kvBytesUsed).toBe(0);
+    } finally {
+      await hourly.close();
+    }
+  });
+
   it("streams the engine's tokens (same synthetic text, request id forwarded) and its usage", async () => {
     for (const kind of ["chat", "completion"] as const) {
       const events: EngineEvent[] = [];

@@ -118,6 +118,9 @@ export class OpenAIHttpEngine implements Engine {
   private readonly scrapeTimeoutMs: number;
   private remaining = 0;
   private inFlight = 0;
+  /** Clock time of the last scrape `scrapeWhenIdle` started. */
+  private lastIdleScrapeMs = Number.NEGATIVE_INFINITY;
+  private readonly metricsIntervalMs: number;
   private generated = 0;
   private closed = false;
 
@@ -129,6 +132,7 @@ export class OpenAIHttpEngine implements Engine {
     const agentOpts = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY };
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
     const interval = opts.metricsIntervalMs ?? 500;
+    this.metricsIntervalMs = interval;
     this.staleAfterMs = opts.staleAfterMs ?? Math.max(1500, 3 * interval);
     this.scrapeTimeoutMs = opts.scrapeTimeoutMs ?? Math.max(1000, 2 * interval);
     this.metricsTimer = interval > 0 ? opts.clock.every(interval, () => void this.scrape()) : undefined;
@@ -306,7 +310,29 @@ export class OpenAIHttpEngine implements Engine {
       if (res !== undefined && !res.complete) res.destroy();
       this.remaining -= budget - counted;
       this.inFlight--;
+      if (this.inFlight === 0) this.scrapeWhenIdle();
     }
+  }
+
+  /**
+   * The last request this adapter had in the engine ended: scrape now rather than at the next tick. Until then the
+   * stats still showed the engine as busy as at the last scrape (up to `metricsIntervalMs` old), and the region's
+   * reports with it: the batch dispatcher then granted little or nothing to an engine that had just emptied, and a
+   * fill whose requests all end together ran in bursts with the engine idle between them (bench:batch's fill arm,
+   * 64 running then 0 for 0.5–2 s at a time, in two of four runs). A scrape under way may predate the end, so
+   * another follows it. Not with scraping off (`metricsIntervalMs` 0), and at most once per half interval, so one
+   * stream at a time (idle after every request) adds at most two scrapes per interval.
+   */
+  private scrapeWhenIdle(): void {
+    if (this.metricsTimer === undefined || this.closed) return;
+    const now = this.opts.clock.now();
+    if (now - this.lastIdleScrapeMs < this.metricsIntervalMs / 2) return;
+    this.lastIdleScrapeMs = now;
+    if (this.scraping === undefined) void this.scrape();
+    else
+      void this.scraping.then(() => {
+        if (this.inFlight === 0) void this.scrape();
+      });
   }
 
   /**

@@ -64,18 +64,24 @@ function requestBody(i: number) {
   return { model: MODEL, prompt: `${i}: ${PROMPT}`, max_tokens: MAX_TOKENS };
 }
 
-/** Arm A: every request straight to an engine, `concurrency` at a time per engine. */
+/**
+ * Arm A: every request straight to an engine, `concurrency` workers per engine, each worker sending only to its own
+ * engine (the requests come from one shared list). Until stop 27 a worker sent request i to engine (i + e) mod 2:
+ * as requests of one size finish in cohorts, the parities lined up and whole cohorts went to one engine — sampled,
+ * one engine held 129 running and 131 waiting while the other stood idle for most of the arm — so the baseline
+ * measured little more than one engine, and the fill ratios of earlier runs are too high by as much.
+ */
 async function direct(engineUrls: string[], n: number, concurrency: number): Promise<{ tokensPerS: number; seconds: number; tokens: number }> {
   let next = 0;
   let tokens = 0;
   const t0 = performance.now();
   await Promise.all(
-    engineUrls.flatMap((url, e) =>
+    engineUrls.flatMap((url) =>
       Array.from({ length: concurrency }, async () => {
         for (;;) {
           const i = next++;
           if (i >= n) return;
-          const r = await postJson(`${engineUrls[(i + e) % engineUrls.length] ?? url}/v1/completions`, requestBody(i));
+          const r = await postJson(`${url}/v1/completions`, requestBody(i));
           if (r.status !== 200) throw new Error(`engine answered ${r.status}: ${r.text.slice(0, 200)}`);
           tokens += (JSON.parse(r.text) as { usage: { completion_tokens: number } }).usage.completion_tokens;
         }

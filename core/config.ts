@@ -99,6 +99,17 @@ export interface QueueConfig {
    * up the interactive prompts that arrive behind it (router/dispatch/README.md, "Pacing").
    */
   paceDispatch: boolean;
+  /**
+   * Paced requests go out this many at a time (default 4), so those sent together share one prefill in the engine
+   * (router/dispatch/README.md, "Pacing"); 1 sends them one by one.
+   */
+  paceGroup: number;
+  /**
+   * On an idle fleet, replace each batch request a region finishes with the next queued one at once, while that
+   * region's last report had room at `fillTo` (default true; router/dispatch/README.md, "Refill"). Without it the
+   * slots a completion frees stay empty until the region's next report.
+   */
+  refillIdle: boolean;
   promoteAfterMs: number;
   leaseMs: number;
   maxFileBytes: number;
@@ -375,6 +386,8 @@ export function parseConfig(json: unknown): TidegateConfig {
     reopenReports: qr.number("reopenReports", 3, { integer: true, min: 1 }),
     maxPerReport: qr.number("maxPerReport", 64, { integer: true, min: 1 }),
     paceDispatch: qr.boolean("paceDispatch", true),
+    paceGroup: qr.number("paceGroup", 4, { integer: true, min: 1 }),
+    refillIdle: qr.boolean("refillIdle", true),
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),

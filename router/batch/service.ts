@@ -130,6 +130,8 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
         promoteAfterMs: q.promoteAfterMs,
         leaseMs: q.leaseMs,
         pace: q.paceDispatch,
+        paceGroup: q.paceGroup,
+        refill: q.refillIdle,
         ...(o.maintenanceIntervalMs === undefined ? {} : { maintenanceIntervalMs: o.maintenanceIntervalMs }),
         ...(o.intakeGraceMs === undefined ? {} : { intakeGraceMs: o.intakeGraceMs }),
         intake: async (batch) => void (await intakeBatch({ store, files, clock: o.clock, knownModels }, batch)),

@@ -24,8 +24,8 @@ class GatedLink implements RegionLink {
     return () => (this.listener = undefined);
   }
   /** A report at `utilization`; `interactiveTokensPerS` > 0 says the region also serves the model's interactive traffic. */
-  signal(utilization: number, interactiveTokensPerS = 0): void {
-    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...modelTelemetry("m", utilization, 1), tokensPerS: interactiveTokensPerS }] });
+  signal(utilization: number, interactiveTokensPerS = 0, waiting = 0): void {
+    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...modelTelemetry("m", utilization, 1), tokensPerS: interactiveTokensPerS, waiting }] });
   }
   async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     let release!: () => void;
@@ -50,7 +50,7 @@ class GatedLink implements RegionLink {
   async close() {}
 }
 
-async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; fill?: DispatcherOptions["fill"] } = {}) {
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; paceGroup?: number; refill?: boolean; kvTokens?: number; fill?: DispatcherOptions["fill"] } = {}) {
   const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
   const store = new EmbeddedQueueStore(null);
   const files = new DirFileStore(null);
@@ -62,7 +62,9 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
     promoteAfterMs: opts.promoteAfterMs ?? 36_000_000, leaseMs: opts.leaseMs ?? 60_000, maintenanceIntervalMs: 1000, metrics, resultLingerMs: 0,
     ...(opts.onDispatched === undefined ? {} : { onDispatched: opts.onDispatched }),
     ...(opts.pace === undefined ? {} : { pace: opts.pace }),
-    ...(opts.fill === undefined ? {} : { fill: opts.fill, kvCapacityTokens: () => 100_000 }),
+    ...(opts.refill === undefined ? {} : { refill: opts.refill }),
+    ...(opts.paceGroup === undefined ? {} : { paceGroup: opts.paceGroup }),
+    ...(opts.fill === undefined ? {} : { fill: opts.fill, kvCapacityTokens: () => opts.kvTokens ?? 100_000 }),
   });
   await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000, ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
@@ -123,6 +125,100 @@ describe("Dispatcher (SageServe §6.3)", () => {
     expect(sent()).toBe(13);
     // Their leases were given back at stop: the next claim takes them at once.
     expect((await store.claim("m", 10, clock.now(), 1000)).map((c) => c.requestId)).toEqual(["b:000013", "b:000014", "b:000015"].concat(Array.from({ length: 7 }, (_, i) => `b:0000${16 + i}`)));
+  });
+
+  it("paced in groups: a report's requests go out a group at a time (one shared prefill each), the groups spread evenly", async () => {
+    const fill = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, fillToBeside: 0.15, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 7 };
+    const { links, flush, clock, d } = await setup(40, { pace: true, paceGroup: 3, fill });
+    const sent = () => links[0]!.sent.length;
+    links[0]!.signal(0, 500);
+    await flush();
+    expect(sent()).toBe(7); // the first report: no interval known, all at once
+    await clock.advanceBy(600);
+    links[0]!.signal(0, 500); // 600 ms since the last: 7 requests in 3 groups (3, 3, 1) over 300 ms, 100 ms apart
+    await flush();
+    for (const [after, total] of [[0, 10], [99, 10], [1, 13], [99, 13], [1, 14], [500, 14]] as const) {
+      await clock.advanceBy(after);
+      await flush();
+      expect(sent()).toBe(total);
+    }
+    for (const s of links[0]!.sent) s.release();
+    await d.idle();
+    await d.stop();
+  });
+
+  it("refills on an idle fleet: a served request is replaced at once in its region while no interactive traffic is there", async () => {
+    const fill = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, fillToBeside: 0.15, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 4 };
+    const { links, flush, d } = await setup(40, { refill: true, fill });
+    const [a, b] = [links[0]!, links[1]!];
+    a.signal(0);
+    await flush();
+    expect(a.sent.length).toBe(4);
+    a.sent[0]!.release();
+    a.sent[1]!.release();
+    await flush();
+    expect(a.sent.length).toBe(6); // two done, two more, no report in between
+    expect(b.sent.length).toBe(0); // to the region that freed them only
+    a.sent[2]!.fail(); // a region failure frees nothing to refill: the lease returns that request
+    await flush();
+    expect(a.sent.length).toBe(6);
+    a.signal(0.65); // over dispatchOneBelow: the gate closes, no grant; a refill only keeps what runs running
+    await flush();
+    expect(a.sent.length).toBe(6);
+    a.sent[3]!.release();
+    await flush();
+    expect(a.sent.length).toBe(7);
+    a.signal(0.3, 0, 2); // the engines queue requests: no grant; a refill only keeps what runs running
+    await flush();
+    expect(a.sent.length).toBe(7);
+    a.sent[4]!.release();
+    await flush();
+    expect(a.sent.length).toBe(8);
+    a.signal(0, 500); // the model's interactive traffic beside: fillToBeside, and no refill
+    await flush();
+    const n = a.sent.length;
+    a.sent[6]!.release();
+    await flush();
+    expect(a.sent.length).toBe(n);
+    for (const l of links) for (const s of l.sent) s.release();
+    await d.idle();
+    await d.stop();
+  });
+
+  it("holds what it has sent to a region within the fill target's count: grants on stale reports and refills cannot add past it", async () => {
+    // 20 KV tokens; each request 1 prompt + 1 max token: it holds 1.5 tokens over its life (2 reserved).
+    const fill = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, fillToBeside: 0.15, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 64 };
+    const { links, flush, d } = await setup(40, { refill: true, fill, kvTokens: 20 });
+    const a = links[0]!;
+    a.signal(0); // no request seen yet: 512 tokens a request assumed, count 1
+    await flush();
+    expect(a.sent.length).toBe(1);
+    a.signal(0); // floor(0.55 × 20 / 2) = 5 by free KV; count floor(0.55 × 20 / 1.5) = 7, 1 out: 5
+    await flush();
+    expect(a.sent.length).toBe(6);
+    a.signal(0); // the report still says 0 (stale): 5 by free KV, but only 1 more fits the count
+    await flush();
+    expect(a.sent.length).toBe(7);
+    a.signal(0);
+    await flush();
+    expect(a.sent.length).toBe(7);
+    a.sent[0]!.release();
+    a.sent[1]!.release();
+    await flush();
+    expect(a.sent.length).toBe(9); // refilled back to 7 out
+    await d.stop(); // aborts what runs (releasing it would refill without end)
+  });
+
+  it("does not refill without the option (each report decides alone)", async () => {
+    const fill = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, fillToBeside: 0.15, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 4 };
+    const { links, flush, d } = await setup(40, { fill });
+    links[0]!.signal(0);
+    await flush();
+    for (const s of links[0]!.sent) s.release();
+    await flush();
+    expect(links[0]!.sent.length).toBe(4);
+    await d.idle();
+    await d.stop();
   });
 
   it("records what it sends as batch demand per (model, region) and minute for the planner's NIW buffer", async () => {

@@ -170,15 +170,16 @@ export function parseFleet(json: unknown): FleetSpec {
  * and KV cache per model) on simulated engines, so the simulated engines, the router's in-flight estimate and the
  * batch tier's fill policy all take them from config — in the replay and in its live twin alike.
  *
- * Batch dispatch is not paced here (`queue.paceDispatch` false): the replay's per-request equivalence with its other
- * shapes (two-shapes.test.ts: callbacks and streams; test/e2e/live-vs-replay.test.ts: the live processes) holds for
- * dispatch decided at region reports, and a paced send is a timer of its own whose place among events of the same
- * instant differs between those shapes. The week's batch runs as before pacing; `tidegate dev`, `global` and the
- * live benches pace.
+ * Batch dispatch is not paced here (`queue.paceDispatch` false) and does not refill on completion
+ * (`queue.refillIdle` false): the replay's per-request equivalence with its other shapes (two-shapes.test.ts:
+ * callbacks and streams; test/e2e/live-vs-replay.test.ts: the live processes) holds for dispatch decided at region
+ * reports, and a paced send is a timer of its own, a refill a claim at a completion, whose place among events of the
+ * same instant differs between those shapes. The week's batch runs as before both; `tidegate dev`, `global` and the
+ * live benches pace and refill.
  */
 export function fleetConfig(fleet: FleetSpec): TidegateConfig {
   const models = Object.fromEntries(Object.entries(fleet.engines).map(([m, e]) => [m, { maxBatch: e.maxBatch, kvCapacityTokens: e.maxBatch * e.kvTokensPerSeq }]));
-  return { ...fleet.config, engines: { ...fleet.config.engines, kind: "sim", models }, queue: { ...fleet.config.queue, paceDispatch: false } };
+  return { ...fleet.config, engines: { ...fleet.config.engines, kind: "sim", models }, queue: { ...fleet.config.queue, paceDispatch: false, refillIdle: false } };
 }
 
 /**

@@ -123,11 +123,11 @@ export class Dispatcher {
   private readonly running = new Map<string, { region: string; untilMs: number }>();
   /** Clock time of each region's last telemetry report: only requests in a region that reports are renewed. */
   private readonly lastReportMs = new Map<string, number>();
-  /** Claimed requests waiting for their paced send time (`pace`): stop() cancels them and gives their leases back. */
   /** Per `region|model`: whether the region's last report allows refills (see `refill`). */
   private readonly refillOk = new Map<string, boolean>();
   /** Per `region|model`: completions to replace on the next microtask, and the region's link. */
   private readonly refills = new Map<string, { link: RegionLink; model: string; count: number }>();
+  /** Claimed requests waiting for their paced send time (`pace`): stop() cancels them and gives their leases back. */
   private readonly pacing = new Set<{ timer: Timer; c: ClaimedRequest; resolve: (done?: Promise<void>) => void }>();
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
   private readonly aborted: string[] = [];
@@ -464,8 +464,10 @@ export class Dispatcher {
     }
   }
 
-  /** Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure). */
-  /** Runs `c` on `link` and writes its result; `served` is called as soon as the region has served it. */
+  /**
+   * Sends one claimed request to `link` and writes its result (or leaves the lease to expire on region failure);
+   * `served` is called as soon as the region has served it, before the result is written.
+   */
   private async runClaimed(link: RegionLink, c: ClaimedRequest, served: () => void): Promise<void> {
     const payload = decodePayload(c.payload);
     const kind: ApiKind = payload.url === "/v1/chat/completions" ? "chat" : "completion";

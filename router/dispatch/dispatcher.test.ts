@@ -162,10 +162,15 @@ describe("Dispatcher (SageServe §6.3)", () => {
     a.sent[2]!.fail(); // a region failure frees nothing to refill: the lease returns that request
     await flush();
     expect(a.sent.length).toBe(6);
-    a.signal(0.65); // over dispatchOneBelow: the gate closes, no grant; a refill only keeps what runs running
+    a.signal(0.62); // over dispatchOneBelow: the gate closes, no grant; what the batch can hold (0.55 × 2 / 1.5 + 0.05 = 0.78): refill
     await flush();
     expect(a.sent.length).toBe(6);
     a.sent[3]!.release();
+    await flush();
+    expect(a.sent.length).toBe(7);
+    a.signal(0.95); // fuller than the batch sent there can explain: somebody else's load, no refill
+    await flush();
+    a.sent[6]!.release();
     await flush();
     expect(a.sent.length).toBe(7);
     a.signal(0.3, 0, 2); // the engines queue requests: no grant; a refill only keeps what runs running

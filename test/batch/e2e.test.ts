@@ -96,7 +96,9 @@ describe("Batch API end to end (openai client)", () => {
   });
 
   it("expires a batch past its window: finished requests in the output, the rest batch_expired in the error file", async () => {
-    h = await startHarness({ queue: { completionWindowMs: 1500 }, initialUtilization: 0.55 });
+    // Dispatch paced by reports only: the fake regions serve a request at once, so refill (a served request replaced
+    // at once) would run the whole batch in the 100 ms before capacity goes.
+    h = await startHarness({ queue: { completionWindowMs: 1500, refillIdle: false }, initialUtilization: 0.55 });
     const n = 400;
     const file = await h.client.files.create({ file: await toFile(Buffer.from(chatJsonl(n)), "in.jsonl"), purpose: "batch" });
     const b = await h.client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });

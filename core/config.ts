@@ -106,9 +106,9 @@ export interface QueueConfig {
   paceGroup: number;
   /**
    * On an idle fleet, replace each batch request a region serves with the next queued one at once, while that
-   * region's last report shows none of the model's interactive traffic and no more KV in use than the batch sent
-   * there can hold (default true; router/dispatch/README.md, "Refill and the sent count"). Without it the slots a
-   * completion frees stay empty until the region's next report.
+   * region's last report shows none of the model's interactive traffic and every endpoint under `dispatchOneBelow`
+   * (default true; router/dispatch/README.md, "Refill and the sent count"). Without it the slots a completion frees
+   * stay empty until the region's next report.
    */
   refillIdle: boolean;
   promoteAfterMs: number;

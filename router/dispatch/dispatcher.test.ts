@@ -162,23 +162,23 @@ describe("Dispatcher (SageServe §6.3)", () => {
     a.sent[2]!.fail(); // a region failure frees nothing to refill: the lease returns that request
     await flush();
     expect(a.sent.length).toBe(6);
-    a.signal(0.62); // over dispatchOneBelow: the gate closes, no grant; what the batch can hold (0.55 × 2 / 1.5 + 0.05 = 0.78): refill
+    a.signal(0.58); // over fillTo (no grant by free KV; §6.3's floor sends 1) but under dispatchOneBelow: refill goes on
     await flush();
-    expect(a.sent.length).toBe(6);
+    expect(a.sent.length).toBe(7);
     a.sent[3]!.release();
     await flush();
-    expect(a.sent.length).toBe(7);
-    a.signal(0.95); // fuller than the batch sent there can explain: somebody else's load, no refill
+    expect(a.sent.length).toBe(8);
+    a.signal(0.62); // at or over §6.3's threshold: no grant, and no refill either
     await flush();
-    a.sent[6]!.release();
-    await flush();
-    expect(a.sent.length).toBe(7);
-    a.signal(0.3, 0, 2); // the engines queue requests: no grant; a refill only keeps what runs running
-    await flush();
-    expect(a.sent.length).toBe(7);
     a.sent[4]!.release();
     await flush();
     expect(a.sent.length).toBe(8);
+    a.signal(0.3, 0, 2); // the engines queue requests: no grant; a refill only keeps what runs running
+    await flush();
+    expect(a.sent.length).toBe(8);
+    a.sent[5]!.release();
+    await flush();
+    expect(a.sent.length).toBe(9);
     a.signal(0, 500); // the model's interactive traffic beside: fillToBeside, and no refill
     await flush();
     const n = a.sent.length;

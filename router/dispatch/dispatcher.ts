@@ -58,13 +58,13 @@ export interface DispatcherOptions {
   /**
    * Refill on an idle fleet (config `queue.refillIdle`): under `fill`, a batch request a region serves is replaced at
    * once by the next queued request of its model, sent to the same region, while that region's last report showed
-   * a serving instance of the model, none of its interactive traffic, and no endpoint using more KV than the batch
-   * sent there can (fillTo × reserved / held tokens, + 0.05). A replacement never adds to what the region holds: the
-   * reports' grants set how many run (fillTo, hysteresis, nothing while engines queue), and completions no longer
-   * leave that many slots empty until the next report. Not gated on fillTo itself, the gate or the queue: requests
-   * granted together also end together, and their KV (prompt + output) peaks just before they do — above fillTo,
-   * even closing the gate — and a cohort's arrival queues some of it for a prefill or two, so any of those rules
-   * stops the refill for the cohort's whole life, at exactly the moment it is needed. Default false.
+   * a serving instance of the model, none of its interactive traffic, and every endpoint under §6.3's threshold
+   * (`dispatchOneBelow`): like every dispatch, never to a region that reports itself at or above it. A replacement
+   * never adds to what the region holds: the reports' grants set how many run (fillTo, hysteresis, nothing while
+   * engines queue), and completions no longer leave that many slots empty until the next report. Not gated on fillTo,
+   * the hysteresis gate or the queue: requests granted together also end together, and their KV (prompt + output)
+   * peaks just before they do, above fillTo, and a cohort's arrival queues some of it for a prefill or two, so those
+   * rules stop the refill for the cohort's whole life, at exactly the moment it is needed. Default false.
    */
   refill?: boolean;
   /** Maintenance period (> 0); default 1000 ms. */
@@ -90,12 +90,6 @@ interface Finished {
 
 /** Pacing spreads one report's requests over at most half of this (a region that reported long ago: 1 s). */
 const MAX_PACE_WINDOW_MS = 2000;
-
-/**
- * Refill stops when an endpoint reports more KV in use than the batch sent there can hold at its fill target
- * (every request at its full reservation: target × reserved / held tokens) plus this: the rest is somebody else's.
- */
-const OWN_SLACK = 0.05;
 
 /** Parked requests per model (see Dispatcher.parked) before further ones are released at once. */
 const MAX_PARKED = 1024;
@@ -294,10 +288,9 @@ export class Dispatcher {
       // Interactive traffic for this model in this region: fill less beside it (policy.ts fillTarget).
       const target = fillTarget(p, m);
       const policy = target === p.fillTo ? p : { ...p, fillTo: target };
-      // Refill while none of the model's interactive traffic is there and no endpoint is fuller than the batch sent
-      // there can explain (see `refill`).
-      const ownMax = target * ((this.requestTokens.get(m.model) ?? 1024) / (this.holdTokens.get(m.model) ?? 512)) + OWN_SLACK;
-      let explained = true;
+      // Refill while none of the model's interactive traffic is there and every endpoint is under §6.3's threshold
+      // (see `refill`).
+      let under = true;
       let serving = 0;
       let capacityTokens = 0;
       for (const e of m.endpoints) {
@@ -306,17 +299,18 @@ export class Dispatcher {
         this.gates.set(key, gate);
         if (e.servingInstances <= 0) continue;
         serving++;
-        explained &&= e.effectiveMemoryUtilization <= ownMax;
+        under &&= e.effectiveMemoryUtilization < p.dispatchOneBelow;
         const capacity = e.servingInstances * (this.o.kvCapacityTokens?.(m.model, e.gpu) ?? 0);
         capacityTokens += capacity;
         slots += fillSlots(gate, e.effectiveMemoryUtilization, capacity, this.requestTokens.get(m.model) ?? 1024, m.waiting, policy);
       }
       const key = `${report.region}|${m.model}`;
-      this.refillOk.set(key, target === p.fillTo && serving > 0 && explained);
-      // What the dispatcher has sent there and not yet seen served is counted here, not only in the report's
-      // utilization (a scrape and a report old, and lower than the requests' reservations while they run): at most
-      // the count whose mean KV is the target, so grants and refills together hold the region at its fill target.
-      if (capacityTokens > 0) {
+      this.refillOk.set(key, target === p.fillTo && serving > 0 && under);
+      // With refill, what the dispatcher has sent there and not yet seen served is counted here, not only in the
+      // report's utilization (a scrape and a report old, and lower than the requests' reservations while they run):
+      // at most the count whose mean KV is the target, so grants and refills together hold the region at its fill
+      // target. Without refill, completions already take the count down between reports, as before.
+      if (capacityTokens > 0 && this.o.refill === true) {
         const cap = Math.max(1, Math.floor((target * capacityTokens) / (this.holdTokens.get(m.model) ?? 512)));
         this.sentCap.set(key, cap);
         slots = Math.min(slots, Math.max(0, cap - (this.sentNow.get(key) ?? 0)));

@@ -77,14 +77,17 @@ describe("OpenAIHttpEngine against engine-sim", () => {
     const hourly = new OpenAIHttpEngine({ instanceId: "e-idle", model: "llama3.1-8b", baseUrl: proc.match[1]!, clock: new WallClock(), metricsIntervalMs: 3_600_000, kvBytesCapacity: 1000 });
     try {
       await hourly.scrape();
-      const it = hourly.generate(req("idle-scrape", 40))[Symbol.asyncIterator]();
+      // 4,000 tokens run about 1.4 s at this engine's ×0.05 time scale (0.35 ms a step): the scrape below sees the
+      // request still running even when this machine is busy and one /metrics round trip takes hundreds of ms. (With
+      // 40 tokens, 14 ms, the request had usually ended before the scrape: two runs in three failed on a quiet box.)
+      const it = hourly.generate(req("idle-scrape", 4_000))[Symbol.asyncIterator]();
       await it.next(); // running in the engine now
       expect(await hourly.scrape()).toBe(true);
       expect(hourly.stats().running).toBe(1);
       expect(hourly.stats().kvBytesUsed).toBeGreaterThan(0);
       for (let r = await it.next(); r.done !== true; r = await it.next());
       // No tick comes within the hour: only the scrape at the end can show the engine empty.
-      const deadline = Date.now() + 2000;
+      const deadline = Date.now() + 10_000;
       while (hourly.stats().running > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
       expect(hourly.stats().running).toBe(0);
       expect(hourly.stats().kvBytesUsed).toBe(0);

@@ -7,13 +7,23 @@ import { BlockStore, Endpoint, isDataPlaneError, type RunResult, type TransportP
 import { planChains } from "../../region/multicast/blitzscale.js";
 import { planBinaryTree, planUnicast } from "../../region/multicast/baselines.js";
 import { planBinomial } from "../../region/multicast/lambdascale.js";
-import { roleFor } from "../../region/multicast/role.js";
+import { roleFor, type RoleTimeouts } from "../../region/multicast/role.js";
 import type { MulticastPlan } from "../../region/multicast/schedule.js";
 import { validatePlan } from "../../region/multicast/validate.js";
 import { localCluster, runAll, type LocalCluster } from "./harness.js";
 
 const MiB = 1 << 20;
 let runIds = 1000;
+
+/**
+ * The role timeouts of the cases whose subject is bytes and failures, not the stall timer. The transport's defaults
+ * (a peer silent for 1 s has failed, a heartbeat every 200 ms) are what a region runs; on a machine whose two cores
+ * are busy with other work, and above all inside the soft-RoCE VM on emulated CPUs, a healthy peer's heartbeat can
+ * come more than 1 s late, and the case then failed on a reset its peer sent after giving up ("peer s … failed:
+ * Connection reset by peer", two CI runs of 2026-11-26). The stall case below keeps the defaults: it is the one that
+ * tests them.
+ */
+const NOT_ABOUT_TIMING: RoleTimeouts = { stallMs: 10_000, heartbeatMs: 500, connectMs: 10_000 };
 
 /** Registers the suite for `transport`: every plan shape delivers exact bytes; corruption, stalls, unreachable peers and cancellation fail as specified. */
 export function transportConformance(transport: TransportPreference): void {
@@ -36,7 +46,7 @@ export function transportConformance(transport: TransportPreference): void {
       it(`${name}: every target ends with every byte of the model, each block verified once`, async () => {
         const plan = validatePlan(make());
         cluster = localCluster(plan, 42, transport);
-        const res = await runAll(cluster, plan, runIds++);
+        const res = await runAll(cluster, plan, runIds++, NOT_ABOUT_TIMING);
         for (const t of plan.targets) {
           const r = res.get(t);
           if (r instanceof Error) throw r;
@@ -52,7 +62,7 @@ export function transportConformance(transport: TransportPreference): void {
     it("chain forwarding is pipelined: the tail's first block arrives long before the head has the last", async () => {
       const plan = planChains({ model: { totalBytes: 32 * MiB, blockCount: 16 }, sources: [{ id: "s", outBytesPerS: 1 }], targets: ["a", "b"].map((id) => ({ id, inBytesPerS: 1 })) });
       cluster = localCluster(plan, 7, transport);
-      const res = await runAll(cluster, plan, runIds++);
+      const res = await runAll(cluster, plan, runIds++, NOT_ABOUT_TIMING);
       const head = res.get("a") as RunResult;
       const tail = res.get("b") as RunResult;
       const headLast = Math.max(...head.arrivals.map((a) => a.atMs));
@@ -64,7 +74,7 @@ export function transportConformance(transport: TransportPreference): void {
       const plan = planChains({ model: { totalBytes: 4 * MiB, blockCount: 8 }, sources: [{ id: "s", outBytesPerS: 1 }], targets: ["a", "b"].map((id) => ({ id, inBytesPerS: 1 })) });
       cluster = localCluster(plan, 9, transport);
       cluster.stores.get("s")!.corruptBlock(5);
-      const res = await runAll(cluster, plan, runIds++);
+      const res = await runAll(cluster, plan, runIds++, NOT_ABOUT_TIMING);
       const err = res.get("a");
       expect(isDataPlaneError(err, "checksum_mismatch"), String(err)).toBe(true);
       expect(err).toMatchObject({ peer: "s", block: 5 });
@@ -84,14 +94,19 @@ export function transportConformance(transport: TransportPreference): void {
         const reverse: MulticastPlan = { ...plan, sources: ["a"], targets: ["s"], transfers: plan.transfers.map((t) => ({ ...t, from: "a", to: "s" })) };
         cluster.stores.get("a")!.fillPattern(3);
         const t0 = performance.now();
+        // This machine's own lateness, measured beside the run: a 1 s timer started with it. On a busy machine (or
+        // the VM's emulated CPUs) both the transport's thread and this one are scheduled late; the promise is "about
+        // 1 s of silence", so the bound is 1.6 s plus however late a 1 s timer fired here meanwhile.
+        const timerLateMs = new Promise<number>((r) => setTimeout(() => r(performance.now() - t0 - 1000), 1000));
         const err = await cluster.endpoints.get("a")!.run(roleFor(reverse, "a", addrs, runIds++), cluster.stores.get("a")!).then(
           () => new Error("expected a failure"),
           (e: unknown) => e as Error,
         );
         const ms = performance.now() - t0;
+        const late = await timerLateMs;
         expect(isDataPlaneError(err, "peer_stalled"), String(err)).toBe(true);
         expect(err.message).toMatch(/peer s \(127\.0\.0\.1:\d+\) stalled: nothing heard for \d+ ms/);
-        expect(ms).toBeLessThan(1600);
+        expect(ms, `a 1 s timer fired ${late.toFixed(0)} ms late meanwhile`).toBeLessThan(1600 + late);
         expect(ms).toBeGreaterThan(900);
       } finally {
         silent.close();
@@ -124,7 +139,7 @@ export function transportConformance(transport: TransportPreference): void {
       const ac = new AbortController();
       const runId = runIds++;
       const runs = cluster.nodes.map((n) =>
-        cluster!.endpoints.get(n)!.run(roleFor(plan, n, addrs, runId), cluster!.stores.get(n)!, n === "a" ? { signal: ac.signal, onBlock: () => ac.abort() } : {}).catch((e: unknown) => e as Error),
+        cluster!.endpoints.get(n)!.run(roleFor(plan, n, addrs, runId, NOT_ABOUT_TIMING), cluster!.stores.get(n)!, n === "a" ? { signal: ac.signal, onBlock: () => ac.abort() } : {}).catch((e: unknown) => e as Error),
       );
       const [s, a, b] = await Promise.all(runs);
       expect(isDataPlaneError(a, "cancelled"), String(a)).toBe(true);

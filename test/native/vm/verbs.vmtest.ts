@@ -195,12 +195,14 @@ describe("verbs transport across tidegate agent processes (--transport verbs)", 
   }
 
   it("a peer killed mid-transfer fails its neighbours within 1 s, naming it", async () => {
-    const { killedAt, source, tail } = await killRelayMidTransfer({ totalBytes: 96 * MiB, blockCount: 48, runId: runId++, transport: "verbs", readyMs: 90_000 });
+    const { killedAt, timerLateMs, source, tail, tries } = await killRelayMidTransfer({ totalBytes: 96 * MiB, blockCount: 48, runId: runId++, transport: "verbs", readyMs: 90_000 });
     expect(killedAt).toBeGreaterThan(0);
     for (const r of [source, tail]) {
-      expect(isDataPlaneError(r.err), String(r.err)).toBe(true);
+      expect(isDataPlaneError(r.err), `${String(r.err)} (try ${tries}: the kill landed after the transfer ended in every try)`).toBe(true);
       expect(r.err!.message).toMatch(/peer k1 \(127\.0\.0\.1:\d+\)/);
-      expect(r.at - killedAt).toBeLessThan(1000);
+      // A killed peer's sockets close at once (no stall timer is involved): 1 s, plus however late a 1 s timer
+      // started at the kill fired in this process (a busy machine delays the kill's report here, not the detection).
+      expect(r.at - killedAt, `a 1 s timer fired ${timerLateMs.toFixed(0)} ms late meanwhile`).toBeLessThan(1000 + timerLateMs);
     }
   });
 

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isDataPlaneError } from "../../native/errors.js";
 import { killRelayMidTransfer, spawnAll, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
+import { NOT_ABOUT_TIMING } from "../../test/native/harness.js";
 import { planBinaryTree } from "../multicast/baselines.js";
 import { planChains } from "../multicast/blitzscale.js";
 import { planBinomial } from "../multicast/lambdascale.js";
@@ -15,7 +16,7 @@ let runId = 1;
 async function runEverywhere(plan: MulticastPlan, model: string, seed: number, nodes = agents) {
   const id = runId++;
   await Promise.all(nodes.map((a) => a.client.load({ model, totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: plan.sources.includes(a.nodeId) ? "pattern" : "empty", seed })));
-  return Promise.all(nodes.map((a) => a.client.run({ model, plan, runId: id, addresses: addrs() }).catch((e: unknown) => e as Error)));
+  return Promise.all(nodes.map((a) => a.client.run({ model, plan, runId: id, addresses: addrs(), stallMs: NOT_ABOUT_TIMING.stallMs, connectMs: NOT_ABOUT_TIMING.connectMs }).catch((e: unknown) => e as Error)));
 }
 
 beforeAll(async () => {

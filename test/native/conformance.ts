@@ -7,23 +7,13 @@ import { BlockStore, Endpoint, isDataPlaneError, type RunResult, type TransportP
 import { planChains } from "../../region/multicast/blitzscale.js";
 import { planBinaryTree, planUnicast } from "../../region/multicast/baselines.js";
 import { planBinomial } from "../../region/multicast/lambdascale.js";
-import { roleFor, type RoleTimeouts } from "../../region/multicast/role.js";
+import { roleFor } from "../../region/multicast/role.js";
 import type { MulticastPlan } from "../../region/multicast/schedule.js";
 import { validatePlan } from "../../region/multicast/validate.js";
-import { localCluster, runAll, type LocalCluster } from "./harness.js";
+import { NOT_ABOUT_TIMING, localCluster, runAll, type LocalCluster } from "./harness.js";
 
 const MiB = 1 << 20;
 let runIds = 1000;
-
-/**
- * The role timeouts of the cases whose subject is bytes and failures, not the stall timer. The transport's defaults
- * (a peer silent for 1 s has failed, a heartbeat every 200 ms) are what a region runs; on a machine whose two cores
- * are busy with other work, and above all inside the soft-RoCE VM on emulated CPUs, a healthy peer's heartbeat can
- * come more than 1 s late, and the case then failed on a reset its peer sent after giving up ("peer s … failed:
- * Connection reset by peer", two CI runs of 2026-11-26). The stall case below keeps the defaults: it is the one that
- * tests them.
- */
-const NOT_ABOUT_TIMING: RoleTimeouts = { stallMs: 10_000, heartbeatMs: 500, connectMs: 10_000 };
 
 /** Registers the suite for `transport`: every plan shape delivers exact bytes; corruption, stalls, unreachable peers and cancellation fail as specified. */
 export function transportConformance(transport: TransportPreference): void {

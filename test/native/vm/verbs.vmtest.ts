@@ -18,6 +18,7 @@ import { roleFor } from "../../../region/multicast/role.js";
 import type { MulticastPlan } from "../../../region/multicast/schedule.js";
 import { killRelayMidTransfer, spawnAgent, spawnAll, stopAgents, type RunningAgent } from "../../netns/agents.js";
 import { transportConformance } from "../conformance.js";
+import { NOT_ABOUT_TIMING } from "../harness.js";
 
 const MiB = 1 << 20;
 
@@ -154,7 +155,7 @@ describe("verbs transport across tidegate agent processes (--transport verbs)", 
   async function runEverywhere(plan: MulticastPlan, model: string, seed: number, nodes: RunningAgent[]) {
     const id = runId++;
     await Promise.all(nodes.map((a) => a.client.load({ model, totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: plan.sources.includes(a.nodeId) ? "pattern" : "empty", seed })));
-    return Promise.all(nodes.map((a) => a.client.run({ model, plan, runId: id, addresses: addrs() }).catch((e: unknown) => e as Error)));
+    return Promise.all(nodes.map((a) => a.client.run({ model, plan, runId: id, addresses: addrs(), stallMs: NOT_ABOUT_TIMING.stallMs, connectMs: NOT_ABOUT_TIMING.connectMs }).catch((e: unknown) => e as Error)));
   }
   beforeAll(async () => {
     agents = await spawnAll(["s", "a", "b", "c"].map((nodeId) => ({ nodeId, host: "127.0.0.1", transport: "verbs" as const, readyMs: 90_000 })));

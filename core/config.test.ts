@@ -81,3 +81,27 @@ describe("partial config files and every error at once", () => {
     expect(() => loadConfig(write({ router: { completelyDifferent: 1 } }))).toThrow(/router\.completelyDifferent: is not a known field$/);
   });
 });
+
+describe("a misspelt key gets the known one it was meant to be", () => {
+  /** The errors a partial config with `patch` gives, each as reported ("path: message"). */
+  const only = (patch: Record<string, unknown>): string[] => validateConfig(mergeOverDefault(patch)).errors.map((e) => e.message);
+  it.each([
+    ["one letter missing, of a key the file does not set", { engines: { kvCapacityToken: 24_000 } }, "engines.kvCapacityToken", "kvCapacityTokens"],
+    ["a case difference, of a key the file does not set", { engines: { kvCapacitytokens: 24_000 } }, "engines.kvCapacitytokens", "kvCapacityTokens"],
+    ["case only", { router: { MemoryThreshold: 0.6 } }, "router.MemoryThreshold", "memoryThreshold"],
+    ["one letter deleted", { engines: { startTimeoutM: 1000 } }, "engines.startTimeoutM", "startTimeoutMs"],
+    ["one letter inserted", { queue: { dataDirr: "/tmp/x" } }, "queue.dataDirr", "dataDir"],
+    ["one letter substituted", { engines: { timeScalo: 2 } }, "engines.timeScalo", "timeScale"],
+    ["two letters transposed", { engines: { kvCapacityTokesn: 24_000 } }, "engines.kvCapacityTokesn", "kvCapacityTokens"],
+    ["two letters transposed in a short key", { router: { hsot: "0.0.0.0" } }, "router.hsot", "host"],
+    ["a per-model key the file does not set", { engines: { models: { "llama3.2-3b": { maxbatch: 8 } } } }, 'engines.models.llama3.2-3b.maxbatch', "maxBatch"],
+  ])("%s", (_what, patch, path, meant) => {
+    expect(only(patch)).toEqual([`${path}: is not a known field; did you mean ${JSON.stringify(meant)}?`]);
+  });
+  it("a key far from every known one gets no suggestion", () => {
+    expect(only({ engines: { gpuMemoryUtilization: 0.9 } })).toEqual(["engines.gpuMemoryUtilization: is not a known field"]);
+  });
+  it("a correct optional key is still read", () => {
+    expect(parseConfig(patched(["engines"], { kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } })).engines).toMatchObject({ kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } });
+  });
+});

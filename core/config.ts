@@ -460,7 +460,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     ...(commandTemplate === undefined ? {} : { commandTemplate }),
     startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),
     stopGraceMs: er.number("stopGraceMs", 5000, { min: 0 }),
-    ...(er.has("kvCapacityTokens") ? { kvCapacityTokens: er.number("kvCapacityTokens", undefined, { integer: true, min: 2 }) } : {}),
+    ...present("kvCapacityTokens", er.optionalNumber("kvCapacityTokens", { integer: true, min: 2 })),
     models: {},
   };
   const emr = er.object("models");
@@ -468,8 +468,8 @@ export function parseConfig(json: unknown): TidegateConfig {
     if (!models.some((m) => m.name === name)) emr.fail(name, `unknown model; configured: ${models.map((m) => m.name).join(", ")}`);
     const mr = emr.object(name);
     engines.models[name] = {
-      ...(mr.has("maxBatch") ? { maxBatch: mr.number("maxBatch", undefined, { integer: true, min: 1, max: 65_536 }) } : {}),
-      ...(mr.has("kvCapacityTokens") ? { kvCapacityTokens: mr.number("kvCapacityTokens", undefined, { integer: true, min: 2 }) } : {}),
+      ...present("maxBatch", mr.optionalNumber("maxBatch", { integer: true, min: 1, max: 65_536 })),
+      ...present("kvCapacityTokens", mr.optionalNumber("kvCapacityTokens", { integer: true, min: 2 })),
     };
     mr.done();
   }
@@ -502,6 +502,15 @@ function checkPipelinedEndpoints(keystage: KeystageConfig | undefined, models: M
     }
     if (engines.commandTemplate !== undefined) throw new ValidationError(path, "pipelined instances run in engine-sim; engines.commandTemplate starts another engine that tidegate cannot split into stages");
   });
+}
+
+/**
+ * `{ [key]: value }`, or `{}` when the value is absent. Optional keys are read with the reader's `optional*` methods
+ * (never behind `has` alone): a key read either way is a known field, so a misspelling of it gets the suggestion
+ * ("engines.kvCapacityToken: … did you mean "kvCapacityTokens"?") even when the file does not set it.
+ */
+function present<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
 }
 
 function parseParameters(r: ObjectReader, models: ModelConfig[]): ParametersConfig {

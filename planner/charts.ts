@@ -3,7 +3,9 @@
  * (UTC clock times, or hours from the trace start when the data has no calendar) and a labelled value axis with
  * its unit. `forecastChart` draws one (model, region): the last day of history and, zoomed beside it, the last
  * hours and the planned hour with its forecast, 10–90% band and — once the hour has passed — the actual load.
- * `lineChart` draws named series over time (the index's timeline). Pure string builders.
+ * `lineChart` draws named series over time (the index's timeline). A value axis in "%" is labelled in percent
+ * (ticks "0%" … "100%"; 0–100 when there is nothing above 0), and a chart with nothing to draw says so in its plot
+ * area ("no data yet: …" and why). Pure string builders.
  */
 import type { Band } from "../forecasts/forecaster.js";
 
@@ -88,7 +90,7 @@ function axes(f: Frame, base: TimeBase, unit: string, showYTitle: boolean, maxXT
   const yt: string[] = [];
   for (let v = 0; v <= f.yMax + 1e-9; v += ys) {
     const y = yOf(f, v);
-    yt.push(`<line x1="${f.x - 4}" y1="${y.toFixed(1)}" x2="${f.x}" y2="${y.toFixed(1)}" stroke="#777"/><line x1="${f.x}" y1="${y.toFixed(1)}" x2="${f.x + f.w}" y2="${y.toFixed(1)}" stroke="#eee"/><text class="tick" x="${f.x - 6}" y="${(y + 3).toFixed(1)}" font-size="9" text-anchor="end">${fmtNum(v)}</text>`);
+    yt.push(`<line x1="${f.x - 4}" y1="${y.toFixed(1)}" x2="${f.x}" y2="${y.toFixed(1)}" stroke="#777"/><line x1="${f.x}" y1="${y.toFixed(1)}" x2="${f.x + f.w}" y2="${y.toFixed(1)}" stroke="#eee"/><text class="tick" x="${f.x - 6}" y="${(y + 3).toFixed(1)}" font-size="9" text-anchor="end">${fmtNum(v)}${unit === "%" ? "%" : ""}</text>`);
   }
   const xTitle = base === "relative" ? "hours since trace start" : "time (UTC)";
   return `<g class="axis y" data-unit="${esc(unit)}">${yt.join("")}<line x1="${f.x}" y1="${f.y}" x2="${f.x}" y2="${f.y + f.h}" stroke="#777"/>${showYTitle ? `<text class="axis-title" x="${f.x - 34}" y="${f.y + f.h / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 ${f.x - 34} ${f.y + f.h / 2})">${esc(unit)}</text>` : ""}</g>
@@ -141,6 +143,8 @@ export interface ForecastChartInput {
   forecast: readonly Band[];
   /** Actual windows of the planned hour (NaN = not yet known), aligned with `forecast`. */
   actual?: readonly number[];
+  /** Shown in the legend when no actual load is drawn: why (e.g. "actual: not yet, the hour has not started"). */
+  actualNote?: string;
 }
 
 const W = 620;
@@ -175,10 +179,11 @@ ${hasActual ? path(f, act, "actual", "#3a86ff", 2.2, "5 2") : ""}
     ["#264653", "history", ""],
     ["#e76f51", "forecast", ""],
     ["#f4a26199", "10–90% band", "band"],
-    ...(hasActual ? [["#3a86ff", "actual (planned hour)", "dash"]] : []),
+    ...(hasActual ? [["#3a86ff", "actual (planned hour)", "dash"]] : c.actualNote !== undefined ? [["none", c.actualNote, "note"]] : []),
   ]
     .map(([color, label, kind], i) => {
       const x = 50 + i * 130;
+      if (kind === "note") return `<text class="actual-note" x="${x}" y="27" font-size="9" fill="#666">${esc(label!)}</text>`;
       const mark = kind === "band" ? `<rect x="${x}" y="19" width="16" height="8" fill="${color}" stroke="#f4a261" stroke-width="0.5"/>` : `<line x1="${x}" y1="23" x2="${x + 16}" y2="23" stroke="${color}" stroke-width="2"${kind === "dash" ? ' stroke-dasharray="4 2"' : ""}/>`;
       return `${mark}<text x="${x + 20}" y="27" font-size="9">${esc(label!)}</text>`;
     })
@@ -201,8 +206,11 @@ export interface LineSeries {
 
 const PALETTE = ["#264653", "#e76f51", "#2a9d8f", "#e9c46a", "#8338ec", "#3a86ff", "#6a994e", "#bc4749"];
 
-/** Named series over time with a legend (the index's timeline); a single point is drawn as a dot. */
-export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number }): string {
+/**
+ * Named series over time with a legend (the index's timeline); a single point is drawn as a dot. With no finite value
+ * in any series the plot area says "no data yet: `emptyWhy`".
+ */
+export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number; emptyWhy?: string }): string {
   // A stepped series holds each value until the next point, and the last one for `holdLastMs` (its interval).
   const series = o.stepped === true && (o.holdLastMs ?? 0) > 0 ? o.series.map((s) => ({ ...s, points: s.points.length > 0 ? [...s.points, [s.points.at(-1)![0] + o.holdLastMs!, s.points.at(-1)![1]] as [number, number]] : s.points })) : o.series;
   const all = series.flatMap((s) => s.points);
@@ -214,7 +222,9 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
     to = from + 2 * HOUR_MS;
   }
   const rawMax = Math.max(0, ...all.map((p) => p[1]).filter(Number.isFinite));
-  const yMax = rawMax > 0 ? Math.ceil(rawMax / niceStep(rawMax, 4)) * niceStep(rawMax, 4) : 1; // all zero: a 0–1 axis
+  // All zero (or nothing): a 0–1 axis, or 0–100 for a percentage.
+  const yMax = rawMax > 0 ? Math.ceil(rawMax / niceStep(rawMax, 4)) * niceStep(rawMax, 4) : o.unit === "%" ? 100 : 1;
+  const empty = !all.some((p) => Number.isFinite(p[1]));
   const f: Frame = { x: 56, y: 34, w: W - 80, h: 140, fromMs: from, toMs: to, yMax };
   const lines = series
     .map((s, i) => {
@@ -226,6 +236,6 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
   return `<svg class="chart ${o.cls ?? "timeline"}" role="img" aria-label="${esc(o.title)} (${esc(o.unit)})" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg">
 <title>${esc(o.title)} (${esc(o.unit)})</title><text x="4" y="12" font-size="11" font-weight="600">${esc(o.title)}</text>${legend}
 ${axes(f, o.timeBase, o.unit, true, 8)}
-${lines}
+${lines}${empty ? `\n<text class="empty" x="${f.x + f.w / 2}" y="${f.y + f.h / 2}" font-size="11" fill="#666" text-anchor="middle">${esc(o.emptyWhy === undefined ? "no data yet" : `no data yet: ${o.emptyWhy}`)}</text>` : ""}
 </svg>`;
 }

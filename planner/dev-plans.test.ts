@@ -1,10 +1,11 @@
 /**
  * `tidegate dev` (compiled CLI) as a newcomer meets it: it prints the URL to open and a key that stays the same
  * on the same data directory, logs where its seeded history came from (never the key), and its first plan has a
- * forecast for every (model, region) of the embedded default and a page with a chart for each.
+ * forecast for every (model, region) of the embedded default and a page with a chart for each. Restarted on the same
+ * data directory it still serves that plan, with its history (planner/history/), and its new plans continue the ids.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
@@ -22,8 +23,14 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** The log lines (JSON on stderr) of a process's output. */
-const logLines = (p: Proc) => p.output().split("\n").filter((l) => l.startsWith("{"));
+/**
+ * The JSON log lines of a dev process: in its output (stderr), and in its log file where dev writes one
+ * (`<queue.dataDir>/dev.log`, rewritten at each start: read it before the next start).
+ */
+const logLines = (p: Proc) => {
+  const file = join(dir, "data", "dev.log");
+  return [...p.output().split("\n"), ...(existsSync(file) ? readFileSync(file, "utf8").split("\n") : [])].filter((l) => l.startsWith("{"));
+};
 
 async function firstPlan(url: string, key: string): Promise<PlanReport> {
   const auth = { authorization: `Bearer ${key}`, accept: "application/json" };
@@ -56,9 +63,24 @@ describe("tidegate dev's plans", () => {
     expect(logs.some((l) => l.includes(key))).toBe(false);
     expect(await dev.stop()).toBe(0);
 
+    expect(readdirSync(join(dir, "data", "planner", "plans"))).toContain(`${report.id}.json`);
+    expect(readdirSync(join(dir, "data", "planner", "history")).filter((n) => n.endsWith(".json")).length).toBeGreaterThanOrEqual(24); // the seeded day
+
     const again = await spawnTidegate("dev", ["dev", "--config", configFile], READY, 60_000);
     expect(again.match[2]).toBe(key);
-    expect((await fetch(`${again.match[1]}/plans`, { headers: { authorization: `Bearer ${key}` } })).status).toBe(200);
+    const auth = { authorization: `Bearer ${key}`, accept: "application/json" };
+    // The plan made before the restart is still served, and the restarted planner's own plan comes after it.
+    let ids: { id: string; decisionId: number }[] = [];
+    for (let i = 0; i < 300 && !ids.some((p) => p.decisionId > report.decisionId); i++) {
+      ids = ((await (await fetch(`${again.match[1]}/plans`, { headers: auth })).json()) as { data: { id: string; decisionId: number }[] }).data;
+      if (!ids.some((p) => p.decisionId > report.decisionId)) await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(ids.map((p) => p.id)).toContain(report.id);
+    expect(ids[0]!.decisionId).toBeGreaterThan(report.decisionId);
+    expect(await (await fetch(`${again.match[1]}/plans/${report.id}.json`, { headers: auth })).json()).toEqual(report);
+    // Its history was kept, not seeded again: the restarted plan forecasts from the same day.
+    const restarted = (await (await fetch(`${again.match[1]}/plans/${ids[0]!.id}.json`, { headers: auth })).json()) as PlanReport;
+    for (const f of restarted.forecasts) expect(f.historyWindows.filter(Number.isFinite).length).toBeGreaterThanOrEqual(144);
     await again.stop();
   });
 });

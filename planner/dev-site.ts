@@ -1,8 +1,10 @@
 /**
- * The plans site as `tidegate dev` wires it, kept out of bin/commands/dev.ts: keys (config, environment, or the
- * dev key persisted under queue.dataDir), a day of ServeGen seeded into the planner's history (planner/seed.ts,
- * stated in the log), the /plans sub-app over the in-memory store with the actual-load overlay, and the lines to
- * print at start (the URL to open and the key — on stdout, never in the log).
+ * The plans site as `tidegate dev` wires it, kept out of bin/commands/dev.ts: the planner's state in the data
+ * directory (`openDevPlannerState`: demand history and plan reports under `<queue.dataDir>/planner/`, kept across
+ * restarts), keys (config, environment, or the dev key persisted there too), a day of ServeGen seeded into an empty
+ * history (planner/seed.ts, stated in the log; a history kept from an earlier start is not seeded again), the /plans
+ * sub-app over the stored plans with the actual-load overlay, and the lines to print at start (the URL to open and
+ * the key — on stdout, never in the log).
  */
 import type { Hono } from "hono";
 import type { Clock } from "../core/clock.js";
@@ -10,7 +12,10 @@ import type { TidegateConfig } from "../core/config.js";
 import type { Logger } from "../core/log.js";
 import type { Registry } from "../core/metrics.js";
 import type { DemandHistory } from "../forecasts/history.js";
+import { join } from "node:path";
 import { defaultDataDir } from "../region/engines/perf/generate.js";
+import { FileHistory } from "./file-history.js";
+import { FilePlanStore } from "./file-store.js";
 import { devPlanKeys } from "./keys.js";
 import type { PlanActions } from "./loop.js";
 import { plansSite } from "./routes.js";
@@ -28,11 +33,43 @@ export interface DevPlansSite {
   banner(url: string): string;
 }
 
-/** Seeds `history` and builds the site (see the file comment). `env` is process.env, read once here at start-up. */
+/**
+ * Opens `tidegate dev`'s planner state: the demand history in `<queue.dataDir>/planner/history/` (file-history.ts,
+ * hours within 8 days of `nowMs`) and the plan reports in `<queue.dataDir>/planner/plans/` (file-store.ts). Damaged
+ * files are set aside, not fatal; `devPlansSite` logs what was kept and what was set aside.
+ */
+export async function openDevPlannerState(config: TidegateConfig, nowMs: number): Promise<{ history: FileHistory; plans: FilePlanStore }> {
+  const dir = join(config.queue.dataDir, "planner");
+  return { history: await FileHistory.open(join(dir, "history"), { nowMs }), plans: await FilePlanStore.open(join(dir, "plans")) };
+}
+
+/** The log lines for what the stores found on disk (FileHistory, FilePlanStore); nothing for other stores. */
+function openedLines(history: DemandHistory, store: PlanStore): { info: string[]; warn: string[] } {
+  const info: string[] = [];
+  const warn: string[] = [];
+  for (const o of [history instanceof FileHistory ? history.opened : undefined, store instanceof FilePlanStore ? store.opened : undefined]) {
+    for (const a of o?.setAside ?? []) warn.push(`${join(o!.dir, a.file)} could not be read (${a.why}): moved to ${a.movedTo}; everything else in ${o!.dir} is kept`);
+  }
+  if (history instanceof FileHistory) info.push(`planner history in ${history.dir}: ${history.opened.hours} hour(s) kept from earlier starts${history.opened.expired > 0 ? `, ${history.opened.expired} older than 8 days removed` : ""}`);
+  if (store instanceof FilePlanStore) info.push(`plan reports in ${store.dir}: ${store.opened.plans} kept from earlier starts`);
+  return { info, warn };
+}
+
+/**
+ * Seeds `history` when it is empty and builds the site (see the file comment). `env` is process.env, read once here
+ * at start-up.
+ */
 export async function devPlansSite(o: { config: TidegateConfig; clock: Clock; history: DemandHistory; store: PlanStore; log: Logger; env: Readonly<Record<string, string | undefined>>; dataDir?: string }): Promise<DevPlansSite> {
   const { keys, devKey } = devPlanKeys(o.config, o.env);
-  const seed = await seedDevHistory(o.history, o.config, { dataDir: o.dataDir ?? defaultDataDir(), nowMs: o.clock.now() });
-  for (const line of seed.lines) o.log[seed.seeded ? "info" : "warn"](seed.seeded ? `seeded planner history: ${line}` : line);
+  const opened = openedLines(o.history, o.store);
+  for (const line of opened.info) o.log.info(line);
+  for (const line of opened.warn) o.log.warn(line);
+  // Seeding adds to a minute's value: a history kept from an earlier start is never seeded again.
+  if ((await o.history.keys()).length > 0) o.log.info("planner history not seeded: it holds load recorded by an earlier start");
+  else {
+    const seed = await seedDevHistory(o.history, o.config, { dataDir: o.dataDir ?? defaultDataDir(), nowMs: o.clock.now() });
+    for (const line of seed.lines) o.log[seed.seeded ? "info" : "warn"](seed.seeded ? `seeded planner history: ${line}` : line);
+  }
   const site = plansSite({ store: o.store, keys, history: o.history, clock: o.clock, log: o.log });
   return {
     routes: site.app,

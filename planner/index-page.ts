@@ -1,10 +1,13 @@
 /**
  * The plans index (/plans): a timeline of the planned hours — cost per hour in the plans' currency, demand left
  * unmet, last hour's forecast error and instances per region — as charts and as a table linking each hour's plan,
- * filtered by model and region (plain links, no scripts). Pure: reports in, HTML out.
+ * filtered by model and region (plain links, no scripts). An hour whose forecast error cannot be judged yet shows
+ * "not yet" (never 0), the error chart's axis is in percent and says "no data yet" and why while it has nothing to
+ * draw, and the page's terms link to a glossary (glossary.ts). Pure: reports in, HTML out.
  */
 import type { PlanReport } from "./report.js";
 import { esc, fmtTime, lineChart, type TimeBase } from "./charts.js";
+import { glossarySection, term } from "./glossary.js";
 import { pageShell, reviewPill, type PlanPageContext } from "./html.js";
 
 /** A filter on the index; absent fields match everything. */
@@ -23,6 +26,8 @@ export interface HourRow {
   unmetTokensPerS: number;
   /** Mean |error| of last hour's peak forecasts, % (undefined when no series had one). */
   lastHourErrorPct: number | undefined;
+  /** When no series had one because the hour judged is still running: why (the report's "not yet" note). */
+  lastHourNotYet: string | undefined;
   /** Target instances per region. */
   instances: Map<string, number>;
 }
@@ -35,10 +40,12 @@ export function hourRow(r: PlanReport, f: IndexFilter): HourRow {
   const actions = r.actions.filter((a) => keep(f, a.model, a.region));
   const cost = filtered || r.cost.breakdown === undefined ? actions.reduce((s, a) => s + (a.cost ?? 0), 0) : r.cost.breakdown.afterSpot;
   const unmet = r.unmet.filter((u) => u.kind === "cover" && keep(f, u.model, u.region)).reduce((s, u) => s + u.amount, 0);
-  const errs = r.forecasts.filter((x) => x.lastHour !== null && keep(f, x.model, x.region)).map((x) => Math.abs(x.lastHour!.errorPct));
+  const kept = r.forecasts.filter((x) => keep(f, x.model, x.region));
+  const errs = kept.filter((x) => x.lastHour !== null).map((x) => Math.abs(x.lastHour!.errorPct));
+  const notYet = errs.length === 0 ? kept.find((x) => x.lastHourNote?.state === "not-yet")?.lastHourNote?.why : undefined;
   const instances = new Map<string, number>();
   for (const a of actions) instances.set(a.region, (instances.get(a.region) ?? 0) + a.target);
-  return { report: r, hourMs: Math.floor(r.madeAtMs / 600_000) * 600_000, cost: r.cost.breakdown === undefined && !filtered ? r.cost.total : cost, unmetTokensPerS: unmet, lastHourErrorPct: errs.length > 0 ? errs.reduce((s, e) => s + e, 0) / errs.length : undefined, instances };
+  return { report: r, hourMs: Math.floor(r.madeAtMs / 600_000) * 600_000, cost: r.cost.breakdown === undefined && !filtered ? r.cost.total : cost, unmetTokensPerS: unmet, lastHourErrorPct: errs.length > 0 ? errs.reduce((s, e) => s + e, 0) / errs.length : undefined, lastHourNotYet: notYet, instances };
 }
 
 function filterLinks(kind: "model" | "region", values: readonly string[], f: IndexFilter): string {
@@ -66,6 +73,8 @@ export function renderPlansIndex(reports: readonly PlanReport[], f: IndexFilter,
   // Every chart spans the same hours: each plan's value holds for its interval.
   const hold = reports[0]?.intervalMs ?? 3_600_000;
   const v = ctx.viewer;
+  const used = new Set<string>();
+  const t = (key: string, shown?: string) => term(key, used, shown);
   const planNow = v?.role === "admin" && v.csrf !== undefined && ctx.canPlanNow === true ? `<form method="post" action="/plans/now" class="plan-now"><input type="hidden" name="csrf" value="${esc(v.csrf)}"><button type="submit">Plan now</button> <span class="muted">runs the planner once, off-schedule${reports[0]?.advisory ? "; the plan waits for review (advisory mode)" : ""}</span></form>` : "";
   const charts =
     rows.length === 0
@@ -74,14 +83,15 @@ export function renderPlansIndex(reports: readonly PlanReport[], f: IndexFilter,
 ${lineChart({ title: `cost per hour (${currency})`, unit: `${currency}/hour`, timeBase: base, stepped: true, holdLastMs: hold, series: [{ name: "cost", points: oldestFirst.map((x) => [x.hourMs, x.cost]) }] })}
 ${lineChart({ title: "target instances per region", unit: "instances", timeBase: base, stepped: true, holdLastMs: hold, series: shownRegions.map((reg) => ({ name: reg, points: oldestFirst.map((x) => [x.hourMs, x.instances.get(reg) ?? 0] as [number, number]) })) })}
 ${lineChart({ title: "demand the plan could not cover", unit: "tokens/s", timeBase: base, stepped: true, holdLastMs: hold, series: [{ name: "unmet", points: oldestFirst.map((x) => [x.hourMs, x.unmetTokensPerS]) }] })}
-${lineChart({ title: "last hour's forecast error (mean |forecast − actual| / actual of the peak)", unit: "%", timeBase: base, stepped: true, holdLastMs: hold, series: [{ name: "|error|", points: oldestFirst.map((x) => [x.hourMs, x.lastHourErrorPct ?? Number.NaN]) }] })}
+${lineChart({ title: "last hour's forecast error (mean |forecast − actual| / actual of the peak)", unit: "%", timeBase: base, stepped: true, holdLastMs: hold, series: [{ name: "|error|", points: oldestFirst.map((x) => [x.hourMs, x.lastHourErrorPct ?? Number.NaN]) }], emptyWhy: "an hour's error is known once that hour has ended" })}
 </div>`;
-  const table = `<table class="hours"><tr><th class="l">hour${base === "relative" ? " (from trace start)" : " (UTC)"}</th><th class="l">plan</th><th>cost (${esc(currency)}/hour)</th><th>unmet (tokens/s)</th><th>last hour's forecast error</th>${shownRegions.map((reg) => `<th>${esc(reg)} instances</th>`).join("")}<th class="l">solver</th></tr>
-${rows.map((x) => `<tr><td class="l"><a href="/plans/${encodeURIComponent(x.report.id)}">${esc(fmtTime(x.hourMs, base))}</a></td><td class="l">${reviewPill(x.report, base)}${x.report.trigger?.kind === "manual" ? ` <span class="pill">on request</span>` : ""}</td><td>${x.cost.toFixed(2)}</td><td>${x.unmetTokensPerS.toFixed(1)}</td><td>${x.lastHourErrorPct === undefined ? "—" : `${x.lastHourErrorPct.toFixed(1)}%`}</td>${shownRegions.map((reg) => `<td>${x.instances.get(reg) ?? 0}</td>`).join("")}<td class="l">${esc(x.report.solver.status)}${x.report.solver.gap > 1e-6 ? ` (gap ${(100 * x.report.solver.gap).toFixed(2)}%)` : ""}</td></tr>`).join("\n")}</table>`;
+  const table = `<table class="hours"><tr><th class="l">hour${base === "relative" ? " (from trace start)" : " (UTC)"}</th><th class="l">plan</th><th>cost (${esc(currency)}/hour)</th><th>${t("unmet")} (tokens/s)</th><th>${t("last-hour")}</th>${shownRegions.map((reg) => `<th>${esc(reg)} instances</th>`).join("")}<th class="l">solver</th></tr>
+${rows.map((x) => `<tr><td class="l"><a href="/plans/${encodeURIComponent(x.report.id)}">${esc(fmtTime(x.hourMs, base))}</a></td><td class="l">${reviewPill(x.report, base, used)}${x.report.trigger?.kind === "manual" ? ` <span class="pill">${t("on-request")}</span>` : ""}</td><td>${x.cost.toFixed(2)}</td><td>${x.unmetTokensPerS.toFixed(1)}</td><td>${x.lastHourErrorPct !== undefined ? `${x.lastHourErrorPct.toFixed(1)}%` : x.lastHourNotYet !== undefined ? `<span class="not-yet" title="${esc(x.lastHourNotYet)}">not yet</span>` : "—"}</td>${shownRegions.map((reg) => `<td>${x.instances.get(reg) ?? 0}</td>`).join("")}<td class="l">${esc(x.report.solver.status)}${x.report.solver.gap > 1e-6 ? ` (${t("gap")} ${(100 * x.report.solver.gap).toFixed(2)}%)` : ""}</td></tr>`).join("\n")}</table>`;
   const body = `${ctx.notice ? `<p class="notice">${esc(ctx.notice)}</p>` : ""}
 <h1>Plans, hour by hour</h1>
 ${planNow}
 <p>${filterLinks("model", models, f)}<br>${filterLinks("region", regions, f)}</p>
-${rows.length === 0 ? `<p>No plans yet: the planner makes one at start and then every interval.</p>` : `<p class="muted">Newest first. Costs are GPU-hour prices × GPUs held plus the hour's VM and model starts, after spot reclaims${f.model || f.region ? ", for the endpoints the filter keeps" : ""}. Forecast error: mean |forecast − actual| / actual of last hour's peak over the series shown.</p>${charts}${table}`}`;
+${rows.length === 0 ? `<p>No plans yet: the planner makes one at start and then every interval.</p>` : `<p class="muted">Newest first. Costs are GPU-hour prices × GPUs held plus the hour's VM and model starts, after spot reclaims${f.model || f.region ? ", for the endpoints the filter keeps" : ""}. ${t("last-hour", "Forecast error")}: mean |forecast − actual| / actual of last hour's peak over the series shown, once that hour has ended ("not yet" before).</p>${charts}${table}`}
+${glossarySection(used)}`;
   return pageShell("tidegate plans", body, v);
 }

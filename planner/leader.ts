@@ -19,6 +19,12 @@ export interface LeaderLock {
   release(holder: string): Promise<boolean>;
   /** The next decision id (≥ 1, increasing), or undefined when `holder` does not hold the lock. */
   nextDecisionId(holder: string): Promise<number | undefined>;
+  /**
+   * Makes every later decision id greater than `decisionId`: the loop calls it with the newest stored plan's id, so a
+   * lock whose counter lives in memory (reopened over a plan store on disk, `tidegate dev`) continues after the plans
+   * it finds instead of minting plan-1 again. Absent where the counter outlives the process (Redis).
+   */
+  continueAfter?(decisionId: number): Promise<void>;
 }
 
 /** Lock return codes of lua/lock-acquire-1.lua. */
@@ -83,5 +89,9 @@ export class MemoryLeaderLock implements LeaderLock {
 
   async nextDecisionId(holder: string): Promise<number | undefined> {
     return this.current() === holder ? ++this.decision : undefined;
+  }
+
+  async continueAfter(decisionId: number): Promise<void> {
+    if (Number.isFinite(decisionId)) this.decision = Math.max(this.decision, Math.floor(decisionId));
   }
 }

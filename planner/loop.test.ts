@@ -192,3 +192,22 @@ describe("PlanActions (approve, reject, plan now)", () => {
     await expect(other.planNow("ana")).rejects.toMatchObject({ code: "conflict", message: expect.stringContaining("leader") });
   });
 });
+
+describe("PlannerLoop over a store that outlives it (tidegate dev's data directory)", () => {
+  it("a restarted loop continues the stored decision ids and hands each plan the stored reports", async () => {
+    const clock = new VirtualClock(0);
+    const store = new MemoryPlanStore(); // stands for the files a restart reopens (file-store.ts; store.test.ts)
+    const seen: string[][] = [];
+    const mk = () => new PlannerLoop({ clock, intervalMs: 1000, lock: new MemoryLeaderLock(clock), holder: "dev", advisory: false, links: [new FakeLink("east")], store, plan: async (id, prev, _t, recent) => (seen.push([prev?.id ?? "-", ...(recent ?? []).map((r) => r.id)]), fakeReport(id, false)) });
+    const first = mk();
+    await first.tick();
+    await first.tick();
+    await first.stop();
+    const again = mk(); // a new process: a new in-memory lock whose counter starts at 0
+    await again.tick();
+    await again.tick();
+    expect((await store.list()).map((r) => r.id)).toEqual(["plan-4", "plan-3", "plan-2", "plan-1"]);
+    expect(seen).toEqual([["-"], ["plan-1", "plan-1"], ["plan-2", "plan-2", "plan-1"], ["plan-3", "plan-3", "plan-2", "plan-1"]]);
+    await again.stop();
+  });
+});

@@ -5,7 +5,9 @@
  * round. The lock's expiry is 2 × intervalMs unless given. A follower (a replica whose last round found another
  * leader) also watches the lock every quarter of its expiry, when that is sooner than its next round: a dead leader
  * is replaced within the lock's expiry plus a quarter of it, not at the follower's next scheduled round, up to a
- * whole interval later.
+ * whole interval later. When a replica starts leading it reads the newest stored reports: their decision ids are
+ * continued (LeaderLock.continueAfter, for a lock that counts in memory) and they are the `recent` reports each plan
+ * is given (last hour's forecast error is judged against them).
  */
 import type { Clock, Timer } from "../core/clock.js";
 import { TidegateError } from "../core/errors.js";
@@ -28,12 +30,19 @@ export interface PlannerLoopOptions {
   advisory: boolean;
   links: readonly RegionLink[];
   store: PlanStore;
-  /** Runs one plan with the given decision id, the previous report and what started it (absent: the schedule). */
-  plan: (decisionId: number, previous: PlanReport | undefined, trigger?: PlanReport["trigger"]) => Promise<PlanReport>;
+  /**
+   * Runs one plan with the given decision id, the previous report, what started it (absent: the schedule) and the
+   * recent reports, newest first (at most RECENT_REPORTS; read from the store when this replica starts leading, so a
+   * restart over a persisted store still judges last hour's forecast).
+   */
+  plan: (decisionId: number, previous: PlanReport | undefined, trigger?: PlanReport["trigger"], recent?: readonly PlanReport[]) => Promise<PlanReport>;
   log?: Logger;
   /** Told of every stored report (a round's, an approval's), e.g. to export its targets and forecasts as metrics. */
   onReport?: (report: PlanReport) => void;
 }
+
+/** How many recent reports the loop keeps for `plan` (the newest first). */
+export const RECENT_REPORTS = 8;
 
 /** How the regions answered a report's targets, for logs: `{ sent, accepted, refused: ["us-west: why", …] }`. */
 export function ackSummary(acks: PlanReport["acks"]): { sent: number; accepted: number; refused: string[] } {
@@ -80,7 +89,8 @@ export class PlannerLoop implements PlanActions {
   /** A follower's watch on the lock (see the file comment). */
   private watch: Timer | undefined;
   private running: Promise<void> | undefined;
-  private previous: PlanReport | undefined;
+  /** The newest reports, newest first; undefined until read from the store when this replica starts leading. */
+  private recent: PlanReport[] | undefined;
   /** Rounds this replica led, and skipped as a follower (for tests and metrics). */
   led = 0;
   followed = 0;
@@ -188,15 +198,21 @@ export class PlannerLoop implements PlanActions {
       return undefined;
     }
     this.leading = true;
+    if (this.recent === undefined || got === "acquired") {
+      this.recent = (await this.o.store.list()).slice(0, RECENT_REPORTS);
+      const newest = Math.max(0, ...this.recent.map((r) => r.decisionId));
+      if (newest > 0) await this.o.lock.continueAfter?.(newest);
+    }
     const decisionId = await this.o.lock.nextDecisionId(this.o.holder);
     if (decisionId === undefined) {
       this.followed++;
       return undefined;
     }
     this.led++;
-    const report = await this.o.plan(decisionId, this.previous, trigger);
+    const recent = this.recent;
+    const report = await this.o.plan(decisionId, recent[0], trigger, recent);
     if (!report.advisory && !this.o.advisory) report.acks = await this.send(report);
-    this.previous = report;
+    this.recent = [report, ...recent.filter((r) => r.id !== report.id)].slice(0, RECENT_REPORTS);
     await this.o.store.put(report);
     this.o.onReport?.(report);
     const acks = ackSummary(report.acks);

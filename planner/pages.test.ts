@@ -64,3 +64,48 @@ describe("plan pages", () => {
     expect(html.match(/<tr class="(up|down|unchanged)">/g)).toHaveLength(2);
   });
 });
+
+describe("last hour's error, percent axes and the glossary", () => {
+  const series = (lastHour: PlanReport["forecasts"][number]["lastHour"], note?: PlanReport["forecasts"][number]["lastHourNote"]): PlanReport["forecasts"][number] => ({
+    model: "a", region: "east", method: "sarima(1,0,1)(1,1,1)24log", peak: { mean: 10, lower: 8, upper: 12 }, niwLastHourTokensPerS: 0, bufferTokensPerS: 0, demandTokensPerS: 12, pointDemandTokensPerS: 10,
+    historyWindows: Array(144).fill(5), stepMs: 600_000, forecastSteps: Array(6).fill({ mean: 10, lower: 8, upper: 12 }), lastHour, ...(note === undefined ? {} : { lastHourNote: note }), gapWindowsFilled: 0,
+  });
+  const notYet = { state: "not-yet" as const, why: "plan-6's hour (2026-11-23 14:00 UTC – 15:00) is still running: its error is computed once it ends at 15:00" };
+
+  it("a plan whose judged hour is still running says 'not yet' and why, never 0%", () => {
+    const html = renderPlanHtml(report({ forecasts: [series(null, notYet)] }));
+    expect(html).toContain(`<td class="pending" colspan="3" title="${notYet.why.replace(/'/g, "&#39;")}">not yet</td>`);
+    expect(html).toMatch(/Last hour&#39;s forecast error<\/a>: <strong>not yet<\/strong> — plan-6&#39;s hour/);
+    const table = html.slice(html.indexOf('<table class="forecasts">'), html.indexOf("</table>", html.indexOf('<table class="forecasts">')));
+    expect(table).not.toMatch(/\d%<\/td>/); // no error figure, not even 0.0%
+    const row = hourRow(report({ forecasts: [series(null, notYet)] }), {});
+    expect(row).toMatchObject({ lastHourErrorPct: undefined, lastHourNotYet: notYet.why });
+    expect(renderPlansIndex([report({ forecasts: [series(null, notYet)] })], {})).toContain('<span class="not-yet"');
+  });
+
+  it("a judged hour shows its figures; a report stored before the hour's plan was kept still renders", () => {
+    const html = renderPlanHtml(report({ forecasts: [series({ forecastPeak: 120, actualPeak: 150, errorPct: -20, planId: "plan-6", hourStartMs: Date.UTC(2026, 10, 23, 13), hourEndMs: Date.UTC(2026, 10, 23, 14), recordedWindows: 4, windows: 6 })] }));
+    expect(html).toContain("<td>-20.0%</td>");
+    expect(html).toContain("actual peak from 4 of 6 ten-minute windows");
+    expect(html).toContain("mean |forecast − actual| / actual of the peak 20.0% over 1 series");
+    expect(renderPlanHtml(report({ forecasts: [series({ forecastPeak: 1, actualPeak: 2, errorPct: -50 })] }))).toContain("<td>-50.0%</td>");
+  });
+
+  it("the forecast-error chart is on a percent axis, and says why when it has nothing to draw", () => {
+    const html = renderPlansIndex([report({ forecasts: [series(null, notYet)] })], {});
+    const chart = html.slice(html.indexOf("last hour&#39;s forecast error (mean"));
+    const ticks = [...chart.slice(0, chart.indexOf("</svg>")).matchAll(/class="tick"[^>]*text-anchor="end">([^<]*)</g)].map((m) => m[1]);
+    expect(ticks).toEqual(["0%", "50%", "100%"]);
+    expect(chart).toContain("no data yet: an hour&#39;s error is known once that hour has ended");
+    const judged = renderPlansIndex([report({ forecasts: [series({ forecastPeak: 11, actualPeak: 10, errorPct: 10 })] })], {});
+    expect(judged).not.toContain("no data yet");
+  });
+
+  it("every term on the plan page links to a glossary entry with a tooltip", () => {
+    const html = renderPlanHtml(report({ strategy: "lt-ua", forecasts: [series(null, notYet)] }));
+    const linked = [...html.matchAll(/<a class="term" href="#g-([a-z-]+)" title="([^"]+)">/g)].map((m) => m[1]!);
+    const entries = [...html.matchAll(/<dt id="g-([a-z-]+)">/g)].map((m) => m[1]!);
+    expect(new Set(linked)).toEqual(new Set(entries));
+    for (const k of ["alpha", "beta", "niw-buffer", "strategy-lt-ua", "method-arima", "f", "last-hour"]) expect(entries).toContain(k);
+  });
+});

@@ -1,10 +1,13 @@
 /**
  * The plans site in a real headless Chromium (Debian's /usr/bin/chromium), served by the global router
  * (router/server.ts GlobalRouter, with the site mounted as `tidegate dev` mounts it): sign in through the login
- * form, read the index, follow a plan whose hour has passed, walk to the newest (advisory) plan and approve it.
- * Every chart must have labelled time and value axes; the forecast band and the actual load must be drawn; the
- * changes table must list every endpoint; the cost line must carry its unit; no console errors. A screenshot of
- * each page is written to out/test/plan-pages/.
+ * form, read the index, follow a plan whose hour has passed, walk to the newest (advisory) plan and approve it,
+ * then "Plan now" within the same hour: its last-hour error is "not yet" (never 0). Every chart must have labelled
+ * time and value axes (the forecast error's in percent); the forecast band and the actual load must be drawn; the
+ * changes table must list every endpoint; the cost line must carry its unit; every term links to the page's glossary
+ * with its meaning as a tooltip; no console errors. Then the site is restarted on the same plan directory
+ * (planner/file-store.ts): the same plans are served, and new ones continue their ids. Every step waits on what the
+ * page shows (URLs, elements), not on time. A screenshot of each page is written to out/test/plan-pages/.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
@@ -23,18 +26,28 @@ import { REPO_ROOT } from "../test/e2e/procs.js";
 const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = join(REPO_ROOT, "out", "test", "plan-pages");
 
+// Generous ceilings for a loaded machine: every wait ends as soon as its condition holds.
+const STEP_MS = 60_000;
+const TEST_MS = 240_000;
+
 let s: SampleSite;
 let router: GlobalRouter;
 let base: string;
 let context: BrowserContext;
 const profile = mkdtempSync(join(tmpdir(), "tidegate-chromium-"));
+const plansDir = mkdtempSync(join(tmpdir(), "tidegate-plan-page-store-"));
+
+/** Serves `site` through a global router on a free port; returns its base URL. */
+async function serve(site: SampleSite): Promise<string> {
+  const config = parseConfig(DEFAULT_CONFIG_JSON);
+  router = new GlobalRouter({ config, links: config.regions.map((r) => new FakeRegionLink(r.name)), clock: new WallClock(), logger: silentLogger, defaultMetrics: false, mounts: [{ path: "/", app: site.site.app }] });
+  const addr: AddressInfo = await router.listen("127.0.0.1", 0);
+  return `http://127.0.0.1:${addr.port}`;
+}
 
 beforeAll(async () => {
-  s = await sampleSite();
-  const config = parseConfig(DEFAULT_CONFIG_JSON);
-  router = new GlobalRouter({ config, links: config.regions.map((r) => new FakeRegionLink(r.name)), clock: new WallClock(), logger: silentLogger, defaultMetrics: false, mounts: [{ path: "/", app: s.site.app }] });
-  const addr: AddressInfo = await router.listen("127.0.0.1", 0);
-  base = `http://127.0.0.1:${addr.port}`;
+  s = await sampleSite({ dir: plansDir });
+  base = await serve(s);
   if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install -y chromium`);
   mkdirSync(SHOTS, { recursive: true });
   context = await chromium.launchPersistentContext(profile, {
@@ -50,7 +63,33 @@ afterAll(async () => {
   await router?.close();
   await s?.close();
   rmSync(profile, { recursive: true, force: true });
+  rmSync(plansDir, { recursive: true, force: true });
 });
+
+/** Signs in through the login form (a browser cannot send a header) and waits for the index. */
+async function signIn(page: Page): Promise<void> {
+  await page.goto(`${base}/plans`);
+  await page.waitForURL(/\/login\?next=/, { timeout: STEP_MS });
+  await page.fill('input[name="key"]', ADMIN_KEY);
+  await page.fill('input[name="name"]', "Ana");
+  await page.click('button[type="submit"]');
+  await page.waitForURL(`${base}/plans`, { timeout: STEP_MS });
+}
+
+/** The page has a glossary holding `labels`, and every term on it links to an entry there and carries a tooltip. */
+async function expectGlossary(page: Page, labels: readonly string[]): Promise<void> {
+  await page.locator("section.glossary dl").waitFor({ timeout: STEP_MS });
+  const entries = await page.locator("section.glossary dt").allTextContents();
+  expect(entries).toEqual(expect.arrayContaining([...labels]));
+  const terms = page.locator("a.term");
+  const n = await terms.count();
+  expect(n).toBeGreaterThan(0);
+  for (let i = 0; i < n; i++) {
+    const [href, title] = [await terms.nth(i).getAttribute("href"), await terms.nth(i).getAttribute("title")];
+    expect(title?.length ?? 0, `term ${href} has a tooltip`).toBeGreaterThan(20);
+    expect(await page.locator(`section.glossary dt${href!}`).count(), `term ${href} has a glossary entry`).toBe(1);
+  }
+}
 
 /** Every svg.chart on the page has ≥ 2 labelled ticks on a time axis and on a value axis, and both axis titles. */
 async function expectLabelledAxes(page: Page): Promise<number> {
@@ -71,7 +110,7 @@ async function expectLabelledAxes(page: Page): Promise<number> {
 }
 
 describe("plans site in Chromium", () => {
-  it("signs in, reads the index, follows a plan, approves the newest", async () => {
+  it("signs in, reads the index, follows a plan, approves the newest, plans now: not yet", async () => {
     const page = await context.newPage();
     const errors: string[] = [];
     page.on("console", (m) => {
@@ -81,18 +120,23 @@ describe("plans site in Chromium", () => {
 
     // Sign in through the form (no header: a browser cannot send one).
     await page.goto(`${base}/plans`);
-    await page.waitForURL(/\/login\?next=/);
+    await page.waitForURL(/\/login\?next=/, { timeout: STEP_MS });
     await page.screenshot({ path: join(SHOTS, "1-login.png"), fullPage: true });
     await page.fill('input[name="key"]', ADMIN_KEY);
     await page.fill('input[name="name"]', "Ana");
     await page.click('button[type="submit"]');
-    await page.waitForURL(`${base}/plans`);
+    await page.waitForURL(`${base}/plans`, { timeout: STEP_MS });
     expect(await page.locator("header .who").textContent()).toContain("Ana (admin key");
 
     // The index: a timeline with one row per hour, charts with axes, filters.
     expect(await page.locator("table.hours tr").count()).toBe(1 + s.reports.length);
     expect(await page.locator("table.hours th").allTextContents()).toEqual(expect.arrayContaining(["cost (USD/hour)", "unmet (tokens/s)", "us-east instances", "us-west instances"]));
     await expectLabelledAxes(page);
+    // The forecast error is a percentage on a percent axis.
+    const errTicks = await page.locator("svg.chart", { hasText: "forecast error" }).locator("g.axis.y text.tick").allTextContents();
+    expect(errTicks.length).toBeGreaterThanOrEqual(2);
+    expect(errTicks.every((x) => /^[\d.]+k?%$/.test(x))).toBe(true);
+    await expectGlossary(page, ["last hour's forecast error", "unmet", "advisory"]);
     await page.screenshot({ path: join(SHOTS, "2-index.png"), fullPage: true });
     await page.click('.filters a[href="/plans?model=llama2-70b"]');
     await page.waitForURL(`${base}/plans?model=llama2-70b`);
@@ -127,9 +171,58 @@ describe("plans site in Chromium", () => {
     expect(await page.locator(".notice").textContent()).toContain("Approved");
     expect(await page.locator(".pill.approved").textContent()).toMatch(/approved by Ana \(admin key [0-9a-f]{8}\)/);
     expect(s.links.every((l) => l.sent.length === 1 && l.sent[0]!.decisionId === newest.decisionId)).toBe(true);
+    // The plan page explains its terms: α, β, NIW buffer, the strategy, the forecast method, F.
+    await expectGlossary(page, ["α (alpha)", "β (beta)", "NIW buffer", "lt-ua", "blend", "F: planned for", "last hour's forecast error"]);
+    expect(await page.locator('a.term[href="#g-strategy-lt-ua"]').first().textContent()).toBe("lt-ua");
     await page.screenshot({ path: join(SHOTS, "5-plan-approved.png"), fullPage: true });
+
+    // Plan now, in the hour the newest plan covers: that hour is still running, so its error is "not yet", not 0.
+    await page.goto(`${base}/plans`);
+    await page.click("form.plan-now button");
+    await page.waitForURL(/\/plans\/plan-\d+-[A-Za-z0-9_-]+\?done=planned$/, { timeout: STEP_MS });
+    const made = (await s.store.list())[0]!;
+    expect(made.decisionId).toBeGreaterThan(newest.decisionId);
+    expect(made.forecasts.length).toBeGreaterThan(0);
+    expect(made.forecasts.every((f) => f.lastHour === null && f.lastHourNote?.state === "not-yet")).toBe(true);
+    expect(await page.locator("p.last-hour").textContent()).toMatch(/Last hour's forecast error: not yet — .*is still running: its error is computed once it ends at/);
+    expect(await page.locator("table.forecasts td.pending").allTextContents()).toEqual(made.forecasts.map(() => "not yet"));
+    expect(await page.locator("table.forecasts").textContent()).not.toMatch(/[+-]?0\.0%/);
+    await expectGlossary(page, ["last hour's forecast error"]);
+    await page.screenshot({ path: join(SHOTS, "6-plan-now-not-yet.png"), fullPage: true });
+    await page.goto(`${base}/plans`);
+    await page.locator(`table.hours tr`, { hasText: "on request" }).first().waitFor({ timeout: STEP_MS });
+    expect(await page.locator("table.hours tr", { has: page.locator(`a[href="/plans/${made.id}"]`) }).locator("span.not-yet").textContent()).toBe("not yet");
 
     expect(errors).toEqual([]);
     await page.close();
-  });
+  }, TEST_MS);
+
+  it("a restart on the same plan directory serves the same plans, and new plans continue their ids", async () => {
+    const before = await s.store.list();
+    expect(before.length).toBe(s.reports.length + 1); // the sample plans and the one planned now
+    await router.close();
+    await s.close();
+    s = await sampleSite({ dir: plansDir }); // a new process: a new store, lock and loop over the same directory
+    base = await serve(s);
+    expect(await s.store.list()).toEqual(before);
+
+    const page = await context.newPage();
+    await signIn(page);
+    expect(await page.locator("table.hours tr").count()).toBe(1 + before.length);
+    const listed = await page.locator("table.hours td:first-child a").evaluateAll((as) => as.map((a) => a.getAttribute("href")));
+    expect(listed).toEqual(before.map((r) => `/plans/${r.id}`));
+    await page.screenshot({ path: join(SHOTS, "7-after-restart-index.png"), fullPage: true });
+    const approved = before.find((r) => r.review?.state === "approved")!;
+    await page.goto(`${base}/plans/${approved.id}`);
+    expect(await page.locator(".pill.approved").textContent()).toMatch(/approved by Ana \(admin key [0-9a-f]{8}\)/);
+
+    await page.goto(`${base}/plans`);
+    await page.click("form.plan-now button");
+    await page.waitForURL(/\?done=planned$/, { timeout: STEP_MS });
+    const after = await s.store.list();
+    expect(after.slice(1)).toEqual(before);
+    expect(after[0]!.decisionId).toBeGreaterThan(before[0]!.decisionId);
+    expect(after[0]!.id.startsWith(`plan-${after[0]!.decisionId}-`)).toBe(true);
+    await page.close();
+  }, TEST_MS);
 });

@@ -15,6 +15,7 @@ import type { PlanAction, PlanCost, PlanReport, SeriesForecast, Unmet } from "./
 import { solvePlan, type SolvePlanOptions } from "./solve.js";
 import type { Solver } from "./solver.js";
 import { spotActions } from "./spot.js";
+import { lastHourError } from "./last-hour.js";
 
 /** Forecasts run on 10-minute windows (6 per hour, 144 per day). */
 export const WINDOW_MS = 600_000;
@@ -32,8 +33,10 @@ export interface PlanRunInputs {
   intervalMs?: number;
   advisory?: boolean;
   strategy?: string;
-  /** The previous report, for last hour's forecast error. */
+  /** The previous report, for last hour's forecast error (last-hour.ts). */
   previous?: PlanReport;
+  /** More earlier reports (any order), e.g. the loop's recent ones: last hour's error uses the newest whose hour ended. */
+  recent?: readonly PlanReport[];
   solve?: SolvePlanOptions;
   /** Progress lines (stderr in the CLI). */
   onProgress?: (msg: string) => void;
@@ -90,9 +93,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
       const p = Math.max(...values.slice(-HOUR_STEPS));
       f = { steps: Array.from({ length: HOUR_STEPS }, () => ({ mean: p, lower: p, upper: p })), peak: { mean: p, lower: p, upper: p }, method: "last-hour-peak", fallbackReason: String(err) };
     }
-    const prev = inp.previous?.forecasts.find((p) => p.model === model && p.region === region);
-    const lastHourActual = Math.max(...values.slice(-HOUR_STEPS));
-    const lastHour = prev !== undefined && lastHourActual > 0 ? { forecastPeak: prev.peak.mean, actualPeak: lastHourActual, errorPct: (100 * (prev.peak.mean - lastHourActual)) / lastHourActual } : null;
+    const last = await lastHourError({ model, region, nowMs, intervalMs: inp.intervalMs ?? 3_600_000, earlier: [...(inp.previous === undefined ? [] : [inp.previous]), ...(inp.recent ?? [])], history });
     // F(m, r): the peak the ILP covers (the upper bound by default, see PlannerConfig.provisionFor) + β buffer.
     const d = ((fleet.provisionFor ?? "upper") === "upper" ? f.peak.upper : f.peak.mean) + buffer;
     results[idx] = { demand: { model, region, tokensPerS: d }, warnings, forecast: {
@@ -108,7 +109,8 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
       historyWindows: values.slice(-2 * DAY_STEPS),
       stepMs: WINDOW_MS,
       forecastSteps: f.steps,
-      lastHour,
+      lastHour: last.lastHour,
+      ...(last.note === undefined ? {} : { lastHourNote: last.note }),
       gapWindowsFilled: gapWindows,
     } };
     done++;

@@ -21,10 +21,32 @@ export interface SeriesForecast {
   historyWindows: number[];
   stepMs: number;
   forecastSteps: Band[];
-  /** Last hour: the previous plan's peak forecast vs the actual peak (null when either is unknown). */
-  lastHour: { forecastPeak: number; actualPeak: number; errorPct: number } | null;
+  /**
+   * Last hour: an earlier plan's peak forecast for this series vs the peak actually recorded in the hour it planned,
+   * computed only once that hour has ended (null otherwise: `lastHourNote` says why).
+   */
+  lastHour: LastHourError | null;
+  /** Why `lastHour` is null: "not-yet" while the hour an earlier plan covered is still running; "none" otherwise. */
+  lastHourNote?: { state: "not-yet" | "none"; why: string };
   /** 10-minute windows filled because no minute in them was recorded. */
   gapWindowsFilled: number;
+}
+
+/**
+ * The forecast error of an hour that has ended: the peak an earlier plan forecast for it vs the highest 10-minute
+ * mean recorded in it. errorPct = 100 × (forecast − actual) / actual (+ = forecast too high).
+ */
+export interface LastHourError {
+  forecastPeak: number;
+  actualPeak: number;
+  errorPct: number;
+  /** The plan judged and the hour it planned, [hourStartMs, hourEndMs) (absent on reports made before they were kept). */
+  planId?: string;
+  hourStartMs?: number;
+  hourEndMs?: number;
+  /** 10-minute windows of that hour with recorded load, of `windows`: the actual peak is over these only. */
+  recordedWindows?: number;
+  windows?: number;
 }
 
 /** Something the plan could not satisfy, and why. */

@@ -1,7 +1,7 @@
 /**
  * The planner tier wired for a process: forecaster + HiGHS + the planning loop over the regions' links, recording
  * their telemetry into demand history while this replica leads. `tidegate planner` runs it on Redis stores;
- * `tidegate dev` runs it in memory. The stores, lock and links come from the caller; this file only wires.
+ * `tidegate dev` on files in its data directory (file-store.ts, file-history.ts). The stores, lock and links come from the caller; this file only wires.
  */
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
@@ -62,7 +62,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     store: o.store,
     log: o.log,
     ...(o.onReport === undefined ? {} : { onReport: o.onReport }),
-    plan: async (decisionId, previous, trigger) => {
+    plan: async (decisionId, previous, trigger, recent) => {
       const report = await runPlan({
         fleet: liveFleet(fleet, latest, o.intervalMs),
         history: o.history,
@@ -74,6 +74,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
         advisory: o.advisory,
         strategy: o.config.controller.strategy,
         ...(previous === undefined ? {} : { previous }),
+        ...(recent === undefined ? {} : { recent }),
         ...(trigger === undefined ? {} : { trigger }),
       });
       withExpectedScaleOut(report, latest);

@@ -1,7 +1,9 @@
 /**
  * Fixtures for the plans site tests: a 2-region, 2-model fleet with 8 days of synthetic history, reports made by
  * the real planner (forecaster + HiGHS), a PlannerLoop over region links that record the targets they receive,
- * and the site (planner/routes.ts) with its own metrics registry and a log that keeps every line.
+ * and the site (planner/routes.ts) with its own metrics registry and a log that keeps every line. With `dir`, the
+ * reports are kept in a FilePlanStore there, and a site built again on the same `dir` (a restart) serves the plans
+ * it finds instead of making new ones.
  */
 import { WallClock } from "../../core/clock.js";
 import { createLogger } from "../../core/log.js";
@@ -18,7 +20,8 @@ import { runPlan } from "../../planner/plan.js";
 import type { PlanReport } from "../../planner/report.js";
 import { plansSite, type PlansSite } from "../../planner/routes.js";
 import { HighsSolver } from "../../planner/solver.js";
-import { MemoryPlanStore } from "../../planner/store.js";
+import { FilePlanStore } from "../../planner/file-store.js";
+import { MemoryPlanStore, type PlanStore } from "../../planner/store.js";
 
 /** A 2-region, 2-model fleet and 8 days of per-minute history with a daily cycle, ending at `nowMs`. */
 export async function samplePlanInputs(): Promise<{ fleet: Fleet; history: MemoryHistory; nowMs: number }> {
@@ -70,7 +73,7 @@ export const PLANNER_KEY = "planner-key-for-tests-01";
 /** The site over three hourly plans (the newest advisory, awaiting review) and a loop that can act on them. */
 export interface SampleSite {
   site: PlansSite;
-  store: MemoryPlanStore;
+  store: PlanStore;
   loop: PlannerLoop;
   links: RecordingLink[];
   /** Oldest first. */
@@ -80,14 +83,17 @@ export interface SampleSite {
   close(): Promise<void>;
 }
 
-/** Builds `SampleSite`; plans are made at the history's end − 2 h, − 1 h and at its end (advisory). */
-export async function sampleSite(o: { loginFailDelayMs?: number } = {}): Promise<SampleSite> {
+/**
+ * Builds `SampleSite`; plans are made at the history's end − 2 h, − 1 h and at its end (advisory) — unless `dir`
+ * already holds plans (see the file comment): then `reports` are those, oldest first.
+ */
+export async function sampleSite(o: { loginFailDelayMs?: number; dir?: string } = {}): Promise<SampleSite> {
   const { fleet, history, nowMs } = await samplePlanInputs();
   const forecaster: Forecaster = createForecaster({ name: "blend" });
   const solver = await HighsSolver.create();
-  const store = new MemoryPlanStore();
-  const reports: PlanReport[] = [];
-  for (const [k, at] of [nowMs - 7_200_000, nowMs - 3_600_000, nowMs].entries()) {
+  const store: PlanStore = o.dir === undefined ? new MemoryPlanStore() : await FilePlanStore.open(o.dir);
+  const reports: PlanReport[] = (await store.list()).reverse();
+  for (const [k, at] of (reports.length > 0 ? [] : [nowMs - 7_200_000, nowMs - 3_600_000, nowMs]).entries()) {
     const r = await runPlan({ fleet, history, forecaster, solver, nowMs: at, decisionId: k + 1, advisory: k === 2, strategy: "lt-ua", ...(reports.length > 0 ? { previous: reports.at(-1)! } : {}) });
     reports.push(r);
     await store.put(r);
@@ -96,7 +102,7 @@ export async function sampleSite(o: { loginFailDelayMs?: number } = {}): Promise
   const links = ["us-east", "us-west"].map((r) => new RecordingLink(r));
   const logLines: string[] = [];
   const log = createLogger("debug", {}, (l) => logLines.push(l));
-  let decision = 3;
+  let decision = Math.max(3, ...reports.map((r) => r.decisionId));
   const loop = new PlannerLoop({
     clock,
     intervalMs: 3_600_000,

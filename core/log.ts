@@ -1,6 +1,7 @@
 /**
- * A minimal structured logger: one JSON line per event on stderr. Values named like secrets (key, token,
- * password, authorization) are redacted so secrets never reach logs.
+ * A minimal structured logger: one JSON line per event on stderr, or on a sink (`tidegate dev` writes a file:
+ * bin/dev-output.ts). Values named like secrets (key, token, password, authorization) are redacted so secrets never
+ * reach logs.
  */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -24,11 +25,14 @@ function redact(fields: Record<string, unknown>): Record<string, unknown> {
   return out;
 }
 
+/** Where a logger's lines go: one JSON line (no newline) and its level. */
+export type LogSink = (line: string, level: LogLevel) => void;
+
 /** A logger writing to `sink` (stderr by default) at `level` and above. */
-export function createLogger(level: LogLevel = "info", base: Record<string, unknown> = {}, sink: (line: string) => void = (l) => process.stderr.write(l + "\n")): Logger {
+export function createLogger(level: LogLevel = "info", base: Record<string, unknown> = {}, sink: LogSink = (l) => process.stderr.write(l + "\n")): Logger {
   const emit = (lvl: LogLevel, msg: string, fields: Record<string, unknown> = {}) => {
     if (ORDER[lvl] < ORDER[level]) return;
-    sink(JSON.stringify({ t: new Date().toISOString(), level: lvl, msg, ...redact(base), ...redact(fields) }));
+    sink(JSON.stringify({ t: new Date().toISOString(), level: lvl, msg, ...redact(base), ...redact(fields) }), lvl);
   };
   return {
     debug: (m, f) => emit("debug", m, f),

@@ -10,6 +10,7 @@ import { loadConfig, regionLoading, type TidegateConfig } from "../../core/confi
 import { schedulerOf } from "../../region/liveload/config.js";
 import type { Logger } from "../../core/log.js";
 import { loggerFromFlags, portFromFlags } from "../flags.js";
+import { DevConsole, openDevLog, progressText, showProgress, type DevLogTarget, type RegionProgress } from "../dev-output.js";
 import type { GenerateRequest, RegionLink } from "../../core/ports.js";
 import type { RegionName } from "../../core/models.js";
 import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
@@ -28,11 +29,9 @@ import type { RegionService } from "../../region/link/service.js";
 import { createRegistry } from "../../core/metrics.js";
 import { PlannerMetrics } from "../../planner/metrics.js";
 import type { RouterMount } from "../../router/app.js";
-import { MemoryHistory } from "../../forecasts/history.js";
 import { MemoryLeaderLock } from "../../planner/leader.js";
-import { devPlansSite } from "../../planner/dev-site.js";
+import { devPlansSite, openDevPlannerState } from "../../planner/dev-site.js";
 import { startPlannerService } from "../../planner/service.js";
-import { MemoryPlanStore } from "../../planner/store.js";
 
 /** A region runtime of the stack: ready once its configured instances serve. */
 export interface DevRegion {
@@ -75,6 +74,15 @@ function loadingLine(config: TidegateConfig): string {
     return l === undefined ? [] : [`${r.name} ${l.source}/${schedulerOf(l)}`];
   });
   return parts.length === 0 ? "" : `; loads from ${parts.join(", ")}`;
+}
+
+/** Serving and wanted instances per region of an `agents` stack (its regions are the config's, in order). */
+function regionProgress(config: TidegateConfig, stack: DevStack): RegionProgress[] {
+  return config.regions.map((r, i) => ({
+    region: r.name,
+    wanted: r.endpoints.reduce((s, e) => s + e.instances, 0),
+    serving: stack.regions[i]?.gateway.instances().filter((x) => x.state === "serving").length ?? 0,
+  }));
 }
 
 /** Dev's sim fleet: SageServe §7.1's delays, seed 1, weights where a model is served, no spot; HiGHS for zigzag loading. */
@@ -184,6 +192,10 @@ export const command: Command = {
     "in-process links between them. With no --config it runs the embedded default: regions us-east, us-central,",
     "us-west; models llama2-70b, bloom-176b, llama3.1-8b, llama3.2-3b. Stops cleanly on SIGINT/SIGTERM.",
     "",
+    "Standard output is the banner: the URL, the admin key, where to look. The JSON log goes to",
+    "<queue.dataDir>/dev.log (default .data/dev.log, overwritten at each start; --log-file FILE elsewhere,",
+    "--log-file - to stderr); warnings and errors are also printed on stderr, with start-up progress (one line",
+    "rewritten in place on a terminal).",
     "",
     "controller.actuator picks how instances come and go: \"agents\" (default: node agents in process, parameters over",
     "loopback TCP), \"sim\" (the replays' simulated actuator: SageServe deploy delays, no data plane) or \"static\".",
@@ -199,22 +211,30 @@ export const command: Command = {
     port: { type: "number", help: "port of the public API (overrides router.port; 0 picks a free port)" },
     host: { type: "string", help: "address to listen on (overrides router.host)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
+    "log-file": { type: "string", help: "the JSON log's file (default <queue.dataDir>/dev.log, overwritten at each start); - sends it to stderr" },
     "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
     "recover-journal": { type: "boolean", help: "embedded queue: keep the journal's valid prefix and move a bad line and the rest aside (queue.recoverJournal)", default: false },
   },
   async run(flags) {
+    const startedAt = Date.now();
     const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
     if (flags["recover-journal"] === true) config.queue.recoverJournal = true;
-    const logger = loggerFromFlags(flags, "dev");
+    // The JSON log to a file (or stderr), so that the first screen is the banner; warnings and errors also on stderr.
+    const term = new DevConsole(process.stderr);
+    let devLog: DevLogTarget | undefined;
+    const logger = loggerFromFlags(flags, "dev", (line, level) => devLog?.sink(line, level));
+    devLog = openDevLog(typeof flags["log-file"] === "string" ? flags["log-file"] : undefined, config.queue.dataDir, term);
+    const logWhere = devLog.file ?? "stderr";
+    term.line(`tidegate dev: starting ${config.regions.length} region${config.regions.length === 1 ? "" : "s"}; log: ${logWhere}`);
     const port = portFromFlags(flags, config.router.port);
     const host = typeof flags.host === "string" ? flags.host : config.router.host;
     const clock = new WallClock();
     // Batch tier (issue 3): Files/Batch API at /v1 on the embedded queue, or Redis with --redis-url.
     // One demand history for the planner: IW from region telemetry, NIW from what the batch dispatcher sends.
-    const history = new MemoryHistory();
+    // Kept with the plans in <queue.dataDir>/planner/ across restarts (planner/dev-site.ts openDevPlannerState).
+    const { history, plans } = await openDevPlannerState(config, clock.now());
     const batch = createBatchService({ config: withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined), clock, log: logger.child({ tier: "batch" }), niwHistory: history });
-    // Planner tier (issues 4, 16): hourly plans in memory at /plans (sign in at /login); history seeded from ServeGen.
-    const plans = new MemoryPlanStore();
+    // Planner tier (issues 4, 16): hourly plans at /plans (sign in at /login); an empty history is seeded from ServeGen.
     const site = await devPlansSite({ config, clock, history, store: plans, log: logger.child({ tier: "planner" }), env: process.env });
     // The router's admin routes (/admin/regions/{region}/instances) take the same admin keys as the plans site.
     const devConfig: TidegateConfig = { ...config, router: { ...config.router, adminKeys: [...site.adminKeys] } };
@@ -242,9 +262,12 @@ export const command: Command = {
     });
     site.attach(planner.loop, stack.router.deps.metrics.registry);
     const stopped = untilSignal();
+    const agents = config.controller.actuator === "agents";
+    const progress = agents ? showProgress({ console: term, regions: () => regionProgress(config, stack), startedAtMs: startedAt }) : undefined;
     try {
       // The regions deploy their configured instances (blocks over the data plane, then engines) before the API opens.
-      await Promise.all(stack.regions.map((r) => r.ready()));
+      await Promise.all(stack.regions.map((r) => r.ready())).finally(() => progress?.stop());
+      if (agents) term.line(`tidegate dev: ${progressText(regionProgress(config, stack), Date.now() - startedAt)}`);
       // The router's last snapshot of each region may predate its first serving instance: send one now, so the API
       // opens with the regions' instances routable (not after up to one telemetry interval of 503s).
       for (const link of stack.links) if (link instanceof InProcessRegionLink) link.publishNow();
@@ -253,6 +276,7 @@ export const command: Command = {
       await planner.close();
       await batch.close();
       await stack.close();
+      devLog.close();
       throw err;
     }
     const url = stack.router.url();
@@ -261,21 +285,25 @@ export const command: Command = {
       `tidegate dev: serving ${url} (regions: ${config.regions.map((r) => r.name).join(", ")}; models: ${config.models.map((m) => m.name).join(", ")})\n` +
         `try:\n  curl -N ${url}/v1/chat/completions -H 'content-type: application/json' \\\n` +
         `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n` +
+        `batch: OpenAI Files and Batch API at ${url}/v1/files and ${url}/v1/batches (one model per input file)\n` +
         site.banner(url) +
         (config.controller.actuator === "agents"
           ? `instances and scaling: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n` +
-            `  (the dev log prints each scaling step: "scaling step", "transfer finished", "instance serving")\n` +
+            `  (the log has each scaling step: "scaling step", "transfer started"/"transfer finished", "instance serving")\n` +
             (loadingLine(config) === "" ? "" : `serve while loading${loadingLine(config)} (the log's "pairing a loading instance with a serving one")\n`) +
             `parameters (scaled for this machine): ${parameterScaleLines(config).join("; ")}\n`
           : config.controller.actuator === "sim"
             ? `instances and scaling (simulated actuator, SageServe deploy delays${loadingLine(config)}): curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n`
-            : ""),
+            : "") +
+        `metrics: ${url}/metrics (Prometheus)\n` +
+        `log: ${logWhere} (JSON lines${devLog.file === undefined ? "" : "; warnings and errors also on stderr; --log-file - sends the log to stderr"})\n`,
     );
     const sig = await stopped;
     logger.info("shutting down", { signal: sig });
     await planner.close();
     await batch.close();
     await stack.close();
+    devLog.close();
     process.stdout.write("tidegate dev: stopped\n");
     return 0;
   },

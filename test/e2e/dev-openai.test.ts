@@ -3,6 +3,9 @@
  * chunks and usage (stream_options.include_usage), a non-streamed completion, the model list, typed errors, the
  * first token within seconds of start, and a clean exit on SIGTERM.
  */
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { spawnTidegate, stopAll, type Proc } from "./procs.js";
@@ -10,14 +13,20 @@ import { spawnTidegate, stopAll, type Proc } from "./procs.js";
 let dev: Proc;
 let client: OpenAI;
 let startedAtMs: number;
+// Its own data directory: dev keeps plans, history and the queue journal there across starts (the repository's
+// .data/ would carry plans from earlier runs, and the first plan here would not be decision 1).
+const dir = mkdtempSync(join(tmpdir(), "tidegate-dev-openai-"));
 
 beforeAll(async () => {
   startedAtMs = Date.now();
-  dev = await spawnTidegate("dev", ["dev", "--port", "0", "--log-level", "warn"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
+  const config = join(dir, "dev.json");
+  writeFileSync(config, JSON.stringify({ queue: { dataDir: join(dir, "data") } }));
+  dev = await spawnTidegate("dev", ["dev", "--config", config, "--port", "0", "--log-level", "warn"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
   client = new OpenAI({ baseURL: `${dev.match[1]}/v1`, apiKey: "unused", maxRetries: 0, timeout: 20_000 });
 });
 afterAll(async () => {
   await stopAll();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 describe("tidegate dev runs the planner", () => {

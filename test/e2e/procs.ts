@@ -7,7 +7,7 @@ import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { promisify } from "node:util";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
 
@@ -129,19 +129,24 @@ export async function runCli(args: string[]): Promise<{ code: number; stdout: st
   }
 }
 
-/** A `tidegate dev` process on a config file, with the URL and admin key it printed. */
+/** A `tidegate dev` process on a config file, with the URL, admin key and log file it printed. */
 export interface DevProc {
   proc: Proc;
   url: string;
   key: string;
+  /** Its JSON log file (the banner's `log:` line: `<queue.dataDir>/dev.log` by default). */
+  logFile: string;
+  /** The log's lines so far. */
+  log(): string;
 }
 
 /** Writes `config` to `dir`/dev.json and starts `tidegate dev --config` on it (port 0); resolves once it serves. */
 export async function startDev(config: object, dir: string): Promise<DevProc> {
   const file = join(dir, "dev.json");
   writeFileSync(file, JSON.stringify(config));
-  const proc = await spawnTidegate("dev", ["dev", "--config", file, "--port", "0", "--log-level", "info"], /tidegate dev: serving (http:\/\/\S+)[\s\S]*admin key (tg-admin-\S+)/, 60_000);
-  return { proc, url: proc.match[1]!, key: proc.match[2]! };
+  const proc = await spawnTidegate("dev", ["dev", "--config", file, "--port", "0", "--log-level", "info"], /tidegate dev: serving (http:\/\/\S+)[\s\S]*admin key (tg-admin-\S+)[\s\S]*\nlog: (\S+) /, 60_000);
+  const logFile = proc.match[3]!;
+  return { proc, url: proc.match[1]!, key: proc.match[2]!, logFile, log: () => readFileSync(logFile, "utf8") };
 }
 
 /** `GET /admin/regions/{region}/instances` with the admin key; throws unless it answers 200. */

@@ -227,7 +227,9 @@ export interface InstanceListingEntry {
   /** The node (agent) it runs on; "" for a static region's engines. */
   node: string;
   /** When it entered its state (region clock, ms since the epoch). */
-  sinceMs: number;
+  enteredAtMs: number;
+  /** How long it has been in that state when the listing was made (ms of the region clock). */
+  forMs: number;
   /** What it is doing, or why it failed. */
   detail: string;
   url: string;
@@ -238,7 +240,7 @@ export interface RegionInstances {
   region: RegionName;
   actuator: "agents" | "static" | "sim";
   instances: InstanceListingEntry[];
-  nodes: { nodeId: string; lost: boolean; lastSeenMs: number; gpuType: string; gpuSlots: number; freeSlots: number; memoryBytes: number; data: string; transport: string; models: string[]; completeModels: string[] }[];
+  nodes: { nodeId: string; lost: boolean; lastSeenAtMs: number; gpuType: string; gpuSlots: number; freeSlots: number; memoryBytes: number; data: string; transport: string; models: string[]; completeModels: string[] }[];
   failures: { atMs: number; model: string; gpu: string; node: string; instanceId: string; message: string }[];
   actions: { atMs: number; model: string; gpu: string; kind: string; instanceId: string; reason: string; from: number; desired: number }[];
 }

@@ -175,7 +175,7 @@ export class AgentsActuator implements RuntimeActuator {
   provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord {
     const node = this.pickNode(model, gpu, gpus);
     const now = this.o.clock.now();
-    const inst: AgentInstance = { id: `${this.region}/${node}/${model}/${newId("").slice(-8)}`, region: this.region, gpu, gpus, model, state: "provisioning", sinceMs: now, actionAtMs: now, via: "vm", node, detail: "placed" };
+    const inst: AgentInstance = { id: this.mintId(node, model), region: this.region, gpu, gpus, model, state: "provisioning", enteredAtMs: now, actionAtMs: now, via: "vm", node, detail: "placed" };
     this.byId.set(inst.id, inst);
     this.changed(inst, undefined);
     void this.bringUp(inst);
@@ -191,9 +191,15 @@ export class AgentsActuator implements RuntimeActuator {
     return { ...inst };
   }
 
+  /** The redeployed instance is listed under a new id naming `model` (`formerId`: the one it had); see `mintId`. */
   redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord {
     const inst = this.require(instanceId, "spot");
     if (gpus !== inst.gpus) throw new TidegateError("conflict", `instance ${instanceId} holds ${inst.gpus} GPU slots; ${model} needs ${gpus}`);
+    // A spot instance has no engine, no gateway entry, no pairing and no pending cancel: only this map knows its id.
+    this.byId.delete(inst.id);
+    inst.formerId = inst.id;
+    inst.id = this.mintId(inst.node, model);
+    this.byId.set(inst.id, inst);
     inst.via = "redeploy-local";
     inst.model = model;
     inst.actionAtMs = this.o.clock.now();
@@ -298,7 +304,7 @@ export class AgentsActuator implements RuntimeActuator {
       nodes: this.nodes.all().map((n) => ({
         nodeId: n.nodeId,
         lost: n.lost,
-        lastSeenMs: n.lastSeenMs,
+        lastSeenAtMs: n.lastSeenAtMs,
         gpuType: n.announcement.gpuType,
         gpuSlots: n.announcement.gpuSlots,
         freeSlots: n.lost ? 0 : this.freeSlots(n.nodeId),
@@ -397,7 +403,7 @@ export class AgentsActuator implements RuntimeActuator {
     }
     this.o.gateway.addInstance(inst.gpu, engine, "serving");
     this.transition(inst, "serving", `serving at ${info.url}`);
-    const tookMs = this.o.clock.now() - (inst.actionAtMs ?? inst.sinceMs);
+    const tookMs = this.o.clock.now() - (inst.actionAtMs ?? inst.enteredAtMs);
     if (inst.via !== undefined) this.measuredScaleOutMs.set(`${inst.model}/${inst.gpu}`, tookMs);
     this.o.log.info("instance serving", { instanceId: inst.id, model: inst.model, node: inst.node, url: info.url, sinceActionMs: Math.round(tookMs) });
     this.hooks.onLanded?.(inst.model, inst.gpu, inst.id);
@@ -467,7 +473,7 @@ export class AgentsActuator implements RuntimeActuator {
           continue;
         }
         const now = this.o.clock.now();
-        const inst: AgentInstance = { id: e.instanceId, region: this.region, gpu: e.gpu, gpus: e.gpus, model: e.model, state: "provisioning", sinceMs: now, actionAtMs: now, node: nodeId, detail: "adopting a running engine", engine: e };
+        const inst: AgentInstance = { id: e.instanceId, region: this.region, gpu: e.gpu, gpus: e.gpus, model: e.model, state: "provisioning", enteredAtMs: now, actionAtMs: now, node: nodeId, detail: "adopting a running engine", engine: e };
         this.byId.set(inst.id, inst);
         this.changed(inst, undefined);
         this.pool.pin(nodeId, e.model, 1);
@@ -620,6 +626,14 @@ export class AgentsActuator implements RuntimeActuator {
 
   // ---- state ----
 
+  /**
+   * A new instance id, `<region>/<node>/<model>/<8 random letters and digits>` (e.g. `us-east/us-east-h100-80gb-0/llama3.2-3b/1f0c9a2b`):
+   * it names the model the instance holds, so a redeploy mints a new one.
+   */
+  private mintId(node: string, model: ModelName): string {
+    return `${this.region}/${node}/${model}/${newId("").slice(-8)}`;
+  }
+
   private require(id: string, state: InstanceState): AgentInstance {
     const inst = this.byId.get(id);
     if (inst === undefined) throw new TidegateError("not_found", `no instance ${id} in ${this.region}`);
@@ -631,7 +645,7 @@ export class AgentsActuator implements RuntimeActuator {
     const from = inst.state;
     inst.state = to;
     inst.detail = detail;
-    inst.sinceMs = this.o.clock.now();
+    inst.enteredAtMs = this.o.clock.now();
     this.changed(inst, from);
   }
 

@@ -11,7 +11,7 @@ import type { InstanceRecord } from "./port.js";
 interface Open {
   model: ModelName;
   state: InstanceState;
-  sinceMs: number;
+  openedAtMs: number;
   gpus: number;
 }
 
@@ -33,19 +33,22 @@ export class Ledger {
 
   /** Records a state change of `inst` at `nowMs` (its previous span is charged to the model it held then). */
   record(inst: Readonly<InstanceRecord>, nowMs: number, from: InstanceState | undefined): void {
-    const prev = this.open.get(inst.id);
+    // A redeploy that renamed the instance closes the span opened under its former id.
+    const formerId = inst.formerId !== undefined && this.open.has(inst.formerId) ? inst.formerId : undefined;
+    const prev = this.open.get(formerId ?? inst.id);
     if (prev !== undefined) this.charge(prev, nowMs);
+    if (formerId !== undefined) this.open.delete(formerId);
     if (from !== undefined && inst.via !== undefined && (inst.state === "provisioning" || inst.state === "draining" || (inst.state === "loading" && from === "spot"))) {
       this.totals(inst.model).ops[inst.via]++;
     } else if (from === undefined && inst.state === "provisioning") this.totals(inst.model).ops.vm++;
-    this.open.set(inst.id, { model: inst.model, state: inst.state, sinceMs: nowMs, gpus: inst.gpus });
+    this.open.set(inst.id, { model: inst.model, state: inst.state, openedAtMs: nowMs, gpus: inst.gpus });
   }
 
   /** Charges every open span up to `nowMs` (call once at the end of a run; spans restart at `nowMs`). */
   closeAt(nowMs: number): void {
     for (const o of this.open.values()) {
       this.charge(o, nowMs);
-      o.sinceMs = nowMs;
+      o.openedAtMs = nowMs;
     }
   }
 
@@ -56,7 +59,7 @@ export class Ledger {
   }
 
   private charge(o: Open, nowMs: number): void {
-    const ms = Math.max(0, nowMs - o.sinceMs);
+    const ms = Math.max(0, nowMs - o.openedAtMs);
     const t = this.totals(o.model);
     t.instanceMs[o.state] += ms;
     t.gpuMs[o.state] += ms * o.gpus;

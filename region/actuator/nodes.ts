@@ -10,7 +10,7 @@ export interface NodeEntry {
   nodeId: string;
   handle: AgentHandle;
   announcement: NodeAnnouncement;
-  lastSeenMs: number;
+  lastSeenAtMs: number;
   lost: boolean;
 }
 
@@ -22,7 +22,7 @@ export class NodeRegistry {
     const prev = this.byId.get(a.nodeId);
     if (prev !== undefined && prev.handle !== handle) prev.handle.close();
     const fresh = prev === undefined || prev.lost;
-    const entry: NodeEntry = { nodeId: a.nodeId, handle, announcement: a, lastSeenMs: nowMs, lost: false };
+    const entry: NodeEntry = { nodeId: a.nodeId, handle, announcement: a, lastSeenAtMs: nowMs, lost: false };
     this.byId.set(a.nodeId, entry);
     return { fresh, entry };
   }
@@ -31,7 +31,7 @@ export class NodeRegistry {
   expire(nowMs: number, lostAfterMs: number): NodeEntry[] {
     const out: NodeEntry[] = [];
     for (const n of this.byId.values()) {
-      if (!n.lost && nowMs - n.lastSeenMs > lostAfterMs) {
+      if (!n.lost && nowMs - n.lastSeenAtMs > lostAfterMs) {
         n.lost = true;
         out.push(n);
       }

@@ -19,13 +19,15 @@ export interface InstanceRecord {
   model: ModelName;
   state: InstanceState;
   /** When it entered `state` (clock ms). */
-  sinceMs: number;
+  enteredAtMs: number;
   /** For provisioning/loading: when it is expected to serve (clock ms). */
   readyAtMs?: number;
   /** When the last operation on it started (clock ms); the controller derives cooldowns from it after a restart. */
   actionAtMs?: number;
   /** How it got into its current transition, for accounting: fresh VM, spot reclaim, redeploy, drain. */
   via?: "vm" | "reclaim" | "redeploy-local" | "redeploy-remote" | "drain";
+  /** The id it had before a redeploy gave it a new one (adapters whose ids name the model: `agents`). */
+  formerId?: string;
 }
 
 /** The actuator's operations. Errors are TidegateErrors (`conflict` when the instance is not in a state that allows it). */
@@ -42,7 +44,11 @@ export interface Actuator {
   provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord;
   /** Moves a spot instance that still holds `model`'s weights back to serving (SageServe §7.1: median 1 min). */
   reclaimSpot(instanceId: string): InstanceRecord;
-  /** Redeploys a spot instance of another model with `model` (loading: ~10 min with weights in region, ~2 h without). */
+  /**
+   * Redeploys a spot instance of another model with `model` (loading: ~10 min with weights in region, ~2 h without).
+   * An adapter whose ids name the model (`agents`) lists it under a new id from then on, with `formerId` the old one:
+   * use the returned record's id.
+   */
   redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord;
   /** Stops routing to a serving (or deploying) instance; it becomes spot once its in-flight work is done. */
   drainToSpot(instanceId: string): InstanceRecord;
@@ -64,7 +70,7 @@ export interface ScaleFailure {
 export interface NodeListing {
   nodeId: string;
   lost: boolean;
-  lastSeenMs: number;
+  lastSeenAtMs: number;
   gpuType: string;
   gpuSlots: number;
   freeSlots: number;

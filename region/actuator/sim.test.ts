@@ -108,3 +108,16 @@ describe("SimActuator", () => {
     expect(a.get(x.id)!.state).toBe("serving");
   });
 });
+
+describe("Ledger", () => {
+  it("a redeploy that renames the instance (formerId) closes the span opened under its old id", () => {
+    const ledger = new Ledger();
+    const base = { region: "r", gpu: "h100-80gb", gpus: 4 } as const;
+    ledger.record({ ...base, id: "r/n0/m1/a", model: "m1", state: "spot", enteredAtMs: 0, via: "drain" }, 0, "draining");
+    ledger.record({ ...base, id: "r/n0/m2/b", formerId: "r/n0/m1/a", model: "m2", state: "loading", enteredAtMs: 1000, via: "redeploy-local" }, 1000, "spot");
+    ledger.closeAt(3000);
+    expect(ledger.totals("m1").instanceMs.spot).toBe(1000);
+    expect(ledger.totals("m2").instanceMs.loading).toBe(2000);
+    expect(ledger.totals("m2").ops["redeploy-local"]).toBe(1);
+  });
+});

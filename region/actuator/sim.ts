@@ -104,7 +104,7 @@ export class SimActuator implements RuntimeActuator {
   /** Seeds an instance directly in `state` (fleet start-up); not an operation. */
   seed(model: ModelName, gpu: GpuType, gpus: number, state: "serving" | "spot"): InstanceRecord {
     this.checkGpus(gpu, gpus);
-    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state, sinceMs: this.o.clock.now() };
+    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state, enteredAtMs: this.o.clock.now() };
     this.byId.set(inst.id, inst);
     this.view = undefined;
     this.spotKeys = undefined;
@@ -131,14 +131,14 @@ export class SimActuator implements RuntimeActuator {
 
   provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord {
     this.checkGpus(gpu, gpus);
-    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state: "provisioning", sinceMs: this.o.clock.now(), actionAtMs: this.o.clock.now(), via: "vm" };
+    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state: "provisioning", enteredAtMs: this.o.clock.now(), actionAtMs: this.o.clock.now(), via: "vm" };
     this.byId.set(inst.id, inst);
     this.view = undefined;
     this.version++;
     this.operations++;
     this.o.onChange?.(inst, undefined);
     const loadMs = this.expectedLoad(model, gpu);
-    inst.readyAtMs = inst.sinceMs + this.o.delays.vmProvisionMs + loadMs;
+    inst.readyAtMs = inst.enteredAtMs + this.o.delays.vmProvisionMs + loadMs;
     this.schedule(inst.id, this.o.delays.vmProvisionMs, () => {
       this.transition(inst, "loading");
       this.startLoad(inst, loadMs);
@@ -156,14 +156,14 @@ export class SimActuator implements RuntimeActuator {
     if (this.o.loading !== undefined) {
       // the GPU gave its weights up to the spot work: the spot move, then a load from the loading source
       const loadMs = this.o.loading.expectedLoadMs(inst.model, inst.gpu);
-      inst.readyAtMs = inst.sinceMs + ms + loadMs;
+      inst.readyAtMs = inst.enteredAtMs + ms + loadMs;
       this.schedule(inst.id, ms, () => {
         this.transition(inst, "loading");
         this.startLoad(inst, loadMs);
       });
       return { ...inst };
     }
-    inst.readyAtMs = inst.sinceMs + ms;
+    inst.readyAtMs = inst.enteredAtMs + ms;
     this.schedule(inst.id, ms, () => this.transition(inst, "serving"));
     return { ...inst };
   }
@@ -179,7 +179,7 @@ export class SimActuator implements RuntimeActuator {
     if (this.o.loading !== undefined) {
       this.transition(inst, "provisioning");
       const loadMs = this.o.loading.expectedLoadMs(model, inst.gpu);
-      inst.readyAtMs = inst.sinceMs + spotMs + loadMs;
+      inst.readyAtMs = inst.enteredAtMs + spotMs + loadMs;
       this.schedule(inst.id, spotMs, () => {
         this.transition(inst, "loading");
         this.startLoad(inst, loadMs);
@@ -188,7 +188,7 @@ export class SimActuator implements RuntimeActuator {
     }
     const ms = spotMs + this.loadMs(model);
     this.transition(inst, "loading");
-    inst.readyAtMs = inst.sinceMs + ms;
+    inst.readyAtMs = inst.enteredAtMs + ms;
     this.schedule(inst.id, ms, () => this.transition(inst, "serving"));
     return { ...inst };
   }
@@ -204,8 +204,8 @@ export class SimActuator implements RuntimeActuator {
     inst.actionAtMs = this.o.clock.now();
     this.transition(inst, "draining");
     delete inst.readyAtMs;
-    const doneAt = wasServing ? (this.o.drainDoneAtMs === undefined ? inst.sinceMs : this.o.drainDoneAtMs(inst.id)) : inst.sinceMs;
-    if (doneAt !== undefined) this.schedule(inst.id, Math.max(0, doneAt - inst.sinceMs), () => this.transition(inst, "spot"));
+    const doneAt = wasServing ? (this.o.drainDoneAtMs === undefined ? inst.enteredAtMs : this.o.drainDoneAtMs(inst.id)) : inst.enteredAtMs;
+    if (doneAt !== undefined) this.schedule(inst.id, Math.max(0, doneAt - inst.enteredAtMs), () => this.transition(inst, "spot"));
     return { ...inst };
   }
 
@@ -271,7 +271,7 @@ export class SimActuator implements RuntimeActuator {
   private startLoad(inst: InstanceRecord, loadMs: number): void {
     const loading = this.o.loading;
     if (loading === undefined) {
-      inst.readyAtMs = inst.sinceMs + loadMs;
+      inst.readyAtMs = inst.enteredAtMs + loadMs;
       this.schedule(inst.id, loadMs, () => this.transition(inst, "serving"));
       return;
     }
@@ -326,7 +326,7 @@ export class SimActuator implements RuntimeActuator {
     this.spotKeys = undefined;
     this.version++;
     inst.state = to;
-    inst.sinceMs = this.o.clock.now();
+    inst.enteredAtMs = this.o.clock.now();
     if (to === "serving" || to === "spot") delete inst.readyAtMs;
     this.o.onChange?.(inst, from);
     if (to === "serving" && from !== undefined) this.hooks.onLanded?.(inst.model, inst.gpu, inst.id);

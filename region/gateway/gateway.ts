@@ -51,7 +51,7 @@ export interface InstanceView {
   /** Requests the gateway has streaming on it now. */
   inFlight: number;
   /** When it entered `state` (clock ms). */
-  sinceMs: number;
+  enteredAtMs: number;
   /** Its engine's stats are stale (EngineStats.stale): routed around while another instance serves. */
   stale: boolean;
 }
@@ -74,7 +74,7 @@ interface InstanceRecord {
   addedKvBytes: number;
   inFlight: number;
   /** When it entered `state` (clock ms). */
-  sinceMs: number;
+  enteredAtMs: number;
 }
 
 interface EndpointRecord {
@@ -222,7 +222,7 @@ export class Gateway {
     if (this.byId.has(engine.instanceId)) throw new TidegateError("conflict", `instance ${engine.instanceId} already exists`);
     const endpointId = this.addEndpoint(engine.model, gpu);
     const endpoint = this.models.get(engine.model)!.endpoints.find((e) => e.endpointId === endpointId)!;
-    const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0, sinceMs: this.clock.now() };
+    const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0, enteredAtMs: this.clock.now() };
     endpoint.instances.push(rec);
     this.byId.set(engine.instanceId, rec);
     this.changed();
@@ -242,7 +242,7 @@ export class Gateway {
   setInstanceState(instanceId: string, state: InstanceState): void {
     const rec = this.instance(instanceId);
     if (rec.state === state) return;
-    rec.sinceMs = this.clock.now();
+    rec.enteredAtMs = this.clock.now();
     rec.state = state;
     this.changed();
   }
@@ -267,7 +267,7 @@ export class Gateway {
     const out: InstanceView[] = [];
     for (const m of this.models.values()) {
       for (const e of m.endpoints) {
-        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, sinceMs: i.sinceMs, stale: i.stats.stale === true });
+        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, enteredAtMs: i.enteredAtMs, stale: i.stats.stale === true });
       }
     }
     return out;
@@ -454,7 +454,8 @@ export class Gateway {
 
   /** The gateway's own instances as a listing (a static region: fixed engines, no nodes, no scaling). */
   listing(): RegionInstances {
-    const instances = this.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", sinceMs: i.sinceMs, detail: i.stale ? "stats stale: its /metrics cannot be read; routed around" : "", url: "" }));
+    const now = this.clock.now();
+    const instances = this.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", enteredAtMs: i.enteredAtMs, forMs: Math.max(0, now - i.enteredAtMs), detail: i.stale ? "stats stale: its /metrics cannot be read; routed around" : "", url: "" }));
     return { region: this.region, actuator: "static", instances, nodes: [], failures: [], actions: [] };
   }
 

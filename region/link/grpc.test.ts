@@ -40,17 +40,32 @@ describe("gRPC RegionLink", () => {
     await until(() => seen.length >= 1);
     const serving = () => seen.at(-1)!.models[0]!.instances.serving;
     expect(serving()).toBe(1);
+    // Judged on the server's own stamps (a snapshot's atMs is when it was made), not on when this test saw it: load on
+    // the machine delays delivery and polling, but cannot make a tick look like a push. Ticks come from setInterval,
+    // so one comes at least the 1 s interval after the previous one; a snapshot made sooner than that after the last
+    // tick is a push. `pushes`: snapshots known to be pushes, which the next tick is not timed from.
+    const pushes = new Set<number>();
+    const firstAfter = (t: number) => {
+      const i = seen.findIndex((x) => x.atMs >= t);
+      const lastTick = seen.slice(0, i).filter((x) => !pushes.has(x.seq)).at(-1)!;
+      return { snapshot: seen[i]!, previous: seen[i - 1]!, lastTick };
+    };
     const t0 = Date.now();
     gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "i2", model: MODEL }));
     gw.setInstanceState("i1", "draining");
     await until(() => serving() === 1 && seen.at(-1)!.models[0]!.instances.draining === 1);
-    // One push for both changes, well inside the 1 s tick.
-    expect(Date.now() - t0).toBeLessThan(500);
-    const n = seen.length;
+    // One push for both changes: the first snapshot made after them shows both, before the next tick was due.
+    const a = firstAfter(t0);
+    expect(a.snapshot.models[0]!.instances).toMatchObject({ serving: 1, draining: 1 });
+    expect(a.snapshot.seq).toBe(a.previous.seq + 1);
+    expect(a.snapshot.atMs - a.lastTick.atMs).toBeLessThan(1000);
+    pushes.add(a.snapshot.seq);
+    const t1 = Date.now();
     gw.removeInstance("i1");
-    await until(() => seen.length > n);
-    expect(seen.at(-1)!.models[0]!.instances).toMatchObject({ serving: 1, draining: 0 });
-    expect(Date.now() - t0).toBeLessThan(900);
+    await until(() => seen.at(-1)!.atMs >= t1 && seen.at(-1)!.models[0]!.instances.draining === 0);
+    const b = firstAfter(t1);
+    expect(b.snapshot.models[0]!.instances).toMatchObject({ serving: 1, draining: 0 });
+    expect(b.snapshot.atMs - b.lastTick.atMs).toBeLessThan(1000);
   });
 
   it("streams a generation token by token with the same events as the in-process path", async () => {
@@ -107,6 +122,19 @@ describe("gRPC RegionLink", () => {
     for await (const ev of l.dispatch(r2)) if (ev.type === "token") break;
     await until(() => engine.cancelled.includes(r2.id));
     expect(engine.active).toBe(0);
+  });
+
+  it("lists the region's instances with when each entered its state (enteredAtMs) and for how long (forMs)", async () => {
+    const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
+    const l = link((await serve(gw)).address);
+    const entered = gw.instances()[0]!.enteredAtMs;
+    await until(() => clock.now() - entered >= 20);
+    const got = await l.instances();
+    expect(got.instances).toHaveLength(1);
+    const i = got.instances[0]!;
+    expect(i).toMatchObject({ id: "i1", model: MODEL, state: "serving", enteredAtMs: entered });
+    expect(i.forMs).toBeGreaterThanOrEqual(20);
+    expect(i.enteredAtMs + i.forMs).toBeLessThanOrEqual(clock.now());
   });
 
   it("acks targets monotonically by decisionId and rejects another region's", async () => {

@@ -111,6 +111,42 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(r.runtime.actions.at(-1)).toMatchObject({ kind: "reclaim" });
   });
 
+  it("a redeploy gives the instance an id naming its new model (the old one is kept as formerId); the listing says since when and for how long", async () => {
+    // Two models on two nodes of 2 slots: A goes 2 → 1 (one instance to spot, slots kept), then B 0 → 1 with no free
+    // slot left redeploys A's spot instance with B.
+    const B = "llama3.1-8b";
+    const twoModels = parseConfig({
+      models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }, { name: B, gpusPerInstance: { "h100-80gb": 2 } }],
+      regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: 4 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 2, minInstances: 1, maxInstances: 2 }, { model: B, gpu: "h100-80gb", instances: 0, minInstances: 0, maxInstances: 1 }] }],
+      controller: { strategy: "lt-i", reconcileIntervalMs: 100, retryInitialMs: 200, retryMaxMs: 400 },
+      engines: { timeScale: 0.01, startTimeoutMs: 3000 },
+      parameters: { blockCount: 16, models: { [MODEL]: { bytes: 8 * MiB, origin: "pattern", seed: 9 }, [B]: { bytes: 8 * MiB, origin: "pattern", seed: 10 } } },
+    });
+    const clock = new WallClock();
+    region = startInProcessRegion({ config: twoModels, region: "r", clock, log: recordingLogger().log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    const r = region;
+    const endpoint = (model: string, instances: number) => ({ model, gpu: "h100-80gb", instances, forecastTokensPerS: 100 });
+    const targets = (decisionId: number, a: number, b: number): RegionTargets => ({ decisionId, region: "r", madeAtMs: Date.now(), advisory: false, endpoints: [endpoint(MODEL, a), endpoint(B, b)] });
+    expect(r.gateway.acceptTargets(targets(1, 1, 0)).accepted).toBe(true);
+    const spot = await until("one of A's instances in spot", () => r.runtime.actuator.instances().find((i) => i.state === "spot"));
+    const { id: spotId, node: spotNode } = spot; // the record is live: the redeploy changes it in place
+    expect(spotId).toContain(`/${MODEL}/`);
+    expect(r.gateway.acceptTargets(targets(2, 1, 1)).accepted).toBe(true);
+    const redeployed = await until("B serving", () => r.runtime.actuator.instances().find((i) => i.model === B && i.state === "serving"));
+    expect(r.runtime.actions.at(-1)).toMatchObject({ kind: "redeploy", model: B, instanceId: redeployed.id });
+    expect(redeployed.formerId).toBe(spotId);
+    expect(redeployed.id).toMatch(new RegExp(`^r/[^/]+/${B.replace(/\./g, "\\.")}/[0-9A-Za-z]{8}$`));
+    expect(redeployed.node).toBe(spotNode);
+    expect(r.runtime.actuator.instances().some((i) => i.id === spotId)).toBe(false);
+    // The gateway routes B to it under the new id.
+    expect(r.gateway.route(B)?.instanceId).toBe(redeployed.id);
+    const listed = r.runtime.service.listing().instances.find((i) => i.id === redeployed.id)!;
+    expect(listed).toMatchObject({ model: B, state: "serving", enteredAtMs: redeployed.enteredAtMs });
+    expect(listed.forMs).toBeGreaterThanOrEqual(0);
+    expect(listed.enteredAtMs + listed.forMs).toBeLessThanOrEqual(Date.now());
+  });
+
   it("serve while loading (loading blitzscale): the new instance pairs with the serving engine, updated at each block the data plane reports", async () => {
     const clock = new WallClock();
     const { log, lines } = recordingLogger();

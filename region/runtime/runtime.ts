@@ -199,7 +199,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     snapshot: () => withActuatorCounts(o.gateway.snapshot(), o.actuator),
     generate: (req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> => o.gateway.generate(req, signal),
     acceptTargets: (t: RegionTargets): TargetsAck => o.gateway.acceptTargets(t),
-    listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway),
+    listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway, o.clock.now()),
     onChange: (cb: () => void) => o.gateway.onChange(cb),
   };
   return {
@@ -255,7 +255,7 @@ export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator
   };
 }
 
-function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway): RegionInstances {
+function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway, nowMs: number): RegionInstances {
   const l = actuator.listing();
   const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
   const serving = (id: string, detail: string) => {
@@ -272,7 +272,8 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
       gpus: i.gpus,
       state: i.state,
       node: i.node,
-      sinceMs: i.sinceMs,
+      enteredAtMs: i.enteredAtMs,
+      forMs: Math.max(0, nowMs - i.enteredAtMs),
       detail: i.state === "serving" || i.state === "draining" ? serving(i.id, i.detail) : i.detail,
       url: i.engine?.url ?? "",
     })),

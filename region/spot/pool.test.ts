@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { InstanceRecord } from "../actuator/port.js";
 import { chooseScaleIn, chooseScaleOut } from "./pool.js";
 
-const inst = (id: string, model: string, state: InstanceRecord["state"], extra: Partial<InstanceRecord> = {}): InstanceRecord => ({ id, region: "r", gpu: "h100-80gb", gpus: 4, model, state, sinceMs: 0, ...extra });
+const inst = (id: string, model: string, state: InstanceRecord["state"], extra: Partial<InstanceRecord> = {}): InstanceRecord => ({ id, region: "r", gpu: "h100-80gb", gpus: 4, model, state, enteredAtMs: 0, ...extra });
 
 describe("spot pool order", () => {
   it("reclaims same-model spot first, then another model's spot (a redeploy), then a fresh VM", () => {

@@ -1,16 +1,21 @@
-// A burst against `tidegate dev`: a 10× step in llama3.2-3b traffic makes the region controller scale out (the
-// reactive strategy: effective memory utilization above 0.70), the new instance's blocks move over the in-process
-// data plane, and it serves requests within seconds of the decision. Driven as a user would: the OpenAI client
-// against the dev process, the admin listing read with the key dev prints.
+// A burst against `tidegate dev` on the README's scaling recipe (deploy/examples/dev-scaling.json, its numbers exactly: one
+// region, the reactive strategy, engines.kvCapacityTokens 24,000): a 10× step in llama3.2-3b traffic makes the region
+// controller scale out (effective memory utilization above 0.70, once the 15 s cooldown after the initial deployment
+// has passed), the new instance's blocks move over the in-process data plane, and it serves requests within seconds
+// of the decision. Driven as a user would: the OpenAI client against the dev process, the admin listing read with the
+// key dev prints, the log read from the file the banner names.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
-import { regionListing, startDev, stopAll, type DevProc } from "./procs.js";
+import { REPO_ROOT, regionListing, startDev, stopAll, type DevProc } from "./procs.js";
 
-const MODEL = "llama3.2-3b";
+/** The README's recipe: one region, llama3.2-3b, reactive, a small KV capacity (a 10× step fills a 3B model's memory). */
+const RECIPE = JSON.parse(readFileSync(join(REPO_ROOT, "deploy", "examples", "dev-scaling.json"), "utf8")) as { regions: { name: string }[]; models: { name: string }[] };
+const MODEL = RECIPE.models[0]!.name;
+const REGION = RECIPE.regions[0]!.name;
 const PROMPT = "the tide comes in and the gate holds ".repeat(250); // ≈ 2,000 tokens
 let dir: string;
 let dev: DevProc;
@@ -19,17 +24,7 @@ let client: OpenAI;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "tidegate-burst-"));
-  const config = {
-    models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
-    regions: [{ name: "dev1", gpus: [{ type: "h100-80gb", count: 16 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 4 }] }],
-    router: { port: 0 },
-    queue: { dataDir: join(dir, "data") },
-    controller: { strategy: "reactive", reconcileIntervalMs: 250 },
-    // A small KV capacity so that a 10× step fills a 3B model's memory, as a larger model's would.
-    engines: { timeScale: 1, kvCapacityTokens: 24_000 },
-    parameters: { models: { [MODEL]: { bytes: 16 * 1024 * 1024 } } },
-  };
-  dev = await startDev(config, dir);
+  dev = await startDev({ ...RECIPE, router: { port: 0 }, queue: { dataDir: join(dir, "data") } }, dir);
   url = dev.url;
   client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
 }, 90_000);
@@ -39,7 +34,7 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-const listing = (): Promise<RegionInstances> => regionListing(dev, "dev1");
+const listing = (): Promise<RegionInstances> => regionListing(dev, REGION);
 
 /** `streams` concurrent streaming clients for `ms`; resolves with the requests that failed. */
 async function load(streams: number, ms: number): Promise<number> {
@@ -86,14 +81,15 @@ describe("tidegate dev under a 10× burst", () => {
       await new Promise((r) => setTimeout(r, 100));
     }
     expect(await burst).toBe(0);
-    expect(decision, dev.proc.output().slice(-3000)).toBeDefined();
+    expect(decision, dev.log().slice(-3000)).toBeDefined();
     expect(servedAt, "the new instance never took a request").toBeDefined();
     const ms = servedAt! - decision!.atMs;
     console.log(`burst: scale-out decided (${decision!.instanceId}); the new instance served requests ${ms} ms later`);
     expect(ms).toBeLessThan(5000);
-    // The dev log says what happened, step by step.
-    const out = dev.proc.output();
+    // The dev log (its file, as the banner says) tells what happened, step by step.
+    const out = dev.log();
     expect(out).toContain('"msg":"scaling step"');
+    expect(out).toContain('"msg":"transfer started"');
     expect(out).toContain('"msg":"transfer finished"');
     expect(out).toContain('"msg":"instance serving"');
   }, 120_000);

@@ -72,7 +72,11 @@ export interface RequestCallbacks {
 export interface Engine {
   readonly instanceId: string;
   readonly model: ModelName;
-  /** Streams the generation; aborting `signal` cancels it upstream and frees its KV memory. */
+  /**
+   * Streams the generation; aborting `signal` cancels it upstream and frees its KV memory. The consumer reads to the
+   * end or calls the iterator's `return()` (a `for await` that breaks does): an adapter's per-request cleanup (its
+   * in-flight count, its connection) runs only then — a stream left suspended after `done` leaks it.
+   */
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
   /**
    * Optional callback form of `generate` for engines that run on the injected Clock (engine-sim in one process):

@@ -177,6 +177,8 @@ describe("API keys", () => {
   it("a key scoped to models is refused other models (403) and lists only its models", async () => {
     const r = await post("/v1/completions", { ...body, model: "llama2-70b" }, { authorization: "Bearer sk-west-small" });
     expect(r.status).toBe(403);
+    // The reason a batch line naming that model gets too (router/batch/validate.ts): both come from modelForbidden.
+    expect(r.json.error).toMatchObject({ code: "forbidden", param: "model", message: 'this API key may not use model "llama2-70b"' });
     const models = (await (await fetch(base + "/v1/models", { headers: { authorization: "Bearer sk-west-small" } })).json()) as { data: { id: string }[] };
     expect(models.data.map((m) => m.id)).toEqual([M]);
   });
@@ -215,6 +217,21 @@ describe("streaming, retry and cancellation", () => {
     expect(chunks.filter((c) => c.choices[0]?.delta.content).length).toBe(5);
     expect(chunks.at(-2)!.choices[0]!.finish_reason).toBe("length");
     expect(chunks.at(-1)!.usage?.completion_tokens).toBe(5);
+  });
+
+  it("closes the region's stream once a completion ends, streamed or not (its cleanup runs; issue 32 item 6)", async () => {
+    const n = east.dispatches.length;
+    expect((await streamText(req)).status).toBe(200);
+    expect((await post("/v1/chat/completions", { ...req, stream: false })).status).toBe(200);
+    const mine = east.dispatches.slice(n);
+    expect(mine.map((d) => [d.finished, d.aborted])).toEqual([
+      [true, false],
+      [true, false],
+    ]);
+    // The relay stops pulling at `done`; release() returns the stream. The response can reach the client a turn
+    // before the release, so wait on the condition rather than assume it.
+    for (let i = 0; i < 200 && !mine.every((d) => d.closed); i++) await new Promise((r) => setTimeout(r, 5));
+    expect(mine.map((d) => d.closed)).toEqual([true, true]);
   });
 
   it("a region failing before the first token is retried in the next region and counted", async () => {

@@ -25,6 +25,8 @@ export interface FakeDispatch {
   /** Token events emitted so far. */
   emitted: number;
   finished: boolean;
+  /** Its stream's `finally` ran: read to the end, returned or failed (never true for one left suspended). */
+  closed: boolean;
 }
 
 /** Telemetry for one model with one h100 endpoint of `instances` serving instances at `utilization`. */
@@ -76,7 +78,7 @@ export class FakeRegionLink implements RegionLink {
   }
 
   async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
-    const d: FakeDispatch = { req, aborted: false, emitted: 0, finished: false };
+    const d: FakeDispatch = { req, aborted: false, emitted: 0, finished: false, closed: false };
     this.dispatches.push(d);
     signal?.addEventListener("abort", () => void (d.aborted = true), { once: true });
     const b = this.behavior;
@@ -84,20 +86,24 @@ export class FakeRegionLink implements RegionLink {
       if ((b.delayMs ?? 0) > 0) await new Promise((r) => setTimeout(r, b.delayMs));
       if (signal?.aborted) throw new TidegateError("cancelled", "dispatch aborted");
     };
-    await wait();
-    if (b.failBeforeFirst) throw new TidegateError("upstream_error", `region ${this.region} failed (scripted)`);
-    for (let i = 0; i < req.maxTokens; i++) {
-      if (b.hangAfterTokens !== undefined && i >= b.hangAfterTokens) {
-        await new Promise<void>((resolve) => (signal?.aborted ? resolve() : signal?.addEventListener("abort", () => resolve(), { once: true })));
-        throw new TidegateError("cancelled", "dispatch aborted");
-      }
-      if (b.failAfterTokens !== undefined && i >= b.failAfterTokens) throw new TidegateError("upstream_error", `region ${this.region} failed mid-stream (scripted)`);
-      yield { type: "token", text: syntheticToken(7, i), tokens: 1 };
-      d.emitted++;
+    try {
       await wait();
+      if (b.failBeforeFirst) throw new TidegateError("upstream_error", `region ${this.region} failed (scripted)`);
+      for (let i = 0; i < req.maxTokens; i++) {
+        if (b.hangAfterTokens !== undefined && i >= b.hangAfterTokens) {
+          await new Promise<void>((resolve) => (signal?.aborted ? resolve() : signal?.addEventListener("abort", () => resolve(), { once: true })));
+          throw new TidegateError("cancelled", "dispatch aborted");
+        }
+        if (b.failAfterTokens !== undefined && i >= b.failAfterTokens) throw new TidegateError("upstream_error", `region ${this.region} failed mid-stream (scripted)`);
+        yield { type: "token", text: syntheticToken(7, i), tokens: 1 };
+        d.emitted++;
+        await wait();
+      }
+      d.finished = true;
+      yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, req.maxTokens) };
+    } finally {
+      d.closed = true;
     }
-    d.finished = true;
-    yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, req.maxTokens) };
   }
 
   async instances(): Promise<import("../core/ports.js").RegionInstances> {

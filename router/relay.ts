@@ -20,9 +20,12 @@ export interface OpenedStream {
    * with nothing from the region. Use this rather than `rest.next()`.
    */
   next(): Promise<IteratorResult<EngineEvent>>;
-  /** Aborts the upstream dispatch (idempotent). */
+  /** Aborts the upstream dispatch, then releases the stream (idempotent). */
   abort(): void;
-  /** Detaches from the client's signal once the stream is over (idempotent). */
+  /**
+   * Once the stream is over: detaches from the client's signal and the watchdog and returns `rest` (its cleanup runs
+   * even when the caller stopped at `done`). Idempotent.
+   */
   release(): void;
 }
 
@@ -122,7 +125,29 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
                   throw stalledErr ?? err;
                 },
               );
-      return { region, first: first.value, rest, next, abort, release };
+      // Over: detached from the client and the watchdog, and the region's stream returned, so that its `finally`
+      // runs even when the caller stopped pulling at `done` (Engine.generate's contract; issue 32 item 6). Closing a
+      // stream that already ended is a no-op; a failure while closing comes after the outcome was decided, and the
+      // link reports its own failures, so nothing is left to tell.
+      let closed = false;
+      const close = () => {
+        release();
+        if (closed) return;
+        closed = true;
+        rest.return?.().then(undefined, () => undefined);
+      };
+      return {
+        region,
+        first: first.value,
+        rest,
+        next,
+        abort: () => {
+          release();
+          attempt.abort();
+          close();
+        },
+        release: close,
+      };
     } catch (err) {
       abort();
       if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token", { cause: err });

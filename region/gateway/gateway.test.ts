@@ -192,6 +192,7 @@ describe("Gateway failures and cancellation", () => {
     for await (const ev of gw.generate(request({ maxTokens: 2 }))) if (ev.type === "done") break;
     expect(outcomes).toEqual(["ok"]);
     expect(e.cancelled).toEqual([]);
+    expect(e.active).toBe(0);
   });
 
   it("closes a request's books at its done event even if the consumer never pulls again (the router's relay)", async () => {
@@ -203,6 +204,27 @@ describe("Gateway failures and cancellation", () => {
       const step = await it.next();
       if (step.done === true || step.value.type === "done") break; // no return(): the generator stays suspended
     }
+    expect(gw.instances()[0]!.inFlight).toBe(0);
+    // The engine's own stream was returned before `done` was handed on: its `finally` ran (issue 32 item 6: the
+    // openai-http adapter's in-flight count, and with it the region's running requests, grew by one per request).
+    expect(e.active).toBe(0);
+    expect(e.cancelled).toEqual([]);
+  });
+
+  it("closes the engine's stream at done for a consumer that returns the iterator after done (the gRPC servers)", async () => {
+    const outcomes: string[] = [];
+    const gw = new Gateway({ region: "us-east", clock: new VirtualClock(), onOutcome: (_m, o) => outcomes.push(o) });
+    const e = new FakeEngine({ instanceId: "a", model: MODEL });
+    gw.addInstance("h100-80gb", e);
+    for (let i = 0; i < 50; i++) {
+      const it = gw.generate(request({ maxTokens: 3 }))[Symbol.asyncIterator]();
+      let step = await it.next();
+      while (step.done !== true && step.value.type !== "done") step = await it.next();
+      await it.return(undefined);
+    }
+    expect(e.active).toBe(0);
+    expect(e.cancelled).toEqual([]);
+    expect(outcomes).toEqual(Array.from({ length: 50 }, () => "ok"));
     expect(gw.instances()[0]!.inFlight).toBe(0);
   });
 

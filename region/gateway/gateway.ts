@@ -113,6 +113,18 @@ function served(model: ModelRecord, req: GenerateRequest, tokens: number): void 
   if (req.batch === true) model.batchTokensServed += tokens;
 }
 
+/**
+ * Returns an engine's stream so that its `finally` runs (Engine.generate's contract). A failure there is the
+ * engine's cleanup failing after the request itself ended or was given up: logged, not the request's error.
+ */
+async function closeQuietly(it: AsyncIterator<EngineEvent>, log: Logger, instanceId: string, requestId: string): Promise<void> {
+  try {
+    await it.return?.();
+  } catch (err) {
+    log.warn("engine failed while closing a request's stream", { instanceId, requestId, err });
+  }
+}
+
 /** What one admitted request added to its instance's estimate, to take back when it ends. */
 interface Ticket {
   rec: InstanceRecord;
@@ -291,7 +303,9 @@ export class Gateway {
    * Routes and streams one request. Throws (before the first event) model_not_found, no_region_available when no
    * instance of the model serves here, upstream_error when every instance tried failed, cancelled when `signal`
    * aborted; a client error from the engine (4xx) is passed through unretried. After the first event an engine
-   * failure is an upstream_error. Aborting `signal` or stopping the iteration cancels the engine's generation.
+   * failure is an upstream_error. Aborting `signal` or stopping the iteration cancels the engine's generation. By
+   * the time `done` is yielded the request is closed everywhere — its books settled, its outcome counted and the
+   * engine's stream returned — so a consumer may stop pulling there without calling `return()`.
    */
   async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
     const model = this.modelRecord(req.model);
@@ -335,12 +349,16 @@ export class Gateway {
             yield ev;
             continue;
           }
-          // `done` ends the request even if the consumer stops pulling right after it (the router's relay does: the
-          // generator then stays suspended at this yield and its `finally` never runs), so its books close here.
+          // `done` ends the request even if the consumer stops pulling right after it (a consumer may hold this
+          // generator suspended at the yield below and drop it), so everything closes before it is handed on: the
+          // books, the caller's signal, and the engine's own stream — returned so that its `finally` runs (the
+          // openai-http adapter's in-flight count, remaining tokens and idle scrape; issue 32 item 6).
           served(model, req, streamed);
           streamed = 0;
           finished = true;
           settleOnce();
+          signal?.removeEventListener("abort", onAbort);
+          await closeQuietly(iterator, this.log, rec.engine.instanceId, req.id);
           this.onOutcome?.(req.model, "ok");
           yield ev;
           return;
@@ -373,7 +391,7 @@ export class Gateway {
           // The consumer stopped early: abort first so the engine frees the request even if return() is a no-op.
           upstream.abort(new TidegateError("cancelled", `request ${req.id} cancelled by its consumer`));
           this.onOutcome?.(req.model, "cancelled");
-          await iterator?.return?.().catch(() => undefined);
+          if (iterator !== undefined) await closeQuietly(iterator, this.log, rec.engine.instanceId, req.id);
         }
       }
     }

@@ -74,8 +74,11 @@ function statusOf(err: unknown, started: boolean): Partial<grpc.StatusObject> {
 async function serveDispatch(service: RegionService, call: grpc.ServerWritableStream<WireDispatchRequest, WireDispatchEvents>, log: Logger): Promise<void> {
   const upstream = new AbortController();
   let finished = false;
+  // A cancelled call also ends a wait for `drain` that would never come: the loop below then returns the stream.
+  let wakeDrained: (() => void) | undefined;
   call.on("cancelled", () => {
     if (!finished) upstream.abort(new TidegateError("cancelled", "the router cancelled the request"));
+    wakeDrained?.();
   });
   let started = false;
   let texts: string[] = [];
@@ -88,34 +91,48 @@ async function serveDispatch(service: RegionService, call: grpc.ServerWritableSt
     const msg: WireDispatchEvents = { texts, tokens, done: null };
     texts = [];
     tokens = [];
-    if (!call.write(msg)) drained ??= new Promise((resolve) => call.once("drain", () => ((drained = undefined), resolve())));
+    if (!call.write(msg)) {
+      drained ??= new Promise((resolve) => {
+        wakeDrained = () => {
+          drained = undefined;
+          wakeDrained = undefined;
+          resolve();
+        };
+        call.once("drain", wakeDrained);
+      });
+    }
   };
   try {
     const req = requestFromWire(call.request);
     const it = service.generate(req, upstream.signal)[Symbol.asyncIterator]();
-    for (;;) {
-      if (drained !== undefined) await drained;
-      const step = await it.next();
-      if (step.done === true) throw new TidegateError("upstream_error", `request ${req.id}: the stream ended without a done event`);
-      const ev: EngineEvent = step.value;
-      started = true;
-      if (ev.type === "token") {
-        texts.push(ev.text);
-        tokens.push(ev.tokens);
-        if (!flushScheduled) {
-          flushScheduled = true;
-          setImmediate(flush);
+    // Every way out returns the region's stream, so its cleanup runs (Engine.generate's contract).
+    try {
+      for (;;) {
+        if (drained !== undefined) await drained;
+        if (upstream.signal.aborted) return; // cancelled while waiting for drain: nobody to tell
+        const step = await it.next();
+        if (step.done === true) throw new TidegateError("upstream_error", `request ${req.id}: the stream ended without a done event`);
+        const ev: EngineEvent = step.value;
+        started = true;
+        if (ev.type === "token") {
+          texts.push(ev.text);
+          tokens.push(ev.tokens);
+          if (!flushScheduled) {
+            flushScheduled = true;
+            setImmediate(flush);
+          }
+          continue;
         }
-        continue;
+        finished = true;
+        const msg: WireDispatchEvents = { texts, tokens, done: doneToWire(ev) };
+        texts = [];
+        tokens = [];
+        call.write(msg);
+        call.end();
+        return;
       }
-      finished = true;
-      const msg: WireDispatchEvents = { texts, tokens, done: doneToWire(ev) };
-      texts = [];
-      tokens = [];
-      call.write(msg);
-      call.end();
+    } finally {
       await it.return?.();
-      return;
     }
   } catch (err) {
     finished = true;

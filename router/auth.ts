@@ -55,6 +55,14 @@ export function mayUseModel(caller: Caller, model: ModelName): boolean {
 }
 
 /**
+ * Why a key scoped to other models is refused `model` (403 forbidden, param `model`): the one reason a streamed
+ * request (router/completions.ts) and a batch line (router/batch/validate.ts) both give.
+ */
+export function modelForbidden(model: string): TidegateError {
+  return new TidegateError("forbidden", `this API key may not use model ${JSON.stringify(model)}`, { param: "model" });
+}
+
+/**
  * Admin endpoints (plans, regions, scaling): the bearer token must be one of router.adminKeys. With no admin keys
  * configured, admin endpoints are closed (403), never open. Throws 401 for a missing token, 403 for a wrong one.
  */

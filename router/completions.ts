@@ -16,7 +16,7 @@ import { MODEL_SPECS, type RegionName } from "../core/models.js";
 import { ChunkFormatter, MAX_TOKENS_LIMIT, parseOpenAIRequest, type ApiKind } from "../core/openai.js";
 import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
 import { ValidationError } from "../core/validate.js";
-import { authenticate, mayUseModel } from "./auth.js";
+import { authenticate, mayUseModel, modelForbidden } from "./auth.js";
 import { readJsonBody } from "./body.js";
 import { NO_REGION, UNKNOWN_MODEL, type RouterMetrics } from "./metrics.js";
 import { dispatchWithRetry, type OpenedStream } from "./relay.js";
@@ -77,7 +77,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
     const parsed = parseOpenAIRequest(kind, body, spec?.maxContextTokens ?? MAX_TOKENS_LIMIT);
     if (spec === undefined) throw new TidegateError("model_not_found", `The model ${JSON.stringify(parsed.model)} does not exist or is not served here`, { param: "model" });
     outcome.model = parsed.model;
-    if (!mayUseModel(caller, parsed.model)) throw new TidegateError("forbidden", `this API key may not use model ${JSON.stringify(parsed.model)}`, { param: "model" });
+    if (!mayUseModel(caller, parsed.model)) throw modelForbidden(parsed.model);
     const named = requestedRegion(deps, req);
     if (named !== undefined && caller.regions !== undefined && !caller.regions.includes(named)) {
       throw new TidegateError("forbidden", `this API key may be served only in ${caller.regions.join(", ")}; header ${REGION_HEADER} names ${JSON.stringify(named)}`);

@@ -31,8 +31,7 @@ export async function intakeBatch(deps: IntakeDeps, batch: BatchRecord): Promise
     return store.failValidation(batch.id, [{ code: "invalid_endpoint", message: `unsupported endpoint ${batch.endpoint}`, param: "endpoint", line: null }], clock.now());
   }
   // Validate in slices, yielding to the event loop between them, so a large file never stalls interactive traffic.
-  const allowed = batch.allowedModels === undefined ? deps.knownModels : new Set(batch.allowedModels.filter((m) => deps.knownModels.has(m)));
-  const validator = new BatchValidator(batch.endpoint as BatchEndpoint, allowed);
+  const validator = new BatchValidator(batch.endpoint as BatchEndpoint, deps.knownModels, batch.allowedModels === undefined ? undefined : new Set(batch.allowedModels));
   const lines = content.toString("utf8").split("\n");
   for (let i = 0; i < lines.length; i++) {
     validator.line(lines[i]!, i + 1);

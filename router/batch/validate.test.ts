@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { modelForbidden } from "../auth.js";
 import { validateBatchInput, MAX_REPORTED_ERRORS } from "./validate.js";
 
 const MODELS = new Set(["llama3.2-3b", "llama2-70b"]);
@@ -44,6 +45,23 @@ describe("batch input validation", () => {
     expect(r.errors[5]!.message).toContain("line 1");
     expect(r.errors[6]!.param).toBe("body.max_tokens");
     expect(r.errors[9]!.param).toBe("body.stream");
+  });
+
+  it("a served model the API key may not use fails with the reason streaming gives, not as an unknown model", () => {
+    const scoped = new Set(["llama2-70b"]);
+    const text = [line("a"), line("b", {}, { model: "gpt-unknown" }), line("c", {}, { model: "llama2-70b" })].join("\n");
+    const r = validateBatchInput(text, "/v1/chat/completions", MODELS, scoped);
+    if (r.ok) throw new Error("expected errors");
+    expect(r.errors.map((e) => [e.line, e.code, e.param])).toEqual([
+      [1, "forbidden", "body.model"],
+      [2, "model_not_found", "body.model"],
+    ]);
+    // The message a streamed request for the same model gets (router/completions.ts throws modelForbidden).
+    expect(r.errors[0]!.message).toBe(`line 1: ${modelForbidden("llama3.2-3b").message}`);
+    expect(r.errors[0]!.message).toBe('line 1: this API key may not use model "llama3.2-3b"');
+    // The same file is valid for a key that may use every model, and a file of the key's own model passes.
+    expect(validateBatchInput([line("a"), line("c")].join("\n"), "/v1/chat/completions", MODELS).ok).toBe(true);
+    expect(validateBatchInput(line("c", {}, { model: "llama2-70b" }), "/v1/chat/completions", MODELS, scoped)).toMatchObject({ ok: true, model: "llama2-70b" });
   });
 
   it("rejects an empty file and caps the error list", () => {

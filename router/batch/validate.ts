@@ -1,12 +1,14 @@
 /**
  * Validation of a batch input file (JSONL), pure. Every line is checked — JSON, `custom_id` (non-empty, unique),
  * `method` POST, `url` equal to the batch's endpoint, `body` a valid OpenAI request (core/openai.ts) for a known
- * model, one model per file (as OpenAI requires) — and every problem is reported with its 1-based line number.
+ * model the batch's API key may use, one model per file (as OpenAI requires) — and every problem is reported with
+ * its 1-based line number.
  * A file with any error yields no requests, so nothing is half-enqueued.
  */
 import { findTidegateError } from "../../core/errors.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { MAX_TOKENS_LIMIT, parseOpenAIRequest } from "../../core/openai.js";
+import { modelForbidden } from "../auth.js";
 import type { BatchLineError } from "../queue/types.js";
 import type { QueuedPayload } from "../dispatch/lines.js";
 
@@ -36,7 +38,16 @@ export class BatchValidator {
   private modelLine = 0;
   private readonly kind: "chat" | "completion";
 
-  constructor(private readonly endpoint: BatchEndpoint, private readonly knownModels: ReadonlySet<string>) {
+  /**
+   * `knownModels`: the models tidegate serves (others: `model_not_found`). `allowedModels`: the models the batch's
+   * API key may use (BatchRecord.allowedModels; absent = every model); a served model outside them fails its line
+   * with `forbidden` and the reason streaming gives (router/completions.ts), not as if it did not exist.
+   */
+  constructor(
+    private readonly endpoint: BatchEndpoint,
+    private readonly knownModels: ReadonlySet<string>,
+    private readonly allowedModels?: ReadonlySet<string>,
+  ) {
     this.kind = endpoint === "/v1/chat/completions" ? "chat" : "completion";
   }
 
@@ -81,6 +92,11 @@ export class BatchValidator {
       this.fail(lineNo, "model_not_found", `line ${lineNo}: model ${JSON.stringify(bodyModel)} does not exist or is not served`, "body.model");
       return;
     }
+    if (typeof bodyModel === "string" && this.allowedModels !== undefined && !this.allowedModels.has(bodyModel)) {
+      const why = modelForbidden(bodyModel);
+      this.fail(lineNo, why.code, `line ${lineNo}: ${why.message}`, "body.model");
+      return;
+    }
     try {
       const p = parseOpenAIRequest(this.kind, body, MODEL_SPECS[String(bodyModel)]?.maxContextTokens ?? MAX_TOKENS_LIMIT);
       if (p.stream) {
@@ -112,9 +128,12 @@ export class BatchValidator {
   }
 }
 
-/** Validates `text` (the file's content) for a batch on `endpoint`; `knownModels` are the models tidegate serves. */
-export function validateBatchInput(text: string, endpoint: BatchEndpoint, knownModels: ReadonlySet<string>): ValidationOutcome {
-  const v = new BatchValidator(endpoint, knownModels);
+/**
+ * Validates `text` (the file's content) for a batch on `endpoint`; `knownModels` are the models tidegate serves,
+ * `allowedModels` those the batch's API key may use (absent = all).
+ */
+export function validateBatchInput(text: string, endpoint: BatchEndpoint, knownModels: ReadonlySet<string>, allowedModels?: ReadonlySet<string>): ValidationOutcome {
+  const v = new BatchValidator(endpoint, knownModels, allowedModels);
   text.split("\n").forEach((l, i) => v.line(l, i + 1));
   return v.finish();
 }

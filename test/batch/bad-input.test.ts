@@ -168,12 +168,16 @@ describe("Files/Batch API bad input", () => {
       const done = await pollBatch(ok, b.id, (s) => s === "completed");
       expect((await ok.files.retrieve(done.output_file_id!)).purpose).toBe("batch_output");
       await expect(other.files.content(done.output_file_id!)).rejects.toMatchObject({ status: 404 });
-      // A key scoped to other models cannot batch this one: the batch fails naming the model on each line.
+      // A key scoped to other models cannot batch this one: the batch fails naming the model on each line, with the
+      // reason a streamed request gets (403 "this API key may not use model …"), not as if the model did not exist.
       const scoped = new OpenAI({ apiKey: "sk-tenant-c-789", baseURL: keyed.baseUrl, maxRetries: 0 });
       const fc = await scoped.files.create({ file: await toFile(Buffer.from(chatJsonl(2)), "c.jsonl"), purpose: "batch" });
       const bc = await scoped.batches.create({ input_file_id: fc.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
       const failed = await pollBatch(scoped, bc.id, (s) => s === "failed");
-      expect(failed.errors!.data!.map((e) => [e.line, e.code])).toEqual([[1, "model_not_found"], [2, "model_not_found"]]);
+      expect(failed.errors!.data!.map((e) => [e.line, e.code, e.param, e.message])).toEqual([
+        [1, "forbidden", "body.model", 'line 1: this API key may not use model "llama3.2-3b"'],
+        [2, "forbidden", "body.model", 'line 2: this API key may not use model "llama3.2-3b"'],
+      ]);
     } finally {
       await keyed.close();
     }

@@ -98,16 +98,21 @@ describe("every ServeGen per-client series", () => {
     expect(files.length).toBeGreaterThan(400);
     const blend = createForecaster({ name: "blend" });
     const arima = createForecaster({ name: "arima", pool });
-    let fallbacks = 0;
+    const fallbacks = { blend: 0, arima: 0 };
     for (const file of files) {
       const s = readSeriesFile(file);
       const values = fillGaps(s.values, 144).slice(-7 * 144);
       const input = { values, stepMs: s.stepMs, seasonSteps: 144, horizonSteps: 6 };
-      for (const f of await Promise.all([blend.forecast(input), arima.forecast(input)])) {
-        if (f.fallbackReason !== undefined) fallbacks++;
+      const [b, a] = await Promise.all([blend.forecast(input), arima.forecast(input)]);
+      for (const [name, f] of [["blend", b!], ["arima", a!]] as const) {
+        if (f.fallbackReason !== undefined) fallbacks[name]++;
         expect(checkForecast(values, f, 6), `${file} ${f.method}`).toBeUndefined();
       }
     }
-    expect(fallbacks).toBeLessThan(files.length * 2);
+    // The guard is a safety net, not the forecaster: measured on these 422 series, blend fell back on 1 and ARIMA on
+    // 46 (its upper bound past 10× the history maximum on most). Bounds with headroom over those counts; a forecaster
+    // that mostly falls back (the guard doing its work) fails here.
+    expect(fallbacks.blend, "blend fallbacks").toBeLessThanOrEqual(Math.ceil(0.01 * files.length));
+    expect(fallbacks.arima, "arima fallbacks").toBeLessThanOrEqual(Math.ceil(0.15 * files.length));
   }, 300_000);
 });

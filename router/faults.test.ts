@@ -96,6 +96,7 @@ describe("a region goes dark (router side)", () => {
   it("a region that freezes before the first token is given up once its telemetry is stale and the request goes elsewhere", async () => {
     east.behavior = { hangAfterTokens: 0 };
     frozen.add("us-east");
+    const stalledBefore = await metricValue("tidegate_router_watchdog_fired_total", `region="us-east",reason="stalled"`);
     const t0 = Date.now();
     const res = await fetch(base + "/v1/chat/completions", { method: "POST", headers: headers(), body: JSON.stringify(req) });
     const text = await res.text();
@@ -103,10 +104,15 @@ describe("a region goes dark (router side)", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("x-tidegate-region")).toBe("us-central");
     expect(text.endsWith("data: [DONE]\n\n")).toBe(true);
-    // Given up by staleness (≤ STALE_MS after the last snapshot + one sweep), well before the stall limit would.
-    expect(elapsed).toBeLessThan(STALE_MS + 400);
-    console.log(`[faults] frozen region failed over after ${elapsed} ms (telemetryStaleMs ${STALE_MS})`);
+    // Given up by staleness, not by the stall limit: the watchdog's reason says which (region_down fired once, the
+    // stall count did not move). The wall clock only bounds it loosely: staleness cannot fire
+    // before the last snapshot (≤ one 100 ms telemetry interval before t0) is STALE_MS old, and on a machine whose
+    // cores are busy with other work timers run late, so the upper bound (the stall test's) only catches a hang.
     expect(await metricValue("tidegate_router_watchdog_fired_total", `region="us-east",reason="region_down"`)).toBe(1);
+    expect(await metricValue("tidegate_router_watchdog_fired_total", `region="us-east",reason="stalled"`)).toBe(stalledBefore);
+    expect(elapsed).toBeGreaterThanOrEqual(STALE_MS - 100);
+    expect(elapsed).toBeLessThan(STALL_MS + 1500);
+    console.log(`[faults] frozen region failed over after ${elapsed} ms (telemetryStaleMs ${STALE_MS})`);
     // While it stays frozen, new requests do not try it at all.
     const n = east.dispatches.length;
     const again = await fetch(base + "/v1/chat/completions", { method: "POST", headers: headers(), body: JSON.stringify(req) });

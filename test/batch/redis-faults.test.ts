@@ -17,7 +17,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { Redis, type RedisOptions } from "ioredis";
 import OpenAI, { toFile } from "openai";
 import { stopAll, type Proc } from "../e2e/procs.js";
-import { hasOpenssl, makeTestCa } from "../helpers/certs.js";
+import { hasOpenssl, makeTestCa, opensslMissing } from "../helpers/certs.js";
 import { spawnRedisServer, type RedisServer } from "../helpers/redis.js";
 import { expectEachCustomIdOnce, FLEET_MODEL as MODEL, FLEET_REGIONS, startGlobal, startRegion, streamChatOnce, writeFleetConfig } from "./fleet.js";
 import { chatJsonl, parseJsonl, pollBatch, startHarness } from "./harness.js";
@@ -174,6 +174,7 @@ describe.skipIf(!hasRedisServer)("Redis faults (real processes, a private redis-
     expect(await refusal(`redis://tidegate:wrong-pass@127.0.0.1:${redis.port}`)).toMatch(/WRONGPASS/);
   });
 
+  if (opensslMissing !== undefined) it.skip(`TLS with client certificates: ${opensslMissing}`, () => undefined);
   it.skipIf(!hasOpenssl)("TLS with client certificates (and an ACL user) works from config; a client without a certificate is refused", async () => {
     const ca = makeTestCa(dir, "redis-ca");
     const server = ca.issue("redis-server");

@@ -198,8 +198,14 @@ function checkWindow(results: StreamResult[], faultAtMs: number, endInStreamWith
   const worstWaitMs = Math.max(...after.map((r) => r.firstMs));
   const late = after.filter((r) => r.startedAtMs >= faultAtMs + 2500);
   const lateWorstWaitMs = Math.max(0, ...late.map((r) => r.firstMs));
-  expect(lateWorstWaitMs).toBeLessThan(500);
-  return { cut: cut.length, cutEndMs, after: after.length, worstWaitMs, late: late.length, lateWorstWaitMs };
+  // "No delay" is judged against the same load's own first-byte waits before the fault (a machine whose cores are
+  // busy with other work slows both alike), with 500 ms of headroom: a request still sent to the dark region first
+  // waits for the router to give up on it (telemetry stale after 1.5 s, or the 3 s stall limit), well beyond that.
+  const beforeFault = results.filter((r) => r.firstMs >= 0 && r.startedAtMs + r.firstMs < faultAtMs);
+  expect(beforeFault.length).toBeGreaterThanOrEqual(6); // the load's 6 workers each had a first byte before the fault
+  const baselineWaitMs = Math.max(...beforeFault.map((r) => r.firstMs));
+  expect(lateWorstWaitMs).toBeLessThan(baselineWaitMs + 500);
+  return { cut: cut.length, cutEndMs, after: after.length, worstWaitMs, late: late.length, lateWorstWaitMs, baselineWaitMs };
 }
 
 describe("a region goes dark under interactive load", () => {

@@ -21,7 +21,7 @@ import { AgentClient } from "../../region/agent/client.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import type { TlsFiles } from "../../region/link/tls.js";
 import { chatJsonl, pollBatch } from "../batch/harness.js";
-import { hasOpenssl, makeTestCa } from "../helpers/certs.js";
+import { hasOpenssl, makeTestCa, opensslMissing } from "../helpers/certs.js";
 import { freePort, spawnTidegate, stopAll, type Proc } from "./procs.js";
 
 const MODEL = "llama3.2-3b";
@@ -115,6 +115,8 @@ async function failure(p: Promise<unknown>): Promise<string> {
     throw err;
   }
 }
+
+if (opensslMissing !== undefined) it.skip(`security between tiers (mutual TLS): ${opensslMissing}`, () => undefined);
 
 describe.skipIf(!hasOpenssl)("security between tiers (real processes, mutual TLS)", () => {
   it("refuses gRPC clients with a certificate from another CA, or none, at the region and at the agent", async () => {

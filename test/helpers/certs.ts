@@ -15,6 +15,12 @@ export const hasOpenssl = (() => {
   }
 })();
 
+/**
+ * Why a suite that needs certificates does not run here (undefined where openssl runs). A suite that skips registers
+ * a skipped test named with it (`it.skip(opensslMissing, …)`), so the run's summary says what was not run and why.
+ */
+export const opensslMissing: string | undefined = hasOpenssl ? undefined : "not run: `openssl` is not installed (Debian's openssl package; .ci/run installs it)";
+
 export interface TestCa {
   /** The CA's certificate (PEM file). */
   caFile: string;

@@ -4,7 +4,7 @@
  * `npm run bench:replay`.
  */
 import type { MeasuredRow } from "./data.js";
-import { errorOn, fitProfile, gpuRatios, groupRows, isHeldOut, profileKey, rawPrefillCurves, scaleProfile, type PrefillCurves, type ProfileFit } from "./fit.js";
+import { DEFAULT_FIT, errorOn, fitProfile, gpuRatios, groupRows, isHeldOut, profileKey, rawPrefillCurves, scaleProfile, type FitOptions, type PrefillCurves, type ProfileFit } from "./fit.js";
 
 export interface HeldOutError {
   key: string;
@@ -17,7 +17,7 @@ export interface HeldOutError {
 export interface FitReport {
   profiles: ProfileFit[];
   perProfile: HeldOutError[];
-  /** Row-weighted MAPE over every held-out run (fractions, 0.03 = 3%). */
+  /** Row-weighted MAPE over every held-out run (fractions, 0.03 = 3%); NaN when no run was held out (no data). */
   ttftMape: number;
   tpotMape: number;
   heldOutRows: number;
@@ -35,15 +35,37 @@ const DERIVE: { model: string; from: string; to: string; reference: string }[] =
   { model: "llama3.2-3b", from: "a100-80gb", to: "h100-80gb", reference: "llama2-70b" },
 ];
 
+/** Error figures of some rows (errorOn's shape, fractions). */
+export type RowErrors = Omit<HeldOutError, "key">;
+
+/**
+ * Row-weighted MAPE over several scored groups: `add` each group's errors (a group with no rows adds nothing, its
+ * NaN included); `total()` is NaN where no row was scored (no data, never 0).
+ */
+export class RowWeighted {
+  private pe = 0;
+  private pn = 0;
+  private de = 0;
+  private dn = 0;
+
+  add(e: RowErrors): void {
+    if (e.ttftRows > 0) this.pe += e.ttftMape * e.ttftRows;
+    this.pn += e.ttftRows;
+    if (e.tpotRows > 0) this.de += e.tpotMape * e.tpotRows;
+    this.dn += e.tpotRows;
+  }
+
+  total(): RowErrors {
+    return { ttftMape: this.pn ? this.pe / this.pn : Number.NaN, tpotMape: this.dn ? this.de / this.dn : Number.NaN, ttftRows: this.pn, tpotRows: this.dn };
+  }
+}
+
 /** Fits every measured group on its training runs and derives the missing GPU profiles. */
 export function fitAll(rows: readonly MeasuredRow[]): FitReport {
   const groups = groupRows(rows);
   const profiles: ProfileFit[] = [];
   const perProfile: HeldOutError[] = [];
-  let pe = 0;
-  let pn = 0;
-  let de = 0;
-  let dn = 0;
+  const all = new RowWeighted();
   let heldOutRows = 0;
   let trainRows = 0;
   const sorted = [...groups.entries()].sort((a, b) => a[0].localeCompare(b[0]));
@@ -57,10 +79,7 @@ export function fitAll(rows: readonly MeasuredRow[]): FitReport {
     profiles.push(fit);
     const e = errorOn(fit, test);
     perProfile.push({ key, ...e });
-    pe += e.ttftMape * e.ttftRows;
-    pn += e.ttftRows;
-    de += e.tpotMape * e.tpotRows;
-    dn += e.tpotRows;
+    all.add(e);
   }
   const byKey = new Map(profiles.map((p) => [profileKey(p.model, p.gpu, p.tp), p]));
   for (const d of DERIVE) {
@@ -76,11 +95,12 @@ export function fitAll(rows: readonly MeasuredRow[]): FitReport {
       byKey.set(profileKey(d.model, d.to, base.tp), derived);
     }
   }
-  return { profiles, perProfile, ttftMape: pn ? pe / pn : 0, tpotMape: dn ? de / dn : 0, heldOutRows, trainRows };
+  const { ttftMape, tpotMape } = all.total();
+  return { profiles, perProfile, ttftMape, tpotMape, heldOutRows, trainRows };
 }
 
 /** Every profile's raw prefill curves except `key`'s. */
-function peersOf(raw: ReadonlyMap<string, PrefillCurves>, key: string): PrefillCurves[] {
+export function peersOf(raw: ReadonlyMap<string, PrefillCurves>, key: string): PrefillCurves[] {
   return [...raw.entries()].filter(([k]) => k !== key).map(([, c]) => c);
 }
 
@@ -99,7 +119,7 @@ export function runSettingKey(r: MeasuredRow): string {
 }
 
 export interface LeaveConfigOutReport {
-  /** Row-weighted MAPE over every configuration, each predicted by a fit that never saw it (fractions). */
+  /** Row-weighted MAPE over every configuration, each predicted by a fit that never saw it (fractions; NaN: no rows). */
   ttftMape: number;
   tpotMape: number;
   ttftRows: number;
@@ -117,38 +137,30 @@ export interface LeaveConfigOutReport {
  * run (the profile's other points, and the other profiles as peers for knot imputation, see fit.ts) and predicts
  * the left-out runs. Nothing of the left-out configuration enters its fit: not its other repeats or output lengths,
  * and not as a peer knot (peers are other profiles). Every run is used (no 5th-run split). Outlier rows (data.ts)
- * are neither fitted nor scored. `group` swaps the grouping (e.g. `runSettingKey`, for comparison only).
+ * are neither fitted nor scored. `group` swaps the grouping (e.g. `runSettingKey`, for comparison only); `options`
+ * the fit's choice (fit.ts FitOptions; the shipped one by default).
  */
-export function leaveConfigOut(rows: readonly MeasuredRow[], group: (r: MeasuredRow) => string = configKey): LeaveConfigOutReport {
+export function leaveConfigOut(rows: readonly MeasuredRow[], group: (r: MeasuredRow) => string = configKey, options: FitOptions = DEFAULT_FIT): LeaveConfigOutReport {
   const groups = [...groupRows(rows).entries()].sort((a, b) => a[0].localeCompare(b[0]));
   const raw = new Map<string, PrefillCurves>(groups.map(([key, g]) => [key, rawPrefillCurves(g)]));
   const perConfig: HeldOutError[] = [];
   const perProfile: HeldOutError[] = [];
-  const total = { pe: 0, pn: 0, de: 0, dn: 0 };
+  const total = new RowWeighted();
   for (const [key, g] of groups) {
     const peers = peersOf(raw, key);
     const configs = new Map<string, MeasuredRow[]>();
     for (const r of g) configs.set(group(r), [...(configs.get(group(r)) ?? []), r]);
-    const mine = { pe: 0, pn: 0, de: 0, dn: 0 };
+    const mine = new RowWeighted();
     for (const [k, test] of configs) {
-      const e = errorOn(fitProfile(g.filter((r) => group(r) !== k), peers), test);
+      const e = errorOn(fitProfile(g.filter((r) => group(r) !== k), peers, options), test);
       perConfig.push({ key: k, ...e });
-      mine.pe += e.ttftMape * e.ttftRows;
-      mine.pn += e.ttftRows;
-      mine.de += e.tpotMape * e.tpotRows;
-      mine.dn += e.tpotRows;
+      mine.add(e);
+      total.add(e);
     }
-    perProfile.push({ key, ttftMape: mine.pn ? mine.pe / mine.pn : 0, tpotMape: mine.dn ? mine.de / mine.dn : 0, ttftRows: mine.pn, tpotRows: mine.dn });
-    total.pe += mine.pe;
-    total.pn += mine.pn;
-    total.de += mine.de;
-    total.dn += mine.dn;
+    perProfile.push({ key, ...mine.total() });
   }
   return {
-    ttftMape: total.pn ? total.pe / total.pn : 0,
-    tpotMape: total.dn ? total.de / total.dn : 0,
-    ttftRows: total.pn,
-    tpotRows: total.dn,
+    ...total.total(),
     configurations: perConfig.length,
     perConfig,
     perProfile,

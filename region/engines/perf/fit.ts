@@ -177,15 +177,16 @@ export const MIN_REGRESSION_PEERS = 3;
  * `sibling` (optional): the same profile's other sweep (`own`) and each peer's (`peers`, aligned with `peers`;
  * undefined where a peer has none). Where the sibling has T and K1 and ≥ MIN_REGRESSION_PEERS peers have T and K1
  * in both sweeps, a second estimate follows the own sibling's shape: log(t(T)/t(K1)) = log(s(T)/s(K1)) + the peers'
- * median of log(t(T)/t(K1)) − log(s(T)/s(K1)) (s = the sibling sweep); the knot is the mean of the two estimates in
- * log space (equal weights, fixed: nothing is tuned). The two sweeps of a profile bend together (llama2-70b H100
- * TP8: ×2.17 from 4096 to 8192 tokens in one prompt, ×2.19 in 8 → 16 prompts of 512), which the peers' shape
- * alone does not see.
+ * median of log(t(T)/t(K1)) − log(s(T)/s(K1)) (s = the sibling sweep); the knot is the weighted mean of the two
+ * estimates in log space, `options.siblingWeight` on the sibling's. The two sweeps of a profile bend together
+ * (llama2-70b H100 TP8: ×2.17 from 4096 to 8192 tokens in one prompt, ×2.19 in 8 → 16 prompts of 512), which
+ * the peers' shape alone does not see.
  */
 export function imputeKnots(
   own: readonly [number, number][],
   peers: readonly (readonly [number, number][])[],
   sibling?: { own: readonly [number, number][]; peers: readonly (readonly [number, number][] | undefined)[] },
+  options: FitOptions = DEFAULT_FIT,
 ): Knots {
   const out: Knots = own.map(([t, ms]) => [t, ms]);
   if (own.length === 0) return out;
@@ -242,7 +243,7 @@ export function imputeKnots(
       a = median(ys.map((y, i) => y - b * xs[i]!));
     }
     let y = a + b * x;
-    if (offsets.length >= MIN_REGRESSION_PEERS) y = (y + Math.log(sibOwnT! / sibOwnK1!) + median(offsets)) / 2;
+    if (offsets.length >= MIN_REGRESSION_PEERS) y = (1 - options.siblingWeight) * y + options.siblingWeight * (Math.log(sibOwnT! / sibOwnK1!) + median(offsets));
     out.push([t, k1[1] * Math.exp(y)]);
   }
   return out.sort((a, b) => a[0] - b[0]);
@@ -254,13 +255,14 @@ export function imputeKnots(
  * the single-sequence knots below its first one, and is the single-sequence curve itself when the profile has no
  * valid batched runs (Llama-3: see data.ts).
  */
-export function prefillCurves(own: PrefillCurves, peers: readonly PrefillCurves[]): { prefillKnots: Knots; prefillBatchedKnots: Knots } {
+export function prefillCurves(own: PrefillCurves, peers: readonly PrefillCurves[], options: FitOptions = DEFAULT_FIT): { prefillKnots: Knots; prefillBatchedKnots: Knots } {
   const same = peers.filter((p) => p.source === own.source);
   const hasBatched = (c: PrefillCurves) => c.batched.length >= 2 && c.batched.some(([t]) => t > BATCH_SWEEP_PROMPT);
   const single = imputeKnots(
     own.single,
     same.map((p) => p.single),
     hasBatched(own) ? { own: own.batched, peers: same.map((p) => (hasBatched(p) ? p.batched : undefined)) } : undefined,
+    options,
   );
   if (!hasBatched(own)) return { prefillKnots: single, prefillBatchedKnots: single };
   const batchedPeers = same.filter((p) => p.batched.length >= 2);
@@ -268,19 +270,32 @@ export function prefillCurves(own: PrefillCurves, peers: readonly PrefillCurves[
     own.batched,
     batchedPeers.map((p) => p.batched),
     { own: own.single, peers: batchedPeers.map((p) => p.single) },
+    options,
   );
   const first = batched[0]![0];
   return { prefillKnots: single, prefillBatchedKnots: [...single.filter(([t]) => t < first), ...batched] };
 }
 
 /**
+ * The fit's one choice in imputing a knot (imputeKnots): the weight of the sibling sweep's estimate, in [0, 1].
+ * nested.ts makes it on training folds only; `DEFAULT_FIT` is what that selection picks on all the data (nested.ts
+ * `chooseFit`), and what fitted.ts is generated with.
+ */
+export interface FitOptions {
+  siblingWeight: number;
+}
+
+/** The fit that ships (fitted.ts): nested.ts `chooseFit` on every measured row (perf.test.ts checks it still is). */
+export const DEFAULT_FIT: FitOptions = { siblingWeight: 0.5 };
+
+/**
  * Fits one (model, GPU, TP) from its training rows (outliers skipped). `peers`: the raw prefill knots of the other
  * profiles, for imputing knots this profile lacks (none: no imputation).
  */
-export function fitProfile(rows: readonly MeasuredRow[], peers: readonly PrefillCurves[] = []): ProfileFit {
+export function fitProfile(rows: readonly MeasuredRow[], peers: readonly PrefillCurves[] = [], options: FitOptions = DEFAULT_FIT): ProfileFit {
   const head = rows[0];
   if (head === undefined) throw new Error("fitProfile: no rows");
-  const { prefillKnots, prefillBatchedKnots } = prefillCurves(rawPrefillCurves(rows), peers);
+  const { prefillKnots, prefillBatchedKnots } = prefillCurves(rawPrefillCurves(rows), peers, options);
   const dec = rows.filter((r) => r.decodeOutlier === undefined);
   const ys = dec.map((r) => r.decodeIterMs);
   const ws = ys.map((y) => 1 / y);
@@ -341,7 +356,10 @@ export function gpuRatios(reference: ProfileFit, referenceOnTarget: ProfileFit):
   return { prefillRatio: median(prefill), decodeRatio: median(decode) };
 }
 
-/** Error of `fit` on `rows` (outliers skipped): MAPE of TTFT and of time per output token, as fractions. */
+/**
+ * Error of `fit` on `rows` (outliers skipped): MAPE of TTFT and of time per output token, as fractions. A figure with
+ * no row to score is NaN ("no data"), never 0: it fails every `≤ target` check (test/bench/verdicts/replay.ts).
+ */
 export function errorOn(fit: ProfileFit, rows: readonly MeasuredRow[]): { ttftMape: number; tpotMape: number; ttftRows: number; tpotRows: number } {
   let pe = 0;
   let pn = 0;
@@ -357,5 +375,5 @@ export function errorOn(fit: ProfileFit, rows: readonly MeasuredRow[]): { ttftMa
       dn++;
     }
   }
-  return { ttftMape: pn ? pe / pn : 0, tpotMape: dn ? de / dn : 0, ttftRows: pn, tpotRows: dn };
+  return { ttftMape: pn ? pe / pn : Number.NaN, tpotMape: dn ? de / dn : Number.NaN, ttftRows: pn, tpotRows: dn };
 }

@@ -3,9 +3,10 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { readAllMeasured, type MeasuredRow } from "./data.js";
 import { checkDerivation, configKey, fitAll, leaveConfigOut } from "./evaluate.js";
-import { decodeFromFit, imputeKnots, prefillCurves, prefillFromFit, prefillFromKnots, rawPrefillCurves, type ProfileFit } from "./fit.js";
+import { DEFAULT_FIT, decodeFromFit, imputeKnots, prefillCurves, prefillFromFit, prefillFromKnots, rawPrefillCurves, type ProfileFit } from "./fit.js";
 import { defaultDataDir, renderFitted, repoRoot } from "./generate.js";
 import { getProfile, throughputAtSlo } from "./model.js";
+import { chooseFit } from "./nested.js";
 
 describe("performance model: fit against measured rows", () => {
   const rows = readAllMeasured(defaultDataDir());
@@ -29,12 +30,18 @@ describe("performance model: fit against measured rows", () => {
     }
   });
 
-  it("leave-one-configuration-out MAPE ≤ 5% for TTFT (4.92%) and TPOT (issue 11)", () => {
+  // Plain LOCO scores the shipped sibling weight on the data it was chosen on (optimistic); the figure held to 5% in
+  // bench:replay is nested LOCO (nested.ts: 5.01%, missed), too slow for this suite (25–50 s).
+  it("plain leave-one-configuration-out MAPE ≤ 5% for TTFT (4.92%) and TPOT (issue 11)", () => {
     const lco = leaveConfigOut(rows);
     // (prompt, batch) points: Splitwise 7 prompt lengths + 6 batch sizes, SageServe 7 + 5.
     expect(lco.configurations).toBe(8 * 13 + 4 * 12);
     expect(lco.tpotMape).toBeLessThanOrEqual(0.05);
     expect(lco.ttftMape).toBeLessThanOrEqual(0.05);
+  });
+
+  it("the shipped fit's choice is what nested CV's selection step picks on all the data (issue 36)", () => {
+    expect(chooseFit(rows).options).toEqual(DEFAULT_FIT);
   });
 
   it("the committed fitted.ts is exactly what the fit produces from the data", () => {

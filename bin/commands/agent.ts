@@ -84,6 +84,8 @@ export const command: Command = {
     region: { type: "string", help: "the region this node belongs to (announced)", default: "" },
     "gpu-type": { type: "string", help: "this node's GPU type (announced)", default: "h100-80gb" },
     "gpu-slots": { type: "number", help: "GPUs engines may use, integer ≥ 0 (0: no engine can start; logged as a warning)", default: 8 },
+    "nvlink-domain": { type: "string", help: "the NVLink domain this node's GPUs share with other nodes' (announced; the region's multicast plans load one node per domain over the network and the rest over NVLink)", default: "" },
+    "link-mbit": { type: "number", help: "this node's network link rate in Mbit/s (announced; the region orders multicast chains by it until the data plane has measured the node; 0 = unknown)", default: 0 },
     "region-address": { type: "string", help: "the region's gRPC address host:port to announce to (default: announce nowhere)" },
     "announce-interval-ms": { type: "number", help: "how often to announce to --region-address", default: 1000 },
     "metrics-host": { type: "string", help: "HTTP bind host for /metrics, /livez, /readyz and /healthz", default: "127.0.0.1" },
@@ -105,6 +107,9 @@ export const command: Command = {
     const gpuType = String(flags["gpu-type"]);
     if (gpuType === "") throw new TidegateError("invalid_request", "--gpu-type must not be empty");
     const gpuSlots = nonNegativeInt(flags, "gpu-slots", 0);
+    const linkMbit = flags["link-mbit"];
+    if (typeof linkMbit !== "number" || !Number.isFinite(linkMbit) || linkMbit < 0) throw new TidegateError("invalid_request", `--link-mbit must be a number ≥ 0, got ${String(linkMbit)}`);
+    const nvlinkDomain = String(flags["nvlink-domain"]);
     const intervalMs = nonNegativeInt(flags, "announce-interval-ms", 1);
     const regionAddress = flags["region-address"] === undefined ? undefined : hostPort(String(flags["region-address"]), "region-address");
     const dataHost = String(flags["data-host"]);
@@ -116,7 +121,7 @@ export const command: Command = {
     let agent: NodeAgent | undefined;
     const tls = tlsFromFlags(flags);
     const engines = new EngineSupervisor({ engineHost, parametersFrom: () => agent!.address, log: log.child({ part: "engines" }), ...(tls === undefined ? {} : { parametersTls: tls }) });
-    agent = NodeAgent.open({ nodeId, dataHost, dataPort: port(flags, "data-port"), transport, memoryBytes: mem, log, region: String(flags.region), gpuType, gpuSlots, engines });
+    agent = NodeAgent.open({ nodeId, dataHost, dataPort: port(flags, "data-port"), transport, memoryBytes: mem, log, region: String(flags.region), gpuType, gpuSlots, engines, nvlinkDomain, linkBytesPerS: (linkMbit * 1e6) / 8 });
     const stopped = untilSignal();
     const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log, tls);
     const info = agent.info();

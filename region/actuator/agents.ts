@@ -34,6 +34,7 @@ import type { AgentHandle, EngineInfo, NodeAnnouncement } from "../agent/handle.
 import type { Gateway } from "../gateway/gateway.js";
 import { ParameterPool } from "../pool/pool.js";
 import { TransferQueue } from "../pool/queue.js";
+import { LinkRates } from "../pool/rates.js";
 import { runTransfer, type ModelParameters, type MulticastPolicy, type TransferResult } from "../pool/transfer.js";
 import { NodeRegistry } from "./nodes.js";
 import { idealSeconds } from "../multicast/ideal.js";
@@ -109,6 +110,8 @@ export class AgentsActuator implements RuntimeActuator {
   readonly region: RegionName;
   readonly pool: ParameterPool;
   readonly nodes = new NodeRegistry();
+  /** The data plane's measured receive rate per node, ordering chain targets (pool/rates.ts). */
+  readonly rates = new LinkRates();
   readonly failures: ScaleFailure[] = [];
   private readonly byId = new Map<string, AgentInstance>();
   private readonly queue: TransferQueue;
@@ -152,6 +155,8 @@ export class AgentsActuator implements RuntimeActuator {
         agent: (n) => this.nodes.handle(n),
         dataAddress: (n) => this.nodes.dataAddress(n),
         onBlock: (node, block) => this.onBlock(p.model, node, block),
+        topology: (n) => this.nodes.get(n)?.announcement,
+        rates: this.rates,
       }).then((r) => {
         o.onTransfer?.(r);
         return r;
@@ -287,6 +292,7 @@ export class AgentsActuator implements RuntimeActuator {
   /** Drops a node now (its agent is gone). */
   loseNode(nodeId: string, why: string): void {
     this.nodes.markLost(nodeId);
+    this.rates.forget(nodeId);
     const models = this.pool.loseNode(nodeId);
     this.o.log.warn("node lost", { node: nodeId, why, copiesLost: models });
     for (const inst of [...this.byId.values()]) {

@@ -7,7 +7,14 @@
 import type { BlockArrival, RunResult } from "../../native/index.js";
 import type { MulticastPlan } from "../multicast/schedule.js";
 
-/** What an agent says of itself (its node id, data-plane address and transport, host memory for blocks). */
+/**
+ * What an agent says of itself (its node id, data-plane address and transport, host memory for blocks) and of its
+ * links, which the region's multicast planner uses (region/pool/transfer.ts planTransfer; BlitzScale §5.1,
+ * Algorithm 1): `nvlinkDomain`, the NVLink domain its GPUs share with other nodes' (targets in one domain are
+ * grouped: one loads over the network, the rest get the blocks from it over NVLink; line 1), and `linkBytesPerS`,
+ * its network link's rate (targets are taken fastest first, sources by remaining outbound rate; lines 4–12).
+ * Absent: no NVLink domain shared with another node, link rate unknown (the region's configured rate is used).
+ */
 export interface AgentInfo {
   nodeId: string;
   dataHost: string;
@@ -15,6 +22,8 @@ export interface AgentInfo {
   transport: string;
   fallback: string;
   memoryBytes: number;
+  nvlinkDomain?: string;
+  linkBytesPerS?: number;
 }
 
 /** How to fill a model's store: "empty" (a target), "file" (a packed model, exactly totalBytes) or "pattern" (seed). */

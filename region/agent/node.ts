@@ -36,6 +36,10 @@ export interface NodeAgentOptions {
   gpuSlots?: number;
   /** Runs engines; without one, StartEngine is refused (conflict) and Info lists no engines. */
   engines?: EngineHost;
+  /** The NVLink domain this node's GPUs share with other nodes' (announced; handle.ts AgentInfo). */
+  nvlinkDomain?: string;
+  /** This node's network link rate, bytes/s (announced; handle.ts AgentInfo). */
+  linkBytesPerS?: number;
 }
 
 /** What Info reports. `fallback` says why verbs was not used ("" when it was, or TCP was asked for). */
@@ -64,7 +68,16 @@ export class NodeAgent {
   }
 
   info(): AgentInfo {
-    return { nodeId: this.o.nodeId, dataHost: this.o.dataHost, dataPort: this.endpoint.port, transport: this.endpoint.transport, fallback: this.endpoint.fallback, memoryBytes: this.memoryBytes };
+    return {
+      nodeId: this.o.nodeId,
+      dataHost: this.o.dataHost,
+      dataPort: this.endpoint.port,
+      transport: this.endpoint.transport,
+      fallback: this.endpoint.fallback,
+      memoryBytes: this.memoryBytes,
+      ...(this.o.nvlinkDomain === undefined || this.o.nvlinkDomain === "" ? {} : { nvlinkDomain: this.o.nvlinkDomain }),
+      ...(this.o.linkBytesPerS === undefined || this.o.linkBytesPerS <= 0 ? {} : { linkBytesPerS: this.o.linkBytesPerS }),
+    };
   }
 
   /** Records the gRPC address the agent serves on (host:port), reported in announcements and given to engine-sim. */

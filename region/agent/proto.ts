@@ -25,6 +25,9 @@ export interface WireAgentInfo {
   gpu_slots: number;
   stores: { model: string; block_count: number; total_bytes: number; present: number; last_used_ms: number }[];
   engines: WireEngineInfo[];
+  /** "" / 0 (proto3 defaults, or absent from an older agent): not announced. */
+  nvlink_domain?: string;
+  link_bytes_per_s?: number;
 }
 /** EngineInfo on the wire. */
 export interface WireEngineInfo {
@@ -82,6 +85,8 @@ export function announcementToWire(a: NodeAnnouncement): WireAgentInfo {
     gpu_slots: a.gpuSlots,
     stores: a.stores.map((s) => ({ model: s.model, block_count: s.blockCount, total_bytes: s.totalBytes, present: s.present, last_used_ms: s.lastUsedMs })),
     engines: a.engines.map(engineToWire),
+    nvlink_domain: a.nvlinkDomain ?? "",
+    link_bytes_per_s: a.linkBytesPerS ?? 0,
   };
 }
 
@@ -100,6 +105,8 @@ export function announcementFromWire(i: WireAgentInfo): NodeAnnouncement {
     gpuSlots: i.gpu_slots,
     stores: i.stores.map((s) => ({ model: s.model, blockCount: s.block_count, totalBytes: s.total_bytes, present: s.present, lastUsedMs: s.last_used_ms })),
     engines: i.engines.map(engineFromWire),
+    ...(i.nvlink_domain === undefined || i.nvlink_domain === "" ? {} : { nvlinkDomain: i.nvlink_domain }),
+    ...(i.link_bytes_per_s === undefined || !(i.link_bytes_per_s > 0) ? {} : { linkBytesPerS: i.link_bytes_per_s }),
   };
 }
 /** LoadRequest on the wire. */

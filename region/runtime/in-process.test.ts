@@ -13,10 +13,10 @@ import { bootstrapSurplus } from "./runtime.js";
 const MiB = 1 << 20;
 const MODEL = "llama3.2-3b";
 
-function config(over: { slotsTotal?: number; origin?: "pattern" | "none"; instances?: number; loading?: unknown } = {}): TidegateConfig {
+function config(over: { slotsTotal?: number; origin?: "pattern" | "none"; instances?: number; maxInstances?: number; loading?: unknown } = {}): TidegateConfig {
   return parseConfig({
     models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
-    regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: over.slotsTotal ?? 6 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: over.instances ?? 1, minInstances: 1, maxInstances: 3 }] }],
+    regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: over.slotsTotal ?? 6 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: over.instances ?? 1, minInstances: 1, maxInstances: over.maxInstances ?? 3 }] }],
     controller: { strategy: "lt-i", reconcileIntervalMs: 100, retryInitialMs: 200, retryMaxMs: 400, agentLostAfterMs: 1500, ...(over.loading === undefined ? {} : { loading: over.loading }) },
     engines: { timeScale: 0.01, startTimeoutMs: 3000 },
     parameters: { blockCount: 16, models: { [MODEL]: { bytes: 8 * MiB, origin: over.origin ?? "pattern", seed: 9 } } },
@@ -48,6 +48,40 @@ afterEach(async () => {
 });
 
 describe("in-process region runtime (agents actuator)", () => {
+  it("nodes that announce two NVLink domains: one target per domain loads over the network, the other from it (BlitzScale §5.1 line 1)", async () => {
+    const clock = new WallClock();
+    const { log, lines } = recordingLogger();
+    // Four nodes of 2 GPUs in two NVLink domains, as `tidegate agent --nvlink-domain` announces them; 1 → 4 is three
+    // targets, a chain plan. Whichever node serves first, the other domain has two targets: one group.
+    const nodes = ["nvl-a", "nvl-a", "nvl-b", "nvl-b"].map((nvlinkDomain) => ({ gpuType: "h100-80gb", slots: 2, nvlinkDomain }));
+    region = startInProcessRegion({ config: config({ slotsTotal: 8, maxInstances: 4 }), region: "r", clock, log, nodes, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    const r = region;
+    const domainOf = new Map(r.agents.map((a, i) => [a.nodeId, nodes[i]!.nvlinkDomain]));
+    const source = (r.runtime.actuator.instances().find((i) => i.state === "serving") as { node: string }).node;
+    expect(r.gateway.acceptTargets(plan(1, 4)).accepted).toBe(true);
+    await until("4 serving", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 4, 15_000);
+    const started = lines.map((l) => JSON.parse(l) as { msg: string; targets?: string[]; chains?: string[][]; nvlink?: { from: string; to: string }[] }).filter((x) => x.msg === "transfer started" && x.targets?.length === 3);
+    expect(started).toHaveLength(1);
+    const t = started[0]!;
+    const targets = t.targets!;
+    expect(targets).not.toContain(source);
+    // The plan made: one NVLink hop, inside the domain that has two targets; the chains (network) skip its member.
+    const pair = targets.filter((n) => domainOf.get(n) !== domainOf.get(source));
+    expect(pair).toHaveLength(2);
+    expect(t.nvlink).toHaveLength(1);
+    const hop = t.nvlink![0]!;
+    expect([hop.from, hop.to].sort()).toEqual([...pair].sort());
+    const networked = new Set(t.chains!.flat());
+    expect(networked.has(hop.to)).toBe(false);
+    expect(networked.has(hop.from)).toBe(true);
+    expect([...networked].filter((n) => n !== source).sort()).toEqual(targets.filter((n) => n !== hop.to).sort());
+    // Every target holds the exact model, the member included (moved over the data plane from its representative).
+    for (const a of r.agents) if (targets.includes(a.nodeId)) expect(await a.verify(MODEL, 9)).toEqual({ firstMismatch: -1, present: 16 });
+    // The data plane's measured receive rates are recorded for the next plan's ordering.
+    for (const n of targets) expect(r.runtime.actuator.rates.inBytesPerS(n)).toBeGreaterThan(0);
+  });
+
   it("scales 1 → 3 with blocks multicast from the serving node, routes to the new instances, then 3 → 1 to spot", async () => {
     const clock = new WallClock();
     const { log, lines } = recordingLogger();

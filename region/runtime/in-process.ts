@@ -23,8 +23,11 @@ export interface InProcessRegionOptions {
   log: Logger;
   /** GPU slots per node (default 8, an HGX node). */
   gpusPerNode?: number;
-  /** An explicit node list instead of cutting the region's GPUs into nodes of `gpusPerNode`. */
-  nodes?: { gpuType: string; slots: number }[];
+  /**
+   * An explicit node list instead of cutting the region's GPUs into nodes of `gpusPerNode`; each node may announce an
+   * NVLink domain and a link rate (agent/handle.ts AgentInfo), as `tidegate agent --nvlink-domain --link-mbit` does.
+   */
+  nodes?: { gpuType: string; slots: number; nvlinkDomain?: string; linkBytesPerS?: number }[];
   /** Host memory each node lends to parameter blocks (default 512 MiB). */
   nodeMemoryBytes?: number;
   /** How often agents announce themselves (default 1000 ms). */
@@ -65,7 +68,9 @@ export function startInProcessRegion(o: InProcessRegionOptions): InProcessRegion
       const k = seen.get(n.gpuType) ?? 0;
       seen.set(n.gpuType, k + 1);
       const nodeId = `${o.region}-${n.gpuType}-${k}`;
-      const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }) });
+      const { nvlinkDomain, linkBytesPerS } = n as { nvlinkDomain?: string; linkBytesPerS?: number };
+      const links = { ...(nvlinkDomain === undefined ? {} : { nvlinkDomain }), ...(linkBytesPerS === undefined ? {} : { linkBytesPerS }) };
+      const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }), ...links });
       nodes.push(node);
       agents.push(new InProcessAgent({ agent: node, region: o.region, gpuType: n.gpuType, gpuSlots: n.slots, clock: o.clock, timeScale: o.config.engines.timeScale, ...(o.config.engines.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: o.config.engines.kvCapacityTokens }) }));
     }

@@ -90,4 +90,14 @@ describe("key-stage scaler", () => {
     expect(k.completed).toBe(60);
     expect(k.scaler.peakGpus).toBeLessThanOrEqual(9);
   });
+
+  it("a run stopped before every request is done counts the rest: +Infinity latency and SLO misses (issue 36)", () => {
+    const whole = runPipeline({ pipeline: LLAMA, requests: burst(60), mode: "key-stage", budgetGpus: 9, params, cluster: DEFAULT_CLUSTER, occupied: [0, 0], sloFactor: 2 });
+    const cut = runPipeline({ pipeline: LLAMA, requests: burst(60), mode: "key-stage", budgetGpus: 9, params, cluster: DEFAULT_CLUSTER, occupied: [0, 0], sloFactor: 2, drainLimitMs: 0 });
+    expect(cut.completed).toBeLessThan(60);
+    expect(cut.meanMs).toBe(Number.POSITIVE_INFINITY);
+    expect(cut.p99Ms).toBe(Number.POSITIVE_INFINITY);
+    expect(cut.sloAttainment).toBeLessThanOrEqual(cut.completed / 60);
+    expect(Number.isFinite(whole.meanMs)).toBe(true);
+  });
 });

@@ -27,7 +27,11 @@ export interface RunOptions {
   drainLimitMs?: number;
 }
 
-/** Figures of one run (latencies in ms over completed requests). */
+/**
+ * Figures of one run over every request (latencies in ms). A request not done when the run stops counts as an SLO
+ * miss and as +Infinity latency: the mean is +Infinity when any is unfinished, a percentile when more than its tail
+ * is. `completed` < `requests` says how many.
+ */
 export interface RunResult {
   mode: ScalingMode;
   requests: number;
@@ -95,14 +99,16 @@ export function runPipeline(o: RunOptions): RunResult {
   while (sim.completed < o.requests.length && clock.now() < limit) clock.advanceToSync(Math.min(limit, clock.now() + stepMs));
   ks.stop();
   const avgQueuePerStage = sim.averageQueues();
-  const sorted = [...latencies].sort((a, b) => a - b);
-  const spanMs = Math.max(1, lastDoneMs - o.requests[0]!.arrivalMs);
-  // Unfinished requests count as missing their SLO (and are left out of the latency figures).
+  const completed = latencies.length;
+  // Unfinished requests count as missing their SLO and as +Infinity latency; goodput's span runs to the run's end.
+  const all = [...latencies, ...new Array<number>(o.requests.length - completed).fill(Number.POSITIVE_INFINITY)];
+  const sorted = all.sort((a, b) => a - b);
+  const spanMs = Math.max(1, (completed < o.requests.length ? clock.now() : lastDoneMs) - o.requests[0]!.arrivalMs);
   return {
     mode: o.mode,
     requests: o.requests.length,
-    completed: latencies.length,
-    meanMs: latencies.reduce((a, b) => a + b, 0) / Math.max(1, latencies.length),
+    completed,
+    meanMs: all.length === 0 ? Number.NaN : all.reduce((a, b) => a + b, 0) / all.length,
     p75Ms: quantile(sorted, 0.75),
     p99Ms: quantile(sorted, 0.99),
     goodputTokensPerS: (goodTokens * 1000) / spanMs,

@@ -43,8 +43,14 @@ export interface LoadingRunOptions {
   seed?: number;
 }
 
+/**
+ * Figures of one run over every request of the trace. A failed or unserved request counts as an SLO miss and as
+ * +Infinity TTFT (so the mean is +Infinity when any failed, p99 when more than 1% did); TBT is over served requests
+ * that decoded. With no request at all every latency figure is NaN (no data), never 0.
+ */
 export interface LoadingRunResult {
   requests: number;
+  /** Requests that ended in an error or never got a first token. */
   failed: number;
   meanTtftMs: number;
   p99TtftMs: number;
@@ -114,27 +120,51 @@ export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult
   });
   for (const g of gpuMs.values()) if (g.on) totalGpuMs += (r.virtualEndMs - g.since) * g.gpus;
   const profile = getProfile(o.model, GPU, config.models.find((m) => m.name === o.model)!.gpusPerInstance[GPU]!);
-  const served = r.records.filter((x) => x.error === undefined && x.firstTokenMs >= 0);
-  const ttft = Float64Array.from(served, (x) => x.firstTokenMs - x.arrivalMs);
+  return {
+    ...latencyFigures(r.records, { prefillMs: (promptTokens) => profile.prefillMs(promptTokens, 1), decodeIterMs: profile.decodeIterMs(1, 0) }),
+    gpuHours: totalGpuMs / 3_600_000,
+    peakInstances: peak,
+    counters: counters ?? zeroLoadingCounters(),
+    wallMs: r.wallMs,
+  };
+}
+
+/** What a run's latency figures need of a record. `firstTokenMs` < 0: no first token. */
+export interface LatencyRecord {
+  arrivalMs: number;
+  firstTokenMs: number;
+  doneMs: number;
+  promptTokens: number;
+  outputTokens: number;
+  error?: unknown;
+}
+
+/**
+ * The latency figures of a run over every record (LoadingRunResult says how failures count), at SLO scale 5:
+ * TTFT ≤ 5 × `slo.prefillMs(prompt)`, mean time between tokens ≤ 5 × `slo.decodeIterMs`.
+ */
+export function latencyFigures(
+  records: readonly LatencyRecord[],
+  slo: { prefillMs(promptTokens: number): number; decodeIterMs: number },
+): Pick<LoadingRunResult, "requests" | "failed" | "meanTtftMs" | "p99TtftMs" | "p99TbtMs" | "sloAttainment"> {
+  const served = records.filter((x) => x.error === undefined && x.firstTokenMs >= 0);
+  const failed = records.length - served.length;
+  const ttft = Float64Array.from(records, (x) => (x.error === undefined && x.firstTokenMs >= 0 ? x.firstTokenMs - x.arrivalMs : Number.POSITIVE_INFINITY));
   const tbts = served.filter((x) => x.outputTokens >= 2).map((x) => (x.doneMs - x.firstTokenMs) / (x.outputTokens - 1));
-  const tbtSlo = 5 * profile.decodeIterMs(1, 0);
+  const tbtSlo = 5 * slo.decodeIterMs;
   let met = 0;
   for (const x of served) {
-    const okTtft = x.firstTokenMs - x.arrivalMs <= 5 * profile.prefillMs(x.promptTokens, 1);
+    const okTtft = x.firstTokenMs - x.arrivalMs <= 5 * slo.prefillMs(x.promptTokens);
     const okTbt = x.outputTokens < 2 || (x.doneMs - x.firstTokenMs) / (x.outputTokens - 1) <= tbtSlo;
     if (okTtft && okTbt) met++;
   }
   const t = percentiles(ttft);
   return {
-    requests: r.records.length,
-    failed: r.records.length - served.length,
-    meanTtftMs: t.mean,
-    p99TtftMs: t.p99,
-    p99TbtMs: percentiles(Float64Array.from(tbts)).p99,
-    sloAttainment: r.records.length === 0 ? 0 : met / r.records.length,
-    gpuHours: totalGpuMs / 3_600_000,
-    peakInstances: peak,
-    counters: counters ?? zeroLoadingCounters(),
-    wallMs: r.wallMs,
+    requests: records.length,
+    failed,
+    meanTtftMs: records.length === 0 ? Number.NaN : t.mean,
+    p99TtftMs: records.length === 0 ? Number.NaN : t.p99,
+    p99TbtMs: tbts.length === 0 ? Number.NaN : percentiles(Float64Array.from(tbts)).p99,
+    sloAttainment: records.length === 0 ? Number.NaN : met / records.length,
   };
 }

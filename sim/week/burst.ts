@@ -31,7 +31,9 @@ export function latencyTarget(baseline: MinuteP95, burstStartMin: number, target
 
 /**
  * Minutes from `burstStartMin` until `series` stays ≤ `targetMs` for `holdMin` consecutive minutes (minutes with
- * no request count as within target; a minute whose p95 falls on unserved requests, +Infinity, does not). Returns Infinity if it never does.
+ * no request count as within target; a minute whose p95 falls on unserved requests, +Infinity, does not). Returns Infinity if it never does:
+ * no recovery, which is never "no later" than another run's, not even another Infinity (compare with
+ * test/bench/verdicts/strategies.ts `recoversNoLater`, not `<=`).
  */
 export function recoveryMinutes(series: MinuteP95, burstStartMin: number, targetMs: number, holdMin = 5): number {
   let run = 0;

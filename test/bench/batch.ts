@@ -7,17 +7,23 @@
  *      tokens, at most max_num_seqs), half to each engine;
  *   B. as one batch through the router's Batch API on the idle fleet (upload, create, poll to `completed`).
  *
- * Figure 1: fillRatio = completion tokens/s of B over A (target ≥ 0.8). B's clock runs from the batch's creation
- * to its completion, so validation, dispatch, result writing and finalization are all in it.
+ * Figure 1: fillRatio = completion tokens/s of B over A (target ≥ 0.8), the median over rounds that alternate the
+ * two arms (A B, B A, A B; BENCH_BATCH_FILL_ROUNDS, default 3), each arm N requests a round: until issue 36 A ran
+ * once, cold and first, and B once after it. B's clock runs from the batch's creation to its completion, so
+ * validation, dispatch, result writing and finalization are all in it; a round whose batch did not complete every
+ * request has no ratio (verdicts/batch.ts), and the figure then fails.
  * Figure 2: interactive TTFT with the batch beside it (target ≤ 1.05): a closed loop of 2 interactive streams
  * through the router, in rounds that alternate A B A B (../shared/BENCH.md): a fixed window without a batch, then the
- * same loop for as long as a batch of N/2/rounds runs beside it. ttftRatio is the median over rounds of mean TTFT
- * beside over mean TTFT alone (BENCH_BATCH_TTFT_ROUNDS, default 3). Until stop 26 the bench measured one window
- * alone and then one batch of N/2 beside it; that let drift between the two (the alone mean moved 14.4–15.5 ms over
- * three runs of one session) decide the ratio.
- * Every load is bounded in count and time (loopback only). The last line is one JSON object; exits 0 either way.
- * BENCH_BATCH_N, BENCH_BATCH_KV_TOKENS, BENCH_BATCH_TIME_SCALE and BENCH_BATCH_QUEUE (JSON merged into the config's
- * `queue`, e.g. '{"fillIdle":false}' for §6.3's rule) change the inputs.
+ * same loop while a batch of N/2/rounds runs beside it — from the moment its first request is dispatched (the
+ * router's tidegate_queue_dispatched_total moves; until issue 36 the window opened at upload, before any batch
+ * request ran) to the batch's end. ttftRatio is the median over rounds of mean TTFT beside over mean TTFT alone
+ * (BENCH_BATCH_TTFT_ROUNDS, default 3); an empty arm is no data and fails it. Until stop 26 the bench measured one
+ * window alone and then one batch of N/2 beside it; that let drift between the two (the alone mean moved
+ * 14.4–15.5 ms over three runs of one session) decide the ratio.
+ * Every load is bounded in count and time (loopback only). The last line is one JSON object with the targets; exits
+ * 0 either way. BENCH_BATCH_N, BENCH_BATCH_KV_TOKENS, BENCH_BATCH_TIME_SCALE, BENCH_BATCH_FILL_ROUNDS,
+ * BENCH_BATCH_TTFT_ROUNDS and BENCH_BATCH_QUEUE (JSON merged into the config's `queue`, e.g. '{"fillIdle":false}'
+ * for §6.3's rule) change the inputs: such a run is partial (met false, `shrunk` names them).
  */
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { request as httpRequest, Agent } from "node:http";
@@ -25,6 +31,8 @@ import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { freePort, spawnTidegate, stopAll } from "../e2e/procs.js";
 import { quantile } from "./sse-load.js";
+import { envOverrides, jsonFigure, verdictOf } from "./verdicts/common.js";
+import { BATCH_TARGET as TARGET, batchChecks, fillRatioOf, meanOrNaN as mean, ttftRatioOf, type FillRound, type TtftRound } from "./verdicts/batch.js";
 
 const MODEL = "llama3.2-3b";
 const N = Number(process.env.BENCH_BATCH_N ?? 10_000);
@@ -35,7 +43,8 @@ const PROMPT = "Summarize the following text in a few words. ".repeat(12);
 const INTERACTIVE_WORKERS = 2;
 const INTERACTIVE_WINDOW_MS = 10_000;
 const TTFT_ROUNDS = Number(process.env.BENCH_BATCH_TTFT_ROUNDS ?? 3);
-const TARGET = { fillRatio: 0.8, ttftRatio: 1.05 };
+const FILL_ROUNDS = Number(process.env.BENCH_BATCH_FILL_ROUNDS ?? 3);
+const SHRUNK = envOverrides(["BENCH_BATCH_N", "BENCH_BATCH_KV_TOKENS", "BENCH_BATCH_TIME_SCALE", "BENCH_BATCH_FILL_ROUNDS", "BENCH_BATCH_TTFT_ROUNDS", "BENCH_BATCH_QUEUE"]);
 const REGIONS = ["r-a", "r-b"] as const;
 
 interface Completion {
@@ -71,8 +80,8 @@ function requestBody(i: number) {
  * one engine held 129 running and 131 waiting while the other stood idle for most of the arm — so the baseline
  * measured little more than one engine, and the fill ratios of earlier runs are too high by as much.
  */
-async function direct(engineUrls: string[], n: number, concurrency: number): Promise<{ tokensPerS: number; seconds: number; tokens: number }> {
-  let next = 0;
+async function direct(engineUrls: string[], n: number, offset: number, concurrency: number): Promise<{ tokensPerS: number; seconds: number; tokens: number }> {
+  let next = offset;
   let tokens = 0;
   const t0 = performance.now();
   await Promise.all(
@@ -80,7 +89,7 @@ async function direct(engineUrls: string[], n: number, concurrency: number): Pro
       Array.from({ length: concurrency }, async () => {
         for (;;) {
           const i = next++;
-          if (i >= n) return;
+          if (i >= offset + n) return;
           const r = await postJson(`${url}/v1/completions`, requestBody(i));
           if (r.status !== 200) throw new Error(`engine answered ${r.status}: ${r.text.slice(0, 200)}`);
           tokens += (JSON.parse(r.text) as { usage: { completion_tokens: number } }).usage.completion_tokens;
@@ -92,22 +101,47 @@ async function direct(engineUrls: string[], n: number, concurrency: number): Pro
   return { tokensPerS: tokens / seconds, seconds, tokens };
 }
 
-/** Arm B: the same requests as one batch through the router; resolves when it is completed (bounded). */
-async function viaBatch(routerUrl: string, n: number, offset: number, timeoutMs: number): Promise<{ tokensPerS: number; seconds: number; tokens: number; status: string }> {
+/** Batch requests the router has dispatched to regions so far (its tidegate_queue_dispatched_total, every label). */
+async function dispatchedTotal(routerUrl: string): Promise<number> {
+  const text = await (await fetch(`${routerUrl}/metrics`)).text();
+  let sum = 0;
+  for (const line of text.split("\n")) if (line.startsWith("tidegate_queue_dispatched_total{")) sum += Number(line.slice(line.lastIndexOf(" ") + 1));
+  return sum;
+}
+
+/**
+ * Arm B: the same requests as one batch through the router; resolves when it is completed (bounded). `onDispatch`
+ * (optional) is called once, as soon as the router has dispatched the batch's first request (polled every 10 ms
+ * from the batch's creation; nothing else is dispatched meanwhile in this bench).
+ */
+async function viaBatch(routerUrl: string, n: number, offset: number, timeoutMs: number, onDispatch?: () => void): Promise<{ tokensPerS: number; seconds: number; tokens: number; status: string; complete: boolean }> {
   const lines = Array.from({ length: n }, (_, i) => JSON.stringify({ custom_id: `r${offset + i}`, method: "POST", url: "/v1/completions", body: requestBody(offset + i) })).join("\n");
   const form = new FormData();
   form.append("purpose", "batch");
   form.append("file", new Blob([lines]), "batch.jsonl");
   const file = (await (await fetch(`${routerUrl}/v1/files`, { method: "POST", body: form })).json()) as { id: string };
+  const before = onDispatch === undefined ? 0 : await dispatchedTotal(routerUrl);
   const t0 = performance.now();
   const created = (await (await fetch(`${routerUrl}/v1/batches`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ input_file_id: file.id, endpoint: "/v1/completions", completion_window: "24h" }) })).json()) as { id: string };
   const deadline = Date.now() + timeoutMs;
+  let finished = false;
+  const watching =
+    onDispatch === undefined
+      ? Promise.resolve()
+      : (async () => {
+          while (!finished && Date.now() < deadline) {
+            if ((await dispatchedTotal(routerUrl)) > before) return onDispatch();
+            await new Promise((r) => setTimeout(r, 10));
+          }
+        })();
   let b: { status: string; output_file_id: string | null; request_counts: { completed: number; failed: number } };
   for (;;) {
     b = (await (await fetch(`${routerUrl}/v1/batches/${created.id}`)).json()) as typeof b;
     if (["completed", "failed", "expired", "cancelled"].includes(b.status) || Date.now() > deadline) break;
     await new Promise((r) => setTimeout(r, 100));
   }
+  finished = true;
+  await watching;
   const seconds = (performance.now() - t0) / 1000;
   let tokens = 0;
   if (b.output_file_id !== null) {
@@ -117,15 +151,20 @@ async function viaBatch(routerUrl: string, n: number, offset: number, timeoutMs:
       tokens += (JSON.parse(line) as { response: { body: { usage: { completion_tokens: number } } } }).response.body.usage.completion_tokens;
     }
   }
-  return { tokensPerS: tokens / seconds, seconds, tokens, status: `${b.status} (${b.request_counts.completed} completed, ${b.request_counts.failed} failed)` };
+  const complete = b.status === "completed" && b.request_counts.failed === 0 && b.request_counts.completed === n;
+  return { tokensPerS: tokens / seconds, seconds, tokens, status: `${b.status} (${b.request_counts.completed} completed, ${b.request_counts.failed} failed)`, complete };
 }
 
-/** Interactive closed loop through the router for `windowMs`: mean and p50 time to the first streamed byte. */
-async function interactive(routerUrl: string, windowMs: number, until?: Promise<unknown>): Promise<{ ttftMs: number[] }> {
+/**
+ * Interactive closed loop through the router: mean and p50 time to the first streamed byte. It starts when `from`
+ * resolves (at once without it) and runs for `windowMs` or until `until` settles, whichever is first.
+ */
+async function interactive(routerUrl: string, windowMs: number, until?: Promise<unknown>, from?: Promise<unknown>): Promise<{ ttftMs: number[] }> {
   const ttftMs: number[] = [];
-  const end = Date.now() + windowMs;
   let over = false;
   void until?.finally(() => (over = true));
+  if (from !== undefined) await Promise.race(until === undefined ? [from] : [from, until]);
+  const end = Date.now() + windowMs;
   await Promise.all(
     Array.from({ length: INTERACTIVE_WORKERS }, async (_, w) => {
       let k = 0;
@@ -137,6 +176,8 @@ async function interactive(routerUrl: string, windowMs: number, until?: Promise<
           body: JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: 16, stream: true }),
           signal: AbortSignal.timeout(30_000),
         });
+        // A refused stream is a failed request, not a fast one: the run stops with its error (met false).
+        if (res.status !== 200) throw new Error(`interactive stream answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
         const reader = res.body!.getReader();
         let first = true;
         for (;;) {
@@ -154,7 +195,6 @@ async function interactive(routerUrl: string, windowMs: number, until?: Promise<
   return { ttftMs };
 }
 
-const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? Number.NaN;
 /** The TTFT line of one interactive arm: mean, p50, p90, p99 and max. */
 const ttftLine = (xs: number[]) => `TTFT mean ${mean(xs).toFixed(1)} ms, p50 ${median(xs).toFixed(1)} ms, p90 ${quantile(xs, 0.9).toFixed(1)} ms, p99 ${quantile(xs, 0.99).toFixed(1)} ms, max ${Math.max(...xs).toFixed(1)} ms`;
@@ -196,45 +236,64 @@ async function main(): Promise<void> {
     const concurrency = Math.max(1, Math.min(256, Math.floor(KV_TOKENS / perRequestTokens)));
     console.log(`inputs: ${N} requests of ${probe.usage.prompt_tokens} prompt + ${MAX_TOKENS} output tokens; 2 engine-sim (KV ${KV_TOKENS} tokens each, time scale ${TIME_SCALE}); direct concurrency ${concurrency} per engine; batch on the defaults (queue.fillTo 0.55, maxPerReport 64, reports every 500 ms)`);
 
-    const a = await direct(engineUrls, N, concurrency);
-    console.log(`A direct: ${a.tokens} tokens in ${a.seconds.toFixed(1)} s = ${a.tokensPerS.toFixed(0)} tokens/s`);
-    const b = await viaBatch(routerUrl, N, N, 600_000);
-    console.log(`B batch : ${b.tokens} tokens in ${b.seconds.toFixed(1)} s = ${b.tokensPerS.toFixed(0)} tokens/s, ${b.status}`);
-    const fillRatio = b.tokensPerS / a.tokensPerS;
-    console.log(`fill ratio (B/A tokens/s): ${fillRatio.toFixed(3)}`);
+    // Fill rounds A B, B A, A B: each arm N requests of its own (distinct prompts), the order alternating so that
+    // neither arm always runs first (cold) or on the engines the other has just left busy.
+    const fill: FillRound[] = [];
+    for (let round = 0; round < FILL_ROUNDS; round++) {
+      const base = 2 * round * N;
+      let a: Awaited<ReturnType<typeof direct>> | undefined;
+      let b: Awaited<ReturnType<typeof viaBatch>> | undefined;
+      for (const arm of round % 2 === 0 ? ["A", "B"] : ["B", "A"]) {
+        if (arm === "A") {
+          a = await direct(engineUrls, N, base, concurrency);
+          console.log(`fill round ${round + 1} A direct: ${a.tokens} tokens in ${a.seconds.toFixed(1)} s = ${a.tokensPerS.toFixed(0)} tokens/s`);
+        } else {
+          b = await viaBatch(routerUrl, N, base + N, 600_000);
+          console.log(`fill round ${round + 1} B batch : ${b.tokens} tokens in ${b.seconds.toFixed(1)} s = ${b.tokensPerS.toFixed(0)} tokens/s, ${b.status}`);
+        }
+      }
+      fill.push({ directTokensPerS: a!.tokensPerS, batchTokensPerS: b!.tokensPerS, batchComplete: b!.complete });
+      console.log(`fill round ${round + 1}: ratio (B/A tokens/s) ${jsonFigure(fillRatioOf(fill.at(-1)!))}`);
+    }
 
-    // Rounds A B: the loop alone for a fixed window, then the same loop while a batch of N/2/rounds runs, for as
-    // long as it runs (at most 120 s). The ratio is the median of the rounds' ratios.
-    const alone: number[] = [];
-    const beside: number[] = [];
-    const ratios: number[] = [];
+    // Rounds A B: the loop alone for a fixed window, then the same loop while a batch of N/2/rounds runs, from its
+    // first dispatched request for as long as it runs (at most 120 s). The ratio is the median of the rounds' ratios.
+    const ttft: TtftRound[] = [];
     const perRound = Math.max(1, Math.floor(N / 2 / TTFT_ROUNDS));
     for (let round = 0; round < TTFT_ROUNDS; round++) {
       const a1 = (await interactive(routerUrl, INTERACTIVE_WINDOW_MS)).ttftMs;
-      const batchBeside = viaBatch(routerUrl, perRound, 2 * N + round * perRound, 600_000);
-      const b1 = (await interactive(routerUrl, 120_000, batchBeside)).ttftMs;
+      let dispatched!: () => void;
+      const firstDispatch = new Promise<void>((r) => (dispatched = r));
+      const batchBeside = viaBatch(routerUrl, perRound, 2 * FILL_ROUNDS * N + round * perRound, 600_000, () => dispatched());
+      const b1 = (await interactive(routerUrl, 120_000, batchBeside, firstDispatch)).ttftMs;
       const c = await batchBeside;
-      ratios.push(mean(b1) / mean(a1));
-      alone.push(...a1);
-      beside.push(...b1);
+      ttft.push({ aloneMs: a1, besideMs: b1, batchComplete: c.complete });
       console.log(`round ${round + 1}: alone ${a1.length} streams, ${ttftLine(a1)}`);
-      console.log(`round ${round + 1}: beside ${b1.length} streams, ${ttftLine(b1)}; the batch beside (${perRound}): ${c.status} in ${c.seconds.toFixed(1)} s; ratio ${ratios.at(-1)!.toFixed(3)}`);
+      console.log(`round ${round + 1}: beside ${b1.length} streams, ${ttftLine(b1)}; the batch beside (${perRound}): ${c.status} in ${c.seconds.toFixed(1)} s; ratio ${jsonFigure(ttftRatioOf(ttft.at(-1)!))}`);
     }
-    const ttftRatio = median(ratios);
+    const { fillRatio, ttftRatio, checks } = batchChecks(fill, ttft);
+    const alone = ttft.flatMap((r) => r.aloneMs);
+    const beside = ttft.flatMap((r) => r.besideMs);
+    console.log(`fill ratio per round ${fill.map((r) => jsonFigure(fillRatioOf(r))).join(", ")}, median ${jsonFigure(fillRatio)}`);
     console.log(`interactive alone : ${alone.length} streams, ${ttftLine(alone)}`);
-    console.log(`interactive beside: ${beside.length} streams, ${ttftLine(beside)}; ratio per round ${ratios.map((r) => r.toFixed(3)).join(", ")}, median ${ttftRatio.toFixed(3)}`);
+    console.log(`interactive beside: ${beside.length} streams, ${ttftLine(beside)}; ratio per round ${ttft.map((r) => jsonFigure(ttftRatioOf(r))).join(", ")}, median ${jsonFigure(ttftRatio)}`);
+    const verdict = verdictOf(checks, SHRUNK);
+    if (verdict.partial === true) console.log(`partial run (met false): ${SHRUNK.join(", ")}`);
     const result = {
       bench: "batch",
       requests: N,
-      directTokensPerS: Math.round(a.tokensPerS),
-      batchTokensPerS: Math.round(b.tokensPerS),
-      fillRatio: Number(fillRatio.toFixed(3)),
-      ttftAloneMs: Number(mean(alone).toFixed(1)),
-      ttftBesideMs: Number(mean(beside).toFixed(1)),
-      ttftRatio: Number(ttftRatio.toFixed(3)),
-      ttftRatioRounds: ratios.map((r) => Number(r.toFixed(3))),
+      directTokensPerS: fill.map((r) => Math.round(r.directTokensPerS)),
+      batchTokensPerS: fill.map((r) => Math.round(r.batchTokensPerS)),
+      fillRatio: jsonFigure(fillRatio),
+      fillRatioRounds: fill.map((r) => jsonFigure(fillRatioOf(r))),
+      ttftAloneMs: jsonFigure(mean(alone), 1),
+      ttftBesideMs: jsonFigure(mean(beside), 1),
+      ttftRatio: jsonFigure(ttftRatio),
+      ttftRatioRounds: ttft.map((r) => jsonFigure(ttftRatioOf(r))),
       target: TARGET,
-      met: fillRatio >= TARGET.fillRatio && ttftRatio <= TARGET.ttftRatio,
+      met: verdict.met,
+      ...(verdict.partial === true ? { partial: true, shrunk: verdict.shrunk } : {}),
+      ...(verdict.missed.length > 0 ? { missed: verdict.missed } : {}),
     };
     console.log(JSON.stringify(result));
   } finally {

@@ -22,7 +22,8 @@
  * DATAPLANE_ALGORITHMS ("chain,binomial,tree,unicast"; shorter lists are for development runs), DATAPLANE_MTU (9000:
  * jumbo frames as on datacenter fabrics; tbf counts header bytes, so at 1500 a single TCP flow carries ≈ 94% of B),
  * DATAPLANE_STALL_MS (3000 for multicast runs; the default role setting and the tests use 1000), DATAPLANE_P2P_ONLY
- * (1: run part 1 only, for development).
+ * (1: run part 1 only, for development). Any of them set makes the run partial: met false, `shrunk` names them
+ * (verdicts/dataplane.ts: chain and binomial are judged at every N of 2, 4, 8).
  * Needs root for namespaces; without it parts 2–3 are reported as not run. The last line is one JSON object.
  */
 import { spawn } from "node:child_process";
@@ -40,6 +41,8 @@ import type { MulticastAlgorithm, MulticastPlan } from "../../region/multicast/s
 import { validatePlan } from "../../region/multicast/validate.js";
 import { spawnAll, stopAgents, type RunningAgent } from "../netns/agents.js";
 import { createTopology, netnsUnavailable, type Topology } from "../netns/topology.js";
+import { envOverrides, partialFields } from "./verdicts/common.js";
+import { dataplaneMet } from "./verdicts/dataplane.js";
 
 const MiB = 1 << 20;
 const env = (k: string, d: number) => (process.env[k] === undefined ? d : Number(process.env[k]));
@@ -56,7 +59,9 @@ const MTU = env("DATAPLANE_MTU", 9000);
 const STALL_MS = env("DATAPLANE_STALL_MS", 3000);
 const ALGORITHMS = (process.env.DATAPLANE_ALGORITHMS ?? "chain,binomial,tree,unicast").split(",") as MulticastAlgorithm[];
 const P2P_ONLY = process.env.DATAPLANE_P2P_ONLY === "1";
-const TARGET = { p2pFractionOfRawTcp: 0.9, multicastTimeOverIdealMax: 1.15, bandwidthOrderFirstCopySooner: true };
+const TARGET = { p2pFractionOfRawTcp: 0.9, multicastTimeOverIdealMax: 1.15, bandwidthOrderFirstCopySooner: true, nodes: [2, 4, 8] };
+/** Settings that change or shrink what a run measures (fewer nodes, rounds, algorithms, bytes): partial, met false. */
+const SHRUNK = envOverrides(["DATAPLANE_MODEL_BYTES", "DATAPLANE_BLOCKS", "DATAPLANE_RATE_MBIT", "DATAPLANE_NODES", "DATAPLANE_P2P_ROUNDS", "DATAPLANE_HETERO_BYTES", "DATAPLANE_SLOW_MBIT", "DATAPLANE_MTU", "DATAPLANE_STALL_MS", "DATAPLANE_ALGORITHMS", "DATAPLANE_P2P_ONLY"]);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const gbit = (bytes: number, s: number) => (bytes * 8) / s / 1e9;
 let runId = Math.floor(Math.random() * 1e9);
@@ -315,15 +320,7 @@ function lastLine(error: string | undefined): string {
   const p2pFraction = p2p.ratios.length > 0 ? median(p2p.ratios) : null;
   const worstOf = Object.values(multicast).flatMap((m) => [m.chain?.ratio ?? Infinity, m.binomial?.ratio ?? Infinity]);
   const worst = worstOf.length > 0 ? Math.max(...worstOf) : null;
-  const met =
-    error === undefined &&
-    p2pFraction !== null &&
-    p2pFraction >= TARGET.p2pFractionOfRawTcp &&
-    figures.notRun === undefined &&
-    worst !== null &&
-    worst <= TARGET.multicastTimeOverIdealMax &&
-    hetero !== undefined &&
-    hetero.bandwidthFirstCopyS < hetero.insertionFirstCopyS;
+  const met = dataplaneMet({ error, p2pFraction, notRun: figures.notRun, multicast, hetero, shrunk: SHRUNK }, TARGET);
   return JSON.stringify({
     bench: "dataplane",
     modelBytes: M,
@@ -343,6 +340,7 @@ function lastLine(error: string | undefined): string {
     ...(figures.notRun === undefined ? {} : { notRun: figures.notRun }),
     target: TARGET,
     met,
+    ...partialFields(SHRUNK),
     ...(error === undefined ? {} : { error }),
   });
 }

@@ -91,4 +91,6 @@ async function main() {
   log(JSON.stringify(out));
 }
 
-void main();
+main().catch((err: unknown) => {
+  log(JSON.stringify({ bench: "forecast", error: err instanceof Error ? err.message : String(err), target: { mapeRatioToBestBaseline: 0.9, upperCoverage: 0.85, thousandSeriesMs: 60000 }, met: false }));
+});

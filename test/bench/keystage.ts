@@ -14,7 +14,9 @@
  * Figures per (model, stream), medians over rounds: mean, p75, p99 latency (ms), goodput (output tokens/s of requests
  * within the SLO), SLO attainment, average queue length per stage, mean GPUs held. Targets (issue 13): at CV ≥ 4
  * key-stage goodput ≥ 2 × whole-pipeline; at CV ≥ 2 key-stage mean latency ≥ 35% lower; at CV 0.1 key-stage not
- * worse (median mean latency ≤ and goodput ≥ whole-pipeline's). The last line printed is one JSON object; exits 0 whether or not met.
+ * worse (median mean latency ≤ and goodput ≥ whole-pipeline's); key-stage finishes every request (an unfinished
+ * one is +Infinity latency and an SLO miss; verdicts/keystage.ts). BENCH_ROUNDS / BENCH_REQUESTS change the run: it
+ * is then partial (met false). The last line printed is one JSON object; exits 0 whether or not met.
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { defaultDataDir } from "../../region/engines/perf/generate.js";
@@ -28,13 +30,15 @@ import { cvStream, streamCv, traceCv, traceRatePerS, traceStream } from "../../r
 import { resolveStrategy } from "../../region/strategies/registry.js";
 import { readTrace } from "../../sim/replay/traces.js";
 import { packageVersion as version, median } from "./common.js";
+import { envOverrides, jsonFigure, verdictOf, type Check } from "./verdicts/common.js";
+import { KEYSTAGE_TARGET as TARGET, keystageChecks } from "./verdicts/keystage.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
 const CVS = [0.1, 1, 2, 4, 8];
 const SLO_FACTOR = 2;
 const PLANNED_UTILIZATION = 0.7;
-const TARGET = { goodputRatioAtCvGe4: 2, meanLatencyReductionAtCvGe2: 0.35, notWorseAtCv01: true };
+const SHRUNK = envOverrides(["BENCH_ROUNDS", "BENCH_REQUESTS"]);
 const MODELS = [
   { model: "bloom-176b", gpu: "h100-80gb", layersPerStage: [9, 9, 9, 9, 9, 9, 8, 8], profileTp: 8 },
   { model: "llama2-70b", gpu: "h100-80gb", layersPerStage: [20, 20, 20, 20], profileTp: 4 },
@@ -43,9 +47,11 @@ const MODELS = [
 
 
 const r1 = (x: number) => Number(x.toFixed(1));
+/** An arm's summary for the JSON line: +Infinity (unfinished requests) as a string. */
+const jsonSafe = (x: Summary) => Object.fromEntries(Object.entries(x).map(([key, v]) => [key, typeof v === "number" ? jsonFigure(v) : v]));
 const r3 = (x: number) => Number(x.toFixed(3));
 
-type Summary = Pick<RunResult, "meanMs" | "p75Ms" | "p99Ms" | "goodputTokensPerS" | "sloAttainment" | "avgQueuePerStage" | "meanGpus" | "completed">;
+type Summary = Pick<RunResult, "meanMs" | "p75Ms" | "p99Ms" | "goodputTokensPerS" | "sloAttainment" | "avgQueuePerStage" | "meanGpus" | "completed" | "requests">;
 
 function summarize(rs: RunResult[]): Summary {
   const n = rs[0]!.avgQueuePerStage.length;
@@ -58,6 +64,7 @@ function summarize(rs: RunResult[]): Summary {
     avgQueuePerStage: Array.from({ length: n }, (_, s) => r3(median(rs.map((r) => r.avgQueuePerStage[s]!)))),
     meanGpus: r1(median(rs.map((r) => r.meanGpus))),
     completed: Math.min(...rs.map((r) => r.completed)),
+    requests: rs[0]!.requests,
   };
 }
 
@@ -76,8 +83,7 @@ async function main(): Promise<void> {
   console.log(`inputs: keystage params ${JSON.stringify(params)}; cluster ${JSON.stringify(DEFAULT_CLUSTER)}`);
 
   const out: Record<string, unknown> = {};
-  const checks: string[] = [];
-  let met = true;
+  const checks: Check[] = [];
   for (const m of MODELS) {
     const pipeline = new Pipeline(parsePipeline(m, `models.${m.model}`));
     const S = pipeline.stages;
@@ -116,13 +122,11 @@ async function main(): Promise<void> {
       }
       const k = summarize(runs["key-stage"]);
       const w = summarize(runs["whole-pipeline"]);
-      const goodputRatio = w.goodputTokensPerS > 0 ? k.goodputTokensPerS / w.goodputTokensPerS : k.goodputTokensPerS > 0 ? Number.POSITIVE_INFINITY : 1;
+      const goodputRatio = w.goodputTokensPerS > 0 ? k.goodputTokensPerS / w.goodputTokensPerS : Number.NaN;
       const meanReduction = 1 - k.meanMs / w.meanMs;
-      console.log(`${m.model} ${st.name} medians: goodput ratio ${goodputRatio.toFixed(3)}, mean latency ${(meanReduction * 100).toFixed(1)}% lower with key-stage; p99 ${k.p99Ms} vs ${w.p99Ms} ms`);
-      modelOut[st.name] = { keyStage: k, wholePipeline: w, goodputRatio: r3(goodputRatio), meanLatencyReduction: r3(meanReduction) };
-      if (st.cv !== undefined && st.cv >= 4 && !(goodputRatio >= TARGET.goodputRatioAtCvGe4)) checks.push(`${m.model} ${st.name}: goodput ratio ${goodputRatio.toFixed(3)} < ${TARGET.goodputRatioAtCvGe4}`);
-      if (st.cv !== undefined && st.cv >= 2 && !(meanReduction >= TARGET.meanLatencyReductionAtCvGe2)) checks.push(`${m.model} ${st.name}: mean latency reduction ${(meanReduction * 100).toFixed(1)}% < ${TARGET.meanLatencyReductionAtCvGe2 * 100}%`);
-      if (st.cv === 0.1 && (k.meanMs > w.meanMs || k.goodputTokensPerS < w.goodputTokensPerS)) checks.push(`${m.model} ${st.name}: key-stage worse than whole-pipeline (mean ${k.meanMs} vs ${w.meanMs} ms, goodput ${k.goodputTokensPerS} vs ${w.goodputTokensPerS})`);
+      console.log(`${m.model} ${st.name} medians: goodput ratio ${goodputRatio.toFixed(3)}, mean latency ${(meanReduction * 100).toFixed(1)}% lower with key-stage; p99 ${k.p99Ms} vs ${w.p99Ms} ms; done ${k.completed}/${k.requests} vs ${w.completed}/${w.requests} (fewest in a round)`);
+      modelOut[st.name] = { keyStage: jsonSafe(k), wholePipeline: jsonSafe(w), goodputRatio: jsonFigure(goodputRatio), meanLatencyReduction: jsonFigure(meanReduction) };
+      checks.push(...keystageChecks([{ name: `${m.model} ${st.name}`, cv: st.cv, keyStage: k, wholePipeline: w }]));
     }
     // Diagnostics (no target), at CV 8: (a) is the start time what limits key-stage? Both policies with instant
     // replica starts (host memory and network as fast as wanted, no fork cost). (b) Key-stage with no moves between
@@ -142,14 +146,15 @@ async function main(): Promise<void> {
     console.log(`${m.model} diagnostic, CV 8 with instant replica starts: key-stage mean ${d.keyInstant!.meanMs} ms goodput ${d.keyInstant!.goodputTokensPerS}; whole-pipeline mean ${d.wholeInstant!.meanMs} ms goodput ${d.wholeInstant!.goodputTokensPerS}`);
     console.log(`${m.model} diagnostic, CV 8 key-stage without moves between stages: mean ${d.keyNoMoves!.meanMs} ms goodput ${d.keyNoMoves!.goodputTokensPerS} (whole-pipeline ${d.whole!.meanMs} ms, ${d.whole!.goodputTokensPerS})`);
     modelOut.diagnosticsCv8 = {
-      instantStarts: { keyStageMeanMs: d.keyInstant!.meanMs, wholePipelineMeanMs: d.wholeInstant!.meanMs, goodputRatio: r3(d.keyInstant!.goodputTokensPerS / d.wholeInstant!.goodputTokensPerS) },
-      keyStageNoMoves: { meanMs: d.keyNoMoves!.meanMs, goodputRatio: r3(d.keyNoMoves!.goodputTokensPerS / d.whole!.goodputTokensPerS) },
+      instantStarts: { keyStageMeanMs: jsonFigure(d.keyInstant!.meanMs, 1), wholePipelineMeanMs: jsonFigure(d.wholeInstant!.meanMs, 1), goodputRatio: jsonFigure(d.keyInstant!.goodputTokensPerS / d.wholeInstant!.goodputTokensPerS) },
+      keyStageNoMoves: { meanMs: jsonFigure(d.keyNoMoves!.meanMs, 1), goodputRatio: jsonFigure(d.keyNoMoves!.goodputTokensPerS / d.whole!.goodputTokensPerS) },
     };
     out[m.model] = modelOut;
   }
-  if (checks.length > 0) met = false;
-  for (const c of checks) console.log(`target missed: ${c}`);
-  console.log(JSON.stringify({ bench: "keystage", rounds: ROUNDS, requestsPerStream: REQUESTS, sloFactor: SLO_FACTOR, results: out, target: TARGET, met, ...(checks.length > 0 ? { error: checks.join("; ") } : {}) }));
+  const verdict = verdictOf(checks, SHRUNK);
+  for (const c of checks.filter((x) => !x.ok)) console.log(`target missed: ${c.check} = ${jsonFigure(c.value)} (limit ${c.limit})`);
+  if (verdict.partial === true) console.log(`partial run (met false): ${SHRUNK.join(", ")}`);
+  console.log(JSON.stringify({ bench: "keystage", rounds: ROUNDS, requestsPerStream: REQUESTS, sloFactor: SLO_FACTOR, results: out, checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value) })), target: TARGET, met: verdict.met, ...(verdict.partial === true ? { partial: true, shrunk: verdict.shrunk } : {}), ...(verdict.missed.length > 0 ? { missed: verdict.missed } : {}) }));
 }
 
 main().catch((err: unknown) => {

@@ -93,4 +93,6 @@ async function main() {
   log(JSON.stringify(out));
 }
 
-void main();
+main().catch((err: unknown) => {
+  log(JSON.stringify({ bench: "planner", error: err instanceof Error ? err.message : String(err), target: { smallMs: 50, midGap: 0.01, midMs: 2000, largeGap: 0.02, largeMs: 10000 }, met: false }));
+});

@@ -53,8 +53,9 @@ try {
   console.log(`outcome: instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.withinDeadline}/${r.batch.submitted} (${r.batch.sentTwice} sent twice after their lease ran out)`);
   console.log(`reports: ${writeReports("out/bench-replay-week", [r]).join(" ")}`);
   const fullWeek = workload.days === 7;
+  // --days other than 7 is a development run: partial (met false), named in the JSON line.
   const met = fullWeek && wallS <= target.wallS && maxRssBytes / 2 ** 30 <= target.maxRssGiB && r.requests.total >= target.requestsAtLeast;
-  console.log(JSON.stringify({ bench: "replay-week", requests: r.requests.total, days: workload.days, loading, loadingCounters: r.loading?.counters ?? null, wallS: round1(wallS), loadAverage: load, requestsPerWallS: r.requestsPerWallS, realTimeRatio: Math.round(r.virtualMs / r.wallMs), maxRssGiB: Math.round((maxRssBytes / 2 ** 30) * 100) / 100, target, met }));
+  console.log(JSON.stringify({ bench: "replay-week", requests: r.requests.total, days: workload.days, loading, loadingCounters: r.loading?.counters ?? null, wallS: round1(wallS), loadAverage: load, requestsPerWallS: r.requestsPerWallS, realTimeRatio: Math.round(r.virtualMs / r.wallMs), maxRssGiB: Math.round((maxRssBytes / 2 ** 30) * 100) / 100, target, met, ...(fullWeek ? {} : { partial: true, shrunk: [`--days ${workload.days}`] }) }));
 } catch (err) {
   console.log(JSON.stringify({ bench: "replay-week", days: workload.days, loading, loadAverage: { atStart1m: round1(loadAtStart), atEnd1m: round1(loadavg()[0]!), nproc: cpus().length }, target, met: false, error: err instanceof Error ? err.message : String(err) }));
   process.exitCode = 1;

@@ -6,13 +6,17 @@
  * warmed, as a user's `tidegate replay` does); the figure is the median over rounds, the cold round is printed too.
  *
  * Figures: replayWallMs (median), coldWallMs, requestsPerWallS and ratio to real time (trace span / wall). Target
- * (issue 2): replayWallMs ≤ 2000. Also prints the performance model's error (region/engines/perf) two ways, each
- * held to ≤ 5% MAPE for TTFT and for time per output token (TPOT): on the held-out 5th run of every configuration
- * (close to in-sample: the other 4 runs of the same point are fitted), and leave-one-configuration-out (LOCO,
- * issue 11: a configuration = one measured (model, GPU, TP, prompt, batch) point with all its output lengths and
- * runs, predicted by a fit that never saw it; evaluate.ts). Informational, not in met: LOCO per (prompt, batch,
- * output) run setting (the finer grouping behind the pre-issue-11 6.18%), and the GPU-ratio derivation checked on
- * whole profiles. The last line printed is one JSON object; exits 0 whether or not met.
+ * (issue 2): replayWallMs ≤ 2000 (an absolute target: README "Benchmarks" says why). Also prints the performance
+ * model's error (region/engines/perf) two ways, each held to ≤ 5% MAPE for TTFT and for time per output token
+ * (TPOT): on the held-out 5th run of every configuration (close to in-sample: the other 4 runs of the same point are
+ * fitted), and by nested leave-one-configuration-out (issue 36, perf/nested.ts: a configuration = one measured
+ * (model, GPU, TP, prompt, batch) point with all its output lengths and runs, predicted by a fit that never saw it,
+ * with the fit's one choice — the sibling sweep's weight — made by an inner LOCO on the other configurations only).
+ * Informational, not in met: plain LOCO at the shipped weight (evaluate.ts; optimistic, since the weight was chosen
+ * on that figure), LOCO per (prompt, batch, output) run setting (the finer grouping behind the pre-issue-11 6.18%),
+ * and the GPU-ratio derivation checked on whole profiles. An error with nothing to score is NaN ("no data") and
+ * fails (verdicts/replay.ts). BENCH_ROUNDS changes the run: it is then partial (met false). The last line printed
+ * is one JSON object; exits 0 whether or not met.
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadConfig } from "../../core/config.js";
@@ -22,12 +26,15 @@ import { defaultDataDir } from "../../region/engines/perf/generate.js";
 import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
 import { readTrace } from "../../sim/replay/traces.js";
+import { nestedLeaveConfigOut, FIT_CANDIDATES } from "../../region/engines/perf/nested.js";
 import { packageVersion as version, median } from "./common.js";
+import { envOverrides, jsonFigure, verdictOf } from "./verdicts/common.js";
+import { REPLAY_TARGET as TARGET, replayChecks } from "./verdicts/replay.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const SHRUNK = envOverrides(["BENCH_ROUNDS"]);
 const TRACE = "azure-conv";
 const SEED = 1;
-const TARGET = { replayWallMs: 2000, ttftMape: 0.05, tpotMape: 0.05, locoTtftMape: 0.05, locoTpotMape: 0.05 };
 
 
 
@@ -41,9 +48,13 @@ async function main(): Promise<void> {
   const fit = fitAll(rows);
   const lco = leaveConfigOut(rows);
   const lcoRun = leaveConfigOut(rows, runSettingKey);
-  const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
+  const pct = (x: number) => (Number.isNaN(x) ? "no data" : `${(x * 100).toFixed(2)}%`);
+  const nestedStarted = performance.now();
+  const nested = nestedLeaveConfigOut(rows);
+  const chosen = nested.chosen.map((n, i) => (n > 0 ? `${FIT_CANDIDATES[i]!.siblingWeight} × ${n}` : "")).filter((x) => x !== "").join(", ");
   console.log(`performance model: held-out (5th run of every (prompt, batch, output) run setting, ${fit.heldOutRows} runs) TTFT MAPE ${pct(fit.ttftMape)}, TPOT MAPE ${pct(fit.tpotMape)}`);
-  console.log(`performance model: leave-one-configuration-out (${lco.configurations} (model, GPU, TP, prompt, batch) configurations; ${lco.ttftRows} TTFT / ${lco.tpotRows} TPOT runs) TTFT MAPE ${pct(lco.ttftMape)}, TPOT MAPE ${pct(lco.tpotMape)}; per (model, GPU, TP):`);
+  console.log(`performance model: nested leave-one-configuration-out (${nested.configurations} configurations; the sibling weight chosen from {${FIT_CANDIDATES.map((c) => c.siblingWeight).join(", ")}} by an inner LOCO on each outer fold's training configurations only; chosen: ${chosen}; ${((performance.now() - nestedStarted) / 1000).toFixed(0)} s) TTFT MAPE ${pct(nested.ttftMape)}, TPOT MAPE ${pct(nested.tpotMape)} — the figure held to ≤ 5%`);
+  console.log(`performance model, informational: plain leave-one-configuration-out at the shipped weight (chosen on this figure, so optimistic) (${lco.configurations} (model, GPU, TP, prompt, batch) configurations; ${lco.ttftRows} TTFT / ${lco.tpotRows} TPOT runs) TTFT MAPE ${pct(lco.ttftMape)}, TPOT MAPE ${pct(lco.tpotMape)}; per (model, GPU, TP):`);
   for (const p of lco.perProfile) console.log(`  ${p.key.padEnd(28)} TTFT ${pct(p.ttftMape).padStart(6)}  TPOT ${pct(p.tpotMape).padStart(6)}`);
   const worst = (pick: (e: (typeof lco.perConfig)[number]) => number) =>
     [...lco.perConfig].sort((a, b) => pick(b) - pick(a)).slice(0, 3).map((e) => `${e.key} ${pct(pick(e))}`).join(", ");
@@ -79,6 +90,10 @@ async function main(): Promise<void> {
   const s = last!;
   console.log(`latency of the last round (ms), per model and region:\n${formatGroups(s.groups)}`);
   const replayWallMs = median(walls);
+  const checks = replayChecks({ replayWallMs, requests: s.requests, served: s.served, ttftMape: fit.ttftMape, tpotMape: fit.tpotMape, nestedLocoTtftMape: nested.ttftMape, nestedLocoTpotMape: nested.tpotMape });
+  const verdict = verdictOf(checks, SHRUNK);
+  for (const c of checks.filter((x) => !x.ok)) console.log(`target missed: ${c.check} = ${jsonFigure(c.value, 4)} (limit ${c.limit})`);
+  if (verdict.partial === true) console.log(`partial run (met false): ${SHRUNK.join(", ")}`);
   const result = {
     bench: "replay",
     trace: TRACE,
@@ -92,27 +107,26 @@ async function main(): Promise<void> {
     realTimeRatio: Math.round((s.traceSpanS * 1000) / replayWallMs),
     rounds: walls.map((w) => Number(w.toFixed(0))),
     loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
-    ttftMape: Number(fit.ttftMape.toFixed(4)),
-    tpotMape: Number(fit.tpotMape.toFixed(4)),
-    locoTtftMape: Number(lco.ttftMape.toFixed(4)),
-    locoTpotMape: Number(lco.tpotMape.toFixed(4)),
+    ttftMape: jsonFigure(fit.ttftMape, 4),
+    tpotMape: jsonFigure(fit.tpotMape, 4),
+    nestedLocoTtftMape: jsonFigure(nested.ttftMape, 4),
+    nestedLocoTpotMape: jsonFigure(nested.tpotMape, 4),
+    nestedSiblingWeightsChosen: Object.fromEntries(nested.chosen.map((n, i) => [String(FIT_CANDIDATES[i]!.siblingWeight), n]).filter(([, n]) => n !== 0)),
+    locoTtftMape: jsonFigure(lco.ttftMape, 4),
+    locoTpotMape: jsonFigure(lco.tpotMape, 4),
     locoConfigurations: lco.configurations,
-    locoRunSettingTtftMape: Number(lcoRun.ttftMape.toFixed(4)),
-    locoRunSettingTpotMape: Number(lcoRun.tpotMape.toFixed(4)),
+    locoRunSettingTtftMape: jsonFigure(lcoRun.ttftMape, 4),
+    locoRunSettingTpotMape: jsonFigure(lcoRun.tpotMape, 4),
     derivationCheck: derivation.map((d) => ({ profile: d.key, reference: d.reference, ttftMape: Number(d.ttftMape.toFixed(4)), tpotMape: Number(d.tpotMape.toFixed(4)) })),
     target: TARGET,
-    met:
-      replayWallMs <= TARGET.replayWallMs &&
-      fit.ttftMape <= TARGET.ttftMape &&
-      fit.tpotMape <= TARGET.tpotMape &&
-      lco.ttftMape <= TARGET.locoTtftMape &&
-      lco.tpotMape <= TARGET.locoTpotMape &&
-      s.served === s.requests,
+    met: verdict.met,
+    ...(verdict.partial === true ? { partial: true, shrunk: verdict.shrunk } : {}),
+    ...(verdict.missed.length > 0 ? { missed: verdict.missed } : {}),
   };
   console.log(JSON.stringify(result));
 }
 
 main().catch((err: unknown) => {
   console.error(err);
-  console.log(JSON.stringify({ bench: "replay", error: String(err), met: false }));
+  console.log(JSON.stringify({ bench: "replay", error: String(err), target: TARGET, met: false }));
 });

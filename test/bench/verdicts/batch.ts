@@ -1,0 +1,63 @@
+/**
+ * bench:batch's verdict (test/bench/batch.ts). Both figures are medians over rounds that alternate the arm with its
+ * baseline (A B, B A, …). A round counts only when both of its arms measured something: a batch that did not end
+ * `completed` with every request answered, or an interactive arm with no stream, makes that round's ratio NaN,
+ * and a NaN round fails the figure (an empty "beside" arm's mean is no data, not 0).
+ */
+import { atLeast, atMost, type Check } from "./common.js";
+
+/** Issue 15 item 9: batch fills ≥ 80% of what the engines carry directly; interactive TTFT beside it ≤ 1.05×. */
+export const BATCH_TARGET = { fillRatio: 0.8, ttftRatio: 1.05 };
+
+/** One fill round: completion tokens/s straight to the engines and through the Batch API, and whether B finished. */
+export interface FillRound {
+  directTokensPerS: number;
+  batchTokensPerS: number;
+  /** The batch ended `completed` with no failed request. */
+  batchComplete: boolean;
+}
+
+/** One TTFT round: interactive TTFTs alone and beside a batch (from its first dispatched request to its end). */
+export interface TtftRound {
+  aloneMs: readonly number[];
+  besideMs: readonly number[];
+  batchComplete: boolean;
+}
+
+/** Mean of `xs`; NaN for none (no data is not 0). */
+export function meanOrNaN(xs: readonly number[]): number {
+  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+/** Median of `xs`; NaN for none, and NaN when any round is NaN (a round that measured nothing is not skipped). */
+export function medianOfRounds(xs: readonly number[]): number {
+  if (xs.length === 0 || xs.some((x) => Number.isNaN(x))) return Number.NaN;
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+}
+
+/** A fill round's ratio B / A (NaN unless both measured and the batch completed). */
+export function fillRatioOf(r: FillRound): number {
+  return r.batchComplete && r.directTokensPerS > 0 && Number.isFinite(r.batchTokensPerS) ? r.batchTokensPerS / r.directTokensPerS : Number.NaN;
+}
+
+/** A TTFT round's ratio mean beside / mean alone (NaN when either arm is empty or the batch did not complete). */
+export function ttftRatioOf(r: TtftRound): number {
+  const alone = meanOrNaN(r.aloneMs);
+  const beside = meanOrNaN(r.besideMs);
+  return r.batchComplete && alone > 0 ? beside / alone : Number.NaN;
+}
+
+/** Both figures and their checks. */
+export function batchChecks(fill: readonly FillRound[], ttft: readonly TtftRound[]): { fillRatio: number; ttftRatio: number; checks: Check[] } {
+  const fillRatio = medianOfRounds(fill.map(fillRatioOf));
+  const ttftRatio = medianOfRounds(ttft.map(ttftRatioOf));
+  return {
+    fillRatio,
+    ttftRatio,
+    checks: [
+      { check: "fill ratio (batch / direct tokens/s, median of rounds)", value: fillRatio, limit: BATCH_TARGET.fillRatio, ok: atLeast(fillRatio, BATCH_TARGET.fillRatio) },
+      { check: "interactive TTFT beside a batch / alone (median of rounds)", value: ttftRatio, limit: BATCH_TARGET.ttftRatio, ok: atMost(ttftRatio, BATCH_TARGET.ttftRatio) },
+    ],
+  };
+}

@@ -1,0 +1,44 @@
+/**
+ * bench:burst's verdict (test/bench/burst.ts). A configuration is judged on every request of the trace: its TTFT
+ * figures count a failed request as +Infinity (sim/replay/loading.ts latencyFigures), and a check on a judged
+ * configuration that failed any request does not pass, whatever its ratio (a source that drops requests would
+ * otherwise get a lower TTFT from the ones it kept).
+ */
+import { atMost, ratio, type Check } from "./common.js";
+
+/** The figures of one (model, trace, configuration) run the checks read. */
+export interface BurstRow {
+  requests: number;
+  failed: number;
+  meanTtftMs: number;
+  p99TtftMs: number;
+}
+
+/** Targets (issue 12), per model and trace; `failedRequests`: what a judged configuration may fail (none). */
+export const BURST_TARGET = { blitzVsSsdMean: 0.7, blitzVsAllcacheP99: 1.1, zigzagVsBestEffort: 1, lambdaVsNetworkP99Code: 0.5, failedRequests: 0 };
+
+/** results[model][trace][configuration] → every check of issue 12 (the code trace adds λScale's). */
+export function burstChecks(results: Readonly<Record<string, Readonly<Record<string, Readonly<Record<string, BurstRow>>>>>>): Check[] {
+  const checks: Check[] = [];
+  for (const [model, traces] of Object.entries(results)) {
+    for (const [trace, g] of Object.entries(traces)) {
+      const add = (what: string, judged: string, baseline: string, figure: "meanTtftMs" | "p99TtftMs", limit: number) => {
+        const j = g[judged];
+        const b = g[baseline];
+        if (j === undefined || b === undefined) {
+          checks.push({ check: `${model} ${trace}: ${what} (not run)`, value: Number.NaN, limit, ok: false });
+          return;
+        }
+        const value = ratio(j[figure], b[figure]);
+        const failed = j.failed > BURST_TARGET.failedRequests ? ` (${judged}: ${j.failed} of ${j.requests} requests failed)` : "";
+        checks.push({ check: `${model} ${trace}: ${what}${failed}`, value, limit, ok: failed === "" && atMost(value, limit) });
+      };
+      add("blitzscale mean TTFT / ssd", "blitzscale", "ssd", "meanTtftMs", BURST_TARGET.blitzVsSsdMean);
+      add("blitzscale p99 TTFT / allcache", "blitzscale", "allcache", "p99TtftMs", BURST_TARGET.blitzVsAllcacheP99);
+      add("zigzag mean TTFT / best-effort", "blitzscale", "blitzscale-best-effort", "meanTtftMs", BURST_TARGET.zigzagVsBestEffort);
+      add("zigzag p99 TTFT / best-effort", "blitzscale", "blitzscale-best-effort", "p99TtftMs", BURST_TARGET.zigzagVsBestEffort);
+      if (trace === "azure-code") add("lambdascale p99 TTFT / network", "lambdascale", "network", "p99TtftMs", BURST_TARGET.lambdaVsNetworkP99Code);
+    }
+  }
+  return checks;
+}

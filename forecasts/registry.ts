@@ -5,24 +5,24 @@
  * compare against.
  */
 import { ArimaForecaster } from "./arima.js";
-import type { ArimaPool } from "./arima-pool.js";
+import { ArimaPool } from "./arima-pool.js";
 import { BlendForecaster } from "./blend.js";
 import { peakOf, type Band, type Forecast, type ForecastInput, type Forecaster } from "./forecaster.js";
 import { DEFAULT_GUARD_LIMITS, guarded, type GuardLimits } from "./guards.js";
 import { SeasonalNaiveForecaster } from "./seasonal-naive.js";
 
 /** Method names the registry knows. */
-export const FORECASTER_NAMES = ["blend", "arima", "seasonal-naive", "persistence"] as const;
+export const FORECASTER_NAMES = ["blend", "blend-arima", "arima", "seasonal-naive", "persistence"] as const;
 /** A registered method name. */
 export type ForecasterName = (typeof FORECASTER_NAMES)[number];
 
 /** Which method to build and its parameters. */
 export interface ForecasterSpec {
   name: ForecasterName;
-  /** blend: fit hours; arima: longest history (points). */
+  /** blend, blend-arima: fit hours; arima: longest history (points). */
   fitHours?: number;
   maxPoints?: number;
-  /** Worker pool for arima (shared across forecasters); created per forecaster when omitted. */
+  /** Worker pool for arima and blend-arima (shared across forecasters); created per forecaster when omitted. */
   pool?: ArimaPool;
   limits?: GuardLimits;
 }
@@ -51,6 +51,12 @@ export function createForecaster(spec: ForecasterSpec): Forecaster {
   switch (spec.name) {
     case "blend":
       return guarded(new BlendForecaster(spec.fitHours === undefined ? {} : { fitHours: spec.fitHours }), fallback, limits);
+    case "blend-arima": {
+      const pool = spec.pool ?? new ArimaPool();
+      const blend = new BlendForecaster({ arima: pool, ...(spec.fitHours === undefined ? {} : { fitHours: spec.fitHours }) });
+      const owned: Forecaster = spec.pool !== undefined ? blend : { name: blend.name, forecast: (i) => blend.forecast(i), close: () => pool.close() };
+      return guarded(owned, fallback, limits);
+    }
     case "arima":
       return guarded(new ArimaForecaster({ ...(spec.maxPoints === undefined ? {} : { maxPoints: spec.maxPoints }), ...(spec.pool === undefined ? {} : { pool: spec.pool }) }), fallback, limits);
     case "seasonal-naive":

@@ -28,9 +28,10 @@ export function tooShort(steps: number, stepMs: number, heldOutFromDay: number, 
 export const command: Command = {
   name: "forecast",
   summary: "forecasting tools (`forecast backtest`)",
-  description: `Usage: tidegate forecast backtest --series FILE [--held-out-from-day 10] [--methods blend,arima,seasonal-naive,persistence]
+  description: `Usage: tidegate forecast backtest --series FILE [--held-out-from-day 10] [--held-out-to-day N] [--methods blend,arima,seasonal-naive,persistence]
 
-Rolling-origin backtest: for every hour from --held-out-from-day to the end of the series, each method forecasts
+Rolling-origin backtest: for every hour from --held-out-from-day to --held-out-to-day (default: the end of the
+series), each method forecasts
 that hour's PEAK from the preceding --history-days days, and the MAPE and the coverage of the 90% upper bound are
 printed per method (one JSON line per method on stdout; progress on stderr).
 
@@ -40,6 +41,7 @@ Gaps (missing rows) are filled; NaN or negative values are rejected naming the l
   flags: {
     series: { type: "string", help: "series CSV file (required)" },
     "held-out-from-day": { type: "number", help: "first held-out day (0-based; 10 = days 11.. held out)", default: 10 },
+    "held-out-to-day": { type: "number", help: "last held-out day, exclusive (e.g. 10 with --held-out-from-day 7: a validation window before the default held-out days)" },
     "history-days": { type: "number", help: "days of history per forecast", default: 7 },
     methods: { type: "string", help: `comma-separated: ${FORECASTER_NAMES.join(",")}`, default: "blend,arima,seasonal-naive,persistence" },
   },
@@ -53,6 +55,8 @@ Gaps (missing rows) are filled; NaN or negative values are rejected naming the l
     if (s.gaps.length > 0) process.stderr.write(`tidegate forecast: ${s.gaps.length} missing rows filled\n`);
     const names = String(flags.methods).split(",").map((m) => m.trim());
     for (const n of names) if (!isForecasterName(n)) throw new TidegateError("invalid_request", `unknown method ${JSON.stringify(n)}; known: ${FORECASTER_NAMES.join(", ")}`);
+    const toDay = flags["held-out-to-day"] === undefined ? undefined : Number(flags["held-out-to-day"]);
+    if (toDay !== undefined && !(Number.isInteger(toDay) && toDay > Number(flags["held-out-from-day"]))) throw new TidegateError("invalid_request", `--held-out-to-day must be an integer > --held-out-from-day, got ${flags["held-out-to-day"]}`);
     const pool = new ArimaPool();
     const methods = names.map((n) => createForecaster({ name: n as (typeof FORECASTER_NAMES)[number], pool }));
     try {
@@ -60,6 +64,7 @@ Gaps (missing rows) are filled; NaN or negative values are rejected naming the l
         stepMs: s.stepMs,
         heldOutFromDay: Number(flags["held-out-from-day"]),
         historyDays: Number(flags["history-days"]),
+        ...(toDay === undefined ? {} : { heldOutToDay: toDay }),
         onProgress: (m, done, total) => process.stderr.write(`tidegate forecast: ${m} ${done}/${total} hours\n`),
       });
       process.stderr.write(`tidegate forecast: ${r.hoursHeldOut} held-out hours (${r.zeroActualHours} with a zero peak, not scored)\n`);

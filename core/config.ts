@@ -60,7 +60,11 @@ export interface RouterConfig {
   plannerKeys: string[];
   /** Telemetry older than this is treated as missing (the region is not chosen; 1500 ms by default: three missed 500 ms reports). */
   telemetryStaleMs: number;
-  /** A stream with nothing from its region for this long ends with an in-stream error (10 000 ms by default). */
+  /**
+   * The ceiling on silence from a region (10 000 ms by default): a wait for the first event, or a running stream, with
+   * nothing for this long ends. A running stream ends sooner when its region stops reporting, or after its model's own
+   * stall limit (router/watchdog.ts, router/README.md "When a region goes dark").
+   */
   streamStallMs: number;
   /** Requests in flight through the router at once; beyond it, 429 with Retry-After (issue 15 item 4). */
   maxInflight: number;
@@ -113,6 +117,12 @@ export interface QueueConfig {
   refillIdle: boolean;
   promoteAfterMs: number;
   leaseMs: number;
+  /**
+   * Lease-owner heartbeat TTL (default 5000 ms; router/dispatch/README.md, "A dispatcher that dies"): a dispatcher
+   * heartbeats its owner every TTL / 5, and once a dispatcher's heartbeat has run out for this long any dispatcher
+   * (a restarted one, another replica) takes its leases back, instead of waiting `leaseMs`.
+   */
+  ownerTtlMs: number;
   maxFileBytes: number;
   /** How long a batch may run before it expires ("24h" = 86 400 000 ms); tests shorten it. */
   completionWindowMs: number;
@@ -391,6 +401,7 @@ export function parseConfig(json: unknown): TidegateConfig {
     refillIdle: qr.boolean("refillIdle", true),
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
+    ownerTtlMs: qr.number("ownerTtlMs", 5000, { integer: true, min: 50 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),
     completionWindowMs: qr.number("completionWindowMs", 24 * 3600_000, { gt: 0 }),
     recoverJournal: qr.boolean("recoverJournal", false),

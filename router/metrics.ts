@@ -3,6 +3,7 @@
  * initialised to 0 at start (core/metrics initLabels), so rates and alerts work from the first scrape.
  */
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../core/metrics.js";
+import { WATCHDOG_REASONS } from "./watchdog.js";
 
 /** Region label for requests that never reached a region (bad input, no region available). */
 export const NO_REGION = "none";
@@ -31,7 +32,11 @@ export interface RouterMetrics {
   tokens: Counter<"model" | "region">;
   /** Streams that failed after the first token (client got 200, then an in-stream error). */
   streamErrors: Counter<"model" | "region">;
-  /** Upstream waits the watchdog gave up: `stalled` (nothing for router.streamStallMs), `region_down` (before the first token). */
+  /**
+   * Upstream waits the watchdog gave up (watchdog.ts): `stalled` (a stream silent past its stall limit while its region
+   * reports), `region_stalled` (a running stream silent while its region stopped reporting), `region_down` (before
+   * the first token: retried elsewhere).
+   */
   watchdogFired: Counter<"region" | "reason">;
   /** Requests shed with 429 before dispatch: `tenant` (per-tenant in-flight limit), `global` (router-wide limit). */
   shed: Counter<"model" | "limit">;
@@ -65,11 +70,11 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
   const tokens = new Counter({ name: "tidegate_router_output_tokens_total", help: "Output tokens relayed to clients", labelNames: ["model", "region"] as const, registers: [registry] });
 
   const streamErrors = new Counter({ name: "tidegate_router_stream_errors_total", help: "Streams that failed after the first token (in-stream error after a 200)", labelNames: ["model", "region"] as const, registers: [registry] });
-  const watchdogFired = new Counter({ name: "tidegate_router_watchdog_fired_total", help: "Upstream waits given up: stalled past router.streamStallMs, or region down before the first token", labelNames: ["region", "reason"] as const, registers: [registry] });
+  const watchdogFired = new Counter({ name: "tidegate_router_watchdog_fired_total", help: "Upstream waits given up: stalled (silent past the stream's stall limit), region_stalled (silent while its region stopped reporting), region_down (before the first token; retried elsewhere)", labelNames: ["region", "reason"] as const, registers: [registry] });
   const shed = new Counter({ name: "tidegate_router_shed_total", help: "Requests refused with 429 by an in-flight limit (tenant or global)", labelNames: ["model", "limit"] as const, registers: [registry] });
   const regionLabels = [...regions, NO_REGION];
   initLabels(streamErrors, { model: models, region: regions });
-  initLabels(watchdogFired, { region: regions, reason: ["stalled", "region_down"] });
+  initLabels(watchdogFired, { region: regions, reason: [...WATCHDOG_REASONS] });
   initLabels(shed, { model: [...models, UNKNOWN_MODEL], limit: ["tenant", "global"] });
   initLabels(requests, { model: [...models, UNKNOWN_MODEL], region: regionLabels, status: STATUS_LABELS });
   initLabels(aborts, { model: models, region: regions });

@@ -16,8 +16,9 @@ export interface OpenedStream {
   first: EngineEvent;
   rest: AsyncIterator<EngineEvent>;
   /**
-   * The next event of `rest`, given up (rejecting with upstream_error) when the watchdog's stall limit passes
-   * with nothing from the region. Use this rather than `rest.next()`.
+   * The next event of `rest`, given up (rejecting with upstream_error, "region … stalled: …") when the watchdog finds
+   * the stream stalled (watchdog.ts: its region stopped reporting and the stream went silent, or its stall limit
+   * passed). Use this rather than `rest.next()`.
    */
   next(): Promise<IteratorResult<EngineEvent>>;
   /** Aborts the upstream dispatch, then releases the stream (idempotent). */
@@ -45,7 +46,7 @@ export interface DispatchOptions {
   onRetry?: (failedRegion: RegionName, err: unknown) => void;
   /**
    * Watches every upstream wait: a region that goes dark before the first event is given up at once (and the next
-   * region tried); nothing for the stall limit ends the wait. Absent: waits are unbounded (unit tests).
+   * region tried); a running stream that stalls ends (watchdog.ts). Absent: waits are unbounded (unit tests).
    */
   watchdog?: StreamWatchdog;
 }
@@ -122,7 +123,8 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
                   return r;
                 },
                 (err: unknown) => {
-                  throw stalledErr ?? err;
+                  // The watchdog's own verdict first; a link failure after a long silence reads as the stall it is.
+                  throw stalledErr ?? watched.explain(err);
                 },
               );
       // Over: detached from the client and the watchdog, and the region's stream returned, so that its `finally`

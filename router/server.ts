@@ -16,6 +16,7 @@ import type { CompletionDeps } from "./completions.js";
 import { createRouterMetrics } from "./metrics.js";
 import { RegionSelector, instanceKvBytesFrom } from "./selector.js";
 import { StreamWatchdog } from "./watchdog.js";
+import { tokenPaceFrom } from "./pace.js";
 import { Admission } from "./admission.js";
 
 export interface GlobalRouterOptions {
@@ -53,7 +54,14 @@ export class GlobalRouter {
     for (const link of opts.links) links.set(link.region, link);
     const metrics = createRouterMetrics(config.models.map((m) => m.name), config.regions.map((r) => r.name), opts.defaultMetrics ?? true);
     const selector = this.selector;
-    this.watchdog = new StreamWatchdog({ clock, stallMs: config.router.streamStallMs, available: (r, m) => selector.candidate(r, m).available });
+    this.watchdog = new StreamWatchdog({
+      clock,
+      stallMs: config.router.streamStallMs,
+      available: (r, m) => selector.candidate(r, m).available,
+      telemetryAgeMs: (r) => selector.telemetryAgeMs(r),
+      telemetryStaleMs: config.router.telemetryStaleMs,
+      pace: tokenPaceFrom(config),
+    });
     this.watchdog.onFire = (region, _model, reason) => {
       metrics.watchdogFired.inc({ region, reason });
       logger.warn("router: gave up an upstream wait", { region, reason });

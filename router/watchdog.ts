@@ -1,21 +1,41 @@
 /**
- * The router's stream watchdog (issue 15, item 1): one sweep on the router's Clock over every open upstream wait,
- * so that nothing a region does — dying, freezing (SIGSTOP), a half-open TCP connection — keeps a client waiting
- * without bound, and the hot path pays an assignment per event, not a timer.
+ * The router's stream watchdog (issue 15 item 1, issue 32 item 3): one sweep on the router's Clock over every open
+ * upstream wait, so that nothing a region does — dying, freezing (SIGSTOP), a half-open TCP connection — keeps a
+ * client waiting without bound, and the hot path pays an assignment per event, not a timer.
  *
  * - Before the first event: the wait is given up as soon as the region stops being available to the selector
- *   (telemetry stale or its link reported down; see `RegionSelector.candidate`), so the request is retried in the
- *   next region within the staleness bound (`router.telemetryStaleMs`, 2 s by default), not after the stall limit.
- * - Before any event: nothing received for `stallMs` (`router.streamStallMs`, 10 s by default) ends the wait.
+ *   (telemetry older than `router.telemetryStaleMs`, its link reported down, or no serving instance of the model;
+ *   `RegionSelector.candidate`), so the request is retried in the next region (`region_down`).
+ * - After it, a stream is given up as stalled when either holds:
+ *   - its region stopped reporting (telemetry older than `telemetryStaleMs`, or the link down) and the stream has sent
+ *     nothing for 4 × the model's expected inter-token time (`pace.ts` tbtMs, 142 ms for llama3.2-3b on 2 × h100):
+ *     the process stopped, and its streams with it (`region_stalled`). A frozen region's streams end about
+ *     `telemetryStaleMs` (1.5 s) + one sweep after it stopped.
+ *   - nothing for its stall limit, min(`router.streamStallMs`, max(`telemetryStaleMs`, 2 × the model's longest
+ *     healthy gap (`pace.ts` longestGapMs))) while the region still reports — an engine that stopped under a live
+ *     region (`stalled`). 4.8 s for llama3.2-3b on 2 × h100 (a full-context prefill legitimately pauses every stream
+ *     of an instance for 2.25 s), 1.5 s for llama2-70b on 4 × h100; `streamStallMs` alone for a model without a profile.
+ * - Before any event: nothing for `stallMs` (`router.streamStallMs`, 10 s by default) ends the wait.
  *
- * Each watched wait has a `stalled` promise that rejects with a TidegateError (`upstream_error`) when either
- * fires; router/relay.ts races it against the first event, and afterwards aborts the upstream dispatch when it
- * rejects (so the pending `next()` fails with this error), which costs the hot path nothing per event.
- * Sweep period: min(250 ms, stallMs / 4).
+ * Each watched wait has a `stalled` promise that rejects with a TidegateError (`upstream_error`, its message saying
+ * the region stalled and for how long) when a rule fires; router/relay.ts races it against the first event, and
+ * afterwards aborts the upstream dispatch when it rejects (so the pending `next()` fails with this error), which costs
+ * the hot path nothing per event. Sweep period: min(250 ms, stallMs / 4).
  */
 import type { Clock, Timer } from "../core/clock.js";
 import { TidegateError } from "../core/errors.js";
 import type { ModelName, RegionName } from "../core/models.js";
+import type { TokenPace } from "./pace.js";
+
+/** Why a wait was given up (the `reason` label of tidegate_router_watchdog_fired_total). */
+export type WatchdogReason = "stalled" | "region_stalled" | "region_down";
+
+export const WATCHDOG_REASONS: readonly WatchdogReason[] = ["stalled", "region_stalled", "region_down"];
+
+/** A running stream whose region stopped reporting ends after this many expected inter-token times of silence. */
+export const REGION_STALL_TBTS = 4;
+/** A running stream on a reporting region ends after this many of the model's longest healthy gaps of silence. */
+export const STREAM_STALL_GAPS = 2;
 
 /** One watched upstream wait. `touch()` on every event; `close()` when the stream is over. */
 export interface Watched {
@@ -23,8 +43,14 @@ export interface Watched {
   readonly stalled: Promise<never>;
   /** Records an event now (resets the stall limit). */
   touch(): void;
-  /** After the first event the region's availability no longer ends the wait (only the stall limit does). */
+  /** After the first event the region's availability no longer ends the wait (its telemetry age and the stall limit do). */
   started(): void;
+  /**
+   * `err`, the link's own failure of this stream, restated as a stall when the stream had been silent for longer
+   * than its region-stall bound before it (e.g. grpc-js's keepalive "Connection dropped" after a peer froze), so the
+   * client reads that the peer stalled; otherwise `err` itself.
+   */
+  explain(err: unknown): unknown;
   /** Stops watching (idempotent). */
   close(): void;
 }
@@ -34,28 +60,40 @@ interface Entry {
   model: ModelName;
   lastAtMs: number;
   started: boolean;
+  /** Silence after which a started stream on a region that stopped reporting is stalled (ms). */
+  regionQuietMs: number;
+  /** Silence after which a started stream is stalled regardless (ms). */
+  limitMs: number;
   reject: (err: TidegateError) => void;
 }
 
 export interface WatchdogOptions {
   clock: Clock;
-  /** Nothing from upstream for longer than this ends the wait (ms, > 0). */
+  /** Nothing from upstream for longer than this ends any wait (ms, > 0; `router.streamStallMs`, the ceiling). */
   stallMs: number;
   /** Whether (region, model) can still be chosen now; false gives up a wait for the first event. */
   available: (region: RegionName, model: ModelName) => boolean;
+  /** Milliseconds since the region's last telemetry; undefined when it has none (never reported, or its link is down). */
+  telemetryAgeMs?: (region: RegionName) => number | undefined;
+  /** Telemetry older than this means the region stopped reporting (`router.telemetryStaleMs`, > 0). Needed with `telemetryAgeMs`. */
+  telemetryStaleMs?: number;
+  /** The model's token pace (pace.ts); undefined for a model without one. Absent: `stallMs` alone limits a started stream. */
+  pace?: (model: ModelName) => TokenPace | undefined;
 }
 
 export class StreamWatchdog {
   private readonly entries = new Set<Entry>();
   private timer: Timer | undefined;
   private readonly sweepMs: number;
+  private readonly limits = new Map<ModelName, { regionQuietMs: number; limitMs: number }>();
   /** Waits given up so far, by reason (for tests and metrics). */
-  readonly fired = { stalled: 0, regionDown: 0 };
+  readonly fired = { stalled: 0, regionStalled: 0, regionDown: 0 };
   /** Called once per given-up wait (metrics). */
-  onFire: ((region: RegionName, model: ModelName, reason: "stalled" | "region_down") => void) | undefined;
+  onFire: ((region: RegionName, model: ModelName, reason: WatchdogReason) => void) | undefined;
 
   constructor(private readonly opts: WatchdogOptions) {
     if (!(opts.stallMs > 0)) throw new RangeError(`stallMs must be > 0, got ${opts.stallMs}`);
+    if (opts.telemetryAgeMs !== undefined && !((opts.telemetryStaleMs ?? 0) > 0)) throw new RangeError(`telemetryStaleMs must be > 0 with telemetryAgeMs, got ${opts.telemetryStaleMs}`);
     this.sweepMs = Math.max(1, Math.min(250, Math.floor(opts.stallMs / 4)));
   }
 
@@ -64,12 +102,29 @@ export class StreamWatchdog {
     return this.entries.size;
   }
 
+  /**
+   * The silences (ms) after which a started stream of `model` is stalled: `regionQuietMs` once its region stopped
+   * reporting, `limitMs` in any case. See the file's header.
+   */
+  limitsFor(model: ModelName): { regionQuietMs: number; limitMs: number } {
+    let l = this.limits.get(model);
+    if (l === undefined) {
+      const pace = this.opts.pace?.(model);
+      const staleMs = this.opts.telemetryStaleMs ?? this.opts.stallMs;
+      l = pace === undefined
+        ? { regionQuietMs: staleMs, limitMs: this.opts.stallMs }
+        : { regionQuietMs: REGION_STALL_TBTS * pace.tbtMs, limitMs: Math.min(this.opts.stallMs, Math.max(staleMs, STREAM_STALL_GAPS * pace.longestGapMs)) };
+      this.limits.set(model, l);
+    }
+    return l;
+  }
+
   /** Starts watching a wait on (region, model). */
   watch(region: RegionName, model: ModelName): Watched {
     let reject!: (err: TidegateError) => void;
     const stalled = new Promise<never>((_, rej) => (reject = rej));
     stalled.catch(() => undefined);
-    const e: Entry = { region, model, lastAtMs: this.opts.clock.now(), started: false, reject };
+    const e: Entry = { region, model, lastAtMs: this.opts.clock.now(), started: false, ...this.limitsFor(model), reject };
     this.entries.add(e);
     if (this.timer === undefined) this.timer = this.opts.clock.every(this.sweepMs, () => this.sweep());
     const clock = this.opts.clock;
@@ -80,6 +135,12 @@ export class StreamWatchdog {
       },
       started: () => {
         e.started = true;
+      },
+      explain: (err) => {
+        const quietMs = clock.now() - e.lastAtMs;
+        if (!e.started || quietMs <= e.regionQuietMs) return err;
+        const why = err instanceof Error ? err.message : String(err);
+        return new TidegateError("upstream_error", `region ${region} stalled: nothing on this stream for ${quietMs} ms, then its link failed (${why})`, { cause: err });
       },
       close: () => this.remove(e),
     };
@@ -100,20 +161,47 @@ export class StreamWatchdog {
     }
   }
 
+  /** Whether `region` stopped reporting: its telemetry is older than telemetryStaleMs, or it has none. */
+  private silentRegion(region: RegionName): { silent: boolean; ageMs: number | undefined } {
+    if (this.opts.telemetryAgeMs === undefined) return { silent: false, ageMs: undefined };
+    const ageMs = this.opts.telemetryAgeMs(region);
+    return { silent: ageMs === undefined || ageMs > this.opts.telemetryStaleMs!, ageMs };
+  }
+
+  private fire(e: Entry, reason: WatchdogReason, message: string): void {
+    this.remove(e);
+    if (reason === "stalled") this.fired.stalled++;
+    else if (reason === "region_stalled") this.fired.regionStalled++;
+    else this.fired.regionDown++;
+    this.onFire?.(e.region, e.model, reason);
+    e.reject(new TidegateError("upstream_error", message));
+  }
+
   /** One pass: gives up the waits whose region went away (before the first event) or that stalled. */
   sweep(): void {
     const now = this.opts.clock.now();
     for (const e of [...this.entries]) {
-      if (now - e.lastAtMs > this.opts.stallMs) {
-        this.remove(e);
-        this.fired.stalled++;
-        this.onFire?.(e.region, e.model, "stalled");
-        e.reject(new TidegateError("upstream_error", `region ${e.region} sent nothing for ${now - e.lastAtMs} ms (stall limit ${this.opts.stallMs} ms)`));
-      } else if (!e.started && !this.opts.available(e.region, e.model)) {
-        this.remove(e);
-        this.fired.regionDown++;
-        this.onFire?.(e.region, e.model, "region_down");
-        e.reject(new TidegateError("upstream_error", `region ${e.region} went dark before the first token (telemetry stale or link down)`));
+      const quietMs = now - e.lastAtMs;
+      if (!e.started) {
+        if (quietMs > this.opts.stallMs) {
+          this.fire(e, "stalled", `region ${e.region} stalled: no first event for ${quietMs} ms (stall limit ${this.opts.stallMs} ms)`);
+        } else if (!this.opts.available(e.region, e.model)) {
+          const { ageMs } = this.silentRegion(e.region);
+          const detail = ageMs === undefined ? "no telemetry (link down)" : `telemetry ${ageMs} ms old, or no serving instance of ${e.model}`;
+          this.fire(e, "region_down", `region ${e.region} stalled or went dark before the first token (${detail})`);
+        }
+        continue;
+      }
+      if (quietMs > e.limitMs) {
+        this.fire(e, "stalled", `region ${e.region} stalled: no token for ${quietMs} ms while it still reports (stall limit ${e.limitMs} ms)`);
+        continue;
+      }
+      if (quietMs > e.regionQuietMs) {
+        const { silent, ageMs } = this.silentRegion(e.region);
+        if (silent) {
+          const telemetry = ageMs === undefined ? "its link is down" : `no telemetry for ${ageMs} ms`;
+          this.fire(e, "region_stalled", `region ${e.region} stalled: no token for ${quietMs} ms (expected one every ~${Math.round(e.regionQuietMs / REGION_STALL_TBTS)} ms) and ${telemetry}`);
+        }
       }
     }
   }

@@ -129,6 +129,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
           : {}),
         promoteAfterMs: q.promoteAfterMs,
         leaseMs: q.leaseMs,
+        ownerTtlMs: q.ownerTtlMs,
         pace: q.paceDispatch,
         paceGroup: q.paceGroup,
         refill: q.refillIdle,

@@ -387,3 +387,93 @@ describe("Dispatcher (SageServe §6.3)", () => {
     await d.stop();
   });
 });
+
+describe("Dispatcher lease owners (issue 32 item 4)", () => {
+  const TTL = 5000;
+
+  async function twoDispatchers(n: number) {
+    const store = new EmbeddedQueueStore(null);
+    const files = new DirFileStore(null);
+    // Each dispatcher has its own clock: the one that "crashes" simply stops being advanced (no heartbeat, no timers).
+    const clocks = [new VirtualClock(0), new VirtualClock(0)];
+    const links = [[new GatedLink("a")], [new GatedLink("a")]];
+    const registries = [createRegistry(false), createRegistry(false)];
+    const ds = [0, 1].map((i) => new Dispatcher({
+      store, files, clock: clocks[i]!, links: links[i]!, models: ["m"], thresholds: { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 },
+      promoteAfterMs: 36_000_000, leaseMs: 120_000, ownerTtlMs: TTL, maintenanceIntervalMs: 1000, resultLingerMs: 0,
+      metrics: new QueueMetrics(registries[i]!, ["m"], ["a"]),
+    }));
+    await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 86_400_000 });
+    await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
+    await store.activate("b", "m", n, 0);
+    const flush = async () => {
+      for (let i = 0; i < 20; i++) await Promise.resolve();
+    };
+    return { store, files, clocks, links, registries, ds, flush };
+  }
+
+  it("a dispatcher that dies has its leases taken back by another within ownerTtlMs (not leaseMs), and its late results are dropped", async () => {
+    const { store, files, clocks, links, registries, ds, flush } = await twoDispatchers(2);
+    ds[0]!.start();
+    await flush();
+    links[0]![0]!.signal(0.45); // the first dispatcher leases both requests, then "dies" (its clock never moves again)
+    await flush();
+    expect(links[0]![0]!.sent).toHaveLength(2);
+    ds[1]!.start();
+    await flush();
+    expect(ds[1]!.leaseOwner).toBeGreaterThan(ds[0]!.leaseOwner!);
+    // Nothing is waiting, so the second one gets nothing until the first's heartbeat (opened at 0, TTL 5 s) runs out.
+    for (let t = 1000; t <= TTL; t += 1000) {
+      await clocks[1]!.advanceTo(t);
+      links[1]![0]!.signal(0.1);
+      await flush();
+      expect(links[1]![0]!.sent).toHaveLength(0);
+    }
+    await clocks[1]!.advanceTo(TTL + 1000); // the maintenance pass after the TTL takes both back
+    links[1]![0]!.signal(0.1);
+    await flush();
+    expect(links[1]![0]!.sent.map((s) => s.req.id)).toEqual(["b:000000", "b:000001"]);
+    expect(await registries[1]!.metrics()).toMatch(/tidegate_queue_leases_reclaimed_total 2/);
+    expect(await registries[1]!.metrics()).toMatch(/tidegate_queue_lease_expiries_total 0/);
+    // The dead one's region answers late: its results are fenced (dropped), the live one's are written.
+    for (const s of links[0]![0]!.sent) s.release();
+    await ds[0]!.idle();
+    expect(await store.getBatch("b")).toMatchObject({ completed: 0, leased: 2 });
+    expect(await registries[0]!.metrics()).toMatch(/tidegate_queue_results_total\{outcome="dropped"\} 2/);
+    for (const s of links[1]![0]!.sent) s.release();
+    await ds[1]!.idle();
+    await ds[1]!.maintain();
+    const b = (await store.getBatch("b"))!;
+    expect(b).toMatchObject({ status: "completed", completed: 2 });
+    const out = (await files.content(b.outputFileId!))!.toString().trim().split("\n").map((l) => JSON.parse(l) as { custom_id: string });
+    expect(out.map((l) => l.custom_id)).toEqual(["c0", "c1"]);
+    await ds[1]!.stop();
+  });
+
+  it("a dispatcher whose own owner was declared dead (paused past the TTL) aborts what it runs under it and carries on as a new owner", async () => {
+    const { store, clocks, links, registries, ds, flush } = await twoDispatchers(4);
+    const d = ds[0]!;
+    d.start();
+    await flush();
+    const first = d.leaseOwner!;
+    links[0]![0]!.signal(0.45);
+    await flush();
+    expect(links[0]![0]!.sent).toHaveLength(2);
+    // Another replica found it dead while it was paused (its heartbeat had run out).
+    expect(await store.reclaimDead(TTL + 1)).toMatchObject({ owners: 1, leases: 2 });
+    await clocks[0]!.advanceTo(1000); // its next heartbeat learns it was fenced
+    await flush();
+    expect(d.leaseOwner).toBeGreaterThan(first);
+    expect(await registries[0]!.metrics()).toMatch(/tidegate_queue_owner_fenced_total 1/);
+    // What it ran under the old owner was aborted: nothing is written from it, and the requests are claimable again.
+    await d.idle();
+    expect(await store.getBatch("b")).toMatchObject({ completed: 0, leased: 0 });
+    links[0]![0]!.signal(0.45);
+    await flush();
+    expect(links[0]![0]!.sent.slice(2).map((s) => s.req.id)).toEqual(["b:000000", "b:000001"]);
+    for (const s of links[0]![0]!.sent.slice(2)) s.release();
+    await d.idle();
+    expect(await store.getBatch("b")).toMatchObject({ completed: 2 });
+    await d.stop();
+  });
+});

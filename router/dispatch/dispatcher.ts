@@ -10,10 +10,18 @@
  * sent twice; a region that stopped reporting (hung) gets no renewals, and its requests return when their leases
  * run out. A maintenance pass on the Clock requeues expired leases, expires batches past their window, starts
  * intake of batches left in `validating` (e.g. after a crash), finalizes batches, and refreshes the metrics. Policy lives in policy.ts; this file only wires it to the ports.
+ *
+ * Lease owners (issue 32 item 4): each dispatcher incarnation opens a lease owner in the store (a fencing token) and
+ * heartbeats it every `ownerTtlMs` / 5; everything it claims is leased to that owner. Each maintenance pass (after its
+ * own heartbeat) takes back the leases of owners whose heartbeat ran out (`QueueStore.reclaimDead`): a crashed router's
+ * requests return to the queue `ownerTtlMs` after its last heartbeat, not `leaseMs` after its claims. A dispatcher
+ * whose own heartbeat answers that it was declared dead (paused or cut off from the store for longer than the TTL)
+ * aborts everything it runs under the old token — the store would drop those results anyway (`Fenced`) — and opens
+ * a new owner.
  */
 import { setMaxListeners } from "node:events";
 import type { Clock, Timer } from "../../core/clock.js";
-import { findTidegateError, isTidegateError } from "../../core/errors.js";
+import { TidegateError, findTidegateError, isTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { ChunkFormatter, makeUsage, parseOpenAIRequest, type ApiKind } from "../../core/openai.js";
 import type { FinishReason, GenerateRequest, RegionLink, RegionTelemetry, Unsubscribe, Usage } from "../../core/ports.js";
@@ -69,6 +77,12 @@ export interface DispatcherOptions {
   refill?: boolean;
   /** Maintenance period (> 0); default 1000 ms. */
   maintenanceIntervalMs?: number;
+  /**
+   * Lease-owner heartbeat TTL (> 0, config `queue.ownerTtlMs`); default 5000 ms. The owner is heartbeat every TTL / 5;
+   * a dispatcher that stops heartbeating (crash, pause, cut off from the store) has its leases taken back by any
+   * dispatcher's maintenance once the TTL has run out.
+   */
+  ownerTtlMs?: number;
   /** Results wait at most this long to be written together with others (ResultWriter); default 2 ms. */
   resultLingerMs?: number;
   /** Batches in `validating` older than this are (re)taken into intake by maintenance; default 10 000 ms. */
@@ -121,7 +135,7 @@ export class Dispatcher {
   private stopped = false;
   private readonly results: ResultWriter;
   /** Claimed requests being run now → their region and the end of their lease as last set (renewRunning). */
-  private readonly running = new Map<string, { region: string; untilMs: number }>();
+  private readonly running = new Map<string, { region: string; untilMs: number; owner: number | undefined }>();
   /** Clock time of each region's last telemetry report: only requests in a region that reports are renewed. */
   private readonly lastReportMs = new Map<string, number>();
   /** Per `region|model`: whether the region's last report allows refills (see `refill`). */
@@ -131,7 +145,16 @@ export class Dispatcher {
   /** Claimed requests waiting for their paced send time (`pace`): stop() cancels them and gives their leases back. */
   private readonly pacing = new Set<{ timer: Timer; c: ClaimedRequest; resolve: (done?: Promise<void>) => void }>();
   /** Requests whose dispatch was aborted by stop(); released when stop() finishes. */
-  private readonly aborted: string[] = [];
+  private readonly aborted: ClaimedRequest[] = [];
+  /** This incarnation's lease owner (fencing token), once opened; undefined before, and between a fencing and the next. */
+  private owner: number | undefined;
+  /** The openOwner call in progress. */
+  private opening: Promise<number | undefined> | undefined;
+  /** The heartbeat in progress (the timer and maintenance share it). */
+  private beating: Promise<void> | undefined;
+  private beatTimer: Timer | undefined;
+  /** Per owner: aborts the dispatches of requests leased to it (on stop, or when it is fenced). */
+  private readonly fences = new Map<number, AbortController>();
   /**
    * Claimed requests of batches kept within regions (API key `regions`) that a report from another region claimed:
    * they wait here, oldest first per model, for a report from a region they allow (so a restricted request at the
@@ -159,17 +182,114 @@ export class Dispatcher {
 
   constructor(opts: DispatcherOptions) {
     if (!(opts.leaseMs > 0)) throw new RangeError(`leaseMs must be > 0, got ${opts.leaseMs}`);
-    this.o = { maintenanceIntervalMs: 1000, intakeGraceMs: 10_000, log: silentLogger, ...opts };
+    if (opts.ownerTtlMs !== undefined && !(opts.ownerTtlMs > 0)) throw new RangeError(`ownerTtlMs must be > 0, got ${opts.ownerTtlMs}`);
+    this.o = { maintenanceIntervalMs: 1000, ownerTtlMs: 5000, intakeGraceMs: 10_000, log: silentLogger, ...opts };
     this.modelSet = new Set(opts.models);
     this.results = new ResultWriter({ store: opts.store, clock: opts.clock, lingerMs: opts.resultLingerMs ?? 2 });
     // Every in-flight dispatch listens on the one stop signal.
     setMaxListeners(0, this.abort.signal);
   }
 
-  /** Subscribes to every region's telemetry and starts maintenance. */
+  /** Opens this incarnation's lease owner, subscribes to every region's telemetry and starts maintenance. */
   start(): void {
+    void this.openOwner();
+    this.beatTimer = this.o.clock.every(this.o.ownerTtlMs / 5, () => void this.beat());
     for (const link of this.o.links) this.unsubscribers.push(link.subscribe((t) => this.onTelemetry(link, t)));
     this.timer = this.o.clock.every(this.o.maintenanceIntervalMs, () => void this.maintain());
+  }
+
+  /** This incarnation's lease owner now (undefined before it is open; tests). */
+  get leaseOwner(): number | undefined {
+    return this.owner;
+  }
+
+  /** Opens a new lease owner unless one is being opened; resolves to it (undefined when the store failed). */
+  private openOwner(): Promise<number | undefined> {
+    this.opening ??= this.o.store.openOwner(this.o.clock.now(), this.o.ownerTtlMs).then(
+      (owner) => {
+        if (this.stopped) return undefined;
+        this.owner = owner;
+        const fence = new AbortController();
+        setMaxListeners(0, fence.signal);
+        this.fences.set(owner, fence);
+        this.o.log.debug("lease owner opened", { owner });
+        return owner;
+      },
+      (err) => {
+        this.storeFailed("opening a lease owner failed; nothing is claimed until the next try", {}, err);
+        return undefined;
+      },
+    ).finally(() => (this.opening = undefined));
+    return this.opening;
+  }
+
+  /**
+   * Heartbeats this incarnation's owner (or opens one if it has none). When the store answers that the owner was
+   * declared dead, everything running under it is aborted and a new owner is opened.
+   */
+  private beat(): Promise<void> {
+    this.beating ??= (async () => {
+      const owner = this.owner;
+      if (this.stopped) return;
+      if (owner === undefined) {
+        await this.openOwner();
+        return;
+      }
+      let live: boolean;
+      try {
+        live = await this.o.store.heartbeat(owner, this.o.clock.now(), this.o.ownerTtlMs);
+      } catch (err) {
+        return this.storeFailed("lease heartbeat failed; past queue.ownerTtlMs without one, this dispatcher's leases are taken back", { owner }, err);
+      }
+      if (live || this.owner !== owner || this.stopped) return;
+      this.fenced(owner);
+      await this.openOwner();
+    })().finally(() => (this.beating = undefined));
+    return this.beating;
+  }
+
+  /** `owner` was declared dead (its leases taken back): stop everything leased to it. */
+  private fenced(owner: number): void {
+    this.o.log.warn("this dispatcher's leases were taken back (its heartbeat had run out: paused or cut off from the queue for over queue.ownerTtlMs); aborting what it runs under them and starting again as a new owner", { owner, running: [...this.running.values()].filter((r) => r.owner === owner).length });
+    this.o.metrics?.ownersFenced.inc();
+    this.owner = undefined;
+    this.fences.get(owner)?.abort(new TidegateError("cancelled", `lease owner ${owner} was fenced`));
+    this.fences.delete(owner);
+    for (const [model, list] of this.parked) {
+      const keep = list.filter((p) => p.c.owner !== owner);
+      if (keep.length === 0) this.parked.delete(model);
+      else this.parked.set(model, keep);
+    }
+    for (const p of [...this.pacing]) {
+      if (p.c.owner !== owner) continue;
+      p.timer.cancel();
+      this.pacing.delete(p);
+      p.resolve();
+    }
+  }
+
+  /** Leases up to `max` of `model`'s oldest requests to this incarnation's owner (none while it has none). */
+  private claim(model: string, max: number): Promise<ClaimedRequest[]> {
+    const run = (owner: number | undefined) => (owner === undefined || this.stopped ? [] : this.o.store.claim(model, max, this.o.clock.now(), this.o.leaseMs, owner));
+    return this.owner !== undefined ? Promise.resolve(run(this.owner)) : this.openOwner().then(run);
+  }
+
+  /** The signal that aborts `c`'s dispatch: its owner's fence (stop or fencing), else stop's. */
+  private signalFor(c: ClaimedRequest): AbortSignal {
+    return (c.owner === undefined ? undefined : this.fences.get(c.owner)?.signal) ?? this.abort.signal;
+  }
+
+  /** Gives back `requests`' leases, each under the owner it was claimed for. Returns how many were requeued. */
+  private async releaseLeases(requests: readonly ClaimedRequest[], nowMs: number): Promise<number> {
+    const byOwner = new Map<number | undefined, string[]>();
+    for (const c of requests) {
+      const ids = byOwner.get(c.owner) ?? [];
+      ids.push(c.requestId);
+      byOwner.set(c.owner, ids);
+    }
+    let n = 0;
+    for (const [owner, ids] of byOwner) n += await this.o.store.release(ids, nowMs, owner);
+    return n;
   }
 
   /** Stops: no new claims; in-flight requests are aborted and their leases given back (QueueStore.release). */
@@ -177,20 +297,22 @@ export class Dispatcher {
     this.stopped = true;
     for (const u of this.unsubscribers.splice(0)) u();
     this.timer?.cancel();
+    this.beatTimer?.cancel();
     this.abort.abort();
+    for (const f of this.fences.values()) f.abort();
     for (const p of this.pacing) {
       p.timer.cancel();
-      this.aborted.push(p.c.requestId);
+      this.aborted.push(p.c);
       p.resolve();
     }
     this.pacing.clear();
-    await Promise.allSettled([this.maintaining]);
+    await Promise.allSettled([this.maintaining, this.beating, this.opening]);
     await this.idle(); // includes runs started by claims that were answered after the abort
     await this.results.drain();
     await this.releaseParked(true).catch((err) => this.o.log.warn("releasing parked requests on stop failed; their leases return them", { err }));
     // Hand the aborted requests back now instead of letting their leases run out.
     if (this.aborted.length > 0) {
-      await this.o.store.release(this.aborted.splice(0), this.o.clock.now()).catch((err) => this.o.log.warn("releasing leases on stop failed; they expire instead", { err }));
+      await this.releaseLeases(this.aborted.splice(0), this.o.clock.now()).catch((err) => this.o.log.warn("releasing leases on stop failed; they return when this dispatcher's owner is found dead or they expire", { err }));
     }
   }
 
@@ -222,7 +344,7 @@ export class Dispatcher {
     for (const s of signals) {
       const slots = s.slots - this.runParked(link, s.model, s.slots);
       if (slots <= 0) continue;
-      const p = this.o.store.claim(s.model, slots, this.o.clock.now(), this.o.leaseMs).then(
+      const p = this.claim(s.model, slots).then(
         (claimed) => {
           this.queueUp();
           // Paced beside interactive traffic (a fill of dozens at once is one burst of batch prefills that the
@@ -248,7 +370,7 @@ export class Dispatcher {
   private paced(delayMs: number, link: RegionLink, c: ClaimedRequest): Promise<void> {
     // A claim answered after stop(): nothing more goes out; stop() gives the lease back once idle().
     if (this.stopped) {
-      this.aborted.push(c.requestId);
+      this.aborted.push(c);
       return Promise.resolve();
     }
     return new Promise<void>((resolve) => {
@@ -368,7 +490,7 @@ export class Dispatcher {
     const list = this.parked.get(c.model) ?? [];
     this.parked.set(c.model, list);
     if (this.stopped || list.length >= MAX_PARKED) {
-      await this.o.store.release([c.requestId], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
+      await this.releaseLeases([c], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
       return;
     }
     list.push({ c, allowed, sinceMs: this.o.clock.now() });
@@ -377,19 +499,19 @@ export class Dispatcher {
   /** Releases parked requests that have waited half their lease (and, on stop, all of them). */
   private async releaseParked(all: boolean): Promise<void> {
     const now = this.o.clock.now();
-    const ids: string[] = [];
+    const out: ClaimedRequest[] = [];
     for (const [model, list] of this.parked) {
       const keep = list.filter((p) => !all && now - p.sinceMs < this.o.leaseMs / 2);
-      for (const p of list) if (!keep.includes(p)) ids.push(p.c.requestId);
+      for (const p of list) if (!keep.includes(p)) out.push(p.c);
       if (keep.length === 0) this.parked.delete(model);
       else this.parked.set(model, keep);
     }
-    if (ids.length > 0) await this.o.store.release(ids, now);
+    if (out.length > 0) await this.releaseLeases(out, now);
   }
 
   /** Runs one claimed request (runClaimed), its lease kept renewed by maintenance while it runs (renewRunning). */
   private async run(link: RegionLink, c: ClaimedRequest): Promise<void> {
-    this.running.set(c.requestId, { region: link.region, untilMs: c.leaseUntilMs });
+    this.running.set(c.requestId, { region: link.region, untilMs: c.leaseUntilMs, owner: c.owner });
     const key = `${link.region}|${c.model}`;
     this.sentNow.set(key, (this.sentNow.get(key) ?? 0) + 1);
     const left = { done: false };
@@ -432,7 +554,7 @@ export class Dispatcher {
       if (slots <= 0) return;
       let claimed: ClaimedRequest[];
       try {
-        claimed = await this.o.store.claim(r.model, slots, this.o.clock.now(), this.o.leaseMs);
+        claimed = await this.claim(r.model, slots);
       } catch (err) {
         return this.storeFailed("queue claim failed", { model: r.model, region: r.link.region }, err);
       }
@@ -450,15 +572,19 @@ export class Dispatcher {
   private async renewRunning(): Promise<void> {
     const now = this.o.clock.now();
     const due: string[] = [];
+    const byOwner = new Map<number | undefined, string[]>();
     for (const [rid, r] of this.running) {
       if (r.untilMs - now >= this.o.leaseMs / 2) continue;
       if (now - (this.lastReportMs.get(r.region) ?? -Infinity) > this.o.leaseMs / 2) continue;
       due.push(rid);
+      const ids = byOwner.get(r.owner) ?? [];
+      ids.push(rid);
+      byOwner.set(r.owner, ids);
     }
     if (due.length === 0) return;
     const untilMs = now + this.o.leaseMs;
     try {
-      await this.o.store.renew(due, untilMs);
+      for (const [owner, ids] of byOwner) await this.o.store.renew(ids, untilMs, owner);
     } catch (err) {
       // The rest of the maintenance pass still runs; the next pass tries again.
       return this.storeFailed("renewing leases failed; they may run out and their requests run again", { requests: due.length }, err);
@@ -494,13 +620,15 @@ export class Dispatcher {
     const held = this.holdTokens.get(c.model);
     this.holdTokens.set(c.model, held === undefined ? hold : 0.9 * held + 0.1 * hold);
     this.sentByRegion.set(link.region, (this.sentByRegion.get(link.region) ?? 0) + 1);
-    const outcome = link.submit === undefined ? await this.stream(link, req) : await this.submitted(link, req);
+    const signal = this.signalFor(c);
+    const outcome = link.submit === undefined ? await this.stream(link, req, signal) : await this.submitted(link, req, signal);
     if ("err" in outcome) {
       const te = findTidegateError(outcome.err);
       if (te !== undefined && REQUEST_FAULTS.has(te.code)) {
         return this.write(c, false, responseLine(payload.custom_id, c.requestId, te.status, te.toOpenAI()));
       }
-      if (this.abort.signal.aborted) this.aborted.push(c.requestId);
+      if (this.abort.signal.aborted) this.aborted.push(c);
+      else if (signal.aborted) this.o.log.debug("batch request aborted: its lease owner was fenced (the lease is another dispatcher's now)", { request: c.requestId, owner: c.owner });
       else this.o.log.warn("batch request failed in region; its lease will return it to the queue", { request: c.requestId, region: link.region, err: outcome.err });
       return;
     }
@@ -513,10 +641,10 @@ export class Dispatcher {
   }
 
   /** Streams the request through the link (every live link): the text, the finish reason and usage. */
-  private async stream(link: RegionLink, req: GenerateRequest): Promise<Finished | { err: unknown }> {
+  private async stream(link: RegionLink, req: GenerateRequest, signal: AbortSignal): Promise<Finished | { err: unknown }> {
     let text = "";
     try {
-      for await (const ev of link.dispatch(req, this.abort.signal)) {
+      for await (const ev of link.dispatch(req, signal)) {
         if (ev.type === "token") text += ev.text;
         else return { text, reason: ev.finishReason, usage: ev.usage };
       }
@@ -531,13 +659,13 @@ export class Dispatcher {
    * text, usage from the counts; finish "length" when the output ran to max_tokens, else "stop". stop() gives up
    * the wait (the request's lease is released like an aborted stream's).
    */
-  private submitted(link: RegionLink, req: GenerateRequest): Promise<Finished | { err: unknown }> {
+  private submitted(link: RegionLink, req: GenerateRequest, signal: AbortSignal): Promise<Finished | { err: unknown }> {
     return new Promise((resolve) => {
-      if (this.abort.signal.aborted) return resolve({ err: this.abort.signal.reason });
-      const onAbort = () => resolve({ err: this.abort.signal.reason });
-      this.abort.signal.addEventListener("abort", onAbort, { once: true });
+      if (signal.aborted) return resolve({ err: signal.reason });
+      const onAbort = () => resolve({ err: signal.reason });
+      signal.addEventListener("abort", onAbort, { once: true });
       const end = (r: Finished | { err: unknown }) => {
-        this.abort.signal.removeEventListener("abort", onAbort);
+        signal.removeEventListener("abort", onAbort);
         resolve(r);
       };
       try {
@@ -553,7 +681,7 @@ export class Dispatcher {
 
   private async write(c: ClaimedRequest, ok: boolean, line: string): Promise<void> {
     try {
-      const code = await this.results.write(c.requestId, { ok, line });
+      const code = await this.results.write(c.requestId, { ok, line }, c.owner);
       this.o.metrics?.results.inc({ outcome: code < 0 ? "dropped" : ok ? "ok" : "error" });
       if (code === QueueCode.Finalizing) void this.maintain();
     } catch (err) {
@@ -573,6 +701,13 @@ export class Dispatcher {
 
   private async maintainOnce(): Promise<void> {
     const { store, clock } = this.o;
+    // Its own heartbeat first, so that a pass running late never finds this incarnation's own owner dead.
+    await this.beat();
+    const rc = await store.reclaimDead(clock.now());
+    if (rc.leases > 0) {
+      this.o.metrics?.leasesReclaimed.inc(rc.leases);
+      this.o.log.warn("took back the leases of a dispatcher whose heartbeat ran out (crashed or cut off); its requests are queued again", { owners: rc.owners, leases: rc.leases, requeued: rc.requeued });
+    } else if (rc.owners > 0) this.o.log.debug("lease owners expired with no lease left", { owners: rc.owners });
     await this.releaseParked(false);
     await this.renewRunning();
     const rq = await store.requeueExpired(clock.now(), 10_000);

@@ -14,6 +14,8 @@ describe("QueueMetrics", () => {
     }
     for (const s of ["validating", "failed", "in_progress", "finalizing", "completed", "expired", "cancelling", "cancelled"]) expect(text).toContain(`tidegate_batches{status="${s}"} 0`);
     expect(text).toContain("tidegate_queue_lease_expiries_total 0");
+    expect(text).toContain("tidegate_queue_leases_reclaimed_total 0");
+    expect(text).toContain("tidegate_queue_owner_fenced_total 0");
     for (const o of ["ok", "error", "dropped"]) expect(text).toContain(`tidegate_queue_results_total{outcome="${o}"} 0`);
     m.observe({
       depth: { a: { p0: 3, p1: 7 } },

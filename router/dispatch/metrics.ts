@@ -1,6 +1,7 @@
 /**
  * Queue metrics (issue 3 §6): depth by model and priority, age of the oldest waiting request, dispatch rate (a
- * counter; take rate()), lease expiries, results by outcome, and batches by status. Every label combination known
+ * counter; take rate()), lease expiries, leases taken back from dead dispatchers and this dispatcher's fencings
+ * (issue 32 item 4), results by outcome, and batches by status. Every label combination known
  * at start is initialised to 0 (core/metrics.ts initLabels).
  */
 import { Counter, Gauge, initLabels, type Registry } from "../../core/metrics.js";
@@ -11,6 +12,8 @@ export class QueueMetrics {
   readonly oldestAgeSeconds: Gauge<"model">;
   readonly dispatched: Counter<"model" | "region" | "priority">;
   readonly leaseExpiries: Counter;
+  readonly leasesReclaimed: Counter;
+  readonly ownersFenced: Counter;
   readonly leased: Gauge;
   readonly results: Counter<"outcome">;
   readonly batches: Gauge<"status">;
@@ -22,8 +25,10 @@ export class QueueMetrics {
     this.oldestAgeSeconds = new Gauge({ name: "tidegate_queue_oldest_age_seconds", help: "Age of the oldest waiting batch request per model (0 when empty)", labelNames: ["model"], registers });
     this.dispatched = new Counter({ name: "tidegate_queue_dispatched_total", help: "Batch requests sent to a region", labelNames: ["model", "region", "priority"], registers });
     this.leaseExpiries = new Counter({ name: "tidegate_queue_lease_expiries_total", help: "Leases that ran out before a result was written", registers });
+    this.leasesReclaimed = new Counter({ name: "tidegate_queue_leases_reclaimed_total", help: "Leases taken back from a dispatcher whose heartbeat ran out (crashed, or cut off), returned to the queue at once", registers });
+    this.ownersFenced = new Counter({ name: "tidegate_queue_owner_fenced_total", help: "Times this dispatcher found its own leases taken back (its heartbeat had run out) and started again as a new owner", registers });
     this.leased = new Gauge({ name: "tidegate_queue_leased", help: "Batch requests under a lease (dispatched, no result yet)", registers });
-    this.results = new Counter({ name: "tidegate_queue_results_total", help: "Results written (ok, error) or dropped (a result existed already, or the batch had finished)", labelNames: ["outcome"], registers });
+    this.results = new Counter({ name: "tidegate_queue_results_total", help: "Results written (ok, error) or dropped (a result existed already, the batch had finished, or the lease was no longer this dispatcher's)", labelNames: ["outcome"], registers });
     this.batches = new Gauge({ name: "tidegate_batches", help: "Batches by status", labelNames: ["status"], registers });
     initLabels(this.depth, { model: models, priority: ["0", "1"] });
     initLabels(this.oldestAgeSeconds, { model: models });
@@ -31,6 +36,8 @@ export class QueueMetrics {
     initLabels(this.results, { outcome: ["ok", "error", "dropped"] });
     initLabels(this.batches, { status: BATCH_STATUSES });
     this.leaseExpiries.inc(0);
+    this.leasesReclaimed.inc(0);
+    this.ownersFenced.inc(0);
     this.leased.set(0);
   }
 

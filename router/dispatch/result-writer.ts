@@ -26,6 +26,7 @@ export interface ResultWriterOptions {
 interface Pending {
   requestId: string;
   result: RequestResult;
+  owner: number | undefined;
   resolve(code: QueueCode): void;
   reject(err: unknown): void;
 }
@@ -49,10 +50,10 @@ export class ResultWriter {
     }
   }
 
-  /** Queues one result; resolves to its code once written. */
-  write(requestId: string, result: RequestResult): Promise<QueueCode> {
+  /** Queues one result (written under lease owner `owner`, when given: QueueStore fencing); resolves to its code once written. */
+  write(requestId: string, result: RequestResult, owner?: number): Promise<QueueCode> {
     return new Promise((resolve, reject) => {
-      this.pending.push({ requestId, result, resolve, reject });
+      this.pending.push({ requestId, result, owner, resolve, reject });
       if (this.pending.length >= this.maxGroup) this.flush();
       else if (this.lingerMs === 0) {
         // No linger: group only what is written in this same turn (no timer, so a paused VirtualClock is fine).
@@ -83,7 +84,7 @@ export class ResultWriter {
     let waitMs = 250;
     for (let attempt = 1; ; ) {
       try {
-        const codes = await this.o.store.completeMany(group.map((g) => ({ requestId: g.requestId, result: g.result })), this.o.clock.now());
+        const codes = await this.o.store.completeMany(group.map((g) => ({ requestId: g.requestId, result: g.result, ...(g.owner === undefined ? {} : { owner: g.owner }) })), this.o.clock.now());
         group.forEach((g, i) => g.resolve(codes[i]!));
         return;
       } catch (err) {

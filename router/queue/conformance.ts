@@ -195,6 +195,57 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(next.map((r) => r.requestId)).toEqual(["b:000001"]);
     }));
 
+    it("lease owners: a dead owner's leases return at once; its results, renewals and releases are fenced; tokens are never reused", withStore(async (q) => {
+      await enqueue(q, "b", 4, 100);
+      const a = await q.openOwner(0, 1000);
+      const d = await q.openOwner(0, 1000);
+      expect(a).toBeGreaterThan(0);
+      expect(d).toBeGreaterThan(a);
+      const ca = await q.claim("m1", 2, 10, 60_000, a);
+      expect(ca.map((c) => [c.index, c.owner])).toEqual([[0, a], [1, a]]);
+      const [cd] = await q.claim("m1", 1, 10, 60_000, d);
+      expect(cd).toMatchObject({ index: 2, owner: d });
+      expect(await q.heartbeat(a, 500, 1000)).toBe(true); // a is live until 1500; d until 1000
+      expect(await q.reclaimDead(1000)).toEqual({ owners: 0, leases: 0, requeued: 0 });
+      expect(await q.reclaimDead(1001)).toEqual({ owners: 1, leases: 1, requeued: 1 });
+      expect(await q.getBatch("b")).toMatchObject({ leased: 2 });
+      // d is fenced: no heartbeat, no claim, and its result, renewal and release of the request it had are refused.
+      expect(await q.heartbeat(d, 1002, 1000)).toBe(false);
+      expect(await q.claim("m1", 5, 1002, 60_000, d)).toEqual([]);
+      expect(await q.complete(cd!.requestId, { ok: true, line: "zombie" }, 1003, d)).toBe(QueueCode.Fenced);
+      expect(await q.renew([cd!.requestId], 90_000, d)).toBe(0);
+      expect(await q.release([cd!.requestId], 1003, d)).toBe(0);
+      // The request went back with its age and order: a takes it (and the one behind it), then d's late result is
+      // still refused, a's is written.
+      const again = await q.claim("m1", 5, 1004, 60_000, a);
+      expect(again.map((c) => [c.index, c.enqueuedAtMs, c.owner])).toEqual([[2, 100, a], [3, 100, a]]);
+      expect(await q.complete(cd!.requestId, { ok: true, line: "zombie" }, 1005, d)).toBe(QueueCode.Fenced);
+      expect(await q.completeMany([
+        { requestId: requestId("b", 2), result: { ok: true, line: "r2" }, owner: a },
+        { requestId: requestId("b", 0), result: { ok: true, line: "r0-by-d" }, owner: d },
+        { requestId: requestId("b", 0), result: { ok: true, line: "r0" }, owner: a },
+      ], 1006)).toEqual([QueueCode.Ok, QueueCode.Fenced, QueueCode.Ok]);
+      // Only the holder renews or releases a lease.
+      expect(await q.renew([requestId("b", 1)], 90_000, d)).toBe(0);
+      expect(await q.renew([requestId("b", 1)], 90_000, a)).toBe(1);
+      expect(await q.release([requestId("b", 3)], 1007, d)).toBe(0);
+      expect(await q.release([requestId("b", 3)], 1007, a)).toBe(1);
+      // A request no owner holds (requeued) takes no owner's result.
+      expect(await q.complete(requestId("b", 3), { ok: true, line: "x" }, 1008, a)).toBe(QueueCode.Fenced);
+      expect(await q.getBatch("b")).toMatchObject({ completed: 2, leased: 1, status: "in_progress" });
+      expect([...(await q.results("b")).entries()].sort((x, y) => x[0] - y[0])).toEqual([[0, { ok: true, line: "r0" }], [2, { ok: true, line: "r2" }]]);
+      // An owner that expired but was not yet declared dead may heartbeat again (its leases were never taken).
+      expect(await q.heartbeat(a, 100_000, 1000)).toBe(true);
+      expect(await q.reclaimDead(100_500)).toEqual({ owners: 0, leases: 0, requeued: 0 });
+      expect(await q.openOwner(100_500, 1000)).toBeGreaterThan(d);
+      // Leases claimed without an owner are never taken back by reclaimDead (only their own expiry returns them).
+      const [plain] = await q.claim("m1", 1, 100_600, 60_000);
+      expect(plain).toMatchObject({ index: 3 });
+      expect(plain!.owner).toBeUndefined();
+      expect(await q.reclaimDead(200_000)).toMatchObject({ leases: 1 }); // a's lease of request 1, not the plain one
+      expect(await q.getBatch("b")).toMatchObject({ leased: 1 });
+    }));
+
     it("fails validation with line errors and drops staged payloads", withStore(async (q) => {
       await q.createBatch(init("b", 0));
       await q.stage("b", [{ index: 0, payload: "p" }]);

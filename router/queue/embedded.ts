@@ -6,6 +6,12 @@
  * the file and line, unless `recover` keeps the valid prefix and moves the rest aside (journal.ts). When a journal
  * read in full holds more than `compactAfterOps` lines, it is rewritten as one snapshot line (temporary file, fsync,
  * read back, rename). Single-process only: two processes must not share a data directory.
+ *
+ * Lease owners: `openOwner` and `reclaim` decisions are journaled (tokens are never reused across restarts, and a
+ * replay takes back exactly the leases the live store took back); heartbeats are not — they only move an owner's
+ * deadline in memory, so an idle fleet's journal stays still. After a restart every earlier owner's deadline is the
+ * one journaled when it opened (its heartbeats are gone), which is past by the time anyone asks unless it opened less
+ * than its TTL ago: the new incarnation's first maintenance pass takes back a crashed one's leases within the TTL.
  */
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -13,7 +19,7 @@ import { silentLogger, type Logger } from "../../core/log.js";
 import { compactJournal, replayJournal, type JournalReplay } from "./journal.js";
 import { MemoryQueueState, type QueueSnapshot } from "./memory.js";
 import type {
-  BatchInit, BatchLineError, BatchRecord, CompleteItem, ClaimedRequest, QueueCode, QueueStats, QueueStore, RequestResult, RequeueResult,
+  BatchInit, BatchLineError, BatchRecord, CompleteItem, ClaimedRequest, QueueCode, QueueStats, QueueStore, ReclaimResult, RequestResult, RequeueResult,
 } from "./types.js";
 
 type Op =
@@ -22,17 +28,22 @@ type Op =
   | ["stage", string, { index: number; payload: string }[]]
   | ["activate", string, string, number, number]
   | ["failValidation", string, BatchLineError[], number]
-  | ["claim", string, number, number, number]
-  | ["complete", string, RequestResult, number]
+  | ["claim", string, number, number, number, number?]
+  | ["complete", string, RequestResult, number, number?]
   | ["completeMany", CompleteItem[], number]
   | ["requeueExpired", number, number]
-  | ["release", string[], number]
-  | ["renew", string[], number]
+  | ["release", string[], number, number?]
+  | ["renew", string[], number, number?]
+  | ["openOwner", number, number]
+  | ["reclaim", number[], number]
   | ["expire", string, number]
   | ["cancel", string, number]
   | ["finalize", string, string | null, string | null, number, number];
 
-const OP_NAMES = new Set(["snapshot", "createBatch", "stage", "activate", "failValidation", "claim", "complete", "completeMany", "requeueExpired", "release", "renew", "expire", "cancel", "finalize"]);
+const OP_NAMES = new Set(["snapshot", "createBatch", "stage", "activate", "failValidation", "claim", "complete", "completeMany", "requeueExpired", "release", "renew", "openOwner", "reclaim", "expire", "cancel", "finalize"]);
+
+/** An optional owner as journaled: absent, or null (JSON of an undefined array element), is no owner. */
+const own = (o: number | null | undefined): number | undefined => o ?? undefined;
 
 /** Applies one journal line's operation; throws on a value that is not a known operation. */
 function applyJournalLine(state: MemoryQueueState, op: unknown): void {
@@ -49,12 +60,14 @@ function apply(state: MemoryQueueState, op: Op): unknown {
     case "stage": return state.stage(op[1], op[2]);
     case "activate": return state.activate(op[1], op[2], op[3], op[4]);
     case "failValidation": return state.failValidation(op[1], op[2], op[3]);
-    case "claim": return state.claim(op[1], op[2], op[3], op[4]);
-    case "complete": return state.complete(op[1], op[2], op[3]);
+    case "claim": return state.claim(op[1], op[2], op[3], op[4], own(op[5]));
+    case "complete": return state.complete(op[1], op[2], op[3], own(op[4]));
     case "completeMany": return state.completeMany(op[1], op[2]);
     case "requeueExpired": return state.requeueExpired(op[1], op[2]);
-    case "release": return state.release(op[1], op[2]);
-    case "renew": return state.renew(op[1], op[2]);
+    case "release": return state.release(op[1], op[2], own(op[3]));
+    case "renew": return state.renew(op[1], op[2], own(op[3]));
+    case "openOwner": return state.openOwner(op[1], op[2]);
+    case "reclaim": return state.reclaim(op[1], op[2]);
     case "expire": return state.expire(op[1], op[2]);
     case "cancel": return state.cancel(op[1], op[2]);
     case "finalize": return state.finalize(op[1], op[2], op[3], op[4], op[5]);
@@ -120,19 +133,34 @@ export class EmbeddedQueueStore implements QueueStore {
   async failValidation(batchId: string, errors: BatchLineError[], nowMs: number): Promise<QueueCode> {
     return this.run(["failValidation", batchId, errors, nowMs]);
   }
-  async claim(model: string, max: number, nowMs: number, leaseMs: number): Promise<ClaimedRequest[]> {
-    return this.run(["claim", model, max, nowMs, leaseMs], (out: ClaimedRequest[]) => out.length > 0);
+  async claim(model: string, max: number, nowMs: number, leaseMs: number, owner?: number): Promise<ClaimedRequest[]> {
+    return this.run(owner === undefined ? ["claim", model, max, nowMs, leaseMs] : ["claim", model, max, nowMs, leaseMs, owner], (out: ClaimedRequest[]) => out.length > 0);
   }
-  async complete(rid: string, result: RequestResult, nowMs: number): Promise<QueueCode> { return this.run(["complete", rid, result, nowMs]); }
+  async complete(rid: string, result: RequestResult, nowMs: number, owner?: number): Promise<QueueCode> {
+    return this.run(owner === undefined ? ["complete", rid, result, nowMs] : ["complete", rid, result, nowMs, owner]);
+  }
   async completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]> {
     return this.run(["completeMany", [...items], nowMs]);
   }
   async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> {
     return this.run(["requeueExpired", nowMs, max], (out: RequeueResult) => out.expiredLeases > 0);
   }
-  async release(requestIds: readonly string[], nowMs: number): Promise<number> { return this.run(["release", [...requestIds], nowMs]); }
-  async renew(requestIds: readonly string[], untilMs: number): Promise<number> {
-    return requestIds.length === 0 ? 0 : this.run(["renew", [...requestIds], untilMs]);
+  async release(requestIds: readonly string[], nowMs: number, owner?: number): Promise<number> {
+    return this.run(owner === undefined ? ["release", [...requestIds], nowMs] : ["release", [...requestIds], nowMs, owner]);
+  }
+  async renew(requestIds: readonly string[], untilMs: number, owner?: number): Promise<number> {
+    if (requestIds.length === 0) return 0;
+    return this.run(owner === undefined ? ["renew", [...requestIds], untilMs] : ["renew", [...requestIds], untilMs, owner]);
+  }
+  async openOwner(nowMs: number, ttlMs: number): Promise<number> { return this.run(["openOwner", nowMs, ttlMs]); }
+  /** In memory only (see the file's header). */
+  async heartbeat(owner: number, nowMs: number, ttlMs: number): Promise<boolean> { return this.state.heartbeat(owner, nowMs, ttlMs); }
+  async reclaimDead(nowMs: number): Promise<ReclaimResult> {
+    // The decision (which owners are dead) is made here from the in-memory deadlines and journaled as such, so a
+    // replay, which has no heartbeats, takes back exactly these owners' leases.
+    const dead = this.state.deadOwners(nowMs);
+    if (dead.length === 0) return { owners: 0, leases: 0, requeued: 0 };
+    return this.run(["reclaim", dead, nowMs]);
   }
   async expire(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["expire", batchId, nowMs]); }
   async cancel(batchId: string, nowMs: number): Promise<QueueCode> { return this.run(["cancel", batchId, nowMs]); }

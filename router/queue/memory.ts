@@ -6,7 +6,7 @@
 import {
   BATCH_STATUSES, QueueCode, isTerminal, ownerOf, parseRequestId, requestId,
   type BatchInit, type BatchLineError, type CompleteItem, type BatchRecord, type BatchStatus, type ClaimedRequest, type QueueStats,
-  type RequestResult, type RequeueResult,
+  type ReclaimResult, type RequestResult, type RequeueResult,
 } from "./types.js";
 import { ReadyQueue, byteOrder } from "./ready-queue.js";
 
@@ -17,6 +17,10 @@ export interface QueueSnapshot {
   leases: [requestId: string, untilMs: number][];
   payloads: [batchId: string, entries: [index: number, payload: string][]][];
   results: [batchId: string, entries: [index: number, result: RequestResult][]][];
+  /** Live lease owners (token → heartbeat end), the next token, and each owned lease's owner (absent in older snapshots). */
+  owners?: [owner: number, untilMs: number][];
+  nextOwner?: number;
+  leaseOwners?: [requestId: string, owner: number][];
 }
 
 /** The whole queue state. Methods mirror QueueStore, synchronously. */
@@ -26,6 +30,11 @@ export class MemoryQueueState {
   private readonly active = new Set<string>();
   private readonly ready = new Map<string, ReadyQueue>();
   private readonly leases = new Map<string, number>();
+  /** Owner (fencing token) of each lease claimed by one; leases claimed without an owner are absent. */
+  private readonly leaseOwner = new Map<string, number>();
+  /** Live owners → the end of their heartbeat (ms). Tokens are never reused: `nextOwner` only grows. */
+  private readonly owners = new Map<number, number>();
+  private nextOwner = 1;
   private readonly payloadMap = new Map<string, Map<number, string>>();
   private readonly resultMap = new Map<string, Map<number, RequestResult>>();
 
@@ -108,28 +117,31 @@ export class MemoryQueueState {
     return QueueCode.Ok;
   }
 
-  claim(model: string, max: number, nowMs: number, leaseMs: number): ClaimedRequest[] {
+  claim(model: string, max: number, nowMs: number, leaseMs: number, owner?: number): ClaimedRequest[] {
     const q = this.ready.get(model);
     if (q === undefined || max <= 0) return [];
+    if (owner !== undefined && !this.owners.has(owner)) return [];
     const out: ClaimedRequest[] = [];
     for (const it of q.pop(max)) {
       const { batchId, index } = parseRequestId(it.member);
       const b = this.batches.get(batchId)!;
       b.leased++;
       this.leases.set(it.member, nowMs + leaseMs);
-      out.push({ requestId: it.member, batchId, index, model, payload: this.payloadMap.get(batchId)?.get(index) ?? "", enqueuedAtMs: it.score, leaseUntilMs: nowMs + leaseMs });
+      if (owner !== undefined) this.leaseOwner.set(it.member, owner);
+      out.push({ requestId: it.member, batchId, index, model, payload: this.payloadMap.get(batchId)?.get(index) ?? "", enqueuedAtMs: it.score, leaseUntilMs: nowMs + leaseMs, ...(owner === undefined ? {} : { owner }) });
     }
     return out;
   }
 
-  complete(rid: string, result: RequestResult, nowMs: number): QueueCode {
+  complete(rid: string, result: RequestResult, nowMs: number, owner?: number): QueueCode {
     const { batchId, index } = parseRequestId(rid);
     const b = this.batches.get(batchId);
     if (b === undefined) return QueueCode.NoBatch;
     if (b.status !== "in_progress" && b.status !== "cancelling") return QueueCode.BatchClosed;
+    if (owner !== undefined && !this.holds(owner, rid)) return QueueCode.Fenced;
     let res = this.resultMap.get(batchId);
     if (res === undefined) this.resultMap.set(batchId, (res = new Map()));
-    if (this.leases.delete(rid)) b.leased--;
+    if (this.dropLease(rid)) b.leased--;
     if (res.has(index)) return QueueCode.Duplicate;
     res.set(index, result);
     this.queue(b.model!).remove(rid);
@@ -139,13 +151,25 @@ export class MemoryQueueState {
   }
 
   completeMany(items: readonly CompleteItem[], nowMs: number): QueueCode[] {
-    return items.map((it) => this.complete(it.requestId, it.result, nowMs));
+    return items.map((it) => this.complete(it.requestId, it.result, nowMs, it.owner));
   }
 
-  renew(rids: readonly string[], untilMs: number): number {
+  /** Whether `owner` holds the lease of `rid` now. */
+  private holds(owner: number, rid: string): boolean {
+    return this.leases.has(rid) && this.leaseOwner.get(rid) === owner;
+  }
+
+  /** Removes `rid`'s lease and its owner; true when it was leased. */
+  private dropLease(rid: string): boolean {
+    this.leaseOwner.delete(rid);
+    return this.leases.delete(rid);
+  }
+
+  renew(rids: readonly string[], untilMs: number, owner?: number): number {
     let n = 0;
     for (const rid of rids) {
       const until = this.leases.get(rid);
+      if (owner !== undefined && this.leaseOwner.get(rid) !== owner) continue;
       if (until !== undefined && until < untilMs) {
         this.leases.set(rid, untilMs);
         n++;
@@ -154,10 +178,53 @@ export class MemoryQueueState {
     return n;
   }
 
-  release(rids: readonly string[], nowMs: number): number {
+  release(rids: readonly string[], nowMs: number, owner?: number): number {
     let requeued = 0;
-    for (const rid of rids) if (this.leases.delete(rid) && this.returnLease(rid, nowMs)) requeued++;
+    for (const rid of rids) {
+      if (owner !== undefined && !this.holds(owner, rid)) continue;
+      if (this.dropLease(rid) && this.returnLease(rid, nowMs)) requeued++;
+    }
     return requeued;
+  }
+
+  /** A new owner, live until nowMs + ttlMs; returns its token (never reused). */
+  openOwner(nowMs: number, ttlMs: number): number {
+    const owner = this.nextOwner++;
+    this.owners.set(owner, nowMs + ttlMs);
+    return owner;
+  }
+
+  /** Extends a live owner to nowMs + ttlMs (never shortening); false when it is not live. */
+  heartbeat(owner: number, nowMs: number, ttlMs: number): boolean {
+    const until = this.owners.get(owner);
+    if (until === undefined) return false;
+    if (until < nowMs + ttlMs) this.owners.set(owner, nowMs + ttlMs);
+    return true;
+  }
+
+  /** Owners whose heartbeat ended before nowMs, in token order. */
+  deadOwners(nowMs: number): number[] {
+    return [...this.owners.entries()].filter(([, until]) => until < nowMs).map(([owner]) => owner).sort((a, b) => a - b);
+  }
+
+  /** Declares `owners` dead (whatever their heartbeat says) and returns their leases to the queue. */
+  reclaim(owners: readonly number[], nowMs: number): ReclaimResult {
+    const dead = new Set(owners.filter((o) => this.owners.delete(o)));
+    if (dead.size === 0) return { owners: 0, leases: 0, requeued: 0 };
+    const rids = [...this.leaseOwner.entries()].filter(([, o]) => dead.has(o)).map(([rid]) => rid).sort(byteOrder);
+    let leases = 0;
+    let requeued = 0;
+    for (const rid of rids) {
+      if (!this.dropLease(rid)) continue;
+      leases++;
+      if (this.returnLease(rid, nowMs)) requeued++;
+    }
+    return { owners: dead.size, leases, requeued };
+  }
+
+  /** `reclaim` of every owner whose heartbeat ended before nowMs. */
+  reclaimDead(nowMs: number): ReclaimResult {
+    return this.reclaim(this.deadOwners(nowMs), nowMs);
   }
 
   /**
@@ -182,7 +249,7 @@ export class MemoryQueueState {
     const due = [...this.leases.entries()].filter(([, until]) => until < nowMs).sort((a, b) => a[1] - b[1] || byteOrder(a[0], b[0])).slice(0, max);
     let requeued = 0;
     for (const [rid] of due) {
-      this.leases.delete(rid);
+      this.dropLease(rid);
       if (this.returnLease(rid, nowMs)) requeued++;
     }
     return { expiredLeases: due.length, requeued };
@@ -270,6 +337,9 @@ export class MemoryQueueState {
       leases: [...this.leases.entries()],
       payloads: [...this.payloadMap.entries()].map(([id, m]) => [id, [...m.entries()]]),
       results: [...this.resultMap.entries()].map(([id, m]) => [id, [...m.entries()]]),
+      owners: [...this.owners.entries()],
+      nextOwner: this.nextOwner,
+      leaseOwners: [...this.leaseOwner.entries()],
     };
   }
 
@@ -286,6 +356,9 @@ export class MemoryQueueState {
     for (const [rid, until] of s.leases) this.leases.set(rid, until);
     for (const [id, entries] of s.payloads) this.payloadMap.set(id, new Map(entries));
     for (const [id, entries] of s.results) this.resultMap.set(id, new Map(entries));
+    for (const [owner, until] of s.owners ?? []) this.owners.set(owner, until);
+    this.nextOwner = s.nextOwner ?? 1;
+    for (const [rid, owner] of s.leaseOwners ?? []) this.leaseOwner.set(rid, owner);
   }
 
   private dropUnresolved(b: BatchRecord): void {
@@ -294,7 +367,7 @@ export class MemoryQueueState {
       if (res?.has(i)) continue;
       const rid = requestId(b.id, i);
       if (b.model !== null) this.queue(b.model).remove(rid);
-      if (this.leases.delete(rid)) b.leased--;
+      if (this.dropLease(rid)) b.leased--;
     }
   }
 

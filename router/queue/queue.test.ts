@@ -71,6 +71,65 @@ describe("embedded journal", () => {
     }
   });
 
+  it("lease owners survive a restart: tokens keep counting, heartbeats are not journaled, a crashed owner's leases come back", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      const a = new EmbeddedQueueStore(dir);
+      await a.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1e9 });
+      await a.stage("b", [0, 1, 2].map((i) => ({ index: i, payload: `p${i}` })));
+      await a.activate("b", "m", 3, 1);
+      const o1 = await a.openOwner(10, 5000); // deadline 5010 in the journal
+      expect(await a.claim("m", 2, 20, 600_000, o1)).toHaveLength(2);
+      const path = join(dir, "queue.journal");
+      const lines = readFileSync(path, "utf8");
+      expect(await a.heartbeat(o1, 4000, 5000)).toBe(true); // 9000, in memory only
+      expect(readFileSync(path, "utf8")).toBe(lines);
+      // The live store does not declare o1 dead at 6000 (its heartbeat holds it to 9000), and journals nothing.
+      expect(await a.reclaimDead(6000)).toEqual({ owners: 0, leases: 0, requeued: 0 });
+      expect(readFileSync(path, "utf8")).toBe(lines);
+      // "Crash" and restart: the replay knows o1's journaled deadline only, so the new incarnation takes its leases
+      // back at once, and the new token follows the old ones.
+      const b = new EmbeddedQueueStore(dir);
+      expect(await b.getBatch("b")).toMatchObject({ leased: 2 });
+      expect(await b.reclaimDead(6000)).toEqual({ owners: 1, leases: 2, requeued: 2 });
+      const o2 = await b.openOwner(6000, 5000);
+      expect(o2).toBe(o1 + 1);
+      expect((await b.claim("m", 5, 6001, 600_000, o2)).map((c) => [c.index, c.owner])).toEqual([[0, o2], [1, o2], [2, o2]]);
+      expect(await b.complete("b:000000", { ok: true, line: "late" }, 6002, o1)).toBe(QueueCode.Fenced);
+      expect(await b.complete("b:000000", { ok: true, line: "r0" }, 6003, o2)).toBe(QueueCode.Ok);
+      // A second replay reaches the same state: the reclaim decision was journaled, o1 stays dead.
+      const c = new EmbeddedQueueStore(dir);
+      expect(await c.getBatch("b")).toMatchObject({ leased: 2, completed: 1 });
+      expect(await c.heartbeat(o1, 6004, 5000)).toBe(false);
+      expect(await c.heartbeat(o2, 6004, 5000)).toBe(true);
+      expect(await c.openOwner(6005, 5000)).toBe(o2 + 1);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("compaction keeps lease owners: the snapshot holds live owners, the next token and each lease's owner", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      const a = new EmbeddedQueueStore(dir);
+      await a.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1e9 });
+      await a.stage("b", [0, 1].map((i) => ({ index: i, payload: `p${i}` })));
+      await a.activate("b", "m", 2, 1);
+      const o1 = await a.openOwner(10, 5000);
+      await a.claim("m", 1, 20, 600_000, o1);
+      const b = new EmbeddedQueueStore(dir, { compactAfterOps: 1 });
+      expect(readFileSync(join(dir, "queue.journal"), "utf8").split("\n").filter((l) => l !== "")).toHaveLength(1);
+      const c = new EmbeddedQueueStore(dir);
+      expect(await c.complete("b:000000", { ok: true, line: "x" }, 30, o1 + 1)).toBe(QueueCode.Fenced);
+      expect(await c.heartbeat(o1, 30, 5000)).toBe(true);
+      expect(await c.openOwner(31, 5000)).toBe(o1 + 1);
+      expect(await c.complete("b:000000", { ok: true, line: "x" }, 32, o1)).toBe(QueueCode.Ok);
+      expect(await b.getBatch("b")).toMatchObject({ leased: 1 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a claim that finds nothing and a requeue with no lease due leave the journal as it was", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
     try {

@@ -3,6 +3,7 @@
  * reads are plain commands. Keys live under `prefix`:
  *   b:<batch> hash · batches zset (created_at) · active set · bst hash (batches per status)
  *   p:<batch> hash index→payload · r:<batch> hash index→"1"|"0"+line · q:<model> zset (enqueue ms) · leases zset (lease end ms)
+ *   owners zset (owner token → heartbeat end ms) · owner-seq string (last token) · lo hash (request id → owner token)
  *   f:<file> hash · fd:<file> string (content) · files zset (created_at)
  * Per queued request Redis holds one payload-hash field and one zset entry (bench:queue measures the bytes).
  */
@@ -11,8 +12,13 @@ import { ScriptRunner } from "./scripts.js";
 import {
   BATCH_STATUSES, QueueCode, ownerOf, parseRequestId, toQueueCode,
   type BatchInit, type BatchLineError, type BatchRecord, type CompleteItem, type BatchStatus, type ClaimedRequest, type FileMeta, type FileStore,
-  type FinalStatus, type QueueStats, type QueueStore, type RequestResult, type RequeueResult,
+  type FinalStatus, type QueueStats, type QueueStore, type ReclaimResult, type RequestResult, type RequeueResult,
 } from "./types.js";
+
+/** An optional owner token as a script argument ("" = none). */
+function ownerArg(owner: number | undefined): string {
+  return owner === undefined ? "" : String(owner);
+}
 
 function num(v: string | undefined): number | null {
   return v === undefined || v === "" ? null : Number(v);
@@ -120,49 +126,60 @@ export class RedisQueueStore implements QueueStore {
     return this.code("fail-validation", [this.k("b:", batchId), this.k("p:", batchId), this.k("bst"), this.k("active")], [JSON.stringify(errors), nowMs]);
   }
 
-  async claim(model: string, max: number, nowMs: number, leaseMs: number): Promise<ClaimedRequest[]> {
+  async claim(model: string, max: number, nowMs: number, leaseMs: number, owner?: number): Promise<ClaimedRequest[]> {
     if (max <= 0) return [];
-    const flat = (await this.scripts.run("claim", [this.k("q:", model), this.k("leases")], [this.prefix, max, nowMs, leaseMs])) as string[];
+    const flat = (await this.scripts.run("claim", [this.k("q:", model), this.k("leases"), this.k("lo"), this.k("owners")], [this.prefix, max, nowMs, leaseMs, ownerArg(owner)])) as string[];
     const out: ClaimedRequest[] = [];
     for (let i = 0; i < flat.length; i += 3) {
       const rid = flat[i]!;
       const { batchId, index } = parseRequestId(rid);
-      out.push({ requestId: rid, batchId, index, model, payload: flat[i + 2]!, enqueuedAtMs: Number(flat[i + 1]), leaseUntilMs: nowMs + leaseMs });
+      out.push({ requestId: rid, batchId, index, model, payload: flat[i + 2]!, enqueuedAtMs: Number(flat[i + 1]), leaseUntilMs: nowMs + leaseMs, ...(owner === undefined ? {} : { owner }) });
     }
     return out;
   }
 
-  async complete(rid: string, result: RequestResult, nowMs: number): Promise<QueueCode> {
-    return (await this.completeMany([{ requestId: rid, result }], nowMs))[0]!;
+  async complete(rid: string, result: RequestResult, nowMs: number, owner?: number): Promise<QueueCode> {
+    return (await this.completeMany([{ requestId: rid, result, ...(owner === undefined ? {} : { owner }) }], nowMs))[0]!;
   }
 
   async completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]> {
     if (items.length === 0) return [];
     const args: (string | number)[] = [this.prefix, nowMs];
-    for (const it of items) args.push(it.requestId, parseRequestId(it.requestId).index, it.result.ok ? "1" : "0", it.result.line);
-    const codes = (await this.scripts.run("complete", [this.k("leases"), this.k("bst")], args)) as number[];
+    for (const it of items) args.push(it.requestId, parseRequestId(it.requestId).index, it.result.ok ? "1" : "0", it.result.line, ownerArg(it.owner));
+    const codes = (await this.scripts.run("complete", [this.k("leases"), this.k("bst"), this.k("lo")], args)) as number[];
     return codes.map(toQueueCode);
   }
 
   async requeueExpired(nowMs: number, max: number): Promise<RequeueResult> {
-    const [expiredLeases, requeued] = (await this.scripts.run("requeue", [this.k("leases"), this.k("bst")], [this.prefix, nowMs, max])) as [number, number];
+    const [expiredLeases, requeued] = (await this.scripts.run("requeue", [this.k("leases"), this.k("bst"), this.k("lo")], [this.prefix, nowMs, max])) as [number, number];
     return { expiredLeases, requeued };
   }
 
-  async renew(requestIds: readonly string[], untilMs: number): Promise<number> {
+  async renew(requestIds: readonly string[], untilMs: number, owner?: number): Promise<number> {
     if (requestIds.length === 0) return 0;
-    // XX: only members still in the leases zset; GT: never shortened; CH: count the changed scores.
-    const pairs = requestIds.flatMap((rid) => [untilMs, rid]);
-    return await this.client.zadd(this.k("leases"), "XX", "GT", "CH", ...pairs);
+    return (await this.scripts.run("renew", [this.k("leases"), this.k("lo")], [untilMs, ownerArg(owner), ...requestIds])) as number;
   }
 
-  async release(requestIds: readonly string[], nowMs: number): Promise<number> {
+  async release(requestIds: readonly string[], nowMs: number, owner?: number): Promise<number> {
     if (requestIds.length === 0) return 0;
-    return (await this.scripts.run("release", [this.k("leases"), this.k("bst")], [this.prefix, nowMs, ...requestIds])) as number;
+    return (await this.scripts.run("release", [this.k("leases"), this.k("bst"), this.k("lo")], [this.prefix, nowMs, ownerArg(owner), ...requestIds])) as number;
+  }
+
+  async openOwner(nowMs: number, ttlMs: number): Promise<number> {
+    return Number(await this.scripts.run("open-owner", [this.k("owners"), this.k("owner-seq")], [nowMs, ttlMs]));
+  }
+
+  async heartbeat(owner: number, nowMs: number, ttlMs: number): Promise<boolean> {
+    return (await this.scripts.run("heartbeat", [this.k("owners")], [owner, nowMs, ttlMs])) === 1;
+  }
+
+  async reclaimDead(nowMs: number): Promise<ReclaimResult> {
+    const [owners, leases, requeued] = (await this.scripts.run("reclaim", [this.k("owners"), this.k("leases"), this.k("lo"), this.k("bst")], [this.prefix, nowMs])) as [number, number, number];
+    return { owners, leases, requeued };
   }
 
   expire(batchId: string, nowMs: number): Promise<QueueCode> {
-    return this.code("expire", [this.k("b:", batchId), this.k("r:", batchId), this.k("leases"), this.k("bst")], [this.prefix, batchId, nowMs]);
+    return this.code("expire", [this.k("b:", batchId), this.k("r:", batchId), this.k("leases"), this.k("bst"), this.k("lo")], [this.prefix, batchId, nowMs]);
   }
 
   cancel(batchId: string, nowMs: number): Promise<QueueCode> {

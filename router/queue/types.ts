@@ -6,6 +6,11 @@
  * Vocabulary: a batch holds `total` requests with indices 0..total-1; a request's id is `${batchId}:${index padded to 6 digits}`.
  * Requests wait in a per-model FIFO ordered by enqueue time; `claim` leases them for `leaseMs`; `complete` writes
  * the result exactly once per index (first writer wins); an expired lease returns the request to the queue.
+ * Lease owners (issue 32 item 4): a dispatcher incarnation opens an owner (`openOwner`, a fencing token) and keeps it
+ * live with a short-TTL `heartbeat`; its claims are leased to it, and only it may complete, renew or release them
+ * while it holds them. Once its heartbeat has run out, `reclaimDead` (any incarnation's maintenance) declares it dead
+ * and returns its leases to the queue at once, instead of after `leaseMs`; from then on its results are dropped
+ * (`Fenced`), its heartbeat answers false and it claims nothing.
  * All times are milliseconds on the caller's Clock; nothing here reads the wall clock.
  */
 
@@ -80,6 +85,8 @@ export interface ClaimedRequest {
   payload: string;
   enqueuedAtMs: number;
   leaseUntilMs: number;
+  /** The owner the lease was claimed for (claim's `owner`); absent when claimed without one. */
+  owner?: number;
 }
 
 /** A result: `ok` lines go to the output file, the others to the error file. `line` is one JSONL line (no newline). */
@@ -107,6 +114,11 @@ export enum QueueCode {
   WrongState = -5,
   /** Nothing to do yet (e.g. expiry before the deadline). */
   NotDue = -6,
+  /**
+   * The caller's owner does not hold this request's lease (any more): it was declared dead and its leases taken back,
+   * or the lease expired, or another owner holds it now. The result was dropped; state unchanged.
+   */
+  Fenced = -7,
 }
 
 /** Maps a script's integer reply to QueueCode; an unknown integer is a bug in the script, so it throws. */
@@ -119,6 +131,15 @@ export function toQueueCode(n: unknown): QueueCode {
 export interface CompleteItem {
   requestId: string;
   result: RequestResult;
+  /** The lease owner writing it (its fencing token): the result is dropped (`Fenced`) unless that owner holds the lease. */
+  owner?: number;
+}
+
+/** Outcome of `reclaimDead`: owners declared dead, the leases they held, and how many of those went back to the queue. */
+export interface ReclaimResult {
+  owners: number;
+  leases: number;
+  requeued: number;
 }
 
 /** Queue statistics for metrics. `depth[model]` splits waiting requests by the priority they would go out with. */
@@ -157,10 +178,16 @@ export interface QueueStore {
   activate(batchId: string, model: string, total: number, nowMs: number): Promise<QueueCode>;
   /** validating → failed with the validation errors; staged payloads are dropped. */
   failValidation(batchId: string, errors: BatchLineError[], nowMs: number): Promise<QueueCode>;
-  /** Leases up to `max` of `model`'s oldest waiting requests until nowMs + leaseMs. */
-  claim(model: string, max: number, nowMs: number, leaseMs: number): Promise<ClaimedRequest[]>;
-  /** Writes the request's result once; Duplicate if one exists, BatchClosed if finalizing/terminal. */
-  complete(requestId: string, result: RequestResult, nowMs: number): Promise<QueueCode>;
+  /**
+   * Leases up to `max` of `model`'s oldest waiting requests until nowMs + leaseMs. With `owner` the leases are that
+   * owner's; an owner that is not live (declared dead, or never opened) claims nothing.
+   */
+  claim(model: string, max: number, nowMs: number, leaseMs: number, owner?: number): Promise<ClaimedRequest[]>;
+  /**
+   * Writes the request's result once; Duplicate if one exists, BatchClosed if finalizing/terminal; with `owner`,
+   * Fenced (dropped) unless that owner holds the request's lease.
+   */
+  complete(requestId: string, result: RequestResult, nowMs: number, owner?: number): Promise<QueueCode>;
   /** `complete` for several requests in one atomic step (any batches); one code per item, in order. */
   completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]>;
   /** Returns requests whose lease ended before nowMs to the queue (or drops them if their batch is cancelling). */
@@ -168,11 +195,31 @@ export interface QueueStore {
   /**
    * Extends the leases of `requestIds` that are still leased to `untilMs` (a lease is never shortened; a request
    * with no lease, finished or requeued, is left alone): the dispatcher keeps requests it is still running leased.
-   * Returns how many leases were extended.
+   * With `owner`, only the leases that owner holds. Returns how many leases were extended.
    */
-  renew(requestIds: readonly string[], untilMs: number): Promise<number>;
-  /** Gives the leases of `requestIds` back now (a clean stop); returns how many went back to the queue. */
-  release(requestIds: readonly string[], nowMs: number): Promise<number>;
+  renew(requestIds: readonly string[], untilMs: number, owner?: number): Promise<number>;
+  /**
+   * Gives the leases of `requestIds` back now (a clean stop); with `owner`, only those it holds. Returns how many went
+   * back to the queue.
+   */
+  release(requestIds: readonly string[], nowMs: number, owner?: number): Promise<number>;
+  /**
+   * Opens a lease owner (a dispatcher incarnation), live until nowMs + ttlMs unless `heartbeat` extends it, and
+   * returns its fencing token: a positive integer this store never handed out before (kept across restarts).
+   */
+  openOwner(nowMs: number, ttlMs: number): Promise<number>;
+  /**
+   * Keeps `owner` live until nowMs + ttlMs (never shortening). False when it is not live any more (declared dead by
+   * `reclaimDead`, or never opened): the caller must stop using the token — abort what it runs; its results would be
+   * dropped — and open a new owner.
+   */
+  heartbeat(owner: number, nowMs: number, ttlMs: number): Promise<boolean>;
+  /**
+   * Declares dead every owner whose heartbeat ran out before nowMs: each is removed (fenced from then on) and every
+   * lease it held goes back to the queue at once, as `release` would (kept age and order; dropped if its batch no
+   * longer runs or its result is in).
+   */
+  reclaimDead(nowMs: number): Promise<ReclaimResult>;
   /** in_progress/validating → finalizing (target expired) once nowMs ≥ expiresAtMs; NotDue before. */
   expire(batchId: string, nowMs: number): Promise<QueueCode>;
   /** validating/in_progress → cancelling (→ finalizing when nothing is leased); WrongState when finished. */

@@ -1,9 +1,11 @@
 --[[
   Helpers prepended to every queue script by router/queue/scripts.ts (not a script of its own).
   Return codes (router/queue/types.ts QueueCode): 1 Ok, 2 Finalizing, -1 NoBatch, -2 BatchClosed, -3 Duplicate,
-  -4 Exists, -5 WrongState, -6 NotDue.
+  -4 Exists, -5 WrongState, -6 NotDue, -7 Fenced.
+  Lease owners: <prefix>owners zset (fencing token -> heartbeat end ms), <prefix>owner-seq (the last token handed
+  out), <prefix>lo hash (request id -> token of the owner holding its lease; only leases claimed with an owner).
 ]]
-local OK, FINALIZING, NO_BATCH, BATCH_CLOSED, DUPLICATE, EXISTS, WRONG_STATE, NOT_DUE = 1, 2, -1, -2, -3, -4, -5, -6
+local OK, FINALIZING, NO_BATCH, BATCH_CLOSED, DUPLICATE, EXISTS, WRONG_STATE, NOT_DUE, FENCED = 1, 2, -1, -2, -3, -4, -5, -6, -7
 
 -- Moves batch hash `bkey` to status `to`, keeping the per-status counters in `bst` exact.
 local function setStatus(bkey, bst, from, to)

@@ -1,7 +1,7 @@
 --[[
   expire: past its window, an in_progress (or validating) batch stops: unfinished requests leave the queue and
   their leases, and the batch moves to finalizing with target expired (its error file reports them).
-  KEYS[1] batch hash  KEYS[2] results hash  KEYS[3] leases zset  KEYS[4] status counters
+  KEYS[1] batch hash  KEYS[2] results hash  KEYS[3] leases zset  KEYS[4] status counters  KEYS[5] lease owners hash
   ARGV[1] key prefix  ARGV[2] batch id  ARGV[3] now ms
   Returns 2 Finalizing, -1 NoBatch, -5 WrongState, -6 NotDue.
 ]]
@@ -16,7 +16,10 @@ for i = 0, total - 1 do
   if redis.call("HEXISTS", KEYS[2], i) == 0 then
     local r = rid(ARGV[2], i)
     redis.call("ZREM", ARGV[1] .. "q:" .. b[2], r)
-    removedLeases = removedLeases + redis.call("ZREM", KEYS[3], r)
+    if redis.call("ZREM", KEYS[3], r) == 1 then
+      removedLeases = removedLeases + 1
+      redis.call("HDEL", KEYS[5], r)
+    end
   end
 end
 redis.call("HINCRBY", KEYS[1], "leased", -removedLeases)

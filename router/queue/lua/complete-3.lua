@@ -1,17 +1,18 @@
 --[[
   complete: writes results exactly once each (first writer wins per request) and releases their leases. Takes
   one or more results (the dispatcher groups results that finish close together); each is handled as if alone.
-  KEYS[1] leases zset  KEYS[2] status counters
+  KEYS[1] leases zset  KEYS[2] status counters  KEYS[3] lease owners hash
   ARGV[1] key prefix  ARGV[2] now ms
-  then per result: ARGV[3+4k] request id  ARGV[4+4k] index  ARGV[5+4k] "1" ok / "0" error  ARGV[6+4k] JSONL line
+  then per result: ARGV[3+5k] request id  ARGV[4+5k] index  ARGV[5+5k] "1" ok / "0" error  ARGV[6+5k] JSONL line
+  ARGV[7+5k] owner token ("" = none: no fencing)
   Returns an array with one code per result: 1 Ok, 2 Finalizing (that result was the batch's last), -1 NoBatch,
-  -2 BatchClosed (finalizing or terminal), -3 Duplicate.
+  -2 BatchClosed (finalizing or terminal), -3 Duplicate, -7 Fenced (the owner does not hold the lease: dropped).
 ]]
 local codes = {}
 -- Per batch: the hash fields read once and kept current as this script changes them.
 local cache = {}
-for i = 3, #ARGV, 4 do
-  local rid, idx, ok, line = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+for i = 3, #ARGV, 5 do
+  local rid, idx, ok, line, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
   local bid = splitRid(rid)
   local bkey = ARGV[1] .. "b:" .. bid
   local b = cache[bid]
@@ -25,10 +26,15 @@ for i = 3, #ARGV, 4 do
     code = NO_BATCH
   elseif b.st ~= "in_progress" and b.st ~= "cancelling" then
     code = BATCH_CLOSED
+  elseif owner ~= "" and (not redis.call("ZSCORE", KEYS[1], rid) or redis.call("HGET", KEYS[3], rid) ~= owner) then
+    code = FENCED
   else
     -- A request is either waiting (in its model's queue) or leased, never both.
     local hadLease = redis.call("ZREM", KEYS[1], rid) == 1
-    if hadLease then b.leased = redis.call("HINCRBY", bkey, "leased", -1) end
+    if hadLease then
+      redis.call("HDEL", KEYS[3], rid)
+      b.leased = redis.call("HINCRBY", bkey, "leased", -1)
+    end
     if redis.call("HSETNX", ARGV[1] .. "r:" .. bid, idx, ok .. line) == 0 then
       code = DUPLICATE
     else

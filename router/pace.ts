@@ -1,0 +1,55 @@
+/**
+ * How fast a model's engines send tokens, from the performance model (region/engines/perf): what the stream watchdog
+ * (watchdog.ts) expects of a running stream, so that a region or engine that stopped sending is told apart from one
+ * that is merely busy without one fixed limit for every model (issue 32, item 3).
+ *
+ * - `tbtMs`: the expected inter-token time at its slowest regular step — one decode iteration at the engine's full
+ *   batch (`engines.models.<m>.maxBatch`, default 256) holding its whole KV cache.
+ * - `longestGapMs`: the longest gap a healthy engine can leave in a running stream: such a decode iteration plus the
+ *   prefill of one full-context prompt admitted between two of its tokens (an engine admits a prompt longer than its
+ *   prefill budget alone and stops decoding while it runs). llama3.2-3b on 2 × h100: tbt 142 ms, longest gap 2.39 s
+ *   (a 128k-token prefill); llama2-70b on 4 × h100: 151 ms and 0.61 s.
+ *
+ * Both are the slowest over the GPU types the model is served on (its endpoints in `regions[].endpoints`, at
+ * `models[].gpusPerInstance` GPUs each), and scaled by `engines.timeScale` for simulated engines. Undefined for a model without a measured profile on any of its GPU types (the watchdog then
+ * falls back to telemetry age and `router.streamStallMs`). Pure: config in, numbers out.
+ */
+import type { TidegateConfig } from "../core/config.js";
+import { MODEL_SPECS, type ModelName } from "../core/models.js";
+import { getProfile } from "../region/engines/perf/model.js";
+import { DEFAULT_MAX_BATCH } from "../region/engines/sim/core.js";
+
+/** A model's token pace (ms). */
+export interface TokenPace {
+  tbtMs: number;
+  longestGapMs: number;
+}
+
+/** The token pace of every configured model that has a profile; `undefined` for the others. */
+export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => TokenPace | undefined {
+  const paces = new Map<ModelName, TokenPace>();
+  const scale = config.engines.kind === "sim" ? config.engines.timeScale : 1;
+  for (const m of config.models) {
+    const spec = MODEL_SPECS[m.name];
+    if (spec === undefined) continue;
+    let pace: TokenPace | undefined;
+    const gpus = new Set(config.regions.flatMap((r) => r.endpoints.filter((e) => e.model === m.name).map((e) => e.gpu)));
+    for (const gpu of gpus) {
+      const tp = m.gpusPerInstance[gpu];
+      if (tp === undefined) continue;
+      let profile;
+      try {
+        profile = getProfile(m.name, gpu, tp);
+      } catch {
+        continue; // no measured profile for this (model, GPU, TP): the other GPU types decide
+      }
+      const kvTokens = config.engines.models[m.name]?.kvCapacityTokens ?? config.engines.kvCapacityTokens ?? profile.kvCapacityTokens;
+      const batch = config.engines.models[m.name]?.maxBatch ?? DEFAULT_MAX_BATCH;
+      const tbtMs = profile.decodeIterMs(batch, kvTokens) * scale;
+      const longestGapMs = tbtMs + profile.prefillMs(Math.max(1, Math.min(spec.maxContextTokens, kvTokens))) * scale;
+      pace = pace === undefined ? { tbtMs, longestGapMs } : { tbtMs: Math.max(pace.tbtMs, tbtMs), longestGapMs: Math.max(pace.longestGapMs, longestGapMs) };
+    }
+    if (pace !== undefined) paces.set(m.name, pace);
+  }
+  return (model) => paces.get(model);
+}

@@ -88,7 +88,7 @@ describe.skipIf(!hasRedisServer)("Redis faults (real processes, a private redis-
     // Interactive TTFT beside the running batch with Redis up, just before the kill: what the outage is compared with.
     // The engines hold the same leased batch work a moment later when Redis is gone, so it is like for like (after
     // the restart they hold less: batch fills less beside interactive traffic, router/dispatch policy.ts).
-    const before = await streams(base, 4);
+    const before = await streams(base, 8);
     expect(before.every((s) => s.ok)).toBe(true);
     await redis.kill();
     const killedAt = Date.now();
@@ -136,7 +136,12 @@ describe.skipIf(!hasRedisServer)("Redis faults (real processes, a private redis-
     console.log(`redis faults: interactive median TTFT ${median(before.map((s) => s.ttftMs)).toFixed(1)} ms beside the batch just before the kill, ${median(during.map((s) => s.ttftMs)).toFixed(1)} ms with Redis down (${downForMs} ms into the outage), ${median(after.map((s) => s.ttftMs)).toFixed(1)} ms after it with the batch running (${running.request_counts!.completed} done when it began)`);
     expect(after.every((s) => s.ok)).toBe(true);
     expect(running.request_counts!.completed).toBeLessThan(N);
-    expect(median(during.map((s) => s.ttftMs))).toBeLessThanOrEqual(2 * median(before.map((s) => s.ttftMs)) + 25);
+    // Judged against the slower of the two windows around the outage: on a machine whose cores are busy with other
+    // work, what runs beside this test changes within seconds (a CI run with two busy loops saw 485 ms before and
+    // 1,240 ms during, with nothing of the outage on the interactive path), and one window alone cannot tell that
+    // from an outage that slows interactive traffic. An outage that does slow it is slower than both.
+    const baselineMs = Math.max(median(before.map((s) => s.ttftMs)), median(after.map((s) => s.ttftMs)));
+    expect(median(during.map((s) => s.ttftMs))).toBeLessThanOrEqual(2 * baselineMs + 25);
 
     const done = await pollBatch(client, batch.id, (s) => s === "completed" || s === "failed", 330_000 - (Date.now() - started));
     console.log(`redis faults: batch finished in ${((Date.now() - started) / 1000).toFixed(1)} s; counts ${JSON.stringify(done.request_counts)}`);

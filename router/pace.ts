@@ -3,14 +3,14 @@
  * (watchdog.ts) expects of a running stream, so that a region or engine that stopped sending is told apart from one
  * that is merely busy without one fixed limit for every model (issue 32, item 3).
  *
- * - `tbtMs`: the expected inter-token time at its slowest regular step — one decode iteration at the engine's full
- *   batch (`engines.models.<m>.maxBatch`, default 256) holding its whole KV cache.
- * - `longestGapMs`: the longest gap a healthy engine can leave in a running stream: such a decode iteration plus the
- *   prefill of one full-context prompt admitted between two of its tokens (an engine admits a prompt longer than its
- *   prefill budget alone and stops decoding while it runs). llama3.2-3b on 2 × h100: tbt 142 ms, longest gap 2.39 s
- *   (a 128k-token prefill); llama2-70b on 4 × h100: 151 ms and 0.61 s.
+ * `tbtMs`: the expected inter-token time at its slowest regular step — one decode iteration at the engine's full batch
+ * (`engines.models.<m>.maxBatch`, default 256) holding its whole KV cache. There is no bound on the silence of a
+ * healthy stream while its region reports: an engine short of KV memory preempts running requests and recomputes them
+ * later (vLLM's preemption; the simulated engine's too), so a stream can be silent for many seconds on a healthy
+ * engine. A first version held such streams to 2 × (one decode step + one full-context prefill) and cut healthy
+ * streams in test/e2e/live-vs-replay.test.ts; the watchdog now uses the pace only once the region stopped reporting.
  *
- * Both are the slowest over the GPU types the model is served on (its endpoints in `regions[].endpoints`, at
+ * The slowest over the GPU types the model is served on (its endpoints in `regions[].endpoints`, at
  * `models[].gpusPerInstance` GPUs each), and scaled by `engines.timeScale` for simulated engines. Undefined for a model without a measured profile on any of its GPU types (the watchdog then
  * falls back to telemetry age and `router.streamStallMs`). Pure: config in, numbers out.
  */
@@ -22,7 +22,6 @@ import { DEFAULT_MAX_BATCH } from "../region/engines/sim/core.js";
 /** A model's token pace (ms). */
 export interface TokenPace {
   tbtMs: number;
-  longestGapMs: number;
 }
 
 /** The token pace of every configured model that has a profile; `undefined` for the others. */
@@ -30,8 +29,7 @@ export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => Tok
   const paces = new Map<ModelName, TokenPace>();
   const scale = config.engines.kind === "sim" ? config.engines.timeScale : 1;
   for (const m of config.models) {
-    const spec = MODEL_SPECS[m.name];
-    if (spec === undefined) continue;
+    if (MODEL_SPECS[m.name] === undefined) continue;
     let pace: TokenPace | undefined;
     const gpus = new Set(config.regions.flatMap((r) => r.endpoints.filter((e) => e.model === m.name).map((e) => e.gpu)));
     for (const gpu of gpus) {
@@ -46,8 +44,7 @@ export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => Tok
       const kvTokens = config.engines.models[m.name]?.kvCapacityTokens ?? config.engines.kvCapacityTokens ?? profile.kvCapacityTokens;
       const batch = config.engines.models[m.name]?.maxBatch ?? DEFAULT_MAX_BATCH;
       const tbtMs = profile.decodeIterMs(batch, kvTokens) * scale;
-      const longestGapMs = tbtMs + profile.prefillMs(Math.max(1, Math.min(spec.maxContextTokens, kvTokens))) * scale;
-      pace = pace === undefined ? { tbtMs, longestGapMs } : { tbtMs: Math.max(pace.tbtMs, tbtMs), longestGapMs: Math.max(pace.longestGapMs, longestGapMs) };
+      pace = pace === undefined ? { tbtMs } : { tbtMs: Math.max(pace.tbtMs, tbtMs) };
     }
     if (pace !== undefined) paces.set(m.name, pace);
   }

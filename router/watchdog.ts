@@ -11,10 +11,10 @@
  *     nothing for 4 × the model's expected inter-token time (`pace.ts` tbtMs, 142 ms for llama3.2-3b on 2 × h100):
  *     the process stopped, and its streams with it (`region_stalled`). A frozen region's streams end about
  *     `telemetryStaleMs` (1.5 s) + one sweep after it stopped.
- *   - nothing for its stall limit, min(`router.streamStallMs`, max(`telemetryStaleMs`, 2 × the model's longest
- *     healthy gap (`pace.ts` longestGapMs))) while the region still reports — an engine that stopped under a live
- *     region (`stalled`). 4.8 s for llama3.2-3b on 2 × h100 (a full-context prefill legitimately pauses every stream
- *     of an instance for 2.25 s), 1.5 s for llama2-70b on 4 × h100; `streamStallMs` alone for a model without a profile.
+ *   - nothing for `router.streamStallMs` (10 s by default) while the region still reports (`stalled`). Not shorter: an
+ *     engine short of KV memory preempts running requests and recomputes them later, so a healthy stream on a region
+ *     that reports can be silent for seconds (pace.ts). An engine that stopped under a live region is the region's
+ *     to detect (issue 32, item 2).
  * - Before any event: nothing for `stallMs` (`router.streamStallMs`, 10 s by default) ends the wait.
  *
  * Each watched wait has a `stalled` promise that rejects with a TidegateError (`upstream_error`, its message saying
@@ -34,8 +34,6 @@ export const WATCHDOG_REASONS: readonly WatchdogReason[] = ["stalled", "region_s
 
 /** A running stream whose region stopped reporting ends after this many expected inter-token times of silence. */
 export const REGION_STALL_TBTS = 4;
-/** A running stream on a reporting region ends after this many of the model's longest healthy gaps of silence. */
-export const STREAM_STALL_GAPS = 2;
 
 /** One watched upstream wait. `touch()` on every event; `close()` when the stream is over. */
 export interface Watched {
@@ -113,7 +111,7 @@ export class StreamWatchdog {
       const staleMs = this.opts.telemetryStaleMs ?? this.opts.stallMs;
       l = pace === undefined
         ? { regionQuietMs: staleMs, limitMs: this.opts.stallMs }
-        : { regionQuietMs: REGION_STALL_TBTS * pace.tbtMs, limitMs: Math.min(this.opts.stallMs, Math.max(staleMs, STREAM_STALL_GAPS * pace.longestGapMs)) };
+        : { regionQuietMs: REGION_STALL_TBTS * pace.tbtMs, limitMs: this.opts.stallMs };
       this.limits.set(model, l);
     }
     return l;

@@ -110,8 +110,9 @@ describe("kill -9 of the global router mid-batch: the restarted router takes the
       const r = await killMidBatch(config, backend);
       expect(r.done.request_counts).toEqual({ total: N, completed: N, failed: 0 });
       expectEachCustomIdOnce(r.lines, N);
-      // The kill stranded leased requests, and they came back by the take-back, not by lease expiry.
-      expect(r.leasedAtKill).toBeGreaterThan(0);
+      // The kill stranded leased requests, and they came back by the take-back, not by lease expiry. What was leased
+      // is the restarted router's count of leases it took back; the killed router's gauge just before the kill
+      // (leasedAtKill, printed) is refreshed once a second and read 0 in one loaded CI run with requests in flight.
       expect(r.reclaimed).toBeGreaterThan(0);
       expect(r.expiries).toBe(0);
       expect(r.maxGapMs).toBeLessThanOrEqual(MAX_GAP_MS);

@@ -40,6 +40,12 @@ export interface RegionConfig {
   grpcAddress: string;
   /** This region's loading source, over `controller.loading` (region/liveload/config.ts). */
   loading?: LoadingConfig;
+  /**
+   * Static regions: share of the region's engines (0–100, default 50) that may be out of service for health at once;
+   * beyond it an unhealthy engine keeps serving and the region logs why (region/process/engine-health.ts). 0: never.
+   * Optional here only for hand-built configs; parsing always fills it.
+   */
+  maxEjectedPercent?: number;
 }
 
 export interface RouterConfig {
@@ -563,6 +569,7 @@ function parseRegion(v: unknown, path: string, models: ModelConfig[]): RegionCon
     return p;
   }, []);
   const grpcAddress = r.string("grpcAddress", "127.0.0.1:0");
+  const maxEjectedPercent = r.number("maxEjectedPercent", 50, { min: 0, max: 100 });
   const loading = parseLoadingConfig(r.raw("loading"), `${path}.loading`);
   const gpus = r.array("gpus", (g, gp) => {
     const gr = new ObjectReader(g, gp);
@@ -598,7 +605,7 @@ function parseRegion(v: unknown, path: string, models: ModelConfig[]): RegionCon
     }
   }
   r.done();
-  return { name, utcOffsetH, proximity, gpus, endpoints, grpcAddress, ...(loading === undefined ? {} : { loading }) };
+  return { name, utcOffsetH, proximity, gpus, endpoints, grpcAddress, maxEjectedPercent, ...(loading === undefined ? {} : { loading }) };
 }
 
 /**

@@ -86,11 +86,14 @@ export interface Engine {
   submit?(req: GenerateRequest, callbacks: RequestCallbacks): void;
   stats(): EngineStats;
   /**
-   * Optional liveness as the adapter last saw it: true (answering), false (its last probe failed or timed out),
-   * undefined (not probed yet). Engines without it are assumed alive. The static region marks an instance whose
-   * engine says false as not serving until it says true again (region/process/engine-health.ts).
+   * Optional liveness as the adapter last saw it: true (answering or streaming), false (dead or hung: refused, reset,
+   * or silent while it owes bytes — not merely slow), undefined (nothing seen yet). Engines without it are assumed
+   * alive. The static region marks an instance whose engine says false as not serving until it says true again,
+   * within its ejection cap (region/process/engine-health.ts).
    */
   healthy?(): boolean | undefined;
+  /** Optional: why `healthy()` says false (logged when the instance is taken out of service); undefined otherwise. */
+  unhealthyReason?(): string | undefined;
   /**
    * Optional serve-while-loading control (issue 12; region/liveload/live-pair.ts): the region pairs this serving
    * engine with a loading instance of its model and updates the pairing as the new instance's blocks arrive.

@@ -91,7 +91,7 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
           return e;
         };
   const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, factory!, { clock, log, onOutcome }));
-  const health: EngineHealthWatch | undefined = agents === undefined ? watchEngineHealth(gateway, made, clock, log, opts.engineHealthIntervalMs ?? 250) : undefined;
+  const health: EngineHealthWatch | undefined = agents === undefined ? watchEngineHealth(gateway, made, clock, log, { intervalMs: opts.engineHealthIntervalMs ?? 250, maxEjectedPercent: regionConfig?.maxEjectedPercent ?? 50 }) : undefined;
   const service: RegionService = agents?.runtime.service ?? gateway;
   let grpc: RegionGrpcServer | undefined;
   let probes: ProbeServer | undefined;

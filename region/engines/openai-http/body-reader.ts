@@ -80,6 +80,7 @@ export class BodyReader {
   private readonly onClose = () => {
     if (this.ended || this.error !== undefined) return;
     if (this.res.complete) return this.onEnd();
-    this.onError(new Error("the upstream connection closed before the response ended"));
+    // A connection that closed mid-body was reset: the code lets the adapter's liveness (liveness.ts) count it.
+    this.onError(Object.assign(new Error("the upstream connection closed before the response ended"), { code: "ECONNRESET" }));
   };
 }

@@ -19,6 +19,7 @@ import { VLLM_METRICS } from "../sim/metrics.js";
 import { PIPELINE_METRICS, type PipelineSummary } from "../../keystage/engine.js";
 import type { Logger } from "../../../core/log.js";
 import { BodyReader } from "./body-reader.js";
+import { EngineLiveness, connectionFailureCode } from "./liveness.js";
 import { SseSplitter, parseChunk, promSamples, promValue } from "./sse.js";
 
 export interface OpenAIHttpEngineOptions {
@@ -48,8 +49,14 @@ export interface OpenAIHttpEngineOptions {
    * sent with `stream: false`, so their headers come with the last token.
    */
   unstreamedTimeoutMs?: number;
-  /** Time one /metrics scrape may take before it counts as failed (default 1000 ms): a hung engine is seen as down. */
+  /**
+   * Time one /metrics scrape may take before it is given up (default max(1000, 2 × metricsIntervalMs) ms): the stats
+   * stay the last scraped ones, marked stale. The engine counts as down only as liveness.ts says (refused or reset, or
+   * no byte at all for `stallMs`), so a scrape that is slow under load while tokens flow ejects nothing.
+   */
   scrapeTimeoutMs?: number;
+  /** How long an engine that owes bytes (a stream or scrape under way) may send none before it is down (default `scrapeTimeoutMs`). */
+  stallMs?: number;
 }
 
 interface Scraped {
@@ -109,9 +116,8 @@ export class OpenAIHttpEngine implements Engine {
   /** Clock ms of the last successful scrape (undefined before one). */
   private lastOkMs: number | undefined;
   private scrapeFailed = false;
-  /** The last scrape got no HTTP answer (dead or hung); `scrapeEnded` once one scrape ended. */
-  private unreachable = false;
-  private scrapeEnded = false;
+  /** Passive liveness from every byte, refusal and timeout this adapter sees (liveness.ts). */
+  private readonly liveness: EngineLiveness;
   private scraping: Promise<boolean> | undefined;
   private wasStale = false;
   private readonly staleAfterMs: number;
@@ -135,6 +141,7 @@ export class OpenAIHttpEngine implements Engine {
     this.metricsIntervalMs = interval;
     this.staleAfterMs = opts.staleAfterMs ?? Math.max(1500, 3 * interval);
     this.scrapeTimeoutMs = opts.scrapeTimeoutMs ?? Math.max(1000, 2 * interval);
+    this.liveness = new EngineLiveness(opts.clock, opts.stallMs ?? this.scrapeTimeoutMs);
     this.metricsTimer = interval > 0 ? opts.clock.every(interval, () => void this.scrape()) : undefined;
     if (interval > 0) void this.scrape();
   }
@@ -145,13 +152,18 @@ export class OpenAIHttpEngine implements Engine {
   }
 
   /**
-   * Liveness for the region's engine-health check (static regions): false when the last /metrics scrape, or a request
-   * since, got no HTTP answer — refused, reset or over `scrapeTimeoutMs` (dead or hung) —, true when the engine
-   * answered the last scrape (an error status
-   * only makes its stats stale: it is routed around but stays in service), undefined before the first scrape ended.
+   * Liveness for the region's engine-health check (static regions; liveness.ts): false when the last connection was
+   * refused or reset, or when the engine owes bytes (a stream, a scrape) and sent none for `stallMs`; true once it
+   * answered anything (a scrape with an error status, or one that timed out while tokens flowed, only makes its stats
+   * stale: routed around while another instance serves, but in service); undefined before anything was seen.
    */
   healthy(): boolean | undefined {
-    return this.scrapeEnded ? !this.unreachable : undefined;
+    return this.liveness.verdict().alive;
+  }
+
+  /** Why `healthy()` is false (e.g. "connection refused (ECONNREFUSED)"); undefined while it is not. */
+  unhealthyReason(): string | undefined {
+    return this.liveness.verdict().reason;
   }
 
   /** True when the stats are stale: the last scrape failed, or none succeeded for `staleAfterMs`. */
@@ -178,19 +190,13 @@ export class OpenAIHttpEngine implements Engine {
     return this.scraping;
   }
 
-  private noteUnreachable(): void {
-    this.scrapeOk = false;
-    this.scrapeFailed = true;
-    this.unreachable = true;
-    this.scrapeEnded = true;
-  }
-
   private async scrapeOnce(): Promise<boolean> {
-    let answered = false;
+    this.liveness.begin();
     try {
       const res = await this.send("GET", "metrics", undefined, {}, AbortSignal.timeout(this.scrapeTimeoutMs));
+      this.liveness.bytes();
       const text = await readAll(res);
-      answered = true;
+      this.liveness.scrapeAnswered();
       if ((res.statusCode ?? 0) !== 200) throw new Error(`status ${res.statusCode}`);
       this.scraped = {
         kvUsage: promValue(text, VLLM_METRICS.kvUsage) ?? promValue(text, VLLM_METRICS.kvUsageLegacy) ?? this.scraped.kvUsage,
@@ -201,13 +207,17 @@ export class OpenAIHttpEngine implements Engine {
       this.scrapeOk = true;
       this.scrapeFailed = false;
       this.lastOkMs = this.opts.clock.now();
-    } catch {
+    } catch (err) {
+      // The last values stay, marked stale. Refused or reset: down now; no answer in time: down only if the engine
+      // also sent no token for `stallMs` (liveness.ts); an error status: alive but unobservable.
       this.scrapeOk = false;
       this.scrapeFailed = true;
+      const code = connectionFailureCode(err);
+      if (code !== undefined) this.liveness.connectionFailed(code);
+      else if (!(err instanceof Error && err.message.startsWith("status "))) this.liveness.scrapeTimeout();
+    } finally {
+      this.liveness.end();
     }
-    // No HTTP answer at all (refused, reset, timed out) = dead or hung; an error status = alive but unobservable.
-    this.unreachable = !answered;
-    this.scrapeEnded = true;
     return this.scrapeOk;
   }
 
@@ -245,10 +255,12 @@ export class OpenAIHttpEngine implements Engine {
     let counted = 0;
     this.remaining += budget;
     this.inFlight++;
+    this.liveness.begin();
     const headers: Record<string, string> = { [REQUEST_ID_HEADER]: req.id, [PRIORITY_HEADER]: String(req.priority), accept: stream ? "text/event-stream" : "application/json" };
     let res: IncomingMessage | undefined;
     try {
       res = await this.send("POST", path, body, headers, signal, stream ? undefined : (this.opts.unstreamedTimeoutMs ?? 600_000));
+      this.liveness.bytes();
       const status = res.statusCode ?? 0;
       if (status !== 200) throw await upstreamError(res, status);
       if (!stream) {
@@ -272,6 +284,7 @@ export class OpenAIHttpEngine implements Engine {
       for (;;) {
         const bytes = chunks.shift() ?? (await chunks.next());
         if (bytes === undefined) break;
+        this.liveness.bytes();
         for (const data of split.push(bytes)) {
           if (signal?.aborted) throw signal.reason;
           const c = parseChunk(data);
@@ -301,15 +314,21 @@ export class OpenAIHttpEngine implements Engine {
     } catch (err) {
       if (signal?.aborted) throw signal.reason ?? err;
       if (err instanceof TidegateError) throw err;
-      // No answer, or the connection broke mid-response (refused, reset: the engine died): the same verdict as a
-      // scrape that got no answer, now rather than at the next scrape; the next scrape that gets one clears it.
-      this.noteUnreachable();
+      // Refused, or the connection broke mid-response (reset: the engine died): down now rather than at the next
+      // scrape; the next byte clears it. A timeout is left to the stall rule (liveness.ts).
+      const code = connectionFailureCode(err);
+      if (code !== undefined) {
+        this.liveness.connectionFailed(code);
+        this.scrapeOk = false;
+        this.scrapeFailed = true;
+      }
       throw new TidegateError("upstream_error", `upstream ${this.instanceId} (${this.url.host}): ${(err as Error).message}`, { cause: err });
     } finally {
       // A consumer that stops early (or an error) must not leave the upstream generating: close the connection.
       if (res !== undefined && !res.complete) res.destroy();
       this.remaining -= budget - counted;
       this.inFlight--;
+      this.liveness.end();
       if (this.inFlight === 0) this.scrapeWhenIdle();
     }
   }

@@ -6,19 +6,18 @@
  *   every request around it, and takes it back once its /metrics answers again;
  * - `kill -9` of a region running `--spawn-engines` leaves no engine process behind (the keepers stop them).
  */
-import { createServer, request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
+import { metricsProxy } from "../helpers/metrics-proxy.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tidegate-health-"));
-const servers: Server[] = [];
+const closers: (() => Promise<void>)[] = [];
 afterAll(async () => {
   await stopAll();
-  for (const s of servers) s.close();
+  await Promise.all(closers.map((c) => c()));
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -43,26 +42,16 @@ function sample(text: string, name: string, labels: string): number | undefined 
   return line === undefined ? undefined : Number(line.slice(line.lastIndexOf(" ") + 1));
 }
 
-/** A pass-through proxy to `target` whose /metrics answers 500 while `failing`. */
+/** A proxy to `target` whose /metrics answers 500 while `failing`. */
 async function flakyMetricsProxy(target: string): Promise<{ url: string; failing: boolean }> {
   const state = { url: "", failing: false };
-  const t = new URL(target);
-  const server = createServer((req, res) => {
-    if (state.failing && req.url?.startsWith("/metrics")) {
-      res.writeHead(500).end("metrics broken");
-      return;
-    }
-    const up = request({ host: t.hostname, port: t.port, path: req.url, method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
-    });
-    up.on("error", () => res.destroy());
-    res.on("close", () => up.destroy());
-    req.pipe(up);
+  const proxy = await metricsProxy(target, (_req, res) => {
+    if (!state.failing) return false;
+    res.writeHead(500).end("metrics broken");
+    return true;
   });
-  servers.push(server);
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  closers.push(proxy.close);
+  state.url = proxy.url;
   return state;
 }
 

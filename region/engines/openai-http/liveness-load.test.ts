@@ -4,48 +4,25 @@
  * scrape past its timeout) but tokens stream, the instance stays in service with its last stats marked stale; once
  * its connection is refused it is taken out.
  */
-import { createServer, request, type Server } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WallClock } from "../../../core/clock.js";
 import { silentLogger } from "../../../core/log.js";
 import type { GenerateRequest, InstanceState } from "../../../core/ports.js";
 import { spawnTidegate, stopAll, type Proc } from "../../../test/e2e/procs.js";
+import { metricsProxy } from "../../../test/helpers/metrics-proxy.js";
 import type { Gateway } from "../../gateway/gateway.js";
 import { watchEngineHealth } from "../../process/engine-health.js";
 import { OpenAIHttpEngine } from "./engine.js";
 
-/** A pass-through proxy to `target` that holds every /metrics request unanswered while `holdMetrics`. */
+/** A proxy to `target` that leaves every /metrics request unanswered while `holdMetrics` (the adapter's scrape times out). */
 async function slowMetricsProxy(target: string) {
-  const t = new URL(target);
-  const sockets = new Set<Socket>();
-  const state = { url: "", holdMetrics: false, held: 0, server: undefined as unknown as Server, close: () => Promise.resolve() };
-  const server = createServer((req, res) => {
-    if (state.holdMetrics && req.url?.startsWith("/metrics")) {
-      state.held++;
-      return; // never answered: the adapter's scrape times out
-    }
-    const up = request({ host: t.hostname, port: t.port, path: req.url, method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode ?? 502, r.headers);
-      r.pipe(res);
-    });
-    up.on("error", () => res.destroy());
-    res.on("close", () => up.destroy());
-    req.pipe(up);
+  const state = { holdMetrics: false, held: 0 };
+  const proxy = await metricsProxy(target, () => {
+    if (!state.holdMetrics) return false;
+    state.held++;
+    return true; // never answered
   });
-  server.on("connection", (s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-  await new Promise<void>((r) => server.listen(0, "127.0.0.1", () => r()));
-  state.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
-  state.server = server;
-  // Stop listening and drop every connection: the next connect is refused.
-  state.close = () => new Promise<void>((r) => {
-    server.close(() => r());
-    for (const s of sockets) s.destroy();
-  });
-  return state;
+  return Object.assign(state, { url: proxy.url, close: proxy.close });
 }
 
 async function until(what: string, ok: () => boolean, timeoutMs: number): Promise<void> {

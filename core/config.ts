@@ -522,9 +522,9 @@ function checkPipelinedEndpoints(keystage: KeystageConfig | undefined, models: M
 }
 
 /**
- * `{ [key]: value }`, or `{}` when the value is absent. Optional keys are read with the reader's `optional*` methods
- * (never behind `has` alone): a key read either way is a known field, so a misspelling of it gets the suggestion
- * ("engines.kvCapacityToken: … did you mean "kvCapacityTokens"?") even when the file does not set it.
+ * `{ [key]: value }`, or `{}` when the value is absent (an optional key read with the reader's `optional*` methods;
+ * a key read or asked about with `has` is a known field, so a misspelling of it gets the suggestion — "engines.
+ * kvCapacityToken: … did you mean "kvCapacityTokens"?" — even when the file does not set it).
  */
 function present<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
   return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };

@@ -55,7 +55,9 @@ export class ObjectReader {
     this.value = value as Record<string, unknown>;
   }
 
+  /** Whether `key` is set. Asking makes it a known field: `done()` then suggests it for a misspelling even when unset. */
   has(key: string): boolean {
+    this.seen.add(key);
     return this.value[key] !== undefined;
   }
 

@@ -10,8 +10,8 @@ import { GPU_SPECS, MODEL_SPECS, type GpuType, type ModelName, type RegionName }
 import { ObjectReader, ValidationError, parseJson } from "./validate.js";
 import { TidegateError } from "./errors.js";
 import { readRedisTls, redactUrl, type RedisTlsConfig } from "./redis.js";
-import { parseKeystageConfig, type KeystageConfig } from "../region/keystage/config.js";
-import { parseLoadingConfig, type LoadingConfig } from "../region/liveload/config.js";
+import { parseKeystageConfig, type KeystageConfig } from "../region/keystage/keystage-config.js";
+import { parseLoadingConfig, type LoadingConfig } from "../region/liveload/liveload-config.js";
 
 export interface ModelConfig {
   name: ModelName;
@@ -38,7 +38,7 @@ export interface RegionConfig {
   endpoints: EndpointConfig[];
   /** Where the region process listens for the global router (gRPC), when run as its own process. */
   grpcAddress: string;
-  /** This region's loading source, over `controller.loading` (region/liveload/config.ts). */
+  /** This region's loading source, over `controller.loading` (region/liveload/liveload-config.ts). */
   loading?: LoadingConfig;
   /**
    * Static regions: share of the region's engines (0–100, default 50) that may be out of service for health at once;
@@ -160,9 +160,9 @@ export interface PlannerConfig {
 
 export interface ControllerConfig {
   /**
-   * The scaling strategy (region/strategies/registry.ts). "keystage" holds the planner's target like LT-I and has
+   * The scaling strategy (region/strategies/strategy-registry.ts). "keystage" holds the planner's target like LT-I and has
    * each instance of a pipelined endpoint (`keystage.pipelines`) split its GPUs over its stages by key-stage scaling;
-   * under any other strategy a pipelined instance scales all its stages together (region/keystage/engine.ts).
+   * under any other strategy a pipelined instance scales all its stages together (region/keystage/pipeline-engine.ts).
    */
   strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
   reconcileIntervalMs: number;
@@ -182,7 +182,7 @@ export interface ControllerConfig {
   /** A node agent silent this long is lost: its instances go, the parameter pool restores its invariant. */
   agentLostAfterMs: number;
   /**
-   * Where new instances' parameters come from and what they do while loading (issue 12; region/liveload/config.ts),
+   * Where new instances' parameters come from and what they do while loading (issue 12; region/liveload/liveload-config.ts),
    * for every region without its own `regions[].loading`. Absent = the actuator's configured deploy delays.
    */
   loading?: LoadingConfig;

@@ -17,7 +17,7 @@ import type { AddressInfo } from "node:net";
 import { WallClock } from "../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { silentLogger } from "../core/log.js";
-import { FakeRegionLink } from "../router/fake-link.js";
+import { FakeRegionLink } from "../test/helpers/fake-link.js";
 import { GlobalRouter } from "../router/server.js";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { ADMIN_KEY, sampleSite, type SampleSite } from "../test/helpers/plans.js";

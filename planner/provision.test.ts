@@ -5,7 +5,7 @@
 import { describe, expect, it } from "vitest";
 import type { Forecast, ForecastInput, Forecaster } from "../forecasts/forecaster.js";
 import { MemoryHistory, type DemandSample } from "../forecasts/history.js";
-import { targetsFromWire, targetsToWire } from "../region/link/proto.js";
+import { targetsFromWire, targetsToWire } from "../region/link/region-proto.js";
 import type { Fleet } from "./fleet.js";
 import { targetsFor } from "./loop.js";
 import { runPlan } from "./plan.js";

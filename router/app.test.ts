@@ -10,7 +10,7 @@ import { WallClock } from "../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { silentLogger } from "../core/log.js";
 import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes } from "../core/models.js";
-import { FakeRegionLink } from "./fake-link.js";
+import { FakeRegionLink } from "../test/helpers/fake-link.js";
 import { GlobalRouter } from "./server.js";
 
 const MODELS = ["llama2-70b", "bloom-176b", "llama3.1-8b", "llama3.2-3b"];

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { WallClock } from "../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { silentLogger } from "../core/log.js";
-import { FakeRegionLink } from "./fake-link.js";
+import { FakeRegionLink } from "../test/helpers/fake-link.js";
 import { GlobalRouter } from "./server.js";
 import { Admission, ShedError } from "./admission.js";
 

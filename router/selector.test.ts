@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
-import { modelTelemetry } from "./fake-link.js";
+import { modelTelemetry } from "../test/helpers/fake-link.js";
 import { RegionSelector } from "./selector.js";
 import type { RegionTelemetry } from "../core/ports.js";
 

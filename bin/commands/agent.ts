@@ -8,14 +8,14 @@ import { WallClock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { loggerFromFlags } from "../flags.js";
 import { Announcer } from "../../region/agent/announcer.js";
-import { EngineSupervisor } from "../../region/agent/engines.js";
+import { EngineSupervisor } from "../../region/agent/engine-supervisor.js";
 import { NodeAgent } from "../../region/agent/node.js";
-import { RegistryClient } from "../../region/agent/registry.js";
-import { startAgentServer } from "../../region/agent/server.js";
-import { agentRegistry } from "../../region/agent/metrics.js";
+import { RegistryClient } from "../../region/agent/agent-registry.js";
+import { startAgentServer } from "../../region/agent/agent-server.js";
+import { agentRegistry } from "../../region/agent/agent-metrics.js";
 import { startProbeServer } from "../../core/probe-server.js";
 import { tlsFromFlags } from "../../region/link/tls.js";
-import { untilSignal } from "./dev.js";
+import { untilSignal } from "../signals.js";
 
 function port(flags: Record<string, unknown>, name: string): number {
   const v = flags[name];

@@ -4,10 +4,11 @@
  * global router through in-process RegionLinks — serving the OpenAI API on http://127.0.0.1:8080.
  */
 import type { Command } from "../command.js";
+import { untilSignal } from "../signals.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock, type Clock } from "../../core/clock.js";
 import { loadConfig, regionLoading, type TidegateConfig } from "../../core/config.js";
-import { schedulerOf } from "../../region/liveload/config.js";
+import { schedulerOf } from "../../region/liveload/liveload-config.js";
 import type { Logger } from "../../core/log.js";
 import { loggerFromFlags, portFromFlags } from "../flags.js";
 import { DevConsole, openDevLog, progressText, showProgress, type DevLogTarget, type RegionProgress } from "../dev-output.js";
@@ -16,15 +17,15 @@ import type { RegionName } from "../../core/models.js";
 import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
 import { configNeedsSolver, startSimFleet, type SimFleetSettings } from "../../region/runtime/sim-region.js";
 import { HighsSolver, type Solver } from "../../planner/solver.js";
-import { seededRandom } from "../../sim/workload/rng.js";
-import { SimEngine } from "../../region/engines/sim/engine.js";
-import { PipelineEngine, pipelineSpecFor } from "../../region/keystage/engine.js";
+import { seededRandom } from "../../core/random.js";
+import { SimEngine } from "../../region/engines/sim/sim-engine.js";
+import { PipelineEngine, pipelineSpecFor } from "../../region/keystage/pipeline-engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
-import { InProcessRegionLink } from "../../region/link/in-process.js";
-import { startInProcessRegion, type InProcessRegion } from "../../region/runtime/in-process.js";
+import { InProcessRegionLink } from "../../region/link/in-process-link.js";
+import { startInProcessRegion, type InProcessRegion } from "../../region/runtime/in-process-region.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { GlobalRouter } from "../../router/server.js";
-import { RegionMetrics, type RegionMetricsSink } from "../../region/process/metrics.js";
+import { RegionMetrics, type RegionMetricsSink } from "../../region/process/region-metrics.js";
 import type { RegionService } from "../../region/link/service.js";
 import { createRegistry } from "../../core/metrics.js";
 import { PlannerMetrics } from "../../planner/metrics.js";
@@ -92,7 +93,7 @@ export function devSimSettings(solver?: Solver): SimFleetSettings {
 
 /**
  * Builds the stack. With `controller.actuator` "agents" (the default) every region is the live region runtime in
- * this process (region/runtime/in-process.ts): in-process node agents with real native block stores and loopback TCP
+ * this process (region/runtime/in-process-region.ts): in-process node agents with real native block stores and loopback TCP
  * transfers, simulated engines started on them once their blocks arrived, the controller pacing the planner's
  * targets. With "static", each region is a Gateway over `instances` fixed SimEngines per endpoint. Either way an
  * InProcessRegionLink per region and one GlobalRouter over all links; the router is not listening yet.
@@ -169,19 +170,6 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
         else await Promise.all(gateways.map((g) => g.close()));
       })()),
   };
-}
-
-/** Resolves on the first SIGINT or SIGTERM (and removes its handlers). */
-export function untilSignal(): Promise<NodeJS.Signals> {
-  return new Promise((resolve) => {
-    const on = (sig: NodeJS.Signals) => {
-      process.off("SIGINT", on);
-      process.off("SIGTERM", on);
-      resolve(sig);
-    };
-    process.on("SIGINT", on);
-    process.on("SIGTERM", on);
-  });
 }
 
 export const command: Command = {

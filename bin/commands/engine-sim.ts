@@ -11,9 +11,9 @@ import { TidegateError } from "../../core/errors.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { AgentClient } from "../../region/agent/client.js";
 import { tlsFromFlags, type TlsFiles } from "../../region/link/tls.js";
-import { SimEngine } from "../../region/engines/sim/engine.js";
+import { SimEngine } from "../../region/engines/sim/sim-engine.js";
 import { EngineSimServer, type EngineParameters, type ServedEngine } from "../../region/engines/sim/http.js";
-import { parsePipelineSpec, PipelineEngine } from "../../region/keystage/engine.js";
+import { parsePipelineSpec, PipelineEngine } from "../../region/keystage/pipeline-engine.js";
 
 /** The model's complete store on the agent at `address`, or a message saying why there is none. */
 async function parametersFrom(address: string, model: string, shared?: AgentClient, tls?: TlsFiles): Promise<EngineParameters | string> {

@@ -12,7 +12,7 @@ import { TidegateError } from "../../core/errors.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import type { TlsFiles } from "../../region/link/tls.js";
 import { GlobalRouter } from "../../router/server.js";
-import { untilSignal } from "./dev.js";
+import { untilSignal } from "../signals.js";
 import type { Redis } from "ioredis";
 import { logRedisHealth, openRedis } from "../../core/redis.js";
 import { RedisHistory } from "../../forecasts/history-redis.js";

@@ -23,7 +23,7 @@ import { PlannerMetrics } from "../../planner/metrics.js";
 import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
 import { startPlannerService } from "../../planner/service.js";
-import { untilSignal } from "./dev.js";
+import { untilSignal } from "../signals.js";
 
 export const command: Command = {
   name: "planner",

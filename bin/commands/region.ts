@@ -8,13 +8,13 @@ import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { loggerFromFlags } from "../flags.js";
-import { simEngineFactory, type EngineFactory } from "../../region/process/engines.js";
+import { simEngineFactory, type EngineFactory } from "../../region/process/static-engines.js";
 import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js";
-import { pipelineFlag, pipelineSpecFor } from "../../region/keystage/engine.js";
-import { startRegionProcess } from "../../region/process/server.js";
+import { pipelineFlag, pipelineSpecFor } from "../../region/keystage/pipeline-engine.js";
+import { startRegionProcess } from "../../region/process/region-server.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { tlsFromFlags } from "../../region/link/tls.js";
-import { untilSignal } from "./dev.js";
+import { untilSignal } from "../signals.js";
 
 
 export const command: Command = {

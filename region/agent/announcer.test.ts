@@ -4,7 +4,7 @@ import { TidegateError } from "../../core/errors.js";
 import { createLogger } from "../../core/log.js";
 import { Announcer } from "./announcer.js";
 import type { NodeAnnouncement } from "./handle.js";
-import type { AnnounceReply } from "./registry.js";
+import type { AnnounceReply } from "./agent-registry.js";
 
 const node: NodeAnnouncement = { nodeId: "n1", dataHost: "h", dataPort: 1, transport: "tcp", fallback: "", memoryBytes: 1, grpcAddress: "h:2", region: "r", gpuType: "h100-80gb", gpuSlots: 8, stores: [], engines: [] };
 

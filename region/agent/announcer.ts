@@ -6,7 +6,7 @@
 import type { Clock, Timer } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
 import type { NodeAnnouncement } from "./handle.js";
-import type { AnnounceReply } from "./registry.js";
+import type { AnnounceReply } from "./agent-registry.js";
 
 /** How to announce: what (`announcement`), where (`send`, e.g. RegistryClient.announce) and how often. */
 export interface AnnouncerOptions {

@@ -9,7 +9,7 @@ import { isTidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
 import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, RunCall } from "./handle.js";
 import type { LoadSpec } from "./node.js";
-import { agentService, announcementFromWire, engineFromWire, errorFromStatus, type WireAgentInfo, type WireEngineInfo, type WireLoadReply, type WireRunEvent, type WireVerifyReply } from "./proto.js";
+import { agentService, announcementFromWire, engineFromWire, errorFromStatus, type WireAgentInfo, type WireEngineInfo, type WireLoadReply, type WireRunEvent, type WireVerifyReply } from "./agent-proto.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../link/tls.js";
 
 export type { RunCall } from "./handle.js";

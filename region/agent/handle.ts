@@ -67,7 +67,7 @@ export interface EngineSpec {
   awaitBlocks?: boolean;
   /**
    * engine-sim only: serve the model as a pipeline of stages with key-stage scaling, this JSON being engine-sim's
-   * `--pipeline` (region/keystage/engine.ts PipelineSpec). Absent = a whole-model instance.
+   * `--pipeline` (region/keystage/pipeline-engine.ts PipelineSpec). Absent = a whole-model instance.
    */
   pipeline?: string;
 }

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import type { RegionTargets } from "../../core/ports.js";
 import { SAGESERVE_DELAYS, SimActuator } from "../actuator/sim.js";
-import { resolveStrategy } from "../strategies/registry.js";
+import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { RegionController, type ControllerAction, type ControllerError, type ManagedEndpoint } from "./reconciler.js";
 
 function rng(seed: number): () => number {

@@ -26,8 +26,8 @@ import type { Clock, Timer } from "../../core/clock.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { RegionTargets } from "../../core/ports.js";
 import type { Actuator, InstanceRecord } from "../actuator/port.js";
-import { chooseScaleIn, chooseScaleOut } from "../spot/pool.js";
-import type { BoundStrategy } from "../strategies/registry.js";
+import { chooseScaleIn, chooseScaleOut } from "../spot/spot-pool.js";
+import type { BoundStrategy } from "../strategies/strategy-registry.js";
 
 /** One endpoint the controller manages: (model, GPU type) with its GPUs per instance and bounds. */
 export interface ManagedEndpoint {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
-import { FakeEngine } from "./fake-engine.js";
+import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { Gateway } from "./gateway.js";
 
 const MODEL = "llama3.1-8b";
@@ -330,7 +330,7 @@ describe("Gateway telemetry", () => {
 
 describe("Gateway.submit (the callback form)", () => {
   it("keeps the same in-flight books as generate: a burst spreads over instances, ends settle them, tokens are counted", async () => {
-    const { SimEngine } = await import("../engines/sim/engine.js");
+    const { SimEngine } = await import("../engines/sim/sim-engine.js");
     const clock = new VirtualClock();
     const gw = gateway(clock, 100);
     const engines = ["a", "b", "c"].map((id) => new SimEngine({ instanceId: id, model: MODEL, gpu: "h100-80gb", tp: 2, clock }));
@@ -374,7 +374,7 @@ describe("Gateway.submit (the callback form)", () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(seen[0]).toBe("first");
     expect(seen.at(-1)).toMatch(/^done \d+$/);
-    const { SimEngine } = await import("../engines/sim/engine.js");
+    const { SimEngine } = await import("../engines/sim/sim-engine.js");
     const gw2 = gateway(clock, 0);
     gw2.addInstance("h100-80gb", new SimEngine({ instanceId: "s", model: MODEL, gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000 }));
     expect(() => gw2.submit(request({ promptTokens: 900, maxTokens: 200 }), {})).toThrow(/KV capacity/);

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
-import { DEFAULT_CLUSTER } from "./config.js";
+import { DEFAULT_CLUSTER } from "./keystage-config.js";
 import { PipelineSim, type PipelineRequest } from "./pipeline.js";
 import { runPipeline } from "./run.js";
 import { Cluster, KeyStageScaler } from "./scaler.js";
 import { Pipeline } from "./stages.js";
-import { resolveStrategy } from "../strategies/registry.js";
+import { resolveStrategy } from "../strategies/strategy-registry.js";
 import type { KeyStageParams } from "./strategy.js";
 
 const LLAMA = new Pipeline({ model: "llama2-70b", gpu: "h100-80gb", layersPerStage: [30, 50], profileTp: 4, hiddenSize: 8192 });

@@ -4,7 +4,7 @@
  * an SLO of `sloFactor` × each request's profiled inference time (QUART §8.2), and time-average queue per stage.
  */
 import { VirtualClock } from "../../core/clock.js";
-import type { ClusterConfig } from "./config.js";
+import type { ClusterConfig } from "./keystage-config.js";
 import type { ScalingMode } from "./corrector.js";
 import { PipelineSim, type PipelineRequest } from "./pipeline.js";
 import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";

@@ -9,7 +9,7 @@
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { StageCache, startMs } from "./cache.js";
-import type { ClusterConfig } from "./config.js";
+import type { ClusterConfig } from "./keystage-config.js";
 import { correctAndSmooth, type ScalingMode, type StagePlan } from "./corrector.js";
 import { Pid } from "./pid.js";
 import type { PipelineSim, Replica } from "./pipeline.js";

@@ -5,10 +5,10 @@ import { VirtualClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import { seededRandom } from "../../sim/workload/rng.js";
-import { SimEngine } from "../engines/sim/engine.js";
+import { SimEngine } from "../engines/sim/sim-engine.js";
 import { startSimRegion } from "../runtime/sim-region.js";
-import { resolveStrategy } from "../strategies/registry.js";
-import { PipelineEngine } from "./engine.js";
+import { resolveStrategy } from "../strategies/strategy-registry.js";
+import { PipelineEngine } from "./pipeline-engine.js";
 
 const NO_DELAYS = { spotMedianMs: 0, spotMaxMs: 0, spotSigma: 0, redeployLocalMs: 0, redeployRemoteMs: 0, vmProvisionMs: 0 };
 const HOLD = resolveStrategy("reactive", { outAbove: 2, inBelow: 0 });

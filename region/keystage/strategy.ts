@@ -1,5 +1,5 @@
 /**
- * The `keystage` strategy (QUART §5, registered in region/strategies/registry.ts). It composes with the planner's
+ * The `keystage` strategy (QUART §5, registered in region/strategies/strategy-registry.ts). It composes with the planner's
  * hourly targets: the planner decides how many GPUs a pipelined (model, region) holds — `decide` paces the GPU
  * count to that target at once, like LT-I — and the key-stage scaler (scaler.ts) decides how those GPUs are split
  * over the pipeline's stages, every `intervalMs`, with the parameters below.

@@ -1,7 +1,7 @@
 import * as protoLoader from "@grpc/proto-loader";
 import { describe, expect, it } from "vitest";
 import { decodeDispatchEvents, encodeDispatchEvents } from "./codec.js";
-import { regionProtoPath, type WireDispatchEvents } from "./proto.js";
+import { regionProtoPath, type WireDispatchEvents } from "./region-proto.js";
 
 // protobufjs's own (de)serializers for the same message, as proto-loader builds them.
 const def = protoLoader.loadSync(regionProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });

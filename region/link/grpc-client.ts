@@ -33,7 +33,7 @@ import {
   type WireMuxUp,
   type WireTargetsAck,
   type WireTelemetry,
-} from "./proto.js";
+} from "./region-proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
 import { MuxStream } from "./mux-client.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "./tls.js";

@@ -34,7 +34,7 @@ import {
   type WireTargets,
   type WireTargetsAck,
   type WireTelemetry,
-} from "./proto.js";
+} from "./region-proto.js";
 import { serveMux } from "./mux-server.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
 import { serverCredentials, type TlsFiles } from "./tls.js";

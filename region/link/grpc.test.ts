@@ -3,9 +3,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { EngineEvent, RegionTelemetry } from "../../core/ports.js";
-import { FakeEngine } from "../gateway/fake-engine.js";
+import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { startRegionGrpcServer } from "./grpc-server.js";
-import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "./grpc-fixture.js";
+import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "../../test/helpers/grpc-fixture.js";
 import { makeTestCa } from "../../test/helpers/certs.js";
 
 const { cleanup, request, region, serve, link } = useGrpcFixture("g");

@@ -15,7 +15,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
-import type { WireDispatchRequest, WireMuxEvent, WireMuxUp } from "./proto.js";
+import type { WireDispatchRequest, WireMuxEvent, WireMuxUp } from "./region-proto.js";
 
 /** Messages queued for one request before the shared stream is paused. */
 const HIGH_WATER = 64;

@@ -1,7 +1,7 @@
 import * as protoLoader from "@grpc/proto-loader";
 import { describe, expect, it } from "vitest";
 import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
-import { regionProtoPath, type WireMuxEvent } from "./proto.js";
+import { regionProtoPath, type WireMuxEvent } from "./region-proto.js";
 
 // protobufjs's own (de)serializers for MuxDown (`{ events: MuxEvent[] }`), as proto-loader builds them.
 const def = protoLoader.loadSync(regionProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });

@@ -17,7 +17,7 @@
 import type * as grpc from "@grpc/grpc-js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
-import { doneToWire, requestFromWire, type WireMuxEvent, type WireMuxUp } from "./proto.js";
+import { doneToWire, requestFromWire, type WireMuxEvent, type WireMuxUp } from "./region-proto.js";
 import type { RegionService } from "./service.js";
 
 /** Serves one DispatchMux stream until it ends; returns at once (the work runs on the stream's events). */

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "vitest";
 import * as grpc from "@grpc/grpc-js";
 import type { EngineEvent } from "../../core/ports.js";
-import { FakeEngine } from "../gateway/fake-engine.js";
+import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { findTidegateError } from "../../core/errors.js";
-import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "./grpc-fixture.js";
-import { regionService, requestToWire, type WireDispatchEvents } from "./proto.js";
+import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "../../test/helpers/grpc-fixture.js";
+import { regionService, requestToWire, type WireDispatchEvents } from "./region-proto.js";
 
 const { cleanup, request, region, serve, link } = useGrpcFixture("m");
 /** Ids the tests build by hand (`m-x…`, `hold-…`) take their numbers from here. */

@@ -1,7 +1,7 @@
 /**
  * The wire shapes the hand-written codecs (codec.ts, mux-codec.ts) encode: a DispatchEvents message and the
  * DispatchMux down-events (proto-loader's keepCase snake_case fields). In their own module so the codecs and
- * proto.ts, which uses them, do not import each other.
+ * region-proto.ts, which uses them, do not import each other.
  */
 
 export interface WireDone {

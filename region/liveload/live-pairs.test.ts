@@ -5,7 +5,7 @@ import { silentLogger } from "../../core/log.js";
 import type { Engine } from "../../core/ports.js";
 import type { PairSpec, PairStatus } from "./live-pair.js";
 import { LivePairs, agentsLayerwise, blocksForLayer, layersHeld } from "./live-pairs.js";
-import { parseLoadingConfig } from "./config.js";
+import { parseLoadingConfig } from "./liveload-config.js";
 
 /** A serving engine's control that records what it is sent; `hold` keeps each call pending until released. */
 class FakeControl {

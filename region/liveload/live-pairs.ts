@@ -23,7 +23,7 @@ import { HIDDEN_SIZE } from "../keystage/stages.js";
 import type { PairSpec, PairStatus } from "./live-pair.js";
 import type { PairScheduler } from "./pairing.js";
 import { TABLE1_CLUSTER_A, type LoadBandwidths } from "./sources.js";
-import { dataPlaneScheduler, type LoadingConfig } from "./config.js";
+import { dataPlaneScheduler, type LoadingConfig } from "./liveload-config.js";
 
 /** The model's hidden size (key-stage scaling's table), else the usual 12·layers·d² estimate from its parameters. */
 export function hiddenSize(model: ModelName): number {
@@ -237,7 +237,7 @@ export class LivePairs {
 /**
  * The agents actuator's `layerwise` option for a region's loading key: undefined for stop-the-world (and no key),
  * else the scheduler and the activation hop over the key's RDMA bandwidth. Throws for keys the agents actuator
- * cannot run (config.ts dataPlaneScheduler), and for pairing with real engines (`engines.commandTemplate`: a vLLM
+ * cannot run (liveload-config.ts dataPlaneScheduler), and for pairing with real engines (`engines.commandTemplate`: a vLLM
  * has no layer-wise control, so every pairing would fail).
  */
 export function agentsLayerwise(region: string, loading: LoadingConfig | undefined, commandTemplate?: string): { scheduler: PairScheduler; hopMsPerToken(model: ModelName): number } | undefined {

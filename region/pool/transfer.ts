@@ -27,7 +27,7 @@ import { planChains } from "../multicast/blitzscale.js";
 import { idealSeconds } from "../multicast/ideal.js";
 import { planBinomial } from "../multicast/lambdascale.js";
 import { planNodes, type MulticastAlgorithm, type MulticastPlan } from "../multicast/schedule.js";
-import type { ParameterPool } from "./pool.js";
+import type { ParameterPool } from "./parameter-pool.js";
 import type { LinkRates } from "./rates.js";
 
 /** How a region picks its multicast plans. */

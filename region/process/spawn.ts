@@ -13,11 +13,11 @@ import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes } from "../../core/models.js";
 import { silentLogger, type Logger } from "../../core/log.js";
-import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
-import type { EngineFactory, InstanceSlot } from "./engines.js";
-import { defaultCliPath, defaultKeeperPath } from "../agent/engines.js";
+import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
+import type { EngineFactory, InstanceSlot } from "./static-engines.js";
+import { defaultCliPath, defaultKeeperPath } from "../agent/engine-supervisor.js";
 
-export { defaultCliPath } from "../agent/engines.js";
+export { defaultCliPath } from "../agent/engine-supervisor.js";
 
 /** KV bytes of one instance (GPU memory × 0.9 − weights, core/models.ts), to scale vLLM's usage fraction. */
 export function slotKvBytes(slot: InstanceSlot): number {

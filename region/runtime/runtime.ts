@@ -21,9 +21,9 @@ import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
-import type { PipelineSummary } from "../keystage/engine.js";
+import type { PipelineSummary } from "../keystage/pipeline-engine.js";
 import type { RegionService } from "../link/service.js";
-import { resolveStrategy, type BoundStrategy } from "../strategies/registry.js";
+import { resolveStrategy, type BoundStrategy } from "../strategies/strategy-registry.js";
 
 /** Where the runtime reports what it does (Prometheus in the region process). */
 export interface RuntimeMetricsSink {
@@ -285,7 +285,7 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
 
 
 /**
- * A pipelined instance (region/keystage/engine.ts in this process, or a pipelined engine-sim as its /metrics show it
+ * A pipelined instance (region/keystage/pipeline-engine.ts in this process, or a pipelined engine-sim as its /metrics show it
  * to the openai-http adapter) in words for the listing: its scaling mode, replicas and queue per stage, the key
  * stages and the GPUs it holds of its budget. "" for any other engine.
  */

@@ -25,7 +25,7 @@ import { MODEL_SPECS, weightBytes, type GpuType, type ModelName } from "../../co
 import type { Solver } from "../../planner/solver.js";
 import type { InstanceRecord } from "../actuator/port.js";
 import type { ActuatorLoading } from "../actuator/sim.js";
-import type { SimEngine } from "../engines/sim/engine.js";
+import type { SimEngine } from "../engines/sim/sim-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
 import { hopMsPerToken } from "../liveload/live-pairs.js";
 import { LoadingPair } from "../liveload/pairing.js";

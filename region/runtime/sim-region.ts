@@ -19,13 +19,13 @@ import type { InstanceListener, InstanceRecord } from "../actuator/port.js";
 import { SimActuator, type ActuatorDelays } from "../actuator/sim.js";
 import type { ControllerAction } from "../controller/reconciler.js";
 import { getProfile } from "../engines/perf/model.js";
-import { SimEngine } from "../engines/sim/engine.js";
-import { PipelineEngine, pipelineSpecFor } from "../keystage/engine.js";
+import { SimEngine } from "../engines/sim/sim-engine.js";
+import { PipelineEngine, pipelineSpecFor } from "../keystage/pipeline-engine.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
-import { InProcessRegionLink } from "../link/in-process.js";
+import { InProcessRegionLink } from "../link/in-process-link.js";
 import type { Solver } from "../../planner/solver.js";
-import { schedulerOf } from "../liveload/config.js";
-import type { BoundStrategy } from "../strategies/registry.js";
+import { schedulerOf } from "../liveload/liveload-config.js";
+import type { BoundStrategy } from "../strategies/strategy-registry.js";
 import { startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
 import { SimRegionLoading, type SimLoadingSettings } from "./sim-loading.js";
 
@@ -136,7 +136,7 @@ export interface SimFleetRegion {
 
 /**
  * Every region of `config` on the sim actuator, each behind an InProcessRegionLink: the one wiring of `tidegate dev`
- * (controller.actuator "sim"), the trace replay (sim/replay/wiring.ts) and the week replay (sim/week/wiring.ts).
+ * (controller.actuator "sim"), the trace replay (sim/replay/replay-wiring.ts) and the week replay (sim/week/week-wiring.ts).
  */
 export function startSimFleet(o: SimFleetOptions): SimFleetRegion[] {
   return o.config.regions.map((rc, ri) => {

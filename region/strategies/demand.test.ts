@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { resolveStrategy } from "./registry.js";
+import { resolveStrategy } from "./strategy-registry.js";
 import type { StrategyInput } from "./types.js";
 
 const demand = resolveStrategy("demand", { instanceTokensPerS: 1000 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../core/validate.js";
-import { resolveStrategy } from "./registry.js";
+import { resolveStrategy } from "./strategy-registry.js";
 import type { StrategyInput } from "./types.js";
 
 const S = 1000;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../core/validate.js";
-import { resolveStrategy, type BoundStrategy } from "./registry.js";
+import { resolveStrategy, type BoundStrategy } from "./strategy-registry.js";
 import type { StrategyInput } from "./types.js";
 
 const HOUR = 3_600_000;

@@ -14,7 +14,7 @@ import type { RegionLink } from "../../core/ports.js";
 import type { DemandHistory } from "../../forecasts/history.js";
 import { NiwRecorder } from "../../forecasts/niw-recorder.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
-import { QueueMetrics } from "../dispatch/metrics.js";
+import { QueueMetrics } from "../dispatch/dispatch-metrics.js";
 import { DirFileStore } from "../queue/dir-files.js";
 import { EmbeddedQueueStore } from "../queue/embedded.js";
 import { RedisFileStore, RedisQueueStore } from "../queue/redis.js";

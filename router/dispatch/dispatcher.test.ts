@@ -6,12 +6,12 @@ import { makeUsage } from "../../core/openai.js";
 import type { EngineEvent, GenerateRequest, RegionLink, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import { MemoryHistory } from "../../forecasts/history.js";
 import { NiwRecorder } from "../../forecasts/niw-recorder.js";
-import { modelTelemetry } from "../fake-link.js";
+import { modelTelemetry } from "../../test/helpers/fake-link.js";
 import { DirFileStore } from "../queue/dir-files.js";
 import { EmbeddedQueueStore } from "../queue/embedded.js";
 import { Dispatcher, type DispatcherOptions } from "./dispatcher.js";
 import { encodePayload } from "./lines.js";
-import { QueueMetrics } from "./metrics.js";
+import { QueueMetrics } from "./dispatch-metrics.js";
 
 /** A region whose every dispatch waits until the test releases or fails it. */
 class GatedLink implements RegionLink {

@@ -29,7 +29,7 @@ import { QueueCode, type BatchRecord, type ClaimedRequest, type FileStore, type 
 import { finalizeBatch } from "./finalize.js";
 import { ResultWriter } from "./result-writer.js";
 import { decodePayload, responseLine } from "./lines.js";
-import type { QueueMetrics } from "./metrics.js";
+import type { QueueMetrics } from "./dispatch-metrics.js";
 import { capacitySignals, fillSlots, fillTarget, nextGate, requestPriority, type DispatchThresholds, type EndpointGate, type FillPolicy } from "./policy.js";
 import type { GpuType } from "../../core/models.js";
 

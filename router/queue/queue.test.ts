@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
-import { queueConformance } from "./conformance.js";
+import { queueConformance } from "../../test/helpers/queue-conformance.js";
 import { EmbeddedQueueStore } from "./embedded.js";
 import { JournalCorruptError } from "./journal.js";
 import { DirFileStore } from "./dir-files.js";

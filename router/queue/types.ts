@@ -1,7 +1,7 @@
 /**
  * The `QueueStore` and `FileStore` ports for batch (NIW) traffic (DESIGN "Ports": QueueStore; SageServe §6.3 queue
  * manager). Two adapters implement them with identical semantics — Redis (every state change one Lua script) and
- * embedded (memory + append-only journal) — and one conformance suite (conformance.ts) runs against both.
+ * embedded (memory + append-only journal) — and one conformance suite (test/helpers/queue-conformance.ts) runs against both.
  *
  * Vocabulary: a batch holds `total` requests with indices 0..total-1; a request's id is `${batchId}:${index padded to 6 digits}`.
  * Requests wait in a per-model FIFO ordered by enqueue time; `claim` leases them for `leaseMs`; `complete` writes

@@ -19,7 +19,7 @@ import type { ModelName } from "../../core/models.js";
 import type { InstanceRecord } from "../../region/actuator/port.js";
 import { getProfile } from "../../region/engines/perf/model.js";
 import { zeroLoadingCounters, type SimLoadingCounters, type SimLoadingSettings } from "../../region/runtime/sim-loading.js";
-import { resolveStrategy } from "../../region/strategies/registry.js";
+import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { runReplay } from "./run.js";
 import { percentiles } from "./stats.js";
 import type { Trace } from "./traces.js";

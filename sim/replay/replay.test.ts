@@ -9,7 +9,7 @@ import { dispatchWithRetry } from "../../router/relay.js";
 import { assignRequests } from "./assign.js";
 import { runReplay } from "./run.js";
 import { readTrace, type Trace } from "./traces.js";
-import { buildReplayWiring } from "./wiring.js";
+import { buildReplayWiring } from "./replay-wiring.js";
 
 function oneModelConfig(): TidegateConfig {
   return parseConfig({

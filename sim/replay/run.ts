@@ -1,5 +1,5 @@
 /**
- * `tidegate replay --trace …`: drives a request-level trace through the replay wiring (wiring.ts) in virtual time,
+ * `tidegate replay --trace …`: drives a request-level trace through the replay wiring (replay-wiring.ts) in virtual time,
  * synchronously, event by event (VirtualClock.advanceToSync): no promises, so an hour of trace costs a few events
  * per request.
  *
@@ -22,7 +22,7 @@ import { submitWithRetry } from "../../router/relay.js";
 import { assignRequests } from "./assign.js";
 import { UtilizationTracker, type RequestRecord } from "./stats.js";
 import type { Trace } from "./traces.js";
-import { buildReplayWiring, type ReplayWiring, type ReplayWiringOptions } from "./wiring.js";
+import { buildReplayWiring, type ReplayWiring, type ReplayWiringOptions } from "./replay-wiring.js";
 
 const NO_BODY: Record<string, unknown> = Object.freeze({}) as Record<string, unknown>;
 

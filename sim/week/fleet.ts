@@ -11,7 +11,7 @@ import { MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError, parseJson } from "../../core/validate.js";
 import { SAGESERVE_DELAYS, type ActuatorDelays } from "../../region/actuator/sim.js";
 import { getProfile } from "../../region/engines/perf/model.js";
-import type { LoadingConfig } from "../../region/liveload/config.js";
+import type { LoadingConfig } from "../../region/liveload/liveload-config.js";
 
 /** Engine settings of one model in the replay. */
 export interface ReplayEngine {
@@ -183,7 +183,7 @@ export function fleetConfig(fleet: FleetSpec): TidegateConfig {
 }
 
 /**
- * The fleet with every region loading from `loading` (config `controller.loading`, region/liveload/config.ts;
+ * The fleet with every region loading from `loading` (config `controller.loading`, region/liveload/liveload-config.ts;
  * regions' own `loading` keys are dropped) — or, undefined, on the actuator's configured delays.
  */
 export function withLoading(fleet: FleetSpec, loading: LoadingConfig | undefined): FleetSpec {

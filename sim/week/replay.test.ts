@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload } from "../workload/spec.js";
-import { namedLoading } from "../../region/liveload/config.js";
+import { namedLoading } from "../../region/liveload/liveload-config.js";
 import { DEFAULT_FLEET_JSON, parseFleet, withLoading } from "./fleet.js";
 import { createPlanner } from "./planner.js";
 import { runWeek } from "./replay.js";

@@ -1,19 +1,19 @@
 /**
  * The week replay's event loop (DESIGN "The one rule that keeps the simulator honest"): a seeded workload streamed
  * in virtual time through the running system's own parts — the global router's RegionSelector with its in-flight
- * estimate (router/selector.ts, SageServe §6.2), each region's runtime on the `sim` actuator (wiring.ts: gateway
+ * estimate (router/selector.ts, SageServe §6.2), each region's runtime on the `sim` actuator (week-wiring.ts: gateway
  * entry `submit`, TargetsStore, controller with the selected strategy), the router's batch tier (intake and
  * Dispatcher, §6.3, over in-memory stores), and the hourly planner reading the history the live recorders write,
  * its targets sent over each region's link. One VirtualClock; engines, telemetry (1 s), controllers, the
  * dispatcher and the batch flush are clock callbacks; the loop drains microtasks every virtual second and awaits
  * the planner at hour boundaries.
- * Wiring: wiring.ts; books: books.ts and result.ts.
+ * Wiring: week-wiring.ts; books: books.ts and result.ts.
  */
 import { VirtualClock } from "../../core/clock.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import { HighsSolver } from "../../planner/solver.js";
 import { configNeedsSolver } from "../../region/runtime/sim-region.js";
-import { resolveStrategy } from "../../region/strategies/registry.js";
+import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { parseRequestId } from "../../router/queue/types.js";
 import { submitWithRetry } from "../../router/relay.js";
 import { WorkloadStream, type Arrival } from "../workload/generator.js";
@@ -21,7 +21,7 @@ import { IwHooks, NiwHooks, noteNiwSubmitted, noteUnserved, openBooks, sampleAct
 import { instanceTokensPerS } from "./capacity.js";
 import { summarize, type WeekResult } from "./result.js";
 import type { RunState, WeekOptions } from "./state.js";
-import { wireWeek, type WeekWiring } from "./wiring.js";
+import { wireWeek, type WeekWiring } from "./week-wiring.js";
 import type { DemandSample } from "../../forecasts/history.js";
 
 export type { RunState, WeekOptions } from "./state.js";

@@ -1,6 +1,6 @@
 /**
  * The replay runs the live region runtime (issue 11): one recorded sequence of interactive arrivals, planner
- * targets and batch submissions, fed to the week replay's wiring (wiring.ts: per region the region runtime on the
+ * targets and batch submissions, fed to the week replay's wiring (week-wiring.ts: per region the region runtime on the
  * `sim` actuator, the in-process links, the router's selector and batch tier) in its two shapes —
  * - replay: the week loop's calls and clock (`drainedAdvance`: events fire synchronously, microtasks drained every
  *   virtual second): `submitWithRetry` into `Gateway.submit` callbacks, targets by `link.sendTargets`, batch
@@ -17,12 +17,12 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import type { RegionName } from "../../core/models.js";
 import type { GenerateRequest, RegionLink, RegionTargets } from "../../core/ports.js";
-import { resolveStrategy } from "../../region/strategies/registry.js";
+import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
 import { requestKvBytes } from "../../router/selector.js";
 import { seededRandom } from "../workload/rng.js";
 import { drainMicrotasks, drainedAdvance } from "./replay.js";
-import { wireWeek, type WeekWiring } from "./wiring.js";
+import { wireWeek, type WeekWiring } from "./week-wiring.js";
 
 const MODEL = SMALL_MODEL;
 const REGIONS = SMALL_REGIONS;

@@ -3,22 +3,10 @@
  * splitmix32) and the draws the workload needs — standard normal, Gamma (Marsaglia–Tsang, with the shape < 1
  * boost), Weibull and exponential. Same seed, same sequence, on every machine.
  */
-import { mulberry32, type Random } from "../../core/random.js";
+import type { Random } from "../../core/random.js";
 
 export type { Random };
-
-/** Mixes a 32-bit seed (splitmix32 finaliser). */
-export function mix32(x: number): number {
-  x = (x + 0x9e3779b9) | 0;
-  x = Math.imul(x ^ (x >>> 16), 0x85ebca6b);
-  x = Math.imul(x ^ (x >>> 13), 0xc2b2ae35);
-  return (x ^ (x >>> 16)) >>> 0;
-}
-
-/** mulberry32 over a mixed seed; `stream` derives independent sequences from one seed. */
-export function seededRandom(seed: number, stream = 0): Random {
-  return mulberry32(mix32(mix32(seed >>> 0) ^ Math.imul(stream + 1, 0x27d4eb2d)));
-}
+export { mix32, seededRandom } from "../../core/random.js";
 
 /** Standard normal (Box–Muller). */
 export function normal(r: Random): number {

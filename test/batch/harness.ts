@@ -1,6 +1,6 @@
 /**
  * Test harness for the batch tier end to end: the Batch/Files sub-app and the dispatcher (router/batch/service.ts)
- * served over real HTTP on 127.0.0.1:0, with scriptable in-memory regions (router/fake-link.ts) whose telemetry a
+ * served over real HTTP on 127.0.0.1:0, with scriptable in-memory regions (test/helpers/fake-link.ts) whose telemetry a
  * pump emits every `telemetryMs` at the utilization `utilization(region)` returns.
  */
 import { Hono } from "hono";
@@ -12,7 +12,7 @@ import OpenAI from "openai";
 import { WallClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../core/config.js";
 import { createRegistry, type Registry } from "../../core/metrics.js";
-import { FakeRegionLink } from "../../router/fake-link.js";
+import { FakeRegionLink } from "../helpers/fake-link.js";
 import { createBatchService, type BatchService } from "../../router/batch/service.js";
 
 export interface Harness {

@@ -8,7 +8,7 @@ import { serve, type ServerType } from "@hono/node-server";
 import OpenAI, { toFile } from "openai";
 import { WallClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
-import { FakeRegionLink } from "../../router/fake-link.js";
+import { FakeRegionLink } from "../helpers/fake-link.js";
 import { createBatchService, type BatchService } from "../../router/batch/service.js";
 import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../helpers/redis.js";
 import { chatJsonl, parseJsonl, pollBatch } from "./harness.js";

@@ -20,14 +20,14 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { defaultDataDir } from "../../region/engines/perf/generate.js";
-import { DEFAULT_CLUSTER, parsePipeline } from "../../region/keystage/config.js";
+import { DEFAULT_CLUSTER, parsePipeline } from "../../region/keystage/keystage-config.js";
 import type { ScalingMode } from "../../region/keystage/corrector.js";
 import type { PipelineRequest } from "../../region/keystage/pipeline.js";
 import { runPipeline, type RunResult } from "../../region/keystage/run.js";
 import { Pipeline } from "../../region/keystage/stages.js";
 import type { KeyStageParams } from "../../region/keystage/strategy.js";
 import { cvStream, streamCv, traceCv, traceRatePerS, traceStream } from "../../region/keystage/workload.js";
-import { resolveStrategy } from "../../region/strategies/registry.js";
+import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { readTrace } from "../../sim/replay/traces.js";
 import { packageVersion as version, median } from "./common.js";
 import { envOverrides, jsonFigure, verdictOf, type Check } from "./verdicts/common.js";

@@ -4,14 +4,14 @@
  * this process, with a progress bar. Prints the machine, versions, inputs, the run, requests per wall second and
  * the ratio to real time; the last line is the JSON summary. Targets: ≤ 600 s wall, ≤ 4 GiB peak RSS.
  * `--days N` shortens the run for development (the targets are for the full week). `--loading SOURCE` is every
- * region's loading source (config controller.loading; region/liveload/config.ts): default `blitzscale`, layer-wise
+ * region's loading source (config controller.loading; region/liveload/liveload-config.ts): default `blitzscale`, layer-wise
  * loading with zigzag pairing (issue 12: the targets hold with it enabled); `none` = SageServe §7.1's constant
  * load delays.
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { resourceUsage } from "node:process";
 import { describeBandwidths } from "../../region/liveload/sources.js";
-import { loadWeekInputs } from "../../sim/week/cli.js";
+import { loadWeekInputs } from "../../sim/week/week-cli.js";
 import { createPlanner } from "../../sim/week/planner.js";
 import { ProgressBar } from "../../sim/week/progress.js";
 import { runWeek } from "../../sim/week/replay.js";

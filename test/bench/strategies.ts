@@ -11,7 +11,7 @@
  * `--parallel N` runs N strategies at a time (default: one per core, at most 2).
  *
  * `--loading SOURCE` (issue 12) puts a loading source in the loop: every region's config `controller.loading`
- * (region/liveload/config.ts), so scale-outs take the source's layer arrivals at BlitzScale Table 1's bandwidths,
+ * (region/liveload/liveload-config.ts), so scale-outs take the source's layer arrivals at BlitzScale Table 1's bandwidths,
  * loading instances serve through its live scheduler (blitzscale: zigzag pairing), and the regions report the
  * source's scale-out time to the planner (its model-start cost) instead of SageServe's constants. The whole bench
  * then runs on it, and reactive and LT-UA also run once more on the constant delays in the same bench, so LT-UA's
@@ -21,7 +21,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
 import { describeBandwidths } from "../../region/liveload/sources.js";
-import { loadWeekInputs } from "../../sim/week/cli.js";
+import { loadWeekInputs } from "../../sim/week/week-cli.js";
 import { withLoading } from "../../sim/week/fleet.js";
 import { createPlanner } from "../../sim/week/planner.js";
 import { writeReports } from "../../sim/week/report.js";

@@ -8,7 +8,7 @@
  *   and each interactive arrival handed, at its instant, to the router's dispatch (`dispatchWithRetry` on the
  *   router's own selector, links and watchdog — what router/completions.ts does with a parsed request) and streamed
  *   token by token through the gateway to its end;
- * - replayed: the week replay's wiring and loop shape (sim/week/wiring.ts, `submitWithRetry` into `Gateway.submit`
+ * - replayed: the week replay's wiring and loop shape (sim/week/week-wiring.ts, `submitWithRetry` into `Gateway.submit`
  *   callbacks, `drainedAdvance` on a VirtualClock) —
  * gives the same region and instance for every interactive request, the same scaling actions at the same instants
  * and every batch completed.
@@ -28,7 +28,7 @@ import { silentLogger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import type { GenerateRequest, RegionTargets } from "../../core/ports.js";
 import { buildDevStack } from "../../bin/commands/dev.js";
-import { resolveStrategy } from "../../region/strategies/registry.js";
+import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { createBatchService } from "../../router/batch/service.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
@@ -36,7 +36,7 @@ import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
 import { requestKvBytes } from "../../router/selector.js";
 import { fleetConfig } from "../../sim/week/fleet.js";
 import { drainMicrotasks, drainedAdvance } from "../../sim/week/replay.js";
-import { wireWeek } from "../../sim/week/wiring.js";
+import { wireWeek } from "../../sim/week/week-wiring.js";
 import { seededRandom } from "../../sim/workload/rng.js";
 
 const SPEED = 3;

@@ -20,9 +20,9 @@ import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WallClock } from "../../core/clock.js";
 import { AgentClient } from "../../region/agent/client.js";
-import { agentProtoPath } from "../../region/agent/proto.js";
+import { agentProtoPath } from "../../region/agent/agent-proto.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
-import { regionProtoPath } from "../../region/link/proto.js";
+import { regionProtoPath } from "../../region/link/region-proto.js";
 import { spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
 
 const SEED = Number(process.env.TIDEGATE_FUZZ_SEED ?? Date.now() % 2 ** 31);

@@ -12,7 +12,7 @@ import type { RegionTargets, TargetsAck } from "../../core/ports.js";
 import { MemoryHistory, type DemandSample } from "../../forecasts/history.js";
 import { createForecaster } from "../../forecasts/registry.js";
 import type { Forecaster } from "../../forecasts/forecaster.js";
-import { FakeRegionLink } from "../../router/fake-link.js";
+import { FakeRegionLink } from "./fake-link.js";
 import type { Fleet } from "../../planner/fleet.js";
 import { MemoryLeaderLock } from "../../planner/leader.js";
 import { PlannerLoop } from "../../planner/loop.js";

@@ -15,11 +15,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { WallClock } from "../../core/clock.js";
 import { createRegistry } from "../../core/metrics.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
-import { OpenAIHttpEngine } from "../../region/engines/openai-http/engine.js";
+import { OpenAIHttpEngine } from "../../region/engines/openai-http/openai-http-engine.js";
 import { promValue } from "../../region/engines/openai-http/sse.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
-import { RegionMetrics } from "../../region/process/metrics.js";
+import { RegionMetrics } from "../../region/process/region-metrics.js";
 import { spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
 
 const MODEL = "llama3.1-8b";

@@ -12,7 +12,7 @@ import { spawnTidegate, stopAll, type Proc } from "../../../test/e2e/procs.js";
 import { metricsProxy } from "../../../test/helpers/metrics-proxy.js";
 import type { Gateway } from "../../gateway/gateway.js";
 import { watchEngineHealth } from "../../process/engine-health.js";
-import { OpenAIHttpEngine } from "./engine.js";
+import { OpenAIHttpEngine } from "./openai-http-engine.js";
 
 /** A proxy to `target` that leaves every /metrics request unanswered while `holdMetrics` (the adapter's scrape times out). */
 async function slowMetricsProxy(target: string) {

@@ -21,7 +21,7 @@ import { TidegateError } from "../../../core/errors.js";
 import type { EngineStats } from "../../../core/ports.js";
 import type { PerfProfile } from "../perf/model.js";
 import { Handle, SimRequest, isFinished, type HandleHost, type SimHandle, type SimHandlers, type SimSubmit } from "./request.js";
-import { WaitQueues } from "./queue.js";
+import { WaitQueues } from "./wait-queues.js";
 import { itersWithin, segmentMs } from "./segment.js";
 
 export type { SimHandle, SimHandlers, SimSubmit } from "./request.js";

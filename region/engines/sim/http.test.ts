@@ -5,10 +5,10 @@ import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticToken } from "../../../core/openai.js";
 import { spawnTidegate, stopAll, type Proc } from "../../../test/e2e/procs.js";
-import { seedOf } from "./engine.js";
+import { seedOf } from "./sim-engine.js";
 import { WallClock } from "../../../core/clock.js";
 import { isTidegateError } from "../../../core/errors.js";
-import { OpenAIHttpEngine } from "../openai-http/engine.js";
+import { OpenAIHttpEngine } from "../openai-http/openai-http-engine.js";
 import type { PairStatus } from "../../liveload/live-pair.js";
 
 let proc: Proc;

@@ -1,7 +1,7 @@
 /**
  * `tidegate engine-sim`'s HTTP face: a SimEngine that looks like vLLM to its clients (node:http, no framework, for
  * the least per-token overhead). Routes: POST /v1/chat/completions and /v1/completions (streaming and not,
- * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as /healthz and /readyz), /livez, /metrics (vLLM names, metrics.ts),
+ * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as /healthz and /readyz), /livez, /metrics (vLLM names, engine-metrics.ts),
  * and the serve-while-loading control the region drives (region/liveload/live-pair.ts): GET /tidegate/layerwise (the
  * pairing and its counters), POST /tidegate/layerwise (a PairSpec: start or update), DELETE
  * /tidegate/layerwise?peer=ID (end it). Request validation,
@@ -16,9 +16,9 @@ import { MODEL_SPECS } from "../../../core/models.js";
 import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../../core/openai.js";
 import type { Engine, EngineEvent, GenerateRequest, Priority } from "../../../core/ports.js";
 import { parseJson } from "../../../core/validate.js";
-import type { PipelineStatus } from "../../keystage/engine.js";
+import type { PipelineStatus } from "../../keystage/pipeline-engine.js";
 import { parsePairSpec, type LayerwiseHost } from "../../liveload/live-pair.js";
-import { EngineSimMetrics } from "./metrics.js";
+import { EngineSimMetrics } from "./engine-metrics.js";
 
 /** Where the engine's parameters came from (engine-sim --parameters-from): reported in /health. */
 export interface EngineParameters {
@@ -29,7 +29,7 @@ export interface EngineParameters {
 
 /**
  * What the server serves: a SimEngine (with its serve-while-loading host), or a pipelined instance
- * (region/keystage/engine.ts: `status()` answers GET /tidegate/keystage; it has no layerwise pairing).
+ * (region/keystage/pipeline-engine.ts: `status()` answers GET /tidegate/keystage; it has no layerwise pairing).
  */
 export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineStatus };
 
@@ -45,7 +45,7 @@ export interface EngineSimServerOptions {
 
 /** The serve-while-loading control route (region/liveload/live-pair.ts). */
 export const LAYERWISE_PATH = "/tidegate/layerwise";
-/** A pipelined instance's split over its stages (GET; region/keystage/engine.ts PipelineStatus). */
+/** A pipelined instance's split over its stages (GET; region/keystage/pipeline-engine.ts PipelineStatus). */
 export const KEYSTAGE_PATH = "/tidegate/keystage";
 /** Request id header the region gateway forwards so synthetic text is the same at every hop. */
 export const REQUEST_ID_HEADER = "x-request-id";

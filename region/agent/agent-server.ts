@@ -23,7 +23,7 @@ import {
   type WireRunRequest,
   type WireStartEngineRequest,
   type WireVerifyReply,
-} from "./proto.js";
+} from "./agent-proto.js";
 
 /** A running agent gRPC server; close() stops it (forcefully after 2 s). */
 export interface AgentGrpcServer {

@@ -9,7 +9,7 @@ import { isTidegateError } from "../../core/errors.js";
 import { repoRoot } from "../../native/lib/addon.js";
 import { spawnAgent, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
 import type { EngineInfo, NodeAnnouncement } from "./handle.js";
-import { addAgentRegistryService } from "./registry.js";
+import { addAgentRegistryService } from "./agent-registry.js";
 
 const MODEL = "llama3.1-8b"; // engine-sim has a profile for it on h100-80gb at tp 2
 const GPU = "h100-80gb";

@@ -6,10 +6,10 @@ import { afterEach } from "vitest";
 import { WallClock } from "../../core/clock.js";
 import { findTidegateError, type TidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
-import type { FakeEngine } from "../gateway/fake-engine.js";
-import { Gateway } from "../gateway/gateway.js";
-import { GrpcRegionLink } from "./grpc-client.js";
-import { startRegionGrpcServer, type RegionGrpcServer } from "./grpc-server.js";
+import type { FakeEngine } from "./fake-engine.js";
+import { Gateway } from "../../region/gateway/gateway.js";
+import { GrpcRegionLink } from "../../region/link/grpc-client.js";
+import { startRegionGrpcServer, type RegionGrpcServer } from "../../region/link/grpc-server.js";
 
 export const MODEL = "llama3.1-8b";
 export const clock = new WallClock();

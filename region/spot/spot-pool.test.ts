@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { InstanceRecord } from "../actuator/port.js";
-import { chooseScaleIn, chooseScaleOut } from "./pool.js";
+import { chooseScaleIn, chooseScaleOut } from "./spot-pool.js";
 
 const inst = (id: string, model: string, state: InstanceRecord["state"], extra: Partial<InstanceRecord> = {}): InstanceRecord => ({ id, region: "r", gpu: "h100-80gb", gpus: 4, model, state, enteredAtMs: 0, ...extra });
 

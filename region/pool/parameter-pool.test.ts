@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ParameterPool } from "./pool.js";
+import { ParameterPool } from "./parameter-pool.js";
 
 const MiB = 1 << 20;
 

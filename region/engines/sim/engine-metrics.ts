@@ -5,7 +5,7 @@
  */
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../../core/metrics.js";
 import type { EngineStats } from "../../../core/ports.js";
-import { PIPELINE_METRICS, type PipelineStatus } from "../../keystage/engine.js";
+import { PIPELINE_METRICS, type PipelineStatus } from "../../keystage/pipeline-engine.js";
 
 /** The gauge names the openai-http adapter scrapes (vLLM ≥ 0.7 names; `gpu_cache_usage_perc` is the older one). */
 export const VLLM_METRICS = {
@@ -33,7 +33,7 @@ export class EngineSimMetrics {
 
   /**
    * `processMetrics` adds the process's standard metrics (prom-client defaults). `pipeline` (a pipelined instance,
-   * region/keystage/engine.ts) adds the PIPELINE_METRICS: replicas (serving, starting), queue and key flag per stage,
+   * region/keystage/pipeline-engine.ts) adds the PIPELINE_METRICS: replicas (serving, starting), queue and key flag per stage,
    * GPUs held of the budget, the scaling mode, and replicas added and removed.
    */
   constructor(model: string, stats: () => EngineStats, processMetrics = false, pipeline?: () => PipelineStatus) {

@@ -20,7 +20,7 @@ import type { InstanceRecord } from "../../region/actuator/port.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
 import { SAGESERVE_DELAYS, type ActuatorDelays } from "../../region/actuator/sim.js";
 import type { SimLoadingSettings } from "../../region/runtime/sim-loading.js";
-import type { BoundStrategy } from "../../region/strategies/registry.js";
+import type { BoundStrategy } from "../../region/strategies/strategy-registry.js";
 import type { Gateway } from "../../region/gateway/gateway.js";
 import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
 import { RegionSelector, instanceKvBytesFrom } from "../../router/selector.js";

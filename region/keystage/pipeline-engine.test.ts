@@ -3,12 +3,12 @@ import { VirtualClock, WallClock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
 import { ValidationError } from "../../core/validate.js";
-import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
+import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
 import { promSamples } from "../engines/openai-http/sse.js";
 import { EngineSimServer } from "../engines/sim/http.js";
-import { resolveStrategy } from "../strategies/registry.js";
-import { DEFAULT_CLUSTER, parseKeystageConfig } from "./config.js";
-import { parsePipelineSpec, PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "./engine.js";
+import { resolveStrategy } from "../strategies/strategy-registry.js";
+import { DEFAULT_CLUSTER, parseKeystageConfig } from "./keystage-config.js";
+import { parsePipelineSpec, PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "./pipeline-engine.js";
 import type { KeyStageParams } from "./strategy.js";
 
 const MODEL = "llama2-70b";

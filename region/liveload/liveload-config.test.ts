@@ -5,9 +5,9 @@ import { isTidegateError } from "../../core/errors.js";
 import { silentLogger } from "../../core/log.js";
 import { HighsSolver } from "../../planner/solver.js";
 import { SAGESERVE_DELAYS } from "../actuator/sim.js";
-import { startInProcessRegion } from "../runtime/in-process.js";
+import { startInProcessRegion } from "../runtime/in-process-region.js";
 import { configNeedsSolver, startSimFleet } from "../runtime/sim-region.js";
-import { dataPlaneScheduler, namedLoading, parseLoadingConfig, schedulerOf } from "./config.js";
+import { dataPlaneScheduler, namedLoading, parseLoadingConfig, schedulerOf } from "./liveload-config.js";
 import { TABLE1_CLUSTER_A } from "./sources.js";
 
 const config = (patch: unknown) => parseConfig(mergeOverDefault(patch));

@@ -1,10 +1,10 @@
 /**
  * The one conformance suite for QueueStore and FileStore adapters (STYLE "one conformance test suite for
- * interchangeable implementations"). queue.test.ts runs it against the embedded store (in memory and with a journal)
+ * interchangeable implementations"). router/queue/queue.test.ts runs it against the embedded store (in memory and with a journal)
  * and against a real Redis with a fresh key prefix per test.
  */
 import { describe, expect, it } from "vitest";
-import { QueueCode, requestId, type BatchInit, type FileStore, type QueueStore } from "./types.js";
+import { QueueCode, requestId, type BatchInit, type FileStore, type QueueStore } from "../../router/queue/types.js";
 
 /** Creates a fresh, empty store pair for one test and disposes of it afterwards. */
 export type StoreFactory = () => Promise<{ queue: QueueStore; files: FileStore; dispose(): Promise<void> }>;

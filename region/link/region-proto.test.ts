@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { GenerateRequest, RegionTelemetry } from "../../core/ports.js";
-import { requestFromWire, requestToWire, telemetryFromWire, telemetryToWire } from "./proto.js";
+import { requestFromWire, requestToWire, telemetryFromWire, telemetryToWire } from "./region-proto.js";
 
 describe("wire conversions", () => {
   it("carry a batch request's flag and the batch share of tokens/s across the link", () => {

@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { findTidegateError } from "../../core/errors.js";
 import type { EngineEvent, RegionTelemetry } from "../../core/ports.js";
-import { FakeEngine } from "../gateway/fake-engine.js";
+import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { Gateway } from "../gateway/gateway.js";
-import { InProcessRegionLink } from "./in-process.js";
+import { InProcessRegionLink } from "./in-process-link.js";
 
 function setup() {
   const clock = new VirtualClock(0);

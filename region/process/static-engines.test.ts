@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { parseConfig } from "../../core/config.js";
-import { FakeEngine } from "../gateway/fake-engine.js";
-import { buildRegionGateway, instanceSlots } from "./engines.js";
+import { FakeEngine } from "../../test/helpers/fake-engine.js";
+import { buildRegionGateway, instanceSlots } from "./static-engines.js";
 
 function config(engines: unknown) {
   return parseConfig({

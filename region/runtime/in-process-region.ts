@@ -10,10 +10,10 @@ import { agentsLayerwise } from "../liveload/live-pairs.js";
 import type { Logger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import { AgentsActuator } from "../actuator/agents.js";
-import { InProcessAgent } from "../agent/in-process.js";
+import { InProcessAgent } from "../agent/in-process-agent.js";
 import { NodeAgent } from "../agent/node.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
-import { pipelineFlag } from "../keystage/engine.js";
+import { pipelineFlag } from "../keystage/pipeline-engine.js";
 import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
 
 export interface InProcessRegionOptions {

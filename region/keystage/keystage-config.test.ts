@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import { ValidationError } from "../../core/validate.js";
-import { resolveStrategy } from "../strategies/registry.js";
+import { resolveStrategy } from "../strategies/strategy-registry.js";
 
 const BLOOM = { model: "bloom-176b", gpu: "h100-80gb", layersPerStage: [9, 9, 9, 9, 9, 9, 8, 8], profileTp: 8 };
 

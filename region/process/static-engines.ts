@@ -9,8 +9,8 @@ import type { TidegateConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { Engine } from "../../core/ports.js";
-import { SimEngine } from "../engines/sim/engine.js";
-import { PipelineEngine, type PipelineSpec } from "../keystage/engine.js";
+import { SimEngine } from "../engines/sim/sim-engine.js";
+import { PipelineEngine, type PipelineSpec } from "../keystage/pipeline-engine.js";
 import { Gateway, type GatewayOptions } from "../gateway/gateway.js";
 
 /** One instance to create. `url` is set for openai-http engines (from engines.urls). */
@@ -29,7 +29,7 @@ export type EngineFactory = (slot: InstanceSlot) => Promise<Engine>;
 
 /**
  * In-process simulated engines on `clock`, timing scaled by `timeScale` (engines.timeScale): a SimEngine, or a
- * PipelineEngine for an endpoint `pipeline` names (config keystage.pipelines; region/keystage/engine.ts).
+ * PipelineEngine for an endpoint `pipeline` names (config keystage.pipelines; region/keystage/pipeline-engine.ts).
  */
 export function simEngineFactory(clock: Clock, timeScale: number, kvCapacityTokens?: number, pipeline?: (model: string, gpu: string) => PipelineSpec | undefined): EngineFactory {
   return async (s) => {

@@ -7,7 +7,7 @@
 import * as grpc from "@grpc/grpc-js";
 import { TidegateError } from "../../core/errors.js";
 import type { NodeAnnouncement } from "./handle.js";
-import { announcementFromWire, announcementToWire, errorFromStatus, registryService, statusOf, type WireAgentInfo, type WireAnnounceReply } from "./proto.js";
+import { announcementFromWire, announcementToWire, errorFromStatus, registryService, statusOf, type WireAgentInfo, type WireAnnounceReply } from "./agent-proto.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../link/tls.js";
 
 /** The region's answer: `known` = the region has adopted this node; `message` says why not, or anything worth a log line. */

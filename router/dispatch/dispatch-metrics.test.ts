@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { createRegistry } from "../../core/metrics.js";
-import { QueueMetrics } from "./metrics.js";
+import { QueueMetrics } from "./dispatch-metrics.js";
 
 describe("QueueMetrics", () => {
   it("starts every label combination at 0 and reflects a store snapshot", async () => {

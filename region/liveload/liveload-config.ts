@@ -16,7 +16,7 @@
  * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself (the `network` source) and
  * takes `network` or `blitzscale` with the stop-the-world, best-effort or zigzag scheduler, pairing loading instances
  * with serving engines live (liveload/live-pairs.ts); it refuses any other key at start-up (dataPlaneScheduler below;
- * region/runtime/in-process.ts, region/process/agents.ts). A `static` region never scales, so it never loads.
+ * region/runtime/in-process-region.ts, region/process/agents-region.ts). A `static` region never scales, so it never loads.
  */
 import { TidegateError } from "../../core/errors.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";

@@ -8,8 +8,8 @@ import { isTidegateError } from "../../../core/errors.js";
 import { syntheticToken } from "../../../core/openai.js";
 import type { EngineEvent, GenerateRequest } from "../../../core/ports.js";
 import { spawnTidegate, stopAll, type Proc } from "../../../test/e2e/procs.js";
-import { seedOf } from "../sim/engine.js";
-import { OpenAIHttpEngine } from "./engine.js";
+import { seedOf } from "../sim/sim-engine.js";
+import { OpenAIHttpEngine } from "./openai-http-engine.js";
 import { SseSplitter, parseChunk, promValue } from "./sse.js";
 
 describe("SSE and metrics parsing", () => {

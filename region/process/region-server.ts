@@ -2,7 +2,7 @@
  * The `tidegate region` process wiring, plus a small HTTP server with /metrics (Prometheus) and /healthz. Two modes:
  * - agents (no `engines` factory; controller.actuator "agents"): the region runtime — gateway, TargetsStore,
  *   controller, agents actuator — with node agents joining through the AgentRegistry service on the gRPC port
- *   (region/process/agents.ts);
+ *   (region/process/agents-region.ts);
  * - static (`engines` given): config → fixed engines → Gateway; no controller runs.
  * Either way a gRPC server for the global router serves the region's service. Telemetry gauges are refreshed from
  * a snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the engines (in agents mode
@@ -16,11 +16,11 @@ import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Gateway, RequestOutcome } from "../gateway/gateway.js";
 import type { RegionService } from "../link/service.js";
 import type { RegionRuntime } from "../runtime/runtime.js";
-import { startAgentsRegion } from "./agents.js";
+import { startAgentsRegion } from "./agents-region.js";
 import { startRegionGrpcServer, type RegionGrpcServer } from "../link/grpc-server.js";
 import type { TlsFiles } from "../link/tls.js";
-import { buildRegionGateway, type EngineFactory } from "./engines.js";
-import { RegionMetrics } from "./metrics.js";
+import { buildRegionGateway, type EngineFactory } from "./static-engines.js";
+import { RegionMetrics } from "./region-metrics.js";
 import { watchEngineHealth, type EngineHealthWatch } from "./engine-health.js";
 import type { Engine } from "../../core/ports.js";
 

@@ -6,9 +6,9 @@
 import type { FlagSpec, FlagValues } from "../../bin/args.js";
 import { ValidationError, parseJson } from "../../core/validate.js";
 import { readFileSync } from "node:fs";
-import { STRATEGY_NAMES } from "../../region/strategies/registry.js";
+import { STRATEGY_NAMES } from "../../region/strategies/strategy-registry.js";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../workload/spec.js";
-import { LOADING_FLAG_VALUES, namedLoading } from "../../region/liveload/config.js";
+import { LOADING_FLAG_VALUES, namedLoading } from "../../region/liveload/liveload-config.js";
 import { loadFleet, withLoading, type FleetSpec } from "./fleet.js";
 import { PLANNER_NAMES, createPlanner, type PlannerName } from "./planner.js";
 import { ProgressBar } from "./progress.js";

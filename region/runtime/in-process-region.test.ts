@@ -6,8 +6,8 @@ import { parseConfig, type TidegateConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { createLogger, type Logger } from "../../core/log.js";
 import type { RegionTargets } from "../../core/ports.js";
-import type { SimEngine } from "../engines/sim/engine.js";
-import { startInProcessRegion, type InProcessRegion } from "./in-process.js";
+import type { SimEngine } from "../engines/sim/sim-engine.js";
+import { startInProcessRegion, type InProcessRegion } from "./in-process-region.js";
 import { bootstrapSurplus } from "./runtime.js";
 
 const MiB = 1 << 20;

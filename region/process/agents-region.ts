@@ -14,12 +14,12 @@ import type { RegionName } from "../../core/models.js";
 import { AgentsActuator } from "../actuator/agents.js";
 import { AgentClient } from "../agent/client.js";
 import type { EngineInfo, NodeAnnouncement } from "../agent/handle.js";
-import { addAgentRegistryService, type AnnounceReply } from "../agent/registry.js";
-import { OpenAIHttpEngine } from "../engines/openai-http/engine.js";
+import { addAgentRegistryService, type AnnounceReply } from "../agent/agent-registry.js";
+import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
 import { Gateway, type GatewayOptions } from "../gateway/gateway.js";
 import { modelSources, multicastPolicy, startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "../runtime/runtime.js";
 import { slotKvBytes } from "./spawn.js";
-import { pipelineFlag } from "../keystage/engine.js";
+import { pipelineFlag } from "../keystage/pipeline-engine.js";
 import type { TlsFiles } from "../link/tls.js";
 
 export interface AgentsRegion {

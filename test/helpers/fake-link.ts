@@ -3,9 +3,9 @@
  * fail before the first token or after N tokens. It records every dispatch and whether its signal was aborted.
  * Test double only; the real adapters live in region/link/.
  */
-import { TidegateError } from "../core/errors.js";
-import { makeUsage, syntheticToken } from "../core/openai.js";
-import type { EngineEvent, GenerateRequest, ModelTelemetry, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../core/ports.js";
+import { TidegateError } from "../../core/errors.js";
+import { makeUsage, syntheticToken } from "../../core/openai.js";
+import type { EngineEvent, GenerateRequest, ModelTelemetry, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 
 /** How the fake answers a dispatch. */
 export interface FakeBehavior {
@@ -106,7 +106,7 @@ export class FakeRegionLink implements RegionLink {
     }
   }
 
-  async instances(): Promise<import("../core/ports.js").RegionInstances> {
+  async instances(): Promise<import("../../core/ports.js").RegionInstances> {
 
     return { region: this.region, actuator: "static", instances: [], nodes: [], failures: [], actions: [] };
 

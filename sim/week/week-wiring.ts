@@ -15,9 +15,9 @@ import { MemoryHistory, type DemandHistory, type DemandSample, type SeriesKey } 
 import { TelemetryRecorder } from "../../planner/recorder.js";
 import { Ledger } from "../../region/actuator/ledger.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
-import type { InProcessRegionLink } from "../../region/link/in-process.js";
+import type { InProcessRegionLink } from "../../region/link/in-process-link.js";
 import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
-import type { BoundStrategy } from "../../region/strategies/registry.js";
+import type { BoundStrategy } from "../../region/strategies/strategy-registry.js";
 import type { Solver } from "../../planner/solver.js";
 import { createBatchService, type BatchService } from "../../router/batch/service.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";

@@ -22,9 +22,9 @@ import { makeUsage, syntheticToken } from "../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { DEFAULT_MEMORY_FRACTION } from "../engines/perf/model.js";
-import { seedOf } from "../engines/sim/engine.js";
-import { resolveStrategy } from "../strategies/registry.js";
-import { parseCluster, parsePipeline, type ClusterConfig, type KeystageConfig } from "./config.js";
+import { seedOf } from "../engines/sim/sim-engine.js";
+import { resolveStrategy } from "../strategies/strategy-registry.js";
+import { parseCluster, parsePipeline, type ClusterConfig, type KeystageConfig } from "./keystage-config.js";
 import type { ScalingMode, StagePlan } from "./corrector.js";
 import { PipelineSim, type PipelineRequest } from "./pipeline.js";
 import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";
@@ -160,7 +160,7 @@ export interface PipelineSummary {
   scaler: { added: number; removed: number };
 }
 
-/** The gauges a pipelined engine-sim adds to /metrics (region/engines/sim/metrics.ts); model_name on each. */
+/** The gauges a pipelined engine-sim adds to /metrics (region/engines/sim/engine-metrics.ts); model_name on each. */
 export const PIPELINE_METRICS = {
   /** {stage, state: serving|starting} */
   stageReplicas: "tidegate_pipeline_stage_replicas",

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock, WallClock, type Clock, type Timer } from "../../../core/clock.js";
 import { syntheticToken } from "../../../core/openai.js";
 import type { EngineEvent, GenerateRequest } from "../../../core/ports.js";
-import { SimEngine, seedOf } from "./engine.js";
+import { SimEngine, seedOf } from "./sim-engine.js";
 
 function request(id: string, promptTokens: number, maxTokens: number): GenerateRequest {
   return { id, model: "llama3.1-8b", kind: "chat", promptTokens, maxTokens, priority: 0, body: {} };

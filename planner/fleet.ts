@@ -4,7 +4,7 @@
  * regions with capacity and endpoints (current instances, min/max, instances lent to spot).
  *
  * tps(m, g) — tokens/s one instance serves at the SLO — is `tokensPerS` when given; otherwise it is derived from the
- * measured-profile performance model (region/engines/perf, fitted to ../shared/data/splitwise_sim/perf_model.csv and
+ * measured-profile performance model (core/perf, fitted to ../shared/data/splitwise_sim/perf_model.csv and
  * the SageServe profiles) at the fleet's SLO (default TTFT 1,000 ms, TBT 100 ms). Without either, the file is
  * rejected naming the path. Costs are per GPU-hour (hold) and per start.
  */
@@ -12,7 +12,7 @@ import { readFileSync } from "node:fs";
 import type { GpuType, ModelName, RegionName } from "../core/models.js";
 import type { RegionTelemetry } from "../core/ports.js";
 import { ObjectReader, ValidationError, parseJson } from "../core/validate.js";
-import { throughputAtSlo } from "../region/engines/perf/model.js";
+import { throughputAtSlo } from "../core/perf/model.js";
 import type { TidegateConfig } from "../core/config.js";
 
 /** Costs of one GPU type. */

@@ -2,7 +2,7 @@ import { describe, expect, it, beforeAll } from "vitest";
 import type { Fleet } from "./fleet.js";
 import { buildIlp, columnsFromTargets, maxViolation, type Demand } from "./ilp.js";
 import { decompose } from "./decompose.js";
-import { HighsSolver } from "./solver.js";
+import { HighsSolver } from "../core/solver.js";
 import { solvePlan } from "./solve.js";
 import { syntheticFleet } from "./synthetic.js";
 import { spotActions } from "./spot.js";

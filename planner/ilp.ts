@@ -14,7 +14,7 @@
  */
 import type { GpuType, ModelName, RegionName } from "../core/models.js";
 import type { Fleet } from "./fleet.js";
-import type { MipModel } from "./solver.js";
+import type { MipModel } from "../core/solver.js";
 
 /** Forecast demand F(m, r) in tokens/s (peak forecast + β × last hour's NIW tokens/s). */
 export interface Demand {

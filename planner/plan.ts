@@ -13,7 +13,7 @@ import type { Fleet } from "./fleet.js";
 import { buildIlp, type Demand } from "./ilp.js";
 import type { PlanAction, PlanCost, PlanReport, SeriesForecast, Unmet } from "./report.js";
 import { solvePlan, type SolvePlanOptions } from "./solve.js";
-import type { Solver } from "./solver.js";
+import type { Solver } from "../core/solver.js";
 import { spotActions } from "./spot.js";
 import { lastHourError } from "./last-hour.js";
 

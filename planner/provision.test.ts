@@ -10,7 +10,7 @@ import type { Fleet } from "./fleet.js";
 import { targetsFor } from "./loop.js";
 import { runPlan } from "./plan.js";
 import type { PlanReport } from "./report.js";
-import { HighsSolver } from "./solver.js";
+import { HighsSolver } from "../core/solver.js";
 
 /** A forecaster with a known band: peak 8,000 tokens/s, 10%–90% interval [6,000, 12,000]. */
 const fixed: Forecaster = {

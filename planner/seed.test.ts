@@ -6,12 +6,12 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { MemoryHistory } from "../forecasts/history.js";
 import { createForecaster } from "../forecasts/registry.js";
-import { defaultDataDir } from "../region/engines/perf/generate.js";
+import { defaultDataDir } from "../core/perf/generate.js";
 import { fleetFromConfig } from "./fleet.js";
 import { renderPlanHtml } from "./html.js";
 import { runPlan } from "./plan.js";
 import { seedDevHistory, servegenSeedSamples } from "./seed.js";
-import { HighsSolver } from "./solver.js";
+import { HighsSolver } from "../core/solver.js";
 
 const config = parseConfig(DEFAULT_CONFIG_JSON);
 const nowMs = Date.UTC(2026, 10, 23, 15, 7);

@@ -15,7 +15,7 @@ import { PlannerLoop } from "./loop.js";
 import type { PlanReport } from "./report.js";
 import { runPlan } from "./plan.js";
 import { TelemetryRecorder } from "./recorder.js";
-import { HighsSolver } from "./solver.js";
+import { HighsSolver } from "../core/solver.js";
 import { writePlanFiles, type PlanStore } from "./store.js";
 
 /** Everything one planner replica needs. */

@@ -5,7 +5,7 @@
  */
 import { decompose } from "./decompose.js";
 import { columnsFromTargets, maxViolation, type IlpModel } from "./ilp.js";
-import type { Solver } from "./solver.js";
+import type { Solver } from "../core/solver.js";
 
 /** Integer targets and how they were found. */
 export interface PlanSolution {

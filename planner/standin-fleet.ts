@@ -1,7 +1,7 @@
 /**
  * A fleet for planning shipped traces offline when no --fleet is given (`tidegate plan`): every (model, region) in
  * the history gets one endpoint of 4 × h100-80gb serving llama2-70b's measured throughput at the default SLO
- * (region/engines/perf), starting with the instances the last day's peak needed (at least 1), bounded by
+ * (core/perf), starting with the instances the last day's peak needed (at least 1), bounded by
  * [1, 2 × that + 4], and the region's capacity is what those maxima need. Prices are the defaults (USD per
  * GPU-hour). The description says all of this in one line for stderr and the report's warnings.
  */

@@ -1,5 +1,5 @@
 /**
- * How fast a model's engines send tokens, from the performance model (region/engines/perf): what the stream watchdog
+ * How fast a model's engines send tokens, from the performance model (core/perf): what the stream watchdog
  * (watchdog.ts) expects of a running stream, so that a region or engine that stopped sending is told apart from one
  * that is merely busy without one fixed limit for every model (issue 32, item 3).
  *
@@ -16,8 +16,7 @@
  */
 import type { TidegateConfig } from "../core/config.js";
 import { MODEL_SPECS, type ModelName } from "../core/models.js";
-import { getProfile } from "../region/engines/perf/model.js";
-import { DEFAULT_MAX_BATCH } from "../region/engines/sim/core.js";
+import { DEFAULT_MAX_BATCH, getProfile } from "../core/perf/model.js";
 
 /** A model's token pace (ms). */
 export interface TokenPace {

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { TidegateError } from "../core/errors.js";
-import { getProfile } from "../region/engines/perf/model.js";
+import { getProfile } from "../core/perf/model.js";
 import { tokenPaceFrom, type TokenPace } from "./pace.js";
 import { StreamWatchdog, type Watched } from "./watchdog.js";
 
@@ -155,7 +155,7 @@ describe("tokenPaceFrom", () => {
     const pace = tokenPaceFrom(config);
     const small = pace("llama3.2-3b")!;
     // The default regions serve it on 2 × h100 only: a decode step at 256 requests holding the whole KV cache
-    // (142 ms), from region/engines/perf.
+    // (142 ms), from core/perf.
     const h100 = getProfile("llama3.2-3b", "h100-80gb", 2);
     expect(small.tbtMs).toBeCloseTo(h100.decodeIterMs(256, h100.kvCapacityTokens), 6);
     expect(small.tbtMs).toBeGreaterThan(100);

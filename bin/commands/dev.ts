@@ -16,7 +16,7 @@ import type { GenerateRequest, RegionLink } from "../../core/ports.js";
 import type { RegionName } from "../../core/models.js";
 import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
 import { configNeedsSolver, startSimFleet, type SimFleetSettings } from "../../region/runtime/sim-region.js";
-import { HighsSolver, type Solver } from "../../planner/solver.js";
+import { HighsSolver, type Solver } from "../../core/solver.js";
 import { seededRandom } from "../../core/random.js";
 import { SimEngine } from "../../region/engines/sim/sim-engine.js";
 import { PipelineEngine, pipelineSpecFor } from "../../region/keystage/pipeline-engine.js";

@@ -130,7 +130,7 @@ export const command: Command = {
           maxBatch,
           ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
           // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
-          solver: async () => (await import("../../planner/solver.js")).HighsSolver.create(),
+          solver: async () => (await import("../../core/solver.js")).HighsSolver.create(),
         });
     const server = new EngineSimServer({ engine, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);

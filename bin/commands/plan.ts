@@ -9,7 +9,7 @@ import { readFleetFile } from "../../planner/fleet.js";
 import { importHistories } from "../../planner/import.js";
 import { standInFleet } from "../../planner/standin-fleet.js";
 import { runPlan } from "../../planner/plan.js";
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import { writePlanFiles } from "../../planner/store.js";
 
 export const command: Command = {

@@ -1,12 +1,12 @@
 /**
  * `tidegate replay`: whole-system replay in virtual time through the real policies. Dispatches on --trace first:
- * a request-level trace (Azure 2023, Mooncake) through the dev fleet's router/gateway/engine code (sim/replay/replay-cli.ts);
+ * a request-level trace (Azure 2023, Mooncake) through the dev fleet's router/gateway/engine code (bin/replay-trace-cli.ts);
  * otherwise on --workload: `week` runs the week-long three-region workload with the planner in the loop
- * (sim/week/week-cli.ts).
+ * (bin/replay-week-cli.ts).
  */
 import { TidegateError } from "../../core/errors.js";
-import { TRACE_FLAGS, runTraceCommand } from "../../sim/replay/replay-cli.js";
-import { WEEK_FLAGS, runWeekCommand } from "../../sim/week/week-cli.js";
+import { TRACE_FLAGS, runTraceCommand } from "../replay-trace-cli.js";
+import { WEEK_FLAGS, runWeekCommand } from "../replay-week-cli.js";
 import type { Command } from "../command.js";
 
 export const command: Command = {

@@ -5,7 +5,7 @@
  * rules match the agent process: an engine starts only on a complete, checksum-verified block store of its model,
  * and only in free GPU slots.
  */
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";

@@ -13,7 +13,7 @@
  */
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
-import { knownProfiles } from "../engines/perf/model.js";
+import { knownProfiles } from "../../core/perf/model.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import type { StartCost } from "./cache.js";
 import { HIDDEN_SIZE, stageMemoryLimitBytes, type PipelineLayout } from "./stages.js";

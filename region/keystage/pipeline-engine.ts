@@ -21,7 +21,7 @@ import { GPU_SPECS, kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
 import { makeUsage, syntheticToken } from "../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
-import { DEFAULT_MEMORY_FRACTION } from "../engines/perf/model.js";
+import { DEFAULT_MEMORY_FRACTION } from "../../core/perf/model.js";
 import { seedOf } from "../engines/sim/sim-engine.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { parseCluster, parsePipeline, type ClusterConfig, type KeystageConfig } from "./keystage-config.js";

@@ -1,7 +1,7 @@
 /**
  * A pipelined model: S stages, each holding a contiguous share of the model's layers on one GPU (QUART §2.1,
  * Fig. 1; §8.1 splits every model evenly into stages). Timing comes from the shared performance model
- * (region/engines/perf), the one the simulated engine uses:
+ * (core/perf), the one the simulated engine uses:
  *
  *   full(P, O)      = prefillMs(P) + Σ_{k<O} decodeIterMs(1, P + k)      (one request alone, on `profileTp` GPUs)
  *   stage_s(P, O)   = full(P, O) × profileTp × layers_s / L               (one GPU running layers_s of L layers)
@@ -12,7 +12,7 @@
  * pessimistic). Weights and KV of a stage scale with its share of layers.
  */
 import { GPU_SPECS, MODEL_SPECS, weightBytes, type GpuType, type ModelName } from "../../core/models.js";
-import { DEFAULT_MEMORY_FRACTION, getProfile, type PerfProfile } from "../engines/perf/model.js";
+import { DEFAULT_MEMORY_FRACTION, getProfile, type PerfProfile } from "../../core/perf/model.js";
 
 /** Hidden size (activation elements per token) of the models tidegate knows, from their published configs. */
 export const HIDDEN_SIZE: Readonly<Record<string, number>> = {

@@ -1,7 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { isTidegateError } from "../../core/errors.js";
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import { SimEngine } from "../engines/sim/sim-engine.js";
 import { parsePairSpec, type PairSpec } from "./live-pair.js";
 

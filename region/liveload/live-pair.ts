@@ -15,7 +15,7 @@
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { ObjectReader } from "../../core/validate.js";
-import type { Solver } from "../../planner/solver.js";
+import type { Solver } from "../../core/solver.js";
 import type { SimEngineCore } from "../engines/sim/core.js";
 import type { LayerwiseControl, PairSpec, PairStatus } from "../../core/ports.js";
 import { LoadingPair, type PairScheduler } from "./pairing.js";

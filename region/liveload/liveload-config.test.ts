@@ -3,7 +3,7 @@ import { VirtualClock } from "../../core/clock.js";
 import { mergeOverDefault, parseConfig, regionLoading } from "../../core/config.js";
 import { isTidegateError } from "../../core/errors.js";
 import { silentLogger } from "../../core/log.js";
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import { SAGESERVE_DELAYS } from "../actuator/sim.js";
 import { startInProcessRegion } from "../runtime/in-process-region.js";
 import { configNeedsSolver, startSimFleet } from "../runtime/sim-region.js";

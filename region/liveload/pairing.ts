@@ -20,7 +20,7 @@
  * The pairing is active until the target holds every layer; from then the target serves on its own.
  */
 import type { EpisodePlanner } from "../engines/sim/core.js";
-import type { Solver } from "../../planner/solver.js";
+import type { Solver } from "../../core/solver.js";
 import { bestEffort, rehearse, zigzagConfiguration, type Episode, type Rehearsal } from "./zigzag.js";
 
 export type PairScheduler = "best-effort" | "zigzag";

@@ -22,7 +22,7 @@
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { MODEL_SPECS, weightBytes, type GpuType, type ModelName } from "../../core/models.js";
-import type { Solver } from "../../planner/solver.js";
+import type { Solver } from "../../core/solver.js";
 import type { InstanceRecord } from "../actuator/port.js";
 import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/sim-engine.js";

@@ -17,7 +17,7 @@ import { VirtualClock } from "../../core/clock.js";
 import { mergeOverDefault, parseConfig, type TidegateConfig } from "../../core/config.js";
 import type { ModelName } from "../../core/models.js";
 import type { InstanceRecord } from "../../region/actuator/port.js";
-import { getProfile } from "../../region/engines/perf/model.js";
+import { getProfile } from "../../core/perf/model.js";
 import { zeroLoadingCounters, type SimLoadingCounters, type SimLoadingSettings } from "../../region/runtime/sim-loading.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { runReplay } from "./run.js";

@@ -1,12 +1,12 @@
 /**
  * tps(m, g) for the planner: prompt + output tokens/s one instance serves in steady state with the replay's
- * engine settings, from the shared performance model (region/engines/perf). Same arithmetic as
+ * engine settings, from the shared performance model (core/perf). Same arithmetic as
  * perf/model.ts throughputAtSlo, with the batch capped by the engine's max_num_seqs and KV capacity: over one
  * request lifetime a batch of B spends O·τ(B) decoding and B·prefill(P) prefilling. The planner plans each
  * instance to `plannedUtilization` of that (the router's 0.70 effective-memory threshold, SageServe §6.2): above
  * it requests queue, and the router already treats the region as full.
  */
-import { getProfile } from "../../region/engines/perf/model.js";
+import { getProfile } from "../../core/perf/model.js";
 import type { ReplayEngine } from "./fleet.js";
 
 /** Steady-state tokens/s (prompt + output) of one instance of `model` on `tp` × `gpu`, for mean request sizes. */

@@ -10,7 +10,7 @@ import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../cor
 import { MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError, parseJson } from "../../core/validate.js";
 import { SAGESERVE_DELAYS, type ActuatorDelays } from "../../region/actuator/sim.js";
-import { getProfile } from "../../region/engines/perf/model.js";
+import { getProfile } from "../../core/perf/model.js";
 import type { LoadingConfig } from "../../region/liveload/liveload-config.js";
 
 /** Engine settings of one model in the replay. */

@@ -13,7 +13,7 @@ import { fleetFromConfig, liveFleet } from "../../planner/fleet.js";
 import { targetsFor } from "../../planner/loop.js";
 import { runPlan } from "../../planner/plan.js";
 import type { PlanReport } from "../../planner/report.js";
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import type { FleetSpec } from "./fleet.js";
 import type { HourlyPlanner, PlannerInput } from "./planner-input.js";
 

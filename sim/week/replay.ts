@@ -11,7 +11,7 @@
  */
 import { VirtualClock } from "../../core/clock.js";
 import type { GenerateRequest } from "../../core/ports.js";
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import { configNeedsSolver } from "../../region/runtime/sim-region.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { parseRequestId } from "../../router/queue/types.js";

@@ -18,7 +18,7 @@ import type { ControllerAction } from "../../region/controller/reconciler.js";
 import type { InProcessRegionLink } from "../../region/link/in-process-link.js";
 import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
 import type { BoundStrategy } from "../../region/strategies/strategy-registry.js";
-import type { Solver } from "../../planner/solver.js";
+import type { Solver } from "../../core/solver.js";
 import { createBatchService, type BatchService } from "../../router/batch/service.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";

@@ -24,12 +24,12 @@
  * the error if a run fails.
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import { HighsSolver } from "../../planner/solver.js";
-import { defaultDataDir } from "../../region/engines/perf/generate.js";
+import { HighsSolver } from "../../core/solver.js";
+import { defaultDataDir } from "../../core/perf/generate.js";
 import { TABLE1_CLUSTER_A, describeBandwidths, type LiveScheduler, type LoadingSourceName } from "../../region/liveload/sources.js";
 import { BURST_HPA, GPU, burstConfig, runLoading, type LoadingRunResult } from "../../sim/replay/loading.js";
 import { readTrace, type Trace } from "../../sim/replay/traces.js";
-import { DEFAULT_MAX_BATCH } from "../../region/engines/sim/core.js";
+import { DEFAULT_MAX_BATCH } from "../../core/perf/model.js";
 import { instanceTokensPerS as instanceTokensPerSOf } from "../../sim/week/capacity.js";
 import { packageVersion as version } from "./common.js";
 import { BURST_TARGET, burstChecks, type BurstRow } from "./verdicts/burst.js";

@@ -11,7 +11,7 @@ import { readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { buildIlp } from "../../planner/ilp.js";
 import { decompose } from "../../planner/decompose.js";
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import { solvePlan } from "../../planner/solve.js";
 import { syntheticFleet } from "../../planner/synthetic.js";
 

@@ -11,7 +11,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { resourceUsage } from "node:process";
 import { describeBandwidths } from "../../region/liveload/sources.js";
-import { loadWeekInputs } from "../../sim/week/week-cli.js";
+import { loadWeekInputs } from "../../bin/replay-week-cli.js";
 import { createPlanner } from "../../sim/week/planner.js";
 import { ProgressBar } from "../../sim/week/progress.js";
 import { runWeek } from "../../sim/week/replay.js";

@@ -7,7 +7,7 @@
  *
  * Figures: replayWallMs (median), coldWallMs, requestsPerWallS and ratio to real time (trace span / wall). Target
  * (issue 2): replayWallMs ≤ 2000 (an absolute target: README "Benchmarks" says why). Also prints the performance
- * model's error (region/engines/perf) two ways, each held to ≤ 5% MAPE for TTFT and for time per output token
+ * model's error (core/perf) two ways, each held to ≤ 5% MAPE for TTFT and for time per output token
  * (TPOT): on the held-out 5th run of every configuration (close to in-sample: the other 4 runs of the same point are
  * fitted), and by nested leave-one-configuration-out (issue 36, perf/nested.ts: a configuration = one measured
  * (model, GPU, TP, prompt, batch) point with all its output lengths and runs, predicted by a fit that never saw it,
@@ -20,13 +20,13 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadConfig } from "../../core/config.js";
-import { readAllMeasured } from "../../region/engines/perf/data.js";
-import { checkDerivation, fitAll, leaveConfigOut, runSettingKey } from "../../region/engines/perf/evaluate.js";
-import { defaultDataDir } from "../../region/engines/perf/generate.js";
+import { readAllMeasured } from "../../core/perf/data.js";
+import { checkDerivation, fitAll, leaveConfigOut, runSettingKey } from "../../core/perf/evaluate.js";
+import { defaultDataDir } from "../../core/perf/generate.js";
 import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
 import { readTrace } from "../../sim/replay/traces.js";
-import { nestedLeaveConfigOut, FIT_CANDIDATES } from "../../region/engines/perf/nested.js";
+import { nestedLeaveConfigOut, FIT_CANDIDATES } from "../../core/perf/nested.js";
 import { packageVersion as version, median } from "./common.js";
 import { envOverrides, jsonFigure, verdictOf } from "./verdicts/common.js";
 import { REPLAY_TARGET as TARGET, replayChecks } from "./verdicts/replay.js";

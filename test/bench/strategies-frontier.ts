@@ -12,7 +12,7 @@
  * `--days N` shortens the week (partial, met false).
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import { loadWeekInputs } from "../../sim/week/week-cli.js";
+import { loadWeekInputs } from "../../bin/replay-week-cli.js";
 import type { FleetSpec } from "../../sim/week/fleet.js";
 import type { WeekResult } from "../../sim/week/result.js";
 import { verdictOf } from "./verdicts/common.js";

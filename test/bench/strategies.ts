@@ -21,7 +21,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
 import { describeBandwidths } from "../../region/liveload/sources.js";
-import { loadWeekInputs } from "../../sim/week/week-cli.js";
+import { loadWeekInputs } from "../../bin/replay-week-cli.js";
 import { withLoading } from "../../sim/week/fleet.js";
 import { createPlanner } from "../../sim/week/planner.js";
 import { writeReports } from "../../sim/week/report.js";

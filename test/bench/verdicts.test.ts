@@ -1,8 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { nestedLeaveConfigOut } from "../../region/engines/perf/nested.js";
-import { errorOn, fitProfile } from "../../region/engines/perf/fit.js";
-import { fitAll } from "../../region/engines/perf/evaluate.js";
-import type { MeasuredRow } from "../../region/engines/perf/data.js";
+import { nestedLeaveConfigOut } from "../../core/perf/nested.js";
+import { errorOn, fitProfile } from "../../core/perf/fit.js";
+import { fitAll } from "../../core/perf/evaluate.js";
+import type { MeasuredRow } from "../../core/perf/data.js";
 import { latencyFigures, type LatencyRecord } from "../../sim/replay/loading.js";
 import { recoveryMinutes } from "../../sim/week/burst.js";
 import { batchChecks, type FillRound, type TtftRound } from "./verdicts/batch.js";

@@ -19,7 +19,7 @@ import { PlannerLoop } from "../../planner/loop.js";
 import { runPlan } from "../../planner/plan.js";
 import type { PlanReport } from "../../planner/report.js";
 import { plansSite, type PlansSite } from "../../planner/routes.js";
-import { HighsSolver } from "../../planner/solver.js";
+import { HighsSolver } from "../../core/solver.js";
 import { FilePlanStore } from "../../planner/file-store.js";
 import { MemoryPlanStore, type PlanStore } from "../../planner/store.js";
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock, WallClock } from "../../../core/clock.js";
-import type { ProfileFit } from "../perf/fit.js";
-import { PerfProfile, getProfile } from "../perf/model.js";
+import type { ProfileFit } from "../../../core/perf/fit.js";
+import { PerfProfile, getProfile } from "../../../core/perf/model.js";
 import { SimEngineCore, type SimSubmit } from "./core.js";
 
 /** A hand-checkable profile: prefill 100 ms flat, decode iteration 10 + 1·B ms (+ cCtx per context token). */

@@ -19,7 +19,7 @@
 import type { Clock, Timer } from "../../../core/clock.js";
 import { TidegateError } from "../../../core/errors.js";
 import type { EngineStats } from "../../../core/ports.js";
-import type { PerfProfile } from "../perf/model.js";
+import { DEFAULT_MAX_BATCH, type PerfProfile } from "../../../core/perf/model.js";
 import { Handle, SimRequest, isFinished, type HandleHost, type SimHandle, type SimHandlers, type SimSubmit } from "./request.js";
 import { WaitQueues } from "./wait-queues.js";
 import { itersWithin, segmentMs } from "./segment.js";
@@ -77,8 +77,6 @@ type Phase =
   | { kind: "prefill"; startMs: number; endMs: number; batch: SimRequest[] }
   | { kind: "decode"; startMs: number; endMs: number; alphaMs: number; betaMs: number; nEnd: number };
 
-/** vLLM's default max_num_seqs, the core's batch cap when none is given. */
-export const DEFAULT_MAX_BATCH = 256;
 
 export class SimEngineCore implements HandleHost {
   readonly profile: PerfProfile;

@@ -7,9 +7,9 @@ import type { Clock } from "../../../core/clock.js";
 import { TidegateError } from "../../../core/errors.js";
 import { makeUsage, syntheticToken } from "../../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../../core/ports.js";
-import type { Solver } from "../../../planner/solver.js";
+import type { Solver } from "../../../core/solver.js";
 import { LayerwiseHost } from "../../liveload/live-pair.js";
-import { getProfile } from "../perf/model.js";
+import { getProfile } from "../../../core/perf/model.js";
 import { SimEngineCore, type SimCoreOptions } from "./core.js";
 
 export interface SimEngineOptions {

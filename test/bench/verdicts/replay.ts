@@ -1,7 +1,7 @@
 /**
  * bench:replay's verdict (test/bench/replay.ts). The performance model's errors are NaN when there was nothing to
- * score (region/engines/perf: no held-out rows is "no data", not 0%) and NaN fails. The LOCO figure held to the
- * target is the nested one (region/engines/perf/nested.ts: the fit's choice made on training folds only); plain
+ * score (core/perf: no held-out rows is "no data", not 0%) and NaN fails. The LOCO figure held to the
+ * target is the nested one (core/perf/nested.ts: the fit's choice made on training folds only); plain
  * LOCO scored the choice on the data it was picked on and is printed for comparison only.
  */
 import { atMost, type Check } from "./common.js";

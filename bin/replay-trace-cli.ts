@@ -3,13 +3,13 @@
  * trace, replays it through the replay wiring in virtual time (run.ts) with a progress bar on stderr, and prints
  * TTFT / TBT / E2E percentiles per model and region, utilization, and simulated requests per wall second.
  */
-import type { FlagSpec, FlagValues } from "../../bin/args.js";
-import { loadConfig } from "../../core/config.js";
-import { ValidationError } from "../../core/validate.js";
-import { defaultDataDir } from "../../region/engines/perf/generate.js";
-import { ProgressBar } from "../week/progress.js";
-import { formatSummary, replayTrace } from "./summary.js";
-import { NAMED_TRACES, readTrace } from "./traces.js";
+import type { FlagSpec, FlagValues } from "./args.js";
+import { loadConfig } from "../core/config.js";
+import { ValidationError } from "../core/validate.js";
+import { defaultDataDir } from "../core/perf/generate.js";
+import { ProgressBar } from "../sim/week/progress.js";
+import { formatSummary, replayTrace } from "../sim/replay/summary.js";
+import { NAMED_TRACES, readTrace } from "../sim/replay/traces.js";
 
 /** Flags of the trace path (merged into `tidegate replay`'s flag table; `seed` and `quiet` are shared with week). */
 export const TRACE_FLAGS: Record<string, FlagSpec> = {

@@ -3,10 +3,13 @@
  * prompt, or a batch of several), decode iteration time from batch size and context, KV bytes per token from the
  * model's architecture and weights per GPU. Coefficients come from fitted.ts (generated from measured data, see fit.ts and README.md).
  */
-import { TidegateError } from "../../../core/errors.js";
-import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, weightBytes, type GpuType, type ModelName } from "../../../core/models.js";
+import { TidegateError } from "../errors.js";
+import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, weightBytes, type GpuType, type ModelName } from "../models.js";
 import { decodeFromFit, prefillFromFit, profileKey, type ProfileFit } from "./fit.js";
 import { FITTED_PROFILES } from "./fitted.js";
+
+/** vLLM's default max_num_seqs, a simulated engine's batch cap when none is given. */
+export const DEFAULT_MAX_BATCH = 256;
 
 /** vLLM's default gpu_memory_utilization: the share of GPU memory the engine may use for weights + KV. */
 export const DEFAULT_MEMORY_FRACTION = 0.9;

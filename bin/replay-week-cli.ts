@@ -3,18 +3,18 @@
  * and workload files (or the defaults), runs one or more strategies on the same seeded workload with a progress
  * bar, prints requests per wall second and writes the JSON + HTML reports (and the comparison page).
  */
-import type { FlagSpec, FlagValues } from "../../bin/args.js";
-import { ValidationError, parseJson } from "../../core/validate.js";
+import type { FlagSpec, FlagValues } from "./args.js";
+import { ValidationError, parseJson } from "../core/validate.js";
 import { readFileSync } from "node:fs";
-import { STRATEGY_NAMES } from "../../region/strategies/strategy-registry.js";
-import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../workload/spec.js";
-import { LOADING_FLAG_VALUES, namedLoading } from "../../region/liveload/liveload-config.js";
-import { loadFleet, withLoading, type FleetSpec } from "./fleet.js";
-import { PLANNER_NAMES, createPlanner, type PlannerName } from "./planner.js";
-import { ProgressBar } from "./progress.js";
-import { runWeek } from "./replay.js";
-import { writeReports } from "./report.js";
-import type { WeekResult } from "./result.js";
+import { STRATEGY_NAMES } from "../region/strategies/strategy-registry.js";
+import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../sim/workload/spec.js";
+import { LOADING_FLAG_VALUES, namedLoading } from "../region/liveload/liveload-config.js";
+import { loadFleet, withLoading, type FleetSpec } from "../sim/week/fleet.js";
+import { PLANNER_NAMES, createPlanner, type PlannerName } from "../sim/week/planner.js";
+import { ProgressBar } from "../sim/week/progress.js";
+import { runWeek } from "../sim/week/replay.js";
+import { writeReports } from "../sim/week/report.js";
+import type { WeekResult } from "../sim/week/result.js";
 
 /** Flags of the week path (merged into `tidegate replay`'s flag table). */
 export const WEEK_FLAGS: Record<string, FlagSpec> = {

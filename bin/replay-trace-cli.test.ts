@@ -2,8 +2,8 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
-import { CLI, REPO_ROOT } from "../../test/e2e/procs.js";
-import type { TraceSummary } from "./summary.js";
+import { CLI, REPO_ROOT } from "../test/e2e/procs.js";
+import type { TraceSummary } from "../sim/replay/summary.js";
 
 const run = promisify(execFile);
 

@@ -3,9 +3,9 @@
  * the mean rate of a real trace, with token lengths drawn from that trace. Inter-arrival times are Gamma with shape
  * k = 1/CV² and mean 1/rate (CV of a Gamma is 1/√k), seeded, the same on every machine.
  */
-import type { Trace } from "../../sim/replay/traces.js";
-import { gamma, seededRandom } from "../../sim/workload/rng.js";
-import type { PipelineRequest } from "./pipeline.js";
+import type { Trace } from "../replay/traces.js";
+import { gamma, seededRandom } from "./rng.js";
+import type { PipelineRequest } from "../../region/keystage/pipeline.js";
 
 /** Mean arrival rate of a trace (requests/s). */
 export function traceRatePerS(trace: Trace): number {

@@ -45,7 +45,7 @@ describe("performance model: fit against measured rows", () => {
   });
 
   it("the committed fitted.ts is exactly what the fit produces from the data", () => {
-    const committed = readFileSync(join(repoRoot(), "region/engines/perf/fitted.ts"), "utf8");
+    const committed = readFileSync(join(repoRoot(), "core/perf/fitted.ts"), "utf8");
     expect(committed).toBe(renderFitted(report));
   });
 

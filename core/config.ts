@@ -696,3 +696,15 @@ export function regionModels(region: RegionConfig): ModelName[] {
 export function regionLoading(config: TidegateConfig, name: RegionName): LoadingConfig | undefined {
   return config.regions.find((r) => r.name === name)?.loading ?? config.controller.loading;
 }
+
+/** GPUs per instance of `model` on `gpu` (models[].gpusPerInstance); undefined where the config has none. */
+export function gpusPerInstanceOf(config: Pick<TidegateConfig, "models">, model: ModelName, gpu: GpuType): number | undefined {
+  return config.models.find((m) => m.name === model)?.gpusPerInstance[gpu];
+}
+
+/** gpusPerInstanceOf for a (model, gpu) the config validated (an endpoint's): an invalid_config error where it is absent. */
+export function instanceGpus(config: Pick<TidegateConfig, "models">, model: ModelName, gpu: GpuType): number {
+  const n = gpusPerInstanceOf(config, model, gpu);
+  if (n === undefined) throw new TidegateError("invalid_config", `${model} has no gpusPerInstance for ${gpu}`);
+  return n;
+}

@@ -1,0 +1,71 @@
+/**
+ * The layers hold (issue 30): every import of every production file, read from the source, against the rules in
+ * test/layers.ts. A violation fails with the importing file, the imported file and the rule it breaks.
+ */
+import { describe, expect, it } from "vitest";
+import { folderCycles, importsOf, layerViolations, readSourceTree, type SourceFile } from "./layers.js";
+
+const tree = readSourceTree();
+
+describe("layers", () => {
+  it("reads the whole tree (every tier has production files)", () => {
+    const tiers = new Set(tree.filter((f) => f.production).map((f) => f.path.split("/")[0]));
+    for (const t of ["core", "forecasts", "planner", "region", "router", "sim", "bin", "native"]) expect(tiers, t).toContain(t);
+    expect(tree.filter((f) => f.production).length).toBeGreaterThan(200);
+  });
+
+  it("no production file imports across a layer it may not cross", () => {
+    expect(layerViolations(tree).map((v) => `${v.from} imports ${v.to}: ${v.rule}`)).toEqual([]);
+  });
+
+  it("no folder knot: the folders of each tier import each other without a cycle", () => {
+    expect(folderCycles(tree).map((c) => c.join(" → "))).toEqual([]);
+  });
+
+  describe("the rules themselves, on planted trees", () => {
+    const file = (path: string, imports: string[]): SourceFile => ({ path, production: !path.startsWith("test/") && !path.endsWith(".test.ts"), imports });
+
+    it("finds core importing a tier, region importing planner, sim importing bin, and test code in production", () => {
+      const planted = [
+        file("core/config.ts", ["region/keystage/keystage-config.ts"]),
+        file("region/agent/x.ts", ["planner/loop.ts", "core/clock.ts"]),
+        file("sim/week/cli.ts", ["bin/args.ts"]),
+        file("router/queue/conformance.ts", ["vitest"]),
+        file("router/app.ts", ["test/helpers/fake-link.ts"]),
+        file("bin/commands/region.ts", ["bin/commands/dev.ts"]),
+        file("region/keystage/x.ts", ["sim/replay/traces.ts"]),
+        file("planner/fleet.ts", ["core/perf/model.ts"]),
+        file("router/pace.test.ts", ["region/engines/sim/core.ts", "vitest"]),
+      ];
+      const v = layerViolations(planted).map((x) => `${x.from} → ${x.to}`);
+      expect(v).toEqual([
+        "core/config.ts → region/keystage/keystage-config.ts",
+        "region/agent/x.ts → planner/loop.ts",
+        "sim/week/cli.ts → bin/args.ts",
+        "router/queue/conformance.ts → vitest",
+        "router/app.ts → test/helpers/fake-link.ts",
+        "bin/commands/region.ts → bin/commands/dev.ts",
+        "region/keystage/x.ts → sim/replay/traces.ts",
+      ]);
+    });
+
+    it("finds a folder cycle of any length, and none in a chain", () => {
+      const cyc = [file("region/a/x.ts", ["region/b/y.ts"]), file("region/b/y.ts", ["region/c/z.ts"]), file("region/c/z.ts", ["region/a/w.ts"]), file("region/a/w.ts", [])];
+      expect(folderCycles(cyc)).toEqual([["region/a", "region/b", "region/c", "region/a"]]);
+      expect(folderCycles(cyc.slice(0, 2).concat([file("region/c/z.ts", [])]))).toEqual([]);
+    });
+
+    it("reads static, type-only, re-export and dynamic imports", () => {
+      const src = [
+        'import { a } from "../core/clock.js";',
+        'import type { B } from "./b.js";',
+        'export { c } from "../../region/x.js";',
+        "const m = await import(\"./commands/dev.js\");",
+        'import "vitest";',
+        'import { describe } from "vitest";',
+        'const s = "from \\"./not-an-import.js\\"";',
+      ].join("\n");
+      expect(importsOf("bin/sub/f.ts", src)).toEqual(["bin/core/clock.ts", "bin/sub/b.ts", "region/x.ts", "bin/sub/commands/dev.ts", "vitest", "vitest"]);
+    });
+  });
+});

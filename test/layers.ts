@@ -1,0 +1,200 @@
+/**
+ * The import rules of the tree (issue 30; README "Layout"), read from the source:
+ *
+ *   bin ─▶ sim ─▶ planner, router, region ─▶ forecasts ─▶ core          (native ─▶ core; region ─▶ native)
+ *
+ * - a tier imports only the tiers below it (ALLOWED); core imports no tier;
+ * - sim is imported only by bin and tests; bin by nothing but itself, and no command imports `bin/commands/dev.ts`
+ *   (shared helpers live in bin/*.ts);
+ * - production code imports neither vitest nor anything under test/;
+ * - inside a tier, its folders import each other without a cycle (no folder knot).
+ * Test files (`*.test.ts`, `*.vmtest.ts`, everything under test/) may import anything.
+ */
+import { readFileSync, readdirSync } from "node:fs";
+import { dirname, join, normalize, relative, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export interface SourceFile {
+  /** Repository-relative path, e.g. `region/agent/node.ts`. */
+  path: string;
+  production: boolean;
+  /** Repository-relative `.ts` paths of relative imports, and bare specifiers (`vitest`, `node:fs`) as written. */
+  imports: string[];
+}
+
+export interface Violation {
+  from: string;
+  to: string;
+  rule: string;
+}
+
+/** Which tiers each tier may import (besides itself). */
+export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
+  core: [],
+  native: ["core"],
+  forecasts: ["core"],
+  region: ["core", "native"],
+  router: ["core", "forecasts"],
+  planner: ["core", "forecasts"],
+  sim: ["core", "native", "forecasts", "region", "router", "planner"],
+  bin: ["core", "native", "forecasts", "region", "router", "planner", "sim"],
+};
+
+const TIERS = Object.keys(ALLOWED);
+const repoRoot = (): string => {
+  const here = dirname(fileURLToPath(import.meta.url));
+  // test/layers.ts, or dist/test/layers.js
+  const up = resolve(here, "..");
+  return up.endsWith("/dist") ? resolve(up, "..") : up;
+};
+
+const isTest = (path: string): boolean => path.startsWith("test/") || path.endsWith(".test.ts") || path.endsWith(".vmtest.ts");
+
+/**
+ * The imports of one file: relative specifiers resolved to repository paths (`.js` read as `.ts`), bare ones as
+ * written. Reads `import … from`, `import type … from`, `export … from`, side-effect `import "x"` and `import("x")`.
+ */
+export function importsOf(path: string, source: string): string[] {
+  const out: string[] = [];
+  const re = /(?:^|[\s;}])(?:import|export)\s*(?:type\s+)?(?:[\w*{}\s,$]+?\s+from\s*)?["']([^"'\n]+)["']|\bimport\s*\(\s*["']([^"'\n]+)["']\s*\)/gm;
+  for (const m of source.matchAll(re)) {
+    const spec = m[1] ?? m[2]!;
+    if (!spec.startsWith(".")) {
+      out.push(spec);
+      continue;
+    }
+    out.push(normalize(join(dirname(path), spec)).replace(/\.js$/, ".ts"));
+  }
+  return out;
+}
+
+/** Every `.ts` file of the repository outside node_modules, dist and native/build, with its imports. */
+export function readSourceTree(root = repoRoot()): SourceFile[] {
+  const files: SourceFile[] = [];
+  const walk = (dir: string) => {
+    for (const e of readdirSync(dir, { withFileTypes: true })) {
+      if (e.name.startsWith(".") || e.name === "node_modules" || e.name === "dist" || e.name === "build") continue;
+      const full = join(dir, e.name);
+      if (e.isDirectory()) walk(full);
+      else if (e.name.endsWith(".ts") && !e.name.endsWith(".d.ts")) {
+        const path = relative(root, full);
+        files.push({ path, production: !isTest(path), imports: importsOf(path, readFileSync(full, "utf8")) });
+      }
+    }
+  };
+  for (const t of TIERS) walk(join(root, t));
+  walk(join(root, "test"));
+  return files.sort((a, b) => a.path.localeCompare(b.path));
+}
+
+/** The rule each production import breaks, in file order. */
+export function layerViolations(files: readonly SourceFile[]): Violation[] {
+  const out: Violation[] = [];
+  for (const f of files) {
+    if (!f.production) continue;
+    const from = f.path.split("/")[0]!;
+    for (const to of f.imports) {
+      if (to === "vitest" || to.startsWith("vitest/") || to.startsWith("@vitest/")) {
+        out.push({ from: f.path, to, rule: "production code does not import the test runner" });
+        continue;
+      }
+      if (!to.includes("/") || to.startsWith("node:") || to.startsWith("@") || !to.endsWith(".ts")) continue; // a package
+      const tier = to.split("/")[0]!;
+      if (tier === "test") {
+        out.push({ from: f.path, to, rule: "production code does not import test code" });
+        continue;
+      }
+      if (to === "bin/commands/dev.ts" && f.path !== "bin/tidegate.ts" && f.path !== "bin/commands/dev.ts") {
+        out.push({ from: f.path, to, rule: "bin's shared helpers live in bin/*.ts, not in the dev command" });
+        continue;
+      }
+      if (tier === from || !TIERS.includes(tier)) continue;
+      if (!(ALLOWED[from] ?? []).includes(tier)) {
+        const may = ALLOWED[from]!.length === 0 ? "no tier" : ALLOWED[from]!.join(", ");
+        out.push({ from: f.path, to, rule: `${from} may import ${may}` });
+      }
+    }
+  }
+  return out;
+}
+
+/** The folder (tier/sub) of a file, or the tier itself for a file at its top. */
+const folderOf = (path: string): string => {
+  const parts = path.split("/");
+  return parts.length > 2 ? parts.slice(0, 2).join("/") : parts[0]!;
+};
+
+/**
+ * Cycles among the folders of each tier (production imports only), each as a path that returns to its start,
+ * one per strongly connected component (Tarjan), starting at its alphabetically first folder.
+ */
+export function folderCycles(files: readonly SourceFile[]): string[][] {
+  const edges = new Map<string, Set<string>>();
+  for (const f of files) {
+    if (!f.production) continue;
+    const a = folderOf(f.path);
+    for (const to of f.imports) {
+      if (!to.endsWith(".ts") || to.split("/")[0] !== f.path.split("/")[0]) continue;
+      const b = folderOf(to);
+      if (a === b || a.split("/").length < 2 || b.split("/").length < 2) continue;
+      if (!edges.has(a)) edges.set(a, new Set());
+      edges.get(a)!.add(b);
+    }
+  }
+  const nodes = [...new Set([...edges.keys(), ...[...edges.values()].flatMap((s) => [...s])])].sort();
+  let index = 0;
+  const idx = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const on = new Set<string>();
+  const sccs: string[][] = [];
+  const strong = (v: string) => {
+    idx.set(v, index);
+    low.set(v, index++);
+    stack.push(v);
+    on.add(v);
+    for (const w of [...(edges.get(v) ?? [])].sort()) {
+      if (!idx.has(w)) {
+        strong(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (on.has(w)) low.set(v, Math.min(low.get(v)!, idx.get(w)!));
+    }
+    if (low.get(v) === idx.get(v)) {
+      const c: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        on.delete(w);
+        c.push(w);
+      } while (w !== v);
+      if (c.length > 1) sccs.push(c.sort());
+    }
+  };
+  for (const v of nodes) if (!idx.has(v)) strong(v);
+  // One cycle through each component: a shortest path from its first folder back to it, inside the component.
+  return sccs
+    .map((c) => {
+      const inC = new Set(c);
+      const start = c[0]!;
+      const prev = new Map<string, string>();
+      const queue = [start];
+      const seen = new Set<string>();
+      while (queue.length > 0) {
+        const v = queue.shift()!;
+        for (const w of [...(edges.get(v) ?? [])].sort()) {
+          if (!inC.has(w)) continue;
+          if (w === start) {
+            const path = [start];
+            for (let x: string | undefined = v; x !== undefined && x !== start; x = prev.get(x)) path.splice(1, 0, x);
+            return [...path, start];
+          }
+          if (seen.has(w)) continue;
+          seen.add(w);
+          prev.set(w, v);
+          queue.push(w);
+        }
+      }
+      return [...c, start];
+    })
+    .sort((a, b) => a[0]!.localeCompare(b[0]!));
+}

@@ -3,6 +3,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_CONFIG_JSON, loadConfig, mergeOverDefault, parseConfig, validateConfig } from "./config.js";
+import "../region/config-sections.js"; // region's sections: one case below has a keystage section
 
 /** A copy of the default config with the value at `path` replaced (objects and arrays walked by key/index). */
 function patched(path: readonly (string | number)[], value: unknown): unknown {

@@ -198,3 +198,12 @@ export function parseJson(text: string, what: string, code: ErrorCode = "invalid
     throw new TidegateError(code, `${what} is not valid JSON: ${(err as Error).message}`, { cause: err });
   }
 }
+
+/**
+ * `{ [key]: value }`, or `{}` when the value is absent (an optional key read with the reader's `optional*` methods;
+ * a key read or asked about with `has` is a known field, so a misspelling of it gets the suggestion — "engines.
+ * kvCapacityToken: … did you mean "kvCapacityTokens"?" — even when the file does not set it).
+ */
+export function present<K extends string, V>(key: K, value: V | undefined): { [P in K]?: V } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: V };
+}

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
+import "../config-sections.js"; // region's config sections (keystage, loading)
 import { ValidationError } from "../../core/validate.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 

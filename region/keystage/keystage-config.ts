@@ -1,7 +1,8 @@
 /**
- * The `keystage` configuration section (parsed once at start-up by core/config.ts parseConfig). Errors name the
- * exact path, e.g. `keystage.pipelines[0].layersPerStage`, `keystage.params.kp`. Absent section = no pipelined
- * endpoints.
+ * The `keystage` configuration section, region's own: this module registers its parser and its rules against the
+ * other sections with core's config (core/config/sections.ts) when it loads, so core/config parseConfig reads it
+ * at start-up; a process loads it through region/config-sections.ts. Errors name the exact path, e.g.
+ * `keystage.pipelines[0].layersPerStage`, `keystage.params.kp`. Absent section = no pipelined endpoints.
  *
  * {
  *   "pipelines": [{ "model": "bloom-176b", "gpu": "h100-80gb", "layersPerStage": [9, 9, 9, 9, 9, 9, 8, 8],
@@ -11,13 +12,15 @@
  *   "params": { "kp": 1, "ki": 0.1, "kd": 0, ... }          // the `keystage` strategy's schema (strategy.ts)
  * }
  */
+import type { TidegateConfig } from "../../core/config.js";
+import { registerConfigSection, type ConfigSection } from "../../core/config/sections.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { knownProfiles } from "../../core/perf/model.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import type { StartCost } from "./cache.js";
 import { HIDDEN_SIZE, stageMemoryLimitBytes, type PipelineLayout } from "./stages.js";
-import type { KeyStageParams } from "./strategy.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 
 /** Servers of a region as key-stage scaling sees them, and the rates replica starts run at. */
 export interface ClusterConfig extends StartCost {
@@ -111,3 +114,41 @@ export function parseKeystageConfig(json: unknown, path = "keystage"): KeystageC
   root.done();
   return { pipelines, cluster, params };
 }
+
+declare module "../../core/config/sections.js" {
+  interface ConfigSections {
+    /** Key-stage scaling of pipelined models (region/keystage/keystage-config.ts); absent = none. */
+    keystage?: KeystageConfig | undefined;
+  }
+}
+
+/**
+ * The rules between the `keystage` section and the rest: the keystage strategy needs pipelines; each pipeline is a
+ * configured model with GPUs per instance for its GPU type, enough for `minReplicasPerStage` replicas of every
+ * stage (an instance's GPUs are the budget its stages share); a pipeline runs in engine-sim, not a command template.
+ */
+export function checkPipelinedEndpoints(config: Pick<TidegateConfig, "keystage" | "models" | "controller" | "engines">): void {
+  const { keystage, models, controller, engines } = config;
+  if (keystage === undefined) {
+    if (controller.strategy === "keystage") throw new ValidationError("controller.strategy", `"keystage" splits pipelined instances over their stages: add a keystage section with its pipelines`);
+    return;
+  }
+  keystage.pipelines.forEach((p, i) => {
+    const path = `keystage.pipelines[${i}]`;
+    const gpus = models.find((m) => m.name === p.model)?.gpusPerInstance[p.gpu];
+    if (gpus === undefined) throw new ValidationError(path, `${p.model} on ${p.gpu} is not configured: models[] needs gpusPerInstance["${p.gpu}"] for ${p.model}`);
+    const need = p.layersPerStage.length * keystage.params.minReplicasPerStage;
+    if (gpus < need) {
+      throw new ValidationError(path, `an instance of ${p.model} on ${p.gpu} has ${gpus} GPUs (models[].gpusPerInstance); ${p.layersPerStage.length} stages × ${keystage.params.minReplicasPerStage} replicas (keystage.params.minReplicasPerStage) need ≥ ${need}`);
+    }
+    if (engines.commandTemplate !== undefined) throw new ValidationError(path, "pipelined instances run in engine-sim; engines.commandTemplate starts another engine that tidegate cannot split into stages");
+  });
+}
+
+/** The `keystage` section as core's config registry takes it (registered below, when this module loads). */
+export const KEYSTAGE_SECTION: ConfigSection<"keystage"> = {
+  key: "keystage",
+  parse: (raw, path) => parseKeystageConfig(raw, path),
+  check: checkPipelinedEndpoints,
+};
+registerConfigSection(KEYSTAGE_SECTION);

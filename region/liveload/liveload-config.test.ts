@@ -1,13 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
-import { mergeOverDefault, parseConfig, regionLoading } from "../../core/config.js";
+import { mergeOverDefault, parseConfig } from "../../core/config.js";
 import { isTidegateError } from "../../core/errors.js";
 import { silentLogger } from "../../core/log.js";
 import { HighsSolver } from "../../core/solver.js";
 import { SAGESERVE_DELAYS } from "../actuator/sim.js";
 import { startInProcessRegion } from "../runtime/in-process-region.js";
 import { configNeedsSolver, startSimFleet } from "../runtime/sim-region.js";
-import { dataPlaneScheduler, namedLoading, parseLoadingConfig, schedulerOf } from "./liveload-config.js";
+import { dataPlaneScheduler, namedLoading, parseLoadingConfig, regionLoading, schedulerOf } from "./liveload-config.js";
 import { TABLE1_CLUSTER_A } from "./sources.js";
 
 const config = (patch: unknown) => parseConfig(mergeOverDefault(patch));

@@ -1,8 +1,10 @@
 /**
  * The `loading` configuration key (issue 12): where a region's new instances get their parameters from and what
- * they do while they load, as one of the named loading sources (sources.ts). Read by core/config.ts at
- * `controller.loading` (every region) and `regions[].loading` (one region, over the controller's). Absent = the
- * actuator's configured deploy delays (SageServe §7.1's constants for the sim actuator).
+ * they do while they load, as one of the named loading sources (sources.ts). This module registers it with core's
+ * config as a per-region setting (core/config/sections.ts) when it loads, so core/config parseConfig reads it at
+ * `controller.loading` (every region) and `regions[].loading` (one region, over the controller's: regionLoading
+ * below); a process loads it through region/config-sections.ts. Absent = the actuator's configured deploy delays
+ * (SageServe §7.1's constants for the sim actuator).
  *
  * {
  *   "source": "blitzscale",                  // ssd | allcache | network | blitzscale | lambdascale
@@ -16,9 +18,12 @@
  * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself (the `network` source) and
  * takes `network` or `blitzscale` with the stop-the-world, best-effort or zigzag scheduler, pairing loading instances
  * with serving engines live (liveload/live-pairs.ts); it refuses any other key at start-up (dataPlaneScheduler below;
- * region/runtime/in-process-region.ts, region/process/agents-region.ts). A `static` region never scales, so it never loads.
+ * region/runtime/agents-host.ts). A `static` region never scales, so it never loads.
  */
+import type { TidegateConfig } from "../../core/config.js";
+import { registerRegionSetting, type RegionSetting } from "../../core/config/sections.js";
 import { TidegateError } from "../../core/errors.js";
+import type { RegionName } from "../../core/models.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { LIVE_SCHEDULERS, LOADING_SOURCES, TABLE1_CLUSTER_A, type LiveScheduler, type LoadBandwidths, type LoadingSourceName } from "./sources.js";
 
@@ -29,6 +34,26 @@ export interface LoadingConfig {
   bandwidths: LoadBandwidths;
   keepAliveMs: number;
   blocksPerLayer: number;
+}
+
+declare module "../../core/config/sections.js" {
+  interface RegionSettings {
+    /**
+     * Where new instances' parameters come from and what they do while loading (issue 12; region/liveload/liveload-config.ts):
+     * at `controller.loading` for every region without its own, at `regions[].loading` for one region. Absent = the
+     * actuator's configured deploy delays.
+     */
+    loading?: LoadingConfig;
+  }
+}
+
+/** The `loading` key as core's config registry takes it (registered below, when this module loads). */
+export const LOADING_SETTING: RegionSetting<"loading"> = { key: "loading", parse: (raw, path) => parseLoadingConfig(raw, path) };
+registerRegionSetting(LOADING_SETTING);
+
+/** Region `name`'s loading source: its own `loading`, else `controller.loading`, else none (configured delays). */
+export function regionLoading(config: Pick<TidegateConfig, "regions" | "controller">, name: RegionName): LoadingConfig | undefined {
+  return config.regions.find((r) => r.name === name)?.loading ?? config.controller.loading;
 }
 
 /** The scheduler a loading config runs: its own, else its source's. */

@@ -1,0 +1,49 @@
+/** The `controller` section: each region's scaling strategy, reconcile loop, actuator and its retry and loss timers. */
+import type { ObjectReader } from "../validate.js";
+import { readRegionSettings, type RegionSettings } from "./sections.js";
+
+/**
+ * The region controller's settings. Tiers above core add per-region settings (RegionSettings, e.g. region's
+ * `loading`): here they apply to every region without its own (`regions[].<key>`).
+ */
+export interface ControllerConfig extends RegionSettings {
+  /**
+   * The scaling strategy (region/strategies/strategy-registry.ts). "keystage" holds the planner's target like LT-I and has
+   * each instance of a pipelined endpoint (`keystage.pipelines`) split its GPUs over its stages by key-stage scaling;
+   * under any other strategy a pipelined instance scales all its stages together (region/keystage/pipeline-engine.ts).
+   */
+  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
+  reconcileIntervalMs: number;
+  /**
+   * How a region's instances come and go: "agents" (default) — engine processes that node agents start and stop,
+   * parameters over the data plane (region/actuator/agents.ts); "static" — the fixed engines of the config
+   * (regions[].endpoints[].instances, engines.urls or --spawn-engines), which the controller cannot change;
+   * "sim" — `tidegate dev` only: the region runtime on the simulated actuator the replays run (region/actuator/sim.ts,
+   * SageServe §7.1 deploy delays) with in-process simulated engines, no data plane (region/runtime/sim-region.ts).
+   */
+  actuator: "agents" | "static" | "sim";
+  /** Most scale steps one endpoint takes in one pass (a jump to the target starts every instance at once). */
+  maxStepsPerPass: number;
+  /** Backoff of a failing scale-out: first delay, doubling up to the max. */
+  retryInitialMs: number;
+  retryMaxMs: number;
+  /** A node agent silent this long is lost: its instances go, the parameter pool restores its invariant. */
+  agentLostAfterMs: number;
+}
+
+/** Reads the `controller` object, with the registered per-region settings (sections.ts) as fleet-wide defaults. */
+export function parseController(cr: ObjectReader): ControllerConfig {
+  const controller: ControllerConfig = {
+    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "keystage"] }) as ControllerConfig["strategy"],
+    reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
+    actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],
+    maxStepsPerPass: cr.number("maxStepsPerPass", 8, { integer: true, min: 1, max: 1000 }),
+    retryInitialMs: cr.number("retryInitialMs", 1000, { gt: 0 }),
+    retryMaxMs: cr.number("retryMaxMs", 60_000, { gt: 0 }),
+    agentLostAfterMs: cr.number("agentLostAfterMs", 3000, { gt: 0 }),
+  };
+  Object.assign(controller, readRegionSettings(cr));
+  if (controller.retryMaxMs < controller.retryInitialMs) cr.fail("retryMaxMs", `must be ≥ retryInitialMs (${controller.retryInitialMs})`);
+  cr.done();
+  return controller;
+}

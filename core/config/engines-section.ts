@@ -1,0 +1,82 @@
+/** The `engines` section: which engines serve (simulated or OpenAI-compatible HTTP) and how they start and stop. */
+import { ValidationError, present, type ObjectReader } from "../validate.js";
+import type { ModelConfig } from "./models-section.js";
+
+export interface EnginesConfig {
+  kind: "sim" | "openai-http";
+  /**
+   * With the agents actuator: the command agents run for a real engine, e.g. "vllm serve {model} --port {port}"
+   * (placeholders {model} {port} {host} {gpu} {tp} {instance}); absent = `tidegate engine-sim`.
+   */
+  commandTemplate?: string;
+  /** How long a started engine may take to answer its health check. */
+  startTimeoutMs: number;
+  /** SIGTERM → SIGKILL grace when an engine is stopped. */
+  stopGraceMs: number;
+  /**
+   * KV capacity (tokens) of in-process simulated engines (dev's, a static region's); absent = GPU memory × 0.9 −
+   * weights. A smaller figure makes a small model's memory fill under a modest load (the burst test uses it).
+   */
+  kvCapacityTokens?: number;
+  /**
+   * Per-model settings of simulated engines, over `kvCapacityTokens`: vLLM's max_num_seqs (`maxBatch`, default 256)
+   * and the KV cache in tokens. The router's in-flight estimate uses the same capacity (router/selector.ts).
+   */
+  models: Record<string, SimEngineModelConfig>;
+  /** For `sim`: multiply simulated durations (1 = real time as measured; 0.01 = 100× faster). */
+  timeScale: number;
+  /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
+  urls: Record<string, string[]>;
+}
+
+/** One model's simulated-engine settings (engines.models). */
+export interface SimEngineModelConfig {
+  maxBatch?: number;
+  kvCapacityTokens?: number;
+}
+
+const PLACEHOLDERS = ["model", "port", "host", "gpu", "tp", "instance"];
+
+/** Reads the `engines` object: http(s) URLs, a command template with known placeholders and {port}, per-model keys of configured models. */
+export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): EnginesConfig {
+  const urlsReader = er.object("urls");
+  const urls: Record<string, string[]> = {};
+  for (const key of Object.keys(urlsReader.value)) {
+    urls[key] = urlsReader.array(key, (v, path) => {
+      if (typeof v !== "string" || !/^https?:\/\//.test(v)) throw new ValidationError(path, "expected an http(s) URL");
+      return v;
+    }, undefined, { minLength: 1 });
+  }
+  urlsReader.done();
+  const commandTemplate = er.optionalString("commandTemplate");
+  if (commandTemplate !== undefined) {
+    if (commandTemplate.trim() === "") er.fail("commandTemplate", "must not be empty (omit it to run engine-sim)");
+    for (const m of commandTemplate.matchAll(/\{([^}]*)\}/g)) {
+      if (!PLACEHOLDERS.includes(m[1]!)) er.fail("commandTemplate", `unknown placeholder {${m[1]}}; known: {model} {port} {host} {gpu} {tp} {instance}`);
+    }
+    if (!commandTemplate.includes("{port}")) er.fail("commandTemplate", "must contain {port} (the agent picks the engine's port)");
+  }
+  const engines: EnginesConfig = {
+    kind: er.string("kind", "sim", { oneOf: ["sim", "openai-http"] }) as EnginesConfig["kind"],
+    timeScale: er.number("timeScale", 1, { gt: 0, max: 1000 }),
+    urls,
+    ...(commandTemplate === undefined ? {} : { commandTemplate }),
+    startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),
+    stopGraceMs: er.number("stopGraceMs", 5000, { min: 0 }),
+    ...present("kvCapacityTokens", er.optionalNumber("kvCapacityTokens", { integer: true, min: 2 })),
+    models: {},
+  };
+  const emr = er.object("models");
+  for (const name of Object.keys(emr.value)) {
+    if (!models.some((m) => m.name === name)) emr.fail(name, `unknown model; configured: ${models.map((m) => m.name).join(", ")}`);
+    const mr = emr.object(name);
+    engines.models[name] = {
+      ...present("maxBatch", mr.optionalNumber("maxBatch", { integer: true, min: 1, max: 65_536 })),
+      ...present("kvCapacityTokens", mr.optionalNumber("kvCapacityTokens", { integer: true, min: 2 })),
+    };
+    mr.done();
+  }
+  emr.done();
+  er.done();
+  return engines;
+}

@@ -1,0 +1,48 @@
+/**
+ * parseConfig: the whole configuration, section by section, each by its own parser (core's in *-section.ts, the
+ * tiers' registered in sections.ts). Errors name the exact path; bad values are rejected, never replaced.
+ */
+import { ObjectReader } from "../validate.js";
+import { parseController, type ControllerConfig } from "./controller-section.js";
+import { parseEngines, type EnginesConfig } from "./engines-section.js";
+import { parseModels, type ModelConfig } from "./models-section.js";
+import { parseParameters, type ParametersConfig } from "./parameters-section.js";
+import { parsePlanner, type PlannerConfig } from "./planner-section.js";
+import { parseQueue, type QueueConfig } from "./queue-section.js";
+import { parseRegions, type RegionConfig } from "./regions-section.js";
+import { parseRouter, type RouterConfig } from "./router-section.js";
+import { readConfigSections, type ConfigSections } from "./sections.js";
+
+/** The validated configuration: core's sections, and the sections tiers above core register (ConfigSections). */
+export interface TidegateConfig extends ConfigSections {
+  models: ModelConfig[];
+  regions: RegionConfig[];
+  router: RouterConfig;
+  queue: QueueConfig;
+  planner: PlannerConfig;
+  controller: ControllerConfig;
+  engines: EnginesConfig;
+  parameters: ParametersConfig;
+}
+
+/**
+ * Validates a whole config document (no merging: see load.ts for files over the default) and returns it typed, or
+ * throws the first ValidationError. Sections are read in this order: models, regions, router, queue, planner,
+ * controller, engines, parameters, then the registered sections (each followed by its cross-section check); a key
+ * no parser read is an unknown field.
+ */
+export function parseConfig(json: unknown): TidegateConfig {
+  const root = new ObjectReader(json, "");
+  const models = parseModels(root);
+  const regions = parseRegions(root, models);
+  const router = parseRouter(root.object("router"), new Set(regions.map((r) => r.name)), new Set(models.map((m) => m.name)));
+  const queue = parseQueue(root.object("queue"));
+  const planner = parsePlanner(root.object("planner"));
+  const controller = parseController(root.object("controller"));
+  const engines = parseEngines(root.object("engines"), models);
+  const parameters = parseParameters(root.object("parameters"), models);
+  const config: TidegateConfig = { models, regions, router, queue, planner, controller, engines, parameters };
+  readConfigSections(root, config);
+  root.done();
+  return config;
+}

@@ -1,0 +1,81 @@
+/** The `router` section: the global router's listener, keys, limits and region-selection threshold. */
+import type { ModelName, RegionName } from "../models.js";
+import { ObjectReader, ValidationError } from "../validate.js";
+
+export interface RouterConfig {
+  host: string;
+  port: number;
+  bodyLimitBytes: number;
+  /** SageServe §6.2: first region below this effective memory utilization wins. */
+  memoryThreshold: number;
+  /** Bearer keys that may call the API; empty means open. */
+  /**
+   * `region`: the key's home region (routed there first; a request's x-tidegate-region header may name another).
+   * `regions`: where the key's requests may be served at all (data residency); absent = anywhere.
+   */
+  apiKeys: { key: string; tenant: string; region?: RegionName; regions?: RegionName[]; models?: ModelName[]; maxInflight?: number }[];
+  /** Bearer keys for admin endpoints (/plans, regions, scaling); also sign in at /login. */
+  adminKeys: string[];
+  /** Read-only keys for /plans (the `planner` role: read, not approve or plan now); also sign in at /login. */
+  plannerKeys: string[];
+  /** Telemetry older than this is treated as missing (the region is not chosen; 1500 ms by default: three missed 500 ms reports). */
+  telemetryStaleMs: number;
+  /**
+   * The ceiling on silence from a region (10 000 ms by default): a wait for the first event, or a running stream, with
+   * nothing for this long ends. A running stream ends sooner when its region stops reporting, or after its model's own
+   * stall limit (router/watchdog.ts, router/README.md "When a region goes dark").
+   */
+  streamStallMs: number;
+  /** Requests in flight through the router at once; beyond it, 429 with Retry-After (issue 15 item 4). */
+  maxInflight: number;
+  /** Requests one tenant may have in flight at once (an API key's `maxInflight` overrides it); beyond it, 429. */
+  tenantMaxInflight: number;
+  /** Seconds a shed request is told to wait (Retry-After). */
+  retryAfterS: number;
+}
+
+/** Reads the `router` object; API keys may name only configured regions (`regionNames`) and models (`modelNames`). */
+export function parseRouter(rr: ObjectReader, regionNames: ReadonlySet<string>, modelNames: ReadonlySet<string>): RouterConfig {
+  const router: RouterConfig = {
+    host: rr.string("host", "127.0.0.1"),
+    port: rr.number("port", 8080, { integer: true, min: 0, max: 65535 }),
+    bodyLimitBytes: rr.number("bodyLimitBytes", 4 * 1024 * 1024, { integer: true, min: 1024 }),
+    memoryThreshold: rr.number("memoryThreshold", 0.7, { gt: 0, max: 1 }),
+    apiKeys: rr.array("apiKeys", (v, path) => parseApiKey(v, path, regionNames, modelNames), []),
+    adminKeys: rr.array("adminKeys", (v, path) => {
+      if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "admin keys must be strings of at least 8 characters");
+      return v;
+    }, []),
+    plannerKeys: rr.array("plannerKeys", (v, path) => {
+      if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "planner keys must be strings of at least 8 characters");
+      return v;
+    }, []),
+    telemetryStaleMs: rr.number("telemetryStaleMs", 1500, { gt: 0 }),
+    streamStallMs: rr.number("streamStallMs", 10_000, { integer: true, min: 1 }),
+    maxInflight: rr.number("maxInflight", 4096, { integer: true, min: 1 }),
+    tenantMaxInflight: rr.number("tenantMaxInflight", 1024, { integer: true, min: 1 }),
+    retryAfterS: rr.number("retryAfterS", 1, { integer: true, min: 1 }),
+  };
+  rr.done();
+  return router;
+}
+
+function parseApiKey(v: unknown, path: string, regionNames: ReadonlySet<string>, modelNames: ReadonlySet<string>): RouterConfig["apiKeys"][number] {
+  const k = new ObjectReader(v, path);
+  const key = k.string("key");
+  const tenant = k.string("tenant");
+  const region = k.optionalString("region");
+  const keyMaxInflight = k.optionalNumber("maxInflight", { integer: true, min: 1 });
+  if (region !== undefined && !regionNames.has(region)) k.fail("region", `unknown region ${JSON.stringify(region)}`);
+  const keyModels = k.has("models") ? k.array("models", (mv, mp) => {
+    if (typeof mv !== "string" || !modelNames.has(mv)) throw new ValidationError(mp, `unknown model ${JSON.stringify(mv)}`);
+    return mv;
+  }) : (k.allow("models"), undefined);
+  const keyRegions = k.has("regions") ? k.array("regions", (rv, rp) => {
+    if (typeof rv !== "string" || !regionNames.has(rv)) throw new ValidationError(rp, `unknown region ${JSON.stringify(rv)}`);
+    return rv;
+  }, undefined, { minLength: 1 }) : (k.allow("regions"), undefined);
+  if (keyRegions !== undefined && region !== undefined && !keyRegions.includes(region)) k.fail("region", `home region ${JSON.stringify(region)} is not among the key's regions (${keyRegions.join(", ")})`);
+  k.done();
+  return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyRegions === undefined ? {} : { regions: keyRegions }), ...(keyModels === undefined ? {} : { models: keyModels }), ...(keyMaxInflight === undefined ? {} : { maxInflight: keyMaxInflight }) };
+}

@@ -1,7 +1,7 @@
 /**
  * The nodes of a region as the `agents` actuator knows them: each node agent's latest announcement (GPU type and
  * slots, host memory for blocks, data-plane address, stores, engines), when it was last heard from, and whether it
- * is considered lost (silent for `lostAfterMs`). Slot accounting is done by the actuator over its instances.
+ * is considered lost (silent for `lostAfterMs`). Slot accounting is done over the instances (node-placement.ts).
  */
 import type { AgentHandle, NodeAnnouncement } from "../agent/handle.js";
 

@@ -95,11 +95,17 @@ export interface ScalingHooks {
 
 /**
  * What the region runtime (region/runtime/runtime.ts) drives: an Actuator that also reports — the `agents` adapter
- * live (engines on node agents, parameters over the data plane) and the `sim` adapter in replay (config delays on
- * the virtual clock). One runtime, two adapters (STYLE "One runtime, many clocks and adapters").
+ * live (engines on node agents, parameters over the data plane), the `sim` adapter in replay (config delays on the
+ * virtual clock) and the `static` adapter (the configured engines, never scaled: region/actuator/static.ts). One
+ * runtime, three adapters (STYLE "One runtime, many clocks and adapters").
  */
 export interface RuntimeActuator extends Actuator {
-  readonly kind: "agents" | "sim";
+  readonly kind: "agents" | "sim" | "static";
+  /**
+   * True when the instances are fixed (static): every scaling operation is refused, and the runtime runs no
+   * controller pass (targets are acknowledged and held, never acted on). Absent = false.
+   */
+  readonly fixed?: boolean;
   /** Bumped at every instance state change, where the adapter tracks it (telemetry reuses its counts until then). */
   readonly version?: number;
   /** Periodic upkeep at every controller pass (lost nodes, the parameter pool's invariant); may do nothing. */

@@ -2,7 +2,9 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { parseConfig } from "../../core/config.js";
 import { FakeEngine } from "../../test/helpers/fake-engine.js";
-import { buildRegionGateway, instanceSlots } from "./static-engines.js";
+import { buildRegion } from "../runtime/build-region.js";
+import { fixedEngines } from "../runtime/static-host.js";
+import { instanceSlots, type EngineFactory } from "./static.js";
 
 function config(engines: unknown) {
   return parseConfig({
@@ -48,22 +50,29 @@ describe("region instance slots", () => {
 
   it("builds a serving gateway from the factory and closes what it made when one engine fails", async () => {
     const made: FakeEngine[] = [];
-    const gw = await buildRegionGateway(config({ kind: "sim" }), "r1", async (s) => {
+    const clock = new VirtualClock();
+    const region = (engines: EngineFactory) => buildRegion({ config: config({ kind: "sim" }), region: "r1", clock, host: fixedEngines(engines) });
+    const ok = region(async (s) => {
       const e = new FakeEngine({ instanceId: s.instanceId, model: s.model });
       made.push(e);
       return e;
-    }, { clock: new VirtualClock() });
+    });
+    await ok.ready();
+    const gw = ok.gateway;
     expect(gw.instances().map((i) => `${i.endpointId}:${i.state}`)).toEqual(["llama3.1-8b/h100-80gb:serving", "llama3.1-8b/h100-80gb:serving", "llama3.1-8b/a100-80gb:serving"]);
+    expect(ok.actuator.engines()).toEqual(made);
     const closed: string[] = [];
     let n = 0;
-    await expect(
-      buildRegionGateway(config({ kind: "sim" }), "r1", async (s) => {
-        if (n++ === 1) throw new Error("engine 2 failed to start");
-        const e = new FakeEngine({ instanceId: s.instanceId, model: s.model });
-        e.close = async () => void closed.push(s.instanceId);
-        return e;
-      }, { clock: new VirtualClock() }),
-    ).rejects.toThrow(/engine 2 failed/);
+    const failing = region(async (s) => {
+      if (n++ === 1) throw new Error("engine 2 failed to start");
+      const e = new FakeEngine({ instanceId: s.instanceId, model: s.model });
+      e.close = async () => void closed.push(s.instanceId);
+      return e;
+    });
+    await expect(failing.ready()).rejects.toThrow(/engine 2 failed/);
     expect(closed).toEqual(["r1/llama3.1-8b/h100-80gb/0", "r1/llama3.1-8b/a100-80gb/0"]);
+    expect(failing.gateway.instances()).toEqual([]);
+    await ok.close();
+    await failing.close();
   });
 });

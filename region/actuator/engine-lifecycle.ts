@@ -1,0 +1,216 @@
+/**
+ * One `agents` instance's engine from placement to spot (BlitzScale §4; DESIGN "Ports": Actuator):
+ * - bring-up: unless its node holds a complete copy, the node joins the model's next multicast plan (host-copies.ts)
+ *   and, with serve-while-loading on, the instance is paired with a serving engine of its model (BlitzScale §5.2,
+ *   liveload/live-pairs.ts) until it leaves `loading`; engine-sim starts with `awaitBlocks` while the blocks arrive,
+ *   a command template after them;
+ * - serving: once the engine answers its health check within `startTimeoutMs`, the gateway routes to it and the
+ *   scale-out's duration is recorded;
+ * - drain: streams in flight finish, the engine stops, the instance becomes `spot` with its slots and blocks; a
+ *   cancelled bring-up (a drain of a deploying instance) hands its instance to spot the same way;
+ * - failure: the instance is removed (its slots are free again), listed, and `onFailure` tells the controller.
+ */
+import type { Clock } from "../../core/clock.js";
+import { TidegateError, toTidegateError } from "../../core/errors.js";
+import type { Logger } from "../../core/log.js";
+import type { ModelName, RegionName } from "../../core/models.js";
+import type { Engine } from "../../core/ports.js";
+import type { EngineInfo } from "../agent/handle.js";
+import type { LivePairs } from "../liveload/live-pairs.js";
+import type { AgentInstance, InstanceTable } from "./agent-instances.js";
+import type { GatewayMembership } from "./gateway-membership.js";
+import type { HostCopies, ModelSource } from "./host-copies.js";
+import type { NodeRegistry } from "./nodes.js";
+import type { ScaleFailure, ScalingHooks } from "./port.js";
+import type { ScaleOutTimes } from "./scale-out-times.js";
+
+/** How engines are started, checked and connected. */
+export interface EngineSettings {
+  /** A real engine's command template (`vllm serve {model} --port {port}`); absent = engine-sim. */
+  commandTemplate?: string;
+  timeScale: number;
+  /** How long an engine may take to answer its health check. */
+  startTimeoutMs: number;
+  /** SIGTERM → SIGKILL grace when an engine is stopped. */
+  stopGraceMs: number;
+  /** The gateway's Engine for a started engine (live: openai-http at its URL; dev: the in-process engine). */
+  connect(info: EngineInfo, instanceId: string): Promise<Engine>;
+  /** Whether the engine answers its health check now. */
+  healthy(info: EngineInfo): Promise<boolean>;
+  /**
+   * The pipeline spec (engine-sim's --pipeline JSON) of an endpoint served as a pipeline of stages (config
+   * `keystage.pipelines`), else undefined. engine-sim only: a command template never gets one.
+   */
+  pipeline?(model: string, gpu: string): string | undefined;
+}
+
+/** What the lifecycle reads and calls: the instance table, the host copies, the nodes' agents, the gateway. */
+export interface EngineLifecycleOptions {
+  region: RegionName;
+  clock: Clock;
+  log: Logger;
+  models: ReadonlyMap<ModelName, ModelSource>;
+  engines: EngineSettings;
+  /** How often a draining instance's streams and a starting engine's health are checked (ms). */
+  pollMs: number;
+  table: InstanceTable;
+  copies: Pick<HostCopies, "pool" | "want" | "repair" | "makeRoom">;
+  nodes: Pick<NodeRegistry, "handle" | "get">;
+  gateway: GatewayMembership;
+  /** Live serve-while-loading pairings (undefined: stop-the-world). */
+  pairs: Pick<LivePairs, "begin" | "block" | "end"> | undefined;
+  times: Pick<ScaleOutTimes, "record" | "idealTransferMs">;
+  fail(f: Omit<ScaleFailure, "atMs">): void;
+  /** Who hears of failed scale-outs and landed instances (set by `listen`). */
+  hooks(): ScalingHooks;
+  /** Whether the region is shutting down. */
+  closed(): boolean;
+}
+
+export class EngineLifecycle {
+  constructor(private readonly o: EngineLifecycleOptions) {}
+
+  /** Brings `inst` (provisioning or loading) to serving; on failure removes it and tells `onFailure`. Never throws. */
+  async bringUp(inst: AgentInstance): Promise<void> {
+    const { table, copies } = this.o;
+    const model = inst.model;
+    try {
+      const params = this.o.models.get(model);
+      if (params === undefined) throw new TidegateError("invalid_config", `no parameters configured for ${model} in ${this.o.region}`);
+      if (copies.pool.copy(inst.node, model)?.complete !== true) {
+        // The region's first copy may still be on its way from the origin: the transfer needs it as its source.
+        if (copies.pool.sources(model).length === 0) await copies.repair(model)?.catch(() => undefined);
+        this.checkAlive(inst);
+      }
+      const handle = this.o.nodes.handle(inst.node);
+      if (handle === undefined) throw new TidegateError("upstream_error", `node ${inst.node} is gone`);
+      const e = this.o.engines;
+      const pipeline = e.commandTemplate === undefined ? e.pipeline?.(model, inst.gpu) : undefined;
+      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }) };
+      if (copies.pool.copy(inst.node, model)?.complete !== true) {
+        copies.makeRoom(inst.node, params);
+        if (inst.state === "provisioning") table.transition(inst, "loading", "waiting for blocks");
+        else inst.detail = "waiting for blocks";
+        const blocks = copies.want(params, inst.node);
+        // A pipelined instance neither pairs nor is paired: its engine has no layerwise control (engine-sim answers
+        // 404), so it starts whole, as under stop-the-world.
+        if (pipeline === undefined) this.o.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.o.times.idealTransferMs(params));
+        // engine-sim starts while the blocks arrive (its process start overlaps the transfer) and turns healthy once
+        // they are all here; a real engine (a command template) starts after them.
+        const early = e.commandTemplate === undefined ? handle.startEngine({ ...spec, awaitBlocks: true }) : undefined;
+        // Awaited below, after the blocks; a refusal that comes first (the agent has no free slot) must not be an
+        // unhandled rejection meanwhile, which ends the region process.
+        early?.catch(() => undefined);
+        try {
+          await blocks;
+          this.checkAlive(inst);
+        } catch (err) {
+          const started = await early?.catch(() => undefined);
+          if (started !== undefined) inst.engine = started;
+          throw err;
+        }
+        if (early !== undefined) inst.engine = await early;
+      }
+      if (inst.state === "provisioning") table.transition(inst, "loading", "starting engine");
+      inst.detail = "starting engine";
+      inst.engine ??= await handle.startEngine(spec);
+      copies.pool.pin(inst.node, model, 1);
+      copies.pool.touch(inst.node, model, this.o.clock.now());
+      this.checkAlive(inst);
+      await this.serveWhenHealthy(inst);
+    } catch (err) {
+      if (table.isCancelled(inst.id)) return this.toSpotAfterCancel(inst);
+      const te = toTidegateError(err);
+      this.remove(inst, te.message);
+      this.o.hooks().onFailure?.(model, inst.gpu, te.message);
+    }
+  }
+
+  /** Health-checks the started engine until `startTimeoutMs`, then adds it to the gateway; throws why not. */
+  async serveWhenHealthy(inst: AgentInstance): Promise<void> {
+    const info = inst.engine!;
+    const e = this.o.engines;
+    inst.detail = `waiting for ${info.url || "the engine"} to answer its health check`;
+    const deadline = this.o.clock.now() + e.startTimeoutMs;
+    for (;;) {
+      this.checkAlive(inst);
+      if (info.state === "exited") throw new TidegateError("upstream_error", `engine of ${inst.id} exited: ${info.detail || "no detail"}`);
+      if (await e.healthy(info).catch(() => false)) break;
+      const exited = this.o.nodes.get(inst.node)?.announcement.engines.find((x) => x.instanceId === inst.id && x.state === "exited");
+      if (exited !== undefined) throw new TidegateError("upstream_error", `engine of ${inst.id} exited: ${exited.detail || "no detail"}`);
+      if (this.o.clock.now() >= deadline) throw new TidegateError("timeout", `engine of ${inst.id} on ${inst.node} did not answer its health check within ${e.startTimeoutMs} ms (engines.startTimeoutMs)`);
+      await this.o.clock.sleep(this.o.pollMs);
+    }
+    this.checkAlive(inst);
+    const engine = await e.connect(info, inst.id);
+    if (this.o.table.isCancelled(inst.id) || !this.o.table.current(inst)) {
+      await engine.close();
+      this.checkAlive(inst);
+    }
+    this.o.gateway.add(inst.gpu, engine);
+    this.o.table.transition(inst, "serving", `serving at ${info.url}`);
+    const tookMs = this.o.clock.now() - (inst.actionAtMs ?? inst.enteredAtMs);
+    if (inst.via !== undefined) this.o.times.record(inst.model, inst.gpu, tookMs);
+    this.o.log.info("instance serving", { instanceId: inst.id, model: inst.model, node: inst.node, url: info.url, sinceActionMs: Math.round(tookMs) });
+    this.o.hooks().onLanded?.(inst.model, inst.gpu, inst.id);
+  }
+
+  /** Waits for a draining instance's streams to finish, stops its engine and moves it to spot (unless it went meanwhile). */
+  async finishDrain(inst: AgentInstance): Promise<void> {
+    const { table } = this.o;
+    for (;;) {
+      const inFlight = this.o.gateway.inFlight(inst.id);
+      if (inFlight === undefined || inFlight === 0) break;
+      if (!table.current(inst) || inst.state !== "draining") return;
+      await this.o.clock.sleep(this.o.pollMs);
+    }
+    if (!table.current(inst) || inst.state !== "draining") return;
+    await this.stopEngine(inst);
+    table.transition(inst, "spot", "slots in the spot pool; blocks kept");
+  }
+
+  /** Removes `inst` (stopping its engine) and lists why, unless the region is shutting down. */
+  remove(inst: AgentInstance, why: string): void {
+    if (!this.o.table.current(inst)) return;
+    void this.stopEngine(inst);
+    this.o.table.delete(inst);
+    this.o.pairs?.end(inst.id);
+    if (!this.o.closed()) this.o.fail({ model: inst.model, gpu: inst.gpu, node: inst.node, instanceId: inst.id, message: why });
+  }
+
+  /** A block of `model` arrived on `nodeId`: the loading instances there say so, and their pairings learn it. */
+  blockArrived(model: ModelName, nodeId: string, block: number): void {
+    for (const i of this.o.table.list()) {
+      if (i.node !== nodeId || i.model !== model || i.state !== "loading") continue;
+      i.detail = `receiving blocks (last: ${block})`;
+      this.o.pairs?.block(i.id, block);
+    }
+  }
+
+  private async toSpotAfterCancel(inst: AgentInstance): Promise<void> {
+    this.o.table.clearCancel(inst.id);
+    if (!this.o.table.current(inst)) return;
+    await this.stopEngine(inst);
+    this.o.table.transition(inst, "spot", "bring-up cancelled; slots in the spot pool");
+  }
+
+  /** Stops the instance's engine on its agent (if any) and takes it out of the gateway. */
+  private async stopEngine(inst: AgentInstance): Promise<void> {
+    if (this.o.gateway.has(inst.id)) await this.o.gateway.remove(inst.id);
+    if (inst.engine !== undefined) {
+      this.o.copies.pool.pin(inst.node, inst.model, -1);
+      await this.o.nodes
+        .handle(inst.node)
+        ?.stopEngine(inst.id, this.o.engines.stopGraceMs)
+        .catch((err: unknown) => this.o.log.warn("stopping an engine failed", { instanceId: inst.id, err }));
+      delete inst.engine;
+    }
+  }
+
+  /** Throws when the instance was cancelled, removed or its node was lost while it was being brought up. */
+  private checkAlive(inst: AgentInstance): void {
+    if (this.o.closed()) throw new TidegateError("cancelled", "the region is shutting down");
+    if (this.o.table.isCancelled(inst.id)) throw new TidegateError("cancelled", `bring-up of ${inst.id} cancelled`);
+    if (!this.o.table.current(inst)) throw new TidegateError("cancelled", `${inst.id} was removed`);
+  }
+}

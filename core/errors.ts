@@ -107,8 +107,3 @@ export function errorResponse(err: unknown, retryAfterS = 1): Response {
   if (te.code === "queue_unavailable") res.headers.set("retry-after", String(retryAfterS));
   return res;
 }
-
-/** Shorthand for a 400 naming the parameter at fault. */
-export function badRequest(message: string, param?: string): TidegateError {
-  return new TidegateError("invalid_request", message, param === undefined ? {} : { param });
-}

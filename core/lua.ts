@@ -15,18 +15,13 @@ import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Redis } from "ioredis";
+import { packageVersion } from "./paths.js";
 
 /** Finds folder (or file) `rel` beside `moduleUrl`'s file, or under `upFromDist` from it. */
 export function locateBeside(moduleUrl: string, rel: string, upFromDist: string): string {
   const here = dirname(fileURLToPath(moduleUrl));
   for (const dir of [join(here, rel), join(here, upFromDist, rel)]) if (existsSync(dir)) return dir;
   throw new Error(`cannot find ${rel} near ${here}`);
-}
-
-/** The package version from package.json, e.g. "0.1.0". */
-export function packageVersion(): string {
-  const file = locateBeside(import.meta.url, "../package.json", "..");
-  return (JSON.parse(readFileSync(file, "utf8")) as { version: string }).version;
 }
 
 /** One script as loaded: `command` is the versioned name, `lua` the full text sent to Redis. */

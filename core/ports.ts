@@ -95,7 +95,7 @@ export interface Engine {
   /** Optional: why `healthy()` says false (logged when the instance is taken out of service); undefined otherwise. */
   unhealthyReason?(): string | undefined;
   /**
-   * Optional serve-while-loading control (issue 12; region/liveload/live-pair.ts): the region pairs this serving
+   * Optional serve-while-loading control (issue 12; region/engines/layerwise/layerwise-host.ts): the region pairs this serving
    * engine with a loading instance of its model and updates the pairing as the new instance's blocks arrive.
    * Engines without it (a real vLLM) serve alone while a peer loads.
    */
@@ -104,13 +104,16 @@ export interface Engine {
   close(): Promise<void>;
 }
 
-// ---- serve while loading (issue 12; region/liveload/live-pair.ts on the engine, live-pairs.ts in the region) ----
+// ---- serve while loading (issue 12; region/engines/layerwise/ on the engine, region/liveload/ in the region) ----
+
+/** How a serving engine splits a loading episode's batches with its loading peer (BlitzScale §5.2). */
+export type PairScheduler = "best-effort" | "zigzag";
 
 /** One update of a live pairing, region → serving engine. */
 export interface PairSpec {
   /** The loading instance's id (one pairing per serving engine at a time). */
   peer: string;
-  scheduler: "best-effort" | "zigzag";
+  scheduler: PairScheduler;
   /** Layers of the model. */
   layers: number;
   /** Layers the peer holds now, from the first (a layer runs there only after the ones before it). */
@@ -126,7 +129,7 @@ export interface PairSpec {
 /** What an engine reports of its pairing (GET /tidegate/layerwise, and the reply to every update). */
 export interface PairStatus {
   /** The pairing now, if any. */
-  current?: { peer: string; scheduler: "best-effort" | "zigzag"; layers: number; arrivedLayers: number; updates: number; episodes: number; zigzagEpisodes: number; sinceMs: number };
+  current?: { peer: string; scheduler: PairScheduler; layers: number; arrivedLayers: number; updates: number; episodes: number; zigzagEpisodes: number; sinceMs: number };
   /** Since the engine started. */
   totals: { pairs: number; updates: number; episodes: number; zigzagEpisodes: number; expired: number };
   /** The last pairing that ended: with whom, why ("loaded", "ended by the region", "expired: …") and what it did. */
@@ -253,6 +256,18 @@ export interface RegionInstances {
 }
 
 /**
+ * What a region reports of one request sent in callback shape (RegionLink.submit), at its clock times: the engine's
+ * callbacks (RequestCallbacks) plus, from adapters that carry them, the output text and the finish. Called as
+ * methods, so one object per request suffices.
+ */
+export interface LinkCallbacks extends RequestCallbacks {
+  /** A piece of output text and the tokens it carries (≥ 1); only from adapters that carry text (streaming links). */
+  onToken?(text: string, tokens: number): void;
+  /** The region's finish reason and usage, just before `onDone`; only from adapters that carry them. */
+  onFinish?(reason: FinishReason, usage: Usage): void;
+}
+
+/**
  * Global ↔ region. Adapters: in-process (same object graph, used by `dev` and replay) and gRPC (separate processes).
  * `dispatch` streams the request's events; it throws a TidegateError (upstream_error / no_region_available) when the
  * region fails before the first token.
@@ -264,13 +279,18 @@ export interface RegionLink {
    * (its telemetry stream broke); the next snapshot means it is back.
    */
   subscribe(onTelemetry: (t: RegionTelemetry) => void, onDown?: () => void): Unsubscribe;
+  /** The request's events as a stream the caller pulls (the HTTP relay: text, backpressure). */
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
   /**
-   * Optional callback shape of `dispatch` for a region in this process on the same clock (the week replay's links):
-   * the region's gateway `submit`. Throws a TidegateError when the region cannot take the request (no_region_available
-   * when nothing serves the model). No token text, only the counts; callers that need the text stream.
+   * The callback shape of `dispatch`: the same request, its progress reported through `callbacks` instead of a
+   * stream the caller pulls (the batch Dispatcher; router/relay.ts `submitWithRetry`). A refusal the adapter knows
+   * at once is thrown (a TidegateError: no_region_available when nothing serves the model there, a 4xx for the
+   * request itself); a failure after that reaches `onError`, and so does aborting `signal`. Adapters over a stream
+   * (gRPC, in-process) report the text (`onToken`) and the finish (`onFinish`); an adapter that enters a region's
+   * callback form on the caller's clock (the replays' links, sim/replay/callback-link.ts) reports counts only, with
+   * no promise per request.
    */
-  submit?(req: GenerateRequest, callbacks: RequestCallbacks): void;
+  submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void;
   sendTargets(targets: RegionTargets): Promise<TargetsAck>;
   /** The region's instances, nodes and recent scaling events (admin listing). */
   instances(): Promise<RegionInstances>;

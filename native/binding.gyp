@@ -13,7 +13,6 @@
         "src/measure.cc",
         "src/tcp_transport.cc",
         "src/net_util.cc",
-        "src/tcp_dial.cc",
         "src/tcp_send.cc",
         "src/tcp_receive.cc",
         "src/tcp_runner.cc",

@@ -13,7 +13,7 @@ import type { Logger } from "../core/log.js";
 import type { Registry } from "../core/metrics.js";
 import type { DemandHistory } from "../forecasts/history.js";
 import { join } from "node:path";
-import { defaultDataDir } from "../core/perf/generate.js";
+import { defaultDataDir } from "../core/paths.js";
 import { FileHistory } from "./file-history.js";
 import { FilePlanStore } from "./file-store.js";
 import { devPlanKeys } from "./keys.js";

@@ -3,7 +3,6 @@
  * `minute_start_s,model,region,iw_tokens_per_s,niw_tokens_per_s`, one row per (minute, model, region). Minutes may
  * be missing (gaps are filled and reported); a NaN, negative or unparsable value is an error naming the line.
  */
-import { readFileSync } from "node:fs";
 import { ValidationError } from "../core/validate.js";
 import { MemoryHistory, type DemandSample } from "../forecasts/history.js";
 
@@ -48,15 +47,4 @@ export function parseHistoryCsv(text: string, name: string): HistoryFile {
   const history = new MemoryHistory();
   void history.add(samples);
   return { history, endMs, rows: samples.length / 2 };
-}
-
-/** Reads and parses a history file. */
-export function readHistoryFile(file: string): HistoryFile {
-  let text: string;
-  try {
-    text = readFileSync(file, "utf8");
-  } catch (err) {
-    throw new ValidationError(file, `cannot read history file: ${(err as Error).message}`, "invalid_request");
-  }
-  return parseHistoryCsv(text, file);
 }

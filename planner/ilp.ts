@@ -209,13 +209,6 @@ export function buildIlp(fleet: Fleet, demand: readonly Demand[]): IlpModel {
   return { endpoints, numCols, numRows, colCost, colLower, colUpper, integrality, rowStarts, rowIndex, rowValue, rowLower, rowUpper, rows, offset, penalty, firstSlackCol, rowDemand };
 }
 
-/** Objective value of column vector `x` (including the offset). */
-export function objectiveOf(model: IlpModel, x: ArrayLike<number>): number {
-  let s = model.offset;
-  for (let j = 0; j < model.numCols; j++) s += model.colCost[j]! * x[j]!;
-  return s;
-}
-
 /** Largest violation of any row or bound by `x` (0 when feasible), for checks and tests. */
 export function maxViolation(model: IlpModel, x: ArrayLike<number>): number {
   let worst = 0;

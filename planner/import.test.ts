@@ -9,7 +9,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runCli } from "../test/e2e/procs.js";
-import { defaultDataDir } from "../core/perf/generate.js";
+import { defaultDataDir } from "../core/paths.js";
 import { detectFormat, importHistories, importHistory } from "./import.js";
 import { parseHistoryCsv } from "./history-file.js";
 import type { PlanReport } from "./report.js";

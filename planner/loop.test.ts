@@ -57,6 +57,9 @@ class FakeLink implements RegionLink {
   async *dispatch(): AsyncIterable<never> {
     throw new Error("not used");
   }
+  submit(): void {
+    throw new Error("not used");
+  }
   async instances(): Promise<import("../core/ports.js").RegionInstances> {
     return { region: this.region, actuator: "static", instances: [], nodes: [], failures: [], actions: [] };
   }

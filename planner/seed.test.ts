@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { MemoryHistory } from "../forecasts/history.js";
 import { createForecaster } from "../forecasts/registry.js";
-import { defaultDataDir } from "../core/perf/generate.js";
+import { defaultDataDir } from "../core/paths.js";
 import { fleetFromConfig } from "./fleet.js";
 import { renderPlanHtml } from "./html.js";
 import { runPlan } from "./plan.js";

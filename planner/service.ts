@@ -6,12 +6,15 @@
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
 import type { Logger } from "../core/log.js";
+import type { GpuType, ModelName, RegionName } from "../core/models.js";
 import type { RegionLink, RegionTelemetry, Unsubscribe } from "../core/ports.js";
+import type { Solver } from "../core/solver.js";
 import type { DemandHistory } from "../forecasts/history.js";
+import type { Forecaster } from "../forecasts/forecaster.js";
 import { createForecaster, type ForecasterName } from "../forecasts/registry.js";
 import { fleetFromConfig, liveFleet } from "./fleet.js";
 import type { LeaderLock } from "./leader.js";
-import { PlannerLoop } from "./loop.js";
+import { PlannerLoop, type PlannerLoopOptions } from "./loop.js";
 import type { PlanReport } from "./report.js";
 import { runPlan } from "./plan.js";
 import { TelemetryRecorder } from "./recorder.js";
@@ -44,9 +47,63 @@ export interface PlannerService {
   close(): Promise<void>;
 }
 
+/** What one planning round reads (planRound). */
+export interface PlanRoundOptions {
+  config: TidegateConfig;
+  clock: Clock;
+  /** Each region's latest telemetry: current and spot instances per (model, region, GPU) come from it, not the config. */
+  telemetry: ReadonlyMap<RegionName, RegionTelemetry>;
+  history: DemandHistory;
+  forecaster: Forecaster;
+  solver: Solver;
+  intervalMs: number;
+  advisory: boolean;
+  /**
+   * Prompt + output tokens/s one instance serves at the SLO, over the config's profile (undefined: keep it) — for a
+   * caller that knows its engines better than the config does (the week replay's simulated engines).
+   */
+  tokensPerS?: (model: ModelName, gpu: GpuType) => number | undefined;
+  /** Also write each report as JSON + HTML into this folder. */
+  outDir?: string;
+}
+
+/**
+ * The planner's round, as the planning loop calls it (PlannerLoopOptions.plan): forecast → ILP → report
+ * (plan.ts `runPlan`, at the clock's time, on the fleet the regions' telemetry reports, with the config's controller
+ * strategy), each action given its region's expected scale-out time, the report written to `outDir` if set.
+ * `tidegate planner`, `tidegate dev` and the week replay run this same function.
+ */
+export function planRound(o: PlanRoundOptions): PlannerLoopOptions["plan"] {
+  const fleet = fleetFromConfig(o.config);
+  return async (decisionId, previous, trigger, recent) => {
+    let live = liveFleet(fleet, o.telemetry, o.intervalMs);
+    const tokensPerS = o.tokensPerS;
+    if (tokensPerS !== undefined) {
+      const models = Object.fromEntries(Object.entries(live.models).map(([model, byGpu]) => [model, Object.fromEntries(Object.entries(byGpu).map(([gpu, m]) => [gpu, { ...m, tokensPerS: tokensPerS(model, gpu) ?? m.tokensPerS }]))]));
+      live = { ...live, models };
+    }
+    const report = await runPlan({
+      fleet: live,
+      history: o.history,
+      forecaster: o.forecaster,
+      solver: o.solver,
+      nowMs: o.clock.now(),
+      decisionId,
+      intervalMs: o.intervalMs,
+      advisory: o.advisory,
+      strategy: o.config.controller.strategy,
+      ...(previous === undefined ? {} : { previous }),
+      ...(recent === undefined ? {} : { recent }),
+      ...(trigger === undefined ? {} : { trigger }),
+    });
+    withExpectedScaleOut(report, o.telemetry);
+    if (o.outDir !== undefined) writePlanFiles(o.outDir, report);
+    return report;
+  };
+}
+
 /** Starts the loop (first round at once, then every intervalMs) and the telemetry recording. */
 export async function startPlannerService(o: PlannerServiceOptions): Promise<PlannerService> {
-  const fleet = fleetFromConfig(o.config);
   // Current and spot instances per (model, region, GPU) come from the regions' telemetry, not the config file.
   const latest = new Map<string, RegionTelemetry>();
   const forecaster = createForecaster({ name: o.forecaster });
@@ -62,25 +119,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     store: o.store,
     log: o.log,
     ...(o.onReport === undefined ? {} : { onReport: o.onReport }),
-    plan: async (decisionId, previous, trigger, recent) => {
-      const report = await runPlan({
-        fleet: liveFleet(fleet, latest, o.intervalMs),
-        history: o.history,
-        forecaster,
-        solver,
-        nowMs: o.clock.now(),
-        decisionId,
-        intervalMs: o.intervalMs,
-        advisory: o.advisory,
-        strategy: o.config.controller.strategy,
-        ...(previous === undefined ? {} : { previous }),
-        ...(recent === undefined ? {} : { recent }),
-        ...(trigger === undefined ? {} : { trigger }),
-      });
-      withExpectedScaleOut(report, latest);
-      if (o.outDir !== undefined) writePlanFiles(o.outDir, report);
-      return report;
-    },
+    plan: planRound({ config: o.config, clock: o.clock, telemetry: latest, history: o.history, forecaster, solver, intervalMs: o.intervalMs, advisory: o.advisory, ...(o.outDir === undefined ? {} : { outDir: o.outDir }) }),
   });
   const unsubs: Unsubscribe[] = o.links.map((l) =>
     l.subscribe((t) => {

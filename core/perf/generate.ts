@@ -4,22 +4,11 @@
  * data gives the same file, which perf.test.ts checks.
  */
 import { writeFileSync } from "node:fs";
-import { dirname, join, resolve } from "node:path";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { readAllMeasured } from "./data.js";
 import { fitAll, type FitReport } from "./evaluate.js";
-
-/** The repository root (this file is core/perf/*.ts, or dist/core/perf/*.js). */
-export function repoRoot(): string {
-  const here = dirname(fileURLToPath(import.meta.url));
-  const up = resolve(here, "../..");
-  return up.endsWith("/dist") ? resolve(up, "..") : up;
-}
-
-/** The shared data folder: `dir` if given, else ../shared/data next to the repository. */
-export function defaultDataDir(dir?: string): string {
-  return dir ?? resolve(repoRoot(), "../shared/data");
-}
+import { defaultDataDir, repoRoot } from "../paths.js";
 
 /** The TypeScript source of fitted.ts for a report. */
 export function renderFitted(report: FitReport): string {

@@ -4,7 +4,8 @@ import { describe, expect, it } from "vitest";
 import { readAllMeasured, type MeasuredRow } from "./data.js";
 import { checkDerivation, configKey, fitAll, leaveConfigOut } from "./evaluate.js";
 import { DEFAULT_FIT, decodeFromFit, imputeKnots, prefillCurves, prefillFromFit, prefillFromKnots, rawPrefillCurves, type ProfileFit } from "./fit.js";
-import { defaultDataDir, renderFitted, repoRoot } from "./generate.js";
+import { defaultDataDir, repoRoot } from "../paths.js";
+import { renderFitted } from "./generate.js";
 import { getProfile, throughputAtSlo } from "./model.js";
 import { chooseFit } from "./nested.js";
 

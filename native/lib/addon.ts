@@ -1,12 +1,12 @@
 /**
  * Loads the compiled addon (native/build/Release/tidegate_dataplane.node) and hands it the DataPlaneError class.
- * The path is found by walking up from this file, so it works from source (vitest: native/lib/) and from the
- * compiled tree (dist/native/lib/). A missing build is a clear error that says how to build it.
+ * The path is under the repository root (core/paths.ts `repoRoot`), so it works from source (vitest: native/lib/)
+ * and from the compiled tree (dist/native/lib/). A missing build is a clear error that says how to build it.
  */
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
+import { repoRoot } from "../../core/paths.js";
 import { DataPlaneError } from "../errors.js";
 
 /** The raw shape of the addon's BlockStore (see native/src/store_wrap.h). */
@@ -109,16 +109,6 @@ export interface CostMeasure {
 }
 
 const ADDON_REL = join("native", "build", "Release", "tidegate_dataplane.node");
-
-/** The repository root: the nearest ancestor of this file holding native/build.mjs. */
-export function repoRoot(): string {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 8; i++) {
-    if (existsSync(join(dir, "native", "build.mjs"))) return dir;
-    dir = dirname(dir);
-  }
-  throw new DataPlaneError("io", "cannot find the repository root (native/build.mjs) above " + fileURLToPath(import.meta.url));
-}
 
 let loaded: Addon | undefined;
 

@@ -1,7 +1,11 @@
 // Socket helpers both transports share: the TCP listener (TCP's data connections, verbs' control channel), the
 // connect phase that dials every peer a node sends to before any block moves, and how errors name a peer.
 #pragma once
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +74,38 @@ struct OutcomeRecorder {
                 "block " + std::to_string(op.block) + " never arrives here, but the plan forwards it to " + peerLabel(spec, static_cast<int32_t>(op.peer)));
   }
 };
+
+/**
+ * The connect phase of both runners: dials every peer this node sends to (dialPeers; no data moves until all are
+ * connected, so an unreachable peer fails the role before any byte of the model is sent), makes one outgoing
+ * connection `C` per peer (in `conns`, and `outBy[peer]`) and hands it to `hello(conn, blocks)` with the number of
+ * blocks the plan sends that peer, which sets the transport's own fields and queues its hello. False with the failure
+ * recorded in `rec` when a peer cannot be reached or `hello` fails; the sockets not yet handed over are then closed.
+ */
+template <class C, class Hello>
+bool connectPeers(OutcomeRecorder& rec, const RunSpec& spec, int wakeFd, std::vector<std::unique_ptr<C>>& conns, std::vector<C*>& outBy, Hello hello) {
+  std::vector<size_t> counts;
+  const std::vector<int32_t> peers = sendTargets(spec, counts);
+  std::vector<int> fds;
+  DialError e = dialPeers(spec, peers, wakeFd, fds);
+  if (e.failure != Failure::None) return rec.fail(e.failure, e.peer, -1, e.message);
+  for (size_t i = 0; i < peers.size(); i++) {
+    auto c = std::make_unique<C>();
+    c->fd = fds[i];
+    c->outgoing = true;
+    c->peer = peers[i];
+    c->helloSeen = true;
+    c->lastHeard = c->lastHeartbeat = std::chrono::steady_clock::now();
+    C* raw = c.get();
+    conns.push_back(std::move(c));
+    outBy[peers[i]] = raw;
+    if (!hello(raw, counts[peers[i]])) {
+      for (size_t j = i + 1; j < fds.size(); j++) close(fds[j]);
+      return false;
+    }
+  }
+  return true;
+}
 
 /** The eventfd a transport's cancel() writes from any thread and its running loop polls; drain() clears it. */
 class WakeFd {

@@ -1,6 +1,6 @@
 // Internals of the TCP transport (see tcp_transport.cc for the wire format): frame header, per-connection state and
-// the Runner, which runs one node's role in one epoll loop. Split by job: tcp_dial.cc (connect phase), tcp_send.cc
-// (lanes, writes), tcp_receive.cc (frames, checksums, pull requests), tcp_runner.cc (the loop, liveness).
+// the Runner, which runs one node's role in one epoll loop. Split by job: tcp_send.cc (lanes, writes), tcp_receive.cc
+// (frames, checksums, pull requests), tcp_runner.cc (connect phase, the loop, liveness).
 #pragma once
 #include <arpa/inet.h>
 #include <fcntl.h>

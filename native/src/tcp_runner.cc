@@ -1,8 +1,14 @@
-// TCP transport, the loop: accept, dispatch readiness, heartbeats, stall and deadlock detection, completion.
+// TCP transport, the loop: the connect phase, accept, dispatch readiness, heartbeats, stall and deadlock detection,
+// completion.
 #include "tcp_internal.h"
 
 namespace tg {
 namespace tcp {
+// The connect phase (net_util.h connectPeers); each outgoing connection opens with a Hello naming this node.
+bool Runner::connectAll() {
+  return connectPeers(*this, spec, wfd, conns, outBy, [this](Conn* c, size_t) { return queueHeader(c, kHello, spec.self, 0, 0); });
+}
+
 bool Runner::housekeeping(Clock::time_point now) {
   for (auto& cp : conns) {
     Conn* c = cp.get();

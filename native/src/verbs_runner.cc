@@ -40,30 +40,16 @@ bool Runner::flush(Conn* c) {
   return true;
 }
 
+// The connect phase (net_util.h connectPeers); each outgoing connection gets its queue pair and sends it in its Hello.
 bool Runner::connectAll() {
-  std::vector<size_t> count;
-  const std::vector<int32_t> peers = sendTargets(spec, count);
-  std::vector<int> fds;
-  DialError e = dialPeers(spec, peers, wfd, fds);
-  if (e.failure != Failure::None) return fail(e.failure, e.peer, -1, e.message);
-  for (size_t i = 0; i < peers.size(); i++) {
-    auto c = std::make_unique<Conn>();
-    c->fd = fds[i];
-    c->outgoing = true;
-    c->peer = peers[i];
-    c->helloSeen = true;
-    c->sendsLeft = count[peers[i]];
+  return connectPeers(*this, spec, wfd, conns, outBy, [this](Conn* c, size_t blocks) {
+    c->sendsLeft = blocks;
     c->regions.assign(store->blockCount, Region{0, 0, 0, 0});
-    c->lastHeard = c->lastHeartbeat = Clock::now();
-    Conn* raw = c.get();
-    conns.push_back(std::move(c));
-    outBy[peers[i]] = raw;
-    if (!makeQp(raw)) return false;
-    QpInfo me = localInfo(raw);
-    queueFrame(raw, kHello, spec.self, 0, sizeof me, &me, sizeof me);
-    if (!flush(raw)) return false;
-  }
-  return true;
+    if (!makeQp(c)) return false;
+    QpInfo me = localInfo(c);
+    queueFrame(c, kHello, spec.self, 0, sizeof me, &me, sizeof me);
+    return flush(c);
+  });
 }
 
 // The dialer's Hello: connect a queue pair to it, post the first receives, and answer with this side's queue pair,

@@ -22,7 +22,7 @@
  * backoff (`retryInitialMs` doubling to `retryMaxMs`); scale-ins and other endpoints go on, and serving instances
  * are never touched because of a failed scale-out. A success (`noteSuccess`) clears the backoff.
  */
-import type { Clock, Timer } from "../../core/clock.js";
+import type { Clock } from "../../core/clock.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { RegionTargets } from "../../core/ports.js";
 import type { Actuator, InstanceRecord } from "../actuator/port.js";
@@ -109,7 +109,6 @@ export class RegionController {
   private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
   /** Per endpoint (index into `o.endpoints`): the strategy's state, made on the endpoint's first pass. */
   private readonly strategyState: ({ state: unknown } | undefined)[] = [];
-  private timer: Timer | undefined;
   /** model → gpu → index into `o.endpoints` (no string building on the per-pass scan). */
   private readonly endpointIndex = new Map<ModelName, Map<GpuType, number>>();
 
@@ -159,17 +158,6 @@ export class RegionController {
   /** The backoff of (model, gpu), if its last scale-out failed. */
   backoffOf(model: ModelName, gpu: GpuType): { failures: number; retryAtMs: number } | undefined {
     return this.backoff.get(`${model}/${gpu}`);
-  }
-
-  /** Runs `reconcile` every `intervalMs` on the clock until `stop`. */
-  start(intervalMs: number): void {
-    this.stop();
-    this.timer = this.o.clock.every(intervalMs, () => void this.reconcile());
-  }
-
-  stop(): void {
-    this.timer?.cancel();
-    this.timer = undefined;
   }
 
   /** One pass: for every endpoint, compare desired with observed and take at most one step. Returns the steps. */

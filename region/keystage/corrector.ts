@@ -27,7 +27,7 @@ import { propagateCv, smoothingBeta } from "./cv.js";
 import type { StageObservation } from "./pipeline.js";
 import type { Pid } from "./pid.js";
 import { mmcDelayMs, replicasForTarget } from "./queueing.js";
-import type { KeyStageParams } from "./strategy.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 
 /** How the budget is split: per stage (key-stage, QUART) or every stage together (whole-pipeline, the baseline). */
 export type ScalingMode = "key-stage" | "whole-pipeline";

@@ -9,7 +9,7 @@ import { EngineSimServer } from "../engines/sim/http.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { DEFAULT_CLUSTER, parseKeystageConfig } from "./keystage-config.js";
 import { parsePipelineSpec, PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "./pipeline-engine.js";
-import type { KeyStageParams } from "./strategy.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 
 const MODEL = "llama2-70b";
 const GPU = "h100-80gb";

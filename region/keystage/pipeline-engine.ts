@@ -22,6 +22,7 @@ import { makeUsage, syntheticToken } from "../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { DEFAULT_MEMORY_FRACTION } from "../../core/perf/model.js";
+import type { PipelineSummary } from "../engines/pipeline-summary.js";
 import { seedOf } from "../engines/sim/sim-engine.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { parseCluster, parsePipeline, type ClusterConfig, type KeystageConfig } from "./keystage-config.js";
@@ -29,7 +30,7 @@ import type { ScalingMode, StagePlan } from "./corrector.js";
 import { PipelineSim, type PipelineRequest } from "./pipeline.js";
 import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";
 import { Pipeline, type PipelineLayout } from "./stages.js";
-import type { KeyStageParams } from "./strategy.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 
 /** What an instance of a pipelined model runs: its layout, how it scales, and the cluster model it places on. */
 export interface PipelineSpec {
@@ -149,34 +150,9 @@ const EXPECTED_PROMPT_TOKENS = 512;
 const EXPECTED_OUTPUT_TOKENS = 128;
 
 /**
- * What the region's listing shows of a pipelined instance: a PipelineEngine's own `status()`, or what the openai-http
- * adapter reads back from a pipelined engine-sim's /metrics (`PIPELINE_METRICS`).
+ * What GET /tidegate/keystage reports: the split over stages now and the scaler's counters (a PipelineSummary,
+ * region/engines/pipeline-summary.ts, with each stage's layers and busy replicas and every scaler counter).
  */
-export interface PipelineSummary {
-  mode: ScalingMode;
-  budgetGpus: number;
-  heldGpus: number;
-  stages: { replicas: number; starting: number; queue: number; key: boolean }[];
-  scaler: { added: number; removed: number };
-}
-
-/** The gauges a pipelined engine-sim adds to /metrics (region/engines/sim/engine-metrics.ts); model_name on each. */
-export const PIPELINE_METRICS = {
-  /** {stage, state: serving|starting} */
-  stageReplicas: "tidegate_pipeline_stage_replicas",
-  /** {stage} */
-  stageQueue: "tidegate_pipeline_stage_queue",
-  /** {stage}: 1 while the stage is key (QUART §5.1), else 0 */
-  stageKey: "tidegate_pipeline_stage_key",
-  gpusHeld: "tidegate_pipeline_gpus_held",
-  gpusBudget: "tidegate_pipeline_gpus_budget",
-  /** {mode}: 1 */
-  info: "tidegate_pipeline_info",
-  replicasAdded: "tidegate_pipeline_replicas_added_total",
-  replicasRemoved: "tidegate_pipeline_replicas_removed_total",
-} as const;
-
-/** What GET /tidegate/keystage reports: the split over stages now and the scaler's counters. */
 export interface PipelineStatus {
   mode: ScalingMode;
   budgetGpus: number;

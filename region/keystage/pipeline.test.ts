@@ -6,7 +6,7 @@ import { runPipeline } from "./run.js";
 import { Cluster, KeyStageScaler } from "./scaler.js";
 import { Pipeline } from "./stages.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
-import type { KeyStageParams } from "./strategy.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 
 const LLAMA = new Pipeline({ model: "llama2-70b", gpu: "h100-80gb", layersPerStage: [30, 50], profileTp: 4, hiddenSize: 8192 });
 const LINK = 12.5e9;

@@ -9,7 +9,7 @@ import type { ScalingMode } from "./corrector.js";
 import { PipelineSim, type PipelineRequest } from "./pipeline.js";
 import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";
 import type { Pipeline } from "./stages.js";
-import type { KeyStageParams } from "./strategy.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 
 /** One run: the pipeline, its requests, the policy, the budget, the controller parameters and the cluster. */
 export interface RunOptions {

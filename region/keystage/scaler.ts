@@ -15,7 +15,7 @@ import { Pid } from "./pid.js";
 import type { PipelineSim, Replica } from "./pipeline.js";
 import { placeReplica } from "./placement.js";
 import type { Pipeline } from "./stages.js";
-import type { KeyStageParams } from "./strategy.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 
 /** The servers of a region: free GPUs and host caches. */
 export class Cluster {

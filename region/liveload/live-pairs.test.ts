@@ -2,8 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { silentLogger } from "../../core/log.js";
-import type { Engine } from "../../core/ports.js";
-import type { PairSpec, PairStatus } from "./live-pair.js";
+import type { Engine, PairSpec, PairStatus } from "../../core/ports.js";
 import { LivePairs, agentsLayerwise, blocksForLayer, layersHeld } from "./live-pairs.js";
 import { parseLoadingConfig } from "./liveload-config.js";
 

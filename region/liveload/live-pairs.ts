@@ -6,7 +6,7 @@
  * block the data plane reports arriving at the new instance updates the pairing: how many layers it holds (a
  * prefix: blocks 0..P − 1 all here hold layers 0..⌊P·L/B⌋ − 1) and when each of the rest is expected (the blocks
  * still to come at the rate measured so far, or the ideal transfer time before the first block). The serving engine
- * runs the same LoadingPair (pairing.ts) as replay; the pairing ends when the last layer arrives, when the new
+ * runs the same LoadingPair (region/engines/layerwise/pairing.ts) as replay; the pairing ends when the last layer arrives, when the new
  * instance leaves `loading` (it serves, fails or is cancelled), or by itself on the engine `ttlMs` after the last
  * update. An engine without the control (a vLLM) or one that refuses leaves the new instance to load
  * stop-the-world; nothing else changes.
@@ -18,10 +18,8 @@ import type { Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { MODEL_SPECS, type GpuType, type ModelName } from "../../core/models.js";
-import type { Engine } from "../../core/ports.js";
+import type { Engine, PairScheduler, PairSpec, PairStatus } from "../../core/ports.js";
 import { HIDDEN_SIZE } from "../keystage/stages.js";
-import type { PairSpec, PairStatus } from "./live-pair.js";
-import type { PairScheduler } from "./pairing.js";
 import { TABLE1_CLUSTER_A, type LoadBandwidths } from "./sources.js";
 import { dataPlaneScheduler, type LoadingConfig } from "./liveload-config.js";
 

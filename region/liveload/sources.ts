@@ -50,12 +50,6 @@ export const LOADING_SOURCES: Record<LoadingSourceName, LoadingSource> = {
   lambdascale: { name: "lambdascale", scheduler: "lambda-pipelines", description: "binomial multicast, execution pipelines, then local mode" },
 };
 
-/** Parses a live scheduler name, naming the valid ones when it is not one. */
-export function liveScheduler(name: string): LiveScheduler {
-  if (!(LIVE_SCHEDULERS as readonly string[]).includes(name)) throw new RangeError(`unknown live scheduler ${JSON.stringify(name)} (one of ${LIVE_SCHEDULERS.join(", ")})`);
-  return name as LiveScheduler;
-}
-
 /** Parses a source name, naming the valid ones when it is not one. */
 export function loadingSource(name: string): LoadingSource {
   const s = (LOADING_SOURCES as Record<string, LoadingSource | undefined>)[name];

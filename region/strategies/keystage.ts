@@ -1,10 +1,10 @@
 /**
- * The `keystage` strategy (QUART §5, registered in region/strategies/strategy-registry.ts). It composes with the planner's
- * hourly targets: the planner decides how many GPUs a pipelined (model, region) holds — `decide` paces the GPU
- * count to that target at once, like LT-I — and the key-stage scaler (scaler.ts) decides how those GPUs are split
+ * The `keystage` strategy (QUART §5; registered in strategy-registry.ts). It composes with the planner's hourly
+ * targets: the planner decides how many GPUs a pipelined (model, region) holds — `decide` paces the GPU count to that
+ * target at once, like LT-I — and the key-stage scaler (region/keystage/scaler.ts) decides how those GPUs are split
  * over the pipeline's stages, every `intervalMs`, with the parameters below.
  */
-import { clampCount, type Strategy, type StrategyDecision, type StrategyInput } from "../strategies/types.js";
+import { clampCount, type Strategy, type StrategyDecision, type StrategyInput } from "./types.js";
 
 /** Typed parameters of the key-stage scaler (ranges are checked by the registry's schema). */
 export interface KeyStageParams extends Record<string, number> {

@@ -8,7 +8,7 @@ import { ltI, ltU, ltUa } from "./long-term.js";
 import { reactive } from "./reactive.js";
 import { reactiveHpa } from "./hpa.js";
 import { demand } from "./demand.js";
-import { keystage } from "../keystage/strategy.js";
+import { keystage } from "./keystage.js";
 import { readParams, type Strategy, type StrategyDecision, type StrategyInput, type StrategyName } from "./types.js";
 
 /** All strategies, in the order reports list them. */

@@ -3,9 +3,18 @@
  * the mean rate of a real trace, with token lengths drawn from that trace. Inter-arrival times are Gamma with shape
  * k = 1/CV² and mean 1/rate (CV of a Gamma is 1/√k), seeded, the same on every machine.
  */
-import type { Trace } from "../replay/traces.js";
 import { gamma, seededRandom } from "./rng.js";
 import type { PipelineRequest } from "../../region/keystage/pipeline.js";
+
+/**
+ * What these streams read of a request trace: arrival times (ms from the first request) and token lengths, and the
+ * arrival of the last request. sim/replay/traces.ts `Trace` is one (this folder sits below sim/replay).
+ */
+export interface Trace {
+  requests: readonly { arrivalMs: number; promptTokens: number; outputTokens: number }[];
+  /** Arrival of the last request (ms). */
+  spanMs: number;
+}
 
 /** Mean arrival rate of a trace (requests/s). */
 export function traceRatePerS(trace: Trace): number {

@@ -4,7 +4,7 @@
  * name the field (`models[2].name`, `regions[0].clientShare`).
  */
 import { join } from "node:path";
-import { defaultDataDir } from "../../core/perf/generate.js";
+import { defaultDataDir } from "../../core/paths.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";

@@ -1,9 +1,10 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { VirtualClock } from "../../core/clock.js";
-import { isTidegateError } from "../../core/errors.js";
-import { HighsSolver } from "../../core/solver.js";
-import { SimEngine } from "../engines/sim/sim-engine.js";
-import { parsePairSpec, type PairSpec } from "./live-pair.js";
+import { VirtualClock } from "../../../core/clock.js";
+import { isTidegateError } from "../../../core/errors.js";
+import { HighsSolver } from "../../../core/solver.js";
+import { SimEngine } from "../sim/sim-engine.js";
+import type { PairSpec } from "../../../core/ports.js";
+import { parsePairSpec } from "./layerwise-host.js";
 
 const MODEL = "llama3.1-8b";
 

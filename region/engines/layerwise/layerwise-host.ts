@@ -1,8 +1,8 @@
 /**
  * Serve-while-loading across processes (issue 12 item 5; BlitzScale §5.2): the serving engine's side of a live
- * pairing. The region (the `agents` actuator, live-pairs.ts) tells a serving engine of the model that a new
- * instance of it is loading, then, as the data plane reports blocks arriving at the new instance, how many of its
- * layers are there and when the rest are expected. The engine runs the same LoadingPair as replay (pairing.ts) on
+ * pairing. The region (the `agents` actuator, region/liveload/live-pairs.ts) tells a serving engine of the model
+ * that a new instance of it is loading, then, as the data plane reports blocks arriving at the new instance, how many
+ * of its layers are there and when the rest are expected. The engine runs the same LoadingPair as replay (pairing.ts) on
  * its engine core: each prefill start admits a loading episode whose batches the live scheduler (best-effort or
  * zigzag) splits between the two instances by the layers the target holds.
  *
@@ -12,20 +12,17 @@
  * The pairing ends when an update says every layer is here, when the region ends it, or by itself `ttlMs` after the
  * last update (a region that went away never leaves an engine paired).
  */
-import type { Clock, Timer } from "../../core/clock.js";
-import { TidegateError } from "../../core/errors.js";
-import { ObjectReader } from "../../core/validate.js";
-import type { Solver } from "../../core/solver.js";
-import type { SimEngineCore } from "../engines/sim/core.js";
-import type { LayerwiseControl, PairSpec, PairStatus } from "../../core/ports.js";
-import { LoadingPair, type PairScheduler } from "./pairing.js";
+import type { Clock, Timer } from "../../../core/clock.js";
+import { TidegateError } from "../../../core/errors.js";
+import { ObjectReader } from "../../../core/validate.js";
+import type { Solver } from "../../../core/solver.js";
+import type { LayerwiseControl, PairScheduler, PairSpec, PairStatus } from "../../../core/ports.js";
+import type { SimEngineCore } from "../sim/core.js";
+import { LoadingPair } from "./pairing.js";
 
 export const PAIR_SCHEDULERS: readonly PairScheduler[] = ["best-effort", "zigzag"];
 /** HiGHS time limit of one live zigzag episode (s). */
 export const LIVE_SOLVE_LIMIT_S = 0.05;
-
-/** The wire format and the control interface live in core/ports.ts (the Engine port carries the control). */
-export type { LayerwiseControl, PairSpec, PairStatus } from "../../core/ports.js";
 
 /** Reads a PairSpec from a request body (every error names its field; code invalid_request). */
 export function parsePairSpec(v: unknown): PairSpec {

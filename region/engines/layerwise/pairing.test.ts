@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { HighsSolver } from "../../core/solver.js";
+import { HighsSolver } from "../../../core/solver.js";
 import { LoadingPair } from "./pairing.js";
 
 // Figure 12 in ms: 7 layers, one layer-computation of the mean batch = 10 ms (a 70 ms batch alone), a layer loads

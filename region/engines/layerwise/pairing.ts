@@ -19,11 +19,10 @@
  *   cache reaches G/(G − T) times as many tokens (T: groups the target holds, at most half; `kvScale`).
  * The pairing is active until the target holds every layer; from then the target serves on its own.
  */
-import type { EpisodePlanner } from "../engines/sim/core.js";
-import type { Solver } from "../../core/solver.js";
+import type { PairScheduler } from "../../../core/ports.js";
+import type { Solver } from "../../../core/solver.js";
+import type { EpisodePlanner } from "../sim/core.js";
 import { bestEffort, rehearse, zigzagConfiguration, type Episode, type Rehearsal } from "./zigzag.js";
-
-export type PairScheduler = "best-effort" | "zigzag";
 
 export interface PairOptions {
   scheduler: PairScheduler;
@@ -78,7 +77,7 @@ export class LoadingPair implements EpisodePlanner {
 
   /**
    * New arrival times for the layers (same count as at construction, clock ms, non-decreasing): live, the layers
-   * already here carry their measured arrival and the rest an estimate (liveload/live-pair.ts). `final` says the
+   * already here carry their measured arrival and the rest an estimate (layerwise-host.ts). `final` says the
    * last entry is when the load ends; otherwise the pairing stays active until a revision says so, however late the
    * estimate turns out.
    */

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { HighsSolver } from "../../core/solver.js";
+import { HighsSolver } from "../../../core/solver.js";
 import { bestEffort, rehearse, uniformEpisode, zigzag, zigzagConfiguration } from "./zigzag.js";
 
 // BlitzScale §5.2, Figure 12's setting: a 7-layer model, loading a layer takes as long as 6 layer computations

@@ -19,7 +19,7 @@
  *   layer (τ_i above the previous finish), which is what lets it take more layers of later batches; `rehearse` then
  *   fills those waits with other batches' ready layers.
  */
-import type { MipModel, Solver } from "../../core/solver.js";
+import type { MipModel, Solver } from "../../../core/solver.js";
 
 /** One loading episode: L layers arriving at the target, N equal request batches queued at the start. */
 export interface Episode {

@@ -10,17 +10,18 @@
 import { Agent, request as httpRequest, type IncomingMessage } from "node:http";
 import { request as httpsRequest, Agent as HttpsAgent } from "node:https";
 import type { Clock, Timer } from "../../../core/clock.js";
-import { ERROR_CODES, TidegateError, type ErrorCode } from "../../../core/errors.js";
+import { TidegateError } from "../../../core/errors.js";
 import { makeUsage } from "../../../core/openai.js";
-import type { Engine, EngineEvent, EngineStats, FinishReason, GenerateRequest } from "../../../core/ports.js";
+import type { Engine, EngineEvent, EngineStats, FinishReason, GenerateRequest, LayerwiseControl, PairStatus } from "../../../core/ports.js";
 import { LAYERWISE_PATH, PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.js";
-import type { LayerwiseControl, PairStatus } from "../../liveload/live-pair.js";
 import { VLLM_METRICS } from "../sim/engine-metrics.js";
-import { PIPELINE_METRICS, type PipelineSummary } from "../../keystage/pipeline-engine.js";
+import type { PipelineSummary } from "../pipeline-summary.js";
 import type { Logger } from "../../../core/log.js";
 import { BodyReader } from "./body-reader.js";
 import { EngineLiveness, connectionFailureCode } from "./liveness.js";
-import { SseSplitter, parseChunk, promSamples, promValue } from "./sse.js";
+import { pipelineFromMetrics } from "./pipeline-metrics.js";
+import { parseWhole, readAll, upstreamError } from "./replies.js";
+import { SseSplitter, parseChunk, promValue } from "./sse.js";
 
 export interface OpenAIHttpEngineOptions {
   instanceId: string;
@@ -63,43 +64,6 @@ interface Scraped {
   kvUsage: number;
   running: number;
   waiting: number;
-}
-
-const UPSTREAM_CODES = new Set<ErrorCode>(["invalid_request", "invalid_json", "model_not_found", "payload_too_large", "rate_limited", "not_found"]);
-
-/** A pipelined engine's split over its stages read from its /metrics text; undefined for any other engine. */
-export function pipelineFromMetrics(text: string): PipelineSummary | undefined {
-  const P = PIPELINE_METRICS;
-  const budget = promValue(text, P.gpusBudget);
-  if (budget === undefined) return undefined;
-  const stages: PipelineSummary["stages"] = [];
-  const at = (labels: Record<string, string>) => {
-    const i = Number(labels.stage);
-    if (!Number.isInteger(i) || i < 0 || i > 1024) return undefined;
-    while (stages.length <= i) stages.push({ replicas: 0, starting: 0, queue: 0, key: false });
-    return stages[i];
-  };
-  for (const s of promSamples(text, P.stageReplicas)) {
-    const st = at(s.labels);
-    if (st !== undefined && s.labels.state === "starting") st.starting = s.value;
-    else if (st !== undefined) st.replicas = s.value;
-  }
-  for (const s of promSamples(text, P.stageQueue)) {
-    const st = at(s.labels);
-    if (st !== undefined) st.queue = s.value;
-  }
-  for (const s of promSamples(text, P.stageKey)) {
-    const st = at(s.labels);
-    if (st !== undefined) st.key = s.value > 0;
-  }
-  const mode = promSamples(text, P.info).find((s) => s.value > 0)?.labels.mode === "whole-pipeline" ? "whole-pipeline" : "key-stage";
-  return {
-    mode,
-    budgetGpus: budget,
-    heldGpus: promValue(text, P.gpusHeld) ?? 0,
-    stages,
-    scaler: { added: promValue(text, P.replicasAdded) ?? 0, removed: promValue(text, P.replicasRemoved) ?? 0 },
-  };
 }
 
 export class OpenAIHttpEngine implements Engine {
@@ -355,7 +319,7 @@ export class OpenAIHttpEngine implements Engine {
   }
 
   /**
-   * Serve-while-loading control over engine-sim's /tidegate/layerwise (region/liveload/live-pair.ts). A server
+   * Serve-while-loading control over engine-sim's /tidegate/layerwise (region/engines/layerwise/layerwise-host.ts). A server
    * without the route (vLLM) answers 404: not_found, and the region lets the new instance load stop-the-world.
    */
   readonly layerwise: LayerwiseControl = {
@@ -404,58 +368,4 @@ export class OpenAIHttpEngine implements Engine {
       req.end(body);
     });
   }
-}
-
-function readAll(res: IncomingMessage): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    res.on("data", (c: Buffer) => parts.push(c));
-    res.once("end", () => resolve(Buffer.concat(parts).toString("utf8")));
-    res.once("error", reject);
-    res.once("close", () => {
-      if (!res.complete) reject(new Error("the response closed before its end"));
-    });
-  });
-}
-
-/** What an unstreamed completion (`stream: false`) says: its text, finish reason and usage. */
-function parseWhole(text: string, instanceId: string): { text: string; finish: FinishReason; promptTokens?: number; completionTokens?: number } {
-  let v: unknown;
-  try {
-    v = JSON.parse(text);
-  } catch {
-    throw new TidegateError("upstream_error", `upstream ${instanceId} sent a completion that is not JSON: ${text.slice(0, 120)}`);
-  }
-  const o = (typeof v === "object" && v !== null ? v : {}) as Record<string, unknown>;
-  const c = (Array.isArray(o.choices) ? o.choices[0] : undefined) as Record<string, unknown> | undefined;
-  if (c === undefined) throw new TidegateError("upstream_error", `upstream ${instanceId} sent a completion without choices: ${text.slice(0, 120)}`);
-  const message = c.message as Record<string, unknown> | undefined;
-  const out = typeof message?.content === "string" ? message.content : typeof c.text === "string" ? c.text : "";
-  const usage = o.usage as Record<string, unknown> | null | undefined;
-  return {
-    text: out,
-    finish: c.finish_reason === "stop" ? "stop" : "length",
-    ...(typeof usage?.prompt_tokens === "number" ? { promptTokens: usage.prompt_tokens } : {}),
-    ...(typeof usage?.completion_tokens === "number" ? { completionTokens: usage.completion_tokens } : {}),
-  };
-}
-
-/** Maps an upstream error response to a TidegateError: its 4xx codes pass through, the rest is upstream_error. */
-async function upstreamError(res: IncomingMessage, status: number): Promise<TidegateError> {
-  const text = await readAll(res).catch(() => "");
-  let message = text.slice(0, 500);
-  let code: string | undefined;
-  try {
-    const v = JSON.parse(text) as { error?: { message?: unknown; code?: unknown } };
-    if (typeof v.error?.message === "string") message = v.error.message;
-    if (typeof v.error?.code === "string") code = v.error.code;
-  } catch {
-    // not JSON: keep the text
-  }
-  if (code !== undefined && code in ERROR_CODES && UPSTREAM_CODES.has(code as ErrorCode)) return new TidegateError(code as ErrorCode, message);
-  if (status === 400) return new TidegateError("invalid_request", message);
-  if (status === 404) return new TidegateError("model_not_found", message);
-  if (status === 413) return new TidegateError("payload_too_large", message);
-  if (status === 429) return new TidegateError("rate_limited", message);
-  return new TidegateError("upstream_error", `upstream status ${status}: ${message}`);
 }

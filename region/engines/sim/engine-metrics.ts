@@ -5,7 +5,7 @@
  */
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../../core/metrics.js";
 import type { EngineStats } from "../../../core/ports.js";
-import { PIPELINE_METRICS, type PipelineStatus } from "../../keystage/pipeline-engine.js";
+import { PIPELINE_METRICS, type PipelineSummary } from "../pipeline-summary.js";
 
 /** The gauge names the openai-http adapter scrapes (vLLM ≥ 0.7 names; `gpu_cache_usage_perc` is the older one). */
 export const VLLM_METRICS = {
@@ -36,7 +36,7 @@ export class EngineSimMetrics {
    * region/keystage/pipeline-engine.ts) adds the PIPELINE_METRICS: replicas (serving, starting), queue and key flag per stage,
    * GPUs held of the budget, the scaling mode, and replicas added and removed.
    */
-  constructor(model: string, stats: () => EngineStats, processMetrics = false, pipeline?: () => PipelineStatus) {
+  constructor(model: string, stats: () => EngineStats, processMetrics = false, pipeline?: () => PipelineSummary) {
     this.registry = createRegistry(processMetrics);
     this.labels = { model_name: model };
     const registers = [this.registry];
@@ -57,7 +57,7 @@ export class EngineSimMetrics {
     gauge(VLLM_METRICS.waiting, "Number of requests waiting to be processed.", (s) => s.waiting);
     if (pipeline !== undefined) {
       const P = PIPELINE_METRICS;
-      const perStage = (name: string, help: string, set: (g: Gauge<string>, st: PipelineStatus["stages"][number], stage: string) => void, extra: string[] = []) =>
+      const perStage = (name: string, help: string, set: (g: Gauge<string>, st: PipelineSummary["stages"][number], stage: string) => void, extra: string[] = []) =>
         new Gauge({
           name,
           help,
@@ -85,7 +85,7 @@ export class EngineSimMetrics {
           this.set({ model_name: model, mode: pipeline().mode }, 1);
         },
       });
-      const counter = (name: string, help: string, read: (s: PipelineStatus) => number) =>
+      const counter = (name: string, help: string, read: (s: PipelineSummary) => number) =>
         new Counter({
           name,
           help,

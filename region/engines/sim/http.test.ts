@@ -9,7 +9,7 @@ import { seedOf } from "./sim-engine.js";
 import { WallClock } from "../../../core/clock.js";
 import { isTidegateError } from "../../../core/errors.js";
 import { OpenAIHttpEngine } from "../openai-http/openai-http-engine.js";
-import type { PairStatus } from "../../liveload/live-pair.js";
+import type { PairStatus } from "../../../core/ports.js";
 
 let proc: Proc;
 let url: string;

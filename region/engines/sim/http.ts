@@ -1,10 +1,10 @@
 /**
  * `tidegate engine-sim`'s HTTP face: a SimEngine that looks like vLLM to its clients (node:http, no framework, for
  * the least per-token overhead). Routes: POST /v1/chat/completions and /v1/completions (streaming and not,
- * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as /healthz and /readyz), /livez, /metrics (vLLM names, engine-metrics.ts),
- * and the serve-while-loading control the region drives (region/liveload/live-pair.ts): GET /tidegate/layerwise (the
- * pairing and its counters), POST /tidegate/layerwise (a PairSpec: start or update), DELETE
- * /tidegate/layerwise?peer=ID (end it). Request validation,
+ * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as
+ * /healthz and /readyz), /livez, /metrics (vLLM names, engine-metrics.ts), and the serve-while-loading control the
+ * region drives (../layerwise/layerwise-host.ts): GET /tidegate/layerwise (the pairing and its counters), POST
+ * /tidegate/layerwise (a PairSpec: start or update), DELETE /tidegate/layerwise?peer=ID (end it). Request validation,
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
@@ -16,8 +16,8 @@ import { MODEL_SPECS } from "../../../core/models.js";
 import { ChunkFormatter, parseOpenAIRequest, type ApiKind } from "../../../core/openai.js";
 import type { Engine, EngineEvent, GenerateRequest, Priority } from "../../../core/ports.js";
 import { parseJson } from "../../../core/validate.js";
-import type { PipelineStatus } from "../../keystage/pipeline-engine.js";
-import { parsePairSpec, type LayerwiseHost } from "../../liveload/live-pair.js";
+import type { PipelineSummary } from "../pipeline-summary.js";
+import { parsePairSpec, type LayerwiseHost } from "../layerwise/layerwise-host.js";
 import { EngineSimMetrics } from "./engine-metrics.js";
 
 /** Where the engine's parameters came from (engine-sim --parameters-from): reported in /health. */
@@ -29,9 +29,10 @@ export interface EngineParameters {
 
 /**
  * What the server serves: a SimEngine (with its serve-while-loading host), or a pipelined instance
- * (region/keystage/pipeline-engine.ts: `status()` answers GET /tidegate/keystage; it has no layerwise pairing).
+ * (region/keystage/pipeline-engine.ts: `status()`, its PipelineStatus, answers GET /tidegate/keystage as JSON and
+ * feeds the pipeline gauges; it has no layerwise pairing).
  */
-export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineStatus };
+export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineSummary };
 
 export interface EngineSimServerOptions {
   engine: ServedEngine;
@@ -43,7 +44,7 @@ export interface EngineSimServerOptions {
   processMetrics?: boolean;
 }
 
-/** The serve-while-loading control route (region/liveload/live-pair.ts). */
+/** The serve-while-loading control route (region/engines/layerwise/layerwise-host.ts). */
 export const LAYERWISE_PATH = "/tidegate/layerwise";
 /** A pipelined instance's split over its stages (GET; region/keystage/pipeline-engine.ts PipelineStatus). */
 export const KEYSTAGE_PATH = "/tidegate/keystage";

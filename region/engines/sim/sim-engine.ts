@@ -8,7 +8,7 @@ import { TidegateError } from "../../../core/errors.js";
 import { makeUsage, syntheticToken } from "../../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../../core/ports.js";
 import type { Solver } from "../../../core/solver.js";
-import { LayerwiseHost } from "../../liveload/live-pair.js";
+import { LayerwiseHost } from "../layerwise/layerwise-host.js";
 import { getProfile } from "../../../core/perf/model.js";
 import { SimEngineCore, type SimCoreOptions } from "./core.js";
 
@@ -46,7 +46,7 @@ export class SimEngine implements Engine {
   readonly instanceId: string;
   readonly model: string;
   readonly core: SimEngineCore;
-  /** Live serve-while-loading pairings (Engine.layerwise; region/liveload/live-pair.ts). */
+  /** Live serve-while-loading pairings (Engine.layerwise; ../layerwise/layerwise-host.ts). */
   readonly layerwise: LayerwiseHost;
   private readonly clock: Clock;
   private readonly coalesced: boolean;

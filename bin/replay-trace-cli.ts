@@ -5,8 +5,9 @@
  */
 import type { FlagSpec, FlagValues } from "./args.js";
 import { loadConfig } from "../core/config.js";
+import "../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { ValidationError } from "../core/validate.js";
-import { defaultDataDir } from "../core/perf/generate.js";
+import { defaultDataDir } from "../core/paths.js";
 import { ProgressBar } from "../sim/week/progress.js";
 import { formatSummary, replayTrace } from "../sim/replay/summary.js";
 import { NAMED_TRACES, readTrace } from "../sim/replay/traces.js";

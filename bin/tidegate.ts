@@ -5,21 +5,8 @@
  */
 import { formatFlags, parseArgs } from "./args.js";
 import type { Command } from "./command.js";
-import { readFileSync } from "node:fs";
+import { packageVersion } from "../core/paths.js";
 import { toTidegateError } from "../core/errors.js";
-
-/** The package version: package.json two folders up from dist/bin (and from bin/ in the sources). */
-export function version(): string {
-  for (const rel of ["../../package.json", "../package.json"]) {
-    try {
-      const pkg = JSON.parse(readFileSync(new URL(rel, import.meta.url), "utf8")) as { name?: unknown; version?: unknown };
-      if (pkg.name === "tidegate" && typeof pkg.version === "string") return pkg.version;
-    } catch {
-      // try the next location
-    }
-  }
-  return "unknown";
-}
 
 const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command: Command }> }> = {
   dev: { summary: "run every tier in one process on the embedded default (3 regions, 4 models, simulated engines)", load: () => import("./commands/dev.js") },
@@ -36,7 +23,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`);
-  return `tidegate ${version()}: a multi-region control plane for serving LLMs\n\nUsage: tidegate <command> [flags]\n       tidegate --version\n\nCommands:\n${rows.join("\n")}\n\nRun 'tidegate <command> --help' for a command's flags. Every command with --config also takes\n--print-config: it prints the file merged over the embedded default and validated (every error listed), then exits.`;
+  return `tidegate ${packageVersion()}: a multi-region control plane for serving LLMs\n\nUsage: tidegate <command> [flags]\n       tidegate --version\n\nCommands:\n${rows.join("\n")}\n\nRun 'tidegate <command> --help' for a command's flags. Every command with --config also takes\n--print-config: it prints the file merged over the embedded default and validated (every error listed), then exits.`;
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -46,7 +33,7 @@ async function main(argv: string[]): Promise<number> {
     return name === undefined ? 2 : 0;
   }
   if (name === "--version" || name === "-v" || name === "version") {
-    process.stdout.write(`tidegate ${version()}\n`);
+    process.stdout.write(`tidegate ${packageVersion()}\n`);
     return 0;
   }
   const entry = COMMANDS[name];
@@ -62,6 +49,7 @@ async function main(argv: string[]): Promise<number> {
   if (rest.includes("--print-config") && command.flags.config !== undefined) {
     // The configuration this command would run with: the file merged over the embedded default, validated.
     const { flags } = parseArgs(rest.filter((a) => a !== "--print-config"), command.flags);
+    await import("../region/config-sections.js"); // region's config sections (keystage, loading)
     const { loadConfig } = await import("../core/config.js");
     process.stdout.write(JSON.stringify(loadConfig(typeof flags.config === "string" ? flags.config : undefined), null, 2) + "\n");
     return 0;

@@ -1,28 +1,29 @@
 /**
  * `tidegate dev`: every tier in one process on the embedded default (core/config DEFAULT_CONFIG_JSON: 3 regions,
- * 4 models) or a config file — simulated engines in real time behind one region Gateway per region, wired to the
- * global router through in-process RegionLinks — serving the OpenAI API on http://127.0.0.1:8080.
+ * 4 models) or a config file — one region per config region (buildRegion, simulated engines in real time), wired to
+ * the global router through in-process RegionLinks — serving the OpenAI API on http://127.0.0.1:8080.
  */
 import type { Command } from "../command.js";
 import { untilSignal } from "../signals.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock, type Clock } from "../../core/clock.js";
-import { loadConfig, regionLoading, type TidegateConfig } from "../../core/config.js";
-import { schedulerOf } from "../../region/liveload/liveload-config.js";
+import { loadConfig, type TidegateConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
+import { regionLoading, schedulerOf } from "../../region/liveload/liveload-config.js";
 import type { Logger } from "../../core/log.js";
 import { loggerFromFlags, portFromFlags } from "../flags.js";
 import { DevConsole, openDevLog, progressText, showProgress, type DevLogTarget, type RegionProgress } from "../dev-output.js";
 import type { GenerateRequest, RegionLink } from "../../core/ports.js";
 import type { RegionName } from "../../core/models.js";
 import { SAGESERVE_DELAYS } from "../../region/actuator/sim.js";
-import { configNeedsSolver, startSimFleet, type SimFleetSettings } from "../../region/runtime/sim-region.js";
+import { configNeedsSolver, simulatedFleetHost, type SimFleetSettings } from "../../region/runtime/sim-region.js";
 import { HighsSolver, type Solver } from "../../core/solver.js";
 import { seededRandom } from "../../core/random.js";
-import { SimEngine } from "../../region/engines/sim/sim-engine.js";
-import { PipelineEngine, pipelineSpecFor } from "../../region/keystage/pipeline-engine.js";
-import { Gateway } from "../../region/gateway/gateway.js";
+import type { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process-link.js";
-import { startInProcessRegion, type InProcessRegion } from "../../region/runtime/in-process-region.js";
+import { buildRegion, type EngineHost } from "../../region/runtime/build-region.js";
+import { agentsInProcess } from "../../region/runtime/agents-host.js";
+import { fixedEngines, simEngineFactory } from "../../region/runtime/static-host.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { GlobalRouter } from "../../router/server.js";
 import { RegionMetrics, type RegionMetricsSink } from "../../region/process/region-metrics.js";
@@ -34,10 +35,10 @@ import { MemoryLeaderLock } from "../../planner/leader.js";
 import { devPlansSite, openDevPlannerState } from "../../planner/dev-site.js";
 import { startPlannerService } from "../../planner/service.js";
 
-/** A region runtime of the stack: ready once its configured instances serve. */
+/** A region of the stack (buildRegion): ready once its configured instances serve. */
 export interface DevRegion {
   readonly gateway: Gateway;
-  readonly runtime: { readonly service: RegionService };
+  readonly runtime: { readonly service: RegionService; readonly targets: { latest(): { decisionId: number } | undefined } };
   ready(timeoutMs?: number): Promise<void>;
   close(): Promise<void>;
 }
@@ -47,7 +48,7 @@ export interface DevStack {
   router: GlobalRouter;
   gateways: Gateway[];
   links: RegionLink[];
-  /** The region runtimes (controller.actuator "agents" or "sim"); empty for static regions. */
+  /** The regions, in config order (controller.actuator "agents", "sim" or "static"). */
   regions: DevRegion[];
   close(): Promise<void>;
 }
@@ -92,11 +93,14 @@ export function devSimSettings(solver?: Solver): SimFleetSettings {
 }
 
 /**
- * Builds the stack. With `controller.actuator` "agents" (the default) every region is the live region runtime in
- * this process (region/runtime/in-process-region.ts): in-process node agents with real native block stores and loopback TCP
- * transfers, simulated engines started on them once their blocks arrived, the controller pacing the planner's
- * targets. With "static", each region is a Gateway over `instances` fixed SimEngines per endpoint. Either way an
- * InProcessRegionLink per region and one GlobalRouter over all links; the router is not listening yet.
+ * Builds the stack: every region is `buildRegion` (region/runtime/build-region.ts) on the engine host
+ * `controller.actuator` names — "agents" (the default): in-process node agents with real native block stores and
+ * loopback TCP transfers, simulated engines started on them once their blocks arrived, the controller pacing the
+ * planner's targets (`agentsInProcess`); "sim": the replays' simulated actuator (`simulatedFleetHost`, the host
+ * startSimFleet gives the trace and week replays); "static": the configured `instances` per endpoint as fixed
+ * in-process simulated engines (`fixedEngines`). Every simulated engine comes from region/runtime/build-sim-engine.ts
+ * with the config's engines.*. An InProcessRegionLink per region serves its runtime's service, and one GlobalRouter
+ * runs over all links; the router is not listening yet.
  */
 export function buildDevStack(opts: DevStackOptions): DevStack {
   const { config, clock, logger } = opts;
@@ -105,54 +109,40 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
   const regions: DevRegion[] = [];
   // The region metrics `tidegate region` exports, for every region, served on the router's /metrics below.
   const regionMetrics = new RegionMetrics(Object.fromEntries(config.regions.map((r) => [r.name, [...new Set(r.endpoints.map((e) => e.model))]])), createRegistry(false));
-  const services: { sink: RegionMetricsSink; service: RegionService; gateway: Gateway }[] = [];
+  const sinks: RegionMetricsSink[] = [];
   const telemetryIntervalMs = opts.telemetryIntervalMs ?? 1000;
-  if (config.controller.actuator === "sim") {
-    // The wiring the replays run (startSimFleet): the region runtime on the simulated actuator, engines in process.
-    const sim = opts.sim ?? devSimSettings();
-    const fleet = startSimFleet({ config, clock, log: logger, telemetryIntervalMs, ...sim, metrics: (name) => regionMetrics.sink(name), ...(opts.onRouted === undefined ? {} : { onRouted: opts.onRouted }) });
-    for (const r of fleet) {
-      const sink = regionMetrics.sink(r.name);
-      services.push({ sink, service: r.sim.runtime.service, gateway: r.sim.gateway });
-      regions.push({ gateway: r.sim.gateway, runtime: r.sim.runtime, ready: () => Promise.resolve(), close: () => r.sim.close() });
-      gateways.push(r.sim.gateway);
-      links.push(r.link);
+  const sim = opts.sim ?? devSimSettings();
+  const host = (index: number): EngineHost => {
+    switch (config.controller.actuator) {
+      case "agents":
+        return agentsInProcess();
+      case "sim":
+        return simulatedFleetHost({ config, ...sim }, index);
+      case "static":
+        // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0).
+        return fixedEngines(simEngineFactory(config, clock), { statsRefreshMs: 0 });
     }
-  }
-  for (const region of config.controller.actuator === "sim" ? [] : config.regions) {
-    const sink = regionMetrics.sink(region.name);
-    if (config.controller.actuator === "agents") {
-      const r = startInProcessRegion({ config, region: region.name, clock, log: logger, metrics: sink });
-      services.push({ sink, service: r.runtime.service, gateway: r.gateway });
-      regions.push(r);
-      gateways.push(r.gateway);
-      links.push(new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs, log: logger }));
-      continue;
-    }
-    // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0), which is
-    // also what replay does, so dev and replay route the same arrivals identically.
-    const gateway = new Gateway({ region: region.name, clock, statsRefreshMs: 0, log: logger.child({ region: region.name }), onOutcome: (m, x) => sink.outcome(m, x), ...(opts.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => opts.onRouted!(region.name, req, id) }) });
-    services.push({ sink, service: gateway, gateway });
-    for (const ep of region.endpoints) {
-      const tp = config.models.find((m) => m.name === ep.model)?.gpusPerInstance[ep.gpu];
-      if (tp === undefined) throw new Error(`config: ${ep.model} has no gpusPerInstance for ${ep.gpu}`);
-      gateway.addEndpoint(ep.model, ep.gpu);
-      for (let i = 0; i < ep.instances; i++) {
-        const instanceId = `${region.name}/${ep.model}/${ep.gpu}/${i}`;
-        const pipeline = pipelineSpecFor(config.keystage, config.controller.strategy, ep.model, ep.gpu);
-        const engine = pipeline !== undefined
-          ? new PipelineEngine({ instanceId, model: ep.model, gpu: ep.gpu, gpus: tp, spec: pipeline, clock, timeScale: config.engines.timeScale })
-          : new SimEngine({ instanceId, model: ep.model, gpu: ep.gpu, tp, clock, timeScale: config.engines.timeScale, ...(config.engines.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: config.engines.kvCapacityTokens }) });
-        gateway.addInstance(ep.gpu, engine, "serving");
-      }
-    }
-    gateways.push(gateway);
-    links.push(new InProcessRegionLink(gateway, { clock, telemetryIntervalMs, log: logger }));
-  }
+  };
+  config.regions.forEach((rc, index) => {
+    const sink = regionMetrics.sink(rc.name);
+    const r = buildRegion({
+      config,
+      region: rc.name,
+      clock,
+      log: logger.child({ region: rc.name }),
+      metrics: sink,
+      host: host(index),
+      ...(opts.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => opts.onRouted!(rc.name, req, id) }),
+    });
+    sinks.push(sink);
+    regions.push(r);
+    gateways.push(r.gateway);
+    links.push(new InProcessRegionLink(r.service, { clock, telemetryIntervalMs, log: logger }));
+  });
   const router = new GlobalRouter({ config, links, clock, logger, ...(opts.mounts === undefined ? {} : { mounts: opts.mounts }) });
   for (const m of regionMetrics.registry.getMetricsAsArray()) router.deps.metrics.registry.registerMetric(regionMetrics.registry.getSingleMetric(m.name)!);
   const observe = () => {
-    for (const s of services) s.sink.observe(s.service.snapshot(), s.gateway.targets.latest()?.decisionId);
+    regions.forEach((r, i) => sinks[i]!.observe(r.runtime.service.snapshot(), r.runtime.targets.latest()?.decisionId));
   };
   const metricsTicker = clock.every(1000, observe);
   let closed: Promise<void> | undefined;
@@ -166,8 +156,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
         metricsTicker.cancel();
         await router.close();
         await Promise.all(links.map((l) => l.close()));
-        if (regions.length > 0) await Promise.all(regions.map((r) => r.close()));
-        else await Promise.all(gateways.map((g) => g.close()));
+        await Promise.all(regions.map((r) => r.close()));
       })()),
   };
 }

@@ -1,5 +1,6 @@
 /**
- * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x]`: one simulated serving instance that
+ * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x] [--max-batch N] [--kv-capacity-tokens N]`: one
+ * simulated serving instance (built by region/runtime/build-sim-engine.ts, as every region builds its own) that
  * looks like vLLM over HTTP (region/engines/sim/http.ts). Prints its base URL on stdout as one line (so callers can
  * spawn it with --port 0 and read the port), then serves until SIGINT/SIGTERM. With --parameters-from it first asks
  * that node agent whether the model's block store is complete and exits 1 when it is not.
@@ -7,13 +8,14 @@
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { TidegateError } from "../../core/errors.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { AgentClient } from "../../region/agent/client.js";
 import { tlsFromFlags, type TlsFiles } from "../../region/link/tls.js";
-import { SimEngine } from "../../region/engines/sim/sim-engine.js";
 import { EngineSimServer, type EngineParameters, type ServedEngine } from "../../region/engines/sim/http.js";
-import { parsePipelineSpec, PipelineEngine } from "../../region/keystage/pipeline-engine.js";
+import { parsePipelineSpec } from "../../region/keystage/pipeline-engine.js";
+import { newEngine } from "../../region/runtime/build-sim-engine.js";
 
 /** The model's complete store on the agent at `address`, or a message saying why there is none. */
 async function parametersFrom(address: string, model: string, shared?: AgentClient, tls?: TlsFiles): Promise<EngineParameters | string> {
@@ -118,20 +120,14 @@ export const command: Command = {
     }
 
     const instanceId = `engine-sim/${model}/${gpu}/${process.pid}`;
-    const engine: ServedEngine = pipeline !== undefined
-      ? new PipelineEngine({ instanceId, model, gpu, gpus: tp, spec: pipeline, clock: new WallClock(), timeScale })
-      : new SimEngine({
-          instanceId,
-          model,
-          gpu,
-          tp,
-          clock: new WallClock(),
-          timeScale,
-          maxBatch,
-          ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}),
-          // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
-          solver: async () => (await import("../../core/solver.js")).HighsSolver.create(),
-        });
+    // The shared builder of simulated engines (what a region builds in process from the same settings).
+    const engine: ServedEngine = newEngine(
+      { instanceId, model, gpu, tp },
+      { timeScale, maxBatch, ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}), ...(pipeline === undefined ? {} : { pipeline }) },
+      new WallClock(),
+      // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
+      { solver: async () => (await import("../../core/solver.js")).HighsSolver.create() },
+    );
     const server = new EngineSimServer({ engine, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));

@@ -7,6 +7,7 @@ import type { Command } from "../command.js";
 import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
 import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { loggerFromFlags, portFromFlags } from "../flags.js";
 import { TidegateError } from "../../core/errors.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";

@@ -10,6 +10,7 @@ import { logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { TidegateError } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
 import { loggerFromFlags } from "../flags.js";

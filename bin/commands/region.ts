@@ -6,11 +6,13 @@
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
 import { loadConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { TidegateError } from "../../core/errors.js";
 import { loggerFromFlags } from "../flags.js";
-import { simEngineFactory, type EngineFactory } from "../../region/process/static-engines.js";
+import type { EngineFactory } from "../../region/actuator/static.js";
 import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js";
-import { pipelineFlag, pipelineSpecFor } from "../../region/keystage/pipeline-engine.js";
+import { engineSimFlags, simEngineParams } from "../../region/runtime/build-sim-engine.js";
+import { simEngineFactory } from "../../region/runtime/static-host.js";
 import { startRegionProcess } from "../../region/process/region-server.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { tlsFromFlags } from "../../region/link/tls.js";
@@ -35,7 +37,8 @@ export const command: Command = {
     "  \"static\"            the fixed instances of regions[].endpoints, from the config's `engines` section:",
     "                      kind \"sim\" runs simulated engines inside this process (or, with --spawn-engines, one",
     "                      `tidegate engine-sim` child per instance behind the openai-http adapter); kind",
-    "                      \"openai-http\" uses engines.urls[\"region/model\"] or [\"region/model/gpu\"]. No controller runs.",
+    "                      \"openai-http\" uses engines.urls[\"region/model\"] or [\"region/model/gpu\"]. The region acknowledges",
+    "                      the planner's targets but does not scale (no controller pass runs).",
     "--spawn-engines and engines.kind \"openai-http\" imply \"static\".",
     "When ready it prints one line on stdout:",
     "  tidegate region <name>: grpc <host:port> metrics <url>",
@@ -77,8 +80,9 @@ export const command: Command = {
     const spawn = flags["spawn-engines"] === true;
     if (spawn && config.engines.kind !== "sim") throw new TidegateError("invalid_request", "--spawn-engines runs simulated engines; the config says engines.kind \"openai-http\"");
     const agentsMode = !spawn && config.engines.kind === "sim" && config.controller.actuator === "agents";
-    const spawned = spawn ? spawnedEngines(clock, config.engines.timeScale, { log, pipeline: pipelineFlag(config) }) : undefined;
-    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(clock, config.engines.timeScale, config.engines.kvCapacityTokens, (m, g) => pipelineSpecFor(config.keystage, config.controller.strategy, m, g)) : urlEngineFactory(clock, log));
+    // Spawned engine-sim processes get the config's engines.* as flags, the in-process ones from the same builder.
+    const spawned = spawn ? spawnedEngines(clock, (m, g) => engineSimFlags(simEngineParams(config, m, g)), { log }) : undefined;
+    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(config, clock) : urlEngineFactory(clock, log));
     if (agentsMode) log.info("agents mode: node agents announce themselves to this region; parameter blocks scaled for this deployment", { strategy: config.controller.strategy, parameters: parameterScaleLines(config) });
     const tls = tlsFromFlags(flags);
     const stopped = untilSignal();

@@ -52,6 +52,8 @@ export interface WireStartEngineRequest {
   start_timeout_ms: number;
   await_blocks: boolean;
   pipeline: string;
+  max_batch?: number;
+  kv_capacity_tokens?: number;
 }
 /** AnnounceReply on the wire. */
 export interface WireAnnounceReply {

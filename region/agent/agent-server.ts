@@ -75,6 +75,8 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
         startTimeoutMs: req.start_timeout_ms === 0 ? undefined : req.start_timeout_ms,
         awaitBlocks: req.await_blocks === true,
         ...(req.pipeline === "" || req.pipeline === undefined ? {} : { pipeline: req.pipeline }),
+        ...(req.max_batch === 0 || req.max_batch === undefined ? {} : { maxBatch: req.max_batch }),
+        ...(req.kv_capacity_tokens === 0 || req.kv_capacity_tokens === undefined ? {} : { kvCapacityTokens: req.kv_capacity_tokens }),
       });
       return engineToWire(e);
     }),

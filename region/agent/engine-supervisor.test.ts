@@ -6,7 +6,7 @@ import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isTidegateError } from "../../core/errors.js";
-import { repoRoot } from "../../native/lib/addon.js";
+import { repoRoot } from "../../core/paths.js";
 import { spawnAgent, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
 import type { EngineInfo, NodeAnnouncement } from "./handle.js";
 import { addAgentRegistryService } from "./agent-registry.js";

@@ -56,6 +56,23 @@ export function defaultKeeperPath(): string {
   return join(here, "..", "..", "dist", "region", "agent", "keeper.js");
 }
 
+/**
+ * The `tidegate engine-sim` arguments of a StartEngine: model, GPU, tp, where to listen, --time-scale, the agent's
+ * block store (--parameters-from, --parameters-wait-ms when it starts before its blocks), and the spec's --pipeline,
+ * --max-batch and --kv-capacity-tokens (the region's engines.models settings; region/runtime/agents-host.ts).
+ */
+export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: number; parametersFrom: string; parametersTls?: TlsFiles }): string[] {
+  return [
+    "engine-sim", "--model", spec.model, "--gpu", spec.gpu, "--tp", String(spec.gpus), "--host", o.engineHost, "--port", String(o.port),
+    "--time-scale", String(spec.timeScale ?? 1),
+    "--parameters-from", o.parametersFrom, ...tlsArgs(o.parametersTls),
+    ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : []),
+    ...(spec.pipeline === undefined ? [] : ["--pipeline", spec.pipeline]),
+    ...(spec.maxBatch === undefined ? [] : ["--max-batch", String(spec.maxBatch)]),
+    ...(spec.kvCapacityTokens === undefined ? [] : ["--kv-capacity-tokens", String(spec.kvCapacityTokens)]),
+  ];
+}
+
 /** A free TCP port on `host` (bound and released; the engine binds it right after). */
 export function freePort(host: string): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -161,7 +178,7 @@ export class EngineSupervisor implements EngineHost {
     }
     const sim = spec.commandTemplate === undefined || spec.commandTemplate === "";
     const argv = sim
-      ? [process.execPath, this.cli, "engine-sim", "--model", spec.model, "--gpu", spec.gpu, "--tp", String(spec.gpus), "--host", this.o.engineHost, "--port", String(port), "--time-scale", String(spec.timeScale ?? 1), "--parameters-from", this.o.parametersFrom(), ...tlsArgs(this.o.parametersTls), ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : []), ...(spec.pipeline === undefined ? [] : ["--pipeline", spec.pipeline])]
+      ? [process.execPath, this.cli, ...engineSimArgs(spec, { engineHost: this.o.engineHost, port, parametersFrom: this.o.parametersFrom(), ...(this.o.parametersTls === undefined ? {} : { parametersTls: this.o.parametersTls }) })]
       : renderCommand(parseCommandTemplate(spec.commandTemplate!), { model: spec.model, port: String(port), host: this.o.engineHost, gpu: spec.gpu, tp: String(spec.gpus), instance: spec.instanceId });
     e.info.url = `http://${hostForUrl(this.o.engineHost)}:${port}`;
     const keeper = spawn(process.execPath, [this.keeper, String(this.o.orphanGraceMs ?? 2000), ...argv], { stdio: ["pipe", "pipe", "pipe", "pipe"] });

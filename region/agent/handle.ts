@@ -70,6 +70,10 @@ export interface EngineSpec {
    * `--pipeline` (region/keystage/pipeline-engine.ts PipelineSpec). Absent = a whole-model instance.
    */
   pipeline?: string;
+  /** engine-sim only, not with `pipeline`: the running batch's cap (engine-sim --max-batch; config engines.models). */
+  maxBatch?: number;
+  /** engine-sim only, not with `pipeline`: the KV cache in tokens (engine-sim --kv-capacity-tokens; config engines.models / kvCapacityTokens). */
+  kvCapacityTokens?: number;
 }
 
 /** The states of an engine process; health (serving or not) is the region's to check, not the agent's. */

@@ -1,16 +1,16 @@
 /**
  * The in-process `AgentHandle` (what `tidegate dev` runs): a real NodeAgent — native block stores, a loopback TCP
  * data-plane endpoint, multicast roles — in the same process as the region, with simulated engines on the region's
- * clock (a SimEngine, or a PipelineEngine when StartEngine carries a pipeline) in place of engine processes. The
- * rules match the agent process: an engine starts only on a complete, checksum-verified block store of its model,
- * and only in free GPU slots.
+ * clock (a SimEngine, or a PipelineEngine when StartEngine carries a pipeline) in place of engine processes, built
+ * by the region's `newEngine` from the StartEngine's fields as engine-sim reads its flags (region/runtime/agents-host.ts
+ * passes the shared builder, region/runtime/build-sim-engine.ts). The rules match the agent process: an engine
+ * starts only on a complete, checksum-verified block store of its model, and only in free GPU slots.
  */
-import { HighsSolver } from "../../core/solver.js";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
-import { SimEngine } from "../engines/sim/sim-engine.js";
-import { parsePipelineSpec, PipelineEngine, type PipelineSpec } from "../keystage/pipeline-engine.js";
+import type { SimEngine } from "../engines/sim/sim-engine.js";
+import { parsePipelineSpec, type PipelineEngine, type PipelineSpec } from "../keystage/pipeline-engine.js";
 import type { RunCall } from "./client.js";
 import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "./handle.js";
 import type { LoadSpec, NodeAgent } from "./node.js";
@@ -21,10 +21,11 @@ export interface InProcessAgentOptions {
   gpuType: string;
   gpuSlots: number;
   clock: Clock;
-  /** Simulated engines' time scale (engines.timeScale). */
-  timeScale: number;
-  /** Simulated engines' KV capacity in tokens (engines.kvCapacityTokens); absent = from the GPU's memory. */
-  kvCapacityTokens?: number;
+  /**
+   * The engine of a StartEngine once its blocks are here: its time scale, batch cap and KV cache from the spec's
+   * fields, a PipelineEngine when `pipeline` (the spec's, parsed) is set.
+   */
+  newEngine(spec: EngineSpec, pipeline: PipelineSpec | undefined): SimEngine | PipelineEngine;
 }
 
 /** A NodeAgent driven directly, hosting SimEngines. */
@@ -120,11 +121,7 @@ export class InProcessAgent implements AgentHandle {
     const store = this.stores.get(e.spec.model);
     if (store === undefined || this.o.agent.store(e.spec.model).presentCount() < store.blockCount) return undefined;
     store.lastUsedMs = this.o.clock.now();
-    const spec = e.spec;
-    const timeScale = spec.timeScale ?? this.o.timeScale;
-    e.engine = e.pipeline !== undefined
-      ? new PipelineEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, spec: e.pipeline, clock: this.o.clock, timeScale })
-      : new SimEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus, clock: this.o.clock, timeScale, solver: () => HighsSolver.create(), ...(this.o.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: this.o.kvCapacityTokens }) });
+    e.engine = this.o.newEngine(e.spec, e.pipeline);
     e.info.state = "running";
     e.info.detail = `parameters: ${store.totalBytes} bytes in ${store.blockCount} blocks`;
     return e.engine;

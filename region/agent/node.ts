@@ -117,6 +117,9 @@ export class NodeAgent {
     if (spec.gpu === "") throw new TidegateError("invalid_request", "gpu must not be empty", { param: "gpu" });
     if (!Number.isInteger(spec.gpus) || spec.gpus < 1) throw new TidegateError("invalid_request", `gpus must be an integer ≥ 1, got ${spec.gpus}`, { param: "gpus" });
     if (spec.timeScale !== undefined && !(spec.timeScale > 0 && spec.timeScale <= 1000)) throw new TidegateError("invalid_request", `time_scale must be in (0, 1000], got ${spec.timeScale}`, { param: "time_scale" });
+    if (spec.maxBatch !== undefined && !(Number.isInteger(spec.maxBatch) && spec.maxBatch >= 1)) throw new TidegateError("invalid_request", `max_batch must be an integer ≥ 1, got ${spec.maxBatch}`, { param: "max_batch" });
+    if (spec.kvCapacityTokens !== undefined && !(Number.isInteger(spec.kvCapacityTokens) && spec.kvCapacityTokens >= 2)) throw new TidegateError("invalid_request", `kv_capacity_tokens must be an integer ≥ 2, got ${spec.kvCapacityTokens}`, { param: "kv_capacity_tokens" });
+    if (spec.pipeline !== undefined && (spec.maxBatch !== undefined || spec.kvCapacityTokens !== undefined)) throw new TidegateError("invalid_request", "max_batch and kv_capacity_tokens do not apply to a pipeline (a stage replica serves one request at a time)", { param: "pipeline" });
     if (spec.commandTemplate !== undefined && spec.commandTemplate !== "") parseCommandTemplate(spec.commandTemplate);
     const host = this.o.engines;
     if (host === undefined) throw new TidegateError("conflict", `node ${node} runs no engines (no engine host)`);

@@ -13,14 +13,16 @@
  * Requests enter by `generate` (a stream: HTTP, gRPC, in-process links) or by `submit` (callbacks: engines on the
  * injected Clock, the replay's ten million requests a week); both take the same route and keep the same in-flight
  * books (`admit` / `settle`), so a replayed burst spreads exactly as a live one does.
+ *
+ * It only routes and reports: the planner's targets, the instance listing and the RegionService the links serve are
+ * the region runtime's (region/runtime/runtime.ts, targets.ts).
  */
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { MODEL_SPECS, kvBytesPerToken, type GpuType, type ModelName, type RegionName } from "../../core/models.js";
-import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RequestCallbacks, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RequestCallbacks, RegionTelemetry } from "../../core/ports.js";
 import { pickEndpoint, pickInstance } from "./jsq.js";
-import { TargetsStore } from "./targets.js";
 import { WindowedRate, modelTelemetry } from "./telemetry.js";
 
 export interface GatewayOptions {
@@ -185,7 +187,6 @@ class Submitted implements RequestCallbacks {
 /** One region's gateway. Not thread-safe (one event loop). */
 export class Gateway {
   readonly region: RegionName;
-  readonly targets: TargetsStore;
   private readonly clock: Clock;
   private readonly statsRefreshMs: number;
   private readonly rateWindowMs: number;
@@ -210,7 +211,6 @@ export class Gateway {
     this.onRouted = opts.onRouted;
     if (!(this.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${this.statsRefreshMs}`);
     if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${this.maxAttempts}`);
-    this.targets = new TargetsStore(this.region, this.log);
   }
 
   /** Adds an endpoint (deployment) of `model` on `gpu`; its id is `model/gpu`. Adding it twice is a no-op. */
@@ -468,18 +468,6 @@ export class Gateway {
       return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed), m.batchRate.rate(now, m.batchTokensServed), m.demandRate.rate(now, m.demanded));
     });
     return { region: this.region, seq: ++this.seq, atMs: now, models };
-  }
-
-  /** The gateway's own instances as a listing (a static region: fixed engines, no nodes, no scaling). */
-  listing(): RegionInstances {
-    const now = this.clock.now();
-    const instances = this.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", enteredAtMs: i.enteredAtMs, forMs: Math.max(0, now - i.enteredAtMs), detail: i.stale ? "stats stale: its /metrics cannot be read; routed around" : "", url: "" }));
-    return { region: this.region, actuator: "static", instances, nodes: [], failures: [], actions: [] };
-  }
-
-  /** Stores the planner's targets (latest decisionId wins) and acknowledges them; see TargetsStore. */
-  acceptTargets(targets: RegionTargets): TargetsAck {
-    return this.targets.accept(targets);
   }
 
   /** Closes every engine. */

@@ -1,6 +1,6 @@
 /**
  * What a region offers the global tier, whichever link carries it: a telemetry snapshot, request generation and
- * the planner's targets. `Gateway` (region/gateway/gateway.ts) implements it; the in-process and gRPC RegionLink
+ * the planner's targets. The region runtime (region/runtime/runtime.ts, every region shape) implements it; the in-process and gRPC RegionLink
  * adapters (region/link/) wrap any implementation.
  */
 import type { RegionName } from "../../core/models.js";

@@ -1,28 +1,30 @@
 /**
- * The `tidegate region` process wiring, plus a small HTTP server with /metrics (Prometheus) and /healthz. Two modes:
- * - agents (no `engines` factory; controller.actuator "agents"): the region runtime — gateway, TargetsStore,
- *   controller, agents actuator — with node agents joining through the AgentRegistry service on the gRPC port
- *   (region/process/agents-region.ts);
- * - static (`engines` given): config → fixed engines → Gateway; no controller runs.
- * Either way a gRPC server for the global router serves the region's service. Telemetry gauges are refreshed from
- * a snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the engines (in agents mode
- * the engine processes stay with their agents, for the next region process to adopt).
+ * The `tidegate region` process wiring, plus a small HTTP server with /metrics (Prometheus) and /healthz. The region
+ * is `buildRegion` (region/runtime/build-region.ts) on one of two engine hosts:
+ * - agents (no `engines` factory; controller.actuator "agents"): `agentsOverGrpc` — node agents join through the
+ *   AgentRegistry service on the gRPC port and the controller paces the planner's targets;
+ * - static (`engines` given): `fixedEngines` — the configured engines, made before the servers start (one that
+ *   cannot be made fails the start), watched by the engine-health check (engine-health.ts); targets are held, not
+ *   acted on.
+ * Either way the gRPC server for the global router serves the region runtime's service. Telemetry gauges are
+ * refreshed from a snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the region
+ * (in agents mode the engine processes stay with their agents, for the next region process to adopt).
  */
 import { startProbeServer, type ProbeServer, type Readiness } from "../../core/probe-server.js";
 import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
-import type { Gateway, RequestOutcome } from "../gateway/gateway.js";
-import type { RegionService } from "../link/service.js";
+import type { Gateway } from "../gateway/gateway.js";
+import type { EngineFactory } from "../actuator/static.js";
 import type { RegionRuntime } from "../runtime/runtime.js";
-import { startAgentsRegion } from "./agents-region.js";
+import { buildRegion, type Region } from "../runtime/build-region.js";
+import { agentsOverGrpc } from "../runtime/agents-host.js";
+import { fixedEngines } from "../runtime/static-host.js";
 import { startRegionGrpcServer, type RegionGrpcServer } from "../link/grpc-server.js";
 import type { TlsFiles } from "../link/tls.js";
-import { buildRegionGateway, type EngineFactory } from "./static-engines.js";
 import { RegionMetrics } from "./region-metrics.js";
 import { watchEngineHealth, type EngineHealthWatch } from "./engine-health.js";
-import type { Engine } from "../../core/ports.js";
 
 export interface RegionProcessOptions {
   config: TidegateConfig;
@@ -51,8 +53,8 @@ export interface RegionProcessOptions {
 
 export interface RegionProcess {
   gateway: Gateway;
-  /** The region runtime (agents mode only). */
-  runtime?: RegionRuntime;
+  /** The region runtime (its actuator: agents, or static for fixed engines). */
+  runtime: RegionRuntime;
   grpcAddress: string;
   metricsUrl: string;
   close(): Promise<void>;
@@ -78,21 +80,27 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
   const models = [...new Set(regionConfig?.endpoints.map((e) => e.model) ?? [])];
   const all = opts.metrics ?? new RegionMetrics({ [opts.region]: models });
   const metrics = all.sink(opts.region);
-  const onOutcome = (m: string, o: RequestOutcome) => metrics.outcome(m, o);
-  const agents = opts.engines === undefined ? startAgentsRegion({ config: opts.config, region: opts.region, clock, log, gatewayOptions: { onOutcome }, metrics, ...(opts.tls === undefined ? {} : { tls: opts.tls }) }) : undefined;
-  // Static mode: remember the engines made, so a dead or hung one is taken out of service (engine-health.ts).
-  const made: Engine[] = [];
-  const factory: EngineFactory | undefined =
-    opts.engines === undefined
-      ? undefined
-      : async (slot) => {
-          const e = await opts.engines!(slot);
-          made.push(e);
-          return e;
-        };
-  const gateway = agents?.gateway ?? (await buildRegionGateway(opts.config, opts.region, factory!, { clock, log, onOutcome }));
-  const health: EngineHealthWatch | undefined = agents === undefined ? watchEngineHealth(gateway, made, clock, log, { intervalMs: opts.engineHealthIntervalMs ?? 250, maxEjectedPercent: regionConfig?.maxEjectedPercent ?? 50 }) : undefined;
-  const service: RegionService = agents?.runtime.service ?? gateway;
+  const common = { config: opts.config, region: opts.region, clock, log, metrics };
+  let region: Region;
+  let registry: ((server: GrpcServer) => void) | undefined;
+  let health: EngineHealthWatch | undefined;
+  if (opts.engines === undefined) {
+    const agents = buildRegion({ ...common, host: agentsOverGrpc(opts.tls === undefined ? {} : { tls: opts.tls }) });
+    registry = (server) => agents.registry(server);
+    region = agents;
+  } else {
+    const fixed = buildRegion({ ...common, host: fixedEngines(opts.engines) });
+    try {
+      await fixed.ready();
+    } catch (err) {
+      await fixed.close();
+      throw err;
+    }
+    // A dead or hung engine is taken out of service and comes back when it answers (engine-health.ts).
+    health = watchEngineHealth(fixed.gateway, fixed.actuator.engines(), clock, log, { intervalMs: opts.engineHealthIntervalMs ?? 250, maxEjectedPercent: regionConfig?.maxEjectedPercent ?? 50 });
+    region = fixed;
+  }
+  const { gateway, service, runtime } = region;
   let grpc: RegionGrpcServer | undefined;
   let probes: ProbeServer | undefined;
   let ticker: Timer | undefined;
@@ -108,12 +116,11 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
       const limitMs = opts.closeTimeoutMs ?? 3000;
       let timer: ReturnType<typeof setTimeout> | undefined;
       const timedOut = await Promise.race([
-        gateway.close().then(() => false),
+        region.close().then(() => false),
         new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(true), limitMs))),
       ]);
       clearTimeout(timer);
       if (timedOut) log.warn("engines did not close in time", { region: opts.region, limitMs });
-      await agents?.close();
       await opts.onClose?.();
     })());
   try {
@@ -122,9 +129,9 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
       clock,
       log,
       ...(opts.tls === undefined ? {} : { tls: opts.tls }),
-      ...(agents === undefined ? {} : { extraServices: (server: GrpcServer) => agents.registry(server) }),
+      ...(registry === undefined ? {} : { extraServices: registry }),
     });
-    const observe = () => metrics.observe(service.snapshot(), gateway.targets.latest()?.decisionId);
+    const observe = () => metrics.observe(service.snapshot(), runtime.targets.latest()?.decisionId);
     observe();
     ticker = clock.every(opts.metricsIntervalMs ?? 500, observe);
     const grpcServer = grpc;
@@ -139,5 +146,5 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
     await close();
     throw err;
   }
-  return { gateway, ...(agents === undefined ? {} : { runtime: agents.runtime }), grpcAddress: grpc.address, metricsUrl: probes.url, close };
+  return { gateway, runtime, grpcAddress: grpc.address, metricsUrl: probes.url, close };
 }

@@ -6,25 +6,19 @@
  * 2 s). Children are stopped with SIGTERM (SIGKILL after a grace period) when the region closes.
  */
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync } from "node:fs";
-import { dirname, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
-import { GPU_SPECS, MODEL_SPECS, kvCapacityBytes } from "../../core/models.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
-import type { EngineFactory, InstanceSlot } from "./static-engines.js";
+import type { EngineFactory, InstanceSlot } from "../actuator/static.js";
 import { defaultCliPath, defaultKeeperPath } from "../agent/engine-supervisor.js";
+import { instanceKvBytes } from "../runtime/agents-host.js";
 
 export { defaultCliPath } from "../agent/engine-supervisor.js";
 
 /** KV bytes of one instance (GPU memory × 0.9 − weights, core/models.ts), to scale vLLM's usage fraction. */
 export function slotKvBytes(slot: InstanceSlot): number {
-  const spec = MODEL_SPECS[slot.model];
-  const gpu = GPU_SPECS[slot.gpu];
-  if (spec === undefined || gpu === undefined) throw new TidegateError("invalid_config", `unknown model or GPU in ${slot.instanceId}`);
-  return kvCapacityBytes(spec, gpu, slot.tp);
+  return instanceKvBytes(slot.model, slot.gpu, slot.tp, slot.instanceId);
 }
 
 /** Engines at the URLs of the config (engines.kind "openai-http"). */
@@ -43,8 +37,12 @@ export interface SpawnedEngines {
   readonly count: number;
 }
 
-/** A factory that spawns one engine-sim per slot with `timeScale`, and the means to stop them all. */
-export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?: string; keeperPath?: string; log?: Logger; startTimeoutMs?: number; pipeline?: (model: string, gpu: string) => string | undefined } = {}): SpawnedEngines {
+/**
+ * A factory that spawns one engine-sim per slot with the flags `flags(model, gpu)` gives (region/runtime/build-sim-engine.ts
+ * engineSimFlags of the config's simEngineParams: --time-scale, --max-batch, --kv-capacity-tokens or --pipeline),
+ * and the means to stop them all.
+ */
+export function spawnedEngines(clock: Clock, flags: (model: string, gpu: string) => readonly string[], opts: { cliPath?: string; keeperPath?: string; log?: Logger; startTimeoutMs?: number } = {}): SpawnedEngines {
   const cli = opts.cliPath ?? defaultCliPath();
   const keeper = opts.keeperPath ?? defaultKeeperPath();
   const log = opts.log ?? silentLogger;
@@ -74,9 +72,7 @@ export function spawnedEngines(clock: Clock, timeScale: number, opts: { cliPath?
 
   const start = (slot: InstanceSlot, port = 0): Promise<string> =>
     new Promise<string>((resolveUrl, reject) => {
-      const args = [keeper, "2000", process.execPath, cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", String(port), "--time-scale", String(timeScale)];
-      const pipeline = opts.pipeline?.(slot.model, slot.gpu);
-      if (pipeline !== undefined) args.push("--pipeline", pipeline);
+      const args = [keeper, "2000", process.execPath, cli, "engine-sim", "--model", slot.model, "--gpu", slot.gpu, "--tp", String(slot.tp), "--host", "127.0.0.1", "--port", String(port), ...flags(slot.model, slot.gpu)];
       const child = spawn(process.execPath, args, { stdio: ["pipe", "pipe", "inherit"] });
       child.stdin!.on("error", () => {}); // EPIPE after the keeper exited; its exit is handled below
       children.add(child);

@@ -59,7 +59,7 @@ describe("in-process region runtime (agents actuator)", () => {
     const r = region;
     const domainOf = new Map(r.agents.map((a, i) => [a.nodeId, nodes[i]!.nvlinkDomain]));
     const source = (r.runtime.actuator.instances().find((i) => i.state === "serving") as { node: string }).node;
-    expect(r.gateway.acceptTargets(plan(1, 4)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(plan(1, 4)).accepted).toBe(true);
     await until("4 serving", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 4, 15_000);
     const started = lines.map((l) => JSON.parse(l) as { msg: string; targets?: string[]; chains?: string[][]; nvlink?: { from: string; to: string }[] }).filter((x) => x.msg === "transfer started" && x.targets?.length === 3);
     expect(started).toHaveLength(1);
@@ -95,7 +95,7 @@ describe("in-process region runtime (agents actuator)", () => {
     // The region reports how long its last scale-out of the endpoint took (the initial deployment's, here).
     const expected = () => r.runtime.service.snapshot().models[0]!.endpoints[0]!.expectedScaleOutMs;
     expect(expected()).toBeGreaterThan(0);
-    expect(r.gateway.acceptTargets(plan(1, 3)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(plan(1, 3)).accepted).toBe(true);
     const serving = await until("3 serving", () => {
       const s = r.runtime.actuator.instances().filter((i) => i.state === "serving");
       return s.length === 3 ? s : undefined;
@@ -129,7 +129,7 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(listing.actuator).toBe("agents");
     expect(listing.actions.map((a) => a.kind)).toEqual(["provision", "provision", "provision"]);
 
-    expect(r.gateway.acceptTargets(plan(2, 1)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(plan(2, 1)).accepted).toBe(true);
     await until("2 spot, 1 serving", () => {
       const all = r.runtime.actuator.instances();
       return all.filter((i) => i.state === "spot").length === 2 && all.filter((i) => i.state === "serving").length === 1;
@@ -140,7 +140,7 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(l2.instances.filter((i) => i.state === "spot")).toHaveLength(2);
     expect(l2.nodes.every((n) => n.freeSlots === 0)).toBe(true);
 
-    expect(r.gateway.acceptTargets(plan(3, 2)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(plan(3, 2)).accepted).toBe(true);
     await until("a spot instance reclaimed", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 2);
     expect(r.runtime.actions.at(-1)).toMatchObject({ kind: "reclaim" });
   });
@@ -162,11 +162,11 @@ describe("in-process region runtime (agents actuator)", () => {
     const r = region;
     const endpoint = (model: string, instances: number) => ({ model, gpu: "h100-80gb", instances, forecastTokensPerS: 100 });
     const targets = (decisionId: number, a: number, b: number): RegionTargets => ({ decisionId, region: "r", madeAtMs: Date.now(), advisory: false, endpoints: [endpoint(MODEL, a), endpoint(B, b)] });
-    expect(r.gateway.acceptTargets(targets(1, 1, 0)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(targets(1, 1, 0)).accepted).toBe(true);
     const spot = await until("one of A's instances in spot", () => r.runtime.actuator.instances().find((i) => i.state === "spot"));
     const { id: spotId, node: spotNode } = spot; // the record is live: the redeploy changes it in place
     expect(spotId).toContain(`/${MODEL}/`);
-    expect(r.gateway.acceptTargets(targets(2, 1, 1)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(targets(2, 1, 1)).accepted).toBe(true);
     const redeployed = await until("B serving", () => r.runtime.actuator.instances().find((i) => i.model === B && i.state === "serving"));
     expect(r.runtime.actions.at(-1)).toMatchObject({ kind: "redeploy", model: B, instanceId: redeployed.id });
     expect(redeployed.formerId).toBe(spotId);
@@ -189,7 +189,7 @@ describe("in-process region runtime (agents actuator)", () => {
     const r = region;
     const source = r.runtime.actuator.instances().find((i) => i.state === "serving")!;
     const engine = r.agents.map((a) => a.engine(source.id)).find((e) => e !== undefined) as SimEngine;
-    expect(r.gateway.acceptTargets(plan(1, 2)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(plan(1, 2)).accepted).toBe(true);
     const target = await until("2 serving", () => r.runtime.actuator.instances().find((i) => i.state === "serving" && i.id !== source.id));
     const listing = r.runtime.actuator.listing().layerwise!;
     expect(listing.counters).toMatchObject({ pairs: 1, failed: 0, unpaired: 0 });
@@ -212,7 +212,7 @@ describe("in-process region runtime (agents actuator)", () => {
     for (const a of r.agents)
       if (a.nodeId !== sourceNode)
         a.startEngine = () => Promise.reject(new TidegateError("resource_exhausted", `node ${a.nodeId}: 2 GPU slots needed, 0 free`));
-    expect(r.gateway.acceptTargets(plan(1, 2)).accepted).toBe(true);
+    expect(r.runtime.service.acceptTargets(plan(1, 2)).accepted).toBe(true);
     // The refusal comes before the transfer ends: once an unhandled rejection, which ended the region process.
     const failure = await until("the refusal listed", () => r.runtime.actuator.listing().failures.find((f) => f.message.includes("0 free")));
     expect(failure.model).toBe(MODEL);

@@ -8,10 +8,11 @@
  * It also makes the RegionService the links serve: telemetry whose instance counts are the actuator's (provisioning,
  * loading and spot included, per model and per endpoint — what the planner's fleet reads), and the admin listing
  * (instances, nodes, failures, actions). Every scaling action is logged and counted; failures back the endpoint off.
- * With the static actuator (fixed engines) no controller runs and the service is the gateway itself.
+ * The region's TargetsStore is the runtime's (the gateway only routes). With a fixed actuator (static: the configured
+ * engines, region/actuator/static.ts) no controller pass runs: targets are acknowledged and held, never acted on.
  */
 import type { Clock, Timer } from "../../core/clock.js";
-import type { TidegateConfig } from "../../core/config.js";
+import { instanceGpus, type TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { Engine, EngineEvent, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
@@ -21,9 +22,10 @@ import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
-import type { PipelineSummary } from "../keystage/pipeline-engine.js";
+import type { PipelineSummary } from "../engines/pipeline-summary.js";
 import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/strategy-registry.js";
+import { TargetsStore } from "./targets.js";
 
 /** Where the runtime reports what it does (Prometheus in the region process). */
 export interface RuntimeMetricsSink {
@@ -56,6 +58,8 @@ export interface RegionRuntimeOptions<A extends RuntimeActuator = RuntimeActuato
 export interface RegionRuntime<A extends RuntimeActuator = RuntimeActuator> {
   readonly controller: RegionController;
   readonly actuator: A;
+  /** The planner's targets as this region holds them (the one decisionId rule); `service.acceptTargets` stores here. */
+  readonly targets: TargetsStore;
   /** What the region's links serve. */
   readonly service: RegionService;
   /** Recent scaling actions, oldest first. */
@@ -71,7 +75,7 @@ export function bootstrapSurplus<I extends { state: string }>(instances: readonl
   return instances.filter((i) => i.state !== "serving").slice(0, Math.max(0, instances.length - configured));
 }
 
-/** Wires the controller to the gateway, the TargetsStore and the actuator, and starts it on the clock. */
+/** Wires the controller to the gateway, a TargetsStore and the actuator, and starts it on the clock (unless the actuator is fixed). */
 export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOptions<A>): RegionRuntime<A> {
   const regionConfig = o.config.regions.find((r) => r.name === o.region);
   if (regionConfig === undefined) throw new RangeError(`unknown region ${o.region}`);
@@ -86,7 +90,8 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     if (snap === undefined || snap.atMs !== now) snap = { atMs: now, t: o.gateway.snapshot() };
     return snap.t;
   };
-  const gpusOf = (model: ModelName, gpu: GpuType) => o.config.models.find((m) => m.name === model)!.gpusPerInstance[gpu]!;
+  const gpusOf = (model: ModelName, gpu: GpuType) => instanceGpus(o.config, model, gpu);
+  const targets = new TargetsStore(o.region, log);
   const cc = o.config.controller;
   const strategy = o.strategy ?? resolveStrategy(cc.strategy);
   const controller = new RegionController({
@@ -128,10 +133,9 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     onFailure: (model, gpu, message) => controller.noteFailure(model, gpu, message),
     onLanded: (model, gpu) => controller.noteSuccess(model, gpu),
   });
-  const latest = o.gateway.targets.latest();
-  if (latest !== undefined) controller.setTargets(latest);
-  const unsubscribe = o.gateway.targets.onTargets((t: RegionTargets) => {
-    log.info("targets accepted", { decisionId: t.decisionId, endpoints: t.endpoints.map((e) => `${e.model}/${e.gpu}=${e.instances}`).join(" ") });
+  const fixed = o.actuator.fixed === true;
+  const unsubscribe = targets.onTargets((t: RegionTargets) => {
+    log.info(fixed ? "targets accepted; not acted on: the region's engines are fixed" : "targets accepted", { decisionId: t.decisionId, endpoints: t.endpoints.map((e) => `${e.model}/${e.gpu}=${e.instances}`).join(" ") });
     controller.setTargets(t);
   });
   const firstPassAtMs = o.clock.now() + (o.startupGraceMs ?? 0);
@@ -154,7 +158,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
    */
   const reached = new Set<string>();
   const bootstrap = () => {
-    if (o.gateway.targets.latest() !== undefined) return;
+    if (targets.latest() !== undefined) return;
     const now = o.clock.now();
     for (const e of regionConfig.endpoints) {
       if (!strategy.usesForecast && reached.has(`${e.model}/${e.gpu}`)) continue;
@@ -191,25 +195,27 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     bootstrap();
     controller.reconcile();
   };
-  const timer: Timer = o.clock.every(cc.reconcileIntervalMs, pass);
-  const first: Timer = o.clock.after(o.startupGraceMs ?? 0, pass);
+  // A fixed actuator refuses every step: no pass runs over it (its instances are what the config names).
+  const timer: Timer | undefined = fixed ? undefined : o.clock.every(cc.reconcileIntervalMs, pass);
+  const first: Timer | undefined = fixed ? undefined : o.clock.after(o.startupGraceMs ?? 0, pass);
 
   const service: RegionService = {
     region: o.region,
     snapshot: () => withActuatorCounts(o.gateway.snapshot(), o.actuator),
     generate: (req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> => o.gateway.generate(req, signal),
-    acceptTargets: (t: RegionTargets): TargetsAck => o.gateway.acceptTargets(t),
+    acceptTargets: (t: RegionTargets): TargetsAck => targets.accept(t),
     listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway, o.clock.now()),
     onChange: (cb: () => void) => o.gateway.onChange(cb),
   };
   return {
     controller,
     actuator: o.actuator,
+    targets,
     service,
     actions,
     close: () => {
-      timer.cancel();
-      first.cancel();
+      timer?.cancel();
+      first?.cancel();
       unsubscribe();
     },
   };

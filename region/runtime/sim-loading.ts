@@ -28,7 +28,7 @@ import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/sim-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
 import { hopMsPerToken } from "../liveload/live-pairs.js";
-import { LoadingPair } from "../liveload/pairing.js";
+import { LoadingPair } from "../engines/layerwise/pairing.js";
 import { KeepAliveCache, LOADING_SOURCES, TABLE1_CLUSTER_A, loadEpisode, type LiveScheduler, type LoadBandwidths, type LoadModel, type LoadingSourceName } from "../liveload/sources.js";
 
 /** A region's loading source (config or a benchmark's choice). */

@@ -1,0 +1,243 @@
+/**
+ * The two agents engine hosts (build-region.ts): the `agents` actuator over node agents — its options written once
+ * here (`agentsActuator`) — with engines either in engine processes on remote agents or simulated on in-process ones.
+ *
+ * - `agentsOverGrpc` (`tidegate region`, controller.actuator "agents"): agents find the region by announcing
+ *   themselves to the AgentRegistry service on the region's gRPC port (every second), and the region drives each
+ *   one back over its NodeAgent service (AgentClient). Engines are reached through the openai-http adapter at the
+ *   URL their agent reports, exactly as vLLM would be; an engine is healthy once `GET {url}/health` answers 200. The
+ *   first controller pass waits `controller.agentLostAfterMs`, so every live agent has announced (and its engines
+ *   are adopted) before anything is deployed.
+ * - `agentsInProcess` (`tidegate dev`, tests): real NodeAgents (native block stores, loopback TCP data plane) in
+ *   this process, wrapped by InProcessAgent (region/agent/in-process-agent.ts), which hosts simulated engines. Nodes
+ *   are the region's GPUs cut into nodes of `gpusPerNode` slots (default 8), or an explicit list.
+ *
+ * Either way every StartEngine the region sends carries the config's simulated-engine settings for its model
+ * (`withEngineSettings`: engines.models maxBatch / kvCapacityTokens, else engines.kvCapacityTokens; timeScale and
+ * the keystage pipeline come from the actuator's EngineSettings): engine-sim gets them as --max-batch and
+ * --kv-capacity-tokens (region/agent/engine-supervisor.ts), the in-process agent builds its engine from them with the
+ * shared builder (build-sim-engine.ts). A command template (a real engine) gets none of them.
+ */
+import type * as grpc from "@grpc/grpc-js";
+import type { TidegateConfig } from "../../core/config.js";
+import { regionLoading } from "../liveload/liveload-config.js";
+import type { Timer } from "../../core/clock.js";
+import { HighsSolver } from "../../core/solver.js";
+import { AgentsActuator, type EngineSettings } from "../actuator/agents.js";
+import { AgentClient } from "../agent/client.js";
+import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement } from "../agent/handle.js";
+import { addAgentRegistryService, type AnnounceReply } from "../agent/agent-registry.js";
+import { InProcessAgent } from "../agent/in-process-agent.js";
+import { NodeAgent } from "../agent/node.js";
+import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
+import { kvCapacityBytes, GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
+import { TidegateError } from "../../core/errors.js";
+import { pipelineFlag } from "../keystage/pipeline-engine.js";
+import type { TlsFiles } from "../link/tls.js";
+import { agentsLayerwise } from "../liveload/live-pairs.js";
+import { newEngine } from "./build-sim-engine.js";
+import { untilConfiguredServe, type EngineHost, type HostContext } from "./build-region.js";
+import { modelSources, multicastPolicy } from "./runtime.js";
+
+/** The agents actuator of a region, its options from config; `engines` says how engines are reached. */
+export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "connect" | "healthy" | "commandTemplate">): AgentsActuator {
+  const { config, region } = ctx;
+  const e = config.engines;
+  const layerwise = agentsLayerwise(region, regionLoading(config, region), engines.commandTemplate);
+  const transferred = ctx.metrics?.transferred;
+  return new AgentsActuator({
+    region,
+    clock: ctx.clock,
+    log: ctx.log,
+    gateway: ctx.gateway,
+    models: modelSources(config, region),
+    policy: multicastPolicy(config),
+    engines: {
+      ...(engines.commandTemplate === undefined ? {} : { commandTemplate: engines.commandTemplate }),
+      timeScale: e.timeScale,
+      startTimeoutMs: e.startTimeoutMs,
+      stopGraceMs: e.stopGraceMs,
+      connect: engines.connect,
+      healthy: engines.healthy,
+      pipeline: pipelineFlag(config),
+    },
+    lostAfterMs: config.controller.agentLostAfterMs,
+    ...(layerwise === undefined ? {} : { layerwise }),
+    minHostCopies: config.parameters.minHostCopies,
+    ...(transferred === undefined ? {} : { onTransfer: (r: { model: string; completed: readonly unknown[] }) => transferred.call(ctx.metrics, r.completed.length * (config.parameters.models[r.model]?.bytes ?? 0)) }),
+  });
+}
+
+/**
+ * The StartEngine fields the config adds for a simulated engine of `model` (engines.models[model], else
+ * engines.kvCapacityTokens): none for a command template (a real engine) or a pipeline (whose stage replicas take no
+ * batch cap or KV cache; engine-sim refuses --kv-capacity-tokens with --pipeline).
+ */
+export function engineSpecSettings(config: TidegateConfig, spec: EngineSpec): Pick<EngineSpec, "maxBatch" | "kvCapacityTokens"> {
+  if (spec.commandTemplate !== undefined || spec.pipeline !== undefined) return {};
+  const m = config.engines.models[spec.model];
+  const kv = m?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
+  return { ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }), ...(kv === undefined ? {} : { kvCapacityTokens: kv }) };
+}
+
+/** `handle` with every StartEngine given the config's engine settings (engineSpecSettings); everything else passes through. */
+export function withEngineSettings(handle: AgentHandle, config: TidegateConfig): AgentHandle {
+  return {
+    nodeId: handle.nodeId,
+    announcement: () => handle.announcement(),
+    load: (spec) => handle.load(spec),
+    run: (call, onBlock, signal) => handle.run(call, onBlock, signal),
+    verify: (model, seed) => handle.verify(model, seed),
+    drop: (model) => handle.drop(model),
+    startEngine: (spec) => handle.startEngine({ ...spec, ...engineSpecSettings(config, spec) }),
+    stopEngine: (id, graceMs) => handle.stopEngine(id, graceMs),
+    close: () => handle.close(),
+  };
+}
+
+/** `GET {url}/health` answers 200 within `timeoutMs`. */
+export async function httpHealthy(info: EngineInfo, timeoutMs = 1000): Promise<boolean> {
+  if (info.url === "") return false;
+  const res = await fetch(new URL("/health", info.url), { signal: AbortSignal.timeout(timeoutMs) });
+  await res.body?.cancel();
+  return res.status === 200;
+}
+
+/** KV bytes of one instance of (model, gpu, tp) (GPU memory × 0.9 − weights, core/models.ts), to scale vLLM's usage fraction. */
+export function instanceKvBytes(model: string, gpu: string, tp: number, instanceId: string): number {
+  const spec = MODEL_SPECS[model];
+  const g = GPU_SPECS[gpu];
+  if (spec === undefined || g === undefined) throw new TidegateError("invalid_config", `unknown model or GPU in ${instanceId}`);
+  return kvCapacityBytes(spec, g, tp);
+}
+
+/** What `agentsOverGrpc` adds to its Region. */
+export interface GrpcAgentsExtras {
+  /** Adds the AgentRegistry service to the region's gRPC server (before it binds). */
+  registry(server: grpc.Server): void;
+}
+
+/** Agents over gRPC: engine processes on remote node agents, reached at their URLs (file comment). */
+export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsActuator, GrpcAgentsExtras> {
+  return {
+    start: (ctx) => {
+      const { config, region, clock, log } = ctx;
+      const actuator = agentsActuator(ctx, {
+        ...(config.engines.commandTemplate === undefined ? {} : { commandTemplate: config.engines.commandTemplate }),
+        healthy: (info) => httpHealthy(info),
+        connect: async (info, instanceId) => {
+          const tp = config.models.find((m) => m.name === info.model)?.gpusPerInstance[info.gpu] ?? info.gpus;
+          return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), log });
+        },
+      });
+      const clients = new Map<string, { client: AgentClient; handle: AgentHandle }>();
+      const onAnnounce = (a: NodeAnnouncement): AnnounceReply => {
+        if (a.region !== "" && a.region !== region) return { known: false, message: `this is region ${region}; the agent says it belongs to ${a.region}` };
+        let c = clients.get(a.nodeId);
+        if (c === undefined || c.client.address !== a.grpcAddress) {
+          c?.client.close();
+          const client = new AgentClient(a.grpcAddress, a.nodeId, o.tls);
+          c = { client, handle: withEngineSettings(client, config) };
+          clients.set(a.nodeId, c);
+        }
+        actuator.announce(c.handle, a);
+        return { known: true, message: "" };
+      };
+      return {
+        actuator,
+        extras: { registry: (server: grpc.Server) => addAgentRegistryService(server, onAnnounce) },
+        // Every live agent announces within a second: wait for all of them (and adopt their engines) before deploying.
+        startupGraceMs: config.controller.agentLostAfterMs,
+        ready: (timeoutMs) => untilConfiguredServe(ctx, timeoutMs),
+        // Engines keep running on their agents: a restarted region adopts them.
+        close: async () => actuator.close(),
+      };
+    },
+  };
+}
+
+/** In-process node agents: how many, how big, how often they announce. */
+export interface InProcessAgentsOptions {
+  /** GPU slots per node (default 8, an HGX node). */
+  gpusPerNode?: number;
+  /**
+   * An explicit node list instead of cutting the region's GPUs into nodes of `gpusPerNode`; each node may announce an
+   * NVLink domain and a link rate (agent/handle.ts AgentInfo), as `tidegate agent --nvlink-domain --link-mbit` does.
+   */
+  nodes?: { gpuType: string; slots: number; nvlinkDomain?: string; linkBytesPerS?: number }[];
+  /** Host memory each node lends to parameter blocks (default 512 MiB). */
+  nodeMemoryBytes?: number;
+  /** How often agents announce themselves (default 1000 ms). */
+  announceIntervalMs?: number;
+}
+
+/** What `agentsInProcess` adds to its Region. */
+export interface InProcessAgentsExtras {
+  agents: InProcessAgent[];
+}
+
+/** In-process node agents hosting simulated engines (file comment). Its gateway reads exact stats (statsRefreshMs 0). */
+export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<AgentsActuator, InProcessAgentsExtras> {
+  return {
+    // In-process engines report exact stats cheaply: read them at every decision, as the replays do.
+    statsRefreshMs: 0,
+    start: (ctx) => {
+      const { config, region, clock, log } = ctx;
+      const rc = config.regions.find((r) => r.name === region)!;
+      const perNode = o.gpusPerNode ?? 8;
+      const nodes: NodeAgent[] = [];
+      const agents: InProcessAgent[] = [];
+      const layout = o.nodes ?? rc.gpus.flatMap((g) => Array.from({ length: Math.ceil(g.count / perNode) }, (_, k) => ({ gpuType: g.type, slots: Math.min(perNode, g.count - k * perNode) })));
+      // Each engine as engine-sim would build it from the StartEngine's fields; HiGHS for a live zigzag pairing.
+      const build = (spec: EngineSpec, pipeline: Parameters<typeof newEngine>[1]["pipeline"]) =>
+        newEngine(
+          { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus },
+          { timeScale: spec.timeScale ?? config.engines.timeScale, ...(spec.maxBatch === undefined ? {} : { maxBatch: spec.maxBatch }), ...(spec.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: spec.kvCapacityTokens }), ...(pipeline === undefined ? {} : { pipeline }) },
+          clock,
+          { solver: () => HighsSolver.create() },
+        );
+      try {
+        const seen = new Map<string, number>();
+        for (const n of layout) {
+          const k = seen.get(n.gpuType) ?? 0;
+          seen.set(n.gpuType, k + 1);
+          const nodeId = `${region}-${n.gpuType}-${k}`;
+          const { nvlinkDomain, linkBytesPerS } = n as { nvlinkDomain?: string; linkBytesPerS?: number };
+          const links = { ...(nvlinkDomain === undefined ? {} : { nvlinkDomain }), ...(linkBytesPerS === undefined ? {} : { linkBytesPerS }) };
+          const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }), ...links });
+          nodes.push(node);
+          agents.push(new InProcessAgent({ agent: node, region, gpuType: n.gpuType, gpuSlots: n.slots, clock, newEngine: build }));
+        }
+      } catch (err) {
+        void Promise.all(nodes.map((n) => n.close()));
+        throw err;
+      }
+      const actuator = agentsActuator(ctx, {
+        connect: async (info, instanceId) => {
+          for (const a of agents) {
+            const e = a.engine(instanceId);
+            if (e !== undefined) return e;
+          }
+          throw new Error(`no in-process engine ${instanceId} (${info.url})`);
+        },
+        healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
+      });
+      const handles = agents.map((a) => withEngineSettings(a, config));
+      const announceAll = () => {
+        agents.forEach((a, i) => void a.announcement().then((ann) => actuator.announce(handles[i]!, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err })));
+      };
+      announceAll();
+      const announcer: Timer = clock.every(o.announceIntervalMs ?? 1000, announceAll);
+      return {
+        actuator,
+        extras: { agents },
+        ready: (timeoutMs) => untilConfiguredServe(ctx, timeoutMs),
+        close: async () => {
+          announcer.cancel();
+          actuator.close();
+          await Promise.all(nodes.map((n) => n.close()));
+        },
+      };
+    },
+  };
+}

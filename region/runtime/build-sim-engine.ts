@@ -1,0 +1,113 @@
+/**
+ * The one builder of simulated engines (issue 30): every region shape — the sim actuator's engines (sim-region.ts),
+ * a static region's in-process engines, the in-process agents of `tidegate dev`, `tidegate engine-sim` — makes its
+ * SimEngine or PipelineEngine here, from the same settings:
+ *
+ * - `engines.timeScale` multiplies every simulated duration (1 in the virtual-time replays' configs);
+ * - `engines.models[model].maxBatch` is the running batch's cap (vLLM max_num_seqs; default the core's, 256);
+ * - `engines.models[model].kvCapacityTokens`, else `engines.kvCapacityTokens`, is the KV cache in tokens (default
+ *   the performance profile's: GPU memory × 0.9 − weights);
+ * - an endpoint listed in `keystage.pipelines` is served by a PipelineEngine (region/keystage; key-stage or
+ *   whole-pipeline scaling by `controller.strategy`), which takes only the time scale: each stage replica serves
+ *   one request at a time, so a batch cap and a KV cache do not apply (engine-sim refuses them with --pipeline).
+ *
+ * Engine processes get the same settings as flags (`engineSimFlags`: --time-scale, --max-batch,
+ * --kv-capacity-tokens, --pipeline), whether a static region spawns them (region/process/spawn.ts) or a node agent
+ * does (the StartEngine fields the agents host adds, region/agent/engine-supervisor.ts).
+ */
+import type { Clock } from "../../core/clock.js";
+import { instanceGpus, type TidegateConfig } from "../../core/config.js";
+import type { GpuType, ModelName } from "../../core/models.js";
+import type { Solver } from "../../core/solver.js";
+import { getProfile } from "../../core/perf/model.js";
+import { SimEngine } from "../engines/sim/sim-engine.js";
+import { PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "../keystage/pipeline-engine.js";
+
+/** One simulated instance: its id, model, GPU type and GPUs (tensor-parallel degree, or a pipeline's GPU budget). */
+export interface SimInstance {
+  instanceId: string;
+  model: ModelName;
+  gpu: GpuType;
+  tp: number;
+}
+
+/** A simulated engine's settings, resolved from config (`simEngineParams`) or from engine-sim's flags. */
+export interface SimEngineParams {
+  /** > 0; 1 = as measured. */
+  timeScale: number;
+  /** Running-batch cap; absent = the core's default (256). */
+  maxBatch?: number;
+  /** KV cache in tokens; absent = the profile's. */
+  kvCapacityTokens?: number;
+  /** Serve as a pipeline of stages (config keystage.pipelines); absent = a whole-model instance. */
+  pipeline?: PipelineSpec;
+}
+
+/** How one engine is built beyond its settings (the region shape's choices, not config). */
+export interface SimBuildOptions {
+  /** How `generate` streams (default per token, as live; the replays coalesce). */
+  events?: "coalesced" | "per-token";
+  /** Added to every pass (a λScale execution pipeline's activation hops; SimEngineOptions.passOverheadMs). */
+  passOverheadMs?: number;
+  /** × the instance's KV capacity (a λScale execution pipeline holds its members' caches); default 1. */
+  kvScale?: number;
+  /** HiGHS for a live zigzag pairing (engines paired by node agents while another loads). */
+  solver?: () => Promise<Solver>;
+}
+
+/** The settings `config` gives a simulated engine of (model, gpu): engines.timeScale, engines.models, engines.kvCapacityTokens, keystage. */
+export function simEngineParams(config: TidegateConfig, model: ModelName, gpu: GpuType): SimEngineParams {
+  const m = config.engines.models[model];
+  const kv = m?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
+  const pipeline = pipelineSpecFor(config.keystage, config.controller.strategy, model, gpu);
+  return {
+    timeScale: config.engines.timeScale,
+    ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }),
+    ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
+    ...(pipeline === undefined ? {} : { pipeline }),
+  };
+}
+
+/** A whole-model SimEngine with `params` (a pipeline spec in them is ignored: the sim actuator's loading engines). */
+export function newSimEngine(inst: SimInstance, params: SimEngineParams, clock: Clock, opts: SimBuildOptions = {}): SimEngine {
+  const kvScale = opts.kvScale ?? 1;
+  const kv = kvScale === 1 ? params.kvCapacityTokens : Math.floor((params.kvCapacityTokens ?? getProfile(inst.model, inst.gpu, inst.tp).kvCapacityTokens) * kvScale);
+  return new SimEngine({
+    instanceId: inst.instanceId,
+    model: inst.model,
+    gpu: inst.gpu,
+    tp: inst.tp,
+    clock,
+    timeScale: params.timeScale,
+    ...(params.maxBatch === undefined ? {} : { maxBatch: params.maxBatch }),
+    ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
+    ...(opts.events === undefined ? {} : { events: opts.events }),
+    ...(opts.passOverheadMs === undefined || opts.passOverheadMs <= 0 ? {} : { passOverheadMs: opts.passOverheadMs }),
+    ...(opts.solver === undefined ? {} : { solver: opts.solver }),
+  });
+}
+
+/** The instance's engine: a PipelineEngine when `params.pipeline` is set, else a SimEngine. */
+export function newEngine(inst: SimInstance, params: SimEngineParams, clock: Clock, opts: SimBuildOptions = {}): SimEngine | PipelineEngine {
+  if (params.pipeline === undefined) return newSimEngine(inst, params, clock, opts);
+  return new PipelineEngine({ instanceId: inst.instanceId, model: inst.model, gpu: inst.gpu, gpus: inst.tp, spec: params.pipeline, clock, timeScale: params.timeScale, ...(opts.events === undefined ? {} : { events: opts.events }) });
+}
+
+/** `newEngine` with the config's settings for the instance's (model, gpu). */
+export function buildSimEngine(config: TidegateConfig, inst: SimInstance, clock: Clock, opts: SimBuildOptions = {}): SimEngine | PipelineEngine {
+  return newEngine(inst, simEngineParams(config, inst.model, inst.gpu), clock, opts);
+}
+
+/** The instance of (model, gpu) named `instanceId`, its GPUs from config (models[].gpusPerInstance). */
+export function simInstance(config: TidegateConfig, instanceId: string, model: ModelName, gpu: GpuType): SimInstance {
+  return { instanceId, model, gpu, tp: instanceGpus(config, model, gpu) };
+}
+
+/** engine-sim's flags for `params` (what `newEngine` would build in process): --time-scale, then --pipeline or the batch cap and KV cache. */
+export function engineSimFlags(params: SimEngineParams): string[] {
+  const out = ["--time-scale", String(params.timeScale)];
+  if (params.pipeline !== undefined) return [...out, "--pipeline", pipelineSpecJson(params.pipeline)];
+  if (params.maxBatch !== undefined) out.push("--max-batch", String(params.maxBatch));
+  if (params.kvCapacityTokens !== undefined) out.push("--kv-capacity-tokens", String(params.kvCapacityTokens));
+  return out;
+}

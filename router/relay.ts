@@ -3,10 +3,14 @@
  * RegionLink, and wait for the first event. A region that fails before the first event is excluded and the next
  * pick is tried; once the first event has arrived the stream is committed to that region and later failures are
  * the caller's to report in-stream. The caller's AbortSignal (client disconnect) aborts the upstream attempt.
+ *
+ * Two shapes over one walk (`RegionWalk`: select, exclude what was tried, note the in-flight KV): the stream
+ * (`dispatchWithRetry`, the HTTP relay) and the callbacks (`submitWithRetry`, RegionLink.submit: the replays'
+ * ten million requests a week, synchronously on their clock).
  */
 import { TidegateError, findTidegateError } from "../core/errors.js";
 import type { RegionName } from "../core/models.js";
-import type { EngineEvent, GenerateRequest, RegionLink, RequestCallbacks } from "../core/ports.js";
+import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink } from "../core/ports.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog, Watched } from "./watchdog.js";
 
@@ -36,8 +40,11 @@ export interface DispatchOptions {
   req: GenerateRequest;
   /** The client's region (header or API key), first in preference order. */
   clientRegion?: RegionName;
-  /** KV bytes the request will hold (prompt + max output tokens × bytes per token), for the in-flight estimate. */
-  kvBytes: number;
+  /**
+   * KV bytes the request will hold, for the in-flight estimate; default `requestKvBytes` (prompt + max output
+   * tokens × bytes per token).
+   */
+  kvBytes?: number;
   /** Aborted when the client goes away. */
   signal: AbortSignal;
   /** Regions that may serve the request (an API key's `regions`, data residency); absent = any. */
@@ -49,6 +56,41 @@ export interface DispatchOptions {
    * region tried); a running stream that stalls ends (watchdog.ts). Absent: waits are unbounded (unit tests).
    */
   watchdog?: StreamWatchdog;
+}
+
+/**
+ * One request's walk over the regions, the same for both shapes of dispatch: each `next()` asks the selector for
+ * the best region not tried yet (client region, its proximity list, the rest; the first under the memory threshold,
+ * else the least utilized: SageServe §6.2), marks it tried, skips a region without a link, and adds the request's
+ * KV bytes to the selector's in-flight estimate for the region it returns. Regions outside `allowed` count as tried
+ * from the start.
+ */
+export class RegionWalk {
+  private tried: Set<RegionName> | undefined;
+
+  constructor(
+    private readonly selector: RegionSelector,
+    private readonly links: ReadonlyMap<RegionName, RegionLink>,
+    private readonly req: GenerateRequest,
+    private readonly clientRegion: RegionName | undefined,
+    allowed?: ReadonlySet<RegionName>,
+    private readonly kvBytes = requestKvBytes(req.model, req.promptTokens, req.maxTokens),
+  ) {
+    if (allowed !== undefined) for (const r of links.keys()) if (!allowed.has(r)) (this.tried ??= new Set()).add(r);
+  }
+
+  /** The next region to send to and its link, or undefined when no region is left. */
+  next(): { region: RegionName; link: RegionLink } | undefined {
+    for (;;) {
+      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried);
+      if (pick === undefined) return undefined;
+      (this.tried ??= new Set()).add(pick.region);
+      const link = this.links.get(pick.region);
+      if (link === undefined) continue;
+      this.selector.noteDispatch(pick.region, this.req.model, this.kvBytes);
+      return { region: pick.region, link };
+    }
+  }
 }
 
 /** True for failures worth trying elsewhere: server-side errors, not the client's own (4xx) or a cancellation. */
@@ -64,30 +106,24 @@ export function isRetryable(err: unknown): boolean {
  * when no region is available or every available one failed before its first event.
  */
 export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedStream> {
-  const { selector, links, req, signal } = opts;
-  // Regions the caller may not use count as tried from the start: the selector never picks them.
-  const tried = new Set<RegionName>();
-  if (opts.allowedRegions !== undefined) for (const r of links.keys()) if (!opts.allowedRegions.has(r)) tried.add(r);
+  const { req, signal } = opts;
+  const walk = new RegionWalk(opts.selector, opts.links, req, opts.clientRegion, opts.allowedRegions, opts.kvBytes);
   const failures: string[] = [];
   let lastErr: unknown;
   let pendingRetry: RegionName | undefined;
   for (;;) {
     if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
-    const pick = selector.select(req.model, opts.clientRegion, tried);
-    if (pick === undefined) {
+    const next = walk.next();
+    if (next === undefined) {
       const among = opts.allowedRegions === undefined ? "" : ` among this API key's regions (${[...opts.allowedRegions].join(", ")})`;
       const detail = failures.length === 0 ? `no region serving it${among} has fresh telemetry` : `every available region${among} failed before the first token (${failures.join("; ")})`;
       throw new TidegateError("no_region_available", `model ${req.model}: ${detail}`, lastErr === undefined ? {} : { cause: lastErr });
     }
-    const region = pick.region;
-    tried.add(region);
-    const link = links.get(region);
-    if (link === undefined) continue;
+    const { region, link } = next;
     if (pendingRetry !== undefined) {
       opts.onRetry?.(pendingRetry, lastErr);
       pendingRetry = undefined;
     }
-    selector.noteDispatch(region, req.model, opts.kvBytes);
     const attempt = new AbortController();
     const onClientAbort = () => attempt.abort(signal.reason);
     signal.addEventListener("abort", onClientAbort, { once: true });
@@ -161,27 +197,32 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
   }
 }
 
-/** A region's gateway as the callback shape of dispatch sees it (region/gateway/gateway.ts `Gateway.submit`). */
-export interface SubmitTarget {
-  submit(req: GenerateRequest, callbacks: RequestCallbacks): { instanceId: string } | undefined;
+/** What `submitWithRetry` needs: the router's selector and links (RouterCore), the request and its callbacks. */
+export interface SubmitOptions {
+  selector: RegionSelector;
+  links: ReadonlyMap<RegionName, RegionLink>;
+  req: GenerateRequest;
+  /** The client's region, first in preference order. */
+  clientRegion?: RegionName | undefined;
+  callbacks: LinkCallbacks;
 }
 
 /**
- * The callback shape of `dispatchWithRetry`, for regions in this process on one clock (the replays): the same
- * selector calls (`select`, then `noteDispatch` with `requestKvBytes`, as router/completions.ts), the region's
- * gateway entered by `submit`, and a region with no serving instance (no_region_available before any event)
- * excluded for the next pick. Returns where the request went, or undefined when no region took it.
+ * The callback shape of `dispatchWithRetry` (RegionLink.submit; RouterCore.submit): the same walk over the regions,
+ * and a region that refuses the request at once with a retryable error (no_region_available: nothing serves the
+ * model there) excluded for the next pick; a refusal of the request itself (4xx) is thrown. Failures reported later
+ * (`onError`) are the caller's. Returns the region the request went to, or undefined when no region took it.
  */
-export function submitWithRetry(selector: RegionSelector, gateways: (region: RegionName) => SubmitTarget | undefined, req: GenerateRequest, clientRegion: RegionName | undefined, callbacks: RequestCallbacks): { region: RegionName; instanceId: string } | undefined {
-  let tried: Set<RegionName> | undefined;
+export function submitWithRetry(opts: SubmitOptions): RegionName | undefined {
+  const walk = new RegionWalk(opts.selector, opts.links, opts.req, opts.clientRegion);
   for (;;) {
-    const pick = selector.select(req.model, clientRegion, tried);
-    if (pick === undefined) return undefined;
-    (tried ??= new Set()).add(pick.region);
-    const gateway = gateways(pick.region);
-    if (gateway === undefined) continue;
-    selector.noteDispatch(pick.region, req.model, requestKvBytes(req.model, req.promptTokens, req.maxTokens));
-    const choice = gateway.submit(req, callbacks);
-    if (choice !== undefined) return { region: pick.region, instanceId: choice.instanceId };
+    const next = walk.next();
+    if (next === undefined) return undefined;
+    try {
+      next.link.submit(opts.req, opts.callbacks);
+      return next.region;
+    } catch (err) {
+      if (!isRetryable(err)) throw err;
+    }
   }
 }

@@ -1,20 +1,20 @@
 /**
- * The global router as a running thing: selector fed by every region link's telemetry, metrics, the hono app served
- * by @hono/node-server on node:http. Used by `tidegate global` (gRPC links) and `tidegate dev` (in-process links).
+ * The global router as a running thing: its region choice (router-core.ts: the selector fed by every region link's
+ * telemetry, the one the replays build too), metrics, the hono app served by @hono/node-server on node:http. Used
+ * by `tidegate global` (gRPC links) and `tidegate dev` (in-process links).
  */
 import type { AddressInfo } from "node:net";
 import type { Server, ServerResponse } from "node:http";
 import { createAdaptorServer } from "@hono/node-server";
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
-import { regionModels } from "../core/config.js";
 import type { Logger } from "../core/log.js";
-import type { RegionName } from "../core/models.js";
-import type { RegionLink, Unsubscribe } from "../core/ports.js";
+import type { RegionLink } from "../core/ports.js";
 import { createRouterApp, type RouterMount } from "./app.js";
 import type { CompletionDeps } from "./completions.js";
 import { createRouterMetrics } from "./metrics.js";
-import { RegionSelector, instanceKvBytesFrom } from "./selector.js";
+import { instanceKvBytesFrom, type RegionSelector } from "./selector.js";
+import { RouterCore } from "./router-core.js";
 import { StreamWatchdog } from "./watchdog.js";
 import { tokenPaceFrom } from "./pace.js";
 import { Admission } from "./admission.js";
@@ -34,24 +34,21 @@ export interface GlobalRouterOptions {
 export { instanceKvBytesFrom };
 
 export class GlobalRouter {
+  /** The region choice: selector and links (router-core.ts). */
+  readonly core: RouterCore;
   readonly selector: RegionSelector;
   readonly deps: CompletionDeps;
   readonly server: Server;
   readonly watchdog: StreamWatchdog;
-  private readonly unsubscribes: Unsubscribe[] = [];
   private closed = false;
 
   constructor(private readonly opts: GlobalRouterOptions) {
     const { config, clock, logger } = opts;
-    this.selector = new RegionSelector({
-      clock,
-      regions: config.regions.map((r) => ({ name: r.name, proximity: r.proximity, models: regionModels(r) })),
-      memoryThreshold: config.router.memoryThreshold,
-      telemetryStaleMs: config.router.telemetryStaleMs,
-      instanceKvBytes: instanceKvBytesFrom(config),
-    });
-    const links = new Map<RegionName, RegionLink>();
-    for (const link of opts.links) links.set(link.region, link);
+    // A link that reports its region down (telemetry stream broken: process killed, connection refused) makes the
+    // region unavailable at once instead of after router.telemetryStaleMs; its next snapshot brings it back.
+    this.core = new RouterCore({ config, clock, links: opts.links });
+    this.selector = this.core.selector;
+    const links = this.core.links;
     const metrics = createRouterMetrics(config.models.map((m) => m.name), config.regions.map((r) => r.name), opts.defaultMetrics ?? true);
     const selector = this.selector;
     this.watchdog = new StreamWatchdog({
@@ -68,16 +65,6 @@ export class GlobalRouter {
     };
     const admission = new Admission({ maxInflight: config.router.maxInflight, tenantMaxInflight: config.router.tenantMaxInflight, retryAfterS: config.router.retryAfterS });
     this.deps = { config, selector, links, metrics, clock, logger, watchdog: this.watchdog, admission };
-    for (const link of opts.links) {
-      // A link that reports its region down (telemetry stream broken: process killed, connection refused) makes the
-      // region unavailable at once instead of after router.telemetryStaleMs; its next snapshot brings it back.
-      this.unsubscribes.push(
-        link.subscribe(
-          (t) => this.selector.onTelemetry(t),
-          () => this.selector.markDown(link.region),
-        ),
-      );
-    }
     const app = createRouterApp(this.deps, opts.mounts === undefined ? {} : { mounts: opts.mounts });
     this.server = createAdaptorServer({ fetch: app.fetch, autoCleanupIncoming: true }) as Server;
     this.server.keepAliveTimeout = 65_000;
@@ -132,7 +119,7 @@ export class GlobalRouter {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    for (const u of this.unsubscribes) u();
+    this.core.close();
     this.watchdog.close();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());

@@ -9,14 +9,16 @@
  *   cancels the generation. When the stream breaks, every request on it fails. A failure before the first event is a TidegateError with the region's code
  *   (model_not_found, no_region_available, upstream_error, …) or upstream_error when the region is unreachable, so
  *   the router can retry elsewhere; a failure after it is upstream_error.
+ * - submit: `dispatch` reported through callbacks (stream-callbacks.ts), text and finish included.
  * - sendTargets: unary with a deadline; resolves to the region's ack.
  */
 import * as grpc from "@grpc/grpc-js";
+import { submitOverStream } from "./stream-callbacks.js";
 import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import { ERROR_CODES, TidegateError, type ErrorCode } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
-import type { EngineEvent, GenerateRequest, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import {
   CODE_KEY,
   STARTED_KEY,
@@ -165,6 +167,11 @@ export class GrpcRegionLink implements RegionLink {
       signal?.removeEventListener("abort", onAbort);
       r.cancel();
     }
+  }
+
+  /** `dispatch` reported through callbacks at this link's clock times; failures (refusals included) reach onError. */
+  submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
+    submitOverStream(this.dispatch(req, signal), () => this.clock.now(), callbacks);
   }
 
   /** The region's admin listing (unary, with the targets deadline). */

@@ -7,6 +7,7 @@ import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { startRegionGrpcServer } from "./grpc-server.js";
 import { MODEL, clock, collect, errorOf, until, useGrpcFixture } from "../../test/helpers/grpc-fixture.js";
 import { makeTestCa } from "../../test/helpers/certs.js";
+import { gatewayService } from "../../test/helpers/gateway-service.js";
 
 const { cleanup, request, region, serve, link } = useGrpcFixture("g");
 
@@ -144,7 +145,7 @@ describe("gRPC RegionLink", () => {
     expect(await l.sendTargets(t(10))).toEqual({ region: "us-east", decisionId: 10, accepted: true });
     expect(await l.sendTargets(t(9))).toEqual({ region: "us-east", decisionId: 10, accepted: false });
     expect(await l.sendTargets(t(11))).toEqual({ region: "us-east", decisionId: 11, accepted: true });
-    expect(gw.targets.latest()).toEqual(t(11));
+    expect(gatewayService(gw).targets.latest()).toEqual(t(11));
     expect((await errorOf(l.sendTargets(t(12, "us-west")))).code).toBe("invalid_request");
   });
 
@@ -195,7 +196,7 @@ describe("gRPC RegionLink", () => {
     const certs = { server: ca.issue("server"), client: ca.issue("client") };
     const files = (who: "server" | "client") => ({ caFile: ca.caFile, ...certs[who] });
     const gw = region([new FakeEngine({ instanceId: "i1", model: MODEL })]);
-    const server = await startRegionGrpcServer(gw, { tls: files("server") });
+    const server = await startRegionGrpcServer(gatewayService(gw), { tls: files("server") });
     cleanup(() => server.close());
     const secure = link(server.address, { tls: files("client") });
     const events = await collect(secure.dispatch(request({ maxTokens: 2 })));

@@ -5,12 +5,13 @@ import type { EngineEvent, RegionTelemetry } from "../../core/ports.js";
 import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { Gateway } from "../gateway/gateway.js";
 import { InProcessRegionLink } from "./in-process-link.js";
+import { gatewayService } from "../../test/helpers/gateway-service.js";
 
 function setup() {
   const clock = new VirtualClock(0);
   const gw = new Gateway({ region: "us-central", clock });
   gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "i1", model: "llama3.2-3b", stats: { kvBytesUsed: 25, kvBytesCapacity: 100 } }));
-  const link = new InProcessRegionLink(gw, { clock, telemetryIntervalMs: 500 });
+  const link = new InProcessRegionLink(gatewayService(gw, clock), { clock, telemetryIntervalMs: 500 });
   return { clock, gw, link };
 }
 

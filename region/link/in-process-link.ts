@@ -2,13 +2,15 @@
  * The in-process RegionLink adapter: the global tier and a region in one object graph (`tidegate dev`, replay).
  * Telemetry is delivered on the injected Clock — once right after the first subscription (a zero-delay timer, never
  * synchronously inside `subscribe`) and then every `telemetryIntervalMs` — one snapshot per tick shared by all
- * subscribers. `dispatch` is the region's own generate; `sendTargets` its acceptTargets. No copies, no I/O.
+ * subscribers. `dispatch` is the region's own generate, `submit` the same stream reported through callbacks
+ * (stream-callbacks.ts); `sendTargets` its acceptTargets. No copies, no I/O.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
-import type { EngineEvent, GenerateRequest, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
+import { submitOverStream } from "./stream-callbacks.js";
 
 export interface InProcessLinkOptions {
   clock: Clock;
@@ -58,6 +60,11 @@ export class InProcessRegionLink implements RegionLink {
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     if (this.closed) return failing(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
     return this.service.generate(req, signal);
+  }
+
+  /** `dispatch` reported through callbacks (text and finish included); on a closed link, onError. */
+  submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
+    submitOverStream(this.dispatch(req, signal), () => this.clock.now(), callbacks);
   }
 
   async instances(): Promise<RegionInstances> {

@@ -3,7 +3,8 @@ import { VirtualClock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { createRegistry } from "../../core/metrics.js";
 import { makeUsage } from "../../core/openai.js";
-import type { EngineEvent, GenerateRequest, RegionLink, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import { submitOverStream } from "../../region/link/stream-callbacks.js";
 import { MemoryHistory } from "../../forecasts/history.js";
 import { NiwRecorder } from "../../forecasts/niw-recorder.js";
 import { modelTelemetry } from "../../test/helpers/fake-link.js";
@@ -26,6 +27,9 @@ class GatedLink implements RegionLink {
   /** A report at `utilization`; `interactiveTokensPerS` > 0 says the region also serves the model's interactive traffic. */
   signal(utilization: number, interactiveTokensPerS = 0, waiting = 0): void {
     this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...modelTelemetry("m", utilization, 1), tokensPerS: interactiveTokensPerS, waiting }] });
+  }
+  submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
+    submitOverStream(this.dispatch(req, signal), () => 0, callbacks);
   }
   async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     let release!: () => void;

@@ -3,7 +3,8 @@
  * each), loaded and run through core/lua.ts: versioned names such as `claim_v0_1_0`, EVALSHA with EVAL on NOSCRIPT.
  */
 import type { Redis } from "ioredis";
-import { LuaScripts, loadScriptDir, locateBeside, packageVersion, type ScriptDef } from "../../core/lua.js";
+import { LuaScripts, loadScriptDir, locateBeside, type ScriptDef } from "../../core/lua.js";
+import { packageVersion } from "../../core/paths.js";
 
 export { packageVersion, type ScriptDef };
 

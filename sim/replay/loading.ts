@@ -15,6 +15,7 @@
  */
 import { VirtualClock } from "../../core/clock.js";
 import { mergeOverDefault, parseConfig, type TidegateConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import type { ModelName } from "../../core/models.js";
 import type { InstanceRecord } from "../../region/actuator/port.js";
 import { getProfile } from "../../core/perf/model.js";

@@ -3,9 +3,10 @@
  * uses with `controller.actuator: "sim"` and the week replay uses — per region the same region runtime `tidegate
  * region` runs (gateway, TargetsStore, controller, actuator) on the `sim` actuator, starting with each endpoint's
  * configured `instances` serving, an
- * `InProcessRegionLink` carrying its telemetry every second, and the global router's `RegionSelector`
- * (router/selector.ts: SageServe §6.2 selection with the in-flight estimate) fed by those links, on a VirtualClock
- * and without HTTP. No plan reaches these regions, so the forecast-paced strategies hold the configured count (a
+ * `InProcessRegionLink` carrying its telemetry every second (callback-link.ts: requests enter the gateway by its
+ * callback form), and the global router's region choice (router/router-core.ts `RouterCore`: the RegionSelector,
+ * SageServe §6.2 selection with the in-flight estimate, fed by those links — the object the live router builds) on
+ * a VirtualClock and without HTTP. No plan reaches these regions, so the forecast-paced strategies hold the configured count (a
  * reactive `controller.strategy` would scale); run.ts drives requests through these objects synchronously.
  *
  * Gateways keep their default stats refresh (100 ms, as `tidegate dev`): requests enter by `Gateway.submit`, the
@@ -13,9 +14,9 @@
  * `Gateway.generate` — so a replayed burst spreads over instances exactly as a streamed one (replay.test.ts).
  */
 import type { VirtualClock } from "../../core/clock.js";
-import { regionModels, type TidegateConfig } from "../../core/config.js";
+import type { TidegateConfig } from "../../core/config.js";
 import type { RegionName } from "../../core/models.js";
-import type { RegionLink } from "../../core/ports.js";
+import type { GenerateRequest } from "../../core/ports.js";
 import type { InstanceRecord } from "../../region/actuator/port.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
 import { SAGESERVE_DELAYS, type ActuatorDelays } from "../../region/actuator/sim.js";
@@ -23,15 +24,20 @@ import type { SimLoadingSettings } from "../../region/runtime/sim-loading.js";
 import type { BoundStrategy } from "../../region/strategies/strategy-registry.js";
 import type { Gateway } from "../../region/gateway/gateway.js";
 import { startSimFleet, type SimRegion } from "../../region/runtime/sim-region.js";
-import { RegionSelector, instanceKvBytesFrom } from "../../router/selector.js";
+import { RouterCore } from "../../router/router-core.js";
+import type { RegionSelector } from "../../router/selector.js";
 import { seededRandom } from "../workload/rng.js";
+import { CallbackLink } from "./callback-link.js";
 
 export interface ReplayWiring {
   clock: VirtualClock;
   config: TidegateConfig;
   regions: Map<RegionName, SimRegion>;
   gateways: Map<RegionName, Gateway>;
-  links: Map<RegionName, RegionLink>;
+  links: Map<RegionName, CallbackLink>;
+  /** The global router's region choice over `links` (router-core.ts). */
+  router: RouterCore;
+  /** `router.selector`. */
   selector: RegionSelector;
   close(): Promise<void>;
 }
@@ -51,6 +57,8 @@ export interface ReplayWiringOptions {
   loading?: SimLoadingSettings;
   /** Every controller action of region `index` (as SimFleetOptions.onAction). */
   onAction?(index: number, a: ControllerAction): void;
+  /** Every routing decision of a region's gateway (the instance a request went to). */
+  onRouted?(region: RegionName, req: GenerateRequest, instanceId: string): void;
   /** Every instance state change, e.g. a GPU-time ledger. */
   onChange?(region: RegionName, inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined): void;
 }
@@ -65,6 +73,7 @@ export function buildReplayWiring(config: TidegateConfig, clock: VirtualClock, o
     ...(opts.strategy === undefined ? {} : { strategy: opts.strategy }),
     ...(opts.loading === undefined ? {} : { loading: opts.loading }),
     ...(opts.onAction === undefined ? {} : { onAction: opts.onAction }),
+    ...(opts.onRouted === undefined ? {} : { onRouted: opts.onRouted }),
     ...(opts.onChange === undefined ? {} : { onChange: (ri: number, inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => opts.onChange!(config.regions[ri]!.name, inst, from) }),
     events: opts.events ?? "per-token",
     telemetryIntervalMs: opts.telemetryIntervalMs ?? 1000,
@@ -72,24 +81,18 @@ export function buildReplayWiring(config: TidegateConfig, clock: VirtualClock, o
   });
   const regions = new Map<RegionName, SimRegion>(fleet.map((r) => [r.name, r.sim]));
   const gateways = new Map<RegionName, Gateway>(fleet.map((r) => [r.name, r.sim.gateway]));
-  const links = new Map<RegionName, RegionLink>(fleet.map((r) => [r.name, r.link]));
-  const selector = new RegionSelector({
-    clock,
-    regions: config.regions.map((r) => ({ name: r.name, proximity: r.proximity, models: regionModels(r) })),
-    memoryThreshold: config.router.memoryThreshold,
-    telemetryStaleMs: config.router.telemetryStaleMs,
-    instanceKvBytes: instanceKvBytesFrom(config),
-  });
-  const unsubscribes = [...links.values()].map((l) => l.subscribe((t) => selector.onTelemetry(t)));
+  const links = new Map<RegionName, CallbackLink>(fleet.map((r) => [r.name, new CallbackLink(r.link, r.sim.gateway, "callbacks", () => clock.now())]));
+  const router = new RouterCore({ config, clock, links: [...links.values()] });
   return {
     clock,
     config,
     regions,
     gateways,
     links,
-    selector,
+    router,
+    selector: router.selector,
     close: async () => {
-      for (const u of unsubscribes) u();
+      router.close();
       await Promise.all([...links.values()].map((l) => l.close()));
       await Promise.all([...regions.values()].map((r) => r.close()));
     },

@@ -3,7 +3,7 @@ import { VirtualClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../core/config.js";
 import { MODEL_SPECS, kvBytesPerToken, type RegionName } from "../../core/models.js";
 import type { GenerateRequest } from "../../core/ports.js";
-import { defaultDataDir } from "../../core/perf/generate.js";
+import { defaultDataDir } from "../../core/paths.js";
 import { getProfile } from "../../core/perf/model.js";
 import { dispatchWithRetry } from "../../router/relay.js";
 import { assignRequests } from "./assign.js";

@@ -4,11 +4,11 @@
  * per request.
  *
  * Per arrival, the same decisions a request to `tidegate dev` meets after HTTP parsing:
- * 1. global: router/relay.ts `submitWithRetry`, the callback shape of dispatchWithRetry — `RegionSelector.select`
- *    then `noteDispatch` with `requestKvBytes` (as router/completions.ts); a region with no serving instance is
- *    excluded and the next one tried;
- * 2. region: `Gateway.submit(req, callbacks)` — the endpoint by effective memory utilization, then JSQ, with the
- *    same in-flight books as `Gateway.generate` (the callback shape of the gateway's one entry point);
+ * 1. global: the router's own region choice (router/router-core.ts `RouterCore.submit`: relay.ts `submitWithRetry`,
+ *    the callback shape of dispatchWithRetry over the same walk — `RegionSelector.select` then `noteDispatch` with
+ *    `requestKvBytes`); a region with no serving instance refuses at once and the next one is tried;
+ * 2. region: the link's callback shape, `Gateway.submit(req, callbacks)` (callback-link.ts) — the endpoint by
+ *    effective memory utilization, then JSQ, with the same in-flight books as `Gateway.generate`;
  * 3. engine: the chosen SimEngine's `submit` (onFirstToken / onDone) — the core that SimEngine.generate streams
  *    from live.
  * Telemetry flows region → router over the InProcessRegionLinks on the same clock.
@@ -18,7 +18,6 @@ import type { TidegateConfig } from "../../core/config.js";
 import { findTidegateError } from "../../core/errors.js";
 import type { RegionName } from "../../core/models.js";
 import type { RequestCallbacks } from "../../core/ports.js";
-import { submitWithRetry } from "../../router/relay.js";
 import { assignRequests } from "./assign.js";
 import { UtilizationTracker, type RequestRecord } from "./stats.js";
 import type { Trace } from "./traces.js";
@@ -74,7 +73,10 @@ class Completion implements RequestCallbacks {
 export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
   const startWall = performance.now();
   const clock = new VirtualClock(0);
-  const w = buildReplayWiring(opts.config, clock, opts.wiring);
+  // The instance each request went to, for onRoute (the gateway's routing decision, made inside `submit`).
+  let routedTo = "";
+  const onRoute = opts.onRoute;
+  const w = buildReplayWiring(opts.config, clock, onRoute === undefined ? opts.wiring : { ...opts.wiring, onRouted: (_region, _req, id) => void (routedTo = id) });
   opts.onWiring?.(w);
   const utilization = new UtilizationTracker();
   const unsubscribe = [...w.links.values()].map((l) =>
@@ -102,7 +104,7 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
     records.push(rec);
     let picked;
     try {
-      picked = submitWithRetry(w.selector, (region) => w.gateways.get(region), { id: `r${i}`, model: a.model, kind: "chat", promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0, body: NO_BODY }, a.clientRegion, new Completion(rec, onDone));
+      picked = w.router.submit({ id: `r${i}`, model: a.model, kind: "chat", promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0, body: NO_BODY }, a.clientRegion, new Completion(rec, onDone));
     } catch (err) {
       rec.error = findTidegateError(err)?.code ?? "internal";
       finished++;
@@ -113,8 +115,8 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
       finished++;
       return;
     }
-    rec.region = picked.region;
-    opts.onRoute?.(i, picked.region, picked.instanceId);
+    rec.region = picked;
+    onRoute?.(i, picked, routedTo);
   };
 
   // Arrivals chained one event at a time (the heap holds one pending arrival, not the whole trace).

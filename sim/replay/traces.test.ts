@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
-import { defaultDataDir } from "../../core/perf/generate.js";
+import { defaultDataDir } from "../../core/paths.js";
 import { assignRequests } from "./assign.js";
 import { parseAzureTimestamp, readAzureCsv, readMooncakeJsonl, readTrace } from "./traces.js";
 

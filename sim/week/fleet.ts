@@ -7,6 +7,7 @@
  */
 import { readFileSync } from "node:fs";
 import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError, parseJson } from "../../core/validate.js";
 import { SAGESERVE_DELAYS, type ActuatorDelays } from "../../region/actuator/sim.js";

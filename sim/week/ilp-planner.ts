@@ -1,25 +1,22 @@
 /**
- * planner/ in the replay's loop: the same `runPlan` the `tidegate planner` process runs every hour (forecast per
- * (model, region) on 10-minute windows with the planner's forecaster — blend by default, or ARIMA — plus the
- * β × NIW buffer, the ILP solved by HiGHS, spot actions), reading the demand history the live recorders wrote and
- * the fleet as the regions' telemetry reports it (planner/fleet.ts `liveFleet`, as planner/service.ts). What the
- * replay knows better than the config: tps(m, g) for its engine settings (sim/week/capacity.ts). Targets per
- * region: planner/loop.ts `targetsFor`.
+ * planner/ in the replay's loop: the same round the `tidegate planner` process runs every hour (planner/service.ts
+ * `planRound`: forecast per (model, region) on 10-minute windows with the planner's forecaster — blend by default,
+ * or ARIMA — plus the β × NIW buffer, the ILP solved by HiGHS, spot actions, the config's controller strategy, each
+ * region's expected scale-out time), reading the demand history the live recorders wrote and the fleet as the
+ * regions' telemetry reports it (planner/fleet.ts `liveFleet`). What the replay knows better than the config:
+ * tps(m, g) for its engine settings (sim/week/capacity.ts). The loop around it (planner/loop.ts: decision ids from
+ * the leader lock, targets per region by `targetsFor`, acks) is the replay's (replay.ts).
  */
-import type { RegionTargets } from "../../core/ports.js";
 import type { Forecaster } from "../../forecasts/forecaster.js";
 import { createForecaster, type ForecasterName } from "../../forecasts/registry.js";
-import { fleetFromConfig, liveFleet } from "../../planner/fleet.js";
-import { targetsFor } from "../../planner/loop.js";
-import { runPlan } from "../../planner/plan.js";
+import type { PlannerLoopOptions } from "../../planner/loop.js";
 import type { PlanReport } from "../../planner/report.js";
+import { planRound } from "../../planner/service.js";
 import { HighsSolver } from "../../core/solver.js";
-import type { FleetSpec } from "./fleet.js";
 import type { HourlyPlanner, PlannerInput } from "./planner-input.js";
 
 export class IlpPlanner implements HourlyPlanner {
   readonly name: string;
-  private previous: PlanReport | undefined;
   /** Every report, for the run's report pages (the last ones are enough for people; JSON keeps the ILP status). */
   readonly reports: { decisionId: number; solver: PlanReport["solver"]; warnings: number; unmet: number }[] = [];
 
@@ -36,14 +33,14 @@ export class IlpPlanner implements HourlyPlanner {
     return new IlpPlanner(createForecaster({ name: forecaster }), await HighsSolver.create(), forecaster);
   }
 
-  async plan(input: PlannerInput): Promise<RegionTargets[]> {
+  round(input: PlannerInput): PlannerLoopOptions["plan"] {
     const { config } = input.fleet;
-    const fleet = liveFleet(fleetFromConfig(config), input.telemetry, config.planner.intervalMs);
-    for (const [model, byGpu] of Object.entries(fleet.models)) for (const [gpu, m] of Object.entries(byGpu)) m.tokensPerS = input.tps(model, gpu);
-    const report = await runPlan({ fleet, history: input.history, forecaster: this.forecaster, solver: this.solver, nowMs: input.nowMs + input.historyShiftMs, decisionId: input.decisionId, intervalMs: config.planner.intervalMs, ...(this.previous === undefined ? {} : { previous: this.previous }) });
-    this.previous = report;
-    this.reports.push({ decisionId: report.decisionId, solver: report.solver, warnings: report.warnings.length, unmet: report.unmet.length });
-    return config.regions.map((r) => ({ ...targetsFor(report, r.name), madeAtMs: input.nowMs }));
+    const plan = planRound({ config, clock: input.clock, telemetry: input.telemetry, history: input.history, forecaster: this.forecaster, solver: this.solver, intervalMs: config.planner.intervalMs, advisory: false, tokensPerS: (model, gpu) => input.tps(model, gpu) });
+    return async (...args) => {
+      const report = await plan(...args);
+      this.reports.push({ decisionId: report.decisionId, solver: report.solver, warnings: report.warnings.length, unmet: report.unmet.length });
+      return report;
+    };
   }
 
   async close(): Promise<void> {

@@ -1,35 +1,38 @@
 /**
- * The planner as the week replay sees it (DESIGN "Planner (per hour)"): once per simulated hour, the same inputs
- * the `tidegate planner` process reads — the demand history written by the live recorders and the regions' latest
- * telemetry — in, one `RegionTargets` per region out. Types only: ilp-planner.ts implements it, planner.ts picks one.
+ * The planner as the week replay sees it (DESIGN "Planner (per hour)"): the planner's own round (planner/service.ts
+ * `planRound`, run by the planning loop planner/loop.ts once per simulated hour) over the same inputs the `tidegate
+ * planner` process reads — the demand history written by the live recorders and the regions' latest telemetry.
+ * Types only: ilp-planner.ts implements it, planner.ts picks one.
  */
+import type { Clock } from "../../core/clock.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { RegionTargets, RegionTelemetry } from "../../core/ports.js";
+import type { RegionTelemetry } from "../../core/ports.js";
 import type { DemandHistory } from "../../forecasts/history.js";
+import type { PlannerLoopOptions } from "../../planner/loop.js";
 import type { FleetSpec } from "./fleet.js";
 
-/** What the planner sees at the top of an hour. */
+/** What the planner's round reads in the replay. */
 export interface PlannerInput {
-  nowMs: number;
-  decisionId: number;
+  /** The replay's clock: a round plans at its time, and its targets carry it. */
+  clock: Clock;
   fleet: FleetSpec;
   /**
-   * The demand history (forecasts/history.ts) the live recorders write: interactive tokens/s served per region from
-   * telemetry (planner/recorder.ts), batch tokens/s dispatched per region (forecasts/niw-recorder.ts). Its clock
-   * runs `historyShiftMs` ahead of the replay's: the port takes times ≥ 0 and warm-up days precede the replay.
+   * The demand history (forecasts/history.ts) the live recorders write — interactive tokens/s served per region from
+   * telemetry (planner/recorder.ts), batch tokens/s dispatched per region (forecasts/niw-recorder.ts) — as seen from
+   * replay time (week-wiring.ts `plannerHistory`).
    */
   history: DemandHistory;
-  historyShiftMs: number;
   /** Each region's latest telemetry (the planner's live fleet: current and spot instances per endpoint). */
   telemetry: ReadonlyMap<RegionName, RegionTelemetry>;
   /** Prompt + output tokens/s one instance serves at the SLO (the ILP's tps(m, g)) with the replay's engines. */
   tps(model: ModelName, gpu: GpuType): number;
 }
 
-/** An hourly planner. May be async (worker threads, WASM solver). */
+/** An hourly planner: the round the planning loop runs. */
 export interface HourlyPlanner {
   readonly name: string;
-  plan(input: PlannerInput): RegionTargets[] | Promise<RegionTargets[]>;
+  /** The round over the replay's inputs (PlannerLoopOptions.plan). */
+  round(input: PlannerInput): PlannerLoopOptions["plan"];
   /** Releases worker threads and the like (optional). */
   close?(): Promise<void>;
 }

@@ -1,10 +1,11 @@
 /**
  * The week replay's event loop (DESIGN "The one rule that keeps the simulator honest"): a seeded workload streamed
- * in virtual time through the running system's own parts — the global router's RegionSelector with its in-flight
- * estimate (router/selector.ts, SageServe §6.2), each region's runtime on the `sim` actuator (week-wiring.ts: gateway
+ * in virtual time through the running system's own parts — the global router's region choice with its in-flight
+ * estimate (router/router-core.ts, SageServe §6.2), each region's runtime on the `sim` actuator (week-wiring.ts: gateway
  * entry `submit`, TargetsStore, controller with the selected strategy), the router's batch tier (intake and
- * Dispatcher, §6.3, over in-memory stores), and the hourly planner reading the history the live recorders write,
- * its targets sent over each region's link. One VirtualClock; engines, telemetry (1 s), controllers, the
+ * Dispatcher, §6.3, over in-memory stores), and the planner's own loop and round (planner/loop.ts, planner/service.ts
+ * `planRound`) every simulated hour, reading the history the live recorders write, its targets sent over each
+ * region's link. One VirtualClock; engines, telemetry (1 s), controllers, the
  * dispatcher and the batch flush are clock callbacks; the loop drains microtasks every virtual second and awaits
  * the planner at hour boundaries.
  * Wiring: week-wiring.ts; books: books.ts and result.ts.
@@ -15,7 +16,11 @@ import { HighsSolver } from "../../core/solver.js";
 import { configNeedsSolver } from "../../region/runtime/sim-region.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { parseRequestId } from "../../router/queue/types.js";
-import { submitWithRetry } from "../../router/relay.js";
+import { MemoryLeaderLock } from "../../planner/leader.js";
+import { PlannerLoop, targetsFor } from "../../planner/loop.js";
+import type { PlanReport } from "../../planner/report.js";
+import { MemoryPlanStore } from "../../planner/store.js";
+import { silentLogger, type Logger } from "../../core/log.js";
 import { WorkloadStream, type Arrival } from "../workload/generator.js";
 import { IwHooks, NiwHooks, noteNiwSubmitted, noteUnserved, openBooks, sampleActive } from "./books.js";
 import { instanceTokensPerS } from "./capacity.js";
@@ -89,13 +94,13 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     w.regions.forEach((r, ri) => sampleActive(s, ri, r.sim.actuator.instances()));
   });
 
-  const plan = async (hour: number) => {
+  const plan = plannerLoop(o, w, clock, (model, gpu) => tps.get(`${model}/${gpu}`)!);
+  const planHour = async (hour: number) => {
     const t0 = performance.now();
-    const targets = await o.planner.plan({ nowMs: clock.now(), decisionId: hour + 1, fleet, history: w.history, historyShiftMs: w.historyShiftMs, telemetry: w.telemetry, tps: (model, gpu) => tps.get(`${model}/${gpu}`)! });
+    const report = await plan();
     s.plannerMs += performance.now() - t0;
-    let acks = 0;
-    for (const t of targets) if ((await w.regions[w.regionIndex.get(t.region)!]!.link.sendTargets(t)).accepted) acks++;
-    s.plans.push({ hour, decisionId: hour + 1, acks, endpoints: targets.map((t) => t.endpoints) });
+    const acks = report.acks.filter((a) => a.accepted).length;
+    s.plans.push({ hour, decisionId: report.decisionId, acks, endpoints: cfg.regions.map((r) => targetsFor(report, r.name).endpoints) });
   };
 
   const { advance, due } = drainedAdvance(clock);
@@ -107,7 +112,7 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
     const at = a?.atMs ?? s.durationMs;
     while (nextHourMs <= at && nextHourMs < s.durationMs) {
       await advance(nextHourMs);
-      await plan(Math.round(nextHourMs / HOUR));
+      await planHour(Math.round(nextHourMs / HOUR));
       nextHourMs += HOUR;
     }
     if (due(at)) await advance(at);
@@ -132,10 +137,42 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
 }
 
 /**
- * One interactive request, the way the live router sends it (router/relay.ts `submitWithRetry`, the callback shape
- * of dispatchWithRetry): the RegionSelector picks a region (SageServe §6.2) and notes the request in its in-flight
- * estimate; the region's gateway routes it (`submit`, the same books as a stream); a region with no serving
- * instance is skipped for the next choice. A request no region takes is unserved.
+ * The planning loop the `tidegate planner` process runs (planner/loop.ts: leader lock, decision ids, targets to
+ * every region's link by `targetsFor`, acks, the report stored), with the planner's round (planner-input.ts), its
+ * rounds run by the replay at each simulated hour instead of on a timer. Resolves with the round's report; a failed
+ * round fails the run.
+ */
+function plannerLoop(o: WeekOptions, w: WeekWiring, clock: VirtualClock, tps: (model: string, gpu: string) => number): () => Promise<PlanReport> {
+  let report: PlanReport | undefined;
+  let failure: unknown;
+  const log: Logger = { ...silentLogger, error: (_msg, fields) => void (failure = fields?.err ?? _msg) };
+  const loop = new PlannerLoop({
+    clock,
+    intervalMs: o.fleet.config.planner.intervalMs,
+    lock: new MemoryLeaderLock(clock),
+    holder: "replay",
+    advisory: false,
+    links: w.regions.map((r) => r.link),
+    store: new MemoryPlanStore(),
+    plan: o.planner.round({ clock, fleet: o.fleet, history: w.plannerHistory, telemetry: w.telemetry, tps }),
+    log,
+    onReport: (r) => void (report = r),
+  });
+  return async () => {
+    report = undefined;
+    failure = undefined;
+    await loop.tick();
+    if (report === undefined) throw new Error(`planning round failed: ${failure instanceof Error ? failure.message : String(failure)}`, { cause: failure });
+    return report;
+  };
+}
+
+/**
+ * One interactive request, the way the live router sends it (router/router-core.ts `RouterCore.submit`, the
+ * callback shape of dispatchWithRetry over the same walk): the selector picks a region (SageServe §6.2) and notes the
+ * request in its in-flight estimate; the region's gateway routes it (the link's `submit`, the same books as a
+ * stream); a region with no serving instance refuses and is skipped for the next choice. A request no region takes
+ * is unserved.
  */
 function interactive(s: RunState, w: WeekWiring, a: Arrival, n: number): void {
   s.iw++;
@@ -143,7 +180,7 @@ function interactive(s: RunState, w: WeekWiring, a: Arrival, n: number): void {
   const model = s.models[mi]!;
   s.tokensHourly[mi]![Math.floor(a.atMs / HOUR)]! += a.promptTokens + a.outputTokens;
   const req = request(w, model, a, n, 0);
-  if (submitWithRetry(w.selector, (region) => w.regions[w.regionIndex.get(region)!]?.sim.gateway, req, s.o.workload.regions[a.region]!.name, new IwHooks(s, mi, a.atMs)) === undefined) noteUnserved(s, mi, a.atMs);
+  if (w.router.submit(req, s.o.workload.regions[a.region]!.name, new IwHooks(s, mi, a.atMs)) === undefined) noteUnserved(s, mi, a.atMs);
 }
 
 /** The request of an arrival, cut to fit one instance's KV capacity (a property of the synthetic workload). */

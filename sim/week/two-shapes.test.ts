@@ -3,11 +3,11 @@
  * targets and batch submissions, fed to the week replay's wiring (week-wiring.ts: per region the region runtime on the
  * `sim` actuator, the in-process links, the router's selector and batch tier) in its two shapes —
  * - replay: the week loop's calls and clock (`drainedAdvance`: events fire synchronously, microtasks drained every
- *   virtual second): `submitWithRetry` into `Gateway.submit` callbacks, targets by `link.sendTargets`, batch
- *   requests sent by the Dispatcher through the links' callback shape;
+ *   virtual second): the router's `RouterCore.submit` into `Gateway.submit` callbacks (the links' callback shape),
+ *   targets by `link.sendTargets`, batch requests sent by the Dispatcher through the same callback shape;
  * - live: what the router does (`dispatchWithRetry` over the links, `Gateway.generate`, `SimEngine.generate`
- *   streaming every token, the stream read to its end; the Dispatcher streaming batch requests as over any live
- *   link), targets sent on clock timers, the clock advanced event by event with microtasks drained after each —
+ *   streaming every token, the stream read to its end; the Dispatcher's `submit` reading each batch request's
+ *   stream as over any live link), targets sent on clock timers, the clock advanced event by event with microtasks drained after each —
  * with the batches posted to the Batch API (`POST /files`, `POST /batches`) at the same instants in both, must give
  * the same region and instance for every interactive request, the same scaling actions at the same times, and every
  * batch completed.
@@ -18,7 +18,7 @@ import { VirtualClock } from "../../core/clock.js";
 import type { RegionName } from "../../core/models.js";
 import type { GenerateRequest, RegionLink, RegionTargets } from "../../core/ports.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
-import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
+import { dispatchWithRetry } from "../../router/relay.js";
 import { requestKvBytes } from "../../router/selector.js";
 import { seededRandom } from "../workload/rng.js";
 import { drainMicrotasks, drainedAdvance } from "./replay.js";
@@ -84,13 +84,14 @@ const request = (a: Arrival, i: number): GenerateRequest => ({ id: `r${i}`, mode
 
 function wire(strategy: string, params: Record<string, number>, batchShape: "callbacks" | "stream") {
   const clock = new VirtualClock(0);
-  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy, params), seed: 3, historyShiftMs: 0, batchShape });
+  const routed = { instanceId: "" };
+  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy, params), seed: 3, historyShiftMs: 0, batchShape, onRouted: (_region, _req, id) => void (routed.instanceId = id) });
   const actions = () => w.regions.flatMap((r) => r.actions.map((a) => `${a.atMs} ${r.name} ${a.kind} ${a.instanceId} ${a.reason}`));
-  return { clock, w, actions };
+  return { clock, w, actions, routed };
 }
 
 async function replayShape(strategy: string, params: Record<string, number>, seq: Arrival[]) {
-  const { clock, w, actions } = wire(strategy, params, "callbacks");
+  const { clock, w, actions, routed } = wire(strategy, params, "callbacks");
   const { advance, due } = drainedAdvance(clock);
   const choices: string[] = [];
   const batches: string[] = [];
@@ -109,8 +110,8 @@ async function replayShape(strategy: string, params: Record<string, number>, seq
       continue;
     }
     const a = seq[e.i!]!;
-    const c = submitWithRetry(w.selector, (r) => w.regions[w.regionIndex.get(r)!]?.sim.gateway, request(a, e.i!), a.client, {});
-    choices[e.i!] = c === undefined ? "unserved" : `${c.region} ${c.instanceId}`;
+    const region = w.router.submit(request(a, e.i!), a.client, {});
+    choices[e.i!] = region === undefined ? "unserved" : `${region} ${routed.instanceId}`;
   }
   await advance(END_MS);
   const out = { choices, actions: actions(), batches: await batchOutcome(w, batches) };

@@ -11,6 +11,7 @@ import { join } from "node:path";
 import OpenAI from "openai";
 import { WallClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { createRegistry, type Registry } from "../../core/metrics.js";
 import { FakeRegionLink } from "../helpers/fake-link.js";
 import { createBatchService, type BatchService } from "../../router/batch/service.js";

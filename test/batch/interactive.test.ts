@@ -10,7 +10,7 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { parseConfig } from "../../core/config.js";
-import type { EngineEvent, GenerateRequest, RegionLink, RegionTelemetry } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink, RegionTelemetry } from "../../core/ports.js";
 import { SimEngine } from "../../region/engines/sim/sim-engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process-link.js";
@@ -19,6 +19,7 @@ import type { FillPolicy } from "../../router/dispatch/policy.js";
 import { encodePayload } from "../../router/dispatch/lines.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
+import { gatewayService } from "../helpers/gateway-service.js";
 import { exponential, seededRandom } from "../../sim/workload/rng.js";
 
 const MODEL = "llama3.1-8b";
@@ -50,6 +51,10 @@ class Recording implements RegionLink {
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     if (req.priority === 1) this.batchAt.push(this.lastUtilization);
     return this.inner.dispatch(req, signal);
+  }
+  submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
+    if (req.priority === 1) this.batchAt.push(this.lastUtilization);
+    this.inner.submit(req, callbacks, signal);
   }
   sendTargets = (t: Parameters<RegionLink["sendTargets"]>[0]) => this.inner.sendTargets(t);
   instances = () => this.inner.instances();
@@ -92,7 +97,7 @@ async function run(withBatch: boolean, ro: RunOptions = {}): Promise<RunResult &
       engines.push(e);
       gw.addInstance("h100-80gb", e, "serving");
     }
-    links.push(new Recording(new InProcessRegionLink(gw, { clock, telemetryIntervalMs: 1000 })));
+    links.push(new Recording(new InProcessRegionLink(gatewayService(gw, clock), { clock, telemetryIntervalMs: 1000 })));
   }
   const ttft = new Map<string, number[]>(REGIONS.map((r) => [r, []]));
   // Interactive: Poisson arrivals per region, prompt 300–900 tokens, 100–300 output tokens; identical in both runs.

@@ -25,7 +25,7 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { HighsSolver } from "../../core/solver.js";
-import { defaultDataDir } from "../../core/perf/generate.js";
+import { defaultDataDir } from "../../core/paths.js";
 import { TABLE1_CLUSTER_A, describeBandwidths, type LiveScheduler, type LoadingSourceName } from "../../region/liveload/sources.js";
 import { BURST_HPA, GPU, burstConfig, runLoading, type LoadingRunResult } from "../../sim/replay/loading.js";
 import { readTrace, type Trace } from "../../sim/replay/traces.js";

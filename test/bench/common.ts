@@ -4,7 +4,7 @@
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { repoRoot } from "../../native/lib/addon.js";
+import { repoRoot } from "../../core/paths.js";
 
 /** The installed version of npm package `pkg` ("?" when it cannot be read). */
 export function packageVersion(pkg: string): string {

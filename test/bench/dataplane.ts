@@ -32,7 +32,7 @@ import { cpus, freemem, loadavg, release, totalmem } from "node:os";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { measureCosts, probeVerbs, tcpCallBytes, type RunResult } from "../../native/index.js";
-import { repoRoot } from "../../native/lib/addon.js";
+import { repoRoot } from "../../core/paths.js";
 import { planBinaryTree, planUnicast } from "../../region/multicast/baselines.js";
 import { planChains } from "../../region/multicast/blitzscale.js";
 import { idealSeconds } from "../../region/multicast/ideal.js";

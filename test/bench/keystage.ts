@@ -19,13 +19,13 @@
  * is then partial (met false). The last line printed is one JSON object; exits 0 whether or not met.
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import { defaultDataDir } from "../../core/perf/generate.js";
+import { defaultDataDir } from "../../core/paths.js";
 import { DEFAULT_CLUSTER, parsePipeline } from "../../region/keystage/keystage-config.js";
 import type { ScalingMode } from "../../region/keystage/corrector.js";
 import type { PipelineRequest } from "../../region/keystage/pipeline.js";
 import { runPipeline, type RunResult } from "../../region/keystage/run.js";
 import { Pipeline } from "../../region/keystage/stages.js";
-import type { KeyStageParams } from "../../region/keystage/strategy.js";
+import type { KeyStageParams } from "../../region/strategies/keystage.js";
 import { cvStream, streamCv, traceCv, traceRatePerS, traceStream } from "../../sim/workload/keystage-workload.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { readTrace } from "../../sim/replay/traces.js";

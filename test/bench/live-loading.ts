@@ -21,7 +21,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
 import { getProfile } from "../../core/perf/model.js";
-import type { PairStatus } from "../../region/liveload/live-pair.js";
+import type { PairStatus } from "../../core/ports.js";
 import { percentiles } from "../../sim/replay/stats.js";
 import { stopAll } from "../e2e/procs.js";
 import { Cluster } from "../region/cluster.js";

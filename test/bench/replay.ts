@@ -20,9 +20,10 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadConfig } from "../../core/config.js";
+import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { readAllMeasured } from "../../core/perf/data.js";
 import { checkDerivation, fitAll, leaveConfigOut, runSettingKey } from "../../core/perf/evaluate.js";
-import { defaultDataDir } from "../../core/perf/generate.js";
+import { defaultDataDir } from "../../core/paths.js";
 import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
 import { readTrace } from "../../sim/replay/traces.js";

@@ -1,8 +1,8 @@
 /**
  * deploy/Dockerfile and .dockerignore, read as `docker build` would (no Docker engine on the development machines):
  * a multi-stage build whose toolchain stays in the build stage, the native addon built inside, a non-root runtime
- * user, build outputs kept out of the context, and every non-TypeScript file the runtime reads (.proto, .lua, the
- * addon loader's marker) copied into the runtime tree.
+ * user, build outputs and test code kept out of the context and the image, and every non-TypeScript file the runtime
+ * reads (.proto, .lua, package.json, the addon) copied into the runtime tree.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -34,16 +34,29 @@ describe("deploy/Dockerfile", () => {
     expect(runtime).toMatch(/ENTRYPOINT \["node", "\/app\/dist\/bin\/tidegate.js"\]/);
   });
 
-  it("copies what the runtime reads besides JavaScript: .proto and .lua files, the addon and its loader's marker", () => {
+  it("copies what the runtime reads besides JavaScript: .proto and .lua files, package.json and the addon", () => {
     const build = stages[0]!;
     expect(build).toMatch(/-name '\*\.lua' -o -name '\*\.proto'/);
     expect(build).toContain("native/build/Release/tidegate_dataplane.node");
-    expect(build).toContain("cp native/build.mjs /out/native/");
+    // core/paths.ts reads the version from package.json at the root, beside dist/ (the addon needs no marker file).
+    expect(build).toMatch(/cp -r package\.json node_modules dist \/out\//);
     // Every source folder holding such files is copied into the build stage.
     for (const dir of ["core", "router", "planner", "forecasts", "region", "sim", "bin", "native"]) expect(build).toMatch(new RegExp(`^COPY ${dir} \\./${dir}$`, "m"));
   });
 
   it("keeps build outputs and local state out of the context (.dockerignore)", () => {
     for (const p of ["node_modules/", "dist/", "native/build/", ".data/", ".git/"]) expect(ignore).toContain(p);
+  });
+
+  it("ships no test code: tests and test/ stay out of the context, test sources are deleted before the build", () => {
+    for (const p of ["test/", "**/*.test.ts", "**/*.vmtest.ts"]) expect(ignore).toContain(p);
+    const build = stages[0]!;
+    expect(build).not.toMatch(/^COPY test /m);
+    const del = build.indexOf("-name '*.test.ts' -o -name '*.vmtest.ts' \\) -delete");
+    expect(del).toBeGreaterThan(build.lastIndexOf("COPY bin ./bin"));
+    expect(del).toBeLessThan(build.indexOf("npm run build:ts"));
+    // Every folder compiled is swept.
+    expect(build).toContain("find core router planner forecasts region sim bin native \\(");
+    expect(build).toContain("rm -rf /out/dist/test ");
   });
 });

@@ -8,8 +8,8 @@
  *   and each interactive arrival handed, at its instant, to the router's dispatch (`dispatchWithRetry` on the
  *   router's own selector, links and watchdog — what router/completions.ts does with a parsed request) and streamed
  *   token by token through the gateway to its end;
- * - replayed: the week replay's wiring and loop shape (sim/week/week-wiring.ts, `submitWithRetry` into `Gateway.submit`
- *   callbacks, `drainedAdvance` on a VirtualClock) —
+ * - replayed: the week replay's wiring and loop shape (sim/week/week-wiring.ts, the router's `RouterCore.submit`
+ *   into `Gateway.submit` callbacks, `drainedAdvance` on a VirtualClock) —
  * gives the same region and instance for every interactive request, the same scaling actions at the same instants
  * and every batch completed.
  *
@@ -32,7 +32,7 @@ import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { createBatchService } from "../../router/batch/service.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";
 import { EmbeddedQueueStore } from "../../router/queue/embedded.js";
-import { dispatchWithRetry, submitWithRetry } from "../../router/relay.js";
+import { dispatchWithRetry } from "../../router/relay.js";
 import { requestKvBytes } from "../../router/selector.js";
 import { fleetConfig } from "../../sim/week/fleet.js";
 import { drainMicrotasks, drainedAdvance } from "../../sim/week/replay.js";
@@ -102,7 +102,8 @@ const actionLine = (region: string, a: { atMs: number; kind: string; instanceId:
 
 async function replayed(strategy: string, seq: Arrival[]): Promise<Outcome> {
   const clock = new VirtualClock(0);
-  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy), seed: SEED, historyShiftMs: 0 });
+  const routed = { instanceId: "" };
+  const w = wireWeek({ fleet, clock, strategy: resolveStrategy(strategy), seed: SEED, historyShiftMs: 0, onRouted: (_region, _req, id) => void (routed.instanceId = id) });
   const { advance, due } = drainedAdvance(clock);
   const choices: string[] = [];
   const batches: string[] = [];
@@ -120,8 +121,8 @@ async function replayed(strategy: string, seq: Arrival[]): Promise<Outcome> {
     } else {
       const a = seq[e.i!]!;
       const req: GenerateRequest = { id: `r${e.i}`, model: MODEL, kind: "completion", promptTokens: a.prompt, maxTokens: a.output, priority: 0, body: {} };
-      const c = submitWithRetry(w.selector, (r) => w.regions[w.regionIndex.get(r)!]?.sim.gateway, req, a.client, {});
-      choices[e.i!] = c === undefined ? "unserved" : `${c.region} ${c.instanceId}`;
+      const region = w.router.submit(req, a.client, {});
+      choices[e.i!] = region === undefined ? "unserved" : `${region} ${routed.instanceId}`;
     }
   }
   await advance(END_MS);

@@ -5,7 +5,8 @@
  */
 import { TidegateError } from "../../core/errors.js";
 import { makeUsage, syntheticToken } from "../../core/openai.js";
-import type { EngineEvent, GenerateRequest, ModelTelemetry, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
+import { submitOverStream } from "../../region/link/stream-callbacks.js";
+import type { EngineEvent, GenerateRequest, LinkCallbacks, ModelTelemetry, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 
 /** How the fake answers a dispatch. */
 export interface FakeBehavior {
@@ -75,6 +76,11 @@ export class FakeRegionLink implements RegionLink {
   /** Tells subscribers the region is gone (as a broken telemetry stream does). */
   goDown(): void {
     for (const d of this.downListeners) d();
+  }
+
+  /** `dispatch` reported through callbacks (as the real streaming links do). */
+  submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
+    submitOverStream(this.dispatch(req, signal), this.nowMs, callbacks);
   }
 
   async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {

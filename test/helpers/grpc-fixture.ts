@@ -10,6 +10,7 @@ import type { FakeEngine } from "./fake-engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { startRegionGrpcServer, type RegionGrpcServer } from "../../region/link/grpc-server.js";
+import { gatewayService } from "./gateway-service.js";
 
 export const MODEL = "llama3.1-8b";
 export const clock = new WallClock();
@@ -21,6 +22,7 @@ export interface GrpcFixture {
   request(over?: Partial<GenerateRequest>): GenerateRequest;
   /** A Gateway serving `engines` on h100-80gb. */
   region(engines: FakeEngine[], name?: string): Gateway;
+  /** Serves `gw` as a region (gateway-service.ts: its targets at `gatewayService(gw).targets`). */
   serve(gw: Gateway, address?: string): Promise<RegionGrpcServer>;
   /** A link to `address` with fast telemetry (50 ms) and reconnects (50–200 ms). */
   link(address: string, extra?: Partial<ConstructorParameters<typeof GrpcRegionLink>[0]>): GrpcRegionLink;
@@ -41,7 +43,7 @@ export function useGrpcFixture(idPrefix: string): GrpcFixture {
       return gw;
     },
     serve: async (gw, address) => {
-      const server = await startRegionGrpcServer(gw, address === undefined ? {} : { address });
+      const server = await startRegionGrpcServer(gatewayService(gw, clock), address === undefined ? {} : { address });
       cleanups.push(() => server.close());
       return server;
     },

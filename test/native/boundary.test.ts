@@ -4,7 +4,8 @@ import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
 import { describe, expect, it } from "vitest";
 import { BlockStore, blockChecksum, crc32c, Endpoint, isDataPlaneError, probeVerbs } from "../../native/index.js";
-import { addon, repoRoot } from "../../native/lib/addon.js";
+import { repoRoot } from "../../core/paths.js";
+import { addon } from "../../native/lib/addon.js";
 import { spawnAgent, stopAgents } from "../netns/agents.js";
 
 describe("native boundary: argument checks on both sides, typed errors, use after close", () => {

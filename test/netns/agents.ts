@@ -5,7 +5,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
-import { repoRoot } from "../../native/lib/addon.js";
+import { repoRoot } from "../../core/paths.js";
 import { AgentClient } from "../../region/agent/client.js";
 import { planChains } from "../../region/multicast/blitzscale.js";
 

@@ -5,7 +5,7 @@
 // shaped link; the serving engine plans loading episodes with the same LoadingPair as replay; the pairing ends when
 // the last layer lands, and the new instance serves.
 import { describe, expect, it } from "vitest";
-import type { PairStatus } from "../../region/liveload/live-pair.js";
+import type { PairStatus } from "../../core/ports.js";
 import { netnsClusterSuite } from "./cluster.js";
 import { netnsUnavailable } from "./topology.js";
 

@@ -10,7 +10,7 @@ import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { probeVerbs } from "../../../native/index.js";
-import { repoRoot } from "../../../native/lib/addon.js";
+import { repoRoot } from "../../../core/paths.js";
 
 /** Where the tool is: TIDEGATE_SOFTROCE_VM, else ../shared/tools/softroce-vm beside the repository. */
 export function softroceTool(): string {

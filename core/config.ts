@@ -5,7 +5,7 @@
  * This is the public entry; the code lives in core/config/ (README there), one file per section: `models`,
  * `regions` (fleet), `router`, `queue`, `planner`, `controller`, `engines`, `parameters`. Sections a tier above core
  * owns (region's `keystage`, and its per-region `loading` at `controller.loading` / `regions[].loading`) are
- * registered by that tier (core/config/sections.ts; region/config-sections.ts), so core imports no tier.
+ * registered by that tier (core/config/sections.ts, region-settings.ts; region/config-sections.ts), so core imports no tier.
  * `DEFAULT_CONFIG_JSON` is the embedded default `tidegate dev` runs on (3 regions, 4 models, simulated engines).
  */
 export type { ModelConfig } from "./config/models-section.js";
@@ -20,4 +20,5 @@ export { parseConfig, type TidegateConfig } from "./config/parse.js";
 export { DEFAULT_CONFIG_JSON } from "./config/defaults.js";
 export { loadConfig, mergeOverDefault, validateConfig } from "./config/load.js";
 export { gpusPerInstanceOf, instanceGpus, regionModels } from "./config/lookups.js";
-export type { ConfigSection, ConfigSections, RegionSetting, RegionSettings } from "./config/sections.js";
+export type { ConfigSection, ConfigSections } from "./config/sections.js";
+export type { RegionSetting, RegionSettings } from "./config/region-settings.js";

@@ -4,7 +4,8 @@
 import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, mergeOverDefault, parseConfig } from "../core/config.js";
-import { registeredRegionSettings, registeredSections } from "../core/config/sections.js";
+import { registeredRegionSettings } from "../core/config/region-settings.js";
+import { registeredSections } from "../core/config/sections.js";
 import { readSourceTree } from "../test/layers.js";
 import "./config-sections.js";
 

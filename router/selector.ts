@@ -10,7 +10,7 @@
  * The replay wiring uses the same class with a VirtualClock.
  */
 import type { Clock } from "../core/clock.js";
-import type { TidegateConfig } from "../core/config.js";
+import { gpusPerInstanceOf, type TidegateConfig } from "../core/config.js";
 import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
 import { correctedUtilization, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
@@ -164,7 +164,7 @@ export function instanceKvBytesFrom(config: TidegateConfig): (model: ModelName, 
   return (model, gpu) => {
     const spec = MODEL_SPECS[model];
     const gpuSpec = GPU_SPECS[gpu];
-    const gpus = config.models.find((m) => m.name === model)?.gpusPerInstance[gpu];
+    const gpus = gpusPerInstanceOf(config, model, gpu);
     if (spec === undefined || gpuSpec === undefined || gpus === undefined) return 0;
     const simTokens = config.engines.kind === "sim" ? config.engines.models[model]?.kvCapacityTokens ?? config.engines.kvCapacityTokens : undefined;
     if (simTokens !== undefined) return simTokens * kvBytesPerToken(spec);

@@ -3,7 +3,7 @@
  * test/layers.ts. A violation fails with the importing file, the imported file and the rule it breaks.
  */
 import { describe, expect, it } from "vitest";
-import { folderCycles, importsOf, layerViolations, readSourceTree, type SourceFile } from "./layers.js";
+import { folderCycles, importsOf, layerViolations, moduleCycles, readSourceTree, type SourceFile } from "./layers.js";
 
 const tree = readSourceTree();
 
@@ -16,6 +16,11 @@ describe("layers", () => {
 
   it("no production file imports across a layer it may not cross", () => {
     expect(layerViolations(tree).map((v) => `${v.from} imports ${v.to}: ${v.rule}`)).toEqual([]);
+  });
+
+  it("no module imports itself back through others (type imports included)", () => {
+    // A cycle makes load order matter and hides which module owns a type.
+    expect(moduleCycles(tree)).toEqual([]);
   });
 
   it("no folder knot: the folders of each tier import each other without a cycle", () => {
@@ -53,6 +58,11 @@ describe("layers", () => {
       const cyc = [file("region/a/x.ts", ["region/b/y.ts"]), file("region/b/y.ts", ["region/c/z.ts"]), file("region/c/z.ts", ["region/a/w.ts"]), file("region/a/w.ts", [])];
       expect(folderCycles(cyc)).toEqual([["region/a", "region/b", "region/c", "region/a"]]);
       expect(folderCycles(cyc.slice(0, 2).concat([file("region/c/z.ts", [])]))).toEqual([]);
+    });
+
+    it("finds a module cycle", () => {
+      const cyc = [file("core/a.ts", ["core/b.ts"]), file("core/b.ts", ["core/a.ts", "core/c.ts"]), file("core/c.ts", [])];
+      expect(moduleCycles(cyc)).toEqual([["core/a.ts", "core/b.ts"]]);
     });
 
     it("reads static, type-only, re-export and dynamic imports", () => {

@@ -141,6 +141,37 @@ export function folderCycles(files: readonly SourceFile[]): string[][] {
       edges.get(a)!.add(b);
     }
   }
+  const sccs = stronglyConnected(edges);
+  // One cycle through each component: a shortest path from its first folder back to it, inside the component.
+  return sccs
+    .map((c) => {
+      const inC = new Set(c);
+      const start = c[0]!;
+      const prev = new Map<string, string>();
+      const queue = [start];
+      const seen = new Set<string>();
+      while (queue.length > 0) {
+        const v = queue.shift()!;
+        for (const w of [...(edges.get(v) ?? [])].sort()) {
+          if (!inC.has(w)) continue;
+          if (w === start) {
+            const path = [start];
+            for (let x: string | undefined = v; x !== undefined && x !== start; x = prev.get(x)) path.splice(1, 0, x);
+            return [...path, start];
+          }
+          if (seen.has(w)) continue;
+          seen.add(w);
+          prev.set(w, v);
+          queue.push(w);
+        }
+      }
+      return [...c, start];
+    })
+    .sort((a, b) => a[0]!.localeCompare(b[0]!));
+}
+
+/** Strongly connected components with more than one node (Tarjan), each sorted; nodes visited in sorted order. */
+export function stronglyConnected(edges: ReadonlyMap<string, Iterable<string>>): string[][] {
   const nodes = [...new Set([...edges.keys(), ...[...edges.values()].flatMap((s) => [...s])])].sort();
   let index = 0;
   const idx = new Map<string, number>();
@@ -171,30 +202,13 @@ export function folderCycles(files: readonly SourceFile[]): string[][] {
     }
   };
   for (const v of nodes) if (!idx.has(v)) strong(v);
-  // One cycle through each component: a shortest path from its first folder back to it, inside the component.
-  return sccs
-    .map((c) => {
-      const inC = new Set(c);
-      const start = c[0]!;
-      const prev = new Map<string, string>();
-      const queue = [start];
-      const seen = new Set<string>();
-      while (queue.length > 0) {
-        const v = queue.shift()!;
-        for (const w of [...(edges.get(v) ?? [])].sort()) {
-          if (!inC.has(w)) continue;
-          if (w === start) {
-            const path = [start];
-            for (let x: string | undefined = v; x !== undefined && x !== start; x = prev.get(x)) path.splice(1, 0, x);
-            return [...path, start];
-          }
-          if (seen.has(w)) continue;
-          seen.add(w);
-          prev.set(w, v);
-          queue.push(w);
-        }
-      }
-      return [...c, start];
-    })
-    .sort((a, b) => a[0]!.localeCompare(b[0]!));
+  return sccs;
+}
+
+/** Cycles among modules (type imports included, tests excluded): each strongly connected component of files. */
+export function moduleCycles(files: readonly SourceFile[]): string[][] {
+  const known = new Set(files.filter((f) => f.production).map((f) => f.path));
+  const edges = new Map<string, string[]>();
+  for (const f of files) if (f.production) edges.set(f.path, f.imports.filter((t) => known.has(t)));
+  return stronglyConnected(edges);
 }

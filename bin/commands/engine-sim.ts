@@ -7,7 +7,7 @@
  */
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
-import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
+import { DEFAULT_CONFIG_JSON, gpusPerInstanceOf, parseConfig } from "../../core/config.js";
 import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { TidegateError } from "../../core/errors.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
@@ -34,7 +34,7 @@ async function parametersFrom(address: string, model: string, shared?: AgentClie
 }
 
 function defaultTp(model: string, gpu: string): number | undefined {
-  return parseConfig(DEFAULT_CONFIG_JSON).models.find((m) => m.name === model)?.gpusPerInstance[gpu];
+  return gpusPerInstanceOf(parseConfig(DEFAULT_CONFIG_JSON), model, gpu);
 }
 
 export const command: Command = {

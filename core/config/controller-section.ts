@@ -1,6 +1,6 @@
 /** The `controller` section: each region's scaling strategy, reconcile loop, actuator and its retry and loss timers. */
 import type { ObjectReader } from "../validate.js";
-import { readRegionSettings, type RegionSettings } from "./sections.js";
+import { readRegionSettings, type RegionSettings } from "./region-settings.js";
 
 /**
  * The region controller's settings. Tiers above core add per-region settings (RegionSettings, e.g. region's

@@ -3,27 +3,17 @@
  * tiers' registered in sections.ts). Errors name the exact path; bad values are rejected, never replaced.
  */
 import { ObjectReader } from "../validate.js";
-import { parseController, type ControllerConfig } from "./controller-section.js";
-import { parseEngines, type EnginesConfig } from "./engines-section.js";
-import { parseModels, type ModelConfig } from "./models-section.js";
-import { parseParameters, type ParametersConfig } from "./parameters-section.js";
-import { parsePlanner, type PlannerConfig } from "./planner-section.js";
-import { parseQueue, type QueueConfig } from "./queue-section.js";
-import { parseRegions, type RegionConfig } from "./regions-section.js";
-import { parseRouter, type RouterConfig } from "./router-section.js";
-import { readConfigSections, type ConfigSections } from "./sections.js";
+import { parseController } from "./controller-section.js";
+import { parseEngines } from "./engines-section.js";
+import { parseModels } from "./models-section.js";
+import { parseParameters } from "./parameters-section.js";
+import { parsePlanner } from "./planner-section.js";
+import { parseQueue } from "./queue-section.js";
+import { parseRegions } from "./regions-section.js";
+import { parseRouter } from "./router-section.js";
+import { readConfigSections, type TidegateConfig } from "./sections.js";
 
-/** The validated configuration: core's sections, and the sections tiers above core register (ConfigSections). */
-export interface TidegateConfig extends ConfigSections {
-  models: ModelConfig[];
-  regions: RegionConfig[];
-  router: RouterConfig;
-  queue: QueueConfig;
-  planner: PlannerConfig;
-  controller: ControllerConfig;
-  engines: EnginesConfig;
-  parameters: ParametersConfig;
-}
+export type { TidegateConfig };
 
 /**
  * Validates a whole config document (no merging: see load.ts for files over the default) and returns it typed, or

@@ -2,7 +2,7 @@
 import { GPU_SPECS, type GpuType, type ModelName, type RegionName } from "../models.js";
 import { ObjectReader, ValidationError } from "../validate.js";
 import type { ModelConfig } from "./models-section.js";
-import { readRegionSettings, type RegionSettings } from "./sections.js";
+import { readRegionSettings, type RegionSettings } from "./region-settings.js";
 
 export interface EndpointConfig {
   model: ModelName;

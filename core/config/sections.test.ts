@@ -5,7 +5,8 @@ import { ValidationError } from "../validate.js";
 import { DEFAULT_CONFIG_JSON } from "./defaults.js";
 import { mergeOverDefault, validateConfig } from "./load.js";
 import { parseConfig } from "./parse.js";
-import { registerConfigSection, registerRegionSetting, registeredRegionSettings, registeredSections, type ConfigSection, type RegionSetting } from "./sections.js";
+import { registerRegionSetting, registeredRegionSettings, type RegionSetting } from "./region-settings.js";
+import { registerConfigSection, registeredSections, type ConfigSection } from "./sections.js";
 
 // Toy extensions: a top-level `color` section and a per-region `tier` setting (typed loosely: they are not merged into
 // ConfigSections / RegionSettings).

@@ -12,15 +12,34 @@
  * so their errors name the same paths and come in the same order as core's own. A key nobody registered is an
  * unknown field ("keystage: is not a known field"): a process must load the owning tier's registrations (region:
  * region/config-sections.ts) before it parses a config; region/config-sections.test.ts checks every entry point does.
+ * Per-region settings live in region-settings.ts. `TidegateConfig` is declared here, beside the sections it extends,
+ * so that nothing this file imports imports it back.
  */
 import type { ObjectReader } from "../validate.js";
-import type { TidegateConfig } from "./parse.js";
+import type { ControllerConfig } from "./controller-section.js";
+import type { EnginesConfig } from "./engines-section.js";
+import type { ModelConfig } from "./models-section.js";
+import type { ParametersConfig } from "./parameters-section.js";
+import type { PlannerConfig } from "./planner-section.js";
+import type { QueueConfig } from "./queue-section.js";
+import { addOnce } from "./region-settings.js";
+import type { RegionConfig } from "./regions-section.js";
+import type { RouterConfig } from "./router-section.js";
 
 /** Top-level sections tiers above core add to TidegateConfig (each optional: absent in the file = undefined). */
 export interface ConfigSections {}
 
-/** Per-region settings tiers above core add to both ControllerConfig (every region) and RegionConfig (one region). */
-export interface RegionSettings {}
+/** The validated configuration: core's sections, and the sections tiers above core register (ConfigSections). */
+export interface TidegateConfig extends ConfigSections {
+  models: ModelConfig[];
+  regions: RegionConfig[];
+  router: RouterConfig;
+  queue: QueueConfig;
+  planner: PlannerConfig;
+  controller: ControllerConfig;
+  engines: EnginesConfig;
+  parameters: ParametersConfig;
+}
 
 /** A top-level section a tier owns. */
 export interface ConfigSection<K extends keyof ConfigSections> {
@@ -31,13 +50,6 @@ export interface ConfigSection<K extends keyof ConfigSections> {
   check?(config: TidegateConfig): void;
 }
 
-/** A per-region setting a tier owns, read at `controller.<key>` and `regions[i].<key>`. */
-export interface RegionSetting<K extends keyof RegionSettings> {
-  readonly key: K;
-  /** Reads the value at `path`; `raw` undefined = absent. Throws a ValidationError naming the exact path. */
-  parse(raw: unknown, path: string): RegionSettings[K] | undefined;
-}
-
 interface AnySection {
   readonly key: string;
   parse(raw: unknown, path: string): unknown;
@@ -45,43 +57,15 @@ interface AnySection {
 }
 
 const sections: AnySection[] = [];
-const settings: AnySection[] = [];
-
-function add(list: AnySection[], what: string, entry: AnySection): void {
-  const old = list.find((s) => s.key === entry.key);
-  if (old === entry) return;
-  if (old !== undefined) throw new Error(`config ${what} ${JSON.stringify(entry.key)} is registered twice`);
-  list.push(entry);
-}
 
 /** Registers a top-level section (once per key; registering the same object again is a no-op). Parsed in registration order. */
 export function registerConfigSection<K extends keyof ConfigSections>(section: ConfigSection<K>): void {
-  add(sections, "section", section as unknown as AnySection);
-}
-
-/** Registers a per-region setting (once per key; registering the same object again is a no-op). */
-export function registerRegionSetting<K extends keyof RegionSettings>(setting: RegionSetting<K>): void {
-  add(settings, "region setting", setting as unknown as AnySection);
+  addOnce(sections, "section", section as unknown as AnySection);
 }
 
 /** The registered top-level sections' keys, in registration order. */
 export function registeredSections(): string[] {
   return sections.map((s) => s.key);
-}
-
-/** The registered per-region settings' keys, in registration order. */
-export function registeredRegionSettings(): string[] {
-  return settings.map((s) => s.key);
-}
-
-/** Reads every registered per-region setting from `r` (the `controller` object or one `regions[i]`); absent ones are left out. */
-export function readRegionSettings(r: ObjectReader): Partial<RegionSettings> {
-  const out: Record<string, unknown> = {};
-  for (const s of settings) {
-    const v = s.parse(r.raw(s.key), `${r.path}.${s.key}`);
-    if (v !== undefined) out[s.key] = v;
-  }
-  return out as Partial<RegionSettings>;
 }
 
 /** Reads every registered top-level section from the root reader into `config`, then runs each section's check. */

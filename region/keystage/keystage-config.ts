@@ -14,6 +14,7 @@
  */
 import type { TidegateConfig } from "../../core/config.js";
 import { registerConfigSection, type ConfigSection } from "../../core/config/sections.js";
+import { gpusPerInstanceOf } from "../../core/config/lookups.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { knownProfiles } from "../../core/perf/model.js";
@@ -135,7 +136,7 @@ export function checkPipelinedEndpoints(config: Pick<TidegateConfig, "keystage" 
   }
   keystage.pipelines.forEach((p, i) => {
     const path = `keystage.pipelines[${i}]`;
-    const gpus = models.find((m) => m.name === p.model)?.gpusPerInstance[p.gpu];
+    const gpus = gpusPerInstanceOf({ models }, p.model, p.gpu);
     if (gpus === undefined) throw new ValidationError(path, `${p.model} on ${p.gpu} is not configured: models[] needs gpusPerInstance["${p.gpu}"] for ${p.model}`);
     const need = p.layersPerStage.length * keystage.params.minReplicasPerStage;
     if (gpus < need) {

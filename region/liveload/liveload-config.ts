@@ -21,7 +21,7 @@
  * region/runtime/agents-host.ts). A `static` region never scales, so it never loads.
  */
 import type { TidegateConfig } from "../../core/config.js";
-import { registerRegionSetting, type RegionSetting } from "../../core/config/sections.js";
+import { registerRegionSetting, type RegionSetting } from "../../core/config/region-settings.js";
 import { TidegateError } from "../../core/errors.js";
 import type { RegionName } from "../../core/models.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
@@ -36,7 +36,7 @@ export interface LoadingConfig {
   blocksPerLayer: number;
 }
 
-declare module "../../core/config/sections.js" {
+declare module "../../core/config/region-settings.js" {
   interface RegionSettings {
     /**
      * Where new instances' parameters come from and what they do while loading (issue 12; region/liveload/liveload-config.ts):

@@ -19,7 +19,7 @@
  * shared builder (build-sim-engine.ts). A command template (a real engine) gets none of them.
  */
 import type * as grpc from "@grpc/grpc-js";
-import type { TidegateConfig } from "../../core/config.js";
+import { gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
 import { regionLoading } from "../liveload/liveload-config.js";
 import type { Timer } from "../../core/clock.js";
 import { HighsSolver } from "../../core/solver.js";
@@ -126,7 +126,7 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
         ...(config.engines.commandTemplate === undefined ? {} : { commandTemplate: config.engines.commandTemplate }),
         healthy: (info) => httpHealthy(info),
         connect: async (info, instanceId) => {
-          const tp = config.models.find((m) => m.name === info.model)?.gpusPerInstance[info.gpu] ?? info.gpus;
+          const tp = gpusPerInstanceOf(config, info.model, info.gpu) ?? info.gpus;
           return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), log });
         },
       });

@@ -14,7 +14,7 @@
  * - GPU time: GPUs × time of every instance in any state but spot (provisioning, loading, serving, draining).
  */
 import { VirtualClock } from "../../core/clock.js";
-import { mergeOverDefault, parseConfig, type TidegateConfig } from "../../core/config.js";
+import { gpusPerInstanceOf, instanceGpus, mergeOverDefault, parseConfig, type TidegateConfig } from "../../core/config.js";
 import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import type { ModelName } from "../../core/models.js";
 import type { InstanceRecord } from "../../region/actuator/port.js";
@@ -68,7 +68,7 @@ export const BURST_HPA = { targetUtilization: 0.7, metricWindowMs: 2000, syncPer
 
 /** The one-region, one-endpoint fleet of a loading comparison. */
 export function burstConfig(model: ModelName, startInstances: number, maxInstances: number, kvCapacityTokens: number): TidegateConfig {
-  const gpus = parseConfig(mergeOverDefault({})).models.find((m) => m.name === model)?.gpusPerInstance[GPU];
+  const gpus = gpusPerInstanceOf(parseConfig(mergeOverDefault({})), model, GPU);
   if (gpus === undefined) throw new RangeError(`model ${model} has no ${GPU} configuration`);
   return parseConfig(mergeOverDefault({
     models: [{ name: model, gpusPerInstance: { [GPU]: gpus } }],
@@ -120,7 +120,7 @@ export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult
     },
   });
   for (const g of gpuMs.values()) if (g.on) totalGpuMs += (r.virtualEndMs - g.since) * g.gpus;
-  const profile = getProfile(o.model, GPU, config.models.find((m) => m.name === o.model)!.gpusPerInstance[GPU]!);
+  const profile = getProfile(o.model, GPU, instanceGpus(config, o.model, GPU));
   return {
     ...latencyFigures(r.records, { prefillMs: (promptTokens) => profile.prefillMs(promptTokens, 1), decodeIterMs: profile.decodeIterMs(1, 0) }),
     gpuHours: totalGpuMs / 3_600_000,

@@ -6,7 +6,7 @@
  * every error names its field (`fleet.regions[1].gpus[0].count`, `spot[0].model`).
  */
 import { readFileSync } from "node:fs";
-import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../core/config.js";
+import { DEFAULT_CONFIG_JSON, gpusPerInstanceOf, parseConfig, type TidegateConfig } from "../../core/config.js";
 import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { MODEL_SPECS } from "../../core/models.js";
 import { ObjectReader, ValidationError, parseJson } from "../../core/validate.js";
@@ -153,7 +153,7 @@ export function parseFleet(json: unknown): FleetSpec {
   }, []);
   for (const reg of config.regions) {
     for (const g of reg.gpus) {
-      const gpusOf = (model: string) => config.models.find((m) => m.name === model)!.gpusPerInstance[g.type] ?? 0;
+      const gpusOf = (model: string) => gpusPerInstanceOf(config, model, g.type) ?? 0;
       const used = reg.endpoints.filter((e) => e.gpu === g.type).reduce((s, e) => s + e.instances * gpusOf(e.model), 0) + spot.filter((s) => s.region === reg.name && s.gpu === g.type).reduce((s, x) => s + x.count * gpusOf(x.model), 0);
       if (used > g.count) {
         const si = spot.findIndex((s) => s.region === reg.name && s.gpu === g.type);

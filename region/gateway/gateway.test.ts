@@ -3,28 +3,13 @@ import { VirtualClock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
 import { FakeEngine } from "../../test/helpers/fake-engine.js";
+import { collect, errorOf as failureOf } from "../../test/helpers/streams.js";
 import { Gateway } from "./gateway.js";
 
 const MODEL = "llama3.1-8b";
 let nextId = 0;
 function request(over: Partial<GenerateRequest> = {}): GenerateRequest {
   return { id: `req-${nextId++}`, model: MODEL, kind: "chat", promptTokens: 10, maxTokens: 5, priority: 0, body: {}, ...over };
-}
-
-async function collect(it: AsyncIterable<EngineEvent>): Promise<EngineEvent[]> {
-  const out: EngineEvent[] = [];
-  for await (const ev of it) out.push(ev);
-  return out;
-}
-
-async function failureOf(p: Promise<unknown>): Promise<TidegateError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  const te = findTidegateError(err);
-  if (te === undefined) throw new Error(`expected a TidegateError, got ${String(err)}`);
-  return te;
 }
 
 function gateway(clock = new VirtualClock(), statsRefreshMs = 100): Gateway {

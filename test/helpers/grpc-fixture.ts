@@ -4,12 +4,12 @@
  */
 import { afterEach } from "vitest";
 import { WallClock } from "../../core/clock.js";
-import { findTidegateError, type TidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
 import type { FakeEngine } from "./fake-engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { startRegionGrpcServer, type RegionGrpcServer } from "../../region/link/grpc-server.js";
+export { collect, errorOf } from "./streams.js";
 import { gatewayService } from "./gateway-service.js";
 
 export const MODEL = "llama3.1-8b";
@@ -53,23 +53,6 @@ export function useGrpcFixture(idPrefix: string): GrpcFixture {
       return l;
     },
   };
-}
-
-export async function collect(it: AsyncIterable<EngineEvent>): Promise<EngineEvent[]> {
-  const out: EngineEvent[] = [];
-  for await (const ev of it) out.push(ev);
-  return out;
-}
-
-/** The TidegateError `p` rejects with (fails the test if it resolves or rejects with something else). */
-export async function errorOf(p: Promise<unknown>): Promise<TidegateError> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  const te = findTidegateError(err);
-  if (te === undefined) throw new Error(`expected a TidegateError, got ${String(err)}`);
-  return te;
 }
 
 /** Polls `cond` every 10 ms for at most `limitMs`. */

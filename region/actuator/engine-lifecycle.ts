@@ -42,6 +42,12 @@ export interface EngineSettings {
    * `keystage.pipelines`), else undefined. engine-sim only: a command template never gets one.
    */
   pipeline?(model: string, gpu: string): string | undefined;
+  /**
+   * A simulated engine's batch cap and KV cache for `model` (config engines.models, else engines.kvCapacityTokens),
+   * added to StartEngine for engine-sim that is not a pipeline (whose stage replicas take neither); absent = the
+   * engine's defaults. Never sent with a command template (a real engine).
+   */
+  simSettings?(model: string): { maxBatch?: number; kvCapacityTokens?: number };
 }
 
 /** What the lifecycle reads and calls: the instance table, the host copies, the nodes' agents, the gateway. */
@@ -86,7 +92,7 @@ export class EngineLifecycle {
       if (handle === undefined) throw new TidegateError("upstream_error", `node ${inst.node} is gone`);
       const e = this.o.engines;
       const pipeline = e.commandTemplate === undefined ? e.pipeline?.(model, inst.gpu) : undefined;
-      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }) };
+      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }), ...(e.commandTemplate === undefined && pipeline === undefined ? e.simSettings?.(model) : {}) };
       if (copies.pool.copy(inst.node, model)?.complete !== true) {
         copies.makeRoom(inst.node, params);
         if (inst.state === "provisioning") table.transition(inst, "loading", "waiting for blocks");

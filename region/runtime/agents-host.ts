@@ -13,8 +13,8 @@
  *   are the region's GPUs cut into nodes of `gpusPerNode` slots (default 8), or an explicit list.
  *
  * Either way every StartEngine the region sends carries the config's simulated-engine settings for its model
- * (`withEngineSettings`: engines.models maxBatch / kvCapacityTokens, else engines.kvCapacityTokens; timeScale and
- * the keystage pipeline come from the actuator's EngineSettings): engine-sim gets them as --max-batch and
+ * (the actuator's EngineSettings: `simSettings` gives engines.models maxBatch / kvCapacityTokens, else
+ * engines.kvCapacityTokens; with timeScale and the keystage pipeline): engine-sim gets them as --max-batch and
  * --kv-capacity-tokens (region/agent/engine-supervisor.ts), the in-process agent builds its engine from them with the
  * shared builder (build-sim-engine.ts). A command template (a real engine) gets none of them.
  */
@@ -60,6 +60,7 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
       connect: engines.connect,
       healthy: engines.healthy,
       pipeline: pipelineFlag(config),
+      simSettings: (model) => simSettingsOf(config, model),
     },
     lostAfterMs: config.controller.agentLostAfterMs,
     ...(layerwise === undefined ? {} : { layerwise }),
@@ -68,31 +69,11 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
   });
 }
 
-/**
- * The StartEngine fields the config adds for a simulated engine of `model` (engines.models[model], else
- * engines.kvCapacityTokens): none for a command template (a real engine) or a pipeline (whose stage replicas take no
- * batch cap or KV cache; engine-sim refuses --kv-capacity-tokens with --pipeline).
- */
-export function engineSpecSettings(config: TidegateConfig, spec: EngineSpec): Pick<EngineSpec, "maxBatch" | "kvCapacityTokens"> {
-  if (spec.commandTemplate !== undefined || spec.pipeline !== undefined) return {};
-  const m = config.engines.models[spec.model];
+/** A simulated engine's batch cap and KV cache from config (engines.models[model], else engines.kvCapacityTokens); unset = the engine's defaults. */
+export function simSettingsOf(config: TidegateConfig, model: string): { maxBatch?: number; kvCapacityTokens?: number } {
+  const m = config.engines.models[model];
   const kv = m?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
   return { ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }), ...(kv === undefined ? {} : { kvCapacityTokens: kv }) };
-}
-
-/** `handle` with every StartEngine given the config's engine settings (engineSpecSettings); everything else passes through. */
-export function withEngineSettings(handle: AgentHandle, config: TidegateConfig): AgentHandle {
-  return {
-    nodeId: handle.nodeId,
-    announcement: () => handle.announcement(),
-    load: (spec) => handle.load(spec),
-    run: (call, onBlock, signal) => handle.run(call, onBlock, signal),
-    verify: (model, seed) => handle.verify(model, seed),
-    drop: (model) => handle.drop(model),
-    startEngine: (spec) => handle.startEngine({ ...spec, ...engineSpecSettings(config, spec) }),
-    stopEngine: (id, graceMs) => handle.stopEngine(id, graceMs),
-    close: () => handle.close(),
-  };
 }
 
 /** `GET {url}/health` answers 200 within `timeoutMs`. */
@@ -130,17 +111,16 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
           return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), log });
         },
       });
-      const clients = new Map<string, { client: AgentClient; handle: AgentHandle }>();
+      const clients = new Map<string, AgentClient>();
       const onAnnounce = (a: NodeAnnouncement): AnnounceReply => {
         if (a.region !== "" && a.region !== region) return { known: false, message: `this is region ${region}; the agent says it belongs to ${a.region}` };
         let c = clients.get(a.nodeId);
-        if (c === undefined || c.client.address !== a.grpcAddress) {
-          c?.client.close();
-          const client = new AgentClient(a.grpcAddress, a.nodeId, o.tls);
-          c = { client, handle: withEngineSettings(client, config) };
+        if (c === undefined || c.address !== a.grpcAddress) {
+          c?.close();
+          c = new AgentClient(a.grpcAddress, a.nodeId, o.tls);
           clients.set(a.nodeId, c);
         }
-        actuator.announce(c.handle, a);
+        actuator.announce(c, a);
         return { known: true, message: "" };
       };
       return {
@@ -222,9 +202,8 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
         },
         healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
       });
-      const handles = agents.map((a) => withEngineSettings(a, config));
-      const announceAll = () => {
-        agents.forEach((a, i) => void a.announcement().then((ann) => actuator.announce(handles[i]!, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err })));
+            const announceAll = () => {
+        agents.forEach((a) => void a.announcement().then((ann) => actuator.announce(a, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err })));
       };
       announceAll();
       const announcer: Timer = clock.every(o.announceIntervalMs ?? 1000, announceAll);

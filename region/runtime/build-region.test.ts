@@ -13,7 +13,7 @@
  *
  * The first three shapes are built here and their engines read after start (time scale, batch cap, KV capacity,
  * pipeline or not). Agents over gRPC start engine-sim processes; they are covered through the shared pieces: the
- * StartEngine fields the region adds (withEngineSettings), the wire (AgentClient → agent server → the node's engine
+ * StartEngine fields the actuator adds (EngineSettings.simSettings, which the in-process case exercises), the wire (AgentClient → agent server → the node's engine
  * host) and the engine-sim arguments the supervisor builds, which are the flags a spawned static engine gets.
  */
 import { afterEach, describe, expect, it } from "vitest";
@@ -30,7 +30,7 @@ import { NodeAgent } from "../agent/node.js";
 import { SimEngine } from "../engines/sim/sim-engine.js";
 import { PipelineEngine, pipelineSpecJson } from "../keystage/pipeline-engine.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
-import { agentsInProcess, engineSpecSettings, withEngineSettings } from "./agents-host.js";
+import { agentsInProcess, simSettingsOf } from "./agents-host.js";
 import { buildRegion, type Region } from "./build-region.js";
 import { engineSimFlags, simEngineParams } from "./build-sim-engine.js";
 import { startSimRegion } from "./sim-region.js";
@@ -129,16 +129,10 @@ describe("every region shape honours engines.*", () => {
 
   it("agents over gRPC: the region adds the settings to StartEngine; the wire and engine-sim's arguments carry them", async () => {
     const cfg = config();
-    // What the region sends (withEngineSettings over the agent's handle).
-    const sent: EngineSpec[] = [];
-    const handle = withEngineSettings({ startEngine: async (s: EngineSpec) => (sent.push(s), {} as EngineInfo) } as unknown as AgentHandle, cfg);
+    // What the region sends: the actuator adds simSettingsOf to StartEngine for engine-sim (the in-process case
+    // above reads it back from the engines its agents built); here, the settings per model.
     const spec = (model: string, extra: Partial<EngineSpec> = {}): EngineSpec => ({ instanceId: `r/${model}`, model, gpu: "h100-80gb", gpus: 2, timeScale: cfg.engines.timeScale, ...extra });
-    await handle.startEngine(spec("llama3.1-8b"));
-    await handle.startEngine(spec("llama3.2-3b"));
-    await handle.startEngine(spec("llama2-70b", { gpus: 8, pipeline: "{}" }));
-    await handle.startEngine(spec("llama3.1-8b", { commandTemplate: "vllm serve {model} --port {port}" }));
-    expect(sent.map((s) => [s.maxBatch, s.kvCapacityTokens])).toEqual([[7, 3000], [undefined, 5000], [undefined, undefined], [undefined, undefined]]);
-    expect(engineSpecSettings(cfg, spec("llama3.2-3b"))).toEqual({ kvCapacityTokens: 5000 });
+    expect(["llama3.1-8b", "llama3.2-3b"].map((m) => simSettingsOf(cfg, m))).toEqual([{ maxBatch: 7, kvCapacityTokens: 3000 }, { kvCapacityTokens: 5000 }]);
 
     // The wire: AgentClient → the agent's gRPC server → the node's engine host.
     const started: EngineSpec[] = [];
@@ -152,7 +146,7 @@ describe("every region shape honours engines.*", () => {
     const server = await startAgentServer(node, "127.0.0.1:0", silentLogger);
     const client = new AgentClient(server.address, "n1");
     try {
-      await withEngineSettings(client, cfg).startEngine({ ...spec("llama3.1-8b"), awaitBlocks: true });
+      await client.startEngine({ ...spec("llama3.1-8b"), ...simSettingsOf(cfg, "llama3.1-8b"), awaitBlocks: true });
       expect(started.map((s) => [s.timeScale, s.maxBatch, s.kvCapacityTokens])).toEqual([[0.05, 7, 3000]]);
     } finally {
       client.close();

@@ -182,6 +182,25 @@ export interface ModelTelemetry {
   endpoints: EndpointTelemetry[];
   /** Serving or draining instances whose stats are stale (EngineStats.stale); absent when none. */
   staleInstances?: number;
+  /** SLO attainment of the model's interactive requests (issue 31); absent from regions that do not measure it. */
+  slo?: SloTelemetry;
+}
+
+/**
+ * The model's interactive requests judged against its SLO (core/config slo-section.ts), as running totals since the
+ * region process started — what the planner's correction factor and its plan report's attainment read. Totals, not
+ * windows: every reader (each telemetry stream, `/metrics`, the controller) reads the same figures, and a reader takes
+ * the difference between two reports (planner/slo-window.ts); totals that go down mean the region restarted.
+ */
+export interface SloTelemetry {
+  /** Interactive requests that ended: finished, broke after their first token, or failed / refused before it. */
+  requests: number;
+  /** Of those, the ones that met both the TTFT and the TPOT target (one never served is a miss). */
+  met: number;
+  /** Of those, the ones that finished, and their prompt and output tokens (the mix the planner sizes capacity for). */
+  finished: number;
+  promptTokens: number;
+  outputTokens: number;
 }
 
 /** Region → global, at least once a second. `seq` increases per region process; `atMs` is the region's clock. */
@@ -214,6 +233,13 @@ export interface TargetEndpoint {
    * Absent (older planners) = instances.
    */
   floorInstances?: number;
+  /**
+   * The floor step by step through the hour: what the point forecast of each forecast step (`floorStepMs` long,
+   * from `madeAtMs`) needs, each ≤ floorInstances. `lt-hpa` holds at least the steps ahead of it by the endpoint's
+   * scale-out time (a forecast ramp is pre-scaled). Absent (older planners, no forecast) = floorInstances throughout.
+   */
+  floorSteps?: number[];
+  floorStepMs?: number;
   /** The point forecast of the hour's peak tokens/s (+ NIW buffer); LT-UA compares observed traffic with it. */
   forecastTokensPerS: number;
 }

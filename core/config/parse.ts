@@ -11,6 +11,7 @@ import { parsePlanner } from "./planner-section.js";
 import { parseQueue } from "./queue-section.js";
 import { parseRegions } from "./regions-section.js";
 import { parseRouter } from "./router-section.js";
+import { parseSlo } from "./slo-section.js";
 import { readConfigSections, type TidegateConfig } from "./sections.js";
 
 export type { TidegateConfig };
@@ -18,7 +19,7 @@ export type { TidegateConfig };
 /**
  * Validates a whole config document (no merging: see load.ts for files over the default) and returns it typed, or
  * throws the first ValidationError. Sections are read in this order: models, regions, router, queue, planner,
- * controller, engines, parameters, then the registered sections (each followed by its cross-section check); a key
+ * controller, engines, parameters, slo, then the registered sections (each followed by its cross-section check); a key
  * no parser read is an unknown field.
  */
 export function parseConfig(json: unknown): TidegateConfig {
@@ -31,7 +32,8 @@ export function parseConfig(json: unknown): TidegateConfig {
   const controller = parseController(root.object("controller"));
   const engines = parseEngines(root.object("engines"), models);
   const parameters = parseParameters(root.object("parameters"), models);
-  const config: TidegateConfig = { models, regions, router, queue, planner, controller, engines, parameters };
+  const slo = parseSlo(root.object("slo"), models);
+  const config: TidegateConfig = { models, regions, router, queue, planner, controller, engines, parameters, slo };
   readConfigSections(root, config);
   root.done();
   return config;

@@ -25,6 +25,7 @@ import type { QueueConfig } from "./queue-section.js";
 import { addOnce } from "./region-settings.js";
 import type { RegionConfig } from "./regions-section.js";
 import type { RouterConfig } from "./router-section.js";
+import type { SloConfig } from "./slo-section.js";
 
 /** Top-level sections tiers above core add to TidegateConfig (each optional: absent in the file = undefined). */
 export interface ConfigSections {}
@@ -39,6 +40,7 @@ export interface TidegateConfig extends ConfigSections {
   controller: ControllerConfig;
   engines: EnginesConfig;
   parameters: ParametersConfig;
+  slo: SloConfig;
 }
 
 /** A top-level section a tier owns. */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
-import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
 import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { collect, errorOf as failureOf } from "../../test/helpers/streams.js";
 import { Gateway } from "./gateway.js";
@@ -332,5 +332,135 @@ describe("Gateway.submit (the callback form)", () => {
     gw2.addInstance("h100-80gb", new SimEngine({ instanceId: "s", model: MODEL, gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000 }));
     expect(() => gw2.submit(request({ promptTokens: 900, maxTokens: 200 }), {})).toThrow(/KV capacity/);
     expect(gw2.instances()[0]!.inFlight).toBe(0);
+  });
+});
+
+/**
+ * A callback-form engine on a VirtualClock that plays one script per request: its first token `firstMs` after
+ * submit, then `tokens` tokens with the last at `doneMs`; or, with `cancelMs`, it goes away then (onCancelled).
+ */
+interface Script {
+  firstMs: number;
+  doneMs: number;
+  tokens: number;
+  cancelMs?: number;
+}
+class ScriptedEngine {
+  readonly model = MODEL;
+  readonly scripts: Script[] = [];
+  constructor(
+    readonly instanceId: string,
+    private readonly clock: VirtualClock,
+  ) {}
+  generate(): AsyncIterable<EngineEvent> {
+    throw new Error("callback form only");
+  }
+  submit(_req: GenerateRequest, cb: RequestCallbacks & { onCancelled?(atMs: number, generatedTokens: number): void }): void {
+    const s = this.scripts.shift()!;
+    if (s.firstMs <= (s.cancelMs ?? Infinity)) this.clock.after(s.firstMs, () => cb.onFirstToken?.(this.clock.now()));
+    if (s.cancelMs !== undefined) this.clock.after(s.cancelMs, () => cb.onCancelled?.(this.clock.now(), 0));
+    else this.clock.after(s.doneMs, () => cb.onDone?.(this.clock.now(), s.tokens));
+  }
+  stats() {
+    return { kvBytesUsed: 0, kvBytesCapacity: 1e9, running: 0, waiting: 0, remainingTokens: 0, generatedTokensTotal: 0 };
+  }
+  async close(): Promise<void> {}
+}
+
+describe("Gateway SLO attainment", () => {
+  // TTFT ≤ 150 ms and TPOT ≤ 100 ms at p90.
+  const slo = { ttftMs: 150, tpotMs: 100, percentile: 0.9, models: {} };
+
+  it("judges streamed requests: TTFT from entry to the first token, TPOT over the rest; batch, cancelled and client errors are not judged", async () => {
+    const clock = new VirtualClock();
+    const outcomes: string[] = [];
+    const gw = new Gateway({ region: "us-east", clock, slo, onSlo: (_m, o) => outcomes.push(o) });
+    const e = new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 100 });
+    gw.addInstance("h100-80gb", e);
+    const run = async (req: GenerateRequest, signal?: AbortSignal) => {
+      const p = collect(gw.generate(req, signal)).catch((err: unknown) => err);
+      await clock.advanceBy(1000);
+      return p;
+    };
+    // Tokens at 100, 200, 300 ms: TTFT 100, TPOT (300 − 100) / 2 = 100 → met (both targets are inclusive).
+    await run(request({ promptTokens: 10, maxTokens: 3 }));
+    // Tokens at 100..500: TPOT 100 as well, but a batch request is never judged.
+    await run(request({ maxTokens: 5, batch: true }));
+    // Broke after its first token: a miss, and not a finished request for the token sums.
+    e.failNext = ["after"];
+    await run(request({ maxTokens: 3 }));
+    // Cancelled by its caller mid-stream: not judged.
+    const ctl = new AbortController();
+    const cancelled = collect(gw.generate(request({ maxTokens: 5 }), ctl.signal)).catch((err: unknown) => err);
+    await clock.advanceBy(150);
+    ctl.abort();
+    await clock.advanceBy(0);
+    expect(findTidegateError(await cancelled)?.code).toBe("cancelled");
+    // Nothing serving: unserved.
+    gw.setInstanceState("a", "draining");
+    expect((await failureOf(collect(gw.generate(request())))).code).toBe("no_region_available");
+    expect(outcomes).toEqual(["met", "missed", "unserved"]);
+    expect(gw.snapshot().models[0]!.slo).toEqual({ requests: 3, met: 1, finished: 1, promptTokens: 10, outputTokens: 3 });
+    // A client error is the request's fault, not the region's.
+    gw.setInstanceState("a", "serving");
+    e.generate = async function* () {
+      yield* [];
+      throw new TidegateError("invalid_request", "prompt too long");
+    };
+    expect((await failureOf(collect(gw.generate(request())))).code).toBe("invalid_request");
+    expect(outcomes).toHaveLength(3);
+  });
+
+  it("misses a slow first token, holds each model to its own override, and counts failures on every instance as unserved", async () => {
+    const clock = new VirtualClock();
+    const outcomes: string[] = [];
+    const gw = new Gateway({ region: "us-east", clock, slo, onSlo: (_m, o) => outcomes.push(o) });
+    const slow = new FakeEngine({ instanceId: "slow", model: MODEL, clock, tokenDelayMs: 200 });
+    gw.addInstance("h100-80gb", slow);
+    const p = collect(gw.generate(request({ maxTokens: 2 })));
+    await clock.advanceBy(1000);
+    await p;
+    // TTFT 200 > 150 (TPOT 200 > 100 too) → missed; under an override of 250 / 200 ms the same request meets it.
+    const lenient = new Gateway({ region: "us-east", clock, slo: { ...slo, models: { [MODEL]: { ttftMs: 250, tpotMs: 200, percentile: 0.9 } } }, onSlo: (_m, o) => outcomes.push(o) });
+    lenient.addInstance("h100-80gb", new FakeEngine({ instanceId: "slow2", model: MODEL, clock, tokenDelayMs: 200 }));
+    const q = collect(lenient.generate(request({ maxTokens: 2 })));
+    await clock.advanceBy(1000);
+    await q;
+    slow.failNext = ["before"];
+    expect((await failureOf(collect(gw.generate(request())))).code).toBe("upstream_error");
+    expect(outcomes).toEqual(["missed", "met", "unserved"]);
+    expect(lenient.sloSummaries()[0]).toMatchObject({ ttftMs: 250, tpotMs: 200, met: 1 });
+  });
+
+  it("judges callback-form requests the same way, hand-checked; telemetry carries running totals any reader may take", async () => {
+    const clock = new VirtualClock(0);
+    const outcomes: string[] = [];
+    const gw = new Gateway({ region: "us-east", clock, statsRefreshMs: 0, slo, onSlo: (_m, o) => outcomes.push(o) });
+    const e = new ScriptedEngine("s", clock);
+    gw.addInstance("h100-80gb", e);
+    e.scripts.push(
+      { firstMs: 100, doneMs: 300, tokens: 3 }, // TTFT 100, TPOT 100: met
+      { firstMs: 200, doneMs: 300, tokens: 3 }, // TTFT 200: missed
+      { firstMs: 100, doneMs: 500, tokens: 3 }, // TPOT 200: missed
+      { firstMs: 150, doneMs: 150, tokens: 1 }, // one token, no TPOT: met
+      { firstMs: 50, doneMs: 0, tokens: 0, cancelMs: 80 }, // the engine went away after the first token: missed
+      { firstMs: 50, doneMs: 0, tokens: 0, cancelMs: 20 }, // … and before it: unserved
+      { firstMs: 500, doneMs: 900, tokens: 3 }, // batch: not judged
+    );
+    for (let i = 0; i < 6; i++) gw.submit(request({ promptTokens: 10 * (i + 1) }), {});
+    gw.submit(request({ batch: true }), {});
+    await clock.advanceBy(1000);
+    expect(outcomes).toEqual(["unserved", "missed", "met", "met", "missed", "missed"]);
+    // Refused at the door (nothing serving): unserved.
+    gw.setInstanceState("s", "loading");
+    expect(gw.submit(request(), {})).toBeUndefined();
+    // 7 judged, 2 met; the 4 finished had prompts 10 + 20 + 30 + 40 and outputs 3 + 3 + 3 + 1.
+    const totals = { requests: 7, met: 2, finished: 4, promptTokens: 100, outputTokens: 10 };
+    expect(gw.snapshot().models[0]!.slo).toEqual(totals);
+    // A second reader sees the same totals (nothing is taken away by reading).
+    expect(gw.snapshot().models[0]!.slo).toEqual(totals);
+    expect(gw.sloSummaries()).toEqual([
+      { model: MODEL, ttftMs: 150, tpotMs: 100, percentile: 0.9, met: 2, missed: 3, unserved: 2, lastHourRequests: 7, lastHourMet: 2, lastHourAttainment: 2 / 7, judgedHours: 0, violatedHours: 0 },
+    ]);
   });
 });

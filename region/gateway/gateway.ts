@@ -12,17 +12,20 @@
  *
  * Requests enter by `generate` (a stream: HTTP, gRPC, in-process links) or by `submit` (callbacks: engines on the
  * injected Clock, the replay's ten million requests a week); both take the same route and keep the same in-flight
- * books (`admit` / `settle`), so a replayed burst spreads exactly as a live one does.
+ * books (`admit` / `settle`), so a replayed burst spreads exactly as a live one does. Both judge every interactive
+ * request against the model's SLO as it ends (TTFT from entering the gateway, TPOT; slo-book.ts), the same way.
  *
  * It only routes and reports: the planner's targets, the instance listing and the RegionService the links serve are
  * the region runtime's (region/runtime/runtime.ts, targets.ts).
  */
 import type { Clock } from "../../core/clock.js";
+import { DEFAULT_SLO, sloFor, type SloConfig } from "../../core/config.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { MODEL_SPECS, kvBytesPerToken, type GpuType, type ModelName, type RegionName } from "../../core/models.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RequestCallbacks, RegionTelemetry } from "../../core/ports.js";
 import { pickEndpoint, pickInstance } from "./jsq.js";
+import { SloBook, tpotOf, type ModelSloSummary, type SloOutcome } from "./slo-book.js";
 import { WindowedRate, modelTelemetry } from "./telemetry.js";
 
 export interface GatewayOptions {
@@ -39,6 +42,10 @@ export interface GatewayOptions {
   onOutcome?: (model: ModelName, outcome: RequestOutcome) => void;
   /** Called at each routing decision (a request admitted to an instance, retries included): traces, tests. */
   onRouted?: (req: GenerateRequest, instanceId: string) => void;
+  /** The interactive SLO each model is judged against (config `slo`; default DEFAULT_SLO for every model). */
+  slo?: SloConfig;
+  /** Called once per interactive request judged against its SLO (slo-book.ts): the region's `/metrics` counter. */
+  onSlo?: (model: ModelName, outcome: SloOutcome) => void;
 }
 
 export type RequestOutcome = "ok" | "error" | "cancelled";
@@ -104,9 +111,20 @@ interface ModelRecord {
   /** Prompt + max tokens of every request that entered (placed or not), cumulative, and its rate. */
   demanded: number;
   demandRate: WindowedRate;
+  /** SLO attainment of its interactive requests. */
+  slo: SloBook;
 }
 
 const ZERO_STATS: EngineStats = { kvBytesUsed: 0, kvBytesCapacity: 0, running: 0, waiting: 0, remainingTokens: 0, generatedTokensTotal: 0 };
+
+/**
+ * An error that is the request's own fault (4xx other than rate_limited and cancelled): not judged against the SLO.
+ * `cancelled` here is an engine that went away under the request; the caller's own cancel is told apart by its signal.
+ */
+function clientFault(err: unknown): boolean {
+  const te = findTidegateError(err);
+  return te !== undefined && te.status >= 400 && te.status < 500 && te.code !== "rate_limited" && te.code !== "cancelled";
+}
 
 /** Counts tokens a request was served (batch ones apart as well). */
 function served(model: ModelRecord, req: GenerateRequest, tokens: number): void {
@@ -156,17 +174,25 @@ function settle(t: Ticket): void {
   }
 }
 
-/** One callback-form request in flight: counts its tokens and settles its books, then calls the caller's hooks. */
+/**
+ * One callback-form request in flight: counts its tokens, settles its books and judges it against the SLO (when
+ * interactive), then calls the caller's hooks. The engine cancels a callback-form request only when it goes away
+ * (Gateway.submit takes no signal): a miss once it had its first token, unserved before.
+ */
 class Submitted implements RequestCallbacks {
+  private firstAtMs = -1;
+
   constructor(
     private readonly gateway: Gateway,
     private readonly model: ModelRecord,
     private readonly ticket: Ticket,
     private readonly req: GenerateRequest,
     private readonly callbacks: RequestCallbacks,
+    private readonly enteredAtMs: number,
   ) {}
 
   onFirstToken(atMs: number): void {
+    this.firstAtMs = atMs;
     this.gateway.noteServed(this.model, this.req, this.req.promptTokens);
     this.callbacks.onFirstToken?.(atMs);
   }
@@ -174,12 +200,20 @@ class Submitted implements RequestCallbacks {
   onDone(atMs: number, generatedTokens: number): void {
     settle(this.ticket);
     this.gateway.noteServed(this.model, this.req, generatedTokens, "ok");
+    if (this.req.batch !== true) {
+      const first = this.firstAtMs < 0 ? atMs : this.firstAtMs;
+      this.model.slo.finished(first - this.enteredAtMs, tpotOf(first, atMs, generatedTokens), this.req.promptTokens, generatedTokens);
+    }
     this.callbacks.onDone?.(atMs, generatedTokens);
   }
 
   onCancelled(atMs: number, generatedTokens: number): void {
     settle(this.ticket);
     this.gateway.noteServed(this.model, this.req, generatedTokens, "cancelled");
+    if (this.req.batch !== true) {
+      if (this.firstAtMs < 0) this.model.slo.refused();
+      else this.model.slo.broken();
+    }
     this.callbacks.onError?.(atMs, new TidegateError("cancelled", `request ${this.req.id} cancelled`));
   }
 }
@@ -194,6 +228,8 @@ export class Gateway {
   private readonly log: Logger;
   private readonly onOutcome: GatewayOptions["onOutcome"];
   private readonly onRouted: GatewayOptions["onRouted"];
+  private readonly slo: SloConfig;
+  private readonly onSlo: GatewayOptions["onSlo"];
   private readonly models = new Map<ModelName, ModelRecord>();
   private readonly byId = new Map<string, InstanceRecord>();
   /** RegionService.onChange listeners: instances added, removed or moved to another state. */
@@ -209,6 +245,8 @@ export class Gateway {
     this.log = opts.log ?? silentLogger;
     this.onOutcome = opts.onOutcome;
     this.onRouted = opts.onRouted;
+    this.slo = opts.slo ?? { ...DEFAULT_SLO, models: {} };
+    this.onSlo = opts.onSlo;
     if (!(this.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${this.statsRefreshMs}`);
     if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${this.maxAttempts}`);
   }
@@ -219,7 +257,7 @@ export class Gateway {
     if (spec === undefined) throw new TidegateError("invalid_config", `unknown model ${JSON.stringify(model)}`);
     let m = this.models.get(model);
     if (m === undefined) {
-      m = { model, kvBytesPerToken: kvBytesPerToken(spec), endpoints: [], tokensServed: 0, batchTokensServed: 0, rate: new WindowedRate(this.rateWindowMs, this.clock.now()), batchRate: new WindowedRate(this.rateWindowMs, this.clock.now()), demanded: 0, demandRate: new WindowedRate(this.rateWindowMs, this.clock.now()) };
+      m = { model, kvBytesPerToken: kvBytesPerToken(spec), endpoints: [], tokensServed: 0, batchTokensServed: 0, rate: new WindowedRate(this.rateWindowMs, this.clock.now()), batchRate: new WindowedRate(this.rateWindowMs, this.clock.now()), demanded: 0, demandRate: new WindowedRate(this.rateWindowMs, this.clock.now()), slo: new SloBook(model, sloFor(this.slo, model), this.clock, this.onSlo) };
       this.models.set(model, m);
     }
     const endpointId = `${model}/${gpu}`;
@@ -306,10 +344,15 @@ export class Gateway {
    * failure is an upstream_error. Aborting `signal` or stopping the iteration cancels the engine's generation. By
    * the time `done` is yielded the request is closed everywhere — its books settled, its outcome counted and the
    * engine's stream returned — so a consumer may stop pulling there without calling `return()`.
+   * An interactive request is judged against the SLO when it ends (slo-book.ts): TTFT from entering here to its
+   * first event, TPOT from its first to its last token event; a failure before the first event (every instance
+   * tried, or none serving) is unserved, one after it a miss; the caller's cancel and client errors are not judged.
    */
   async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
     const model = this.modelRecord(req.model);
     model.demanded += req.promptTokens + req.maxTokens;
+    const judged = req.batch !== true;
+    const enteredAtMs = this.clock.now();
     const tried = new Set<InstanceRecord>();
     let lastError: unknown;
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
@@ -333,6 +376,9 @@ export class Gateway {
       let started = false;
       let finished = false;
       let streamed = 0;
+      let outputTokens = 0;
+      let firstAtMs = 0;
+      let lastAtMs = 0;
       let iterator: AsyncIterator<EngineEvent> | undefined;
       try {
         iterator = rec.engine.generate(req, upstream.signal)[Symbol.asyncIterator]();
@@ -343,9 +389,14 @@ export class Gateway {
           if (!started) {
             started = true;
             served(model, req, req.promptTokens);
+            firstAtMs = lastAtMs = this.clock.now();
           }
           if (ev.type === "token") {
             streamed += ev.tokens;
+            if (judged) {
+              outputTokens += ev.tokens;
+              lastAtMs = this.clock.now();
+            }
             yield ev;
             continue;
           }
@@ -360,6 +411,7 @@ export class Gateway {
           signal?.removeEventListener("abort", onAbort);
           await closeQuietly(iterator, this.log, rec.engine.instanceId, req.id);
           this.onOutcome?.(req.model, "ok");
+          if (judged) model.slo.finished(firstAtMs - enteredAtMs, tpotOf(firstAtMs, lastAtMs, outputTokens), req.promptTokens, outputTokens);
           yield ev;
           return;
         }
@@ -375,6 +427,8 @@ export class Gateway {
         const clientError = findTidegateError(err);
         if (started || (clientError !== undefined && clientError.status < 500 && clientError.code !== "rate_limited")) {
           this.onOutcome?.(req.model, "error");
+          if (judged && started) model.slo.broken();
+          else if (judged && !clientFault(err)) model.slo.refused();
           if (!started) throw clientError;
           throw new TidegateError("upstream_error", `instance ${rec.engine.instanceId} failed mid-stream`, { cause: err });
         }
@@ -396,6 +450,7 @@ export class Gateway {
       }
     }
     this.onOutcome?.(req.model, "error");
+    if (judged) model.slo.refused();
     if (tried.size === 0) throw new TidegateError("no_region_available", `no serving instance of ${req.model} in region ${this.region}`);
     throw new TidegateError("upstream_error", `${tried.size} instance(s) of ${req.model} in region ${this.region} failed before the first token`, { cause: lastError });
   }
@@ -405,7 +460,8 @@ export class Gateway {
    * the same in-flight books and token counts, and reports through `callbacks` at clock times. Returns where it
    * went, or undefined when no instance of the model serves here (nothing is called then). Throws model_not_found
    * for an unknown model, and what the engine throws before accepting the request (e.g. a prompt too long for it).
-   * Engines without a callback form are driven through `generate`; a failure then reaches `onError`.
+   * Engines without a callback form are driven through `generate`; a failure then reaches `onError`. An interactive
+   * request is judged against the SLO as `generate` judges it; returning undefined (refused) counts it unserved.
    */
   submit(req: GenerateRequest, callbacks: RequestCallbacks): RouteChoice | undefined {
     const model = this.modelRecord(req.model);
@@ -417,14 +473,18 @@ export class Gateway {
       return choice;
     }
     model.demanded += req.promptTokens + req.maxTokens;
-    if (rec === undefined) return undefined;
+    if (rec === undefined) {
+      if (req.batch !== true) model.slo.refused();
+      return undefined;
+    }
     const ticket = admit(rec, req, model.kvBytesPerToken);
     this.onRouted?.(req, rec.engine.instanceId);
     try {
-      rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks));
+      rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks, this.clock.now()));
     } catch (err) {
       settle(ticket);
       this.onOutcome?.(req.model, "error");
+      if (req.batch !== true && !clientFault(err)) model.slo.refused();
       throw err;
     }
     return choice;
@@ -454,7 +514,10 @@ export class Gateway {
     }
   }
 
-  /** The region's telemetry now: one entry per model; reads fresh stats from every instance. */
+  /**
+   * The region's telemetry now: one entry per model; reads fresh stats from every instance. Each model's `slo` is its
+   * SLO running totals (slo-book.ts): any number of readers may take snapshots.
+   */
   snapshot(): RegionTelemetry {
     const now = this.clock.now();
     const models = [...this.models.values()].map((m) => {
@@ -465,9 +528,16 @@ export class Gateway {
           samples.push({ endpointId: e.endpointId, state: i.state, stats: i.stats });
         }
       }
-      return modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed), m.batchRate.rate(now, m.batchTokensServed), m.demandRate.rate(now, m.demanded));
+      const t = modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed), m.batchRate.rate(now, m.batchTokensServed), m.demandRate.rate(now, m.demanded));
+      t.slo = m.slo.totals();
+      return t;
     });
     return { region: this.region, seq: ++this.seq, atMs: now, models };
+  }
+
+  /** Each model's SLO targets, judged requests, attainment over the last hour and hours in violation (slo-book.ts). */
+  sloSummaries(): ModelSloSummary[] {
+    return [...this.models.values()].map((m) => m.slo.summary());
   }
 
   /** Closes every engine. */

@@ -30,6 +30,8 @@ describe("gRPC RegionLink", () => {
       waiting: 1,
       instances: { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 },
       endpoints: [{ endpointId: "llama3.1-8b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0.25, servingInstances: 1 }],
+      // The region measures SLO attainment: an empty window before any request (region-proto.test.ts has full ones).
+      slo: { requests: 0, met: 0, finished: 0, promptTokens: 0, outputTokens: 0 },
     });
   });
 

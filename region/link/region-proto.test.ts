@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import type { GenerateRequest, RegionTelemetry } from "../../core/ports.js";
-import { requestFromWire, requestToWire, telemetryFromWire, telemetryToWire } from "./region-proto.js";
+import type { RegionListing } from "../gateway/slo-book.js";
+import { instancesFromWire, instancesToWire, regionService, requestFromWire, requestToWire, telemetryFromWire, telemetryToWire, type WireInstances, type WireTelemetry } from "./region-proto.js";
+
+/** Through protobuf itself (the service's own serializers), as the gRPC link sends it. */
+function overTheWire<T>(method: "Telemetry" | "Instances", w: T): T {
+  const def = regionService().service[method]!;
+  return def.responseDeserialize(def.responseSerialize(w)) as T;
+}
 
 describe("wire conversions", () => {
   it("carry a batch request's flag and the batch share of tokens/s across the link", () => {
@@ -11,5 +18,33 @@ describe("wire conversions", () => {
     expect(requestFromWire(requestToWire(interactive))).toEqual(interactive);
     const t: RegionTelemetry = { region: "east", seq: 1, atMs: 5, models: [{ model: "m", effectiveMemoryUtilization: 0.5, tokensPerS: 100, batchTokensPerS: 40, demandTokensPerS: 150, running: 1, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 }, endpoints: [] }] };
     expect(telemetryFromWire(telemetryToWire(t))).toEqual(t);
+  });
+
+  it("carry each model's SLO window in telemetry through protobuf, and none from a region that sends none", () => {
+    const counts = { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 };
+    const t: RegionTelemetry = {
+      region: "east",
+      seq: 7,
+      atMs: 1234.5,
+      models: [
+        { model: "m", effectiveMemoryUtilization: 0.5, tokensPerS: 100, running: 1, waiting: 0, instances: counts, endpoints: [], slo: { requests: 12, met: 9, finished: 10, promptTokens: 5122.5, outputTokens: 1285 } },
+        { model: "quiet", effectiveMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: counts, endpoints: [], slo: { requests: 0, met: 0, finished: 0, promptTokens: 0, outputTokens: 0 } },
+        { model: "old", effectiveMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: counts, endpoints: [] },
+      ],
+    };
+    expect(telemetryFromWire(overTheWire<WireTelemetry>("Telemetry", telemetryToWire(t)))).toEqual(t);
+  });
+
+  it("carry each model's SLO in the admin listing through protobuf, and none from a region that sends none", () => {
+    const base: RegionListing = { region: "east", actuator: "static", instances: [], nodes: [], failures: [], actions: [] };
+    const l: RegionListing = {
+      ...base,
+      slo: [
+        { model: "m", ttftMs: 1000, tpotMs: 100, percentile: 0.95, met: 40, missed: 7, unserved: 3, lastHourRequests: 20, lastHourMet: 15, lastHourAttainment: 0.75, judgedHours: 4, violatedHours: 2 },
+        { model: "quiet", ttftMs: 1500, tpotMs: 80, percentile: 0.9, met: 0, missed: 0, unserved: 0, lastHourRequests: 0, lastHourMet: 0, lastHourAttainment: null, judgedHours: 0, violatedHours: 0 },
+      ],
+    };
+    expect(instancesFromWire(overTheWire<WireInstances>("Instances", instancesToWire(l)))).toEqual(l);
+    expect(instancesFromWire(overTheWire<WireInstances>("Instances", instancesToWire(base)))).toEqual(base);
   });
 });

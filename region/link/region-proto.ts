@@ -15,6 +15,7 @@ import type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from ".
 
 export type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
 import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { RegionListing } from "../gateway/slo-book.js";
 
 /** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
 export interface WireDispatchRequest {
@@ -49,6 +50,7 @@ export interface WireTelemetry {
     waiting: number;
     instances: Record<InstanceState, number> | null;
     stale_instances?: number;
+    slo?: { requests: number; met: number; finished: number; prompt_tokens: number; output_tokens: number } | null;
     endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null; expected_scale_out_ms?: number }[];
   }[];
 }
@@ -58,7 +60,7 @@ export interface WireTargets {
   region: string;
   made_at_ms: number;
   advisory: boolean;
-  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number; floor_instances?: number }[];
+  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number; floor_instances?: number; floor_steps?: number[]; floor_step_ms?: number }[];
 }
 
 export interface WireTargetsAck {
@@ -165,6 +167,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       waiting: m.waiting,
       instances: m.instances,
       stale_instances: m.staleInstances ?? 0,
+      slo: m.slo === undefined ? null : { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, prompt_tokens: m.slo.promptTokens, output_tokens: m.slo.outputTokens },
       endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null, expected_scale_out_ms: e.expectedScaleOutMs ?? 0 })),
     })),
   };
@@ -191,6 +194,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
         ...((e.expected_scale_out_ms ?? 0) > 0 ? { expectedScaleOutMs: e.expected_scale_out_ms! } : {}),
       })),
       ...((m.stale_instances ?? 0) > 0 ? { staleInstances: m.stale_instances! } : {}),
+      ...(m.slo ? { slo: { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, promptTokens: m.slo.prompt_tokens, outputTokens: m.slo.output_tokens } } : {}),
     };
   });
   return { region: w.region, seq: w.seq, atMs: w.at_ms, models };
@@ -202,7 +206,7 @@ export function targetsToWire(t: RegionTargets): WireTargets {
     region: t.region,
     made_at_ms: t.madeAtMs,
     advisory: t.advisory,
-    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS, floor_instances: e.floorInstances ?? 0 })),
+    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS, floor_instances: e.floorInstances ?? 0, floor_steps: e.floorSteps ?? [], floor_step_ms: e.floorStepMs ?? 0 })),
   };
 }
 
@@ -212,7 +216,7 @@ export function targetsFromWire(w: WireTargets): RegionTargets {
     region: w.region,
     madeAtMs: w.made_at_ms,
     advisory: w.advisory,
-    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s, ...(e.floor_instances ? { floorInstances: Math.min(e.floor_instances, e.instances) } : {}) })),
+    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s, ...(e.floor_instances ? { floorInstances: Math.min(e.floor_instances, e.instances) } : {}), ...(e.floor_steps !== undefined && e.floor_steps.length > 0 && (e.floor_step_ms ?? 0) > 0 ? { floorSteps: e.floor_steps.map((n) => Math.min(n, e.instances)), floorStepMs: e.floor_step_ms! } : {}) })),
   };
 }
 
@@ -228,9 +232,11 @@ export interface WireInstances {
   nodes: { node_id: string; lost: boolean; last_seen_at_ms: number; gpu_type: string; gpu_slots: number; free_slots: number; memory_bytes: number; data: string; transport: string; models: string[]; complete_models: string[] }[];
   failures: { at_ms: number; model: string; gpu: string; node: string; instance_id: string; message: string }[];
   actions: { at_ms: number; model: string; gpu: string; kind: string; instance_id: string; reason: string; from: number; desired: number }[];
+  slo?: { model: string; ttft_ms: number; tpot_ms: number; percentile: number; met: number; missed: number; unserved: number; last_hour_requests: number; last_hour_met: number; judged_hours: number; violated_hours: number }[];
 }
 
-export function instancesToWire(l: RegionInstances): WireInstances {
+/** The listing to the wire; the SLO entries of a RegionListing go along (a plain RegionInstances has none). */
+export function instancesToWire(l: RegionListing): WireInstances {
   return {
     region: l.region,
     actuator: l.actuator,
@@ -238,12 +244,14 @@ export function instancesToWire(l: RegionInstances): WireInstances {
     nodes: l.nodes.map((n) => ({ node_id: n.nodeId, lost: n.lost, last_seen_at_ms: n.lastSeenAtMs, gpu_type: n.gpuType, gpu_slots: n.gpuSlots, free_slots: Math.max(0, n.freeSlots), memory_bytes: n.memoryBytes, data: n.data, transport: n.transport, models: n.models, complete_models: n.completeModels })),
     failures: l.failures.map((f) => ({ at_ms: f.atMs, model: f.model, gpu: f.gpu, node: f.node, instance_id: f.instanceId, message: f.message })),
     actions: l.actions.map((a) => ({ at_ms: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instance_id: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
+    slo: (l.slo ?? []).map((s) => ({ model: s.model, ttft_ms: s.ttftMs, tpot_ms: s.tpotMs, percentile: s.percentile, met: s.met, missed: s.missed, unserved: s.unserved, last_hour_requests: s.lastHourRequests, last_hour_met: s.lastHourMet, judged_hours: s.judgedHours, violated_hours: s.violatedHours })),
   };
 }
 
 const STATES: readonly InstanceState[] = ["provisioning", "loading", "serving", "draining", "spot"];
 
-export function instancesFromWire(w: WireInstances): RegionInstances {
+/** The listing from the wire; `slo` only when the region sent SLO entries (older regions send none). */
+export function instancesFromWire(w: WireInstances): RegionListing {
   return {
     region: w.region,
     actuator: w.actuator === "agents" ? "agents" : "static",
@@ -254,5 +262,23 @@ export function instancesFromWire(w: WireInstances): RegionInstances {
     nodes: w.nodes.map((n) => ({ nodeId: n.node_id, lost: n.lost, lastSeenAtMs: n.last_seen_at_ms, gpuType: n.gpu_type, gpuSlots: n.gpu_slots, freeSlots: n.free_slots, memoryBytes: n.memory_bytes, data: n.data, transport: n.transport, models: n.models, completeModels: n.complete_models })),
     failures: w.failures.map((f) => ({ atMs: f.at_ms, model: f.model, gpu: f.gpu, node: f.node, instanceId: f.instance_id, message: f.message })),
     actions: w.actions.map((a) => ({ atMs: a.at_ms, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instance_id, reason: a.reason, from: a.from, desired: a.desired })),
+    ...((w.slo ?? []).length > 0
+      ? {
+          slo: w.slo!.map((s) => ({
+            model: s.model,
+            ttftMs: s.ttft_ms,
+            tpotMs: s.tpot_ms,
+            percentile: s.percentile,
+            met: s.met,
+            missed: s.missed,
+            unserved: s.unserved,
+            lastHourRequests: s.last_hour_requests,
+            lastHourMet: s.last_hour_met,
+            lastHourAttainment: s.last_hour_requests > 0 ? s.last_hour_met / s.last_hour_requests : null,
+            judgedHours: s.judged_hours,
+            violatedHours: s.violated_hours,
+          })),
+        }
+      : {}),
   };
 }

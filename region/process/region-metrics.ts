@@ -4,10 +4,16 @@
  * instances), the newest accepted targets decisionId and the controller's scaling actions, failures and data-plane
  * bytes. Every series carries a `region` label, so one registry can hold several regions (`tidegate dev`) and a
  * dashboard can split by region without relabelling.
+ *
+ * SLO attainment of interactive requests (issue 31; region/gateway/slo-book.ts): judged requests by outcome (met,
+ * missed, unserved) as the gateway judges them, and gauges read from the gateway's SLO summaries at each scrape —
+ * attainment over the last hour (NaN while the hour judged none), the targets, and the completed clock hours whose
+ * attainment was below the SLO percentile.
  */
 import { Counter, Gauge, createRegistry, initLabels, type Registry } from "../../core/metrics.js";
 import type { RegionTelemetry } from "../../core/ports.js";
 import type { RequestOutcome } from "../gateway/gateway.js";
+import { SLO_OUTCOMES, type ModelSloSummary, type SloOutcome } from "../gateway/slo-book.js";
 
 const OUTCOMES: readonly RequestOutcome[] = ["ok", "error", "cancelled"];
 const STATES = ["provisioning", "loading", "serving", "draining", "spot"] as const;
@@ -17,6 +23,10 @@ const ACTION_KINDS = ["provision", "reclaim", "redeploy", "drain"] as const;
 export interface RegionMetricsSink {
   /** Counts one finished request. */
   outcome(model: string, outcome: RequestOutcome): void;
+  /** Counts one interactive request judged against its SLO. */
+  slo(model: string, outcome: SloOutcome): void;
+  /** Where the SLO gauges are read from at each scrape (the region's Gateway.sloSummaries); the latest call wins. */
+  watchSlo(read: () => readonly ModelSloSummary[]): void;
   /** Counts one scaling step (RuntimeMetricsSink). */
   action(model: string, kind: string): void;
   /** Counts one failed scale-out (RuntimeMetricsSink); model "-" is not counted. */
@@ -43,6 +53,12 @@ export class RegionMetrics {
   private readonly actions: Counter<"region" | "model" | "kind">;
   private readonly failures: Counter<"region" | "model">;
   private readonly transferBytes: Counter<"region">;
+  private readonly sloRequests: Counter<"region" | "model" | "outcome">;
+  private readonly sloAttainment: Gauge<"region" | "model">;
+  private readonly sloTarget: Gauge<"region" | "model" | "kind">;
+  private readonly sloViolatedHours: Gauge<"region" | "model">;
+  /** Per region, its gateway's SLO summaries (watchSlo). */
+  private readonly sloReaders = new Map<string, () => readonly ModelSloSummary[]>();
 
   /**
    * `regions` maps each region to its models (every label combination starts at 0); `registry` defaults to a
@@ -64,6 +80,34 @@ export class RegionMetrics {
     this.actions = new Counter({ name: "tidegate_region_scaling_actions_total", help: "Scaling steps the region controller took, by kind (provision, reclaim, redeploy, drain)", labelNames: ["region", "model", "kind"], registers: r });
     this.failures = new Counter({ name: "tidegate_region_scaling_failures_total", help: "Scale-outs that failed (the endpoint then backs off)", labelNames: ["region", "model"], registers: r });
     this.transferBytes = new Counter({ name: "tidegate_region_transfer_bytes_total", help: "Parameter bytes moved to new instances' nodes over the data plane", labelNames: ["region"], registers: r });
+    this.sloRequests = new Counter({ name: "tidegate_region_slo_requests_total", help: "Interactive requests judged against the model's SLO: met (TTFT and TPOT within targets), missed (late, or broke after the first token), unserved (refused or failed before the first token)", labelNames: ["region", "model", "outcome"], registers: r });
+    const readSlo = (set: (region: string, s: ModelSloSummary) => void) => () => {
+      for (const [region, read] of this.sloReaders) for (const s of read()) set(region, s);
+    };
+    this.sloAttainment = new Gauge({
+      name: "tidegate_region_slo_attainment",
+      help: "Met / judged interactive requests over the last hour (60 one-minute buckets of the region clock); NaN while the hour judged none",
+      labelNames: ["region", "model"],
+      registers: r,
+      collect: readSlo((region, s) => this.sloAttainment.set({ region, model: s.model }, s.lastHourAttainment ?? Number.NaN)),
+    });
+    this.sloTarget = new Gauge({
+      name: "tidegate_region_slo_target_ms",
+      help: "The model's SLO targets (config slo): kind ttft = time to first token, tpot = time per output token after the first",
+      labelNames: ["region", "model", "kind"],
+      registers: r,
+      collect: readSlo((region, s) => {
+        this.sloTarget.set({ region, model: s.model, kind: "ttft" }, s.ttftMs);
+        this.sloTarget.set({ region, model: s.model, kind: "tpot" }, s.tpotMs);
+      }),
+    });
+    this.sloViolatedHours = new Gauge({
+      name: "tidegate_region_slo_violated_hours",
+      help: "Completed clock hours since the region started (the first partly seen) whose SLO attainment was below the model's percentile",
+      labelNames: ["region", "model"],
+      registers: r,
+      collect: readSlo((region, s) => this.sloViolatedHours.set({ region, model: s.model }, s.violatedHours)),
+    });
     for (const [region, models] of Object.entries(regions)) {
       const reg = [region];
       initLabels(this.actions, { region: reg, model: models, kind: ACTION_KINDS });
@@ -71,6 +115,11 @@ export class RegionMetrics {
       initLabels(this.requests, { region: reg, model: models, outcome: OUTCOMES });
       for (const g of [this.utilization, this.tokensPerS, this.batchTokensPerS, this.demandTokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { region: reg, model: models });
       initLabels(this.instances, { region: reg, model: models, state: STATES });
+      initLabels(this.sloRequests, { region: reg, model: models, outcome: SLO_OUTCOMES });
+      initLabels(this.sloTarget, { region: reg, model: models, kind: ["ttft", "tpot"] });
+      initLabels(this.sloViolatedHours, { region: reg, model: models });
+      // Not 0: an attainment of 0 would read as every request missed before any was judged.
+      for (const model of models) this.sloAttainment.set({ region, model }, Number.NaN);
       this.decisionId.set({ region }, -1);
       this.transferBytes.inc({ region }, 0);
     }
@@ -80,6 +129,10 @@ export class RegionMetrics {
   sink(region: string): RegionMetricsSink {
     return {
       outcome: (model, outcome) => this.requests.inc({ region, model, outcome }),
+      slo: (model, outcome) => this.sloRequests.inc({ region, model, outcome }),
+      watchSlo: (read) => {
+        this.sloReaders.set(region, read);
+      },
       action: (model, kind) => this.actions.inc({ region, model, kind }),
       failure: (model) => {
         if (model !== "-") this.failures.inc({ region, model });

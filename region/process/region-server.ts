@@ -7,7 +7,8 @@
  *   cannot be made fails the start), watched by the engine-health check (engine-health.ts); targets are held, not
  *   acted on.
  * Either way the gRPC server for the global router serves the region runtime's service. Telemetry gauges are
- * refreshed from a snapshot every `metricsIntervalMs` on the Clock. `close()` stops the servers, then the region
+ * refreshed from a snapshot every `metricsIntervalMs` on the Clock;
+ * the SLO gauges read the gateway at each scrape. `close()` stops the servers, then the region
  * (in agents mode the engine processes stay with their agents, for the next region process to adopt).
  */
 import { startProbeServer, type ProbeServer, type Readiness } from "../../core/probe-server.js";
@@ -17,7 +18,7 @@ import { silentLogger, type Logger } from "../../core/log.js";
 import type { Server as GrpcServer } from "@grpc/grpc-js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { EngineFactory } from "../actuator/static.js";
-import type { RegionRuntime } from "../runtime/runtime.js";
+import { withActuatorCounts, type RegionRuntime } from "../runtime/runtime.js";
 import { buildRegion, type Region } from "../runtime/build-region.js";
 import { agentsOverGrpc } from "../runtime/agents-host.js";
 import { fixedEngines } from "../runtime/static-host.js";
@@ -131,7 +132,7 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
       ...(opts.tls === undefined ? {} : { tls: opts.tls }),
       ...(registry === undefined ? {} : { extraServices: registry }),
     });
-    const observe = () => metrics.observe(service.snapshot(), runtime.targets.latest()?.decisionId);
+    const observe = () => metrics.observe(withActuatorCounts(gateway.snapshot(), runtime.actuator), runtime.targets.latest()?.decisionId);
     observe();
     ticker = clock.every(opts.metricsIntervalMs ?? 500, observe);
     const grpcServer = grpc;

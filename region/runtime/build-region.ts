@@ -21,13 +21,19 @@ import type { GenerateRequest } from "../../core/ports.js";
 import type { RuntimeActuator } from "../actuator/port.js";
 import type { ControllerAction } from "../controller/reconciler.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
+import type { ModelSloSummary, SloOutcome } from "../gateway/slo-book.js";
 import type { RegionService } from "../link/service.js";
 import type { BoundStrategy } from "../strategies/strategy-registry.js";
 import { startRegionRuntime, type RegionRuntime, type RuntimeMetricsSink } from "./runtime.js";
 
-/** Where a region reports: scaling actions and failures (the runtime), request outcomes (the gateway), data-plane bytes (agents). */
+/**
+ * Where a region reports: scaling actions and failures (the runtime), request outcomes and SLO judgements (the
+ * gateway), data-plane bytes (agents); `watchSlo` is handed the gateway's SLO summaries once, to read at each scrape.
+ */
 export interface RegionMetricsHooks extends RuntimeMetricsSink {
   outcome?(model: ModelName, outcome: RequestOutcome): void;
+  slo?(model: ModelName, outcome: SloOutcome): void;
+  watchSlo?(read: () => readonly ModelSloSummary[]): void;
   transferred?(bytes: number): void;
 }
 
@@ -98,15 +104,19 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
   const log = o.log ?? silentLogger;
   const statsRefreshMs = o.statsRefreshMs ?? o.host.statsRefreshMs;
   const outcome = o.metrics?.outcome;
+  const slo = o.metrics?.slo;
   const gateway = new Gateway({
     region: o.region,
     clock: o.clock,
     log,
+    slo: o.config.slo,
+    ...(slo === undefined ? {} : { onSlo: (m: ModelName, x: SloOutcome) => slo.call(o.metrics, m, x) }),
     ...(statsRefreshMs === undefined ? {} : { statsRefreshMs }),
     ...(outcome === undefined ? {} : { onOutcome: (m: ModelName, x: RequestOutcome) => outcome.call(o.metrics, m, x) }),
     ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }),
   });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
+  o.metrics?.watchSlo?.(() => gateway.sloSummaries());
   const hosted = o.host.start({ config: o.config, region: o.region, clock: o.clock, log, gateway, ...(o.metrics === undefined ? {} : { metrics: o.metrics }) });
   const runtime = startRegionRuntime({
     config: o.config,

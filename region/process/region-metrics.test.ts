@@ -1,0 +1,70 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { VirtualClock } from "../../core/clock.js";
+import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
+import { createRegistry } from "../../core/metrics.js";
+import { FakeEngine } from "../../test/helpers/fake-engine.js";
+import { collect } from "../../test/helpers/streams.js";
+import type { RegionListing } from "../gateway/slo-book.js";
+import { buildRegion, type Region } from "../runtime/build-region.js";
+import { fixedEngines } from "../runtime/static-host.js";
+import { RegionMetrics } from "./region-metrics.js";
+
+const MODEL = "llama3.1-8b";
+const HOUR_MS = 3_600_000;
+
+let open: Region | undefined;
+afterEach(async () => {
+  await open?.close();
+  open = undefined;
+});
+
+/** The sample lines of `name` in an exposition text. */
+function series(text: string, name: string): string[] {
+  return text.split("\n").filter((l) => l.startsWith(`${name}{`));
+}
+
+describe("region metrics: SLO attainment", () => {
+  it("exports judged requests by outcome, the last hour's attainment, the targets and the hours in violation; the listing shows them", async () => {
+    const clock = new VirtualClock(0);
+    const config = parseConfig({
+      ...(DEFAULT_CONFIG_JSON as Record<string, unknown>),
+      models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+      regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: 8 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1 }] }],
+      slo: { ttftMs: 150, tpotMs: 100, percentile: 0.9 },
+    });
+    const metrics = new RegionMetrics({ r: [MODEL] }, createRegistry(false));
+    const region = buildRegion({ config, region: "r", clock, metrics: metrics.sink("r"), host: fixedEngines(async (s) => new FakeEngine({ instanceId: s.instanceId, model: s.model, clock, tokenDelayMs: 100 })) });
+    open = region;
+    await region.ready();
+    const l = `region="r",model="${MODEL}"`;
+
+    // From the first scrape: every outcome at 0, no attainment yet (NaN, not 0), the targets. prom-client spells NaN
+    // "Nan"; Prometheus reads special values case-insensitively.
+    let text = await metrics.registry.metrics();
+    expect(series(text, "tidegate_region_slo_requests_total")).toEqual([`tidegate_region_slo_requests_total{${l},outcome="met"} 0`, `tidegate_region_slo_requests_total{${l},outcome="missed"} 0`, `tidegate_region_slo_requests_total{${l},outcome="unserved"} 0`]);
+    expect(series(text, "tidegate_region_slo_attainment")).toEqual([`tidegate_region_slo_attainment{${l}} Nan`]);
+    expect(series(text, "tidegate_region_slo_target_ms")).toEqual([`tidegate_region_slo_target_ms{${l},kind="ttft"} 150`, `tidegate_region_slo_target_ms{${l},kind="tpot"} 100`]);
+    expect(series(text, "tidegate_region_slo_violated_hours")).toEqual([`tidegate_region_slo_violated_hours{${l}} 0`]);
+
+    // Tokens at 100, 200 and 300 ms: TTFT 100, TPOT 100 → met. Then nothing serving → unserved.
+    const req = { id: "a", model: MODEL, kind: "chat" as const, promptTokens: 10, maxTokens: 3, priority: 0 as const, body: {} };
+    const p = collect(region.gateway.generate(req));
+    await clock.advanceBy(1000);
+    await p;
+    const id = region.gateway.instances()[0]!.instanceId;
+    region.gateway.setInstanceState(id, "draining");
+    expect(region.gateway.submit({ ...req, id: "b" }, {})).toBeUndefined();
+    text = await metrics.registry.metrics();
+    expect(series(text, "tidegate_region_slo_requests_total")).toEqual([`tidegate_region_slo_requests_total{${l},outcome="met"} 1`, `tidegate_region_slo_requests_total{${l},outcome="missed"} 0`, `tidegate_region_slo_requests_total{${l},outcome="unserved"} 1`]);
+    expect(series(text, "tidegate_region_slo_attainment")).toEqual([`tidegate_region_slo_attainment{${l}} 0.5`]);
+    const listing = region.runtime.service.listing() as RegionListing;
+    expect(listing.slo).toEqual([{ model: MODEL, ttftMs: 150, tpotMs: 100, percentile: 0.9, met: 1, missed: 0, unserved: 1, lastHourRequests: 2, lastHourMet: 1, lastHourAttainment: 0.5, judgedHours: 0, violatedHours: 0 }]);
+
+    // The first clock hour ends at 0.5 < 0.9: one hour in violation; its requests have left the rolling hour.
+    await clock.advanceTo(HOUR_MS);
+    text = await metrics.registry.metrics();
+    expect(series(text, "tidegate_region_slo_violated_hours")).toEqual([`tidegate_region_slo_violated_hours{${l}} 1`]);
+    expect(series(text, "tidegate_region_slo_attainment")).toEqual([`tidegate_region_slo_attainment{${l}} Nan`]);
+    expect((region.runtime.service.listing() as RegionListing).slo?.[0]).toMatchObject({ lastHourRequests: 0, lastHourAttainment: null, judgedHours: 1, violatedHours: 1 });
+  });
+});

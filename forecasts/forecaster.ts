@@ -14,6 +14,12 @@ export interface ForecastInput {
   seasonSteps: number;
   /** Steps to forecast (≥ 1); the peak is taken over these. */
   horizonSteps: number;
+  /**
+   * Which series this is and where its forecast starts (the planner's clock): only a forecaster that is given the
+   * future reads it (the week replay's oracle, sim/week/oracle.ts, which bounds what any forecast can save); every
+   * real forecaster ignores it.
+   */
+  series?: { model: string; region: string; fromMs: number };
 }
 
 /** Nominal coverage of `lower`..`upper`: 80% two-sided, so `upper` is a one-sided 90% upper bound. */

@@ -3,17 +3,20 @@
  * planner process): GPU types with costs, models with per-GPU-type instance size, throughput and start cost, and
  * regions with capacity and endpoints (current instances, min/max, instances lent to spot).
  *
- * tps(m, g) — tokens/s one instance serves at the SLO — is `tokensPerS` when given; otherwise it is derived from the
- * measured-profile performance model (core/perf, fitted to ../shared/data/splitwise_sim/perf_model.csv and
- * the SageServe profiles) at the fleet's SLO (default TTFT 1,000 ms, TBT 100 ms). Without either, the file is
- * rejected naming the path. Costs are per GPU-hour (hold) and per start.
+ * tps(m, g) — tokens/s one instance serves at the SLO — is `tokensPerS` when given; otherwise it is the capacity of
+ * one instance at the SLO (core/perf/slo-capacity.ts capacityAtSlo on the measured-profile performance model,
+ * fitted to ../shared/data/splitwise_sim/perf_model.csv and the SageServe profiles) for the Azure conversation mix
+ * (capacity.ts DEFAULT_MIX): from the config's `slo` per model (fleetFromConfig), or a fleet file's `slo` (default
+ * p95 TTFT 1,000 ms, TPOT 100 ms; `tbtMs` is read as `tpotMs`). A file entry whose capacity is 0 or has no profile
+ * must give `tokensPerS` (the error names the path). Each derived entry keeps how (`ModelOnGpu.capacity`) for the
+ * plan report. Costs are per GPU-hour (hold) and per start.
  */
 import { readFileSync } from "node:fs";
 import type { GpuType, ModelName, RegionName } from "../core/models.js";
 import type { RegionTelemetry } from "../core/ports.js";
 import { ObjectReader, ValidationError, parseJson } from "../core/validate.js";
-import { throughputAtSlo } from "../core/perf/model.js";
-import type { TidegateConfig } from "../core/config.js";
+import { DEFAULT_SLO, sloFor, type ModelSlo, type TidegateConfig } from "../core/config.js";
+import { capacityBasis, configLimits, DEFAULT_MIX, type SloCapacityBasis } from "./capacity.js";
 
 /** Costs of one GPU type. */
 export interface GpuCost {
@@ -26,10 +29,12 @@ export interface GpuCost {
 /** One model on one GPU type: instance size, throughput at the SLO, start cost. */
 export interface ModelOnGpu {
   gpusPerInstance: number;
-  /** tokens/s (prompt + output) one instance serves at the SLO. */
+  /** tokens/s (prompt + output) one instance serves at the SLO: the ILP's tps(m, g) (capacity × correction when derived). */
   tokensPerS: number;
   /** Cost of loading the model onto a started VM, per instance. */
   modelStartCost: number;
+  /** How tokensPerS was derived at the SLO and the correction applied; absent when a fleet file gave tokensPerS. */
+  capacity?: SloCapacityBasis;
 }
 
 /** A deployable (model, GPU type) in a region, with today's instances and bounds. */
@@ -68,30 +73,38 @@ export interface Fleet {
   gpus: Record<GpuType, GpuCost>;
   models: Record<ModelName, Record<GpuType, ModelOnGpu>>;
   regions: FleetRegion[];
+  /** The interactive SLO each model is held to (the config's `slo`, a fleet file's); absent for hand-built fleets. */
+  slo?: Record<ModelName, ModelSlo>;
 }
 
-/** The SLO tps(m, g) is measured at. */
-export interface Slo {
-  ttftMs: number;
-  tbtMs: number;
-}
-
-/** Default SLO: first token within 1 s, 100 ms between tokens. */
-export const DEFAULT_SLO: Slo = { ttftMs: 1000, tbtMs: 100 };
 /** Default costs when a fleet file gives none: on-demand list prices in $/GPU-hour, a VM start ≈ 5 min of holding. */
 export const DEFAULT_GPU_COST: Record<string, GpuCost> = {
   "a100-80gb": { holdPerGpu: 3.0, vmStartPerGpu: 0.25 },
   "h100-80gb": { holdPerGpu: 5.0, vmStartPerGpu: 0.4 },
 };
 
-/** tps from the performance model, or undefined when no profile exists. */
-export function profileTokensPerS(model: ModelName, gpu: GpuType, gpusPerInstance: number, slo: Slo): number | undefined {
+/**
+ * Capacity at `slo` for the default mix from the performance model; undefined when no profile exists for
+ * (model, gpu, gpusPerInstance) — the only error getProfile throws. Its predictedTokensPerS may be 0 (the SLO
+ * cannot hold; the derivation says why).
+ */
+export function profileCapacity(model: ModelName, gpu: GpuType, gpusPerInstance: number, slo: ModelSlo = DEFAULT_SLO): SloCapacityBasis | undefined {
   try {
-    const t = throughputAtSlo(model, gpu, gpusPerInstance, slo).totalTokensPerS;
-    return t > 0 ? t : undefined;
+    return capacityBasis(model, gpu, gpusPerInstance, slo, { ...DEFAULT_MIX, source: "default" });
   } catch {
     return undefined;
   }
+}
+
+/** Reads a fleet file's `slo`: ttftMs, tpotMs (or its old name tbtMs, not both), percentile; defaults DEFAULT_SLO. */
+function readFleetSlo(sr: ObjectReader): ModelSlo {
+  const ttftMs = sr.number("ttftMs", DEFAULT_SLO.ttftMs, { gt: 0 });
+  const tpot = sr.optionalNumber("tpotMs", { gt: 0 });
+  const tbt = sr.optionalNumber("tbtMs", { gt: 0 });
+  if (tpot !== undefined && tbt !== undefined) sr.fail("tbtMs", "give tpotMs only (tbtMs is its old name)");
+  const percentile = sr.number("percentile", DEFAULT_SLO.percentile, { gt: 0, max: 0.999 });
+  sr.done();
+  return { ttftMs, tpotMs: tpot ?? tbt ?? DEFAULT_SLO.tpotMs, percentile };
 }
 
 /** Parses and validates a fleet document; errors name the exact path. */
@@ -101,9 +114,7 @@ export function parseFleet(json: unknown): Fleet {
   const beta = root.number("beta", 0.2, { min: 0, max: 10 });
   const provisionFor = root.string("provisionFor", "upper", { oneOf: ["upper", "mean"] }) as Fleet["provisionFor"];
   const currency = root.string("currency", "USD", { nonEmpty: true, maxLength: 12 });
-  const sr = root.object("slo");
-  const slo: Slo = { ttftMs: sr.number("ttftMs", DEFAULT_SLO.ttftMs, { gt: 0 }), tbtMs: sr.number("tbtMs", DEFAULT_SLO.tbtMs, { gt: 0 }) };
-  sr.done();
+  const slo = readFleetSlo(root.object("slo"));
   const gr = root.object("gpus", true);
   const gpus: Record<string, GpuCost> = {};
   for (const g of Object.keys(gr.value)) {
@@ -122,8 +133,13 @@ export function parseFleet(json: unknown): Fleet {
       const e = r.object(g);
       const gpusPerInstance = e.number("gpusPerInstance", undefined, { integer: true, min: 1, max: 64 });
       const given = e.optionalNumber("tokensPerS", { gt: 0 });
-      const tokensPerS = given ?? profileTokensPerS(m, g, gpusPerInstance, slo) ?? e.fail("tokensPerS", `is required: no performance profile for ${m} on ${gpusPerInstance} × ${g}`);
-      models[m]![g] = { gpusPerInstance, tokensPerS, modelStartCost: e.number("modelStartCost", 0.5, { min: 0 }) };
+      const modelStartCost = e.number("modelStartCost", 0.5, { min: 0 });
+      if (given !== undefined) models[m]![g] = { gpusPerInstance, tokensPerS: given, modelStartCost };
+      else {
+        const c = profileCapacity(m, g, gpusPerInstance, slo) ?? e.fail("tokensPerS", `is required: no performance profile for ${m} on ${gpusPerInstance} × ${g}`);
+        if (!(c.predictedTokensPerS > 0)) e.fail("tokensPerS", `is required: one instance of ${m} on ${gpusPerInstance} × ${g} cannot meet the SLO (${c.derivation})`);
+        models[m]![g] = { gpusPerInstance, tokensPerS: c.predictedTokensPerS, modelStartCost, capacity: c };
+      }
       e.done();
     }
   }
@@ -167,7 +183,7 @@ export function parseFleet(json: unknown): Fleet {
     names.add(r.name);
   });
   root.done();
-  return { alpha, beta, provisionFor, currency, gpus, models, regions };
+  return { alpha, beta, provisionFor, currency, gpus, models, regions, slo: Object.fromEntries(Object.keys(models).map((m) => [m, slo])) };
 }
 
 /** Reads a fleet file (JSON). */
@@ -181,7 +197,12 @@ export function readFleetFile(file: string): Fleet {
   return parseFleet(parseJson(text, `fleet file ${file}`, "invalid_config"));
 }
 
-/** The fleet a running tidegate plans over, from its config (capacity, endpoints, α, β) and default costs. */
+/**
+ * The fleet a running tidegate plans over, from its config (capacity, endpoints, α, β, each model's SLO) and default
+ * costs; tps(m, g) is capacityAtSlo at `sloFor(config.slo, m)` for the default mix, under the simulated engines'
+ * limits (capacity.ts configLimits). A (model, GPU) whose profile is missing or whose instance cannot meet its SLO
+ * is rejected naming the config path.
+ */
 export function fleetFromConfig(config: TidegateConfig): Fleet {
   const gpuTypes = new Set(config.regions.flatMap((r) => r.gpus.map((g) => g.type)));
   const gpus: Record<string, GpuCost> = {};
@@ -192,12 +213,21 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
     gpus[g] = price === undefined ? def : { holdPerGpu: price, vmStartPerGpu: def.holdPerGpu > 0 ? (price * def.vmStartPerGpu) / def.holdPerGpu : 0 };
   }
   const models: Record<string, Record<string, ModelOnGpu>> = {};
+  const slo: Record<string, ModelSlo> = {};
   for (const m of config.models) {
     models[m.name] = {};
+    slo[m.name] = sloFor(config.slo, m.name);
+    const limits = configLimits(config, m.name);
     for (const [g, n] of Object.entries(m.gpusPerInstance)) {
-      const tps = profileTokensPerS(m.name, g, n, DEFAULT_SLO);
-      if (tps === undefined) throw new ValidationError(`models[${config.models.indexOf(m)}].gpusPerInstance.${g}`, `no performance profile for ${m.name} on ${n} × ${g}`);
-      models[m.name]![g] = { gpusPerInstance: n, tokensPerS: tps, modelStartCost: 0.5 };
+      const path = `models[${config.models.indexOf(m)}].gpusPerInstance.${g}`;
+      let c: SloCapacityBasis;
+      try {
+        c = capacityBasis(m.name, g, n, slo[m.name]!, { ...DEFAULT_MIX, source: "default" }, limits);
+      } catch {
+        throw new ValidationError(path, `no performance profile for ${m.name} on ${n} × ${g}`);
+      }
+      if (!(c.predictedTokensPerS > 0)) throw new ValidationError(config.slo.models[m.name] === undefined ? "slo" : `slo.models.${m.name}`, `one instance of ${m.name} on ${n} × ${g} cannot meet it: ${c.derivation}`);
+      models[m.name]![g] = { gpusPerInstance: n, tokensPerS: c.predictedTokensPerS, modelStartCost: 0.5, capacity: c };
     }
   }
   return {
@@ -207,6 +237,7 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
     currency: config.planner.currency,
     gpus,
     models,
+    slo,
     regions: config.regions.map((r) => ({
       name: r.name,
       capacity: Object.fromEntries(r.gpus.map((g) => [g.type, g.count])),

@@ -19,7 +19,7 @@ export const GLOSSARY: Record<string, GlossaryEntry> = {
   beta: { label: "β (beta)", text: "The NIW buffer factor (planner.beta): F adds β × last hour's mean batch (NIW) tokens/s." },
   iw: { label: "IW", text: "Interactive work: streaming requests answered as they arrive. History, forecasts and the actual load are IW tokens/s (batch tokens are not counted twice)." },
   "niw-buffer": { label: "NIW buffer", text: "NIW is non-interactive work: batch jobs (the OpenAI Batch API) that wait in the queue and are dispatched to spare capacity. The NIW buffer, β × last hour's mean NIW tokens/s, is added to F so that capacity is planned for them too." },
-  "tokens-per-s": { label: "tokens/s", text: "Tokens per second: the unit of demand, and of what one instance serves within the SLO (time to first token 1 s, time between tokens 100 ms)." },
+  "tokens-per-s": { label: "tokens/s", text: "Tokens per second (prompt + output): the unit of demand, and of what one instance serves while its model's SLO holds (the capacity at the SLO)." },
   peak: { label: "peak", text: "The point forecast of the next hour's highest 10-minute mean IW load, tokens/s." },
   band: { label: "10% / 90%", text: "The forecast's 10% and 90% quantiles: the peak is expected above the 10% bound and below the 90% bound 8 times in 10. The shaded band on the charts." },
   f: { label: "F: planned for", text: "F(m, r), the tokens/s the plan covers for a model in a region: the forecast peak's 90% bound (planner.provisionFor \"upper\", the default; \"mean\": the point forecast) plus the NIW buffer." },
@@ -55,6 +55,10 @@ export const GLOSSARY: Record<string, GlossaryEntry> = {
   "lower-bound": { label: "lower bound", text: "No plan can have a lower objective than this (the solver's bound)." },
   gap: { label: "gap", text: "How far the objective may be above the best possible, relative to it: 0% is a proved optimum." },
   "on-request": { label: "on request", text: "Made by \"Plan now\", off the hourly schedule." },
+  slo: { label: "SLO", text: "The interactive service-level objective a model is held to (config slo): at least the percentile (e.g. p95) of its requests get their first token within the TTFT target and their later tokens within the TPOT target (time per output token, the mean time between tokens). A request refused or failed before its first token misses it." },
+  "capacity-at-slo": { label: "capacity per instance", text: "tps(m, g): the most tokens/s (and requests/s) one instance sustains while the SLO holds at its percentile, for the request mix shown — the batch the TPOT target allows (capped by max batch and KV memory), each slot serving a request per lifetime, and an M/M/c queue for a slot whose wait must leave the prefill within the TTFT target (Erlang C). The ILP covers F with it; the planned figure is it × the correction factor." },
+  correction: { label: "correction factor", text: "Moves the capacity per instance toward what the regions observed: when a model missed its SLO at a load per instance below the planned capacity, the factor moves halfway down toward observed / predicted; when it met the SLO above the planned capacity, halfway up; otherwise (or with fewer than 50 requests) it stays. Bounded to [0.5, 1.5], carried from plan to plan, and logged when it changes by more than 5%." },
+  attainment: { label: "attainment", text: "The share of the model's interactive requests that ended since the previous plan and met both SLO targets, as the regions reported them; compared with the SLO's percentile." },
 };
 
 /** The glossary key for a forecast method name as reports carry it (e.g. "sarima(1,0,1)(1,1,1)24log" → method-arima). */

@@ -5,11 +5,13 @@
  * (routes.ts adds the review and navigation forms) and written by `tidegate plan --out`. Every term of art (α, β,
  * NIW buffer, the strategy and forecast method names, F, …) links to the glossary at the end of the page and carries
  * its meaning as a tooltip (glossary.ts). Last hour's forecast error is shown only once that hour has ended: "not
- * yet" and why before (last-hour.ts).
+ * yet" and why before (last-hour.ts). Each model's SLO, its capacity per instance at it with the correction factor,
+ * and its attainment since the previous plan follow the changes (slo-page.ts).
  */
 import type { PlanReport, SeriesForecast } from "./report.js";
 import { esc, fmtNum, fmtTime, forecastChart, type TimeBase } from "./charts.js";
 import { glossarySection, methodKey, strategyKey, term } from "./glossary.js";
+import { sloSection } from "./slo-page.js";
 
 export { esc };
 
@@ -48,6 +50,8 @@ tr.unchanged td{color:#666}tr.up td.d{color:#1b7f3b;font-weight:600}tr.down td.d
 button{font-size:13px;padding:4px 12px;cursor:pointer}button.approve{background:#2a9d8f;color:#fff;border:0}button.reject{background:#b42318;color:#fff;border:0}
 .nav a{margin-right:1em}.filters a{margin-right:.6em}.filters a.on{font-weight:700;text-decoration:none;color:#000}
 a.term{color:inherit;text-decoration:underline dotted;cursor:help}td.pending{color:#7a5b00;text-align:center}
+td.met{color:#1b7f3b}td.missed{color:#b42318;font-weight:600}td.none{color:#666;text-align:center}td.derivation{font-size:11.5px;max-width:560px}
+table.slo td:first-child,table.capacity td:nth-child(-n+2){white-space:nowrap}
 .glossary dl{display:grid;grid-template-columns:max-content 1fr;gap:3px 14px;font-size:13px;max-width:1100px}.glossary dt{font-weight:600}.glossary dd{margin:0}
 </style>
 </head><body>
@@ -199,6 +203,7 @@ ${warnings.length > 0 ? `<h2>Warnings</h2><ul class="warnings">${warnings.map((g
 <table class="changes"><tr><th class="l">model</th><th class="l">region</th><th class="l">GPU</th><th>now</th><th>target</th><th>change</th><th>${t("own-spot")}</th><th>${t("other-spot")}</th><th>${t("new-vms")}</th><th>${t("to-spot")}</th><th>${t("scale-out")}</th></tr>
 ${changes.map((a) => { const d = a.target - a.current; return `<tr class="${d > 0 ? "up" : d < 0 ? "down" : "unchanged"}"><td class="l">${esc(a.model)}</td><td class="l">${esc(a.region)}</td><td class="l">${esc(a.gpu)}</td><td>${a.current}</td><td>${a.target}</td><td class="d">${d > 0 ? `+${d}` : d < 0 ? `${d}` : "unchanged"}</td><td>${a.reclaimSameModel}</td><td>${a.reclaimOtherModel}</td><td>${a.newInstances}</td><td>${a.donate}</td><td>${a.expectedScaleOutMs === undefined ? "—" : a.expectedScaleOutMs < 1000 ? `${Math.round(a.expectedScaleOutMs)} ms` : `${fmt(a.expectedScaleOutMs / 1000, 1)} s`}</td></tr>`; }).join("\n")}</table>
 <p class="muted">"Expected scale-out" is the time for one more instance to serve, decision to serving, as its region reports it: the last scale-out it measured, else the data plane's ideal time to move the model over one link ("—" when the region cannot say, e.g. a static region).</p>
+${sloSection(r, base, t)}
 <h2>History vs forecast</h2>
 <p class="muted">Interactive load (${t("iw")}) per (model, region) in ${t("tokens-per-s")}, 10-minute means. The shaded hour is the one planned: the forecast line and its ${t("band", "10–90% band")}.${actualNote}${r.forecasts.length > series.length ? ` Showing the ${series.length} largest of ${r.forecasts.length}.` : ""}</p>
 ${series.length > 0 ? `<div class="charts">${series.map((f) => { const why = actualWhy(f); return forecastChart({ title: `${f.model} @ ${f.region} — next hour's peak ${fmtNum(f.peak.mean)} tokens/s (10–90%: ${fmtNum(f.peak.lower)}–${fmtNum(f.peak.upper)}; ${f.method})`, unit: "tokens/s", timeBase: base, stepMs: f.stepMs, history: f.historyWindows, forecastStartMs: forecastStartMs(r, f), forecast: f.forecastSteps, ...(ctx.actuals?.get(`${f.model}\t${f.region}`) ? { actual: ctx.actuals.get(`${f.model}\t${f.region}`)! } : {}), ...(why === undefined ? {} : { actualNote: why }) }); }).join("\n")}</div>` : `<p class="warn">No (model, region) had interactive history to forecast: the plan covers minimums and the NIW buffer only.</p>`}

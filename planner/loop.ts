@@ -56,7 +56,8 @@ export function ackSummary(acks: PlanReport["acks"]): { sent: number; accepted: 
 /**
  * Targets for one region from a report. Each endpoint's floor is the share of its target the point forecast asks
  * for: ⌈target × point / F⌉ (F covers the forecast's upper bound), never above the target; = target when the
- * plan covered the point forecast itself or the series has no forecast. `forecastTokensPerS` is the point forecast
+ * plan covered the point forecast itself or the series has no forecast. `floorSteps`: the same share for each
+ * forecast step's point forecast, so the floor follows the forecast path through the hour. `forecastTokensPerS` is the point forecast
  * (what LT-UA compares observed traffic with: SageServe §6.5.1 "what ARIMA predicted").
  */
 export function targetsFor(report: PlanReport, region: string): RegionTargets {
@@ -64,8 +65,12 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
     .filter((a) => a.region === region)
     .map((a) => {
       const f = report.forecasts.find((x) => x.model === a.model && x.region === region);
-      const share = f !== undefined && f.demandTokensPerS > 0 ? Math.min(1, f.pointDemandTokensPerS / f.demandTokensPerS) : 1;
-      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances: Math.min(a.target, Math.ceil(a.target * share - 1e-9)), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
+      const shareOf = (tokensPerS: number) => (f !== undefined && f.demandTokensPerS > 0 ? Math.min(1, tokensPerS / f.demandTokensPerS) : 1);
+      const floorInstances = Math.min(a.target, Math.ceil(a.target * shareOf(f?.pointDemandTokensPerS ?? 0) - 1e-9));
+      // Per forecast step: the same share for the step's point forecast (+ the same NIW buffer), never above the floor.
+      const buffer = f === undefined ? 0 : f.pointDemandTokensPerS - f.peak.mean;
+      const steps = f === undefined || f.forecastSteps.length === 0 ? undefined : f.forecastSteps.map((b) => Math.min(floorInstances, Math.ceil(a.target * shareOf(b.mean + buffer) - 1e-9)));
+      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances, ...(steps === undefined ? {} : { floorSteps: steps, floorStepMs: f!.stepMs }), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
     });
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
 }

@@ -109,3 +109,40 @@ describe("last hour's error, percent axes and the glossary", () => {
     for (const k of ["alpha", "beta", "niw-buffer", "strategy-lt-ua", "method-arima", "f", "last-hour"]) expect(entries).toContain(k);
   });
 });
+
+describe("the SLO section (issue 31)", () => {
+  const slo = { ttftMs: 1000, tpotMs: 100, percentile: 0.95 };
+  const cap = { gpu: "g", gpusPerInstance: 4, tokensPerS: 3200, predictedTokensPerS: 4000, requestsPerS: 2.93, batch: 74, mix: { promptTokens: 1155, outputTokens: 211, source: "default" as const }, derivation: "p95 TTFT ≤ 1000 ms, TPOT ≤ 100 ms for 1155/211-token requests: batch 74 (bound by TPOT)" };
+  const span = { fromMs: Date.UTC(2026, 10, 23, 13), toMs: Date.UTC(2026, 10, 23, 14) };
+  const withSlo = report({
+    slo: [
+      { model: "a", slo, capacity: [cap], correction: { factor: 0.8, previous: 1, rule: "down", why: "88.0% met (target 95.0%) at 2,400 tokens/s per instance, below the 4,000 planned: halfway toward 0.60" }, lastHour: { ...span, requests: 1200, met: 1056, attainment: 0.88 } },
+      { model: "b", slo: { ...slo, ttftMs: 1500, percentile: 0.99 }, capacity: [{ gpu: "g", gpusPerInstance: 2, tokensPerS: 900, predictedTokensPerS: 900, derivation: "given in the fleet (tokensPerS)" }], correction: { factor: 1, previous: 1, rule: "held", why: "0 request(s) since the last plan, fewer than 50: too few to judge" }, lastHour: { ...span, requests: 0, met: 0, attainment: null } },
+    ],
+  });
+
+  it("shows each model's SLO, attainment against it, and the correction factor with why", () => {
+    const html = renderPlanHtml(withSlo);
+    const table = html.slice(html.indexOf('<table class="slo">'), html.indexOf("</table>", html.indexOf('<table class="slo">')));
+    expect(table).toContain('<td class="l">p95 TTFT ≤ 1000 ms, TPOT ≤ 100 ms</td><td>1,200</td><td>1,056</td><td>88.0%</td><td class="l missed">missed (target 95.0%)</td><td class="factor">×0.80↓</td>');
+    expect(table).toContain("from ×1.00: 88.0% met");
+    expect(table).toContain('<td class="l">p99 TTFT ≤ 1500 ms, TPOT ≤ 100 ms</td><td class="none" colspan="4">no requests</td><td class="factor">×1.00</td>');
+    expect(html).toContain("counts the interactive requests that ended between 2026-11-23 13:00 UTC and 14:00");
+  });
+
+  it("shows the capacity per instance: planned = predicted × correction, requests/s, batch, mix and derivation", () => {
+    const html = renderPlanHtml(withSlo);
+    expect(html).toContain('<td class="l">4 × g</td><td class="planned">3,200</td><td>4,000</td><td>×0.80</td><td>2.93</td><td>74</td><td class="l">1,155 / 211 (default)</td><td class="l derivation">p95 TTFT ≤ 1000 ms');
+    expect(html).toContain('<td class="planned">900</td><td>900</td><td>×1.00</td><td>—</td><td>—</td><td class="l">—</td><td class="l derivation">given in the fleet (tokensPerS)</td>');
+    for (const k of ["slo", "capacity-at-slo", "correction", "attainment"]) expect(html).toContain(`<dt id="g-${k}">`);
+  });
+
+  it("says 'not measured' for a plan without telemetry, and that a report before issue 31 records no SLO", () => {
+    const offline = renderPlanHtml(report({ slo: [{ ...withSlo.slo![0]!, lastHour: null }] }));
+    expect(offline).toContain(">not measured</td>");
+    expect(offline).not.toContain("counts the interactive requests");
+    const old = renderPlanHtml(report());
+    expect(old).toContain('<p class="muted slo-none">This plan records no SLO');
+    expect(old).not.toContain('<table class="slo">');
+  });
+});

@@ -6,15 +6,18 @@
  * time and value axes (the forecast error's in percent); the forecast band and the actual load must be drawn; the
  * changes table must list every endpoint; the cost line must carry its unit; every term links to the page's glossary
  * with its meaning as a tooltip; no console errors. Then the site is restarted on the same plan directory
- * (planner/file-store.ts): the same plans are served, and new ones continue their ids. Every step waits on what the
- * page shows (URLs, elements), not on time. A screenshot of each page is written to out/test/plan-pages/.
+ * (planner/file-store.ts): the same plans are served, and new ones continue their ids. Last, a plan made by the
+ * planner's own round (planRound over the default config, with region telemetry in its SLO window) shows each
+ * model's SLO, its capacity per instance at the SLO with the correction factor, and last hour's attainment ("no
+ * requests" where none ended). Every step waits on what the page shows (URLs, elements), not on time. A screenshot
+ * of each page is written to out/test/plan-pages/.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AddressInfo } from "node:net";
-import { WallClock } from "../core/clock.js";
+import { VirtualClock, WallClock } from "../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { silentLogger } from "../core/log.js";
 import { FakeRegionLink } from "../test/helpers/fake-link.js";
@@ -22,6 +25,13 @@ import { GlobalRouter } from "../router/server.js";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
 import { ADMIN_KEY, sampleSite, type SampleSite } from "../test/helpers/plans.js";
 import { REPO_ROOT } from "../test/e2e/procs.js";
+import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
+import { HighsSolver } from "../core/solver.js";
+import { createForecaster } from "../forecasts/registry.js";
+import { samplePlanInputs } from "../test/helpers/plans.js";
+import { fleetFromConfig } from "./fleet.js";
+import { planRound } from "./service.js";
+import { SloWindow } from "./slo-window.js";
 
 const CHROMIUM = "/usr/bin/chromium";
 const SHOTS = join(REPO_ROOT, "out", "test", "plan-pages");
@@ -223,6 +233,66 @@ describe("plans site in Chromium", () => {
     expect(after.slice(1)).toEqual(before);
     expect(after[0]!.decisionId).toBeGreaterThan(before[0]!.decisionId);
     expect(after[0]!.id.startsWith(`plan-${after[0]!.decisionId}-`)).toBe(true);
+    await page.close();
+  }, TEST_MS);
+
+  it("a plan made by the planner's round shows the SLO, the capacity per instance with its correction, and last hour's attainment", async () => {
+    const config = parseConfig(DEFAULT_CONFIG_JSON);
+    const { history, nowMs } = await samplePlanInputs();
+    const stored = await s.store.list();
+    const served = (model: string, tokensPerS: number, requests: number, met: number): ModelTelemetry => ({
+      model, effectiveMemoryUtilization: 0.5, tokensPerS, running: 0, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 2, draining: 0, spot: 0 },
+      endpoints: [{ endpointId: `${model}/h100-80gb`, gpu: "h100-80gb", effectiveMemoryUtilization: 0.5, servingInstances: 2 }],
+      slo: { requests, met, finished: requests, promptTokens: 1155 * requests, outputTokens: 211 * requests },
+    });
+    const predicted = (model: string) => fleetFromConfig(config).models[model]!["h100-80gb"]!.tokensPerS;
+    // llama2-70b missed its p95 (270 of 300) at 0.6 × the predicted load per instance: its factor moves to 0.8.
+    const t: RegionTelemetry = { region: "us-east", seq: 1, atMs: nowMs, models: [served("llama2-70b", 2 * 0.6 * predicted("llama2-70b"), 300, 270), served("llama3.1-8b", 1000, 100, 100)] };
+    const window = new SloWindow();
+    // The region's report an hour earlier (its baseline), then this one.
+    window.observe({ ...t, seq: 0, atMs: nowMs - 3_600_000, models: [served("llama2-70b", 0, 0, 0), served("llama3.1-8b", 0, 0, 0)] });
+    window.observe(t);
+    const forecaster = createForecaster({ name: "seasonal-naive" });
+    let made;
+    try {
+      const plan = planRound({ config, clock: new VirtualClock(nowMs), telemetry: new Map([["us-east", t]]), history, forecaster, solver: await HighsSolver.create(), intervalMs: 3_600_000, advisory: true, sloWindow: window });
+      made = await plan(stored[0]!.decisionId + 1, stored[0]);
+    } finally {
+      await forecaster.close();
+    }
+    await s.store.put(made);
+    const big = made.slo!.find((x) => x.model === "llama2-70b")!;
+    expect(big.correction).toMatchObject({ rule: "down", previous: 1 });
+    expect(big.correction.factor).toBeCloseTo(0.8, 6);
+
+    const page = await context.newPage();
+    // The browser may still hold the previous test's session (the same site); otherwise the login form leads back here.
+    await page.goto(`${base}/plans/${made.id}`);
+    if (/\/login\?next=/.test(page.url())) {
+      await page.fill('input[name="key"]', ADMIN_KEY);
+      await page.fill('input[name="name"]', "Ana");
+      await page.click('button[type="submit"]');
+      await page.waitForURL(`${base}/plans/${made.id}`, { timeout: STEP_MS });
+    }
+    await page.locator("table.slo").waitFor({ timeout: STEP_MS });
+    // One row per model: its SLO, last hour's requests / met / attainment against the target, the factor.
+    expect(await page.locator("table.slo tr").count()).toBe(1 + config.models.length);
+    const row = (await page.locator("table.slo tr", { hasText: "llama2-70b" }).locator("td").allTextContents()).map((x) => x.trim());
+    expect(row.slice(0, 7)).toEqual(["llama2-70b", "p95 TTFT ≤ 1000 ms, TPOT ≤ 100 ms", "300", "270", "90.0%", "missed (target 95.0%)", "×0.80↓"]);
+    expect(row[7]).toMatch(/^from ×1\.00: 90\.0% met \(target 95\.0%\) at [\d,]+ tokens\/s per instance, below the [\d,]+ planned: halfway toward 0\.60$/);
+    expect(await page.locator("table.slo tr", { hasText: "llama3.1-8b" }).locator("td.met").textContent()).toBe("met (target 95.0%)");
+    expect(await page.locator("table.slo tr", { hasText: "bloom-176b" }).locator("td.none").textContent()).toBe("no requests");
+    // Capacity per instance for every (model, GPU type): planned = predicted × the factor, with how it was derived.
+    const gpuEntries = config.models.reduce((n, m) => n + Object.keys(m.gpusPerInstance).length, 0);
+    expect(await page.locator("table.capacity tr").count()).toBe(1 + gpuEntries);
+    const cap = big.capacity.find((c) => c.gpu === "h100-80gb")!;
+    expect(cap.tokensPerS).toBeCloseTo(0.8 * cap.predictedTokensPerS, 6);
+    const capRow = (await page.locator("table.capacity tr", { hasText: "llama2-70b" }).filter({ hasText: "h100-80gb" }).locator("td").allTextContents()).map((x) => x.trim());
+    const int = (n: number) => Math.round(n).toLocaleString("en-US");
+    expect(capRow.slice(0, 8)).toEqual(["llama2-70b", "4 × h100-80gb", int(cap.tokensPerS), int(cap.predictedTokensPerS), "×0.80", cap.requestsPerS!.toFixed(2), String(cap.batch), "1,155 / 211 (reported)"]);
+    expect(capRow[8]).toMatch(/^p95 TTFT ≤ 1000 ms, TPOT ≤ 100 ms for 1155\/211-token requests: batch \d+ \(bound by .*M\/M\/\d+ .* req\/s$/);
+    await expectGlossary(page, ["SLO", "capacity per instance", "correction factor", "attainment"]);
+    await page.screenshot({ path: join(SHOTS, "8-plan-slo.png"), fullPage: true });
     await page.close();
   }, TEST_MS);
 });

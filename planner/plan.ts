@@ -1,7 +1,8 @@
 /**
  * One planning run (DESIGN "Planner — per hour"): read each (model, region)'s history, forecast the next hour's
  * peak (guarded; fallback reasons kept), add β × last hour's NIW tokens/s, build and solve the ILP, derive spot
- * actions, and assemble the report, including what could not be met. Pure apart from the injected history,
+ * actions, and assemble the report, including what could not be met and, for a fleet with an SLO, the capacity per
+ * instance at it with its correction and the attainment since the last plan (slo-round.ts sloReport). Pure apart from the injected history,
  * forecaster and solver; time comes in as `nowMs`.
  */
 import { newId } from "../core/ids.js";
@@ -16,6 +17,7 @@ import { solvePlan, type SolvePlanOptions } from "./solve.js";
 import type { Solver } from "../core/solver.js";
 import { spotActions } from "./spot.js";
 import { lastHourError } from "./last-hour.js";
+import { sloReport, type SloRoundFacts } from "./slo-round.js";
 
 /** Forecasts run on 10-minute windows (6 per hour, 144 per day). */
 export const WINDOW_MS = 600_000;
@@ -43,6 +45,8 @@ export interface PlanRunInputs {
   /** "relative" when the history's times are offsets from a trace start, not calendar times. */
   timeBase?: "calendar" | "relative";
   trigger?: PlanReport["trigger"];
+  /** The round's SLO telemetry and corrections (service.ts planRound); absent offline. */
+  slo?: SloRoundFacts;
 }
 
 /** The (model, region) pairs to plan: every endpoint's pair plus every pair with recorded history. */
@@ -56,7 +60,7 @@ async function pairs(fleet: Fleet, history: DemandHistory): Promise<{ model: str
 /** Runs one plan; never throws on bad demand data (it is reported), only on a broken fleet or solver. */
 export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
   const { fleet, history, forecaster, nowMs } = inp;
-  const warnings: string[] = [];
+  const warnings: string[] = [...(inp.slo?.warnings ?? [])];
   const endMs = Math.floor(nowMs / WINDOW_MS) * WINDOW_MS;
   const fromMs = endMs - 8 * DAY_MS;
   const forecasts: SeriesForecast[] = [];
@@ -87,7 +91,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     if (gapWindows > 0) warnings.push(`${model}@${region}: ${gapWindows} ten-minute window(s) without data were filled (seasonal or interpolated)`);
     let f;
     try {
-      f = await forecaster.forecast({ values, stepMs: WINDOW_MS, seasonSteps: DAY_STEPS, horizonSteps: HOUR_STEPS });
+      f = await forecaster.forecast({ values, stepMs: WINDOW_MS, seasonSteps: DAY_STEPS, horizonSteps: HOUR_STEPS, series: { model, region, fromMs: endMs } });
     } catch (err) {
       warnings.push(`${model}@${region}: cannot forecast (${err instanceof Error ? err.message : String(err)}); planned on the last hour's peak`);
       const p = Math.max(...values.slice(-HOUR_STEPS));
@@ -139,6 +143,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
   });
   const breakdown = costBreakdown(fleet, actions, hold, starts, model.penalty);
   breakdown.spotDonatedGpus = regions.reduce((s, r) => s + r.donatedGpus, 0);
+  const slo = sloReport(fleet, inp.slo);
   return {
     id: `plan-${inp.decisionId}-${newId("").slice(0, 8)}`,
     decisionId: inp.decisionId,
@@ -158,6 +163,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     acks: [],
     ...(inp.timeBase === undefined ? {} : { timeBase: inp.timeBase }),
     ...(inp.trigger === undefined ? {} : { trigger: inp.trigger }),
+    ...(slo === undefined ? {} : { slo }),
   };
 }
 

@@ -12,12 +12,13 @@ import { runPlan } from "./plan.js";
 import type { PlanReport } from "./report.js";
 import { HighsSolver } from "../core/solver.js";
 
-/** A forecaster with a known band: peak 8,000 tokens/s, 10%–90% interval [6,000, 12,000]. */
+/** A forecaster with a known band: peak 8,000 tokens/s, 10%–90% interval [6,000, 12,000], ramping up to it. */
 const fixed: Forecaster = {
   name: "fixed",
   async forecast(input: ForecastInput): Promise<Forecast> {
     const band = { mean: 8000, lower: 6000, upper: 12000 };
-    return { steps: Array.from({ length: input.horizonSteps }, () => band), peak: band, method: "fixed" };
+    const ramp = [4000, 5000, 6000, 7000, 8000, 8000];
+    return { steps: Array.from({ length: input.horizonSteps }, (_, k) => ({ ...band, mean: ramp[k] ?? 8000 })), peak: band, method: "fixed" };
   },
   async close() {},
 };
@@ -49,7 +50,8 @@ describe("provisionFor", () => {
     expect(f.pointDemandTokensPerS).toBe(8000);
     expect(r.actions[0]!.target).toBe(12); // 12,000 / 1,000 tokens/s per instance
     const t = targetsFor(r, "us-east");
-    expect(t.endpoints).toEqual([{ model: "llama2-70b", gpu: "h100-80gb", instances: 12, floorInstances: 8, forecastTokensPerS: 8000 }]);
+    // floorSteps: each 10-minute step's point forecast at the same share (⌈12 × step / 12,000⌉): the ramp, step by step.
+    expect(t.endpoints).toEqual([{ model: "llama2-70b", gpu: "h100-80gb", instances: 12, floorInstances: 8, floorSteps: [4, 5, 6, 7, 8, 8], floorStepMs: 600_000, forecastTokensPerS: 8000 }]);
     // Over the wire (RegionLink gRPC) the floor survives; a planner that sends none (0) means "the target".
     expect(targetsFromWire(targetsToWire(t))).toEqual(t);
     const wire = targetsToWire(t);

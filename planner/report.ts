@@ -1,5 +1,9 @@
 /** The plan report (DESIGN "Plan report"): what one planning run saw, forecast, decided and why. JSON for machines. */
+import type { ModelSlo } from "../core/config/slo-section.js";
+import type { RequestMix } from "../core/perf/slo-capacity.js";
 import type { Band } from "../forecasts/forecaster.js";
+import type { MixSource } from "./capacity.js";
+import type { Correction } from "./slo-correction.js";
 import type { EndpointAction, RegionSpot } from "./spot.js";
 
 /** What the report shows for one (model, region). */
@@ -95,6 +99,48 @@ export interface PlanCost {
   };
 }
 
+/**
+ * One model's SLO in the report (issue 31): its targets, each GPU type's capacity per instance at them (how it was
+ * derived and the correction applied), and how the SLO was met since the previous plan.
+ */
+export interface ModelSloReport {
+  model: string;
+  slo: ModelSlo;
+  capacity: InstanceCapacity[];
+  /** The live correction factor this plan applied to every GPU type of the model (slo-correction.ts), and why. */
+  correction: Correction;
+  /** The interactive requests judged since the previous plan; null when the round had no telemetry (e.g. offline). */
+  lastHour: SloAttainment | null;
+}
+
+/** tps(m, g) as the ILP used it, for one GPU type of a model. */
+export interface InstanceCapacity {
+  gpu: string;
+  gpusPerInstance: number;
+  /** What the ILP used: predictedTokensPerS × the correction factor. */
+  tokensPerS: number;
+  predictedTokensPerS: number;
+  /** Present when capacityAtSlo derived it (absent when a fleet file gave tokensPerS); requestsPerS before the correction. */
+  requestsPerS?: number;
+  batch?: number;
+  mix?: RequestMix & { source: MixSource };
+  /** One line: how the capacity was derived, or where it was given. */
+  derivation: string;
+}
+
+/** How a model's interactive requests met its SLO over a span of telemetry (the regions' clocks). */
+export interface SloAttainment {
+  fromMs: number;
+  toMs: number;
+  requests: number;
+  met: number;
+  /** met / requests; null when no request ended ("no requests"). */
+  attainment: number | null;
+  /** Request-weighted tokens/s per serving instance, and the finished requests' mean size, when measured. */
+  tokensPerSPerInstance?: number;
+  mix?: RequestMix;
+}
+
 /** An operator's decision on an advisory plan (`/plans/{id}/approve` or `/reject`). */
 export interface PlanReview {
   state: "approved" | "rejected";
@@ -130,4 +176,6 @@ export interface PlanReport {
   trigger?: { kind: "schedule" | "manual" | "offline"; by?: string };
   /** Advisory plans: approved (sent to the regions) or rejected, with who and when; absent = awaiting review. */
   review?: PlanReview;
+  /** Per model: the SLO, the capacity per instance at it, the correction factor, last hour's attainment (absent on reports before issue 31 and for fleets without an SLO). */
+  slo?: ModelSloReport[];
 }

@@ -1,12 +1,13 @@
 /**
  * The planner tier wired for a process: forecaster + HiGHS + the planning loop over the regions' links, recording
- * their telemetry into demand history while this replica leads. `tidegate planner` runs it on Redis stores;
+ * their telemetry into demand history while this replica leads, and into the SLO window each round reads (every
+ * replica feeds it, so a new leader's first round judges the span since this replica started). `tidegate planner` runs it on Redis stores;
  * `tidegate dev` on files in its data directory (file-store.ts, file-history.ts). The stores, lock and links come from the caller; this file only wires.
  */
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
 import type { Logger } from "../core/log.js";
-import type { GpuType, ModelName, RegionName } from "../core/models.js";
+import type { RegionName } from "../core/models.js";
 import type { RegionLink, RegionTelemetry, Unsubscribe } from "../core/ports.js";
 import type { Solver } from "../core/solver.js";
 import type { DemandHistory } from "../forecasts/history.js";
@@ -18,6 +19,9 @@ import { PlannerLoop, type PlannerLoopOptions } from "./loop.js";
 import type { PlanReport } from "./report.js";
 import { runPlan } from "./plan.js";
 import { TelemetryRecorder } from "./recorder.js";
+import { changedMuch, MIN_REQUESTS } from "./slo-correction.js";
+import { applyCorrections, correctionsFor, sizeAtSlo, type CapacityOverride } from "./slo-round.js";
+import { latestMix, SloWindow } from "./slo-window.js";
 import { HighsSolver } from "../core/solver.js";
 import { writePlanFiles, type PlanStore } from "./store.js";
 
@@ -59,10 +63,16 @@ export interface PlanRoundOptions {
   intervalMs: number;
   advisory: boolean;
   /**
-   * Prompt + output tokens/s one instance serves at the SLO, over the config's profile (undefined: keep it) — for a
-   * caller that knows its engines better than the config does (the week replay's simulated engines).
+   * One instance's capacity at the model's SLO for the round's request mix, over the config's (undefined: keep it) —
+   * for a caller that knows its engines better than the config does (the week replay's simulated engines): a
+   * capacityAtSlo result (its derivation goes into the report) or plain tokens/s. The correction factor applies to
+   * it as to the config's.
    */
-  tokensPerS?: (model: ModelName, gpu: GpuType) => number | undefined;
+  tokensPerS?: CapacityOverride;
+  /** The SLO telemetry since the last round (the caller observes every RegionTelemetry into it); each round takes it. */
+  sloWindow?: SloWindow;
+  /** Where a correction factor's change of more than 5% is logged. */
+  log?: Logger;
   /** Also write each report as JSON + HTML into this folder. */
   outDir?: string;
 }
@@ -71,19 +81,30 @@ export interface PlanRoundOptions {
  * The planner's round, as the planning loop calls it (PlannerLoopOptions.plan): forecast → ILP → report
  * (plan.ts `runPlan`, at the clock's time, on the fleet the regions' telemetry reports, with the config's controller
  * strategy), each action given its region's expected scale-out time, the report written to `outDir` if set.
+ * Capacity per instance (issue 31, slo-round.ts): each model's SLO (config `slo`) at the request mix of the SLO
+ * window (when it judged ≥ MIN_REQUESTS requests; without a window, the latest telemetry's; else the default mix),
+ * the caller's `tokensPerS` over it, then the correction factor from the previous report and the window.
  * `tidegate planner`, `tidegate dev` and the week replay run this same function.
  */
 export function planRound(o: PlanRoundOptions): PlannerLoopOptions["plan"] {
   const fleet = fleetFromConfig(o.config);
   return async (decisionId, previous, trigger, recent) => {
-    let live = liveFleet(fleet, o.telemetry, o.intervalMs);
-    const tokensPerS = o.tokensPerS;
-    if (tokensPerS !== undefined) {
-      const models = Object.fromEntries(Object.entries(live.models).map(([model, byGpu]) => [model, Object.fromEntries(Object.entries(byGpu).map(([gpu, m]) => [gpu, { ...m, tokensPerS: tokensPerS(model, gpu) ?? m.tokensPerS }]))]));
-      live = { ...live, models };
-    }
+    const hour = o.sloWindow?.take();
+    const live = liveFleet(fleet, o.telemetry, o.intervalMs);
+    const latest = hour === undefined && o.sloWindow === undefined ? latestMix(o.telemetry) : new Map();
+    const mixes = new Map(
+      Object.keys(live.models).flatMap((m) => {
+        const h = hour?.models.get(m);
+        const mix = h !== undefined && h.requests >= MIN_REQUESTS ? h.mix : latest.get(m);
+        return mix === undefined ? [] : [[m, mix] as const];
+      }),
+    );
+    const sized = sizeAtSlo(live, { mixes, ...(o.tokensPerS === undefined ? {} : { override: o.tokensPerS }) });
+    const corrections = correctionsFor(sized.fleet, previous, hour);
+    for (const [model, c] of corrections) if (changedMuch(c)) o.log?.info("capacity correction changed", { model, from: c.previous, to: c.factor, rule: c.rule, why: c.why });
     const report = await runPlan({
-      fleet: live,
+      fleet: applyCorrections(sized.fleet, corrections),
+      slo: { ...(hour === undefined ? {} : { hour }), corrections, warnings: sized.warnings },
       history: o.history,
       forecaster: o.forecaster,
       solver: o.solver,
@@ -109,6 +130,7 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
   const forecaster = createForecaster({ name: o.forecaster });
   const solver = await HighsSolver.create();
   const recorder = new TelemetryRecorder(o.history);
+  const sloWindow = new SloWindow();
   const loop = new PlannerLoop({
     clock: o.clock,
     intervalMs: o.intervalMs,
@@ -119,11 +141,12 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     store: o.store,
     log: o.log,
     ...(o.onReport === undefined ? {} : { onReport: o.onReport }),
-    plan: planRound({ config: o.config, clock: o.clock, telemetry: latest, history: o.history, forecaster, solver, intervalMs: o.intervalMs, advisory: o.advisory, ...(o.outDir === undefined ? {} : { outDir: o.outDir }) }),
+    plan: planRound({ config: o.config, clock: o.clock, telemetry: latest, history: o.history, forecaster, solver, intervalMs: o.intervalMs, advisory: o.advisory, sloWindow, log: o.log, ...(o.outDir === undefined ? {} : { outDir: o.outDir }) }),
   });
   const unsubs: Unsubscribe[] = o.links.map((l) =>
     l.subscribe((t) => {
       latest.set(t.region, t);
+      sloWindow.observe(t);
       if (!loop.leading) return;
       recorder.observe(t).catch((err: unknown) => o.log.warn("history write failed", { err: err instanceof Error ? err : String(err) }));
     }),

@@ -27,7 +27,7 @@ export const WEEK_FLAGS: Record<string, FlagSpec> = {
   out: { type: "string", help: "week: report directory", default: "out/replay-week" },
   quiet: { type: "boolean", help: "week: no progress bar", default: false },
   loading: { type: "string", help: `week: every region's loading source, as config controller.loading (${LOADING_FLAG_VALUES.join(", ")}; none = the fleet file's actuator delays; default: the fleet file's own)` },
-  planner: { type: "string", help: `week: hourly planner (${PLANNER_NAMES.join(", ")}); ilp = planner/ forecast + HiGHS ILP`, default: "ilp" },
+  planner: { type: "string", help: `week: hourly planner (${PLANNER_NAMES.join(", ")}); ilp = planner/ forecast + HiGHS ILP; ilp-oracle = the same planner on the workload's true demand of each coming hour (a bound, not a forecaster)`, default: "ilp" },
 };
 
 /** Parses the --planner flag. */
@@ -79,11 +79,11 @@ export async function runStrategies(fleet: FleetSpec, workload: WorkloadSpec, st
   const results: WeekResult[] = [];
   for (const strategy of strategies) {
     const bar = quiet ? undefined : new ProgressBar(strategy.padEnd(8));
-    const p = await createPlanner(fleet, planner);
+    const p = await createPlanner(fleet, planner, workload);
     const r = await runWeek({ fleet, workload, strategy, planner: p, onProgress: (x) => bar?.update(x.fraction, x.requests) });
     await p.close?.();
     bar?.done(r.requests.total);
-    log(`${strategy}: ${r.requests.total} requests in ${(r.wallMs / 1000).toFixed(1)} s wall = ${r.requestsPerWallS} requests per wall second; instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, batch within deadline ${r.batch.allWithinDeadline}`);
+    log(`${strategy}: ${r.requests.total} requests in ${(r.wallMs / 1000).toFixed(1)} s wall = ${r.requestsPerWallS} requests per wall second; instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, p95 TPOT ${r.interactive.tpotMs.p95} ms, SLO ${r.slo.met ? "met" : `missed (${r.slo.unmetModels.join(", ")})`} with attainment ${(r.slo.attainment * 100).toFixed(2)}% and ${r.slo.violatedHours} hours in violation, batch within deadline ${r.batch.allWithinDeadline}`);
     results.push(r);
   }
   return results;

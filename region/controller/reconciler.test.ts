@@ -225,4 +225,27 @@ describe("RegionController", () => {
     expect(actions.map((a) => [a.kind, a.reason])).toEqual([["drain", "toward-floor-in"], ["drain", "toward-floor-in"], ["drain", "toward-floor-in"]]);
     expect(count(w, ["serving"])).toBe(3);
   });
+
+  it("gives the strategy the forecast-step floor over [now, now + scale-out time] (floorAhead)", () => {
+    const w = world();
+    const seen: (number | undefined)[] = [];
+    const spy = resolveStrategy("lt-hpa");
+    const c = new RegionController({
+      region: "r", clock: w.clock, actuator: w.actuator, endpoints: [EP], inFlightTokens: () => 0, windowMs: 3_600_000,
+      strategy: { ...spy, decide: (input, state) => (seen.push(input.floorAhead), spy.decide(input, state)) },
+      signals: () => ({ utilization: 0.5, observedTokensPerS: 10 }), scaleOutMs: () => 90_000,
+    });
+    const p = plan(1, 8, 0);
+    p.endpoints[0]!.floorInstances = 7;
+    p.endpoints[0]!.floorSteps = [2, 3, 7, 5, 4, 4];
+    p.endpoints[0]!.floorStepMs = 600_000;
+    c.setTargets(p);
+    // At 0: steps 0 only (0 + 90 s is still step 0). At 9 min: steps 0–1 → 3. At 19 min: steps 1–2 → 7.
+    // At 55 min: step 5 (and past the end the last step holds) → 4.
+    for (const t of [0, 9 * 60_000, 19 * 60_000, 55 * 60_000]) {
+      w.clock.advanceToSync(t);
+      c.reconcile();
+    }
+    expect(seen).toEqual([2, 3, 7, 4]);
+  });
 });

@@ -69,6 +69,11 @@ export interface RegionControllerOptions {
   inFlightTokens(instanceId: string): number;
   /** Length of the planner's decision window (ms); LT-UA's tail is its last 20 minutes. */
   windowMs: number;
+  /**
+   * The endpoint's expected scale-out time, decision to serving (the actuator's measured or ideal figure; undefined
+   * when unknown): how far ahead of the forecast path `floorAhead` looks.
+   */
+  scaleOutMs?(model: ModelName, gpu: GpuType): number | undefined;
   /** Time constant of the smoothed utilization the LT strategies act on (ms; default 60 000; 0 = none). */
   utilizationSmoothingMs?: number;
   /**
@@ -104,7 +109,7 @@ export class RegionController {
   private targets: RegionTargets | undefined;
   /** Per endpoint key `model/gpu`: consecutive failures and when a scale-out may be tried again. */
   private readonly backoff = new Map<string, { failures: number; retryAtMs: number }>();
-  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; forecastTokensPerS: number }>();
+  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
   /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
   private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
   /** Per endpoint (index into `o.endpoints`): the strategy's state, made on the endpoint's first pass. */
@@ -132,7 +137,7 @@ export class RegionController {
   setTargets(t: RegionTargets | undefined): void {
     this.targets = t;
     this.targetFor.clear();
-    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, forecastTokensPerS: e.forecastTokensPerS });
+    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
   }
 
   /** Records a failed scale-out of (model, gpu) and backs its next try off exponentially. */
@@ -195,6 +200,7 @@ export class RegionController {
         serving,
         target: this.o.strategy.usesForecast ? tgt?.instances : undefined,
         floor: this.o.strategy.usesForecast ? tgt?.floorInstances : undefined,
+        floorAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.floorAhead(tgt, ep, now) : undefined,
         utilization: sig.utilization,
         utilizationSmoothed,
         observedTokensPerS: sig.observedTokensPerS,
@@ -220,6 +226,23 @@ export class RegionController {
    * Exponential moving average of endpoint k's utilization with time constant τ: v += (u − v)(1 − e^(−Δt/τ)), so
    * irregular passes weigh time, not calls. The first sample starts it.
    */
+  /**
+   * The largest forecast-step floor over [now, now + scale-out time] (TargetEndpoint.floorSteps, steps counted from
+   * the plan's madeAtMs; past the last step, the last one holds). Undefined when the plan has no steps.
+   */
+  private floorAhead(tgt: { floorSteps: readonly number[] | undefined; floorStepMs: number }, ep: ManagedEndpoint, now: number): number | undefined {
+    const steps = tgt.floorSteps;
+    if (steps === undefined || steps.length === 0 || tgt.floorStepMs <= 0) return undefined;
+    const start = this.targets?.madeAtMs ?? now;
+    const lead = Math.max(0, this.o.scaleOutMs?.(ep.model, ep.gpu) ?? 0);
+    const last = steps.length - 1;
+    const from = Math.min(last, Math.max(0, Math.floor((now - start) / tgt.floorStepMs)));
+    const to = Math.min(last, Math.max(0, Math.floor((now + lead - start) / tgt.floorStepMs)));
+    let most = 0;
+    for (let k = from; k <= to; k++) most = Math.max(most, steps[k]!);
+    return most;
+  }
+
   private smooth(k: number, u: number, now: number): number {
     const tau = this.o.utilizationSmoothingMs ?? 60_000;
     if (!(tau > 0)) return u;

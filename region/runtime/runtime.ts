@@ -6,8 +6,9 @@
  *   planner targets ─▶ TargetsStore (the one decisionId rule) ─┘       plane; sim in replay: config delays)
  *
  * It also makes the RegionService the links serve: telemetry whose instance counts are the actuator's (provisioning,
- * loading and spot included, per model and per endpoint — what the planner's fleet reads), and the admin listing
- * (instances, nodes, failures, actions). Every scaling action is logged and counted; failures back the endpoint off.
+ * loading and spot included, per model and per endpoint — what the planner's fleet reads) with each model's SLO
+ * running totals, and the admin listing (instances, nodes, failures, actions, and
+ * each model's SLO attainment). Every scaling action is logged and counted; failures back the endpoint off.
  * The region's TargetsStore is the runtime's (the gateway only routes). With a fixed actuator (static: the configured
  * engines, region/actuator/static.ts) no controller pass runs: targets are acknowledged and held, never acted on.
  */
@@ -22,6 +23,7 @@ import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
+import type { RegionListing } from "../gateway/slo-book.js";
 import type { PipelineSummary } from "../engines/pipeline-summary.js";
 import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/strategy-registry.js";
@@ -109,6 +111,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     },
     inFlightTokens: (id) => o.gateway.instances().find((i) => i.instanceId === id)?.inFlight ?? 0,
     windowMs: o.config.planner.intervalMs,
+    scaleOutMs: (model, gpu) => o.actuator.expectedScaleOutMs(model, gpu),
     maxStepsPerPass: cc.maxStepsPerPass,
     retryInitialMs: cc.retryInitialMs,
     retryMaxMs: cc.retryMaxMs,
@@ -261,7 +264,7 @@ export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator
   };
 }
 
-function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway, nowMs: number): RegionInstances {
+function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway, nowMs: number): RegionListing {
   const l = actuator.listing();
   const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
   const serving = (id: string, detail: string) => {
@@ -286,6 +289,7 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
     nodes: l.nodes.map((n) => ({ ...n, models: n.copies.map((c) => c.model), completeModels: n.copies.filter((c) => c.complete).map((c) => c.model) })),
     failures: l.failures.map((f) => ({ atMs: f.atMs, model: f.model, gpu: f.gpu, node: f.node ?? "", instanceId: f.instanceId ?? "", message: f.message })),
     actions: actions.map((a) => ({ atMs: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
+    slo: gateway.sloSummaries(),
   };
 }
 

@@ -7,6 +7,7 @@ import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { ltI, ltU, ltUa } from "./long-term.js";
 import { reactive } from "./reactive.js";
 import { reactiveHpa } from "./hpa.js";
+import { ltHpa } from "./lt-hpa.js";
 import { demand } from "./demand.js";
 import { keystage } from "./keystage.js";
 import { readParams, type Strategy, type StrategyDecision, type StrategyInput, type StrategyName } from "./types.js";
@@ -19,6 +20,7 @@ export const STRATEGIES: Readonly<Record<StrategyName, Strategy>> = {
   "lt-i": ltI as unknown as Strategy,
   "lt-u": ltU as unknown as Strategy,
   "lt-ua": ltUa as unknown as Strategy,
+  "lt-hpa": ltHpa as unknown as Strategy,
   keystage: keystage as unknown as Strategy,
 };
 

@@ -25,6 +25,12 @@ export interface StrategyInput {
    * while utilization is low. Undefined = the target.
    */
   floor?: number | undefined;
+  /**
+   * What the point forecast needs from now until one scale-out time ahead (the largest of the plan's `floorSteps`
+   * over [now, now + the endpoint's expected scale-out]): a ramp the forecast sees is started before it arrives.
+   * Undefined = `floor`.
+   */
+  floorAhead?: number | undefined;
   /** Effective memory utilization of the endpoint's serving instances (KV in use / KV capacity; may exceed 1). */
   utilization: number;
   /**
@@ -74,7 +80,7 @@ export interface Strategy<P extends Record<string, number> = Record<string, numb
   decide(input: StrategyInput, params: P, state: S): StrategyDecision;
 }
 
-export type StrategyName = "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
+export type StrategyName = "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "lt-hpa" | "keystage";
 
 /** Clamps an instance count to the endpoint's [min, max]. */
 export function clampCount(n: number, input: Pick<StrategyInput, "minInstances" | "maxInstances">): number {

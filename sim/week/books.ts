@@ -7,6 +7,7 @@ import { Histogram, HistogramSeries } from "./histogram.js";
 import type { RunState, WeekOptions } from "./state.js";
 import type { VirtualClock } from "../../core/clock.js";
 import type { WorkloadSummary } from "../workload/generator.js";
+import { sloFor } from "../../core/config.js";
 
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
@@ -22,6 +23,9 @@ export function openBooks(o: WeekOptions, clock: VirtualClock, summary: Workload
     ttft: models.map(() => new Histogram()),
     e2e: models.map(() => new Histogram()),
     ttftHourly: models.map(() => new HistogramSeries(hours, HOUR)),
+    tpot: models.map(() => new Histogram()),
+    slo: models.map((m) => sloFor(o.fleet.config.slo, m)),
+    sloHourly: models.map(() => ({ requests: new Float64Array(hours), met: new Float64Array(hours) })),
     ttftMinute: o.minuteSeries === true ? models.map(() => new HistogramSeries(minutes, MINUTE)) : [],
     activeSamples: models.map(() => Array.from({ length: regionCount }, () => new Float64Array(hours))),
     tokensHourly: models.map(() => new Float64Array(hours)),
@@ -42,20 +46,27 @@ export function noteUnserved(s: RunState, mi: number, atMs: number): void {
   s.e2e[mi]!.addUnserved();
   s.ttftHourly[mi]!.addUnserved(atMs);
   s.ttftMinute[mi]?.addUnserved(atMs);
+  const h = Math.floor(atMs / HOUR);
+  if (h < s.sloHourly[mi]!.requests.length) s.sloHourly[mi]!.requests[h]!++;
 }
 
-/** Records one interactive request's TTFT and E2E (or, if it fails before its first token, that it went unserved). */
+/**
+ * Records one interactive request's TTFT, E2E and TPOT (or, if it fails before its first token, that it went
+ * unserved), and whether it met its model's SLO (both targets; one that fails after its first token is a miss),
+ * in the hour it arrived. TPOT = (done − first token) / (output tokens − 1); a one-token answer has none.
+ */
 export class IwHooks implements RequestCallbacks {
-  private started = false;
+  private firstMs = -1;
 
   constructor(
     private readonly s: RunState,
     private readonly mi: number,
     private readonly atMs: number,
+    private readonly outputTokens: number,
   ) {}
 
   onFirstToken(t: number): void {
-    this.started = true;
+    this.firstMs = t;
     const ms = t - this.atMs;
     this.s.ttft[this.mi]!.add(ms);
     this.s.ttftHourly[this.mi]!.add(this.atMs, ms);
@@ -63,12 +74,30 @@ export class IwHooks implements RequestCallbacks {
   }
 
   onDone(t: number): void {
-    this.s.e2e[this.mi]!.add(t - this.atMs);
+    const s = this.s;
+    const mi = this.mi;
+    s.e2e[mi]!.add(t - this.atMs);
+    const slo = s.slo[mi]!;
+    let met = this.firstMs >= 0 && this.firstMs - this.atMs <= slo.ttftMs;
+    if (this.outputTokens > 1 && this.firstMs >= 0) {
+      const tpot = (t - this.firstMs) / (this.outputTokens - 1);
+      s.tpot[mi]!.add(tpot);
+      met &&= tpot <= slo.tpotMs;
+    }
+    const h = Math.floor(this.atMs / HOUR);
+    const books = s.sloHourly[mi]!;
+    if (h < books.requests.length) {
+      books.requests[h]!++;
+      if (met) books.met[h]!++;
+    }
   }
 
   onError(): void {
-    if (this.started) this.s.e2e[this.mi]!.addUnserved();
-    else noteUnserved(this.s, this.mi, this.atMs);
+    if (this.firstMs >= 0) {
+      this.s.e2e[this.mi]!.addUnserved();
+      const h = Math.floor(this.atMs / HOUR);
+      if (h < this.s.sloHourly[this.mi]!.requests.length) this.s.sloHourly[this.mi]!.requests[h]!++;
+    } else noteUnserved(this.s, this.mi, this.atMs);
   }
 }
 

@@ -18,7 +18,7 @@ describe("fleet file validation names the field", () => {
   it("accepts the default fleet", () => {
     const f = parseFleet(DEFAULT_FLEET_JSON);
     expect(f.config.regions).toHaveLength(3);
-    expect(f.plannedUtilization).toBe(0.7);
+    expect(f.plannedUtilization).toBe(1);
     expect(f.weights["us-east"]).toContain("llama2-70b");
   });
 

@@ -34,8 +34,8 @@ export interface FleetSpec {
   /** Spot instances per region at start: { region, model, gpu, count }. */
   spot: { region: string; model: string; gpu: string; count: number }[];
   /**
-   * The share of an instance's steady-state throughput the planner counts on (tps(m, g) = this × saturation
-   * tokens/s); default: the router's memory threshold (0.70), above which requests queue and the region is "full".
+   * The share of an instance's capacity at the SLO (planner: capacityAtSlo) the planner counts on, in (0, 1]: 1 by
+   * default (that capacity already holds the SLO's percentile); lower plans headroom (capacity.ts).
    */
   plannedUtilization: number;
 }
@@ -161,7 +161,7 @@ export function parseFleet(json: unknown): FleetSpec {
       }
     }
   }
-  const plannedUtilization = r.number("plannedUtilization", config.router.memoryThreshold, { gt: 0, max: 1 });
+  const plannedUtilization = r.number("plannedUtilization", 1, { gt: 0, max: 1 });
   r.done();
   return { config, engines, delays, weights, spot, plannedUtilization };
 }

@@ -3,8 +3,9 @@
  * `planRound`: forecast per (model, region) on 10-minute windows with the planner's forecaster — blend by default,
  * or ARIMA — plus the β × NIW buffer, the ILP solved by HiGHS, spot actions, the config's controller strategy, each
  * region's expected scale-out time), reading the demand history the live recorders wrote and the fleet as the
- * regions' telemetry reports it (planner/fleet.ts `liveFleet`). What the replay knows better than the config:
- * tps(m, g) for its engine settings (sim/week/capacity.ts). The loop around it (planner/loop.ts: decision ids from
+ * regions' telemetry reports it (planner/fleet.ts `liveFleet`), with the SLO the regions measured (its SloWindow:
+ * correction factor and attainment). What the replay knows better than the config: its engine limits for the
+ * capacity at the SLO (sim/week/capacity.ts). The loop around it (planner/loop.ts: decision ids from
  * the leader lock, targets per region by `targetsFor`, acks) is the replay's (replay.ts).
  */
 import type { Forecaster } from "../../forecasts/forecaster.js";
@@ -33,9 +34,14 @@ export class IlpPlanner implements HourlyPlanner {
     return new IlpPlanner(createForecaster({ name: forecaster }), await HighsSolver.create(), forecaster);
   }
 
+  /** The same round with a forecaster of the caller's (the oracle arm, oracle.ts). */
+  static async withForecaster(forecaster: Forecaster, label: string): Promise<IlpPlanner> {
+    return new IlpPlanner(forecaster, await HighsSolver.create(), label);
+  }
+
   round(input: PlannerInput): PlannerLoopOptions["plan"] {
     const { config } = input.fleet;
-    const plan = planRound({ config, clock: input.clock, telemetry: input.telemetry, history: input.history, forecaster: this.forecaster, solver: this.solver, intervalMs: config.planner.intervalMs, advisory: false, tokensPerS: (model, gpu) => input.tps(model, gpu) });
+    const plan = planRound({ config, clock: input.clock, telemetry: input.telemetry, history: input.history, forecaster: this.forecaster, solver: this.solver, intervalMs: config.planner.intervalMs, advisory: false, tokensPerS: input.tps, sloWindow: input.sloWindow });
     return async (...args) => {
       const report = await plan(...args);
       this.reports.push({ decisionId: report.decisionId, solver: report.solver, warnings: report.warnings.length, unmet: report.unmet.length });

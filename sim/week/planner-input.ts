@@ -5,7 +5,9 @@
  * Types only: ilp-planner.ts implements it, planner.ts picks one.
  */
 import type { Clock } from "../../core/clock.js";
-import type { GpuType, ModelName, RegionName } from "../../core/models.js";
+import type { RegionName } from "../../core/models.js";
+import type { CapacityOverride } from "../../planner/slo-round.js";
+import type { SloWindow } from "../../planner/slo-window.js";
 import type { RegionTelemetry } from "../../core/ports.js";
 import type { DemandHistory } from "../../forecasts/history.js";
 import type { PlannerLoopOptions } from "../../planner/loop.js";
@@ -24,8 +26,10 @@ export interface PlannerInput {
   history: DemandHistory;
   /** Each region's latest telemetry (the planner's live fleet: current and spot instances per endpoint). */
   telemetry: ReadonlyMap<RegionName, RegionTelemetry>;
-  /** Prompt + output tokens/s one instance serves at the SLO (the ILP's tps(m, g)) with the replay's engines. */
-  tps(model: ModelName, gpu: GpuType): number;
+  /** Capacity per instance at the SLO with the replay's engines (the ILP's tps(m, g); capacity.ts). */
+  tps: CapacityOverride;
+  /** Every region's telemetry since the last round: the SLO the regions measured (correction factor, attainment). */
+  sloWindow: SloWindow;
 }
 
 /** An hourly planner: the round the planning loop runs. */

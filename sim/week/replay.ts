@@ -23,7 +23,8 @@ import { MemoryPlanStore } from "../../planner/store.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { WorkloadStream, type Arrival } from "../workload/generator.js";
 import { IwHooks, NiwHooks, noteNiwSubmitted, noteUnserved, openBooks, sampleActive } from "./books.js";
-import { instanceTokensPerS } from "./capacity.js";
+import { replayCapacity } from "./capacity.js";
+import { SloWindow } from "../../planner/slo-window.js";
 import { summarize, type WeekResult } from "./result.js";
 import type { RunState, WeekOptions } from "./state.js";
 import { wireWeek, type WeekWiring } from "./week-wiring.js";
@@ -83,18 +84,13 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
   const s = openBooks(o, clock, stream.summary, w.regions.length);
   s.regions = w.regions;
   await warmUp(o, w, warmupDays, stream.summary.rateScale);
-  const tps = new Map<string, number>();
-  models.forEach((m, mi) => {
-    const mc = cfg.models.find((x) => x.name === m)!;
-    for (const [gpu, tp] of Object.entries(mc.gpusPerInstance)) tps.set(`${m}/${gpu}`, instanceTokensPerS(m, gpu, tp, fleet.engines[m]!, stream.summary.meanPromptTokens[mi]!, stream.summary.meanOutputTokens[mi]!, fleet.plannedUtilization));
-  });
   const niw = batchSide(s, w, models);
   clock.every(MINUTE, () => {
     niw.flush();
     w.regions.forEach((r, ri) => sampleActive(s, ri, r.sim.actuator.instances()));
   });
 
-  const plan = plannerLoop(o, w, clock, (model, gpu) => tps.get(`${model}/${gpu}`)!);
+  const plan = plannerLoop(o, w, clock);
   const planHour = async (hour: number) => {
     const t0 = performance.now();
     const report = await plan();
@@ -142,7 +138,10 @@ export async function runWeek(o: WeekOptions): Promise<WeekResult> {
  * rounds run by the replay at each simulated hour instead of on a timer. Resolves with the round's report; a failed
  * round fails the run.
  */
-function plannerLoop(o: WeekOptions, w: WeekWiring, clock: VirtualClock, tps: (model: string, gpu: string) => number): () => Promise<PlanReport> {
+function plannerLoop(o: WeekOptions, w: WeekWiring, clock: VirtualClock): () => Promise<PlanReport> {
+  // The SLO the regions measure, fed as `tidegate planner` feeds it: every telemetry report of every region.
+  const sloWindow = new SloWindow();
+  w.onTelemetry((_ri, t) => sloWindow.observe(t));
   let report: PlanReport | undefined;
   let failure: unknown;
   const log: Logger = { ...silentLogger, error: (_msg, fields) => void (failure = fields?.err ?? _msg) };
@@ -154,7 +153,7 @@ function plannerLoop(o: WeekOptions, w: WeekWiring, clock: VirtualClock, tps: (m
     advisory: false,
     links: w.regions.map((r) => r.link),
     store: new MemoryPlanStore(),
-    plan: o.planner.round({ clock, fleet: o.fleet, history: w.plannerHistory, telemetry: w.telemetry, tps }),
+    plan: o.planner.round({ clock, fleet: o.fleet, history: w.plannerHistory, telemetry: w.telemetry, tps: replayCapacity(o.fleet), sloWindow }),
     log,
     onReport: (r) => void (report = r),
   });
@@ -180,7 +179,7 @@ function interactive(s: RunState, w: WeekWiring, a: Arrival, n: number): void {
   const model = s.models[mi]!;
   s.tokensHourly[mi]![Math.floor(a.atMs / HOUR)]! += a.promptTokens + a.outputTokens;
   const req = request(w, model, a, n, 0);
-  if (w.router.submit(req, s.o.workload.regions[a.region]!.name, new IwHooks(s, mi, a.atMs)) === undefined) noteUnserved(s, mi, a.atMs);
+  if (w.router.submit(req, s.o.workload.regions[a.region]!.name, new IwHooks(s, mi, a.atMs, req.maxTokens)) === undefined) noteUnserved(s, mi, a.atMs);
 }
 
 /** The request of an arrival, cut to fit one instance's KV capacity (a property of the synthetic workload). */

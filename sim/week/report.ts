@@ -25,10 +25,16 @@ export function runHtml(r: WeekResult): string {
     `<p>strategy <b>${esc(r.strategy)}</b> · planner ${esc(r.planner)} · seed ${r.seed} · ${r.days} days · ${r.requests.total.toLocaleString("en")} requests (${r.requests.batch.toLocaleString("en")} batch) · ${r.requestsPerWallS.toLocaleString("en")} requests per wall second</p>`,
     table(["instance-hours", "GPU-hours", "GPU-hours provisioning", "spot instance-hours", "scaling actions", "IW TTFT p50/p95/p99 ms", "IW E2E p50/p95/p99 ms", "batch within deadline"], [[t.instanceHours, t.gpuHours, t.provisioningGpuHours, t.spotInstanceHours, t.scalingActions, `${r.interactive.ttftMs.p50} / ${r.interactive.ttftMs.p95} / ${r.interactive.ttftMs.p99}`, `${r.interactive.e2eMs.p50} / ${r.interactive.e2eMs.p95} / ${r.interactive.e2eMs.p99}`, `${r.batch.withinDeadline} / ${r.batch.submitted} (late ${r.batch.late}, missed ${r.batch.missedDeadlineUndone})`]]),
     "<h2>Per model</h2>",
-    table(["model", "instance-hours", "GPU-h provisioning", "spot instance-h", "TTFT p50", "p95", "p99", "E2E p50", "p95", "p99", "requests"], models.map((m) => {
+    table(["model", "instance-hours", "GPU-h provisioning", "spot instance-h", "TTFT p50", "p95", "p99", "TPOT p50", "p95", "E2E p50", "p95", "p99", "requests"], models.map((m) => {
       const x = r.models[m]!;
-      return [m, x.instanceHours, x.provisioningGpuHours, x.spotInstanceHours, x.ttftMs.p50, x.ttftMs.p95, x.ttftMs.p99, x.e2eMs.p50, x.e2eMs.p95, x.e2eMs.p99, x.ttftMs.count];
+      return [m, x.instanceHours, x.provisioningGpuHours, x.spotInstanceHours, x.ttftMs.p50, x.ttftMs.p95, x.ttftMs.p99, x.tpotMs.p50, x.tpotMs.p95, x.e2eMs.p50, x.e2eMs.p95, x.e2eMs.p99, x.ttftMs.count];
     })),
+    `<h2>SLO</h2><p>${r.slo.met ? "Every model met its SLO" : `SLO missed by ${esc(r.slo.unmetModels.join(", "))}`} · attainment ${(r.slo.attainment * 100).toFixed(2)}% of interactive requests · ${r.slo.violatedHours} hours in violation (some model's attainment below its percentile)</p>`,
+    table(["model", "target TTFT ms", "TPOT ms", "percentile", "TTFT at it", "TPOT at it", "met", "attainment", "hours in violation"], models.map((m) => {
+      const x = r.models[m]!.slo;
+      return [m, x.ttftMs, x.tpotMs, x.percentile, x.ttftAtPercentileMs, x.tpotAtPercentileMs, x.met ? "yes" : "no", `${(x.attainment * 100).toFixed(2)}%`, `${x.violatedHours} / ${x.hours}`];
+    })),
+    lineChart("SLO attainment per hour", models.map((m) => ({ name: m, values: r.hourly.models[m]!.sloAttainment })), { yLabel: "share of requests meeting the SLO" }),
     "<h2>Per model and region</h2>",
     table(["model", "region", "instance-hours", "GPU-h provisioning", "spot instance-h"], models.flatMap((m) => Object.entries(r.models[m]!.byRegion).map(([reg, v]) => [m, reg, v.instanceHours, v.provisioningGpuHours, v.spotInstanceHours]))),
     ...models.map((m) => lineChart(`${m}: instances (all regions) and the planner's targets`, [{ name: "instances", values: r.hourly.models[m]!.instances }, { name: "target", values: r.hourly.targets[m]! }], { yLabel: "instances" })),
@@ -47,8 +53,8 @@ export function comparisonHtml(results: WeekResult[], extra = ""): string {
   const ratio = (v: number, b: number | undefined) => (b === undefined || b === 0 ? "" : `${((v / b - 1) * 100).toFixed(1)}%`);
   const models = Object.keys(results[0]?.models ?? {});
   const body = [
-    table(["strategy", "instance-hours", "vs reactive", "GPU-h provisioning", "vs reactive", "spot instance-h", "IW p95 TTFT ms", "vs reactive", "IW p99 TTFT", "IW p95 E2E", "batch all within deadline", "scaling actions"], results.map((r) => [
-      r.strategy, r.totals.instanceHours, ratio(r.totals.instanceHours, base?.totals.instanceHours), r.totals.provisioningGpuHours, ratio(r.totals.provisioningGpuHours, base?.totals.provisioningGpuHours), r.totals.spotInstanceHours, r.interactive.ttftMs.p95, ratio(r.interactive.ttftMs.p95, base?.interactive.ttftMs.p95), r.interactive.ttftMs.p99, r.interactive.e2eMs.p95, String(r.batch.allWithinDeadline), r.totals.scalingActions,
+    table(["strategy", "instance-hours", "vs reactive", "GPU-h provisioning", "vs reactive", "spot instance-h", "IW p95 TTFT ms", "vs reactive", "IW p99 TTFT", "IW p95 TPOT", "IW p95 E2E", "SLO met", "SLO attainment", "hours in violation", "batch all within deadline", "scaling actions"], results.map((r) => [
+      r.strategy, r.totals.instanceHours, ratio(r.totals.instanceHours, base?.totals.instanceHours), r.totals.provisioningGpuHours, ratio(r.totals.provisioningGpuHours, base?.totals.provisioningGpuHours), r.totals.spotInstanceHours, r.interactive.ttftMs.p95, ratio(r.interactive.ttftMs.p95, base?.interactive.ttftMs.p95), r.interactive.ttftMs.p99, r.interactive.tpotMs.p95, r.interactive.e2eMs.p95, r.slo.met ? "yes" : `no (${r.slo.unmetModels.join(", ")})`, `${(r.slo.attainment * 100).toFixed(2)}%`, r.slo.violatedHours, String(r.batch.allWithinDeadline), r.totals.scalingActions,
     ])),
     barChart("Instance-hours per model", models, results.map((r) => ({ name: r.strategy, values: models.map((m) => r.models[m]!.instanceHours) })), { yLabel: "instance-hours" }),
     barChart("GPU-hours lost to provisioning per model", models, results.map((r) => ({ name: r.strategy, values: models.map((m) => r.models[m]!.provisioningGpuHours) })), { yLabel: "GPU-hours" }),

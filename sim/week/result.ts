@@ -20,9 +20,32 @@ export interface Percentiles {
   unserved: number;
 }
 
+/**
+ * A model's interactive SLO over the run (core/config slo-section.ts): its targets, the TTFT and TPOT at the SLO's
+ * percentile (+Infinity where it falls on unserved requests), whether both are within the targets (`met`), the
+ * requests that met both (attainment; one never served is a miss) and the hours whose attainment fell below the
+ * percentile (`violatedHours`, of `hours` with requests).
+ */
+export interface SloResult {
+  ttftMs: number;
+  tpotMs: number;
+  percentile: number;
+  ttftAtPercentileMs: number;
+  tpotAtPercentileMs: number;
+  met: boolean;
+  requests: number;
+  metRequests: number;
+  attainment: number;
+  violatedHours: number;
+  hours: number;
+}
+
 export interface ModelResult {
   ttftMs: Percentiles;
   e2eMs: Percentiles;
+  /** Time per output token after the first, of requests with ≥ 2 output tokens. */
+  tpotMs: Percentiles;
+  slo: SloResult;
   instanceHours: number;
   provisioningGpuHours: number;
   spotInstanceHours: number;
@@ -50,10 +73,15 @@ export interface WeekResult {
     actionsByKind: Record<string, number>;
     actionsByReason: Record<string, number>;
   };
-  interactive: { ttftMs: Percentiles; e2eMs: Percentiles };
+  interactive: { ttftMs: Percentiles; e2eMs: Percentiles; tpotMs: Percentiles };
+  /**
+   * The SLO over every model: `met` when each model meets its own (SloResult.met); attainment over all interactive
+   * requests; hours in which some model's attainment fell below its percentile.
+   */
+  slo: { met: boolean; attainment: number; violatedHours: number; unmetModels: string[] };
   batch: { submitted: number; done: number; withinDeadline: number; late: number; missedDeadlineUndone: number; pendingNotDue: number; allWithinDeadline: boolean; sentTwice: number };
   models: Record<string, ModelResult>;
-  hourly: { hours: number; models: Record<string, { instances: number[]; p95TtftMs: (number | null)[]; tokensPerS: number[] }>; targets: Record<string, number[]> };
+  hourly: { hours: number; models: Record<string, { instances: number[]; p95TtftMs: (number | null)[]; tokensPerS: number[]; sloAttainment: (number | null)[] }>; targets: Record<string, number[]> };
   plans: number;
   planAcks: number;
   /** Per-minute p95 TTFT per model (ms; null for minutes without requests, +Infinity where it falls on unserved ones), when asked for. */
@@ -76,7 +104,7 @@ export function summarize(s: RunState): WeekResult {
   const models: Record<string, ModelResult> = {};
   const totals = { instanceHours: 0, gpuHours: 0, provisioningGpuHours: 0, provisioningInstanceHours: 0, spotInstanceHours: 0, scalingActions: 0, actionsByKind: {} as Record<string, number>, actionsByReason: {} as Record<string, number> };
   s.models.forEach((m, mi) => {
-    const mr: ModelResult = { ttftMs: pct(s.ttft[mi]!), e2eMs: pct(s.e2e[mi]!), instanceHours: 0, provisioningGpuHours: 0, spotInstanceHours: 0, byRegion: {} };
+    const mr: ModelResult = { ttftMs: pct(s.ttft[mi]!), e2eMs: pct(s.e2e[mi]!), tpotMs: pct(s.tpot[mi]!), slo: sloOf(s, mi), instanceHours: 0, provisioningGpuHours: 0, spotInstanceHours: 0, byRegion: {} };
     s.regions.forEach((r, ri) => {
       const t = s.ledgers[ri]!.get(m);
       if (t === undefined) return;
@@ -109,6 +137,7 @@ export function summarize(s: RunState): WeekResult {
   }
   const allTtft = mergeHist(s.ttft);
   const allE2e = mergeHist(s.e2e);
+  const allTpot = mergeHist(s.tpot);
   const endHour = Math.floor((s.durationMs + (s.o.tailMs ?? H)) / H);
   let missed = 0;
   let pending = 0;
@@ -130,7 +159,10 @@ export function summarize(s: RunState): WeekResult {
       p95.push(Number.isNaN(q) ? null : Number.isFinite(q) ? Math.round(q) : q);
       tok.push(round(s.tokensHourly[mi]![h]! / 3600));
     }
-    hourly.models[m] = { instances: inst, p95TtftMs: p95, tokensPerS: tok };
+    const books = s.sloHourly[mi]!;
+    const attained: (number | null)[] = [];
+    for (let h = 0; h < hours; h++) attained.push(books.requests[h]! > 0 ? round(books.met[h]! / books.requests[h]!) : null);
+    hourly.models[m] = { instances: inst, p95TtftMs: p95, tokensPerS: tok, sloAttainment: attained };
     hourly.targets[m] = s.plans.map((p) => p.endpoints.flat().filter((e) => e.model === m).reduce((x, e) => x + e.instances, 0));
   });
   const total = s.iw + s.niw.submitted;
@@ -157,7 +189,8 @@ export function summarize(s: RunState): WeekResult {
     requestsPerWallS: Math.round(total / (s.wallMs / 1000)),
     requests: { total, interactive: s.iw, interactiveUnserved: s.iwUnserved, batch: s.niw.submitted },
     totals: { ...totals, instanceHours: round(totals.instanceHours), gpuHours: round(totals.gpuHours), provisioningGpuHours: round(totals.provisioningGpuHours), provisioningInstanceHours: round(totals.provisioningInstanceHours), spotInstanceHours: round(totals.spotInstanceHours) },
-    interactive: { ttftMs: pct(allTtft), e2eMs: pct(allE2e) },
+    interactive: { ttftMs: pct(allTtft), e2eMs: pct(allE2e), tpotMs: pct(allTpot) },
+    slo: overallSlo(s, models),
     batch: { submitted: s.niw.submitted, done: s.niw.done, withinDeadline: s.niw.withinDeadline, late: s.niw.late, missedDeadlineUndone: missed, pendingNotDue: pending, allWithinDeadline: s.niw.late === 0 && missed === 0, sentTwice: s.niw.duplicates },
     models,
     hourly,
@@ -181,6 +214,48 @@ function minuteSeries(s: RunState): Record<string, (number | null)[]> {
     out[m] = xs;
   });
   return out;
+}
+
+/** One model's SloResult (see the type). */
+function sloOf(s: RunState, mi: number): SloResult {
+  const slo = s.slo[mi]!;
+  const ttftQ = s.ttft[mi]!.quantile(slo.percentile);
+  const tpotQ = s.tpot[mi]!.quantile(slo.percentile);
+  // NaN: no request at all — nothing missed.
+  const ttftAt = Number.isNaN(ttftQ) ? 0 : ttftQ;
+  const tpotAt = Number.isNaN(tpotQ) ? 0 : tpotQ;
+  const books = s.sloHourly[mi]!;
+  let requests = 0;
+  let met = 0;
+  let hours = 0;
+  let violated = 0;
+  for (let h = 0; h < books.requests.length; h++) {
+    const n = books.requests[h]!;
+    if (n === 0) continue;
+    requests += n;
+    met += books.met[h]!;
+    hours++;
+    if (books.met[h]! / n < slo.percentile) violated++;
+  }
+  const r1 = (x: number) => (Number.isFinite(x) ? Math.round(x * 10) / 10 : x);
+  return { ttftMs: slo.ttftMs, tpotMs: slo.tpotMs, percentile: slo.percentile, ttftAtPercentileMs: r1(ttftAt), tpotAtPercentileMs: r1(tpotAt), met: ttftAt <= slo.ttftMs && tpotAt <= slo.tpotMs, requests, metRequests: met, attainment: requests === 0 ? 1 : Math.round((met / requests) * 10_000) / 10_000, violatedHours: violated, hours };
+}
+
+/** WeekResult.slo over every model. */
+function overallSlo(s: RunState, models: Record<string, ModelResult>): WeekResult["slo"] {
+  let requests = 0;
+  let met = 0;
+  for (const m of Object.values(models)) {
+    requests += m.slo.requests;
+    met += m.slo.metRequests;
+  }
+  let violated = 0;
+  const hours = s.sloHourly[0]?.requests.length ?? 0;
+  for (let h = 0; h < hours; h++) {
+    if (s.sloHourly.some((b, mi) => b.requests[h]! > 0 && b.met[h]! / b.requests[h]! < s.slo[mi]!.percentile)) violated++;
+  }
+  const unmetModels = Object.entries(models).filter(([, m]) => !m.slo.met).map(([name]) => name);
+  return { met: unmetModels.length === 0, attainment: requests === 0 ? 1 : Math.round((met / requests) * 10_000) / 10_000, violatedHours: violated, unmetModels };
 }
 
 function round(x: number): number {

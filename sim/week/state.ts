@@ -12,6 +12,7 @@ import type { FleetSpec } from "./fleet.js";
 import type { Histogram, HistogramSeries } from "./histogram.js";
 import type { HourlyPlanner } from "./planner-input.js";
 import type { RegionTargets } from "../../core/ports.js";
+import type { ModelSlo } from "../../core/config.js";
 
 export interface WeekOptions {
   fleet: FleetSpec;
@@ -52,6 +53,12 @@ export interface RunState {
   ttft: Histogram[];
   e2e: Histogram[];
   ttftHourly: HistogramSeries[];
+  /** Per model: TPOT (time per output token after the first) of requests with ≥ 2 output tokens. */
+  tpot: Histogram[];
+  /** Per model, the SLO it is held to (config `slo`, core/config/slo-section.ts). */
+  slo: ModelSlo[];
+  /** [model][hour]: interactive requests arrived in that hour (ended or never served) and those that met the SLO. */
+  sloHourly: { requests: Float64Array; met: Float64Array }[];
   /** Per-minute TTFT histograms, only with `minuteSeries` (empty otherwise: a week of them is ~340 MB). */
   ttftMinute: HistogramSeries[];
   /** [model][region][hour]: Σ over minute samples of active (serving + deploying + draining) instances. */

@@ -105,7 +105,7 @@ export class WorkloadStream {
       let raw = 0;
       for (const p of placed) raw += expectedRequests(p.series, p.offsetS, this.endMs / 1000);
       const target = (iwTotal * m.share) / shareSum;
-      const scale = rateScale?.[mi] ?? (raw > 0 ? target / raw : 0);
+      const scale = rateScale?.[mi] ?? spec.rateScale?.[mi] ?? (raw > 0 ? target / raw : 0);
       const tk = this.tokens[mi]!;
       summary.rateScale.push(scale);
       summary.expectedIw.push(raw * scale);

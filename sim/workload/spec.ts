@@ -55,6 +55,11 @@ export interface WorkloadSpec {
   niwTokenShare: number;
   niwDeadlineMs: number;
   bursts: WorkloadBurst[];
+  /**
+   * Per model, the client rate scale to use instead of scaling to `targetRequests` (WorkloadStream): a window of a
+   * longer run (days 3–7 of the seeded week) keeps the whole run's rate. Not read from workload files.
+   */
+  rateScale?: number[];
 }
 
 /** The default week: 3 US regions, 4 models from ServeGen's language series, ≈10M requests. */

@@ -12,7 +12,7 @@ import { dataplaneMet } from "./verdicts/dataplane.js";
 import { keystageChecks, type KeystageArm } from "./verdicts/keystage.js";
 import { replayChecks, type ReplayFigures } from "./verdicts/replay.js";
 import { scaleoutChecks } from "./verdicts/scaleout.js";
-import { frontierJudgement, strategiesChecks, versus, type FrontierPoint, type WeekFigures } from "./verdicts/strategies.js";
+import { cheapestMeeting, costAtSloChecks, frontierJudgement, recoversNoLater, type ArmFigures, type FrontierPoint, type WeekFigures } from "./verdicts/strategies.js";
 
 // Issue 36: for each bench, results where a target is missed in a way `met` used to let through.
 
@@ -82,32 +82,49 @@ describe("bench:keystage", () => {
   });
 });
 
-describe("bench:strategies and bench:strategies-frontier", () => {
-  const week = (p95TtftMs: number, instanceHours: number, unserved = 0): WeekFigures => ({ instanceHours, provisioningGpuHours: instanceHours / 10, p95TtftMs, unserved, batchAllWithinDeadline: true });
-  const base = (ua: WeekFigures, reactive: WeekFigures, hpa: WeekFigures, recovery = { ltUa: 3, reactiveHpa: 5 }) =>
-    strategiesChecks({ days: 7, vsReactive: versus(ua, reactive), vsReactiveHpa: versus(ua, hpa), ltUaBatchAllWithinDeadline: true, burstRecoveryMin: recovery });
+describe("bench:strategies: cost at the SLO (issue 31)", () => {
+  const arm = (instanceHours: number, sloMet = true): ArmFigures => ({ instanceHours, sloMet, batchAllWithinDeadline: true });
+  const judge = (winner: ArmFigures, hpa: ArmFigures, reactive: ArmFigures, oracle: ArmFigures, fullWindows = true) => costAtSloChecks({ winner, reactiveHpa: hpa, reactive, oracle, fullWindows });
+  const failed = (r: ReturnType<typeof judge>) => r.checks.filter((c) => !c.ok).map((c) => c.check);
 
-  it("both sides' p95 on unserved requests (+Infinity) is not a ratio of 1", () => {
-    const inf = Number.POSITIVE_INFINITY;
-    expect(versus(week(inf, 50), week(inf, 100)).p95TtftRatio).toBeNaN();
-    const checks = base({ ...week(inf, 50), provisioningGpuHours: 1 }, week(inf, 100), week(inf, 100));
-    expect(checks.vsReactive).toBe(false);
-    expect(checks.vsReactiveHpa).toBe(false);
-    expect(base({ ...week(100, 50), provisioningGpuHours: 1 }, week(100, 100), week(100, 100)).vsReactive).toBe(true);
+  it("meets: 12% under HPA, 30% under reactive, 4% over an oracle that is 15% under HPA", () => {
+    const r = judge(arm(88), arm(100), arm(126), arm(84.6));
+    expect(r.oracleShort).toBe(false);
+    expect(failed(r)).toEqual([]);
   });
 
+  it("an arm that misses the SLO compares with nothing: a cheaper HPA that missed it is no pass for anyone", () => {
+    expect(failed(judge(arm(88), arm(70, false), arm(126), arm(84.6)))).toEqual(["instance-hours saved vs tuned reactive-hpa"]);
+    expect(failed(judge(arm(50, false), arm(100), arm(126), arm(84.6)))).toContain("winner meets the SLO on the judged days");
+  });
+
+  it("an oracle less than 10% under HPA holds the winner to within 3% of the oracle instead", () => {
+    const short = judge(arm(94), arm(100), arm(130), arm(92));
+    expect(short.oracleShort).toBe(true);
+    expect(failed(short)).toEqual([]);
+    expect(failed(judge(arm(96), arm(100), arm(130), arm(92)))).toEqual(["over the oracle (the oracle is < 10% below reactive-hpa)"]);
+  });
+
+  it("shortened windows are never met", () => {
+    expect(verdictOf(judge(arm(88), arm(100), arm(126), arm(84.6), false).checks).met).toBe(false);
+  });
+
+  it("tuning picks the cheapest setting that met the SLO, else the safest tried", () => {
+    const t = (index: number, instanceHours: number, sloMet: boolean) => ({ index, instanceHours, sloMet });
+    expect(cheapestMeeting([t(2, 90, true), t(1, 80, true), t(0, 70, false)])).toEqual({ pick: t(1, 80, true), met: true });
+    expect(cheapestMeeting([t(2, 90, false), t(3, 95, false)])).toEqual({ pick: t(3, 95, false), met: false });
+  });
+});
+
+describe("bench:strategies (burst) and bench:strategies-frontier", () => {
+  const week = (p95TtftMs: number, instanceHours: number, unserved = 0): WeekFigures => ({ instanceHours, provisioningGpuHours: instanceHours / 10, p95TtftMs, unserved, batchAllWithinDeadline: true });
   it("a burst neither side recovers from is not recovered 'no later'", () => {
     const inf = Number.POSITIVE_INFINITY;
     const never = recoveryMinutes(Float64Array.from([inf, inf, inf]), 0, 500, 2);
     expect(never).toBe(inf);
-    expect(base(week(100, 50), week(100, 100), week(100, 100), { ltUa: never, reactiveHpa: never }).burst).toBe(false);
-    expect(base(week(100, 50), week(100, 100), week(100, 100), { ltUa: 4, reactiveHpa: never }).burst).toBe(true);
-  });
-
-  it("a shortened week is partial, never met", () => {
-    const checks = strategiesChecks({ days: 1, vsReactive: versus(week(100, 50), week(100, 100)), vsReactiveHpa: versus(week(100, 50), week(100, 100)), ltUaBatchAllWithinDeadline: true, burstRecoveryMin: { ltUa: 1, reactiveHpa: 2 } });
-    expect(checks.fullWeek).toBe(false);
-    expect(verdictOf(checks).met).toBe(false);
+    expect(recoversNoLater(never, never)).toBe(false);
+    expect(recoversNoLater(4, never)).toBe(true);
+    expect(recoversNoLater(4, 3)).toBe(false);
   });
 
   it("an LT-UA point is judged against the HPA frontier at its own latency, not one fixed HPA setting", () => {

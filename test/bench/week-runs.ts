@@ -4,7 +4,7 @@
  */
 import { Worker, isMainThread, parentPort, workerData } from "node:worker_threads";
 import type { FleetSpec } from "../../sim/week/fleet.js";
-import { createPlanner } from "../../sim/week/planner.js";
+import { createPlanner, type PlannerName } from "../../sim/week/planner.js";
 import { runWeek } from "../../sim/week/replay.js";
 import type { WeekResult } from "../../sim/week/result.js";
 import type { WorkloadSpec } from "../../sim/workload/spec.js";
@@ -14,13 +14,15 @@ export interface WeekJob {
   workload: WorkloadSpec;
   strategy: string;
   strategyParams?: Record<string, number>;
+  /** The replay's planner (default `ilp`; `ilp-oracle` plans on the workload's true demand). */
+  planner?: PlannerName;
   minuteSeries: boolean;
 }
 
 const data = workerData as { weekJob?: WeekJob } | null | undefined;
 if (!isMainThread && data?.weekJob !== undefined) {
   const job = data.weekJob;
-  const planner = await createPlanner(job.fleet);
+  const planner = await createPlanner(job.fleet, job.planner ?? "ilp", job.workload);
   const r = await runWeek({ fleet: job.fleet, workload: job.workload, strategy: job.strategy, ...(job.strategyParams === undefined ? {} : { strategyParams: job.strategyParams }), planner, minuteSeries: job.minuteSeries });
   await planner.close?.();
   parentPort!.postMessage(r);
@@ -44,4 +46,27 @@ export async function runWeeks(jobs: WeekJob[], parallel: number, onDone: (r: We
   };
   await Promise.all(Array.from({ length: Math.max(1, parallel) }, lane));
   return out;
+}
+
+/**
+ * A pool of `parallel` worker lanes that jobs join one at a time from anywhere (the strategies bench's sweeps run
+ * each arm's settings in turn, and the arms side by side): `run(job)` resolves when its worker has.
+ */
+export function weekPool(parallel: number): { run(job: WeekJob): Promise<WeekResult> } {
+  let free = Math.max(1, parallel);
+  const waiting: (() => void)[] = [];
+  return {
+    run: async (job) => {
+      if (free === 0) await new Promise<void>((resolve) => waiting.push(resolve));
+      else free--;
+      try {
+        const [r] = await runWeeks([job], 1, () => undefined);
+        return r!;
+      } finally {
+        const next = waiting.shift();
+        if (next !== undefined) next();
+        else free++;
+      }
+    },
+  };
 }

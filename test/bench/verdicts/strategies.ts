@@ -1,11 +1,11 @@
 /**
  * bench:strategies' and bench:strategies-frontier's verdicts (test/bench/strategies*.ts). A p95 TTFT that fell on
- * unserved requests is +Infinity; two of them are not equal (common.ts `ratio`: NaN, a miss). A burst that is never
+ * unserved requests is +Infinity and never within a limit. A burst that is never
  * recovered from (sim/week/burst.ts recoveryMinutes: +Infinity) is not "no later" than another that is not either.
  */
-import { atLeast, atMost, ratio } from "./common.js";
+import { atLeast, atMost, type Check } from "./common.js";
 
-/** One strategy's week, as the checks read it. */
+/** One strategy's week, as the frontier bench reads it. */
 export interface WeekFigures {
   instanceHours: number;
   provisioningGpuHours: number;
@@ -15,28 +15,7 @@ export interface WeekFigures {
   batchAllWithinDeadline: boolean;
 }
 
-/** One strategy against a baseline: what LT-UA's targets compare. */
-export interface Versus {
-  instanceHoursReduction: number;
-  /** NaN when either p95 is not measured (common.ts `ratio`). */
-  p95TtftRatio: number;
-  provisioningReduction: number;
-  unserved: number;
-  baselineUnserved: number;
-}
-
-/** `r` against baseline `b`. */
-export function versus(r: WeekFigures, b: WeekFigures): Versus {
-  return {
-    instanceHoursReduction: b.instanceHours > 0 ? 1 - r.instanceHours / b.instanceHours : Number.NaN,
-    p95TtftRatio: ratio(r.p95TtftMs, b.p95TtftMs),
-    provisioningReduction: b.provisioningGpuHours > 0 ? 1 - r.provisioningGpuHours / b.provisioningGpuHours : Number.NaN,
-    unserved: r.unserved,
-    baselineUnserved: b.unserved,
-  };
-}
-
-/** Issue 11's targets (issue 12's loading aim with `--loading`). */
+/** Issue 11's targets, which bench:strategies-frontier still judges LT-UA against the HPA frontier by. */
 export const STRATEGIES_TARGET = {
   vsReactive: { instanceHoursReduction: 0.2, p95TtftRatioAtMost: 1.05, unservedAtMostBaseline: true, provisioningReduction: 0.6 },
   vsReactiveHpa: { instanceHoursReduction: 0.1, p95TtftRatioAtMost: 1.05, unservedAtMostBaseline: true },
@@ -44,40 +23,10 @@ export const STRATEGIES_TARGET = {
   burstLtUaRecoversNoLaterThanReactiveHpa: true,
   fullWeekDays: 7,
 };
-export const LOADING_AIM = { instanceHoursReduction: 0.3, p95TtftRatioAtMost: 1.05 };
 
 /** Minutes `a` recovers no later than `b`: only when `a` recovers at all (finite). */
 export function recoversNoLater(aMin: number, bMin: number): boolean {
   return Number.isFinite(aMin) && !Number.isNaN(bMin) && aMin <= bMin;
-}
-
-/** Whether `v` meets a target of (instance-hours reduction, p95 ratio, unserved ≤ baseline[, provisioning]). */
-function meets(v: Versus, t: { instanceHoursReduction: number; p95TtftRatioAtMost: number; provisioningReduction?: number }): boolean {
-  return (
-    atLeast(v.instanceHoursReduction, t.instanceHoursReduction) &&
-    atMost(v.p95TtftRatio, t.p95TtftRatioAtMost) &&
-    v.unserved <= v.baselineUnserved &&
-    (t.provisioningReduction === undefined || atLeast(v.provisioningReduction, t.provisioningReduction))
-  );
-}
-
-/** bench:strategies' named checks. `loading`: LT-UA vs reactive with the loading source in the loop, if run. */
-export function strategiesChecks(f: {
-  days: number;
-  vsReactive: Versus;
-  vsReactiveHpa: Versus;
-  ltUaBatchAllWithinDeadline: boolean;
-  burstRecoveryMin: { ltUa: number; reactiveHpa: number };
-  loading?: Versus;
-}): Record<string, boolean> {
-  return {
-    vsReactive: meets(f.vsReactive, STRATEGIES_TARGET.vsReactive),
-    vsReactiveHpa: meets(f.vsReactiveHpa, STRATEGIES_TARGET.vsReactiveHpa),
-    batchAllWithinDeadline: f.ltUaBatchAllWithinDeadline,
-    burst: recoversNoLater(f.burstRecoveryMin.ltUa, f.burstRecoveryMin.reactiveHpa),
-    fullWeek: f.days === STRATEGIES_TARGET.fullWeekDays,
-    ...(f.loading === undefined ? {} : { loadingAim: meets(f.loading, LOADING_AIM) }),
-  };
 }
 
 /** One point of the frontier bench: a strategy at one setting. */
@@ -107,4 +56,65 @@ export function frontierJudgement(lt: FrontierPoint, hpa: readonly FrontierPoint
   const hpaInstanceHours = i === 0 || hi.p95TtftMs === lo.p95TtftMs ? hi.instanceHours : lo.instanceHours + ((hi.instanceHours - lo.instanceHours) * (p - lo.p95TtftMs)) / (hi.p95TtftMs - lo.p95TtftMs);
   const meets = lt.batchAllWithinDeadline && used.every((h) => lt.unserved <= h.unserved) && hpaInstanceHours > 0 && atLeast(1 - lt.instanceHours / hpaInstanceHours, t.instanceHoursReduction);
   return { meets, against: used.map((h) => h.label), hpaInstanceHours };
+}
+
+/**
+ * Issue 31: cost at the SLO. Every arm is tuned on days 1–2 and judged on days 3–7; cost compares only arms that meet
+ * the SLO there (an arm that misses it is rerun at its next safer setting, and that is its figure). The winning
+ * strategy: ≥ 10% fewer instance-hours than tuned `reactive-hpa`, ≥ 25% fewer than tuned `reactive`, within 5% of
+ * the oracle; when the oracle itself is not 10% below `reactive-hpa`, within 3% of the oracle instead of the first
+ * and third.
+ */
+export const COST_AT_SLO_TARGET = {
+  vsReactiveHpaInstanceHoursReduction: 0.1,
+  vsReactiveInstanceHoursReduction: 0.25,
+  withinOracle: 0.05,
+  withinOracleWhenOracleShort: 0.03,
+  tuneDays: 2,
+  judgeDays: 5,
+};
+
+/** One arm's judged window (days 3–7), as the checks read it. */
+export interface ArmFigures {
+  instanceHours: number;
+  sloMet: boolean;
+  batchAllWithinDeadline: boolean;
+}
+
+/** Instance-hours saved by `a` against `b`, only when both met the SLO (NaN otherwise: no comparison, a miss). */
+export function savedAtSlo(a: ArmFigures, b: ArmFigures): number {
+  return a.sloMet && b.sloMet && b.instanceHours > 0 ? 1 - a.instanceHours / b.instanceHours : Number.NaN;
+}
+
+/** The checks of bench:strategies' headline; `oracleShort` says which oracle rule applied. */
+export function costAtSloChecks(f: { winner: ArmFigures; reactiveHpa: ArmFigures; reactive: ArmFigures; oracle: ArmFigures; fullWindows: boolean }): { checks: Check[]; oracleShort: boolean } {
+  const t = COST_AT_SLO_TARGET;
+  const oracleVsHpa = savedAtSlo(f.oracle, f.reactiveHpa);
+  // The oracle "is not 10% below HPA" only when that is measured (both met the SLO) and short of 10%.
+  const oracleShort = Number.isFinite(oracleVsHpa) && oracleVsHpa < t.vsReactiveHpaInstanceHoursReduction;
+  // Over the oracle: winner / oracle − 1 (NaN when either missed the SLO).
+  const overOracle = f.winner.sloMet && f.oracle.sloMet && f.oracle.instanceHours > 0 ? f.winner.instanceHours / f.oracle.instanceHours - 1 : Number.NaN;
+  const checks: Check[] = [
+    { check: "winner meets the SLO on the judged days", value: f.winner.sloMet ? 1 : 0, limit: 1, ok: f.winner.sloMet },
+    { check: "winner: batch within deadline", value: f.winner.batchAllWithinDeadline ? 1 : 0, limit: 1, ok: f.winner.batchAllWithinDeadline },
+    { check: "instance-hours saved vs tuned reactive", value: savedAtSlo(f.winner, f.reactive), limit: t.vsReactiveInstanceHoursReduction, ok: atLeast(savedAtSlo(f.winner, f.reactive), t.vsReactiveInstanceHoursReduction) },
+  ];
+  if (oracleShort) {
+    checks.push({ check: "over the oracle (the oracle is < 10% below reactive-hpa)", value: overOracle, limit: t.withinOracleWhenOracleShort, ok: atMost(overOracle, t.withinOracleWhenOracleShort) });
+  } else {
+    checks.push({ check: "instance-hours saved vs tuned reactive-hpa", value: savedAtSlo(f.winner, f.reactiveHpa), limit: t.vsReactiveHpaInstanceHoursReduction, ok: atLeast(savedAtSlo(f.winner, f.reactiveHpa), t.vsReactiveHpaInstanceHoursReduction) });
+    checks.push({ check: "over the oracle", value: overOracle, limit: t.withinOracle, ok: atMost(overOracle, t.withinOracle) });
+  }
+  checks.push({ check: `full windows (tuned on ${t.tuneDays} days, judged on ${t.judgeDays})`, value: f.fullWindows ? 1 : 0, limit: 1, ok: f.fullWindows });
+  return { checks, oracleShort };
+}
+
+/**
+ * The tuning rule: the cheapest setting that met the SLO on the tuning days. `tried` are the settings run (any order),
+ * `ladder` the knob's settings from cheapest to safest. None met: the safest tried, flagged.
+ */
+export function cheapestMeeting<T extends { index: number; sloMet: boolean; instanceHours: number }>(tried: readonly T[]): { pick: T; met: boolean } {
+  const meeting = tried.filter((x) => x.sloMet);
+  if (meeting.length > 0) return { pick: meeting.reduce((a, b) => (b.instanceHours < a.instanceHours ? b : a)), met: true };
+  return { pick: tried.reduce((a, b) => (b.index > a.index ? b : a)), met: false };
 }

@@ -234,11 +234,13 @@ export interface TargetEndpoint {
    */
   floorInstances?: number;
   /**
-   * The floor step by step through the hour: what the point forecast of each forecast step (`floorStepMs` long,
-   * from `madeAtMs`) needs, each ≤ floorInstances. `lt-hpa` holds at least the steps ahead of it by the endpoint's
+   * The floor step by step through the hour: what the point forecast of each forecast step (`floorStepMs` long; step
+   * 0 is the `floorStepMs`-aligned window holding `madeAtMs`) needs, each ≤ floorInstances. `lt-hpa` holds at least the steps ahead of it by the endpoint's
    * scale-out time (a forecast ramp is pre-scaled). Absent (older planners, no forecast) = floorInstances throughout.
    */
   floorSteps?: number[];
+  /** The same steps for the forecast's 90% upper bound (≤ instances); absent = floorSteps. */
+  upperSteps?: number[];
   floorStepMs?: number;
   /** The point forecast of the hour's peak tokens/s (+ NIW buffer); LT-UA compares observed traffic with it. */
   forecastTokensPerS: number;

@@ -57,7 +57,8 @@ export function ackSummary(acks: PlanReport["acks"]): { sent: number; accepted: 
  * Targets for one region from a report. Each endpoint's floor is the share of its target the point forecast asks
  * for: ⌈target × point / F⌉ (F covers the forecast's upper bound), never above the target; = target when the
  * plan covered the point forecast itself or the series has no forecast. `floorSteps`: the same share for each
- * forecast step's point forecast, so the floor follows the forecast path through the hour. `forecastTokensPerS` is the point forecast
+ * forecast step's point forecast, so the floor follows the forecast path through the hour; `upperSteps` the same for
+ * each step's 90% upper bound. `forecastTokensPerS` is the point forecast
  * (what LT-UA compares observed traffic with: SageServe §6.5.1 "what ARIMA predicted").
  */
 export function targetsFor(report: PlanReport, region: string): RegionTargets {
@@ -69,8 +70,10 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
       const floorInstances = Math.min(a.target, Math.ceil(a.target * shareOf(f?.pointDemandTokensPerS ?? 0) - 1e-9));
       // Per forecast step: the same share for the step's point forecast (+ the same NIW buffer), never above the floor.
       const buffer = f === undefined ? 0 : f.pointDemandTokensPerS - f.peak.mean;
-      const steps = f === undefined || f.forecastSteps.length === 0 ? undefined : f.forecastSteps.map((b) => Math.min(floorInstances, Math.ceil(a.target * shareOf(b.mean + buffer) - 1e-9)));
-      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances, ...(steps === undefined ? {} : { floorSteps: steps, floorStepMs: f!.stepMs }), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
+      const has = f !== undefined && f.forecastSteps.length > 0;
+      const steps = has ? f.forecastSteps.map((b) => Math.min(floorInstances, Math.ceil(a.target * shareOf(b.mean + buffer) - 1e-9))) : undefined;
+      const upper = has ? f.forecastSteps.map((b) => Math.min(a.target, Math.ceil(a.target * shareOf(b.upper + buffer) - 1e-9))) : undefined;
+      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances, ...(steps === undefined ? {} : { floorSteps: steps, upperSteps: upper!, floorStepMs: f!.stepMs }), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
     });
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
 }

@@ -12,7 +12,13 @@ export interface ControllerConfig extends RegionSettings {
    * each instance of a pipelined endpoint (`keystage.pipelines`) split its GPUs over its stages by key-stage scaling;
    * under any other strategy a pipelined instance scales all its stages together (region/keystage/pipeline-engine.ts).
    */
-  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "keystage";
+  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "lt-hpa" | "keystage";
+  /**
+   * The strategy's parameters by name (each strategy's typed schema, region/strategies; e.g. lt-hpa's
+   * `targetUtilization`); absent keys take the strategy's defaults. Core reads numbers; region checks names and ranges
+   * when the config is parsed (region/strategies/strategy-config.ts).
+   */
+  strategyParams: Record<string, number>;
   reconcileIntervalMs: number;
   /**
    * How a region's instances come and go: "agents" (default) — engine processes that node agents start and stop,
@@ -31,10 +37,19 @@ export interface ControllerConfig extends RegionSettings {
   agentLostAfterMs: number;
 }
 
+/** Every key of `r` as a number (names are the strategy's to check). */
+function readNumbers(r: ObjectReader): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const key of Object.keys(r.value)) out[key] = r.number(key);
+  r.done();
+  return out;
+}
+
 /** Reads the `controller` object, with the registered per-region settings (sections.ts) as fleet-wide defaults. */
 export function parseController(cr: ObjectReader): ControllerConfig {
   const controller: ControllerConfig = {
-    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "keystage"] }) as ControllerConfig["strategy"],
+    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "lt-hpa", "keystage"] }) as ControllerConfig["strategy"],
+    strategyParams: readNumbers(cr.object("strategyParams")),
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
     actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],
     maxStepsPerPass: cr.number("maxStepsPerPass", 8, { integer: true, min: 1, max: 1000 }),

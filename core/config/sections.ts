@@ -70,11 +70,23 @@ export function registeredSections(): string[] {
   return sections.map((s) => s.key);
 }
 
-/** Reads every registered top-level section from the root reader into `config`, then runs each section's check. */
+const checks: ((config: TidegateConfig) => void)[] = [];
+
+/**
+ * Registers a rule a tier adds over core's own sections (once per function), e.g. region checking
+ * `controller.strategyParams` against the strategy's schema. Runs after the sections' checks; throws a
+ * ValidationError naming the path.
+ */
+export function registerConfigCheck(check: (config: TidegateConfig) => void): void {
+  if (!checks.includes(check)) checks.push(check);
+}
+
+/** Reads every registered top-level section from the root reader into `config`, then runs each section's check and the registered checks. */
 export function readConfigSections(root: ObjectReader, config: TidegateConfig): void {
   for (const s of sections) {
     const v = s.parse(root.raw(s.key), s.key);
     if (v !== undefined) (config as unknown as Record<string, unknown>)[s.key] = v;
   }
   for (const s of sections) s.check?.(config);
+  for (const c of checks) c(config);
 }

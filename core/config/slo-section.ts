@@ -3,7 +3,8 @@
  * and time per output token (TPOT, the mean inter-token latency of one request after its first token) at a
  * percentile — as a default for every model and per-model overrides. Batch requests keep their deadlines
  * (`queue`). Every judgement of "met" in tidegate reads it: the region's attainment counters and `/metrics`, the
- * planner's capacity per instance (planner/slo-capacity.ts) and its plan report, the week replay's results.
+ * planner's capacity per instance (core/perf/slo-capacity.ts, planner/capacity.ts) and its plan report, the week
+ * replay's results.
  *
  *   "slo": { "ttftMs": 1000, "tpotMs": 100, "percentile": 0.95,
  *            "models": { "bloom-176b": { "ttftMs": 1500 } } }

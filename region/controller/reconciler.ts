@@ -109,7 +109,7 @@ export class RegionController {
   private targets: RegionTargets | undefined;
   /** Per endpoint key `model/gpu`: consecutive failures and when a scale-out may be tried again. */
   private readonly backoff = new Map<string, { failures: number; retryAtMs: number }>();
-  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
+  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; upperSteps: readonly number[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
   /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
   private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
   /** Per endpoint (index into `o.endpoints`): the strategy's state, made on the endpoint's first pass. */
@@ -137,7 +137,7 @@ export class RegionController {
   setTargets(t: RegionTargets | undefined): void {
     this.targets = t;
     this.targetFor.clear();
-    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
+    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, upperSteps: e.upperSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
   }
 
   /** Records a failed scale-out of (model, gpu) and backs its next try off exponentially. */
@@ -200,7 +200,8 @@ export class RegionController {
         serving,
         target: this.o.strategy.usesForecast ? tgt?.instances : undefined,
         floor: this.o.strategy.usesForecast ? tgt?.floorInstances : undefined,
-        floorAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.floorAhead(tgt, ep, now) : undefined,
+        floorAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.stepsAhead(tgt.floorSteps, tgt.floorStepMs, ep, now) : undefined,
+        upperAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.stepsAhead(tgt.upperSteps, tgt.floorStepMs, ep, now) : undefined,
         utilization: sig.utilization,
         utilizationSmoothed,
         observedTokensPerS: sig.observedTokensPerS,
@@ -227,17 +228,17 @@ export class RegionController {
    * irregular passes weigh time, not calls. The first sample starts it.
    */
   /**
-   * The largest forecast-step floor over [now, now + scale-out time] (TargetEndpoint.floorSteps, steps counted from
-   * the plan's madeAtMs; past the last step, the last one holds). Undefined when the plan has no steps.
+   * The largest of a plan's forecast steps over [now, now + scale-out time] (TargetEndpoint.floorSteps or upperSteps;
+   * step 0 is the step-aligned window holding the plan's madeAtMs, as the planner forecasts from it; past the last
+   * step, the last one holds). Undefined when there are none.
    */
-  private floorAhead(tgt: { floorSteps: readonly number[] | undefined; floorStepMs: number }, ep: ManagedEndpoint, now: number): number | undefined {
-    const steps = tgt.floorSteps;
-    if (steps === undefined || steps.length === 0 || tgt.floorStepMs <= 0) return undefined;
-    const start = this.targets?.madeAtMs ?? now;
+  private stepsAhead(steps: readonly number[] | undefined, stepMs: number, ep: ManagedEndpoint, now: number): number | undefined {
+    if (steps === undefined || steps.length === 0 || stepMs <= 0) return undefined;
+    const start = Math.floor((this.targets?.madeAtMs ?? now) / stepMs) * stepMs;
     const lead = Math.max(0, this.o.scaleOutMs?.(ep.model, ep.gpu) ?? 0);
     const last = steps.length - 1;
-    const from = Math.min(last, Math.max(0, Math.floor((now - start) / tgt.floorStepMs)));
-    const to = Math.min(last, Math.max(0, Math.floor((now + lead - start) / tgt.floorStepMs)));
+    const from = Math.min(last, Math.max(0, Math.floor((now - start) / stepMs)));
+    const to = Math.min(last, Math.max(0, Math.floor((now + lead - start) / stepMs)));
     let most = 0;
     for (let k = from; k <= to; k++) most = Math.max(most, steps[k]!);
     return most;

@@ -95,7 +95,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const gpusOf = (model: ModelName, gpu: GpuType) => instanceGpus(o.config, model, gpu);
   const targets = new TargetsStore(o.region, log);
   const cc = o.config.controller;
-  const strategy = o.strategy ?? resolveStrategy(cc.strategy);
+  const strategy = o.strategy ?? resolveStrategy(cc.strategy, cc.strategyParams, "controller.strategy", "controller.strategyParams");
   const controller = new RegionController({
     region: o.region,
     clock: o.clock,

@@ -48,3 +48,15 @@ describe("lt-hpa (HPA above the forecast floor)", () => {
     expect(s.at(5000, { floorAhead: 7 }).desired).toBe(7);
   });
 });
+
+describe("controller.strategyParams", () => {
+  it("configures the strategy the regions run, checked against its schema when the config is parsed", async () => {
+    await import("../config-sections.js");
+    const { parseConfig, DEFAULT_CONFIG_JSON } = await import("../../core/config.js");
+    const base = DEFAULT_CONFIG_JSON as Record<string, unknown>;
+    const withParams = (strategyParams: Record<string, unknown>) => ({ ...base, controller: { strategy: "lt-hpa", strategyParams } });
+    expect(parseConfig(withParams({ targetUtilization: 0.8, floorBand: 1 })).controller.strategyParams).toEqual({ targetUtilization: 0.8, floorBand: 1 });
+    expect(() => parseConfig(withParams({ bogus: 1 }))).toThrow(/controller\.strategyParams: .*bogus|controller\.strategyParams\.bogus/);
+    expect(() => parseConfig(withParams({ targetUtilization: 5 }))).toThrow(/controller\.strategyParams\.targetUtilization/);
+  });
+});

@@ -15,7 +15,8 @@
  * This is SageServe §6.5.1's split (the long-term plan sets the level, a short-term rule paces the rest) with the
  * HPA as the short-term rule instead of §6.5.1's fixed thresholds, and the shape of NVIDIA Dynamo's SLA planner
  * (predicted load ÷ profiled per-replica capacity at the TTFT/ITL targets, plus a correction for what the forecast
- * misses). `floorFraction` scales the floor (0 = plain HPA, 1 = the whole point forecast); the HPA's target
+ * misses). `floorBand` places the floor in the forecast's band (0: the point forecast; 1: its 90% upper bound, the
+ * plan's `upperSteps`); `floorFraction` scales it (0 = plain HPA); the HPA's target
  * utilization is the knob an operator tunes, as for `reactive-hpa`. Before the first plan it is plain HPA.
  */
 import { reactiveHpa, type HpaParams, type HpaState } from "./hpa.js";
@@ -23,6 +24,7 @@ import type { Strategy, StrategyDecision, StrategyInput } from "./types.js";
 
 export interface LtHpaParams extends HpaParams {
   floorFraction: number;
+  floorBand: number;
 }
 
 export const ltHpa: Strategy<LtHpaParams, HpaState> = {
@@ -31,11 +33,14 @@ export const ltHpa: Strategy<LtHpaParams, HpaState> = {
   usesForecast: true,
   params: {
     ...reactiveHpa.params,
-    floorFraction: { help: "share of the point forecast's instance count held as the floor (0 = plain HPA)", default: 1, min: 0, max: 2 },
+    floorFraction: { help: "share of the forecast's instance count held as the floor (0 = plain HPA)", default: 1, min: 0, max: 2 },
+    floorBand: { help: "where in the forecast's band the floor sits: 0 = the point forecast, 1 = its 90% upper bound", default: 0, min: 0, max: 1 },
   },
   newState: reactiveHpa.newState!,
   decide(input: StrategyInput, p: LtHpaParams, st: HpaState): StrategyDecision {
-    const forecast = input.target === undefined ? 0 : (input.floorAhead ?? input.floor ?? input.target);
+    const point = input.floorAhead ?? input.floor ?? input.target ?? 0;
+    const upper = input.upperAhead ?? point;
+    const forecast = input.target === undefined ? 0 : point + p.floorBand * Math.max(0, upper - point);
     const floor = Math.min(input.maxInstances, Math.ceil(p.floorFraction * forecast - 1e-9));
     if (floor <= input.minInstances) return reactiveHpa.decide(input, p, st);
     const d = reactiveHpa.decide({ ...input, minInstances: floor }, p, st);

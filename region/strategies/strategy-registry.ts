@@ -44,12 +44,12 @@ export interface BoundStrategy {
 /**
  * Looks a strategy up and binds its parameters. `params` is a plain object (e.g. from a config file) checked
  * against the schema; missing keys take defaults; unknown keys and out-of-range values are ValidationErrors naming
- * `path.key`.
+ * `paramsPath.key` (default `path.params.key`).
  */
-export function resolveStrategy(name: string, params: unknown = {}, path = "strategy"): BoundStrategy {
+export function resolveStrategy(name: string, params: unknown = {}, path = "strategy", paramsPath = `${path}.params`): BoundStrategy {
   const s = (STRATEGIES as Record<string, Strategy | undefined>)[name];
   if (s === undefined) throw new ValidationError(path, `unknown strategy ${JSON.stringify(name)}; known: ${STRATEGY_NAMES.join(", ")}`);
-  const bound = readParams(s.params, new ObjectReader(params, `${path}.params`));
+  const bound = readParams(s.params, new ObjectReader(params, paramsPath));
   const newState = (): unknown => s.newState?.();
   return {
     name: s.name,

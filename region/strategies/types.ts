@@ -31,6 +31,8 @@ export interface StrategyInput {
    * Undefined = `floor`.
    */
   floorAhead?: number | undefined;
+  /** The same over the forecast's 90% upper bound (the plan's `upperSteps`). Undefined = `floorAhead`. */
+  upperAhead?: number | undefined;
   /** Effective memory utilization of the endpoint's serving instances (KV in use / KV capacity; may exceed 1). */
   utilization: number;
   /**

@@ -34,8 +34,9 @@ export interface FleetSpec {
   /** Spot instances per region at start: { region, model, gpu, count }. */
   spot: { region: string; model: string; gpu: string; count: number }[];
   /**
-   * The share of an instance's capacity at the SLO (planner: capacityAtSlo) the planner counts on, in (0, 1]: 1 by
-   * default (that capacity already holds the SLO's percentile); lower plans headroom (capacity.ts).
+   * The share of an instance's capacity at the SLO (planner: capacityAtSlo) the planner counts on: 1 by default (that
+   * capacity already holds the SLO's percentile); lower plans headroom, higher counts on more than the model says
+   * (bench:strategies sweeps it; a fleet file takes (0, 1]) (capacity.ts).
    */
   plannedUtilization: number;
 }

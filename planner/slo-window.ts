@@ -22,9 +22,9 @@ export interface ModelSloHour {
   requests: number;
   /** Of those, the ones that met both targets. */
   met: number;
-  /** The request mix of the finished ones (request-weighted mean of the windows' means); undefined when none finished. */
+  /** The request mix of the finished ones (their mean prompt and output tokens); undefined when none finished. */
   mix?: RequestMix;
-  /** Request-weighted mean of the windows' tokens/s per serving instance; undefined when no request ended while an instance served. */
+  /** Mean tokens/s per serving instance over the reports, each weighted by the requests that ended since the report before; undefined when no request ended while an instance served. */
   tokensPerSPerInstance?: number;
   /** Request-weighted share of each GPU type among the serving instances (sums to 1 when tokensPerSPerInstance is defined). */
   gpuShare: Record<GpuType, number>;
@@ -111,8 +111,9 @@ export class SloWindow {
 }
 
 /**
- * The request mix per model in the regions' latest telemetry (request-weighted over regions), for a round without
- * an hour of it (no SloWindow fed): models no region reports a finished request for are absent.
+ * The request mix per model in the regions' latest telemetry (their running totals since each region started, summed
+ * over regions), for a round without an hour of it (no SloWindow fed): models no region reports a finished request for
+ * are absent.
  */
 export function latestMix(telemetry: ReadonlyMap<RegionName, RegionTelemetry>): Map<ModelName, RequestMix> {
   const sums = new Map<ModelName, { w: number; p: number; o: number }>();

@@ -20,7 +20,7 @@ describe("wire conversions", () => {
     expect(telemetryFromWire(telemetryToWire(t))).toEqual(t);
   });
 
-  it("carry each model's SLO window in telemetry through protobuf, and none from a region that sends none", () => {
+  it("carry each model's SLO totals in telemetry through protobuf, and none from a region that sends none", () => {
     const counts = { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 };
     const t: RegionTelemetry = {
       region: "east",

@@ -43,8 +43,8 @@ describe("region metrics: SLO attainment", () => {
     let text = await metrics.registry.metrics();
     expect(series(text, "tidegate_region_slo_requests_total")).toEqual([`tidegate_region_slo_requests_total{${l},outcome="met"} 0`, `tidegate_region_slo_requests_total{${l},outcome="missed"} 0`, `tidegate_region_slo_requests_total{${l},outcome="unserved"} 0`]);
     expect(series(text, "tidegate_region_slo_attainment")).toEqual([`tidegate_region_slo_attainment{${l}} Nan`]);
-    expect(series(text, "tidegate_region_slo_target_ms")).toEqual([`tidegate_region_slo_target_ms{${l},kind="ttft"} 150`, `tidegate_region_slo_target_ms{${l},kind="tpot"} 100`]);
-    expect(series(text, "tidegate_region_slo_violated_hours")).toEqual([`tidegate_region_slo_violated_hours{${l}} 0`]);
+    expect(series(text, "tidegate_region_slo_target_seconds")).toEqual([`tidegate_region_slo_target_seconds{${l},kind="ttft"} 0.15`, `tidegate_region_slo_target_seconds{${l},kind="tpot"} 0.1`]);
+    expect(series(text, "tidegate_region_slo_violations")).toEqual([`tidegate_region_slo_violations{${l}} 0`]);
 
     // Tokens at 100, 200 and 300 ms: TTFT 100, TPOT 100 → met. Then nothing serving → unserved.
     const req = { id: "a", model: MODEL, kind: "chat" as const, promptTokens: 10, maxTokens: 3, priority: 0 as const, body: {} };
@@ -63,7 +63,7 @@ describe("region metrics: SLO attainment", () => {
     // The first clock hour ends at 0.5 < 0.9: one hour in violation; its requests have left the rolling hour.
     await clock.advanceTo(HOUR_MS);
     text = await metrics.registry.metrics();
-    expect(series(text, "tidegate_region_slo_violated_hours")).toEqual([`tidegate_region_slo_violated_hours{${l}} 1`]);
+    expect(series(text, "tidegate_region_slo_violations")).toEqual([`tidegate_region_slo_violations{${l}} 1`]);
     expect(series(text, "tidegate_region_slo_attainment")).toEqual([`tidegate_region_slo_attainment{${l}} Nan`]);
     expect((region.runtime.service.listing() as RegionListing).slo?.[0]).toMatchObject({ lastHourRequests: 0, lastHourAttainment: null, judgedHours: 1, violatedHours: 1 });
   });

@@ -92,18 +92,18 @@ export class RegionMetrics {
       collect: readSlo((region, s) => this.sloAttainment.set({ region, model: s.model }, s.lastHourAttainment ?? Number.NaN)),
     });
     this.sloTarget = new Gauge({
-      name: "tidegate_region_slo_target_ms",
-      help: "The model's SLO targets (config slo): kind ttft = time to first token, tpot = time per output token after the first",
+      name: "tidegate_region_slo_target_seconds",
+      help: "The model's SLO targets (config slo), in seconds: kind ttft = time to first token, tpot = time per output token after the first",
       labelNames: ["region", "model", "kind"],
       registers: r,
       collect: readSlo((region, s) => {
-        this.sloTarget.set({ region, model: s.model, kind: "ttft" }, s.ttftMs);
-        this.sloTarget.set({ region, model: s.model, kind: "tpot" }, s.tpotMs);
+        this.sloTarget.set({ region, model: s.model, kind: "ttft" }, s.ttftMs / 1000);
+        this.sloTarget.set({ region, model: s.model, kind: "tpot" }, s.tpotMs / 1000);
       }),
     });
     this.sloViolatedHours = new Gauge({
-      name: "tidegate_region_slo_violated_hours",
-      help: "Completed clock hours since the region started (the first partly seen) whose SLO attainment was below the model's percentile",
+      name: "tidegate_region_slo_violations",
+      help: "Completed clock hours since the region started (the first partly seen) whose SLO attainment was below the model's percentile (hours in violation)",
       labelNames: ["region", "model"],
       registers: r,
       collect: readSlo((region, s) => this.sloViolatedHours.set({ region, model: s.model }, s.violatedHours)),

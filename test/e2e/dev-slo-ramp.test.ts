@@ -247,9 +247,9 @@ describe("tidegate dev with lt-hpa under a forecast ramp", () => {
     expect(sample(text, "tidegate_region_slo_requests_total", { ...at, outcome: "missed" })).toBe(slo!.missed);
     expect(sample(text, "tidegate_region_slo_requests_total", { ...at, outcome: "unserved" })).toBe(0);
     expect(sample(text, "tidegate_region_slo_attainment", at)).toBeCloseTo(slo!.lastHourAttainment!, 9);
-    expect(sample(text, "tidegate_region_slo_target_ms", { ...at, kind: "ttft" })).toBe(2000);
-    expect(sample(text, "tidegate_region_slo_target_ms", { ...at, kind: "tpot" })).toBe(200);
-    expect(sample(text, "tidegate_region_slo_violated_hours", at)).toBe(slo!.violatedHours);
+    expect(sample(text, "tidegate_region_slo_target_seconds", { ...at, kind: "ttft" })).toBe(2);
+    expect(sample(text, "tidegate_region_slo_target_seconds", { ...at, kind: "tpot" })).toBe(0.2);
+    expect(sample(text, "tidegate_region_slo_violations", at)).toBe(slo!.violatedHours);
     console.log(`slo-ramp: ${slo!.met}/${served} requests met the SLO (attainment ${slo!.lastHourAttainment!.toFixed(3)}); load from ${new Date(loadStartedAtMs).toISOString()} on dev's clock`);
   });
 });

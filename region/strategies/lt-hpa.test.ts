@@ -41,6 +41,14 @@ describe("lt-hpa (HPA above the forecast floor)", () => {
     expect(ltHpa({ floorFraction: 0.5 }).at(0, { floorAhead: 9 })).toEqual({ desired: 5, reason: "forecast-floor" });
   });
 
+  it("floorBand places the floor between the point forecast's steps and the upper bound's", () => {
+    expect(ltHpa().at(0, { floorAhead: 4, upperAhead: 8 }).desired).toBe(4);
+    expect(ltHpa({ floorBand: 0.5 }).at(0, { floorAhead: 4, upperAhead: 8 })).toEqual({ desired: 6, reason: "forecast-floor" });
+    expect(ltHpa({ floorBand: 1 }).at(0, { floorAhead: 4, upperAhead: 8 }).desired).toBe(8);
+    // No upper steps (an older planner): the point forecast's.
+    expect(ltHpa({ floorBand: 1 }).at(0, { floorAhead: 4 }).desired).toBe(4);
+  });
+
   it("a rising floor applies between the HPA's syncs", () => {
     const s = ltHpa();
     expect(s.at(0, { floorAhead: 4 }).desired).toBe(4);

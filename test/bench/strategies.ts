@@ -20,7 +20,7 @@
  *   scale-out helps each.
  *
  * Then the 8× burst (SageServe §7.3.4) with each arm's tuned setting: one model × 8 for 20 minutes, minutes to
- * return to the latency target (lt-ua and lt-hpa against reactive-hpa). The last line is the JSON summary with its
+ * return to the latency target (checked: lt-hpa no later than reactive-hpa). The last line is the JSON summary with its
  * targets and `met`. `--tune-days N` / `--judge-days N` shorten the windows (then `met` is false and the line says
  * partial); `--parallel N` runs N replays at a time (default: one per core, at most 2).
  */

@@ -248,4 +248,25 @@ describe("RegionController", () => {
     }
     expect(seen).toEqual([2, 3, 7, 4]);
   });
+
+  it("counts forecast steps from the step-aligned window that holds the plan, as the planner forecasts", () => {
+    const w = world();
+    const seen: (number | undefined)[] = [];
+    const spy = resolveStrategy("lt-hpa");
+    const c = new RegionController({
+      region: "r", clock: w.clock, actuator: w.actuator, endpoints: [EP], inFlightTokens: () => 0, windowMs: 3_600_000,
+      strategy: { ...spy, decide: (input, state) => (seen.push(input.floorAhead), spy.decide(input, state)) },
+      signals: () => ({ utilization: 0.5, observedTokensPerS: 10 }),
+    });
+    // Made at 9 min: step 0 is [0, 10) min, step 1 starts at 10 min (not 19).
+    const p = plan(1, 8, 9 * 60_000);
+    p.endpoints[0]!.floorSteps = [2, 6, 4];
+    p.endpoints[0]!.floorStepMs = 600_000;
+    c.setTargets(p);
+    for (const t of [9 * 60_000, 10 * 60_000 + 1]) {
+      w.clock.advanceToSync(t);
+      c.reconcile();
+    }
+    expect(seen).toEqual([2, 6]);
+  });
 });

@@ -19,7 +19,7 @@ import type { HourlyPlanner, PlannerInput } from "./planner-input.js";
 export class IlpPlanner implements HourlyPlanner {
   readonly name: string;
   /** Every report, for the run's report pages (the last ones are enough for people; JSON keeps the ILP status). */
-  readonly reports: { decisionId: number; solver: PlanReport["solver"]; warnings: number; unmet: number; corrections: Record<string, number> }[] = [];
+  readonly reports: { decisionId: number; solver: PlanReport["solver"]; warnings: number; unmet: number }[] = [];
 
   private constructor(
     private readonly forecaster: Forecaster,
@@ -44,7 +44,7 @@ export class IlpPlanner implements HourlyPlanner {
     const plan = planRound({ config, clock: input.clock, telemetry: input.telemetry, history: input.history, forecaster: this.forecaster, solver: this.solver, intervalMs: config.planner.intervalMs, advisory: false, tokensPerS: input.tps, sloWindow: input.sloWindow });
     return async (...args) => {
       const report = await plan(...args);
-      this.reports.push({ decisionId: report.decisionId, solver: report.solver, warnings: report.warnings.length, unmet: report.unmet.length, corrections: Object.fromEntries((report.slo ?? []).map((m) => [m.model, m.correction.factor])) });
+      this.reports.push({ decisionId: report.decisionId, solver: report.solver, warnings: report.warnings.length, unmet: report.unmet.length });
       return report;
     };
   }

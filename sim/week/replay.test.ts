@@ -31,6 +31,19 @@ describe("week replay (3 h, real policies)", () => {
       expect(r.totals.instanceHours).toBeGreaterThan(0);
       expect(r.interactive.ttftMs.p95).toBeGreaterThanOrEqual(r.interactive.ttftMs.p50);
       expect(r.minuteP95TtftMs?.["llama2-70b"]).toHaveLength(180);
+      // Every interactive request is judged against its model's SLO once (an unserved one as a miss), hour by hour.
+      for (const m of Object.values(r.models)) {
+        expect(m.slo.requests).toBe(m.ttftMs.count);
+        expect(m.slo.metRequests).toBeLessThanOrEqual(m.slo.requests);
+        expect(m.tpotMs.count).toBeGreaterThan(0);
+        expect(m.slo.met).toBe(m.slo.ttftAtPercentileMs <= m.slo.ttftMs && m.slo.tpotAtPercentileMs <= m.slo.tpotMs);
+      }
+      const judged = Object.values(r.models).reduce((s, m) => s + m.slo.requests, 0);
+      const met = Object.values(r.models).reduce((s, m) => s + m.slo.metRequests, 0);
+      expect(judged).toBe(r.requests.interactive);
+      expect(r.slo.attainment).toBeCloseTo(met / judged, 4);
+      expect(r.slo.met).toBe(r.slo.unmetModels.length === 0);
+      expect(Object.values(r.hourly.models)[0]!.sloAttainment).toHaveLength(3);
     }
     // The reactive baseline scales on every utilization swing; the forecast-paced strategy does not.
     expect(reactive.totals.actionsByReason["util-above"]).toBeGreaterThan(0);

@@ -7,9 +7,10 @@
  * response ends (success, error or client abort). Pure counting, no timers: replay can use it too.
  */
 import { TidegateError } from "../core/errors.js";
+import type { ConcurrencyShed } from "./concurrency.js";
 
-/** Which limit refused a request. */
-export type ShedLimit = "tenant" | "global";
+/** Which limit refused a request: these two, or an adaptive one (concurrency.ts). */
+export type ShedLimit = "tenant" | "global" | ConcurrencyShed;
 
 /** The error a shed request gets: 429 `rate_limited`, with the limit and the retry hint in the message. */
 export class ShedError extends TidegateError {

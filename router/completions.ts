@@ -23,6 +23,7 @@ import { dispatchWithRetry, type OpenedStream } from "./relay.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog } from "./watchdog.js";
 import { ShedError, type Admission } from "./admission.js";
+import type { ConcurrencyLimiter } from "./concurrency.js";
 
 /** Header a client sets to name its own region (first in preference order); overrides the API key's region. */
 export const REGION_HEADER = "x-tidegate-region";
@@ -39,6 +40,8 @@ export interface CompletionDeps {
   watchdog?: StreamWatchdog;
   /** In-flight limits (router.maxInflight, tenant limits): beyond them, 429 with Retry-After. */
   admission?: Admission;
+  /** Adaptive concurrency per (region, model) and tenants' fair shares (concurrency.ts); absent: none. */
+  limiter?: ConcurrencyLimiter;
 }
 
 /** Per-request bookkeeping for metrics and the final status. */
@@ -105,6 +108,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         kvBytes: requestKvBytes(parsed.model, parsed.promptTokens, parsed.maxTokens),
         signal: client.signal,
         ...(deps.watchdog === undefined ? {} : { watchdog: deps.watchdog }),
+        ...(deps.limiter === undefined ? {} : { concurrency: { limiter: deps.limiter, tenant: caller.tenant, retryAfterS: deps.config.router.retryAfterS } }),
         onRetry: (failed, err) => {
           deps.metrics.retries.inc({ model: parsed.model, region: failed });
           deps.logger.warn("router: region failed before the first token; trying the next", { model: parsed.model, region: failed, err });

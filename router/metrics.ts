@@ -4,6 +4,7 @@
  */
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../core/metrics.js";
 import { WATCHDOG_REASONS } from "./watchdog.js";
+import type { ConcurrencyLimiter } from "./concurrency.js";
 
 /** Region label for requests that never reached a region (bad input, no region available). */
 export const NO_REGION = "none";
@@ -38,15 +39,24 @@ export interface RouterMetrics {
    * the first token: retried elsewhere).
    */
   watchdogFired: Counter<"region" | "reason">;
-  /** Requests shed with 429 before dispatch: `tenant` (per-tenant in-flight limit), `global` (router-wide limit). */
+  /**
+   * Requests shed with 429 before dispatch: `tenant` (per-tenant in-flight limit), `global` (router-wide limit),
+   * `concurrency` (every region's adaptive limit reached), `tenant_share` (the tenant beyond its fair share).
+   */
   shed: Counter<"model" | "limit">;
+  /** Each (region, model)'s adaptive concurrency limit (concurrency.ts); set when /metrics is read. */
+  concurrencyLimit: Gauge<"region" | "model">;
+  /** Interactive requests in flight per (region, model) as the limiter counts them; set when /metrics is read. */
+  concurrencyInflight: Gauge<"region" | "model">;
+  /** Cuts of each (region, model)'s limit (queueing seen); set when /metrics is read. */
+  concurrencyCuts: Gauge<"region" | "model">;
 }
 
 /**
  * Creates the registry and the metrics, with every label combination of `models` × `regions` (plus the
  * no-region label for early failures) started at 0. `defaults` adds process metrics.
  */
-export function createRouterMetrics(models: readonly string[], regions: readonly string[], defaults = true): RouterMetrics {
+export function createRouterMetrics(models: readonly string[], regions: readonly string[], defaults = true, limiter?: ConcurrencyLimiter): RouterMetrics {
   const registry = createRegistry(defaults);
   const requests = new Counter({ name: "tidegate_router_requests_total", help: "Requests by model, region and final HTTP status", labelNames: ["model", "region", "status"] as const, registers: [registry] });
   const ttftSeconds = new Histogram({
@@ -71,11 +81,24 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
 
   const streamErrors = new Counter({ name: "tidegate_router_stream_errors_total", help: "Streams that failed after the first token (in-stream error after a 200)", labelNames: ["model", "region"] as const, registers: [registry] });
   const watchdogFired = new Counter({ name: "tidegate_router_watchdog_fired_total", help: "Upstream waits given up: stalled (silent past the stream's stall limit), region_stalled (silent while its region stopped reporting), region_down (before the first token; retried elsewhere)", labelNames: ["region", "reason"] as const, registers: [registry] });
-  const shed = new Counter({ name: "tidegate_router_shed_total", help: "Requests refused with 429 by an in-flight limit (tenant or global)", labelNames: ["model", "limit"] as const, registers: [registry] });
+  const shed = new Counter({ name: "tidegate_router_shed_total", help: "Requests refused with 429 by an in-flight limit: tenant, global, concurrency (every region at its adaptive limit), tenant_share (beyond the tenant's fair share)", labelNames: ["model", "limit"] as const, registers: [registry] });
+  // The limiter's state is read when /metrics is scraped (one collect for the three gauges).
+  const collect = () => {
+    if (limiter === undefined) return;
+    for (const { region, model, limit } of limiter.entries()) {
+      const st = limit.state();
+      concurrencyLimit.set({ region, model }, st.limit);
+      concurrencyInflight.set({ region, model }, st.inflight);
+      concurrencyCuts.set({ region, model }, st.cuts);
+    }
+  };
+  const concurrencyLimit: Gauge<"region" | "model"> = new Gauge({ name: "tidegate_router_concurrency_limit", help: "Adaptive concurrency limit on interactive requests per region and model", labelNames: ["region", "model"] as const, registers: [registry], collect });
+  const concurrencyInflight = new Gauge({ name: "tidegate_router_concurrency_inflight", help: "Interactive requests in flight per region and model, as the adaptive limit counts them", labelNames: ["region", "model"] as const, registers: [registry] });
+  const concurrencyCuts = new Gauge({ name: "tidegate_router_concurrency_cuts", help: "Times each region and model's adaptive limit was cut because its requests queued", labelNames: ["region", "model"] as const, registers: [registry] });
   const regionLabels = [...regions, NO_REGION];
   initLabels(streamErrors, { model: models, region: regions });
   initLabels(watchdogFired, { region: regions, reason: [...WATCHDOG_REASONS] });
-  initLabels(shed, { model: [...models, UNKNOWN_MODEL], limit: ["tenant", "global"] });
+  initLabels(shed, { model: [...models, UNKNOWN_MODEL], limit: ["tenant", "global", "concurrency", "tenant_share"] });
   initLabels(requests, { model: [...models, UNKNOWN_MODEL], region: regionLabels, status: STATUS_LABELS });
   initLabels(aborts, { model: models, region: regions });
   initLabels(retries, { model: models, region: regions });
@@ -86,5 +109,5 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
     ttftSeconds.zero({ model, region });
     tbtSeconds.zero({ model, region });
   }
-  return { registry, requests, ttftSeconds, tbtSeconds, aborts, retries, writeErrors, inflight, tokens, streamErrors, watchdogFired, shed };
+  return { registry, requests, ttftSeconds, tbtSeconds, aborts, retries, writeErrors, inflight, tokens, streamErrors, watchdogFired, shed, concurrencyLimit, concurrencyInflight, concurrencyCuts };
 }

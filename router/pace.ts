@@ -21,6 +21,11 @@ import { DEFAULT_MAX_BATCH, getProfile } from "../core/perf/model.js";
 /** A model's token pace (ms). */
 export interface TokenPace {
   tbtMs: number;
+  /**
+   * The prefill time of a `tokens`-token prompt alone (ms, the slowest of its GPU types, time-scaled): the part of a
+   * request's TTFT that its prompt explains (router/concurrency.ts takes it off the samples).
+   */
+  prefillMs(tokens: number): number;
 }
 
 /** The token pace of every configured model that has a profile; `undefined` for the others. */
@@ -43,7 +48,10 @@ export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => Tok
       const kvTokens = config.engines.models[m.name]?.kvCapacityTokens ?? config.engines.kvCapacityTokens ?? profile.kvCapacityTokens;
       const batch = config.engines.models[m.name]?.maxBatch ?? DEFAULT_MAX_BATCH;
       const tbtMs = profile.decodeIterMs(batch, kvTokens) * scale;
-      pace = pace === undefined ? { tbtMs } : { tbtMs: Math.max(pace.tbtMs, tbtMs) };
+      const p = profile;
+      const prefill = (tokens: number) => p.prefillMs(Math.max(1, tokens)) * scale;
+      const prev = pace;
+      pace = prev === undefined ? { tbtMs, prefillMs: prefill } : { tbtMs: Math.max(prev.tbtMs, tbtMs), prefillMs: (t) => Math.max(prev.prefillMs(t), prefill(t)) };
     }
     if (pace !== undefined) paces.set(m.name, pace);
   }

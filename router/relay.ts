@@ -13,6 +13,8 @@ import type { RegionName } from "../core/models.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink } from "../core/ports.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog, Watched } from "./watchdog.js";
+import type { ConcurrencyLimiter, ConcurrencySlot } from "./concurrency.js";
+import { ShedError } from "./admission.js";
 
 /** A stream committed to one region: its first event and the iterator for the rest. */
 export interface OpenedStream {
@@ -56,6 +58,11 @@ export interface DispatchOptions {
    * region tried); a running stream that stalls ends (watchdog.ts). Absent: waits are unbounded (unit tests).
    */
   watchdog?: StreamWatchdog;
+  /**
+   * Adaptive concurrency (concurrency.ts): a region at its limit is passed over, and the request is shed (ShedError,
+   * 429) when every region that may serve it is at its limit or the tenant is beyond its share. Absent: no limit.
+   */
+  concurrency?: { limiter: ConcurrencyLimiter; tenant: string; retryAfterS: number };
 }
 
 /**
@@ -67,6 +74,10 @@ export interface DispatchOptions {
  */
 export class RegionWalk {
   private tried: Set<RegionName> | undefined;
+  /** Regions passed over because `hasRoom` said no (at their concurrency limit). */
+  full = 0;
+  /** When set, a region for which it returns false is passed over (and counted in `full`). */
+  hasRoom: ((region: RegionName) => boolean) | undefined;
 
   constructor(
     private readonly selector: RegionSelector,
@@ -87,6 +98,10 @@ export class RegionWalk {
       (this.tried ??= new Set()).add(pick.region);
       const link = this.links.get(pick.region);
       if (link === undefined) continue;
+      if (this.hasRoom !== undefined && !this.hasRoom(pick.region)) {
+        this.full++;
+        continue;
+      }
       this.selector.noteDispatch(pick.region, this.req.model, this.kvBytes);
       return { region: pick.region, link };
     }
@@ -108,12 +123,20 @@ export function isRetryable(err: unknown): boolean {
 export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedStream> {
   const { req, signal } = opts;
   const walk = new RegionWalk(opts.selector, opts.links, req, opts.clientRegion, opts.allowedRegions, opts.kvBytes);
+  const cc = opts.concurrency;
+  if (cc !== undefined) {
+    shedIfFull(opts, cc);
+    walk.hasRoom = (r) => cc.limiter.hasRoom(r, req.model);
+  }
   const failures: string[] = [];
   let lastErr: unknown;
   let pendingRetry: RegionName | undefined;
   for (;;) {
     if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
     const next = walk.next();
+    if (next === undefined && cc !== undefined && walk.full > 0 && failures.length === 0) {
+      throw new ShedError("concurrency", cc.retryAfterS, `model ${req.model}: every region that may serve it is at its concurrency limit; retry after ${cc.retryAfterS} s`);
+    }
     if (next === undefined) {
       const among = opts.allowedRegions === undefined ? "" : ` among this API key's regions (${[...opts.allowedRegions].join(", ")})`;
       const detail = failures.length === 0 ? `no region serving it${among} has fresh telemetry` : `every available region${among} failed before the first token (${failures.join("; ")})`;
@@ -124,6 +147,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       opts.onRetry?.(pendingRetry, lastErr);
       pendingRetry = undefined;
     }
+    const slot: ConcurrencySlot | undefined = cc?.limiter.acquire(region, req.model, cc.tenant, req.promptTokens);
     const attempt = new AbortController();
     const onClientAbort = () => attempt.abort(signal.reason);
     signal.addEventListener("abort", onClientAbort, { once: true });
@@ -138,6 +162,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     const release = () => {
       signal.removeEventListener("abort", onClientAbort);
       watched?.close();
+      slot?.release();
     };
     const abort = () => {
       release();
@@ -147,6 +172,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       const rest = link.dispatch(req, attempt.signal)[Symbol.asyncIterator]();
       const first = watched === undefined ? await rest.next() : await Promise.race([rest.next(), watched.stalled]);
       if (first.done) throw new TidegateError("upstream_error", `region ${region} ended the stream without any event`);
+      slot?.firstEvent();
       watched?.started();
       watched?.touch();
       const next =
@@ -195,6 +221,23 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       failures.push(`${region}: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
+}
+
+/**
+ * Sheds `opts.req` (ShedError) when every region that may serve its model now is at its concurrency limit, or its
+ * tenant is beyond its fair share while the model is near its limits (concurrency.ts `refusal`).
+ */
+function shedIfFull(opts: DispatchOptions, cc: NonNullable<DispatchOptions["concurrency"]>): void {
+  const model = opts.req.model;
+  const regions = opts.selector.hostingRegions(model).filter((r) => opts.links.has(r) && (opts.allowedRegions === undefined || opts.allowedRegions.has(r)) && opts.selector.candidate(r, model).available);
+  if (regions.length === 0) return; // nothing available: the walk says so (503)
+  const why = cc.limiter.refusal(model, cc.tenant, regions);
+  if (why === undefined) return;
+  const message =
+    why === "concurrency"
+      ? `model ${model}: every region that may serve it is at its concurrency limit; retry after ${cc.retryAfterS} s`
+      : `model ${model} is near its concurrency limits and tenant ${JSON.stringify(cc.tenant)} has its fair share in flight; retry after ${cc.retryAfterS} s`;
+  throw new ShedError(why, cc.retryAfterS, message);
 }
 
 /** What `submitWithRetry` needs: the router's selector and links (RouterCore), the request and its callbacks. */

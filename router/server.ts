@@ -18,6 +18,7 @@ import { RouterCore } from "./router-core.js";
 import { StreamWatchdog } from "./watchdog.js";
 import { tokenPaceFrom } from "./pace.js";
 import { Admission } from "./admission.js";
+import { limiterFromConfig } from "./concurrency.js";
 
 export interface GlobalRouterOptions {
   config: TidegateConfig;
@@ -49,7 +50,8 @@ export class GlobalRouter {
     this.core = new RouterCore({ config, clock, links: opts.links });
     this.selector = this.core.selector;
     const links = this.core.links;
-    const metrics = createRouterMetrics(config.models.map((m) => m.name), config.regions.map((r) => r.name), opts.defaultMetrics ?? true);
+    const limiter = limiterFromConfig(config, clock);
+    const metrics = createRouterMetrics(config.models.map((m) => m.name), config.regions.map((r) => r.name), opts.defaultMetrics ?? true, limiter);
     const selector = this.selector;
     this.watchdog = new StreamWatchdog({
       clock,
@@ -64,7 +66,7 @@ export class GlobalRouter {
       logger.warn("router: gave up an upstream wait", { region, reason });
     };
     const admission = new Admission({ maxInflight: config.router.maxInflight, tenantMaxInflight: config.router.tenantMaxInflight, retryAfterS: config.router.retryAfterS });
-    this.deps = { config, selector, links, metrics, clock, logger, watchdog: this.watchdog, admission };
+    this.deps = { config, selector, links, metrics, clock, logger, watchdog: this.watchdog, admission, ...(limiter === undefined ? {} : { limiter }) };
     const app = createRouterApp(this.deps, opts.mounts === undefined ? {} : { mounts: opts.mounts });
     this.server = createAdaptorServer({ fetch: app.fetch, autoCleanupIncoming: true }) as Server;
     this.server.keepAliveTimeout = 65_000;

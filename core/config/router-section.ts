@@ -13,7 +13,7 @@ export interface RouterConfig {
    * `region`: the key's home region (routed there first; a request's x-tidegate-region header may name another).
    * `regions`: where the key's requests may be served at all (data residency); absent = anywhere.
    */
-  apiKeys: { key: string; tenant: string; region?: RegionName; regions?: RegionName[]; models?: ModelName[]; maxInflight?: number }[];
+  apiKeys: { key: string; tenant: string; region?: RegionName; regions?: RegionName[]; models?: ModelName[]; maxInflight?: number; weight?: number }[];
   /** Bearer keys for admin endpoints (/plans, regions, scaling); also sign in at /login. */
   adminKeys: string[];
   /** Read-only keys for /plans (the `planner` role: read, not approve or plan now); also sign in at /login. */
@@ -32,6 +32,25 @@ export interface RouterConfig {
   tenantMaxInflight: number;
   /** Seconds a shed request is told to wait (Retry-After). */
   retryAfterS: number;
+  /** Adaptive concurrency limits per (region, model), tenants' fair shares and batch's band (router/concurrency.ts). */
+  concurrency: ConcurrencyConfig;
+}
+
+/** `router.concurrency` (issue 32 item 1; router/concurrency.ts says how each is used). */
+export interface ConcurrencyConfig {
+  /** false: only the fixed `maxInflight` and tenant limits shed. */
+  adaptive: boolean;
+  /** Each (region, model)'s limit before any measurement. */
+  initialLimit: number;
+  minLimit: number;
+  /** Queueing delay (ms) above which a limit is cut; absent: the model's expected inter-token time (router/pace.ts), at least 25 ms. */
+  toleranceMs?: number;
+  /** The factor of a cut. */
+  backoff: number;
+  /** Above this fraction of a model's summed limits, tenants are held to their weighted shares. */
+  fairAbove: number;
+  /** The share of a region's limit batch requests may fill. */
+  batchShare: number;
 }
 
 /** Reads the `router` object; API keys may name only configured regions (`regionNames`) and models (`modelNames`). */
@@ -55,9 +74,27 @@ export function parseRouter(rr: ObjectReader, regionNames: ReadonlySet<string>, 
     maxInflight: rr.number("maxInflight", 4096, { integer: true, min: 1 }),
     tenantMaxInflight: rr.number("tenantMaxInflight", 1024, { integer: true, min: 1 }),
     retryAfterS: rr.number("retryAfterS", 1, { integer: true, min: 1 }),
+    concurrency: parseConcurrency(rr),
   };
   rr.done();
   return router;
+}
+
+function parseConcurrency(rr: ObjectReader): ConcurrencyConfig {
+  const c = rr.object("concurrency");
+  const toleranceMs = c.optionalNumber("toleranceMs", { gt: 0 });
+  const out: ConcurrencyConfig = {
+    adaptive: c.boolean("adaptive", true),
+    initialLimit: c.number("initialLimit", 16, { integer: true, min: 1 }),
+    minLimit: c.number("minLimit", 2, { integer: true, min: 1 }),
+    ...(toleranceMs === undefined ? {} : { toleranceMs }),
+    backoff: c.number("backoff", 0.9, { gt: 0, max: 0.99 }),
+    fairAbove: c.number("fairAbove", 0.9, { gt: 0, max: 1 }),
+    batchShare: c.number("batchShare", 1, { gt: 0, max: 1 }),
+  };
+  if (out.minLimit > out.initialLimit) c.fail("minLimit", `must not exceed initialLimit (${out.initialLimit}), got ${out.minLimit}`);
+  c.done();
+  return out;
 }
 
 function parseApiKey(v: unknown, path: string, regionNames: ReadonlySet<string>, modelNames: ReadonlySet<string>): RouterConfig["apiKeys"][number] {
@@ -66,6 +103,7 @@ function parseApiKey(v: unknown, path: string, regionNames: ReadonlySet<string>,
   const tenant = k.string("tenant");
   const region = k.optionalString("region");
   const keyMaxInflight = k.optionalNumber("maxInflight", { integer: true, min: 1 });
+  const weight = k.optionalNumber("weight", { gt: 0 });
   if (region !== undefined && !regionNames.has(region)) k.fail("region", `unknown region ${JSON.stringify(region)}`);
   const keyModels = k.has("models") ? k.array("models", (mv, mp) => {
     if (typeof mv !== "string" || !modelNames.has(mv)) throw new ValidationError(mp, `unknown model ${JSON.stringify(mv)}`);
@@ -77,5 +115,5 @@ function parseApiKey(v: unknown, path: string, regionNames: ReadonlySet<string>,
   }, undefined, { minLength: 1 }) : (k.allow("regions"), undefined);
   if (keyRegions !== undefined && region !== undefined && !keyRegions.includes(region)) k.fail("region", `home region ${JSON.stringify(region)} is not among the key's regions (${keyRegions.join(", ")})`);
   k.done();
-  return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyRegions === undefined ? {} : { regions: keyRegions }), ...(keyModels === undefined ? {} : { models: keyModels }), ...(keyMaxInflight === undefined ? {} : { maxInflight: keyMaxInflight }) };
+  return { key, tenant, ...(region === undefined ? {} : { region }), ...(keyRegions === undefined ? {} : { regions: keyRegions }), ...(keyModels === undefined ? {} : { models: keyModels }), ...(keyMaxInflight === undefined ? {} : { maxInflight: keyMaxInflight }), ...(weight === undefined ? {} : { weight }) };
 }

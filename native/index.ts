@@ -187,6 +187,13 @@ export interface RunOptions {
 /** Which transport an endpoint asks for: "auto" uses verbs where an RDMA device is usable and TCP otherwise. */
 export type TransportPreference = "tcp" | "verbs" | "auto";
 
+/** Refusals of one reason from one address at the data port (Endpoint.takeRefusals). */
+export interface DataRefusal {
+  reason: string;
+  peer: string;
+  count: number;
+}
+
 /** One node's data-plane endpoint: a transport with a bound port, running at most one role at a time. */
 export class Endpoint {
   private readonly raw: RawEndpoint;
@@ -270,6 +277,17 @@ export class Endpoint {
     });
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     return done;
+  }
+
+  /**
+   * What the data port refused since the last call, aggregated by reason and remote address (no port): garbage or
+   * a foreign protocol (`bad_magic`), a malformed or truncated first header (`bad_handshake`), no first header in
+   * time (`handshake_timeout`), a frame longer than it may be (`frame_too_large`), a malformed frame from a peer of
+   * the running role (`bad_frame`), more connections held than allowed (`too_many_connections`); native/README.md
+   * "Boundary refusals". [] once closed. The caller reports them (core/boundary.ts).
+   */
+  takeRefusals(): DataRefusal[] {
+    return this.raw.takeRefusals();
   }
 
   /** Cancels the running role, if any (run() rejects with reason "cancelled"). */

@@ -5,6 +5,7 @@
  */
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
+import { BoundaryReporter } from "../../core/boundary.js";
 import { TidegateError } from "../../core/errors.js";
 import { loggerFromFlags } from "../flags.js";
 import { Announcer } from "../../region/agent/announcer.js";
@@ -123,10 +124,14 @@ export const command: Command = {
     const engines = new EngineSupervisor({ engineHost, parametersFrom: () => agent!.address, log: log.child({ part: "engines" }), ...(tls === undefined ? {} : { parametersTls: tls }) });
     agent = NodeAgent.open({ nodeId, dataHost, dataPort: port(flags, "data-port"), transport, memoryBytes: mem, log, region: String(flags.region), gpuType, gpuSlots, engines, nvlinkDomain, linkBytesPerS: (linkMbit * 1e6) / 8 });
     const stopped = untilSignal();
-    const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log, tls);
-    const info = agent.info();
     let announcer: Announcer | undefined;
     let registry: RegistryClient | undefined;
+    const a0 = agent;
+    const metrics = agentRegistry({ announcement: () => a0.announcement(), regionReachable: () => announcer?.regionReachable });
+    // What the gRPC and data ports refuse: logged (rate-limited) and counted on /metrics (core/boundary.ts).
+    const boundary = new BoundaryReporter({ clock: new WallClock(), log, registry: metrics });
+    const server = await startAgentServer(agent, `${String(flags["grpc-host"])}:${port(flags, "grpc-port")}`, log, tls, boundary);
+    const info = agent.info();
     if (regionAddress !== undefined) {
       // The region's certificate names its Service, the address dialled: no server-name override towards it.
       const r = new RegistryClient(regionAddress, Math.max(100, intervalMs), tls === undefined ? undefined : { ...tls, serverName: undefined });
@@ -135,12 +140,11 @@ export const command: Command = {
       announcer = new Announcer({ regionAddress, intervalMs, clock: new WallClock(), log, announcement: () => a.announcement(), send: (x) => r.announce(x, Math.max(1000, intervalMs)) });
       announcer.start();
     }
-    const a = agent;
     const ann = announcer;
     const probes = await startProbeServer({
       host: String(flags["metrics-host"]),
       port: port(flags, "metrics-port"),
-      registry: agentRegistry({ announcement: () => a.announcement(), regionReachable: () => ann?.regionReachable }),
+      registry: metrics,
       log,
       // Ready once the region answered an announce (always, when announcing nowhere).
       ready: () => {

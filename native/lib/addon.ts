@@ -75,6 +75,8 @@ export interface RawEndpoint {
   start(spec: RawRunSpec, store: RawBlockStore, onEvent: (ev: RawEvent) => void): void;
   cancel(): void;
   close(): void;
+  /** What the data port refused since the last call, by reason and remote address ([] once closed). */
+  takeRefusals(): { reason: string; peer: string; count: number }[];
   readonly port: number;
   readonly transport: string;
   readonly fallback: string;

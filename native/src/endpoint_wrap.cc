@@ -42,7 +42,8 @@ struct EndpointWrap::Sink : RunSink {
 Napi::Function EndpointWrap::Define(Napi::Env env) {
   return DefineClass(env, "Endpoint",
                      {InstanceMethod<&EndpointWrap::Start>("start"), InstanceMethod<&EndpointWrap::Cancel>("cancel"),
-                      InstanceMethod<&EndpointWrap::Close>("close"), InstanceAccessor<&EndpointWrap::Port>("port"),
+                      InstanceMethod<&EndpointWrap::Close>("close"),
+                      InstanceMethod<&EndpointWrap::TakeRefusals>("takeRefusals"), InstanceAccessor<&EndpointWrap::Port>("port"),
                       InstanceAccessor<&EndpointWrap::TransportName>("transport"),
                       InstanceAccessor<&EndpointWrap::Fallback>("fallback"),
                       InstanceAccessor<&EndpointWrap::Running>("running"),
@@ -286,6 +287,22 @@ Napi::Value EndpointWrap::Close(const Napi::CallbackInfo& info) {
   if (running_) return throwError(info.Env(), "busy", "cancel the running transfer and wait for it to end before close()");
   Shutdown();
   return info.Env().Undefined();
+}
+
+// takeRefusals(): [{reason, peer, count}] — what the data port refused since the last call ([] once closed).
+Napi::Value EndpointWrap::TakeRefusals(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Array arr = Napi::Array::New(env);
+  if (!transport_) return arr;
+  uint32_t i = 0;
+  for (const Refusal& r : transport_->takeRefusals()) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("reason", r.reason);
+    o.Set("peer", r.peer);
+    o.Set("count", static_cast<double>(r.count));
+    arr.Set(i++, o);
+  }
+  return arr;
 }
 
 Napi::Value EndpointWrap::Port(const Napi::CallbackInfo& info) {

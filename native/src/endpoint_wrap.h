@@ -39,6 +39,7 @@ class EndpointWrap : public Napi::ObjectWrap<EndpointWrap> {
   Napi::Value Start(const Napi::CallbackInfo& info);
   Napi::Value Cancel(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
+  Napi::Value TakeRefusals(const Napi::CallbackInfo& info);
   Napi::Value Port(const Napi::CallbackInfo& info);
   Napi::Value TransportName(const Napi::CallbackInfo& info);
   Napi::Value Fallback(const Napi::CallbackInfo& info);

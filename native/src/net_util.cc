@@ -50,6 +50,17 @@ int acceptNext(int lfd) {
   return fd;
 }
 
+std::string remoteAddress(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "unknown";
+  char buf[INET6_ADDRSTRLEN] = {0};
+  const void* a = ss.ss_family == AF_INET ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&ss)->sin_addr)
+                                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&ss)->sin6_addr);
+  if (inet_ntop(ss.ss_family, a, buf, sizeof buf) == nullptr) return "unknown";
+  return buf;
+}
+
 ListeningTransport::~ListeningTransport() {
   if (listenFd_ >= 0) close(listenFd_);
 }

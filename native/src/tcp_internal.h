@@ -88,8 +88,10 @@ struct Conn {
 
 class Runner : OutcomeRecorder {
  public:
-  Runner(const RunSpec& s, std::shared_ptr<StoreData> st, RunSink& k, int listenFd, int wakeFd)
-      : spec(s), store(std::move(st)), sink(k), lfd(listenFd), wfd(wakeFd) {}
+  // `adopted`: connections the idle gate accepted before the run (their Hello still unread); `refused` records what
+  // this run drops from the network (tcp_transport.cc "Boundary refusals").
+  Runner(const RunSpec& s, std::shared_ptr<StoreData> st, RunSink& k, int listenFd, int wakeFd, std::vector<int> adopted, RefusalLog& refused)
+      : spec(s), store(std::move(st)), sink(k), lfd(listenFd), wfd(wakeFd), adopted_(std::move(adopted)), refused_(refused) {}
   ~Runner() {
     for (auto& c : conns)
       if (c->fd >= 0) close(c->fd);
@@ -102,6 +104,10 @@ class Runner : OutcomeRecorder {
   std::shared_ptr<StoreData> store;
   RunSink& sink;
   int lfd, wfd, ep = -1;
+  std::vector<int> adopted_;
+  RefusalLog& refused_;
+  // Records a refusal from c's remote address.
+  void refuse(Conn* c, const char* reason) { refused_.add(reason, remoteAddress(c->fd)); }
   std::vector<std::unique_ptr<Conn>> conns;
   std::vector<Conn*> outBy, inBy;
   // A lane is an ordered list of sends run one at a time: one lane for all sends ("in-order", λScale steps), or

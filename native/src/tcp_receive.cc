@@ -53,10 +53,18 @@ bool Runner::onIncomingFrame(Conn* c) {
   const Frame& f = c->rHdr;
   if (f.magic != kMagic || f.version != kVersion || f.runId != spec.runId) {
     if (!c->helloSeen) {  // a stale or foreign dialer: drop it, it is not part of this run
+      if (f.magic != kMagic) refuse(c, "bad_magic");
+      else if (f.version != kVersion) refuse(c, "bad_handshake");  // another run id is a stale peer, not garbage
       c->finished = true;
       return true;
     }
+    refuse(c, "bad_frame");
     return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " sent a malformed frame header");
+  }
+  if (!c->helloSeen && f.length != 0) {  // a Hello carries no payload: not a dialer of this run
+    refuse(c, f.type == kHello ? "frame_too_large" : "bad_handshake");
+    c->finished = true;
+    return true;
   }
   if (!c->helloSeen) {
     if (f.type != kHello || f.block >= spec.peers.size() || spec.expect[f.block].empty())
@@ -74,15 +82,19 @@ bool Runner::onIncomingFrame(Conn* c) {
     c->rHdrOff = 0;
     return true;
   }
-  if (f.type != kData || c->outgoing)
+  if (f.type != kData || c->outgoing) {
+    refuse(c, "bad_frame");
     return fail(Failure::PeerFailed, c->peer, -1, peerName(c->peer) + " sent an unexpected frame type " + std::to_string(f.type));
+  }
   const auto& exp = spec.expect[c->peer];
   if (c->nextExpect >= exp.size() || f.block != exp[c->nextExpect])
     return fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(f.block),
                 peerName(c->peer) + " sent block " + std::to_string(f.block) + " out of plan order");
-  if (f.block >= store->blockCount || f.length != store->length(f.block))
+  if (f.block >= store->blockCount || f.length != store->length(f.block)) {
+    refuse(c, f.block < store->blockCount && f.length > store->length(f.block) ? "frame_too_large" : "bad_frame");
     return fail(Failure::PeerFailed, c->peer, static_cast<int32_t>(f.block),
                 peerName(c->peer) + " sent block " + std::to_string(f.block) + " with length " + std::to_string(f.length));
+  }
   c->released = false;
   c->rSum.reset(store->base + store->offset(f.block), f.length);
   c->rPay = store->base + store->offset(f.block);
@@ -116,6 +128,7 @@ bool Runner::onReadable(Conn* c) {
     }
     if (n == 0) {
       if (!c->helloSeen) {
+        if (c->rHdrOff > 0) refuse(c, "bad_handshake");  // closed inside its first frame header
         c->finished = true;
         return true;
       }

@@ -14,7 +14,10 @@ bool Runner::housekeeping(Clock::time_point now) {
     Conn* c = cp.get();
     if (c->finished) continue;
     if (!c->helloSeen) {
-      if (msBetween(c->accepted, now) > spec.connectMs) c->finished = true;
+      if (msBetween(c->accepted, now) > spec.connectMs) {
+        refuse(c, "handshake_timeout");
+        c->finished = true;
+      }
       continue;
     }
     if (msBetween(c->lastHeard, now) > spec.stallMs)
@@ -56,6 +59,13 @@ RunOutcome Runner::go() {
   Conn lconn, wconn;  // markers for the listener and the wake fd
   lconn.fd = lfd;
   wconn.fd = wfd;
+  for (int fd : adopted_) {  // accepted by the idle gate: read like a connection accepted now
+    auto nc = std::make_unique<Conn>();
+    nc->fd = fd;
+    nc->accepted = nc->lastHeard = nc->lastHeartbeat = Clock::now();
+    conns.push_back(std::move(nc));
+  }
+  adopted_.clear();
   if (!failed() && connectAll()) {
     loopStart = Clock::now();
     if (!spec.sends.empty()) out.profile.dialMs = msBetween(t0, loopStart);

@@ -5,8 +5,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "store.h"
@@ -76,6 +79,43 @@ struct RunSink {
   virtual void onBlock(uint32_t block, uint32_t peer, double atMs, uint64_t bytes) = 0;
 };
 
+/** One kind of refusal at the data port from one address, and how many times since the last take(). */
+struct Refusal {
+  std::string reason;  // bad_magic, bad_handshake, handshake_timeout, frame_too_large, bad_frame, too_many_connections
+  std::string peer;    // the remote address without its port ("unknown" when it could not be read)
+  uint64_t count = 0;
+};
+
+/**
+ * What the data port refused, aggregated by (reason, peer) until JS takes it (Endpoint.takeRefusals). Bounded: at
+ * most kMaxKeys keys; further new keys are counted under peer "other". Thread-safe.
+ */
+class RefusalLog {
+ public:
+  static constexpr size_t kMaxKeys = 256;
+  void add(const char* reason, const std::string& peer) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto key = std::make_pair(std::string(reason), peer);
+    auto it = counts_.find(key);
+    if (it == counts_.end() && counts_.size() >= kMaxKeys) key.second = "other";
+    counts_[key]++;
+  }
+  std::vector<Refusal> take() {
+    std::lock_guard<std::mutex> g(mu_);
+    std::vector<Refusal> out;
+    for (auto& [k, n] : counts_) out.push_back(Refusal{k.first, k.second, n});
+    counts_.clear();
+    return out;
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::string, std::string>, uint64_t> counts_;
+};
+
+/** The remote address of a connected socket, without its port ("unknown" when it cannot be read). */
+std::string remoteAddress(int fd);
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -89,6 +129,11 @@ class Transport {
   virtual void cancel() = 0;
   /** Clears a previous cancel before the next run. */
   virtual void reset() = 0;
+  /** What the data port refused since the last call (see RefusalLog). Safe from any thread. */
+  std::vector<Refusal> takeRefusals() { return refusals_.take(); }
+
+ protected:
+  RefusalLog refusals_;
 };
 
 std::unique_ptr<Transport> makeTcpTransport();

@@ -3,13 +3,19 @@
  * through planFromJson, then validatePlan inside NodeAgent.run); failures become gRPC statuses carrying the
  * data-plane reason, peer and block in metadata. Cancelling a Run call cancels the transfer. Once bound, the server
  * tells the agent its address (NodeAgent.setGrpcAddress) for announcements and engine-sim's --parameters-from.
+ * What the port refuses (bad preface, protocol errors, rapid reset, undecodable or oversized messages) is reported
+ * through a BoundaryReporter on port `agent_grpc` (region/link/grpc-server.ts grpcBoundary; README "Boundary
+ * refusals").
  */
 import * as grpc from "@grpc/grpc-js";
+import { BoundaryReporter, DATA_REFUSALS } from "../../core/boundary.js";
+import { WallClock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { planFromJson } from "../multicast/plan-json.js";
 import type { NodeAgent } from "./node.js";
 import { serverCredentials, type TlsFiles } from "../link/tls.js";
+import { grpcBoundary } from "../link/grpc-server.js";
 import {
   agentService,
   announcementToWire,
@@ -59,8 +65,22 @@ function unaryAsync<Req, Res>(fn: (req: Req) => Promise<Res>): Unary<Req, Res> {
   };
 }
 
-/** Serves `agent` on `address` (host:port, port 0 = any). */
-export async function startAgentServer(agent: NodeAgent, address: string, log: Logger, tls?: TlsFiles): Promise<AgentGrpcServer> {
+/** How often the data port's refusals are drained from the native addon and reported. */
+export const DATA_REFUSALS_POLL_MS = 1000;
+
+/**
+ * Serves `agent` on `address` (host:port, port 0 = any). Refusals at this port (`agent_grpc`) and at the agent's
+ * data port (`agent_data`, drained from the addon every DATA_REFUSALS_POLL_MS) go to `boundary` (default: a
+ * reporter that only logs to `log`).
+ */
+export async function startAgentServer(agent: NodeAgent, address: string, log: Logger, tls?: TlsFiles, boundary?: BoundaryReporter): Promise<AgentGrpcServer> {
+  const clock = new WallClock();
+  const reporter = boundary ?? new BoundaryReporter({ clock, log });
+  const refusals = grpcBoundary(reporter, "agent_grpc", clock);
+  reporter.declare("agent_data", DATA_REFUSALS);
+  const drainData = () => {
+    for (const r of agent.dataRefusals()) reporter.refuse("agent_data", r.reason, r.peer, "", r.count);
+  };
   const server = new grpc.Server();
   server.addService(agentService().service, {
     Info: unary<object, WireAgentInfo>(() => announcementToWire(agent.announcement())),
@@ -131,14 +151,18 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
   const port = await new Promise<number>((resolve, reject) =>
     server.bindAsync(address, serverCredentials(tls), (err, p) => (err ? reject(err) : resolve(p))),
   );
+  refusals.watch(server);
   const host = address.slice(0, address.lastIndexOf(":"));
   agent.setGrpcAddress(`${host}:${port}`);
   log.info("agent grpc listening", { address: `${host}:${port}` });
+  const dataTimer = clock.every(DATA_REFUSALS_POLL_MS, drainData);
   return {
     address: `${host}:${port}`,
     port,
     close: () =>
       new Promise<void>((resolve) => {
+        dataTimer.cancel();
+        drainData();
         server.tryShutdown(() => resolve());
         setTimeout(() => server.forceShutdown(), 2000).unref();
       }),

@@ -7,7 +7,7 @@
 import { totalmem } from "node:os";
 import { TidegateError } from "../../core/errors.js";
 import { DataPlaneError } from "../../native/errors.js";
-import { BlockStore, Endpoint, type BlockArrival, type RunResult, type TransportPreference } from "../../native/index.js";
+import { BlockStore, Endpoint, type DataRefusal, type BlockArrival, type RunResult, type TransportPreference } from "../../native/index.js";
 import type { Logger } from "../../core/log.js";
 import { roleFor } from "../multicast/role.js";
 import { planNodes } from "../multicast/schedule.js";
@@ -65,6 +65,11 @@ export class NodeAgent {
   /** Binds the data port; throws DataPlaneError io when it cannot. */
   static open(o: NodeAgentOptions): NodeAgent {
     return new NodeAgent(o, o.memoryBytes ?? totalmem());
+  }
+
+  /** What the data port refused since the last call (Endpoint.takeRefusals; [] once closed). */
+  dataRefusals(): DataRefusal[] {
+    return this.endpoint.takeRefusals();
   }
 
   info(): AgentInfo {

@@ -10,9 +10,14 @@
  * - DispatchMux: many generations over one bidirectional stream (mux-server.ts); what GrpcRegionLink uses.
  * - SendTargets: the service's ack.
  * Sockets get TCP_NODELAY so single token frames are not held back by Nagle's algorithm.
+ * - Boundary refusals (issue 32): what the port refuses is reported through a BoundaryReporter on port
+ *   `region_grpc` (grpcBoundary below: bad preface, other HTTP/2 protocol errors, rapid reset, undecodable or
+ *   oversized messages).
  */
 import type { Server as NetServer, Socket } from "node:net";
+import type { Http2Server, Http2Session, IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
+import { BoundaryReporter, GRPC_REFUSALS } from "../../core/boundary.js";
 import { WallClock, type Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
@@ -48,6 +53,98 @@ export interface RegionGrpcServerOptions {
   log?: Logger;
   /** Adds more services to the same server before it binds (the region adds the agents' registry). */
   extraServices?: (server: grpc.Server) => void;
+  /** Where refusals at this port are reported (default: a reporter logging to `log`, counting nowhere). */
+  boundary?: BoundaryReporter;
+}
+
+/** Streams of one HTTP/2 session ended by RST_STREAM within one second at which the session counts as a rapid reset. */
+export const RAPID_RESET_PER_S = 200;
+
+/**
+ * What a gRPC port refuses, reported through `boundary` under port label `port`. grpc-js surfaces none of it (it
+ * answers a message it cannot decode from below its interceptors), so `watch(server)`, called after bind, listens on
+ * grpc-js's http2 servers:
+ * - the status each stream ends with (its `respond`/`sendTrailers`): grpc-js ends a call whose message fails to
+ *   decode with INTERNAL "Error deserializing request" (`undecodable_message`) and one over the receive limit with
+ *   RESOURCE_EXHAUSTED "Received message larger than max…" (`message_too_large`);
+ * - a `sessionError` with nghttp2's "bad client
+ *   magic" (random bytes, an HTTP/1 request, a wrong preface) is `bad_preface`; any other session error is
+ *   `protocol_error`, or `rapid_reset` when ≥ RAPID_RESET_PER_S of the session's streams ended in RST_STREAM (nearly always the peer's) in the
+ *   last second (CVE-2023-44487; Node's own limit then ends the session). A session that keeps resetting at that
+ *   rate without Node ending it is reported too, once per second.
+ * Not seen: a frame over SETTINGS_MAX_FRAME_SIZE — nghttp2 answers it with GOAWAY(FRAME_SIZE_ERROR) inside Node
+ * and no JS event fires (region/README.md "Boundary refusals").
+ */
+export function grpcBoundary(boundary: BoundaryReporter, port: string, clock: Clock): { watch(server: grpc.Server): void } {
+  boundary.declare(port, GRPC_REFUSALS);
+  const watch = (server: grpc.Server) => {
+    const http2Servers = Reflect.get(server, "http2Servers") as Map<Http2Server, unknown> | undefined;
+    for (const h of http2Servers?.keys() ?? []) {
+      const resets = new WeakMap<Http2Session, { windowStartMs: number; inWindow: number; reported: boolean; rapid: boolean }>();
+      // The address is read when the session starts: once it errs, its socket may be gone.
+      const peers = new WeakMap<Http2Session, string | undefined>();
+      const peerOf = (session: Http2Session) => (peers.has(session) ? peers.get(session) : session.socket?.remoteAddress);
+      h.on("session", (session: Http2Session) => peers.set(session, session.socket?.remoteAddress));
+      const resetsOf = (session: Http2Session) => {
+        let r = resets.get(session);
+        if (r === undefined) resets.set(session, (r = { windowStartMs: clock.now(), inWindow: 0, reported: false, rapid: false }));
+        const now = clock.now();
+        if (now - r.windowStartMs >= 1000) {
+          r.windowStartMs = now;
+          r.inWindow = 0;
+          r.reported = false;
+        }
+        return r;
+      };
+      h.on("stream", (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => {
+        const path = String(headers[":path"] ?? "");
+        const session = stream.session; // unset once the stream is destroyed
+        const judge = (trailers: OutgoingHttpHeaders | undefined) => {
+          const code = Number(trailers?.["grpc-status"]); // grpc-js sets a number; a string would do too
+          if (code !== grpc.status.INTERNAL && code !== grpc.status.RESOURCE_EXHAUSTED) return;
+          let details = String(trailers?.["grpc-message"] ?? "");
+          try {
+            details = decodeURIComponent(details);
+          } catch {
+            // not percent-encoded: read as it is
+          }
+          const peer = session === undefined ? undefined : peerOf(session);
+          if (code === grpc.status.INTERNAL && details.startsWith("Error deserializing request")) boundary.refuse(port, "undecodable_message", peer, path);
+          else if (code === grpc.status.RESOURCE_EXHAUSTED && details.startsWith("Received message")) boundary.refuse(port, "message_too_large", peer, `${path}: ${details}`);
+        };
+        const respond = stream.respond.bind(stream);
+        stream.respond = (h?: OutgoingHttpHeaders, o?: ServerStreamResponseOptions) => {
+          if (o?.endStream === true) judge(h);
+          respond(h, o);
+        };
+        const sendTrailers = stream.sendTrailers.bind(stream);
+        stream.sendTrailers = (t: OutgoingHttpHeaders) => {
+          judge(t);
+          sendTrailers(t);
+        };
+        // A stream the peer reset (RST_STREAM with an error code) before it ended.
+        stream.once("close", () => {
+          if (stream.rstCode === 0 || stream.rstCode === undefined || session === undefined) return;
+          const r = resetsOf(session);
+          r.inWindow++;
+          if (r.inWindow >= RAPID_RESET_PER_S && !r.reported) {
+            r.reported = true;
+            r.rapid = true;
+            boundary.refuse(port, "rapid_reset", peerOf(session), `${r.inWindow} streams reset within 1 s`);
+          }
+        });
+      });
+      h.on("sessionError", (err: Error, session: Http2Session) => {
+        const peer = peerOf(session);
+        if (/bad client magic/i.test(err.message)) return boundary.refuse(port, "bad_preface", peer, err.message);
+        const r = resetsOf(session);
+        if (r.rapid) return; // reported when its resets crossed the limit: this is how Node ended it
+        if (r.inWindow >= RAPID_RESET_PER_S / 2) return boundary.refuse(port, "rapid_reset", peer, `${err.message} after ${r.inWindow} streams reset within 1 s`);
+        boundary.refuse(port, "protocol_error", peer, err.message);
+      });
+    }
+  };
+  return { watch };
 }
 
 /** A running server. `address` is host:port with the bound port. */
@@ -148,6 +245,7 @@ async function serveDispatch(service: RegionService, call: grpc.ServerWritableSt
 export async function startRegionGrpcServer(service: RegionService, opts: RegionGrpcServerOptions = {}): Promise<RegionGrpcServer> {
   const clock = opts.clock ?? new WallClock();
   const log = opts.log ?? silentLogger;
+  const boundary = grpcBoundary(opts.boundary ?? new BoundaryReporter({ clock, log }), "region_grpc", clock);
   // Channelz stays on here: with it off, grpc-js 1.14 does not track sessions and forceShutdown() leaves open
   // connections serving.
   const server = new grpc.Server({ "grpc.keepalive_permit_without_calls": 1, "grpc.http2.min_ping_interval_without_data_ms": 5000 });
@@ -220,6 +318,7 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
   // grpc-js does not expose its http2 servers; TCP_NODELAY is set on their new connections through the map it keeps.
   const http2Servers = Reflect.get(server, "http2Servers") as Map<NetServer, unknown> | undefined;
   for (const s of http2Servers?.keys() ?? []) s.on("connection", (socket: Socket) => socket.setNoDelay(true));
+  boundary.watch(server);
   const host = address.slice(0, address.lastIndexOf(":"));
   log.info("region gRPC server listening", { region: service.region, address: `${host}:${port}` });
   return {

@@ -12,6 +12,7 @@
  * (in agents mode the engine processes stay with their agents, for the next region process to adopt).
  */
 import { startProbeServer, type ProbeServer, type Readiness } from "../../core/probe-server.js";
+import { BoundaryReporter } from "../../core/boundary.js";
 import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { silentLogger, type Logger } from "../../core/log.js";
@@ -131,6 +132,8 @@ export async function startRegionProcess(opts: RegionProcessOptions): Promise<Re
       log,
       ...(opts.tls === undefined ? {} : { tls: opts.tls }),
       ...(registry === undefined ? {} : { extraServices: registry }),
+      // What the gRPC port refuses: logged (rate-limited) and counted on this process's /metrics (core/boundary.ts).
+      boundary: new BoundaryReporter({ clock, log, registry: all.registry }),
     });
     const observe = () => metrics.observe(withActuatorCounts(gateway.snapshot(), runtime.actuator), runtime.targets.latest()?.decisionId);
     observe();

@@ -7,7 +7,7 @@ import { AdaptiveLimit, ConcurrencyLimiter, DEFAULT_ADAPTIVE, limiterFromConfig,
 import { dispatchWithRetry } from "./relay.js";
 import { RegionSelector } from "./selector.js";
 
-const OPTS: AdaptiveLimitOptions = { ...DEFAULT_ADAPTIVE, initialLimit: 10, minLimit: 2, maxLimit: 100, toleranceMs: 20, smoothing: 1 };
+const OPTS: AdaptiveLimitOptions = { ...DEFAULT_ADAPTIVE, initialLimit: 10, minLimit: 2, maxLimit: 100, toleranceMs: 20, toleranceFraction: 0, smoothing: 1 };
 
 describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
   it("slow start: +1 per sample while the limit binds and nothing queues; holds when it does not bind", () => {
@@ -20,22 +20,23 @@ describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
     expect(l.limit).toBe(12);
   });
 
-  it("a queue above the tolerance cuts by the backoff, once per smoothed TTFT, and ends slow start", () => {
+  it("a queue above the tolerance cuts by the backoff, then waits for half a limit of samples; after slow start, +sqrt(limit) a limit of samples", () => {
     const l = new AdaptiveLimit(OPTS);
-    l.onSample(0, 30, 0, 0); // baseline 30
+    l.onSample(0, 30, 0, 0); // sent far below the limit: the reference is 30
     l.onSample(100, 80, 0, 9); // q = 50 > 20: cut 10 → 9
     expect(l.limit).toBe(9);
     expect(l.state().cuts).toBe(1);
-    l.onSample(120, 80, 0, 9); // within one smoothed TTFT (80 ms) of the cut: no second cut
-    expect(l.limit).toBe(9);
-    l.onSample(200, 80, 0, 9); // 100 ms later: cut again
-    expect(l.state().cuts).toBe(2);
     expect(l.state().slowStart).toBe(false);
-    // After slow start the increase is additive: increase / limit per sample.
-    const before = l.state();
-    l.onSample(300, 30, 0, 100);
-    expect(l.limit).toBe(before.limit); // 8.1 + 2/8.1 = 8.35 → 8
-    for (let i = 0; i < 5; i++) l.onSample(400 + i, 30, 0, 100);
+    for (let i = 1; i <= 4; i++) l.onSample(100 + i, 80, 0, 9); // samples 1-4 after the cut: no second cut yet
+    expect(l.state().cuts).toBe(1);
+    l.onSample(110, 80, 0, 9); // the 5th (≥ max(4, 9 / 2)): cut 9 → 8.1
+    expect(l.state().cuts).toBe(2);
+    expect(l.limit).toBe(8);
+    // No queue and the limit binding: +sqrt(8.1) / 8.1 ≈ 0.35 a sample.
+    l.onSample(200, 30, 0, 100);
+    l.onSample(201, 30, 0, 100);
+    expect(l.limit).toBe(8); // 8.1 + 0.35 + 0.35 (the EWMA is 0 at once: smoothing 1)
+    l.onSample(202, 30, 0, 100);
     expect(l.limit).toBe(9);
   });
 
@@ -48,6 +49,20 @@ describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
     expect(l.state().cuts).toBe(0);
     l.onSample(200, 45 + 400, 0, 9); // the same TTFT unexplained: q = 400
     expect(l.state().cuts).toBe(1);
+  });
+
+  it("the reference is the mean overhead of unqueued requests (the wait for the next step averages in), kept within one step of the minimum", () => {
+    const l = new AdaptiveLimit({ ...OPTS, stepMs: 20, toleranceMs: 5, toleranceFraction: 0, smoothing: 0.5 });
+    // Sent far below the limit, the next step comes 0-20 ms later: overheads 30 and 50 alternate.
+    for (let i = 0; i < 200; i++) l.onSample(i, i % 2 === 0 ? 30 : 50, 0, 0);
+    expect(l.state().referenceMs).toBeGreaterThan(38);
+    expect(l.state().referenceMs).toBeLessThan(42);
+    expect(l.state().cuts).toBe(0); // a 50 is 10 over the reference, the EWMA stays within 5
+    // Queued requests (sent at the limit) cannot raise the reference beyond min + one step.
+    const q = new AdaptiveLimit({ ...OPTS, stepMs: 20, toleranceMs: 5, toleranceFraction: 100 });
+    q.onSample(0, 30, 0, 9);
+    for (let i = 1; i < 50; i++) q.onSample(i, 400, 0, 2); // "unqueued" by count, but 400 ms
+    expect(q.state().referenceMs).toBe(50); // 30 + 20
   });
 
   it("the baseline forgets after two windows (an overhead that rose for good stops reading as queue)", () => {
@@ -77,9 +92,9 @@ describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
   });
 });
 
-describe("ConcurrencyLimiter: regions, tenants' shares, batch band", () => {
-  function limiter(limitFor = () => ({ ...OPTS, initialLimit: 5 }), batchShare = 0.5) {
-    return new ConcurrencyLimiter({ clock: new VirtualClock(0), limitFor, expectedMs: () => 0, fairAbove: 0.9, batchShare, weightOf: (t) => (t === "heavy" ? 3 : 1) });
+describe("ConcurrencyLimiter: regions and tenants' shares", () => {
+  function limiter(limitFor = () => ({ ...OPTS, initialLimit: 5 })) {
+    return new ConcurrencyLimiter({ clock: new VirtualClock(0), limitFor, expectedMs: () => 0, fairAbove: 0.9, weightOf: (t) => (t === "heavy" ? 3 : 1) });
   }
 
   it("refuses only when every region is at its limit", () => {
@@ -116,17 +131,6 @@ describe("ConcurrencyLimiter: regions, tenants' shares, batch band", () => {
     expect(c.limit("east", "m").inflight).toBe(7);
   });
 
-  it("batch fills only its band of the limit, and interactive requests do not count batch", () => {
-    const c = limiter(() => ({ ...OPTS, initialLimit: 6 }), 0.5);
-    const b1 = c.acquireBatch("east", "m");
-    c.acquireBatch("east", "m");
-    c.acquireBatch("east", "m");
-    expect(c.hasBatchRoom("east", "m")).toBe(false); // 3 of 6 × 0.5
-    expect(c.hasRoom("east", "m")).toBe(true);
-    b1();
-    expect(c.hasBatchRoom("east", "m")).toBe(true);
-  });
-
   it("limiterFromConfig: on by default with the model's pace as tolerance; off with adaptive false; weights from API keys", () => {
     const base = { models: [{ name: "llama3.2-3b", gpusPerInstance: { "h100-80gb": 2 } }], regions: [{ name: "east", gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: "llama3.2-3b", gpu: "h100-80gb", instances: 1 }] }] };
     const on = limiterFromConfig(parseConfig({ ...base, router: { apiKeys: [{ key: "k".repeat(12), tenant: "gold", weight: 4 }] } }), new VirtualClock(0))!;
@@ -156,7 +160,7 @@ describe("dispatch under adaptive limits", () => {
     for (const l of [east, west]) l.subscribe((t) => selector.onTelemetry(t));
     east.emitTelemetry({ m: 0.1 });
     west.emitTelemetry({ m: 0.1 });
-    const limiter = new ConcurrencyLimiter({ clock, limitFor: () => ({ ...OPTS, initialLimit: limit, minLimit: 1, maxLimit: limit }), expectedMs: () => 0, fairAbove: 1, batchShare: 1 });
+    const limiter = new ConcurrencyLimiter({ clock, limitFor: () => ({ ...OPTS, initialLimit: limit, minLimit: 1, maxLimit: limit }), expectedMs: () => 0, fairAbove: 1 });
     const links = new Map([
       ["east", east],
       ["west", west],
@@ -165,7 +169,7 @@ describe("dispatch under adaptive limits", () => {
       dispatchWithRetry({
         selector,
         links,
-        req: { id: `r${Math.random()}`, model: "m", kind: "completion", promptTokens: 5, maxTokens: 3, priority: 0 },
+        req: { id: `r${Math.random()}`, model: "m", kind: "completion", promptTokens: 5, maxTokens: 3, priority: 0, body: {} },
         clientRegion: "east",
         signal: new AbortController().signal,
         concurrency: { limiter, tenant, retryAfterS: 1 },

@@ -2,36 +2,40 @@
  * Adaptive concurrency limits (issue 32 item 1): shed early and fairly, so that when the fleet is full the router
  * answers 429 with `Retry-After` in milliseconds instead of queueing requests toward a timeout.
  *
- * **One limit per (region, model)**, in the manner of TCP Vegas as Netflix's concurrency-limits applies it to RPCs
- * (`VegasLimit`: the limit grows while the measured delay shows no queue and shrinks when it shows one) and of Envoy's
- * adaptive concurrency filter (a gradient on latency against a minimum measured without load). The sample is the time
- * from dispatch to the first event (TTFT at the router). Prompt length moves TTFT by itself, so the part the model's
- * prefill explains (`expectedMs`, the fitted performance model's prefill time for the prompt) is taken off, and the
- * rest is compared with its own minimum over the last one to two `baselineWindowMs` (the hop, the link and the wait for
- * the engine's next step when nothing is queued: Netflix's `minRtt`, Envoy's `minRTT` re-measured periodically). What
- * is left is the queueing delay `q`; its moving average decides:
- * - `q` above `toleranceMs` (the engine's queue holds requests): the limit is cut by `backoff` (0.9), at most once per
- *   smoothed TTFT (the samples in flight were admitted before the cut);
- * - `q` below half of it and the limit binding (in flight within one of it): the limit grows, by one per sample until
- *   the first cut (slow start) and by `increase / limit` per sample after it (about `increase` per limit's worth of
- *   requests: additive increase).
- * - Between the two, the limit holds. It stays within [minLimit, maxLimit]; `router.maxInflight` remains the
- *   router-wide ceiling (admission.ts).
+ * **One limit per (region, model)** on interactive requests in flight, in the manner of TCP Vegas as Netflix's
+ * concurrency-limits applies it to RPCs (`VegasLimit`: grow while the measured delay shows no queue, shrink when it
+ * shows one) and of Envoy's adaptive concurrency filter (latency against a reference measured without load, with a
+ * buffer in proportion to it). The sample is the time from dispatch to the first event (TTFT at the router):
+ * - the part the prompt's prefill explains (`expectedMs`, the fitted performance model's prefill time) is taken off;
+ *   what is left is the request's overhead (hops, link, the wait for the engine's next step, and any queue);
+ * - the overhead is compared with a reference: the mean overhead of requests sent while the limit was far from
+ *   binding (in flight ≤ half of it: nothing queued at the router; the wait for the engine's next step averages in),
+ *   kept within [min, min + one decode step] of the minimum overhead over the last one to two `baselineWindowMs` so
+ *   that requests queued at an engine cannot raise it; before any such request, the minimum + half a step;
+ * - the difference `q`, smoothed, is the queueing delay. Its tolerance is the larger of `toleranceMs` and
+ *   `toleranceFraction` × the request's unloaded TTFT (reference + prefill).
+ * Then:
+ * - `q` above the tolerance: the limit is cut by `backoff` (0.9); the next cut waits until half a limit of requests
+ *   sent after it have reported (the requests in flight at a cut were admitted before it: a round trip);
+ * - otherwise, while the limit binds (the request was sent with the limit full): it grows by one per sample until the
+ *   first cut (slow start), then by `increase` × sqrt(limit) per limit's worth of samples (Gradient2's queue size).
+ * It stays within [minLimit, maxLimit]; `router.maxInflight` remains the router-wide ceiling (admission.ts).
  *
  * A region at its limit is passed over by the region walk (relay.ts), so its traffic spills to the next region in
  * SageServe §6.2's preference order; when every region of the model is at its limit the request is shed.
  *
- * **Fair shares** (llm-d flow control's per-tenant fairness; Envoy's and concurrency-limits' partitioned limits):
- * while a model's in-flight interactive requests are above `fairAbove` of the sum of its regions' limits, a tenant is
- * admitted only below its weighted share of that sum among the tenants with requests in flight, so a tenant beyond its
- * share is shed first and an overloaded fleet serves tenants in proportion to their weights (API key `weight`, 1 by
- * default). Below `fairAbove` any tenant is admitted (work-conserving).
+ * **Fair shares** (llm-d flow control's per-tenant fairness; concurrency-limits' partitioned limits): while a model's
+ * interactive requests in flight are at or above `fairAbove` of the sum of its available regions' limits, a tenant is
+ * admitted only below its weighted share of that sum among the tenants with requests in flight, so a tenant beyond
+ * its share is shed first and an overloaded fleet serves tenants in proportion to their weights (API key `weight`, 1
+ * by default). Below `fairAbove` any tenant is admitted (work-conserving).
  *
- * **Priority bands:** batch requests (the dispatcher's) count toward a region's in-flight requests, but may take only
- * `batchShare` of its limit; interactive requests are held to the limit over interactive requests alone — the engines
- * schedule interactive work ahead of batch (priority 0 first), so batch never makes an interactive request wait here.
+ * **Batch** is not counted here: the dispatcher sends batch requests only into the room a region reports (router/
+ * dispatch, SageServe §6.3), and engines schedule interactive requests ahead of batch (priority 0 first), so the
+ * interactive band is what these limits guard.
  *
- * Pure counting on an injected Clock; no timers.
+ * Pure counting on an injected Clock; no timers. The live router uses it (completions.ts → relay.ts); the replays'
+ * callback path (`submitWithRetry`) does not.
  */
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
@@ -46,12 +50,19 @@ export interface AdaptiveLimitOptions {
   initialLimit: number;
   minLimit: number;
   maxLimit: number;
-  /** Queueing delay (ms) above which the limit is cut. */
+  /**
+   * Queueing delay (ms) above which the limit is cut: the larger of `toleranceMs` and `toleranceFraction` × the
+   * unloaded TTFT the sample would have had (baseline + its prefill) — Envoy's gradient controller likewise allows
+   * a buffer in proportion to its minimum RTT.
+   */
   toleranceMs: number;
+  toleranceFraction: number;
   /** Factor applied on a cut (0 < backoff < 1). */
   backoff: number;
-  /** Additive increase per limit's worth of samples after slow start. */
+  /** After slow start the limit grows by `increase` × sqrt(limit) per limit's worth of samples. */
   increase: number;
+  /** The engine's decode step (ms): a request sent when a slot is free waits up to one before its prefill. */
+  stepMs: number;
   /** The overhead minimum is taken over the last one to two windows of this length (ms). */
   baselineWindowMs: number;
   /** Weight of a new sample in the moving averages (0 < α ≤ 1). */
@@ -62,9 +73,11 @@ export const DEFAULT_ADAPTIVE: AdaptiveLimitOptions = {
   initialLimit: 16,
   minLimit: 2,
   maxLimit: 4096,
-  toleranceMs: 50,
+  toleranceMs: 10,
+  toleranceFraction: 0.5,
   backoff: 0.9,
-  increase: 2,
+  increase: 1,
+  stepMs: 0,
   baselineWindowMs: 30_000,
   smoothing: 0.2,
 };
@@ -73,11 +86,14 @@ export const DEFAULT_ADAPTIVE: AdaptiveLimitOptions = {
 export interface LimitState {
   limit: number;
   inflight: number;
-  batchInflight: number;
   /** The moving average of the queueing delay (ms); NaN before the first sample. */
   queueMs: number;
-  /** The overhead baseline (ms): the minimum of TTFT less prefill over the window; NaN before the first sample. */
+  /** The minimum of TTFT less prefill over the window (ms); Infinity before the first sample. */
   baselineMs: number;
+  /** What a sample's overhead is compared with (ms; see onSample). */
+  referenceMs: number;
+  /** The tolerance the last sample was judged against (ms). */
+  toleranceMs: number;
   slowStart: boolean;
   samples: number;
   cuts: number;
@@ -88,17 +104,21 @@ export class AdaptiveLimit {
   private limitValue: number;
   /** Interactive requests in flight. */
   inflight = 0;
-  batchInflight = 0;
   private queueEwma = Number.NaN;
-  private ttftEwma = Number.NaN;
   /** Sliding minimum of the overhead over two buckets: [current, previous]. */
   private minCurrent = Number.POSITIVE_INFINITY;
   private minPrevious = Number.POSITIVE_INFINITY;
   private bucketStartMs: number | undefined;
   private slowStart = true;
-  private lastCutAtMs = Number.NEGATIVE_INFINITY;
+  /** Samples since the last cut. */
+  private sinceCut = Number.POSITIVE_INFINITY;
+  /** Mean overhead of samples sent far below the limit; NaN before the first. */
+  private unqueuedEwma = Number.NaN;
+  private unqueuedCount = 0;
+  private referenceNow = Number.NaN;
   private samples = 0;
   private cuts = 0;
+  private toleranceNow = Number.NaN;
 
   constructor(private readonly o: AdaptiveLimitOptions) {
     if (!(o.minLimit >= 1 && o.maxLimit >= o.minLimit)) throw new RangeError(`adaptive limit: need 1 ≤ minLimit ≤ maxLimit, got ${o.minLimit}, ${o.maxLimit}`);
@@ -118,11 +138,6 @@ export class AdaptiveLimit {
     return this.inflight < this.limit;
   }
 
-  /** Whether a batch request fits now: all requests in flight below `share` of the limit. */
-  hasBatchRoom(share: number): boolean {
-    return this.inflight + this.batchInflight < Math.max(1, Math.floor(this.limit * share));
-  }
-
   /**
    * One interactive request's first event: `ttftMs` from dispatch, `expectedMs` the part its prefill explains, and
    * the interactive requests that were in flight when it was dispatched (before it).
@@ -130,27 +145,44 @@ export class AdaptiveLimit {
   onSample(nowMs: number, ttftMs: number, expectedMs: number, inflightAtDispatch: number): void {
     if (!(ttftMs >= 0) || !Number.isFinite(ttftMs)) return;
     this.samples++;
-    const overhead = Math.max(0, ttftMs - (Number.isFinite(expectedMs) && expectedMs > 0 ? expectedMs : 0));
+    this.sinceCut++;
+    const expected = Number.isFinite(expectedMs) && expectedMs > 0 ? expectedMs : 0;
+    const overhead = Math.max(0, ttftMs - expected);
     this.rotate(nowMs);
     if (overhead < this.minCurrent) this.minCurrent = overhead;
-    const baseline = Math.min(this.minCurrent, this.minPrevious);
-    const q = Math.max(0, overhead - baseline);
+    const min = Math.min(this.minCurrent, this.minPrevious);
+    // The reference: the mean overhead of requests sent while the limit was far from binding (the router queued
+    // nothing; the wait for the engine's next step averages in), bounded to [min, min + one step] so that requests
+    // queued at the engine cannot raise it; before any such request, min + half a step.
+    if (inflightAtDispatch + 1 <= this.limit / 2) {
+      // A plain mean over the first ones (so it settles at once), a moving average after.
+      this.unqueuedCount++;
+      const w = Math.max(REFERENCE_SMOOTHING, 1 / this.unqueuedCount);
+      this.unqueuedEwma = Number.isNaN(this.unqueuedEwma) ? overhead : this.unqueuedEwma + w * (overhead - this.unqueuedEwma);
+    }
+    const span = Math.max(this.o.stepMs, 2 * this.o.toleranceMs);
+    const reference = clamp(Number.isNaN(this.unqueuedEwma) ? min + this.o.stepMs / 2 : this.unqueuedEwma, min, min + span);
+    const q = overhead - reference;
     const a = this.o.smoothing;
     this.queueEwma = Number.isNaN(this.queueEwma) ? q : this.queueEwma + a * (q - this.queueEwma);
-    this.ttftEwma = Number.isNaN(this.ttftEwma) ? ttftMs : this.ttftEwma + a * (ttftMs - this.ttftEwma);
-    if (this.queueEwma > this.o.toleranceMs) {
-      // Samples admitted before a cut still show its queue; one cut per smoothed TTFT.
-      if (nowMs - this.lastCutAtMs >= Math.max(this.ttftEwma, this.o.toleranceMs)) {
+    const tolerance = Math.max(this.o.toleranceMs, this.o.toleranceFraction * (reference + expected));
+    this.referenceNow = reference;
+    this.toleranceNow = tolerance;
+    if (this.queueEwma > tolerance) {
+      // The requests in flight at a cut were admitted before it: the next cut waits until half a limit of requests
+      // sent after it have reported (a round trip, in Vegas's terms).
+      if (this.sinceCut >= Math.max(MIN_SAMPLES_BETWEEN_CUTS, this.limitValue / 2)) {
         this.limitValue = clamp(this.limitValue * this.o.backoff, this.o.minLimit, this.o.maxLimit);
-        this.lastCutAtMs = nowMs;
+        this.sinceCut = 0;
         this.slowStart = false;
         this.cuts++;
       }
       return;
     }
     const binding = inflightAtDispatch + 1 >= this.limit;
-    if (this.queueEwma < this.o.toleranceMs / 2 && binding) {
-      const step = this.slowStart ? 1 : this.o.increase / this.limitValue;
+    if (binding) {
+      // Slow start: +1 a sample (doubling a round trip); after it, +sqrt(limit) a round trip (Gradient2's queue size).
+      const step = this.slowStart ? 1 : (this.o.increase * Math.sqrt(this.limitValue)) / this.limitValue;
       this.limitValue = clamp(this.limitValue + step, this.o.minLimit, this.o.maxLimit);
     }
   }
@@ -159,9 +191,10 @@ export class AdaptiveLimit {
     return {
       limit: this.limit,
       inflight: this.inflight,
-      batchInflight: this.batchInflight,
       queueMs: this.queueEwma,
       baselineMs: Math.min(this.minCurrent, this.minPrevious),
+      referenceMs: this.referenceNow,
+      toleranceMs: this.toleranceNow,
       slowStart: this.slowStart,
       samples: this.samples,
       cuts: this.cuts,
@@ -189,8 +222,6 @@ export interface ConcurrencyLimiterOptions {
   expectedMs: (model: ModelName, promptTokens: number) => number;
   /** Above this fraction of a model's summed limits, tenants are held to their weighted shares. */
   fairAbove: number;
-  /** The share of a region's limit batch requests may fill. */
-  batchShare: number;
   /** A tenant's weight (API key `weight`; 1 by default). */
   weightOf?: (tenant: string) => number;
 }
@@ -212,7 +243,6 @@ export class ConcurrencyLimiter {
 
   constructor(private readonly o: ConcurrencyLimiterOptions) {
     if (!(o.fairAbove > 0 && o.fairAbove <= 1)) throw new RangeError(`fairAbove must be in (0, 1], got ${o.fairAbove}`);
-    if (!(o.batchShare > 0 && o.batchShare <= 1)) throw new RangeError(`batchShare must be in (0, 1], got ${o.batchShare}`);
   }
 
   /** The limit of (region, model), created on first use. */
@@ -264,11 +294,6 @@ export class ConcurrencyLimiter {
     return this.limit(region, model).hasRoom();
   }
 
-  /** Whether (region, model) has room for one more batch request (its band: batchShare of the limit). */
-  hasBatchRoom(region: RegionName, model: ModelName): boolean {
-    return this.limit(region, model).hasBatchRoom(this.o.batchShare);
-  }
-
   /** Takes an interactive slot in (region, model) for `tenant` with a `promptTokens` prompt. */
   acquire(region: RegionName, model: ModelName, tenant: string, promptTokens: number): ConcurrencySlot {
     const l = this.limit(region, model);
@@ -299,29 +324,16 @@ export class ConcurrencyLimiter {
       },
     };
   }
-
-  /** Takes a batch slot in (region, model); batch requests do not feed the limit. */
-  acquireBatch(region: RegionName, model: ModelName): () => void {
-    const l = this.limit(region, model);
-    l.batchInflight++;
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      l.batchInflight--;
-    };
-  }
 }
 
-/** The least tolerance (ms) a model's limit gets when the configuration names none. */
-export const MIN_TOLERANCE_MS = 25;
+/** The least tolerance (ms) a limit gets when the configuration names no absolute one. */
+export const MIN_TOLERANCE_MS = 10;
 
 /**
- * The limiter `config.router.concurrency` describes, or undefined when `adaptive` is false. Each model's tolerance is
- * `toleranceMs` when set, else its expected inter-token time (router/pace.ts: a decode step at the engine's full
- * batch; a request that arrives when a slot is free waits up to one step before its prefill), at least
- * MIN_TOLERANCE_MS; `maxLimit` is `router.maxInflight`. A model without a performance profile gets 100 ms and no
- * prefill term.
+ * The limiter `config.router.concurrency` describes, or undefined when `adaptive` is false. A limit's tolerance is
+ * `toleranceMs` when set, else `toleranceFraction` of the unloaded TTFT (at least MIN_TOLERANCE_MS); the prefill
+ * term comes from the performance model (router/pace.ts; none for a model without a profile); `maxLimit` is
+ * `router.maxInflight`.
  */
 export function limiterFromConfig(config: TidegateConfig, clock: Clock): ConcurrencyLimiter | undefined {
   const c = config.router.concurrency;
@@ -337,14 +349,19 @@ export function limiterFromConfig(config: TidegateConfig, clock: Clock): Concurr
       minLimit: c.minLimit,
       maxLimit: Math.max(c.initialLimit, config.router.maxInflight),
       backoff: c.backoff,
-      toleranceMs: c.toleranceMs ?? Math.max(MIN_TOLERANCE_MS, pace(model)?.tbtMs ?? 100),
+      stepMs: pace(model)?.stepMs ?? 0,
+      ...(c.toleranceMs === undefined ? { toleranceMs: MIN_TOLERANCE_MS, toleranceFraction: c.toleranceFraction } : { toleranceMs: c.toleranceMs, toleranceFraction: 0 }),
     }),
     expectedMs: (model, promptTokens) => pace(model)?.prefillMs(promptTokens) ?? 0,
     fairAbove: c.fairAbove,
-    batchShare: c.batchShare,
     weightOf: (tenant) => weights.get(tenant) ?? 1,
   });
 }
+
+/** Weight of a new sample in the unqueued reference. */
+const REFERENCE_SMOOTHING = 0.05;
+/** A cut waits for at least this many samples after the previous one. */
+const MIN_SAMPLES_BETWEEN_CUTS = 4;
 
 function clamp(x: number, lo: number, hi: number): number {
   return Math.min(hi, Math.max(lo, x));

@@ -11,7 +11,7 @@
  * streams in test/e2e/live-vs-replay.test.ts; the watchdog now uses the pace only once the region stopped reporting.
  *
  * The slowest over the GPU types the model is served on (its endpoints in `regions[].endpoints`, at
- * `models[].gpusPerInstance` GPUs each), and scaled by `engines.timeScale` for simulated engines. Undefined for a model without a measured profile on any of its GPU types (the watchdog then
+ * `models[].gpusPerInstance` GPUs each), and scaled by `engines.timeScale` (1 unless set: simulated engines, in process or engine-sim behind openai-http, run at it). Undefined for a model without a measured profile on any of its GPU types (the watchdog then
  * falls back to telemetry age and `router.streamStallMs`). Pure: config in, numbers out.
  */
 import type { TidegateConfig } from "../core/config.js";
@@ -26,12 +26,17 @@ export interface TokenPace {
    * request's TTFT that its prompt explains (router/concurrency.ts takes it off the samples).
    */
   prefillMs(tokens: number): number;
+  /**
+   * A decode step at the engine's full batch with 1,024 tokens of context per request (within its KV): how long a
+   * request sent when a slot is free may wait before its prefill starts (router/concurrency.ts).
+   */
+  stepMs: number;
 }
 
 /** The token pace of every configured model that has a profile; `undefined` for the others. */
 export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => TokenPace | undefined {
   const paces = new Map<ModelName, TokenPace>();
-  const scale = config.engines.kind === "sim" ? config.engines.timeScale : 1;
+  const scale = config.engines.timeScale;
   for (const m of config.models) {
     if (MODEL_SPECS[m.name] === undefined) continue;
     let pace: TokenPace | undefined;
@@ -48,10 +53,11 @@ export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => Tok
       const kvTokens = config.engines.models[m.name]?.kvCapacityTokens ?? config.engines.kvCapacityTokens ?? profile.kvCapacityTokens;
       const batch = config.engines.models[m.name]?.maxBatch ?? DEFAULT_MAX_BATCH;
       const tbtMs = profile.decodeIterMs(batch, kvTokens) * scale;
+      const stepMs = profile.decodeIterMs(batch, Math.min(kvTokens, batch * 1024)) * scale;
       const p = profile;
       const prefill = (tokens: number) => p.prefillMs(Math.max(1, tokens)) * scale;
       const prev = pace;
-      pace = prev === undefined ? { tbtMs, prefillMs: prefill } : { tbtMs: Math.max(prev.tbtMs, tbtMs), prefillMs: (t) => Math.max(prev.prefillMs(t), prefill(t)) };
+      pace = prev === undefined ? { tbtMs, prefillMs: prefill, stepMs } : { tbtMs: Math.max(prev.tbtMs, tbtMs), prefillMs: (t) => Math.max(prev.prefillMs(t), prefill(t)), stepMs: Math.max(prev.stepMs, stepMs) };
     }
     if (pace !== undefined) paces.set(m.name, pace);
   }

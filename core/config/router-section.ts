@@ -32,7 +32,7 @@ export interface RouterConfig {
   tenantMaxInflight: number;
   /** Seconds a shed request is told to wait (Retry-After). */
   retryAfterS: number;
-  /** Adaptive concurrency limits per (region, model), tenants' fair shares and batch's band (router/concurrency.ts). */
+  /** Adaptive concurrency limits per (region, model) and tenants' fair shares (router/concurrency.ts). */
   concurrency: ConcurrencyConfig;
 }
 
@@ -43,14 +43,14 @@ export interface ConcurrencyConfig {
   /** Each (region, model)'s limit before any measurement. */
   initialLimit: number;
   minLimit: number;
-  /** Queueing delay (ms) above which a limit is cut; absent: the model's expected inter-token time (router/pace.ts), at least 25 ms. */
+  /** Queueing delay (ms) above which a limit is cut; absent: `toleranceFraction` of the unloaded TTFT, at least 10 ms. */
   toleranceMs?: number;
+  /** Without `toleranceMs`: the queueing delay allowed, as a fraction of the unloaded TTFT (baseline + prefill). */
+  toleranceFraction: number;
   /** The factor of a cut. */
   backoff: number;
   /** Above this fraction of a model's summed limits, tenants are held to their weighted shares. */
   fairAbove: number;
-  /** The share of a region's limit batch requests may fill. */
-  batchShare: number;
 }
 
 /** Reads the `router` object; API keys may name only configured regions (`regionNames`) and models (`modelNames`). */
@@ -88,9 +88,9 @@ function parseConcurrency(rr: ObjectReader): ConcurrencyConfig {
     initialLimit: c.number("initialLimit", 16, { integer: true, min: 1 }),
     minLimit: c.number("minLimit", 2, { integer: true, min: 1 }),
     ...(toleranceMs === undefined ? {} : { toleranceMs }),
+    toleranceFraction: c.number("toleranceFraction", 0.5, { gt: 0, max: 10 }),
     backoff: c.number("backoff", 0.9, { gt: 0, max: 0.99 }),
     fairAbove: c.number("fairAbove", 0.9, { gt: 0, max: 1 }),
-    batchShare: c.number("batchShare", 1, { gt: 0, max: 1 }),
   };
   if (out.minLimit > out.initialLimit) c.fail("minLimit", `must not exceed initialLimit (${out.initialLimit}), got ${out.minLimit}`);
   c.done();

@@ -1,0 +1,302 @@
+/**
+ * bench:overload — does the router shed early and fairly (issue 32, item 1 and "What it must show")? Two regions,
+ * each `tidegate region` (openai-http) in front of two `tidegate engine-sim` processes (llama3.2-3b, max_num_seqs
+ * MAX_BATCH, KV enough for a full batch), and `tidegate global`, on the default configuration (adaptive concurrency
+ * on) with two API keys of equal weight, tenants "a" and "b". Phases, every load open-loop (Poisson arrivals) and
+ * bounded in count and time, loopback only:
+ *
+ *   1. capacity: each engine fed directly by MAX_BATCH closed-loop workers (its whole batch busy) for CAPACITY_S:
+ *      completion tokens/s of the four — the fleet's capacity measured unloaded, with no hop and no queue;
+ *   2. warm-up and unloaded: 0.3 × capacity's request rate through the router for WARMUP_S, then UNLOADED_S measured:
+ *      the unloaded TTFT (p99) and what an unloaded request's TTFT and TPOT are;
+ *   3. overload: 3 × capacity's request rate for OVERLOAD_S, two thirds from tenant a and one third from tenant b
+ *      (both above an equal share, so the split of goodput is the router's doing, not the offered load's);
+ *   4. normal: 0.5 × capacity's rate for NORMAL_S.
+ *
+ * Goodput: output tokens/s, over the overload phase, of its requests that met the SLO — TTFT ≤ max(1,000 ms,
+ * 2 × the unloaded p99) and TPOT ≤ max(100 ms, 2 × the unloaded p99 TPOT) (the configuration's default SLO, as
+ * bench:strategies widens it for a slow model). The JSON line holds (verdicts/overload.ts): goodput ≥ 0.9 ×
+ * capacity; p99 latency of a 429 ≤ 20 ms; admitted p99 TTFT ≤ 2 × unloaded; no engine taken out of service;
+ * the global router's RSS growth ≤ 20% from the start of the overload to the end; TTFT back to normal (1 s windows'
+ * mean ≤ 1.5 × the unloaded mean, no 429) within 5 s of the overload's end; tenants a and b each 0.45–0.55 of
+ * goodput. BENCH_OVERLOAD_SECONDS (overload length), BENCH_OVERLOAD_TIME_SCALE and BENCH_OVERLOAD_CONFIG (JSON merged
+ * into the config's `router`, e.g. '{"concurrency":{"adaptive":false}}' for the fixed-limit arm) change the inputs:
+ * such a run is partial. The last line is one JSON object; exits 0 either way.
+ */
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { Agent, request as httpRequest } from "node:http";
+import { cpus, loadavg, tmpdir, totalmem } from "node:os";
+import { join } from "node:path";
+import { freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
+import { quantile } from "./sse-load.js";
+import { envOverrides, jsonFigure } from "./verdicts/common.js";
+import { OVERLOAD_TARGET as TARGET, overloadChecks, overloadVerdict, recoverySeconds, type OverloadFigures } from "./verdicts/overload.js";
+
+const MODEL = "llama3.2-3b";
+const MAX_BATCH = 16;
+const MAX_TOKENS = 64;
+const TIME_SCALE = Number(process.env.BENCH_OVERLOAD_TIME_SCALE ?? 6);
+const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_SECONDS ?? 60);
+const CAPACITY_S = 15;
+const WARMUP_S = 8;
+const UNLOADED_S = 15;
+const NORMAL_S = 20;
+const SHRUNK = envOverrides(["BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_TIME_SCALE", "BENCH_OVERLOAD_CONFIG"]);
+const REGIONS = ["r-a", "r-b"] as const;
+const ENGINES_PER_REGION = 2;
+const PROMPT = "Tell me about the tides and the moon, and why they rise and fall twice a day. ".repeat(6);
+const KEYS = { a: "tg-bench-tenant-a-key", b: "tg-bench-tenant-b-key" } as const;
+type Tenant = keyof typeof KEYS;
+/** The longest any request may take (bounded loads). */
+const REQUEST_TIMEOUT_MS = 30_000;
+
+const agent = new Agent({ keepAlive: true, maxSockets: 4096 });
+
+/** One request's record. */
+interface Sample {
+  phase: string;
+  tenant: Tenant;
+  startMs: number;
+  status: number;
+  /** Time to the response (429) or to the first token (200), ms; NaN when neither came. */
+  ttftMs: number;
+  /** Mean time per output token after the first (ms). */
+  tpotMs: number;
+  tokens: number;
+}
+
+/** Sends one streaming completion and records it; never rejects. */
+function send(base: string, tenant: Tenant | undefined, phase: string): Promise<Sample> {
+  const t0 = performance.now();
+  const startMs = Date.now();
+  const body = JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: MAX_TOKENS, stream: true });
+  const url = new URL(`${base}/v1/completions`);
+  return new Promise((resolve) => {
+    const s: Sample = { phase, tenant: tenant ?? "a", startMs, status: 0, ttftMs: Number.NaN, tpotMs: Number.NaN, tokens: 0 };
+    let firstAt = 0;
+    let lastAt = 0;
+    const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
+    if (tenant !== undefined) headers.authorization = `Bearer ${KEYS[tenant]}`;
+    const req = httpRequest({ agent, host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers }, (res) => {
+      s.status = res.statusCode ?? 0;
+      if (s.status !== 200) {
+        s.ttftMs = performance.now() - t0;
+        res.resume();
+        res.on("end", () => resolve(s));
+        return;
+      }
+      let tail = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        // A token chunk: `"text":"` followed by its text (the finish chunk's text is empty). A match is counted once
+        // the character after it has arrived (so it never lies in the kept tail).
+        const text = tail + chunk;
+        let at = text.indexOf('"text":"');
+        while (at !== -1 && at + 8 < text.length) {
+          if (text[at + 8] !== '"') {
+            const now = performance.now();
+            if (s.tokens === 0) {
+              firstAt = now;
+              s.ttftMs = now - t0;
+            }
+            lastAt = now;
+            s.tokens++;
+          }
+          at = text.indexOf('"text":"', at + 8);
+        }
+        tail = text.slice(-8);
+      });
+      res.on("end", () => {
+        if (s.tokens > 1) s.tpotMs = (lastAt - firstAt) / (s.tokens - 1);
+        resolve(s);
+      });
+      res.on("error", () => resolve(s));
+    });
+    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error("timeout")));
+    req.on("error", () => resolve(s));
+    req.end(body);
+  });
+}
+
+/**
+ * Open-loop Poisson arrivals at `ratePerS` for `seconds` (seeded), each from a tenant `pick()` gives; resolves with
+ * every request's record once all have ended (each bounded by REQUEST_TIMEOUT_MS).
+ */
+async function openLoop(base: string, phase: string, ratePerS: number, seconds: number, pick: (i: number) => Tenant, seed: number): Promise<Sample[]> {
+  let x = seed >>> 0 || 1;
+  const rand = () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return ((x >>> 0) + 0.5) / 4294967296;
+  };
+  const pending: Promise<Sample>[] = [];
+  const t0 = performance.now();
+  let due = 0;
+  for (let i = 0; ; i++) {
+    due += (-Math.log(rand()) / ratePerS) * 1000;
+    if (due > seconds * 1000) break;
+    const wait = t0 + due - performance.now();
+    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
+    pending.push(send(base, pick(i), phase));
+  }
+  return Promise.all(pending);
+}
+
+/** Completion tokens/s of every engine fed directly by MAX_BATCH closed-loop workers each for `seconds`. */
+async function capacity(engineUrls: readonly string[], seconds: number): Promise<{ tokensPerS: number; requestsPerS: number }> {
+  const end = performance.now() + seconds * 1000;
+  let tokens = 0;
+  let requests = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    engineUrls.flatMap((u) =>
+      Array.from({ length: MAX_BATCH }, async () => {
+        while (performance.now() < end) {
+          const r = await send(u, undefined, "capacity");
+          if (r.status !== 200) throw new Error(`engine ${u} answered ${r.status}`);
+          tokens += r.tokens;
+          requests++;
+        }
+      }),
+    ),
+  );
+  const wall = (performance.now() - t0) / 1000;
+  return { tokensPerS: tokens / wall, requestsPerS: requests / wall };
+}
+
+function rssKiB(pid: number): number {
+  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  return m === null ? Number.NaN : Number(m[1]);
+}
+
+function mean(xs: readonly number[]): number {
+  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-overload-"));
+  const regions: Proc[] = [];
+  try {
+    console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}; node ${process.version}`);
+    const engineArgs = ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--tp", "2", "--port", "0", "--time-scale", String(TIME_SCALE), "--max-batch", String(MAX_BATCH)];
+    const engines = await Promise.all(Array.from({ length: REGIONS.length * ENGINES_PER_REGION }, (_, i) => spawnTidegate(`engine-sim ${i}`, engineArgs, /(http:\/\/127\.0\.0\.1:\d+)/)));
+    const engineUrls = engines.map((e) => e.match[1]!);
+    const ports = await Promise.all(REGIONS.map(() => freePort()));
+    const configFile = join(dir, "bench.json");
+    const routerExtra = process.env.BENCH_OVERLOAD_CONFIG === undefined ? {} : (JSON.parse(process.env.BENCH_OVERLOAD_CONFIG) as object);
+    writeFileSync(
+      configFile,
+      JSON.stringify({
+        models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+        regions: REGIONS.map((name, i) => ({ name, proximity: REGIONS.filter((o) => o !== name), grpcAddress: `127.0.0.1:${ports[i]}`, gpus: [{ type: "h100-80gb", count: 2 * ENGINES_PER_REGION }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: ENGINES_PER_REGION }] })),
+        router: { port: 0, apiKeys: [{ key: KEYS.a, tenant: "a" }, { key: KEYS.b, tenant: "b" }], ...routerExtra },
+        queue: { backend: "embedded", dataDir: join(dir, "data") },
+        controller: { actuator: "static" },
+        engines: { kind: "openai-http", timeScale: TIME_SCALE, models: { [MODEL]: { maxBatch: MAX_BATCH } }, urls: Object.fromEntries(REGIONS.map((r, i) => [`${r}/${MODEL}`, engineUrls.slice(i * ENGINES_PER_REGION, (i + 1) * ENGINES_PER_REGION)])) },
+      }),
+    );
+    for (const r of REGIONS) regions.push(await spawnTidegate(`region ${r}`, ["region", "--config", configFile, "--region", r, "--log-level", "warn"], /grpc \S+ metrics/));
+    const global = await spawnTidegate("global", ["global", "--config", configFile, "--port", "0", "--log-level", "warn"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
+    const base = global.match[1]!;
+    for (const r of REGIONS) {
+      const deadline = Date.now() + 30_000;
+      while (!((await (await fetch(`${base}/healthz`)).json()) as { regions: Record<string, { available: boolean }> }).regions[r]?.available) {
+        if (Date.now() > deadline) throw new Error(`region ${r} not available`);
+        await new Promise((res) => setTimeout(res, 100));
+      }
+    }
+
+    const cap = await capacity(engineUrls, CAPACITY_S);
+    console.log(`capacity (4 engines fed directly, ${MAX_BATCH} streams each, ${CAPACITY_S} s): ${cap.tokensPerS.toFixed(0)} tokens/s, ${cap.requestsPerS.toFixed(1)} requests/s`);
+    const both = (i: number): Tenant => (i % 2 === 0 ? "a" : "b");
+    await openLoop(base, "warmup", 0.3 * cap.requestsPerS, WARMUP_S, both, 1);
+    const unloaded = (await openLoop(base, "unloaded", 0.3 * cap.requestsPerS, UNLOADED_S, both, 2)).filter((s) => s.status === 200);
+    const unloadedTtft = unloaded.map((s) => s.ttftMs);
+    const unloadedTpot = unloaded.map((s) => s.tpotMs).filter(Number.isFinite);
+    const unloadedP99 = quantile(unloadedTtft, 0.99);
+    const sloTtftMs = Math.max(1000, 2 * unloadedP99);
+    const sloTpotMs = Math.max(100, 2 * quantile(unloadedTpot, 0.99));
+    console.log(`unloaded (${unloaded.length} requests at 0.3 × capacity): TTFT mean ${mean(unloadedTtft).toFixed(1)} ms, p99 ${unloadedP99.toFixed(1)} ms; TPOT p99 ${quantile(unloadedTpot, 0.99).toFixed(1)} ms; SLO TTFT ≤ ${sloTtftMs.toFixed(0)} ms, TPOT ≤ ${sloTpotMs.toFixed(0)} ms`);
+
+    const rssBefore = rssKiB(global.child.pid!);
+    const overStart = Date.now();
+    // Two thirds of the arrivals from tenant a, one third from b.
+    const overloadP = openLoop(base, "overload", 3 * cap.requestsPerS, OVERLOAD_S, (i) => (i % 3 === 2 ? "b" : "a"), 3);
+    await new Promise((r) => setTimeout(r, OVERLOAD_S * 1000));
+    const overEnd = Date.now();
+    const normal = await openLoop(base, "normal", 0.5 * cap.requestsPerS, NORMAL_S, both, 4);
+    const overload = await overloadP;
+    const rssAfter = rssKiB(global.child.pid!);
+
+    const meets = (s: Sample) => s.status === 200 && s.tokens === MAX_TOKENS && s.ttftMs <= sloTtftMs && s.tpotMs <= sloTpotMs;
+    const admitted = overload.filter((s) => s.status === 200);
+    const shed = overload.filter((s) => s.status === 429);
+    const other = overload.filter((s) => s.status !== 200 && s.status !== 429);
+    const goodTokens = (t: Tenant) => overload.filter((s) => s.tenant === t && meets(s)).reduce((a, s) => a + s.tokens, 0);
+    const tenantGoodput: [number, number] = [goodTokens("a"), goodTokens("b")];
+    // Goodput over the overload's length (requests admitted late in it finish after it; their tokens count).
+    const goodputTokensPerS = (tenantGoodput[0] + tenantGoodput[1]) / ((overEnd - overStart) / 1000);
+    const ejectedLines = regions.flatMap((p) => p.output().split("\n").filter((l) => /taken out of service|ejected/i.test(l)));
+    const windows: string[] = [];
+    for (let w = 0; w < 8; w++) {
+      const inW = normal.filter((s) => s.startMs >= overEnd + w * 1000 && s.startMs < overEnd + (w + 1) * 1000);
+      windows.push(`${mean(inW.filter((s) => s.status === 200).map((s) => s.ttftMs)).toFixed(0)}${inW.some((s) => s.status !== 200) ? "!" : ""}`);
+    }
+    console.log(`normal phase, mean TTFT per 1 s window from the overload's end (ms; ! = a request not served): ${windows.join(" ")}`);
+    const recoveryS = recoverySeconds(
+      normal.map((s) => ({ startMs: s.startMs, ttftMs: s.ttftMs, shed: s.status !== 200 })),
+      overEnd,
+      1.5 * mean(unloadedTtft),
+    );
+    const figures: OverloadFigures = {
+      capacityTokensPerS: cap.tokensPerS,
+      goodputTokensPerS,
+      shedP99Ms: shed.length === 0 ? Number.NaN : quantile(shed.map((s) => s.ttftMs), 0.99),
+      admittedTtftP99Ms: quantile(admitted.map((s) => (Number.isNaN(s.ttftMs) ? Number.POSITIVE_INFINITY : s.ttftMs)), 0.99),
+      unloadedTtftP99Ms: unloadedP99,
+      ejected: ejectedLines.length,
+      rssGrowth: (rssAfter - rssBefore) / rssBefore,
+      recoveryS,
+      tenantGoodput,
+      shed: shed.length,
+    };
+    console.log(`overload (${OVERLOAD_S} s at 3 × capacity, tenants a:b offered 2:1): ${overload.length} requests, ${admitted.length} admitted, ${shed.length} shed (429), ${other.length} other`);
+    console.log(`  goodput ${goodputTokensPerS.toFixed(0)} tokens/s (${(goodputTokensPerS / cap.tokensPerS).toFixed(3)} × capacity); admitted TTFT p50 ${quantile(admitted.map((s) => s.ttftMs), 0.5).toFixed(1)} ms, p99 ${figures.admittedTtftP99Ms.toFixed(1)} ms; 429 latency p50 ${quantile(shed.map((s) => s.ttftMs), 0.5).toFixed(2)} ms, p99 ${figures.shedP99Ms.toFixed(2)} ms`);
+    console.log(`  tenant goodput a ${tenantGoodput[0]} tokens, b ${tenantGoodput[1]} tokens; engines taken out of service: ${ejectedLines.length}${ejectedLines.length > 0 ? ` (${ejectedLines[0]!.slice(0, 200)})` : ""}`);
+    console.log(`normal (${NORMAL_S} s at 0.5 × capacity): ${normal.filter((s) => s.status === 200).length} ok, ${normal.filter((s) => s.status === 429).length} shed; TTFT back to normal after ${recoveryS} s; global RSS ${(rssBefore / 1024).toFixed(1)} → ${(rssAfter / 1024).toFixed(1)} MiB`);
+    const limits = (await (await fetch(`${base}/metrics`)).text()).split("\n").filter((l) => l.startsWith("tidegate_router_concurrency_") || l.startsWith("tidegate_router_shed_total{model=\"llama3.2-3b\""));
+    console.log(`router: ${limits.join("; ")}`);
+    const checks = overloadChecks(figures);
+    for (const c of checks) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.check}: ${jsonFigure(c.value)} (target ${c.limit})`);
+    const verdict = overloadVerdict(figures, SHRUNK);
+    console.log(
+      JSON.stringify({
+        bench: "overload",
+        capacityTokensPerS: jsonFigure(cap.tokensPerS, 1),
+        goodputRatio: jsonFigure(goodputTokensPerS / cap.tokensPerS),
+        shedP99Ms: jsonFigure(figures.shedP99Ms, 2),
+        admittedTtftP99Ms: jsonFigure(figures.admittedTtftP99Ms, 1),
+        unloadedTtftP99Ms: jsonFigure(unloadedP99, 1),
+        ejected: figures.ejected,
+        rssGrowth: jsonFigure(figures.rssGrowth),
+        recoveryS: jsonFigure(recoveryS, 1),
+        tenantShareA: jsonFigure(tenantGoodput[0] / Math.max(1, tenantGoodput[0] + tenantGoodput[1])),
+        shed: shed.length,
+        admitted: admitted.length,
+        other: other.length,
+        target: TARGET,
+        ...verdict,
+      }),
+    );
+  } catch (err) {
+    for (const p of regions) console.error(p.output().split("\n").slice(-20).join("\n"));
+    console.log(JSON.stringify({ bench: "overload", error: err instanceof Error ? err.message.split("\n")[0] : String(err), target: TARGET, met: false }));
+  } finally {
+    agent.destroy();
+    await stopAll();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,98 @@
+/**
+ * bench:overload's verdict (issue 32, "What it must show"): pure, from the figures the bench measured.
+ */
+import { atLeast, atMost, ratio, verdictOf, type Check, type Verdict } from "./common.js";
+
+export const OVERLOAD_TARGET = {
+  /** Goodput (output tokens/s of requests meeting the SLO) during the overload over the capacity measured unloaded. */
+  goodputRatio: 0.9,
+  /** p99 latency of a 429 (ms). */
+  shedP99Ms: 20,
+  /** p99 TTFT of admitted interactive requests during the overload over the unloaded p99. */
+  admittedTtftP99Ratio: 2,
+  /** Engines taken out of service during the run. */
+  ejected: 0,
+  /** The global router's RSS growth over the run. */
+  rssGrowth: 0.2,
+  /** Seconds after the overload ends until TTFT is back to normal. */
+  recoveryS: 5,
+  /** Each of the two equal-weight tenants' share of goodput during the overload. */
+  tenantShareMin: 0.45,
+  tenantShareMax: 0.55,
+} as const;
+
+export interface OverloadFigures {
+  /** Completion tokens/s the engines serve fed directly at their batch size. */
+  capacityTokensPerS: number;
+  /** Output tokens/s of overload-phase requests that met the SLO. */
+  goodputTokensPerS: number;
+  /** p99 of 429 responses' latency (ms); NaN when none was shed. */
+  shedP99Ms: number;
+  /** p99 TTFT of admitted requests in the overload (ms), and of the unloaded phase. */
+  admittedTtftP99Ms: number;
+  unloadedTtftP99Ms: number;
+  /** Engines taken out of service (region log lines). */
+  ejected: number;
+  /** (RSS at the end − RSS before the overload) / RSS before. */
+  rssGrowth: number;
+  /** Seconds from the end of the overload until every later window's TTFT is back to normal; +Infinity: never. */
+  recoveryS: number;
+  /** Goodput tokens of tenant a and b during the overload. */
+  tenantGoodput: [number, number];
+  /** Overload-phase requests answered 429. */
+  shed: number;
+}
+
+/** The checks; an unshed overload (no 429 at all) fails the 429 latency check (NaN). */
+export function overloadChecks(f: OverloadFigures): Check[] {
+  const T = OVERLOAD_TARGET;
+  const goodput = ratio(f.goodputTokensPerS, f.capacityTokensPerS);
+  const ttft = ratio(f.admittedTtftP99Ms, f.unloadedTtftP99Ms);
+  const total = f.tenantGoodput[0] + f.tenantGoodput[1];
+  const shareA = total > 0 ? f.tenantGoodput[0] / total : Number.NaN;
+  const shareB = total > 0 ? f.tenantGoodput[1] / total : Number.NaN;
+  return [
+    { check: "goodput over unloaded capacity", value: goodput, limit: T.goodputRatio, ok: atLeast(goodput, T.goodputRatio) },
+    { check: "p99 latency of a 429 (ms)", value: f.shedP99Ms, limit: T.shedP99Ms, ok: f.shed > 0 && atMost(f.shedP99Ms, T.shedP99Ms) },
+    { check: "admitted p99 TTFT over unloaded", value: ttft, limit: T.admittedTtftP99Ratio, ok: atMost(ttft, T.admittedTtftP99Ratio) },
+    { check: "engines ejected", value: f.ejected, limit: T.ejected, ok: atMost(f.ejected, T.ejected) },
+    { check: "router RSS growth", value: f.rssGrowth, limit: T.rssGrowth, ok: atMost(f.rssGrowth, T.rssGrowth) },
+    { check: "TTFT back to normal after the overload (s)", value: f.recoveryS, limit: T.recoveryS, ok: atMost(f.recoveryS, T.recoveryS) },
+    { check: "tenant a's share of goodput", value: shareA, limit: T.tenantShareMin, ok: atLeast(shareA, T.tenantShareMin) && atMost(shareA, T.tenantShareMax) },
+    { check: "tenant b's share of goodput", value: shareB, limit: T.tenantShareMin, ok: atLeast(shareB, T.tenantShareMin) && atMost(shareB, T.tenantShareMax) },
+  ];
+}
+
+export function overloadVerdict(f: OverloadFigures, shrunk: readonly string[] = []): Verdict {
+  return verdictOf(overloadChecks(f), shrunk);
+}
+
+/**
+ * Seconds from `endMs` until TTFT is back to normal: requests are put in `windowMs` windows by their start (from
+ * `endMs` on); the answer is the start of the first window from which every window with requests has its mean TTFT
+ * ≤ `normalMs` and no 429 — +Infinity when the last window with requests is not normal, NaN when none started.
+ */
+export function recoverySeconds(samples: readonly { startMs: number; ttftMs: number; shed: boolean }[], endMs: number, normalMs: number, windowMs = 1000): number {
+  const windows = new Map<number, { sum: number; n: number; shed: boolean }>();
+  for (const s of samples) {
+    if (s.startMs < endMs) continue;
+    const w = Math.floor((s.startMs - endMs) / windowMs);
+    const cur = windows.get(w) ?? { sum: 0, n: 0, shed: false };
+    if (s.shed) cur.shed = true;
+    else {
+      cur.sum += s.ttftMs;
+      cur.n++;
+    }
+    windows.set(w, cur);
+  }
+  if (windows.size === 0) return Number.NaN;
+  const keys = [...windows.keys()].sort((a, b) => a - b);
+  let firstGood: number | undefined;
+  for (const k of keys) {
+    const w = windows.get(k)!;
+    const good = !w.shed && (w.n === 0 || w.sum / w.n <= normalMs);
+    if (good) firstGood ??= k;
+    else firstGood = undefined;
+  }
+  return firstGood === undefined ? Number.POSITIVE_INFINITY : (firstGood * windowMs) / 1000;
+}

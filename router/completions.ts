@@ -19,6 +19,7 @@ import { ValidationError } from "../core/validate.js";
 import { authenticate, mayUseModel, modelForbidden } from "./auth.js";
 import { readJsonBody } from "./body.js";
 import { NO_REGION, UNKNOWN_MODEL, type RouterMetrics } from "./metrics.js";
+import { ChunkWriter } from "./chunk-writer.js";
 import { dispatchWithRetry, type OpenedStream } from "./relay.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog } from "./watchdog.js";
@@ -170,20 +171,6 @@ export function sendError(res: ServerResponse, err: TidegateError, extraHeaders:
   res.end(body);
 }
 
-/** Resolves when `res` can take more data (drain) or is gone (close); never rejects. */
-function drained(res: ServerResponse): Promise<void> {
-  return new Promise((resolve) => {
-    if (res.destroyed) return resolve();
-    const done = () => {
-      res.off("drain", done);
-      res.off("close", done);
-      resolve();
-    };
-    res.on("drain", done);
-    res.on("close", done);
-  });
-}
-
 async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormatter, s: OpenedStream, includeUsage: boolean, outcome: Outcome, signal: AbortSignal): Promise<void> {
   res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-tidegate-region": s.region, "x-request-id": fmt.id });
   let head = fmt.roleChunk();
@@ -192,10 +179,11 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
   let lastNs = process.hrtime.bigint();
   // Bound once per stream: observe() with a labels object hashes the labels on every token.
   const tbt = deps.metrics.tbtSeconds.labels({ model: outcome.model, region: s.region });
+  const out = new ChunkWriter(res);
   try {
     while (event !== undefined) {
       if (signal.aborted) throw signal.reason;
-      let out: string;
+      let chunk: string;
       if (event.type === "token") {
         if (tokens > 0) {
           const nowNs = process.hrtime.bigint();
@@ -204,13 +192,13 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
           lastNs = nowNs;
         } else lastNs = process.hrtime.bigint();
         tokens += event.tokens;
-        out = head + fmt.textChunk(event.text);
+        chunk = head + fmt.textChunk(event.text);
       } else {
-        out = head + fmt.finishChunk(event.finishReason) + (includeUsage ? fmt.usageChunk(event.usage) : "") + ChunkFormatter.DONE;
+        chunk = head + fmt.finishChunk(event.finishReason) + (includeUsage ? fmt.usageChunk(event.usage) : "") + ChunkFormatter.DONE;
       }
       head = "";
       const finished = event.type === "done";
-      if (!res.write(out)) await drained(res);
+      if (!out.write(chunk)) await out.drained();
       if (finished) break;
       const next: IteratorResult<EngineEvent> = await s.next();
       event = next.done ? undefined : next.value;

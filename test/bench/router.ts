@@ -10,9 +10,11 @@
  * bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (10 ms ticks) for each
  * relaying process: global and region, and nginx's two workers.
  *
- * Targets (issue 15 item 10): tidegate's throughput ≥ 0.97× nginx's; tidegate's added median TTFT at 32 streams
- * ≤ 5× nginx's added median; ≤ 0.5 ms added median TTFT for one stream at a time; ≤ 10 µs CPU per relayed token in
- * each of the global and region processes. Also printed: the throughput ratio against the engine alone, p99, and
+ * Targets (verdicts/router.ts). Issue 15 item 10: tidegate's throughput ≥ 0.97× nginx's; tidegate's added median
+ * TTFT at 32 streams ≤ 5× nginx's added median; ≤ 0.5 ms added median TTFT for one stream at a time; ≤ 10 µs CPU per
+ * relayed token in each of the global and region processes. Issue 32 item 8: each tidegate hop's CPU per relayed
+ * token ≤ 1.5× arm P's same hop in the same round (median of the per-round ratios), and ≤ 1 ms added median TTFT
+ * for one stream through the two hops. Also printed: the throughput ratio against the engine alone, p99, and
  * (call-cost.ts) the CPU of one gRPC Dispatch call and of one HTTP/1.1 request in call setup alone, and arm P's
  * figures (`nodePipe`) beside tidegate's.
  * The last line printed is one JSON object (with `met` and, on failure, `error`); the process exits 0 either way.
@@ -27,7 +29,8 @@ import { NON_TOKEN_EVENTS, quantile, runLoad, type LoadResult } from "./sse-load
 import { packageVersion as version } from "./common.js";
 import { nginxBinary, startNginxHops, type NginxHops } from "./nginx.js";
 import { startNodePipeHops } from "./node-pipe.js";
-import { envOverrides, verdictOf } from "./verdicts/common.js";
+import { envOverrides, jsonFigure, ratio, verdictOf } from "./verdicts/common.js";
+import { ROUTER_TARGET, routerChecks } from "./verdicts/router.js";
 
 const MODEL = "llama3.2-3b";
 const CONCURRENCY = 32;
@@ -43,7 +46,7 @@ const REQUESTS_PER_WORKER = Number(process.env.BENCH_REQUESTS_PER_WORKER ?? 4);
 const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 2048);
 /** Settings that change what a run measures: such a run is partial (met false). */
 const SHRUNK = envOverrides(["BENCH_ROUNDS", "BENCH_REQUESTS_PER_WORKER", "BENCH_WARMUP_REQUESTS"]);
-const TARGET = { throughputVsNginx: 0.97, addedTtftP50VsNginx: 5, addedTtftP50MsSingleStream: 0.5, cpuUsPerTokenPerHop: 10 };
+const TARGET = ROUTER_TARGET;
 
 
 async function waitAvailable(routerUrl: string, region: string, timeoutMs: number): Promise<void> {
@@ -94,6 +97,8 @@ interface Arm {
 }
 const newArm = (procs: string[]): Arm => ({ ratioVsDirect: [], addedP50: [], addedP99: [], single: [], cpu: Object.fromEntries(procs.map((p) => [p, []])) });
 const med = (xs: number[], digits: number) => Number(quantile(xs, 0.5).toFixed(digits));
+/** The median of `xs`, or NaN when any is NaN (a round without a figure) or there are none. */
+const medOrNaN = (xs: number[], digits: number) => (xs.length === 0 || xs.some((x) => Number.isNaN(x)) ? Number.NaN : med(xs, digits));
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-router-"));
@@ -112,7 +117,9 @@ async function main(): Promise<void> {
     const config = {
       models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
       regions: [{ name: "bench", grpcAddress: `127.0.0.1:${grpcPort}`, gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 1 }] }],
-      router: { host: "127.0.0.1", port: 0 },
+      // The adaptive concurrency limit (router/concurrency.ts, on by default, initial limit 16) would shed part of
+      // this fixed 32-stream load with 429s: this bench measures the relay, at a load the engine serves, so it is off.
+      router: { host: "127.0.0.1", port: 0, concurrency: { adaptive: false } },
       engines: { kind: "openai-http", urls: { [`bench/${MODEL}`]: [engineUrl] } },
     };
     const configFile = join(dir, "bench.json");
@@ -151,6 +158,8 @@ async function main(): Promise<void> {
     const fmtCpu = (c: Record<string, number>, keys: string[]) => keys.map((k) => `${k} ${c[k]!.toFixed(1)}`).join(", ");
     const arms = { nginx: newArm(["nginxHop1", "nginxHop2"]), pipe: newArm(["pipeHop1", "pipeHop2"]), tidegate: newArm(["engine", "region", "global"]) };
     const vsNginx: number[] = [];
+    /** Each round's tidegate CPU per token over arm P's same hop: global / P's hop 1, region / P's hop 2. */
+    const vsPipe = { global: [] as number[], region: [] as number[] };
     const cpuDirect: number[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
       const ca = cpuNow();
@@ -175,12 +184,15 @@ async function main(): Promise<void> {
         for (const k of Object.keys(arm.cpu)) arm.cpu[k]!.push(cpu[k]!);
       }
       vsNginx.push(b.tokensPerS / n.tokensPerS);
+      vsPipe.global.push(ratio(cpuB.global!, cpuP.pipeHop1!));
+      vsPipe.region.push(ratio(cpuB.region!, cpuP.pipeHop2!));
       console.log(`round ${round}: ${describeRound("A direct  ", a)}`);
       console.log(`round ${round}: ${describeRound("N nginx   ", n)}`);
       console.log(`round ${round}: ${describeRound("P node pipe", p)}`);
       console.log(`round ${round}: ${describeRound("B tidegate", b)}`);
       console.log(`round ${round}: CPU µs per token (10 ms ticks) — N: ${fmtCpu(cpuN, ["nginxHop1", "nginxHop2"])}; P: ${fmtCpu(cpuP, ["pipeHop1", "pipeHop2"])}; B: ${fmtCpu(cpuB, ["engine", "region", "global"])}; load average ${loadavg()[0]!.toFixed(2)}`);
       console.log(`round ${round}: B CPU µs per token split — ${["region", "global"].map((k, i) => `${k} user ${(((splitAfter[i]!.user - splitBefore[i]!.user) * 1e6) / Math.max(1, b.tokens)).toFixed(1)} sys ${(((splitAfter[i]!.sys - splitBefore[i]!.sys) * 1e6) / Math.max(1, b.tokens)).toFixed(1)}`).join(", ")}`);
+      console.log(`round ${round}: tidegate CPU per token over node pipe's same hop: global ${vsPipe.global.at(-1)!.toFixed(2)}, region ${vsPipe.region.at(-1)!.toFixed(2)}`);
       console.log(`round ${round}: throughput tidegate/nginx ${(b.tokensPerS / n.tokensPerS).toFixed(3)}; added TTFT p50 nginx ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, tidegate ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms`);
     }
     // Latency without self-induced queueing: one stream at a time, alternating A N P B, 3 rounds of 40 requests.
@@ -210,16 +222,12 @@ async function main(): Promise<void> {
       addedTtftP50MsSingleStream: med(t.single, 3),
       nginxAddedTtftP50MsSingleStream: med(nx.single, 3),
       cpuUsPerToken: { global: med(t.cpu.global!, 1), region: med(t.cpu.region!, 1), engine: med(t.cpu.engine!, 1), nginxHop1: med(nx.cpu.nginxHop1!, 1), nginxHop2: med(nx.cpu.nginxHop2!, 1), engineDirect: med(cpuDirect, 1) },
+      // NaN (a round with no pipe CPU measured) sorts as a number would not: any NaN round makes the figure NaN.
+      cpuVsNodePipe: { global: medOrNaN(vsPipe.global, 3), region: medOrNaN(vsPipe.region, 3) },
+      failedStreams: failures,
     };
-    const checks = {
-      throughput: figures.throughputVsNginx >= TARGET.throughputVsNginx,
-      // nginx's added median can be ≤ 0 within noise: then tidegate's must be too (5 × a non-positive figure).
-      addedTtft32Streams: figures.addedTtftP50Ms <= TARGET.addedTtftP50VsNginx * Math.max(0, figures.nginxAddedTtftP50Ms),
-      addedTtftSingleStream: figures.addedTtftP50MsSingleStream <= TARGET.addedTtftP50MsSingleStream,
-      cpuGlobal: figures.cpuUsPerToken.global <= TARGET.cpuUsPerTokenPerHop,
-      cpuRegion: figures.cpuUsPerToken.region <= TARGET.cpuUsPerTokenPerHop,
-      noFailedStreams: failures === 0,
-    };
+    const checks = routerChecks(figures, TARGET);
+    for (const c of checks.filter((x) => !x.ok)) console.log(`target missed: ${c.check} = ${jsonFigure(c.value)} (limit ${jsonFigure(c.limit)})`);
     const result = {
       bench: "router",
       ...figures,
@@ -234,10 +242,10 @@ async function main(): Promise<void> {
       loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
       rounds: ROUNDS,
       streamsPerRound: CONCURRENCY * REQUESTS_PER_WORKER,
-      failedStreams: failures,
       path: "global --gRPC mux--> region --HTTP(openai-http)--> engine-sim vs nginx --> nginx --> engine-sim vs node pipe --> node pipe --> engine-sim vs engine-sim",
       target: TARGET,
-      checks,
+      cpuVsNodePipe: { global: jsonFigure(figures.cpuVsNodePipe.global), region: jsonFigure(figures.cpuVsNodePipe.region) },
+      checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value), limit: jsonFigure(c.limit) })),
       ...verdictFields(checks),
     };
     console.log(JSON.stringify(result));
@@ -248,10 +256,10 @@ async function main(): Promise<void> {
   }
 }
 
-/** met and, for a partial run, what shrank it (verdicts/common.ts). */
-function verdictFields(checks: Record<string, boolean>): { met: boolean; partial?: true; shrunk?: string[] } {
+/** met, the checks missed and, for a partial run, what shrank it (verdicts/common.ts). */
+function verdictFields(checks: readonly { check: string; ok: boolean }[]): { met: boolean; missed?: string[]; partial?: true; shrunk?: string[] } {
   const v = verdictOf(checks, SHRUNK);
-  return { met: v.met, ...(v.partial === true ? { partial: true, shrunk: v.shrunk } : {}) };
+  return { met: v.met, ...(v.missed.length > 0 ? { missed: v.missed } : {}), ...(v.partial === true ? { partial: true, shrunk: v.shrunk } : {}) };
 }
 
 main().catch(async (err: unknown) => {

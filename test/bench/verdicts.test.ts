@@ -11,6 +11,7 @@ import { atLeast, atMost, envOverrides, ratio, verdictOf } from "./verdicts/comm
 import { dataplaneMet } from "./verdicts/dataplane.js";
 import { keystageChecks, type KeystageArm } from "./verdicts/keystage.js";
 import { replayChecks, type ReplayFigures } from "./verdicts/replay.js";
+import { routerChecks, type RouterFigures } from "./verdicts/router.js";
 import { scaleoutChecks } from "./verdicts/scaleout.js";
 import { cheapestMeeting, costAtSloChecks, frontierJudgement, recoversNoLater, type ArmFigures, type FrontierPoint, type WeekFigures } from "./verdicts/strategies.js";
 
@@ -235,5 +236,51 @@ describe("bench:scaleout and bench:dataplane", () => {
     expect(dataplaneMet(f, target)).toBe(true);
     expect(dataplaneMet({ ...f, multicast: { N2: all.N2 } }, target)).toBe(false);
     expect(dataplaneMet({ ...f, shrunk: ["DATAPLANE_NODES=2,4,8"] }, target)).toBe(false);
+  });
+});
+
+describe("bench:router", () => {
+  const good: RouterFigures = {
+    throughputVsNginx: 0.99,
+    addedTtftP50Ms: 2,
+    nginxAddedTtftP50Ms: 1,
+    addedTtftP50MsSingleStream: 0.4,
+    cpuUsPerToken: { global: 9, region: 9.5 },
+    cpuVsNodePipe: { global: 1.2, region: 1.4 },
+    failedStreams: 0,
+  };
+  const missed = (f: RouterFigures) => routerChecks(f).filter((c) => !c.ok).map((c) => c.check);
+
+  it("meets every target, and each figure over its limit fails its own check only", () => {
+    expect(missed(good)).toEqual([]);
+    expect(verdictOf(routerChecks(good)).met).toBe(true);
+    expect(missed({ ...good, cpuVsNodePipe: { global: 1.51, region: 1.4 } })).toEqual(["cpuGlobalVsNodePipe"]);
+    expect(missed({ ...good, cpuVsNodePipe: { global: 1.2, region: 1.6 } })).toEqual(["cpuRegionVsNodePipe"]);
+    expect(missed({ ...good, cpuUsPerToken: { global: 11, region: 9 } })).toEqual(["cpuGlobal"]);
+    expect(missed({ ...good, throughputVsNginx: 0.96 })).toEqual(["throughput"]);
+    expect(missed({ ...good, failedStreams: 1 })).toEqual(["noFailedStreams"]);
+  });
+
+  it("one stream 0.5–1 ms added misses issue 15's target only; over 1 ms misses issue 32's too", () => {
+    expect(missed({ ...good, addedTtftP50MsSingleStream: 0.8 })).toEqual(["addedTtftSingleStream"]);
+    expect(missed({ ...good, addedTtftP50MsSingleStream: 1.2 })).toEqual(["addedTtftSingleStream", "addedTtftSingleStreamTwoHops"]);
+  });
+
+  it("a ratio to arm P that was not measured (NaN: P's CPU read 0 ticks) or is infinite fails", () => {
+    expect(missed({ ...good, cpuVsNodePipe: { global: Number.NaN, region: 1.4 } })).toEqual(["cpuGlobalVsNodePipe"]);
+    expect(missed({ ...good, cpuVsNodePipe: { global: 1.2, region: Number.POSITIVE_INFINITY } })).toEqual(["cpuRegionVsNodePipe"]);
+    expect(missed({ ...good, addedTtftP50MsSingleStream: Number.NaN })).toEqual(["addedTtftSingleStream", "addedTtftSingleStreamTwoHops"]);
+  });
+
+  it("nginx's added TTFT at or under zero asks tidegate's to be at or under zero; an unmeasured one fails", () => {
+    expect(missed({ ...good, nginxAddedTtftP50Ms: -0.3, addedTtftP50Ms: 0.1 })).toEqual(["addedTtft32Streams"]);
+    expect(missed({ ...good, nginxAddedTtftP50Ms: -0.3, addedTtftP50Ms: -0.1 })).toEqual([]);
+    expect(missed({ ...good, nginxAddedTtftP50Ms: Number.NaN })).toEqual(["addedTtft32Streams"]);
+  });
+
+  it("a shrunk run is partial and not met even when every check holds", () => {
+    const v = verdictOf(routerChecks(good), envOverrides(["BENCH_ROUNDS"], { BENCH_ROUNDS: "1" }));
+    expect(v.met).toBe(false);
+    expect(v.partial).toBe(true);
   });
 });

@@ -36,6 +36,24 @@ describe("SSE and metrics parsing", () => {
     expect(parseChunk('{"error":{"message":"boom","code":"internal"}}')).toEqual({ kind: "error", message: "boom", code: "internal" });
   });
 
+  it("decodes multi-byte characters split at any byte, a leading byte-order mark dropped, as one decoder would", () => {
+    const enc = new TextEncoder();
+    const text = 'data: {"choices":[{"index":0,"text":"é — 漢字 🌊","finish_reason":null}]}\n\ndata: {"choices":[{"index":0,"text":"ü","finish_reason":null}]}\n\n';
+    const bytes = enc.encode("\uFEFF" + text);
+    for (let cut = 1; cut < bytes.length; cut++) {
+      const s = new SseSplitter();
+      const events = [...s.push(bytes.subarray(0, cut)), ...s.push(bytes.subarray(cut))];
+      expect(events.map(parseChunk), `cut at ${cut}`).toEqual([
+        { kind: "text", text: "é — 漢字 🌊" },
+        { kind: "text", text: "ü" },
+      ]);
+    }
+    // Bytes that are not UTF-8 become U+FFFD on either path.
+    const s = new SseSplitter();
+    const bad = [...s.push(enc.encode("data: x\n\n")), ...s.push(Uint8Array.from([0x64, 0x61, 0x74, 0x61, 0x3a, 0x20, 0xff, 0x0a, 0x0a]))];
+    expect(bad).toEqual(["x", "\uFFFD"]);
+  });
+
   it("sums a metric over its label sets and ignores longer names", () => {
     const text = [
       "# HELP vllm:num_requests_running x",

@@ -13,26 +13,46 @@ export type SseChunk =
   | { kind: "done" }
   | { kind: "other" };
 
-/** Splits a byte stream into SSE event payloads (the joined `data:` lines of each event). */
+/**
+ * Splits a byte stream into SSE event payloads (the joined `data:` lines of each event). Hot path (one call per
+ * token of every stream): a chunk that ends in an ASCII byte while the decoder holds no partial character is
+ * decoded in one native call (`Buffer#toString`, which cannot leave a character unfinished there) instead of the
+ * streaming TextDecoder, and `\r\n\r\n` separators are looked for only once the stream has sent a `\r`.
+ */
 export class SseSplitter {
   private buf = "";
   private readonly decoder = new TextDecoder();
+  /**
+   * True while the decoder may hold the first bytes of a character (its last chunk ended in a non-ASCII byte); true
+   * at the start, so that the first chunk goes through the decoder, which drops a leading byte-order mark.
+   */
+  private partial = true;
+  /** True once a `\r` arrived: CRLF separators are possible from then on. */
+  private crlfSeen = false;
 
   /** Feeds bytes; returns the complete events' data payloads in order. */
   push(bytes: Uint8Array): string[] {
-    this.buf += this.decoder.decode(bytes, { stream: true });
+    const n = bytes.length;
+    let text: string;
+    if (!this.partial && n > 0 && bytes[n - 1]! < 0x80) text = Buffer.from(bytes.buffer, bytes.byteOffset, n).toString("utf8");
+    else {
+      text = this.decoder.decode(bytes, { stream: true });
+      this.partial = n > 0 && bytes[n - 1]! >= 0x80;
+    }
+    if (!this.crlfSeen && text.includes("\r")) this.crlfSeen = true;
+    this.buf = this.buf.length === 0 ? text : this.buf + text;
     const out: string[] = [];
     for (;;) {
       let end = this.buf.indexOf("\n\n");
       let sepLen = 2;
-      const crlf = this.buf.indexOf("\r\n\r\n");
+      const crlf = this.crlfSeen ? this.buf.indexOf("\r\n\r\n") : -1;
       if (crlf !== -1 && (end === -1 || crlf < end)) {
         end = crlf;
         sepLen = 4;
       }
       if (end === -1) return out;
       const event = this.buf.slice(0, end);
-      this.buf = this.buf.slice(end + sepLen);
+      this.buf = end + sepLen === this.buf.length ? "" : this.buf.slice(end + sepLen);
       const data = dataOf(event);
       if (data !== undefined) out.push(data);
     }

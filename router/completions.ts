@@ -109,7 +109,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         kvBytes: requestKvBytes(parsed.model, parsed.promptTokens, parsed.maxTokens),
         signal: client.signal,
         ...(deps.watchdog === undefined ? {} : { watchdog: deps.watchdog }),
-        ...(deps.limiter === undefined ? {} : { concurrency: { limiter: deps.limiter, tenant: caller.tenant, retryAfterS: deps.config.router.retryAfterS } }),
+        ...(deps.limiter === undefined ? {} : { concurrency: { limiter: deps.limiter, tenant: caller.tenant, retryAfterS: deps.config.router.retryAfterS, queueMs: deps.config.router.concurrency.queueMs } }),
         onRetry: (failed, err) => {
           deps.metrics.retries.inc({ model: parsed.model, region: failed });
           deps.logger.warn("router: region failed before the first token; trying the next", { model: parsed.model, region: failed, err });

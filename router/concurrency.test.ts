@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../core/clock.js";
 import { parseConfig } from "../core/config.js";
-import { FakeRegionLink } from "../test/helpers/fake-link.js";
+import { FakeRegionLink, modelTelemetry } from "../test/helpers/fake-link.js";
 import { ShedError } from "./admission.js";
 import { AdaptiveLimit, ConcurrencyLimiter, DEFAULT_ADAPTIVE, limiterFromConfig, type AdaptiveLimitOptions } from "./concurrency.js";
 import { dispatchWithRetry } from "./relay.js";
@@ -20,28 +20,82 @@ describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
     expect(l.limit).toBe(12);
   });
 
-  it("a queue above the tolerance cuts by the backoff, then waits for half a limit of samples; after slow start, +sqrt(limit) a limit of samples", () => {
+  it("a queue above the tolerance cuts by the backoff, then waits for half the requests in flight to report; after slow start the limit grows, fast far below the last queue, slowly near it", () => {
     const l = new AdaptiveLimit(OPTS);
+    l.inflight = 10;
     l.onSample(0, 30, 0, 0); // sent far below the limit: the reference is 30
-    l.onSample(100, 80, 0, 9); // q = 50 > 20: cut 10 → 9
+    l.onSample(100, 55, 0, 9); // q = 25 > 20: cut 10 → 9
     expect(l.limit).toBe(9);
+    expect(l.state()).toMatchObject({ cuts: 1, slowStart: false });
+    for (let i = 1; i <= 4; i++) l.onSample(100 + i, 55, 0, 9); // samples 1-4 after the cut: no second cut yet
     expect(l.state().cuts).toBe(1);
-    expect(l.state().slowStart).toBe(false);
-    for (let i = 1; i <= 4; i++) l.onSample(100 + i, 80, 0, 9); // samples 1-4 after the cut: no second cut yet
-    expect(l.state().cuts).toBe(1);
-    l.onSample(110, 80, 0, 9); // the 5th (≥ max(4, 9 / 2)): cut 9 → 8.1
+    l.onSample(110, 55, 0, 9); // the 5th (≥ max(4, min(9, 10) / 2)): cut 9 → 8.1
     expect(l.state().cuts).toBe(2);
     expect(l.limit).toBe(8);
-    // No queue and the limit binding: +sqrt(8.1) / 8.1 ≈ 0.35 a sample.
+    // Near where the queue was seen (9 × 0.9 = 8.1 is not below 8.1): +increase (2) / limit a binding sample.
     l.onSample(200, 30, 0, 100);
-    l.onSample(201, 30, 0, 100);
-    expect(l.limit).toBe(8); // 8.1 + 0.35 + 0.35 (the EWMA is 0 at once: smoothing 1)
-    l.onSample(202, 30, 0, 100);
-    expect(l.limit).toBe(9);
+    expect(l.limit).toBe(8); // 8.1 + 0.25
+    for (let i = 0; i < 3; i++) l.onSample(201 + i, 30, 0, 100);
+    expect(l.limit).toBe(9); // 8.1 + 4 × ~0.24
+    // Far below it (a halving by a report): +sqrt(limit) / limit a sample.
+    const f = new AdaptiveLimit({ ...OPTS, initialLimit: 64, maxLimit: 64 });
+    f.inflight = 64;
+    f.onQueueReport(10, 5);
+    f.onQueueReport(10, 5); // at most halved: 32, the queue seen at 64
+    expect(f.limit).toBe(32);
+    for (let i = 0; i < 6; i++) f.onSample(i, 30, 0, 40); // +sqrt(32) / 32 ≈ 0.18 a sample
+    expect(f.limit).toBe(33);
+  });
+
+  it("a report of two or more waiting, twice in a row while the limit binds, brings the limit to what runs + 1 (at most halved); not while the region scales", () => {
+    const r = new AdaptiveLimit({ ...OPTS, initialLimit: 40 });
+    r.inflight = 40; // the router holds the region at its limit
+    r.onQueueReport(32, 0); // nothing waiting: no change
+    r.onQueueReport(32, 5); // waiting once
+    expect(r.limit).toBe(40);
+    r.onQueueReport(32, 5); // twice in a row: the engines are full at 32
+    expect(r.limit).toBe(33);
+    expect(r.state()).toMatchObject({ slowStart: false, cuts: 1 });
+    r.onQueueReport(35, 2); // never raised by a report
+    r.onQueueReport(35, 2);
+    expect(r.limit).toBe(33);
+    r.inflight = 33;
+    r.onQueueReport(3, 9); // the third report in a row with a queue: at most halved
+    expect(r.limit).toBe(16);
+    const one = new AdaptiveLimit({ ...OPTS, initialLimit: 40 });
+    one.inflight = 40;
+    for (let i = 0; i < 5; i++) one.onQueueReport(30, 1); // one waiting: a request between two engine steps
+    expect(one.limit).toBe(40);
+    const idle = new AdaptiveLimit({ ...OPTS, initialLimit: 40 });
+    idle.inflight = 5; // far from the limit: waiting requests are the engines' own business
+    idle.onQueueReport(4, 3);
+    idle.onQueueReport(4, 3);
+    expect(idle.limit).toBe(40);
+    const scaling = new AdaptiveLimit({ ...OPTS, initialLimit: 40 });
+    scaling.inflight = 40;
+    scaling.onQueueReport(32, 5, true);
+    scaling.onQueueReport(32, 5, true);
+    expect(scaling.limit).toBe(40); // instances loading: the queue is expected to drain onto them
+    scaling.onSample(0, 30, 0, 0);
+    scaling.onSample(1, 500, 0, 39); // a queue, but the region scales: hold
+    expect(scaling.state().cuts).toBe(0);
+  });
+
+  it("the ceiling from telemetry sets the limit, bounds its growth and moves it in proportion", () => {
+    const l = new AdaptiveLimit({ ...OPTS, initialLimit: 100, maxLimit: 4096 });
+    l.setCeiling(32);
+    expect(l.limit).toBe(32);
+    l.onSample(0, 30, 0, 31); // binding, slow start: would grow, but not past the ceiling
+    expect(l.limit).toBe(32);
+    l.setCeiling(64); // twice the instances
+    expect(l.limit).toBe(64);
+    l.setCeiling(16);
+    expect(l.limit).toBe(16);
   });
 
   it("a constant overhead is baseline, not queue; the prompt's prefill is taken off", () => {
     const l = new AdaptiveLimit(OPTS);
+    l.inflight = 9;
     for (let i = 0; i < 5; i++) l.onSample(i * 10, 45, 0, 9); // overhead 45 every time: q = 0
     expect(l.state().cuts).toBe(0);
     expect(l.state().baselineMs).toBe(45);
@@ -122,7 +176,8 @@ describe("ConcurrencyLimiter: regions and tenants' shares", () => {
     h.acquire("east", "m", "a", 10);
     expect(h.refusal("m", "heavy", ["east"])).toBeUndefined();
     h.acquire("east", "m", "heavy", 10);
-    expect(h.refusal("m", "heavy", ["east"])).toBe("concurrency");
+    expect(h.refusal("m", "heavy", ["east"])).toBe("tenant_share"); // full, and beyond its share: shed at once
+    expect(h.refusal("m", "a", ["east"])).toBe("concurrency"); // full, within its share (2 < 2.5): may wait
     // Below fairAbove, anyone is admitted (work-conserving).
     slots[0]!.release();
     slots[1]!.release();
@@ -131,11 +186,48 @@ describe("ConcurrencyLimiter: regions and tenants' shares", () => {
     expect(c.limit("east", "m").inflight).toBe(7);
   });
 
+  it("a full model queues requests within their shares for queueMs; a freed slot goes to the tenant with the fewest in flight; the queue stays within the slots expected to free", async () => {
+    const clock = new VirtualClock(0);
+    const c = new ConcurrencyLimiter({ clock, limitFor: () => ({ ...OPTS, initialLimit: 4, minLimit: 1, maxLimit: 4 }), expectedMs: () => 0, fairAbove: 1 });
+    const a1 = c.acquire("east", "m", "a", 10);
+    c.acquire("east", "m", "a", 10);
+    c.acquire("east", "m", "a", 10);
+    c.acquire("east", "m", "b", 10);
+    expect(c.refusal("m", "b", ["east"])).toBe("concurrency");
+    expect(c.mayWait("m", 100)).toBe(true); // no releases measured yet: one may wait
+    const forA = c.waitForRoom("m", "a", ["east"], 100);
+    const forB = c.waitForRoom("m", "b", ["east"], 100);
+    expect(c.waiting("m")).toBe(2);
+    expect(c.mayWait("m", 100)).toBe(false);
+    a1.release(); // b has 1 in flight, a 2: the slot goes to b
+    expect(await forB).toBe(true);
+    expect(c.waiting("m")).toBe(1);
+    await clock.advanceTo(100);
+    expect(await forA).toBe(false); // nothing freed for it in 100 ms
+    expect(c.waiting("m")).toBe(0);
+    // An aborted wait ends at once.
+    const ac = new AbortController();
+    const gone = c.waitForRoom("m", "a", ["east"], 100, ac.signal);
+    ac.abort();
+    expect(await gone).toBe(false);
+  });
+
+  it("telemetry reaches the limit of its region and model only", () => {
+    const c = limiter(() => ({ ...OPTS, initialLimit: 20 }));
+    c.limit("east", "m");
+    c.limit("west", "m");
+    for (let i = 0; i < 20; i++) c.acquire("east", "m", "t", 10);
+    for (const seq of [1, 2]) c.onTelemetry({ region: "east", seq, atMs: 0, models: [{ ...modelTelemetry("m", 0.9), running: 12, waiting: 3 }, { ...modelTelemetry("other", 0.9), running: 1, waiting: 9 }] });
+    expect(c.limit("east", "m").limit).toBe(13); // running + 1
+    expect(c.limit("west", "m").limit).toBe(20);
+    expect(c.limit("east", "other").limit).toBe(20); // its report had only one waiting the first time: no cut
+  });
+
   it("limiterFromConfig: on by default with the model's pace as tolerance; off with adaptive false; weights from API keys", () => {
     const base = { models: [{ name: "llama3.2-3b", gpusPerInstance: { "h100-80gb": 2 } }], regions: [{ name: "east", gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: "llama3.2-3b", gpu: "h100-80gb", instances: 1 }] }] };
     const on = limiterFromConfig(parseConfig({ ...base, router: { apiKeys: [{ key: "k".repeat(12), tenant: "gold", weight: 4 }] } }), new VirtualClock(0))!;
     expect(on).toBeDefined();
-    expect(on.limit("east", "llama3.2-3b").limit).toBe(16);
+    expect(on.limit("east", "llama3.2-3b").limit).toBe(4096); // router.maxInflight until a queue is seen
     expect(limiterFromConfig(parseConfig({ ...base, router: { concurrency: { adaptive: false } } }), new VirtualClock(0))).toBeUndefined();
     expect(() => parseConfig({ ...base, router: { concurrency: { backoff: 1.5 } } })).toThrow(/backoff/);
     expect(() => parseConfig({ ...base, router: { concurrency: { initialLimt: 3 } } })).toThrow(/initialLimt/);
@@ -172,7 +264,7 @@ describe("dispatch under adaptive limits", () => {
         req: { id: `r${Math.random()}`, model: "m", kind: "completion", promptTokens: 5, maxTokens: 3, priority: 0, body: {} },
         clientRegion: "east",
         signal: new AbortController().signal,
-        concurrency: { limiter, tenant, retryAfterS: 1 },
+        concurrency: { limiter, tenant, retryAfterS: 1, queueMs: 0 },
       });
     return { east, west, limiter, open };
   }

@@ -14,21 +14,34 @@
  *   that requests queued at an engine cannot raise it; before any such request, the minimum + half a step;
  * - the difference `q`, smoothed, is the queueing delay. Its tolerance is the larger of `toleranceMs` and
  *   `toleranceFraction` × the request's unloaded TTFT (reference + prefill).
- * Then:
- * - `q` above the tolerance: the limit is cut by `backoff` (0.9); the next cut waits until half a limit of requests
- *   sent after it have reported (the requests in flight at a cut were admitted before it: a round trip);
- * - otherwise, while the limit binds (the request was sent with the limit full): it grows by one per sample until the
- *   first cut (slow start), then by `increase` × sqrt(limit) per limit's worth of samples (Gradient2's queue size).
+ * A limit starts at `initialLimit` (by default `router.maxInflight`) and, from the region's first telemetry on, at its
+ * ceiling: the most its engines can run at once (serving and loading instances × `engines.models.<m>.maxBatch`, vLLM's
+ * max_num_seqs, 256 by default); the limit never exceeds the ceiling and moves in proportion when it changes (scaling).
+ * So nothing is shed before the engines are full or a queue has been seen. Then:
+ * - `q` above the tolerance: the limit is cut by `backoff` (0.9); the next cut waits until half of the requests in
+ *   flight have been followed by requests sent after it (a round trip, in Vegas's terms);
+ * - otherwise, while the limit binds (the request was sent with at least 90% of the limit in flight): it grows by one per sample until the
+ *   first cut (slow start); after it, by sqrt(limit) per limit's worth of samples while more than one backoff below
+ *   where a queue was last seen, and by `increase` (2) per limit's worth near it (Vegas probes by one a round trip;
+ *   CUBIC likewise slows near its last maximum).
+ * - The queue is also seen directly: each region's telemetry reports the model's requests running and waiting at its
+ *   engines; with two or more waiting in two reports in a row while the limit binds, the engines are full at
+ *   `running`, and the limit is brought down to `running` + 1 at once (at most halved).
+ * - While the region reports instances of the model loading or provisioning, the limit holds: the queue is expected to
+ *   drain onto them (live scaling serves within seconds), and shedding then would hide demand from the autoscaler.
  * It stays within [minLimit, maxLimit]; `router.maxInflight` remains the router-wide ceiling (admission.ts).
  *
  * A region at its limit is passed over by the region walk (relay.ts), so its traffic spills to the next region in
  * SageServe §6.2's preference order; when every region of the model is at its limit the request is shed.
  *
- * **Fair shares** (llm-d flow control's per-tenant fairness; concurrency-limits' partitioned limits): while a model's
- * interactive requests in flight are at or above `fairAbove` of the sum of its available regions' limits, a tenant is
- * admitted only below its weighted share of that sum among the tenants with requests in flight, so a tenant beyond
- * its share is shed first and an overloaded fleet serves tenants in proportion to their weights (API key `weight`, 1
- * by default). Below `fairAbove` any tenant is admitted (work-conserving).
+ * **Fair shares** (llm-d flow control's per-tenant fairness and its queues; concurrency-limits' partitioned limits):
+ * while a model's interactive requests in flight are at or above `fairAbove` of the sum of its available regions'
+ * limits, a tenant at or beyond its weighted share of that sum (among the tenants with requests in flight) is shed at
+ * once. A tenant within its share that finds every region full (or others already waiting) waits up to `queueMs` for
+ * a slot, if fewer are waiting than slots freed in `queueMs` at the last second's rate (else it is shed at once: it
+ * would only time out); freed slots go to the waiting tenant with the fewest requests in flight for its weight, so an overloaded
+ * fleet serves tenants in proportion to their weights (API key `weight`, 1 by default) without holding slots idle for
+ * them. Below `fairAbove` any tenant is admitted (work-conserving).
  *
  * **Batch** is not counted here: the dispatcher sends batch requests only into the room a region reports (router/
  * dispatch, SageServe §6.3), and engines schedule interactive requests ahead of batch (priority 0 first), so the
@@ -40,7 +53,9 @@
 import type { Clock } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
 import type { ModelName, RegionName } from "../core/models.js";
+import type { RegionTelemetry } from "../core/ports.js";
 import { tokenPaceFrom } from "./pace.js";
+import { DEFAULT_MAX_BATCH } from "../core/perf/model.js";
 
 /** Which limit shed a request: a region's adaptive limit (all regions full), or the tenant's fair share. */
 export type ConcurrencyShed = "concurrency" | "tenant_share";
@@ -59,7 +74,7 @@ export interface AdaptiveLimitOptions {
   toleranceFraction: number;
   /** Factor applied on a cut (0 < backoff < 1). */
   backoff: number;
-  /** After slow start the limit grows by `increase` × sqrt(limit) per limit's worth of samples. */
+  /** Near where a queue was last seen, the limit grows by `increase` per limit's worth of samples. */
   increase: number;
   /** The engine's decode step (ms): a request sent when a slot is free waits up to one before its prefill. */
   stepMs: number;
@@ -76,10 +91,10 @@ export const DEFAULT_ADAPTIVE: AdaptiveLimitOptions = {
   toleranceMs: 10,
   toleranceFraction: 0.5,
   backoff: 0.9,
-  increase: 1,
+  increase: 2,
   stepMs: 0,
   baselineWindowMs: 30_000,
-  smoothing: 0.2,
+  smoothing: 0.1,
 };
 
 /** The state of one limit, for metrics, logs and tests. */
@@ -115,6 +130,14 @@ export class AdaptiveLimit {
   /** Mean overhead of samples sent far below the limit; NaN before the first. */
   private unqueuedEwma = Number.NaN;
   private unqueuedCount = 0;
+  /** The engines' capacity from telemetry (setCeiling); undefined before the first report. */
+  private ceiling: number | undefined;
+  /** The limit when a queue was last seen (before the cut it caused); Infinity before any. */
+  private queuedAt = Number.POSITIVE_INFINITY;
+  /** The last report had instances of the model loading or provisioning in the region (see onQueueReport). */
+  private scaling = false;
+  /** Telemetry reports in a row with requests waiting while the limit binds. */
+  private queuedReports = 0;
   private referenceNow = Number.NaN;
   private samples = 0;
   private cuts = 0;
@@ -169,9 +192,12 @@ export class AdaptiveLimit {
     this.referenceNow = reference;
     this.toleranceNow = tolerance;
     if (this.queueEwma > tolerance) {
-      // The requests in flight at a cut were admitted before it: the next cut waits until half a limit of requests
-      // sent after it have reported (a round trip, in Vegas's terms).
-      if (this.sinceCut >= Math.max(MIN_SAMPLES_BETWEEN_CUTS, this.limitValue / 2)) {
+      // While the region brings up instances of the model its queue is expected to drain: hold.
+      if (this.scaling) return;
+      // The requests in flight at a cut were admitted before it: the next cut waits until half of them have been
+      // followed by requests sent after it (a round trip, in Vegas's terms).
+      if (this.sinceCut >= Math.max(MIN_SAMPLES_BETWEEN_CUTS, Math.min(this.limitValue, this.inflight) / 2)) {
+        this.queuedAt = this.limitValue;
         this.limitValue = clamp(this.limitValue * this.o.backoff, this.o.minLimit, this.o.maxLimit);
         this.sinceCut = 0;
         this.slowStart = false;
@@ -179,11 +205,59 @@ export class AdaptiveLimit {
       }
       return;
     }
-    const binding = inflightAtDispatch + 1 >= this.limit;
+    // The limit binds when the request was sent with it (nearly) full: within BINDING of it, where tenants' shares
+    // start to shed (an application-limited flow does not grow its window: Netflix's `inflight * 2 < limit` rule).
+    const binding = inflightAtDispatch + 1 >= BINDING * this.limit;
     if (binding) {
-      // Slow start: +1 a sample (doubling a round trip); after it, +sqrt(limit) a round trip (Gradient2's queue size).
-      const step = this.slowStart ? 1 : (this.o.increase * Math.sqrt(this.limitValue)) / this.limitValue;
-      this.limitValue = clamp(this.limitValue + step, this.o.minLimit, this.o.maxLimit);
+      // Slow start: +1 a sample (doubling a round trip). After it, +sqrt(limit) a round trip while more than one
+      // backoff below where a queue was last seen (back quickly after a deep cut), else +`increase` a round trip
+      // (Vegas: probe slowly where the queue begins; CUBIC likewise slows near its last maximum).
+      const far = this.limitValue < this.queuedAt * this.o.backoff;
+      const step = this.slowStart ? 1 : far ? Math.sqrt(this.limitValue) / this.limitValue : this.o.increase / this.limitValue;
+      this.limitValue = clamp(this.limitValue + step, this.o.minLimit, this.ceiling ?? this.o.maxLimit);
+    }
+  }
+
+  /**
+   * The region's own report of the model's engines (telemetry). Requests waiting at the engines while the router holds
+   * the region at its limit mean the engines are full at `running`; seen in two reports in a row, at least
+   * MIN_WAITING each time (a request that arrived since the engine's last step waits for its next one and reads as
+   * waiting), the limit is brought down to `running` + 1 at once (at most halved), without waiting for the queued
+   * requests' first tokens. Ends slow start. With `scaling` (instances of the model loading or provisioning in the region) the limit holds until
+   * a report without: the queue is expected to drain onto them (live scaling serves within seconds).
+   */
+  onQueueReport(running: number, waiting: number, scaling = false): void {
+    this.scaling = scaling;
+    const binding = this.inflight + 1 >= this.limit;
+    if (!(waiting >= MIN_WAITING) || !(running >= 0) || !binding || scaling) {
+      this.queuedReports = 0;
+      return;
+    }
+    if (++this.queuedReports < 2) return;
+    this.slowStart = false;
+    const cap = clamp(Math.max(running + 1, this.limitValue * MAX_CUT), this.o.minLimit, this.o.maxLimit);
+    if (cap < this.limitValue) {
+      this.queuedAt = this.limitValue;
+      this.limitValue = cap;
+      this.sinceCut = 0;
+      this.cuts++;
+    }
+  }
+
+  /**
+   * The most the region's engines can run at once (serving and loading instances × max_num_seqs, from its telemetry).
+   * The first one sets the limit (before it, `initialLimit`); a change moves the limit in proportion (new instances
+   * serve the queue) and the limit never exceeds it.
+   */
+  setCeiling(ceiling: number): void {
+    if (!(ceiling >= 1) || ceiling === this.ceiling) return;
+    const c = clamp(ceiling, this.o.minLimit, this.o.maxLimit);
+    const prev = this.ceiling;
+    this.ceiling = c;
+    if (prev === undefined) this.limitValue = c;
+    else {
+      this.limitValue = clamp((this.limitValue * c) / prev, this.o.minLimit, c);
+      if (Number.isFinite(this.queuedAt)) this.queuedAt = (this.queuedAt * c) / prev;
     }
   }
 
@@ -222,8 +296,18 @@ export interface ConcurrencyLimiterOptions {
   expectedMs: (model: ModelName, promptTokens: number) => number;
   /** Above this fraction of a model's summed limits, tenants are held to their weighted shares. */
   fairAbove: number;
+  /** A model's max_num_seqs per instance (the ceiling's unit); absent: no ceiling from telemetry. */
+  maxBatchOf?: (model: ModelName) => number;
   /** A tenant's weight (API key `weight`; 1 by default). */
   weightOf?: (tenant: string) => number;
+}
+
+/** A request waiting for a slot (ConcurrencyLimiter.waitForRoom). */
+interface Waiter {
+  tenant: string;
+  regions: readonly RegionName[];
+  /** Ends the wait (idempotent in effect: removes itself, cancels its timer). */
+  done(ok: boolean): void;
 }
 
 /** A slot a request holds in one (region, model) limit; `release` is idempotent. */
@@ -240,6 +324,10 @@ export class ConcurrencyLimiter {
   private readonly tenants = new Map<ModelName, Map<string, number>>();
   /** model → interactive requests in flight over all regions. */
   private readonly modelInflight = new Map<ModelName, number>();
+  /** model → slots released in the current second (from `startMs`) and in the last whole one. */
+  private readonly releases = new Map<ModelName, { startMs: number; count: number; lastCount: number }>();
+  /** model → requests waiting for a slot (waitForRoom), in arrival order. */
+  private readonly waiters = new Map<ModelName, Waiter[]>();
 
   constructor(private readonly o: ConcurrencyLimiterOptions) {
     if (!(o.fairAbove > 0 && o.fairAbove <= 1)) throw new RangeError(`fairAbove must be in (0, 1], got ${o.fairAbove}`);
@@ -266,8 +354,9 @@ export class ConcurrencyLimiter {
 
   /**
    * Whether `tenant` may send one more interactive request for `model`, given the regions that may serve it: undefined
-   * when it may, else why not ("concurrency": every region at its limit; "tenant_share": the tenant is beyond its share
-   * while the model is near its limits).
+   * when it may now; "tenant_share" when the tenant is beyond its weighted share while the model is near its limits
+   * (shed at once); "concurrency" when every region is at its limit, or requests wait for a slot already (it may wait
+   * for one: `waitForRoom`).
    */
   refusal(model: ModelName, tenant: string, regions: readonly RegionName[]): ConcurrencyShed | undefined {
     let sum = 0;
@@ -277,16 +366,110 @@ export class ConcurrencyLimiter {
       sum += l.limit;
       if (l.hasRoom()) room = true;
     }
-    if (!room) return "concurrency";
+    const full = !room || this.waiting(model) > 0;
     const total = this.modelInflight.get(model) ?? 0;
-    if (total < this.o.fairAbove * sum) return undefined;
+    if (total < this.o.fairAbove * sum) return full ? "concurrency" : undefined;
+    // Shares matter only between tenants: alone, a tenant's share is the whole.
+    const perTenant = this.tenants.get(model);
+    const others = perTenant !== undefined && [...perTenant.keys()].some((t) => t !== tenant);
+    const beyond = others && (perTenant.get(tenant) ?? 0) >= this.shareOf(model, tenant, sum);
+    return beyond ? "tenant_share" : full ? "concurrency" : undefined;
+  }
+
+  /**
+   * Waits up to `maxWaitMs` for a slot in one of `regions` (a tenant within its share when the model is full): slots
+   * are handed, as they free, to the waiting tenant with the fewest requests in flight for its weight (fair queuing,
+   * as llm-d's flow control orders tenants). Resolves true when one is free for this request, false on the deadline or
+   * when `signal` aborts.
+   */
+  waitForRoom(model: ModelName, tenant: string, regions: readonly RegionName[], maxWaitMs: number, signal?: AbortSignal): Promise<boolean> {
+    return new Promise((resolve) => {
+      let list = this.waiters.get(model);
+      if (list === undefined) this.waiters.set(model, (list = []));
+      const w: Waiter = {
+        tenant,
+        regions,
+        done: (ok) => {
+          timer.cancel();
+          signal?.removeEventListener("abort", onAbort);
+          const l = this.waiters.get(model);
+          const i = l?.indexOf(w) ?? -1;
+          if (i >= 0) l!.splice(i, 1);
+          resolve(ok);
+        },
+      };
+      const onAbort = () => w.done(false);
+      const timer = this.o.clock.after(maxWaitMs, () => w.done(false));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      list.push(w);
+    });
+  }
+
+  /** Requests waiting for a slot of `model` now. */
+  waiting(model: ModelName): number {
+    return this.waiters.get(model)?.length ?? 0;
+  }
+
+  /**
+   * Whether one more request may wait up to `maxWaitMs` for a slot of `model`: the queue stays within the slots
+   * expected to free in that time (the releases of the last whole second × the wait; at least one), so a request that
+   * would only time out is shed at once instead.
+   */
+  mayWait(model: ModelName, maxWaitMs: number): boolean {
+    const r = this.releases.get(model);
+    const now = this.o.clock.now();
+    const perS = r === undefined ? 0 : now - r.startMs < 2000 ? r.lastCount : 0;
+    return this.waiting(model) < Math.max(1, Math.floor((perS * maxWaitMs) / 1000));
+  }
+
+  private shareOf(model: ModelName, tenant: string, sum: number): number {
     const perTenant = this.tenants.get(model);
     const weightOf = this.o.weightOf ?? (() => 1);
-    const mine = perTenant?.get(tenant) ?? 0;
     let weights = weightOf(tenant);
     if (perTenant !== undefined) for (const [t, n] of perTenant) if (t !== tenant && n > 0) weights += weightOf(t);
-    const share = (sum * weightOf(tenant)) / weights;
-    return mine < share ? undefined : "tenant_share";
+    return (sum * weightOf(tenant)) / weights;
+  }
+
+  private countRelease(model: ModelName): void {
+    const now = this.o.clock.now();
+    let r = this.releases.get(model);
+    if (r === undefined) this.releases.set(model, (r = { startMs: now, count: 0, lastCount: 0 }));
+    if (now - r.startMs >= 1000) {
+      r.lastCount = now - r.startMs < 2000 ? r.count : 0;
+      r.count = 0;
+      r.startMs = now;
+    }
+    r.count++;
+  }
+
+  /** A slot of (region, model) freed: hands it to the waiter whose tenant has the fewest in flight for its weight. */
+  private wake(region: RegionName, model: ModelName): void {
+    const list = this.waiters.get(model);
+    if (list === undefined || list.length === 0 || !this.limit(region, model).hasRoom()) return;
+    const perTenant = this.tenants.get(model);
+    const weightOf = this.o.weightOf ?? (() => 1);
+    let best: Waiter | undefined;
+    let bestLoad = Number.POSITIVE_INFINITY;
+    for (const w of list) {
+      if (!w.regions.includes(region)) continue;
+      const load = (perTenant?.get(w.tenant) ?? 0) / weightOf(w.tenant);
+      if (load < bestLoad) {
+        best = w;
+        bestLoad = load;
+      }
+    }
+    best?.done(true);
+  }
+
+  /** A region's telemetry: each model's engines' capacity (`setCeiling`) and queue (`onQueueReport`). */
+  onTelemetry(t: RegionTelemetry): void {
+    for (const m of t.models) {
+      const l = this.limit(t.region, m.model);
+      const serving = m.endpoints.reduce((sum, e) => sum + e.servingInstances, 0);
+      const loading = m.instances.loading + m.instances.provisioning;
+      if (this.o.maxBatchOf !== undefined) l.setCeiling((serving + loading) * this.o.maxBatchOf(m.model));
+      l.onQueueReport(m.running, m.waiting, loading > 0);
+    }
   }
 
   /** Whether (region, model) has room for one more interactive request. */
@@ -321,6 +504,8 @@ export class ConcurrencyLimiter {
         const n = (perTenant.get(tenant) ?? 1) - 1;
         if (n <= 0) perTenant.delete(tenant);
         else perTenant.set(tenant, n);
+        this.countRelease(model);
+        this.wake(region, model);
       },
     };
   }
@@ -345,9 +530,9 @@ export function limiterFromConfig(config: TidegateConfig, clock: Clock): Concurr
     clock,
     limitFor: (model) => ({
       ...DEFAULT_ADAPTIVE,
-      initialLimit: c.initialLimit,
+      initialLimit: c.initialLimit ?? config.router.maxInflight,
       minLimit: c.minLimit,
-      maxLimit: Math.max(c.initialLimit, config.router.maxInflight),
+      maxLimit: Math.max(c.initialLimit ?? 1, config.router.maxInflight),
       backoff: c.backoff,
       stepMs: pace(model)?.stepMs ?? 0,
       ...(c.toleranceMs === undefined ? { toleranceMs: MIN_TOLERANCE_MS, toleranceFraction: c.toleranceFraction } : { toleranceMs: c.toleranceMs, toleranceFraction: 0 }),
@@ -355,11 +540,21 @@ export function limiterFromConfig(config: TidegateConfig, clock: Clock): Concurr
     expectedMs: (model, promptTokens) => pace(model)?.prefillMs(promptTokens) ?? 0,
     fairAbove: c.fairAbove,
     weightOf: (tenant) => weights.get(tenant) ?? 1,
+    maxBatchOf: (model) => config.engines.models[model]?.maxBatch ?? DEFAULT_MAX_BATCH,
   });
 }
 
 /** Weight of a new sample in the unqueued reference. */
 const REFERENCE_SMOOTHING = 0.05;
+/** A limit binds when the requests in flight are at least this fraction of it. */
+const BINDING = 0.9;
+/**
+ * Requests waiting at a region's engines that a report must show to count as a queue: one is often a request that
+ * arrived since the engine's last step and joins at its next one.
+ */
+const MIN_WAITING = 2;
+/** The deepest cut one report can make. */
+const MAX_CUT = 0.5;
 /** A cut waits for at least this many samples after the previous one. */
 const MIN_SAMPLES_BETWEEN_CUTS = 4;
 

@@ -62,7 +62,7 @@ export interface DispatchOptions {
    * Adaptive concurrency (concurrency.ts): a region at its limit is passed over, and the request is shed (ShedError,
    * 429) when every region that may serve it is at its limit or the tenant is beyond its share. Absent: no limit.
    */
-  concurrency?: { limiter: ConcurrencyLimiter; tenant: string; retryAfterS: number };
+  concurrency?: { limiter: ConcurrencyLimiter; tenant: string; retryAfterS: number; queueMs: number };
 }
 
 /**
@@ -125,7 +125,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
   const walk = new RegionWalk(opts.selector, opts.links, req, opts.clientRegion, opts.allowedRegions, opts.kvBytes);
   const cc = opts.concurrency;
   if (cc !== undefined) {
-    shedIfFull(opts, cc);
+    await shedIfFull(opts, cc);
     walk.hasRoom = (r) => cc.limiter.hasRoom(r, req.model);
   }
   const failures: string[] = [];
@@ -224,15 +224,19 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
 }
 
 /**
- * Sheds `opts.req` (ShedError) when every region that may serve its model now is at its concurrency limit, or its
- * tenant is beyond its fair share while the model is near its limits (concurrency.ts `refusal`).
+ * Sheds `opts.req` (ShedError) when its tenant is beyond its fair share while the model is near its limits, or when
+ * every region that may serve its model is at its concurrency limit and no slot came within `queueMs`
+ * (concurrency.ts `refusal`, `waitForRoom`).
  */
-function shedIfFull(opts: DispatchOptions, cc: NonNullable<DispatchOptions["concurrency"]>): void {
+async function shedIfFull(opts: DispatchOptions, cc: NonNullable<DispatchOptions["concurrency"]>): Promise<void> {
   const model = opts.req.model;
   const regions = opts.selector.hostingRegions(model).filter((r) => opts.links.has(r) && (opts.allowedRegions === undefined || opts.allowedRegions.has(r)) && opts.selector.candidate(r, model).available);
   if (regions.length === 0) return; // nothing available: the walk says so (503)
   const why = cc.limiter.refusal(model, cc.tenant, regions);
   if (why === undefined) return;
+  // Within its share: wait briefly for a slot, handed out fairly (concurrency.ts waitForRoom).
+  if (why === "concurrency" && cc.queueMs > 0 && cc.limiter.mayWait(model, cc.queueMs) && (await cc.limiter.waitForRoom(model, cc.tenant, regions, cc.queueMs, opts.signal))) return;
+  if (opts.signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
   const message =
     why === "concurrency"
       ? `model ${model}: every region that may serve it is at its concurrency limit; retry after ${cc.retryAfterS} s`

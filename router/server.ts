@@ -47,10 +47,11 @@ export class GlobalRouter {
     const { config, clock, logger } = opts;
     // A link that reports its region down (telemetry stream broken: process killed, connection refused) makes the
     // region unavailable at once instead of after router.telemetryStaleMs; its next snapshot brings it back.
-    this.core = new RouterCore({ config, clock, links: opts.links });
+    const limiter = limiterFromConfig(config, clock);
+    // The limiter also reads each region's engine queue from its telemetry (concurrency.ts onQueueReport).
+    this.core = new RouterCore({ config, clock, links: opts.links, ...(limiter === undefined ? {} : { observe: (t) => limiter.onTelemetry(t) }) });
     this.selector = this.core.selector;
     const links = this.core.links;
-    const limiter = limiterFromConfig(config, clock);
     const metrics = createRouterMetrics(config.models.map((m) => m.name), config.regions.map((r) => r.name), opts.defaultMetrics ?? true, limiter);
     const selector = this.selector;
     this.watchdog = new StreamWatchdog({

@@ -40,8 +40,8 @@ export interface RouterConfig {
 export interface ConcurrencyConfig {
   /** false: only the fixed `maxInflight` and tenant limits shed. */
   adaptive: boolean;
-  /** Each (region, model)'s limit before any measurement. */
-  initialLimit: number;
+  /** Each (region, model)'s limit before any measurement; absent: `maxInflight` (nothing shed until a queue is seen). */
+  initialLimit?: number;
   minLimit: number;
   /** Queueing delay (ms) above which a limit is cut; absent: `toleranceFraction` of the unloaded TTFT, at least 10 ms. */
   toleranceMs?: number;
@@ -51,6 +51,8 @@ export interface ConcurrencyConfig {
   backoff: number;
   /** Above this fraction of a model's summed limits, tenants are held to their weighted shares. */
   fairAbove: number;
+  /** How long a request within its tenant's share may wait for a slot when every region is full (ms; 0: shed at once). */
+  queueMs: number;
 }
 
 /** Reads the `router` object; API keys may name only configured regions (`regionNames`) and models (`modelNames`). */
@@ -83,16 +85,18 @@ export function parseRouter(rr: ObjectReader, regionNames: ReadonlySet<string>, 
 function parseConcurrency(rr: ObjectReader): ConcurrencyConfig {
   const c = rr.object("concurrency");
   const toleranceMs = c.optionalNumber("toleranceMs", { gt: 0 });
+  const initialLimit = c.optionalNumber("initialLimit", { integer: true, min: 1 });
   const out: ConcurrencyConfig = {
     adaptive: c.boolean("adaptive", true),
-    initialLimit: c.number("initialLimit", 16, { integer: true, min: 1 }),
+    ...(initialLimit === undefined ? {} : { initialLimit }),
     minLimit: c.number("minLimit", 2, { integer: true, min: 1 }),
     ...(toleranceMs === undefined ? {} : { toleranceMs }),
     toleranceFraction: c.number("toleranceFraction", 0.5, { gt: 0, max: 10 }),
     backoff: c.number("backoff", 0.9, { gt: 0, max: 0.99 }),
     fairAbove: c.number("fairAbove", 0.9, { gt: 0, max: 1 }),
+    queueMs: c.number("queueMs", 10, { min: 0, max: 60_000 }),
   };
-  if (out.minLimit > out.initialLimit) c.fail("minLimit", `must not exceed initialLimit (${out.initialLimit}), got ${out.minLimit}`);
+  if (out.initialLimit !== undefined && out.minLimit > out.initialLimit) c.fail("minLimit", `must not exceed initialLimit (${out.initialLimit}), got ${out.minLimit}`);
   c.done();
   return out;
 }

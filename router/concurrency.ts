@@ -18,8 +18,10 @@
  * ceiling: the most its engines can run at once (serving and loading instances × `engines.models.<m>.maxBatch`, vLLM's
  * max_num_seqs, 256 by default); the limit never exceeds the ceiling and moves in proportion when it changes (scaling).
  * So nothing is shed before the engines are full or a queue has been seen. Then:
- * - `q` above the tolerance: the limit is cut by `backoff` (0.9); the next cut waits until half of the requests in
- *   flight have been followed by requests sent after it (a round trip, in Vegas's terms);
+ * - `q` above the tolerance: the limit is cut by `backoff` (0.9) — unless the region's last report had no request
+ *   waiting at its engines (the delay is then the hops' or a busy host's, not a queue the limit can shorten); the next
+ *   cut waits until half of the requests in flight have been followed by requests sent after it (a round trip, in
+ *   Vegas's terms);
  * - otherwise, while the limit binds (the request was sent with at least 90% of the limit in flight): it grows by one per sample until the
  *   first cut (slow start); after it, by sqrt(limit) per limit's worth of samples while more than one backoff below
  *   where a queue was last seen, and by `increase` (2) per limit's worth near it (Vegas probes by one a round trip;
@@ -134,6 +136,8 @@ export class AdaptiveLimit {
   private ceiling: number | undefined;
   /** The limit when a queue was last seen (before the cut it caused); Infinity before any. */
   private queuedAt = Number.POSITIVE_INFINITY;
+  /** Requests waiting at the engines in the last report; undefined before one. */
+  private lastWaiting: number | undefined;
   /** The last report had instances of the model loading or provisioning in the region (see onQueueReport). */
   private scaling = false;
   /** Telemetry reports in a row with requests waiting while the limit binds. */
@@ -192,8 +196,9 @@ export class AdaptiveLimit {
     this.referenceNow = reference;
     this.toleranceNow = tolerance;
     if (this.queueEwma > tolerance) {
-      // While the region brings up instances of the model its queue is expected to drain: hold.
-      if (this.scaling) return;
+      // While the region brings up instances of the model its queue is expected to drain: hold. And when its last
+      // report had nothing waiting at the engines, the delay is not theirs (hops, a busy host): hold too.
+      if (this.scaling || this.lastWaiting === 0) return;
       // The requests in flight at a cut were admitted before it: the next cut waits until half of them have been
       // followed by requests sent after it (a round trip, in Vegas's terms).
       if (this.sinceCut >= Math.max(MIN_SAMPLES_BETWEEN_CUTS, Math.min(this.limitValue, this.inflight) / 2)) {
@@ -228,6 +233,7 @@ export class AdaptiveLimit {
    */
   onQueueReport(running: number, waiting: number, scaling = false): void {
     this.scaling = scaling;
+    this.lastWaiting = waiting;
     const binding = this.inflight + 1 >= this.limit;
     if (!(waiting >= MIN_WAITING) || !(running >= 0) || !binding || scaling) {
       this.queuedReports = 0;

@@ -117,9 +117,9 @@ async function main(): Promise<void> {
     const config = {
       models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
       regions: [{ name: "bench", grpcAddress: `127.0.0.1:${grpcPort}`, gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 1 }] }],
-      // The adaptive concurrency limit (router/concurrency.ts, on by default, initial limit 16) would shed part of
-      // this fixed 32-stream load with 429s: this bench measures the relay, at a load the engine serves, so it is off.
-      router: { host: "127.0.0.1", port: 0, concurrency: { adaptive: false } },
+      // The default configuration, adaptive concurrency included (router/concurrency.ts: its limit starts at the
+      // engine's ceiling, 256, and a 32-stream load never reaches it): the hop as operators run it.
+      router: { host: "127.0.0.1", port: 0 },
       engines: { kind: "openai-http", urls: { [`bench/${MODEL}`]: [engineUrl] } },
     };
     const configFile = join(dir, "bench.json");

@@ -205,7 +205,8 @@ describe("ConcurrencyLimiter: regions and tenants' shares", () => {
     c.acquire("east", "m", "a", 10);
     c.acquire("east", "m", "a", 10);
     c.acquire("east", "m", "b", 10);
-    expect(c.refusal("m", "b", ["east"])).toBe("concurrency");
+    expect(c.refusal("m", "a", ["east"])).toBe("tenant_share"); // a holds 3 of 4, its share 2
+    expect(c.refusal("m", "b", ["east"])).toBe("concurrency"); // b holds 1: full, within its share, may wait
     expect(c.mayWait("m", 100)).toBe(true); // no releases measured yet: one may wait
     const forA = c.waitForRoom("m", "a", ["east"], 100);
     const forB = c.waitForRoom("m", "b", ["east"], 100);

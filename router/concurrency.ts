@@ -38,8 +38,8 @@
  *
  * **Fair shares** (llm-d flow control's per-tenant fairness and its queues; concurrency-limits' partitioned limits):
  * while a model's interactive requests in flight are at or above `fairAbove` of the sum of its available regions'
- * limits, a tenant at or beyond its weighted share of that sum (among the tenants with requests in flight) is shed at
- * once. A tenant within its share that finds every region full (or others already waiting) waits up to `queueMs` for
+ * limits, a tenant holding its weighted share of that sum or more (among the tenants with requests in flight) is shed
+ * at once. A tenant within its share that finds every region full (or others already waiting) waits up to `queueMs` for
  * a slot, if fewer are waiting than slots freed in `queueMs` at the last second's rate (else it is shed at once: it
  * would only time out); freed slots go to the waiting tenant with the fewest requests in flight for its weight, so an overloaded
  * fleet serves tenants in proportion to their weights (API key `weight`, 1 by default) without holding slots idle for
@@ -374,12 +374,18 @@ export class ConcurrencyLimiter {
     }
     const full = !room || this.waiting(model) > 0;
     const total = this.modelInflight.get(model) ?? 0;
-    if (total < this.o.fairAbove * sum) return full ? "concurrency" : undefined;
-    // Shares matter only between tenants: alone, a tenant's share is the whole.
-    const perTenant = this.tenants.get(model);
-    const others = perTenant !== undefined && [...perTenant.keys()].some((t) => t !== tenant);
-    const beyond = others && (perTenant.get(tenant) ?? 0) >= this.shareOf(model, tenant, sum);
-    return beyond ? "tenant_share" : full ? "concurrency" : undefined;
+    let why: ConcurrencyShed | undefined;
+    if (total < this.o.fairAbove * sum) why = full ? "concurrency" : undefined;
+    else {
+      // Shares matter only between tenants: alone, a tenant's share is the whole.
+      const perTenant = this.tenants.get(model);
+      const others = perTenant !== undefined && [...perTenant.keys()].some((t) => t !== tenant);
+      // A tenant with nothing in flight is never beyond its share (it may wait for a slot).
+      const mine = perTenant?.get(tenant) ?? 0;
+      const beyond = others && mine > 0 && mine >= this.shareOf(model, tenant, sum);
+      why = beyond ? "tenant_share" : full ? "concurrency" : undefined;
+    }
+    return why;
   }
 
   /**
@@ -428,6 +434,7 @@ export class ConcurrencyLimiter {
     return this.waiting(model) < Math.max(1, Math.floor((perS * maxWaitMs) / 1000));
   }
 
+  /** `tenant`'s weighted share of `sum` among the tenants with requests of `model` in flight (and itself). */
   private shareOf(model: ModelName, tenant: string, sum: number): number {
     const perTenant = this.tenants.get(model);
     const weightOf = this.o.weightOf ?? (() => 1);

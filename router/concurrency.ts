@@ -63,7 +63,7 @@ import { DEFAULT_MAX_BATCH } from "../core/perf/model.js";
 export type ConcurrencyShed = "concurrency" | "tenant_share";
 
 export interface AdaptiveLimitOptions {
-  /** The limit before any sample (≥ 1). */
+  /** The limit before the region's first telemetry sets its ceiling (setCeiling). */
   initialLimit: number;
   minLimit: number;
   maxLimit: number;
@@ -86,6 +86,10 @@ export interface AdaptiveLimitOptions {
   smoothing: number;
 }
 
+/**
+ * The rules' constants. `limiterFromConfig` takes initialLimit (`router.maxInflight` unless set), minLimit, maxLimit,
+ * backoff and the tolerance from `router.concurrency`, and stepMs from the model's pace; the rest as here.
+ */
 export const DEFAULT_ADAPTIVE: AdaptiveLimitOptions = {
   initialLimit: 16,
   minLimit: 2,

@@ -383,7 +383,8 @@ export class ConcurrencyLimiter {
     else {
       // Shares matter only between tenants: alone, a tenant's share is the whole.
       const perTenant = this.tenants.get(model);
-      const others = perTenant !== undefined && [...perTenant.keys()].some((t) => t !== tenant);
+      let others = false;
+    if (perTenant !== undefined) for (const t of perTenant.keys()) if (t !== tenant) others = true;
       // A tenant with nothing in flight is never beyond its share (it may wait for a slot).
       const mine = perTenant?.get(tenant) ?? 0;
       const beyond = others && mine > 0 && mine >= this.shareOf(model, tenant, sum);

@@ -13,7 +13,7 @@ import type { RegionName } from "../core/models.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink } from "../core/ports.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog, Watched } from "./watchdog.js";
-import type { ConcurrencyLimiter, ConcurrencySlot } from "./concurrency.js";
+import type { ConcurrencyLimiter, ConcurrencyShed, ConcurrencySlot } from "./concurrency.js";
 import { ShedError } from "./admission.js";
 
 /** A stream committed to one region: its first event and the iterator for the rest. */
@@ -125,7 +125,9 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
   const walk = new RegionWalk(opts.selector, opts.links, req, opts.clientRegion, opts.allowedRegions, opts.kvBytes);
   const cc = opts.concurrency;
   if (cc !== undefined) {
-    await shedIfFull(opts, cc);
+    // Synchronous unless the request waits for a slot (no microtask turn on the common path).
+    const waiting = shedIfFull(opts, cc);
+    if (waiting !== undefined) await waiting;
     walk.hasRoom = (r) => cc.limiter.hasRoom(r, req.model);
   }
   const failures: string[] = [];
@@ -135,7 +137,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
     const next = walk.next();
     if (next === undefined && cc !== undefined && walk.full > 0 && failures.length === 0) {
-      throw new ShedError("concurrency", cc.retryAfterS, `model ${req.model}: every region that may serve it is at its concurrency limit; retry after ${cc.retryAfterS} s`);
+      throw shedError("concurrency", req.model, cc);
     }
     if (next === undefined) {
       const among = opts.allowedRegions === undefined ? "" : ` among this API key's regions (${[...opts.allowedRegions].join(", ")})`;
@@ -228,20 +230,28 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
  * every region that may serve its model is at its concurrency limit and no slot came within `queueMs`
  * (concurrency.ts `refusal`, `waitForRoom`).
  */
-async function shedIfFull(opts: DispatchOptions, cc: NonNullable<DispatchOptions["concurrency"]>): Promise<void> {
+function shedIfFull(opts: DispatchOptions, cc: NonNullable<DispatchOptions["concurrency"]>): Promise<void> | undefined {
   const model = opts.req.model;
   const regions = opts.selector.hostingRegions(model).filter((r) => opts.links.has(r) && (opts.allowedRegions === undefined || opts.allowedRegions.has(r)) && opts.selector.candidate(r, model).available);
-  if (regions.length === 0) return; // nothing available: the walk says so (503)
+  if (regions.length === 0) return undefined; // nothing available: the walk says so (503)
   const why = cc.limiter.refusal(model, cc.tenant, regions);
-  if (why === undefined) return;
+  if (why === undefined) return undefined;
   // Within its share: wait briefly for a slot, handed out fairly (concurrency.ts waitForRoom).
-  if (why === "concurrency" && cc.queueMs > 0 && cc.limiter.mayWait(model, cc.queueMs) && (await cc.limiter.waitForRoom(model, cc.tenant, regions, cc.queueMs, opts.signal))) return;
-  if (opts.signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
+  if (why !== "concurrency" || !(cc.queueMs > 0) || !cc.limiter.mayWait(model, cc.queueMs)) throw shedError(why, model, cc);
+  return cc.limiter.waitForRoom(model, cc.tenant, regions, cc.queueMs, opts.signal).then((got) => {
+    if (got) return;
+    if (opts.signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
+    throw shedError(why, model, cc);
+  });
+}
+
+/** The 429 of a request shed by the adaptive limits: every region full, or the tenant beyond its share. */
+function shedError(why: ConcurrencyShed, model: string, cc: NonNullable<DispatchOptions["concurrency"]>): ShedError {
   const message =
     why === "concurrency"
       ? `model ${model}: every region that may serve it is at its concurrency limit; retry after ${cc.retryAfterS} s`
       : `model ${model} is near its concurrency limits and tenant ${JSON.stringify(cc.tenant)} has its fair share in flight; retry after ${cc.retryAfterS} s`;
-  throw new ShedError(why, cc.retryAfterS, message);
+  return new ShedError(why, cc.retryAfterS, message);
 }
 
 /** What `submitWithRetry` needs: the router's selector and links (RouterCore), the request and its callbacks. */

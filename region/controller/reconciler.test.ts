@@ -226,15 +226,22 @@ describe("RegionController", () => {
     expect(count(w, ["serving"])).toBe(3);
   });
 
-  it("gives the strategy the forecast-step floor over [now, now + scale-out time] (floorAhead)", () => {
+  /** A controller running lt-hpa that records the `floorAhead` each decision is given. */
+  function floorSpy(scaleOutMs?: number) {
     const w = world();
     const seen: (number | undefined)[] = [];
     const spy = resolveStrategy("lt-hpa");
     const c = new RegionController({
       region: "r", clock: w.clock, actuator: w.actuator, endpoints: [EP], inFlightTokens: () => 0, windowMs: 3_600_000,
       strategy: { ...spy, decide: (input, state) => (seen.push(input.floorAhead), spy.decide(input, state)) },
-      signals: () => ({ utilization: 0.5, observedTokensPerS: 10 }), scaleOutMs: () => 90_000,
+      signals: () => ({ utilization: 0.5, observedTokensPerS: 10 }),
+      ...(scaleOutMs === undefined ? {} : { scaleOutMs: () => scaleOutMs }),
     });
+    return { w, seen, c };
+  }
+
+  it("gives the strategy the forecast-step floor over [now, now + scale-out time] (floorAhead)", () => {
+    const { w, seen, c } = floorSpy(90_000);
     const p = plan(1, 8, 0);
     p.endpoints[0]!.floorInstances = 7;
     p.endpoints[0]!.floorSteps = [2, 3, 7, 5, 4, 4];
@@ -250,14 +257,7 @@ describe("RegionController", () => {
   });
 
   it("counts forecast steps from the step-aligned window that holds the plan, as the planner forecasts", () => {
-    const w = world();
-    const seen: (number | undefined)[] = [];
-    const spy = resolveStrategy("lt-hpa");
-    const c = new RegionController({
-      region: "r", clock: w.clock, actuator: w.actuator, endpoints: [EP], inFlightTokens: () => 0, windowMs: 3_600_000,
-      strategy: { ...spy, decide: (input, state) => (seen.push(input.floorAhead), spy.decide(input, state)) },
-      signals: () => ({ utilization: 0.5, observedTokensPerS: 10 }),
-    });
+    const { w, seen, c } = floorSpy();
     // Made at 9 min: step 0 is [0, 10) min, step 1 starts at 10 min (not 19).
     const p = plan(1, 8, 9 * 60_000);
     p.endpoints[0]!.floorSteps = [2, 6, 4];

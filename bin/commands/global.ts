@@ -21,6 +21,7 @@ import type { RouterMount } from "../../router/app.js";
 import { plansSite } from "../../planner/routes.js";
 import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
+import { capYoungGeneration } from "../../core/young-generation.js";
 
 /** The three TLS flags together, or none (insecure loopback/dev links). */
 function tlsFrom(flags: Record<string, unknown>): TlsFiles | undefined {
@@ -72,6 +73,8 @@ export const command: Command = {
       }
     });
     const tls = tlsFrom(flags);
+    // V8 would grow the young generation to 32 MiB under sustained load and keep it (core/young-generation.ts).
+    capYoungGeneration(config.router.youngGenerationMiB);
     const clock = new WallClock();
     const links = config.regions.map(
       (r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, telemetryIntervalMs, clock, log: logger.child({ region: r.name }), ...(tls === undefined ? {} : { tls }) }),

@@ -34,6 +34,11 @@ export interface RouterConfig {
   retryAfterS: number;
   /** Adaptive concurrency limits per (region, model) and tenants' fair shares (router/concurrency.ts). */
   concurrency: ConcurrencyConfig;
+  /**
+   * The most V8 may grow the `tidegate global` process's young generation to (MiB, both semi-spaces; 0: V8's own
+   * sizing, up to 32 MiB in Node 20): core/young-generation.ts.
+   */
+  youngGenerationMiB: number;
 }
 
 /** `router.concurrency` (issue 32 item 1; router/concurrency.ts says how each is used). */
@@ -77,6 +82,7 @@ export function parseRouter(rr: ObjectReader, regionNames: ReadonlySet<string>, 
     tenantMaxInflight: rr.number("tenantMaxInflight", 1024, { integer: true, min: 1 }),
     retryAfterS: rr.number("retryAfterS", 1, { integer: true, min: 1 }),
     concurrency: parseConcurrency(rr),
+    youngGenerationMiB: rr.number("youngGenerationMiB", 8, { min: 0, max: 1024 }),
   };
   rr.done();
   return router;

@@ -18,7 +18,7 @@ import type { Server as NetServer, Socket } from "node:net";
 import type { Http2Server, Http2Session, IncomingHttpHeaders, OutgoingHttpHeaders, ServerHttp2Stream, ServerStreamResponseOptions } from "node:http2";
 import * as grpc from "@grpc/grpc-js";
 import { BoundaryReporter, GRPC_REFUSALS } from "../../core/boundary.js";
-import { WallClock, type Clock } from "../../core/clock.js";
+import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { EngineEvent } from "../../core/ports.js";
@@ -72,9 +72,16 @@ export const RAPID_RESET_PER_S = 200;
  *   `protocol_error`, or `rapid_reset` when ≥ RAPID_RESET_PER_S of the session's streams ended in RST_STREAM (nearly always the peer's) in the
  *   last second (CVE-2023-44487; Node's own limit then ends the session). A session that keeps resetting at that
  *   rate without Node ending it is reported too, once per second.
- * Not seen: a frame over SETTINGS_MAX_FRAME_SIZE — nghttp2 answers it with GOAWAY(FRAME_SIZE_ERROR) inside Node
- * and no JS event fires (region/README.md "Boundary refusals").
+ * - a session that does not answer a PING within SESSION_PING_ACK_MS is `unanswered_ping`, and is destroyed. Every
+ *   session is pinged SESSION_FIRST_PING_MS after it starts and then every SESSION_PING_EVERY_MS. This is how a frame
+ *   over SETTINGS_MAX_FRAME_SIZE shows: nghttp2 answers it with GOAWAY(FRAME_SIZE_ERROR) inside Node, no JS event
+ *   fires, and the session stays open (nothing more is sent on it, a ping included) until the peer closes it. A peer
+ *   that hung looks the same. gRPC clients answer pings from their HTTP/2 layer, busy or not.
  */
+export const SESSION_FIRST_PING_MS = 2_000;
+export const SESSION_PING_EVERY_MS = 10_000;
+export const SESSION_PING_ACK_MS = 10_000;
+
 export function grpcBoundary(boundary: BoundaryReporter, port: string, clock: Clock): { watch(server: grpc.Server): void } {
   boundary.declare(port, GRPC_REFUSALS);
   const watch = (server: grpc.Server) => {
@@ -84,7 +91,13 @@ export function grpcBoundary(boundary: BoundaryReporter, port: string, clock: Cl
       // The address is read when the session starts: once it errs, its socket may be gone.
       const peers = new WeakMap<Http2Session, string | undefined>();
       const peerOf = (session: Http2Session) => (peers.has(session) ? peers.get(session) : session.socket?.remoteAddress);
-      h.on("session", (session: Http2Session) => peers.set(session, session.socket?.remoteAddress));
+      h.on("session", (session: Http2Session) => {
+        peers.set(session, session.socket?.remoteAddress);
+        pingWatch(session, () => {
+          boundary.refuse(port, "unanswered_ping", peerOf(session), `no PING ack within ${SESSION_PING_ACK_MS} ms (a frame nghttp2 refused with GOAWAY, e.g. over SETTINGS_MAX_FRAME_SIZE, or a hung peer); session closed`);
+          session.destroy();
+        });
+      });
       const resetsOf = (session: Http2Session) => {
         let r = resets.get(session);
         if (r === undefined) resets.set(session, (r = { windowStartMs: clock.now(), inWindow: 0, reported: false, rapid: false }));
@@ -143,6 +156,28 @@ export function grpcBoundary(boundary: BoundaryReporter, port: string, clock: Cl
         boundary.refuse(port, "protocol_error", peer, err.message);
       });
     }
+  };
+  /** Pings `session` on the schedule above; `dead` runs once if an ack does not come in time. */
+  const pingWatch = (session: Http2Session, dead: () => void) => {
+    let next: Timer | undefined;
+    let deadline: Timer | undefined;
+    const ping = () => {
+      if (session.destroyed || session.closed) return;
+      // The callback also runs (with an error) when the session closes first; the next ping then finds it closed.
+      const sent = session.ping(() => {
+        deadline?.cancel();
+        next = clock.after(SESSION_PING_EVERY_MS, ping);
+      });
+      if (!sent) return void (next = clock.after(SESSION_PING_EVERY_MS, ping)); // too many outstanding: ask later
+      deadline = clock.after(SESSION_PING_ACK_MS, () => {
+        if (!session.destroyed && !session.closed) dead();
+      });
+    };
+    next = clock.after(SESSION_FIRST_PING_MS, ping);
+    session.once("close", () => {
+      next?.cancel();
+      deadline?.cancel();
+    });
   };
   return { watch };
 }

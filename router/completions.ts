@@ -16,6 +16,7 @@ import { MODEL_SPECS, type RegionName } from "../core/models.js";
 import { ChunkFormatter, MAX_TOKENS_LIMIT, parseOpenAIRequest, type ApiKind } from "../core/openai.js";
 import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
 import { ValidationError } from "../core/validate.js";
+import { histogramChild } from "../core/metrics.js";
 import { authenticate, mayUseModel, modelForbidden } from "./auth.js";
 import { readJsonBody } from "./body.js";
 import { NO_REGION, UNKNOWN_MODEL, type RouterMetrics } from "./metrics.js";
@@ -177,8 +178,8 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
   let event: EngineEvent | undefined = s.first;
   let tokens = 0;
   let lastNs = process.hrtime.bigint();
-  // Bound once per stream: observe() with a labels object hashes the labels on every token.
-  const tbt = deps.metrics.tbtSeconds.labels({ model: outcome.model, region: s.region });
+  // Bound once per stream: prom-client's observe hashes the labels on every call (core/metrics.ts histogramChild).
+  const tbt = histogramChild(deps.metrics.tbtSeconds, { model: outcome.model, region: s.region });
   const out = new ChunkWriter(res);
   try {
     while (event !== undefined) {

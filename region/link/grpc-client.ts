@@ -37,7 +37,7 @@ import {
   type WireTelemetry,
 } from "./region-proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
-import { MuxStream } from "./mux-client.js";
+import { MuxStream, type MuxRequest } from "./mux-client.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "./tls.js";
 
 export interface GrpcRegionLinkOptions {
@@ -135,38 +135,16 @@ export class GrpcRegionLink implements RegionLink {
     };
   }
 
-  async *dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
-    if (this.closed) throw new TidegateError("upstream_error", `link to region ${this.region} is closed`);
-    if (signal?.aborted) throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason });
-    const r = this.muxStream().open(requestToWire(req));
-    const onAbort = () => {
-      r.cancel();
-      r.failNow(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal?.reason }));
-    };
-    signal?.addEventListener("abort", onAbort, { once: true });
-    let started = false;
-    try {
-      for (;;) {
-        const msg = r.shift() ?? (await r.next());
-        const texts = msg.texts;
-        const tokens = msg.tokens;
-        for (let i = 0; i < texts.length; i++) {
-          started = true;
-          yield { type: "token", text: texts[i]!, tokens: tokens[i] ?? 1 };
-        }
-        if (msg.error !== null) throw this.muxError(msg.error, req);
-        if (msg.done !== null) {
-          started = true;
-          yield doneFromWire(msg.done);
-          return;
-        }
-      }
-    } catch (err) {
-      throw this.dispatchError(err, started, req, signal);
-    } finally {
-      signal?.removeEventListener("abort", onAbort);
-      r.cancel();
-    }
+  /**
+   * The request's events, as a hand-written iterator rather than an async generator: a token costs the mux
+   * request's promise and one `then`, where a generator's await and yield added two more promise jobs per token on
+   * the router's relay. Same contract as the generator it replaced: tokens, then `done` (or the error, after the
+   * tokens that came before it); `return()` cancels the request at the region and detaches from `signal`.
+   */
+  dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterableIterator<EngineEvent> {
+    if (this.closed) return failedIterator(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
+    if (signal?.aborted) return failedIterator(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason }));
+    return new MuxDispatch(this.muxStream().open(requestToWire(req)), req, signal, (m) => this.muxError(m, req), (err, started) => this.dispatchError(err, started, req, signal));
   }
 
   /** `dispatch` reported through callbacks at this link's clock times; failures (refusals included) reach onError. */
@@ -292,3 +270,102 @@ export class GrpcRegionLink implements RegionLink {
   }
 }
 
+
+/** An iterator whose first `next()` rejects with `err` (a dispatch refused before it started). */
+function failedIterator(err: unknown): AsyncIterableIterator<EngineEvent> {
+  let failed = false;
+  return {
+    [Symbol.asyncIterator]() {
+      return this;
+    },
+    next: () => (failed ? Promise.resolve({ done: true, value: undefined }) : ((failed = true), Promise.reject(err))),
+    return: () => Promise.resolve({ done: true, value: undefined }),
+  };
+}
+
+/** One mux request's events (GrpcRegionLink.dispatch). */
+class MuxDispatch implements AsyncIterableIterator<EngineEvent> {
+  private readonly ready: EngineEvent[] = [];
+  private head = 0;
+  /** Thrown once the events before it are taken. */
+  private failure: unknown;
+  private ended = false;
+  private started = false;
+  private readonly onAbort: () => void;
+
+  constructor(
+    private readonly r: MuxRequest,
+    private readonly req: GenerateRequest,
+    private readonly signal: AbortSignal | undefined,
+    private readonly muxError: (e: WireMuxError) => TidegateError,
+    private readonly dispatchError: (err: unknown, started: boolean) => TidegateError,
+  ) {
+    this.onAbort = () => {
+      r.cancel();
+      r.failNow(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal?.reason }));
+    };
+    signal?.addEventListener("abort", this.onAbort, { once: true });
+  }
+
+  [Symbol.asyncIterator](): this {
+    return this;
+  }
+
+  next(): Promise<IteratorResult<EngineEvent>> {
+    const queued = this.head < this.ready.length || this.ended || this.failure !== undefined;
+    const msg = queued ? undefined : this.r.shift();
+    if (queued || msg !== undefined) {
+      try {
+        return Promise.resolve(this.take(msg));
+      } catch (err) {
+        return Promise.reject(err);
+      }
+    }
+    return this.r.next().then(
+      (m) => this.take(m),
+      (err: unknown) => this.fail(err),
+    );
+  }
+
+  return(): Promise<IteratorResult<EngineEvent>> {
+    this.finish();
+    return Promise.resolve({ done: true, value: undefined });
+  }
+
+  /** The next event, after adding `msg`'s; throws the request's failure once the events before it are taken. */
+  private take(msg?: WireMuxEvent): IteratorResult<EngineEvent> | Promise<IteratorResult<EngineEvent>> {
+    if (msg !== undefined) {
+      const texts = msg.texts;
+      const tokens = msg.tokens;
+      for (let i = 0; i < texts.length; i++) this.ready.push({ type: "token", text: texts[i]!, tokens: tokens[i] ?? 1 });
+      if (msg.error !== null) this.failure = this.muxError(msg.error);
+      else if (msg.done !== null) this.ready.push(doneFromWire(msg.done));
+    }
+    if (this.head < this.ready.length) {
+      const value = this.ready[this.head++]!;
+      if (this.head === this.ready.length) {
+        this.ready.length = 0;
+        this.head = 0;
+      }
+      this.started = true;
+      if (value.type === "done") this.finish();
+      return { done: false, value };
+    }
+    if (this.failure !== undefined) return this.fail(this.failure);
+    if (this.ended) return { done: true, value: undefined };
+    // A message with neither events nor an end (the region sends none today): wait for the next.
+    return this.next();
+  }
+
+  private fail(err: unknown): never {
+    this.finish();
+    throw this.dispatchError(err, this.started);
+  }
+
+  private finish(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.signal?.removeEventListener("abort", this.onAbort);
+    this.r.cancel();
+  }
+}

@@ -16,6 +16,14 @@ describe("selectRegion (SageServe §6.2)", () => {
     expect(selectRegion([c("east", 0.9), c("central", 0.8), c("west", 0.95)], 0.7)).toEqual({ region: "central", reason: "least" });
   });
 
+  it("scale from zero: a region serving the model beats any cold one; with none serving, the soonest cold start wins", () => {
+    const cold = (region: string, coldStartMs: number) => ({ region, utilization: Number.POSITIVE_INFINITY, available: true, coldStartMs });
+    expect(selectRegion([cold("east", 500), c("west", 3)], 0.7)).toEqual({ region: "west", reason: "least" });
+    expect(selectRegion([cold("east", 4000), cold("central", 900), cold("west", 900)], 0.7)).toEqual({ region: "central", reason: "cold" });
+    expect(selectRegion([cold("east", 4000), cold("central", 900)], 0.7, new Set(["central"]))?.region).toBe("east");
+    expect(selectRegion([cold("east", 4000), c("west", 0.1, false)], 0.7)).toEqual({ region: "east", reason: "cold" });
+  });
+
   it("skips unavailable and excluded regions, and returns undefined when none is left", () => {
     expect(selectRegion([c("east", 0.1, false), c("west", 0.2)], 0.7)?.region).toBe("west");
     expect(selectRegion([c("east", 0.1), c("west", 0.2)], 0.7, new Set(["east"]))?.region).toBe("west");

@@ -2,6 +2,10 @@
  * Global region selection for interactive requests (SageServe §6.2, "memory-utilization-based routing"):
  * regions that host the model, in preference order (the client's region first, then its proximity list); the first
  * whose effective memory utilization is below the threshold (0.70) wins; if none is, the least utilized one does.
+ * Scale from zero (issue 33): a region that serves the model is always taken before one that would have to cold-start
+ * it — a warm instance's first token, behind a queue at worst, comes before an instance load of seconds; with no
+ * region serving it, the region whose cold start is expected soonest (a host copy before a peer's multicast before
+ * the origin, as its actuator measures them) gets the request and holds it while the instance comes up.
  * Pure: values in, a decision out.
  */
 import type { RegionName } from "../core/models.js";
@@ -10,14 +14,25 @@ export interface RegionCandidate {
   region: RegionName;
   /** Effective memory utilization of (model, region), including the router's in-flight estimate; ≥ 0. */
   utilization: number;
-  /** False when the region is down, has no serving instance of the model, or its telemetry is stale. */
+  /**
+   * False when the region is down, its telemetry is stale, or it has no serving instance of the model and does not
+   * scale it from zero.
+   */
   available: boolean;
+  /**
+   * Present when the region has no serving instance of the model but holds its requests while it brings one up
+   * (scale from zero, issue 33): the expected time to that instance (ms; +Infinity when unknown).
+   */
+  coldStartMs?: number;
 }
 
 export interface RegionDecision {
   region: RegionName;
-  /** "threshold": first in preference order under the threshold; "least": none was, the least utilized. */
-  reason: "threshold" | "least";
+  /**
+   * "threshold": first in preference order under the threshold; "least": none was, the least utilized; "cold": no
+   * region serves the model, the one whose cold start is expected soonest (first in preference order on a tie).
+   */
+  reason: "threshold" | "least" | "cold";
 }
 
 /**
@@ -26,12 +41,18 @@ export interface RegionDecision {
  */
 export function selectRegion(candidates: readonly RegionCandidate[], threshold: number, exclude: ReadonlySet<RegionName> = new Set()): RegionDecision | undefined {
   let least: RegionCandidate | undefined;
+  let coldest: RegionCandidate | undefined;
   for (const c of candidates) {
     if (!c.available || exclude.has(c.region)) continue;
+    if (c.coldStartMs !== undefined) {
+      if (coldest === undefined || c.coldStartMs < coldest.coldStartMs!) coldest = c;
+      continue;
+    }
     if (c.utilization < threshold) return { region: c.region, reason: "threshold" };
     if (least === undefined || c.utilization < least.utilization) least = c;
   }
-  return least === undefined ? undefined : { region: least.region, reason: "least" };
+  if (least !== undefined) return { region: least.region, reason: "least" };
+  return coldest === undefined ? undefined : { region: coldest.region, reason: "cold" };
 }
 
 /**

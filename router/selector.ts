@@ -122,6 +122,10 @@ export class RegionSelector {
       return { region, utilization: Number.POSITIVE_INFINITY, available: false };
     }
     const mt = t.models.find((m) => m.model === model);
+    if (mt !== undefined && mt.cold !== undefined && servingInstances(mt) === 0) {
+      // Scale from zero (issue 33): the region holds the request while it brings an instance up.
+      return { region, utilization: Number.POSITIVE_INFINITY, available: true, coldStartMs: mt.cold.expectedMs ?? Number.POSITIVE_INFINITY };
+    }
     if (mt === undefined || servingInstances(mt) === 0) return { region, utilization: Number.POSITIVE_INFINITY, available: false };
     const capacityBytes = mt.endpoints.reduce((sum, e) => sum + e.servingInstances * this.opts.instanceKvBytes(model, e.gpu), 0);
     const reported = Number.isFinite(mt.effectiveMemoryUtilization) ? Math.max(0, mt.effectiveMemoryUtilization) : Number.POSITIVE_INFINITY;

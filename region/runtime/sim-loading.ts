@@ -23,7 +23,7 @@
 import type { Clock, Timer } from "../../core/clock.js";
 import { MODEL_SPECS, weightBytes, type GpuType, type ModelName } from "../../core/models.js";
 import type { Solver } from "../../core/solver.js";
-import type { InstanceRecord } from "../actuator/port.js";
+import type { InstanceRecord, LoadSource } from "../actuator/port.js";
 import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/sim-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
@@ -79,6 +79,8 @@ export class SimRegionLoading implements ActuatorLoading {
   readonly counters: SimLoadingCounters = zeroLoadingCounters();
   private readonly cache: KeepAliveCache;
   private readonly expected = new Map<string, number>();
+  /** instance id → where its last load took its parameters from. */
+  private readonly sources = new Map<string, LoadSource>();
   /** target instance id → the serving engine it is paired with and the pair. */
   private readonly pairs = new Map<string, { source: SimEngine; pair: LoadingPair }>();
   /** pipeline engines: id → members still loading, the engine, and the timer that forms it. */
@@ -123,6 +125,9 @@ export class SimRegionLoading implements ActuatorLoading {
     const now = this.d.clock.now();
     const serving = this.d.servingEngines(model, gpu);
     const hostCached = targets.map((t) => this.cache.holds(t.id, model, now));
+    // ssd: the host's cache, else the SSD (the origin); allcache: the host; the network sources: a peer's copy.
+    const src = this.settings.source;
+    targets.forEach((t, i) => this.sources.set(t.id, src === "allcache" || (src === "ssd" && hostCached[i]) ? "host" : src === "ssd" ? "origin" : "peer"));
     this.counters.scaleOuts++;
     this.counters.instancesLoaded += targets.length;
     this.counters.cacheHits += hostCached.filter(Boolean).length;
@@ -168,6 +173,11 @@ export class SimRegionLoading implements ActuatorLoading {
       }
     }
     return ready;
+  }
+
+  /** Where instance `id`'s last load took its parameters from. */
+  sourceOf(id: string): LoadSource | undefined {
+    return this.sources.get(id);
   }
 
   /** The actuator's state changes: pairs and pipelines end when their loading instances serve (or leave). */

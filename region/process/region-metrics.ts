@@ -137,6 +137,7 @@ export class RegionMetrics {
       initLabels(this.coldStarts, { region: reg, model: models, source: LOAD_SOURCES });
       initLabels(this.coldRefusedTotal, { region: reg, model: models, reason: ["full", "timeout"] });
       initLabels(this.coldHeld, { region: reg, model: models });
+      for (const model of models) this.coldTtftSeconds.zero({ region, model });
       initLabels(this.sloTarget, { region: reg, model: models, kind: ["ttft", "tpot"] });
       initLabels(this.sloViolatedHours, { region: reg, model: models });
       // Not 0: an attainment of 0 would read as every request missed before any was judged.

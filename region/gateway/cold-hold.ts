@@ -116,7 +116,7 @@ export class ColdHold {
       w.timer = undefined;
       if (!this.remove(a, w)) return;
       this.o.onRefused?.(model, "timeout");
-      fail(new TidegateError("model_cold", `model ${model} had no serving instance in region ${this.o.region} within ${this.o.holdMs} ms (controller.scaleToZero.holdMs); its cold start is still under way`));
+      fail(new TidegateError("model_cold", `model ${model} had no serving instance in region ${this.o.region} within ${this.o.holdMs} ms (controller.scaleToZero.holdMs): its scale-out is still under way or blocked (see the region's listing)`));
     });
     a.waiters.push(w);
     a.lastActiveMs = this.o.clock.now();

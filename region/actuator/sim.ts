@@ -66,6 +66,8 @@ export interface ActuatorLoading {
   expectedLoadMs(model: ModelName, gpu: GpuType): number;
   /** Where instance `id`'s last load took its parameters from (issue 33), once `begin` ran for it. */
   sourceOf?(id: string): LoadSource | undefined;
+  /** Whether instance `id`'s host memory holds `model` (a load there needs no transfer between hosts). */
+  holdsCopy?(id: string, model: ModelName): boolean;
 }
 
 /** Samples the spot move time: median × exp(σ·Z), clipped to [median/5, max]. */
@@ -209,6 +211,14 @@ export class SimActuator implements RuntimeActuator {
     const doneAt = wasServing ? (this.o.drainDoneAtMs === undefined ? inst.enteredAtMs : this.o.drainDoneAtMs(inst.id)) : inst.enteredAtMs;
     if (doneAt !== undefined) this.schedule(inst.id, Math.max(0, doneAt - inst.enteredAtMs), () => this.transition(inst, "spot"));
     return { ...inst };
+  }
+
+  /**
+   * Whether instance `instanceId`'s host holds `model` in memory (the loading source says; false without one): the
+   * controller then redeploys that spot instance first (region/spot chooseScaleOut), as it does over agents.
+   */
+  holdsBlocks(instanceId: string, model: ModelName): boolean {
+    return this.o.loading?.holdsCopy?.(instanceId, model) ?? false;
   }
 
   /** Nothing to keep up: no nodes to lose, no parameter pool (delays stand for the data plane). */

@@ -53,6 +53,7 @@ interface ModelActivity {
 export class ColdHold {
   private readonly models = new Map<ModelName, ModelActivity>();
   private readonly startedAtMs: number;
+  private readonly wakeListeners = new Set<(model: ModelName) => void>();
 
   /** Longest a request is held (ms). */
   get holdMs(): number {
@@ -69,6 +70,15 @@ export class ColdHold {
     let a = this.models.get(model);
     if (a === undefined) this.models.set(model, (a = { waiters: [], inFlight: 0, lastActiveMs: this.startedAtMs }));
     return a;
+  }
+
+  /**
+   * Calls `cb` when a model's first request is held (none was): the region runtime runs a controller pass then
+   * instead of at its next tick, so a cold start is decided when its first request arrives.
+   */
+  onWake(cb: (model: ModelName) => void): () => void {
+    this.wakeListeners.add(cb);
+    return () => this.wakeListeners.delete(cb);
   }
 
   /** A request for `model` entered the gateway (pair with `leave`). */
@@ -120,6 +130,7 @@ export class ColdHold {
     });
     a.waiters.push(w);
     a.lastActiveMs = this.o.clock.now();
+    if (a.waiters.length === 1) for (const cb of this.wakeListeners) cb(model);
     return () => {
       if (this.remove(a, w)) w.timer?.cancel();
     };

@@ -239,6 +239,15 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   };
   // A fixed actuator refuses every step: no pass runs over it (its instances are what the config names).
   const timer: Timer | undefined = fixed ? undefined : o.clock.every(cc.reconcileIntervalMs, pass);
+  // A model's first held request (scale from zero) runs a pass at once, not at the next tick: its cold start is
+  // decided when the request arrives (one pass at a time; the pass is idempotent).
+  let wakeTimer: Timer | undefined;
+  const unwake = fixed || o.cold === undefined ? undefined : o.cold.hold.onWake(() => {
+    wakeTimer ??= o.clock.after(0, () => {
+      wakeTimer = undefined;
+      pass();
+    });
+  });
   const first: Timer | undefined = fixed ? undefined : o.clock.after(o.startupGraceMs ?? 0, pass);
 
   const service: RegionService = {
@@ -259,6 +268,8 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     close: () => {
       timer?.cancel();
       first?.cancel();
+      wakeTimer?.cancel();
+      unwake?.();
       unsubscribe();
     },
   };

@@ -285,7 +285,7 @@ export class Gateway {
   private readonly onRouted: GatewayOptions["onRouted"];
   private readonly slo: SloConfig;
   private readonly onSlo: GatewayOptions["onSlo"];
-  private readonly cold: ColdHold | undefined;
+  private cold: ColdHold | undefined;
   private readonly coldModels: ReadonlySet<ModelName>;
   private readonly models = new Map<ModelName, ModelRecord>();
   private readonly byId = new Map<string, InstanceRecord>();
@@ -346,6 +346,15 @@ export class Gateway {
   private changed(): void {
     this.cold?.release((m) => this.serves(m));
     for (const cb of [...this.changeListeners]) cb();
+  }
+
+  /**
+   * Stops holding requests for cold models (the region's instances turned out fixed: nothing can bring one up); a
+   * request that finds no serving instance is refused at once again. Requests already held stay held until released
+   * or refused by their hold.
+   */
+  stopColdHold(): void {
+    this.cold = undefined;
   }
 
   /** Whether some instance of `model` serves here now. */

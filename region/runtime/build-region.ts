@@ -112,7 +112,7 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
   const statsRefreshMs = o.statsRefreshMs ?? o.host.statsRefreshMs;
   const outcome = o.metrics?.outcome;
   const slo = o.metrics?.slo;
-  const cold = coldHoldFor(o.config, o.region, o.clock, o.metrics);
+  let cold = coldHoldFor(o.config, o.region, o.clock, o.metrics);
   const gateway = new Gateway({
     region: o.region,
     clock: o.clock,
@@ -127,6 +127,11 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   o.metrics?.watchSlo?.(() => gateway.sloSummaries());
   const hosted = o.host.start({ config: o.config, region: o.region, clock: o.clock, log, gateway, ...(o.metrics === undefined ? {} : { metrics: o.metrics }) });
+  // Fixed engines (`--spawn-engines`, engines.urls) cannot be scaled from zero: such a region refuses at once.
+  if (cold !== undefined && hosted.actuator.fixed === true) {
+    gateway.stopColdHold();
+    cold = undefined;
+  }
   const runtime = startRegionRuntime({
     config: o.config,
     region: o.region,

@@ -145,7 +145,8 @@ export class RegionSelector {
   }
 }
 
-function servingInstances(mt: ModelTelemetry): number {
+/** Instances of the model serving in the region's report. */
+export function servingInstances(mt: ModelTelemetry): number {
   const fromEndpoints = mt.endpoints.reduce((s, e) => s + e.servingInstances, 0);
   return Math.max(fromEndpoints, mt.instances.serving ?? 0);
 }

@@ -93,7 +93,7 @@ export class RegionWalk {
   /** The next region to send to and its link, or undefined when no region is left. */
   next(): { region: RegionName; link: RegionLink } | undefined {
     for (;;) {
-      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried);
+      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried, this.req.promptTokens);
       if (pick === undefined) return undefined;
       (this.tried ??= new Set()).add(pick.region);
       const link = this.links.get(pick.region);

@@ -62,14 +62,17 @@ describe("ColdWaker", () => {
     w.note("east", report("east", [model("m", 1)]), 0);
     w.note("west", report("west", [model("m", 0, { held: 0, expectedMs: 100 })]), 0);
     expect(w.due(work(5, 0), 0)).toEqual([]);
+    expect(w.watching(0)).toBe(false);
     w.note("east", report("east", [model("m", 0)]), 1000);
     w.note("west", report("west", [model("m", 0, { held: 2, expectedMs: 100 })]), 1000);
     expect(w.due(work(5, 0), 1000)).toEqual([]);
     w.note("west", report("west", [model("m", 0, { held: 0, expectedMs: 100 })]), 2000);
+    expect(w.watching(2000)).toBe(true);
     expect(w.due(work(5, 0), 2000).map((x) => x.region)).toEqual(["west"]);
     w.ended("m");
     // west's report is now older than staleMs (10 s), east has no cold telemetry: nobody to wake.
     expect(w.due(work(5, 0), 12_001)).toEqual([]);
+    expect(w.watching(12_001)).toBe(false);
   });
 });
 

@@ -111,6 +111,22 @@ export class ColdWaker {
     }
   }
 
+  /** Whether some fresh report shows a model scaled from zero that no region serves (only then is `due` worth asking). */
+  watching(nowMs: number): boolean {
+    const staleMs = this.o.staleMs ?? 10_000;
+    for (const byRegion of this.views.values()) {
+      let cold = false;
+      let serving = false;
+      for (const v of byRegion.values()) {
+        if (nowMs - v.atMs > staleMs) continue;
+        serving ||= v.serving;
+        cold ||= v.cold !== undefined;
+      }
+      if (cold && !serving) return true;
+    }
+    return false;
+  }
+
   /** The wakes due now for `work` (per model), each marked in flight until `ended(model)`. */
   due(work: ReadonlyMap<ModelName, QueuedWork>, nowMs: number): ColdWake[] {
     const out: ColdWake[] = [];

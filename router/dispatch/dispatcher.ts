@@ -377,7 +377,8 @@ export class Dispatcher {
       startIntake: (b) => this.startIntake(b),
       stopped: () => this.stopped,
       states: this.states,
-      ...(this.coldWake === undefined ? {} : { observed: (batches, stats) => this.wakeCold(this.coldWake!.due(queuedWork(batches, stats), this.o.clock.now())) }),
+      // Only while some region reports a model it scales from zero and nobody serves (the queue's stats cost a scan).
+      ...(this.coldWake?.watching(this.o.clock.now()) === true ? { observed: (batches, stats) => this.wakeCold(this.coldWake!.due(queuedWork(batches, stats), this.o.clock.now())) } : {}),
     })
       .then(() => this.queueUp())
       .catch((err) => this.storeFailed("queue maintenance failed", {}, err))

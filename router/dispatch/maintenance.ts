@@ -33,7 +33,7 @@ export interface MaintenanceContext {
   startIntake(batch: BatchRecord): void;
   stopped(): boolean;
   states: BatchStates;
-  /** What the pass saw: the active batches and the queue's stats (cold-wake.ts reads them). */
+  /** What the pass saw: the active batches and the queue's stats (cold-wake.ts reads them); absent: not read. */
   observed?(batches: readonly BatchRecord[], stats: QueueStats): void;
 }
 
@@ -94,6 +94,8 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
   }
   x.states.dropTerminal();
   const nowMs = clock.now();
+  // The stats scan the queue: only for a reader (an embedded queue of millions in the week replay has none).
+  if (x.metrics === undefined && x.observed === undefined) return;
   const stats = await store.stats(x.models, nowMs, x.promoteAfterMs);
   x.metrics?.observe(stats, nowMs);
   x.observed?.(seen, stats);

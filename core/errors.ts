@@ -22,6 +22,11 @@ export const ERROR_CODES = {
   upstream_error: { status: 502, type: "server_error", grpc: 14 },
   timeout: { status: 504, type: "server_error", grpc: 4 },
   cancelled: { status: 499, type: "server_error", grpc: 1 },
+  /**
+   * A request for a model with no serving instance was held while the region brought one up, beyond the hold's
+   * bounds (controller.scaleToZero holdMs / maxHeld); the router adds Retry-After. Not retried in another region.
+   */
+  model_cold: { status: 503, type: "server_error", grpc: 14 },
   /** The batch queue's Redis cannot be reached now (core/redis.ts guardRedis); the router adds Retry-After. */
   queue_unavailable: { status: 503, type: "server_error", grpc: 14 },
   internal: { status: 500, type: "server_error", grpc: 13 },

@@ -184,6 +184,18 @@ export interface ModelTelemetry {
   staleInstances?: number;
   /** SLO attainment of the model's interactive requests (issue 31); absent from regions that do not measure it. */
   slo?: SloTelemetry;
+  /**
+   * Present when the region scales the model from zero (issue 33): a request that finds no serving instance is held
+   * there while one comes up (region/gateway/cold-hold.ts) rather than refused, so the router may send it there.
+   */
+  cold?: ColdStartTelemetry;
+}
+
+/** A model the region scales from zero: requests held now, and the expected time to its first serving instance. */
+export interface ColdStartTelemetry {
+  held: number;
+  /** Expected ms from a scale-out decision to serving (the actuator's measured or ideal figure); absent = unknown. */
+  expectedMs?: number;
 }
 
 /**

@@ -141,7 +141,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
       }
       if (te.code === "internal") deps.logger.error("router: internal error", { err, model: outcome.model });
       else deps.logger.debug("router: request refused", { model: outcome.model, region: outcome.region, status: te.status, code: te.code, message: te.message });
-      sendError(res, te);
+      sendError(res, te, te.code === "model_cold" ? { "retry-after": String(deps.config.controller.scaleToZero.retryAfterS) } : {});
     } else {
       outcome.status = 502;
       deps.logger.error("router: failure after the response started", { err, model: outcome.model, region: outcome.region });

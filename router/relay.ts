@@ -93,7 +93,7 @@ export class RegionWalk {
   /** The next region to send to and its link, or undefined when no region is left. */
   next(): { region: RegionName; link: RegionLink } | undefined {
     for (;;) {
-      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried);
+      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried, this.req.promptTokens);
       if (pick === undefined) return undefined;
       (this.tried ??= new Set()).add(pick.region);
       const link = this.links.get(pick.region);
@@ -108,11 +108,14 @@ export class RegionWalk {
   }
 }
 
-/** True for failures worth trying elsewhere: server-side errors, not the client's own (4xx) or a cancellation. */
+/**
+ * True for failures worth trying elsewhere: server-side errors, not the client's own (4xx), a cancellation, or a
+ * cold-start hold that ran out (model_cold: the region chosen for the cold start was the best one).
+ */
 export function isRetryable(err: unknown): boolean {
   const te = findTidegateError(err);
   if (te === undefined) return true;
-  return te.status >= 500 && te.code !== "cancelled";
+  return te.status >= 500 && te.code !== "cancelled" && te.code !== "model_cold";
 }
 
 /**

@@ -10,6 +10,7 @@ import type { Clock } from "../core/clock.js";
 import { regionModels, type TidegateConfig } from "../core/config.js";
 import type { RegionName } from "../core/models.js";
 import type { GenerateRequest, LinkCallbacks, RegionLink, RegionTelemetry, Unsubscribe } from "../core/ports.js";
+import { tokenPaceFrom } from "./pace.js";
 import { submitWithRetry } from "./relay.js";
 import { RegionSelector, instanceKvBytesFrom } from "./selector.js";
 
@@ -21,6 +22,7 @@ export function selectorFromConfig(config: TidegateConfig, clock: Clock): Region
     memoryThreshold: config.router.memoryThreshold,
     telemetryStaleMs: config.router.telemetryStaleMs,
     instanceKvBytes: instanceKvBytesFrom(config),
+    pace: tokenPaceFrom(config),
   });
 }
 

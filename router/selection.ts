@@ -2,7 +2,12 @@
  * Global region selection for interactive requests (SageServe §6.2, "memory-utilization-based routing"):
  * regions that host the model, in preference order (the client's region first, then its proximity list); the first
  * whose effective memory utilization is below the threshold (0.70) wins; if none is, the least utilized one does.
- * Pure: values in, a decision out.
+ * Scale from zero (issue 33): with no region serving the model, the region whose cold start is expected soonest (a
+ * host copy before a peer's multicast before the origin, as its actuator measures them) gets the request and holds
+ * it while the instance comes up. With a region serving it, that region (§6.2's pick among the warm ones) is taken
+ * unless both its TTFT and a cold region's can be estimated (`ttftMs`; `expectedWarmTtftMs`, `expectedColdTtftMs`)
+ * and the cold start's is lower ("if another region has a warm instance and its expected TTFT is lower than the cold
+ * start, the request goes there"; otherwise the cold start does). Pure: values in, a decision out.
  */
 import type { RegionName } from "../core/models.js";
 
@@ -10,14 +15,33 @@ export interface RegionCandidate {
   region: RegionName;
   /** Effective memory utilization of (model, region), including the router's in-flight estimate; ≥ 0. */
   utilization: number;
-  /** False when the region is down, has no serving instance of the model, or its telemetry is stale. */
+  /**
+   * False when the region is down, its telemetry is stale, or it has no serving instance of the model and does not
+   * scale it from zero.
+   */
   available: boolean;
+  /**
+   * Present when the region has no serving instance of the model but holds its requests while it brings one up
+   * (scale from zero, issue 33): the expected time to that instance (ms; +Infinity when unknown).
+   */
+  coldStartMs?: number;
+  /**
+   * The request's expected time to first token there (ms): at a warm region its queue and prefill
+   * (`expectedWarmTtftMs`), at a cold one the cold start, the requests held before it and its prefill
+   * (`expectedColdTtftMs`). Absent when the router cannot estimate it (no performance profile): a warm region then
+   * always beats a cold one.
+   */
+  ttftMs?: number;
 }
 
 export interface RegionDecision {
   region: RegionName;
-  /** "threshold": first in preference order under the threshold; "least": none was, the least utilized. */
-  reason: "threshold" | "least";
+  /**
+   * "threshold": first in preference order under the threshold; "least": none was, the least utilized; "cold": no
+   * region serves the model, the one whose cold start is expected soonest (first in preference order on a tie);
+   * "cold-sooner": a region serves it, but the soonest cold start's expected TTFT is lower than that region's.
+   */
+  reason: "threshold" | "least" | "cold" | "cold-sooner";
 }
 
 /**
@@ -26,12 +50,50 @@ export interface RegionDecision {
  */
 export function selectRegion(candidates: readonly RegionCandidate[], threshold: number, exclude: ReadonlySet<RegionName> = new Set()): RegionDecision | undefined {
   let least: RegionCandidate | undefined;
+  let warm: RegionCandidate | undefined;
+  let coldest: RegionCandidate | undefined;
   for (const c of candidates) {
     if (!c.available || exclude.has(c.region)) continue;
-    if (c.utilization < threshold) return { region: c.region, reason: "threshold" };
+    if (c.coldStartMs !== undefined) {
+      if (coldest === undefined || c.coldStartMs < coldest.coldStartMs!) coldest = c;
+      continue;
+    }
     if (least === undefined || c.utilization < least.utilization) least = c;
+    if (c.utilization < threshold && warm === undefined) warm = c;
   }
-  return least === undefined ? undefined : { region: least.region, reason: "least" };
+  const pick = warm ?? least;
+  if (pick === undefined) return coldest === undefined ? undefined : { region: coldest.region, reason: "cold" };
+  if (coldest?.ttftMs !== undefined && pick.ttftMs !== undefined && coldest.ttftMs < pick.ttftMs) return { region: coldest.region, reason: "cold-sooner" };
+  return { region: pick.region, reason: warm === undefined ? "least" : "threshold" };
+}
+
+/** What the router knows of a warm region's queue for one model (its last report) and of the request. */
+export interface WarmTtftInput {
+  /** Requests waiting at the region's engines for the model, and its serving instances (> 0). */
+  waiting: number;
+  serving: number;
+  /** The prefill of the request's prompt alone, and one decode step at a full batch (ms; router/pace.ts). */
+  prefillMs: number;
+  stepMs: number;
+}
+
+/**
+ * A warm region's expected TTFT for one request: the waiting requests, spread over its serving instances, prefill
+ * before it (each about as long as its own, the engine's FCFS), then its own prefill, after the decode step running
+ * when it arrives. E.g. 6 waiting on 2 instances, 80 ms prefills, 30 ms steps: 30 + (3 + 1) × 80 = 350 ms. The
+ * hops between regions are not counted (the configuration has no distances, only the proximity order).
+ */
+export function expectedWarmTtftMs(i: WarmTtftInput): number {
+  return i.stepMs + (Math.max(0, i.waiting) / Math.max(1, i.serving) + 1) * i.prefillMs;
+}
+
+/**
+ * A cold region's expected TTFT for one request: its cold start, then the requests it already holds and this one
+ * prefilled in turn on the new instance. E.g. a 4,000 ms cold start holding 2 requests, 80 ms prefills: 4,240 ms;
+ * +Infinity when the cold start is unknown.
+ */
+export function expectedColdTtftMs(coldStartMs: number, held: number, prefillMs: number): number {
+  return coldStartMs + (Math.max(0, held) + 1) * prefillMs;
 }
 
 /**

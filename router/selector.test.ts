@@ -110,3 +110,35 @@ describe("RegionSelector (SageServe §6.2 with the router's in-flight estimate)"
     expect(selector.onTelemetry({ region: "mars", seq: 1, atMs: 0, models: [] })).toBe(false);
   });
 });
+
+describe("RegionSelector: a warm region against a cold start (issue 33)", () => {
+  it("sends the request to the cold region when the warm one's queue makes its expected TTFT longer than the cold start's; the prompt's prefill comes from the pace", () => {
+    const clock = new VirtualClock(0);
+    // 100 ms per 1,000 prompt tokens, 40 ms decode steps.
+    const pace = { tbtMs: 40, stepMs: 40, prefillMs: (t: number) => t / 10 };
+    const selector = new RegionSelector({
+      clock,
+      regions: [
+        { name: "east", proximity: ["west"], models: [M] },
+        { name: "west", proximity: ["east"], models: [M] },
+      ],
+      memoryThreshold: 0.7,
+      telemetryStaleMs: 5000,
+      instanceKvBytes: () => GB,
+      pace: (m) => (m === M ? pace : undefined),
+    });
+    const cold = { ...modelTelemetry(M, 0, 0), cold: { held: 1, expectedMs: 3000 } };
+    selector.onTelemetry({ region: "east", seq: 1, atMs: 0, models: [cold] });
+    const busy = (waiting: number) => selector.onTelemetry({ region: "west", seq: waiting + 2, atMs: 0, models: [{ ...modelTelemetry(M, 0.95, 2), waiting }] });
+    // west: 2 instances, 60 waiting → 40 + (30 + 1) × 100 = 3,140 ms; east: 3,000 + (1 + 1) × 100 = 3,200 ms → west.
+    busy(60);
+    expect(selector.select(M, "east", new Set(), 1000)).toMatchObject({ region: "west", reason: "least" });
+    // 62 waiting → 3,240 ms > 3,200 ms → east's cold start.
+    busy(62);
+    const pick = selector.select(M, "east", new Set(), 1000);
+    expect(pick).toMatchObject({ region: "east", reason: "cold-sooner" });
+    expect(pick?.candidates.map((c) => c.ttftMs)).toEqual([3200, 3240]);
+    // Without a prompt size (no estimate) the warm region wins, as before.
+    expect(selector.select(M, "east")).toMatchObject({ region: "west", reason: "least" });
+  });
+});

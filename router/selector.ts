@@ -13,7 +13,8 @@ import type { Clock } from "../core/clock.js";
 import { gpusPerInstanceOf, type TidegateConfig } from "../core/config.js";
 import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
-import { correctedUtilization, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
+import type { TokenPace } from "./pace.js";
+import { correctedUtilization, expectedColdTtftMs, expectedWarmTtftMs, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
 
 /** What the selector needs to know about one region from configuration. */
 export interface SelectorRegion {
@@ -37,6 +38,12 @@ export interface SelectorOptions {
    * in-flight bytes into utilization. Return 0 when unknown (the correction is then skipped).
    */
   instanceKvBytes: (model: ModelName, gpu: GpuType) => number;
+  /**
+   * A model's prefill and decode-step times (router/pace.ts `tokenPaceFrom`): with them, a request's expected TTFT at
+   * a warm region and at a cold one are weighed against each other (selection.ts). Absent or undefined for a model: a
+   * warm region always beats a cold start.
+   */
+  pace?: (model: ModelName) => TokenPace | undefined;
 }
 
 /** One decision plus what the selector saw, for logs and tests. */
@@ -114,34 +121,52 @@ export class RegionSelector {
     return this.opts.clock.now() - s.receivedAtMs;
   }
 
-  /** The candidate for (region, model) as selection sees it now: corrected utilization and availability. */
-  candidate(region: RegionName, model: ModelName): RegionCandidate {
+  /**
+   * The candidate for (region, model) as selection sees it now: corrected utilization and availability, and with
+   * `promptTokens` and the model's pace, the request's expected TTFT there (selection.ts).
+   */
+  candidate(region: RegionName, model: ModelName, promptTokens?: number): RegionCandidate {
     const s = this.state.get(region);
     const t = s?.telemetry;
     if (s === undefined || t === undefined || this.opts.clock.now() - s.receivedAtMs > this.opts.telemetryStaleMs) {
       return { region, utilization: Number.POSITIVE_INFINITY, available: false };
     }
     const mt = t.models.find((m) => m.model === model);
+    const pace = promptTokens === undefined ? undefined : this.opts.pace?.(model);
+    const prefillMs = pace?.prefillMs(promptTokens!);
+    if (mt !== undefined && mt.cold !== undefined && servingInstances(mt) === 0) {
+      // Scale from zero (issue 33): the region holds the request while it brings an instance up.
+      const coldStartMs = mt.cold.expectedMs ?? Number.POSITIVE_INFINITY;
+      return { region, utilization: Number.POSITIVE_INFINITY, available: true, coldStartMs, ...(prefillMs === undefined ? {} : { ttftMs: expectedColdTtftMs(coldStartMs, mt.cold.held, prefillMs) }) };
+    }
     if (mt === undefined || servingInstances(mt) === 0) return { region, utilization: Number.POSITIVE_INFINITY, available: false };
     const capacityBytes = mt.endpoints.reduce((sum, e) => sum + e.servingInstances * this.opts.instanceKvBytes(model, e.gpu), 0);
     const reported = Number.isFinite(mt.effectiveMemoryUtilization) ? Math.max(0, mt.effectiveMemoryUtilization) : Number.POSITIVE_INFINITY;
-    return { region, utilization: correctedUtilization(reported, s.inflightKvBytes.get(model) ?? 0, capacityBytes), available: true };
+    const utilization = correctedUtilization(reported, s.inflightKvBytes.get(model) ?? 0, capacityBytes);
+    if (pace === undefined || prefillMs === undefined) return { region, utilization, available: true };
+    return { region, utilization, available: true, ttftMs: expectedWarmTtftMs({ waiting: mt.waiting, serving: servingInstances(mt), prefillMs, stepMs: pace.stepMs }) };
   }
 
   /**
    * Picks a region for `model`: hosting regions in preference order (client region, its proximity list, the
-   * rest), the first under the threshold, else the least utilized. `exclude` skips regions already tried.
+   * rest), the first under the threshold, else the least utilized; a cold region instead when its expected TTFT for
+   * a `promptTokens` prompt is lower (selection.ts). `exclude` skips regions already tried.
    * Returns undefined when no region is available (unknown model, all stale, all excluded).
    */
-  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set()): SelectionResult | undefined {
+  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set(), promptTokens?: number): SelectionResult | undefined {
     const order = preferenceOrder(this.hostingRegions(model), clientRegion, this.proximity);
-    const candidates = order.map((r) => this.candidate(r, model));
+    let candidates = order.map((r) => this.candidate(r, model));
+    // TTFT estimates only where a warm region and a cold one compete (the common path stays as cheap as before).
+    if (promptTokens !== undefined && candidates.some((c) => c.available && c.coldStartMs !== undefined) && candidates.some((c) => c.available && c.coldStartMs === undefined)) {
+      candidates = order.map((r) => this.candidate(r, model, promptTokens));
+    }
     const decision = selectRegion(candidates, this.opts.memoryThreshold, exclude);
     return decision === undefined ? undefined : { ...decision, candidates };
   }
 }
 
-function servingInstances(mt: ModelTelemetry): number {
+/** Instances of the model serving in the region's report. */
+export function servingInstances(mt: ModelTelemetry): number {
   const fromEndpoints = mt.endpoints.reduce((s, e) => s + e.servingInstances, 0);
   return Math.max(fromEndpoints, mt.instances.serving ?? 0);
 }

@@ -58,6 +58,8 @@ export class GlobalRouter {
       clock,
       stallMs: config.router.streamStallMs,
       available: (r, m) => selector.candidate(r, m).available,
+      // A region scaling the model from zero holds the request up to controller.scaleToZero.holdMs (issue 33).
+      firstEventExtraMs: (r, m) => (selector.candidate(r, m).coldStartMs === undefined ? 0 : config.controller.scaleToZero.holdMs),
       telemetryAgeMs: (r) => selector.telemetryAgeMs(r),
       telemetryStaleMs: config.router.telemetryStaleMs,
       pace: tokenPaceFrom(config),

@@ -58,6 +58,8 @@ interface Entry {
   model: ModelName;
   lastAtMs: number;
   started: boolean;
+  /** Silence before the first event after which the wait is stalled (ms): stallMs, plus a cold start's hold. */
+  firstLimitMs: number;
   /** Silence after which a started stream on a region that stopped reporting is stalled (ms). */
   regionQuietMs: number;
   /** Silence after which a started stream is stalled regardless (ms). */
@@ -75,6 +77,12 @@ export interface WatchdogOptions {
   telemetryAgeMs?: (region: RegionName) => number | undefined;
   /** Telemetry older than this means the region stopped reporting (`router.telemetryStaleMs`, > 0). Needed with `telemetryAgeMs`. */
   telemetryStaleMs?: number;
+  /**
+   * Extra time a wait for the first event may take on (region, model) when watched (ms): a region that holds the
+   * request while it scales the model from zero (issue 33) answers after its hold (`controller.scaleToZero.holdMs`)
+   * at the latest. Absent or 0: `stallMs`.
+   */
+  firstEventExtraMs?: (region: RegionName, model: ModelName) => number;
   /** The model's token pace (pace.ts); undefined for a model without one. Absent: `stallMs` alone limits a started stream. */
   pace?: (model: ModelName) => TokenPace | undefined;
 }
@@ -122,7 +130,8 @@ export class StreamWatchdog {
     let reject!: (err: TidegateError) => void;
     const stalled = new Promise<never>((_, rej) => (reject = rej));
     stalled.catch(() => undefined);
-    const e: Entry = { region, model, lastAtMs: this.opts.clock.now(), started: false, ...this.limitsFor(model), reject };
+    const firstLimitMs = this.opts.stallMs + Math.max(0, this.opts.firstEventExtraMs?.(region, model) ?? 0);
+    const e: Entry = { region, model, lastAtMs: this.opts.clock.now(), started: false, firstLimitMs, ...this.limitsFor(model), reject };
     this.entries.add(e);
     if (this.timer === undefined) this.timer = this.opts.clock.every(this.sweepMs, () => this.sweep());
     const clock = this.opts.clock;
@@ -181,8 +190,8 @@ export class StreamWatchdog {
     for (const e of [...this.entries]) {
       const quietMs = now - e.lastAtMs;
       if (!e.started) {
-        if (quietMs > this.opts.stallMs) {
-          this.fire(e, "stalled", `region ${e.region} stalled: no first event for ${quietMs} ms (stall limit ${this.opts.stallMs} ms)`);
+        if (quietMs > e.firstLimitMs) {
+          this.fire(e, "stalled", `region ${e.region} stalled: no first event for ${quietMs} ms (stall limit ${e.firstLimitMs} ms)`);
         } else if (!this.opts.available(e.region, e.model)) {
           const { ageMs } = this.silentRegion(e.region);
           const detail = ageMs === undefined ? "no telemetry (link down)" : `telemetry ${ageMs} ms old, or no serving instance of ${e.model}`;

@@ -35,6 +35,21 @@ export interface ControllerConfig extends RegionSettings {
   retryMaxMs: number;
   /** A node agent silent this long is lost: its instances go, the parameter pool restores its invariant. */
   agentLostAfterMs: number;
+  /** Scale to zero and back (issue 33; region/controller/zero.ts, region/gateway/cold-hold.ts). */
+  scaleToZero: ScaleToZeroConfig;
+}
+
+/**
+ * Scale to zero and back. With `idleMs` > 0, an endpoint whose `minInstances` is 0 drains its last instance once its
+ * model has been idle that long, and a request for a model with no serving instance in the region is held at the
+ * gateway (at most `maxHeld` per model, each at most `holdMs`) while the controller brings one up; a request beyond
+ * either bound is refused with 503 `model_cold` and `Retry-After: retryAfterS`. `idleMs` 0 (default): off.
+ */
+export interface ScaleToZeroConfig {
+  idleMs: number;
+  holdMs: number;
+  maxHeld: number;
+  retryAfterS: number;
 }
 
 /** Every key of `r` as a number (names are the strategy's to check). */
@@ -56,9 +71,22 @@ export function parseController(cr: ObjectReader): ControllerConfig {
     retryInitialMs: cr.number("retryInitialMs", 1000, { gt: 0 }),
     retryMaxMs: cr.number("retryMaxMs", 60_000, { gt: 0 }),
     agentLostAfterMs: cr.number("agentLostAfterMs", 3000, { gt: 0 }),
+    scaleToZero: readScaleToZero(cr.object("scaleToZero")),
   };
   Object.assign(controller, readRegionSettings(cr));
   if (controller.retryMaxMs < controller.retryInitialMs) cr.fail("retryMaxMs", `must be ≥ retryInitialMs (${controller.retryInitialMs})`);
   cr.done();
   return controller;
+}
+
+/** Reads `controller.scaleToZero` (ScaleToZeroConfig; every key optional). */
+function readScaleToZero(r: ObjectReader): ScaleToZeroConfig {
+  const out = {
+    idleMs: r.number("idleMs", 0, { min: 0 }),
+    holdMs: r.number("holdMs", 60_000, { gt: 0 }),
+    maxHeld: r.number("maxHeld", 256, { integer: true, min: 1 }),
+    retryAfterS: r.number("retryAfterS", 5, { integer: true, min: 1 }),
+  };
+  r.done();
+  return out;
 }

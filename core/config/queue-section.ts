@@ -43,6 +43,17 @@ export interface QueueConfig {
    * stay empty until the region's next report.
    */
   refillIdle: boolean;
+  /**
+   * Batch work for a model no region serves (scale from zero, issue 33; router/dispatch/cold-wake.ts): the dispatcher
+   * sends one of its queued requests to the region whose cold start is expected soonest — held there, it brings an
+   * instance up — once waiting for warm capacity would miss a batch's deadline: less than the cold start + the queued
+   * requests' work at one instance's throughput + `coldStartMarginMs` (default 600 000) left; or once its oldest
+   * request has waited `coldStartAfterMs` (default 3 600 000; 0 = never for waiting alone). A request's work is
+   * estimated at `coldStartOutputTokens` (default 256) output tokens from the performance model.
+   */
+  coldStartMarginMs: number;
+  coldStartAfterMs: number;
+  coldStartOutputTokens: number;
   promoteAfterMs: number;
   leaseMs: number;
   /**
@@ -80,6 +91,9 @@ export function parseQueue(qr: ObjectReader): QueueConfig {
     paceDispatch: qr.boolean("paceDispatch", true),
     paceGroup: qr.number("paceGroup", 4, { integer: true, min: 1 }),
     refillIdle: qr.boolean("refillIdle", true),
+    coldStartMarginMs: qr.number("coldStartMarginMs", 600_000, { min: 0 }),
+    coldStartAfterMs: qr.number("coldStartAfterMs", 3_600_000, { min: 0 }),
+    coldStartOutputTokens: qr.number("coldStartOutputTokens", 256, { integer: true, min: 1 }),
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     ownerTtlMs: qr.number("ownerTtlMs", 5000, { integer: true, min: 50 }),

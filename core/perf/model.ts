@@ -4,7 +4,7 @@
  * model's architecture and weights per GPU. Coefficients come from fitted.ts (generated from measured data, see fit.ts and README.md).
  */
 import { TidegateError } from "../errors.js";
-import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, weightBytes, type GpuType, type ModelName } from "../models.js";
+import { GPU_SPECS, MODEL_SPECS, baseModelOf, kvBytesPerToken, kvCapacityBytes, weightBytes, type GpuType, type ModelName } from "../models.js";
 import { decodeFromFit, prefillFromFit, profileKey, type ProfileFit } from "./fit.js";
 import { FITTED_PROFILES } from "./fitted.js";
 
@@ -80,7 +80,8 @@ export function getProfile(model: ModelName, gpu: GpuType, tp: number, memoryFra
   const key = `${profileKey(model, gpu, tp)}@${memoryFraction}`;
   const hit = cache.get(key);
   if (hit !== undefined) return hit;
-  const fit = FITTED_PROFILES.find((p) => p.model === model && p.gpu === gpu && p.tp === tp);
+  const base = baseModelOf(model);
+  const fit = FITTED_PROFILES.find((p) => p.model === base && p.gpu === gpu && p.tp === tp);
   if (fit === undefined) {
     throw new TidegateError("invalid_config", `no performance profile for ${profileKey(model, gpu, tp)}; known: ${knownProfiles().join(", ")}`);
   }

@@ -74,6 +74,17 @@ const panels = [
     { custom: { drawStyle: "bars" } },
   ),
   panel("Data-plane transfer rate (parameters to new instances)", { h: H, w: W, x: W, y: 3 + 4 * H }, [[`sum by (region) (rate(tidegate_region_transfer_bytes_total{region=~"$region"}[$__rate_interval]))`, "{{region}}"]], { unit: "Bps" }),
+  panel(
+    "Cold starts by source, held and refused requests (scale from zero)",
+    { h: H, w: W, x: 0, y: 3 + 5 * H },
+    [
+      [`sum by (region, model, source) (increase(tidegate_region_cold_starts_total{${sel}}[$__rate_interval]))`, "cold start from {{source}} {{region}} {{model}}"],
+      [`sum by (region, model) (tidegate_region_cold_held{${sel}})`, "held {{region}} {{model}}"],
+      [`sum by (region, model, reason) (increase(tidegate_region_cold_refused_total{${sel}}[$__rate_interval]))`, "refused ({{reason}}) {{region}} {{model}}"],
+    ],
+    { custom: { drawStyle: "bars" } },
+  ),
+  panel("Cold-start TTFT (held requests; p50 / p90 / p99)", { h: H, w: W, x: W, y: 3 + 5 * H }, q("tidegate_region_cold_start_ttft_seconds"), { unit: "s" }),
 ];
 
 const dashboard = {
@@ -85,7 +96,7 @@ const dashboard = {
   ],
   uid: "tidegate-overview",
   title: "tidegate",
-  description: "tidegate per region and model: requests, TTFT/TBT, effective memory utilization vs the 0.70 routing threshold, queues, instances vs the planner's target, forecast vs actual, scaling and data-plane transfers (deploy/grafana/README.md).",
+  description: "tidegate per region and model: requests, TTFT/TBT, effective memory utilization vs the 0.70 routing threshold, queues, instances vs the planner's target, forecast vs actual, scaling, data-plane transfers and cold starts (deploy/grafana/README.md).",
   tags: ["tidegate", "llm-serving"],
   timezone: "utc",
   schemaVersion: 39,

@@ -9,7 +9,7 @@ import { newId } from "../../core/ids.js";
 import type { ModelName, RegionName } from "../../core/models.js";
 import type { InstanceState } from "../../core/ports.js";
 import type { EngineInfo } from "../agent/handle.js";
-import type { InstanceListener, InstanceRecord } from "./port.js";
+import type { InstanceListener, InstanceRecord, LoadSource } from "./port.js";
 
 /** An instance with where it runs and what it is doing. */
 export interface AgentInstance extends InstanceRecord {
@@ -18,6 +18,8 @@ export interface AgentInstance extends InstanceRecord {
   detail: string;
   /** The engine on the agent, once started. */
   engine?: EngineInfo;
+  /** Where its parameters came from at its last bring-up (issue 33): its node's host copy, a peer, the origin. */
+  loadSource?: LoadSource;
 }
 
 export interface InstanceTableOptions {

@@ -83,6 +83,8 @@ export class EngineLifecycle {
     try {
       const params = this.o.models.get(model);
       if (params === undefined) throw new TidegateError("invalid_config", `no parameters configured for ${model} in ${this.o.region}`);
+      // Where the parameters come from (issue 33): the node's own copy, a peer's (multicast), else the origin.
+      inst.loadSource = copies.pool.copy(inst.node, model)?.complete === true ? "host" : copies.pool.sources(model).length > 0 ? "peer" : "origin";
       if (copies.pool.copy(inst.node, model)?.complete !== true) {
         // The region's first copy may still be on its way from the origin: the transfer needs it as its source.
         if (copies.pool.sources(model).length === 0) await copies.repair(model)?.catch(() => undefined);
@@ -158,7 +160,7 @@ export class EngineLifecycle {
     const tookMs = this.o.clock.now() - (inst.actionAtMs ?? inst.enteredAtMs);
     if (inst.via !== undefined) this.o.times.record(inst.model, inst.gpu, tookMs);
     this.o.log.info("instance serving", { instanceId: inst.id, model: inst.model, node: inst.node, url: info.url, sinceActionMs: Math.round(tookMs) });
-    this.o.hooks().onLanded?.(inst.model, inst.gpu, inst.id);
+    this.o.hooks().onLanded?.(inst.model, inst.gpu, inst.id, inst.loadSource);
   }
 
   /** Waits for a draining instance's streams to finish, stops its engine and moves it to spot (unless it went meanwhile). */

@@ -88,9 +88,19 @@ export interface ListedInstance extends InstanceRecord {
 }
 
 /** Who hears of scale-outs that failed after the operation returned, and of instances that started serving. */
+/**
+ * Where a new instance's parameters came from (issue 33): its node's own host copy ("host", O(1) host cache), a
+ * multicast from a peer node or a GPU serving the model ("peer"), or the model's origin ("origin"; the SSD for
+ * ServerlessLLM's cache misses in the replays).
+ */
+export type LoadSource = "host" | "peer" | "origin";
+
+export const LOAD_SOURCES: readonly LoadSource[] = ["host", "peer", "origin"];
+
 export interface ScalingHooks {
   onFailure?(model: ModelName, gpu: GpuType, message: string): void;
-  onLanded?(model: ModelName, gpu: GpuType, instanceId: string): void;
+  /** An instance serves after a scale-out; `source` where its parameters came from, when the adapter knows. */
+  onLanded?(model: ModelName, gpu: GpuType, instanceId: string, source?: LoadSource): void;
 }
 
 /**

@@ -10,7 +10,7 @@ import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { InstanceState } from "../../core/ports.js";
-import type { InstanceListener, InstanceRecord, ListedInstance, NodeListing, RuntimeActuator, ScaleFailure, ScalingHooks } from "./port.js";
+import type { InstanceListener, InstanceRecord, ListedInstance, NodeListing, RuntimeActuator, ScaleFailure, ScalingHooks, LoadSource } from "./port.js";
 
 /** Delays in ms. `spotMedianMs`/`spotMaxMs`: spot ↔ internal; `redeployLocalMs`: weights in region; `redeployRemoteMs`: weights fetched from another region. */
 export interface ActuatorDelays {
@@ -64,6 +64,10 @@ export interface ActuatorLoading {
   begin(model: ModelName, gpu: GpuType, targets: readonly Readonly<InstanceRecord>[]): number[];
   /** The expected time a scale-out of one instance would take now (ms), for the planner and the controller. */
   expectedLoadMs(model: ModelName, gpu: GpuType): number;
+  /** Where instance `id`'s last load took its parameters from (issue 33), once `begin` ran for it. */
+  sourceOf?(id: string): LoadSource | undefined;
+  /** Whether instance `id`'s host memory holds `model` (a load there needs no transfer between hosts). */
+  holdsCopy?(id: string, model: ModelName): boolean;
 }
 
 /** Samples the spot move time: median × exp(σ·Z), clipped to [median/5, max]. */
@@ -209,6 +213,14 @@ export class SimActuator implements RuntimeActuator {
     return { ...inst };
   }
 
+  /**
+   * Whether instance `instanceId`'s host holds `model` in memory (the loading source says; false without one): the
+   * controller then redeploys that spot instance first (region/spot chooseScaleOut), as it does over agents.
+   */
+  holdsBlocks(instanceId: string, model: ModelName): boolean {
+    return this.o.loading?.holdsCopy?.(instanceId, model) ?? false;
+  }
+
   /** Nothing to keep up: no nodes to lose, no parameter pool (delays stand for the data plane). */
   tick(): void {}
 
@@ -329,6 +341,6 @@ export class SimActuator implements RuntimeActuator {
     inst.enteredAtMs = this.o.clock.now();
     if (to === "serving" || to === "spot") delete inst.readyAtMs;
     this.o.onChange?.(inst, from);
-    if (to === "serving" && from !== undefined) this.hooks.onLanded?.(inst.model, inst.gpu, inst.id);
+    if (to === "serving" && from !== undefined) this.hooks.onLanded?.(inst.model, inst.gpu, inst.id, this.o.loading?.sourceOf?.(inst.id));
   }
 }

@@ -28,6 +28,7 @@ import type { RegionTargets } from "../../core/ports.js";
 import type { Actuator, InstanceRecord } from "../actuator/port.js";
 import { chooseScaleIn, chooseScaleOut } from "../spot/spot-pool.js";
 import type { BoundStrategy } from "../strategies/strategy-registry.js";
+import { applyZeroRule } from "./zero.js";
 
 /** One endpoint the controller manages: (model, GPU type) with its GPUs per instance and bounds. */
 export interface ManagedEndpoint {
@@ -85,6 +86,17 @@ export interface RegionControllerOptions {
   /** First and largest delay before a failed endpoint's scale-out is tried again (default 1 000 / 60 000 ms). */
   retryInitialMs?: number;
   retryMaxMs?: number;
+  /**
+   * Scale to zero and back (zero.ts): endpoints with `minInstances` 0 drain their last instance after `idleMs` idle
+   * and come back when the gateway holds a request for them. Absent (or `idleMs` 0): the strategy's count stands.
+   */
+  scaleToZero?: {
+    idleMs: number;
+    /** Requests for `model` held at the gateway now, waiting for an instance (region/gateway/cold-hold.ts). */
+    held(model: ModelName): number;
+    /** Milliseconds since `model` last had a request in flight, held or entering (0 while it has one). */
+    idleForMs(model: ModelName): number;
+  };
   onAction?(a: ControllerAction): void;
   /** A step that failed (synchronously, or reported later through `noteFailure`), with the delay before the next try. */
   onError?(e: ControllerError): void;
@@ -192,7 +204,7 @@ export class RegionController {
       const tgt = this.targetFor.get(`${ep.model}/${ep.gpu}`);
       const utilizationSmoothed = this.smooth(k, sig.utilization, now);
       const state = (this.strategyState[k] ??= { state: this.o.strategy.newState() }).state;
-      const decision = this.o.strategy.decide({
+      const decided = this.o.strategy.decide({
         nowMs: now,
         windowStartMs: this.targets?.madeAtMs ?? 0,
         windowMs: this.o.windowMs,
@@ -210,6 +222,8 @@ export class RegionController {
         maxInstances: ep.maxInstances,
         lastActionMs,
       }, state);
+      const zero = this.o.scaleToZero;
+      const decision = zero === undefined || ep.minInstances > 0 ? decided : applyZeroRule({ current, desired: decided.desired, reason: decided.reason, minInstances: ep.minInstances, held: zero.held(ep.model), idleForMs: zero.idleForMs(ep.model) }, zero.idleMs);
       const maxSteps = this.o.maxStepsPerPass ?? 1;
       let from = current;
       for (let s = 0; s < maxSteps && decision.desired !== from; s++) {

@@ -27,6 +27,7 @@ import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, 
 import { pickEndpoint, pickInstance } from "./jsq.js";
 import { SloBook, tpotOf, type ModelSloSummary, type SloOutcome } from "./slo-book.js";
 import { WindowedRate, modelTelemetry } from "./telemetry.js";
+import type { ColdHold } from "./cold-hold.js";
 
 export interface GatewayOptions {
   region: RegionName;
@@ -46,7 +47,17 @@ export interface GatewayOptions {
   slo?: SloConfig;
   /** Called once per interactive request judged against its SLO (slo-book.ts): the region's `/metrics` counter. */
   onSlo?: (model: ModelName, outcome: SloOutcome) => void;
+  /**
+   * Scale from zero (cold-hold.ts): a request for a model in `coldModels` that finds no serving instance waits here
+   * while the controller brings one up, instead of being refused. Absent: refused at once (no_region_available).
+   */
+  coldHold?: ColdHold;
+  /** The models the hold applies to (those whose every endpoint here may be at zero instances). */
+  coldModels?: ReadonlySet<ModelName>;
 }
+
+/** What `submit` returns for a request held for a cold start (cold-hold.ts): no instance chosen yet. */
+export const HELD: RouteChoice = Object.freeze({ endpointId: "", instanceId: "" });
 
 export type RequestOutcome = "ok" | "error" | "cancelled";
 
@@ -218,6 +229,50 @@ class Submitted implements RequestCallbacks {
   }
 }
 
+/**
+ * The callbacks of a request for a model that may be at zero (cold-hold.ts): its activity is counted from entering
+ * to its end, and a held request's first token reports the cold start's TTFT.
+ */
+class ColdTracked implements RequestCallbacks {
+  held = true;
+  private ended = false;
+
+  constructor(
+    private readonly cold: ColdHold,
+    private readonly model: ModelName,
+    private readonly callbacks: RequestCallbacks,
+    private readonly enteredAtMs: number,
+  ) {
+    cold.enter(model);
+  }
+
+  onFirstToken(atMs: number): void {
+    if (this.held) this.cold.coldTtft(this.model, atMs - this.enteredAtMs);
+    this.callbacks.onFirstToken?.(atMs);
+  }
+
+  onDone(atMs: number, generatedTokens: number): void {
+    this.end();
+    this.callbacks.onDone?.(atMs, generatedTokens);
+  }
+
+  onError(atMs: number, err: unknown): void {
+    this.end();
+    this.callbacks.onError?.(atMs, err);
+  }
+
+  /** The request never started (refused when submitted): its activity ends, the caller is told nothing. */
+  abandon(): void {
+    this.end();
+  }
+
+  private end(): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.cold.leave(this.model);
+  }
+}
+
 /** One region's gateway. Not thread-safe (one event loop). */
 export class Gateway {
   readonly region: RegionName;
@@ -230,6 +285,8 @@ export class Gateway {
   private readonly onRouted: GatewayOptions["onRouted"];
   private readonly slo: SloConfig;
   private readonly onSlo: GatewayOptions["onSlo"];
+  private cold: ColdHold | undefined;
+  private readonly coldModels: ReadonlySet<ModelName>;
   private readonly models = new Map<ModelName, ModelRecord>();
   private readonly byId = new Map<string, InstanceRecord>();
   /** RegionService.onChange listeners: instances added, removed or moved to another state. */
@@ -247,6 +304,8 @@ export class Gateway {
     this.onRouted = opts.onRouted;
     this.slo = opts.slo ?? { ...DEFAULT_SLO, models: {} };
     this.onSlo = opts.onSlo;
+    this.cold = opts.coldHold;
+    this.coldModels = opts.coldModels ?? new Set();
     if (!(this.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${this.statsRefreshMs}`);
     if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${this.maxAttempts}`);
   }
@@ -285,7 +344,23 @@ export class Gateway {
   }
 
   private changed(): void {
+    this.cold?.release((m) => this.serves(m));
     for (const cb of [...this.changeListeners]) cb();
+  }
+
+  /**
+   * Stops holding requests for cold models (the region's instances turned out fixed: nothing can bring one up); a
+   * request that finds no serving instance is refused at once again. Requests already held stay held until released
+   * or refused by their hold.
+   */
+  stopColdHold(): void {
+    this.cold = undefined;
+  }
+
+  /** Whether some instance of `model` serves here now. */
+  serves(model: ModelName): boolean {
+    const m = this.models.get(model);
+    return m !== undefined && m.endpoints.some((e) => e.instances.some((i) => i.state === "serving"));
   }
 
   /** Moves an instance to another lifecycle state; only `serving` instances take new requests. */
@@ -348,11 +423,57 @@ export class Gateway {
    * first event, TPOT from its first to its last token event; a failure before the first event (every instance
    * tried, or none serving) is unserved, one after it a miss; the caller's cancel and client errors are not judged.
    */
-  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
+    const cold = this.cold;
+    if (cold === undefined || !this.coldModels.has(req.model)) return this.stream(req, signal, this.clock.now());
+    return this.streamAfterHold(cold, req, signal);
+  }
+
+  /**
+   * `generate` for a model that may be at zero: held (cold-hold.ts) while no instance serves, then streamed; TTFT is
+   * judged from entering here, so a cold start's wait counts. A hold that ends in model_cold or a cancel is
+   * judged as `generate` judges a refusal or a cancel.
+   */
+  private async *streamAfterHold(cold: ColdHold, req: GenerateRequest, signal: AbortSignal | undefined): AsyncGenerator<EngineEvent, void, undefined> {
+    const model = this.modelRecord(req.model);
+    const enteredAtMs = this.clock.now();
+    cold.enter(req.model);
+    let left = false;
+    try {
+      const held = !this.serves(req.model);
+      if (held) {
+        try {
+          await cold.wait(req.model, signal);
+        } catch (err) {
+          model.demanded += req.promptTokens + req.maxTokens;
+          const cancelled = findTidegateError(err, "cancelled") !== undefined;
+          this.onOutcome?.(req.model, cancelled ? "cancelled" : "error");
+          if (!cancelled && req.batch !== true) model.slo.refused();
+          throw err;
+        }
+      }
+      let first = held;
+      for await (const ev of this.stream(req, signal, enteredAtMs)) {
+        if (first) {
+          first = false;
+          cold.coldTtft(req.model, this.clock.now() - enteredAtMs);
+        }
+        // Closed before `done` is handed on: its consumer may stop pulling there (generate's contract).
+        if (ev.type === "done" && !left) {
+          left = true;
+          cold.leave(req.model);
+        }
+        yield ev;
+      }
+    } finally {
+      if (!left) cold.leave(req.model);
+    }
+  }
+
+  private async *stream(req: GenerateRequest, signal: AbortSignal | undefined, enteredAtMs: number): AsyncGenerator<EngineEvent, void, undefined> {
     const model = this.modelRecord(req.model);
     model.demanded += req.promptTokens + req.maxTokens;
     const judged = req.batch !== true;
-    const enteredAtMs = this.clock.now();
     const tried = new Set<InstanceRecord>();
     let lastError: unknown;
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
@@ -464,6 +585,52 @@ export class Gateway {
    * request is judged against the SLO as `generate` judges it; returning undefined (refused) counts it unserved.
    */
   submit(req: GenerateRequest, callbacks: RequestCallbacks): RouteChoice | undefined {
+    const cold = this.cold;
+    if (cold === undefined || !this.coldModels.has(req.model)) return this.submitNow(req, callbacks, this.clock.now());
+    this.modelRecord(req.model);
+    const enteredAtMs = this.clock.now();
+    const tracked = new ColdTracked(cold, req.model, callbacks, enteredAtMs);
+    if (this.serves(req.model)) {
+      tracked.held = false;
+      let choice: RouteChoice | undefined;
+      try {
+        choice = this.submitNow(req, tracked, enteredAtMs);
+      } finally {
+        if (choice === undefined) tracked.abandon();
+      }
+      return choice;
+    }
+    this.holdSubmitted(cold, req, tracked, enteredAtMs, enteredAtMs + cold.holdMs);
+    return HELD;
+  }
+
+  /**
+   * Holds a callback-form request for a cold model until it serves (then routes it as `submit` does; an instance
+   * gone again by then holds it again until the same deadline) or the hold refuses it (`onError` with model_cold).
+   */
+  private holdSubmitted(cold: ColdHold, req: GenerateRequest, tracked: ColdTracked, enteredAtMs: number, deadlineMs: number): void {
+    cold.hold(
+      req.model,
+      () => {
+        if (!this.serves(req.model)) return this.holdSubmitted(cold, req, tracked, enteredAtMs, deadlineMs);
+        try {
+          this.submitNow(req, tracked, enteredAtMs);
+        } catch (err) {
+          tracked.onError(this.clock.now(), err);
+        }
+      },
+      (err) => {
+        const model = this.modelRecord(req.model);
+        model.demanded += req.promptTokens + req.maxTokens;
+        this.onOutcome?.(req.model, "error");
+        if (req.batch !== true) model.slo.refused();
+        tracked.onError(this.clock.now(), err);
+      },
+      deadlineMs,
+    );
+  }
+
+  private submitNow(req: GenerateRequest, callbacks: RequestCallbacks, enteredAtMs: number): RouteChoice | undefined {
     const model = this.modelRecord(req.model);
     const rec = this.choose(model, undefined);
     const choice = rec === undefined ? undefined : { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
@@ -480,7 +647,7 @@ export class Gateway {
     const ticket = admit(rec, req, model.kvBytesPerToken);
     this.onRouted?.(req, rec.engine.instanceId);
     try {
-      rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks, this.clock.now()));
+      rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks, enteredAtMs));
     } catch (err) {
       settle(ticket);
       this.onOutcome?.(req.model, "error");

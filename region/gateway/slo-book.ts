@@ -56,7 +56,16 @@ export interface ModelSloSummary {
  * A region's admin listing with each model's SLO (`GET /admin/regions/{region}/instances`, both links). Absent from
  * regions that do not measure it.
  */
-export type RegionListing = RegionInstances & { slo?: ModelSloSummary[] };
+export type RegionListing = RegionInstances & { slo?: ModelSloSummary[]; cold?: ColdListing };
+
+/**
+ * Scale from zero in the listing (issue 33): each model the region may hold at zero (held requests, in flight, idle
+ * time) and the recent cold starts (a model's first instance from zero, with where its parameters came from).
+ */
+export interface ColdListing {
+  models: { model: string; held: number; inFlight: number; idleForMs: number }[];
+  starts: { atMs: number; model: string; gpu: string; instanceId: string; source: string; tookMs: number }[];
+}
 
 /**
  * TPOT of one request, ms: (time of its last token − time of its first) / (output tokens − 1); undefined when it

@@ -47,4 +47,29 @@ describe("wire conversions", () => {
     expect(instancesFromWire(overTheWire<WireInstances>("Instances", instancesToWire(l)))).toEqual(l);
     expect(instancesFromWire(overTheWire<WireInstances>("Instances", instancesToWire(base)))).toEqual(base);
   });
+
+  it("carry scale from zero through protobuf: held requests and the expected cold start in telemetry, cold models and cold starts in the listing", () => {
+    const counts = { provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 1 };
+    const t: RegionTelemetry = {
+      region: "east",
+      seq: 3,
+      atMs: 10,
+      models: [
+        { model: "cold", effectiveMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: counts, endpoints: [], cold: { held: 2, expectedMs: 640.5 } },
+        { model: "unknown-time", effectiveMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: counts, endpoints: [], cold: { held: 0 } },
+        { model: "warm", effectiveMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: counts, endpoints: [] },
+      ],
+    };
+    expect(telemetryFromWire(overTheWire<WireTelemetry>("Telemetry", telemetryToWire(t)))).toEqual(t);
+    const l: RegionListing = {
+      region: "east",
+      actuator: "agents",
+      instances: [],
+      nodes: [],
+      failures: [],
+      actions: [],
+      cold: { models: [{ model: "cold", held: 2, inFlight: 2, idleForMs: 0 }], starts: [{ atMs: 1000, model: "cold", gpu: "h100-80gb", instanceId: "east/n2/cold/x", source: "peer", tookMs: 518.5 }] },
+    };
+    expect(instancesFromWire(overTheWire<WireInstances>("Instances", instancesToWire(l)))).toEqual(l);
+  });
 });

@@ -51,6 +51,7 @@ export interface WireTelemetry {
     instances: Record<InstanceState, number> | null;
     stale_instances?: number;
     slo?: { requests: number; met: number; finished: number; prompt_tokens: number; output_tokens: number } | null;
+    cold?: { held: number; expected_ms: number } | null;
     endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null; expected_scale_out_ms?: number }[];
   }[];
 }
@@ -168,6 +169,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       instances: m.instances,
       stale_instances: m.staleInstances ?? 0,
       slo: m.slo === undefined ? null : { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, prompt_tokens: m.slo.promptTokens, output_tokens: m.slo.outputTokens },
+      cold: m.cold === undefined ? null : { held: m.cold.held, expected_ms: m.cold.expectedMs ?? 0 },
       endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null, expected_scale_out_ms: e.expectedScaleOutMs ?? 0 })),
     })),
   };
@@ -195,6 +197,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
       })),
       ...((m.stale_instances ?? 0) > 0 ? { staleInstances: m.stale_instances! } : {}),
       ...(m.slo ? { slo: { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, promptTokens: m.slo.prompt_tokens, outputTokens: m.slo.output_tokens } } : {}),
+      ...(m.cold ? { cold: { held: m.cold.held, ...(m.cold.expected_ms > 0 ? { expectedMs: m.cold.expected_ms } : {}) } } : {}),
     };
   });
   return { region: w.region, seq: w.seq, atMs: w.at_ms, models };
@@ -233,6 +236,8 @@ export interface WireInstances {
   failures: { at_ms: number; model: string; gpu: string; node: string; instance_id: string; message: string }[];
   actions: { at_ms: number; model: string; gpu: string; kind: string; instance_id: string; reason: string; from: number; desired: number }[];
   slo?: { model: string; ttft_ms: number; tpot_ms: number; percentile: number; met: number; missed: number; unserved: number; last_hour_requests: number; last_hour_met: number; judged_hours: number; violated_hours: number }[];
+  cold_models?: { model: string; held: number; in_flight: number; idle_for_ms: number }[];
+  cold_starts?: { at_ms: number; model: string; gpu: string; instance_id: string; source: string; took_ms: number }[];
 }
 
 /** The listing to the wire; the SLO entries of a RegionListing go along (a plain RegionInstances has none). */
@@ -245,6 +250,8 @@ export function instancesToWire(l: RegionListing): WireInstances {
     failures: l.failures.map((f) => ({ at_ms: f.atMs, model: f.model, gpu: f.gpu, node: f.node, instance_id: f.instanceId, message: f.message })),
     actions: l.actions.map((a) => ({ at_ms: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instance_id: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
     slo: (l.slo ?? []).map((s) => ({ model: s.model, ttft_ms: s.ttftMs, tpot_ms: s.tpotMs, percentile: s.percentile, met: s.met, missed: s.missed, unserved: s.unserved, last_hour_requests: s.lastHourRequests, last_hour_met: s.lastHourMet, judged_hours: s.judgedHours, violated_hours: s.violatedHours })),
+    cold_models: (l.cold?.models ?? []).map((m) => ({ model: m.model, held: m.held, in_flight: m.inFlight, idle_for_ms: m.idleForMs })),
+    cold_starts: (l.cold?.starts ?? []).map((c) => ({ at_ms: c.atMs, model: c.model, gpu: c.gpu, instance_id: c.instanceId, source: c.source, took_ms: c.tookMs })),
   };
 }
 
@@ -278,6 +285,14 @@ export function instancesFromWire(w: WireInstances): RegionListing {
             judgedHours: s.judged_hours,
             violatedHours: s.violated_hours,
           })),
+        }
+      : {}),
+    ...((w.cold_models ?? []).length > 0 || (w.cold_starts ?? []).length > 0
+      ? {
+          cold: {
+            models: (w.cold_models ?? []).map((m) => ({ model: m.model, held: m.held, inFlight: m.in_flight, idleForMs: m.idle_for_ms })),
+            starts: (w.cold_starts ?? []).map((c) => ({ atMs: c.at_ms, model: c.model, gpu: c.gpu, instanceId: c.instance_id, source: c.source, tookMs: c.took_ms })),
+          },
         }
       : {}),
   };

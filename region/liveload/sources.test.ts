@@ -49,6 +49,18 @@ describe("loading sources as named configurations (BlitzScale Table 1 bandwidths
     expect(c.holds("h2", "m", 1000)).toBe(false);
   });
 
+  it("a host whose memory holds two models evicts the least recently used when a third comes", () => {
+    const c = new KeepAliveCache(300_000, 2);
+    c.touch("h1", "a", 0);
+    c.touch("h1", "b", 10);
+    c.touch("h1", "a", 20); // a is now the most recent
+    c.touch("h1", "c", 30); // evicts b
+    expect([c.holds("h1", "a", 40), c.holds("h1", "b", 40), c.holds("h1", "c", 40)]).toEqual([true, false, true]);
+    c.touch("h2", "b", 40); // another host's memory is its own
+    expect(c.holds("h2", "b", 50)).toBe(true);
+    expect(() => new KeepAliveCache(1000, 0)).toThrow(RangeError);
+  });
+
   it("bad input is refused", () => {
     expect(() => layerArrivals("network", { bytes: 0, layers: 1, blocks: 1 }, { targets: 1 })).toThrow(RangeError);
     expect(() => layerArrivals("network", llama70, { targets: 0 })).toThrow(/targets must be a positive integer/);

@@ -67,7 +67,10 @@ export interface LoadModel {
 /** One scale-out: how many new instances, and (ssd) whether each one's host still caches the model. */
 export interface ScaleOut {
   targets: number;
-  /** ssd only: per target, whether its host cache still holds the model (used within the keep-alive). */
+  /**
+   * Per target, whether its host's memory holds the model: ssd, its keep-alive cache (a hit loads over PCIe, a miss
+   * from SSD); the network sources, the parameter pool's copy (loaded over PCIe, not multicast). Default none.
+   */
   hostCached?: boolean[];
   /** network sources: how many GPUs serve the model now (the multicast's sources); default 1. */
   servingSources?: number;
@@ -102,9 +105,14 @@ export function loadEpisode(source: LoadingSourceName, m: LoadModel, so: ScaleOu
     case "network":
     case "blitzscale":
     case "lambdascale": {
-      const k = Math.max(1, Math.min(so.servingSources ?? 1, so.targets));
+      // A target whose host holds the pool's copy of the model (hostCached: its own O(1) copy, BlitzScale §4.1)
+      // loads it over PCIe; the others through the multicast plan. Plan node `t<i>` is target i.
+      const local = layerMs(bw.pcieBitsPerS);
+      const remote = Array.from({ length: so.targets }, (_, i) => i).filter((i) => so.hostCached?.[i] !== true);
+      if (remote.length === 0) return { arrivals: Array.from({ length: so.targets }, () => local) };
+      const k = Math.max(1, Math.min(so.servingSources ?? 1, remote.length));
       const sources = Array.from({ length: k }, (_, i) => `src${i}`);
-      const targets = Array.from({ length: so.targets }, (_, i) => `t${i}`);
+      const targets = remote.map((i) => `t${i}`);
       const model = { totalBytes: Math.ceil(m.bytes), blockCount: m.blocks };
       const plan: MulticastPlan =
         source === "lambdascale"
@@ -113,8 +121,9 @@ export function loadEpisode(source: LoadingSourceName, m: LoadModel, so: ScaleOu
       // one step moves one block over one RDMA link (chains: a block per hop per step; binomial: §4.2's steps)
       const stepMs = (m.bytes / m.blocks / (bw.rdmaBitsPerS / 8)) * 1000;
       const at = arrivalTimes(plan, stepMs);
-      const arrivals = targets.map((t) => {
-        const blocks = at.get(t)!;
+      const arrivals = Array.from({ length: so.targets }, (_, i) => `t${i}`).map((t) => {
+        const blocks = at.get(t);
+        if (blocks === undefined) return local;
         return Array.from({ length: m.layers }, (_, l) => {
           // blocks covering layer l: [floor(l·b/L), ceil((l+1)·b/L))
           const from = Math.floor((l * m.blocks) / m.layers);
@@ -131,21 +140,32 @@ export function loadEpisode(source: LoadingSourceName, m: LoadModel, so: ScaleOu
 
 /**
  * ServerlessLLM's host cache (the `ssd` source): a model stays in a host's memory for `keepAliveMs` after its last
- * use (5 minutes by default); loading it again within that is a hit.
+ * use (5 minutes by default); loading it again within that is a hit. With `modelsPerHost`, a host's memory holds at
+ * most that many models: using one more evicts the least recently used (a model-as-a-service host whose memory holds
+ * only some of the zoo, issue 33). Default: unbounded.
  */
 export class KeepAliveCache {
-  private readonly lastUse = new Map<string, number>();
-  constructor(readonly keepAliveMs = 5 * 60_000) {
+  /** host → model → last use (Map order: least recently used first). */
+  private readonly hosts = new Map<string, Map<string, number>>();
+  constructor(
+    readonly keepAliveMs = 5 * 60_000,
+    readonly modelsPerHost = Number.POSITIVE_INFINITY,
+  ) {
     if (!(keepAliveMs >= 0)) throw new RangeError(`keepAliveMs must be ≥ 0, got ${keepAliveMs}`);
+    if (!(modelsPerHost >= 1)) throw new RangeError(`modelsPerHost must be ≥ 1, got ${modelsPerHost}`);
   }
   /** Whether `host` still caches `model` at `nowMs`. */
   holds(host: string, model: string, nowMs: number): boolean {
-    const t = this.lastUse.get(`${host}\u0000${model}`);
+    const t = this.hosts.get(host)?.get(model);
     return t !== undefined && nowMs - t <= this.keepAliveMs;
   }
-  /** `host` used (loaded or served) `model` at `nowMs`. */
+  /** `host` used (loaded or served) `model` at `nowMs`; evicts its least recently used model beyond `modelsPerHost`. */
   touch(host: string, model: string, nowMs: number): void {
-    this.lastUse.set(`${host}\u0000${model}`, nowMs);
+    let h = this.hosts.get(host);
+    if (h === undefined) this.hosts.set(host, (h = new Map()));
+    h.delete(model);
+    h.set(model, nowMs);
+    while (h.size > this.modelsPerHost) h.delete(h.keys().next().value!);
   }
 }
 

@@ -7,12 +7,13 @@ import { collect } from "../../test/helpers/streams.js";
 import type { RegionListing } from "../gateway/slo-book.js";
 import { buildRegion, type Region } from "../runtime/build-region.js";
 import { fixedEngines } from "../runtime/static-host.js";
+import { startSimRegion } from "../runtime/sim-region.js";
 import { RegionMetrics } from "./region-metrics.js";
 
 const MODEL = "llama3.1-8b";
 const HOUR_MS = 3_600_000;
 
-let open: Region | undefined;
+let open: Pick<Region, "close"> | undefined;
 afterEach(async () => {
   await open?.close();
   open = undefined;
@@ -66,5 +67,43 @@ describe("region metrics: SLO attainment", () => {
     expect(series(text, "tidegate_region_slo_violations")).toEqual([`tidegate_region_slo_violations{${l}} 1`]);
     expect(series(text, "tidegate_region_slo_attainment")).toEqual([`tidegate_region_slo_attainment{${l}} Nan`]);
     expect((region.runtime.service.listing() as RegionListing).slo?.[0]).toMatchObject({ lastHourRequests: 0, lastHourAttainment: null, judgedHours: 1, violatedHours: 1 });
+  });
+});
+
+describe("region metrics: scale from zero", () => {
+  it("counts a cold start by its source, the held request's TTFT and a refused hold; the gauge of held requests follows telemetry", async () => {
+    const clock = new VirtualClock(0);
+    const config = parseConfig({
+      ...(DEFAULT_CONFIG_JSON as Record<string, unknown>),
+      models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+      regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 0, minInstances: 0, maxInstances: 1 }] }],
+      controller: { strategy: "reactive", actuator: "sim", reconcileIntervalMs: 1000, scaleToZero: { idleMs: 5000, holdMs: 30_000, maxHeld: 1, retryAfterS: 3 }, loading: { source: "network" } },
+    });
+    const metrics = new RegionMetrics({ r: [MODEL] }, createRegistry(false));
+    const sink = metrics.sink("r");
+    const zero = { spotMedianMs: 0, spotMaxMs: 0, spotSigma: 0, redeployLocalMs: 0, redeployRemoteMs: 0, vmProvisionMs: 0 };
+    const region = startSimRegion({ config, region: "r", clock, metrics: sink, delays: zero, weightsInRegion: [MODEL], random: () => 0.5 });
+    open = region;
+    const l = `region="r",model="${MODEL}"`;
+    let text = await metrics.registry.metrics();
+    expect(series(text, "tidegate_region_cold_starts_total")).toEqual(["host", "peer", "origin"].map((s) => `tidegate_region_cold_starts_total{${l},source="${s}"} 0`));
+    expect(series(text, "tidegate_region_cold_start_ttft_seconds_count")).toEqual([`tidegate_region_cold_start_ttft_seconds_count{${l}} 0`]);
+
+    const req = { id: "a", model: MODEL, kind: "chat" as const, promptTokens: 10, maxTokens: 3, priority: 0 as const, body: {} };
+    const served = collect(region.gateway.generate(req));
+    // A second request beyond maxHeld (1) is refused at once.
+    const refused = await collect(region.gateway.generate({ ...req, id: "b" })).catch((e: unknown) => e);
+    expect(String(refused)).toMatch(/maxHeld/);
+    await clock.advanceBy(1);
+    sink.observe(region.runtime.service.snapshot(), undefined);
+    expect(series(await metrics.registry.metrics(), "tidegate_region_cold_held")).toEqual([`tidegate_region_cold_held{${l}} 1`]);
+    await clock.advanceBy(10_000);
+    expect((await served).at(-1)?.type).toBe("done");
+    text = await metrics.registry.metrics();
+    expect(series(text, "tidegate_region_cold_starts_total")).toEqual([`tidegate_region_cold_starts_total{${l},source="host"} 0`, `tidegate_region_cold_starts_total{${l},source="peer"} 1`, `tidegate_region_cold_starts_total{${l},source="origin"} 0`]);
+    expect(series(text, "tidegate_region_cold_start_ttft_seconds_count")).toEqual([`tidegate_region_cold_start_ttft_seconds_count{${l}} 1`]);
+    expect(series(text, "tidegate_region_cold_refused_total")).toEqual([`tidegate_region_cold_refused_total{${l},reason="full"} 1`, `tidegate_region_cold_refused_total{${l},reason="timeout"} 0`]);
+    const listing = region.runtime.service.listing() as RegionListing;
+    expect(listing.cold?.starts.map((c) => c.source)).toEqual(["peer"]);
   });
 });

@@ -9,8 +9,12 @@
  * missed, unserved) as the gateway judges them, and gauges read from the gateway's SLO summaries at each scrape —
  * attainment over the last hour (NaN while the hour judged none), the targets, and the completed clock hours whose
  * attainment was below the SLO percentile.
+ *
+ * Scale from zero (issue 33): cold starts by where the parameters came from (host copy, peer, origin), the TTFT of
+ * the requests held for one, and held requests refused (hold full, or held `holdMs`).
  */
-import { Counter, Gauge, createRegistry, initLabels, type Registry } from "../../core/metrics.js";
+import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../core/metrics.js";
+import { LOAD_SOURCES, type LoadSource } from "../actuator/port.js";
 import type { RegionTelemetry } from "../../core/ports.js";
 import type { RequestOutcome } from "../gateway/gateway.js";
 import { SLO_OUTCOMES, type ModelSloSummary, type SloOutcome } from "../gateway/slo-book.js";
@@ -33,6 +37,12 @@ export interface RegionMetricsSink {
   failure(model: string): void;
   /** Counts parameter bytes that reached target nodes. */
   transferred(bytes: number): void;
+  /** Counts one cold start (a model's first instance from zero) by its parameters' source. */
+  coldStart(model: string, source: LoadSource): void;
+  /** Observes one held request's TTFT (ms, from entering the gateway). */
+  coldTtft(model: string, ttftMs: number): void;
+  /** Counts one held request refused. */
+  coldRefused(model: string, reason: "full" | "timeout"): void;
   /** Copies a telemetry snapshot into the gauges. */
   observe(t: RegionTelemetry, decisionId: number | undefined): void;
 }
@@ -54,6 +64,10 @@ export class RegionMetrics {
   private readonly failures: Counter<"region" | "model">;
   private readonly transferBytes: Counter<"region">;
   private readonly sloRequests: Counter<"region" | "model" | "outcome">;
+  private readonly coldStarts: Counter<"region" | "model" | "source">;
+  private readonly coldTtftSeconds: Histogram<"region" | "model">;
+  private readonly coldRefusedTotal: Counter<"region" | "model" | "reason">;
+  private readonly coldHeld: Gauge<"region" | "model">;
   private readonly sloAttainment: Gauge<"region" | "model">;
   private readonly sloTarget: Gauge<"region" | "model" | "kind">;
   private readonly sloViolatedHours: Gauge<"region" | "model">;
@@ -81,6 +95,10 @@ export class RegionMetrics {
     this.failures = new Counter({ name: "tidegate_region_scaling_failures_total", help: "Scale-outs that failed (the endpoint then backs off)", labelNames: ["region", "model"], registers: r });
     this.transferBytes = new Counter({ name: "tidegate_region_transfer_bytes_total", help: "Parameter bytes moved to new instances' nodes over the data plane", labelNames: ["region"], registers: r });
     this.sloRequests = new Counter({ name: "tidegate_region_slo_requests_total", help: "Interactive requests judged against the model's SLO: met (TTFT and TPOT within targets), missed (late, or broke after the first token), unserved (refused or failed before the first token)", labelNames: ["region", "model", "outcome"], registers: r });
+    this.coldStarts = new Counter({ name: "tidegate_region_cold_starts_total", help: "Cold starts (a model's first instance after none served), by where its parameters came from: host (the node's own host copy), peer (multicast from another node), origin", labelNames: ["region", "model", "source"], registers: r });
+    this.coldTtftSeconds = new Histogram({ name: "tidegate_region_cold_start_ttft_seconds", help: "Time to first token of the requests held for a cold start, from entering the region's gateway", labelNames: ["region", "model"], buckets: [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120], registers: r });
+    this.coldRefusedTotal = new Counter({ name: "tidegate_region_cold_refused_total", help: "Requests held for a cold start and refused with 503 model_cold: reason full (controller.scaleToZero.maxHeld) or timeout (holdMs)", labelNames: ["region", "model", "reason"], registers: r });
+    this.coldHeld = new Gauge({ name: "tidegate_region_cold_held", help: "Requests held now while the model scales from zero", labelNames: ["region", "model"], registers: r });
     const readSlo = (set: (region: string, s: ModelSloSummary) => void) => () => {
       for (const [region, read] of this.sloReaders) for (const s of read()) set(region, s);
     };
@@ -116,6 +134,10 @@ export class RegionMetrics {
       for (const g of [this.utilization, this.tokensPerS, this.batchTokensPerS, this.demandTokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { region: reg, model: models });
       initLabels(this.instances, { region: reg, model: models, state: STATES });
       initLabels(this.sloRequests, { region: reg, model: models, outcome: SLO_OUTCOMES });
+      initLabels(this.coldStarts, { region: reg, model: models, source: LOAD_SOURCES });
+      initLabels(this.coldRefusedTotal, { region: reg, model: models, reason: ["full", "timeout"] });
+      initLabels(this.coldHeld, { region: reg, model: models });
+      for (const model of models) this.coldTtftSeconds.zero({ region, model });
       initLabels(this.sloTarget, { region: reg, model: models, kind: ["ttft", "tpot"] });
       initLabels(this.sloViolatedHours, { region: reg, model: models });
       // Not 0: an attainment of 0 would read as every request missed before any was judged.
@@ -138,6 +160,9 @@ export class RegionMetrics {
         if (model !== "-") this.failures.inc({ region, model });
       },
       transferred: (bytes) => this.transferBytes.inc({ region }, bytes),
+      coldStart: (model, source) => this.coldStarts.inc({ region, model, source }),
+      coldTtft: (model, ttftMs) => this.coldTtftSeconds.observe({ region, model }, ttftMs / 1000),
+      coldRefused: (model, reason) => this.coldRefusedTotal.inc({ region, model, reason }),
       observe: (t, decisionId) => {
         for (const m of t.models) {
           const l = { region, model: m.model };
@@ -148,6 +173,7 @@ export class RegionMetrics {
           this.running.set(l, m.running);
           this.waiting.set(l, m.waiting);
           this.stale.set(l, m.staleInstances ?? 0);
+          this.coldHeld.set(l, m.cold?.held ?? 0);
           for (const s of STATES) this.instances.set({ ...l, state: s }, m.instances[s]);
         }
         this.decisionId.set({ region }, decisionId ?? -1);

@@ -21,6 +21,8 @@ import type { GenerateRequest } from "../../core/ports.js";
 import type { RuntimeActuator } from "../actuator/port.js";
 import type { ControllerAction } from "../controller/reconciler.js";
 import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
+import { ColdHold } from "../gateway/cold-hold.js";
+import type { LoadSource } from "../actuator/port.js";
 import type { ModelSloSummary, SloOutcome } from "../gateway/slo-book.js";
 import type { RegionService } from "../link/service.js";
 import type { BoundStrategy } from "../strategies/strategy-registry.js";
@@ -35,6 +37,11 @@ export interface RegionMetricsHooks extends RuntimeMetricsSink {
   slo?(model: ModelName, outcome: SloOutcome): void;
   watchSlo?(read: () => readonly ModelSloSummary[]): void;
   transferred?(bytes: number): void;
+  /** Scale from zero (issue 33): a model's first instance landed from `source`; a held request's first token. */
+  coldStart?(model: ModelName, source: LoadSource): void;
+  coldTtft?(model: ModelName, ttftMs: number): void;
+  /** A held request refused: the hold was full, or it waited controller.scaleToZero.holdMs. */
+  coldRefused?(model: ModelName, reason: "full" | "timeout"): void;
 }
 
 /** What an engine host is given: the region, its clock and log, and the gateway buildRegion made. */
@@ -105,6 +112,7 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
   const statsRefreshMs = o.statsRefreshMs ?? o.host.statsRefreshMs;
   const outcome = o.metrics?.outcome;
   const slo = o.metrics?.slo;
+  let cold = coldHoldFor(o.config, o.region, o.clock, o.metrics);
   const gateway = new Gateway({
     region: o.region,
     clock: o.clock,
@@ -114,10 +122,16 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
     ...(statsRefreshMs === undefined ? {} : { statsRefreshMs }),
     ...(outcome === undefined ? {} : { onOutcome: (m: ModelName, x: RequestOutcome) => outcome.call(o.metrics, m, x) }),
     ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }),
+    ...(cold === undefined ? {} : { coldHold: cold.hold, coldModels: cold.models }),
   });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   o.metrics?.watchSlo?.(() => gateway.sloSummaries());
   const hosted = o.host.start({ config: o.config, region: o.region, clock: o.clock, log, gateway, ...(o.metrics === undefined ? {} : { metrics: o.metrics }) });
+  // Fixed engines (`--spawn-engines`, engines.urls) cannot be scaled from zero: such a region refuses at once.
+  if (cold !== undefined && hosted.actuator.fixed === true) {
+    gateway.stopColdHold();
+    cold = undefined;
+  }
   const runtime = startRegionRuntime({
     config: o.config,
     region: o.region,
@@ -125,6 +139,7 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
     log,
     gateway,
     actuator: hosted.actuator,
+    ...(cold === undefined ? {} : { cold }),
     ...(o.metrics === undefined ? {} : { metrics: o.metrics }),
     ...(o.strategy === undefined ? {} : { strategy: o.strategy }),
     ...(o.onAction === undefined ? {} : { onAction: o.onAction }),
@@ -142,10 +157,33 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
     close: () =>
       (closing ??= (async () => {
         runtime.close();
+        cold?.hold.close();
         await hosted.close();
         await gateway.close();
       })()),
   } as Region<A, X>;
+}
+
+/**
+ * The region's hold of requests for models at zero (region/gateway/cold-hold.ts), when `controller.scaleToZero.idleMs`
+ * > 0 and the region's instances can change (not the static actuator): for the models whose every endpoint in the
+ * region has `minInstances` 0. Undefined otherwise (such requests are refused at once, as before).
+ */
+export function coldHoldFor(config: TidegateConfig, region: RegionName, clock: Clock, metrics?: RegionMetricsHooks): { hold: ColdHold; models: ReadonlySet<ModelName> } | undefined {
+  const z = config.controller.scaleToZero;
+  const rc = config.regions.find((r) => r.name === region);
+  if (!(z.idleMs > 0) || config.controller.actuator === "static" || rc === undefined) return undefined;
+  const models = new Set(rc.endpoints.map((e) => e.model).filter((m) => rc.endpoints.every((e) => e.model !== m || e.minInstances === 0)));
+  if (models.size === 0) return undefined;
+  const hold = new ColdHold({
+    region,
+    clock,
+    holdMs: z.holdMs,
+    maxHeld: z.maxHeld,
+    ...(metrics?.coldTtft === undefined ? {} : { onColdTtft: (m: ModelName, ms: number) => metrics.coldTtft!(m, ms) }),
+    ...(metrics?.coldRefused === undefined ? {} : { onRefused: (m: ModelName, r: "full" | "timeout") => metrics.coldRefused!(m, r) }),
+  });
+  return { hold, models };
 }
 
 /**

@@ -18,7 +18,8 @@ import type { Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { Engine, EngineEvent, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import type { ModelSource } from "../actuator/agents.js";
-import type { RuntimeActuator } from "../actuator/port.js";
+import type { LoadSource, RuntimeActuator } from "../actuator/port.js";
+import type { ColdHold } from "../gateway/cold-hold.js";
 import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
@@ -33,6 +34,19 @@ import { TargetsStore } from "./targets.js";
 export interface RuntimeMetricsSink {
   action(model: string, kind: ControllerAction["kind"]): void;
   failure(model: string): void;
+  /** A model's first instance landed from zero (issue 33), with where its parameters came from. */
+  coldStart?(model: string, source: LoadSource): void;
+}
+
+/** One cold start (a model's first instance from zero), for the admin listing. */
+export interface ColdStartRecord {
+  atMs: number;
+  model: ModelName;
+  gpu: GpuType;
+  instanceId: string;
+  source: LoadSource | "unknown";
+  /** From the scale-out decision to serving (ms). */
+  tookMs: number;
 }
 
 export interface RegionRuntimeOptions<A extends RuntimeActuator = RuntimeActuator> {
@@ -54,6 +68,11 @@ export interface RegionRuntimeOptions<A extends RuntimeActuator = RuntimeActuato
    * is deployed (default 0; the region process waits controller.agentLostAfterMs).
    */
   startupGraceMs?: number;
+  /**
+   * Scale to zero and back (issue 33; build-region.ts coldHoldFor): the gateway's hold of requests for `models`, the
+   * controller's idle rule (controller.scaleToZero.idleMs), the `cold` telemetry and the cold starts listed.
+   */
+  cold?: { hold: ColdHold; models: ReadonlySet<ModelName> };
 }
 
 /** A running region runtime. */
@@ -66,6 +85,8 @@ export interface RegionRuntime<A extends RuntimeActuator = RuntimeActuator> {
   readonly service: RegionService;
   /** Recent scaling actions, oldest first. */
   readonly actions: readonly ControllerAction[];
+  /** Recent cold starts (a model's first instance from zero), oldest first. */
+  readonly coldStarts: readonly ColdStartRecord[];
   close(): void;
 }
 
@@ -115,6 +136,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     maxStepsPerPass: cc.maxStepsPerPass,
     retryInitialMs: cc.retryInitialMs,
     retryMaxMs: cc.retryMaxMs,
+    ...(o.cold === undefined ? {} : { scaleToZero: { idleMs: cc.scaleToZero.idleMs, held: (m: ModelName) => o.cold!.hold.held(m), idleForMs: (m: ModelName) => o.cold!.hold.idleForMs(m) } }),
     onAction: (a) => record(a),
     onBlocked: (b) => {
       // Said once per endpoint and reason a minute: an operator reads why the target is not reached.
@@ -134,8 +156,23 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   // endpoint off like those that fail at once; a landed instance clears it.
   o.actuator.listen({
     onFailure: (model, gpu, message) => controller.noteFailure(model, gpu, message),
-    onLanded: (model, gpu) => controller.noteSuccess(model, gpu),
+    onLanded: (model, gpu, instanceId, source) => {
+      controller.noteSuccess(model, gpu);
+      if (o.cold?.models.has(model) === true) noteColdStart(model, gpu, instanceId, source);
+    },
   });
+  // A model's first serving instance after none (the gateway has just added it): a cold start, listed and counted.
+  const coldStarts: ColdStartRecord[] = [];
+  const noteColdStart = (model: ModelName, gpu: GpuType, instanceId: string, source: LoadSource | undefined) => {
+    if (o.gateway.instances().filter((i) => i.model === model && i.state === "serving").length !== 1) return;
+    const inst = o.actuator.instances().find((i) => i.id === instanceId);
+    const now = o.clock.now();
+    const r: ColdStartRecord = { atMs: now, model, gpu, instanceId, source: source ?? "unknown", tookMs: Math.max(0, now - (inst?.actionAtMs ?? now)) };
+    coldStarts.push(r);
+    if (coldStarts.length > keep) coldStarts.shift();
+    if (source !== undefined) o.metrics?.coldStart?.(model, source);
+    log.info("cold start", { model, gpu, instanceId, source: r.source, tookMs: Math.round(r.tookMs) });
+  };
   const fixed = o.actuator.fixed === true;
   const unsubscribe = targets.onTargets((t: RegionTargets) => {
     log.info(fixed ? "targets accepted; not acted on: the region's engines are fixed" : "targets accepted", { decisionId: t.decisionId, endpoints: t.endpoints.map((e) => `${e.model}/${e.gpu}=${e.instances}`).join(" ") });
@@ -173,6 +210,8 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
         reached.add(`${e.model}/${e.gpu}`);
         continue;
       }
+      // A model scaled from zero is the controller's from the first pass: its cold starts are no surplus.
+      if (have > e.instances && o.cold?.models.has(e.model) === true) continue;
       if (have > e.instances) {
         const surplus = bootstrapSurplus(mine, e.instances);
         surplus.forEach((inst, k) => {
@@ -200,14 +239,23 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   };
   // A fixed actuator refuses every step: no pass runs over it (its instances are what the config names).
   const timer: Timer | undefined = fixed ? undefined : o.clock.every(cc.reconcileIntervalMs, pass);
+  // A model's first held request (scale from zero) runs a pass at once, not at the next tick: its cold start is
+  // decided when the request arrives (one pass at a time; the pass is idempotent).
+  let wakeTimer: Timer | undefined;
+  const unwake = fixed || o.cold === undefined ? undefined : o.cold.hold.onWake(() => {
+    wakeTimer ??= o.clock.after(0, () => {
+      wakeTimer = undefined;
+      pass();
+    });
+  });
   const first: Timer | undefined = fixed ? undefined : o.clock.after(o.startupGraceMs ?? 0, pass);
 
   const service: RegionService = {
     region: o.region,
-    snapshot: () => withActuatorCounts(o.gateway.snapshot(), o.actuator),
+    snapshot: () => withColdStart(withActuatorCounts(o.gateway.snapshot(), o.actuator), o.cold, o.actuator),
     generate: (req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> => o.gateway.generate(req, signal),
     acceptTargets: (t: RegionTargets): TargetsAck => targets.accept(t),
-    listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway, o.clock.now()),
+    listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway, o.clock.now(), coldStarts, o.cold),
     onChange: (cb: () => void) => o.gateway.onChange(cb),
   };
   return {
@@ -216,9 +264,12 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     targets,
     service,
     actions,
+    coldStarts,
     close: () => {
       timer?.cancel();
       first?.cancel();
+      wakeTimer?.cancel();
+      unwake?.();
       unsubscribe();
     },
   };
@@ -264,7 +315,27 @@ export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator
   };
 }
 
-function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway, nowMs: number): RegionListing {
+/**
+ * Adds `cold` (issue 33) to each model the region scales from zero: requests held now and the expected time to a
+ * first instance (the slowest of its endpoints' expected scale-outs).
+ */
+export function withColdStart(t: RegionTelemetry, cold: RegionRuntimeOptions["cold"], actuator: RuntimeActuator): RegionTelemetry {
+  if (cold === undefined) return t;
+  return {
+    ...t,
+    models: t.models.map((m) => {
+      if (!cold.models.has(m.model)) return m;
+      let expectedMs: number | undefined;
+      for (const e of m.endpoints) {
+        const x = actuator.expectedScaleOutMs(m.model, e.gpu);
+        if (x !== undefined) expectedMs = Math.max(expectedMs ?? 0, x);
+      }
+      return { ...m, cold: { held: cold.hold.held(m.model), ...(expectedMs === undefined ? {} : { expectedMs }) } };
+    }),
+  };
+}
+
+function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway, nowMs: number, coldStarts: readonly ColdStartRecord[], cold: RegionRuntimeOptions["cold"]): RegionListing {
   const l = actuator.listing();
   const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
   const serving = (id: string, detail: string) => {
@@ -290,6 +361,7 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
     failures: l.failures.map((f) => ({ atMs: f.atMs, model: f.model, gpu: f.gpu, node: f.node ?? "", instanceId: f.instanceId ?? "", message: f.message })),
     actions: actions.map((a) => ({ atMs: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
     slo: gateway.sloSummaries(),
+    ...(cold === undefined ? {} : { cold: { models: cold.hold.view().filter((v) => cold.models.has(v.model)), starts: coldStarts.map((c) => ({ ...c })) } }),
   };
 }
 

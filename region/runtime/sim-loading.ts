@@ -17,13 +17,15 @@
  *
  * Parameter bytes per GPU are the model's weights over its tensor-parallel degree (each GPU loads its shard over
  * its own link, BlitzScale Table 1's per-GPU bandwidths). The `ssd` source's host cache is ServerlessLLM's 5-minute
- * keep-alive: an instance's host is its record (a reclaimed spot instance is the same host); last use is when it
- * starts serving and when it leaves for spot.
+ * keep-alive (at most `hostCacheModels` models per host, LRU): an instance's host is its record (a reclaimed or
+ * redeployed spot instance is the same host); last use is when it starts serving and when it leaves for spot. The
+ * network sources keep one copy per model in host memory (the parameter pool, BlitzScale §4.1): on the host of the
+ * model's instance that changed state last; a target on that host loads it over PCIe, the others by multicast.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { MODEL_SPECS, weightBytes, type GpuType, type ModelName } from "../../core/models.js";
 import type { Solver } from "../../core/solver.js";
-import type { InstanceRecord } from "../actuator/port.js";
+import type { InstanceRecord, LoadSource } from "../actuator/port.js";
 import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/sim-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
@@ -40,6 +42,8 @@ export interface SimLoadingSettings {
   /** Blocks a network load moves the model in (default one per layer). */
   blocksPerLayer?: number;
   keepAliveMs?: number;
+  /** Models one host's memory holds at once (the host cache's LRU; default unbounded). */
+  hostCacheModels?: number;
   /** HiGHS, for zigzag (BlitzScale §5.2's ILP per loading episode). */
   solver?: Solver;
 }
@@ -79,6 +83,10 @@ export class SimRegionLoading implements ActuatorLoading {
   readonly counters: SimLoadingCounters = zeroLoadingCounters();
   private readonly cache: KeepAliveCache;
   private readonly expected = new Map<string, number>();
+  /** model → the host (instance id) holding the parameter pool's copy (network sources). */
+  private readonly poolHost = new Map<ModelName, string>();
+  /** instance id → where its last load took its parameters from. */
+  private readonly sources = new Map<string, LoadSource>();
   /** target instance id → the serving engine it is paired with and the pair. */
   private readonly pairs = new Map<string, { source: SimEngine; pair: LoadingPair }>();
   /** pipeline engines: id → members still loading, the engine, and the timer that forms it. */
@@ -92,7 +100,7 @@ export class SimRegionLoading implements ActuatorLoading {
     if ((this.scheduler === "zigzag") && settings.solver === undefined) throw new RangeError("the zigzag live scheduler needs a solver (HiGHS)");
     if (this.scheduler === "lambda-pipelines" && settings.source !== "lambdascale") throw new RangeError(`lambda-pipelines needs the lambdascale source's binomial multicast, not ${settings.source}`);
     this.bandwidths = settings.bandwidths ?? TABLE1_CLUSTER_A;
-    this.cache = new KeepAliveCache(settings.keepAliveMs ?? 5 * 60_000);
+    this.cache = new KeepAliveCache(settings.keepAliveMs ?? 5 * 60_000, settings.hostCacheModels ?? Number.POSITIVE_INFINITY);
   }
 
   private loadModel(model: ModelName, gpu: GpuType): LoadModel {
@@ -122,7 +130,12 @@ export class SimRegionLoading implements ActuatorLoading {
   begin(model: ModelName, gpu: GpuType, targets: readonly Readonly<InstanceRecord>[]): number[] {
     const now = this.d.clock.now();
     const serving = this.d.servingEngines(model, gpu);
-    const hostCached = targets.map((t) => this.cache.holds(t.id, model, now));
+    // Whose host memory holds the model: ssd, the keep-alive cache; allcache, every host; the network sources, the
+    // host of the pool's one copy (the last host that held an instance of the model: BlitzScale §4.1's O(1) copy, kept
+    // when the instance goes). A hit loads from the host (PCIe); a miss from the SSD (ssd) or a peer (network).
+    const src = this.settings.source;
+    const hostCached = targets.map((t) => this.holdsCopy(t.id, model, now));
+    targets.forEach((t, i) => this.sources.set(t.id, hostCached[i] ? "host" : src === "ssd" ? "origin" : "peer"));
     this.counters.scaleOuts++;
     this.counters.instancesLoaded += targets.length;
     this.counters.cacheHits += hostCached.filter(Boolean).length;
@@ -170,10 +183,24 @@ export class SimRegionLoading implements ActuatorLoading {
     return ready;
   }
 
+  /** Whether host `id`'s memory holds `model` now (see `begin`). */
+  holdsCopy(id: string, model: ModelName, nowMs = this.d.clock.now()): boolean {
+    const src = this.settings.source;
+    return src === "allcache" ? true : src === "ssd" ? this.cache.holds(id, model, nowMs) : this.poolHost.get(model) === id;
+  }
+
+  /** Where instance `id`'s last load took its parameters from. */
+  sourceOf(id: string): LoadSource | undefined {
+    return this.sources.get(id);
+  }
+
   /** The actuator's state changes: pairs and pipelines end when their loading instances serve (or leave). */
   onChange(inst: Readonly<InstanceRecord>): void {
     const now = this.d.clock.now();
-    if (inst.state === "serving" || inst.state === "spot" || inst.state === "draining") this.cache.touch(inst.id, inst.model, now);
+    if (inst.state === "serving" || inst.state === "spot" || inst.state === "draining") {
+      this.cache.touch(inst.id, inst.model, now);
+      this.poolHost.set(inst.model, inst.id);
+    }
     if (inst.state === "loading") return;
     const p = this.pairs.get(inst.id);
     if (p !== undefined) {

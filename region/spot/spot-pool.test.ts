@@ -26,6 +26,12 @@ describe("spot pool order", () => {
     expect(chooseScaleOut([inst("e", "m3", "spot", { gpus: 8 }), inst("b", "m2", "spot")], "m1", "h100-80gb", 4, 0, 10, (id) => id === "e")).toEqual({ kind: "redeploy", instanceId: "b", fromModel: "m2" });
   });
 
+  it("among the model's own spot instances, reclaims the one whose node holds its blocks first", () => {
+    const world = [inst("a", "m1", "spot"), inst("c", "m1", "spot"), inst("b", "m2", "spot")];
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, (id, m) => id === "c" && m === "m1")).toEqual({ kind: "reclaim", instanceId: "c" });
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, () => false)).toEqual({ kind: "reclaim", instanceId: "a" });
+  });
+
   it("never redeploys a spot instance whose GPU count does not fit the model", () => {
     const world = [inst("b", "m2", "spot", { gpus: 8 })];
     expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10)).toEqual({ kind: "none", reason: "no-capacity" });

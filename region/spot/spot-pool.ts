@@ -27,7 +27,8 @@ export function activeOf(instances: readonly InstanceRecord[], model: ModelName,
 
 /**
  * Picks how to add one instance of `model` on `gpu`. `gpusPerInstance`: GPUs the model needs; `freeGpus`: GPUs of
- * this type held by no instance. Among other models' spot instances, one whose node already holds `model`'s
+ * this type held by no instance. A spot instance of the model itself comes first (one whose node holds its blocks
+ * before the others). Among other models' spot instances, one whose node already holds `model`'s
  * parameter blocks is taken first when `holdsBlocks` can tell (an O(1) host-cache hit: no transfer, BlitzScale §4.1),
  * else the one of the model with the most spot instances (it can spare one best); ties by id, so the choice is
  * deterministic.
@@ -43,7 +44,8 @@ export function chooseScaleOut(
 ): ScaleOutChoice {
   if (activeOf(instances, model, gpu).length >= maxInstances) return { kind: "none", reason: "at-max" };
   const spot = instances.filter((i) => i.state === "spot" && i.gpu === gpu).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const same = spot.find((i) => i.model === model);
+  // Among the model's own spot instances, one whose host holds its blocks first (a reclaim loads nothing there).
+  const same = (holdsBlocks === undefined ? undefined : spot.find((i) => i.model === model && holdsBlocks(i.id, model))) ?? spot.find((i) => i.model === model);
   if (same !== undefined) return { kind: "reclaim", instanceId: same.id };
   const spotCount = new Map<ModelName, number>();
   for (const i of spot) spotCount.set(i.model, (spotCount.get(i.model) ?? 0) + 1);

@@ -13,7 +13,10 @@ import type { Registry } from "../../core/metrics.js";
 import type { RegionLink } from "../../core/ports.js";
 import type { DemandHistory } from "../../forecasts/history.js";
 import { NiwRecorder } from "../../forecasts/niw-recorder.js";
+import { perRequestMsOf } from "../dispatch/cold-wake.js";
 import { Dispatcher } from "../dispatch/dispatcher.js";
+import { tokenPaceFrom } from "../pace.js";
+import { DEFAULT_MAX_BATCH } from "../../core/perf/model.js";
 import { QueueMetrics } from "../dispatch/dispatch-metrics.js";
 import { DirFileStore } from "../queue/dir-files.js";
 import { EmbeddedQueueStore } from "../queue/embedded.js";
@@ -133,6 +136,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
         pace: q.paceDispatch,
         paceGroup: q.paceGroup,
         refill: q.refillIdle,
+        coldWake: coldWakeFrom(o.config),
         ...(o.maintenanceIntervalMs === undefined ? {} : { maintenanceIntervalMs: o.maintenanceIntervalMs }),
         ...(o.intakeGraceMs === undefined ? {} : { intakeGraceMs: o.intakeGraceMs }),
         intake: async (batch) => void (await intakeBatch({ store, files, clock: o.clock, knownModels }, batch)),
@@ -149,6 +153,20 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
       await store.close();
       await files.close();
       redis?.disconnect();
+    },
+  };
+}
+
+/** The dispatcher's cold-wake settings (router/dispatch/cold-wake.ts) from config `queue.coldStart*` and the performance model. */
+function coldWakeFrom(config: TidegateConfig): NonNullable<ConstructorParameters<typeof Dispatcher>[0]["coldWake"]> {
+  const q = config.queue;
+  const pace = tokenPaceFrom(config);
+  return {
+    marginMs: q.coldStartMarginMs,
+    maxWaitMs: q.coldStartAfterMs,
+    perRequestMs: (model) => {
+      const p = pace(model);
+      return p === undefined ? undefined : perRequestMsOf(p.stepMs, config.engines.models[model]?.maxBatch ?? DEFAULT_MAX_BATCH, q.coldStartOutputTokens);
     },
   };
 }

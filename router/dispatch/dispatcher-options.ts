@@ -8,6 +8,7 @@ import type { GpuType } from "../../core/models.js";
 import type { RegionLink } from "../../core/ports.js";
 import type { BatchRecord, FileStore, QueueStore } from "../queue/types.js";
 import type { QueueMetrics } from "./dispatch-metrics.js";
+import type { ColdWakerOptions } from "./cold-wake.js";
 import type { DispatchThresholds, FillPolicy } from "./policy.js";
 
 export interface DispatcherOptions {
@@ -52,6 +53,12 @@ export interface DispatcherOptions {
    * rules stop the refill for the cohort's whole life, at exactly the moment it is needed. Default false.
    */
   refill?: boolean;
+  /**
+   * Batch work for a model no region serves (cold-wake.ts; config `queue.coldStart*`): each maintenance pass sends one
+   * queued request of such a model to the region whose cold start is soonest once waiting would miss its deadline.
+   * Absent: batch waits for warm capacity.
+   */
+  coldWake?: ColdWakerOptions;
   /** Maintenance period (> 0); default 1000 ms. */
   maintenanceIntervalMs?: number;
   /**

@@ -14,7 +14,8 @@
  * This file wires the jobs together; each lives in its own file: policy.ts (the pure rules: §6.3's capacity signals,
  * the fill policy), leases.ts (lease owner, heartbeat, fencing, claims, renewals), parking.ts (requests kept within
  * regions), fill.ts (fill and refill books), send.ts (one request over RegionLink.submit, its result line),
- * maintenance.ts (the periodic pass).
+ * maintenance.ts (the periodic pass), cold-wake.ts (batch work for a model no region serves: one request sent to
+ * the region whose cold start is soonest, when waiting for warm capacity would miss a deadline).
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { isTidegateError } from "../../core/errors.js";
@@ -25,6 +26,7 @@ import { QueueCode, type BatchRecord, type ClaimedRequest, type FileStore, type 
 import type { QueueMetrics } from "./dispatch-metrics.js";
 import { FillBook } from "./fill.js";
 import { LeaseBook } from "./leases.js";
+import { ColdWaker, queuedWork, type ColdWake } from "./cold-wake.js";
 import { BatchStates, maintainOnce } from "./maintenance.js";
 import { MAX_PACE_WINDOW_MS, Pacer } from "./pacing.js";
 import { Parking } from "./parking.js";
@@ -35,7 +37,7 @@ import type { DispatcherOptions } from "./dispatcher-options.js";
 
 export type { DispatcherOptions } from "./dispatcher-options.js";
 
-type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill">;
+type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "coldWake">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill">;
 
 export class Dispatcher {
   private readonly o: ResolvedOptions;
@@ -52,6 +54,8 @@ export class Dispatcher {
   private readonly parking: Parking;
   private readonly fill: FillBook;
   private readonly states: BatchStates;
+  /** Batch work for a model no region serves (cold-wake.ts); absent when `coldWake` is not set. */
+  private readonly coldWake: ColdWaker | undefined;
   /** Clock time of each region's last telemetry report: only requests in a region that reports are renewed. */
   private readonly lastReportMs = new Map<string, number>();
   /** Per `region|model`: completions to replace on the next microtask, and the region's link. */
@@ -87,6 +91,7 @@ export class Dispatcher {
     this.fill = new FillBook(this.modelSet, opts.refill === true, opts.kvCapacityTokens);
     this.states = new BatchStates(this.o.log);
     this.pacing = new Pacer(opts.clock);
+    this.coldWake = opts.coldWake === undefined ? undefined : new ColdWaker(opts.coldWake);
   }
 
   /** Opens this incarnation's lease owner, subscribes to every region's telemetry and starts maintenance. */
@@ -150,6 +155,7 @@ export class Dispatcher {
     const now = this.o.clock.now();
     const sinceLastMs = now - (this.lastReportMs.get(link.region) ?? now);
     this.lastReportMs.set(link.region, now);
+    this.coldWake?.note(link.region, report, now);
     const signals: readonly { model: string; region: string; slots: number; beside?: boolean }[] = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fill.signals(report, this.o.fill);
     for (const s of signals) {
       const slots = s.slots - this.runParked(link, s.model, s.slots);
@@ -329,6 +335,29 @@ export class Dispatcher {
     }
   }
 
+  /**
+   * Sends one queued request of each model in `wakes` to its region (cold-wake.ts): the region holds it while it
+   * brings an instance up. The wake ends when that request does (or when nothing was claimed).
+   */
+  private wakeCold(wakes: readonly ColdWake[]): void {
+    for (const w of wakes) {
+      const link = this.o.links.find((l) => l.region === w.region);
+      if (link === undefined || this.stopped) {
+        this.coldWake!.ended(w.model);
+        continue;
+      }
+      this.o.log.info("batch work for a model no region serves: a queued request goes to the region whose cold start is soonest", { model: w.model, region: w.region, reason: w.reason, coldStartMs: Number.isFinite(w.coldStartMs) ? Math.round(w.coldStartMs) : null });
+      const p = this.leases.claim(w.model, 1).then(
+        async (claimed) => {
+          this.queueUp();
+          await Promise.all(claimed.map((c) => this.route(link, c)));
+        },
+        (err) => this.storeFailed("queue claim failed", { model: w.model, region: w.region }, err),
+      );
+      this.track(p.finally(() => this.coldWake!.ended(w.model)));
+    }
+  }
+
   /** One maintenance pass (maintenance.ts; also run by the timer); concurrent calls share the pass in progress. */
   maintain(): Promise<void> {
     if (this.maintaining !== undefined) return this.maintaining;
@@ -348,6 +377,8 @@ export class Dispatcher {
       startIntake: (b) => this.startIntake(b),
       stopped: () => this.stopped,
       states: this.states,
+      // Only while some region reports a model it scales from zero and nobody serves (the queue's stats cost a scan).
+      ...(this.coldWake?.watching(this.o.clock.now()) === true ? { observed: (batches, stats) => this.wakeCold(this.coldWake!.due(queuedWork(batches, stats), this.o.clock.now())) } : {}),
     })
       .then(() => this.queueUp())
       .catch((err) => this.storeFailed("queue maintenance failed", {}, err))

@@ -3,11 +3,12 @@
  * leases of owners whose heartbeat ran out taken back (`QueueStore.reclaimDead`: a crashed router's requests return
  * `ownerTtlMs` after its last heartbeat), parked requests past half their lease released, running requests' leases
  * renewed, expired leases requeued, batches past their window expired, intake started for batches left in
- * `validating` (e.g. after a crash), finished batches finalized, and the metrics refreshed.
+ * `validating` (e.g. after a crash), finished batches finalized, the metrics refreshed, and what it saw handed to
+ * `observed` (cold-wake.ts: batch work for a model at zero).
  */
 import type { Clock } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
-import type { BatchRecord, FileStore, QueueStore } from "../queue/types.js";
+import type { BatchRecord, FileStore, QueueStats, QueueStore } from "../queue/types.js";
 import type { QueueMetrics } from "./dispatch-metrics.js";
 import { finalizeBatch } from "./finalize.js";
 import type { LeaseBook } from "./leases.js";
@@ -32,6 +33,8 @@ export interface MaintenanceContext {
   startIntake(batch: BatchRecord): void;
   stopped(): boolean;
   states: BatchStates;
+  /** What the pass saw: the active batches and the queue's stats (cold-wake.ts reads them); absent: not read. */
+  observed?(batches: readonly BatchRecord[], stats: QueueStats): void;
 }
 
 /** The last status logged per batch (debug logs of state changes); terminal ones are dropped after a pass. */
@@ -70,6 +73,7 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
   x.metrics?.leaseExpiries.inc(rq.expiredLeases);
   const active = await store.activeBatchIds();
   x.forgetBatchesBut(active);
+  const seen: BatchRecord[] = [];
   for (const id of active) {
     if (x.stopped()) return;
     let b = await store.getBatch(id);
@@ -80,6 +84,7 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
       b = (await store.getBatch(id))!;
     }
     x.states.note(b);
+    seen.push(b);
     if (b.status === "validating" && nowMs - b.createdAtMs >= x.intakeGraceMs) x.startIntake(b);
     if (b.status === "finalizing") {
       await finalizeBatch(store, x.files, b, nowMs);
@@ -89,5 +94,9 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
   }
   x.states.dropTerminal();
   const nowMs = clock.now();
-  x.metrics?.observe(await store.stats(x.models, nowMs, x.promoteAfterMs), nowMs);
+  // The stats scan the queue: only for a reader (an embedded queue of millions in the week replay has none).
+  if (x.metrics === undefined && x.observed === undefined) return;
+  const stats = await store.stats(x.models, nowMs, x.promoteAfterMs);
+  x.metrics?.observe(stats, nowMs);
+  x.observed?.(seen, stats);
 }

@@ -6,7 +6,8 @@
  *   preference order);
  * - model: uniform over the models whose context holds prompt + output tokens (MODEL_SPECS maxContextTokens:
  *   llama2-70b 4,096, bloom-176b 8,192, Llama-3 131,072). A request no configured model can hold is marked
- *   unassignable (the router would reject it with 400) and counted, not replayed.
+ *   unassignable (the router would reject it with 400) and counted, not replayed. A request that names its model
+ *   (TraceRequest.model, a configured one) keeps it (the draws are made all the same).
  */
 import type { TidegateConfig } from "../../core/config.js";
 import { MODEL_SPECS, type ModelName, type RegionName } from "../../core/models.js";
@@ -36,7 +37,7 @@ export function assignRequests(requests: readonly TraceRequest[], config: Tidega
     for (let m = 0; m < models.length; m++) if (context[m]! >= need) fitting.push(models[m]!);
     out[i] = {
       clientRegion: regions[Math.floor(uRegion * regions.length)]!,
-      model: fitting.length === 0 ? undefined : fitting[Math.floor(uModel * fitting.length)],
+      model: r.model !== undefined && models.includes(r.model) ? r.model : fitting.length === 0 ? undefined : fitting[Math.floor(uModel * fitting.length)],
     };
   }
   return out;

@@ -22,6 +22,7 @@ import { getProfile } from "../../core/perf/model.js";
 import { zeroLoadingCounters, type SimLoadingCounters, type SimLoadingSettings } from "../../region/runtime/sim-loading.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { runReplay } from "./run.js";
+import type { RequestRecord } from "./stats.js";
 import { percentiles } from "./stats.js";
 import type { Trace } from "./traces.js";
 
@@ -88,14 +89,59 @@ export function rescale(trace: Trace, speedup: number, windowMs = Infinity): Tra
 export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult> {
   const config = burstConfig(o.model, o.startInstances, o.maxInstances, o.kvCapacityTokens);
   const trace = rescale(o.trace, o.speedup, o.windowMs);
+  const r = await replayFleet({ config, trace, strategy: o.strategy ?? { name: "reactive-hpa", params: BURST_HPA }, loading: o.loading, seed: o.seed ?? 1 });
+  const profile = getProfile(o.model, GPU, instanceGpus(config, o.model, GPU));
+  return {
+    ...latencyFigures(r.records, sloOf(profile)),
+    gpuHours: r.gpuHours,
+    peakInstances: r.peakInstances,
+    counters: r.counters,
+    wallMs: r.wallMs,
+  };
+}
+
+/** The SLO a loading comparison judges by (file comment): from the model's performance profile. */
+export function sloOf(profile: ReturnType<typeof getProfile>): { prefillMs(promptTokens: number): number; decodeIterMs: number } {
+  return { prefillMs: (promptTokens) => profile.prefillMs(promptTokens, 1), decodeIterMs: profile.decodeIterMs(1, 0) };
+}
+
+/** One instance state change of a fleet replay (the actuator's), for figures over time. */
+export interface FleetChange {
+  atMs: number;
+  id: string;
+  model: ModelName;
+  state: InstanceRecord["state"];
+  /** When the step that led here was decided (the actuator's actionAtMs). */
+  actionAtMs: number | undefined;
+}
+
+/** What `replayFleet` measured: the records, GPU time, the loading's counters and every instance state change. */
+export interface FleetReplay {
+  records: RequestRecord[];
+  gpuHours: number;
+  peakInstances: number;
+  counters: SimLoadingCounters;
+  changes: FleetChange[];
+  virtualEndMs: number;
+  wallMs: number;
+}
+
+/**
+ * A trace through the replay wiring on a one-region fleet with the `sim` actuator, free GPUs (no VM to provision,
+ * no spot work to stop: a scale-out costs its load from `loading` only), `strategy` and `loading`; GPU time over
+ * every instance in any state but spot.
+ */
+export async function replayFleet(o: { config: TidegateConfig; trace: Trace; strategy: { name: string; params: Record<string, number> }; loading: SimLoadingSettings; seed: number }): Promise<FleetReplay> {
   const gpuMs = new Map<string, { since: number; gpus: number; on: boolean }>();
   let totalGpuMs = 0;
   let live = 0;
   let peak = 0;
   let clockNow = () => 0;
   let counters: SimLoadingCounters | undefined;
+  const changes: FleetChange[] = [];
   const onChange = (_region: string, inst: Readonly<InstanceRecord>) => {
     const now = clockNow();
+    changes.push({ atMs: now, id: inst.id, model: inst.model, state: inst.state, actionAtMs: inst.actionAtMs });
     const g = gpuMs.get(inst.id);
     if (g?.on === true) totalGpuMs += (now - g.since) * g.gpus;
     const on = inst.state !== "spot";
@@ -103,13 +149,12 @@ export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult
     peak = Math.max(peak, live);
     gpuMs.set(inst.id, { since: now, gpus: inst.gpus, on });
   };
-  const strategy = resolveStrategy(o.strategy?.name ?? "reactive-hpa", o.strategy?.params ?? BURST_HPA);
   const r = await runReplay({
-    trace,
-    config,
-    seed: o.seed ?? 1,
+    trace: o.trace,
+    config: o.config,
+    seed: o.seed,
     wiring: {
-      strategy,
+      strategy: resolveStrategy(o.strategy.name, o.strategy.params),
       delays: { spotMedianMs: 0, spotMaxMs: 0, spotSigma: 0, redeployLocalMs: 0, redeployRemoteMs: 0, vmProvisionMs: 0 },
       loading: o.loading,
       onChange,
@@ -120,14 +165,7 @@ export async function runLoading(o: LoadingRunOptions): Promise<LoadingRunResult
     },
   });
   for (const g of gpuMs.values()) if (g.on) totalGpuMs += (r.virtualEndMs - g.since) * g.gpus;
-  const profile = getProfile(o.model, GPU, instanceGpus(config, o.model, GPU));
-  return {
-    ...latencyFigures(r.records, { prefillMs: (promptTokens) => profile.prefillMs(promptTokens, 1), decodeIterMs: profile.decodeIterMs(1, 0) }),
-    gpuHours: totalGpuMs / 3_600_000,
-    peakInstances: peak,
-    counters: counters ?? zeroLoadingCounters(),
-    wallMs: r.wallMs,
-  };
+  return { records: r.records, gpuHours: totalGpuMs / 3_600_000, peakInstances: peak, counters: counters ?? zeroLoadingCounters(), changes, virtualEndMs: r.virtualEndMs, wallMs: r.wallMs };
 }
 
 /** What a run's latency figures need of a record. `firstTokenMs` < 0: no first token. */

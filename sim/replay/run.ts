@@ -67,6 +67,12 @@ class Completion implements RequestCallbacks {
     this.rec.outputTokens = generatedTokens;
     this.done();
   }
+  /** A request the region took and failed later (a cold start's hold ran out: model_cold). */
+  onError(atMs: number, err: unknown): void {
+    this.rec.error = findTidegateError(err)?.code ?? "internal";
+    this.rec.doneMs = atMs;
+    this.done();
+  }
 }
 
 /** Runs the replay to the last completion. Deterministic for a given (trace, config, seed). */

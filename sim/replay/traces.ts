@@ -18,6 +18,8 @@ export interface TraceRequest {
   promptTokens: number;
   /** Output tokens the request generated in the trace (≥ 1 after reading). */
   outputTokens: number;
+  /** The model it asks for, when the workload says (sim/replay/maas.ts); absent: assign.ts draws one. */
+  model?: string;
 }
 
 export interface Trace {

@@ -10,6 +10,7 @@ import { burstChecks, type BurstRow } from "./verdicts/burst.js";
 import { atLeast, atMost, envOverrides, ratio, verdictOf } from "./verdicts/common.js";
 import { dataplaneMet } from "./verdicts/dataplane.js";
 import { keystageChecks, type KeystageArm } from "./verdicts/keystage.js";
+import { judgedHostSize, maasChecks, type MaasRow, type MaasTraceRuns } from "./verdicts/maas.js";
 import { replayChecks, type ReplayFigures } from "./verdicts/replay.js";
 import { routerChecks, type RouterFigures } from "./verdicts/router.js";
 import { scaleoutChecks } from "./verdicts/scaleout.js";
@@ -64,6 +65,29 @@ describe("bench:burst", () => {
     expect(f.p99TtftMs).toBe(Number.POSITIVE_INFINITY);
     expect(f.sloAttainment).toBe(0.75);
     expect(latencyFigures([], slo).meanTtftMs).toBeNaN();
+  });
+});
+
+describe("bench:maas", () => {
+  const row = (meanTtftMs: number, p99TtftMs: number, missRate: number, over: Partial<MaasRow> = {}): MaasRow => ({ requests: 100, failed: 0, meanTtftMs, p99TtftMs, missRate, coldTtftP99Ms: 900, coldLoadP99Ms: 640, ...over });
+  const runs = (ssd: Record<string, MaasRow>, blitz: MaasRow): MaasTraceRuns => ({ ssd, arms: { allcache: row(200, 800, 0), blitzscale: blitz } });
+
+  it("reads the ssd ratios at the largest host memory where ssd misses ≥ 30% of its scale-outs on the code trace", () => {
+    const code = runs({ "4": row(800, 6000, 0.17), "2": row(1100, 6000, 0.32), "1": row(1900, 6000, 0.5) }, row(250, 860, 0.3));
+    expect(judgedHostSize(code)).toBe("2");
+    const checks = maasChecks({ "azure-code": code, "azure-conv": runs({ "4": row(200, 6000, 0.1), "2": row(300, 6000, 0.15), "1": row(250, 6000, 0.12) }, row(100, 700, 0.2)) });
+    expect(checks.filter((c) => !c.ok).map((c) => c.check)).toEqual([]);
+    expect(checks.find((c) => c.check.startsWith("azure-code: blitzscale mean"))!.value).toBeCloseTo(250 / 1100);
+  });
+
+  it("misses when no host memory of the sweep makes ssd miss 30%, and when blitzscale failed requests", () => {
+    const low = runs({ "4": row(800, 6000, 0.17), "2": row(900, 6000, 0.2) }, row(250, 860, 0.3));
+    const checks = maasChecks({ "azure-code": low });
+    expect(checks[0]!.ok).toBe(false);
+    expect(checks[0]!.value).toBeCloseTo(0.2);
+    expect(checks.find((c) => c.check.includes("mean TTFT / ssd"))!.ok).toBe(false);
+    const failed = maasChecks({ "azure-code": runs({ "2": row(1100, 6000, 0.4) }, row(250, 860, 0.3, { failed: 3 })) });
+    expect(failed.filter((c) => c.check.includes("blitzscale")).every((c) => !c.ok)).toBe(true);
   });
 });
 

@@ -1,0 +1,70 @@
+/**
+ * bench:maas's verdict (test/bench/maas.ts; issue 33). Each arm is judged on every request of the workload: a failed
+ * request is +Infinity TTFT (sim/replay/loading.ts latencyFigures), and a check on an arm that failed any request
+ * does not pass.
+ *
+ * The ssd arm (ServerlessLLM) runs once per host-memory size of the sweep (models one host's memory holds), so its
+ * host-cache miss rate comes from the workload and the memory; the other arms do not depend on it (allcache: every
+ * host holds every model; the network arms: the parameter pool's one copy per model). The judged setting is the
+ * largest host memory at which ssd misses at least `ssdMissRateCode` of its scale-outs on the code trace (BlitzScale's
+ * regime: ServerlessLLM misses 20–46%); both traces' ssd ratios are read there.
+ */
+import { atLeast, atMost, ratio, type Check } from "./common.js";
+
+/** What the checks read of one arm on one trace. */
+export interface MaasRow {
+  requests: number;
+  failed: number;
+  meanTtftMs: number;
+  p99TtftMs: number;
+  /** Host-cache miss rate the arm's scale-outs saw (1 − hits / instances loaded). */
+  missRate: number;
+  /** p99 TTFT of the requests that arrived at a model with no serving instance, and p99 of the cold starts' loads. */
+  coldTtftP99Ms: number;
+  coldLoadP99Ms: number;
+}
+
+/** One trace's runs: the host-independent arms, and ssd per host-memory size (models per host). */
+export interface MaasTraceRuns {
+  arms: Readonly<Record<string, MaasRow>>;
+  ssd: Readonly<Record<string, MaasRow>>;
+}
+
+/**
+ * Targets (issue 33): with ssd's miss rate ≥ 0.30 on the code trace, blitzscale mean TTFT ≤ 0.5 × ssd (code) and
+ * ≤ 0.75 × ssd (conversation); blitzscale p99 TTFT ≤ 1.1 × allcache on each trace (at every miss rate: neither arm
+ * depends on host memory); blitzscale's cold-start TTFT p99 ≤ its cold starts' load p99 + 1 s.
+ */
+export const MAAS_TARGET = { ssdMissRateCode: 0.3, blitzVsSsdMeanCode: 0.5, blitzVsSsdMeanConv: 0.75, blitzVsAllcacheP99: 1.1, coldTtftOverLoadMs: 1000, failedRequests: 0 };
+
+/** The judged host-memory size: the largest at which ssd's code-trace miss rate reaches the target; undefined if none. */
+export function judgedHostSize(code: MaasTraceRuns | undefined): string | undefined {
+  const sizes = Object.keys(code?.ssd ?? {}).sort((a, b) => Number(b) - Number(a));
+  return sizes.find((s) => atLeast(code!.ssd[s]!.missRate, MAAS_TARGET.ssdMissRateCode));
+}
+
+/** results[trace] → the checks. */
+export function maasChecks(results: Readonly<Record<string, MaasTraceRuns>>): Check[] {
+  const checks: Check[] = [];
+  const size = judgedHostSize(results["azure-code"]);
+  const misses = Object.values(results["azure-code"]?.ssd ?? {}).map((r) => r.missRate).filter(Number.isFinite);
+  const bestMiss = misses.length === 0 ? Number.NaN : Math.max(...misses);
+  checks.push({ check: `azure-code: ssd host-cache miss rate at the judged host memory (${size === undefined ? "none of the sweep reached it; the highest is shown" : `${size} models per host`})`, value: size === undefined ? bestMiss : results["azure-code"]!.ssd[size]!.missRate, limit: MAAS_TARGET.ssdMissRateCode, ok: size !== undefined });
+  const failedNote = (r: MaasRow | undefined, arm: string) => (r !== undefined && r.failed > MAAS_TARGET.failedRequests ? ` (${arm}: ${r.failed} of ${r.requests} requests failed)` : "");
+  const compare = (label: string, j: MaasRow | undefined, b: MaasRow | undefined, figure: "meanTtftMs" | "p99TtftMs", limit: number) => {
+    if (j === undefined || b === undefined) return checks.push({ check: `${label} (not run)`, value: Number.NaN, limit, ok: false });
+    const value = ratio(j[figure], b[figure]);
+    const failed = failedNote(j, "blitzscale");
+    return checks.push({ check: `${label}${failed}`, value, limit, ok: failed === "" && atMost(value, limit) });
+  };
+  for (const [trace, g] of Object.entries(results)) {
+    const code = trace === "azure-code";
+    const b = g.arms.blitzscale;
+    compare(`${trace}: blitzscale mean TTFT / ssd at ${size ?? "?"} models per host`, b, size === undefined ? undefined : g.ssd[size], "meanTtftMs", code ? MAAS_TARGET.blitzVsSsdMeanCode : MAAS_TARGET.blitzVsSsdMeanConv);
+    compare(`${trace}: blitzscale p99 TTFT / allcache`, b, g.arms.allcache, "p99TtftMs", MAAS_TARGET.blitzVsAllcacheP99);
+    const over = b === undefined ? Number.NaN : b.coldTtftP99Ms - b.coldLoadP99Ms;
+    const failed = failedNote(b, "blitzscale");
+    checks.push({ check: `${trace}: blitzscale cold-start TTFT p99 − cold-start load p99 (ms)${failed}`, value: over, limit: MAAS_TARGET.coldTtftOverLoadMs, ok: failed === "" && atMost(over, MAAS_TARGET.coldTtftOverLoadMs) });
+  }
+  return checks;
+}

@@ -92,6 +92,8 @@ export function parseCluster(r: ObjectReader): ClusterConfig {
     blockCount: r.number("blockCount", d.blockCount, { integer: true, min: 1, max: 4096 }),
     forkMs: r.number("forkMs", d.forkMs, { min: 0 }),
   };
+  const disk = r.optionalNumber("diskBytesPerS", { gt: 0 });
+  if (disk !== undefined) c.diskBytesPerS = disk;
   r.done();
   return c;
 }

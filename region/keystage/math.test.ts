@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { StageCache, startMs } from "./cache.js";
+import { StageCache, diskStartMs, startMs } from "./cache.js";
 import { waterfill } from "./corrector.js";
 import { interArrivalCv, propagateCv, smoothingBeta } from "./cv.js";
 import { Pid } from "./pid.js";
@@ -170,5 +170,26 @@ describe("stage cache (§6.1)", () => {
     const cost = { pcieBytesPerS: 25e9, networkBytesPerS: 12.5e9, blockCount: 16, forkMs: 200 };
     expect(startMs(50e9, true, cost)).toBeCloseTo(200 + 2000, 9);
     expect(startMs(50e9, false, cost)).toBeCloseTo(200 + 4000 + 2000, 9);
+  });
+
+  it("QUART's figures: 43 GB from disk in 45 s; one of 8 stages from host memory in 0.8 s; a miss reads the disk", () => {
+    const quart = { pcieBytesPerS: 43e9 / 8 / 0.8, networkBytesPerS: 12.5e9, blockCount: 16, forkMs: 0, diskBytesPerS: 43e9 / 45 };
+    expect(diskStartMs(43e9, quart)).toBeCloseTo(45_000, 6);
+    expect(startMs(43e9 / 8, true, quart)).toBeCloseTo(800, 6);
+    expect(startMs(43e9 / 8, false, quart)).toBeCloseTo(45_000 / 8, 6); // disk, not the data plane
+    expect(diskStartMs(10e9, { ...quart, diskBytesPerS: 100e9, pcieBytesPerS: 10e9, forkMs: 200 })).toBeCloseTo(1200, 6); // PCIe bounds a fast disk
+    expect(() => diskStartMs(1, { pcieBytesPerS: 1, networkBytesPerS: 1, blockCount: 1, forkMs: 0 })).toThrow(RangeError);
+  });
+
+  it("a preloaded stage is a hit for the first replica; preloads past the threshold evict the oldest", () => {
+    const c = new StageCache({ hostMemoryBytes: 100, evictAbove: 0.85 });
+    c.preload("m/0", 40, 0);
+    c.preload("m/1", 40, 1);
+    expect(c.evicted).toEqual([]);
+    c.preload("m/2", 40, 2); // 120% → m/0 goes, back to 80%
+    expect(c.evicted).toEqual(["m/0"]);
+    expect(c.acquire("m/1", 40, 3)).toBe(true);
+    expect(c.acquire("m/0", 40, 4)).toBe(false); // 120% again: m/2, unheld and oldest, goes
+    expect(c.keys().sort()).toEqual(["m/0", "m/1"]);
   });
 });

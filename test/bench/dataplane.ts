@@ -281,7 +281,7 @@ async function pointToPoint(): Promise<void> {
  */
 async function ringSetup(agents: RunningAgent[]): Promise<number> {
   const plan = planRingBootstrap("n0", agents.slice(1).map((a) => a.nodeId));
-  await agents[0]!.client.load({ model: "ring-bootstrap", totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: "pattern", seed: 2 });
+  await agents[0]!.client.load({ model: "ring-bootstrap", totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: "pattern", seed: 1 }); // runPlan verifies against seed 1
   const t = await runPlan(agents, plan, "ring-bootstrap");
   await Promise.all(agents.map((a) => a.client.drop("ring-bootstrap")));
   return t.completionS;

@@ -8,7 +8,8 @@
  *   "pipelines": [{ "model": "bloom-176b", "gpu": "h100-80gb", "layersPerStage": [9, 9, 9, 9, 9, 9, 8, 8],
  *                   "profileTp": 8, "hiddenSize": 14336 }],
  *   "cluster": { "gpusPerServer": 8, "hostMemoryBytes": 1099511627776, "evictAbove": 0.85,
- *                "pcieBytesPerS": 25e9, "networkBytesPerS": 12.5e9, "blockCount": 16, "forkMs": 200 },
+ *                "pcieBytesPerS": 25e9, "networkBytesPerS": 12.5e9, "blockCount": 16, "forkMs": 200,
+ *                "diskBytesPerS": 955555555 },   // optional: a cache miss reads the disk (absent: the data plane)
  *   "params": { "kp": 1, "ki": 0.1, "kd": 0, ... }          // the `keystage` strategy's schema (strategy.ts)
  * }
  */

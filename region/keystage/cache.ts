@@ -74,6 +74,17 @@ export class StageCache {
     return false;
   }
 
+  /**
+   * Puts `key` in host memory with no replica holding it (a stage the server was given to cache before any
+   * replica of it ran here), then evicts LRU entries above the threshold, as `acquire` does.
+   */
+  preload(key: string, bytes: number, nowMs: number): void {
+    if (this.entries.has(key)) return;
+    this.entries.set(key, { bytes, lastUsedMs: nowMs, holders: 0 });
+    this.cachedBytes += bytes;
+    this.evict();
+  }
+
   /** A replica of `key` stopped at `nowMs`; its parameters stay cached (the fork's parent keeps them). */
   release(key: string, nowMs: number): void {
     const e = this.entries.get(key);
@@ -112,6 +123,12 @@ export interface StartCost {
   blockCount: number;
   /** Engine process start (fork, CUDA context) added to every start (ms). */
   forkMs: number;
+  /**
+   * Local disk read rate per stage replica (bytes/s). When set, a stage not in host memory loads from the server's
+   * disk (QUART §3: "loading the model from disk to GPU typically takes several seconds", 43 GB in 45 s), not over
+   * the data plane; unset, a miss fetches from the parameter pool.
+   */
+  diskBytesPerS?: number;
 }
 
 /**
@@ -122,6 +139,16 @@ export interface StartCost {
 export function startMs(bytes: number, hit: boolean, cost: StartCost): number {
   const copyMs = (bytes / cost.pcieBytesPerS) * 1000;
   if (hit) return cost.forkMs + copyMs;
+  if (cost.diskBytesPerS !== undefined) return diskStartMs(bytes, cost);
   const fetchMs = idealSeconds("chain", { totalBytes: bytes, blockCount: cost.blockCount, nodes: 2, linkBytesPerS: cost.networkBytesPerS }) * 1000;
   return cost.forkMs + fetchMs + copyMs;
+}
+
+/**
+ * Time (ms) until a replica that reads its `bytes`-large stage from the server's disk serves: the read streams
+ * through host memory to the GPU, so the slower of disk and PCIe bounds it. Throws when no disk rate is configured.
+ */
+export function diskStartMs(bytes: number, cost: StartCost): number {
+  if (cost.diskBytesPerS === undefined || !(cost.diskBytesPerS > 0)) throw new RangeError("a disk load needs diskBytesPerS > 0");
+  return cost.forkMs + (bytes / Math.min(cost.diskBytesPerS, cost.pcieBytesPerS)) * 1000;
 }

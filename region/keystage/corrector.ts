@@ -22,6 +22,12 @@
  *     stages with the most slack shrink first.
  *     Whole-pipeline mode (the baseline): the same per-stage answers, but every stage gets the largest count any
  *     stage asks for while one is key (scale out together, up to ⌊budget / S⌋); it holds otherwise.
+ *  5. Scale-in (`releaseAfterMs` > 0; 0 holds the budget). QUART's Smooth reclaims surplus (§5.2: "use the Smooth
+ *     method to gracefully reclaim resources"), and the serverless systems it is compared with (§8.1) release idle
+ *     instances. Key-stage: a stage that is not key, holds more than its smoothed keep and has not grown for
+ *     `releaseAfterMs` gives one replica back per pass (before key stages take free GPUs, so a key stage may take
+ *     it in the same pass). Whole-pipeline: when no stage is key, every stage's count is above the largest keep and
+ *     none grew for `releaseAfterMs`, one whole pipeline goes.
  */
 import { propagateCv, smoothingBeta } from "./cv.js";
 import type { StageObservation } from "./pipeline.js";
@@ -131,6 +137,11 @@ function fitKeyStage(plans: StagePlan[], x: PassInput): StagePlan[] {
   const shrinkable = (j: number) => base[j]! > x.params.minReplicasPerStage;
   // Draining replicas still hold their GPUs until their request finishes.
   const draining = x.stages.reduce((a, s) => a + s.obs.draining, 0);
+  if (x.params.releaseAfterMs > 0) {
+    plans.forEach((pl, j) => {
+      if (!pl.key && base[j]! > pl.keep && shrinkable(j) && idleFor(x.stages[j]!, x) >= x.params.releaseAfterMs) base[j]!--;
+    });
+  }
   let total = base.reduce((a, b) => a + b, 0) + draining;
   while (total > x.budgetGpus) {
     const j = pickMin(plans.map((_, k) => k).filter(shrinkable), slackAfter);
@@ -223,9 +234,17 @@ function pickMin(xs: number[], f: (j: number) => number): number {
 function fitWholePipeline(plans: StagePlan[], x: PassInput): StagePlan[] {
   const n = plans.length;
   const current = Math.max(...x.stages.map((s) => s.replicas));
-  const wanted = plans.some((pl) => pl.key) ? Math.max(current, ...plans.map((pl) => pl.desired)) : current;
+  const anyKey = plans.some((pl) => pl.key);
+  let wanted = anyKey ? Math.max(current, ...plans.map((pl) => pl.desired)) : current;
+  const release = x.params.releaseAfterMs > 0 && !anyKey && current > Math.max(...plans.map((pl) => pl.keep)) && x.stages.every((s) => idleFor(s, x) >= x.params.releaseAfterMs);
+  if (release) wanted = current - 1;
   const target = Math.max(x.params.minReplicasPerStage, Math.min(Math.floor(x.budgetGpus / n), wanted));
   return plans.map((pl) => ({ ...pl, desired: target }));
+}
+
+/** How long since the stage last grew (ms; +Infinity when it never did). */
+function idleFor(s: StageInput, x: PassInput): number {
+  return s.lastGrowMs === undefined ? Number.POSITIVE_INFINITY : x.nowMs - s.lastGrowMs;
 }
 
 function ratio(pl: StagePlan): number {

@@ -3,6 +3,7 @@ import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import "../config-sections.js"; // region's config sections (keystage, loading)
 import { ValidationError } from "../../core/validate.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
+import { parseKeystageConfig } from "./keystage-config.js";
 
 const BLOOM = { model: "bloom-176b", gpu: "h100-80gb", layersPerStage: [9, 9, 9, 9, 9, 9, 8, 8], profileTp: 8 };
 
@@ -56,6 +57,9 @@ describe("keystage config section (read by parseConfig)", () => {
     expect(errorOf({ pipelines: [{ ...BLOOM, profileTp: 4 }] }).path).toBe("keystage.pipelines[0].profileTp");
     expect(errorOf({ pipelines: [{ ...BLOOM, model: "gpt-5" }] }).path).toBe("keystage.pipelines[0].model");
     expect(errorOf({ pipelines: [BLOOM], cluster: { evictAbove: 1.5 } }).path).toBe("keystage.cluster.evictAbove");
+    expect(errorOf({ pipelines: [BLOOM], cluster: { diskBytesPerS: 0 } }).path).toBe("keystage.cluster.diskBytesPerS");
+    expect(parseKeystageConfig({ pipelines: [BLOOM], cluster: { diskBytesPerS: 1e9 } })?.cluster.diskBytesPerS).toBe(1e9);
+    expect(parseKeystageConfig({ pipelines: [BLOOM] })?.cluster.diskBytesPerS).toBeUndefined();
     expect(errorOf({ pipelines: [BLOOM, BLOOM] }).path).toBe("keystage.pipelines[1]");
   });
 

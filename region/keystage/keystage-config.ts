@@ -8,7 +8,8 @@
  *   "pipelines": [{ "model": "bloom-176b", "gpu": "h100-80gb", "layersPerStage": [9, 9, 9, 9, 9, 9, 8, 8],
  *                   "profileTp": 8, "hiddenSize": 14336 }],
  *   "cluster": { "gpusPerServer": 8, "hostMemoryBytes": 1099511627776, "evictAbove": 0.85,
- *                "pcieBytesPerS": 25e9, "networkBytesPerS": 12.5e9, "blockCount": 16, "forkMs": 200 },
+ *                "pcieBytesPerS": 25e9, "networkBytesPerS": 12.5e9, "blockCount": 16, "forkMs": 200,
+ *                "diskBytesPerS": 955555555 },   // optional: a cache miss reads the disk (absent: the data plane)
  *   "params": { "kp": 1, "ki": 0.1, "kd": 0, ... }          // the `keystage` strategy's schema (strategy.ts)
  * }
  */
@@ -92,6 +93,8 @@ export function parseCluster(r: ObjectReader): ClusterConfig {
     blockCount: r.number("blockCount", d.blockCount, { integer: true, min: 1, max: 4096 }),
     forkMs: r.number("forkMs", d.forkMs, { min: 0 }),
   };
+  const disk = r.optionalNumber("diskBytesPerS", { gt: 0 });
+  if (disk !== undefined) c.diskBytesPerS = disk;
   r.done();
   return c;
 }

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
-import { StageCache, startMs } from "./cache.js";
-import { waterfill } from "./corrector.js";
+import { StageCache, diskStartMs, startMs } from "./cache.js";
+import { correctAndSmooth, waterfill, type ScalingMode } from "./corrector.js";
+import { resolveStrategy } from "../strategies/strategy-registry.js";
+import type { KeyStageParams } from "../strategies/keystage.js";
 import { interArrivalCv, propagateCv, smoothingBeta } from "./cv.js";
 import { Pid } from "./pid.js";
 import { disperse, klDivergence, placeReplica } from "./placement.js";
@@ -100,6 +102,34 @@ describe("water-filled split of a budget (Eq. 1)", () => {
   });
 });
 
+describe("scale-in (releaseAfterMs; QUART §5.2 reclaim, §8.1's serverless baselines)", () => {
+  const params = resolveStrategy("keystage").params as KeyStageParams;
+  const idle = { arrivals: 0, windowMs: 10_000, arrivalCv: 0, meanServiceMs: 1000, serviceCv: 0, queue: 0, serving: 0, starting: 0, draining: 0, busy: 0 };
+  const pass = (mode: ScalingMode, replicas: number[], nowMs: number, releaseAfterMs: number) =>
+    correctAndSmooth({
+      stages: replicas.map((r) => ({ obs: { ...idle, serving: r }, replicas: r, lastGrowMs: 0, expectedServiceMs: 1000 })),
+      pids: replicas.map(() => new Pid({ kp: 1, ki: 0.1, kd: 0 })),
+      params: { ...params, releaseAfterMs },
+      mode,
+      budgetGpus: 8,
+      nowMs,
+      dtS: 1,
+    }).map((pl) => pl.desired);
+
+  it("an idle stage above its keep gives one replica back per pass once it has not grown for releaseAfterMs", () => {
+    expect(pass("key-stage", [3, 2], 70_000, 60_000)).toEqual([2, 1]);
+    expect(pass("key-stage", [3, 2], 30_000, 60_000)).toEqual([3, 2]); // grew 30 s ago: kept
+    expect(pass("key-stage", [3, 2], 70_000, 0)).toEqual([3, 2]); // 0 holds the budget (the default)
+    expect(pass("key-stage", [1, 1], 70_000, 60_000)).toEqual([1, 1]); // r_min stays
+  });
+
+  it("whole-pipeline releases one whole pipeline at a time", () => {
+    expect(pass("whole-pipeline", [3, 3], 70_000, 60_000)).toEqual([2, 2]);
+    expect(pass("whole-pipeline", [3, 3], 30_000, 60_000)).toEqual([3, 3]);
+    expect(pass("whole-pipeline", [3, 3], 70_000, 0)).toEqual([3, 3]);
+  });
+});
+
 describe("dispersed placement (§6.2, Eq. 8–10)", () => {
   it("KL divergence to uniform of a stated row", () => {
     expect(klDivergence([0.5, 0.5, 0], [1 / 3, 1 / 3, 1 / 3])).toBeCloseTo(Math.log(1.5), 12);
@@ -136,6 +166,10 @@ describe("dispersed placement (§6.2, Eq. 8–10)", () => {
     expect(placeReplica(servers, { key: true, plentifulFreeGpus: 4 })).toBe(3);
     expect(placeReplica(servers, { key: false, plentifulFreeGpus: 4 })).toBe(0);
     expect(placeReplica(servers.map((s) => ({ ...s, freeGpus: 0 })), { key: true, plentifulFreeGpus: 4 })).toBe(-1);
+    // Cache-aware (§4.3, §6.2): a key stage goes where host memory holds it, even with fewer free GPUs there.
+    const withCache = servers.map((s, j) => ({ ...s, cached: j === 1 || j === 2 }));
+    expect(placeReplica(withCache, { key: true, plentifulFreeGpus: 4 })).toBe(1); // 6 free beats 5; server 3 (8 free) caches nothing
+    expect(placeReplica(withCache.map((s, j) => (j === 1 || j === 2 ? { ...s, freeGpus: 0 } : s)), { key: true, plentifulFreeGpus: 4 })).toBe(3); // full where cached: most free
   });
 });
 
@@ -170,5 +204,26 @@ describe("stage cache (§6.1)", () => {
     const cost = { pcieBytesPerS: 25e9, networkBytesPerS: 12.5e9, blockCount: 16, forkMs: 200 };
     expect(startMs(50e9, true, cost)).toBeCloseTo(200 + 2000, 9);
     expect(startMs(50e9, false, cost)).toBeCloseTo(200 + 4000 + 2000, 9);
+  });
+
+  it("QUART's figures: 43 GB from disk in 45 s; one of 8 stages from host memory in 0.8 s; a miss reads the disk", () => {
+    const quart = { pcieBytesPerS: 43e9 / 8 / 0.8, networkBytesPerS: 12.5e9, blockCount: 16, forkMs: 0, diskBytesPerS: 43e9 / 45 };
+    expect(diskStartMs(43e9, quart)).toBeCloseTo(45_000, 6);
+    expect(startMs(43e9 / 8, true, quart)).toBeCloseTo(800, 6);
+    expect(startMs(43e9 / 8, false, quart)).toBeCloseTo(45_000 / 8, 6); // disk, not the data plane
+    expect(diskStartMs(10e9, { ...quart, diskBytesPerS: 100e9, pcieBytesPerS: 10e9, forkMs: 200 })).toBeCloseTo(1200, 6); // PCIe bounds a fast disk
+    expect(() => diskStartMs(1, { pcieBytesPerS: 1, networkBytesPerS: 1, blockCount: 1, forkMs: 0 })).toThrow(RangeError);
+  });
+
+  it("a preloaded stage is a hit for the first replica; preloads past the threshold evict the oldest", () => {
+    const c = new StageCache({ hostMemoryBytes: 100, evictAbove: 0.85 });
+    c.preload("m/0", 40, 0);
+    c.preload("m/1", 40, 1);
+    expect(c.evicted).toEqual([]);
+    c.preload("m/2", 40, 2); // 120% → m/0 goes, back to 80%
+    expect(c.evicted).toEqual(["m/0"]);
+    expect(c.acquire("m/1", 40, 3)).toBe(true);
+    expect(c.acquire("m/0", 40, 4)).toBe(false); // 120% again: m/2, unheld and oldest, goes
+    expect(c.keys().sort()).toEqual(["m/0", "m/1"]);
   });
 });

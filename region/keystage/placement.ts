@@ -2,8 +2,10 @@
  * Where a new replica of a stage goes (QUART §6.2, dispersed placement). A server is (free GPUs, key-stage replicas
  * it already runs, stages in its host cache).
  *  - Plentiful capacity (some server has at least `plentifulFreeGpus` free): a key stage goes to the server with the
- *    most free GPUs, so the servers holding key stages keep idle GPUs to grow into; other stages pack densely (the
- *    server with the fewest free GPUs that still has one).
+ *    most free GPUs among those whose host cache holds the stage (QUART's cache-aware scheduler, §4.3 and §6.2: "copies
+ *    can be efficiently transferred from server memory to new GPUs, with less time spent on loading from disk"), or
+ *    among all open servers when none of them caches it, so the servers holding key stages keep idle GPUs to grow
+ *    into; other stages pack densely (the server with the fewest free GPUs that still has one).
  *  - Contention: key stages are dispersed by minimising the KL divergence (Eq. 8) between their distribution over
  *    servers, P, and the uniform distribution Q over the servers that can take one. `disperse` runs the gradient
  *    descent of Eq. 9–10 on P; the replica goes to the server whose share of key replicas is furthest below the
@@ -66,8 +68,8 @@ export interface PlaceOptions {
 export function placeReplica(servers: readonly ServerView[], opts: PlaceOptions): number {
   const open = servers.map((s, j) => (s.freeGpus > 0 ? j : -1)).filter((j) => j >= 0);
   if (open.length === 0) return -1;
-  const better = (score: (j: number) => number) =>
-    open.reduce((best, j) => {
+  const better = (score: (j: number) => number, among = open) =>
+    among.reduce((best, j) => {
       const d = score(j) - score(best);
       if (d > 1e-12) return j;
       if (d < -1e-12) return best;
@@ -75,7 +77,10 @@ export function placeReplica(servers: readonly ServerView[], opts: PlaceOptions)
     });
   const mostFree = Math.max(...open.map((j) => servers[j]!.freeGpus));
   if (!opts.key) return better((j) => -servers[j]!.freeGpus); // pack densely
-  if (mostFree >= opts.plentifulFreeGpus) return better((j) => servers[j]!.freeGpus);
+  if (mostFree >= opts.plentifulFreeGpus) {
+    const cached = open.filter((j) => servers[j]!.cached);
+    return better((j) => servers[j]!.freeGpus, cached.length > 0 ? cached : open);
+  }
   // Contention: disperse key replicas (Eq. 8–10). P counts the key replicas already placed (+ the new one spread
   // evenly, so an empty cluster still has a distribution); Q is uniform over the open servers.
   const total = servers.reduce((s, v) => s + v.keyReplicas, 0) + 1;

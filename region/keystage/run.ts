@@ -25,6 +25,10 @@ export interface RunOptions {
   sloFactor: number;
   /** Stop waiting for stragglers this long after the last arrival (ms). */
   drainLimitMs?: number;
+  /** Where new replicas load from (scaler.ts `loadFrom`; default the stage cache). */
+  loadFrom?: "stage-cache" | "disk";
+  /** Stages each server's host memory holds before the run (index = server), e.g. [[0, 1], [2, 3], …]. */
+  preloaded?: readonly (readonly number[])[];
 }
 
 /**
@@ -47,6 +51,8 @@ export interface RunResult {
   scaler: ScalerStats;
   /** Mean GPUs held over the run. */
   meanGpus: number;
+  /** ∫ GPUs held dt over the run (GPU-seconds). */
+  gpuSeconds: number;
 }
 
 function quantile(sorted: readonly number[], q: number): number {
@@ -81,6 +87,7 @@ export function runPipeline(o: RunOptions): RunResult {
     onReplicaStopped: (r) => scaler!.onReplicaStopped(r),
   });
   const cluster = new Cluster(o.cluster, o.occupied);
+  o.preloaded?.forEach((stages, j) => stages.forEach((s) => cluster.preload(j, o.pipeline.layout.model, s, o.pipeline.stageBytes[s]!, 0)));
   const n = o.pipeline.stages;
   const meanP = o.requests.reduce((a, r) => a + r.promptTokens, 0) / o.requests.length;
   const meanO = o.requests.reduce((a, r) => a + r.outputTokens, 0) / o.requests.length;
@@ -88,6 +95,7 @@ export function runPipeline(o: RunOptions): RunResult {
     clock, sim, pipeline: o.pipeline, cluster, params: o.params, mode: o.mode, budgetGpus: o.budgetGpus,
     expectedServiceMs: Array.from({ length: n }, (_, s) => o.pipeline.stageMs(s, Math.round(meanP), Math.round(meanO))),
     cacheKey: o.pipeline.layout.model,
+    loadFrom: o.loadFrom,
   });
   scaler = ks;
   ks.deployInitial();
@@ -116,5 +124,6 @@ export function runPipeline(o: RunOptions): RunResult {
     avgQueuePerStage,
     scaler: ks.stats,
     meanGpus: ks.stats.gpuMs / Math.max(1, clock.now()),
+    gpuSeconds: ks.stats.gpuMs / 1000,
   };
 }

@@ -8,7 +8,7 @@
  * `StageCache` per server.
  */
 import type { Clock, Timer } from "../../core/clock.js";
-import { StageCache, startMs } from "./cache.js";
+import { StageCache, diskStartMs, startMs } from "./cache.js";
 import type { ClusterConfig } from "./keystage-config.js";
 import { correctAndSmooth, type ScalingMode, type StagePlan } from "./corrector.js";
 import { Pid } from "./pid.js";
@@ -36,6 +36,11 @@ export class Cluster {
     this.caches = occupied.map(() => new StageCache({ hostMemoryBytes: config.hostMemoryBytes, evictAbove: config.evictAbove }));
     this.keyReplicas = occupied.map(() => 0);
   }
+
+  /** Puts stage `stage` of `cacheKey` (bytes) in server `server`'s host memory before any replica runs (a warm cache). */
+  preload(server: number, cacheKey: string, stage: number, bytes: number, nowMs: number): void {
+    this.caches[server]!.preload(`${cacheKey}/${stage}`, bytes, nowMs);
+  }
 }
 
 /** Counters a run reports. */
@@ -45,6 +50,8 @@ export interface ScalerStats {
   removed: number;
   cacheHits: number;
   cacheMisses: number;
+  /** Replicas started by reading their stage from disk, bypassing the stage cache (`loadFrom: "disk"`). */
+  diskLoads: number;
   /** Most GPUs held at once (≤ budget). */
   peakGpus: number;
   /** ∫ GPUs held dt (GPU·ms). */
@@ -64,11 +71,19 @@ export interface KeyStageScalerOptions {
   expectedServiceMs: number[];
   /** Stage-cache key prefix (one pipeline per model). */
   cacheKey: string;
+  /**
+   * Where a new replica's parameters come from: "stage-cache" (QUART §6.1: host memory, else a miss as cache.ts
+   * `startMs` says) or "disk" — the baselines of QUART §8 (INFless, InferLine, Cocktail), which keep no stage cache
+   * and load every new replica from its server's disk (`diskStartMs`). Default "stage-cache".
+   */
+  loadFrom?: "stage-cache" | "disk";
 }
 
 /** The periodic correct-and-smooth loop of one pipeline and the actions it takes. */
 export class KeyStageScaler {
-  readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, cacheHits: 0, cacheMisses: 0, peakGpus: 0, gpuMs: 0 };
+  readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, cacheHits: 0, cacheMisses: 0, diskLoads: 0, peakGpus: 0, gpuMs: 0 };
+  /** Replicas that hold a stage-cache entry (released when they stop). */
+  private readonly holdsCache = new Set<number>();
   private readonly pids: Pid[];
   private readonly lastGrowMs: (number | undefined)[];
   /** Replicas placed as key-stage replicas (counted in Cluster.keyReplicas until they stop). */
@@ -152,7 +167,7 @@ export class KeyStageScaler {
     this.account();
     const c = this.opts.cluster;
     c.free[r.server]!++;
-    c.caches[r.server]!.release(`${this.opts.cacheKey}/${r.stage}`, this.opts.clock.now());
+    if (this.holdsCache.delete(r.id)) c.caches[r.server]!.release(`${this.opts.cacheKey}/${r.stage}`, this.opts.clock.now());
     if (this.placedAsKey.delete(r.id)) c.keyReplicas[r.server]!--;
     this.held--;
   }
@@ -168,16 +183,19 @@ export class KeyStageScaler {
     this.account();
     const now = this.opts.clock.now();
     const bytes = this.opts.pipeline.stageBytes[stage]!;
-    const hit = c.caches[j]!.acquire(cacheKey, bytes, now);
+    const fromDisk = this.opts.loadFrom === "disk";
+    const hit = !fromDisk && c.caches[j]!.acquire(cacheKey, bytes, now);
     if (!initial) {
-      if (hit) this.stats.cacheHits++;
+      if (fromDisk) this.stats.diskLoads++;
+      else if (hit) this.stats.cacheHits++;
       else this.stats.cacheMisses++;
     }
     c.free[j]!--;
     if (key) c.keyReplicas[j]!++; // a key replica counts where it runs until it stops
     this.held++;
     this.stats.peakGpus = Math.max(this.stats.peakGpus, this.held);
-    const r = this.opts.sim.addReplica(stage, j, initial ? 0 : startMs(bytes, hit, c.config));
+    const r = this.opts.sim.addReplica(stage, j, initial ? 0 : fromDisk ? diskStartMs(bytes, c.config) : startMs(bytes, hit, c.config));
+    if (!fromDisk) this.holdsCache.add(r.id);
     if (key) this.placedAsKey.add(r.id);
     if (!initial) this.stats.added++;
     return true;

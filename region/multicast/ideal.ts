@@ -6,6 +6,8 @@
  *   binomial  (b + ⌈log₂N⌉ − 1)·(M/b)/B       λScale §4.2
  *   tree      ≈ 2·M/B + 2·(⌊log₂N⌋ − 1)·(M/b)/B  binary tree, internal nodes send each block twice (an estimate)
  *   unicast   (N − 1)·M/B                     the source's link carries every copy
+ *   ring      as chain                        NCCL ring broadcast: the same pipelined chain in rank order; its group
+ *                                             set-up (communicator bootstrap) comes before and is not in this time
  */
 import type { MulticastAlgorithm } from "./schedule.js";
 
@@ -26,6 +28,7 @@ export function idealSeconds(algorithm: MulticastAlgorithm, x: IdealInput): numb
   const log = Math.ceil(Math.log2(n));
   switch (algorithm) {
     case "chain":
+    case "ring":
       return fullS + Math.max(0, n - 2) * blockS;
     case "binomial":
       return (x.blockCount + log - 1) * blockS;

@@ -5,7 +5,7 @@
 import { ObjectReader, ValidationError, checkNumber, checkString, parseJson } from "../../core/validate.js";
 import type { MulticastAlgorithm, MulticastPlan, Transfer } from "./schedule.js";
 
-const ALGORITHMS: readonly MulticastAlgorithm[] = ["chain", "binomial", "tree", "unicast"];
+const ALGORITHMS: readonly MulticastAlgorithm[] = ["chain", "binomial", "tree", "unicast", "ring"];
 
 /** Parses and shape-checks a plan; throws ValidationError (invalid_request) naming the path. */
 export function planFromJson(text: string): MulticastPlan {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { planBinaryTree, planUnicast } from "./baselines.js";
+import { planBinaryTree, planRingBootstrap, planRingBroadcast, planUnicast, RING_BOOTSTRAP_BYTES } from "./baselines.js";
 import { chainEdges, planChains } from "./blitzscale.js";
 import { idealSeconds } from "./ideal.js";
 import { binomialTransfers, executionPipelines, kWayOrders, planBinomial } from "./lambdascale.js";
@@ -187,6 +187,24 @@ describe("baselines and ideal times", () => {
     expect(sendOrder(tree, "a").map((t) => `${t.to}${t.block}`)).toEqual(["c0", "d0", "c1", "d1"]);
     validatePlan(u);
     validatePlan(tree);
+  });
+
+  it("the NCCL-style ring passes every block rank to rank in rank order, pipelined; its bootstrap is one small block", () => {
+    const ring = planRingBroadcast({ model: model(2), source: "s", targets: ["a", "b", "c"] });
+    expect(sendOrder(ring, "s").map((t) => `${t.to}${t.block}@${t.step}`)).toEqual(["a0@0", "a1@1"]);
+    expect(sendOrder(ring, "a").map((t) => `${t.to}${t.block}@${t.step}`)).toEqual(["b0@1", "b1@2"]);
+    expect(sendOrder(ring, "b").map((t) => `${t.to}${t.block}@${t.step}`)).toEqual(["c0@2", "c1@3"]);
+    expect(sendOrder(ring, "c")).toEqual([]); // the link back to the source carries nothing in a broadcast
+    expect(ring.steps).toBe(4); // b + hops − 1 = 2 + 3 − 1
+    expect(ring.chains).toEqual([["s", "a", "b", "c"]]);
+    validatePlan(ring);
+    const boot = planRingBootstrap("s", ["a", "b", "c"]);
+    expect(boot.blockCount).toBe(1);
+    expect(boot.totalBytes).toBe(4 * RING_BOOTSTRAP_BYTES);
+    expect(boot.transfers.map((t) => `${t.from}${t.to}`)).toEqual(["sa", "ab", "bc"]);
+    validatePlan(boot);
+    // On equal links the ring's broadcast is the chain's time: 16 + (8 − 2) block times.
+    expect(idealSeconds("ring", { totalBytes: 1600, blockCount: 16, nodes: 8, linkBytesPerS: 100 })).toBeCloseTo(22);
   });
 
   it("ideal formulas: chain M/B + (N−2)·M/(bB), binomial (b + ⌈log₂N⌉ − 1)·M/(bB), unicast (N−1)·M/B", () => {

@@ -9,7 +9,7 @@
  */
 
 /** Which planner made a plan. */
-export type MulticastAlgorithm = "chain" | "binomial" | "tree" | "unicast";
+export type MulticastAlgorithm = "chain" | "binomial" | "tree" | "unicast" | "ring";
 
 /** One block moving from one node to another. */
 export interface Transfer {
@@ -44,7 +44,7 @@ export interface MulticastPlan {
   /** Nodes that must hold every block at the end. */
   targets: string[];
   transfers: Transfer[];
-  /** "in-order" (λScale binomial steps, the default) or "per-peer" (chains, trees, unicast). */
+  /** "in-order" (λScale binomial steps, the default) or "per-peer" (chains, trees, unicast, ring). */
   sendMode?: "in-order" | "per-peer";
   /** Number of logical steps (max step + 1). */
   steps: number;

@@ -26,6 +26,11 @@ export interface KeyStageParams extends Record<string, number> {
   reclaimCooldownMs: number;
   /** Most replicas moved from surplus stages to key stages in one pass (0: key stages grow only from free GPUs). */
   maxMovesPerPass: number;
+  /**
+   * 0: the pipeline holds its budget (surplus goes to key stages). > 0: serverless scale-in — a stage above its
+   * smoothed keep that has not grown for this long gives one replica back to the region per pass (ms).
+   */
+  releaseAfterMs: number;
 }
 
 /** The typed parameter schema (ranges reject bad config at start-up, naming `keystage.params.<key>`). */
@@ -40,6 +45,7 @@ export const KEYSTAGE_PARAMS = {
   minReplicasPerStage: { help: "fewest replicas a stage keeps (r_min)", default: 1, min: 1, max: 64 },
   reclaimCooldownMs: { help: "no reclaim from a stage this soon after it grew", default: 10_000, min: 0, max: 3_600_000 },
   maxMovesPerPass: { help: "most replicas moved from surplus stages to key stages in one pass", default: 8, min: 0, max: 1024 },
+  releaseAfterMs: { help: "0 holds the budget; > 0 gives surplus replicas back after this long without growth (serverless scale-in)", default: 0, min: 0, max: 3_600_000 },
 } as const;
 
 /** The registry entry. */

@@ -13,13 +13,19 @@
  *    in b = 16 blocks, every node a `tidegate agent` in its own network namespace, every link shaped to B with tc
  *    tbf both ways. Each algorithm against its own ideal (region/multicast/ideal.ts): chain M/B + (N − 2)·(M/b)/B,
  *    binomial (b + ⌈log₂N⌉ − 1)·(M/b)/B (λScale §4.2), unicast (N − 1)·M/B, tree ≈ 2·M/B + …. Target: chain and
- *    binomial ≤ 1.15 × ideal at every N. Also the time to the first block at every receiver (λScale Fig. 8).
+ *    binomial ≤ 1.15 × ideal at every N of 2, 4, 8. Also the time to the first block at every receiver (λScale Fig. 8).
+ *    λScale's baselines (§7.1–7.2, Fig. 7): FaaSNet's binary tree (`tree`) and an NCCL-style ring broadcast
+ *    (`ring`: the chain in rank order, after its group set-up — a fresh ring bootstrap run, planRingBootstrap in
+ *    region/multicast/baselines.ts, timed and added). Per algorithm also its GPU time: instance-seconds until
+ *    serving, summed over receivers (each receiver's last block, plus the ring's set-up). Printed at every N:
+ *    binomial (k = 1 source) against the tree and the ring. Target: binomial ≥ 1.5× faster than the binary tree at
+ *    8 targets (N = 9; λScale reports up to 1.82× over FaaSNet and 1.53× over NCCL).
  * 3. Heterogeneous links (one fast target, the rest slow): BlitzScale's bandwidth-ordered chains vs the same greedy
  *    in insertion order (fast target listed last). Figure: time to the first full copy. Target: bandwidth < insertion.
  *
  * Inputs (environment): DATAPLANE_MODEL_BYTES (default 1 GiB), DATAPLANE_BLOCKS (16), DATAPLANE_RATE_MBIT (500: with 7–8 links busy at once, 1000 Mbit/s per link was CPU-bound on this shared 2-core box, chain 1.48× ideal at N = 8 in a 256 MiB trial),
- * DATAPLANE_NODES ("2,4,8"), DATAPLANE_P2P_ROUNDS (7: this shared box swings by 2× between rounds), DATAPLANE_HETERO_BYTES (256 MiB), DATAPLANE_SLOW_MBIT (250),
- * DATAPLANE_ALGORITHMS ("chain,binomial,tree,unicast"; shorter lists are for development runs), DATAPLANE_MTU (9000:
+ * DATAPLANE_NODES ("2,4,8,9"), DATAPLANE_P2P_ROUNDS (7: this shared box swings by 2× between rounds), DATAPLANE_HETERO_BYTES (256 MiB), DATAPLANE_SLOW_MBIT (250),
+ * DATAPLANE_ALGORITHMS ("chain,binomial,tree,unicast,ring"; shorter lists are for development runs), DATAPLANE_MTU (9000:
  * jumbo frames as on datacenter fabrics; tbf counts header bytes, so at 1500 a single TCP flow carries ≈ 94% of B),
  * DATAPLANE_STALL_MS (3000 for multicast runs; the default role setting and the tests use 1000), DATAPLANE_P2P_ONLY
  * (1: run part 1 only, for development). Any of them set makes the run partial: met false, `shrunk` names them
@@ -33,7 +39,7 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { measureCosts, probeVerbs, tcpCallBytes, type RunResult } from "../../native/index.js";
 import { repoRoot } from "../../core/paths.js";
-import { planBinaryTree, planUnicast } from "../../region/multicast/baselines.js";
+import { planBinaryTree, planRingBootstrap, planRingBroadcast, planUnicast } from "../../region/multicast/baselines.js";
 import { planChains } from "../../region/multicast/blitzscale.js";
 import { idealSeconds } from "../../region/multicast/ideal.js";
 import { planBinomial } from "../../region/multicast/lambdascale.js";
@@ -41,15 +47,15 @@ import type { MulticastAlgorithm, MulticastPlan } from "../../region/multicast/s
 import { validatePlan } from "../../region/multicast/validate.js";
 import { spawnAll, stopAgents, type RunningAgent } from "../netns/agents.js";
 import { createTopology, netnsUnavailable, type Topology } from "../netns/topology.js";
-import { envOverrides, partialFields } from "./verdicts/common.js";
-import { dataplaneMet } from "./verdicts/dataplane.js";
+import { envOverrides, jsonFigure, partialFields } from "./verdicts/common.js";
+import { binomialOverTree, dataplaneMet } from "./verdicts/dataplane.js";
 
 const MiB = 1 << 20;
 const env = (k: string, d: number) => (process.env[k] === undefined ? d : Number(process.env[k]));
 const M = env("DATAPLANE_MODEL_BYTES", 1024 * MiB);
 const B_BLOCKS = env("DATAPLANE_BLOCKS", 16);
 const RATE_MBIT = env("DATAPLANE_RATE_MBIT", 500);
-const NODES = (process.env.DATAPLANE_NODES ?? "2,4,8").split(",").map(Number);
+const NODES = (process.env.DATAPLANE_NODES ?? "2,4,8,9").split(",").map(Number);
 const P2P_ROUNDS = env("DATAPLANE_P2P_ROUNDS", 7);
 const HETERO_M = env("DATAPLANE_HETERO_BYTES", 256 * MiB);
 const SLOW_MBIT = env("DATAPLANE_SLOW_MBIT", 250);
@@ -57,9 +63,9 @@ const MTU = env("DATAPLANE_MTU", 9000);
 // The bench measures throughput; 1-s failure detection is what the tests prove. With 7 flows into one 10 ms tbf
 // queue (unicast, N = 8) a TCP retransmission timeout can silence a healthy flow for over a second.
 const STALL_MS = env("DATAPLANE_STALL_MS", 3000);
-const ALGORITHMS = (process.env.DATAPLANE_ALGORITHMS ?? "chain,binomial,tree,unicast").split(",") as MulticastAlgorithm[];
+const ALGORITHMS = (process.env.DATAPLANE_ALGORITHMS ?? "chain,binomial,tree,unicast,ring").split(",") as MulticastAlgorithm[];
 const P2P_ONLY = process.env.DATAPLANE_P2P_ONLY === "1";
-const TARGET = { p2pFractionOfRawTcp: 0.9, multicastTimeOverIdealMax: 1.15, bandwidthOrderFirstCopySooner: true, nodes: [2, 4, 8] };
+const TARGET = { p2pFractionOfRawTcp: 0.9, multicastTimeOverIdealMax: 1.15, bandwidthOrderFirstCopySooner: true, nodes: [2, 4, 8], binomialOverTreeMin: 1.5, speedupNodes: 9 };
 /** Settings that change or shrink what a run measures (fewer nodes, rounds, algorithms, bytes): partial, met false. */
 const SHRUNK = envOverrides(["DATAPLANE_MODEL_BYTES", "DATAPLANE_BLOCKS", "DATAPLANE_RATE_MBIT", "DATAPLANE_NODES", "DATAPLANE_P2P_ROUNDS", "DATAPLANE_HETERO_BYTES", "DATAPLANE_SLOW_MBIT", "DATAPLANE_MTU", "DATAPLANE_STALL_MS", "DATAPLANE_ALGORITHMS", "DATAPLANE_P2P_ONLY"]);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -192,17 +198,30 @@ function planFor(alg: MulticastAlgorithm, model: { totalBytes: number; blockCoun
       return planBinaryTree({ model, source: "n0", targets });
     case "unicast":
       return planUnicast({ model, source: "n0", targets });
+    case "ring":
+      return planRingBroadcast({ model, source: "n0", targets });
   }
 }
 
 /** Every figure the last line reports; filled as the parts run, so a failed run still reports what it measured. */
 const figures: {
   p2p: { ratios: number[]; raws: number[]; ours: number[]; profile?: Record<string, number> };
-  multicast: Record<string, Record<string, { seconds: number; ideal: number; ratio: number }>>;
+  multicast: Record<string, Record<string, MulticastFigure>>;
   firstBlock: Record<string, Record<string, number[]>>;
   hetero?: { bandwidthFirstCopyS: number; insertionFirstCopyS: number };
   notRun?: string;
 } = { p2p: { ratios: [], raws: [], ours: [] }, multicast: {}, firstBlock: {} };
+
+/** One algorithm at one N: transfer time, its ideal, set-up before it (ring), and GPU time until serving. */
+interface MulticastFigure {
+  seconds: number;
+  ideal: number;
+  ratio: number;
+  /** Group set-up run before the transfer (ring: its bootstrap); 0 for the others. */
+  setupS: number;
+  /** Σ over receivers of (set-up + its last block's arrival): instance-seconds until serving. */
+  gpuSeconds: number;
+}
 
 const GB = 1e9;
 const r2 = (x: number) => Number(x.toFixed(2));
@@ -256,6 +275,25 @@ async function pointToPoint(): Promise<void> {
   log(`  median ratio ${median(figures.p2p.ratios).toFixed(3)} (target ≥ ${TARGET.p2pFractionOfRawTcp}); median raw ${median(figures.p2p.raws).toFixed(2)} Gbit/s, tidegate ${median(figures.p2p.ours).toFixed(2)} Gbit/s; median dial ${median(dials).toFixed(2)} ms (raw ${median(rawDials).toFixed(2)} ms)`);
 }
 
+/**
+ * The ring's group set-up: a fresh bootstrap run around the ring (planRingBootstrap), as a new NCCL group is formed
+ * for each scaling event (λScale §7.1). Returns its time (s, the last rank's arrival on its run clock, dials included).
+ */
+async function ringSetup(agents: RunningAgent[]): Promise<number> {
+  const plan = planRingBootstrap("n0", agents.slice(1).map((a) => a.nodeId));
+  await agents[0]!.client.load({ model: "ring-bootstrap", totalBytes: plan.totalBytes, blockCount: plan.blockCount, fill: "pattern", seed: 1 }); // runPlan verifies against seed 1
+  const t = await runPlan(agents, plan, "ring-bootstrap");
+  await Promise.all(agents.map((a) => a.client.drop("ring-bootstrap")));
+  return t.completionS;
+}
+
+/** Binomial (k = 1) against the tree and the ring (its set-up included): time speed-ups and GPU-time ratios. */
+function lambdaScaleVsBaselines(m: Record<string, MulticastFigure>): { overTree: number; overRing: number; gpuVsTree: number; gpuVsRing: number } | undefined {
+  const b = m.binomial;
+  if (b === undefined || m.tree === undefined || m.ring === undefined) return undefined;
+  return { overTree: m.tree.seconds / b.seconds, overRing: (m.ring.setupS + m.ring.seconds) / b.seconds, gpuVsTree: b.gpuSeconds / m.tree.gpuSeconds, gpuVsRing: b.gpuSeconds / m.ring.gpuSeconds };
+}
+
 async function multicastParts(): Promise<void> {
   const maxN = Math.max(...NODES, 4);
   const topo: Topology = createTopology(new Array<number>(maxN).fill(RATE_MBIT), MTU);
@@ -266,17 +304,21 @@ async function multicastParts(): Promise<void> {
     log(`\n[2] 1 → N multicast of ${M} bytes, b = ${B_BLOCKS}, every link ${RATE_MBIT} Mbit/s = ${(Bps / MiB).toFixed(1)} MiB/s, MTU ${topo.mtu} (namespaces ${topo.nodes.map((n) => n.ns).join(" ")})`);
     await agents[0]!.client.load({ model: "m", totalBytes: M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });
     for (const n of NODES) {
-      const multicast = (figures.multicast[`N${n}`] = {} as Record<string, { seconds: number; ideal: number; ratio: number }>);
+      const multicast = (figures.multicast[`N${n}`] = {} as Record<string, MulticastFigure>);
       const firstBlock = (figures.firstBlock[`N${n}`] = {} as Record<string, number[]>);
       for (const alg of ALGORITHMS) {
         const plan = planFor(alg, { totalBytes: M, blockCount: B_BLOCKS }, n);
+        const setupS = alg === "ring" ? await ringSetup(agents.slice(0, n)) : 0;
         const t = await runPlan(agents.slice(0, n), plan, "m");
         const ideal = idealSeconds(alg, { totalBytes: M, blockCount: B_BLOCKS, nodes: n, linkBytesPerS: Bps });
-        multicast[alg] = { seconds: t.completionS, ideal, ratio: t.completionS / ideal };
+        const gpuSeconds = [...t.perNode.values()].reduce((a, x) => a + setupS + x.lastS, 0);
+        multicast[alg] = { seconds: t.completionS, ideal, ratio: t.completionS / ideal, setupS, gpuSeconds };
         firstBlock[alg] = [...t.perNode.values()].map((x) => Number(x.firstS.toFixed(3)));
-        log(`  N=${n} ${alg.padEnd(8)} ${t.completionS.toFixed(2)} s vs ideal ${ideal.toFixed(2)} s → ${(t.completionS / ideal).toFixed(3)}×; first block at receivers (s): ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.firstS.toFixed(2)}`).join(", ")}; last: ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.lastS.toFixed(2)}`).join(", ")}`);
+        log(`  N=${n} ${alg.padEnd(8)} ${t.completionS.toFixed(2)} s vs ideal ${ideal.toFixed(2)} s → ${(t.completionS / ideal).toFixed(3)}×${alg === "ring" ? ` (+ group set-up ${(setupS * 1000).toFixed(1)} ms before it)` : ""}; GPU time ${gpuSeconds.toFixed(2)} instance-s; first block at receivers (s): ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.firstS.toFixed(2)}`).join(", ")}; last: ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.lastS.toFixed(2)}`).join(", ")}`);
       }
       await Promise.all(agents.slice(1, n).map((a) => a.client.drop("m")));
+      const vs = lambdaScaleVsBaselines(multicast);
+      if (vs !== undefined) log(`  N=${n} (${n - 1} targets) binomial k = 1 against λScale's baselines: ${vs.overTree.toFixed(2)}× faster than the binary tree, ${vs.overRing.toFixed(2)}× faster than the ring broadcast with its set-up; GPU time ${vs.gpuVsTree.toFixed(3)} × the tree's, ${vs.gpuVsRing.toFixed(3)} × the ring's`);
     }
     // 3. heterogeneous links: n1 fast, n2 and n3 slow; the insertion order lists the fast target last
     topo.shape(topo.nodes[2]!, SLOW_MBIT);
@@ -318,7 +360,8 @@ async function main(): Promise<void> {
 function lastLine(error: string | undefined): string {
   const { p2p, multicast, firstBlock, hetero } = figures;
   const p2pFraction = p2p.ratios.length > 0 ? median(p2p.ratios) : null;
-  const worstOf = Object.values(multicast).flatMap((m) => [m.chain?.ratio ?? Infinity, m.binomial?.ratio ?? Infinity]);
+  // Over the N the target judges (2, 4, 8); N = 9 is there for the comparison with the tree at 8 targets.
+  const worstOf = Object.entries(multicast).filter(([k]) => TARGET.nodes.some((n) => k === `N${n}`)).flatMap(([, m]) => [m.chain?.ratio ?? Infinity, m.binomial?.ratio ?? Infinity]);
   const worst = worstOf.length > 0 ? Math.max(...worstOf) : null;
   const met = dataplaneMet({ error, p2pFraction, notRun: figures.notRun, multicast, hetero, shrunk: SHRUNK }, TARGET);
   return JSON.stringify({
@@ -333,7 +376,12 @@ function lastLine(error: string | undefined): string {
     rawTcpGbit: p2p.raws.length > 0 ? r2(median(p2p.raws)) : null,
     tidegateGbit: p2p.ours.length > 0 ? r2(median(p2p.ours)) : null,
     p2pProfile: p2p.profile ?? null,
-    multicastTimeOverIdeal: Object.fromEntries(Object.entries(multicast).map(([k, v]) => [k, Object.fromEntries(Object.entries(v).map(([a, x]) => [a, { s: r2(x.seconds), idealS: r2(x.ideal), ratio: Number(x.ratio.toFixed(3)) }]))])),
+    multicastTimeOverIdeal: Object.fromEntries(Object.entries(multicast).map(([k, v]) => [k, Object.fromEntries(Object.entries(v).map(([a, x]) => [a, { s: r2(x.seconds), idealS: r2(x.ideal), ratio: Number(x.ratio.toFixed(3)), ...(x.setupS > 0 ? { setupS: Number(x.setupS.toFixed(4)) } : {}), gpuS: r2(x.gpuSeconds) }]))])),
+    lambdaScaleVsBaselines: Object.fromEntries(Object.entries(multicast).flatMap(([k, v]) => {
+      const vs = lambdaScaleVsBaselines(v);
+      return vs === undefined ? [] : [[k, Object.fromEntries(Object.entries(vs).map(([a, x]) => [a, Number(x.toFixed(3))]))]];
+    })),
+    binomialOverTreeAt8Targets: jsonFigure(binomialOverTree({ multicast }, TARGET.speedupNodes)),
     worstChainOrBinomialOverIdeal: worst === null || !Number.isFinite(worst) ? null : Number(worst.toFixed(3)),
     firstBlockS: firstBlock,
     heterogeneous: hetero === undefined ? null : { bandwidthFirstCopyS: Number(hetero.bandwidthFirstCopyS.toFixed(3)), insertionFirstCopyS: Number(hetero.insertionFirstCopyS.toFixed(3)) },

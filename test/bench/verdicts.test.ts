@@ -8,7 +8,7 @@ import { recoveryMinutes } from "../../sim/week/burst.js";
 import { batchChecks, type FillRound, type TtftRound } from "./verdicts/batch.js";
 import { burstChecks, type BurstRow } from "./verdicts/burst.js";
 import { atLeast, atMost, envOverrides, ratio, verdictOf } from "./verdicts/common.js";
-import { dataplaneMet } from "./verdicts/dataplane.js";
+import { binomialOverTree, dataplaneMet } from "./verdicts/dataplane.js";
 import { keystageChecks, type KeystageArm } from "./verdicts/keystage.js";
 import { judgedHostSize, maasChecks, type MaasRow, type MaasTraceRuns } from "./verdicts/maas.js";
 import { replayChecks, type ReplayFigures } from "./verdicts/replay.js";
@@ -254,11 +254,16 @@ describe("bench:scaleout and bench:dataplane", () => {
   });
 
   it("DATAPLANE_NODES=2 measures one N: not met for 2, 4 and 8", () => {
-    const target = { p2pFractionOfRawTcp: 0.9, multicastTimeOverIdealMax: 1.15, nodes: [2, 4, 8] };
-    const all = { N2: { chain: { ratio: 1.05 }, binomial: { ratio: 1.06 } }, N4: { chain: { ratio: 1.08 }, binomial: { ratio: 1.09 } }, N8: { chain: { ratio: 1.1 }, binomial: { ratio: 1.12 } } };
+    const target = { p2pFractionOfRawTcp: 0.9, multicastTimeOverIdealMax: 1.15, nodes: [2, 4, 8], binomialOverTreeMin: 1.5, speedupNodes: 9 };
+    const N9 = { binomial: { ratio: 1.1, seconds: 20 }, tree: { ratio: 1.05, seconds: 40 } };
+    const all = { N2: { chain: { ratio: 1.05 }, binomial: { ratio: 1.06 } }, N4: { chain: { ratio: 1.08 }, binomial: { ratio: 1.09 } }, N8: { chain: { ratio: 1.1 }, binomial: { ratio: 1.12 } }, N9 };
     const f = { error: undefined, p2pFraction: 0.95, notRun: undefined, multicast: all, hetero: { bandwidthFirstCopyS: 1, insertionFirstCopyS: 2 }, shrunk: [] };
     expect(dataplaneMet(f, target)).toBe(true);
     expect(dataplaneMet({ ...f, multicast: { N2: all.N2 } }, target)).toBe(false);
+    // λScale's baseline: binomial only 1.4× faster than the binary tree at 8 targets, or no tree run there, misses.
+    expect(binomialOverTree({ multicast: all }, 9)).toBe(2);
+    expect(dataplaneMet({ ...f, multicast: { ...all, N9: { ...N9, tree: { ratio: 1, seconds: 28 } } } }, target)).toBe(false);
+    expect(dataplaneMet({ ...f, multicast: { ...all, N9: { binomial: N9.binomial } } }, target)).toBe(false);
     expect(dataplaneMet({ ...f, shrunk: ["DATAPLANE_NODES=2,4,8"] }, target)).toBe(false);
   });
 });

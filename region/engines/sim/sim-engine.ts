@@ -25,6 +25,9 @@ export interface SimEngineOptions {
   kvCapacityTokens?: number;
   /** Added to every pass (an execution pipeline's activation hops; SimCoreOptions.passOverheadMs). */
   passOverheadMs?: number;
+  /** Priority preemption (SimCoreOptions.preemption; default "recompute") and the swap copy rate. */
+  preemption?: SimCoreOptions["preemption"];
+  swapBytesPerMs?: number;
   /**
    * "per-token" (default, live): one `token` event per token at its time, with its synthetic text. "coalesced"
    * (replay): one `token` event for the first token at its time, then one carrying every other token (text "")
@@ -62,6 +65,8 @@ export class SimEngine implements Engine {
     if (opts.maxPrefillTokens !== undefined) coreOpts.maxPrefillTokens = opts.maxPrefillTokens;
     if (opts.kvCapacityTokens !== undefined) coreOpts.kvCapacityTokens = opts.kvCapacityTokens;
     if (opts.passOverheadMs !== undefined) coreOpts.passOverheadMs = opts.passOverheadMs;
+    if (opts.preemption !== undefined) coreOpts.preemption = opts.preemption;
+    if (opts.swapBytesPerMs !== undefined) coreOpts.swapBytesPerMs = opts.swapBytesPerMs;
     this.core = new SimEngineCore(coreOpts);
     this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
   }
@@ -85,7 +90,8 @@ export class SimEngine implements Engine {
     const notify = () => wake?.();
     const handle = this.core.submit(
       { id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority },
-      { onFirstToken: notify, onDone: notify, onCancelled: notify },
+      // A preempted request waits without a next token time: its resumption wakes the loop.
+      { onFirstToken: notify, onDone: notify, onCancelled: notify, onResumed: notify },
     );
     const seed = seedOf(req.id);
     let emitted = 0;

@@ -2,13 +2,15 @@
  * Global region selection for interactive requests (SageServe §6.2, "memory-utilization-based routing"):
  * regions that host the model, in preference order (the client's region first, then its proximity list); the first
  * whose effective memory utilization is below the threshold (0.70) wins; if none is, the least utilized one does.
- * Pure: values in, a decision out.
+ * The utilization is the interactive share plus what cannot be preempted (core/utilization.ts routingUtilization:
+ * batch KV that the region's engines would preempt for an interactive request does not count). Pure: values in, a
+ * decision out.
  */
 import type { RegionName } from "../core/models.js";
 
 export interface RegionCandidate {
   region: RegionName;
-  /** Effective memory utilization of (model, region), including the router's in-flight estimate; ≥ 0. */
+  /** Effective memory utilization of (model, region) less its preemptible batch KV, plus the router's in-flight estimate; ≥ 0. */
   utilization: number;
   /** False when the region is down, has no serving instance of the model, or its telemetry is stale. */
   available: boolean;

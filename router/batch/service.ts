@@ -123,7 +123,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
         thresholds: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow },
         ...(q.fillIdle
           ? {
-              fill: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow, fillTo: q.fillTo, fillToBeside: q.fillToBeside, reopenBelow: q.reopenBelow, reopenReports: q.reopenReports, maxPerReport: q.maxPerReport },
+              fill: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow, fillTo: q.fillTo, fillToBeside: q.fillToBeside, fillToPreemptible: q.fillToPreemptible, reopenBelow: q.reopenBelow, reopenReports: q.reopenReports, maxPerReport: q.maxPerReport },
               kvCapacityTokens: o.kvCapacityTokens ?? kvCapacityTokensFrom(o.config),
             }
           : {}),

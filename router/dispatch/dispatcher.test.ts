@@ -24,9 +24,14 @@ class GatedLink implements RegionLink {
     this.listener = fn;
     return () => (this.listener = undefined);
   }
-  /** A report at `utilization`; `interactiveTokensPerS` > 0 says the region also serves the model's interactive traffic. */
-  signal(utilization: number, interactiveTokensPerS = 0, waiting = 0): void {
-    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...modelTelemetry("m", utilization, 1), tokensPerS: interactiveTokensPerS, waiting }] });
+  /**
+   * A report at `utilization`; `interactiveTokensPerS` > 0 says the region also serves the model's interactive traffic;
+   * `preemptible` (absent: engines that do not preempt) is the part of it batch work holds that the engines would preempt.
+   */
+  signal(utilization: number, interactiveTokensPerS = 0, waiting = 0, preemptible?: number): void {
+    const m = modelTelemetry("m", utilization, 1);
+    const p = preemptible === undefined ? {} : { preemptibleMemoryUtilization: preemptible };
+    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...m, ...p, endpoints: m.endpoints.map((e) => ({ ...e, ...p })), tokensPerS: interactiveTokensPerS, waiting }] });
   }
   submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
     submitOverStream(this.dispatch(req, signal), () => 0, callbacks);
@@ -216,6 +221,37 @@ describe("Dispatcher (SageServe §6.3)", () => {
     await flush();
     expect(a.sent.length).toBe(9); // refilled back to 7 out
     await d.stop(); // aborts what runs (releasing it would refill without end)
+  });
+
+  it("where the engines preempt batch: fills to fillToPreemptible and refills past 0.60 of KV while interactive + non-preemptible stays under it (issue 37)", async () => {
+    // 100 KV tokens; each request 1 prompt + 1 max token (2 reserved, 1.5 held over its life).
+    const fill = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, fillToBeside: 0.15, fillToPreemptible: 0.9, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 64 };
+    const { links, flush, d } = await setup(200, { refill: true, fill, kvTokens: 100 });
+    const [a, b] = [links[0]!, links[1]!];
+    a.signal(0, 0, 0, 0); // no request seen yet: 512 tokens a request assumed, count 1
+    await flush();
+    expect(a.sent.length).toBe(1);
+    a.signal(0, 0, 0, 0); // floor(0.9 × 100 / 2) = 45 by free KV (fillTo would give 27); count floor(0.9 × 100 / 1.5) = 60, 1 out: 45
+    await flush();
+    expect(a.sent.length).toBe(46);
+    // KV 0.85 in use, 0.80 of it preemptible batch: routing utilization 0.05 — the gate stays open, refill goes on.
+    a.signal(0.85, 0, 0, 0.8); // floor((0.9 − 0.85) × 100 / 2) = 2
+    await flush();
+    expect(a.sent.length).toBe(48);
+    a.sent[0]!.release();
+    await flush();
+    expect(a.sent.length).toBe(49);
+    // The same 0.85 from engines that do not preempt closes the region to batch: no grant, no refill.
+    b.signal(0, 0, 0);
+    await flush();
+    const nb = b.sent.length;
+    expect(nb).toBeGreaterThan(0);
+    b.signal(0.85, 0, 0);
+    await flush();
+    b.sent[0]!.release();
+    await flush();
+    expect(b.sent.length).toBe(nb);
+    await d.stop();
   });
 
   it("does not refill without the option (each report decides alone)", async () => {

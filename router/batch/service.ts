@@ -7,7 +7,8 @@ import type { Redis } from "ioredis";
 import { guardRedis, logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Hono } from "hono";
 import type { Clock } from "../../core/clock.js";
-import type { TidegateConfig } from "../../core/config.js";
+import { gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
+import { throughputAtSlo } from "../../core/perf/model.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { Registry } from "../../core/metrics.js";
 import type { RegionLink } from "../../core/ports.js";
@@ -66,6 +67,23 @@ export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefine
  * `engines.kvCapacityTokens` when set (in-process sim engines use them), else GPU memory × 0.9 − weights over KV
  * bytes per token (core/models.ts); 0 when unknown.
  */
+/**
+ * Tokens/s (prompt + output) one instance of a model serves on a GPU type when it only has to keep up, not meet an
+ * interactive SLO (60 s to the first token, 1 s a step): the deadline review's unit of capacity (router/dispatch/
+ * deadlines.ts). 0 for a (model, GPU) without a profile.
+ */
+export function instanceTokensPerSFrom(config: TidegateConfig): (model: string, gpu: string) => number {
+  return (model, gpu) => {
+    const tp = gpusPerInstanceOf(config, model, gpu);
+    if (tp === undefined) return 0;
+    try {
+      return throughputAtSlo(model, gpu, tp, { ttftMs: 60_000, tbtMs: 1000 }).totalTokensPerS;
+    } catch {
+      return 0; // no performance profile for this (model, GPU, TP): no capacity counted
+    }
+  };
+}
+
 export function kvCapacityTokensFrom(config: TidegateConfig): (model: string, gpu: GpuType) => number {
   const bytes = instanceKvBytesFrom(config);
   return (model, gpu) => {
@@ -107,6 +125,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     retryAfterS: o.config.router.retryAfterS,
     onBatchCreated: (b) => dispatcher?.startIntake(b),
     onBatchCancelled: () => void dispatcher?.maintain(),
+    capacityView: (id) => dispatcher?.capacityView(id),
   });
   return {
     routes, store, files,
@@ -127,6 +146,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
               kvCapacityTokens: o.kvCapacityTokens ?? kvCapacityTokensFrom(o.config),
             }
           : {}),
+        instanceTokensPerS: instanceTokensPerSFrom(o.config),
         promoteAfterMs: q.promoteAfterMs,
         leaseMs: q.leaseMs,
         ownerTtlMs: q.ownerTtlMs,

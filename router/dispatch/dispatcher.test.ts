@@ -59,7 +59,7 @@ class GatedLink implements RegionLink {
   async close() {}
 }
 
-async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; paceGroup?: number; refill?: boolean; kvTokens?: number; fill?: DispatcherOptions["fill"] } = {}) {
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; paceGroup?: number; refill?: boolean; kvTokens?: number; fill?: DispatcherOptions["fill"]; instanceTokensPerS?: number; windowMs?: number } = {}) {
   const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
   const store = new EmbeddedQueueStore(null);
   const files = new DirFileStore(null);
@@ -74,8 +74,9 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
     ...(opts.refill === undefined ? {} : { refill: opts.refill }),
     ...(opts.paceGroup === undefined ? {} : { paceGroup: opts.paceGroup }),
     ...(opts.fill === undefined ? {} : { fill: opts.fill, kvCapacityTokens: () => opts.kvTokens ?? 100_000 }),
+    ...(opts.instanceTokensPerS === undefined ? {} : { instanceTokensPerS: () => opts.instanceTokensPerS! }),
   });
-  await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000, ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
+  await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + (opts.windowMs ?? 86_400_000), ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
   await store.activate("b", "m", n, clock.now());
   d.start();
@@ -251,6 +252,30 @@ describe("Dispatcher (SageServe §6.3)", () => {
     b.sent[0]!.release();
     await flush();
     expect(b.sent.length).toBe(nb);
+    await d.stop();
+  });
+
+  it("a batch whose deadline spare capacity cannot meet is flagged within a minute of its creation: object view, metrics (issue 37)", async () => {
+    // 40 requests of 1 prompt + 1 max token (2 tokens each, 1,024 assumed before any is sent) in a 60 s window; the
+    // one region reports 0.98 of its KV in interactive use: 1 instance × 100 tokens/s × 0.02 = 2 tokens/s spare.
+    const { clock, links, flush, d, registry } = await setup(40, { instanceTokensPerS: 100, windowMs: 60_000 });
+    links[0]!.signal(0.98);
+    await flush();
+    for (let t = 0; t < 60_000 && d.capacityView("b")?.deadline_at_risk !== true; t += 1000) await clock.advanceBy(1000);
+    expect(clock.now()).toBeLessThan(60_000);
+    expect(d.capacityView("b")).toMatchObject({ deadline_at_risk: true, spare_tokens_per_s: 2 });
+    expect(await registry.metrics()).toMatch(/^tidegate_queue_batches_at_risk\{model="m"\} 1$/m);
+    for (const l of links) for (const s of l.sent) s.release();
+    await d.stop();
+  });
+
+  it("a batch that spare capacity can finish in time is not flagged", async () => {
+    const { clock, links, flush, d } = await setup(40, { instanceTokensPerS: 100_000, windowMs: 3_600_000 });
+    links[0]!.signal(0.98);
+    await flush();
+    await clock.advanceBy(5000);
+    expect(d.capacityView("b")).toMatchObject({ deadline_at_risk: false });
+    for (const l of links) for (const s of l.sent) s.release();
     await d.stop();
   });
 

@@ -26,6 +26,7 @@ import type { QueueMetrics } from "./dispatch-metrics.js";
 import { FillBook } from "./fill.js";
 import { LeaseBook } from "./leases.js";
 import { BatchStates, maintainOnce } from "./maintenance.js";
+import { BatchBooks, type BatchCapacityView } from "./deadlines.js";
 import { MAX_PACE_WINDOW_MS, Pacer } from "./pacing.js";
 import { Parking } from "./parking.js";
 import { capacitySignals, type DispatchThresholds, type FillPolicy } from "./policy.js";
@@ -35,7 +36,7 @@ import type { DispatcherOptions } from "./dispatcher-options.js";
 
 export type { DispatcherOptions } from "./dispatcher-options.js";
 
-type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill">;
+type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "instanceTokensPerS">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "instanceTokensPerS">;
 
 export class Dispatcher {
   private readonly o: ResolvedOptions;
@@ -52,6 +53,8 @@ export class Dispatcher {
   private readonly parking: Parking;
   private readonly fill: FillBook;
   private readonly states: BatchStates;
+  /** Deadlines and spare/dedicated tokens per batch (deadlines.ts). */
+  private readonly books: BatchBooks;
   /** Clock time of each region's last telemetry report: only requests in a region that reports are renewed. */
   private readonly lastReportMs = new Map<string, number>();
   /** Per `region|model`: completions to replace on the next microtask, and the region's link. */
@@ -85,6 +88,7 @@ export class Dispatcher {
     });
     this.parking = new Parking(opts.store, opts.leaseMs);
     this.fill = new FillBook(this.modelSet, opts.refill === true, opts.kvCapacityTokens);
+    this.books = new BatchBooks(this.o.clock, this.o.log, opts.metrics, opts.instanceTokensPerS);
     this.states = new BatchStates(this.o.log);
     this.pacing = new Pacer(opts.clock);
   }
@@ -150,6 +154,7 @@ export class Dispatcher {
     const now = this.o.clock.now();
     const sinceLastMs = now - (this.lastReportMs.get(link.region) ?? now);
     this.lastReportMs.set(link.region, now);
+    this.books.noteReport(report);
     const signals: readonly { model: string; region: string; slots: number; beside?: boolean }[] = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fill.signals(report, this.o.fill);
     for (const s of signals) {
       const slots = s.slots - this.runParked(link, s.model, s.slots);
@@ -303,6 +308,7 @@ export class Dispatcher {
     this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(req.priority) });
     this.o.onDispatched?.(c.model, link.region, req.promptTokens + req.maxTokens, nowMs);
     this.fill.noteSent(c.model, req.promptTokens, req.maxTokens);
+    this.books.noteSent(c.model, req.promptTokens + req.maxTokens);
     this.sentByRegion.set(link.region, (this.sentByRegion.get(link.region) ?? 0) + 1);
     const signal = this.leases.signalFor(c);
     const outcome = await send(link, req, signal);
@@ -315,6 +321,7 @@ export class Dispatcher {
     }
     // Served: its slot in the region is free now, before the result is written.
     served();
+    this.books.noteServed(c.batchId, c.model, outcome.usage.completion_tokens, req.priority);
     this.refill(link, c.model);
     await this.write(c, true, okLine(customId, c, kind, outcome, Math.floor(this.o.clock.now() / 1000)));
   }
@@ -327,6 +334,11 @@ export class Dispatcher {
     } catch (err) {
       this.o.log.error("writing a batch result failed; the lease will return the request", { request: c.requestId, err });
     }
+  }
+
+  /** What the Batch API object shows of a batch's capacity and deadline (deadlines.ts); undefined when nothing is known. */
+  capacityView(batchId: string): BatchCapacityView | undefined {
+    return this.books.capacityView(batchId);
   }
 
   /** One maintenance pass (maintenance.ts; also run by the timer); concurrent calls share the pass in progress. */
@@ -348,6 +360,7 @@ export class Dispatcher {
       startIntake: (b) => this.startIntake(b),
       stopped: () => this.stopped,
       states: this.states,
+      review: (batches) => this.books.review(batches),
     })
       .then(() => this.queueUp())
       .catch((err) => this.storeFailed("queue maintenance failed", {}, err))

@@ -3,7 +3,8 @@
  * leases of owners whose heartbeat ran out taken back (`QueueStore.reclaimDead`: a crashed router's requests return
  * `ownerTtlMs` after its last heartbeat), parked requests past half their lease released, running requests' leases
  * renewed, expired leases requeued, batches past their window expired, intake started for batches left in
- * `validating` (e.g. after a crash), finished batches finalized, and the metrics refreshed.
+ * `validating` (e.g. after a crash), finished batches finalized, batches in progress reviewed against their deadlines
+ * (deadlines.ts), and the metrics refreshed.
  */
 import type { Clock } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
@@ -32,6 +33,8 @@ export interface MaintenanceContext {
   startIntake(batch: BatchRecord): void;
   stopped(): boolean;
   states: BatchStates;
+  /** Reviews the batches in progress seen by the pass (deadlines.ts BatchBooks.review). */
+  review?(batches: readonly BatchRecord[]): void;
 }
 
 /** The last status logged per batch (debug logs of state changes); terminal ones are dropped after a pass. */
@@ -70,6 +73,7 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
   x.metrics?.leaseExpiries.inc(rq.expiredLeases);
   const active = await store.activeBatchIds();
   x.forgetBatchesBut(active);
+  const seen: BatchRecord[] = [];
   for (const id of active) {
     if (x.stopped()) return;
     let b = await store.getBatch(id);
@@ -80,6 +84,7 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
       b = (await store.getBatch(id))!;
     }
     x.states.note(b);
+    seen.push(b);
     if (b.status === "validating" && nowMs - b.createdAtMs >= x.intakeGraceMs) x.startIntake(b);
     if (b.status === "finalizing") {
       await finalizeBatch(store, x.files, b, nowMs);
@@ -88,6 +93,7 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
     }
   }
   x.states.dropTerminal();
+  x.review?.(seen);
   const nowMs = clock.now();
   x.metrics?.observe(await store.stats(x.models, nowMs, x.promoteAfterMs), nowMs);
 }

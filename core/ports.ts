@@ -183,6 +183,11 @@ export interface ModelTelemetry {
   effectiveMemoryUtilization: number;
   /** The preemptible (batch) part of it, over the same instances; as EndpointTelemetry.preemptibleMemoryUtilization. */
   preemptibleMemoryUtilization?: number;
+  /**
+   * Preemptions the model's engines (serving and draining) have counted since each started (Σ EngineStats
+   * .preemptionsTotal); absent when none says. Not monotonic: an engine that restarts or leaves takes its count away.
+   */
+  preemptionsTotal?: number;
   /** Output+prompt tokens per second served over the last telemetry window, batch included. */
   tokensPerS: number;
   /** The part of `tokensPerS` that batch requests (GenerateRequest.batch) took; absent from older regions. */

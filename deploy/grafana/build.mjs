@@ -74,6 +74,25 @@ const panels = [
     { custom: { drawStyle: "bars" } },
   ),
   panel("Data-plane transfer rate (parameters to new instances)", { h: H, w: W, x: W, y: 3 + 4 * H }, [[`sum by (region) (rate(tidegate_region_transfer_bytes_total{region=~"$region"}[$__rate_interval]))`, "{{region}}"]], { unit: "Bps" }),
+  row(3 + 5 * H, "Batch"),
+  panel(
+    "Batch fill (preemptible KV) and preemptions",
+    { h: H, w: W, x: 0, y: 4 + 5 * H },
+    [
+      [`max by (region, model) (tidegate_region_preemptible_memory_utilization{${sel}})`, "batch fill {{region}} {{model}}"],
+      [`sum by (region, model) (increase(tidegate_region_preemptions_total{${sel}}[$__rate_interval]))`, "preemptions {{region}} {{model}}"],
+    ],
+    {},
+  ),
+  panel(
+    "Batch output tokens/s by capacity, and batches at risk of their deadline",
+    { h: H, w: W, x: W, y: 4 + 5 * H },
+    [
+      [`sum by (model, capacity) (rate(tidegate_queue_batch_tokens_total{model=~"$model"}[$__rate_interval]))`, "{{capacity}} {{model}}"],
+      [`max by (model) (tidegate_queue_batches_at_risk{model=~"$model"})`, "at risk {{model}}"],
+    ],
+    {},
+  ),
 ];
 
 const dashboard = {

@@ -71,6 +71,7 @@ export function modelTelemetry(
   let running = 0;
   let waiting = 0;
   let stale = 0;
+  let preemptions: number | undefined;
   const counts = emptyStateCounts();
   for (const i of instances) {
     counts[i.state]++;
@@ -78,6 +79,7 @@ export function modelTelemetry(
     if ((i.state === "serving" || i.state === "draining") && i.stats.stale === true) stale++;
     running += i.stats.running;
     waiting += i.stats.waiting;
+    if ((i.state === "serving" || i.state === "draining") && i.stats.preemptionsTotal !== undefined) preemptions = (preemptions ?? 0) + i.stats.preemptionsTotal;
   }
   const perEndpoint: EndpointTelemetry[] = endpoints.map((e) => {
     const own = instances.filter((i) => i.endpointId === e.endpointId);
@@ -95,6 +97,7 @@ export function modelTelemetry(
     model,
     effectiveMemoryUtilization: effectiveMemoryUtilization(instances),
     ...(preemptible === undefined ? {} : { preemptibleMemoryUtilization: preemptible }),
+    ...(preemptions === undefined ? {} : { preemptionsTotal: preemptions }),
     tokensPerS,
     ...(batchTokensPerS > 0 ? { batchTokensPerS } : {}),
     ...(demandTokensPerS > 0 ? { demandTokensPerS } : {}),

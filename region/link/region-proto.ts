@@ -48,6 +48,7 @@ export interface WireTelemetry {
     demand_tokens_per_s?: number;
     preemptible_memory_utilization?: number;
     preempts?: boolean;
+    preemptions_total?: number;
     running: number;
     waiting: number;
     instances: Record<InstanceState, number> | null;
@@ -175,6 +176,7 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       batch_tokens_per_s: m.batchTokensPerS ?? 0,
       demand_tokens_per_s: m.demandTokensPerS ?? 0,
       ...preemptibleToWire(m),
+      preemptions_total: m.preemptionsTotal ?? 0,
       running: m.running,
       waiting: m.waiting,
       instances: m.instances,
@@ -195,6 +197,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
       ...((m.batch_tokens_per_s ?? 0) > 0 ? { batchTokensPerS: m.batch_tokens_per_s! } : {}),
       ...((m.demand_tokens_per_s ?? 0) > 0 ? { demandTokensPerS: m.demand_tokens_per_s! } : {}),
       ...preemptibleFromWire(m),
+      ...((m.preemptions_total ?? 0) > 0 ? { preemptionsTotal: m.preemptions_total! } : {}),
       running: m.running,
       waiting: m.waiting,
       instances: { provisioning: c.provisioning, loading: c.loading, serving: c.serving, draining: c.draining, spot: c.spot },

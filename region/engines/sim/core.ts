@@ -84,8 +84,8 @@ export interface EpisodePlanner {
   /**
    * How much further this instance's KV cache reaches at `atMs` (≥ 1): with the peer holding T of L layers, each
    * admitted token keeps only (L − T)/L of its KV here, the rest on the peer, so the same memory holds L/(L − T)
-   * times the tokens. A request admitted under it keeps that share here (SimRequest.localShare) until it finishes (no
-   * preemption, no migration): after the pairing ends new requests take whole tokens from what its own cache has
+   * times the tokens. A request admitted under it keeps that share here (SimRequest.localShare) until it finishes or is
+   * preempted (no migration; resumed, it takes its new admission's share): after the pairing ends new requests take whole tokens from what its own cache has
    * left, and the stats report this instance's own memory — the share of the KV in use that it holds, over its own
    * capacity — never the peer's.
    */

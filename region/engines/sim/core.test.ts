@@ -389,6 +389,16 @@ describe("SimEngineCore: priority preemption (vLLM priority scheduling)", () => 
     expect(events).toEqual(["b1 first 100", "b2 first 100", "i first 1388"]);
   });
 
+  it("a prefill that admits a priority 0 request admits no priority 1 one (it would wait for their prompts too)", () => {
+    const { clock, seen, submit } = harness();
+    submit({ id: "b", promptTokens: 100, maxTokens: 5, priority: 1 });
+    submit({ id: "i", promptTokens: 100, maxTokens: 5, priority: 0 });
+    submit({ id: "b2", promptTokens: 100, maxTokens: 5, priority: 1 });
+    clock.runUntilIdleSync();
+    // i alone 0 → 100; then b and b2 together 100 → 200.
+    expect(seen.first).toEqual({ i: 100, b: 200, b2: 200 });
+  });
+
   it("priority 0 never preempts priority 0, and nothing is preempted in vain", () => {
     const h = harness({ capacity: 1000 });
     const pre: string[] = [];

@@ -479,9 +479,13 @@ export class SimEngineCore implements HandleHost {
   private takeBatch(admitted: number): SimRequest[] {
     const batch: SimRequest[] = [];
     let tokens = 0;
+    let interactive = false;
     for (;;) {
       const r = this.waiting.next();
       if (r === undefined) break;
+      // A prefill that carries a priority 0 request carries no priority 1 one: its first token would wait for their
+      // prompts too (priority 1 only when no priority 0 waits, SageServe §6.2; they go in the next prefill).
+      if (interactive && r.priority === 1) break;
       if (!this.fits(r, admitted + batch.length, batch.length, tokens) && !this.preemptFor(r, admitted + batch.length, batch.length, tokens)) break;
       this.waiting.leave(r);
       r.state = "prefill";
@@ -493,6 +497,7 @@ export class SimEngineCore implements HandleHost {
       this.prefillRemaining += r.promptTokens + r.maxTokens - r.generated;
       batch.push(r);
       tokens += this.prefillCost(r);
+      interactive ||= r.priority === 0;
     }
     return batch;
   }

@@ -32,6 +32,11 @@ export interface EnginesConfig {
    */
   preemption: "recompute" | "swap" | "off";
   /**
+   * For `sim`, with preemption on: most batch (priority 1) requests an engine runs while interactive requests run or
+   * wait (absent: the engine's default, 8; region/engines/sim/core.ts DEFAULT_BATCH_SLOTS_BESIDE).
+   */
+  batchSlotsBeside?: number;
+  /**
    * For `openai-http` and engines started from `commandTemplate`: send each request's priority in the body's
    * `priority` field (vLLM's; lower runs first), which vLLM accepts only when started with `--scheduling-policy
    * priority` (it refuses a non-zero priority otherwise), so off by default. The `x-tidegate-priority` header is
@@ -73,6 +78,7 @@ export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): 
     kind: er.string("kind", "sim", { oneOf: ["sim", "openai-http"] }) as EnginesConfig["kind"],
     timeScale: er.number("timeScale", 1, { gt: 0, max: 1000 }),
     priorityField: er.boolean("priorityField", false),
+    ...present("batchSlotsBeside", er.optionalNumber("batchSlotsBeside", { integer: true, min: 0 })),
     preemption: er.string("preemption", "recompute", { oneOf: ["recompute", "swap", "off"] }) as EnginesConfig["preemption"],
     urls,
     ...(commandTemplate === undefined ? {} : { commandTemplate }),

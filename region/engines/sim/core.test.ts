@@ -31,7 +31,7 @@ interface Seen {
   order: string[];
 }
 
-function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number; preemption?: "recompute" | "swap" | "off"; swapTokensPerMs?: number } = {}) {
+function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number; preemption?: "recompute" | "swap" | "off"; swapTokensPerMs?: number; batchSlotsBeside?: number; besideHoldMs?: number } = {}) {
   const clock = new VirtualClock();
   const profile = flatProfile(opts.cCtx);
   const core = new SimEngineCore({
@@ -41,6 +41,8 @@ function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number; pr
     maxBatch: opts.maxBatch ?? 256,
     ...(opts.preemption === undefined ? {} : { preemption: opts.preemption }),
     ...(opts.swapTokensPerMs === undefined ? {} : { swapBytesPerMs: opts.swapTokensPerMs * profile.kvBytesPerToken }),
+    ...(opts.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: opts.batchSlotsBeside }),
+    ...(opts.besideHoldMs === undefined ? {} : { besideHoldMs: opts.besideHoldMs }),
   });
   const seen: Seen = { first: {}, done: {}, order: [] };
   const submit = (r: SimSubmit) =>
@@ -397,6 +399,25 @@ describe("SimEngineCore: priority preemption (vLLM priority scheduling)", () => 
     clock.runUntilIdleSync();
     // i alone 0 → 100; then b and b2 together 100 → 200.
     expect(seen.first).toEqual({ i: 100, b: 200, b2: 200 });
+  });
+
+  it("batch slots beside interactive work: batch beyond them is preempted at the next boundary and resumes when the interactive work has left", () => {
+    const h = harness({ batchSlotsBeside: 1, besideHoldMs: 0 });
+    const ev: string[] = [];
+    const sub = (id: string, priority: 0 | 1, maxTokens: number) =>
+      h.core.submit({ id, promptTokens: 10, maxTokens, priority }, {
+        onFirstToken: (t) => ev.push(`${id} first ${t}`),
+        onDone: (t, n) => ev.push(`${id} done ${t} (${n})`),
+        onPreempted: (t, n) => ev.push(`${id} preempted ${t} at ${n}`),
+        onResumed: (t, n) => ev.push(`${id} resumed ${t} at ${n}`),
+      });
+    for (const id of ["b1", "b2", "b3"]) sub(id, 1, 5);
+    h.clock.advanceToSync(105); // prefilled together 0 → 100; decoding at B = 3 (13 ms): next boundary 113
+    sub("i", 0, 3); // fits, but 3 batch requests run beside it where 1 may
+    h.clock.runUntilIdleSync();
+    // 113: b3 then b2 preempted (2 tokens each), i prefilled alone → 213; b1 and i at 12 ms: i done at 237 (3), b1 at 4.
+    // 237: no interactive work: b2 and b3 recomputed → 337 (3rd token); B = 3 at 13 ms: b1 done 350; B = 2: 362.
+    expect(ev.slice(3)).toEqual(["b3 preempted 113 at 2", "b2 preempted 113 at 2", "i first 213", "i done 237 (3)", "b2 resumed 337 at 3", "b3 resumed 337 at 3", "b1 done 350 (5)", "b2 done 362 (5)", "b3 done 362 (5)"]);
   });
 
   it("priority 0 never preempts priority 0, and nothing is preempted in vain", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { SimRequest } from "./request.js";
-import { preemptionVictims } from "./preemption.js";
+import { beyondSlots, preemptionVictims } from "./preemption.js";
 
 const req = (id: string, priority: 0 | 1, tokens: number, arrivalMs: number) => new SimRequest(id, tokens / 2, tokens / 2, priority, arrivalMs, {});
 const reserved = (r: SimRequest) => r.promptTokens + r.maxTokens;
@@ -24,5 +24,12 @@ describe("preemptionVictims (vLLM priority scheduling)", () => {
     const running = [req("b1", 1, 100, 5), req("b2", 1, 100, 5), req("i", 0, 100, 6)];
     const v = preemptionVictims(running, 0, { kvTokens: 100, kvFreeTokens: 10_000, slotsFree: 0 }, reserved);
     expect(v.map((r) => r.id)).toEqual(["b2"]);
+  });
+
+  it("beyondSlots: the lower-priority requests past the first `slots` by arrival, latest first (the file's example)", () => {
+    const running = [req("a", 1, 10, 1), req("i", 0, 10, 0), req("b", 1, 10, 2), req("c", 1, 10, 3)];
+    expect(beyondSlots(running, 0, 1).map((r) => r.id)).toEqual(["c", "b"]);
+    expect(beyondSlots(running, 0, 3)).toEqual([]);
+    expect(beyondSlots(running, 0, 0).map((r) => r.id)).toEqual(["c", "b", "a"]);
   });
 });

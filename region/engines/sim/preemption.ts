@@ -20,6 +20,17 @@ export interface RoomNeeded {
 }
 
 /**
+ * The running requests of priority > `priority` beyond the first `slots` of them (by arrival), latest arrival first:
+ * what a cap on batch requests running beside interactive ones preempts. Example: slots 1, running p1 a (arrived 1),
+ * p0 i, p1 b (2), p1 c (3) → [c, b].
+ */
+export function beyondSlots(running: readonly SimRequest[], priority: number, slots: number): SimRequest[] {
+  const lower = running.filter((r) => r.priority > priority).reverse();
+  lower.sort((a, b) => b.priority - a.priority || b.arrivalMs - a.arrivalMs);
+  return lower.slice(0, Math.max(0, lower.length - slots));
+}
+
+/**
  * The running requests to preempt, in preemption order, so that a waiting request of priority `priority` fits; [] when
  * it fits already or when preempting every lower-priority request would still not make it fit (nothing is preempted
  * in vain). `reservedOf(r)`: the KV tokens a running request frees when preempted.

@@ -28,6 +28,8 @@ export interface SimEngineOptions {
   /** Priority preemption (SimCoreOptions.preemption; default "recompute") and the swap copy rate. */
   preemption?: SimCoreOptions["preemption"];
   swapBytesPerMs?: number;
+  /** Most batch requests running beside interactive ones (SimCoreOptions.batchSlotsBeside). */
+  batchSlotsBeside?: number;
   /**
    * "per-token" (default, live): one `token` event per token at its time, with its synthetic text. "coalesced"
    * (replay): one `token` event for the first token at its time, then one carrying every other token (text "")
@@ -67,6 +69,7 @@ export class SimEngine implements Engine {
     if (opts.passOverheadMs !== undefined) coreOpts.passOverheadMs = opts.passOverheadMs;
     if (opts.preemption !== undefined) coreOpts.preemption = opts.preemption;
     if (opts.swapBytesPerMs !== undefined) coreOpts.swapBytesPerMs = opts.swapBytesPerMs;
+    if (opts.batchSlotsBeside !== undefined) coreOpts.batchSlotsBeside = opts.batchSlotsBeside;
     this.core = new SimEngineCore(coreOpts);
     this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
   }

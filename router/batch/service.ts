@@ -73,14 +73,21 @@ export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefine
  * deadlines.ts). 0 for a (model, GPU) without a profile.
  */
 export function instanceTokensPerSFrom(config: TidegateConfig): (model: string, gpu: string) => number {
+  // Computed once per (model, GPU): each maintenance pass asks for every endpoint.
+  const known = new Map<string, number>();
   return (model, gpu) => {
-    const tp = gpusPerInstanceOf(config, model, gpu);
-    if (tp === undefined) return 0;
-    try {
-      return throughputAtSlo(model, gpu, tp, { ttftMs: 60_000, tbtMs: 1000 }).totalTokensPerS;
-    } catch {
-      return 0; // no performance profile for this (model, GPU, TP): no capacity counted
+    const key = `${model}|${gpu}`;
+    let tps = known.get(key);
+    if (tps === undefined) {
+      const tp = gpusPerInstanceOf(config, model, gpu);
+      try {
+        tps = tp === undefined ? 0 : throughputAtSlo(model, gpu, tp, { ttftMs: 60_000, tbtMs: 1000 }).totalTokensPerS;
+      } catch {
+        tps = 0; // no performance profile for this (model, GPU, TP): no capacity counted
+      }
+      known.set(key, tps);
     }
+    return tps;
   };
 }
 

@@ -6,7 +6,8 @@
  * performance profile) + a host allowance for this shared 2-core box, and every batch request, the preempted ones
  * included, completes exactly once with its full output (the synthetic text of all its tokens, in order).
  * Time scale 4 makes the simulated durations large against the host's jitter; with `--preemption off` the
- * interactive request would wait for a batch request to end (300 decode steps, over 5 s here).
+ * interactive request would wait for a batch request to end (300 decode steps, over 5 s here). The batch is sent
+ * 1.5 s after the last interactive request, when the engine no longer holds batch to its slots beside interactive work.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticToken } from "../../core/openai.js";
@@ -74,6 +75,8 @@ describe("engine-sim priority preemption (real process)", () => {
     const promptTokens = (JSON.parse(await (await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: 1 }) })).text()) as { usage: { prompt_tokens: number } }).usage.prompt_tokens;
     const fit = Math.floor(KV_TOKENS / (promptTokens + BATCH_MAX_TOKENS));
     expect(fit).toBeLessThan(BATCH);
+    // Interactive work was here just now: the engine holds batch to its slots beside it for 1 s after (besideHoldMs).
+    await new Promise((r) => setTimeout(r, 1500));
     const batch = Array.from({ length: BATCH }, async (_, i) => {
       const res = await fetch(`${url}/v1/completions`, {
         method: "POST",

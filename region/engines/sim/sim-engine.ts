@@ -126,8 +126,10 @@ export class SimEngine implements Engine {
         // Coalesced: after the first token, sleep until the core reports completion (no per-token timers).
         const nextMs = this.coalesced && emitted > 0 ? undefined : handle.nextTokenAtMs();
         // nextTokenAtMs() may have fired overdue phase ends (a late timer): the request may have moved on, even
-        // finished, with its notification spent while nobody waited. Re-check before sleeping.
-        if (handle.finished || handle.generatedNow() > emitted) continue;
+        // finished, with its notification spent while nobody waited. Re-check before sleeping. Coalesced, after the
+        // first token only the end matters (the tokens in between go with it; a resumption after a preemption wakes
+        // the loop early and must not spin it).
+        if (handle.finished || (handle.generatedNow() > emitted && !(this.coalesced && emitted > 0))) continue;
         await new Promise<void>((resolve) => {
           const timer = nextMs === undefined ? undefined : this.clock.after(Math.max(0, nextMs - this.clock.now()), () => resolve());
           wake = () => {

@@ -48,6 +48,8 @@ describe("config", () => {
 
   it("rejects dispatch thresholds in the wrong order", () => {
     expect(() => parseConfig(patched(["queue"], { dispatchOneBelow: 0.4, dispatchTwoBelow: 0.5 }))).toThrow("queue.dispatchTwoBelow");
+    expect(() => parseConfig(patched(["queue"], { fillToPreemptible: 0.5 }))).toThrow("queue.fillToPreemptible: must be ≥ fillTo (0.55)");
+    expect(() => parseConfig(patched(["engines"], { preemption: "kill" }))).toThrow("engines.preemption");
   });
 });
 

@@ -57,6 +57,14 @@ export interface EngineStats {
    * last known ones, not current. A stale instance is routed around and counts as full in utilization. Absent = fresh.
    */
   stale?: boolean;
+  /**
+   * KV-cache bytes (of kvBytesUsed) held by running requests the engine would preempt for a priority 0 request (its
+   * priority 1 batch work; vLLM priority scheduling). Absent: the engine does not preempt, or does not say — none of
+   * its KV counts as preemptible.
+   */
+  preemptibleKvBytes?: number;
+  /** Requests the engine has preempted since it started (monotonic); absent where the engine does not say. */
+  preemptionsTotal?: number;
 }
 
 /** One serving instance (SageServe §3.4). */
@@ -153,6 +161,12 @@ export interface EndpointTelemetry {
   gpu: GpuType;
   /** KV in use / (GPU memory − weights), summed over the endpoint's serving instances; in [0, 1] (may exceed 1 when overloaded). */
   effectiveMemoryUtilization: number;
+  /**
+   * The part of `effectiveMemoryUtilization` held by batch work the engines would preempt for a priority 0 request
+   * (EngineStats.preemptibleKvBytes). Present only when every serving instance reports it (engines that preempt);
+   * absent, none of the KV counts as preemptible. `routingUtilization` (core/utilization.ts) is what is left.
+   */
+  preemptibleMemoryUtilization?: number;
   servingInstances: number;
   /** The endpoint's instances by state (the actuator's view, spot included); absent from regions that do not know. */
   instances?: Record<InstanceState, number>;
@@ -167,6 +181,13 @@ export interface ModelTelemetry {
   model: ModelName;
   /** Over all of the model's serving instances in the region. */
   effectiveMemoryUtilization: number;
+  /** The preemptible (batch) part of it, over the same instances; as EndpointTelemetry.preemptibleMemoryUtilization. */
+  preemptibleMemoryUtilization?: number;
+  /**
+   * Preemptions the model's engines (serving and draining) have counted since each started (Σ EngineStats
+   * .preemptionsTotal); absent when none says. Not monotonic: an engine that restarts or leaves takes its count away.
+   */
+  preemptionsTotal?: number;
   /** Output+prompt tokens per second served over the last telemetry window, batch included. */
   tokensPerS: number;
   /** The part of `tokensPerS` that batch requests (GenerateRequest.batch) took; absent from older regions. */

@@ -2,6 +2,8 @@
  * Global region selection for interactive requests (SageServe §6.2, "memory-utilization-based routing"):
  * regions that host the model, in preference order (the client's region first, then its proximity list); the first
  * whose effective memory utilization is below the threshold (0.70) wins; if none is, the least utilized one does.
+ * The utilization is the interactive share plus what cannot be preempted (core/utilization.ts routingUtilization:
+ * batch KV that the region's engines would preempt for an interactive request does not count).
  * Scale from zero (issue 33): with no region serving the model, the region whose cold start is expected soonest (a
  * host copy before a peer's multicast before the origin, as its actuator measures them) gets the request and holds
  * it while the instance comes up. With a region serving it, that region (§6.2's pick among the warm ones) is taken
@@ -13,7 +15,7 @@ import type { RegionName } from "../core/models.js";
 
 export interface RegionCandidate {
   region: RegionName;
-  /** Effective memory utilization of (model, region), including the router's in-flight estimate; ≥ 0. */
+  /** Effective memory utilization of (model, region) less its preemptible batch KV, plus the router's in-flight estimate; ≥ 0. */
   utilization: number;
   /**
    * False when the region is down, its telemetry is stale, or it has no serving instance of the model and does not

@@ -43,6 +43,23 @@ describe("RegionSelector (SageServe §6.2 with the router's in-flight estimate)"
     expect(selector.select(M)?.region).toBe("central");
   });
 
+  it("counts only the interactive share and what cannot be preempted: batch KV the engines would preempt does not push traffic away (issue 37)", () => {
+    const { selector } = setup();
+    const withBatch = (region: string, utilization: number, preemptible?: number): void => {
+      const m = modelTelemetry(M, utilization);
+      const p = preemptible === undefined ? {} : { preemptibleMemoryUtilization: preemptible };
+      selector.onTelemetry({ region, seq: 1, atMs: 1_000_000, models: [{ ...m, ...p, endpoints: m.endpoints.map((e) => ({ ...e, ...p })) }] });
+    };
+    withBatch("east", 0.85, 0.6); // 0.25 interactive + non-preemptible
+    withBatch("central", 0.3);
+    withBatch("west", 0.1);
+    expect(selector.select(M, "east")).toMatchObject({ region: "east", reason: "threshold" });
+    expect(selector.candidate("east", M).utilization).toBeCloseTo(0.25, 9);
+    // The same KV from engines that do not preempt (no figure) is all counted: east is passed over.
+    withBatch("east", 0.85);
+    expect(selector.select(M, "east")).toMatchObject({ region: "central", reason: "threshold" });
+  });
+
   it("falls back to the least utilized when every region is at or over the threshold", () => {
     const { selector, report } = setup();
     report("east", 0.9);

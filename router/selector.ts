@@ -9,6 +9,7 @@
  * No HTTP, no timers: values, a Clock and the pure `selectRegion` / `preferenceOrder` / `correctedUtilization`.
  * The replay wiring uses the same class with a VirtualClock.
  */
+import { routingUtilization } from "../core/utilization.js";
 import type { Clock } from "../core/clock.js";
 import { gpusPerInstanceOf, type TidegateConfig } from "../core/config.js";
 import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
@@ -141,7 +142,9 @@ export class RegionSelector {
     }
     if (mt === undefined || servingInstances(mt) === 0) return { region, utilization: Number.POSITIVE_INFINITY, available: false };
     const capacityBytes = mt.endpoints.reduce((sum, e) => sum + e.servingInstances * this.opts.instanceKvBytes(model, e.gpu), 0);
-    const reported = Number.isFinite(mt.effectiveMemoryUtilization) ? Math.max(0, mt.effectiveMemoryUtilization) : Number.POSITIVE_INFINITY;
+    // Batch KV the region's engines would preempt for this request does not count (core/utilization.ts).
+    const u = routingUtilization(mt);
+    const reported = Number.isFinite(u) ? Math.max(0, u) : Number.POSITIVE_INFINITY;
     const utilization = correctedUtilization(reported, s.inflightKvBytes.get(model) ?? 0, capacityBytes);
     if (pace === undefined || prefillMs === undefined) return { region, utilization, available: true };
     return { region, utilization, available: true, ttftMs: expectedWarmTtftMs({ waiting: mt.waiting, serving: servingInstances(mt), prefillMs, stepMs: pace.stepMs }) };

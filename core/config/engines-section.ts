@@ -25,6 +25,24 @@ export interface EnginesConfig {
   models: Record<string, SimEngineModelConfig>;
   /** For `sim`: multiply simulated durations (1 = real time as measured; 0.01 = 100× faster). */
   timeScale: number;
+  /**
+   * For `sim`: what a priority 0 request short of KV or a batch slot does while batch (priority 1) requests run —
+   * "recompute" (default; vLLM priority scheduling, V1's only mode), "swap", or "off" (it waits). In-process engines
+   * and the engine-sim processes a static region spawns take it; engine-sims a node agent starts run the default.
+   */
+  preemption: "recompute" | "swap" | "off";
+  /**
+   * For `sim`, with preemption on: most batch (priority 1) requests an engine runs while interactive requests run or
+   * wait (absent: the engine's default, 8; region/engines/sim/core.ts DEFAULT_BATCH_SLOTS_BESIDE).
+   */
+  batchSlotsBeside?: number;
+  /**
+   * For `openai-http` and engines started from `commandTemplate`: send each request's priority in the body's
+   * `priority` field (vLLM's; lower runs first), which vLLM accepts only when started with `--scheduling-policy
+   * priority` (it refuses a non-zero priority otherwise), so off by default. The `x-tidegate-priority` header is
+   * always sent (engine-sim reads either).
+   */
+  priorityField: boolean;
   /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
   urls: Record<string, string[]>;
 }
@@ -59,6 +77,9 @@ export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): 
   const engines: EnginesConfig = {
     kind: er.string("kind", "sim", { oneOf: ["sim", "openai-http"] }) as EnginesConfig["kind"],
     timeScale: er.number("timeScale", 1, { gt: 0, max: 1000 }),
+    priorityField: er.boolean("priorityField", false),
+    ...present("batchSlotsBeside", er.optionalNumber("batchSlotsBeside", { integer: true, min: 0 })),
+    preemption: er.string("preemption", "recompute", { oneOf: ["recompute", "swap", "off"] }) as EnginesConfig["preemption"],
     urls,
     ...(commandTemplate === undefined ? {} : { commandTemplate }),
     startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),

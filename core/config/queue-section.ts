@@ -22,6 +22,11 @@ export interface QueueConfig {
   fillTo: number;
   /** Fill target while the region also serves the model's interactive traffic (default 0.15; ≤ fillTo). */
   fillToBeside: number;
+  /**
+   * Fill target where every engine of the model preempts batch work for interactive requests (its telemetry reports
+   * preemptible KV) and no interactive traffic is there (default 0.9; fillTo ≤ it ≤ 1; router/dispatch/policy.ts).
+   */
+  fillToPreemptible: number;
   reopenBelow: number;
   reopenReports: number;
   maxPerReport: number;
@@ -85,6 +90,7 @@ export function parseQueue(qr: ObjectReader): QueueConfig {
     fillIdle: qr.boolean("fillIdle", true),
     fillTo: qr.number("fillTo", 0.55, { gt: 0, max: 1 }),
     fillToBeside: qr.number("fillToBeside", 0.15, { gt: 0, max: 1 }),
+    fillToPreemptible: qr.number("fillToPreemptible", 0.9, { gt: 0, max: 1 }),
     reopenBelow: qr.number("reopenBelow", 0.45, { gt: 0, max: 1 }),
     reopenReports: qr.number("reopenReports", 3, { integer: true, min: 1 }),
     maxPerReport: qr.number("maxPerReport", 64, { integer: true, min: 1 }),
@@ -105,6 +111,7 @@ export function parseQueue(qr: ObjectReader): QueueConfig {
   if (queue.dispatchTwoBelow > queue.dispatchOneBelow) qr.fail("dispatchTwoBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   if (queue.fillTo > queue.dispatchOneBelow) qr.fail("fillTo", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   if (queue.fillToBeside > queue.fillTo) qr.fail("fillToBeside", `must be ≤ fillTo (${queue.fillTo})`);
+  if (queue.fillToPreemptible < queue.fillTo) qr.fail("fillToPreemptible", `must be ≥ fillTo (${queue.fillTo})`);
   if (queue.reopenBelow > queue.dispatchOneBelow) qr.fail("reopenBelow", `must be ≤ dispatchOneBelow (${queue.dispatchOneBelow})`);
   qr.done();
   return queue;

@@ -85,6 +85,25 @@ const panels = [
     { custom: { drawStyle: "bars" } },
   ),
   panel("Cold-start TTFT (held requests; p50 / p90 / p99)", { h: H, w: W, x: W, y: 3 + 5 * H }, q("tidegate_region_cold_start_ttft_seconds"), { unit: "s" }),
+  row(3 + 6 * H, "Batch"),
+  panel(
+    "Batch fill (preemptible KV) and preemptions",
+    { h: H, w: W, x: 0, y: 4 + 6 * H },
+    [
+      [`max by (region, model) (tidegate_region_preemptible_memory_utilization{${sel}})`, "batch fill {{region}} {{model}}"],
+      [`sum by (region, model) (increase(tidegate_region_preemptions_total{${sel}}[$__rate_interval]))`, "preemptions {{region}} {{model}}"],
+    ],
+    {},
+  ),
+  panel(
+    "Batch output tokens/s by capacity, and batches at risk of their deadline",
+    { h: H, w: W, x: W, y: 4 + 6 * H },
+    [
+      [`sum by (model, capacity) (rate(tidegate_queue_batch_tokens_total{model=~"$model"}[$__rate_interval]))`, "{{capacity}} {{model}}"],
+      [`max by (model) (tidegate_queue_batches_at_risk{model=~"$model"})`, "at risk {{model}}"],
+    ],
+    {},
+  ),
 ];
 
 const dashboard = {

@@ -35,6 +35,22 @@ export function effectiveMemoryUtilization(instances: readonly InstanceSample[],
   return capacity > 0 ? used / capacity : 1;
 }
 
+/**
+ * The preemptible part of `effectiveMemoryUtilization` over the same instances: Σ preemptibleKvBytes / Σ
+ * kvBytesCapacity over the serving ones; undefined unless every serving instance reports it (a stale one does not).
+ */
+export function preemptibleMemoryUtilization(instances: readonly InstanceSample[]): number | undefined {
+  let preemptible = 0;
+  let capacity = 0;
+  for (const i of instances) {
+    if (i.state !== "serving") continue;
+    if (i.stats.preemptibleKvBytes === undefined || i.stats.stale === true) return undefined;
+    preemptible += i.stats.preemptibleKvBytes;
+    capacity += i.stats.kvBytesCapacity;
+  }
+  return capacity > 0 ? preemptible / capacity : undefined;
+}
+
 /** A zeroed count per instance state. */
 export function emptyStateCounts(): Record<InstanceState, number> {
   return { provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 };
@@ -55,6 +71,7 @@ export function modelTelemetry(
   let running = 0;
   let waiting = 0;
   let stale = 0;
+  let preemptions: number | undefined;
   const counts = emptyStateCounts();
   for (const i of instances) {
     counts[i.state]++;
@@ -62,19 +79,25 @@ export function modelTelemetry(
     if ((i.state === "serving" || i.state === "draining") && i.stats.stale === true) stale++;
     running += i.stats.running;
     waiting += i.stats.waiting;
+    if ((i.state === "serving" || i.state === "draining") && i.stats.preemptionsTotal !== undefined) preemptions = (preemptions ?? 0) + i.stats.preemptionsTotal;
   }
   const perEndpoint: EndpointTelemetry[] = endpoints.map((e) => {
     const own = instances.filter((i) => i.endpointId === e.endpointId);
+    const preemptible = preemptibleMemoryUtilization(own);
     return {
       endpointId: e.endpointId,
       gpu: e.gpu,
       effectiveMemoryUtilization: effectiveMemoryUtilization(own),
+      ...(preemptible === undefined ? {} : { preemptibleMemoryUtilization: preemptible }),
       servingInstances: own.filter((i) => i.state === "serving").length,
     };
   });
+  const preemptible = preemptibleMemoryUtilization(instances);
   return {
     model,
     effectiveMemoryUtilization: effectiveMemoryUtilization(instances),
+    ...(preemptible === undefined ? {} : { preemptibleMemoryUtilization: preemptible }),
+    ...(preemptions === undefined ? {} : { preemptionsTotal: preemptions }),
     tokensPerS,
     ...(batchTokensPerS > 0 ? { batchTokensPerS } : {}),
     ...(demandTokensPerS > 0 ? { demandTokensPerS } : {}),

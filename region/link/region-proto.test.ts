@@ -35,6 +35,22 @@ describe("wire conversions", () => {
     expect(telemetryFromWire(overTheWire<WireTelemetry>("Telemetry", telemetryToWire(t)))).toEqual(t);
   });
 
+  it("carry the preemptible (batch) share of KV per model and endpoint through protobuf, 0 apart from none (issue 37)", () => {
+    const counts = { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 };
+    const ep = { endpointId: "m/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0.8, servingInstances: 1 };
+    const t: RegionTelemetry = {
+      region: "east",
+      seq: 3,
+      atMs: 10,
+      models: [
+        { model: "m", effectiveMemoryUtilization: 0.8, preemptibleMemoryUtilization: 0.55, tokensPerS: 1, running: 1, waiting: 0, instances: counts, endpoints: [{ ...ep, preemptibleMemoryUtilization: 0.55 }] },
+        { model: "idle", effectiveMemoryUtilization: 0, preemptibleMemoryUtilization: 0, tokensPerS: 0, running: 0, waiting: 0, instances: counts, endpoints: [{ ...ep, effectiveMemoryUtilization: 0, preemptibleMemoryUtilization: 0 }] },
+        { model: "vllm", effectiveMemoryUtilization: 0.8, tokensPerS: 1, running: 1, waiting: 0, instances: counts, endpoints: [ep] },
+      ],
+    };
+    expect(telemetryFromWire(overTheWire<WireTelemetry>("Telemetry", telemetryToWire(t)))).toEqual(t);
+  });
+
   it("carry each model's SLO in the admin listing through protobuf, and none from a region that sends none", () => {
     const base: RegionListing = { region: "east", actuator: "static", instances: [], nodes: [], failures: [], actions: [] };
     const l: RegionListing = {

@@ -46,13 +46,16 @@ export interface WireTelemetry {
     tokens_per_s: number;
     batch_tokens_per_s?: number;
     demand_tokens_per_s?: number;
+    preemptible_memory_utilization?: number;
+    preempts?: boolean;
+    preemptions_total?: number;
     running: number;
     waiting: number;
     instances: Record<InstanceState, number> | null;
     stale_instances?: number;
     slo?: { requests: number; met: number; finished: number; prompt_tokens: number; output_tokens: number } | null;
     cold?: { held: number; expected_ms: number } | null;
-    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null; expected_scale_out_ms?: number }[];
+    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null; expected_scale_out_ms?: number; preemptible_memory_utilization?: number; preempts?: boolean }[];
   }[];
 }
 
@@ -153,6 +156,15 @@ export function doneFromWire(d: WireDone): Extract<EngineEvent, { type: "done" }
   return { type: "done", finishReason: d.finish_reason, usage: { prompt_tokens: d.prompt_tokens, completion_tokens: d.completion_tokens, total_tokens: d.total_tokens } };
 }
 
+/** The preemptible part of a telemetry figure on the wire: the share and whether it is reported at all. */
+function preemptibleToWire(t: { preemptibleMemoryUtilization?: number }): { preemptible_memory_utilization: number; preempts: boolean } {
+  return { preemptible_memory_utilization: t.preemptibleMemoryUtilization ?? 0, preempts: t.preemptibleMemoryUtilization !== undefined };
+}
+
+function preemptibleFromWire(w: { preemptible_memory_utilization?: number; preempts?: boolean }): { preemptibleMemoryUtilization?: number } {
+  return w.preempts === true ? { preemptibleMemoryUtilization: w.preemptible_memory_utilization ?? 0 } : {};
+}
+
 export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
   return {
     region: t.region,
@@ -164,13 +176,15 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       tokens_per_s: m.tokensPerS,
       batch_tokens_per_s: m.batchTokensPerS ?? 0,
       demand_tokens_per_s: m.demandTokensPerS ?? 0,
+      ...preemptibleToWire(m),
+      preemptions_total: m.preemptionsTotal ?? 0,
       running: m.running,
       waiting: m.waiting,
       instances: m.instances,
       stale_instances: m.staleInstances ?? 0,
       slo: m.slo === undefined ? null : { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, prompt_tokens: m.slo.promptTokens, output_tokens: m.slo.outputTokens },
       cold: m.cold === undefined ? null : { held: m.cold.held, expected_ms: m.cold.expectedMs ?? 0 },
-      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null, expected_scale_out_ms: e.expectedScaleOutMs ?? 0 })),
+      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null, expected_scale_out_ms: e.expectedScaleOutMs ?? 0, ...preemptibleToWire(e) })),
     })),
   };
 }
@@ -184,6 +198,8 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
       tokensPerS: m.tokens_per_s,
       ...((m.batch_tokens_per_s ?? 0) > 0 ? { batchTokensPerS: m.batch_tokens_per_s! } : {}),
       ...((m.demand_tokens_per_s ?? 0) > 0 ? { demandTokensPerS: m.demand_tokens_per_s! } : {}),
+      ...preemptibleFromWire(m),
+      ...((m.preemptions_total ?? 0) > 0 ? { preemptionsTotal: m.preemptions_total! } : {}),
       running: m.running,
       waiting: m.waiting,
       instances: { provisioning: c.provisioning, loading: c.loading, serving: c.serving, draining: c.draining, spot: c.spot },
@@ -194,6 +210,7 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
         servingInstances: e.serving_instances,
         ...(e.instances ? { instances: { provisioning: e.instances.provisioning, loading: e.instances.loading, serving: e.instances.serving, draining: e.instances.draining, spot: e.instances.spot } } : {}),
         ...((e.expected_scale_out_ms ?? 0) > 0 ? { expectedScaleOutMs: e.expected_scale_out_ms! } : {}),
+        ...preemptibleFromWire(e),
       })),
       ...((m.stale_instances ?? 0) > 0 ? { staleInstances: m.stale_instances! } : {}),
       ...(m.slo ? { slo: { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, promptTokens: m.slo.prompt_tokens, outputTokens: m.slo.output_tokens } } : {}),

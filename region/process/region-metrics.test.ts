@@ -107,3 +107,23 @@ describe("region metrics: scale from zero", () => {
     expect(listing.cold?.starts.map((c) => c.source)).toEqual(["peer"]);
   });
 });
+
+describe("region metrics: batch fill and preemptions (issue 37)", () => {
+  it("exports the preemptible share of KV and counts what the engines' preemption total grew by, once", async () => {
+    const metrics = new RegionMetrics({ r: [MODEL] }, createRegistry(false));
+    const sink = metrics.sink("r");
+    const counts = { provisioning: 0, loading: 0, serving: 1, draining: 0, spot: 0 };
+    const report = (preemptionsTotal: number | undefined, preemptible: number) =>
+      sink.observe({ region: "r", seq: 1, atMs: 0, models: [{ model: MODEL, effectiveMemoryUtilization: 0.8, preemptibleMemoryUtilization: preemptible, ...(preemptionsTotal === undefined ? {} : { preemptionsTotal }), tokensPerS: 0, running: 0, waiting: 0, instances: counts, endpoints: [] }] }, undefined);
+    const l = `region="r",model="${MODEL}"`;
+    expect(series(await metrics.registry.metrics(), "tidegate_region_preemptions_total")).toEqual([`tidegate_region_preemptions_total{${l}} 0`]);
+    report(3, 0.6);
+    report(3, 0.5);
+    report(5, 0.5);
+    report(1, 0.5); // an engine restarted: nothing counted twice
+    report(2, 0.4);
+    const text = await metrics.registry.metrics();
+    expect(series(text, "tidegate_region_preemptions_total")).toEqual([`tidegate_region_preemptions_total{${l}} 6`]);
+    expect(series(text, "tidegate_region_preemptible_memory_utilization")).toEqual([`tidegate_region_preemptible_memory_utilization{${l}} 0.4`]);
+  });
+});

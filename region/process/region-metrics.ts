@@ -52,6 +52,10 @@ export class RegionMetrics {
   readonly registry: Registry;
   private readonly requests: Counter<"region" | "model" | "outcome">;
   private readonly utilization: Gauge<"region" | "model">;
+  private readonly batchUtilization: Gauge<"region" | "model">;
+  private readonly preemptions: Counter<"region" | "model">;
+  /** Per `region|model`: the engines' preemption total in the last report (the counter adds what it grew by). */
+  private readonly lastPreemptions = new Map<string, number>();
   private readonly tokensPerS: Gauge<"region" | "model">;
   private readonly batchTokensPerS: Gauge<"region" | "model">;
   private readonly demandTokensPerS: Gauge<"region" | "model">;
@@ -83,6 +87,8 @@ export class RegionMetrics {
     const r = [this.registry];
     this.requests = new Counter({ name: "tidegate_region_requests_total", help: "Requests finished by the region gateway, by outcome", labelNames: ["region", "model", "outcome"], registers: r });
     this.utilization = new Gauge({ name: "tidegate_region_effective_memory_utilization", help: "KV in use / KV available over serving instances (0..1; stale instances count as full)", labelNames: ["region", "model"], registers: r });
+    this.batchUtilization = new Gauge({ name: "tidegate_region_preemptible_memory_utilization", help: "The part of tidegate_region_effective_memory_utilization that batch work the engines would preempt holds: how far batch fills the region (0 where the engines do not preempt)", labelNames: ["region", "model"], registers: r });
+    this.preemptions = new Counter({ name: "tidegate_region_preemptions_total", help: "Batch requests the model's engines preempted for interactive ones (from their vllm:num_preemptions_total)", labelNames: ["region", "model"], registers: r });
     this.tokensPerS = new Gauge({ name: "tidegate_region_tokens_per_second", help: "Prompt + output tokens served per second over the telemetry window", labelNames: ["region", "model"], registers: r });
     this.batchTokensPerS = new Gauge({ name: "tidegate_region_batch_tokens_per_second", help: "The part of tidegate_region_tokens_per_second that batch requests took", labelNames: ["region", "model"], registers: r });
     this.demandTokensPerS = new Gauge({ name: "tidegate_region_demand_tokens_per_second", help: "Prompt + max output tokens per second of the requests entering the region's gateway (LT-UA's observed traffic)", labelNames: ["region", "model"], registers: r });
@@ -130,8 +136,9 @@ export class RegionMetrics {
       const reg = [region];
       initLabels(this.actions, { region: reg, model: models, kind: ACTION_KINDS });
       initLabels(this.failures, { region: reg, model: models });
+      initLabels(this.preemptions, { region: reg, model: models });
       initLabels(this.requests, { region: reg, model: models, outcome: OUTCOMES });
-      for (const g of [this.utilization, this.tokensPerS, this.batchTokensPerS, this.demandTokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { region: reg, model: models });
+      for (const g of [this.utilization, this.batchUtilization, this.tokensPerS, this.batchTokensPerS, this.demandTokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { region: reg, model: models });
       initLabels(this.instances, { region: reg, model: models, state: STATES });
       initLabels(this.sloRequests, { region: reg, model: models, outcome: SLO_OUTCOMES });
       initLabels(this.coldStarts, { region: reg, model: models, source: LOAD_SOURCES });
@@ -167,6 +174,14 @@ export class RegionMetrics {
         for (const m of t.models) {
           const l = { region, model: m.model };
           this.utilization.set(l, m.effectiveMemoryUtilization);
+          this.batchUtilization.set(l, m.preemptibleMemoryUtilization ?? 0);
+          // What the engines' total grew by since the last report; after it drops (an engine restarted or left), from
+          // the new total: a preemption is counted once, or (on a drop) not at all, never twice.
+          const key = `${region}|${m.model}`;
+          const total = m.preemptionsTotal ?? 0;
+          const last = this.lastPreemptions.get(key) ?? 0;
+          if (total > last) this.preemptions.inc(l, total - last);
+          this.lastPreemptions.set(key, total);
           this.tokensPerS.set(l, m.tokensPerS);
           this.batchTokensPerS.set(l, m.batchTokensPerS ?? 0);
           this.demandTokensPerS.set(l, m.demandTokensPerS ?? 0);

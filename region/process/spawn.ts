@@ -21,11 +21,11 @@ export function slotKvBytes(slot: InstanceSlot): number {
   return instanceKvBytes(slot.model, slot.gpu, slot.tp, slot.instanceId);
 }
 
-/** Engines at the URLs of the config (engines.kind "openai-http"). */
-export function urlEngineFactory(clock: Clock, log?: Logger): EngineFactory {
+/** Engines at the URLs of the config (engines.kind "openai-http"); `priorityField`: engines.priorityField. */
+export function urlEngineFactory(clock: Clock, log?: Logger, priorityField = false): EngineFactory {
   return async (slot) => {
     if (slot.url === undefined) throw new TidegateError("invalid_config", `no URL for ${slot.instanceId}`);
-    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot), ...(log === undefined ? {} : { log }) });
+    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot), priorityField, ...(log === undefined ? {} : { log }) });
   };
 }
 

@@ -108,7 +108,7 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
         healthy: (info) => httpHealthy(info),
         connect: async (info, instanceId) => {
           const tp = gpusPerInstanceOf(config, info.model, info.gpu) ?? info.gpus;
-          return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), log });
+          return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), priorityField: config.engines.priorityField, log });
         },
       });
       const clients = new Map<string, AgentClient>();

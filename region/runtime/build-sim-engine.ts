@@ -4,6 +4,8 @@
  * SimEngine or PipelineEngine here, from the same settings:
  *
  * - `engines.timeScale` multiplies every simulated duration (1 in the virtual-time replays' configs);
+ * - `engines.preemption` is how a priority 0 request takes room from running batch work (SimCoreOptions.preemption),
+ *   and `engines.batchSlotsBeside` how many batch requests run beside interactive ones;
  * - `engines.models[model].maxBatch` is the running batch's cap (vLLM max_num_seqs; default the core's, 256);
  * - `engines.models[model].kvCapacityTokens`, else `engines.kvCapacityTokens`, is the KV cache in tokens (default
  *   the performance profile's: GPU memory × 0.9 − weights);
@@ -12,8 +14,9 @@
  *   one request at a time, so a batch cap and a KV cache do not apply (engine-sim refuses them with --pipeline).
  *
  * Engine processes get the same settings as flags (`engineSimFlags`: --time-scale, --max-batch,
- * --kv-capacity-tokens, --pipeline), whether a static region spawns them (region/process/spawn.ts) or a node agent
- * does (the StartEngine fields the agents host adds, region/agent/engine-supervisor.ts).
+ * --kv-capacity-tokens, --preemption, --pipeline), whether a static region spawns them (region/process/spawn.ts) or a
+ * node agent does (the StartEngine fields the agents host adds, region/agent/engine-supervisor.ts; those carry no
+ * preemption mode or batch slots, so an agent's engine-sim runs its defaults, "recompute" and 8).
  */
 import type { Clock } from "../../core/clock.js";
 import { instanceGpus, type TidegateConfig } from "../../core/config.js";
@@ -39,6 +42,10 @@ export interface SimEngineParams {
   maxBatch?: number;
   /** KV cache in tokens; absent = the profile's. */
   kvCapacityTokens?: number;
+  /** Priority preemption of batch work (SimCoreOptions.preemption); absent = the core's default ("recompute"). */
+  preemption?: "recompute" | "swap" | "off";
+  /** Most batch requests beside interactive ones (SimCoreOptions.batchSlotsBeside); absent = the core's default. */
+  batchSlotsBeside?: number;
   /** Serve as a pipeline of stages (config keystage.pipelines); absent = a whole-model instance. */
   pipeline?: PipelineSpec;
 }
@@ -62,6 +69,8 @@ export function simEngineParams(config: TidegateConfig, model: ModelName, gpu: G
   const pipeline = pipelineSpecFor(config.keystage, config.controller.strategy, model, gpu);
   return {
     timeScale: config.engines.timeScale,
+    ...(config.engines.preemption === "recompute" ? {} : { preemption: config.engines.preemption }),
+    ...(config.engines.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: config.engines.batchSlotsBeside }),
     ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }),
     ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
     ...(pipeline === undefined ? {} : { pipeline }),
@@ -81,6 +90,8 @@ export function newSimEngine(inst: SimInstance, params: SimEngineParams, clock: 
     timeScale: params.timeScale,
     ...(params.maxBatch === undefined ? {} : { maxBatch: params.maxBatch }),
     ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
+    ...(params.preemption === undefined ? {} : { preemption: params.preemption }),
+    ...(params.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: params.batchSlotsBeside }),
     ...(opts.events === undefined ? {} : { events: opts.events }),
     ...(opts.passOverheadMs === undefined || opts.passOverheadMs <= 0 ? {} : { passOverheadMs: opts.passOverheadMs }),
     ...(opts.solver === undefined ? {} : { solver: opts.solver }),
@@ -109,5 +120,7 @@ export function engineSimFlags(params: SimEngineParams): string[] {
   if (params.pipeline !== undefined) return [...out, "--pipeline", pipelineSpecJson(params.pipeline)];
   if (params.maxBatch !== undefined) out.push("--max-batch", String(params.maxBatch));
   if (params.kvCapacityTokens !== undefined) out.push("--kv-capacity-tokens", String(params.kvCapacityTokens));
+  if (params.preemption !== undefined) out.push("--preemption", params.preemption);
+  if (params.batchSlotsBeside !== undefined) out.push("--batch-slots-beside", String(params.batchSlotsBeside));
   return out;
 }

@@ -11,8 +11,12 @@ export function fileObject(f: FileMeta): Record<string, unknown> {
   return { id: f.id, object: "file", bytes: f.bytes, created_at: sec(f.createdAtMs), filename: f.filename, purpose: f.purpose, status: "processed", expires_at: null, status_details: null };
 }
 
-/** The `batch` object, field for field. */
-export function batchObject(b: BatchRecord): Record<string, unknown> {
+/**
+ * The `batch` object, field for field, plus `tidegate` when the dispatcher has something on the batch (issue 37,
+ * router/dispatch/deadlines.ts): its output tokens served on spare vs dedicated capacity and whether it cannot finish
+ * by its deadline on spare capacity alone. Clients that know only OpenAI's fields ignore it.
+ */
+export function batchObject(b: BatchRecord, capacity?: object): Record<string, unknown> {
   return {
     id: b.id,
     object: "batch",
@@ -35,6 +39,7 @@ export function batchObject(b: BatchRecord): Record<string, unknown> {
     cancelled_at: sec(b.cancelledAtMs),
     request_counts: { total: b.total, completed: b.completed, failed: b.failed },
     metadata: b.metadata,
+    ...(capacity === undefined ? {} : { tidegate: capacity }),
   };
 }
 

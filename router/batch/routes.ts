@@ -32,6 +32,8 @@ export interface BatchRoutesDeps {
   retryAfterS?: number;
   /** Called after a cancel so finalization need not wait for the next maintenance pass. */
   onBatchCancelled?: (batch: BatchRecord) => void;
+  /** The dispatcher's capacity and deadline view of a batch (Dispatcher.capacityView), shown as `tidegate`. */
+  capacityView?: (batchId: string) => object | undefined;
 }
 
 const JSON_LIMIT_BYTES = 1024 * 1024;
@@ -47,6 +49,7 @@ function intParam(raw: string | undefined, name: string, min: number, max: numbe
 export function batchRoutes(deps: BatchRoutesDeps): Hono {
   const app = new Hono();
   const { store, files, clock } = deps;
+  const batchObj = (b: BatchRecord) => batchObject(b, deps.capacityView?.(b.id));
 
   const auth = async (c: { req: { header(name: string): string | undefined } }, next: () => Promise<void>) => {
     authenticate(deps.apiKeys, c.req.header("authorization"));
@@ -137,13 +140,13 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     if (code !== QueueCode.Ok) throw new TidegateError("internal", `creating batch failed with ${QueueCode[code]}`);
     const batch = (await store.getBatch(init.id))!;
     deps.onBatchCreated?.(batch);
-    return c.json(batchObject(batch));
+    return c.json(batchObj(batch));
   });
 
   app.get("/batches", async (c) => {
     const limit = intParam(c.req.query("limit"), "limit", 1, 100, 20);
     const page = await store.listBatches(c.req.query("after"), limit, tenantOf(c));
-    return c.json(listObject(page.batches.map(batchObject), page.hasMore));
+    return c.json(listObject(page.batches.map(batchObj), page.hasMore));
   });
 
   const mustBatch = async (id: string, tenant: string) => {
@@ -152,7 +155,7 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     return b;
   };
 
-  app.get("/batches/:id", async (c) => c.json(batchObject(await mustBatch(c.req.param("id"), tenantOf(c)))));
+  app.get("/batches/:id", async (c) => c.json(batchObj(await mustBatch(c.req.param("id"), tenantOf(c)))));
 
   app.post("/batches/:id/cancel", async (c) => {
     const id = c.req.param("id");
@@ -166,7 +169,7 @@ export function batchRoutes(deps: BatchRoutesDeps): Hono {
     const after = await mustBatch(id, tenant);
     deps.onBatchCancelled?.(after);
     // OpenAI reports "cancelling" right after a cancel even when nothing was in flight.
-    return c.json(batchObject(after.status === "finalizing" ? { ...after, status: "cancelling" } : after));
+    return c.json(batchObj(after.status === "finalizing" ? { ...after, status: "cancelling" } : after));
   });
 
   app.onError((err) => errorResponse(err, deps.retryAfterS));

@@ -7,7 +7,8 @@ import type { Redis } from "ioredis";
 import { guardRedis, logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Hono } from "hono";
 import type { Clock } from "../../core/clock.js";
-import type { TidegateConfig } from "../../core/config.js";
+import { gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
+import { throughputAtSlo } from "../../core/perf/model.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { Registry } from "../../core/metrics.js";
 import type { RegionLink } from "../../core/ports.js";
@@ -69,6 +70,30 @@ export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefine
  * `engines.kvCapacityTokens` when set (in-process sim engines use them), else GPU memory × 0.9 − weights over KV
  * bytes per token (core/models.ts); 0 when unknown.
  */
+/**
+ * Tokens/s (prompt + output) one instance of a model serves on a GPU type when it only has to keep up, not meet an
+ * interactive SLO (60 s to the first token, 1 s a step): the deadline review's unit of capacity (router/dispatch/
+ * deadlines.ts). 0 for a (model, GPU) without a profile.
+ */
+export function instanceTokensPerSFrom(config: TidegateConfig): (model: string, gpu: string) => number {
+  // Computed once per (model, GPU): each maintenance pass asks for every endpoint.
+  const known = new Map<string, number>();
+  return (model, gpu) => {
+    const key = `${model}|${gpu}`;
+    let tps = known.get(key);
+    if (tps === undefined) {
+      const tp = gpusPerInstanceOf(config, model, gpu);
+      try {
+        tps = tp === undefined ? 0 : throughputAtSlo(model, gpu, tp, { ttftMs: 60_000, tbtMs: 1000 }).totalTokensPerS;
+      } catch {
+        tps = 0; // no performance profile for this (model, GPU, TP): no capacity counted
+      }
+      known.set(key, tps);
+    }
+    return tps;
+  };
+}
+
 export function kvCapacityTokensFrom(config: TidegateConfig): (model: string, gpu: GpuType) => number {
   const bytes = instanceKvBytesFrom(config);
   return (model, gpu) => {
@@ -110,6 +135,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
     retryAfterS: o.config.router.retryAfterS,
     onBatchCreated: (b) => dispatcher?.startIntake(b),
     onBatchCancelled: () => void dispatcher?.maintain(),
+    capacityView: (id) => dispatcher?.capacityView(id),
   });
   return {
     routes, store, files,
@@ -126,10 +152,11 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
         thresholds: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow },
         ...(q.fillIdle
           ? {
-              fill: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow, fillTo: q.fillTo, fillToBeside: q.fillToBeside, reopenBelow: q.reopenBelow, reopenReports: q.reopenReports, maxPerReport: q.maxPerReport },
+              fill: { dispatchOneBelow: q.dispatchOneBelow, dispatchTwoBelow: q.dispatchTwoBelow, fillTo: q.fillTo, fillToBeside: q.fillToBeside, fillToPreemptible: q.fillToPreemptible, reopenBelow: q.reopenBelow, reopenReports: q.reopenReports, maxPerReport: q.maxPerReport },
               kvCapacityTokens: o.kvCapacityTokens ?? kvCapacityTokensFrom(o.config),
             }
           : {}),
+        instanceTokensPerS: instanceTokensPerSFrom(o.config),
         promoteAfterMs: q.promoteAfterMs,
         leaseMs: q.leaseMs,
         ownerTtlMs: q.ownerTtlMs,

@@ -1,7 +1,8 @@
 /**
  * Queue metrics (issue 3 §6): depth by model and priority, age of the oldest waiting request, dispatch rate (a
  * counter; take rate()), lease expiries, leases taken back from dead dispatchers and this dispatcher's fencings
- * (issue 32 item 4), results by outcome, and batches by status. Every label combination known
+ * (issue 32 item 4), results by outcome, batches by status, and (issue 37) batch output tokens by capacity (spare or
+ * dedicated) and batches whose deadline spare capacity cannot meet. Every label combination known
  * at start is initialised to 0 (core/metrics.ts initLabels).
  */
 import { Counter, Gauge, initLabels, type Registry } from "../../core/metrics.js";
@@ -17,6 +18,9 @@ export class QueueMetrics {
   readonly leased: Gauge;
   readonly results: Counter<"outcome">;
   readonly batches: Gauge<"status">;
+  readonly batchTokens: Counter<"model" | "capacity">;
+  readonly batchesAtRisk: Gauge<"model">;
+  readonly batchesFlagged: Counter<"model">;
 
   /** Registers the metrics on `registry` for the given models and regions. */
   constructor(registry: Registry, readonly models: readonly string[], regions: readonly string[]) {
@@ -30,6 +34,12 @@ export class QueueMetrics {
     this.leased = new Gauge({ name: "tidegate_queue_leased", help: "Batch requests under a lease (dispatched, no result yet)", registers });
     this.results = new Counter({ name: "tidegate_queue_results_total", help: "Results written (ok, error) or dropped (a result existed already, the batch had finished, or the lease was no longer this dispatcher's)", labelNames: ["outcome"], registers });
     this.batches = new Gauge({ name: "tidegate_batches", help: "Batches by status", labelNames: ["status"], registers });
+    this.batchTokens = new Counter({ name: "tidegate_queue_batch_tokens_total", help: "Output tokens of batch requests served, by capacity: spare (sent at priority 1, preemptible) or dedicated (promoted to priority 0)", labelNames: ["model", "capacity"], registers });
+    this.batchesAtRisk = new Gauge({ name: "tidegate_queue_batches_at_risk", help: "Batches in progress that cannot finish by their deadline on spare capacity alone (last review)", labelNames: ["model"], registers });
+    this.batchesFlagged = new Counter({ name: "tidegate_queue_batches_flagged_total", help: "Batches flagged as unable to finish by their deadline on spare capacity alone", labelNames: ["model"], registers });
+    initLabels(this.batchTokens, { model: models, capacity: ["spare", "dedicated"] });
+    initLabels(this.batchesAtRisk, { model: models });
+    initLabels(this.batchesFlagged, { model: models });
     initLabels(this.depth, { model: models, priority: ["0", "1"] });
     initLabels(this.oldestAgeSeconds, { model: models });
     initLabels(this.dispatched, { model: models, region: regions, priority: ["0", "1"] });

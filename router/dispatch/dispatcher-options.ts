@@ -62,6 +62,11 @@ export interface DispatcherOptions {
   /** Maintenance period (> 0); default 1000 ms. */
   maintenanceIntervalMs?: number;
   /**
+   * One instance's tokens/s (prompt + output) for (model, GPU), for the deadline review (deadlines.ts BatchBooks): each
+   * maintenance pass flags batches that cannot finish by their deadline on spare capacity. Absent: no review.
+   */
+  instanceTokensPerS?: (model: string, gpu: string) => number;
+  /**
    * Lease-owner heartbeat TTL (> 0, config `queue.ownerTtlMs`); default 5000 ms. The owner is heartbeat every TTL / 5;
    * a dispatcher that stops heartbeating (crash, pause, cut off from the store) has its leases taken back by any
    * dispatcher's maintenance once the TTL has run out.

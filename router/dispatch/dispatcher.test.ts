@@ -24,9 +24,14 @@ class GatedLink implements RegionLink {
     this.listener = fn;
     return () => (this.listener = undefined);
   }
-  /** A report at `utilization`; `interactiveTokensPerS` > 0 says the region also serves the model's interactive traffic. */
-  signal(utilization: number, interactiveTokensPerS = 0, waiting = 0): void {
-    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...modelTelemetry("m", utilization, 1), tokensPerS: interactiveTokensPerS, waiting }] });
+  /**
+   * A report at `utilization`; `interactiveTokensPerS` > 0 says the region also serves the model's interactive traffic;
+   * `preemptible` (absent: engines that do not preempt) is the part of it batch work holds that the engines would preempt.
+   */
+  signal(utilization: number, interactiveTokensPerS = 0, waiting = 0, preemptible?: number): void {
+    const m = modelTelemetry("m", utilization, 1);
+    const p = preemptible === undefined ? {} : { preemptibleMemoryUtilization: preemptible };
+    this.listener?.({ region: this.region, seq: ++this.seq, atMs: 0, models: [{ ...m, ...p, endpoints: m.endpoints.map((e) => ({ ...e, ...p })), tokensPerS: interactiveTokensPerS, waiting }] });
   }
   submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
     submitOverStream(this.dispatch(req, signal), () => 0, callbacks);
@@ -54,7 +59,7 @@ class GatedLink implements RegionLink {
   async close() {}
 }
 
-async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; paceGroup?: number; refill?: boolean; kvTokens?: number; fill?: DispatcherOptions["fill"] } = {}) {
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; paceGroup?: number; refill?: boolean; kvTokens?: number; fill?: DispatcherOptions["fill"]; instanceTokensPerS?: number; windowMs?: number } = {}) {
   const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
   const store = new EmbeddedQueueStore(null);
   const files = new DirFileStore(null);
@@ -69,8 +74,9 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
     ...(opts.refill === undefined ? {} : { refill: opts.refill }),
     ...(opts.paceGroup === undefined ? {} : { paceGroup: opts.paceGroup }),
     ...(opts.fill === undefined ? {} : { fill: opts.fill, kvCapacityTokens: () => opts.kvTokens ?? 100_000 }),
+    ...(opts.instanceTokensPerS === undefined ? {} : { instanceTokensPerS: () => opts.instanceTokensPerS! }),
   });
-  await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + 86_400_000, ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
+  await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + (opts.windowMs ?? 86_400_000), ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
   await store.activate("b", "m", n, clock.now());
   d.start();
@@ -216,6 +222,61 @@ describe("Dispatcher (SageServe §6.3)", () => {
     await flush();
     expect(a.sent.length).toBe(9); // refilled back to 7 out
     await d.stop(); // aborts what runs (releasing it would refill without end)
+  });
+
+  it("where the engines preempt batch: fills to fillToPreemptible and refills past 0.60 of KV while interactive + non-preemptible stays under it (issue 37)", async () => {
+    // 100 KV tokens; each request 1 prompt + 1 max token (2 reserved, 1.5 held over its life).
+    const fill = { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5, fillTo: 0.55, fillToBeside: 0.15, fillToPreemptible: 0.9, reopenBelow: 0.45, reopenReports: 3, maxPerReport: 64 };
+    const { links, flush, d } = await setup(200, { refill: true, fill, kvTokens: 100 });
+    const [a, b] = [links[0]!, links[1]!];
+    a.signal(0, 0, 0, 0); // no request seen yet: 512 tokens a request assumed, count 1
+    await flush();
+    expect(a.sent.length).toBe(1);
+    a.signal(0, 0, 0, 0); // floor(0.9 × 100 / 2) = 45 by free KV (fillTo would give 27); count floor(0.9 × 100 / 1.5) = 60, 1 out: 45
+    await flush();
+    expect(a.sent.length).toBe(46);
+    // KV 0.85 in use, 0.80 of it preemptible batch: routing utilization 0.05 — the gate stays open, refill goes on.
+    a.signal(0.85, 0, 0, 0.8); // floor((0.9 − 0.85) × 100 / 2) = 2
+    await flush();
+    expect(a.sent.length).toBe(48);
+    a.sent[0]!.release();
+    await flush();
+    expect(a.sent.length).toBe(49);
+    // The same 0.85 from engines that do not preempt closes the region to batch: no grant, no refill.
+    b.signal(0, 0, 0);
+    await flush();
+    const nb = b.sent.length;
+    expect(nb).toBeGreaterThan(0);
+    b.signal(0.85, 0, 0);
+    await flush();
+    b.sent[0]!.release();
+    await flush();
+    expect(b.sent.length).toBe(nb);
+    await d.stop();
+  });
+
+  it("a batch whose deadline spare capacity cannot meet is flagged within a minute of its creation: object view, metrics (issue 37)", async () => {
+    // 40 requests of 1 prompt + 1 max token (2 tokens each, 1,024 assumed before any is sent) in a 60 s window; the
+    // one region reports 0.98 of its KV in interactive use: 1 instance × 100 tokens/s × 0.02 = 2 tokens/s spare.
+    const { clock, links, flush, d, registry } = await setup(40, { instanceTokensPerS: 100, windowMs: 60_000 });
+    links[0]!.signal(0.98);
+    await flush();
+    for (let t = 0; t < 60_000 && d.capacityView("b")?.deadline_at_risk !== true; t += 1000) await clock.advanceBy(1000);
+    expect(clock.now()).toBeLessThan(60_000);
+    expect(d.capacityView("b")).toMatchObject({ deadline_at_risk: true, spare_tokens_per_s: 2 });
+    expect(await registry.metrics()).toMatch(/^tidegate_queue_batches_at_risk\{model="m"\} 1$/m);
+    for (const l of links) for (const s of l.sent) s.release();
+    await d.stop();
+  });
+
+  it("a batch that spare capacity can finish in time is not flagged", async () => {
+    const { clock, links, flush, d } = await setup(40, { instanceTokensPerS: 100_000, windowMs: 3_600_000 });
+    links[0]!.signal(0.98);
+    await flush();
+    await clock.advanceBy(5000);
+    expect(d.capacityView("b")).toMatchObject({ deadline_at_risk: false });
+    for (const l of links) for (const s of l.sent) s.release();
+    await d.stop();
   });
 
   it("does not refill without the option (each report decides alone)", async () => {

@@ -28,6 +28,7 @@ import { FillBook } from "./fill.js";
 import { LeaseBook } from "./leases.js";
 import { ColdWaker, queuedWork, type ColdWake } from "./cold-wake.js";
 import { BatchStates, maintainOnce } from "./maintenance.js";
+import { BatchBooks, type BatchCapacityView } from "./deadlines.js";
 import { MAX_PACE_WINDOW_MS, Pacer } from "./pacing.js";
 import { Parking } from "./parking.js";
 import { capacitySignals, type DispatchThresholds, type FillPolicy } from "./policy.js";
@@ -37,7 +38,7 @@ import type { DispatcherOptions } from "./dispatcher-options.js";
 
 export type { DispatcherOptions } from "./dispatcher-options.js";
 
-type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "coldWake">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill">;
+type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "coldWake" | "instanceTokensPerS">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "instanceTokensPerS">;
 
 export class Dispatcher {
   private readonly o: ResolvedOptions;
@@ -56,6 +57,8 @@ export class Dispatcher {
   private readonly states: BatchStates;
   /** Batch work for a model no region serves (cold-wake.ts); absent when `coldWake` is not set. */
   private readonly coldWake: ColdWaker | undefined;
+  /** Deadlines and spare/dedicated tokens per batch (deadlines.ts). */
+  private readonly books: BatchBooks;
   /** Clock time of each region's last telemetry report: only requests in a region that reports are renewed. */
   private readonly lastReportMs = new Map<string, number>();
   /** Per `region|model`: completions to replace on the next microtask, and the region's link. */
@@ -89,6 +92,7 @@ export class Dispatcher {
     });
     this.parking = new Parking(opts.store, opts.leaseMs);
     this.fill = new FillBook(this.modelSet, opts.refill === true, opts.kvCapacityTokens);
+    this.books = new BatchBooks(this.o.clock, this.o.log, opts.metrics, opts.instanceTokensPerS);
     this.states = new BatchStates(this.o.log);
     this.pacing = new Pacer(opts.clock);
     this.coldWake = opts.coldWake === undefined ? undefined : new ColdWaker(opts.coldWake);
@@ -156,6 +160,7 @@ export class Dispatcher {
     const sinceLastMs = now - (this.lastReportMs.get(link.region) ?? now);
     this.lastReportMs.set(link.region, now);
     this.coldWake?.note(link.region, report, now);
+    this.books.noteReport(report);
     const signals: readonly { model: string; region: string; slots: number; beside?: boolean }[] = this.o.fill === undefined ? capacitySignals(report, this.modelSet, this.o.thresholds) : this.fill.signals(report, this.o.fill);
     for (const s of signals) {
       const slots = s.slots - this.runParked(link, s.model, s.slots);
@@ -309,6 +314,7 @@ export class Dispatcher {
     this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(req.priority) });
     this.o.onDispatched?.(c.model, link.region, req.promptTokens + req.maxTokens, nowMs);
     this.fill.noteSent(c.model, req.promptTokens, req.maxTokens);
+    this.books.noteSent(c.model, req.promptTokens + req.maxTokens);
     this.sentByRegion.set(link.region, (this.sentByRegion.get(link.region) ?? 0) + 1);
     const signal = this.leases.signalFor(c);
     const outcome = await send(link, req, signal);
@@ -321,6 +327,7 @@ export class Dispatcher {
     }
     // Served: its slot in the region is free now, before the result is written.
     served();
+    this.books.noteServed(c.batchId, c.model, outcome.usage.completion_tokens, req.priority);
     this.refill(link, c.model);
     await this.write(c, true, okLine(customId, c, kind, outcome, Math.floor(this.o.clock.now() / 1000)));
   }
@@ -358,6 +365,11 @@ export class Dispatcher {
     }
   }
 
+  /** What the Batch API object shows of a batch's capacity and deadline (deadlines.ts); undefined when nothing is known. */
+  capacityView(batchId: string): BatchCapacityView | undefined {
+    return this.books.capacityView(batchId);
+  }
+
   /** One maintenance pass (maintenance.ts; also run by the timer); concurrent calls share the pass in progress. */
   maintain(): Promise<void> {
     if (this.maintaining !== undefined) return this.maintaining;
@@ -379,6 +391,7 @@ export class Dispatcher {
       states: this.states,
       // Only while some region reports a model it scales from zero and nobody serves (the queue's stats cost a scan).
       ...(this.coldWake?.watching(this.o.clock.now()) === true ? { observed: (batches, stats) => this.wakeCold(this.coldWake!.due(queuedWork(batches, stats), this.o.clock.now())) } : {}),
+      review: (batches) => this.books.review(batches),
     })
       .then(() => this.queueUp())
       .catch((err) => this.storeFailed("queue maintenance failed", {}, err))

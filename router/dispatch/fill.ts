@@ -7,6 +7,7 @@
  */
 import type { GpuType } from "../../core/models.js";
 import type { RegionTelemetry } from "../../core/ports.js";
+import { routingUtilization } from "../../core/utilization.js";
 import { fillSlots, fillTarget, nextGate, type EndpointGate, type FillPolicy } from "./policy.js";
 
 /** One report's grant for a model under the fill policy: requests to send, and whether beside interactive traffic. */
@@ -75,8 +76,9 @@ export class FillBook {
     for (const m of report.models) {
       if (!this.models.has(m.model)) continue;
       let slots = 0;
-      // Interactive traffic for this model in this region: fill less beside it (policy.ts fillTarget).
-      const target = fillTarget(p, m);
+      // Interactive traffic for this model in this region: fill less beside it; where its engines preempt batch, to
+      // the real limit (policy.ts fillTarget).
+      const { target, beside } = fillTarget(p, m);
       const policy = target === p.fillTo ? p : { ...p, fillTo: target };
       // Refill while none of the model's interactive traffic is there and every endpoint is under §6.3's threshold
       // (DispatcherOptions `refill`).
@@ -85,17 +87,19 @@ export class FillBook {
       let capacityTokens = 0;
       for (const e of m.endpoints) {
         const key = `${report.region}|${e.endpointId}`;
-        const gate = nextGate(this.gates.get(key) ?? { open: true, below: 0 }, e.effectiveMemoryUtilization, p);
+        // The thresholds read interactive + what cannot be preempted; the free KV counts all of it (core/utilization.ts).
+        const u = routingUtilization(e);
+        const gate = nextGate(this.gates.get(key) ?? { open: true, below: 0 }, u, p);
         this.gates.set(key, gate);
         if (e.servingInstances <= 0) continue;
         serving++;
-        under &&= e.effectiveMemoryUtilization < p.dispatchOneBelow;
+        under &&= u < p.dispatchOneBelow;
         const capacity = e.servingInstances * (this.kvCapacityTokens?.(m.model, e.gpu) ?? 0);
         capacityTokens += capacity;
-        slots += fillSlots(gate, e.effectiveMemoryUtilization, capacity, this.requestTokens.get(m.model) ?? 1024, m.waiting, policy);
+        slots += fillSlots(gate, u, capacity, this.requestTokens.get(m.model) ?? 1024, m.waiting, policy, e.effectiveMemoryUtilization);
       }
       const key = `${report.region}|${m.model}`;
-      this.refillOk.set(key, target === p.fillTo && serving > 0 && under);
+      this.refillOk.set(key, !beside && serving > 0 && under);
       // With refill, what the dispatcher has sent there and not yet seen served is counted here, not only in the
       // report's utilization (a scrape and a report old, and lower than the requests' reservations while they run):
       // at most the count whose mean KV is the target, so grants and refills together hold the region at its fill
@@ -105,7 +109,7 @@ export class FillBook {
         this.sentCap.set(key, cap);
         slots = Math.min(slots, Math.max(0, cap - (this.sentNow.get(key) ?? 0)));
       } else this.sentCap.delete(key);
-      if (slots > 0) out.push({ model: m.model, region: report.region, slots, beside: target !== p.fillTo });
+      if (slots > 0) out.push({ model: m.model, region: report.region, slots, beside });
     }
     return out;
   }

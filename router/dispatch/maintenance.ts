@@ -3,8 +3,9 @@
  * leases of owners whose heartbeat ran out taken back (`QueueStore.reclaimDead`: a crashed router's requests return
  * `ownerTtlMs` after its last heartbeat), parked requests past half their lease released, running requests' leases
  * renewed, expired leases requeued, batches past their window expired, intake started for batches left in
- * `validating` (e.g. after a crash), finished batches finalized, the metrics refreshed, and what it saw handed to
- * `observed` (cold-wake.ts: batch work for a model at zero).
+ * `validating` (e.g. after a crash), finished batches finalized, batches in progress reviewed against their deadlines
+ * (deadlines.ts), the metrics refreshed, and what it saw handed to `observed` (cold-wake.ts: batch work for a model
+ * at zero).
  */
 import type { Clock } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
@@ -35,6 +36,8 @@ export interface MaintenanceContext {
   states: BatchStates;
   /** What the pass saw: the active batches and the queue's stats (cold-wake.ts reads them); absent: not read. */
   observed?(batches: readonly BatchRecord[], stats: QueueStats): void;
+  /** Reviews the batches in progress seen by the pass (deadlines.ts BatchBooks.review). */
+  review?(batches: readonly BatchRecord[]): void;
 }
 
 /** The last status logged per batch (debug logs of state changes); terminal ones are dropped after a pass. */
@@ -93,6 +96,7 @@ export async function maintainOnce(x: MaintenanceContext): Promise<void> {
     }
   }
   x.states.dropTerminal();
+  x.review?.(seen);
   const nowMs = clock.now();
   // The stats scan the queue: only for a reader (an embedded queue of millions in the week replay has none).
   if (x.metrics === undefined && x.observed === undefined) return;

@@ -72,12 +72,30 @@ describe("fill policy (issue 15, item 9)", () => {
 
   it("fills only to fillToBeside while the region serves the model's interactive traffic", () => {
     const q: FillPolicy = { ...p, fillToBeside: 0.15 };
-    expect(fillTarget(q, { tokensPerS: 900, batchTokensPerS: 900 })).toBe(0.55); // batch only: idle for interactive
-    expect(fillTarget(q, { tokensPerS: 0 })).toBe(0.55);
-    expect(fillTarget(q, { tokensPerS: 1000, batchTokensPerS: 900 })).toBe(0.15);
-    expect(fillTarget(p, { tokensPerS: 1000, batchTokensPerS: 900 })).toBe(0.55); // no fillToBeside: fillTo
+    expect(fillTarget(q, { tokensPerS: 900, batchTokensPerS: 900 })).toEqual({ target: 0.55, beside: false }); // batch only: idle for interactive
+    expect(fillTarget(q, { tokensPerS: 0 })).toEqual({ target: 0.55, beside: false });
+    expect(fillTarget(q, { tokensPerS: 1000, batchTokensPerS: 900 })).toEqual({ target: 0.15, beside: true });
+    expect(fillTarget(p, { tokensPerS: 1000, batchTokensPerS: 900 })).toEqual({ target: 0.55, beside: false }); // no fillToBeside: fillTo
     // 16,000 KV tokens at u 0.05, 700 tokens a request: floor(0.50 × 16,000 / 700) = 11 idle, floor(0.10 × 16,000 / 700) = 2 beside.
-    expect(fillSlots(open, 0.05, 16_000, 700, 0, { ...q, fillTo: fillTarget(q, { tokensPerS: 0 }) })).toBe(11);
-    expect(fillSlots(open, 0.05, 16_000, 700, 0, { ...q, fillTo: fillTarget(q, { tokensPerS: 50 }) })).toBe(2);
+    expect(fillSlots(open, 0.05, 16_000, 700, 0, { ...q, fillTo: fillTarget(q, { tokensPerS: 0 }).target })).toBe(11);
+    expect(fillSlots(open, 0.05, 16_000, 700, 0, { ...q, fillTo: fillTarget(q, { tokensPerS: 50 }).target })).toBe(2);
+  });
+
+  it("where engines preempt batch: the thresholds read interactive + non-preemptible, the free KV all of it, the target fillToPreemptible (issue 37)", () => {
+    const q: FillPolicy = { ...p, fillToBeside: 0.15, fillToPreemptible: 0.9 };
+    // Every engine preempts (the report carries the figure, 0 included) and no interactive traffic: the real limit.
+    expect(fillTarget(q, { tokensPerS: 900, batchTokensPerS: 900, preemptibleMemoryUtilization: 0.5 })).toEqual({ target: 0.9, beside: false });
+    expect(fillTarget(q, { tokensPerS: 0, preemptibleMemoryUtilization: 0 })).toEqual({ target: 0.9, beside: false });
+    // Interactive traffic there: fillToBeside still; engines that do not say: fillTo.
+    expect(fillTarget(q, { tokensPerS: 1000, batchTokensPerS: 900, preemptibleMemoryUtilization: 0.5 })).toEqual({ target: 0.15, beside: true });
+    expect(fillTarget(q, { tokensPerS: 900, batchTokensPerS: 900 })).toEqual({ target: 0.55, beside: false });
+    // KV 0.70 in use, 0.65 of it preemptible batch: routing 0.05 keeps the gate open (0.70 alone would close it) and
+    // fills floor((0.9 − 0.70) × 16,000 / 700) = 4.
+    const u = 0.7 - 0.65;
+    expect(nextGate(open, u, q).open).toBe(true);
+    expect(nextGate(open, 0.7, q).open).toBe(false);
+    expect(fillSlots(open, u, 16_000, 700, 0, { ...q, fillTo: 0.9 }, 0.7)).toBe(4);
+    // Full KV: only §6.3's rule on the routing utilization (below 0.50 → 2), never a negative fill.
+    expect(fillSlots(open, u, 16_000, 700, 0, { ...q, fillTo: 0.9 }, 0.98)).toBe(2);
   });
 });

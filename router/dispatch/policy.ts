@@ -6,8 +6,13 @@
  * - A request older than `promoteAfterMs` (10 h) goes out with priority 0 (on par with interactive traffic), younger
  *   ones with priority 1, which the instance scheduler runs only when no priority-0 request waits (§6.2 "Scheduler at
  *   the model instance").
+ *
+ * The utilization these rules compare with their thresholds is the interactive share plus what cannot be preempted
+ * (core/utilization.ts `routingUtilization`, issue 37): batch KV that the engines would preempt for an interactive
+ * request does not close a region to more batch, as it does not turn interactive traffic away (router/selection.ts).
  */
 import type { Priority, RegionTelemetry } from "../../core/ports.js";
+import { routingUtilization } from "../../core/utilization.js";
 
 export interface DispatchThresholds {
   /** Utilization strictly below this gets one request (0 < two ≤ one ≤ 1). */
@@ -52,7 +57,7 @@ export function capacitySignals(report: RegionTelemetry, models: ReadonlySet<str
     if (!models.has(m.model)) continue;
     const endpoints = m.endpoints
       .filter((e) => e.servingInstances > 0)
-      .map((e) => ({ endpointId: e.endpointId, utilization: e.effectiveMemoryUtilization, slots: slotsForUtilization(e.effectiveMemoryUtilization, t) }));
+      .map((e) => ({ endpointId: e.endpointId, utilization: routingUtilization(e), slots: slotsForUtilization(routingUtilization(e), t) }));
     const slots = endpoints.reduce((s, e) => s + e.slots, 0);
     if (slots > 0) out.push({ region: report.region, model: m.model, slots, endpoints });
   }
@@ -68,6 +73,10 @@ export function capacitySignals(report: RegionTelemetry, models: ReadonlySet<str
  *   `reopenReports` consecutive reports under `reopenBelow`. A region hovering around 0.60 (where §6.3's rule let
  *   batch in on every dip and interactive TTFT rose ×1.13) stays closed.
  * Without a capacity figure (capacityTokens 0) the endpoint falls back to §6.3's 1-or-2 rule, gated the same way.
+ * - **To the real limit where batch is preemptible (issue 37).** The gate and the thresholds read the routing
+ *   utilization (interactive + what cannot be preempted); the free KV is the engines' whole KV in use. Where every
+ *   engine of the model preempts batch work (its report carries `preemptibleMemoryUtilization`) and no interactive
+ *   traffic is there, an endpoint fills to `fillToPreemptible` of its KV instead of `fillTo`.
  */
 export interface FillPolicy extends DispatchThresholds {
   /** Fill an open endpoint up to this utilization (0 < fillTo ≤ dispatchOneBelow). */
@@ -84,6 +93,12 @@ export interface FillPolicy extends DispatchThresholds {
    * (0 < fillToBeside ≤ fillTo; absent = fillTo).
    */
   fillToBeside?: number;
+  /**
+   * Fill target where the model's engines preempt batch work for interactive requests and none of its interactive
+   * traffic is there (fillTo ≤ fillToPreemptible ≤ 1; absent = fillTo): the real limit, since an interactive arrival
+   * takes the room back at the engine's next iteration boundary.
+   */
+  fillToPreemptible?: number;
 }
 
 /** One endpoint's batch gate. Start with `{ open: true, below: 0 }`. */
@@ -102,29 +117,33 @@ export function nextGate(g: EndpointGate, u: number, p: FillPolicy): EndpointGat
 }
 
 /**
- * Requests to send to an open endpoint on one report. `capacityTokens`: KV tokens over its serving instances (0 =
- * unknown → §6.3's 1-or-2 rule); `requestTokens`: expected prompt + max output tokens of one queued request (> 0);
- * `waiting`: requests the model's engines hold queued. Never less than §6.3's 1-or-2. Example: fillTo 0.55, u 0.15,
- * 32,000 tokens, 700 per request → floor(0.40 × 32,000 / 700) = 18.
+ * Requests to send to an open endpoint on one report. `u`: its routing utilization (the thresholds); `usedU`: the
+ * KV in use over capacity, preemptible batch included (the free KV; default `u`). `capacityTokens`: KV tokens over its
+ * serving instances (0 = unknown → §6.3's 1-or-2 rule); `requestTokens`: expected prompt + max output tokens of one
+ * queued request (> 0); `waiting`: requests the model's engines hold queued. Never less than §6.3's 1-or-2. Example:
+ * fillTo 0.55, u 0.15, 32,000 tokens, 700 per request → floor(0.40 × 32,000 / 700) = 18.
  */
-export function fillSlots(gate: EndpointGate, u: number, capacityTokens: number, requestTokens: number, waiting: number, p: FillPolicy): number {
+export function fillSlots(gate: EndpointGate, u: number, capacityTokens: number, requestTokens: number, waiting: number, p: FillPolicy, usedU = u): number {
   if (!gate.open || !Number.isFinite(u) || u < 0 || u >= p.dispatchOneBelow) return 0;
   if (!(capacityTokens > 0) || !(requestTokens > 0)) return slotsForUtilization(u, p);
   if (waiting > 0) return 0;
-  const n = Math.floor(((p.fillTo - u) * capacityTokens) / requestTokens);
+  const n = Math.floor(((p.fillTo - (Number.isFinite(usedU) ? Math.max(u, usedU) : u)) * capacityTokens) / requestTokens);
   // Never less than §6.3's own rule (requests large against the headroom still trickle in).
   return Math.max(slotsForUtilization(u, p), Math.min(p.maxPerReport, n));
 }
 
 /**
  * The fill target for one model's endpoints on one report: `fillToBeside` while the region also serves the model's
- * interactive traffic (its report shows non-batch tokens/s), else `fillTo`. Measured in virtual time
+ * interactive traffic (its report shows non-batch tokens/s), else `fillToPreemptible` where every engine of the model
+ * preempts batch work (the report carries `preemptibleMemoryUtilization`), else `fillTo`. Measured in virtual time
  * (test/batch/interactive.test.ts, regions with room beside interactive load): filled to 0.55 their interactive
  * TTFT rose ×1.09–1.11; to 0.3 ×1.06–1.08; to 0.2 ×1.03–1.05; to 0.15 ×1.03–1.04 (the default), the batch taking
  * about twice as long; to 0.1 it did not finish in the window.
  */
-export function fillTarget(p: FillPolicy, m: { tokensPerS: number; batchTokensPerS?: number }): number {
+export function fillTarget(p: FillPolicy, m: { tokensPerS: number; batchTokensPerS?: number; preemptibleMemoryUtilization?: number }): { target: number; beside: boolean } {
   const interactive = m.tokensPerS - (m.batchTokensPerS ?? 0) > 0;
-  return interactive && p.fillToBeside !== undefined ? Math.min(p.fillTo, p.fillToBeside) : p.fillTo;
+  if (interactive && p.fillToBeside !== undefined) return { target: Math.min(p.fillTo, p.fillToBeside), beside: true };
+  if (m.preemptibleMemoryUtilization !== undefined && p.fillToPreemptible !== undefined) return { target: Math.max(p.fillTo, p.fillToPreemptible), beside: false };
+  return { target: p.fillTo, beside: false };
 }
 

@@ -98,12 +98,16 @@ export class MemoryQueueState {
     if (b.status !== "validating") return isTerminal(b.status) || b.status === "finalizing" ? QueueCode.BatchClosed : QueueCode.WrongState;
     const staged = this.payloadMap.get(batchId);
     for (let i = 0; i < total; i++) if (!staged?.has(i)) return QueueCode.WrongState;
-    Object.assign(b, { status: "in_progress", model, total, enqueuedAtMs: nowMs, inProgressAtMs: nowMs });
+    // Earliest deadline first across batches (issue 37): every batch's deadline is its creation + the one completion
+    // window, so its creation time orders the model's queue by deadline (a batch created earlier but validated later
+    // still goes first); never later than now. Also the age that promotion to priority 0 counts.
+    const score = Math.min(nowMs, b.createdAtMs);
+    Object.assign(b, { status: "in_progress", model, total, enqueuedAtMs: score, inProgressAtMs: nowMs });
     const members: string[] = [];
     for (let i = 0; i < total; i++) members.push(requestId(batchId, i));
     members.sort(byteOrder);
     const q = this.queue(model);
-    for (const m of members) q.add(nowMs, m);
+    for (const m of members) q.add(score, m);
     if (total === 0) this.toFinalizing(b, "completed", nowMs);
     return QueueCode.Ok;
   }

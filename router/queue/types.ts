@@ -4,7 +4,8 @@
  * embedded (memory + append-only journal) — and one conformance suite (test/helpers/queue-conformance.ts) runs against both.
  *
  * Vocabulary: a batch holds `total` requests with indices 0..total-1; a request's id is `${batchId}:${index padded to 6 digits}`.
- * Requests wait in a per-model FIFO ordered by enqueue time; `claim` leases them for `leaseMs`; `complete` writes
+ * Requests wait in a per-model queue ordered by their batch's creation time — earliest deadline first across batches,
+ * as every deadline is creation + the one completion window (issue 37) — then by request id; `claim` leases them for `leaseMs`; `complete` writes
  * the result exactly once per index (first writer wins); an expired lease returns the request to the queue.
  * Lease owners (issue 32 item 4): a dispatcher incarnation opens an owner (`openOwner`, a fencing token) and keeps it
  * live with a short-TTL `heartbeat`; its claims are leased to it, and only it may complete, renew or release them
@@ -174,7 +175,7 @@ export interface QueueStore {
   activeBatchIds(): Promise<string[]>;
   /** Stores request payloads of a `validating` batch, invisible to claims until `activate`. Idempotent per index. */
   stage(batchId: string, items: { index: number; payload: string }[]): Promise<QueueCode>;
-  /** validating → in_progress: requests 0..total-1 (all staged) become claimable, FIFO by nowMs. */
+  /** validating → in_progress: requests 0..total-1 (all staged) become claimable, scored min(nowMs, the batch's createdAtMs) (EDF). */
   activate(batchId: string, model: string, total: number, nowMs: number): Promise<QueueCode>;
   /** validating → failed with the validation errors; staged payloads are dropped. */
   failValidation(batchId: string, errors: BatchLineError[], nowMs: number): Promise<QueueCode>;

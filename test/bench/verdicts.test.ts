@@ -5,7 +5,7 @@ import { fitAll } from "../../core/perf/evaluate.js";
 import type { MeasuredRow } from "../../core/perf/data.js";
 import { latencyFigures, type LatencyRecord } from "../../sim/replay/loading.js";
 import { recoveryMinutes } from "../../sim/week/burst.js";
-import { batchChecks, type FillRound, type TtftRound } from "./verdicts/batch.js";
+import { batchChecks, runsChecks, type FillRound, type TtftRound } from "./verdicts/batch.js";
 import { burstChecks, type BurstRow } from "./verdicts/burst.js";
 import { atLeast, atMost, envOverrides, ratio, verdictOf } from "./verdicts/common.js";
 import { binomialOverTree, dataplaneMet } from "./verdicts/dataplane.js";
@@ -184,6 +184,19 @@ describe("bench:batch", () => {
     expect(r.fillRatio).toBeNaN();
     expect(verdictOf(r.checks).met).toBe(false);
     expect(verdictOf(batchChecks([fill(0.95)], [ttft([14], [14.2])]).checks).met).toBe(true);
+  });
+
+  it("fill must reach 0.9 now (issue 37): 0.85 fails", () => {
+    expect(batchChecks([fill(0.85)], [ttft([14], [14.2])]).checks.find((c) => c.check.includes("fill"))!.ok).toBe(false);
+  });
+
+  it("--runs: every run must meet both; the worst run decides and a run with no figure fails", () => {
+    const ok = runsChecks([{ fillRatio: 0.95, ttftRatio: 1.02 }, { fillRatio: 0.93, ttftRatio: 1.04 }]);
+    expect(ok).toMatchObject({ worstFillRatio: 0.93, worstTtftRatio: 1.04 });
+    expect(verdictOf(ok.checks).met).toBe(true);
+    expect(verdictOf(runsChecks([{ fillRatio: 0.95, ttftRatio: 1.02 }, { fillRatio: 0.95, ttftRatio: 1.06 }]).checks).missed).toHaveLength(1);
+    expect(verdictOf(runsChecks([{ fillRatio: 0.95, ttftRatio: 1.02 }, { fillRatio: Number.NaN, ttftRatio: 1.0 }]).checks).met).toBe(false);
+    expect(verdictOf(runsChecks([]).checks).met).toBe(false);
   });
 
   it("a smaller BENCH_BATCH_N is partial, never met", () => {

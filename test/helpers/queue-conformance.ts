@@ -73,8 +73,9 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.stage("b", [{ index: 3, payload: "late" }])).toBe(QueueCode.WrongState);
       expect(await q.stage("zz", [{ index: 0, payload: "x" }])).toBe(QueueCode.NoBatch);
       const c = await q.claim("m1", 10, 20, 1000);
-      expect(c.map((r) => [r.index, r.payload, r.enqueuedAtMs, r.leaseUntilMs])).toEqual([[0, "a", 10, 1020], [1, "b", 10, 1020], [2, "c", 10, 1020]]);
-      expect((await q.getBatch("b"))).toMatchObject({ status: "in_progress", model: "m1", total: 3, leased: 3, enqueuedAtMs: 10, inProgressAtMs: 10 });
+      // Enqueued with the batch's creation time (0; earliest deadline first), in progress from its activation (10).
+      expect(c.map((r) => [r.index, r.payload, r.enqueuedAtMs, r.leaseUntilMs])).toEqual([[0, "a", 0, 1020], [1, "b", 0, 1020], [2, "c", 0, 1020]]);
+      expect((await q.getBatch("b"))).toMatchObject({ status: "in_progress", model: "m1", total: 3, leased: 3, enqueuedAtMs: 0, inProgressAtMs: 10 });
     }));
 
     it("claims FIFO across batches and models, never the same request twice", withStore(async (q) => {
@@ -88,6 +89,18 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       expect(await q.claim("m1", 5, 300, 1000)).toEqual([]);
       expect((await q.claim("m2", 5, 300, 1000)).map((r) => r.model)).toEqual(["m2", "m2"]);
       expect(await q.claim("m3", 5, 300, 1000)).toEqual([]);
+    }));
+
+    it("claims earliest deadline first across batches: one created earlier but validated later goes first (issue 37)", withStore(async (q) => {
+      // "big" is created at 100 (deadline 100 + 24 h) and activated at 900; "small" created and activated at 500.
+      expect(await q.createBatch(init("big", 100))).toBe(QueueCode.Ok);
+      await enqueue(q, "small", 2, 500);
+      expect(await q.stage("big", [0, 1].map((i) => ({ index: i, payload: `{"custom_id":"c${i}"}` })))).toBe(QueueCode.Ok);
+      expect(await q.activate("big", "m1", 2, 900)).toBe(QueueCode.Ok);
+      const c = await q.claim("m1", 4, 1000, 1000);
+      expect(c.map((r) => r.requestId)).toEqual(["big:000000", "big:000001", "small:000000", "small:000001"]);
+      // Their age (promotion to priority 0) counts from creation.
+      expect(c.map((r) => r.enqueuedAtMs)).toEqual([100, 100, 500, 500]);
     }));
 
     it("claims in index order within a batch (FCFS), past 10 requests", withStore(async (q) => {

@@ -57,6 +57,12 @@ export interface OpenAIHttpEngineOptions {
    * no byte at all for `stallMs`), so a scrape that is slow under load while tokens flow ejects nothing.
    */
   scrapeTimeoutMs?: number;
+  /**
+   * Send `priority` (GenerateRequest.priority: 0 interactive, 1 batch) in the request body as well as the
+   * x-tidegate-priority header: vLLM's field for its priority scheduling (`--scheduling-policy priority`, lower first),
+   * which a vLLM without that policy refuses for a non-zero priority. Default false.
+   */
+  priorityField?: boolean;
   /** How long an engine that owes bytes (a stream or scrape under way) may send none before it is down (default `scrapeTimeoutMs`). */
   stallMs?: number;
 }
@@ -65,6 +71,9 @@ interface Scraped {
   kvUsage: number;
   running: number;
   waiting: number;
+  /** The preemptible share of the KV cache (engine-sim's gauge); undefined when the engine does not export it. */
+  kvPreemptible: number | undefined;
+  preemptions: number | undefined;
 }
 
 export class OpenAIHttpEngine implements Engine {
@@ -76,7 +85,7 @@ export class OpenAIHttpEngine implements Engine {
   private readonly opts: OpenAIHttpEngineOptions;
   private readonly agent: Agent;
   private readonly metricsTimer: Timer | undefined;
-  private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0 };
+  private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0, kvPreemptible: undefined, preemptions: undefined };
   /** A pipelined engine-sim's split over its stages, from the last scrape that carried PIPELINE_METRICS. */
   private pipeline: PipelineSummary | undefined;
   private scrapeOk = false;
@@ -169,6 +178,8 @@ export class OpenAIHttpEngine implements Engine {
         kvUsage: promValue(text, VLLM_METRICS.kvUsage) ?? promValue(text, VLLM_METRICS.kvUsageLegacy) ?? this.scraped.kvUsage,
         running: promValue(text, VLLM_METRICS.running) ?? this.scraped.running,
         waiting: promValue(text, VLLM_METRICS.waiting) ?? this.scraped.waiting,
+        kvPreemptible: promValue(text, VLLM_METRICS.kvPreemptible) ?? this.scraped.kvPreemptible,
+        preemptions: promValue(text, VLLM_METRICS.preemptions) ?? this.scraped.preemptions,
       };
       this.pipeline = pipelineFromMetrics(text) ?? this.pipeline;
       this.scrapeOk = true;
@@ -206,6 +217,9 @@ export class OpenAIHttpEngine implements Engine {
       waiting: this.scraped.waiting,
       remainingTokens: this.remaining,
       generatedTokensTotal: this.generated,
+      // A stale engine's KV counts as full and none of it as preemptible (what cannot be read is not given away).
+      ...(this.scraped.kvPreemptible === undefined || this.stale ? {} : { preemptibleKvBytes: Math.min(this.scraped.kvPreemptible, this.scraped.kvUsage) * cap }),
+      ...(this.scraped.preemptions === undefined ? {} : { preemptionsTotal: this.scraped.preemptions }),
       ...(this.stale ? { stale: true } : {}),
     };
   }
@@ -216,7 +230,8 @@ export class OpenAIHttpEngine implements Engine {
     // A batch request has nobody reading its tokens as they come (region/link/mux-server.ts sends its text once): it
     // is asked for without streaming, so neither the engine nor this process handles one SSE chunk per token.
     const stream = req.batch !== true;
-    const body = JSON.stringify(stream ? { ...req.body, model: req.model, stream: true, stream_options: { include_usage: true } } : { ...req.body, model: req.model, stream: false });
+    const fields = this.opts.priorityField === true ? { model: req.model, priority: req.priority } : { model: req.model };
+    const body = JSON.stringify(stream ? { ...req.body, ...fields, stream: true, stream_options: { include_usage: true } } : { ...req.body, ...fields, stream: false });
     const path = req.kind === "chat" ? "v1/chat/completions" : "v1/completions";
     const budget = req.promptTokens + req.maxTokens;
     let counted = 0;

@@ -31,9 +31,19 @@ interface Seen {
   order: string[];
 }
 
-function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number } = {}) {
+function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number; preemption?: "recompute" | "swap" | "off"; swapTokensPerMs?: number; batchSlotsBeside?: number; besideHoldMs?: number } = {}) {
   const clock = new VirtualClock();
-  const core = new SimEngineCore({ profile: flatProfile(opts.cCtx), clock, kvCapacityTokens: opts.capacity ?? 100_000, maxBatch: opts.maxBatch ?? 256 });
+  const profile = flatProfile(opts.cCtx);
+  const core = new SimEngineCore({
+    profile,
+    clock,
+    kvCapacityTokens: opts.capacity ?? 100_000,
+    maxBatch: opts.maxBatch ?? 256,
+    ...(opts.preemption === undefined ? {} : { preemption: opts.preemption }),
+    ...(opts.swapTokensPerMs === undefined ? {} : { swapBytesPerMs: opts.swapTokensPerMs * profile.kvBytesPerToken }),
+    ...(opts.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: opts.batchSlotsBeside }),
+    ...(opts.besideHoldMs === undefined ? {} : { besideHoldMs: opts.besideHoldMs }),
+  });
   const seen: Seen = { first: {}, done: {}, order: [] };
   const submit = (r: SimSubmit) =>
     core.submit(r, {
@@ -305,5 +315,140 @@ describe("SimEngineCore: a pair's KV reach", () => {
     expect(aDone).toBe(1189);
     expect(bFirst).toBe(1289);
     expect(target.stats().kvBytesUsed).toBe(0);
+  });
+});
+
+describe("SimEngineCore: priority preemption (vLLM priority scheduling)", () => {
+  /** Two batch requests of 400 KV tokens running in 1,000; an interactive one of 300 arrives at 105 ms. */
+  function fullOfBatch(opts: { preemption?: "recompute" | "swap" | "off"; swapTokensPerMs?: number; maxBatch?: number; capacity?: number }) {
+    const h = harness({ capacity: opts.capacity ?? 1000, ...opts });
+    const events: string[] = [];
+    const done: Record<string, { atMs: number; tokens: number }[]> = {};
+    const sub = (id: string, priority: 0 | 1, promptTokens: number, maxTokens: number) =>
+      h.core.submit({ id, promptTokens, maxTokens, priority }, {
+        onFirstToken: (t) => {
+          h.seen.first[id] = t;
+          events.push(`${id} first ${t}`);
+        },
+        onDone: (t, n) => (done[id] ??= []).push({ atMs: t, tokens: n }),
+        onPreempted: (t, n) => events.push(`${id} preempted ${t} at ${n}`),
+        onResumed: (t, n) => events.push(`${id} resumed ${t} at ${n}`),
+        onCancelled: (t, n) => events.push(`${id} cancelled ${t} at ${n}`),
+      });
+    const b1 = sub("b1", 1, 300, 100);
+    const b2 = sub("b2", 1, 300, 100);
+    h.clock.advanceToSync(105); // both prefilled at 100 (1 token), decoding at B = 2: boundaries 112, 124, …
+    return { ...h, events, done, sub, b1, b2 };
+  }
+
+  it("recompute: the interactive request preempts the latest batch request at the next boundary; it resumes and ends once with its full output", () => {
+    const { clock, core, events, done, sub, b2 } = fullOfBatch({});
+    expect(core.stats().preemptibleKvBytes).toBeCloseTo((2 * 301) * core.profile.kvBytesPerToken, 6);
+    sub("i", 0, 100, 200); // 800 + 300 > 1000
+    clock.runUntilIdleSync();
+    // 112: b2 (2 tokens) preempted, i prefilled 112 → 212 (TTFT 107 = 7 to the boundary + the 100 ms prefill).
+    // b1 and i decode at 12 ms: b1 done at 212 + 98·12 = 1388. b2 recomputed 1388 → 1488 (its 3rd token), then
+    // b2 and i at 12 ms: b2 done at 1488 + 97·12 = 2652; i (99 + 97 = 196 tokens) alone 4 × 11 → 2696.
+    expect(events).toEqual(["b1 first 100", "b2 first 100", "b2 preempted 112 at 2", "i first 212", "b2 resumed 1488 at 3"]);
+    expect(done.b1).toEqual([{ atMs: 1388, tokens: 100 }]);
+    expect(done.b2).toHaveLength(1);
+    expect(done.b2![0]!.atMs).toBeCloseTo(2652, 9);
+    expect(done.b2![0]!.tokens).toBe(100);
+    expect(done.i![0]!.atMs).toBeCloseTo(2696, 9);
+    expect(done.i![0]!.tokens).toBe(200);
+    expect(b2.preemptions).toBe(1);
+    expect(core.preemptionCounts()).toEqual({ preempted: 1, resumed: 1 });
+    expect(core.stats()).toMatchObject({ kvBytesUsed: 0, running: 0, waiting: 0, preemptionsTotal: 1 });
+  });
+
+  it("swap: the copy out delays the interactive prefill, the copy in replaces the resumed request's prefill and yields no token", () => {
+    // 10 tokens per ms: b2's 302 tokens take 30.2 ms each way.
+    const { clock, events, done, sub } = fullOfBatch({ preemption: "swap", swapTokensPerMs: 10 });
+    sub("i", 0, 100, 200);
+    clock.runUntilIdleSync();
+    // 112: b2 swapped out (30.2), i prefilled → 242.2; b1 done at 242.2 + 98·12 = 1418.2; b2 swapped in → 1448.4
+    // (still 2 tokens); b2 and i at 12 ms: b2 done at 1448.4 + 98·12 = 2624.4; i (197) 3 × 11 → 2657.4.
+    expect(events.slice(2, 4)).toEqual(["b2 preempted 112 at 2", "i first 242.2"]);
+    expect(events[4]).toMatch(/^b2 resumed 1448\.4\d* at 2$/);
+    expect(done.b1![0]!.atMs).toBeCloseTo(1418.2, 9);
+    expect(done.b2![0]!.atMs).toBeCloseTo(2624.4, 9);
+    expect(done.b2![0]!.tokens).toBe(100);
+    expect(done.i![0]!.atMs).toBeCloseTo(2657.4, 9);
+  });
+
+  it("a missing batch slot preempts one batch request even with KV free", () => {
+    const { clock, events, sub } = fullOfBatch({ maxBatch: 2, capacity: 100_000 });
+    sub("i", 0, 100, 200);
+    clock.runUntilIdleSync();
+    expect(events.slice(2, 4)).toEqual(["b2 preempted 112 at 2", "i first 212"]);
+  });
+
+  it("off: the interactive request waits for batch KV to free (§6.3 as written)", () => {
+    const { clock, events, sub } = fullOfBatch({ preemption: "off" });
+    sub("i", 0, 100, 200);
+    clock.runUntilIdleSync();
+    // b1 and b2 end together at 100 + 99·12 = 1288; i prefilled 1288 → 1388.
+    expect(events).toEqual(["b1 first 100", "b2 first 100", "i first 1388"]);
+  });
+
+  it("a prefill that admits a priority 0 request admits no priority 1 one (it would wait for their prompts too)", () => {
+    const { clock, seen, submit } = harness();
+    submit({ id: "b", promptTokens: 100, maxTokens: 5, priority: 1 });
+    submit({ id: "i", promptTokens: 100, maxTokens: 5, priority: 0 });
+    submit({ id: "b2", promptTokens: 100, maxTokens: 5, priority: 1 });
+    clock.runUntilIdleSync();
+    // i alone 0 → 100; then b and b2 together 100 → 200.
+    expect(seen.first).toEqual({ i: 100, b: 200, b2: 200 });
+  });
+
+  it("batch slots beside interactive work: batch beyond them is preempted at the next boundary and resumes when the interactive work has left", () => {
+    const h = harness({ batchSlotsBeside: 1, besideHoldMs: 0 });
+    const ev: string[] = [];
+    const sub = (id: string, priority: 0 | 1, maxTokens: number) =>
+      h.core.submit({ id, promptTokens: 10, maxTokens, priority }, {
+        onFirstToken: (t) => ev.push(`${id} first ${t}`),
+        onDone: (t, n) => ev.push(`${id} done ${t} (${n})`),
+        onPreempted: (t, n) => ev.push(`${id} preempted ${t} at ${n}`),
+        onResumed: (t, n) => ev.push(`${id} resumed ${t} at ${n}`),
+      });
+    for (const id of ["b1", "b2", "b3"]) sub(id, 1, 5);
+    h.clock.advanceToSync(105); // prefilled together 0 → 100; decoding at B = 3 (13 ms): next boundary 113
+    sub("i", 0, 3); // fits, but 3 batch requests run beside it where 1 may
+    h.clock.runUntilIdleSync();
+    // 113: b3 then b2 preempted (2 tokens each), i prefilled alone → 213; b1 and i at 12 ms: i done at 237 (3), b1 at 4.
+    // 237: no interactive work: b2 and b3 recomputed → 337 (3rd token); B = 3 at 13 ms: b1 done 350; B = 2: 362.
+    expect(ev.slice(3)).toEqual(["b3 preempted 113 at 2", "b2 preempted 113 at 2", "i first 213", "i done 237 (3)", "b2 resumed 337 at 3", "b3 resumed 337 at 3", "b1 done 350 (5)", "b2 done 362 (5)", "b3 done 362 (5)"]);
+  });
+
+  it("priority 0 never preempts priority 0, and nothing is preempted in vain", () => {
+    const h = harness({ capacity: 1000 });
+    const pre: string[] = [];
+    const sub = (id: string, priority: 0 | 1, p: number, m: number) => h.core.submit({ id, promptTokens: p, maxTokens: m, priority }, { onPreempted: () => pre.push(id), onFirstToken: (t) => (h.seen.first[id] = t) });
+    sub("a", 0, 300, 300); // 600
+    sub("b", 1, 150, 150); // 300
+    h.clock.advanceToSync(105);
+    sub("i", 0, 250, 250); // 500 > 100 free, and 400 with b preempted: waits, b keeps running
+    h.clock.advanceToSync(500);
+    expect(pre).toEqual([]);
+    expect(h.core.stats()).toMatchObject({ running: 2, waiting: 1 });
+    h.clock.runUntilIdleSync();
+    expect(pre).toEqual([]);
+    expect(h.seen.first.i).toBeGreaterThan(500);
+  });
+
+  it("a preempted request cancelled while it waits ends once, with the output it had", () => {
+    const { clock, core, done, events, sub, b2 } = fullOfBatch({});
+    sub("i", 0, 100, 200);
+    clock.advanceToSync(150); // b2 preempted at 112 with 2 tokens
+    expect(core.stats()).toMatchObject({ waiting: 1, preemptibleKvBytes: expect.any(Number) });
+    expect(b2.generatedNow()).toBe(2);
+    expect(b2.nextTokenAtMs()).toBeUndefined();
+    b2.cancel();
+    b2.cancel();
+    expect(b2.finished).toBe(true);
+    clock.runUntilIdleSync();
+    expect(done.b2).toBeUndefined();
+    expect(events.filter((e) => e.startsWith("b2 "))).toEqual(["b2 first 100", "b2 preempted 112 at 2", "b2 cancelled 150 at 2"]);
+    expect(core.stats()).toMatchObject({ kvBytesUsed: 0, waiting: 0, running: 0, remainingTokens: 0 });
   });
 });

@@ -11,8 +11,13 @@
  * inside a segment are closed-form (T(n) = n·α + β·n(n−1)/2), so a trace costs events per arrival, first token,
  * completion and batch change, never one per token.
  *
- * Admission reserves prompt + maxTokens of KV (no preemption is ever needed); a request waits while the
- * reservation does not fit. KV in use (stats) is what the admitted requests hold now: prompt + generated tokens.
+ * Admission reserves prompt + maxTokens of KV; a request waits while the reservation does not fit. KV in use (stats)
+ * is what the admitted requests hold now: prompt + generated tokens. Priority scheduling as vLLM's (`--scheduling-policy
+ * priority`): priority 0 is admitted before priority 1, and a priority 0 request that lacks KV or a batch slot preempts
+ * running priority 1 requests at the next iteration boundary (latest arrival first, preemption.ts), which go back to
+ * the front of their queue with their output so far and resume later by recompute (a prefill of prompt + output that
+ * yields their next token) or swap (their KV copied to host memory and back; `preemption`). A priority 0 request
+ * arriving during decode thus waits for at most the iteration under way, then its prefill.
  * Phase ends use their nominal times, so a late wall-clock timer does not shift later tokens: real time and
  * virtual time give the same token timings for the same arrivals.
  */
@@ -23,8 +28,21 @@ import { DEFAULT_MAX_BATCH, type PerfProfile } from "../../../core/perf/model.js
 import { Handle, SimRequest, isFinished, type HandleHost, type SimHandle, type SimHandlers, type SimSubmit } from "./request.js";
 import { WaitQueues } from "./wait-queues.js";
 import { itersWithin, segmentMs } from "./segment.js";
+import { beyondSlots, preemptionVictims, type PreemptionMode } from "./preemption.js";
 
 export type { SimHandle, SimHandlers, SimSubmit } from "./request.js";
+export type { PreemptionMode } from "./preemption.js";
+
+/**
+ * Most priority 1 requests that run beside a priority 0 one by default (SimCoreOptions.batchSlotsBeside). Each batch
+ * request decoding beside an interactive one lengthens every step it waits for: on llama3.2-3b, 2 × h100, a step takes
+ * 3.57 ms at a batch of 2 and 5.65 ms at 24, and an interactive arrival waits half a step on average before its 9.3 ms
+ * prefill; 8 beside 2 interactive streams keep that wait within about 0.4 ms of their own.
+ */
+export const DEFAULT_BATCH_SLOTS_BESIDE = 8;
+
+/** Host ↔ GPU copy rate that swap preemption assumes by default: 25 GB/s (PCIe Gen4 ×16), in bytes per ms. */
+export const DEFAULT_SWAP_BYTES_PER_MS = 25e6;
 
 export interface SimCoreOptions {
   profile: PerfProfile;
@@ -42,6 +60,29 @@ export interface SimCoreOptions {
    * pipeline whose stages sit on several GPUs (λScale §4.3; region/liveload/lambda.ts). Default 0.
    */
   passOverheadMs?: number;
+  /**
+   * What a priority 0 request short of KV or of a batch slot does while priority 1 requests run (vLLM priority
+   * scheduling): "recompute" (default, vLLM V1's only mode) preempts them, freeing their KV, and prefills their prompt +
+   * output again when they resume; "swap" copies their KV to host memory and back at `swapBytesPerMs` (the copy out
+   * is added to the prefill that admits the priority 0 request, the copy in replaces the resumed request's prefill);
+   * "off": it waits (SageServe §6.3 as written).
+   */
+  preemption?: PreemptionMode | "off";
+  /** Host ↔ GPU copy rate for swap preemption, bytes per ms (before timeScale; default DEFAULT_SWAP_BYTES_PER_MS). */
+  swapBytesPerMs?: number;
+  /**
+   * With preemption on: most priority 1 requests that run while a priority 0 request runs or waits (≥ 0; default
+   * DEFAULT_BATCH_SLOTS_BESIDE; Infinity: no cap). At an iteration boundary with a priority 0 request present, the
+   * running priority 1 requests beyond it are preempted (latest arrival first) and no more are admitted; without one,
+   * batch fills the instance to its KV and batch limits.
+   */
+  batchSlotsBeside?: number;
+  /**
+   * How long after the last priority 0 request the cap of `batchSlotsBeside` still holds (ms of the engine clock;
+   * default 1000): interactive traffic comes and goes between requests, and batch admitted to the full KV in such a gap
+   * is preempted again by the next arrival, whose first token then waits for that batch's prefill.
+   */
+  besideHoldMs?: number;
 }
 
 /**
@@ -64,8 +105,8 @@ export interface EpisodePlanner {
   /**
    * How much further this instance's KV cache reaches at `atMs` (≥ 1): with the peer holding T of L layers, each
    * admitted token keeps only (L − T)/L of its KV here, the rest on the peer, so the same memory holds L/(L − T)
-   * times the tokens. A request admitted under it keeps that share here (SimRequest.localShare) until it finishes (no
-   * preemption, no migration): after the pairing ends new requests take whole tokens from what its own cache has
+   * times the tokens. A request admitted under it keeps that share here (SimRequest.localShare) until it finishes or is
+   * preempted (no migration; resumed, it takes its new admission's share): after the pairing ends new requests take whole tokens from what its own cache has
    * left, and the stats report this instance's own memory — the share of the KV in use that it holds, over its own
    * capacity — never the peer's.
    */
@@ -110,6 +151,20 @@ export class SimEngineCore implements HandleHost {
   private generatedBase = 0;
   private closed = false;
   private readonly passOverheadMs: number;
+  readonly preemption: PreemptionMode | "off";
+  private readonly swapBytesPerMs: number;
+  private readonly batchSlotsBeside: number;
+  private readonly besideHoldMs: number;
+  /** When a priority 0 request was last seen here (arrival, or running at a boundary). */
+  private lastInteractiveMs = Number.NEGATIVE_INFINITY;
+  /** Swap-outs of this boundary's preemptions not yet charged to a phase (ms, scaled). */
+  private swapOutPendingMs = 0;
+  /** Of `running`: the priority 1 ones (preemptible) and Σ their prompt + generated at the segment start. */
+  private runningLow = 0;
+  private runningCtxLow = 0;
+  /** Preemptions and resumptions since start. */
+  private preemptedTotal = 0;
+  private resumedTotal = 0;
   private layerwise: EpisodePlanner | undefined;
   /** The batches of a loading episode still to prefill after the current one, with their planned ends. */
   private planned: { endMs: number; batch: SimRequest[] }[] = [];
@@ -124,6 +179,13 @@ export class SimEngineCore implements HandleHost {
     this.capacityTokens = opts.kvCapacityTokens ?? opts.profile.kvCapacityTokens;
     this.passOverheadMs = opts.passOverheadMs ?? 0;
     if (!(this.passOverheadMs >= 0)) throw new RangeError(`passOverheadMs must be ≥ 0, got ${this.passOverheadMs}`);
+    this.preemption = opts.preemption ?? "recompute";
+    this.swapBytesPerMs = opts.swapBytesPerMs ?? DEFAULT_SWAP_BYTES_PER_MS;
+    if (!(this.swapBytesPerMs > 0)) throw new RangeError(`swapBytesPerMs must be > 0, got ${this.swapBytesPerMs}`);
+    this.batchSlotsBeside = opts.batchSlotsBeside ?? DEFAULT_BATCH_SLOTS_BESIDE;
+    if (!(this.batchSlotsBeside >= 0)) throw new RangeError(`batchSlotsBeside must be ≥ 0, got ${this.batchSlotsBeside}`);
+    this.besideHoldMs = opts.besideHoldMs ?? 1000;
+    if (!(this.besideHoldMs >= 0)) throw new RangeError(`besideHoldMs must be ≥ 0, got ${this.besideHoldMs}`);
   }
 
   /**
@@ -190,6 +252,7 @@ export class SimEngineCore implements HandleHost {
     const at = Math.max(this.lastEventMs, Math.min(arrivalMs ?? now, now));
     this.syncTo(at);
     const r = new SimRequest(req.id, req.promptTokens, req.maxTokens, req.priority, at, handlers);
+    if (r.priority === 0) this.lastInteractiveMs = at;
     this.waiting.push(r);
     if (this.phase.kind === "idle") this.kickAt(at);
     else if (this.phase.kind === "decode" && this.admissible()) this.cutAtNextBoundary(at);
@@ -202,16 +265,29 @@ export class SimEngineCore implements HandleHost {
   stats(): EngineStats {
     this.sync();
     const k = this.itersNow();
-    return {
+    const local = this.localFraction();
+    const stats: EngineStats = {
       // KV of the admitted requests in this instance's own memory: those admitted while paired hold part of it on the
       // peer, so the tokens in use are scaled by the reservations' mean local share (exactly 1 when none was).
-      kvBytesUsed: ((this.runningCtx + this.running.length * k + this.prefillTokens) * this.localFraction() + this.foreignInUse()) * this.profile.kvBytesPerToken,
+      kvBytesUsed: ((this.runningCtx + this.running.length * k + this.prefillTokens) * local + this.foreignInUse()) * this.profile.kvBytesPerToken,
       kvBytesCapacity: this.capacityTokens * this.profile.kvBytesPerToken,
       running: this.running.length + this.prefillCount,
       waiting: this.waiting.count,
       remainingTokens: this.waiting.remainingTokens + this.prefillRemaining + this.runningRemaining - this.running.length * k,
       generatedTokensTotal: this.generatedBase + this.running.length * k,
     };
+    if (this.preemption !== "off") {
+      // What a priority 0 arrival may take back: the running priority 1 requests' KV (those in a prefill are
+      // preemptible from the next boundary on).
+      stats.preemptibleKvBytes = (this.runningCtxLow + this.runningLow * k) * local * this.profile.kvBytesPerToken;
+      stats.preemptionsTotal = this.preemptedTotal;
+    }
+    return stats;
+  }
+
+  /** Requests preempted and resumed since start. */
+  preemptionCounts(): { preempted: number; resumed: number } {
+    return { preempted: this.preemptedTotal, resumed: this.resumedTotal };
   }
 
   /** KV in use over capacity, in [0, 1]. */
@@ -352,47 +428,159 @@ export class SimEngineCore implements HandleHost {
   private fits(r: SimRequest, admitted: number, batchCount: number, batchTokens: number): boolean {
     if (this.reservedLocal + this.foreignTokens + (r.promptTokens + r.maxTokens) * this.localShareAt(this.lastEventMs) > this.capacityTokens + 1e-9) return false;
     if (this.running.length + admitted >= this.maxBatch) return false;
-    return batchCount === 0 || batchTokens + r.promptTokens <= this.maxPrefillTokens;
+    // Beside interactive work, batch only within its slots (a batch being built then holds only priority 1 requests).
+    if (r.priority === 1 && this.preemption !== "off" && this.runningLow + admitted + batchCount >= this.batchSlotsBeside && this.interactivePresent()) return false;
+    return batchCount === 0 || batchTokens + this.prefillCost(r) <= this.maxPrefillTokens;
   }
 
+  /**
+   * A priority 0 request runs here or heads the queue (at a boundary none is in a prefill), or one did within
+   * `besideHoldMs`.
+   */
+  private interactivePresent(): boolean {
+    if (this.running.length > this.runningLow || this.waiting.next()?.priority === 0) {
+      this.lastInteractiveMs = Math.max(this.lastInteractiveMs, this.lastEventMs);
+      return true;
+    }
+    return this.lastEventMs - this.lastInteractiveMs < this.besideHoldMs;
+  }
+
+  /** Prompt tokens a request's prefill computes: its prompt, + its output when resumed by recompute, 0 by swap-in. */
+  private prefillCost(r: SimRequest): number {
+    return r.resume === "swap" ? 0 : r.promptTokens + r.generated;
+  }
+
+  /**
+   * Whether the batch must change at the next boundary: the head of the queue can be admitted (it fits, or preempting
+   * makes it fit), or a priority 0 head finds more batch running than its slots beside it.
+   */
   private admissible(): boolean {
     const r = this.waiting.next();
-    return r !== undefined && this.fits(r, 0, 0, 0);
+    if (r === undefined) return false;
+    if (r.priority === 0 && this.preemption !== "off" && this.runningLow > this.batchSlotsBeside) return true;
+    return this.fits(r, 0, 0, 0) || this.victimsFor(r, 0).length > 0;
+  }
+
+  /** The running requests whose preemption would make room for `r` ([] when preemption is off or cannot). */
+  private victimsFor(r: SimRequest, admitted: number): SimRequest[] {
+    if (this.preemption === "off" || r.priority !== 0 || this.runningLow === 0) return [];
+    const need = {
+      kvTokens: (r.promptTokens + r.maxTokens) * this.localShareAt(this.lastEventMs),
+      kvFreeTokens: this.capacityTokens - this.reservedLocal - this.foreignTokens,
+      slotsFree: this.maxBatch - this.running.length - admitted,
+    };
+    return preemptionVictims(this.running, r.priority, need, (v) => (v.promptTokens + v.maxTokens) * v.localShare);
+  }
+
+  /**
+   * At an iteration boundary (`lastEventMs`): preempts the running requests that keep `r` out for lack of KV or a
+   * slot; false when there are none (nothing preempted). A prefill-token limit is not a reason to preempt.
+   */
+  private preemptFor(r: SimRequest, admitted: number, batchCount: number, batchTokens: number): boolean {
+    if (batchCount > 0 && batchTokens + this.prefillCost(r) > this.maxPrefillTokens) return false;
+    const victims = this.victimsFor(r, admitted);
+    for (const v of victims) this.preempt(v, this.lastEventMs);
+    return victims.length > 0 && this.fits(r, admitted, batchCount, batchTokens);
+  }
+
+  /** Takes a running request out of the batch at a boundary: its KV freed (or swapped out), back to the queue's front. */
+  private preempt(v: SimRequest, atMs: number): void {
+    this.running.splice(this.running.indexOf(v), 1);
+    this.leaveRunning(v);
+    this.release(v);
+    v.state = "waiting";
+    v.preemptions++;
+    v.resume = this.preemption === "swap" ? "swap" : "recompute";
+    if (v.resume === "swap") this.swapOutPendingMs += this.swapMs(v);
+    this.preemptedTotal++;
+    this.waiting.pushFront(v);
+    v.handlers.onPreempted?.(atMs, v.generated);
+  }
+
+  /** Time to copy a request's KV (prompt + output so far) between GPU and host memory (ms, scaled). */
+  private swapMs(r: SimRequest): number {
+    return (((r.promptTokens + r.generated) * this.profile.kvBytesPerToken) / this.swapBytesPerMs) * this.timeScale;
+  }
+
+  /** `r` joins the running batch (its prompt + generated in the segment arithmetic). */
+  private enterRunning(r: SimRequest): void {
+    r.state = "running";
+    this.running.push(r);
+    this.runningCtx += r.promptTokens + r.generated;
+    this.runningRemaining += r.maxTokens - r.generated;
+    if (r.priority === 1) {
+      this.runningLow++;
+      this.runningCtxLow += r.promptTokens + r.generated;
+    }
+  }
+
+  /** `r` (already out of `running`, `generated` as of the segment start) no longer counts in the segment arithmetic. */
+  private leaveRunning(r: SimRequest): void {
+    this.runningCtx -= r.promptTokens + r.generated;
+    this.runningRemaining -= r.maxTokens - r.generated;
+    if (r.priority === 1) {
+      this.runningLow--;
+      this.runningCtxLow -= r.promptTokens + r.generated;
+    }
   }
 
   /** Admits the next prefill batch from the queue (`admitted`: requests already admitted at this boundary). */
   private takeBatch(admitted: number): SimRequest[] {
     const batch: SimRequest[] = [];
     let tokens = 0;
+    let interactive = false;
     for (;;) {
       const r = this.waiting.next();
-      if (r === undefined || !this.fits(r, admitted + batch.length, batch.length, tokens)) break;
+      if (r === undefined) break;
+      // A prefill that carries a priority 0 request carries no priority 1 one: its first token would wait for their
+      // prompts too (priority 1 only when no priority 0 waits, SageServe §6.2; they go in the next prefill).
+      if (interactive && r.priority === 1) break;
+      if (!this.fits(r, admitted + batch.length, batch.length, tokens) && !this.preemptFor(r, admitted + batch.length, batch.length, tokens)) break;
       this.waiting.leave(r);
       r.state = "prefill";
       r.localShare = this.localShareAt(this.lastEventMs);
       this.reservedTokens += r.promptTokens + r.maxTokens;
       this.reservedLocal += (r.promptTokens + r.maxTokens) * r.localShare;
-      this.prefillTokens += r.promptTokens;
+      this.prefillTokens += r.promptTokens + r.generated;
       this.prefillCount++;
-      this.prefillRemaining += r.promptTokens + r.maxTokens;
+      this.prefillRemaining += r.promptTokens + r.maxTokens - r.generated;
       batch.push(r);
-      tokens += r.promptTokens;
+      tokens += this.prefillCost(r);
+      interactive ||= r.priority === 0;
     }
     return batch;
   }
 
-  /** Prefill time of a batch on the whole model, alone (ms, scaled). */
+  /**
+   * Prefill time of a batch on the whole model, alone (ms, scaled): its prompts (a recomputed request's output too),
+   * and the copy back of requests resumed by swap-in (a batch of swap-ins alone only copies).
+   */
   private aloneMs(batch: readonly SimRequest[]): number {
     let tokens = 0;
-    for (const r of batch) tokens += r.promptTokens;
-    return (this.profile.prefillMs(tokens, batch.length) + this.passOverheadMs) * this.timeScale;
+    let count = 0;
+    let swapInMs = 0;
+    for (const r of batch) {
+      if (r.resume === "swap") swapInMs += this.swapMs(r);
+      else {
+        tokens += this.prefillCost(r);
+        count++;
+      }
+    }
+    return (count > 0 ? (this.profile.prefillMs(tokens, count) + this.passOverheadMs) * this.timeScale : 0) + swapInMs;
   }
 
   /** At an iteration boundary `atMs`: admit and prefill (a whole episode when paired), else decode, else idle. */
   private step(atMs: number): void {
+    // Interactive work present: batch beyond its slots beside it goes back to the queue first.
+    if (this.preemption !== "off" && this.runningLow > this.batchSlotsBeside && this.interactivePresent()) {
+      for (const v of beyondSlots(this.running, 0, this.batchSlotsBeside)) this.preempt(v, atMs);
+    }
     const batch = this.takeBatch(0);
     if (batch.length > 0) {
-      let endMs = atMs + this.aloneMs(batch);
+      // The KV of requests preempted by swap at this boundary is copied out before the prefill runs.
+      const swapOutMs = this.swapOutPendingMs;
+      this.swapOutPendingMs = 0;
+      let endMs = atMs + swapOutMs + this.aloneMs(batch);
       const lw = this.layerwise;
       if (lw !== undefined && lw.active(atMs)) {
         const batches = [batch];
@@ -403,7 +591,7 @@ export class SimEngineCore implements HandleHost {
           batches.push(b);
           admitted += b.length;
         }
-        const ends = lw.plan(atMs, batches.map((b) => ({ tokens: b.reduce((s, r) => s + r.promptTokens, 0), aloneMs: this.aloneMs(b) })));
+        const ends = lw.plan(atMs + swapOutMs, batches.map((b) => ({ tokens: b.reduce((s, r) => s + r.promptTokens, 0), aloneMs: this.aloneMs(b) })));
         let prev = atMs;
         const at = (i: number) => (prev = Math.max(prev, Number.isFinite(ends[i]) ? ends[i]! : atMs + this.aloneMs(batches[i]!)));
         endMs = at(0);
@@ -429,23 +617,32 @@ export class SimEngineCore implements HandleHost {
   private endPrefill(atMs: number, batch: SimRequest[]): void {
     this.phase = { kind: "idle" };
     const finished: SimRequest[] = [];
+    const started: SimRequest[] = [];
+    const resumed: SimRequest[] = [];
     for (const r of batch) {
       if (r.state !== "prefill") continue;
-      this.prefillTokens -= r.promptTokens;
+      this.prefillTokens -= r.promptTokens + r.generated;
       this.prefillCount--;
-      this.prefillRemaining -= r.promptTokens + r.maxTokens;
-      r.generated = 1;
-      r.firstTokenAtMs = atMs;
-      this.generatedBase += 1;
-      if (r.maxTokens === 1) finished.push(r);
-      else {
-        r.state = "running";
-        this.running.push(r);
-        this.runningCtx += r.promptTokens + 1;
-        this.runningRemaining += r.maxTokens - 1;
+      this.prefillRemaining -= r.promptTokens + r.maxTokens - r.generated;
+      const resume = r.resume;
+      r.resume = undefined;
+      // A prefill yields the next token (a recompute's too); a swap-in only brings the KV back.
+      if (resume !== "swap") {
+        r.generated += 1;
+        this.generatedBase += 1;
       }
+      if (resume === undefined) {
+        r.firstTokenAtMs = atMs;
+        started.push(r);
+      } else {
+        this.resumedTotal++;
+        resumed.push(r);
+      }
+      if (r.generated >= r.maxTokens) finished.push(r);
+      else this.enterRunning(r);
     }
-    for (const r of batch) if (r.state === "running" || finished.includes(r)) r.handlers.onFirstToken?.(atMs);
+    for (const r of started) r.handlers.onFirstToken?.(atMs);
+    for (const r of resumed) r.handlers.onResumed?.(atMs, r.generated);
     for (const r of finished) this.finish(r, atMs);
     if (this.phase.kind !== "idle") return;
     // The next batch of a loading episode, at its planned end (a batch emptied by cancels ends at once).
@@ -465,6 +662,7 @@ export class SimEngineCore implements HandleHost {
     const count = running.length;
     this.generatedBase += n * count;
     this.runningCtx += n * count;
+    this.runningCtxLow += n * this.runningLow;
     this.runningRemaining -= n * count;
     // In-place: keep the unfinished in order (index keep ≤ i is already read), finish the rest afterwards.
     let keep = 0;
@@ -478,7 +676,7 @@ export class SimEngineCore implements HandleHost {
     running.length = keep;
     if (done !== undefined) {
       for (const r of done) {
-        this.runningCtx -= r.promptTokens + r.generated;
+        this.leaveRunning(r);
         this.finish(r, atMs);
       }
     }
@@ -528,14 +726,13 @@ export class SimEngineCore implements HandleHost {
       if (this.phase.kind === "decode" && this.admissible()) this.cutAtNextBoundary(now);
     } else if (prev === "prefill") {
       this.release(r);
-      this.prefillTokens -= r.promptTokens;
-      this.prefillRemaining -= r.promptTokens + r.maxTokens;
+      this.prefillTokens -= r.promptTokens + r.generated;
+      this.prefillRemaining -= r.promptTokens + r.maxTokens - r.generated;
       this.prefillCount--;
     } else if (prev === "running") {
       const k = this.itersAt(now);
       this.running = this.running.filter((x) => x !== r);
-      this.runningCtx -= r.promptTokens + r.generated;
-      this.runningRemaining -= r.maxTokens - r.generated;
+      this.leaveRunning(r);
       r.generated += k;
       this.generatedBase += k;
       this.release(r);

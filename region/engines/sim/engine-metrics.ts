@@ -13,6 +13,13 @@ export const VLLM_METRICS = {
   kvUsageLegacy: "vllm:gpu_cache_usage_perc",
   running: "vllm:num_requests_running",
   waiting: "vllm:num_requests_waiting",
+  /** vLLM's counter of preempted requests. */
+  preemptions: "vllm:num_preemptions_total",
+  /**
+   * engine-sim only (vLLM has no such gauge): the share of the KV cache that running batch (priority 1) requests
+   * hold, which a priority 0 request may preempt (EngineStats.preemptibleKvBytes); absent when it does not preempt.
+   */
+  kvPreemptible: "tidegate_kv_cache_preemptible_perc",
 } as const;
 
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
@@ -55,6 +62,19 @@ export class EngineSimMetrics {
     gauge(VLLM_METRICS.kvUsageLegacy, "KV-cache usage (pre-0.7 name). 1 means 100 percent usage.", kv);
     gauge(VLLM_METRICS.running, "Number of requests in model execution batches.", (s) => s.running);
     gauge(VLLM_METRICS.waiting, "Number of requests waiting to be processed.", (s) => s.waiting);
+    if (stats().preemptibleKvBytes !== undefined) {
+      gauge(VLLM_METRICS.kvPreemptible, "Share of the KV cache held by running priority 1 (batch) requests, which a priority 0 request may preempt.", (s) => (s.kvBytesCapacity > 0 ? (s.preemptibleKvBytes ?? 0) / s.kvBytesCapacity : 0));
+      new Counter({
+        name: VLLM_METRICS.preemptions,
+        help: "Cumulative number of preemptions from the engine.",
+        labelNames: ["model_name"],
+        registers,
+        collect() {
+          this.reset();
+          this.inc({ model_name: model }, stats().preemptionsTotal ?? 0);
+        },
+      });
+    }
     if (pipeline !== undefined) {
       const P = PIPELINE_METRICS;
       const perStage = (name: string, help: string, set: (g: Gauge<string>, st: PipelineSummary["stages"][number], stage: string) => void, extra: string[] = []) =>

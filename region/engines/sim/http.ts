@@ -52,6 +52,15 @@ export const KEYSTAGE_PATH = "/tidegate/keystage";
 export const REQUEST_ID_HEADER = "x-request-id";
 /** Priority header (0 interactive, 1 batch) the region gateway forwards; default 0. */
 export const PRIORITY_HEADER = "x-tidegate-priority";
+
+/**
+ * A request's priority: the x-tidegate-priority header ("1" → 1, anything else → 0) when sent, else vLLM's body field
+ * `priority` (an integer, lower first: > 0 → 1, else 0), else 0.
+ */
+export function requestPriorityOf(header: string | string[] | undefined, field: unknown): Priority {
+  if (typeof header === "string") return header === "1" ? 1 : 0;
+  return typeof field === "number" && field > 0 ? 1 : 0;
+}
 const ID_RE = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -227,8 +236,7 @@ export class EngineSimServer {
     if (parsed.model !== model) throw new TidegateError("model_not_found", `The model \`${parsed.model}\` does not exist. This server serves ${model}.`, { param: "model" });
     const headerId = req.headers[REQUEST_ID_HEADER];
     const id = typeof headerId === "string" && ID_RE.test(headerId) ? headerId : newId(kind === "chat" ? "chatcmpl-" : "cmpl-");
-    const priorityHeader = req.headers[PRIORITY_HEADER];
-    const priority: Priority = priorityHeader === "1" ? 1 : 0;
+    const priority = requestPriorityOf(req.headers[PRIORITY_HEADER], parsed.body.priority);
     const greq: GenerateRequest = { id, model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, body: parsed.body };
     const ac = new AbortController();
     const onClose = () => {

@@ -16,6 +16,13 @@ export interface SimHandlers {
   onFirstToken?(atMs: number): void;
   onDone?(atMs: number, generatedTokens: number): void;
   onCancelled?(atMs: number, generatedTokens: number): void;
+  /**
+   * The request was preempted for a priority 0 one (core.ts, SimCoreOptions.preemption): it keeps its output so far
+   * and waits to resume; no token comes until `onResumed`.
+   */
+  onPreempted?(atMs: number, generatedTokens: number): void;
+  /** A preempted request runs again (recomputed or swapped back in); `generatedTokens` includes a recompute's token. */
+  onResumed?(atMs: number, generatedTokens: number): void;
 }
 
 export type SimState = "waiting" | "prefill" | "running" | "done" | "cancelled";
@@ -37,6 +44,9 @@ export class SimRequest {
    * holds the rest of this request's KV, and how many tokens of its reservation that is.
    */
   peer: { core: { releaseForeign(r: SimRequest): void }; tokens: number } | undefined = undefined;
+  /** Times it was preempted; while it waits preempted, how it will resume (its KV recomputed or swapped back in). */
+  preemptions = 0;
+  resume: "recompute" | "swap" | undefined = undefined;
   constructor(
     readonly id: string,
     readonly promptTokens: number,
@@ -55,6 +65,8 @@ export interface SimHandle {
   /** When the next token is due, or undefined while the request waits for admission or is finished. */
   nextTokenAtMs(): number | undefined;
   readonly finished: boolean;
+  /** Times the request has been preempted so far. */
+  readonly preemptions: number;
   /** Cancels the request; frees its KV at once. No-op when finished. */
   cancel(): void;
 }
@@ -77,6 +89,9 @@ export class Handle implements SimHandle {
   }
   get finished(): boolean {
     return isFinished(this.r);
+  }
+  get preemptions(): number {
+    return this.r.preemptions;
   }
   generatedNow(): number {
     return this.core.generatedFor(this.r);

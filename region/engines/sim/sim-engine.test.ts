@@ -144,4 +144,39 @@ describe("SimEngine (Engine port)", () => {
     await done;
     expect(events.map((e) => e.type)).toEqual(["token", "token", "token", "done"]);
   });
+
+  it("a preempted batch stream pauses, then resumes and yields every token once, in order, before done", async () => {
+    const clock = new VirtualClock();
+    const engine = new SimEngine({ instanceId: "i1", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000 });
+    const batch = (id: string): GenerateRequest => ({ ...request(id, 300, 100), priority: 1, batch: true });
+    const b = ["b1", "b2"].map((id) => collect(engine.generate(batch(id)), clock, []));
+    for (let i = 0; i < 10_000 && engine.stats().generatedTokensTotal < 10; i++) await clock.advanceBy(1);
+    const i1 = collect(engine.generate(request("i", 100, 250)), clock, []); // 800 + 350 > 1000
+    for (let i = 0; i < 100_000 && clock.nextEventMs() !== undefined; i++) await clock.advanceBy(5);
+    const [b1, b2] = await Promise.all(b);
+    expect(engine.core.preemptionCounts()).toEqual({ preempted: 1, resumed: 1 });
+    for (const [id, events] of [["b1", b1!], ["b2", b2!]] as const) {
+      expect(events.filter((e) => e.type === "token").map((t) => (t.type === "token" ? t.text : ""))).toEqual(Array.from({ length: 100 }, (_, k) => syntheticToken(seedOf(id), k)));
+      expect(events.filter((e) => e.type === "done")).toEqual([{ type: "done", finishReason: "length", usage: { prompt_tokens: 300, completion_tokens: 100, total_tokens: 400 } }]);
+    }
+    expect((await i1).filter((e) => e.type === "token")).toHaveLength(250);
+    await engine.close();
+  });
+
+  it("coalesced: a preempted and resumed request ends with its first token, then the rest at completion (no spin on the resumption)", async () => {
+    const clock = new VirtualClock();
+    const engine = new SimEngine({ instanceId: "i1", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000, events: "coalesced" });
+    const batch = (id: string): GenerateRequest => ({ ...request(id, 300, 100), priority: 1, batch: true });
+    const b = ["b1", "b2"].map((id) => collect(engine.generate(batch(id)), clock, []));
+    for (let i = 0; i < 10_000 && engine.stats().generatedTokensTotal < 10; i++) await clock.advanceBy(1);
+    const i1 = collect(engine.generate(request("i", 100, 250)), clock, []);
+    for (let i = 0; i < 100_000 && clock.nextEventMs() !== undefined; i++) await clock.advanceBy(5);
+    expect(engine.core.preemptionCounts()).toEqual({ preempted: 1, resumed: 1 });
+    for (const events of await Promise.all(b)) {
+      expect(events.filter((e) => e.type === "token").map((t) => (t.type === "token" ? t.tokens : 0))).toEqual([1, 99]);
+      expect(events.at(-1)).toMatchObject({ type: "done", usage: { completion_tokens: 100 } });
+    }
+    expect((await i1).at(-1)).toMatchObject({ type: "done", usage: { completion_tokens: 250 } });
+    await engine.close();
+  });
 });

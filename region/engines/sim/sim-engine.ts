@@ -25,6 +25,11 @@ export interface SimEngineOptions {
   kvCapacityTokens?: number;
   /** Added to every pass (an execution pipeline's activation hops; SimCoreOptions.passOverheadMs). */
   passOverheadMs?: number;
+  /** Priority preemption (SimCoreOptions.preemption; default "recompute") and the swap copy rate. */
+  preemption?: SimCoreOptions["preemption"];
+  swapBytesPerMs?: number;
+  /** Most batch requests running beside interactive ones (SimCoreOptions.batchSlotsBeside). */
+  batchSlotsBeside?: number;
   /**
    * "per-token" (default, live): one `token` event per token at its time, with its synthetic text. "coalesced"
    * (replay): one `token` event for the first token at its time, then one carrying every other token (text "")
@@ -62,6 +67,9 @@ export class SimEngine implements Engine {
     if (opts.maxPrefillTokens !== undefined) coreOpts.maxPrefillTokens = opts.maxPrefillTokens;
     if (opts.kvCapacityTokens !== undefined) coreOpts.kvCapacityTokens = opts.kvCapacityTokens;
     if (opts.passOverheadMs !== undefined) coreOpts.passOverheadMs = opts.passOverheadMs;
+    if (opts.preemption !== undefined) coreOpts.preemption = opts.preemption;
+    if (opts.swapBytesPerMs !== undefined) coreOpts.swapBytesPerMs = opts.swapBytesPerMs;
+    if (opts.batchSlotsBeside !== undefined) coreOpts.batchSlotsBeside = opts.batchSlotsBeside;
     this.core = new SimEngineCore(coreOpts);
     this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
   }
@@ -85,7 +93,8 @@ export class SimEngine implements Engine {
     const notify = () => wake?.();
     const handle = this.core.submit(
       { id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority },
-      { onFirstToken: notify, onDone: notify, onCancelled: notify },
+      // A preempted request waits without a next token time: its resumption wakes the loop.
+      { onFirstToken: notify, onDone: notify, onCancelled: notify, onResumed: notify },
     );
     const seed = seedOf(req.id);
     let emitted = 0;
@@ -117,8 +126,10 @@ export class SimEngine implements Engine {
         // Coalesced: after the first token, sleep until the core reports completion (no per-token timers).
         const nextMs = this.coalesced && emitted > 0 ? undefined : handle.nextTokenAtMs();
         // nextTokenAtMs() may have fired overdue phase ends (a late timer): the request may have moved on, even
-        // finished, with its notification spent while nobody waited. Re-check before sleeping.
-        if (handle.finished || handle.generatedNow() > emitted) continue;
+        // finished, with its notification spent while nobody waited. Re-check before sleeping. Coalesced, after the
+        // first token only the end matters (the tokens in between go with it; a resumption after a preemption wakes
+        // the loop early and must not spin it).
+        if (handle.finished || (handle.generatedNow() > emitted && !(this.coalesced && emitted > 0))) continue;
         await new Promise<void>((resolve) => {
           const timer = nextMs === undefined ? undefined : this.clock.after(Math.max(0, nextMs - this.clock.now()), () => resolve());
           wake = () => {

@@ -1,7 +1,9 @@
 /**
  * The waiting room of the simulated engine core: one FCFS queue per priority, served priority 0 first and
  * priority 1 only when no priority 0 request waits (SageServe §6.3; DESIGN "Instance scheduler"). Requests leave by
- * admission or cancellation; leaving is lazy (the head skips requests no longer waiting), so both are O(1).
+ * admission or cancellation; leaving is lazy (the head skips requests no longer waiting), so both are O(1). A
+ * preempted request goes back to the front of its queue (vLLM puts preempted requests first), ahead of requests that
+ * arrived after it.
  */
 import type { Priority } from "../../../core/ports.js";
 import type { SimRequest } from "./request.js";
@@ -11,19 +13,32 @@ export class WaitQueues {
   private readonly heads = [0, 0];
   /** Requests waiting now. */
   count = 0;
-  /** Σ prompt + maxTokens of the waiting requests (their share of the JSQ metric). */
+  /** Σ prompt + maxTokens − generated of the waiting requests (their share of the JSQ metric). */
   remainingTokens = 0;
 
   push(r: SimRequest): void {
     this.queues[r.priority].push(r);
     this.count++;
-    this.remainingTokens += r.promptTokens + r.maxTokens;
+    this.remainingTokens += remainingOf(r);
+  }
+
+  /** Queues `r` (a preempted request) ahead of every request waiting at its priority. */
+  pushFront(r: SimRequest): void {
+    const q = this.queues[r.priority];
+    const h = this.heads[r.priority]!;
+    // Entries before the head are no longer waiting (the head skipped them): one can be overwritten.
+    if (h > 0) {
+      q[h - 1] = r;
+      this.heads[r.priority] = h - 1;
+    } else q.unshift(r);
+    this.count++;
+    this.remainingTokens += remainingOf(r);
   }
 
   /** Accounts for `r` leaving the queue (admitted or cancelled); the caller changes its state from "waiting". */
   leave(r: SimRequest): void {
     this.count--;
-    this.remainingTokens -= r.promptTokens + r.maxTokens;
+    this.remainingTokens -= remainingOf(r);
   }
 
   /** The request the policy serves next, or undefined. */
@@ -33,7 +48,8 @@ export class WaitQueues {
 
   /** Every request still waiting, priority 0 first. */
   all(): SimRequest[] {
-    return [...this.queues[0], ...this.queues[1]].filter((r) => r.state === "waiting");
+    // A preempted request may sit twice (its first entry not yet skipped by the head): list it once.
+    return [...new Set([...this.queues[0], ...this.queues[1]])].filter((r) => r.state === "waiting");
   }
 
   private headOf(priority: Priority): SimRequest | undefined {
@@ -47,4 +63,9 @@ export class WaitQueues {
     this.heads[priority] = h;
     return q[h];
   }
+}
+
+/** Prompt + output tokens a waiting request still has to process (its output so far kept when preempted). */
+function remainingOf(r: SimRequest): number {
+  return r.promptTokens + r.maxTokens - r.generated;
 }

@@ -63,7 +63,7 @@ export class BoundaryReporter {
       const existing = o.registry.getSingleMetric(REFUSED_METRIC);
       this.counter =
         (existing as Counter<"port" | "reason"> | undefined) ??
-        new Counter({ name: REFUSED_METRIC, help: "Connections, frames or calls a tier's port refused (garbage, bad preface or handshake, oversized or undecodable, rapid reset), by port and reason", labelNames: ["port", "reason"], registers: [o.registry] });
+        new Counter({ name: REFUSED_METRIC, help: "Connections, frames or calls a tier's port refused (garbage, bad preface or handshake, oversized or undecodable, rapid reset, an unanswered ping), by port and reason", labelNames: ["port", "reason"], registers: [o.registry] });
     }
   }
 

@@ -163,10 +163,10 @@ export function grpcBoundary(boundary: BoundaryReporter, port: string, clock: Cl
     let deadline: Timer | undefined;
     const ping = () => {
       if (session.destroyed || session.closed) return;
-      // The callback also runs (with an error) when the session closes first; the next ping then finds it closed.
+      // The callback also runs (with an error) when the session closes first: nothing more is then scheduled.
       const sent = session.ping(() => {
         deadline?.cancel();
-        next = clock.after(SESSION_PING_EVERY_MS, ping);
+        if (!session.destroyed && !session.closed) next = clock.after(SESSION_PING_EVERY_MS, ping);
       });
       if (!sent) return void (next = clock.after(SESSION_PING_EVERY_MS, ping)); // too many outstanding: ask later
       deadline = clock.after(SESSION_PING_ACK_MS, () => {

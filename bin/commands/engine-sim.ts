@@ -82,7 +82,7 @@ export const command: Command = {
   },
   async run(flags) {
     const model = flags.model;
-    if (typeof model !== "string" || MODEL_SPECS[model] === undefined) throw new TidegateError("invalid_request", `--model must be one of ${Object.keys(MODEL_SPECS).join(", ")}`);
+    if (typeof model !== "string" || MODEL_SPECS[model] === undefined) throw new TidegateError("invalid_request", `--model must be one of ${Object.keys(MODEL_SPECS).join(", ")}, or <one of them>:<tag> for a variant`);
     const gpu = String(flags.gpu);
     if (GPU_SPECS[gpu] === undefined) throw new TidegateError("invalid_request", `--gpu must be one of ${Object.keys(GPU_SPECS).join(", ")}`);
     const tp = typeof flags.tp === "number" ? flags.tp : defaultTp(model, gpu);

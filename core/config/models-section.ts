@@ -21,7 +21,7 @@ export function parseModels(root: ObjectReader): ModelConfig[] {
   const models = root.array("models", (v, path) => {
     const r = new ObjectReader(v, path);
     const name = r.string("name");
-    if (MODEL_SPECS[name] === undefined) r.fail("name", `unknown model ${JSON.stringify(name)}; known: ${Object.keys(MODEL_SPECS).join(", ")}`);
+    if (MODEL_SPECS[name] === undefined) r.fail("name", `unknown model ${JSON.stringify(name)}; known: ${Object.keys(MODEL_SPECS).join(", ")}, or <known>:<tag> for a variant of one`);
     const gpr = r.object("gpusPerInstance", true);
     const gpusPerInstance: Record<string, number> = {};
     for (const gpu of Object.keys(gpr.value)) {

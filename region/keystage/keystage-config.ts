@@ -57,7 +57,7 @@ export function parsePipeline(v: unknown, path: string): PipelineLayout {
   const r = new ObjectReader(v, path);
   const model = r.string("model");
   const spec = MODEL_SPECS[model];
-  if (spec === undefined) return r.fail("model", `unknown model ${JSON.stringify(model)}; known: ${Object.keys(MODEL_SPECS).join(", ")}`);
+  if (spec === undefined) return r.fail("model", `unknown model ${JSON.stringify(model)}; known: ${Object.keys(MODEL_SPECS).join(", ")}, or <known>:<tag> for a variant of one`);
   const gpu = r.string("gpu");
   if (GPU_SPECS[gpu] === undefined) r.fail("gpu", `unknown GPU type ${JSON.stringify(gpu)}; known: ${Object.keys(GPU_SPECS).join(", ")}`);
   const layersPerStage = r.array("layersPerStage", (l, lp) => {

@@ -14,7 +14,8 @@ import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { AgentClient } from "../../region/agent/client.js";
 import { tlsFromFlags, type TlsFiles } from "../../region/link/tls.js";
 import { EngineSimServer, type EngineParameters, type ServedEngine } from "../../region/engines/sim/http.js";
-import { parsePipelineSpec } from "../../region/keystage/pipeline-engine.js";
+import { DilatedClock, parsePipelineSpec } from "../../region/keystage/pipeline-engine.js";
+import { parseStageSpec, StageServer } from "../../region/keystage/stage-server.js";
 import { newEngine } from "../../region/runtime/build-sim-engine.js";
 
 /** The model's complete store on the agent at `address`, or a message saying why there is none. */
@@ -35,6 +36,19 @@ async function parametersFrom(address: string, model: string, shared?: AgentClie
 
 function defaultTp(model: string, gpu: string): number | undefined {
   return gpusPerInstanceOf(parseConfig(DEFAULT_CONFIG_JSON), model, gpu);
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+function untilSignal(): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = () => {
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      resolve();
+    };
+    process.on("SIGINT", stop);
+    process.on("SIGTERM", stop);
+  });
 }
 
 export const command: Command = {
@@ -59,6 +73,11 @@ export const command: Command = {
     "the tidegate_pipeline_* series: replicas, queue and key flag per stage, GPUs held, mode, replicas added/removed.",
     "--max-batch and --kv-capacity-tokens do not apply to a pipeline (each stage replica serves one request at a time).",
     "",
+    "--stage <json> runs ONE stage replica of a pipelined model as this process (region/keystage/stage-server.ts; what a",
+    "node agent starts for a pipelined instance under keystage.stageProcesses): {\"layersPerStage\", \"profileTp\",",
+    "\"stage\", \"loadMs\", \"windowMs\"}. It serves POST /tidegate/stage/run (activations in, the next stage's or its own",
+    "tokens out as NDJSON), GET /tidegate/stage, POST /tidegate/stage/drain and /health (503 until loadMs has passed).",
+    "",
     "Example: tidegate engine-sim --model llama3.1-8b --gpu h100-80gb --port 0 --time-scale 0.1",
   ].join("\n"),
   flags: {
@@ -78,6 +97,7 @@ export const command: Command = {
     "tls-key": { type: "string", help: "with --parameters-from: PEM private key" },
     "tls-server-name": { type: "string", help: "with --parameters-from: the name the agent's certificate carries, when not its address" },
     pipeline: { type: "string", help: "serve the model as a pipeline of stages with key-stage scaling: JSON {layersPerStage, profileTp, mode?, params?, cluster?}; --tp is its GPU budget" },
+    stage: { type: "string", help: "serve one stage replica of a pipelined model: JSON {layersPerStage, profileTp, stage, loadMs, windowMs}" },
     "parameters-wait-ms": { type: "number", help: "with --parameters-from: listen at once and answer 503 until the store is complete (within this many ms), instead of refusing to start" },
   },
   async run(flags) {
@@ -100,6 +120,29 @@ export const command: Command = {
     if (!["recompute", "swap", "off"].includes(preemption)) throw new TidegateError("invalid_request", "--preemption must be recompute, swap or off");
     const slotsBeside = flags["batch-slots-beside"];
     if (slotsBeside !== undefined && !(typeof slotsBeside === "number" && Number.isInteger(slotsBeside) && slotsBeside >= 0)) throw new TidegateError("invalid_request", "--batch-slots-beside must be an integer ≥ 0");
+
+    if (flags.stage !== undefined) {
+      if (flags.pipeline !== undefined) throw new TidegateError("invalid_request", "--stage and --pipeline exclude each other (a stage process serves one stage of a pipeline)");
+      let spec: ReturnType<typeof parseStageSpec>;
+      try {
+        spec = parseStageSpec(String(flags.stage), model, gpu);
+      } catch (err) {
+        throw new TidegateError("invalid_request", (err as Error).message);
+      }
+      if (flags["parameters-from"] !== undefined) {
+        const p = await parametersFrom(String(flags["parameters-from"]), model, undefined, tlsFromFlags(flags));
+        if (typeof p === "string") {
+          process.stderr.write(p + "\n");
+          return 1;
+        }
+      }
+      const wall = new WallClock();
+      const server = new StageServer({ model, gpu, spec, clock: timeScale === 1 ? wall : new DilatedClock(wall, timeScale) });
+      process.stdout.write((await server.listen(port, String(flags.host))) + "\n");
+      await untilSignal();
+      await server.close();
+      return 0;
+    }
 
     // A pipelined instance (--pipeline): checked before anything else starts.
     let pipeline: ReturnType<typeof parsePipelineSpec> | undefined;
@@ -161,15 +204,8 @@ export const command: Command = {
         await new Promise((r) => setTimeout(r, 25));
       }
     }
-    await new Promise<void>((resolve) => {
-      const stop = () => {
-        process.off("SIGINT", stop);
-        process.off("SIGTERM", stop);
-        server.close().then(resolve, resolve);
-      };
-      process.on("SIGINT", stop);
-      process.on("SIGTERM", stop);
-    });
+    await untilSignal();
+    await server.close().catch(() => undefined);
     return 0;
   },
 };

@@ -54,6 +54,7 @@ export interface WireStartEngineRequest {
   pipeline: string;
   max_batch?: number;
   kv_capacity_tokens?: number;
+  stage?: string;
 }
 /** AnnounceReply on the wire. */
 export interface WireAnnounceReply {

@@ -97,6 +97,7 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
         ...(req.pipeline === "" || req.pipeline === undefined ? {} : { pipeline: req.pipeline }),
         ...(req.max_batch === 0 || req.max_batch === undefined ? {} : { maxBatch: req.max_batch }),
         ...(req.kv_capacity_tokens === 0 || req.kv_capacity_tokens === undefined ? {} : { kvCapacityTokens: req.kv_capacity_tokens }),
+        ...(req.stage === "" || req.stage === undefined ? {} : { stage: req.stage }),
       });
       return engineToWire(e);
     }),

@@ -63,7 +63,7 @@ export class AgentClient implements AgentHandle {
   }
 
   async startEngine(s: EngineSpec): Promise<EngineInfo> {
-    const req = { instance_id: s.instanceId, model: s.model, gpu: s.gpu, gpus: s.gpus, command_template: s.commandTemplate ?? "", time_scale: s.timeScale ?? 0, start_timeout_ms: s.startTimeoutMs ?? 0, await_blocks: s.awaitBlocks === true, pipeline: s.pipeline ?? "", max_batch: s.maxBatch ?? 0, kv_capacity_tokens: s.kvCapacityTokens ?? 0 };
+    const req = { instance_id: s.instanceId, model: s.model, gpu: s.gpu, gpus: s.gpus, command_template: s.commandTemplate ?? "", time_scale: s.timeScale ?? 0, start_timeout_ms: s.startTimeoutMs ?? 0, await_blocks: s.awaitBlocks === true, pipeline: s.pipeline ?? "", max_batch: s.maxBatch ?? 0, kv_capacity_tokens: s.kvCapacityTokens ?? 0, stage: s.stage ?? "" };
     return engineFromWire(await this.call<WireEngineInfo>((cb) => this.c.StartEngine(req, cb)));
   }
 

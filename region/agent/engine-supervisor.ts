@@ -20,7 +20,7 @@ import { parseCommandTemplate, renderCommand } from "./template.js";
 export interface EngineSupervisorOptions {
   /** Address engines bind to and the host of their URL (must be dialable by the region). */
   engineHost: string;
-  /** The agent's gRPC address, passed to engine-sim as --parameters-from (read at each start). */
+  /** The agent's gRPC address, passed to engine-sim as --parameters-from (read at each start; "" = none). */
   parametersFrom: () => string;
   /** TLS files engine-sim uses to reach --parameters-from (the agent's own, when its gRPC is TLS). */
   parametersTls?: TlsFiles;
@@ -58,16 +58,18 @@ export function defaultKeeperPath(): string {
 
 /**
  * The `tidegate engine-sim` arguments of a StartEngine: model, GPU, tp, where to listen, --time-scale, the agent's
- * block store (--parameters-from, --parameters-wait-ms when it starts before its blocks), and the spec's --pipeline,
+ * block store (--parameters-from, none when it is "": an in-process agent checked the store itself; --parameters-wait-ms
+ * when it starts before its blocks), and the spec's --pipeline, --stage (a stage process),
  * --max-batch and --kv-capacity-tokens (the region's engines.models settings; region/runtime/agents-host.ts).
  */
 export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: number; parametersFrom: string; parametersTls?: TlsFiles }): string[] {
   return [
     "engine-sim", "--model", spec.model, "--gpu", spec.gpu, "--tp", String(spec.gpus), "--host", o.engineHost, "--port", String(o.port),
     "--time-scale", String(spec.timeScale ?? 1),
-    "--parameters-from", o.parametersFrom, ...tlsArgs(o.parametersTls),
+    ...(o.parametersFrom === "" ? [] : ["--parameters-from", o.parametersFrom, ...tlsArgs(o.parametersTls)]),
     ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : []),
     ...(spec.pipeline === undefined ? [] : ["--pipeline", spec.pipeline]),
+    ...(spec.stage === undefined ? [] : ["--stage", spec.stage]),
     ...(spec.maxBatch === undefined ? [] : ["--max-batch", String(spec.maxBatch)]),
     ...(spec.kvCapacityTokens === undefined ? [] : ["--kv-capacity-tokens", String(spec.kvCapacityTokens)]),
   ];

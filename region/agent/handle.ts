@@ -74,6 +74,11 @@ export interface EngineSpec {
   maxBatch?: number;
   /** engine-sim only, not with `pipeline`: the KV cache in tokens (engine-sim --kv-capacity-tokens; config engines.models / kvCapacityTokens). */
   kvCapacityTokens?: number;
+  /**
+   * engine-sim only, not with `pipeline`: run one stage replica of a pipelined model as this process, this JSON being
+   * engine-sim's `--stage` (region/keystage/stage-server.ts StageProcessSpec). Absent = not a stage process.
+   */
+  stage?: string;
 }
 
 /** The states of an engine process; health (serving or not) is the region's to check, not the agent's. */

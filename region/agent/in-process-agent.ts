@@ -5,14 +5,21 @@
  * by the region's `newEngine` from the StartEngine's fields as engine-sim reads its flags (region/runtime/agents-host.ts
  * passes the shared builder, region/runtime/build-sim-engine.ts). The rules match the agent process: an engine
  * starts only on a complete, checksum-verified block store of its model, and only in free GPU slots.
+ *
+ * Stage processes (config keystage.stageProcesses, region/keystage/staged-engine.ts): a StartEngine with `stage` is
+ * a real `tidegate engine-sim --stage` process, spawned through `stageProcesses` (an EngineSupervisor) on one of this
+ * node's GPU slots, after the same store and slot checks; the pipelined instance's head (a StartEngine with
+ * `pipeline` that `newEngine` builds as a StagedPipelineEngine, `headHoldsNoGpu`) holds no slot itself.
  */
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
+import type { Engine } from "../../core/ports.js";
 import type { SimEngine } from "../engines/sim/sim-engine.js";
+import type { StagedPipelineEngine, StageNode } from "../keystage/staged-engine.js";
 import { parsePipelineSpec, type PipelineEngine, type PipelineSpec } from "../keystage/pipeline-engine.js";
 import type { RunCall } from "./client.js";
-import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "./handle.js";
+import type { AgentHandle, EngineHost, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "./handle.js";
 import type { LoadSpec, NodeAgent } from "./node.js";
 
 export interface InProcessAgentOptions {
@@ -25,15 +32,22 @@ export interface InProcessAgentOptions {
    * The engine of a StartEngine once its blocks are here: its time scale, batch cap and KV cache from the spec's
    * fields, a PipelineEngine when `pipeline` (the spec's, parsed) is set.
    */
-  newEngine(spec: EngineSpec, pipeline: PipelineSpec | undefined): SimEngine | PipelineEngine;
+  newEngine(spec: EngineSpec, pipeline: PipelineSpec | undefined): InProcessEngine;
+  /** Runs the StartEngines that carry `stage` as real processes (file comment); absent: such a start is refused. */
+  stageProcesses?: EngineHost;
+  /** A pipelined instance's head holds no GPU slot: its stage processes hold them (keystage.stageProcesses). */
+  headHoldsNoGpu?: boolean;
 }
+
+/** What an in-process agent hosts: a simulated engine, or a pipelined instance (in one object, or the head of its stage processes). */
+export type InProcessEngine = (SimEngine | PipelineEngine | StagedPipelineEngine) & Engine;
 
 /** A NodeAgent driven directly, hosting SimEngines. */
 export class InProcessAgent implements AgentHandle {
   readonly nodeId: string;
   private readonly stores = new Map<string, { blockCount: number; totalBytes: number; lastUsedMs: number }>();
   /** Engines by instance id; `engine` is undefined while one started with awaitBlocks waits for its blocks. */
-  private readonly engines = new Map<string, { info: EngineInfo; engine: SimEngine | PipelineEngine | undefined; spec: EngineSpec; pipeline: PipelineSpec | undefined }>();
+  private readonly engines = new Map<string, { info: EngineInfo; engine: InProcessEngine | undefined; spec: EngineSpec; pipeline: PipelineSpec | undefined }>();
 
   constructor(private readonly o: InProcessAgentOptions) {
     this.nodeId = o.agent.info().nodeId;
@@ -51,7 +65,7 @@ export class InProcessAgent implements AgentHandle {
       }
       stores.push({ model, blockCount: s.blockCount, totalBytes: s.totalBytes, present, lastUsedMs: s.lastUsedMs });
     }
-    return { ...i, grpcAddress: `in-process:${this.nodeId}`, region: this.o.region, gpuType: this.o.gpuType, gpuSlots: this.o.gpuSlots, stores, engines: [...this.engines.values()].map((e) => ({ ...e.info })) };
+    return { ...i, grpcAddress: `in-process:${this.nodeId}`, region: this.o.region, gpuType: this.o.gpuType, gpuSlots: this.o.gpuSlots, stores, engines: [...[...this.engines.values()].map((e) => ({ ...e.info })), ...(this.o.stageProcesses?.list() ?? [])] };
   }
 
   async load(spec: LoadSpec): Promise<{ blockBytes: number; present: number }> {
@@ -85,9 +99,13 @@ export class InProcessAgent implements AgentHandle {
     const present = store === undefined ? 0 : this.o.agent.store(spec.model).presentCount();
     if (spec.awaitBlocks !== true && (store === undefined || present < store.blockCount))
       throw new TidegateError("conflict", `node ${this.nodeId}: ${spec.model}'s blocks are not all here (${present}/${store?.blockCount ?? 0}); an engine starts only on a complete store`);
-    let used = 0;
-    for (const e of this.engines.values()) if (e.info.state !== "exited") used += e.info.gpus;
-    if (used + spec.gpus > this.o.gpuSlots) throw new TidegateError("resource_exhausted", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
+    const used = this.usedSlots();
+    if (used + (this.holdsNoGpu(spec) ? 0 : spec.gpus) > this.o.gpuSlots) throw new TidegateError("resource_exhausted", `node ${this.nodeId}: ${spec.gpus} GPU slots needed, ${this.o.gpuSlots - used} free`);
+    if (spec.stage !== undefined) {
+      if (this.o.stageProcesses === undefined) throw new TidegateError("invalid_request", `node ${this.nodeId}: engine ${spec.instanceId}: this node runs no stage processes`);
+      if (spec.pipeline !== undefined) throw new TidegateError("invalid_request", `node ${this.nodeId}: engine ${spec.instanceId}: stage and pipeline exclude each other`);
+      return this.o.stageProcesses.start(spec);
+    }
     const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "starting", startedAtMs: this.o.clock.now(), detail: "waiting for blocks" };
     let pipeline: PipelineSpec | undefined;
     if (spec.pipeline !== undefined) {
@@ -103,9 +121,9 @@ export class InProcessAgent implements AgentHandle {
     return { ...info };
   }
 
-  async stopEngine(instanceId: string, _graceMs: number): Promise<EngineInfo | undefined> {
+  async stopEngine(instanceId: string, graceMs: number): Promise<EngineInfo | undefined> {
     const e = this.engines.get(instanceId);
-    if (e === undefined) return undefined;
+    if (e === undefined) return this.o.stageProcesses?.stop(instanceId, graceMs);
     await e.engine?.close();
     this.engines.delete(instanceId);
     return { ...e.info, state: "exited", detail: "stopped" };
@@ -115,7 +133,7 @@ export class InProcessAgent implements AgentHandle {
    * The engine of a started engine (dev connects the gateway to it directly), or undefined while its model's
    * store is incomplete (an engine started with awaitBlocks becomes ready the first time this finds it complete).
    */
-  engine(instanceId: string): SimEngine | PipelineEngine | undefined {
+  engine(instanceId: string): InProcessEngine | undefined {
     const e = this.engines.get(instanceId);
     if (e === undefined || e.engine !== undefined) return e?.engine;
     const store = this.stores.get(e.spec.model);
@@ -127,7 +145,36 @@ export class InProcessAgent implements AgentHandle {
     return e.engine;
   }
 
+  /** This node as a stage-process head places on it (region/keystage/staged-engine.ts StageNode). */
+  stageNode(model: string): StageNode {
+    const store = this.stores.get(model);
+    let present = 0;
+    try {
+      present = store === undefined ? 0 : this.o.agent.store(model).presentCount();
+    } catch {
+      present = 0;
+    }
+    return { host: this, slots: this.o.gpuSlots, freeSlots: Math.max(0, this.o.gpuSlots - this.usedSlots()), holdsModel: store !== undefined && present >= store.blockCount };
+  }
+
+  /** GPU slots held: engines not exited (a stage-process head none), and stage processes not exited. */
+  private usedSlots(): number {
+    let used = 0;
+    for (const e of this.engines.values()) if (e.info.state !== "exited" && !this.holdsNoGpu(e.spec)) used += e.info.gpus;
+    for (const p of this.o.stageProcesses?.list() ?? []) if (p.state !== "exited") used += p.gpus;
+    return used;
+  }
+
+  private holdsNoGpu(spec: EngineSpec): boolean {
+    return spec.pipeline !== undefined && this.o.headHoldsNoGpu === true;
+  }
+
+  /** Stops this node's stage processes (SIGTERM, SIGKILL after 3 s) and waits for them. */
+  async closeProcesses(): Promise<void> {
+    await this.o.stageProcesses?.close();
+  }
+
   close(): void {
-    // The NodeAgent is closed by whoever opened it (dev's stack).
+    // The NodeAgent is closed by whoever opened it (dev's stack); stage processes by closeProcesses.
   }
 }

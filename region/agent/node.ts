@@ -125,6 +125,7 @@ export class NodeAgent {
     if (spec.maxBatch !== undefined && !(Number.isInteger(spec.maxBatch) && spec.maxBatch >= 1)) throw new TidegateError("invalid_request", `max_batch must be an integer ≥ 1, got ${spec.maxBatch}`, { param: "max_batch" });
     if (spec.kvCapacityTokens !== undefined && !(Number.isInteger(spec.kvCapacityTokens) && spec.kvCapacityTokens >= 2)) throw new TidegateError("invalid_request", `kv_capacity_tokens must be an integer ≥ 2, got ${spec.kvCapacityTokens}`, { param: "kv_capacity_tokens" });
     if (spec.pipeline !== undefined && (spec.maxBatch !== undefined || spec.kvCapacityTokens !== undefined)) throw new TidegateError("invalid_request", "max_batch and kv_capacity_tokens do not apply to a pipeline (a stage replica serves one request at a time)", { param: "pipeline" });
+    if (spec.stage !== undefined && (spec.pipeline !== undefined || (spec.commandTemplate ?? "") !== "" || spec.awaitBlocks === true)) throw new TidegateError("invalid_request", "a stage process is engine-sim on a complete store: not with pipeline, command_template or await_blocks", { param: "stage" });
     if (spec.commandTemplate !== undefined && spec.commandTemplate !== "") parseCommandTemplate(spec.commandTemplate);
     const host = this.o.engines;
     if (host === undefined) throw new TidegateError("conflict", `node ${node} runs no engines (no engine host)`);

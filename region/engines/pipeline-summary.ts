@@ -16,6 +16,8 @@ export interface PipelineSummary {
   heldGpus: number;
   stages: { replicas: number; starting: number; queue: number; key: boolean }[];
   scaler: { added: number; removed: number };
+  /** Stage processes (keystage.stageProcesses, region/keystage/staged-engine.ts): each replica's stage, node, pid, state. */
+  processes?: { stage: number; node: string; pid: number; state: string }[];
 }
 
 /** The gauges a pipelined engine-sim adds to /metrics (sim/engine-metrics.ts); model_name on each. */

@@ -10,7 +10,8 @@
  *   "cluster": { "gpusPerServer": 8, "hostMemoryBytes": 1099511627776, "evictAbove": 0.85,
  *                "pcieBytesPerS": 25e9, "networkBytesPerS": 12.5e9, "blockCount": 16, "forkMs": 200,
  *                "diskBytesPerS": 955555555 },   // optional: a cache miss reads the disk (absent: the data plane)
- *   "params": { "kp": 1, "ki": 0.1, "kd": 0, ... }          // the `keystage` strategy's schema (strategy.ts)
+ *   "params": { "kp": 1, "ki": 0.1, "kd": 0, ... },         // the `keystage` strategy's schema (strategy.ts)
+ *   "stageProcesses": false                                 // true: stage replicas as processes on agents (staged-engine.ts)
  * }
  */
 import type { TidegateConfig } from "../../core/config.js";
@@ -37,6 +38,12 @@ export interface KeystageConfig {
   pipelines: PipelineLayout[];
   cluster: ClusterConfig;
   params: KeyStageParams;
+  /**
+   * Serve every pipelined instance as stage processes on the region's node agents (staged-engine.ts: one
+   * `engine-sim --stage` process per stage replica, activations passed between them) instead of one process that
+   * simulates its stages. Default false. Needs the agents actuator in process (`tidegate dev`).
+   */
+  stageProcesses: boolean;
 }
 
 const GiB = 1024 ** 3;
@@ -115,8 +122,9 @@ export function parseKeystageConfig(json: unknown, path = "keystage"): KeystageC
   });
   const cluster = parseCluster(root.object("cluster"));
   const params = resolveStrategy("keystage", root.raw("params") ?? {}, path).params as KeyStageParams;
+  const stageProcesses = root.boolean("stageProcesses", false);
   root.done();
-  return { pipelines, cluster, params };
+  return { pipelines, cluster, params, stageProcesses };
 }
 
 declare module "../../core/config/sections.js" {
@@ -145,6 +153,7 @@ export function checkPipelinedEndpoints(config: Pick<TidegateConfig, "keystage" 
     if (gpus < need) {
       throw new ValidationError(path, `an instance of ${p.model} on ${p.gpu} has ${gpus} GPUs (models[].gpusPerInstance); ${p.layersPerStage.length} stages × ${keystage.params.minReplicasPerStage} replicas (keystage.params.minReplicasPerStage) need ≥ ${need}`);
     }
+    if (keystage.stageProcesses && controller.actuator !== "agents") throw new ValidationError("keystage.stageProcesses", `stage processes run on node agents: controller.actuator must be "agents", got "${controller.actuator}"`);
     if (engines.commandTemplate !== undefined) throw new ValidationError(path, "pipelined instances run in engine-sim; engines.commandTemplate starts another engine that tidegate cannot split into stages");
   });
 }

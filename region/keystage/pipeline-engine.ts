@@ -100,7 +100,7 @@ export function parsePipelineSpec(text: string, model: string, gpu: string, gpus
  * A view of `base` on which durations are `timeScale` × longer in wall terms: the pipeline, its observation windows
  * and its scaler all run in the model's time (engine-sim's --time-scale 0.1 = ten times faster than measured).
  */
-class DilatedClock implements Clock {
+export class DilatedClock implements Clock {
   private readonly origin: number;
   constructor(
     private readonly base: Clock,
@@ -146,8 +146,8 @@ interface InFlight {
 }
 
 /** Prompt and output lengths the scaler expects before it has observed a completion (its μ estimate, §5.1). */
-const EXPECTED_PROMPT_TOKENS = 512;
-const EXPECTED_OUTPUT_TOKENS = 128;
+export const EXPECTED_PROMPT_TOKENS = 512;
+export const EXPECTED_OUTPUT_TOKENS = 128;
 
 /**
  * What GET /tidegate/keystage reports: the split over stages now and the scaler's counters (a PipelineSummary,

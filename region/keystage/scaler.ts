@@ -12,7 +12,7 @@ import { StageCache, diskStartMs, startMs } from "./cache.js";
 import type { ClusterConfig } from "./keystage-config.js";
 import { correctAndSmooth, type ScalingMode, type StagePlan } from "./corrector.js";
 import { Pid } from "./pid.js";
-import type { PipelineSim, Replica } from "./pipeline.js";
+import type { Replica, StageObservation } from "./pipeline.js";
 import { placeReplica } from "./placement.js";
 import type { Pipeline } from "./stages.js";
 import type { KeyStageParams } from "../strategies/keystage.js";
@@ -43,6 +43,21 @@ export class Cluster {
   }
 }
 
+/**
+ * The replicas a scaler acts on: `PipelineSim` (one process simulates every stage), or `ProcessStageFleet`
+ * (stage-fleet.ts: each replica a stage process on a node agent).
+ */
+export interface StageFleet {
+  /** Each stage's observation over the window. */
+  observe(): StageObservation[];
+  /** Replicas of `stage` that are not draining (serving or starting). */
+  replicas(stage: number): readonly unknown[];
+  /** Removes one replica of `stage` (a starting one, else an idle one, else one drains); undefined when none is left. */
+  removeReplica(stage: number): unknown;
+  /** Adds a replica of `stage` on server `server` that serves after `delayMs`. */
+  addReplica(stage: number, server: number, delayMs: number): { readonly id: number };
+}
+
 /** Counters a run reports. */
 export interface ScalerStats {
   passes: number;
@@ -61,7 +76,7 @@ export interface ScalerStats {
 /** Wiring of a `KeyStageScaler`. */
 export interface KeyStageScalerOptions {
   clock: Clock;
-  sim: PipelineSim;
+  sim: StageFleet;
   pipeline: Pipeline;
   cluster: Cluster;
   params: KeyStageParams;
@@ -110,10 +125,13 @@ export class KeyStageScaler {
     return this.held;
   }
 
-  /** Places `minReplicasPerStage` ready replicas of every stage (their parameters already in those servers' caches). */
-  deployInitial(): void {
+  /**
+   * Places `minReplicasPerStage` replicas of every stage (their parameters already in those servers' caches): ready
+   * at once, or with `timed` after the start time a scaling action's replica would take (stage processes).
+   */
+  deployInitial(timed = false): void {
     for (let s = 0; s < this.opts.pipeline.stages; s++) {
-      for (let k = 0; k < this.opts.params.minReplicasPerStage; k++) this.add(s, false, true);
+      for (let k = 0; k < this.opts.params.minReplicasPerStage; k++) this.add(s, false, true, timed);
     }
   }
 
@@ -163,7 +181,7 @@ export class KeyStageScaler {
   }
 
   /** Called by the pipeline when a removed replica stopped: its GPU goes back to its server. */
-  onReplicaStopped(r: Replica): void {
+  onReplicaStopped(r: Pick<Replica, "id" | "stage" | "server">): void {
     this.account();
     const c = this.opts.cluster;
     c.free[r.server]!++;
@@ -172,7 +190,7 @@ export class KeyStageScaler {
     this.held--;
   }
 
-  private add(stage: number, key: boolean, initial: boolean): boolean {
+  private add(stage: number, key: boolean, initial: boolean, timed = false): boolean {
     const c = this.opts.cluster;
     const cacheKey = `${this.opts.cacheKey}/${stage}`;
     const j = placeReplica(
@@ -194,7 +212,7 @@ export class KeyStageScaler {
     if (key) c.keyReplicas[j]!++; // a key replica counts where it runs until it stops
     this.held++;
     this.stats.peakGpus = Math.max(this.stats.peakGpus, this.held);
-    const r = this.opts.sim.addReplica(stage, j, initial ? 0 : fromDisk ? diskStartMs(bytes, c.config) : startMs(bytes, hit, c.config));
+    const r = this.opts.sim.addReplica(stage, j, initial && !timed ? 0 : fromDisk ? diskStartMs(bytes, c.config) : startMs(bytes, hit, c.config));
     if (!fromDisk) this.holdsCache.add(r.id);
     if (key) this.placedAsKey.add(r.id);
     if (!initial) this.stats.added++;

@@ -33,6 +33,8 @@ import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
 import { kvCapacityBytes, GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { TidegateError } from "../../core/errors.js";
 import { pipelineFlag } from "../keystage/pipeline-engine.js";
+import { StagedPipelineEngine } from "../keystage/staged-engine.js";
+import { EngineSupervisor } from "../agent/engine-supervisor.js";
 import type { TlsFiles } from "../link/tls.js";
 import { agentsLayerwise } from "../liveload/live-pairs.js";
 import { newEngine } from "./build-sim-engine.js";
@@ -103,6 +105,7 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
   return {
     start: (ctx) => {
       const { config, region, clock, log } = ctx;
+      if (config.keystage?.stageProcesses === true) throw new TidegateError("invalid_config", "keystage.stageProcesses: stage processes are wired for in-process agents (tidegate dev) only; tidegate region over agent processes serves each pipelined instance as one engine-sim --pipeline process");
       const actuator = agentsActuator(ctx, {
         ...(config.engines.commandTemplate === undefined ? {} : { commandTemplate: config.engines.commandTemplate }),
         healthy: (info) => httpHealthy(info),
@@ -168,9 +171,14 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
       const nodes: NodeAgent[] = [];
       const agents: InProcessAgent[] = [];
       const layout = o.nodes ?? rc.gpus.flatMap((g) => Array.from({ length: Math.ceil(g.count / perNode) }, (_, k) => ({ gpuType: g.type, slots: Math.min(perNode, g.count - k * perNode) })));
+      // keystage.stageProcesses: a pipelined instance is a head (StagedPipelineEngine) over stage processes that
+      // these agents spawn (engine-sim --stage), placed over every node by the head's key-stage scaler.
+      const staged = config.keystage?.stageProcesses === true;
       // Each engine as engine-sim would build it from the StartEngine's fields; HiGHS for a live zigzag pairing.
       const build = (spec: EngineSpec, pipeline: Parameters<typeof newEngine>[1]["pipeline"]) =>
-        newEngine(
+        staged && pipeline !== undefined
+          ? new StagedPipelineEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, spec: pipeline, clock, timeScale: spec.timeScale ?? config.engines.timeScale, nodes: () => agents.map((a) => a.stageNode(spec.model)), log })
+          : newEngine(
           { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus },
           { timeScale: spec.timeScale ?? config.engines.timeScale, ...(spec.maxBatch === undefined ? {} : { maxBatch: spec.maxBatch }), ...(spec.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: spec.kvCapacityTokens }), ...(pipeline === undefined ? {} : { pipeline }) },
           clock,
@@ -186,7 +194,8 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           const links = { ...(nvlinkDomain === undefined ? {} : { nvlinkDomain }), ...(linkBytesPerS === undefined ? {} : { linkBytesPerS }) };
           const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }), ...links });
           nodes.push(node);
-          agents.push(new InProcessAgent({ agent: node, region, gpuType: n.gpuType, gpuSlots: n.slots, clock, newEngine: build }));
+          const stageProcesses = staged ? { stageProcesses: new EngineSupervisor({ engineHost: "127.0.0.1", parametersFrom: () => "", log: log.child({ node: nodeId }) }), headHoldsNoGpu: true } : {};
+          agents.push(new InProcessAgent({ agent: node, region, gpuType: n.gpuType, gpuSlots: n.slots, clock, newEngine: build, ...stageProcesses }));
         }
       } catch (err) {
         void Promise.all(nodes.map((n) => n.close()));
@@ -214,6 +223,7 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
         close: async () => {
           announcer.cancel();
           actuator.close();
+          await Promise.all(agents.map((a) => a.closeProcesses()));
           await Promise.all(nodes.map((n) => n.close()));
         },
       };

@@ -75,6 +75,16 @@ describe("keystage config section (read by parseConfig)", () => {
     expect(configError({ ...base, engines: { commandTemplate: "vllm serve {model} --port {port}" }, keystage: ks }).message).toMatch(/keystage\.pipelines\[0\]: pipelined instances run in engine-sim/);
   });
 
+  it("stageProcesses: off by default, and only with the agents actuator (stage processes run on node agents)", () => {
+    const base = DEFAULT_CONFIG_JSON as Record<string, unknown>;
+    expect(parseConfig(withKeystage({ pipelines: [BLOOM] })).keystage?.stageProcesses).toBe(false);
+    expect(parseConfig(withKeystage({ pipelines: [BLOOM], stageProcesses: true })).keystage?.stageProcesses).toBe(true);
+    const e = configError({ ...base, controller: { actuator: "sim" }, keystage: { pipelines: [BLOOM], stageProcesses: true } });
+    expect(e.path).toBe("keystage.stageProcesses");
+    expect(e.message).toMatch(/controller\.actuator must be "agents", got "sim"/);
+    expect(errorOf({ pipelines: [BLOOM], stageProcesses: "yes" }).path).toBe("keystage.stageProcesses");
+  });
+
   it("the keystage strategy is in the registry and holds the planner's GPU target", () => {
     const s = resolveStrategy("keystage");
     expect(s.params.kp).toBe(1);

@@ -8,6 +8,9 @@
  * there (a node whose agent holds the model's complete store has every stage cached, §6.1; a node without it is not
  * a candidate: no stage process starts without parameters). Scaling a key stage starts one more stage process there,
  * whose `/health` turns 200 after the cache hit's start time (fork + stage bytes over PCIe, cache.ts `startMs`).
+ * QUART's KeysManager (§6.1) forks the new replica from a process that keeps the stage's parameters in host memory;
+ * here the agent spawns a fresh engine-sim process and the host-memory copy is the agent's block store, so the real
+ * process start comes on top of the modelled copy.
  *
  * A request: the head sends it to the stage-0 replica it has the fewest requests outstanding at, with the serving
  * replicas of every later stage; each stage process serves it and POSTs its activations to a replica of the next

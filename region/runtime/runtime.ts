@@ -368,8 +368,9 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
 
 /**
  * A pipelined instance (region/keystage/pipeline-engine.ts in this process, or a pipelined engine-sim as its /metrics show it
- * to the openai-http adapter) in words for the listing: its scaling mode, replicas and queue per stage, the key
- * stages and the GPUs it holds of its budget. "" for any other engine.
+ * to the openai-http adapter, or the head of stage processes, region/keystage/staged-engine.ts) in words for the listing:
+ * its scaling mode, replicas and queue per stage, the key stages and the GPUs it holds of its budget, and its stage
+ * processes (stage@node pid) when it has them. "" for any other engine.
  */
 function pipelineDetail(engine: (Engine & { pipelineSummary?: () => PipelineSummary | undefined }) | undefined): string {
   const st = engine?.pipelineSummary?.();

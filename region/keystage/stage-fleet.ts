@@ -13,15 +13,33 @@
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
-import type { AgentHandle } from "../agent/handle.js";
 import { interArrivalCv } from "./cv.js";
 import type { StageObservation } from "./pipeline.js";
 import type { StageFleet } from "./scaler.js";
 import { stageSpecJson, type StageStatus } from "./stage-server.js";
 import type { Pipeline } from "./stages.js";
 
-/** What the fleet needs of a node agent. */
-export type StageHost = Pick<AgentHandle, "nodeId" | "startEngine" | "stopEngine">;
+/** The StartEngine of a stage process (a subset of region/agent/handle.ts EngineSpec). */
+export interface StageEngineSpec {
+  instanceId: string;
+  model: string;
+  gpu: string;
+  gpus: number;
+  timeScale?: number;
+  startTimeoutMs?: number;
+  /** engine-sim --stage JSON (stage-server.ts StageProcessSpec). */
+  stage: string;
+}
+
+/**
+ * What the fleet needs of a node agent (region/agent/handle.ts AgentHandle has it; declared here so that keystage
+ * does not import the agent folder, which imports keystage).
+ */
+export interface StageHost {
+  readonly nodeId: string;
+  startEngine(spec: StageEngineSpec): Promise<{ url: string; pid: number; state: string; detail: string }>;
+  stopEngine(instanceId: string, graceMs: number): Promise<unknown>;
+}
 
 /** One stage process and what the fleet knows of it. */
 export interface StageReplica {

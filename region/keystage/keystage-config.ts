@@ -59,6 +59,22 @@ export const DEFAULT_CLUSTER: ClusterConfig = {
   forkMs: 200,
 };
 
+/**
+ * Reads the JSON text of a process flag (`engine-sim --pipeline`, `--stage`) at `path` that holds a pipeline layout
+ * of (model, gpu): the layout, and the reader for the flag's other fields (the caller calls `done`).
+ */
+export function readLayoutFlag(text: string, model: string, gpu: string, path: string): { r: ObjectReader; layout: PipelineLayout } {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch (err) {
+    throw new ValidationError(path, `not JSON: ${(err as Error).message}`);
+  }
+  const r = new ObjectReader(json, path);
+  const layout = parsePipeline({ model, gpu, layersPerStage: r.raw("layersPerStage"), profileTp: r.raw("profileTp"), ...(r.has("hiddenSize") ? { hiddenSize: r.raw("hiddenSize") } : {}) }, path);
+  return { r, layout };
+}
+
 /** Reads one pipeline layout at `path`; every rule names its field. */
 export function parsePipeline(v: unknown, path: string): PipelineLayout {
   const r = new ObjectReader(v, path);

@@ -25,7 +25,7 @@ import { DEFAULT_MEMORY_FRACTION } from "../../core/perf/model.js";
 import type { PipelineSummary } from "../engines/pipeline-summary.js";
 import { seedOf } from "../engines/sim/sim-engine.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
-import { parseCluster, parsePipeline, type ClusterConfig, type KeystageConfig } from "./keystage-config.js";
+import { parseCluster, readLayoutFlag, type ClusterConfig, type KeystageConfig } from "./keystage-config.js";
 import type { ScalingMode, StagePlan } from "./corrector.js";
 import { PipelineSim, type PipelineRequest } from "./pipeline.js";
 import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";
@@ -77,14 +77,7 @@ export function pipelineSpecJson(spec: PipelineSpec): string {
  * `keystage` section, plus a budget of `gpus` that must hold `minReplicasPerStage` replicas of every stage.
  */
 export function parsePipelineSpec(text: string, model: string, gpu: string, gpus: number, path = "--pipeline"): PipelineSpec {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new ValidationError(path, `not JSON: ${(err as Error).message}`);
-  }
-  const r = new ObjectReader(json, path);
-  const layout = parsePipeline({ model, gpu, layersPerStage: r.raw("layersPerStage"), profileTp: r.raw("profileTp"), ...(r.has("hiddenSize") ? { hiddenSize: r.raw("hiddenSize") } : {}) }, path);
+  const { r, layout } = readLayoutFlag(text, model, gpu, path);
   const mode = r.string("mode", "key-stage", { oneOf: ["key-stage", "whole-pipeline"] }) as ScalingMode;
   const params = resolveStrategy("keystage", r.raw("params") ?? {}, path).params as KeyStageParams;
   const cluster = parseCluster(r.object("cluster"));
@@ -120,6 +113,19 @@ export class DilatedClock implements Clock {
   every(intervalMs: number, fn: () => void): Timer {
     return this.base.every(intervalMs * this.scale, fn);
   }
+}
+
+/**
+ * An instance's pipeline and its KV figures: KV bytes per token per layer, and each stage replica's KV capacity
+ * (the GPU's memory × 0.9 − its stage's weights). Throws `invalid_config` for an unknown model or GPU.
+ */
+export function instancePipeline(instanceId: string, model: string, gpu: string, spec: Pick<PipelineSpec, "layersPerStage" | "profileTp" | "hiddenSize">): { pipeline: Pipeline; kvPerTokenPerLayer: number; kvCapacityPerStage: number[] } {
+  const m = MODEL_SPECS[model];
+  const g = GPU_SPECS[gpu];
+  if (m === undefined || g === undefined) throw new TidegateError("invalid_config", `pipelined instance ${instanceId}: unknown model ${model} or GPU ${gpu}`);
+  const layout: PipelineLayout = { model, gpu, layersPerStage: spec.layersPerStage, profileTp: spec.profileTp, hiddenSize: spec.hiddenSize };
+  const pipeline = new Pipeline(layout);
+  return { pipeline, kvPerTokenPerLayer: kvBytesPerToken(m) / m.layers, kvCapacityPerStage: pipeline.stageBytes.map((b) => Math.max(0, g.memoryBytes * DEFAULT_MEMORY_FRACTION - b)) };
 }
 
 /** Wiring of a `PipelineEngine`. */
@@ -179,19 +185,13 @@ export class PipelineEngine implements Engine {
   private closed = false;
 
   constructor(private readonly opts: PipelineEngineOptions) {
-    const spec = MODEL_SPECS[opts.model];
-    const gpuSpec = GPU_SPECS[opts.gpu];
-    if (spec === undefined || gpuSpec === undefined) throw new TidegateError("invalid_config", `pipelined instance ${opts.instanceId}: unknown model ${opts.model} or GPU ${opts.gpu}`);
     this.instanceId = opts.instanceId;
     this.model = opts.model;
     this.coalesced = opts.events === "coalesced";
-    const layout: PipelineLayout = { model: opts.model, gpu: opts.gpu, layersPerStage: opts.spec.layersPerStage, profileTp: opts.spec.profileTp, hiddenSize: opts.spec.hiddenSize };
-    this.pipeline = new Pipeline(layout);
+    ({ pipeline: this.pipeline, kvPerTokenPerLayer: this.kvPerTokenPerLayer, kvCapacityPerStage: this.kvCapacityPerStage } = instancePipeline(opts.instanceId, opts.model, opts.gpu, opts.spec));
     const scale = opts.timeScale ?? 1;
     if (!(scale > 0)) throw new RangeError(`timeScale must be > 0, got ${scale}`);
     this.clock = scale === 1 ? opts.clock : new DilatedClock(opts.clock, scale);
-    this.kvPerTokenPerLayer = kvBytesPerToken(spec) / spec.layers;
-    this.kvCapacityPerStage = this.pipeline.stageBytes.map((b) => Math.max(0, gpuSpec.memoryBytes * DEFAULT_MEMORY_FRACTION - b));
     // The budget on servers of cluster.gpusPerServer GPUs: full servers, then the remainder on a last one.
     const per = opts.spec.cluster.gpusPerServer;
     const occupied = Array.from({ length: Math.ceil(opts.gpus / per) }, (_, i) => Math.max(0, per - Math.min(per, opts.gpus - i * per)));

@@ -4,8 +4,9 @@
  * process. The scaler picks the node (placement.ts: cache-aware when GPUs are plentiful, KL dispersion of key
  * replicas under contention, QUART §4.3 / §6.2 Eq. 8–10) and the start time (cache.ts: a host-memory hit, §6.1);
  * this fleet asks that node's agent to start `tidegate engine-sim --stage` on one GPU slot (StartEngine's `stage`),
- * waits for its `/health`, and from then on routes requests to it. Removing a replica drains it (`/tidegate/stage/drain`:
- * new requests go to the other replicas) and stops its process once it is idle; the GPU goes back to the scaler.
+ * waits for its `/health`, and from then on routes requests to it. A removed replica leaves new routes at once; once
+ * no request in flight names it, it is drained (`/tidegate/stage/drain`) and its process stops when idle; the GPU goes
+ * back to the scaler.
  *
  * Observations come from polling every replica's `GET /tidegate/stage` every `pollMs` (model ms): arrivals and
  * completions in the window (as ages, mapped onto this fleet's clock), queue, busy. Stage processes run on the
@@ -54,8 +55,11 @@ export interface StageReplica {
   pid: number;
   state: "starting" | "serving" | "draining" | "stopped";
   status: StageStatus | undefined;
-  /** Requests the head has sent it that have not ended (stage 0 only). */
-  outstanding: number;
+  /**
+   * Requests in flight at the head whose route names this replica (stage 0: the ones sent to it; a later stage: the
+   * ones that list it as a candidate). A removed replica is stopped only once none is left, so no request meets it gone.
+   */
+  captured: number;
 }
 
 /** Wiring of a `ProcessStageFleet`. */
@@ -110,9 +114,9 @@ export class ProcessStageFleet implements StageFleet {
     return this.byStage[stage]!.filter((r) => r.state === "starting" || r.state === "serving");
   }
 
-  /** URLs of the serving replicas of each stage. */
-  routes(): string[][] {
-    return this.byStage.map((rs) => rs.filter((r) => r.state === "serving").map((r) => r.url));
+  /** The serving replicas of each stage: a new request's route (the caller counts it in each one's `captured`). */
+  route(): StageReplica[][] {
+    return this.byStage.map((rs) => rs.filter((r) => r.state === "serving"));
   }
 
   /** True when every stage has a serving replica. */
@@ -146,7 +150,7 @@ export class ProcessStageFleet implements StageFleet {
   addReplica(stage: number, server: number, delayMs: number): StageReplica {
     const host = this.o.hosts[server]!;
     const id = this.nextId++;
-    const r: StageReplica = { id, stage, server, nodeId: host.nodeId, engineId: `stage/${this.o.instanceId}/${stage}/${id}`, url: "", pid: 0, state: "starting", status: undefined, outstanding: 0 };
+    const r: StageReplica = { id, stage, server, nodeId: host.nodeId, engineId: `stage/${this.o.instanceId}/${stage}/${id}`, url: "", pid: 0, state: "starting", status: undefined, captured: 0 };
     this.byStage[stage]!.push(r);
     void this.start(r, host, delayMs);
     return r;
@@ -195,7 +199,7 @@ export class ProcessStageFleet implements StageFleet {
   /** A starting replica first, else an idle serving one, else the most recent one drains. */
   removeReplica(stage: number): StageReplica | undefined {
     const live = this.replicas(stage);
-    const pick = live.find((r) => r.state === "starting") ?? live.find((r) => r.status !== undefined && r.status.active === 0 && r.outstanding === 0) ?? live[live.length - 1];
+    const pick = live.find((r) => r.state === "starting") ?? live.find((r) => r.status !== undefined && r.status.active === 0 && r.captured === 0) ?? live[live.length - 1];
     if (pick === undefined) return undefined;
     const wasStarting = pick.state === "starting";
     pick.state = "draining";
@@ -204,15 +208,19 @@ export class ProcessStageFleet implements StageFleet {
     return pick;
   }
 
-  /** Drains `r` (no new requests), waits until it holds none, stops its process and gives its GPU back. */
+  /**
+   * Retires a removed replica: no new route names it (it is not serving); once no request in flight names it, it is
+   * drained (a late request would get 503), and once it holds none its process stops and its GPU goes back.
+   */
   private async retire(r: StageReplica): Promise<void> {
     const host = this.o.hosts[r.server]!;
     try {
+      while (r.captured > 0 && !this.closed) await this.o.clock.sleep(this.o.pollMs);
       await fetch(new URL("/tidegate/stage/drain", r.url), { method: "POST", signal: AbortSignal.timeout(2000) }).then((res) => res.body?.cancel());
       for (;;) {
         if (this.closed) break;
         const st = await this.fetchStatus(r);
-        if (st === undefined || (st.active === 0 && r.outstanding === 0)) break;
+        if (st === undefined || st.active === 0) break;
         await this.o.clock.sleep(this.o.pollMs);
       }
     } catch {

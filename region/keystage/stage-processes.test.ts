@@ -55,7 +55,7 @@ describe("stage processes", () => {
   it("pass activations stage to stage and stream the last stage's tokens back along the chain", async () => {
     const sup = supervisor();
     const start = async (stage: number, k: number, loadMs = 0) => {
-      const info = await sup.start({ instanceId: `t/${stage}/${k}`, model: MODEL, gpu: GPU, gpus: 1, timeScale: 0.05, stage: stageSpecJson({ ...LAYOUT, stage, loadMs, windowMs: 10_000 }) });
+      const info = await sup.start({ instanceId: `t/${stage}/${k}`, model: MODEL, gpu: GPU, gpus: 1, timeScale: 0.05, stage: stageSpecJson({ ...LAYOUT, stage, loadMs, windowMs: 3_600_000 }) });
       expect(info.state, info.detail).toBe("running");
       return info.url;
     };
@@ -86,8 +86,8 @@ describe("stage processes", () => {
     const refused = await lines(await fetch(`${s0}/tidegate/stage/run`, { method: "POST", headers: { [STAGE_HEADER]: JSON.stringify(meta) }, body: new Uint8Array(0) }));
     expect(refused.at(-1)?.error).toMatch(/^stage 1: no replica took the request \(.*503/);
 
-    // A replica whose parameters are still being copied in answers 503 "loading" (60 s model time = 3 s wall here).
-    const loading = await start(2, 1, 60_000);
+    // A replica whose parameters are still being copied in answers 503 "loading" (600 s model time = 30 s wall here).
+    const loading = await start(2, 1, 600_000);
     const h = await fetch(`${loading}/health`);
     expect(h.status).toBe(503);
     expect(await h.json()).toEqual({ status: "loading", stage: 2 });

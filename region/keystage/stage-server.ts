@@ -30,7 +30,7 @@ import type { AddressInfo } from "node:net";
 import type { Clock } from "../../core/clock.js";
 import { syntheticToken } from "../../core/openai.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
-import { parsePipeline } from "./keystage-config.js";
+import { readLayoutFlag } from "./keystage-config.js";
 import { Pipeline } from "./stages.js";
 
 /** What `engine-sim --stage` takes: the pipeline's layout, which stage this replica serves and its start time. */
@@ -53,14 +53,7 @@ export function stageSpecJson(spec: StageProcessSpec): string {
 
 /** Parses `--stage` JSON for (model, gpu); errors name `path` and the field. */
 export function parseStageSpec(text: string, model: string, gpu: string, path = "--stage"): StageProcessSpec {
-  let json: unknown;
-  try {
-    json = JSON.parse(text);
-  } catch (err) {
-    throw new ValidationError(path, `not JSON: ${(err as Error).message}`);
-  }
-  const r = new ObjectReader(json, path);
-  const layout = parsePipeline({ model, gpu, layersPerStage: r.raw("layersPerStage"), profileTp: r.raw("profileTp"), ...(r.has("hiddenSize") ? { hiddenSize: r.raw("hiddenSize") } : {}) }, path);
+  const { r, layout } = readLayoutFlag(text, model, gpu, path);
   const stage = r.number("stage", undefined, { integer: true, min: 0, max: layout.layersPerStage.length - 1 });
   const loadMs = r.number("loadMs", 0, { min: 0, max: 3_600_000 });
   const windowMs = r.number("windowMs", 10_000, { min: 100, max: 3_600_000 });
@@ -144,6 +137,8 @@ export class StageServer {
   /** Requests this process has outstanding at each next-stage replica (its pick: the fewest). */
   private readonly outstanding = new Map<string, number>();
   private server: Server | undefined;
+  /** The activations' bytes (zeros: a simulated stage computes nothing), the largest size needed so far. */
+  private zeros = Buffer.alloc(0);
   private closed = false;
 
   constructor(private readonly o: StageServerOptions) {
@@ -285,7 +280,9 @@ export class StageServer {
       res.end(out + JSON.stringify({ done: true }) + "\n");
       return;
     }
-    const body = Buffer.alloc(this.pipeline.activationBytes(meta.promptTokens, meta.outputTokens));
+    const need = this.pipeline.activationBytes(meta.promptTokens, meta.outputTokens);
+    if (this.zeros.length < need) this.zeros = Buffer.alloc(need); // one zero-filled buffer, sliced for every hand-on
+    const body = this.zeros.subarray(0, need);
     const header = JSON.stringify({ ...meta, next: meta.next.slice(1) });
     const candidates = [...meta.next[0]!].sort((a, b) => (this.outstanding.get(a) ?? 0) - (this.outstanding.get(b) ?? 0));
     const refused: string[] = [];

@@ -13,7 +13,7 @@
  * process start comes on top of the modelled copy.
  *
  * A request: the head sends it to the stage-0 replica it has the fewest requests outstanding at, with the serving
- * replicas of every later stage; each stage process serves it and POSTs its activations to a replica of the next
+ * replicas of every later stage (each kept up until the request ends, stage-fleet.ts `captured`); each stage process serves it and POSTs its activations to a replica of the next
  * stage (stage-server.ts); the last stage's tokens come back along the chain to the head, which yields them.
  *
  * GPU accounting: the head itself holds no GPU (its agent counts no slot for it, in-process-agent.ts); each stage
@@ -24,17 +24,16 @@
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
-import { GPU_SPECS, kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
+import { MODEL_SPECS } from "../../core/models.js";
 import { makeUsage } from "../../core/openai.js";
-import { DEFAULT_MEMORY_FRACTION } from "../../core/perf/model.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest } from "../../core/ports.js";
 import type { PipelineSummary } from "../engines/pipeline-summary.js";
 import { seedOf } from "../engines/sim/sim-engine.js";
-import { DilatedClock, EXPECTED_OUTPUT_TOKENS, EXPECTED_PROMPT_TOKENS, type PipelineSpec } from "./pipeline-engine.js";
+import { DilatedClock, EXPECTED_OUTPUT_TOKENS, EXPECTED_PROMPT_TOKENS, instancePipeline, type PipelineEngineOptions } from "./pipeline-engine.js";
 import { Cluster, KeyStageScaler } from "./scaler.js";
 import { ProcessStageFleet, type StageHost, type StageReplica } from "./stage-fleet.js";
 import { STAGE_HEADER, type StageRequestMeta } from "./stage-server.js";
-import { Pipeline } from "./stages.js";
+import type { Pipeline } from "./stages.js";
 
 /** One node agent as the head's placement sees it when the instance starts. */
 export interface StageNode {
@@ -47,16 +46,9 @@ export interface StageNode {
   holdsModel: boolean;
 }
 
-/** Wiring of a `StagedPipelineEngine`. */
-export interface StagedPipelineEngineOptions {
-  instanceId: string;
-  model: string;
-  gpu: string;
-  /** The instance's GPUs: the budget of its stage processes. */
-  gpus: number;
-  spec: PipelineSpec;
-  /** The region's clock (wall in `tidegate dev`). */
-  clock: Clock;
+/** Wiring of a `StagedPipelineEngine`: a PipelineEngine's (the instance's GPUs are its stage processes' budget; the region's clock), and the nodes. */
+export interface StagedPipelineEngineOptions extends Omit<PipelineEngineOptions, "timeScale" | "events"> {
+  /** engine-sim --time-scale of the stage processes; the head's scaler runs on the clock dilated by it. */
   timeScale: number;
   /** The region's node agents now, in a fixed order (read at start and at every pass: a node that gets the model's blocks later joins). */
   nodes: () => StageNode[];
@@ -85,15 +77,10 @@ export class StagedPipelineEngine implements Engine {
   private closed = false;
 
   constructor(private readonly o: StagedPipelineEngineOptions) {
-    const spec = MODEL_SPECS[o.model];
-    const gpuSpec = GPU_SPECS[o.gpu];
-    if (spec === undefined || gpuSpec === undefined) throw new TidegateError("invalid_config", `pipelined instance ${o.instanceId}: unknown model ${o.model} or GPU ${o.gpu}`);
     this.instanceId = o.instanceId;
     this.model = o.model;
-    this.pipeline = new Pipeline({ model: o.model, gpu: o.gpu, layersPerStage: o.spec.layersPerStage, profileTp: o.spec.profileTp, hiddenSize: o.spec.hiddenSize });
+    ({ pipeline: this.pipeline, kvPerTokenPerLayer: this.kvPerTokenPerLayer, kvCapacityPerStage: this.kvCapacityPerStage } = instancePipeline(o.instanceId, o.model, o.gpu, o.spec));
     this.clock = o.timeScale === 1 ? o.clock : new DilatedClock(o.clock, o.timeScale);
-    this.kvPerTokenPerLayer = kvBytesPerToken(spec) / spec.layers;
-    this.kvCapacityPerStage = this.pipeline.stageBytes.map((b) => Math.max(0, gpuSpec.memoryBytes * DEFAULT_MEMORY_FRACTION - b));
     // The region's nodes as the scaler's servers: a node without the model's blocks offers no GPU (no stage cache
     // there) until they arrive (`openNodes`).
     const nodes = o.nodes();
@@ -164,55 +151,65 @@ export class StagedPipelineEngine implements Engine {
     this.check(req);
     this.inFlight++;
     this.inFlightTokens += req.promptTokens + req.maxTokens;
+    let later: StageReplica[][] = [];
     try {
       await this.fleet.whenComplete(this.o.readyTimeoutMs ?? 120_000, signal).catch((err: unknown) => {
         throw signal?.aborted ? err : new TidegateError("upstream_error", (err as Error).message);
       });
-      const routes = this.fleet.routes();
-      const meta: StageRequestMeta = { id: req.id, seed: seedOf(req.id), promptTokens: req.promptTokens, outputTokens: req.maxTokens, next: routes.slice(1) };
-      const firsts = this.fleet.replicas(0).filter((r) => r.state === "serving").sort((a, b) => a.outstanding - b.outstanding);
+      const route = this.fleet.route();
+      later = route.slice(1);
+      // Every later replica this request may be handed to stays up until it ends (stage-fleet.ts `captured`).
+      for (const r of later.flat()) r.captured++;
+      const meta: StageRequestMeta = { id: req.id, seed: seedOf(req.id), promptTokens: req.promptTokens, outputTokens: req.maxTokens, next: later.map((rs) => rs.map((r) => r.url)) };
       const refused: string[] = [];
-      for (const r of firsts) {
-        r.outstanding++;
+      for (const r of route[0]!.sort((a, b) => a.captured - b.captured)) {
+        r.captured++;
         try {
           const res = await fetch(new URL("/tidegate/stage/run", r.url), { method: "POST", headers: { [STAGE_HEADER]: JSON.stringify(meta) }, body: new Uint8Array(0), ...(signal === undefined ? {} : { signal }) });
           if (res.status !== 200 || res.body === null) {
             refused.push(`${r.url}: ${res.status} ${(await res.text()).slice(0, 200)}`);
             continue;
           }
-          let part = "";
-          let tokens = 0;
-          const decoder = new TextDecoder();
-          for await (const chunk of res.body) {
-            part += decoder.decode(chunk as Uint8Array, { stream: true });
-            for (let nl = part.indexOf("\n"); nl !== -1; nl = part.indexOf("\n")) {
-              const line = JSON.parse(part.slice(0, nl)) as { t?: string; done?: boolean; error?: string };
-              part = part.slice(nl + 1);
-              if (line.error !== undefined) throw new TidegateError("upstream_error", `pipeline ${this.instanceId}: ${line.error}`);
-              if (line.t !== undefined) {
-                tokens++;
-                this.generated++;
-                yield { type: "token", text: line.t, tokens: 1 };
-              }
-              if (line.done === true) {
-                yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, tokens) };
-                return;
-              }
-            }
-          }
-          throw new TidegateError("upstream_error", `pipeline ${this.instanceId}: stage stream ended without done`);
+          yield* this.relay(res.body, req);
+          return;
         } catch (err) {
           if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
           throw toTidegateError(err);
         } finally {
-          r.outstanding--;
+          r.captured--;
         }
       }
       throw new TidegateError("upstream_error", `pipeline ${this.instanceId}: no stage-0 replica took the request (${refused.join("; ") || "none serving"})`);
     } finally {
+      for (const r of later.flat()) r.captured--;
       this.inFlight--;
       this.inFlightTokens -= req.promptTokens + req.maxTokens;
     }
+  }
+
+  /** The NDJSON the stages send back, as engine events: a token per `{"t"}`, `done` at `{"done"}`, an error at `{"error"}`. */
+  private async *relay(body: AsyncIterable<Uint8Array>, req: GenerateRequest): AsyncIterable<EngineEvent> {
+    let part = "";
+    let tokens = 0;
+    const decoder = new TextDecoder();
+    for await (const chunk of body) {
+      part += decoder.decode(chunk, { stream: true });
+      for (let nl = part.indexOf("\n"); nl !== -1; nl = part.indexOf("\n")) {
+        const line = JSON.parse(part.slice(0, nl)) as { t?: string; done?: boolean; error?: string };
+        part = part.slice(nl + 1);
+        if (line.error !== undefined) throw new TidegateError("upstream_error", `pipeline ${this.instanceId}: ${line.error}`);
+        if (line.t !== undefined) {
+          tokens++;
+          this.generated++;
+          yield { type: "token", text: line.t, tokens: 1 };
+        }
+        if (line.done === true) {
+          yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, tokens) };
+          return;
+        }
+      }
+    }
+    throw new TidegateError("upstream_error", `pipeline ${this.instanceId}: stage stream ended without done`);
   }
 
   /**

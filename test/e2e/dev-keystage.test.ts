@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
 import { regionListing, runCli, startDev, stopAll, type DevProc } from "./procs.js";
+import { streamBurst } from "./streams.js";
 
 const MODEL = "llama2-70b";
 let dir: string;
@@ -71,17 +72,7 @@ describe("tidegate dev with a pipelined model under the keystage strategy", () =
       }
     })();
     // 16 concurrent streams, each sending 6 requests one after another: the pipeline (1 replica a stage) queues.
-    const texts: string[] = [];
-    await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        for (let k = 0; k < 6; k++) {
-          const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: prompt }], stream: true, max_tokens: 32 });
-          let text = "";
-          for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
-          texts.push(text);
-        }
-      }),
-    );
+    const texts = await streamBurst(client, MODEL, prompt, 16, 6, 32);
     stop = true;
     await watch;
     expect(texts).toHaveLength(96);

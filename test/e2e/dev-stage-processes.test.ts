@@ -14,6 +14,7 @@ import type { RegionInstances } from "../../core/ports.js";
 import { DEFAULT_CLUSTER } from "../../region/keystage/keystage-config.js";
 import { Pipeline } from "../../region/keystage/stages.js";
 import { REPO_ROOT, regionListing, startDev, stopAll, type DevProc } from "./procs.js";
+import { streamBurst } from "./streams.js";
 
 const MODEL = "llama2-70b";
 const REGION = "us-east";
@@ -66,7 +67,8 @@ describe("tidegate dev serving a pipelined model with stage processes on its age
       expect(cmdline(p.pid), `pid ${p.pid}`).toMatch(/engine-sim .*--stage \{.*"stage":\d/);
     }
 
-    const prompt = "the tide comes in and the gate holds ".repeat(60); // ≈ 500 tokens
+    // ≈ 130 tokens: every hop carries hidden × 2 × tokens bytes of activations (≈ 2.6 MB here), real bytes between processes.
+    const prompt = "the tide comes in and the gate holds ".repeat(15);
     const most = [1, 1, 1, 1];
     const pids = new Set(first.procs.map((p) => p.pid));
     let stop = false;
@@ -80,18 +82,12 @@ describe("tidegate dev serving a pipelined model with stage processes on its age
       }
     })();
     // 16 concurrent streams, each sending 6 requests one after another: stage 0 (1 replica) queues.
-    const texts: string[] = [];
-    await Promise.all(
-      Array.from({ length: 16 }, async () => {
-        for (let k = 0; k < 6; k++) {
-          const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: prompt }], stream: true, max_tokens: 32 });
-          let text = "";
-          for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
-          texts.push(text);
-        }
-      }),
-    );
-    stop = true;
+    let texts: string[];
+    try {
+      texts = await streamBurst(client, MODEL, prompt, 16, 6, 32);
+    } finally {
+      stop = true;
+    }
     await watch;
     expect(texts).toHaveLength(96);
     for (const t of texts) expect(t.trim().split(/\s+/)).toHaveLength(32);

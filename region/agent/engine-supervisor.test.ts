@@ -236,6 +236,23 @@ describe("engines on the agent", () => {
     await agent.client.stopEngine("i-pipe1", 100).catch(() => undefined);
   });
 
+  it("starts one stage replica as its own engine-sim --stage process when StartEngine carries `stage`", async () => {
+    await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });
+    const stage = JSON.stringify({ layersPerStage: [20, 12], profileTp: 2, stage: 1, loadMs: 0, windowMs: 10_000 });
+    const e = await agent.client.startEngine({ instanceId: "stage/i-st/1/0", model: MODEL, gpu: GPU, gpus: 1, timeScale: 0.1, stage });
+    expect(e).toMatchObject({ instanceId: "stage/i-st/1/0", gpus: 1, state: "running" });
+    expect((await fetch(`${e.url}/health`)).status).toBe(200);
+    // The last stage takes hidden (4096) × 2 bytes × tokens of activations and answers with the tokens.
+    const res = await fetch(`${e.url}/tidegate/stage/run`, { method: "POST", headers: { "x-tidegate-stage": JSON.stringify({ id: "r", seed: 7, promptTokens: 10, outputTokens: 3, next: [] }) }, body: new Uint8Array(4096 * 2 * 13) });
+    expect(res.status).toBe(200);
+    expect((await res.text()).trim().split("\n")).toHaveLength(4);
+    expect(((await (await fetch(`${e.url}/tidegate/stage`)).json()) as { stage: number; served: number })).toMatchObject({ stage: 1, served: 1 });
+    await agent.client.stopEngine("stage/i-st/1/0", 2000);
+    // A stage process is engine-sim on a complete store: not beside a pipeline.
+    const both = await errorOf(agent.client.startEngine({ instanceId: "stage/i-st/1/1", model: MODEL, gpu: GPU, gpus: 1, stage, pipeline: JSON.stringify({ layersPerStage: [20, 12], profileTp: 2 }) }));
+    expect(both.message).toMatch(/a stage process is engine-sim on a complete store/);
+  });
+
   it("a template engine that exits at once becomes exited with its exit code and stderr", async () => {
     await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });
     const e = await agent.client.startEngine({ instanceId: "i-boom", model: MODEL, gpu: GPU, gpus: 1, commandTemplate: "sh -c 'echo boom {instance} on {port} >&2; exit 3'" });

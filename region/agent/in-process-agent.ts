@@ -169,8 +169,9 @@ export class InProcessAgent implements AgentHandle {
     return spec.pipeline !== undefined && this.o.headHoldsNoGpu === true;
   }
 
-  /** Stops this node's stage processes (SIGTERM, SIGKILL after 3 s) and waits for them. */
+  /** Closes the stage-process heads hosted here (their scalers stop) and stops this node's stage processes (SIGTERM, SIGKILL after 3 s). */
   async closeProcesses(): Promise<void> {
+    await Promise.all([...this.engines.values()].filter((e) => this.holdsNoGpu(e.spec)).map((e) => e.engine?.close()));
     await this.o.stageProcesses?.close();
   }
 

@@ -8,6 +8,9 @@
  * no request in flight names it, it is drained (`/tidegate/stage/drain`) and its process stops when idle; the GPU goes
  * back to the scaler.
  *
+ * A serving replica that misses 3 polls in a row (its process died) is lost: out of the routes, stopped, its GPU back
+ * to the scaler, whose next pass starts another where a stage falls below its keep.
+ *
  * Observations come from polling every replica's `GET /tidegate/stage` every `pollMs` (model ms): arrivals and
  * completions in the window (as ages, mapped onto this fleet's clock), queue, busy. Stage processes run on the
  * region's wall clock dilated by the same time scale as this fleet's clock, so their model ms and ours agree.
@@ -60,7 +63,12 @@ export interface StageReplica {
    * ones that list it as a candidate). A removed replica is stopped only once none is left, so no request meets it gone.
    */
   captured: number;
+  /** Status polls in a row it did not answer (LOST_AFTER_MISSES: lost). */
+  misses: number;
 }
+
+/** A serving replica that misses this many status polls in a row is taken as lost and replaced by the scaler. */
+const LOST_AFTER_MISSES = 3;
 
 /** Wiring of a `ProcessStageFleet`. */
 export interface ProcessStageFleetOptions {
@@ -150,7 +158,7 @@ export class ProcessStageFleet implements StageFleet {
   addReplica(stage: number, server: number, delayMs: number): StageReplica {
     const host = this.o.hosts[server]!;
     const id = this.nextId++;
-    const r: StageReplica = { id, stage, server, nodeId: host.nodeId, engineId: `stage/${this.o.instanceId}/${stage}/${id}`, url: "", pid: 0, state: "starting", status: undefined, captured: 0 };
+    const r: StageReplica = { id, stage, server, nodeId: host.nodeId, engineId: `stage/${this.o.instanceId}/${stage}/${id}`, url: "", pid: 0, state: "starting", status: undefined, captured: 0, misses: 0 };
     this.byStage[stage]!.push(r);
     void this.start(r, host, delayMs);
     return r;
@@ -231,6 +239,14 @@ export class ProcessStageFleet implements StageFleet {
     this.drop(r);
   }
 
+  /** A serving replica that stopped answering (its process died or hangs): out of the routes, stopped, its GPU back. */
+  private async lose(r: StageReplica): Promise<void> {
+    this.o.log.warn("stage process lost", { engine: r.engineId, node: r.nodeId, url: r.url, pid: r.pid, misses: r.misses });
+    r.state = "draining";
+    await this.o.hosts[r.server]!.stopEngine(r.engineId, 0).catch(() => undefined);
+    this.drop(r);
+  }
+
   private drop(r: StageReplica): void {
     if (r.state === "stopped") return;
     r.state = "stopped";
@@ -262,7 +278,15 @@ export class ProcessStageFleet implements StageFleet {
     this.o.onPoll?.();
     this.polling = true;
     try {
-      await Promise.all(this.all().filter((r) => r.state === "serving" || r.state === "draining").map((r) => this.fetchStatus(r)));
+      await Promise.all(
+        this.all()
+          .filter((r) => r.state === "serving" || r.state === "draining")
+          .map(async (r) => {
+            const st = await this.fetchStatus(r);
+            r.misses = st === undefined ? r.misses + 1 : 0;
+            if (r.misses >= LOST_AFTER_MISSES && r.state === "serving") await this.lose(r);
+          }),
+      );
     } finally {
       this.polling = false;
     }

@@ -93,7 +93,7 @@ describe("stage processes", () => {
     expect(await h.json()).toEqual({ status: "loading", stage: 2 });
   }, 60_000);
 
-  it("the head's key-stage scaler grows the key stage by starting stage processes on nodes that cache it; tokens stream", async () => {
+  it("the head's key-stage scaler grows the key stage by starting stage processes on nodes that cache it; tokens stream; a lost process is replaced", async () => {
     // Three nodes: A and B hold the model's blocks (every stage cached in host memory), C does not.
     const sups = [supervisor(), supervisor(), supervisor()];
     const started: { node: string; spec: EngineSpec; pid: number }[] = [];
@@ -163,6 +163,19 @@ describe("stage processes", () => {
       const p = new Pipeline({ model: MODEL, gpu: GPU, ...LAYOUT });
       expect(JSON.parse(grown[0]!.spec.stage!).loadMs).toBeCloseTo(DEFAULT_CLUSTER.forkMs + (p.stageBytes[0]! / DEFAULT_CLUSTER.pcieBytesPerS) * 1000, 6);
       expect(summary.processes!.length).toBeGreaterThanOrEqual(4);
+
+      // A stage process that dies (kill -9) is lost after 3 unanswered polls: out of the routes, its GPU back (the
+      // scaler starts another when that leaves the stage below its keep); requests keep flowing through the stage.
+      const victim = head.fleet.replicas(3).find((r) => r.state === "serving")!;
+      process.kill(victim.pid, "SIGKILL");
+      const deadline = Date.now() + 30_000;
+      while (!(head.fleet.all().every((r) => r.pid !== victim.pid) && head.fleet.replicas(3).some((r) => r.state === "serving"))) {
+        if (Date.now() > deadline) throw new Error(`stage 3 not replaced after its process died: ${JSON.stringify(head.pipelineSummary())}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      let tokens = 0;
+      for await (const ev of head.generate({ id: "after-loss", model: MODEL, kind: "chat", promptTokens: 64, maxTokens: 8, priority: 0, body: {} })) if (ev.type === "token") tokens++;
+      expect(tokens).toBe(8);
     } finally {
       await head.close();
     }

@@ -51,6 +51,51 @@ async function lines(res: Response): Promise<{ t?: string; done?: boolean; error
 
 const status = async (url: string): Promise<StageStatus> => (await (await fetch(`${url}/tidegate/stage`)).json()) as StageStatus;
 
+/**
+ * A head over nodes A, B, C, … (8 slots each, the given free slots and stores), each node an EngineSupervisor that
+ * spawns real stage processes; `started` lists every StartEngine in order with its node.
+ */
+function stagedHead(layout: { freeSlots: number; holdsModel: boolean }[]): { head: StagedPipelineEngine; started: { node: string; spec: EngineSpec; pid: number }[] } {
+  const started: { node: string; spec: EngineSpec; pid: number }[] = [];
+  const hosts = layout.map((_, j) => {
+    const sup = supervisor();
+    const nodeId = `node-${"ABCDEFGH"[j]}`;
+    return {
+      nodeId,
+      startEngine: async (spec: EngineSpec) => {
+        const info = await sup.start(spec);
+        started.push({ node: nodeId, spec, pid: info.pid });
+        return info;
+      },
+      stopEngine: (id: string, graceMs: number) => sup.stop(id, graceMs),
+    };
+  });
+  const nodes = (): StageNode[] => layout.map((n, j) => ({ host: hosts[j]!, slots: 8, ...n }));
+  const params = resolveStrategy("keystage", { intervalMs: 1000, windowMs: 10_000 }, "params").params as KeyStageParams;
+  const spec: PipelineSpec = { ...LAYOUT, mode: "key-stage", params, cluster: DEFAULT_CLUSTER };
+  return { head: new StagedPipelineEngine({ instanceId: "r/llama", model: MODEL, gpu: GPU, gpus: 8, spec, clock: new WallClock(), timeScale: 0.1, nodes, log: silentLogger }), started };
+}
+
+/** `callers` concurrent callers, `each` requests one after another; resolves with every text. */
+async function burst(head: StagedPipelineEngine, callers: number, each: number): Promise<string[]> {
+  const texts: string[] = [];
+  await Promise.all(
+    Array.from({ length: callers }, async (_, c) => {
+      for (let k = 0; k < each; k++) {
+        let text = "";
+        let done = false;
+        for await (const ev of head.generate({ id: `c${c}-${k}`, model: MODEL, kind: "chat", promptTokens: 512, maxTokens: 32, priority: 0, body: {} })) {
+          if (ev.type === "token") text += ev.text;
+          if (ev.type === "done") done = true;
+        }
+        expect(done).toBe(true);
+        texts.push(text);
+      }
+    }),
+  );
+  return texts;
+}
+
 describe("stage processes", () => {
   it("pass activations stage to stage and stream the last stage's tokens back along the chain", async () => {
     const sup = supervisor();
@@ -95,25 +140,11 @@ describe("stage processes", () => {
 
   it("the head's key-stage scaler grows the key stage by starting stage processes on nodes that cache it; tokens stream; a lost process is replaced", async () => {
     // Three nodes: A and B hold the model's blocks (every stage cached in host memory), C does not.
-    const sups = [supervisor(), supervisor(), supervisor()];
-    const started: { node: string; spec: EngineSpec; pid: number }[] = [];
-    const hosts = sups.map((sup, j) => ({
-      nodeId: `node-${"ABC"[j]}`,
-      startEngine: async (spec: EngineSpec) => {
-        const info = await sup.start(spec);
-        started.push({ node: `node-${"ABC"[j]}`, spec, pid: info.pid });
-        return info;
-      },
-      stopEngine: (id: string, graceMs: number) => sup.stop(id, graceMs),
-    }));
-    const nodes = (): StageNode[] => [
-      { host: hosts[0]!, slots: 8, freeSlots: 4, holdsModel: true },
-      { host: hosts[1]!, slots: 8, freeSlots: 8, holdsModel: true },
-      { host: hosts[2]!, slots: 8, freeSlots: 8, holdsModel: false },
-    ];
-    const params = resolveStrategy("keystage", { intervalMs: 1000, windowMs: 10_000 }, "params").params as KeyStageParams;
-    const spec: PipelineSpec = { ...LAYOUT, mode: "key-stage", params, cluster: DEFAULT_CLUSTER };
-    const head = new StagedPipelineEngine({ instanceId: "r/llama", model: MODEL, gpu: GPU, gpus: 8, spec, clock: new WallClock(), timeScale: 0.1, nodes, log: silentLogger });
+    const { head, started } = stagedHead([
+      { freeSlots: 4, holdsModel: true },
+      { freeSlots: 8, holdsModel: true },
+      { freeSlots: 8, holdsModel: false },
+    ]);
     try {
       let peak0 = 0;
       let peakHeld = 0;
@@ -127,21 +158,7 @@ describe("stage processes", () => {
         }
       })();
       // 12 concurrent callers, 4 requests each, one after another: stage 0 (32 of 80 layers) queues.
-      const texts: string[] = [];
-      await Promise.all(
-        Array.from({ length: 12 }, async (_, c) => {
-          for (let k = 0; k < 4; k++) {
-            let text = "";
-            let done = false;
-            for await (const ev of head.generate({ id: `c${c}-${k}`, model: MODEL, kind: "chat", promptTokens: 512, maxTokens: 32, priority: 0, body: {} })) {
-              if (ev.type === "token") text += ev.text;
-              if (ev.type === "done") done = true;
-            }
-            expect(done).toBe(true);
-            texts.push(text);
-          }
-        }),
-      );
+      const texts = await burst(head, 12, 4);
       stop = true;
       await watch;
       expect(texts).toHaveLength(48);
@@ -181,5 +198,31 @@ describe("stage processes", () => {
     }
     // Closing the head stops every stage process.
     for (const s of started) if (s.pid > 0) expect(alive(s.pid), `pid ${s.pid}`).toBe(false);
+  }, 120_000);
+
+  it("under GPU contention the key stage's new processes are dispersed over nodes (KL placement, QUART §6.2 Eq. 8–10)", async () => {
+    // Nodes A, B, D with 3 free slots each, C without the model: no node has half its GPUs free, so key replicas are
+    // placed by the KL dispersion (other stages are packed densely); the first 4 (one per stage, not key) fill A, then B.
+    // (`started` is in the order the starts completed, not the order they were placed.)
+    const { head, started } = stagedHead([
+      { freeSlots: 3, holdsModel: true },
+      { freeSlots: 3, holdsModel: true },
+      { freeSlots: 8, holdsModel: false },
+      { freeSlots: 3, holdsModel: true },
+    ]);
+    try {
+      const texts = await burst(head, 16, 4);
+      expect(texts).toHaveLength(64);
+      const initial = started.slice(0, 4).map((s) => s.node);
+      const grown0 = started.slice(4).filter((s) => JSON.parse(s.spec.stage!).stage === 0).map((s) => s.node);
+      const detail = JSON.stringify({ initial, grown0, all: started.map((s) => `${JSON.parse(s.spec.stage!).stage}@${s.node}`), stats: head.scaler.stats });
+      expect([...initial].sort(), detail).toEqual(["node-A", "node-A", "node-A", "node-B"]);
+      expect(started.every((s) => s.node !== "node-C"), detail).toBe(true);
+      // The key stage grew by several processes, and not all on one node: the dispersion spreads them over B and D.
+      expect(grown0.length, detail).toBeGreaterThanOrEqual(2);
+      expect(new Set(grown0).size, detail).toBeGreaterThanOrEqual(2);
+    } finally {
+      await head.close();
+    }
   }, 120_000);
 });

@@ -25,7 +25,10 @@ let client: OpenAI;
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "tidegate-stages-"));
   const example = JSON.parse(readFileSync(join(REPO_ROOT, "deploy/examples/dev-keystage-stages.json"), "utf8")) as Record<string, unknown>;
-  dev = await startDev({ ...example, router: { port: 0 }, queue: { dataDir: join(dir, "data") } }, dir);
+  // Up to a dozen node processes (dev, its stage processes) share this machine's cores with other tests: a region whose
+  // reports lag (telemetry older than 1.5 s) or a first token later than 10 s under that load is not what this test is
+  // about, so the router waits longer before it gives the region up (router.telemetryStaleMs, router.streamStallMs).
+  dev = await startDev({ ...example, router: { port: 0, telemetryStaleMs: 10_000, streamStallMs: 60_000 }, queue: { dataDir: join(dir, "data") } }, dir);
   client = new OpenAI({ baseURL: `${dev.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 60_000 });
 }, 90_000);
 

@@ -10,7 +10,10 @@
  *   are adopted) before anything is deployed.
  * - `agentsInProcess` (`tidegate dev`, tests): real NodeAgents (native block stores, loopback TCP data plane) in
  *   this process, wrapped by InProcessAgent (region/agent/in-process-agent.ts), which hosts simulated engines. Nodes
- *   are the region's GPUs cut into nodes of `gpusPerNode` slots (default 8), or an explicit list.
+ *   are the region's GPUs cut into nodes of `gpusPerNode` slots (default 8), or an explicit list. With
+ *   `keystage.stageProcesses` each agent also spawns stage processes (`engine-sim --stage`, through an
+ *   EngineSupervisor) and a pipelined instance is a StagedPipelineEngine head over them (region/keystage/staged-engine.ts).
+ *   `agentsOverGrpc` refuses that setting at start-up: it has no head for stage processes.
  *
  * Either way every StartEngine the region sends carries the config's simulated-engine settings for its model
  * (the actuator's EngineSettings: `simSettings` gives engines.models maxBatch / kvCapacityTokens, else

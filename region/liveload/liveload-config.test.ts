@@ -87,22 +87,25 @@ describe("the loading configuration key (controller.loading, regions[].loading)"
     for (const r of plain) await r.sim.close();
   });
 
-  it("the agents actuator runs network and blitzscale (stop-the-world, best-effort, zigzag) and refuses the rest, naming the region", () => {
+  it("the agents actuator runs network, blitzscale (stop-the-world, best-effort, zigzag) and lambdascale (lambda-pipelines, stop-the-world) and refuses the rest, naming the region", () => {
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "network" }, "x"))).toBe("stop-the-world");
     expect(dataPlaneScheduler("a", undefined)).toBe("stop-the-world");
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "blitzscale" }, "x"))).toBe("zigzag");
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "blitzscale", scheduler: "best-effort" }, "x"))).toBe("best-effort");
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "network", scheduler: "zigzag" }, "x"))).toBe("zigzag");
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "lambdascale" }, "x"))).toBe("lambda-pipelines");
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "lambdascale", scheduler: "stop-the-world" }, "x"))).toBe("stop-the-world");
     for (const source of ["ssd", "allcache"]) expect(() => dataPlaneScheduler("a", parseLoadingConfig({ source }, "x"))).toThrow(/^region a: loading /);
+    expect(() => dataPlaneScheduler("a", parseLoadingConfig({ source: "lambdascale", scheduler: "zigzag" }, "x"))).toThrow(/^region a: loading lambdascale\/zigzag runs only on the sim actuator/);
     const e = (() => {
       try {
-        startInProcessRegion({ config: config({ controller: { loading: { source: "lambdascale" } } }), region: "us-east", clock: new VirtualClock(0), log: silentLogger });
+        startInProcessRegion({ config: config({ controller: { loading: { source: "ssd" } } }), region: "us-east", clock: new VirtualClock(0), log: silentLogger });
       } catch (x) {
         return x;
       }
       return undefined;
     })();
     expect(isTidegateError(e, "invalid_config")).toBe(true);
-    expect((e as Error).message).toMatch(/^region us-east: loading lambdascale\/lambda-pipelines runs only on the sim actuator/);
+    expect((e as Error).message).toMatch(/^region us-east: loading ssd\/stop-the-world runs only on the sim actuator/);
   });
 });

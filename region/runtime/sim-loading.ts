@@ -30,6 +30,7 @@ import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/sim-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
 import { hopMsPerToken } from "../liveload/live-pairs.js";
+import { pipelinePassMs } from "../liveload/lambda.js";
 import { LoadingPair } from "../engines/layerwise/pairing.js";
 import { KeepAliveCache, LOADING_SOURCES, TABLE1_CLUSTER_A, loadEpisode, type LiveScheduler, type LoadBandwidths, type LoadModel, type LoadingSourceName } from "../liveload/sources.js";
 
@@ -169,7 +170,7 @@ export class SimRegionLoading implements ActuatorLoading {
         if (!(p.formedMs < p.localMs) || members.length < 2) continue;
         const id = `${members[0]}/pipeline`;
         const entry: { members: Set<string>; engine?: SimEngine; timer?: Timer; retiring: boolean } = { members: new Set(members), retiring: false };
-        const passMs = p.hops * (this.hopMsPerToken(model) * 256 + 0.01);
+        const passMs = pipelinePassMs(p.hops, this.hopMsPerToken(model));
         entry.timer = this.d.clock.after(p.formedMs, () => {
           entry.timer = undefined;
           if (entry.retiring) return;

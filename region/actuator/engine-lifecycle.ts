@@ -3,7 +3,9 @@
  * - bring-up: unless its node holds a complete copy, the node joins the model's next multicast plan (host-copies.ts)
  *   and, with serve-while-loading on, the instance is paired with a serving engine of its model (BlitzScale §5.2,
  *   liveload/live-pairs.ts) until it leaves `loading`; engine-sim starts with `awaitBlocks` while the blocks arrive,
- *   a command template after them;
+ *   a command template after them; with λScale's pipelines (a `lambdascale` loading key) the head of a formed
+ *   execution pipeline serves before its blocks are all here (`servePipelined`, λScale §4.3) and switches to local
+ *   mode once they are (§4.4);
  * - serving: once the engine answers its health check within `startTimeoutMs`, the gateway routes to it and the
  *   scale-out's duration is recorded;
  * - drain: streams in flight finish, the engine stops, the instance becomes `spot` with its slots and blocks; a

@@ -39,13 +39,13 @@ describe("the loading configuration key (controller.loading, regions[].loading)"
   });
 
   it("bad values name their field", () => {
-    expect(err(() => config({ controller: { loading: { source: "nfs" } } }))).toMatch(/^controller\.loading\.source: must be one of ssd, allcache, network, blitzscale, lambdascale, got "nfs"/);
+    expect(err(() => config({ controller: { loading: { source: "nfs" } } }))).toMatch(/^controller\.loading\.source: must be one of ssd, allcache, network, blitzscale, lambdascale, faasnet-tree, nccl-ring, got "nfs"/);
     expect(err(() => config({ controller: { loading: { source: "network", scheduler: "lambda-pipelines" } } }))).toMatch(/^controller\.loading\.scheduler: lambda-pipelines runs on the lambdascale source's binomial multicast, not network/);
     expect(err(() => config({ controller: { loading: { source: "ssd", bandwidthsGbps: { ssd: 0 } } } }))).toMatch(/^controller\.loading\.bandwidthsGbps\.ssd:/);
     expect(err(() => config({ controller: { loading: { source: "ssd", bandwidthsGbps: { infiniband: 400 } } } }))).toMatch(/^controller\.loading\.bandwidthsGbps\.infiniband:/);
     expect(err(() => config({ controller: { loading: { source: "ssd", blocksPerLayer: 0 } } }))).toMatch(/^controller\.loading\.blocksPerLayer:/);
     expect(err(() => config({ regions: [{ name: "a", gpus: [{ type: "h100-80gb", count: 8 }], endpoints: [{ model: "llama3.1-8b", gpu: "h100-80gb" }], loading: { source: "x" } }] }))).toMatch(/^regions\[0\]\.loading\.source:/);
-    expect(err(() => namedLoading("disk", "--loading"))).toMatch(/^--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, none, got "disk"/);
+    expect(err(() => namedLoading("disk", "--loading"))).toMatch(/^--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, faasnet-tree, nccl-ring, none, got "disk"/);
     expect(namedLoading("none", "--loading")).toBeUndefined();
   });
 

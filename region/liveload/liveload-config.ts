@@ -7,7 +7,7 @@
  * (SageServe §7.1's constants for the sim actuator).
  *
  * {
- *   "source": "blitzscale",                  // ssd | allcache | network | blitzscale | lambdascale
+ *   "source": "blitzscale",                  // ssd | allcache | network | blitzscale | lambdascale | faasnet-tree | nccl-ring
  *   "scheduler": "zigzag",                   // optional: the source's own by default (sources.ts LOADING_SOURCES)
  *   "bandwidthsGbps": { "nvlink": 1600, "rdma": 100, "pcie": 128, "ssd": 10 },   // default BlitzScale Table 1, cluster A
  *   "keepAliveMs": 300000,                   // ssd's host cache (ServerlessLLM: 5 minutes)

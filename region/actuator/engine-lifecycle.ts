@@ -128,6 +128,7 @@ export class EngineLifecycle {
           this.checkAlive(inst);
         } catch (err) {
           this.early.delete(inst.id);
+          this.heads.delete(inst.id);
           const started = await early?.catch(() => undefined);
           if (started !== undefined) inst.engine = started;
           throw err;
@@ -141,9 +142,12 @@ export class EngineLifecycle {
           // switches to local mode (λScale §4.4), without the activation hops. (Drained meanwhile: nothing to switch.)
           this.checkAlive(inst);
           if (inst.state !== "serving" || inst.engine === undefined) return;
-          await e.servePipelined!(inst.engine, inst.id, 0);
+          // engine-sim also switches by itself once its node's store is complete: a failed call costs nothing more.
+          await e.servePipelined!(inst.engine, inst.id, 0).then(
+            () => this.o.log.info("λScale pipeline head switched to local mode", { instanceId: inst.id, model, node: inst.node }),
+            (err: unknown) => this.o.log.warn("switching a λScale pipeline head to local mode failed", { instanceId: inst.id, err: toTidegateError(err).message }),
+          );
           copies.pool.touch(inst.node, model, this.o.clock.now());
-          this.o.log.info("λScale pipeline head switched to local mode", { instanceId: inst.id, model, node: inst.node });
           return;
         }
         if (early !== undefined) inst.engine = await early;

@@ -68,6 +68,11 @@ describe("LiveLambdaPipelines (λScale §4.3 live)", () => {
     expect(t.pending()).toEqual([]);
     for (let b = 0; b < 8; b++) t.block(MODEL, "t0", b);
     expect(formed).toEqual([]);
+    // A member that holds the whole model by the time the pipeline covers every block serves on its own.
+    t.plan(MODEL, plan());
+    for (let b = 0; b < 8; b++) t.block(MODEL, "t0", b);
+    expect(t.pending()).toEqual([]);
+    expect(formed).toEqual([]);
   });
 
   it("the pass overhead is the replay's: hops × (256 tokens of activations over RDMA + 0.01 ms)", () => {

@@ -129,8 +129,8 @@ export class LiveLambdaPipelines {
       else stages.push({ node, fromBlock: b, toBlock: b + 1 });
     }
     const held = e.present.map((p) => p.reduce((a, x) => a + x, 0));
-    // Every member already holds the whole model: nothing to serve early (it loads whole).
-    if (held.every((h) => h === e.blockCount)) return;
+    // A member that already holds the whole model serves on its own (local mode, §4.4): the pipeline adds nothing.
+    if (held.some((h) => h === e.blockCount)) return;
     this.counters.formed++;
     this.o.onFormed({ model: e.model, nodes: [...e.nodes], stages, hops: stages.length - 1, held, afterMs: this.o.clock.now() - e.plannedMs });
   }

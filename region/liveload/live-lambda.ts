@@ -13,7 +13,8 @@
  * blocks) serve with that per-pass overhead (region/actuator/engine-lifecycle.ts servePipelined); the head drops the
  * overhead when its own copy is complete (local mode, §4.4), and the other members serve when theirs are, as under
  * stop-the-world. Pipelines of one member (a single target, or Algorithm 2's leftovers) never form early: they load
- * whole.
+ * whole; nor does a pipeline one of whose members already holds every block when it would form (that member serves on
+ * its own).
  *
  * Differences from the replay (region/runtime/sim-loading.ts), which gives a pipeline its own engine with its
  * members' KV caches and switches every member to local mode together: live, the head's engine is the pipeline

@@ -13,6 +13,10 @@
  * - serve while loading (a `blitzscale` loading key: liveload/live-pairs.ts): while its blocks arrive, the new
  *   instance is paired with a serving engine of the model, which shares the prefill of its queue with it layer by
  *   layer (BlitzScale §5.2), updated at every block the data plane reports; the pairing ends when it serves.
+ * - execute while loading (the `lambdascale` loading key with `lambda-pipelines`: liveload/live-lambda.ts): the
+ *   multicast is λScale's binomial pipeline from the k complete copies; once the members of one of its execution
+ *   pipelines together hold every block, one member's engine serves with the pipeline's activation hops added to
+ *   every pass (λScale §4.3) and drops them when its own copy is complete (§4.4).
  * - serving: the agent starts the engine (engine-sim, or the configured command template); once it answers its
  *   health check within `startTimeoutMs` the gateway adds it and routes to it (engine-lifecycle.ts,
  *   gateway-membership.ts).
@@ -41,6 +45,9 @@ import type { ParameterPool } from "../pool/parameter-pool.js";
 import type { LinkRates } from "../pool/rates.js";
 import type { MulticastPolicy, TransferResult } from "../pool/transfer.js";
 import { LivePairs, type LivePairCounters } from "../liveload/live-pairs.js";
+import { pipelinePassMs } from "../liveload/lambda.js";
+import { LiveLambdaPipelines, type LiveLambdaCounters } from "../liveload/live-lambda.js";
+import type { MulticastPlan } from "../multicast/schedule.js";
 import { EngineAdoption } from "./adoption.js";
 import { InstanceTable, type AgentInstance } from "./agent-instances.js";
 import { EngineLifecycle, type EngineSettings } from "./engine-lifecycle.js";
@@ -81,6 +88,12 @@ export interface AgentsActuatorOptions {
   layerwise?: { scheduler: PairScheduler; hopMsPerToken(model: ModelName): number; ttlMs?: number };
   /** Each finished transfer (for logs, metrics and the bench). */
   onTransfer?(r: TransferResult): void;
+  /**
+   * Execute while loading (the region's `loading` key lambdascale/lambda-pipelines: liveload/live-lambda.ts): λScale's
+   * execution pipelines serve while their members load. Needs `policy.algorithm` "binomial" for its pipelines and
+   * `engines.servePipelined`. Absent: no pipelines.
+   */
+  lambda?: { hopMsPerToken(model: ModelName): number };
 }
 
 export class AgentsActuator implements RuntimeActuator {
@@ -94,6 +107,8 @@ export class AgentsActuator implements RuntimeActuator {
   readonly failures: ScaleFailure[];
   /** Live serve-while-loading pairings (undefined: stop-the-world). */
   readonly pairs: LivePairs | undefined;
+  /** λScale's execution pipelines waiting to form (undefined: the loading key runs none). */
+  readonly pipelines: LiveLambdaPipelines | undefined;
   private readonly table: InstanceTable;
   private readonly copies: HostCopies;
   private readonly nodeMembership: NodeMembership;
@@ -118,11 +133,21 @@ export class AgentsActuator implements RuntimeActuator {
         serving: (model, gpu) => gateway.serving(model, gpu),
       });
     const pairs = this.pairs;
+    const lambda = o.lambda;
+    if (lambda !== undefined)
+      this.pipelines = new LiveLambdaPipelines({ clock, onFormed: (p) => this.lifecycle.servePipelined(p, pipelinePassMs(p.hops, lambda.hopMsPerToken(p.model))) });
+    const pipelines = this.pipelines;
     this.failureList = new ScaleFailures({ clock, log });
     this.failures = this.failureList.entries;
     const fail = (f: Omit<ScaleFailure, "atMs">): void => this.failureList.fail(f);
     this.times = new ScaleOutTimes(o.models, o.policy);
-    this.table = new InstanceTable({ region: o.region, clock, ...(o.onChange === undefined ? {} : { onChange: o.onChange }), onLeftLoading: (id) => pairs?.end(id) });
+    this.table = new InstanceTable({ region: o.region, clock, ...(o.onChange === undefined ? {} : { onChange: o.onChange }), onLeftLoading: (id) => {
+        pairs?.end(id);
+        // A member that stops loading (failed, cancelled, lost) leaves its pipeline unable to form.
+        const left = pipelines === undefined ? undefined : this.table.list().find((i) => i.id === id);
+        if (left !== undefined) pipelines!.drop(left.model, left.node);
+      },
+    });
     const table = this.table;
     this.copies = new HostCopies({
       region: o.region,
@@ -133,7 +158,11 @@ export class AgentsActuator implements RuntimeActuator {
       minHostCopies: o.minHostCopies ?? 1,
       nodes: this.nodes,
       loadingOn: (n) => table.loadingOn(n),
-      onBlock: (model, node, block) => this.lifecycle.blockArrived(model, node, block),
+      onBlock: (model, node, block) => {
+        pipelines?.block(model, node, block);
+        this.lifecycle.blockArrived(model, node, block);
+      },
+      ...(pipelines === undefined ? {} : { onPlan: (model: ModelName, plan: MulticastPlan) => pipelines.plan(model, plan) }),
       ...(o.onTransfer === undefined ? {} : { onTransfer: o.onTransfer }),
       fail,
     });
@@ -275,10 +304,11 @@ export class AgentsActuator implements RuntimeActuator {
   }
 
   /** What the admin listing shows: instances, nodes with slots and stores, recent failures. */
-  listing(): { instances: AgentInstance[]; nodes: NodeListing[]; failures: ScaleFailure[]; layerwise?: { counters: LivePairCounters; active: ReturnType<LivePairs["active"]> } } {
+  listing(): { instances: AgentInstance[]; nodes: NodeListing[]; failures: ScaleFailure[]; layerwise?: { counters: LivePairCounters; active: ReturnType<LivePairs["active"]> }; lambda?: { counters: LiveLambdaCounters; pending: ReturnType<LiveLambdaPipelines["pending"]> } } {
     const instances = this.table.list();
     return {
       ...(this.pairs === undefined ? {} : { layerwise: { counters: { ...this.pairs.counters }, active: this.pairs.active() } }),
+      ...(this.pipelines === undefined ? {} : { lambda: { counters: { ...this.pipelines.counters }, pending: this.pipelines.pending() } }),
       instances: instances.map((i) => ({ ...i })),
       nodes: this.nodes.all().map((n) => ({
         nodeId: n.nodeId,

@@ -3,7 +3,9 @@
  * - bring-up: unless its node holds a complete copy, the node joins the model's next multicast plan (host-copies.ts)
  *   and, with serve-while-loading on, the instance is paired with a serving engine of its model (BlitzScale §5.2,
  *   liveload/live-pairs.ts) until it leaves `loading`; engine-sim starts with `awaitBlocks` while the blocks arrive,
- *   a command template after them;
+ *   a command template after them; with λScale's pipelines (a `lambdascale` loading key) the head of a formed
+ *   execution pipeline serves before its blocks are all here (`servePipelined`, λScale §4.3) and switches to local
+ *   mode once they are (§4.4);
  * - serving: once the engine answers its health check within `startTimeoutMs`, the gateway routes to it and the
  *   scale-out's duration is recorded;
  * - drain: streams in flight finish, the engine stops, the instance becomes `spot` with its slots and blocks; a
@@ -48,6 +50,12 @@ export interface EngineSettings {
    * engine's defaults. Never sent with a command template (a real engine).
    */
   simSettings?(model: string): { maxBatch?: number; kvCapacityTokens?: number };
+  /**
+   * Makes an engine started with awaitBlocks serve now as the head of a λScale execution pipeline, with
+   * `passOverheadMs` added to every pass (its activation hops), or, with 0, switches it to local mode (λScale
+   * §4.3–4.4; engine-sim: POST /tidegate/lambda; dev: the in-process agent). Absent: pipelines never serve early.
+   */
+  servePipelined?(info: EngineInfo, instanceId: string, passOverheadMs: number): Promise<void>;
 }
 
 /** What the lifecycle reads and calls: the instance table, the host copies, the nodes' agents, the gateway. */
@@ -74,6 +82,11 @@ export interface EngineLifecycleOptions {
 }
 
 export class EngineLifecycle {
+  /** Engines started with awaitBlocks, by instance id, while their instance waits for its blocks. */
+  private readonly early = new Map<string, Promise<EngineInfo>>();
+  /** λScale pipeline heads brought to serving before their blocks are all here: resolves true once serving. */
+  private readonly heads = new Map<string, Promise<boolean>>();
+
   constructor(private readonly o: EngineLifecycleOptions) {}
 
   /** Brings `inst` (provisioning or loading) to serving; on failure removes it and tells `onFailure`. Never throws. */
@@ -109,13 +122,33 @@ export class EngineLifecycle {
         // Awaited below, after the blocks; a refusal that comes first (the agent has no free slot) must not be an
         // unhandled rejection meanwhile, which ends the region process.
         early?.catch(() => undefined);
+        if (early !== undefined) this.early.set(inst.id, early);
         try {
           await blocks;
           this.checkAlive(inst);
         } catch (err) {
+          this.early.delete(inst.id);
+          this.heads.delete(inst.id);
           const started = await early?.catch(() => undefined);
           if (started !== undefined) inst.engine = started;
           throw err;
+        } finally {
+          this.early.delete(inst.id);
+        }
+        const head = this.heads.get(inst.id);
+        this.heads.delete(inst.id);
+        if (head !== undefined && (await head)) {
+          // It has served as a λScale pipeline head since its pipeline formed: its own copy is complete now, so it
+          // switches to local mode (λScale §4.4), without the activation hops. (Drained meanwhile: nothing to switch.)
+          this.checkAlive(inst);
+          if (inst.state !== "serving" || inst.engine === undefined) return;
+          // engine-sim also switches by itself once its node's store is complete: a failed call costs nothing more.
+          await e.servePipelined!(inst.engine, inst.id, 0).then(
+            () => this.o.log.info("λScale pipeline head switched to local mode", { instanceId: inst.id, model, node: inst.node }),
+            (err: unknown) => this.o.log.warn("switching a λScale pipeline head to local mode failed", { instanceId: inst.id, err: toTidegateError(err).message }),
+          );
+          copies.pool.touch(inst.node, model, this.o.clock.now());
+          return;
         }
         if (early !== undefined) inst.engine = await early;
       }
@@ -132,6 +165,51 @@ export class EngineLifecycle {
       this.remove(inst, te.message);
       this.o.hooks().onFailure?.(model, inst.gpu, te.message);
     }
+  }
+
+  /**
+   * A λScale execution pipeline formed (liveload/live-lambda.ts): its members' nodes together hold every block of
+   * `p.model`. The member instance holding the most blocks whose engine was started with awaitBlocks becomes the
+   * head: its engine serves now with `passOverheadMs` per pass (λScale §4.3), enters the gateway and the instance
+   * turns `serving`; bringUp switches it to local mode once its blocks are all here. Any failure is logged and
+   * leaves the instance to serve once loaded, as under stop-the-world. Never throws.
+   */
+  servePipelined(p: { model: ModelName; nodes: readonly string[]; held: readonly number[]; hops: number }, passOverheadMs: number): void {
+    const set = this.o.engines.servePipelined;
+    if (set === undefined) return;
+    const members = p.nodes
+      .map((node, k) => ({ inst: this.o.table.list().find((i) => i.node === node && i.model === p.model && i.state === "loading"), held: p.held[k] ?? 0 }))
+      .filter((m) => m.inst !== undefined && this.early.has(m.inst.id) && !this.heads.has(m.inst.id))
+      .sort((a, b) => b.held - a.held);
+    const inst = members[0]?.inst;
+    if (inst === undefined) {
+      this.o.log.info("a λScale execution pipeline formed with no loading member to serve it: its members load whole", { model: p.model, nodes: p.nodes });
+      return;
+    }
+    const early = this.early.get(inst.id)!;
+    const run = (async (): Promise<boolean> => {
+      try {
+        const info = await early;
+        this.checkAlive(inst);
+        if (inst.state !== "loading") return false;
+        await set(info, inst.id, passOverheadMs);
+        inst.engine = info;
+        this.o.copies.pool.pin(inst.node, inst.model, 1);
+        this.o.log.info("λScale execution pipeline serving while it loads", { instanceId: inst.id, model: p.model, nodes: p.nodes, hops: p.hops, passOverheadMs, heldBlocks: p.held });
+        try {
+          await this.serveWhenHealthy(inst);
+        } catch (err) {
+          this.o.copies.pool.pin(inst.node, inst.model, -1);
+          delete inst.engine;
+          throw err;
+        }
+        return true;
+      } catch (err) {
+        if (!this.o.closed()) this.o.log.warn("a λScale pipeline head could not serve while loading: it serves once loaded", { instanceId: inst.id, model: p.model, err: toTidegateError(err).message });
+        return false;
+      }
+    })();
+    this.heads.set(inst.id, run);
   }
 
   /** Health-checks the started engine until `startTimeoutMs`, then adds it to the gateway; throws why not. */

@@ -13,6 +13,7 @@ import type { ModelName, RegionName } from "../../core/models.js";
 import type { NodeAnnouncement } from "../agent/handle.js";
 import { ParameterPool } from "../pool/parameter-pool.js";
 import { LinkRates } from "../pool/rates.js";
+import type { MulticastPlan } from "../multicast/schedule.js";
 import { TransferQueue } from "../pool/transfer-queue.js";
 import { runTransfer, type ModelParameters, type MulticastPolicy, type TransferResult } from "../pool/transfer.js";
 import type { NodeRegistry } from "./nodes.js";
@@ -38,6 +39,8 @@ export interface HostCopiesOptions {
   loadingOn(nodeId: string): boolean;
   /** Each block the data plane reports arriving on a node. */
   onBlock(model: ModelName, nodeId: string, block: number): void;
+  /** Each multicast plan as a transfer starts it (λScale's execution pipelines: liveload/live-lambda.ts). */
+  onPlan?(model: ModelName, plan: MulticastPlan): void;
   /** Each finished transfer (for logs, metrics and the bench). */
   onTransfer?(r: TransferResult): void;
   /** A failure to list and log (no source, a repair that failed). */
@@ -64,6 +67,7 @@ export class HostCopies {
         agent: (n) => o.nodes.handle(n),
         dataAddress: (n) => o.nodes.dataAddress(n),
         onBlock: (node, block) => o.onBlock(p.model, node, block),
+        ...(o.onPlan === undefined ? {} : { onPlan: (plan: MulticastPlan) => o.onPlan!(p.model, plan) }),
         topology: (n) => o.nodes.get(n)?.announcement,
         rates: this.rates,
       }).then((r) => {

@@ -175,6 +175,23 @@ export class InProcessAgent implements AgentHandle {
     await this.o.stageProcesses?.close();
   }
 
+  /**
+   * λScale's execute-while-load (region/liveload/live-lambda.ts): an engine started with awaitBlocks serves now as an
+   * execution pipeline's head, with `passOverheadMs` added to every pass (λScale §4.3); 0 switches it to local mode
+   * (§4.4). What engine-sim's POST /tidegate/lambda does. Refuses a pipelined-by-stages engine (conflict).
+   */
+  async servePipelined(instanceId: string, passOverheadMs: number): Promise<void> {
+    const e = this.engines.get(instanceId);
+    if (e === undefined || e.info.state === "exited") throw new TidegateError("not_found", `node ${this.nodeId}: no engine ${instanceId}`);
+    if (e.pipeline !== undefined) throw new TidegateError("conflict", `node ${this.nodeId}: engine ${instanceId} is pipelined by stages and takes no λScale pipeline`);
+    if (e.engine === undefined) {
+      e.engine = this.o.newEngine(e.spec, undefined);
+      e.info.state = "running";
+      e.info.detail = "serving as a λScale execution pipeline's head while its blocks arrive";
+    }
+    (e.engine as SimEngine).setPassOverheadMs(passOverheadMs);
+  }
+
   close(): void {
     // The NodeAgent is closed by whoever opened it (dev's stack); stage processes by closeProcesses.
   }

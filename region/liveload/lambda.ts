@@ -87,3 +87,16 @@ export function instancesAt(phases: readonly PipelinePhase[], t: number): number
   }
   return n;
 }
+
+/** Prompt tokens one pass carries across each activation hop (the replay's and the live pipelines' figure). */
+export const PASS_TOKENS = 256;
+
+/**
+ * A pipeline pass's added time (ms): each of its `hops` moves one pass's activations (PASS_TOKENS tokens at
+ * `hopMsPerToken`, liveload/live-pairs.ts hopMsPerToken) plus 0.01 ms of per-hop set-up (λScale §4.3: the
+ * intermediate result crosses, not the KV cache). The replay (runtime/sim-loading.ts) and the agents actuator
+ * (liveload/live-lambda.ts) both add it to every pass of a pipeline's engine.
+ */
+export function pipelinePassMs(hops: number, hopMsPerToken: number): number {
+  return hops * (hopMsPerToken * PASS_TOKENS + 0.01);
+}

@@ -233,14 +233,15 @@ export class LivePairs {
 }
 
 /**
- * The agents actuator's `layerwise` option for a region's loading key: undefined for stop-the-world (and no key),
+ * The agents actuator's `layerwise` option for a region's loading key: undefined for stop-the-world (and no key) and
+ * for λScale's pipelines (live-lambda.ts agentsLambda),
  * else the scheduler and the activation hop over the key's RDMA bandwidth. Throws for keys the agents actuator
  * cannot run (liveload-config.ts dataPlaneScheduler), and for pairing with real engines (`engines.commandTemplate`: a vLLM
  * has no layer-wise control, so every pairing would fail).
  */
 export function agentsLayerwise(region: string, loading: LoadingConfig | undefined, commandTemplate?: string): { scheduler: PairScheduler; hopMsPerToken(model: ModelName): number } | undefined {
   const scheduler = dataPlaneScheduler(region, loading);
-  if (scheduler === "stop-the-world") return undefined;
+  if (scheduler === "stop-the-world" || scheduler === "lambda-pipelines") return undefined;
   if (commandTemplate !== undefined)
     throw new TidegateError("invalid_config", `region ${region}: loading ${loading!.source}/${scheduler} pairs loading instances with serving engine-sim engines; engines.commandTemplate runs real engines, which have no layer-wise control (use scheduler "stop-the-world", or drop engines.commandTemplate)`);
   const bw = loading?.bandwidths ?? TABLE1_CLUSTER_A;

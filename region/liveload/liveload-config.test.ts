@@ -39,13 +39,13 @@ describe("the loading configuration key (controller.loading, regions[].loading)"
   });
 
   it("bad values name their field", () => {
-    expect(err(() => config({ controller: { loading: { source: "nfs" } } }))).toMatch(/^controller\.loading\.source: must be one of ssd, allcache, network, blitzscale, lambdascale, got "nfs"/);
+    expect(err(() => config({ controller: { loading: { source: "nfs" } } }))).toMatch(/^controller\.loading\.source: must be one of ssd, allcache, network, blitzscale, lambdascale, faasnet-tree, nccl-ring, got "nfs"/);
     expect(err(() => config({ controller: { loading: { source: "network", scheduler: "lambda-pipelines" } } }))).toMatch(/^controller\.loading\.scheduler: lambda-pipelines runs on the lambdascale source's binomial multicast, not network/);
     expect(err(() => config({ controller: { loading: { source: "ssd", bandwidthsGbps: { ssd: 0 } } } }))).toMatch(/^controller\.loading\.bandwidthsGbps\.ssd:/);
     expect(err(() => config({ controller: { loading: { source: "ssd", bandwidthsGbps: { infiniband: 400 } } } }))).toMatch(/^controller\.loading\.bandwidthsGbps\.infiniband:/);
     expect(err(() => config({ controller: { loading: { source: "ssd", blocksPerLayer: 0 } } }))).toMatch(/^controller\.loading\.blocksPerLayer:/);
     expect(err(() => config({ regions: [{ name: "a", gpus: [{ type: "h100-80gb", count: 8 }], endpoints: [{ model: "llama3.1-8b", gpu: "h100-80gb" }], loading: { source: "x" } }] }))).toMatch(/^regions\[0\]\.loading\.source:/);
-    expect(err(() => namedLoading("disk", "--loading"))).toMatch(/^--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, none, got "disk"/);
+    expect(err(() => namedLoading("disk", "--loading"))).toMatch(/^--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, faasnet-tree, nccl-ring, none, got "disk"/);
     expect(namedLoading("none", "--loading")).toBeUndefined();
   });
 
@@ -87,22 +87,25 @@ describe("the loading configuration key (controller.loading, regions[].loading)"
     for (const r of plain) await r.sim.close();
   });
 
-  it("the agents actuator runs network and blitzscale (stop-the-world, best-effort, zigzag) and refuses the rest, naming the region", () => {
+  it("the agents actuator runs network, blitzscale (stop-the-world, best-effort, zigzag) and lambdascale (lambda-pipelines, stop-the-world) and refuses the rest, naming the region", () => {
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "network" }, "x"))).toBe("stop-the-world");
     expect(dataPlaneScheduler("a", undefined)).toBe("stop-the-world");
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "blitzscale" }, "x"))).toBe("zigzag");
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "blitzscale", scheduler: "best-effort" }, "x"))).toBe("best-effort");
     expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "network", scheduler: "zigzag" }, "x"))).toBe("zigzag");
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "lambdascale" }, "x"))).toBe("lambda-pipelines");
+    expect(dataPlaneScheduler("a", parseLoadingConfig({ source: "lambdascale", scheduler: "stop-the-world" }, "x"))).toBe("stop-the-world");
     for (const source of ["ssd", "allcache"]) expect(() => dataPlaneScheduler("a", parseLoadingConfig({ source }, "x"))).toThrow(/^region a: loading /);
+    expect(() => dataPlaneScheduler("a", parseLoadingConfig({ source: "lambdascale", scheduler: "zigzag" }, "x"))).toThrow(/^region a: loading lambdascale\/zigzag runs only on the sim actuator/);
     const e = (() => {
       try {
-        startInProcessRegion({ config: config({ controller: { loading: { source: "lambdascale" } } }), region: "us-east", clock: new VirtualClock(0), log: silentLogger });
+        startInProcessRegion({ config: config({ controller: { loading: { source: "ssd" } } }), region: "us-east", clock: new VirtualClock(0), log: silentLogger });
       } catch (x) {
         return x;
       }
       return undefined;
     })();
     expect(isTidegateError(e, "invalid_config")).toBe(true);
-    expect((e as Error).message).toMatch(/^region us-east: loading lambdascale\/lambda-pipelines runs only on the sim actuator/);
+    expect((e as Error).message).toMatch(/^region us-east: loading ssd\/stop-the-world runs only on the sim actuator/);
   });
 });

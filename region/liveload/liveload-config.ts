@@ -7,7 +7,7 @@
  * (SageServe §7.1's constants for the sim actuator).
  *
  * {
- *   "source": "blitzscale",                  // ssd | allcache | network | blitzscale | lambdascale
+ *   "source": "blitzscale",                  // ssd | allcache | network | blitzscale | lambdascale | faasnet-tree | nccl-ring
  *   "scheduler": "zigzag",                   // optional: the source's own by default (sources.ts LOADING_SOURCES)
  *   "bandwidthsGbps": { "nvlink": 1600, "rdma": 100, "pcie": 128, "ssd": 10 },   // default BlitzScale Table 1, cluster A
  *   "keepAliveMs": 300000,                   // ssd's host cache (ServerlessLLM: 5 minutes)
@@ -17,8 +17,10 @@
  * Who uses it: the `sim` actuator (`tidegate dev` with controller.actuator "sim", the trace and week replays) through
  * region/runtime/sim-loading.ts. The `agents` actuator loads over the data plane itself (the `network` source) and
  * takes `network` or `blitzscale` with the stop-the-world, best-effort or zigzag scheduler, pairing loading instances
- * with serving engines live (liveload/live-pairs.ts); it refuses any other key at start-up (dataPlaneScheduler below;
- * region/runtime/agents-host.ts). A `static` region never scales, so it never loads.
+ * with serving engines live (liveload/live-pairs.ts), and `lambdascale` with lambda-pipelines (λScale's binomial
+ * multicast; execution pipelines serve while they load: liveload/live-lambda.ts) or stop-the-world; it refuses any
+ * other key at start-up (dataPlaneScheduler below; region/runtime/agents-host.ts). A `static` region never scales,
+ * so it never loads.
  */
 import type { TidegateConfig } from "../../core/config.js";
 import { registerRegionSetting, type RegionSetting } from "../../core/config/region-settings.js";
@@ -101,16 +103,18 @@ export function loadingConfigJson(c: LoadingConfig): Record<string, unknown> {
 
 /**
  * The `agents` actuator's live scheduler for a region's loading key. Its instances load over the data plane (the
- * parameter pool's multicast: the `network` source, and `blitzscale`'s network half); `stop-the-world` serves once
- * loaded, `best-effort` and `zigzag` pair each loading instance with a serving engine (liveload/live-pairs.ts).
- * Anything else (ssd, allcache: another place to load from; lambdascale: binomial multicast with execution
- * pipelines) is refused at start-up, naming the region, rather than run as something else.
+ * parameter pool's multicast: the `network` source, `blitzscale`'s network half, `lambdascale`'s binomial
+ * multicast); `stop-the-world` serves once loaded, `best-effort` and `zigzag` pair each loading instance with a
+ * serving engine (liveload/live-pairs.ts), `lambda-pipelines` serves λScale's execution pipelines while they load
+ * (liveload/live-lambda.ts). Anything else (ssd, allcache: another place to load from; lambdascale with a BlitzScale
+ * scheduler) is refused at start-up, naming the region, rather than run as something else.
  */
-export function dataPlaneScheduler(region: string, loading: LoadingConfig | undefined): "stop-the-world" | "best-effort" | "zigzag" {
+export function dataPlaneScheduler(region: string, loading: LoadingConfig | undefined): "stop-the-world" | "best-effort" | "zigzag" | "lambda-pipelines" {
   if (loading === undefined) return "stop-the-world";
   const s = schedulerOf(loading);
   if ((loading.source === "network" || loading.source === "blitzscale") && (s === "stop-the-world" || s === "best-effort" || s === "zigzag")) return s;
-  throw new TidegateError("invalid_config", `region ${region}: loading ${loading.source}/${s} runs only on the sim actuator (controller.actuator "sim", the replays); the agents actuator loads over the data plane: loading.source "network" or "blitzscale", scheduler "stop-the-world", "best-effort" or "zigzag"`);
+  if (loading.source === "lambdascale" && (s === "stop-the-world" || s === "lambda-pipelines")) return s;
+  throw new TidegateError("invalid_config", `region ${region}: loading ${loading.source}/${s} runs only on the sim actuator (controller.actuator "sim", the replays); the agents actuator loads over the data plane: loading.source "network" or "blitzscale" with scheduler "stop-the-world", "best-effort" or "zigzag", or "lambdascale" with "lambda-pipelines" or "stop-the-world"`);
 }
 
 /** What a `--loading` flag takes: a source name (with Table 1's bandwidths and its own scheduler) or `none`. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeBandwidths, KeepAliveCache, layerArrivals, loadingSource, LOADING_SOURCES, TABLE1_CLUSTER_A } from "./sources.js";
+import { describeBandwidths, KeepAliveCache, layerArrivals, loadingSource, LOADING_SOURCES, NCCL_GROUP_SETUP_MS, TABLE1_CLUSTER_A } from "./sources.js";
 
 // llama2-70b in fp16: 140 GB, 80 layers, moved in 16 blocks (8.75 GB each)
 const llama70 = { bytes: 140e9, layers: 80, blocks: 16 };
@@ -9,10 +9,10 @@ describe("loading sources as named configurations (BlitzScale Table 1 bandwidths
   it("the defaults are BlitzScale's Table 1, cluster A, and print as such", () => {
     expect(TABLE1_CLUSTER_A).toEqual({ nvlinkBitsPerS: 1.6e12, rdmaBitsPerS: 100e9, pcieBitsPerS: 128e9, ssdBitsPerS: 10e9 });
     expect(describeBandwidths(TABLE1_CLUSTER_A)).toBe("NVLink 1.6 Tbps in a host, RDMA 100 Gbps between hosts, PCIe 128 Gbps host→GPU, SSD 10 Gbps SSD→GPU");
-    expect(Object.keys(LOADING_SOURCES)).toEqual(["ssd", "allcache", "network", "blitzscale", "lambdascale"]);
+    expect(Object.keys(LOADING_SOURCES)).toEqual(["ssd", "allcache", "network", "blitzscale", "lambdascale", "faasnet-tree", "nccl-ring"]);
     expect(LOADING_SOURCES.blitzscale.scheduler).toBe("zigzag");
     expect(LOADING_SOURCES.lambdascale.scheduler).toBe("lambda-pipelines");
-    expect(() => loadingSource("nfs")).toThrow(/unknown loading source "nfs" \(one of ssd, allcache, network, blitzscale, lambdascale\)/);
+    expect(() => loadingSource("nfs")).toThrow(/unknown loading source "nfs" \(one of ssd, allcache, network, blitzscale, lambdascale, faasnet-tree, nccl-ring\)/);
   });
 
   it("host memory over PCIe: 140 GB at 16 GB/s = 8.75 s for the last layer; an SSD miss 112 s; a keep-alive hit is PCIe again", () => {
@@ -59,6 +59,20 @@ describe("loading sources as named configurations (BlitzScale Table 1 bandwidths
     c.touch("h2", "b", 40); // another host's memory is its own
     expect(c.holds("h2", "b", 50)).toBe(true);
     expect(() => new KeepAliveCache(1000, 0)).toThrow(RangeError);
+  });
+
+  it("λScale's baselines: FaaSNet's binary tree ≈ 2·M/B for 8 new instances, NCCL's ring the chain's time after its group set-up; both from one source", () => {
+    const blockMs = (140e9 / 16 / 12.5e9) * 1000; // 700 ms
+    const tree = last(layerArrivals("faasnet-tree", llama70, { targets: 8, servingSources: 4 }));
+    // internal uplinks carry every block twice: ≈ 2·M/B + 2·(⌊log₂9⌋ − 1)·(M/b)/B = 22.4 s + 2.8 s (ideal.ts's estimate), within 10%
+    const ideal = 22_400 + 2 * 2 * blockMs;
+    expect(Math.max(...tree)).toBeGreaterThan(0.9 * ideal);
+    expect(Math.max(...tree)).toBeLessThanOrEqual(1.1 * ideal);
+    const ring = last(layerArrivals("nccl-ring", llama70, { targets: 3, servingSources: 2 }));
+    expect(ring.map((x) => Math.round(x))).toEqual([11_200, 11_900, 12_600].map((x) => x + NCCL_GROUP_SETUP_MS));
+    // λScale's binomial pipeline over the same 8 targets from one source: b + ⌈log₂9⌉ − 1 steps.
+    const lambda = last(layerArrivals("lambdascale", llama70, { targets: 8 }));
+    expect(Math.max(...lambda)).toBeLessThan(Math.max(...tree) / 1.5);
   });
 
   it("bad input is refused", () => {

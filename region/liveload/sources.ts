@@ -10,6 +10,11 @@
  *   instances over RDMA (region/multicast), stop-the-world.
  * - `blitzscale` — `network` with zigzag live scaling (BlitzScale §5.2; zigzag.ts).
  * - `lambdascale` — λScale's binomial multicast with execution pipelines, then local mode (λScale §4; lambda.ts).
+ * - `faasnet-tree` — λScale's FaaSNet baseline (§7.1): one serving GPU feeds a binary tree of the new instances
+ *   over RDMA (region/multicast/baselines.ts planBinaryTree, each internal node's uplink carrying every block
+ *   twice: multicast/timing.ts), stop-the-world.
+ * - `nccl-ring` — λScale's NCCL baseline (§7.1): a ring broadcast from one serving GPU (planRingBroadcast) after a
+ *   new process group is created, NCCL_GROUP_SETUP_MS (§7.2: "up to hundreds of milliseconds"), stop-the-world.
  *
  * Bandwidths default to BlitzScale's Table 1, cluster A: 1.6 Tbps NVLink inside a host, 100 Gbps RDMA between
  * hosts, 128 Gbps host → GPU PCIe, 10 Gbps SSD → GPU.
@@ -17,6 +22,8 @@
 import { planBinomial } from "../multicast/lambdascale.js";
 import { planChains } from "../multicast/blitzscale.js";
 import type { MulticastPlan } from "../multicast/schedule.js";
+import { planBinaryTree, planRingBroadcast } from "../multicast/baselines.js";
+import { linkArrivalTimes } from "../multicast/timing.js";
 import { arrivalTimes, lambdaPipelines, type PipelinePhase } from "./lambda.js";
 
 /** Link bandwidths a load uses, bits per second. */
@@ -30,7 +37,13 @@ export interface LoadBandwidths {
 /** BlitzScale Table 1, cluster A. */
 export const TABLE1_CLUSTER_A: LoadBandwidths = { nvlinkBitsPerS: 1.6e12, rdmaBitsPerS: 100e9, pcieBitsPerS: 128e9, ssdBitsPerS: 10e9 };
 
-export type LoadingSourceName = "ssd" | "allcache" | "network" | "blitzscale" | "lambdascale";
+export type LoadingSourceName = "ssd" | "allcache" | "network" | "blitzscale" | "lambdascale" | "faasnet-tree" | "nccl-ring";
+
+/**
+ * NCCL's group creation before each scale-out's broadcast (`nccl-ring`): λScale §7.2 observes "up to hundreds of
+ * milliseconds" (Fig. 8, its reference [9]); 100 ms, the low end, so that the baseline is not made slower than the paper says.
+ */
+export const NCCL_GROUP_SETUP_MS = 100;
 export type LiveScheduler = "stop-the-world" | "best-effort" | "zigzag" | "lambda-pipelines";
 
 export const LIVE_SCHEDULERS: readonly LiveScheduler[] = ["stop-the-world", "best-effort", "zigzag", "lambda-pipelines"];
@@ -48,6 +61,8 @@ export const LOADING_SOURCES: Record<LoadingSourceName, LoadingSource> = {
   network: { name: "network", scheduler: "stop-the-world", description: "parameter pool + RDMA chain multicast, serving once loaded" },
   blitzscale: { name: "blitzscale", scheduler: "zigzag", description: "parameter pool + RDMA chain multicast, zigzag live scaling" },
   lambdascale: { name: "lambdascale", scheduler: "lambda-pipelines", description: "binomial multicast, execution pipelines, then local mode" },
+  "faasnet-tree": { name: "faasnet-tree", scheduler: "stop-the-world", description: "λScale's FaaSNet baseline: binary-tree RDMA multicast from one serving GPU, serving once loaded" },
+  "nccl-ring": { name: "nccl-ring", scheduler: "stop-the-world", description: "λScale's NCCL baseline: group set-up, then ring broadcast from one serving GPU, serving once loaded" },
 };
 
 /** Parses a source name, naming the valid ones when it is not one. */
@@ -104,23 +119,34 @@ export function loadEpisode(source: LoadingSourceName, m: LoadModel, so: ScaleOu
       return { arrivals: Array.from({ length: so.targets }, (_, t) => layerMs(so.hostCached?.[t] === true ? bw.pcieBitsPerS : bw.ssdBitsPerS)) };
     case "network":
     case "blitzscale":
-    case "lambdascale": {
+    case "lambdascale":
+    case "faasnet-tree":
+    case "nccl-ring": {
       // A target whose host holds the pool's copy of the model (hostCached: its own O(1) copy, BlitzScale §4.1)
       // loads it over PCIe; the others through the multicast plan. Plan node `t<i>` is target i.
       const local = layerMs(bw.pcieBitsPerS);
       const remote = Array.from({ length: so.targets }, (_, i) => i).filter((i) => so.hostCached?.[i] !== true);
       if (remote.length === 0) return { arrivals: Array.from({ length: so.targets }, () => local) };
-      const k = Math.max(1, Math.min(so.servingSources ?? 1, remote.length));
+      // λScale's baselines feed every new instance from one source (FaaSNet's tree root, NCCL's broadcast root).
+      const baseline = source === "faasnet-tree" || source === "nccl-ring";
+      const k = baseline ? 1 : Math.max(1, Math.min(so.servingSources ?? 1, remote.length));
       const sources = Array.from({ length: k }, (_, i) => `src${i}`);
       const targets = remote.map((i) => `t${i}`);
       const model = { totalBytes: Math.ceil(m.bytes), blockCount: m.blocks };
       const plan: MulticastPlan =
         source === "lambdascale"
           ? planBinomial({ model, sources, targets })
-          : planChains({ model, sources: sources.map((id) => ({ id, outBytesPerS: bw.rdmaBitsPerS / 8 })), targets: targets.map((id) => ({ id, inBytesPerS: bw.rdmaBitsPerS / 8 })) });
+          : source === "faasnet-tree"
+            ? planBinaryTree({ model, source: sources[0]!, targets })
+            : source === "nccl-ring"
+              ? planRingBroadcast({ model, source: sources[0]!, targets })
+              : planChains({ model, sources: sources.map((id) => ({ id, outBytesPerS: bw.rdmaBitsPerS / 8 })), targets: targets.map((id) => ({ id, inBytesPerS: bw.rdmaBitsPerS / 8 })) });
       // one step moves one block over one RDMA link (chains: a block per hop per step; binomial: §4.2's steps)
       const stepMs = (m.bytes / m.blocks / (bw.rdmaBitsPerS / 8)) * 1000;
-      const at = arrivalTimes(plan, stepMs);
+      // The baselines on the link model (a tree's internal uplinks carry two copies of each block), after NCCL's
+      // group set-up; the chain and binomial plans on their synchronous steps (the same times: multicast/timing.ts).
+      const at = baseline ? linkArrivalTimes(plan, stepMs) : arrivalTimes(plan, stepMs);
+      const setupMs = source === "nccl-ring" ? NCCL_GROUP_SETUP_MS : 0;
       const arrivals = Array.from({ length: so.targets }, (_, i) => `t${i}`).map((t) => {
         const blocks = at.get(t);
         if (blocks === undefined) return local;
@@ -130,7 +156,7 @@ export function loadEpisode(source: LoadingSourceName, m: LoadModel, so: ScaleOu
           const to = Math.max(from + 1, Math.ceil(((l + 1) * m.blocks) / m.layers));
           let t0 = 0;
           for (let b = from; b < to; b++) t0 = Math.max(t0, blocks[b]!);
-          return t0;
+          return setupMs + t0;
         });
       });
       return source === "lambdascale" ? { arrivals, pipelines: lambdaPipelines(plan, stepMs) } : { arrivals };

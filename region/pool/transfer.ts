@@ -63,6 +63,8 @@ export interface TransferDeps {
   dataAddress(nodeId: string): { host: string; port: number } | undefined;
   /** Each verified block arrival at a target (live scaling hooks in here). */
   onBlock?(nodeId: string, block: number): void;
+  /** Each attempt's plan, before its stores are prepared (λScale's execution pipelines hook in here). */
+  onPlan?(plan: MulticastPlan): void;
   /** What a node's agent announced of its links (handle.ts AgentInfo: NVLink domain, link rate); undefined: nothing. */
   topology?(nodeId: string): { nvlinkDomain?: string; linkBytesPerS?: number } | undefined;
   /** Measured receive rates: read for the plan, and updated from every completed target's run profile. */
@@ -213,6 +215,7 @@ export async function runTransfer(p: ModelParameters, targets: readonly string[]
       break;
     }
     const plan = planTransfer(p, sources, pending, d.policy, (n) => nodeLinks(d, n));
+    d.onPlan?.(plan);
     const nodes = planNodes(plan);
     const addresses: Record<string, { host: string; port: number }> = {};
     for (const n of nodes) addresses[n] = d.dataAddress(n)!;

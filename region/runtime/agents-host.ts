@@ -40,15 +40,20 @@ import { StagedPipelineEngine } from "../keystage/staged-engine.js";
 import { EngineSupervisor } from "../agent/engine-supervisor.js";
 import type { TlsFiles } from "../link/tls.js";
 import { agentsLayerwise } from "../liveload/live-pairs.js";
+import { agentsLambda } from "../liveload/live-lambda.js";
+import { LAMBDA_PATH } from "../engines/sim/http.js";
 import { newEngine } from "./build-sim-engine.js";
 import { untilConfiguredServe, type EngineHost, type HostContext } from "./build-region.js";
 import { modelSources, multicastPolicy } from "./runtime.js";
 
 /** The agents actuator of a region, its options from config; `engines` says how engines are reached. */
-export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "connect" | "healthy" | "commandTemplate">): AgentsActuator {
+export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "connect" | "healthy" | "commandTemplate" | "servePipelined">): AgentsActuator {
   const { config, region } = ctx;
   const e = config.engines;
   const layerwise = agentsLayerwise(region, regionLoading(config, region), engines.commandTemplate);
+  // λScale's pipelines (loading lambdascale): its multicast is always the binomial pipeline, whose plans name them.
+  const lambda = agentsLambda(region, regionLoading(config, region), engines.commandTemplate);
+  const policy = regionLoading(config, region)?.source === "lambdascale" ? { ...multicastPolicy(config), algorithm: "binomial" as const } : multicastPolicy(config);
   const transferred = ctx.metrics?.transferred;
   return new AgentsActuator({
     region,
@@ -56,7 +61,7 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
     log: ctx.log,
     gateway: ctx.gateway,
     models: modelSources(config, region),
-    policy: multicastPolicy(config),
+    policy,
     engines: {
       ...(engines.commandTemplate === undefined ? {} : { commandTemplate: engines.commandTemplate }),
       timeScale: e.timeScale,
@@ -66,9 +71,11 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
       healthy: engines.healthy,
       pipeline: pipelineFlag(config),
       simSettings: (model) => simSettingsOf(config, model),
+      ...(engines.servePipelined === undefined ? {} : { servePipelined: engines.servePipelined }),
     },
     lostAfterMs: config.controller.agentLostAfterMs,
     ...(layerwise === undefined ? {} : { layerwise }),
+    ...(lambda === undefined ? {} : { lambda }),
     minHostCopies: config.parameters.minHostCopies,
     ...(transferred === undefined ? {} : { onTransfer: (r: { model: string; completed: readonly unknown[] }) => transferred.call(ctx.metrics, r.completed.length * (config.parameters.models[r.model]?.bytes ?? 0)) }),
   });
@@ -87,6 +94,13 @@ export async function httpHealthy(info: EngineInfo, timeoutMs = 1000): Promise<b
   const res = await fetch(new URL("/health", info.url), { signal: AbortSignal.timeout(timeoutMs) });
   await res.body?.cancel();
   return res.status === 200;
+}
+
+/** engine-sim's λScale control: POST {url}/tidegate/lambda {passOverheadMs} (region/engines/sim/http.ts); throws unless 200. */
+export async function postLambda(info: EngineInfo, passOverheadMs: number, timeoutMs = 5000): Promise<void> {
+  const res = await fetch(new URL(LAMBDA_PATH, info.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ passOverheadMs }), signal: AbortSignal.timeout(timeoutMs) });
+  const text = await res.text();
+  if (res.status !== 200) throw new TidegateError("upstream_error", `engine ${info.instanceId} at ${info.url} refused ${LAMBDA_PATH}: ${res.status} ${text.slice(0, 200)}`);
 }
 
 /** KV bytes of one instance of (model, gpu, tp) (GPU memory × 0.9 − weights, core/models.ts), to scale vLLM's usage fraction. */
@@ -112,6 +126,7 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
       const actuator = agentsActuator(ctx, {
         ...(config.engines.commandTemplate === undefined ? {} : { commandTemplate: config.engines.commandTemplate }),
         healthy: (info) => httpHealthy(info),
+        servePipelined: (info, _instanceId, passOverheadMs) => postLambda(info, passOverheadMs),
         connect: async (info, instanceId) => {
           const tp = gpusPerInstanceOf(config, info.model, info.gpu) ?? info.gpus;
           return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), priorityField: config.engines.priorityField, log });
@@ -213,6 +228,11 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           throw new Error(`no in-process engine ${instanceId} (${info.url})`);
         },
         healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
+        servePipelined: async (info, instanceId, passOverheadMs) => {
+          const a = agents.find((x) => info.url === `in-process://${x.nodeId}/${instanceId}`);
+          if (a === undefined) throw new Error(`no in-process engine ${instanceId} (${info.url})`);
+          await a.servePipelined(instanceId, passOverheadMs);
+        },
       });
             const announceAll = () => {
         agents.forEach((a) => void a.announcement().then((ann) => actuator.announce(a, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err })));

@@ -202,6 +202,37 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(lines.some((l) => l.includes("pairing a loading instance with a serving one"))).toBe(true);
   });
 
+  it("execute while loading (loading lambdascale): 2 → 4 from k = 2 copies, the execution pipeline's head serves once its members hold every block, then switches to local mode", async () => {
+    const clock = new WallClock();
+    const { log, lines } = recordingLogger();
+    const c = config({ loading: { source: "lambdascale" }, instances: 2, slotsTotal: 8, maxInstances: 4 });
+    c.parameters.models[MODEL]!.bytes = 32 * MiB;
+    region = startInProcessRegion({ config: c, region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 128 * MiB });
+    await region.ready(20_000);
+    const r = region;
+    await until("2 serving", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 2);
+    expect(r.runtime.service.acceptTargets(plan(1, 4)).accepted).toBe(true);
+    await until("4 serving", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 4, 20_000);
+    await until("local mode", () => lines.some((l) => l.includes("λScale pipeline head switched to local mode")));
+    const lambda = r.runtime.actuator.listing().lambda!;
+    expect(lambda.counters).toEqual({ plans: 1, formed: 1 });
+    expect(lambda.pending).toEqual([]);
+    const serving = lines.filter((l) => l.includes("λScale execution pipeline serving while it loads")).map((l) => JSON.parse(l) as { instanceId: string; hops: number; passOverheadMs: number; heldBlocks: number[] });
+    expect(serving).toHaveLength(1);
+    // Two members, each running the chunk it received first (k-way transmission): one activation hop per pass.
+    expect(serving[0]!.hops).toBe(1);
+    expect(serving[0]!.passOverheadMs).toBeGreaterThan(0);
+    expect(serving[0]!.heldBlocks.reduce((a, b) => a + b, 0)).toBeGreaterThanOrEqual(16);
+    expect(Math.max(...serving[0]!.heldBlocks)).toBeLessThan(16);
+    // The head serves locally now: no hop left on its engine.
+    const head = r.agents.map((a) => a.engine(serving[0]!.instanceId)).find((e) => e !== undefined) as SimEngine;
+    expect(head.core.passOverhead).toBe(0);
+    const t = lines.filter((l) => l.includes("transfer started")).map((l) => JSON.parse(l) as { algorithm: string; sources: string[]; targets: string[] });
+    expect(t.at(-1)).toMatchObject({ algorithm: "binomial" });
+    expect(t.at(-1)!.sources).toHaveLength(2);
+    expect(t.at(-1)!.targets).toHaveLength(2);
+  });
+
   it("an agent that refuses to start the engine while the blocks are still on their way: the scale-out fails and is listed, the region keeps running", async () => {
     const clock = new WallClock();
     const { log } = recordingLogger();

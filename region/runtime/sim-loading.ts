@@ -1,8 +1,9 @@
 /**
  * Serve-while-loading for simulated engines (issue 12): the `sim` actuator's ActuatorLoading over region/liveload.
  * One scale-out (every load of a (model, gpu) that starts at one instant) gets one load episode from the region's
- * loading source (sources.ts: ssd, allcache, network, blitzscale, lambdascale at the configured bandwidths), and its
- * live scheduler decides what the loading instances do before they hold the whole model:
+ * loading source (sources.ts: ssd, allcache, network, blitzscale, lambdascale, and λScale's baselines faasnet-tree
+ * and nccl-ring, at the configured bandwidths), and its live scheduler decides what the loading instances do before
+ * they hold the whole model:
  *
  * - `stop-the-world`: nothing; an instance serves once its last layer lands (ssd, allcache, network).
  * - `best-effort`, `zigzag` (blitzscale): each new instance pairs with a distinct serving instance of the model,
@@ -30,6 +31,7 @@ import type { ActuatorLoading } from "../actuator/sim.js";
 import type { SimEngine } from "../engines/sim/sim-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
 import { hopMsPerToken } from "../liveload/live-pairs.js";
+import { pipelinePassMs } from "../liveload/lambda.js";
 import { LoadingPair } from "../engines/layerwise/pairing.js";
 import { KeepAliveCache, LOADING_SOURCES, TABLE1_CLUSTER_A, loadEpisode, type LiveScheduler, type LoadBandwidths, type LoadModel, type LoadingSourceName } from "../liveload/sources.js";
 
@@ -70,11 +72,17 @@ export interface SimLoadingCounters {
   zigzagEpisodes: number;
   pipelines: number;
   cacheHits: number;
+  /**
+   * GPU time until serving (λScale §7.3's cost measure, issue 35): instance-ms from each load's start until the
+   * instance serves, summed over loaded instances — its last layer, or for a member of a λScale execution pipeline
+   * that forms before its members switch to local mode, the pipeline's formation (from then its GPUs serve).
+   */
+  untilServingMs: number;
 }
 
 /** Counters before any load. */
 export function zeroLoadingCounters(): SimLoadingCounters {
-  return { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0 };
+  return { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0, untilServingMs: 0 };
 }
 
 export class SimRegionLoading implements ActuatorLoading {
@@ -141,6 +149,8 @@ export class SimRegionLoading implements ActuatorLoading {
     this.counters.cacheHits += hostCached.filter(Boolean).length;
     const ep = loadEpisode(this.settings.source, this.loadModel(model, gpu), { targets: targets.length, hostCached, servingSources: Math.max(1, serving.length) }, this.bandwidths);
     const ready = ep.arrivals.map((a) => Math.max(...a));
+    // When each target's GPUs start serving: its last layer, unless a λScale pipeline it is in serves earlier (below).
+    const serves = [...ready];
     if (this.scheduler === "best-effort" || this.scheduler === "zigzag") {
       // The most loaded serving instances first (BlitzScale pairs the new instance with an overloaded one).
       const load = (e: SimEngine) => {
@@ -166,10 +176,14 @@ export class SimRegionLoading implements ActuatorLoading {
         const members = p.nodes.map((n) => targets[Number(n.slice(1))]!.id);
         // every member switches to local mode together (§4.4)
         for (const m of members) ready[targets.findIndex((t) => t.id === m)] = p.localMs;
-        if (!(p.formedMs < p.localMs) || members.length < 2) continue;
+        if (!(p.formedMs < p.localMs) || members.length < 2) {
+          for (const m of members) serves[targets.findIndex((t) => t.id === m)] = p.localMs;
+          continue;
+        }
+        for (const m of members) serves[targets.findIndex((t) => t.id === m)] = p.formedMs;
         const id = `${members[0]}/pipeline`;
         const entry: { members: Set<string>; engine?: SimEngine; timer?: Timer; retiring: boolean } = { members: new Set(members), retiring: false };
-        const passMs = p.hops * (this.hopMsPerToken(model) * 256 + 0.01);
+        const passMs = pipelinePassMs(p.hops, this.hopMsPerToken(model));
         entry.timer = this.d.clock.after(p.formedMs, () => {
           entry.timer = undefined;
           if (entry.retiring) return;
@@ -180,6 +194,7 @@ export class SimRegionLoading implements ActuatorLoading {
         this.pipelines.set(id, entry);
       }
     }
+    this.counters.untilServingMs += serves.reduce((a, x) => a + x, 0);
     return ready;
   }
 

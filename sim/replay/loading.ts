@@ -55,6 +55,7 @@ export interface LoadingRunResult {
   /** Requests that ended in an error or never got a first token. */
   failed: number;
   meanTtftMs: number;
+  p90TtftMs: number;
   p99TtftMs: number;
   p99TbtMs: number;
   sloAttainment: number;
@@ -185,7 +186,7 @@ export interface LatencyRecord {
 export function latencyFigures(
   records: readonly LatencyRecord[],
   slo: { prefillMs(promptTokens: number): number; decodeIterMs: number },
-): Pick<LoadingRunResult, "requests" | "failed" | "meanTtftMs" | "p99TtftMs" | "p99TbtMs" | "sloAttainment"> {
+): Pick<LoadingRunResult, "requests" | "failed" | "meanTtftMs" | "p90TtftMs" | "p99TtftMs" | "p99TbtMs" | "sloAttainment"> {
   const served = records.filter((x) => x.error === undefined && x.firstTokenMs >= 0);
   const failed = records.length - served.length;
   const ttft = Float64Array.from(records, (x) => (x.error === undefined && x.firstTokenMs >= 0 ? x.firstTokenMs - x.arrivalMs : Number.POSITIVE_INFINITY));
@@ -202,6 +203,7 @@ export function latencyFigures(
     requests: records.length,
     failed,
     meanTtftMs: records.length === 0 ? Number.NaN : t.mean,
+    p90TtftMs: records.length === 0 ? Number.NaN : t.p90,
     p99TtftMs: records.length === 0 ? Number.NaN : t.p99,
     p99TbtMs: tbts.length === 0 ? Number.NaN : percentiles(Float64Array.from(tbts)).p99,
     sloAttainment: records.length === 0 ? Number.NaN : met / records.length,

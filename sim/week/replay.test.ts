@@ -77,7 +77,7 @@ describe("week replay (3 h, real policies)", () => {
     expect(r2.stderr).toMatch(/models\[0\]\.share: must be > 0/);
     const r3 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--loading", "nfs", "--quiet"], { encoding: "utf8" });
     expect(r3.status).toBe(2);
-    expect(r3.stderr).toMatch(/--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, none, got "nfs"/);
+    expect(r3.stderr).toMatch(/--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, faasnet-tree, nccl-ring, none, got "nfs"/);
   });
 
   it("with controller.loading (the --loading flag) every region loads layer-wise: zigzag pairs on the burst, books balanced", async () => {

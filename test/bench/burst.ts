@@ -7,17 +7,25 @@
  * configuration:
  *   ssd (ServerlessLLM, 5-minute host keep-alive), allcache, network (stop-the-world), blitzscale-best-effort
  *   (network + BlitzScale's baseline live scheduler), blitzscale (network + zigzag, HiGHS per loading episode),
- *   lambdascale (binomial multicast + execution pipelines, then local mode).
+ *   lambdascale (binomial multicast + execution pipelines, then local mode), and λScale's own baselines (§7.1,
+ *   issue 35 item 4): faasnet-tree (FaaSNet's binary tree from one serving GPU) and nccl-ring (NCCL's ring broadcast
+ *   after a 100 ms group set-up), both serving once loaded (region/liveload/sources.ts; the plans are
+ *   region/multicast/baselines.ts's, which bench:dataplane runs on the native data plane, timed here on the link
+ *   model of region/multicast/timing.ts).
  * Bandwidths: BlitzScale Table 1, cluster A (printed). Strategy: reactive-hpa with a 1 s sync (sim/replay/loading.ts
  * BURST_HPA), the same for every run; `--policy demand` runs BlitzScale §5.3's policy instead (POLICY below). Each instance's KV cache is KV_TOKENS tokens so that a burst fills it and the
  * memory signal the controller scales on sees it.
  *
  * Figures per (model, trace, configuration): mean and p99 TTFT, p99 TBT (per-request mean time between tokens),
  * SLO attainment (TTFT ≤ 5× the prompt's prefill alone and TBT ≤ 5× one decode iteration at batch 1), GPU-hours,
- * scale-outs, and what the loading did (pairs, episodes, pipelines, host-cache hits).
+ * scale-outs, and what the loading did (pairs, episodes, pipelines, host-cache hits); p90 TTFT and GPU time until
+ * serving (λScale §7.3's cost measure: instance-seconds from each load's start until the instance serves — a λScale
+ * execution pipeline's members from its formation — summed; sim-loading.ts `untilServingMs`).
  * Targets (issue 12), per model: blitzscale mean TTFT ≤ 0.7 × ssd on both traces; blitzscale p99 TTFT ≤ 1.1 ×
  * allcache on both traces; zigzag never worse than best effort (blitzscale mean and p99 TTFT ≤ blitzscale-best-effort's);
- * lambdascale p99 TTFT ≤ 0.5 × network's on the code trace. Every figure is over every request: a failed one is an
+ * lambdascale p99 TTFT ≤ 0.5 × network's on the code trace; issue 35, per model and trace: lambdascale GPU time until
+ * serving ≤ 0.85 × faasnet-tree's and p90 TTFT ≤ 0.5 × ssd's (λScale §7.3 reports 17.8% less GPU time than FaaSNet
+ * and 2.4–5× better p90; the ratio to nccl-ring's GPU time is printed beside it). Every figure is over every request: a failed one is an
  * SLO miss and +Infinity TTFT, and a judged configuration that failed any request misses its checks
  * (verdicts/burst.ts). BURST_CODE_SPEEDUP / BURST_CONV_SPEEDUP change the load: such a run is partial (met false).
  * The last line printed is one JSON object with the targets; exits 0 whether or not met, and prints met: false with
@@ -33,7 +41,7 @@ import { DEFAULT_MAX_BATCH } from "../../core/perf/model.js";
 import { instanceTokensPerS as instanceTokensPerSOf } from "../../sim/week/capacity.js";
 import { packageVersion as version } from "./common.js";
 import { BURST_TARGET, burstChecks, type BurstRow } from "./verdicts/burst.js";
-import { envOverrides, jsonFigure, verdictOf } from "./verdicts/common.js";
+import { envOverrides, jsonFigure, ratio, verdictOf } from "./verdicts/common.js";
 
 const SPEEDUP: Record<string, number> = { "azure-code": Number(process.env.BURST_CODE_SPEEDUP ?? 2), "azure-conv": Number(process.env.BURST_CONV_SPEEDUP ?? 4) };
 const MODELS = ["llama3.1-8b", "llama2-70b"];
@@ -48,6 +56,8 @@ const CONFIGS: { name: string; source: LoadingSourceName; scheduler?: LiveSchedu
   { name: "blitzscale-best-effort", source: "blitzscale", scheduler: "best-effort" },
   { name: "blitzscale", source: "blitzscale" },
   { name: "lambdascale", source: "lambdascale" },
+  { name: "faasnet-tree", source: "faasnet-tree" },
+  { name: "nccl-ring", source: "nccl-ring" },
 ];
 /**
  * The scaling policy every configuration runs under (`--policy`): `hpa` (default) is Kubernetes HPA on KV
@@ -93,15 +103,17 @@ async function main(): Promise<void> {
     for (const model of MODELS) {
       const policy = policyFor(model, trace);
       console.log(`\n${model} on ${traceName} ×${SPEEDUP[traceName]} (${trace.requests.length} requests), policy ${policy.name} ${JSON.stringify(policy.params)}`);
-      console.log(`  ${"configuration".padEnd(24)} ${"mean TTFT".padStart(10)} ${"p99 TTFT".padStart(10)} ${"p99 TBT".padStart(8)} ${"SLO".padStart(6)} ${"GPU-h".padStart(6)} failed peak scale-outs pairs episodes pipelines cache-hits  wall`);
+      console.log(`  ${"configuration".padEnd(24)} ${"mean TTFT".padStart(10)} ${"p90 TTFT".padStart(10)} ${"p99 TTFT".padStart(10)} ${"p99 TBT".padStart(8)} ${"SLO".padStart(6)} ${"GPU-h".padStart(6)} failed peak scale-outs pairs episodes pipelines cache-hits until-serving  wall`);
       for (const c of CONFIGS) {
         const r = await runLoading({ trace, model, strategy: policy, speedup: SPEEDUP[traceName]!, startInstances: START, maxInstances: MAX, kvCapacityTokens: KV_TOKENS, loading: { source: c.source, ...(c.scheduler === undefined ? {} : { scheduler: c.scheduler }), solver } });
-        const row: Row = { requests: r.requests, failed: r.failed, meanTtftMs: r.meanTtftMs, p99TtftMs: r.p99TtftMs, p99TbtMs: r.p99TbtMs, sloAttainment: r.sloAttainment, gpuHours: r.gpuHours, peakInstances: r.peakInstances, scaleOuts: r.counters.scaleOuts, pairs: r.counters.pairs, episodes: r.counters.episodes, pipelines: r.counters.pipelines, cacheHits: r.counters.cacheHits };
+        const row: Row = { requests: r.requests, failed: r.failed, meanTtftMs: r.meanTtftMs, p90TtftMs: r.p90TtftMs, untilServingS: r.counters.untilServingMs / 1000, p99TtftMs: r.p99TtftMs, p99TbtMs: r.p99TbtMs, sloAttainment: r.sloAttainment, gpuHours: r.gpuHours, peakInstances: r.peakInstances, scaleOuts: r.counters.scaleOuts, pairs: r.counters.pairs, episodes: r.counters.episodes, pipelines: r.counters.pipelines, cacheHits: r.counters.cacheHits };
         ((results[model] ??= {})[traceName] ??= {})[c.name] = row;
         console.log(
-          `  ${c.name.padEnd(24)} ${r.meanTtftMs.toFixed(0).padStart(8)}ms ${r.p99TtftMs.toFixed(0).padStart(8)}ms ${r.p99TbtMs.toFixed(0).padStart(6)}ms ${(r.sloAttainment * 100).toFixed(1).padStart(5)}% ${r.gpuHours.toFixed(2).padStart(6)} ${String(r.failed).padStart(6)} ${String(r.peakInstances).padStart(4)} ${String(row.scaleOuts).padStart(10)} ${String(row.pairs).padStart(5)} ${String(row.episodes).padStart(8)} ${String(row.pipelines).padStart(9)} ${String(row.cacheHits).padStart(10)} ${(r.wallMs / 1000).toFixed(1).padStart(5)}s`,
+          `  ${c.name.padEnd(24)} ${r.meanTtftMs.toFixed(0).padStart(8)}ms ${r.p90TtftMs.toFixed(0).padStart(8)}ms ${r.p99TtftMs.toFixed(0).padStart(8)}ms ${r.p99TbtMs.toFixed(0).padStart(6)}ms ${(r.sloAttainment * 100).toFixed(1).padStart(5)}% ${r.gpuHours.toFixed(2).padStart(6)} ${String(r.failed).padStart(6)} ${String(r.peakInstances).padStart(4)} ${String(row.scaleOuts).padStart(10)} ${String(row.pairs).padStart(5)} ${String(row.episodes).padStart(8)} ${String(row.pipelines).padStart(9)} ${String(row.cacheHits).padStart(10)} ${row.untilServingS.toFixed(1).padStart(11)}s ${(r.wallMs / 1000).toFixed(1).padStart(5)}s`,
         );
       }
+      const vs = lambdaVsBaselines({ [model]: { [traceName]: results[model]![traceName]! } })[model]![traceName]!;
+      console.log(`  λScale against its baselines: GPU time until serving ${vs.gpuVsTree.toFixed(3)} × faasnet-tree's, ${vs.gpuVsRing.toFixed(3)} × nccl-ring's; p90 TTFT ${vs.p90VsSsd.toFixed(3)} × ssd's`);
     }
   }
   const checks = burstChecks(results);
@@ -120,11 +132,24 @@ async function main(): Promise<void> {
       bandwidths: describeBandwidths(TABLE1_CLUSTER_A),
       kvTokensPerInstance: KV_TOKENS,
       results: roundAll(results),
+      lambdaVsBaselines: roundAll(lambdaVsBaselines(results)),
       checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value) })),
       missed: verdict.missed,
       wallS: round((performance.now() - started) / 1000),
     }),
   );
+}
+
+/** Per model and trace: λScale's GPU time until serving over the tree's and the ring's, its p90 TTFT over ssd's. */
+function lambdaVsBaselines(results: Record<string, Record<string, Record<string, Row>>>): Record<string, Record<string, { gpuVsTree: number; gpuVsRing: number; p90VsSsd: number }>> {
+  const out: Record<string, Record<string, { gpuVsTree: number; gpuVsRing: number; p90VsSsd: number }>> = {};
+  for (const [model, traces] of Object.entries(results))
+    for (const [trace, g] of Object.entries(traces)) {
+      const l = g.lambdascale;
+      if (l === undefined) continue;
+      (out[model] ??= {})[trace] = { gpuVsTree: ratio(l.untilServingS, g["faasnet-tree"]?.untilServingS ?? Number.NaN), gpuVsRing: ratio(l.untilServingS, g["nccl-ring"]?.untilServingS ?? Number.NaN), p90VsSsd: ratio(l.p90TtftMs, g.ssd?.p90TtftMs ?? Number.NaN) };
+    }
+  return out;
 }
 
 function round(x: number): number {

@@ -20,6 +20,11 @@
  *    serving, summed over receivers (each receiver's last block, plus the ring's set-up). Printed at every N:
  *    binomial (k = 1 source) against the tree and the ring. Target: binomial ≥ 1.5× faster than the binary tree at
  *    8 targets (N = 9; λScale reports up to 1.82× over FaaSNet and 1.53× over NCCL).
+ *    At every N ≥ 4 also λScale's k-way arm (issue 35): binomial from k = 2 sources (n0 and n1) to the other N − 2
+ *    nodes with Algorithm 1's shifted chunk orders; figures: its time against the slowest sub-group's binomial ideal,
+ *    when each execution pipeline formed on the measured arrivals (the agents actuator's tracker,
+ *    region/liveload/live-lambda.ts), and GPU time until serving per receiver (a pipeline's members from its
+ *    formation) beside binomial k = 1's. Reported, not judged.
  * 3. Heterogeneous links (one fast target, the rest slow): BlitzScale's bandwidth-ordered chains vs the same greedy
  *    in insertion order (fast target listed last). Figure: time to the first full copy. Target: bandwidth < insertion.
  *
@@ -43,6 +48,8 @@ import { planBinaryTree, planRingBootstrap, planRingBroadcast, planUnicast } fro
 import { planChains } from "../../region/multicast/blitzscale.js";
 import { idealSeconds } from "../../region/multicast/ideal.js";
 import { planBinomial } from "../../region/multicast/lambdascale.js";
+import { VirtualClock } from "../../core/clock.js";
+import { LiveLambdaPipelines } from "../../region/liveload/live-lambda.js";
 import type { MulticastAlgorithm, MulticastPlan } from "../../region/multicast/schedule.js";
 import { validatePlan } from "../../region/multicast/validate.js";
 import { spawnAll, stopAgents, type RunningAgent } from "../netns/agents.js";
@@ -160,6 +167,8 @@ async function tidegateP2p(p2p: RunningAgent[], bytes: number, blocks: number): 
 interface Timed {
   /** Per receiver: [first block s, last block s] on its own run clock. */
   perNode: Map<string, { firstS: number; lastS: number }>;
+  /** Per receiver: each block's arrival (s, its run clock). */
+  blocks: Map<string, number[]>;
   completionS: number;
 }
 
@@ -171,10 +180,14 @@ async function runPlan(agents: RunningAgent[], plan: MulticastPlan, model: strin
   const id = runId++;
   const results = await Promise.all(inPlan.map((a) => a.client.run({ model, plan, runId: id, addresses, connectMs: 5000, stallMs: STALL_MS }).then((r) => [a.nodeId, r] as const)));
   const perNode = new Map<string, { firstS: number; lastS: number }>();
+  const blocks = new Map<string, number[]>();
   for (const [node, r] of results) {
     if (plan.sources.includes(node)) continue;
     const at = r.arrivals.map((x) => x.atMs / 1000);
     perNode.set(node, { firstS: Math.min(...at), lastS: Math.max(...at) });
+    const row = new Array<number>(plan.blockCount).fill(Infinity);
+    for (const x of r.arrivals) row[x.block] = Math.min(row[x.block]!, x.atMs / 1000);
+    blocks.set(node, row);
   }
   await Promise.all(
     inPlan
@@ -184,7 +197,7 @@ async function runPlan(agents: RunningAgent[], plan: MulticastPlan, model: strin
         if (v.firstMismatch !== -1) throw new Error(`${a.nodeId}: block ${v.firstMismatch} differs from the source after ${plan.algorithm}`);
       }),
   );
-  return { perNode, completionS: Math.max(...[...perNode.values()].map((x) => x.lastS)) };
+  return { perNode, blocks, completionS: Math.max(...[...perNode.values()].map((x) => x.lastS)) };
 }
 
 function planFor(alg: MulticastAlgorithm, model: { totalBytes: number; blockCount: number }, n: number): MulticastPlan {
@@ -208,9 +221,26 @@ const figures: {
   p2p: { ratios: number[]; raws: number[]; ours: number[]; profile?: Record<string, number> };
   multicast: Record<string, Record<string, MulticastFigure>>;
   firstBlock: Record<string, Record<string, number[]>>;
+  kWay: Record<string, KWayFigure>;
   hetero?: { bandwidthFirstCopyS: number; insertionFirstCopyS: number };
   notRun?: string;
-} = { p2p: { ratios: [], raws: [], ours: [] }, multicast: {}, firstBlock: {} };
+} = { p2p: { ratios: [], raws: [], ours: [] }, multicast: {}, firstBlock: {}, kWay: {} };
+
+/**
+ * λScale's k-way arm at one N (k = 2 sources, N − 2 receivers): the transfer, its ideal (the slowest sub-group's
+ * 1 → L binomial), when each execution pipeline formed on the measured arrivals, and GPU time until serving.
+ */
+interface KWayFigure {
+  seconds: number;
+  ideal: number;
+  /** Per pipeline of two or more receivers: when its members together held every block (s). */
+  pipelinesFormedS: number[];
+  /** Σ over receivers of when it could serve: its pipeline's formation, else its last block (instance-seconds). */
+  gpuSeconds: number;
+  /** gpuSeconds per receiver, beside binomial k = 1's at the same N (its last block per receiver). */
+  perReceiverS: number;
+  k1PerReceiverS?: number;
+}
 
 /** One algorithm at one N: transfer time, its ideal, set-up before it (ring), and GPU time until serving. */
 interface MulticastFigure {
@@ -287,6 +317,34 @@ async function ringSetup(agents: RunningAgent[]): Promise<number> {
   return t.completionS;
 }
 
+/**
+ * λScale's k-way transmission (§4.2, Algorithms 1–2) from k = 2 sources (n0 and n1 hold the model) to the other
+ * N − 2 nodes: the sub-groups get the chunks in shifted orders, so each execution pipeline (a receiver from each
+ * sub-group) holds every block after about b/k steps. Formation is found on the measured arrivals with the live
+ * tracker the agents actuator runs (region/liveload/live-lambda.ts), replayed in arrival order.
+ */
+async function kWayArm(agents: RunningAgent[], n: number, Bps: number): Promise<KWayFigure> {
+  const sources = ["n0", "n1"];
+  const targets = [...Array(n - 2).keys()].map((i) => `n${i + 2}`);
+  await agents[1]!.client.load({ model: "m", totalBytes: M, blockCount: B_BLOCKS, fill: "pattern", seed: 1 });
+  const plan = planBinomial({ model: { totalBytes: M, blockCount: B_BLOCKS }, sources, targets });
+  const t = await runPlan(agents.slice(0, n), plan, "m");
+  const clock = new VirtualClock(0);
+  const formed: { nodes: string[]; atS: number }[] = [];
+  const tracker = new LiveLambdaPipelines({ clock, onFormed: (p) => formed.push({ nodes: p.nodes, atS: clock.now() / 1000 }) });
+  tracker.plan("m", plan);
+  const arrivals = [...t.blocks].flatMap(([node, row]) => row.map((s, block) => ({ node, block, s }))).sort((a, b) => a.s - b.s);
+  for (const a of arrivals) {
+    clock.advanceToSync(Math.max(clock.now(), a.s * 1000));
+    tracker.block("m", a.node, a.block);
+  }
+  const serves = new Map([...t.perNode].map(([node, x]) => [node, x.lastS]));
+  for (const f of formed) for (const node of f.nodes) serves.set(node, Math.min(serves.get(node)!, f.atS));
+  const gpuSeconds = [...serves.values()].reduce((a, x) => a + x, 0);
+  const ideal = Math.max(...plan.subGroups!.map((g) => idealSeconds("binomial", { totalBytes: M, blockCount: B_BLOCKS, nodes: g.nodes.length + 1, linkBytesPerS: Bps })));
+  return { seconds: t.completionS, ideal, pipelinesFormedS: formed.map((f) => f.atS), gpuSeconds, perReceiverS: gpuSeconds / targets.length };
+}
+
 /** Binomial (k = 1) against the tree and the ring (its set-up included): time speed-ups and GPU-time ratios. */
 function lambdaScaleVsBaselines(m: Record<string, MulticastFigure>): { overTree: number; overRing: number; gpuVsTree: number; gpuVsRing: number } | undefined {
   const b = m.binomial;
@@ -315,6 +373,11 @@ async function multicastParts(): Promise<void> {
         multicast[alg] = { seconds: t.completionS, ideal, ratio: t.completionS / ideal, setupS, gpuSeconds };
         firstBlock[alg] = [...t.perNode.values()].map((x) => Number(x.firstS.toFixed(3)));
         log(`  N=${n} ${alg.padEnd(8)} ${t.completionS.toFixed(2)} s vs ideal ${ideal.toFixed(2)} s → ${(t.completionS / ideal).toFixed(3)}×${alg === "ring" ? ` (+ group set-up ${(setupS * 1000).toFixed(1)} ms before it)` : ""}; GPU time ${gpuSeconds.toFixed(2)} instance-s; first block at receivers (s): ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.firstS.toFixed(2)}`).join(", ")}; last: ${[...t.perNode.entries()].map(([k, v]) => `${k} ${v.lastS.toFixed(2)}`).join(", ")}`);
+      }
+      if (n >= 4 && ALGORITHMS.includes("binomial")) {
+        const k = (figures.kWay[`N${n}`] = await kWayArm(agents, n, Bps));
+        if (multicast.binomial !== undefined) k.k1PerReceiverS = multicast.binomial.gpuSeconds / (n - 1);
+        log(`  N=${n} binomial k = 2 (n0, n1 → ${n - 2} receivers) ${k.seconds.toFixed(2)} s vs ideal ${k.ideal.toFixed(2)} s → ${(k.seconds / k.ideal).toFixed(3)}×; execution pipelines formed at ${k.pipelinesFormedS.map((x) => x.toFixed(2)).join(", ") || "none"} s; GPU time until serving ${k.gpuSeconds.toFixed(2)} instance-s = ${k.perReceiverS.toFixed(2)} s per receiver${k.k1PerReceiverS === undefined ? "" : ` (k = 1: ${k.k1PerReceiverS.toFixed(2)} s per receiver)`}`);
       }
       await Promise.all(agents.slice(1, n).map((a) => a.client.drop("m")));
       const vs = lambdaScaleVsBaselines(multicast);
@@ -384,6 +447,7 @@ function lastLine(error: string | undefined): string {
     binomialOverTreeAt8Targets: jsonFigure(binomialOverTree({ multicast }, TARGET.speedupNodes)),
     worstChainOrBinomialOverIdeal: worst === null || !Number.isFinite(worst) ? null : Number(worst.toFixed(3)),
     firstBlockS: firstBlock,
+    kWay: Object.fromEntries(Object.entries(figures.kWay).map(([k, v]) => [k, { s: r2(v.seconds), idealS: r2(v.ideal), ratio: Number((v.seconds / v.ideal).toFixed(3)), pipelinesFormedS: v.pipelinesFormedS.map(r2), gpuS: r2(v.gpuSeconds), perReceiverS: r2(v.perReceiverS), ...(v.k1PerReceiverS === undefined ? {} : { k1PerReceiverS: r2(v.k1PerReceiverS) }) }])),
     heterogeneous: hetero === undefined ? null : { bandwidthFirstCopyS: Number(hetero.bandwidthFirstCopyS.toFixed(3)), insertionFirstCopyS: Number(hetero.insertionFirstCopyS.toFixed(3)) },
     ...(figures.notRun === undefined ? {} : { notRun: figures.notRun }),
     target: TARGET,

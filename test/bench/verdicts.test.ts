@@ -39,13 +39,24 @@ describe("verdict building blocks", () => {
 });
 
 describe("bench:burst", () => {
-  const row = (meanTtftMs: number, p99TtftMs: number, failed = 0): BurstRow => ({ requests: 1000, failed, meanTtftMs, p99TtftMs });
-  const results = (blitz: BurstRow) => ({
-    "llama3.1-8b": { "azure-code": { ssd: row(1000, 5000), allcache: row(200, 900), network: row(800, 4000), "blitzscale-best-effort": row(400, 1200), blitzscale: blitz, lambdascale: row(300, 1500) } },
+  const row = (meanTtftMs: number, p99TtftMs: number, failed = 0, untilServingS = 100): BurstRow => ({ requests: 1000, failed, meanTtftMs, p99TtftMs, p90TtftMs: p99TtftMs / 2, untilServingS });
+  const results = (blitz: BurstRow, lambda = row(300, 1500, 0, 80)) => ({
+    "llama3.1-8b": { "azure-code": { ssd: row(1000, 5000), allcache: row(200, 900), network: row(800, 4000), "blitzscale-best-effort": row(400, 1200), blitzscale: blitz, lambdascale: lambda, "faasnet-tree": row(800, 4000, 0, 100), "nccl-ring": row(800, 4000, 0, 95) } },
   });
 
   it("passes when the judged configuration serves every request within its ratios", () => {
     expect(burstChecks(results(row(300, 950))).every((c) => c.ok)).toBe(true);
+  });
+
+  it("λScale's checks (issue 35): GPU time until serving ≤ 0.85 × the binary tree's, p90 TTFT ≤ 0.5 × ssd's; an arm not run misses", () => {
+    const gpu = (c: ReturnType<typeof burstChecks>) => c.find((x) => x.check.includes("GPU time until serving / faasnet-tree"))!;
+    expect(gpu(burstChecks(results(row(300, 950)))).value).toBe(0.8);
+    expect(gpu(burstChecks(results(row(300, 950), row(300, 1500, 0, 90)))).ok).toBe(false);
+    const p90 = burstChecks(results(row(300, 950), row(300, 6000, 0, 80))).find((x) => x.check.includes("p90 TTFT / ssd"))!;
+    expect(p90).toMatchObject({ value: 1.2, ok: false });
+    const r = results(row(300, 950)) as Record<string, Record<string, Record<string, BurstRow>>>;
+    delete r["llama3.1-8b"]!["azure-code"]!["faasnet-tree"];
+    expect(burstChecks(r).find((x) => x.check.includes("faasnet-tree (not run)"))!.ok).toBe(false);
   });
 
   it("a configuration that fails requests misses, even with a lower TTFT over the ones it served", () => {

@@ -150,7 +150,7 @@ export class SimEngineCore implements HandleHost {
   private prefillCount = 0;
   private generatedBase = 0;
   private closed = false;
-  private readonly passOverheadMs: number;
+  private passOverheadMs: number;
   readonly preemption: PreemptionMode | "off";
   private readonly swapBytesPerMs: number;
   private readonly batchSlotsBeside: number;
@@ -186,6 +186,22 @@ export class SimEngineCore implements HandleHost {
     if (!(this.batchSlotsBeside >= 0)) throw new RangeError(`batchSlotsBeside must be ≥ 0, got ${this.batchSlotsBeside}`);
     this.besideHoldMs = opts.besideHoldMs ?? 1000;
     if (!(this.besideHoldMs >= 0)) throw new RangeError(`besideHoldMs must be ≥ 0, got ${this.besideHoldMs}`);
+  }
+
+  /**
+   * Changes the per-pass overhead (ms, before timeScale; SimCoreOptions.passOverheadMs) from the next prefill or
+   * decode iteration: a live λScale pipeline head sets its activation hops when its pipeline forms and 0 when it
+   * switches to local mode (λScale §4.3–4.4; region/liveload/live-lambda.ts).
+   */
+  setPassOverheadMs(ms: number): void {
+    if (!(ms >= 0)) throw new RangeError(`passOverheadMs must be ≥ 0, got ${ms}`);
+    this.sync();
+    this.passOverheadMs = ms;
+  }
+
+  /** The per-pass overhead now (ms). */
+  get passOverhead(): number {
+    return this.passOverheadMs;
   }
 
   /**

@@ -4,7 +4,11 @@
  * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as
  * /healthz and /readyz), /livez, /metrics (vLLM names, engine-metrics.ts), and the serve-while-loading control the
  * region drives (../layerwise/layerwise-host.ts): GET /tidegate/layerwise (the pairing and its counters), POST
- * /tidegate/layerwise (a PairSpec: start or update), DELETE /tidegate/layerwise?peer=ID (end it). Request validation,
+ * /tidegate/layerwise (a PairSpec: start or update), DELETE /tidegate/layerwise?peer=ID (end it); and λScale's
+ * execute-while-load control (region/liveload/live-lambda.ts): POST /tidegate/lambda {"passOverheadMs": ms} makes an
+ * engine waiting for its blocks serve now as an execution pipeline's head with ms added to every pass (λScale §4.3),
+ * 0 switches it to local mode (§4.4, also done when its blocks are all here); GET /tidegate/lambda reports the
+ * mode. Request validation,
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
@@ -32,7 +36,13 @@ export interface EngineParameters {
  * (region/keystage/pipeline-engine.ts: `status()`, its PipelineStatus, answers GET /tidegate/keystage as JSON and
  * feeds the pipeline gauges; it has no layerwise pairing).
  */
-export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineSummary };
+export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineSummary; setPassOverheadMs?(ms: number): void };
+
+/** λScale's execute-while-load control route (module comment). */
+export const LAMBDA_PATH = "/tidegate/lambda";
+
+/** Where an engine stands in λScale's execute-while-load: never pipelined, a pipeline's head, or local after one. */
+export type LambdaMode = "whole" | "pipeline" | "local";
 
 export interface EngineSimServerOptions {
   engine: ServedEngine;
@@ -126,6 +136,7 @@ export class EngineSimServer {
   private parameters: EngineParameters | undefined;
   /** While set, the engine waits for its parameters: /health and completions answer 503 with this text. */
   private loading: string | undefined;
+  private lambda: { mode: LambdaMode; passOverheadMs: number } = { mode: "whole", passOverheadMs: 0 };
   private readonly createdS = Math.floor(Date.now() / 1000);
 
   constructor(opts: EngineSimServerOptions) {
@@ -160,6 +171,13 @@ export class EngineSimServer {
   ready(parameters: EngineParameters): void {
     this.parameters = parameters;
     this.loading = undefined;
+    // A pipeline head whose own copy is complete serves locally (λScale §4.4).
+    if (this.lambda.mode === "pipeline") this.setLambda(0);
+  }
+
+  private setLambda(passOverheadMs: number): void {
+    this.engine.setPassOverheadMs!(passOverheadMs);
+    this.lambda = { mode: passOverheadMs > 0 ? "pipeline" : this.lambda.mode === "whole" ? "whole" : "local", passOverheadMs };
   }
 
   /** Stops accepting, ends open streams (cancelling their generations) and closes the engine. */
@@ -186,6 +204,7 @@ export class EngineSimServer {
       return this.completions(path === "/v1/chat/completions" ? "chat" : "completion", req, res);
     }
     if (path === LAYERWISE_PATH) return this.layerwise(method, req, res);
+    if (path === LAMBDA_PATH) return this.lambdaControl(method, req, res);
     if (path === KEYSTAGE_PATH) {
       if (this.engine.status === undefined) throw new TidegateError("not_found", `${KEYSTAGE_PATH}: this instance of ${this.engine.model} is not pipelined`);
       if (method !== "GET") throw new TidegateError("not_found", `${method} ${KEYSTAGE_PATH} is not supported; use GET`);
@@ -209,6 +228,20 @@ export class EngineSimServer {
       res.writeHead(200, { "content-type": this.metrics.registry.contentType });
       res.end(text);
     } else throw new TidegateError("not_found", `no route ${method} ${path}`);
+  }
+
+  /** λScale's execute-while-load control (module comment). */
+  private async lambdaControl(method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (this.engine.setPassOverheadMs === undefined) throw new TidegateError("not_found", `${LAMBDA_PATH}: this instance of ${this.engine.model} is pipelined by stages and takes no λScale pipeline`);
+    if (method === "GET") return sendJson(res, 200, { ...this.lambda, waiting: this.loading !== undefined });
+    if (method !== "POST") throw new TidegateError("not_found", `${method} ${LAMBDA_PATH} is not supported; use GET or POST`);
+    const body = parseJson(await readBody(req, this.bodyLimitBytes), "request body") as { passOverheadMs?: unknown };
+    const ms = typeof body === "object" && body !== null ? body.passOverheadMs : undefined;
+    if (typeof ms !== "number" || !(ms >= 0) || !Number.isFinite(ms)) throw new TidegateError("invalid_request", "passOverheadMs must be a finite number ≥ 0", { param: "passOverheadMs" });
+    if (ms > 0 && this.loading === undefined && this.lambda.mode !== "pipeline") throw new TidegateError("conflict", "this engine holds its whole model already: it serves locally, not as a pipeline head");
+    if (ms > 0) this.loading = undefined; // it serves now, before its own blocks are all here
+    this.setLambda(ms);
+    return sendJson(res, 200, { ...this.lambda, waiting: false });
   }
 
   /** The serve-while-loading control (module comment). */

@@ -149,6 +149,11 @@ export class SimEngine implements Engine {
     return this.core.stats();
   }
 
+  /** A λScale pipeline head's activation hops per pass, 0 in local mode (SimCore.setPassOverheadMs). */
+  setPassOverheadMs(ms: number): void {
+    this.core.setPassOverheadMs(ms);
+  }
+
   async close(): Promise<void> {
     this.layerwise.close();
     this.core.close();

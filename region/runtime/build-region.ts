@@ -123,6 +123,7 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
     ...(outcome === undefined ? {} : { onOutcome: (m: ModelName, x: RequestOutcome) => outcome.call(o.metrics, m, x) }),
     ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }),
     ...(cold === undefined ? {} : { coldHold: cold.hold, coldModels: cold.models }),
+    ...(o.config.routing === undefined ? {} : { routing: o.config.routing }),
   });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   o.metrics?.watchSlo?.(() => gateway.sloSummaries());

@@ -20,6 +20,9 @@ export const VLLM_METRICS = {
    * hold, which a priority 0 request may preempt (EngineStats.preemptibleKvBytes); absent when it does not preempt.
    */
   kvPreemptible: "tidegate_kv_cache_preemptible_perc",
+  /** vLLM's prefix-cache counters (V1): prompt tokens looked up in the prefix cache, and of them found cached. */
+  prefixQueries: "vllm:prefix_cache_queries_total",
+  prefixHits: "vllm:prefix_cache_hits_total",
 } as const;
 
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
@@ -74,6 +77,21 @@ export class EngineSimMetrics {
           this.inc({ model_name: model }, stats().preemptionsTotal ?? 0);
         },
       });
+    }
+    if (stats().prefixQueriedTokensTotal !== undefined) {
+      const total = (name: string, help: string, read: (s: EngineStats) => number) =>
+        new Counter({
+          name,
+          help,
+          labelNames: ["model_name"],
+          registers,
+          collect() {
+            this.reset();
+            this.inc({ model_name: model }, read(stats()));
+          },
+        });
+      total(VLLM_METRICS.prefixQueries, "Prefix cache queries, in terms of number of queried tokens.", (s) => s.prefixQueriedTokensTotal ?? 0);
+      total(VLLM_METRICS.prefixHits, "Prefix cache hits, in terms of number of cached tokens.", (s) => s.prefixHitTokensTotal ?? 0);
     }
     if (pipeline !== undefined) {
       const P = PIPELINE_METRICS;

@@ -84,6 +84,15 @@ export interface InstanceView {
   stale: boolean;
 }
 
+/** One instance's prefix-cache counters as its engine reports them (EngineStats; vLLM prefix_cache_*). */
+export interface InstancePrefixStats {
+  instanceId: string;
+  model: ModelName;
+  /** Prompt tokens looked up in its prefix cache and found there, since its engine started. */
+  queriedTokens: number;
+  hitTokens: number;
+}
+
 /** Where one request went. */
 export interface RouteChoice {
   endpointId: string;
@@ -725,6 +734,24 @@ export class Gateway {
       return t;
     });
     return { region: this.region, seq: ++this.seq, atMs: now, models };
+  }
+
+  /**
+   * The prefix-cache counters of every instance whose engine reports them (engine-sim; vLLM through the openai-http
+   * adapter's scrape), read from each engine now.
+   */
+  prefixStats(): InstancePrefixStats[] {
+    const out: InstancePrefixStats[] = [];
+    for (const m of this.models.values()) {
+      for (const e of m.endpoints) {
+        for (const i of e.instances) {
+          const s = i.engine.stats();
+          if (s.prefixQueriedTokensTotal === undefined) continue;
+          out.push({ instanceId: i.engine.instanceId, model: m.model, queriedTokens: s.prefixQueriedTokensTotal, hitTokens: s.prefixHitTokensTotal ?? 0 });
+        }
+      }
+    }
+    return out;
   }
 
   /** Each model's SLO targets, judged requests, attainment over the last hour and hours in violation (slo-book.ts). */

@@ -13,8 +13,10 @@
  *   any), remaining tokens being JSQ's measure (prompt + max output still to process, with the gateway's in-flight
  *   estimate). Alone it picks exactly JSQ's instance: it is strictly decreasing in remaining tokens.
  * - picker `max`: the highest weighted mean score; ties to the first listed candidate (today's JSQ tie rule).
+ * - picker `round-robin`: ignores the scores and takes the candidates in turn (a baseline; one counter per policy).
  *
- * `jsq` is the policy {serving; load × 1; max}: the gateway's choice before this issue, kept as the default.
+ * `jsq` is the policy {serving; load × 1; max}: the gateway's choice before this issue, kept as the default;
+ * `prefix-aware` is {serving; prefix × 1, load × 1; max}; `round-robin` is {serving; load × 1; round-robin}.
  */
 
 /** One instance as the plugins see it. */
@@ -77,19 +79,32 @@ const load: Scorer = {
   },
 };
 
-const max: Picker = {
+const max = (): Picker => ({
   name: "max",
   pick(scores) {
     let best = 0;
     for (let i = 1; i < scores.length; i++) if (scores[i]! > scores[best]!) best = i;
     return best;
   },
+});
+
+const roundRobin = (): Picker => {
+  let next = 0;
+  return {
+    name: "round-robin",
+    pick(scores) {
+      const i = next % scores.length;
+      next = (next + 1) % 1_000_000_007;
+      return i;
+    },
+  };
 };
 
 /** The registry: every filter, scorer and picker a policy may name. */
 export const FILTERS: Readonly<Record<string, Filter>> = { serving };
 export const SCORERS: Readonly<Record<string, Scorer>> = { prefix, load };
-export const PICKERS: Readonly<Record<string, Picker>> = { max };
+/** Pickers are made per policy (a picker may keep state, as round-robin does). */
+export const PICKERS: Readonly<Record<string, () => Picker>> = { max, "round-robin": roundRobin };
 
 /** A policy by plugin names (config `routing`). */
 export interface PolicySpec {
@@ -100,6 +115,8 @@ export interface PolicySpec {
 
 /** Today's join-the-shortest-queue (SageServe §6.2) as a policy. */
 export const JSQ_POLICY: PolicySpec = { filters: ["serving"], scorers: [{ name: "load", weight: 1 }], picker: "max" };
+/** Round-robin over the serving instances (a baseline). */
+export const ROUND_ROBIN_POLICY: PolicySpec = { filters: ["serving"], scorers: [{ name: "load", weight: 1 }], picker: "round-robin" };
 /** Prefix-aware: expected prefix hit weighed against load (weights per issue 34's bench; routing-config.ts). */
 export const PREFIX_AWARE_POLICY: PolicySpec = {
   filters: ["serving"],
@@ -130,7 +147,7 @@ export class RoutingPolicy {
       return { scorer: get(SCORERS, "scorer", s.name), weight: s.weight };
     });
     if (this.scorers.length === 0 || !this.scorers.some((s) => s.weight > 0)) throw new RangeError("a routing policy needs a scorer with a weight > 0");
-    this.picker = get(PICKERS, "picker", spec.picker);
+    this.picker = get(PICKERS, "picker", spec.picker)();
     this.needsPrefix = this.scorers.some((s) => s.weight > 0 && s.scorer.needsPrefix);
   }
 

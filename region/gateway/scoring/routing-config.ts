@@ -2,7 +2,7 @@
  * The top-level `routing` section (issue 34), owned by region and registered with core's config
  * (core/config/sections.ts) when this module loads (region/config-sections.ts loads it):
  *
- *   "routing": { "policy": "prefix-aware",                 // or "jsq" (default): a preset of the plugins below
+ *   "routing": { "policy": "prefix-aware",         // or "jsq" (default), "round-robin": a preset of the plugins below
  *                "scorers": [{ "name": "prefix", "weight": 1 }, { "name": "load", "weight": 1 }],   // overrides
  *                "filters": ["serving"], "picker": "max",
  *                "blockTokens": 16,                          // tokens per KV block the prompt is hashed with
@@ -16,11 +16,14 @@
 import { registerConfigSection, type ConfigSection } from "../../../core/config/sections.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
 import { ObjectReader, ValidationError } from "../../../core/validate.js";
-import { FILTERS, JSQ_POLICY, PICKERS, PREFIX_AWARE_POLICY, SCORERS, type PolicySpec } from "./plugins.js";
+import { FILTERS, JSQ_POLICY, PICKERS, PREFIX_AWARE_POLICY, ROUND_ROBIN_POLICY, SCORERS, type PolicySpec } from "./plugins.js";
+
+/** The policies `routing.policy` names. */
+export const PRESETS = { jsq: JSQ_POLICY, "prefix-aware": PREFIX_AWARE_POLICY, "round-robin": ROUND_ROBIN_POLICY } as const;
 
 export interface RoutingConfig {
   /** The preset named (`jsq`, `prefix-aware`) and the resolved plugins. */
-  preset: "jsq" | "prefix-aware";
+  preset: keyof typeof PRESETS;
   policy: PolicySpec;
   blockTokens: number;
   regionPrefix: boolean;
@@ -39,8 +42,8 @@ export const DEFAULT_ROUTING: RoutingConfig = { preset: "jsq", policy: JSQ_POLIC
 export function parseRoutingConfig(json: unknown, path = "routing"): RoutingConfig | undefined {
   if (json === undefined) return undefined;
   const r = new ObjectReader(json, path);
-  const preset = r.string("policy", "jsq", { oneOf: ["jsq", "prefix-aware"] }) as RoutingConfig["preset"];
-  const base = preset === "jsq" ? JSQ_POLICY : PREFIX_AWARE_POLICY;
+  const preset = r.string("policy", "jsq", { oneOf: Object.keys(PRESETS) }) as RoutingConfig["preset"];
+  const base = PRESETS[preset];
   const name = (reg: Readonly<Record<string, unknown>>, kind: string) => (v: unknown, p: string) => {
     if (typeof v !== "string" || !Object.hasOwn(reg, v)) throw new ValidationError(p, `unknown ${kind} ${JSON.stringify(v)}; known: ${Object.keys(reg).join(", ")}`);
     return v;

@@ -160,3 +160,38 @@ export type KvEvent =
 
 /** A listener of KV events; called in the order they happen. */
 export type KvEventListener = (ev: KvEvent) => void;
+
+/**
+ * A set of block hashes in least-recently-touched order holding at most `cap` (the oldest dropped first): a router's
+ * memory of what it sent where (region/gateway/scoring/prefix-index.ts per instance, router/prefix-regions.ts per
+ * region). `cap` may change; the next `touch` trims to it.
+ */
+export class PrefixSet {
+  private readonly m = new Map<number, true>();
+  constructor(public cap: number) {}
+  /** Adds `hashes` (or moves them to the newest end), then drops the oldest beyond `cap`. */
+  touch(hashes: readonly number[]): void {
+    for (const h of hashes) {
+      this.m.delete(h);
+      this.m.set(h, true);
+    }
+    if (this.m.size <= this.cap) return;
+    let excess = this.m.size - this.cap;
+    for (const h of this.m.keys()) {
+      if (excess-- <= 0) break;
+      this.m.delete(h);
+    }
+  }
+  remove(hashes: readonly number[]): void {
+    for (const h of hashes) this.m.delete(h);
+  }
+  clear(): void {
+    this.m.clear();
+  }
+  has(h: number): boolean {
+    return this.m.has(h);
+  }
+  get size(): number {
+    return this.m.size;
+  }
+}

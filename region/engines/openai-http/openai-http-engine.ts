@@ -74,6 +74,9 @@ interface Scraped {
   /** The preemptible share of the KV cache (engine-sim's gauge); undefined when the engine does not export it. */
   kvPreemptible: number | undefined;
   preemptions: number | undefined;
+  /** vLLM's prefix-cache counters (prompt tokens queried, found); undefined when the engine does not export them. */
+  prefixQueries: number | undefined;
+  prefixHits: number | undefined;
 }
 
 export class OpenAIHttpEngine implements Engine {
@@ -85,7 +88,7 @@ export class OpenAIHttpEngine implements Engine {
   private readonly opts: OpenAIHttpEngineOptions;
   private readonly agent: Agent;
   private readonly metricsTimer: Timer | undefined;
-  private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0, kvPreemptible: undefined, preemptions: undefined };
+  private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0, kvPreemptible: undefined, preemptions: undefined, prefixQueries: undefined, prefixHits: undefined };
   /** A pipelined engine-sim's split over its stages, from the last scrape that carried PIPELINE_METRICS. */
   private pipeline: PipelineSummary | undefined;
   private scrapeOk = false;
@@ -180,6 +183,8 @@ export class OpenAIHttpEngine implements Engine {
         waiting: promValue(text, VLLM_METRICS.waiting) ?? this.scraped.waiting,
         kvPreemptible: promValue(text, VLLM_METRICS.kvPreemptible) ?? this.scraped.kvPreemptible,
         preemptions: promValue(text, VLLM_METRICS.preemptions) ?? this.scraped.preemptions,
+        prefixQueries: promValue(text, VLLM_METRICS.prefixQueries) ?? this.scraped.prefixQueries,
+        prefixHits: promValue(text, VLLM_METRICS.prefixHits) ?? this.scraped.prefixHits,
       };
       this.pipeline = pipelineFromMetrics(text) ?? this.pipeline;
       this.scrapeOk = true;
@@ -220,6 +225,7 @@ export class OpenAIHttpEngine implements Engine {
       // A stale engine's KV counts as full and none of it as preemptible (what cannot be read is not given away).
       ...(this.scraped.kvPreemptible === undefined || this.stale ? {} : { preemptibleKvBytes: Math.min(this.scraped.kvPreemptible, this.scraped.kvUsage) * cap }),
       ...(this.scraped.preemptions === undefined ? {} : { preemptionsTotal: this.scraped.preemptions }),
+      ...(this.scraped.prefixQueries === undefined ? {} : { prefixQueriedTokensTotal: this.scraped.prefixQueries, prefixHitTokensTotal: this.scraped.prefixHits ?? 0 }),
       ...(this.stale ? { stale: true } : {}),
     };
   }

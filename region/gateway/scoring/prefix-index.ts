@@ -8,38 +8,8 @@
  *   added, blocks removed are dropped at once, so an eviction the history would guess late is known when it happens.
  * An instance with events counts blocks stored by the engine without the history's cap (the engine says what goes).
  */
-import type { KvEvent } from "../../../core/prefix.js";
+import { PrefixSet as BlockSet, type KvEvent } from "../../../core/prefix.js";
 import type { KvEventSource } from "../../../core/ports.js";
-
-/** A set of hashes in least-recently-touched order, at most `cap` (oldest dropped). */
-class BlockSet {
-  private readonly m = new Map<number, true>();
-  constructor(public cap: number) {}
-  touch(hashes: readonly number[]): void {
-    for (const h of hashes) {
-      this.m.delete(h);
-      this.m.set(h, true);
-    }
-    if (this.m.size <= this.cap) return;
-    let excess = this.m.size - this.cap;
-    for (const h of this.m.keys()) {
-      if (excess-- <= 0) break;
-      this.m.delete(h);
-    }
-  }
-  remove(hashes: readonly number[]): void {
-    for (const h of hashes) this.m.delete(h);
-  }
-  clear(): void {
-    this.m.clear();
-  }
-  has(h: number): boolean {
-    return this.m.has(h);
-  }
-  get size(): number {
-    return this.m.size;
-  }
-}
 
 interface Entry {
   set: BlockSet;

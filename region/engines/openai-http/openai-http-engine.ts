@@ -19,6 +19,8 @@ import { VLLM_METRICS } from "../sim/engine-metrics.js";
 import type { PipelineSummary } from "../pipeline-summary.js";
 import type { Logger } from "../../../core/log.js";
 import { BodyReader } from "./body-reader.js";
+import { KvEventStream } from "./kv-events.js";
+import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
 import { EngineLiveness, connectionFailureCode } from "./liveness.js";
 import { pipelineFromMetrics } from "./pipeline-metrics.js";
 import { parseWhole, readAll, upstreamError } from "./replies.js";
@@ -42,6 +44,11 @@ export interface OpenAIHttpEngineOptions {
   staleAfterMs?: number;
   /** Told when the stats turn stale and when they are readable again. */
   log?: Logger;
+  /**
+   * Block size (tokens) of the engine's prefix cache for its KV-event stream (kv-events.ts; default 16): events of
+   * another size are dropped. The stream opens only when a router subscribes (Engine.kvEvents).
+   */
+  kvEventsBlockTokens?: number;
   /** Bearer key for the upstream server. */
   apiKey?: string;
   /** Time allowed for the response headers of a streamed request (default 30 s). */
@@ -108,6 +115,8 @@ export class OpenAIHttpEngine implements Engine {
   private readonly metricsIntervalMs: number;
   private generated = 0;
   private closed = false;
+  /** The engine's KV events (kv-events.ts), opened when the gateway's prefix index subscribes. */
+  readonly kvEvents: KvEventStream;
 
   constructor(opts: OpenAIHttpEngineOptions) {
     this.opts = opts;
@@ -116,6 +125,7 @@ export class OpenAIHttpEngine implements Engine {
     this.url = new URL(opts.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/");
     const agentOpts = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY };
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
+    this.kvEvents = new KvEventStream({ url: this.url, clock: opts.clock, blockTokens: opts.kvEventsBlockTokens ?? DEFAULT_BLOCK_TOKENS, ...(opts.log === undefined ? {} : { log: opts.log }) });
     const interval = opts.metricsIntervalMs ?? 500;
     this.metricsIntervalMs = interval;
     this.staleAfterMs = opts.staleAfterMs ?? Math.max(1500, 3 * interval);
@@ -364,6 +374,7 @@ export class OpenAIHttpEngine implements Engine {
     if (this.closed) return;
     this.closed = true;
     this.metricsTimer?.cancel();
+    this.kvEvents.close();
     this.agent.destroy();
   }
 

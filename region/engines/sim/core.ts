@@ -262,7 +262,7 @@ export class SimEngineCore implements HandleHost {
     const at = Math.max(this.lastEventMs, Math.min(arrivalMs ?? now, now));
     this.syncTo(at);
     const r = new SimRequest(req.id, req.promptTokens, req.maxTokens, req.priority, at, handlers);
-    if (req.blockHashes !== undefined && this.prefixCache !== undefined) r.blockHashes = req.blockHashes.slice(0, Math.floor(req.promptTokens / this.prefixCache.blockTokens));
+    if (req.blockHashes !== undefined && this.prefixCache !== undefined) r.blockHashes = req.blockHashes;
     if (r.priority === 0) this.lastInteractiveMs = at;
     this.waiting.push(r);
     if (this.phase.kind === "idle") this.kickAt(at);

@@ -60,6 +60,18 @@ export class EngineSimMetrics {
           this.set({ model_name: model }, read(stats()));
         },
       });
+    /** A counter whose value is read at each scrape (a total the engine keeps). */
+    const total = (name: string, help: string, read: () => number) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ["model_name"],
+        registers,
+        collect() {
+          this.reset();
+          this.inc({ model_name: model }, read());
+        },
+      });
     const kv = (s: EngineStats) => (s.kvBytesCapacity > 0 ? s.kvBytesUsed / s.kvBytesCapacity : 0);
     gauge(VLLM_METRICS.kvUsage, "KV-cache usage. 1 means 100 percent usage.", kv);
     gauge(VLLM_METRICS.kvUsageLegacy, "KV-cache usage (pre-0.7 name). 1 means 100 percent usage.", kv);
@@ -79,19 +91,8 @@ export class EngineSimMetrics {
       });
     }
     if (stats().prefixQueriedTokensTotal !== undefined) {
-      const total = (name: string, help: string, read: (s: EngineStats) => number) =>
-        new Counter({
-          name,
-          help,
-          labelNames: ["model_name"],
-          registers,
-          collect() {
-            this.reset();
-            this.inc({ model_name: model }, read(stats()));
-          },
-        });
-      total(VLLM_METRICS.prefixQueries, "Prefix cache queries, in terms of number of queried tokens.", (s) => s.prefixQueriedTokensTotal ?? 0);
-      total(VLLM_METRICS.prefixHits, "Prefix cache hits, in terms of number of cached tokens.", (s) => s.prefixHitTokensTotal ?? 0);
+      total(VLLM_METRICS.prefixQueries, "Prefix cache queries, in terms of number of queried tokens.", () => stats().prefixQueriedTokensTotal ?? 0);
+      total(VLLM_METRICS.prefixHits, "Prefix cache hits, in terms of number of cached tokens.", () => stats().prefixHitTokensTotal ?? 0);
     }
     if (pipeline !== undefined) {
       const P = PIPELINE_METRICS;
@@ -123,17 +124,7 @@ export class EngineSimMetrics {
           this.set({ model_name: model, mode: pipeline().mode }, 1);
         },
       });
-      const counter = (name: string, help: string, read: (s: PipelineSummary) => number) =>
-        new Counter({
-          name,
-          help,
-          labelNames: ["model_name"],
-          registers,
-          collect() {
-            this.reset();
-            this.inc({ model_name: model }, read(pipeline()));
-          },
-        });
+      const counter = (name: string, help: string, read: (s: PipelineSummary) => number) => total(name, help, () => read(pipeline()));
       counter(P.replicasAdded, "Stage replicas the key-stage scaler started.", (s) => s.scaler.added);
       counter(P.replicasRemoved, "Stage replicas the key-stage scaler stopped.", (s) => s.scaler.removed);
     }

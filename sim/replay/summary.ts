@@ -86,8 +86,8 @@ export function formatSummary(s: TraceSummary): string {
     `${"model@region".padEnd(26)} ${"mean".padStart(7)} ${"max".padStart(7)} ${"running".padStart(8)}`,
     ...s.utilization.map((u) => `${u.key.padEnd(26)} ${u.meanUtilization.toFixed(4).padStart(7)} ${u.maxUtilization.toFixed(4).padStart(7)} ${u.meanRunning.toFixed(2).padStart(8)}`),
     "",
-    "prefix-cache hit rate (hit / queried prompt tokens; the engines' prefix caches):",
-    ...s.prefixHitRate.map((p) => `${(p.instance === undefined ? `${p.region} (region)` : `${p.region} ${p.instance}`).padEnd(34)} ${p.hitRate.toFixed(4).padStart(7)}  of ${p.queriedTokens.toLocaleString("en")} tokens`),
+    "prefix-cache hit rate (hit / queried prompt tokens; the engines' prefix caches; instances that served nothing left out):",
+    ...s.prefixHitRate.filter((p) => p.queriedTokens > 0).map((p) => `${(p.instance === undefined ? `${p.region} (region)` : `${p.region} ${p.instance}`).padEnd(34)} ${p.hitRate.toFixed(4).padStart(7)}  of ${p.queriedTokens.toLocaleString("en")} tokens`),
     "",
     `replayed ${s.requests} requests (${s.virtualEndS.toFixed(0)} s of virtual time, ${s.events} clock events) in ${s.wallMs.toFixed(0)} ms wall: ${Math.round(s.requestsPerWallS).toLocaleString("en")} simulated requests per wall second, ${Math.round(s.speedupVsRealTime).toLocaleString("en")}x real time`,
   ];

@@ -99,11 +99,10 @@ export const command: Command = {
 
     const preemption = String(flags.preemption);
     if (!["recompute", "swap", "off"].includes(preemption)) throw new TidegateError("invalid_request", "--preemption must be recompute, swap or off");
-    const slotsBeside = flags["batch-slots-beside"];
-    if (slotsBeside !== undefined && !(typeof slotsBeside === "number" && Number.isInteger(slotsBeside) && slotsBeside >= 0)) throw new TidegateError("invalid_request", "--batch-slots-beside must be an integer ≥ 0");
-
     const prefixBlocks = flags["prefix-block-tokens"];
     if (prefixBlocks !== undefined && !(typeof prefixBlocks === "number" && Number.isInteger(prefixBlocks) && prefixBlocks >= 0)) throw new TidegateError("invalid_request", "--prefix-block-tokens must be an integer ≥ 0 (0: off)");
+    const slotsBeside = flags["batch-slots-beside"];
+    if (slotsBeside !== undefined && !(typeof slotsBeside === "number" && Number.isInteger(slotsBeside) && slotsBeside >= 0)) throw new TidegateError("invalid_request", "--batch-slots-beside must be an integer ≥ 0");
 
     // A pipelined instance (--pipeline): checked before anything else starts.
     let pipeline: ReturnType<typeof parsePipelineSpec> | undefined;

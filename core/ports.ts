@@ -1,6 +1,7 @@
 /**
  * The ports between tiers (DESIGN "Ports and their adapters"). Adapters live in their tiers; these are the shapes.
  */
+import type { KvEventListener } from "./prefix.js";
 import type { GpuType, ModelName, RegionName } from "./models.js";
 
 /** Priority 0: interactive, and batch promoted by age. Priority 1: batch. (SageServe §6.3) */
@@ -25,6 +26,12 @@ export interface GenerateRequest {
   batch?: boolean;
   /** The OpenAI request body, forwarded as is by HTTP adapters (with `stream` set by the adapter). */
   body: Record<string, unknown>;
+  /**
+   * The prompt's block hashes (core/prefix.ts; issue 34), when known: from the body with the chat template applied
+   * (the gateway computes them), or from a trace's `hash_ids` in replay. An engine that caches prefixes uses them
+   * where it cannot read the prompt itself (engine-sim in process); HTTP adapters do not forward them.
+   */
+  blockHashes?: readonly number[];
 }
 
 export interface Usage {
@@ -65,6 +72,12 @@ export interface EngineStats {
   preemptibleKvBytes?: number;
   /** Requests the engine has preempted since it started (monotonic); absent where the engine does not say. */
   preemptionsTotal?: number;
+  /**
+   * Prefix caching (issue 34), vLLM's `prefix_cache_queries` / `prefix_cache_hits` counters: prompt tokens looked up
+   * in the cache and found there, since start (monotonic). Absent where the engine does not cache or does not say.
+   */
+  prefixQueriedTokensTotal?: number;
+  prefixHitTokensTotal?: number;
 }
 
 /** One serving instance (SageServe §3.4). */
@@ -108,8 +121,24 @@ export interface Engine {
    * Engines without it (a real vLLM) serve alone while a peer loads.
    */
   layerwise?: LayerwiseControl;
+  /**
+   * Optional KV-cache events of the engine's prefix cache (issue 34; vLLM kv_events): what blocks it stores and
+   * evicts, for a router's index of what each instance holds. engine-sim in process has it; the openai-http adapter
+   * has it where the server streams `/v1/kv_events` (engine-sim does). Absent: the router indexes routing history.
+   */
+  kvEvents?: KvEventSource;
   /** Releases connections/timers. Idempotent. */
   close(): Promise<void>;
+}
+
+/** A subscription to an engine's KV-cache events (Engine.kvEvents). */
+export interface KvEventSource {
+  /** Tokens per KV block (the engine's block size; a router hashes prompts with it). */
+  readonly blockTokens: number;
+  /** Calls `listener` for every event from now on, in order; returns the unsubscribe. */
+  subscribe(listener: KvEventListener): () => void;
+  /** The hashes cached now (a subscriber's starting point), when the source can say; else undefined. */
+  snapshot?(): number[] | undefined;
 }
 
 // ---- serve while loading (issue 12; region/engines/layerwise/ on the engine, region/liveload/ in the region) ----

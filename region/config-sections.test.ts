@@ -14,7 +14,7 @@ const PARSES = /\b(?:parseConfig|validateConfig|loadConfig)\(/;
 
 describe("region's config sections", () => {
   it("are registered by importing region/config-sections.ts", () => {
-    expect(registeredSections()).toEqual(["keystage"]);
+    expect(registeredSections()).toEqual(["keystage", "routing"]);
     expect(registeredRegionSettings()).toEqual(["loading"]);
   });
 

@@ -8,6 +8,7 @@
  * (`dispatchWithRetry`, the HTTP relay) and the callbacks (`submitWithRetry`, RegionLink.submit: the replays'
  * ten million requests a week, synchronously on their clock).
  */
+import { blockHashesOfBody } from "../core/prefix.js";
 import { TidegateError, findTidegateError } from "../core/errors.js";
 import type { RegionName } from "../core/models.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink } from "../core/ports.js";
@@ -90,10 +91,22 @@ export class RegionWalk {
     if (allowed !== undefined) for (const r of links.keys()) if (!allowed.has(r)) (this.tried ??= new Set()).add(r);
   }
 
+  private hashes: readonly number[] | undefined;
+
+  /**
+   * The prompt's block hashes when regions are chosen by prefix (the request's own, a trace's in replay, else hashed
+   * from its body with the chat template applied, core/prefix.ts), computed once; undefined otherwise.
+   */
+  private blocks(): readonly number[] | undefined {
+    const blockTokens = this.selector.prefixBlockTokens;
+    if (blockTokens === undefined) return undefined;
+    return (this.hashes ??= this.req.blockHashes ?? blockHashesOfBody(this.req.kind, this.req.body, blockTokens));
+  }
+
   /** The next region to send to and its link, or undefined when no region is left. */
   next(): { region: RegionName; link: RegionLink } | undefined {
     for (;;) {
-      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried, this.req.promptTokens);
+      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried, this.req.promptTokens, this.blocks());
       if (pick === undefined) return undefined;
       (this.tried ??= new Set()).add(pick.region);
       const link = this.links.get(pick.region);
@@ -102,7 +115,7 @@ export class RegionWalk {
         this.full++;
         continue;
       }
-      this.selector.noteDispatch(pick.region, this.req.model, this.kvBytes);
+      this.selector.noteDispatch(pick.region, this.req.model, this.kvBytes, this.blocks());
       return { region: pick.region, link };
     }
   }

@@ -13,6 +13,7 @@ import type { GenerateRequest, LinkCallbacks, RegionLink, RegionTelemetry, Unsub
 import { tokenPaceFrom } from "./pace.js";
 import { submitWithRetry } from "./relay.js";
 import { RegionSelector, instanceKvBytesFrom } from "./selector.js";
+import { RegionPrefixes } from "./prefix-regions.js";
 
 /** The selector `config` describes: its regions, their proximity and models, router thresholds, KV per instance. */
 export function selectorFromConfig(config: TidegateConfig, clock: Clock): RegionSelector {
@@ -23,6 +24,8 @@ export function selectorFromConfig(config: TidegateConfig, clock: Clock): Region
     telemetryStaleMs: config.router.telemetryStaleMs,
     instanceKvBytes: instanceKvBytesFrom(config),
     pace: tokenPaceFrom(config),
+    // Prefix affinity between regions (issue 34): the `routing` section (registered by region) turns it on.
+    ...(config.routing?.regionPrefix === true ? { prefixes: new RegionPrefixes(config.routing.blockTokens) } : {}),
   });
 }
 

@@ -66,3 +66,18 @@ describe("selectRegion (SageServe §6.2)", () => {
     expect(correctedUtilization(0.5, 250, 0)).toBe(0.5);
   });
 });
+
+describe("selectRegion with prefix affinity (issue 34)", () => {
+  const c = (region: string, utilization: number, prefixBlocks?: number) => ({ region, utilization, available: true, ...(prefixBlocks === undefined ? {} : { prefixBlocks }) });
+  it("prefers the region under the threshold holding the longest prefix; the 0.70 rule still decides eligibility", () => {
+    expect(selectRegion([c("a", 0.2, 0), c("b", 0.5, 40)], 0.7)).toEqual({ region: "b", reason: "prefix" });
+    expect(selectRegion([c("a", 0.2, 10), c("b", 0.5, 40), c("c", 0.1, 39)], 0.7)).toEqual({ region: "b", reason: "prefix" });
+    // The holder above the threshold: the first under it, as without prefixes.
+    expect(selectRegion([c("a", 0.2, 0), c("b", 0.75, 40)], 0.7)).toEqual({ region: "a", reason: "threshold" });
+    // A tie, or the first in preference order holding the most: the plain threshold pick.
+    expect(selectRegion([c("a", 0.2, 40), c("b", 0.5, 40)], 0.7)).toEqual({ region: "a", reason: "threshold" });
+    expect(selectRegion([c("a", 0.2), c("b", 0.5)], 0.7)).toEqual({ region: "a", reason: "threshold" });
+    // None under the threshold: the least utilized, whatever it holds.
+    expect(selectRegion([c("a", 0.9, 0), c("b", 0.8, 0), c("c", 0.95, 40)], 0.7)).toEqual({ region: "b", reason: "least" });
+  });
+});

@@ -10,6 +10,9 @@
  * unless both its TTFT and a cold region's can be estimated (`ttftMs`; `expectedWarmTtftMs`, `expectedColdTtftMs`)
  * and the cold start's is lower ("if another region has a warm instance and its expected TTFT is lower than the cold
  * start, the request goes there"; otherwise the cold start does). Pure: values in, a decision out.
+ * Prefix affinity (issue 34): when the candidates carry `prefixBlocks`, the region under the threshold holding the
+ * longest prefix of the request wins (reason "prefix"), so a conversation stays where its KV is until that region
+ * crosses the threshold; then the rule above moves it.
  */
 import type { RegionName } from "../core/models.js";
 
@@ -34,6 +37,8 @@ export interface RegionCandidate {
    * always beats a cold one.
    */
   ttftMs?: number;
+  /** Leading blocks of the request's prompt the router believes the region holds (router/prefix-regions.ts; issue 34). */
+  prefixBlocks?: number;
 }
 
 export interface RegionDecision {
@@ -43,7 +48,7 @@ export interface RegionDecision {
    * region serves the model, the one whose cold start is expected soonest (first in preference order on a tie);
    * "cold-sooner": a region serves it, but the soonest cold start's expected TTFT is lower than that region's.
    */
-  reason: "threshold" | "least" | "cold" | "cold-sooner";
+  reason: "threshold" | "least" | "cold" | "cold-sooner" | "prefix";
 }
 
 /**
@@ -54,6 +59,7 @@ export function selectRegion(candidates: readonly RegionCandidate[], threshold: 
   let least: RegionCandidate | undefined;
   let warm: RegionCandidate | undefined;
   let coldest: RegionCandidate | undefined;
+  let affine: RegionCandidate | undefined;
   for (const c of candidates) {
     if (!c.available || exclude.has(c.region)) continue;
     if (c.coldStartMs !== undefined) {
@@ -62,7 +68,11 @@ export function selectRegion(candidates: readonly RegionCandidate[], threshold: 
     }
     if (least === undefined || c.utilization < least.utilization) least = c;
     if (c.utilization < threshold && warm === undefined) warm = c;
+    // Prefix affinity (issue 34): among the regions under the threshold, the one holding the longest prefix of the
+    // request (first in preference order on a tie); the 0.70 rule still decides which regions may take it.
+    if (c.utilization < threshold && (c.prefixBlocks ?? 0) > (affine?.prefixBlocks ?? 0)) affine = c;
   }
+  if (affine !== undefined && affine !== warm) return { region: affine.region, reason: "prefix" };
   const pick = warm ?? least;
   if (pick === undefined) return coldest === undefined ? undefined : { region: coldest.region, reason: "cold" };
   if (coldest?.ttftMs !== undefined && pick.ttftMs !== undefined && coldest.ttftMs < pick.ttftMs) return { region: coldest.region, reason: "cold-sooner" };

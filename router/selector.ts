@@ -15,6 +15,7 @@ import { gpusPerInstanceOf, type TidegateConfig } from "../core/config.js";
 import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
 import type { TokenPace } from "./pace.js";
+import type { RegionPrefixes } from "./prefix-regions.js";
 import { correctedUtilization, expectedColdTtftMs, expectedWarmTtftMs, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
 
 /** What the selector needs to know about one region from configuration. */
@@ -45,6 +46,11 @@ export interface SelectorOptions {
    * warm region always beats a cold start.
    */
   pace?: (model: ModelName) => TokenPace | undefined;
+  /**
+   * Prefix affinity between regions (issue 34; config routing.regionPrefix): the router's history of which prompt
+   * blocks went where (prefix-regions.ts); absent: regions are chosen without regard to prefixes.
+   */
+  prefixes?: RegionPrefixes;
 }
 
 /** One decision plus what the selector saw, for logs and tests. */
@@ -99,13 +105,29 @@ export class RegionSelector {
   markDown(region: RegionName): void {
     const s = this.state.get(region);
     if (s === undefined) return;
+    this.opts.prefixes?.forget(region);
     s.telemetry = undefined;
     s.inflightKvBytes.clear();
   }
 
-  /** Adds a dispatched request's KV bytes (≥ 0) to the region's in-flight estimate for `model`. */
-  noteDispatch(region: RegionName, model: ModelName, kvBytes: number): void {
+  /** Whether regions are chosen with prefix affinity (SelectorOptions.prefixes): the block size prompts are hashed with. */
+  get prefixBlockTokens(): number | undefined {
+    return this.opts.prefixes?.blockTokens;
+  }
+
+  /**
+   * Adds a dispatched request's KV bytes (≥ 0) to the region's in-flight estimate for `model`, and with prefix
+   * affinity its prompt's `blocks` to what the router remembers of the region (up to the KV its serving instances hold).
+   */
+  noteDispatch(region: RegionName, model: ModelName, kvBytes: number, blocks?: readonly number[]): void {
     const s = this.state.get(region);
+    if (blocks !== undefined && blocks.length > 0 && this.opts.prefixes !== undefined && s?.telemetry !== undefined) {
+      const mt = s.telemetry.models.find((m) => m.model === model);
+      const spec = MODEL_SPECS[model];
+      const bytes = mt === undefined ? 0 : mt.endpoints.reduce((sum, e) => sum + e.servingInstances * this.opts.instanceKvBytes(model, e.gpu), 0);
+      const tokens = spec === undefined ? 0 : bytes / kvBytesPerToken(spec);
+      this.opts.prefixes.sent(region, model, blocks, tokens / this.opts.prefixes.blockTokens);
+    }
     if (s === undefined || !(kvBytes > 0)) return;
     s.inflightKvBytes.set(model, (s.inflightKvBytes.get(model) ?? 0) + kvBytes);
   }
@@ -156,9 +178,13 @@ export class RegionSelector {
    * a `promptTokens` prompt is lower (selection.ts). `exclude` skips regions already tried.
    * Returns undefined when no region is available (unknown model, all stale, all excluded).
    */
-  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set(), promptTokens?: number): SelectionResult | undefined {
+  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set(), promptTokens?: number, blocks?: readonly number[]): SelectionResult | undefined {
     const order = preferenceOrder(this.hostingRegions(model), clientRegion, this.proximity);
     let candidates = order.map((r) => this.candidate(r, model));
+    const prefixes = this.opts.prefixes;
+    if (prefixes !== undefined && blocks !== undefined && blocks.length > 0) {
+      for (const c of candidates) if (c.available) c.prefixBlocks = prefixes.prefixBlocks(c.region, model, blocks);
+    }
     // TTFT estimates only where a warm region and a cold one compete (the common path stays as cheap as before).
     if (promptTokens !== undefined && candidates.some((c) => c.available && c.coldStartMs !== undefined) && candidates.some((c) => c.available && c.coldStartMs === undefined)) {
       candidates = order.map((r) => this.candidate(r, model, promptTokens));

@@ -104,6 +104,19 @@ const panels = [
     ],
     {},
   ),
+  row(5 + 7 * H, "Prefix caching"),
+  panel(
+    "Prefix-cache hit rate per region (hit / queried prompt tokens)",
+    { h: H, w: W, x: 0, y: 6 + 7 * H },
+    [[`sum by (region, model) (rate(tidegate_instance_prefix_cache_hits_tokens_total{${sel}}[$__rate_interval])) / sum by (region, model) (rate(tidegate_instance_prefix_cache_queries_tokens_total{${sel}}[$__rate_interval]))`, "{{region}} {{model}}"]],
+    { unit: "percentunit", min: 0, max: 1 },
+  ),
+  panel(
+    "Prefix-cache hit rate per instance",
+    { h: H, w: W, x: W, y: 6 + 7 * H },
+    [[`sum by (region, instance) (rate(tidegate_instance_prefix_cache_hits_tokens_total{${sel}}[$__rate_interval])) / sum by (region, instance) (rate(tidegate_instance_prefix_cache_queries_tokens_total{${sel}}[$__rate_interval]))`, "{{region}} {{instance}}"]],
+    { unit: "percentunit", min: 0, max: 1 },
+  ),
 ];
 
 const dashboard = {
@@ -115,7 +128,7 @@ const dashboard = {
   ],
   uid: "tidegate-overview",
   title: "tidegate",
-  description: "tidegate per region and model: requests, TTFT/TBT, effective memory utilization vs the 0.70 routing threshold, queues, instances vs the planner's target, forecast vs actual, scaling, data-plane transfers and cold starts (deploy/grafana/README.md).",
+  description: "tidegate per region and model: requests, TTFT/TBT, effective memory utilization vs the 0.70 routing threshold, queues, instances vs the planner's target, forecast vs actual, scaling, data-plane transfers, cold starts and prefix-cache hit rates (deploy/grafana/README.md).",
   tags: ["tidegate", "llm-serving"],
   timezone: "utc",
   schemaVersion: 39,

@@ -24,7 +24,10 @@ import { TidegateError, findTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { MODEL_SPECS, kvBytesPerToken, type GpuType, type ModelName, type RegionName } from "../../core/models.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, InstanceState, RequestCallbacks, RegionTelemetry } from "../../core/ports.js";
-import { pickEndpoint, pickInstance } from "./jsq.js";
+import { pickEndpoint } from "./jsq.js";
+import { JSQ_POLICY, RoutingPolicy, type PolicySpec } from "./scoring/plugins.js";
+import { PrefixIndex } from "./scoring/prefix-index.js";
+import { DEFAULT_BLOCK_TOKENS, blockHashesOfBody } from "../../core/prefix.js";
 import { SloBook, tpotOf, type ModelSloSummary, type SloOutcome } from "./slo-book.js";
 import { WindowedRate, modelTelemetry } from "./telemetry.js";
 import type { ColdHold } from "./cold-hold.js";
@@ -54,6 +57,11 @@ export interface GatewayOptions {
   coldHold?: ColdHold;
   /** The models the hold applies to (those whose every endpoint here may be at zero instances). */
   coldModels?: ReadonlySet<ModelName>;
+  /**
+   * Instance choice within the chosen endpoint (issue 34; scoring/plugins.ts): the plugin policy (default JSQ_POLICY,
+   * today's join-the-shortest-queue) and the block size prompts are hashed with for the prefix scorer (default 16).
+   */
+  routing?: { policy: PolicySpec; blockTokens: number };
 }
 
 /** What `submit` returns for a request held for a cold start (cold-hold.ts): no instance chosen yet. */
@@ -74,6 +82,15 @@ export interface InstanceView {
   enteredAtMs: number;
   /** Its engine's stats are stale (EngineStats.stale): routed around while another instance serves. */
   stale: boolean;
+}
+
+/** One instance's prefix-cache counters as its engine reports them (EngineStats; vLLM prefix_cache_*). */
+export interface InstancePrefixStats {
+  instanceId: string;
+  model: ModelName;
+  /** Prompt tokens looked up in its prefix cache and found there, since its engine started. */
+  queriedTokens: number;
+  hitTokens: number;
 }
 
 /** Where one request went. */
@@ -125,6 +142,8 @@ interface ModelRecord {
   /** SLO attainment of its interactive requests. */
   slo: SloBook;
 }
+
+const NO_BLOCKS: readonly number[] = Object.freeze([]);
 
 const ZERO_STATS: EngineStats = { kvBytesUsed: 0, kvBytesCapacity: 0, running: 0, waiting: 0, remainingTokens: 0, generatedTokensTotal: 0 };
 
@@ -292,6 +311,9 @@ export class Gateway {
   /** RegionService.onChange listeners: instances added, removed or moved to another state. */
   private readonly changeListeners = new Set<() => void>();
   private seq = 0;
+  /** Instance choice (scoring/plugins.ts) and what each instance holds of which prefixes (scoring/prefix-index.ts). */
+  readonly policy: RoutingPolicy;
+  readonly prefixIndex: PrefixIndex;
 
   constructor(opts: GatewayOptions) {
     this.region = opts.region;
@@ -306,6 +328,8 @@ export class Gateway {
     this.onSlo = opts.onSlo;
     this.cold = opts.coldHold;
     this.coldModels = opts.coldModels ?? new Set();
+    this.policy = new RoutingPolicy(opts.routing?.policy ?? JSQ_POLICY);
+    this.prefixIndex = new PrefixIndex(opts.routing?.blockTokens ?? DEFAULT_BLOCK_TOKENS);
     if (!(this.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${this.statsRefreshMs}`);
     if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${this.maxAttempts}`);
   }
@@ -334,6 +358,11 @@ export class Gateway {
     const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0, enteredAtMs: this.clock.now() };
     endpoint.instances.push(rec);
     this.byId.set(engine.instanceId, rec);
+    if (this.policy.needsPrefix) {
+      // The routing history of an instance remembers about as many blocks as its KV holds.
+      const kvTokens = engine.stats().kvBytesCapacity / this.models.get(engine.model)!.kvBytesPerToken;
+      this.prefixIndex.attach(engine.instanceId, kvTokens > 1 ? kvTokens / this.prefixIndex.blockTokens : 65_536, engine.kvEvents);
+    }
     this.changed();
   }
 
@@ -378,6 +407,7 @@ export class Gateway {
     const list = rec.endpoint.instances;
     list.splice(list.indexOf(rec), 1);
     this.byId.delete(instanceId);
+    this.prefixIndex.detach(instanceId);
     this.changed();
     return rec.engine;
   }
@@ -408,7 +438,7 @@ export class Gateway {
    * undefined when no instance of the model is serving. Unknown model: model_not_found.
    */
   route(model: ModelName): RouteChoice | undefined {
-    const rec = this.choose(this.modelRecord(model), undefined);
+    const rec = this.choose(this.modelRecord(model), undefined, NO_BLOCKS);
     return rec === undefined ? undefined : { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
   }
 
@@ -475,15 +505,17 @@ export class Gateway {
     model.demanded += req.promptTokens + req.maxTokens;
     const judged = req.batch !== true;
     const tried = new Set<InstanceRecord>();
+    const blocks = this.blocksOf(req);
     let lastError: unknown;
     for (let attempt = 0; attempt < this.maxAttempts; attempt++) {
       if (signal?.aborted) {
         this.onOutcome?.(req.model, "cancelled");
         throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason });
       }
-      const rec = this.choose(model, tried);
+      const rec = this.choose(model, tried, blocks);
       if (rec === undefined) break;
       const ticket = admit(rec, req, model.kvBytesPerToken);
+      this.prefixIndex.routed(rec.engine.instanceId, blocks);
       let settled = false;
       const settleOnce = () => {
         if (settled) return;
@@ -632,7 +664,8 @@ export class Gateway {
 
   private submitNow(req: GenerateRequest, callbacks: RequestCallbacks, enteredAtMs: number): RouteChoice | undefined {
     const model = this.modelRecord(req.model);
-    const rec = this.choose(model, undefined);
+    const blocks = this.blocksOf(req);
+    const rec = this.choose(model, undefined, blocks);
     const choice = rec === undefined ? undefined : { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
     // A stream-only engine: `generate` (started now, so it makes the same choice) keeps the books and the counts.
     if (rec !== undefined && rec.engine.submit === undefined) {
@@ -645,6 +678,7 @@ export class Gateway {
       return undefined;
     }
     const ticket = admit(rec, req, model.kvBytesPerToken);
+    this.prefixIndex.routed(rec.engine.instanceId, blocks);
     this.onRouted?.(req, rec.engine.instanceId);
     try {
       rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks, enteredAtMs));
@@ -702,13 +736,41 @@ export class Gateway {
     return { region: this.region, seq: ++this.seq, atMs: now, models };
   }
 
+  /**
+   * The prefix-cache counters of every instance whose engine reports them (engine-sim; vLLM through the openai-http
+   * adapter's scrape), read from each engine now.
+   */
+  prefixStats(): InstancePrefixStats[] {
+    const out: InstancePrefixStats[] = [];
+    for (const m of this.models.values()) {
+      for (const e of m.endpoints) {
+        for (const i of e.instances) {
+          const s = i.engine.stats();
+          if (s.prefixQueriedTokensTotal === undefined) continue;
+          out.push({ instanceId: i.engine.instanceId, model: m.model, queriedTokens: s.prefixQueriedTokensTotal, hitTokens: s.prefixHitTokensTotal ?? 0 });
+        }
+      }
+    }
+    return out;
+  }
+
   /** Each model's SLO targets, judged requests, attainment over the last hour and hours in violation (slo-book.ts). */
   sloSummaries(): ModelSloSummary[] {
     return [...this.models.values()].map((m) => m.slo.summary());
   }
 
+  /**
+   * The prompt's block hashes when the policy scores prefixes: those the request carries (a trace's), else hashed
+   * from its body with the chat template applied, as the engine hashes it (core/prefix.ts); none otherwise.
+   */
+  private blocksOf(req: GenerateRequest): readonly number[] {
+    if (!this.policy.needsPrefix) return NO_BLOCKS;
+    return req.blockHashes ?? blockHashesOfBody(req.kind, req.body, this.prefixIndex.blockTokens);
+  }
+
   /** Closes every engine. */
   async close(): Promise<void> {
+    this.prefixIndex.close();
     await Promise.all([...this.byId.values()].map((i) => i.engine.close()));
   }
 
@@ -732,8 +794,11 @@ export class Gateway {
     rec.addedKvBytes = 0;
   }
 
-  /** Endpoint by estimated utilization, then JSQ on estimated remaining tokens; `exclude` holds failed instances. */
-  private choose(model: ModelRecord, exclude: ReadonlySet<InstanceRecord> | undefined): InstanceRecord | undefined {
+  /**
+   * Endpoint by estimated utilization, then the instance by the routing policy (scoring/plugins.ts; JSQ on estimated
+   * remaining tokens by default) given the prompt's `blocks`; `exclude` holds failed instances.
+   */
+  private choose(model: ModelRecord, exclude: ReadonlySet<InstanceRecord> | undefined, blocks: readonly number[]): InstanceRecord | undefined {
     const now = this.clock.now();
     for (const e of model.endpoints) {
       for (const i of e.instances) if (now - i.statsAtMs >= this.statsRefreshMs) this.refresh(i, now);
@@ -755,6 +820,8 @@ export class Gateway {
       e.effectiveMemoryUtilization = capacity > 0 ? used / capacity : 1;
     }
     const endpoint = pickEndpoint(model.endpoints.map((e) => ({ endpointId: e.endpointId, effectiveMemoryUtilization: e.effectiveMemoryUtilization, instances: e.loads })));
-    return endpoint === undefined ? undefined : pickInstance(endpoint.instances)?.rec;
+    if (endpoint === undefined) return undefined;
+    const index = this.prefixIndex;
+    return this.policy.choose({ blockHashes: blocks, prefixBlocks: (id) => index.prefixBlocks(id, blocks) }, endpoint.instances)?.rec;
   }
 }

@@ -9,6 +9,7 @@ import { buildRegion, type Region } from "../runtime/build-region.js";
 import { fixedEngines } from "../runtime/static-host.js";
 import { startSimRegion } from "../runtime/sim-region.js";
 import { RegionMetrics } from "./region-metrics.js";
+import "../config-sections.js";
 
 const MODEL = "llama3.1-8b";
 const HOUR_MS = 3_600_000;
@@ -125,5 +126,39 @@ describe("region metrics: batch fill and preemptions (issue 37)", () => {
     const text = await metrics.registry.metrics();
     expect(series(text, "tidegate_region_preemptions_total")).toEqual([`tidegate_region_preemptions_total{${l}} 6`]);
     expect(series(text, "tidegate_region_preemptible_memory_utilization")).toEqual([`tidegate_region_preemptible_memory_utilization{${l}} 0.4`]);
+  });
+});
+
+describe("region metrics: prefix caching (issue 34)", () => {
+  it("exports each instance's prefix-cache queries and hits as its engine counts them", async () => {
+    const { SimEngine } = await import("../engines/sim/sim-engine.js");
+    const clock = new VirtualClock(0);
+    const config = parseConfig({
+      ...(DEFAULT_CONFIG_JSON as Record<string, unknown>),
+      models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
+      regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: 8 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 2 }] }],
+      routing: { policy: "prefix-aware" },
+    });
+    const metrics = new RegionMetrics({ r: [MODEL] }, createRegistry(false));
+    const region = buildRegion({ config, region: "r", clock, metrics: metrics.sink("r"), host: fixedEngines(async (s) => new SimEngine({ instanceId: s.instanceId, model: s.model, gpu: "h100-80gb", tp: 2, clock, events: "coalesced" })) });
+    open = region;
+    await region.ready();
+    const body = { model: MODEL, messages: [{ role: "user", content: "p".repeat(4000) }] };
+    const send = async (id: string) => {
+      const done = new Promise<void>((resolve) => region.gateway.submit({ id, model: MODEL, kind: "chat", promptTokens: 1006, maxTokens: 2, priority: 0, body }, { onDone: () => resolve() }));
+      for (let i = 0; i < 50; i++) await clock.advanceBy(100);
+      await done;
+    };
+    await send("a");
+    await send("b");
+    const text = await metrics.registry.metrics();
+    const queries = series(text, "tidegate_instance_prefix_cache_queries_tokens_total");
+    const hits = series(text, "tidegate_instance_prefix_cache_hits_tokens_total");
+    expect(queries).toHaveLength(2);
+    // Both requests went to the same instance (the second to the one holding its prefix): 2 × 1006 queried there,
+    // and the second found its 62 full 16-token blocks (the template adds characters: ⌊4040 / 64⌋ = 63, capped at 62).
+    const value = (lines: string[]) => lines.map((l) => Number(l.split(" ").at(-1))).sort((a, b) => a - b);
+    expect(value(queries)).toEqual([0, 2012]);
+    expect(value(hits)).toEqual([0, 62 * 16]);
   });
 });

@@ -16,7 +16,7 @@
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../core/metrics.js";
 import { LOAD_SOURCES, type LoadSource } from "../actuator/port.js";
 import type { RegionTelemetry } from "../../core/ports.js";
-import type { RequestOutcome } from "../gateway/gateway.js";
+import type { InstancePrefixStats, RequestOutcome } from "../gateway/gateway.js";
 import { SLO_OUTCOMES, type ModelSloSummary, type SloOutcome } from "../gateway/slo-book.js";
 
 const OUTCOMES: readonly RequestOutcome[] = ["ok", "error", "cancelled"];
@@ -31,6 +31,8 @@ export interface RegionMetricsSink {
   slo(model: string, outcome: SloOutcome): void;
   /** Where the SLO gauges are read from at each scrape (the region's Gateway.sloSummaries); the latest call wins. */
   watchSlo(read: () => readonly ModelSloSummary[]): void;
+  /** Where the per-instance prefix-cache counters are read from at each scrape (Gateway.prefixStats). */
+  watchPrefix(read: () => readonly InstancePrefixStats[]): void;
   /** Counts one scaling step (RuntimeMetricsSink). */
   action(model: string, kind: string): void;
   /** Counts one failed scale-out (RuntimeMetricsSink); model "-" is not counted. */
@@ -75,6 +77,8 @@ export class RegionMetrics {
   private readonly sloAttainment: Gauge<"region" | "model">;
   private readonly sloTarget: Gauge<"region" | "model" | "kind">;
   private readonly sloViolatedHours: Gauge<"region" | "model">;
+  /** Per region, its gateway's per-instance prefix-cache counters (watchPrefix). */
+  private readonly prefixReaders = new Map<string, () => readonly InstancePrefixStats[]>();
   /** Per region, its gateway's SLO summaries (watchSlo). */
   private readonly sloReaders = new Map<string, () => readonly ModelSloSummary[]>();
 
@@ -125,6 +129,23 @@ export class RegionMetrics {
         this.sloTarget.set({ region, model: s.model, kind: "tpot" }, s.tpotMs / 1000);
       }),
     });
+    // Prefix caching (issue 34): each instance's vLLM prefix_cache_queries / prefix_cache_hits as the gateway last read
+    // them; the hit rate per instance or per region is rate(hits) / rate(queries) (deploy/grafana). An instance that
+    // leaves takes its series with it (reset at each scrape).
+    const prefixReaders = this.prefixReaders;
+    const prefixCounter = (name: string, help: string, read: (s: InstancePrefixStats) => number) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ["region", "model", "instance"],
+        registers: r,
+        collect() {
+          this.reset();
+          for (const [region, readAll] of prefixReaders) for (const s of readAll()) this.inc({ region, model: s.model, instance: s.instanceId }, read(s));
+        },
+      });
+    prefixCounter("tidegate_instance_prefix_cache_queries_tokens_total", "Prompt tokens the instance's engine looked up in its prefix cache (vllm:prefix_cache_queries_total), since the engine started", (s) => s.queriedTokens);
+    prefixCounter("tidegate_instance_prefix_cache_hits_tokens_total", "Prompt tokens the instance's engine found in its prefix cache (vllm:prefix_cache_hits_total), since the engine started", (s) => s.hitTokens);
     this.sloViolatedHours = new Gauge({
       name: "tidegate_region_slo_violations",
       help: "Completed clock hours since the region started (the first partly seen) whose SLO attainment was below the model's percentile (hours in violation)",
@@ -161,6 +182,9 @@ export class RegionMetrics {
       slo: (model, outcome) => this.sloRequests.inc({ region, model, outcome }),
       watchSlo: (read) => {
         this.sloReaders.set(region, read);
+      },
+      watchPrefix: (read) => {
+        this.prefixReaders.set(region, read);
       },
       action: (model, kind) => this.actions.inc({ region, model, kind }),
       failure: (model) => {

@@ -20,7 +20,7 @@ import type { ModelName, RegionName } from "../../core/models.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import type { RuntimeActuator } from "../actuator/port.js";
 import type { ControllerAction } from "../controller/reconciler.js";
-import { Gateway, type RequestOutcome } from "../gateway/gateway.js";
+import { Gateway, type InstancePrefixStats, type RequestOutcome } from "../gateway/gateway.js";
 import { ColdHold } from "../gateway/cold-hold.js";
 import type { LoadSource } from "../actuator/port.js";
 import type { ModelSloSummary, SloOutcome } from "../gateway/slo-book.js";
@@ -36,6 +36,8 @@ export interface RegionMetricsHooks extends RuntimeMetricsSink {
   outcome?(model: ModelName, outcome: RequestOutcome): void;
   slo?(model: ModelName, outcome: SloOutcome): void;
   watchSlo?(read: () => readonly ModelSloSummary[]): void;
+  /** Handed the gateway's per-instance prefix-cache counters once (issue 34), to read at each scrape. */
+  watchPrefix?(read: () => readonly InstancePrefixStats[]): void;
   transferred?(bytes: number): void;
   /** Scale from zero (issue 33): a model's first instance landed from `source`; a held request's first token. */
   coldStart?(model: ModelName, source: LoadSource): void;
@@ -123,9 +125,11 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
     ...(outcome === undefined ? {} : { onOutcome: (m: ModelName, x: RequestOutcome) => outcome.call(o.metrics, m, x) }),
     ...(o.onRouted === undefined ? {} : { onRouted: o.onRouted }),
     ...(cold === undefined ? {} : { coldHold: cold.hold, coldModels: cold.models }),
+    ...(o.config.routing === undefined ? {} : { routing: o.config.routing }),
   });
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   o.metrics?.watchSlo?.(() => gateway.sloSummaries());
+  o.metrics?.watchPrefix?.(() => gateway.prefixStats());
   const hosted = o.host.start({ config: o.config, region: o.region, clock: o.clock, log, gateway, ...(o.metrics === undefined ? {} : { metrics: o.metrics }) });
   // Fixed engines (`--spawn-engines`, engines.urls) cannot be scaled from zero: such a region refuses at once.
   if (cold !== undefined && hosted.actuator.fixed === true) {

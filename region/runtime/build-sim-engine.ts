@@ -46,6 +46,11 @@ export interface SimEngineParams {
   preemption?: "recompute" | "swap" | "off";
   /** Most batch requests beside interactive ones (SimCoreOptions.batchSlotsBeside); absent = the core's default. */
   batchSlotsBeside?: number;
+  /**
+   * Tokens per KV block of the automatic prefix cache (issue 34; 0 = off); absent = 16. From config routing.blockTokens,
+   * so the engines hash prompts with the router's block size.
+   */
+  prefixBlockTokens?: number;
   /** Serve as a pipeline of stages (config keystage.pipelines); absent = a whole-model instance. */
   pipeline?: PipelineSpec;
 }
@@ -73,6 +78,7 @@ export function simEngineParams(config: TidegateConfig, model: ModelName, gpu: G
     ...(config.engines.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: config.engines.batchSlotsBeside }),
     ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }),
     ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
+    ...(config.routing === undefined ? {} : { prefixBlockTokens: config.routing.blockTokens }),
     ...(pipeline === undefined ? {} : { pipeline }),
   };
 }
@@ -92,6 +98,7 @@ export function newSimEngine(inst: SimInstance, params: SimEngineParams, clock: 
     ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
     ...(params.preemption === undefined ? {} : { preemption: params.preemption }),
     ...(params.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: params.batchSlotsBeside }),
+    ...(params.prefixBlockTokens === undefined ? {} : { prefixCache: params.prefixBlockTokens === 0 ? (false as const) : { blockTokens: params.prefixBlockTokens } }),
     ...(opts.events === undefined ? {} : { events: opts.events }),
     ...(opts.passOverheadMs === undefined || opts.passOverheadMs <= 0 ? {} : { passOverheadMs: opts.passOverheadMs }),
     ...(opts.solver === undefined ? {} : { solver: opts.solver }),
@@ -122,5 +129,6 @@ export function engineSimFlags(params: SimEngineParams): string[] {
   if (params.kvCapacityTokens !== undefined) out.push("--kv-capacity-tokens", String(params.kvCapacityTokens));
   if (params.preemption !== undefined) out.push("--preemption", params.preemption);
   if (params.batchSlotsBeside !== undefined) out.push("--batch-slots-beside", String(params.batchSlotsBeside));
+  if (params.prefixBlockTokens !== undefined) out.push("--prefix-block-tokens", String(params.prefixBlockTokens));
   return out;
 }

@@ -17,8 +17,10 @@ import { VirtualClock } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { findTidegateError } from "../../core/errors.js";
 import type { RegionName } from "../../core/models.js";
-import type { RequestCallbacks } from "../../core/ports.js";
+import type { GenerateRequest, RequestCallbacks } from "../../core/ports.js";
+import { DEFAULT_BLOCK_TOKENS, MOONCAKE_BLOCK_TOKENS, blockHashesOfTrace } from "../../core/prefix.js";
 import { assignRequests } from "./assign.js";
+import type { InstancePrefixStats } from "../../region/gateway/gateway.js";
 import { UtilizationTracker, type RequestRecord } from "./stats.js";
 import type { Trace } from "./traces.js";
 import { buildReplayWiring, type ReplayWiring, type ReplayWiringOptions } from "./replay-wiring.js";
@@ -51,6 +53,8 @@ export interface ReplayResult {
   /** Clock events fired. */
   events: number;
   wallMs: number;
+  /** Each instance's prefix-cache counters at the end (Gateway.prefixStats), by region; instances gone by then are not in it. */
+  prefix: (InstancePrefixStats & { region: RegionName })[];
 }
 
 /** The engine callbacks of one replayed request (a class: no closures per request). */
@@ -92,6 +96,7 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
   );
   const requests = opts.trace.requests.slice(0, opts.limitRequests ?? opts.trace.requests.length);
   const assignments = assignRequests(requests, opts.config, opts.seed);
+  const blockTokens = opts.config.routing?.blockTokens ?? DEFAULT_BLOCK_TOKENS;
   const records: RequestRecord[] = [];
   let unassignable = 0;
   let finished = 0;
@@ -110,7 +115,10 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
     records.push(rec);
     let picked;
     try {
-      picked = w.router.submit({ id: `r${i}`, model: a.model, kind: "chat", promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0, body: NO_BODY }, a.clientRegion, new Completion(rec, onDone));
+      const req: GenerateRequest = { id: `r${i}`, model: a.model, kind: "chat", promptTokens: r.promptTokens, maxTokens: r.outputTokens, priority: 0, body: NO_BODY };
+      // A trace with block ids (Mooncake hash_ids): the engines' prefix caches and prefix-aware routing use them.
+      if (r.blockIds !== undefined) req.blockHashes = blockHashesOfTrace(r.blockIds, r.promptTokens, MOONCAKE_BLOCK_TOKENS, blockTokens);
+      picked = w.router.submit(req, a.clientRegion, new Completion(rec, onDone));
     } catch (err) {
       rec.error = findTidegateError(err)?.code ?? "internal";
       finished++;
@@ -152,6 +160,7 @@ export async function runReplay(opts: ReplayOptions): Promise<ReplayResult> {
   }
   opts.onProgress?.(clock.now(), spanMs, finished, requests.length);
   for (const u of unsubscribe) u();
+  const prefix = [...w.gateways].flatMap(([region, gw]) => gw.prefixStats().map((s) => ({ ...s, region })));
   await w.close();
-  return { records, unassignable, utilization, virtualEndMs, events: clock.firedEvents, wallMs: performance.now() - startWall };
+  return { records, unassignable, utilization, virtualEndMs, events: clock.firedEvents, wallMs: performance.now() - startWall, prefix };
 }

@@ -23,6 +23,11 @@ export interface TraceSummary {
   events: number;
   groups: GroupStats[];
   utilization: { key: string; samples: number; meanUtilization: number; maxUtilization: number; meanRunning: number }[];
+  /**
+   * Prefix-cache hit rate (hit / queried prompt tokens, the engines' vLLM counters) per region and per instance;
+   * requests without block hashes (traces without `hash_ids`) are queried and never hit.
+   */
+  prefixHitRate: { region: string; instance?: string; queriedTokens: number; hitRate: number }[];
 }
 
 /** Replays `trace` on `config` and summarizes. `onProgress` as in run.ts. */
@@ -48,8 +53,25 @@ export async function replayTrace(trace: Trace, config: TidegateConfig, seed: nu
     events: result.events,
     groups,
     utilization: result.utilization.summary(),
+    prefixHitRate: prefixRates(result.prefix),
   };
   return { result, summary };
+}
+
+/** Hit rates per region (instance absent), then per instance, from the engines' counters. */
+export function prefixRates(stats: ReplayResult["prefix"]): TraceSummary["prefixHitRate"] {
+  const byRegion = new Map<string, { q: number; h: number }>();
+  for (const s of stats) {
+    const r = byRegion.get(s.region) ?? { q: 0, h: 0 };
+    r.q += s.queriedTokens;
+    r.h += s.hitTokens;
+    byRegion.set(s.region, r);
+  }
+  const rate = (h: number, q: number) => (q > 0 ? h / q : Number.NaN);
+  return [
+    ...[...byRegion].map(([region, r]) => ({ region, queriedTokens: r.q, hitRate: rate(r.h, r.q) })),
+    ...stats.map((s) => ({ region: s.region, instance: s.instanceId, queriedTokens: s.queriedTokens, hitRate: rate(s.hitTokens, s.queriedTokens) })),
+  ];
 }
 
 /** Human-readable report of a summary. */
@@ -63,6 +85,9 @@ export function formatSummary(s: TraceSummary): string {
     "effective memory utilization (KV in use / KV capacity) from telemetry, sampled every second:",
     `${"model@region".padEnd(26)} ${"mean".padStart(7)} ${"max".padStart(7)} ${"running".padStart(8)}`,
     ...s.utilization.map((u) => `${u.key.padEnd(26)} ${u.meanUtilization.toFixed(4).padStart(7)} ${u.maxUtilization.toFixed(4).padStart(7)} ${u.meanRunning.toFixed(2).padStart(8)}`),
+    "",
+    "prefix-cache hit rate (hit / queried prompt tokens; the engines' prefix caches; instances that served nothing left out):",
+    ...s.prefixHitRate.filter((p) => p.queriedTokens > 0).map((p) => `${(p.instance === undefined ? `${p.region} (region)` : `${p.region} ${p.instance}`).padEnd(34)} ${p.hitRate.toFixed(4).padStart(7)}  of ${p.queriedTokens.toLocaleString("en")} tokens`),
     "",
     `replayed ${s.requests} requests (${s.virtualEndS.toFixed(0)} s of virtual time, ${s.events} clock events) in ${s.wallMs.toFixed(0)} ms wall: ${Math.round(s.requestsPerWallS).toLocaleString("en")} simulated requests per wall second, ${Math.round(s.speedupVsRealTime).toLocaleString("en")}x real time`,
   ];

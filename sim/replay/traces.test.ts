@@ -31,6 +31,15 @@ describe("trace readers", () => {
     expect(() => readMooncakeJsonl('{"timestamp":0,"input_length":5,"output_length":2}\n{"timestamp":"x"}\n', "m.jsonl")).toThrow(/m\.jsonl:2\.timestamp/);
   });
 
+  it("keeps Mooncake's hash_ids as block ids (issue 34) and names a bad one", () => {
+    const t = readMooncakeJsonl('{"timestamp":5,"input_length":600,"output_length":2,"hash_ids":[7,9]}\n{"timestamp":0,"input_length":5,"output_length":1}\n', "m.jsonl");
+    expect(t.requests).toEqual([
+      { arrivalMs: 0, promptTokens: 5, outputTokens: 1 },
+      { arrivalMs: 5, promptTokens: 600, outputTokens: 2, blockIds: [7, 9] },
+    ]);
+    expect(() => readMooncakeJsonl('{"timestamp":0,"input_length":5,"output_length":2,"hash_ids":[1,"x"]}\n', "m.jsonl")).toThrow(/m\.jsonl:1\.hash_ids/);
+  });
+
   it("reads the real traces: Azure conv 19,366 over ~3,502 s, code 8,819, Mooncake 12,031", () => {
     const dir = defaultDataDir();
     const conv = readTrace("azure-conv", dir);

@@ -4,7 +4,8 @@
  *   `TIMESTAMP,ContextTokens,GeneratedTokens`, TIMESTAMP naive with 7 fractional digits
  *   (`2023-11-16 18:15:46.6805900`, read as UTC; only differences matter).
  * - Mooncake (`mooncake/conversation_trace.jsonl`): one JSON object per line with `timestamp` (ms, relative),
- *   `input_length`, `output_length` (and `hash_ids`, unused).
+ *   `input_length`, `output_length` and `hash_ids` (the prompt's 512-token block ids: equal ids, equal prefixes;
+ *   kept as `blockIds` for the prefix caches, core/prefix.ts blockHashesOfTrace).
  * Arrival times are returned in ms relative to the first request, sorted (stable) by time.
  */
 import { readFileSync } from "node:fs";
@@ -20,6 +21,8 @@ export interface TraceRequest {
   outputTokens: number;
   /** The model it asks for, when the workload says (sim/replay/maas.ts); absent: assign.ts draws one. */
   model?: string;
+  /** Mooncake `hash_ids`: one id per 512 prompt tokens (MOONCAKE_BLOCK_TOKENS), equal ids = equal prefixes. */
+  blockIds?: number[];
 }
 
 export interface Trace {
@@ -34,6 +37,7 @@ export const NAMED_TRACES: Record<string, string> = {
   "azure-conv": "azure_llm_2023/AzureLLMInferenceTrace_conv.csv",
   "azure-code": "azure_llm_2023/AzureLLMInferenceTrace_code.csv",
   mooncake: "mooncake/conversation_trace.jsonl",
+  "mooncake-synthetic": "mooncake/synthetic_trace.jsonl",
 };
 
 /** Parses `YYYY-MM-DD HH:MM:SS[.fffffff]` to ms since the epoch (UTC), or NaN. */
@@ -111,13 +115,20 @@ export function readMooncakeJsonl(text: string, name: string): Trace {
     } catch (err) {
       throw new ValidationError(where, `not valid JSON: ${(err as Error).message}`, "invalid_request");
     }
-    const o = v as { timestamp?: unknown; input_length?: unknown; output_length?: unknown };
+    const o = v as { timestamp?: unknown; input_length?: unknown; output_length?: unknown; hash_ids?: unknown };
     if (typeof o !== "object" || o === null || typeof o.timestamp !== "number" || !Number.isFinite(o.timestamp) || o.timestamp < 0) {
       throw new ValidationError(`${where}.timestamp`, "expected a number of ms ≥ 0", "invalid_request");
     }
     const prompt = positiveInt(Number(o.input_length), `${where}.input_length`, "input_length", 1);
     const out = positiveInt(Number(o.output_length), `${where}.output_length`, "output_length", 0);
-    requests.push({ arrivalMs: o.timestamp, promptTokens: prompt, outputTokens: Math.max(1, out) });
+    const req: TraceRequest = { arrivalMs: o.timestamp, promptTokens: prompt, outputTokens: Math.max(1, out) };
+    if (o.hash_ids !== undefined) {
+      if (!Array.isArray(o.hash_ids) || !o.hash_ids.every((h) => Number.isSafeInteger(h) && (h as number) >= 0)) {
+        throw new ValidationError(`${where}.hash_ids`, "expected an array of integers ≥ 0", "invalid_request");
+      }
+      req.blockIds = o.hash_ids as number[];
+    }
+    requests.push(req);
   }
   return finish(name, requests);
 }

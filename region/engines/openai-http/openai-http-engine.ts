@@ -19,6 +19,8 @@ import { VLLM_METRICS } from "../sim/engine-metrics.js";
 import type { PipelineSummary } from "../pipeline-summary.js";
 import type { Logger } from "../../../core/log.js";
 import { BodyReader } from "./body-reader.js";
+import { KvEventStream } from "./kv-events.js";
+import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
 import { EngineLiveness, connectionFailureCode } from "./liveness.js";
 import { pipelineFromMetrics } from "./pipeline-metrics.js";
 import { parseWhole, readAll, upstreamError } from "./replies.js";
@@ -42,6 +44,11 @@ export interface OpenAIHttpEngineOptions {
   staleAfterMs?: number;
   /** Told when the stats turn stale and when they are readable again. */
   log?: Logger;
+  /**
+   * Block size (tokens) of the engine's prefix cache for its KV-event stream (kv-events.ts; default 16): events of
+   * another size are dropped. The stream opens only when a router subscribes (Engine.kvEvents).
+   */
+  kvEventsBlockTokens?: number;
   /** Bearer key for the upstream server. */
   apiKey?: string;
   /** Time allowed for the response headers of a streamed request (default 30 s). */
@@ -74,6 +81,9 @@ interface Scraped {
   /** The preemptible share of the KV cache (engine-sim's gauge); undefined when the engine does not export it. */
   kvPreemptible: number | undefined;
   preemptions: number | undefined;
+  /** vLLM's prefix-cache counters (prompt tokens queried, found); undefined when the engine does not export them. */
+  prefixQueries: number | undefined;
+  prefixHits: number | undefined;
 }
 
 export class OpenAIHttpEngine implements Engine {
@@ -85,7 +95,7 @@ export class OpenAIHttpEngine implements Engine {
   private readonly opts: OpenAIHttpEngineOptions;
   private readonly agent: Agent;
   private readonly metricsTimer: Timer | undefined;
-  private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0, kvPreemptible: undefined, preemptions: undefined };
+  private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0, kvPreemptible: undefined, preemptions: undefined, prefixQueries: undefined, prefixHits: undefined };
   /** A pipelined engine-sim's split over its stages, from the last scrape that carried PIPELINE_METRICS. */
   private pipeline: PipelineSummary | undefined;
   private scrapeOk = false;
@@ -105,6 +115,8 @@ export class OpenAIHttpEngine implements Engine {
   private readonly metricsIntervalMs: number;
   private generated = 0;
   private closed = false;
+  /** The engine's KV events (kv-events.ts), opened when the gateway's prefix index subscribes. */
+  readonly kvEvents: KvEventStream;
 
   constructor(opts: OpenAIHttpEngineOptions) {
     this.opts = opts;
@@ -113,6 +125,7 @@ export class OpenAIHttpEngine implements Engine {
     this.url = new URL(opts.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/");
     const agentOpts = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY };
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
+    this.kvEvents = new KvEventStream({ url: this.url, clock: opts.clock, blockTokens: opts.kvEventsBlockTokens ?? DEFAULT_BLOCK_TOKENS, ...(opts.log === undefined ? {} : { log: opts.log }) });
     const interval = opts.metricsIntervalMs ?? 500;
     this.metricsIntervalMs = interval;
     this.staleAfterMs = opts.staleAfterMs ?? Math.max(1500, 3 * interval);
@@ -180,6 +193,8 @@ export class OpenAIHttpEngine implements Engine {
         waiting: promValue(text, VLLM_METRICS.waiting) ?? this.scraped.waiting,
         kvPreemptible: promValue(text, VLLM_METRICS.kvPreemptible) ?? this.scraped.kvPreemptible,
         preemptions: promValue(text, VLLM_METRICS.preemptions) ?? this.scraped.preemptions,
+        prefixQueries: promValue(text, VLLM_METRICS.prefixQueries) ?? this.scraped.prefixQueries,
+        prefixHits: promValue(text, VLLM_METRICS.prefixHits) ?? this.scraped.prefixHits,
       };
       this.pipeline = pipelineFromMetrics(text) ?? this.pipeline;
       this.scrapeOk = true;
@@ -220,6 +235,7 @@ export class OpenAIHttpEngine implements Engine {
       // A stale engine's KV counts as full and none of it as preemptible (what cannot be read is not given away).
       ...(this.scraped.kvPreemptible === undefined || this.stale ? {} : { preemptibleKvBytes: Math.min(this.scraped.kvPreemptible, this.scraped.kvUsage) * cap }),
       ...(this.scraped.preemptions === undefined ? {} : { preemptionsTotal: this.scraped.preemptions }),
+      ...(this.scraped.prefixQueries === undefined ? {} : { prefixQueriedTokensTotal: this.scraped.prefixQueries, prefixHitTokensTotal: this.scraped.prefixHits ?? 0 }),
       ...(this.stale ? { stale: true } : {}),
     };
   }
@@ -358,6 +374,7 @@ export class OpenAIHttpEngine implements Engine {
     if (this.closed) return;
     this.closed = true;
     this.metricsTimer?.cancel();
+    this.kvEvents.close();
     this.agent.destroy();
   }
 

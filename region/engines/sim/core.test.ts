@@ -452,3 +452,61 @@ describe("SimEngineCore: priority preemption (vLLM priority scheduling)", () => 
     expect(core.stats()).toMatchObject({ kvBytesUsed: 0, waiting: 0, running: 0, remainingTokens: 0 });
   });
 });
+
+describe("prefix caching in the core (issue 34)", () => {
+  /** Prefill 1 ms per prompt token (knots (1, 1) … (100 000, 100 000)), decode 10 + 1·B ms. */
+  function linear(capacity: number) {
+    const fit: ProfileFit = {
+      model: "llama3.2-3b",
+      gpu: "h100-80gb",
+      tp: 2,
+      prefillKnots: [
+        [1, 1],
+        [100_000, 100_000],
+      ],
+      prefillBatchedKnots: [
+        [1, 1],
+        [100_000, 100_000],
+      ],
+      decode: { c0: 10, cB: 1, cB2: 0, cCtx: 0 },
+      maxMeasuredBatch: 64,
+      source: "test",
+    };
+    const clock = new VirtualClock();
+    const core = new SimEngineCore({ profile: new PerfProfile(fit), clock, kvCapacityTokens: capacity });
+    const first: Record<string, number> = {};
+    const run = (id: string, promptTokens: number, blockHashes: number[]) => {
+      const at = clock.now();
+      core.submit({ id, promptTokens, maxTokens: 1, priority: 0, blockHashes }, { onFirstToken: (t) => (first[id] = t - at) });
+      clock.runUntilIdleSync();
+    };
+    return { core, clock, first, run };
+  }
+  const blocks = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+
+  it("prefills only the uncached tokens and reports vLLM's counters", () => {
+    const { core, first, run } = linear(100_000);
+    run("a", 1000, blocks(0, 62)); // 62 full blocks of 16 (992 tokens)
+    expect(first.a).toBeCloseTo(1000, 6);
+    run("b", 1000, [...blocks(0, 40), ...blocks(500, 22)]); // 40 blocks (640 tokens) cached
+    expect(first.b).toBeCloseTo(360, 6);
+    run("c", 1000, blocks(0, 62)); // every full block cached: 992 tokens
+    expect(first.c).toBeCloseTo(8, 6);
+    const s = core.stats();
+    expect(s.prefixQueriedTokensTotal).toBe(3000);
+    expect(s.prefixHitTokensTotal).toBe(640 + 992);
+  });
+
+  it("evicts the cache down to the KV that admissions leave unreserved", () => {
+    // 1,000 tokens of KV = 62 blocks: a 600-token request reserves 601, leaving 399 tokens (24 blocks) for cache.
+    const { core, first, run } = linear(1000);
+    run("a", 640, blocks(0, 40));
+    expect(core.prefixCache!.size).toBe(40);
+    run("b", 600, blocks(100, 37));
+    // While b ran, a's blocks were cut to 24 (1000 − 601 = 399 tokens); b's 37 then freed too (61 ≤ 62, nothing more).
+    expect(core.prefixCache!.size).toBe(24 + 37);
+    run("c", 640, blocks(0, 40));
+    // a's head survived (its tail was evicted first): 24 blocks hit.
+    expect(first.c).toBeCloseTo(640 - 24 * 16, 6);
+  });
+});

@@ -29,6 +29,8 @@ import { Handle, SimRequest, isFinished, type HandleHost, type SimHandle, type S
 import { WaitQueues } from "./wait-queues.js";
 import { itersWithin, segmentMs } from "./segment.js";
 import { beyondSlots, preemptionVictims, type PreemptionMode } from "./preemption.js";
+import { PrefixCache } from "./prefix-cache.js";
+import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
 
 export type { SimHandle, SimHandlers, SimSubmit } from "./request.js";
 export type { PreemptionMode } from "./preemption.js";
@@ -83,6 +85,11 @@ export interface SimCoreOptions {
    * is preempted again by the next arrival, whose first token then waits for that batch's prefill.
    */
   besideHoldMs?: number;
+  /**
+   * Automatic prefix caching (prefix-cache.ts; vLLM's default in V1): KV blocks of `blockTokens` (default 16) tokens
+   * kept and reused by requests that carry `blockHashes`; `false` turns it off (every prompt computed in full).
+   */
+  prefixCache?: { blockTokens?: number } | false;
 }
 
 /**
@@ -168,6 +175,8 @@ export class SimEngineCore implements HandleHost {
   private layerwise: EpisodePlanner | undefined;
   /** The batches of a loading episode still to prefill after the current one, with their planned ends. */
   private planned: { endMs: number; batch: SimRequest[] }[] = [];
+  /** Automatic prefix caching (prefix-cache.ts); undefined when off. */
+  readonly prefixCache: PrefixCache | undefined;
 
   constructor(opts: SimCoreOptions) {
     this.profile = opts.profile;
@@ -186,6 +195,7 @@ export class SimEngineCore implements HandleHost {
     if (!(this.batchSlotsBeside >= 0)) throw new RangeError(`batchSlotsBeside must be ≥ 0, got ${this.batchSlotsBeside}`);
     this.besideHoldMs = opts.besideHoldMs ?? 1000;
     if (!(this.besideHoldMs >= 0)) throw new RangeError(`besideHoldMs must be ≥ 0, got ${this.besideHoldMs}`);
+    this.prefixCache = opts.prefixCache === false ? undefined : new PrefixCache(opts.prefixCache?.blockTokens ?? DEFAULT_BLOCK_TOKENS);
   }
 
   /**
@@ -268,6 +278,7 @@ export class SimEngineCore implements HandleHost {
     const at = Math.max(this.lastEventMs, Math.min(arrivalMs ?? now, now));
     this.syncTo(at);
     const r = new SimRequest(req.id, req.promptTokens, req.maxTokens, req.priority, at, handlers);
+    if (req.blockHashes !== undefined && this.prefixCache !== undefined) r.blockHashes = req.blockHashes;
     if (r.priority === 0) this.lastInteractiveMs = at;
     this.waiting.push(r);
     if (this.phase.kind === "idle") this.kickAt(at);
@@ -297,6 +308,11 @@ export class SimEngineCore implements HandleHost {
       // preemptible from the next boundary on).
       stats.preemptibleKvBytes = (this.runningCtxLow + this.runningLow * k) * local * this.profile.kvBytesPerToken;
       stats.preemptionsTotal = this.preemptedTotal;
+    }
+    if (this.prefixCache !== undefined) {
+      const c = this.prefixCache.counts();
+      stats.prefixQueriedTokensTotal = c.queriedTokens;
+      stats.prefixHitTokensTotal = c.hitTokens;
     }
     return stats;
   }
@@ -461,9 +477,12 @@ export class SimEngineCore implements HandleHost {
     return this.lastEventMs - this.lastInteractiveMs < this.besideHoldMs;
   }
 
-  /** Prompt tokens a request's prefill computes: its prompt, + its output when resumed by recompute, 0 by swap-in. */
+  /**
+   * Prompt tokens a request's prefill computes: its prompt less its cached prefix (prefix-cache.ts; 0 before it is
+   * admitted), + its output when resumed by recompute, 0 by swap-in.
+   */
   private prefillCost(r: SimRequest): number {
-    return r.resume === "swap" ? 0 : r.promptTokens + r.generated;
+    return r.resume === "swap" ? 0 : r.promptTokens + r.generated - r.cachedTokens;
   }
 
   /**
@@ -560,6 +579,7 @@ export class SimEngineCore implements HandleHost {
       this.prefillTokens += r.promptTokens + r.generated;
       this.prefillCount++;
       this.prefillRemaining += r.promptTokens + r.maxTokens - r.generated;
+      this.acquirePrefix(r);
       batch.push(r);
       tokens += this.prefillCost(r);
       interactive ||= r.priority === 0;
@@ -699,8 +719,25 @@ export class SimEngineCore implements HandleHost {
     if (this.phase.kind === "idle") this.step(atMs);
   }
 
+  /**
+   * At admission: `r` reuses its cached prefix and stores its other blocks (prefix-cache.ts); cached blocks nobody
+   * uses are then evicted down to the KV left unreserved. Counted once, at its first admission.
+   */
+  private acquirePrefix(r: SimRequest): void {
+    const cache = this.prefixCache;
+    if (cache === undefined || r.blockHashes === undefined) return;
+    const cached = cache.acquire(r.blockHashes, r.promptTokens, !r.prefixCounted);
+    r.prefixHeld = true;
+    r.prefixCounted = true;
+    r.cachedTokens = r.resume === "swap" ? 0 : cached;
+    cache.fitFree((this.capacityTokens - this.reservedLocal - this.foreignTokens) / cache.blockTokens);
+  }
+
   /** Frees a request's KV reservation (its whole tokens, and its share of this instance's own cache). */
   private release(r: SimRequest): void {
+    if (r.prefixHeld && r.blockHashes !== undefined) this.prefixCache?.release(r.blockHashes);
+    r.prefixHeld = false;
+    r.cachedTokens = 0;
     this.reservedTokens -= r.promptTokens + r.maxTokens;
     this.reservedLocal -= (r.promptTokens + r.maxTokens) * r.localShare;
     if (this.reservedTokens <= 0) this.reservedLocal = 0; // no drift from float sums once empty

@@ -20,6 +20,9 @@ export const VLLM_METRICS = {
    * hold, which a priority 0 request may preempt (EngineStats.preemptibleKvBytes); absent when it does not preempt.
    */
   kvPreemptible: "tidegate_kv_cache_preemptible_perc",
+  /** vLLM's prefix-cache counters (V1): prompt tokens looked up in the prefix cache, and of them found cached. */
+  prefixQueries: "vllm:prefix_cache_queries_total",
+  prefixHits: "vllm:prefix_cache_hits_total",
 } as const;
 
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
@@ -57,6 +60,18 @@ export class EngineSimMetrics {
           this.set({ model_name: model }, read(stats()));
         },
       });
+    /** A counter whose value is read at each scrape (a total the engine keeps). */
+    const total = (name: string, help: string, read: () => number) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ["model_name"],
+        registers,
+        collect() {
+          this.reset();
+          this.inc({ model_name: model }, read());
+        },
+      });
     const kv = (s: EngineStats) => (s.kvBytesCapacity > 0 ? s.kvBytesUsed / s.kvBytesCapacity : 0);
     gauge(VLLM_METRICS.kvUsage, "KV-cache usage. 1 means 100 percent usage.", kv);
     gauge(VLLM_METRICS.kvUsageLegacy, "KV-cache usage (pre-0.7 name). 1 means 100 percent usage.", kv);
@@ -74,6 +89,10 @@ export class EngineSimMetrics {
           this.inc({ model_name: model }, stats().preemptionsTotal ?? 0);
         },
       });
+    }
+    if (stats().prefixQueriedTokensTotal !== undefined) {
+      total(VLLM_METRICS.prefixQueries, "Prefix cache queries, in terms of number of queried tokens.", () => stats().prefixQueriedTokensTotal ?? 0);
+      total(VLLM_METRICS.prefixHits, "Prefix cache hits, in terms of number of cached tokens.", () => stats().prefixHitTokensTotal ?? 0);
     }
     if (pipeline !== undefined) {
       const P = PIPELINE_METRICS;
@@ -105,17 +124,7 @@ export class EngineSimMetrics {
           this.set({ model_name: model, mode: pipeline().mode }, 1);
         },
       });
-      const counter = (name: string, help: string, read: (s: PipelineSummary) => number) =>
-        new Counter({
-          name,
-          help,
-          labelNames: ["model_name"],
-          registers,
-          collect() {
-            this.reset();
-            this.inc({ model_name: model }, read(pipeline()));
-          },
-        });
+      const counter = (name: string, help: string, read: (s: PipelineSummary) => number) => total(name, help, () => read(pipeline()));
       counter(P.replicasAdded, "Stage replicas the key-stage scaler started.", (s) => s.scaler.added);
       counter(P.replicasRemoved, "Stage replicas the key-stage scaler stopped.", (s) => s.scaler.removed);
     }

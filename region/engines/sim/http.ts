@@ -4,11 +4,13 @@
  * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as
  * /healthz and /readyz), /livez, /metrics (vLLM names, engine-metrics.ts), and the serve-while-loading control the
  * region drives (../layerwise/layerwise-host.ts): GET /tidegate/layerwise (the pairing and its counters), POST
- * /tidegate/layerwise (a PairSpec: start or update), DELETE /tidegate/layerwise?peer=ID (end it); and λScale's
+ * /tidegate/layerwise (a PairSpec: start or update), DELETE /tidegate/layerwise?peer=ID (end it); λScale's
  * execute-while-load control (region/liveload/live-lambda.ts): POST /tidegate/lambda {"passOverheadMs": ms} makes an
  * engine waiting for its blocks serve now as an execution pipeline's head with ms added to every pass (λScale §4.3),
  * 0 switches it to local mode (§4.4, also done when its blocks are all here); GET /tidegate/lambda reports the
- * mode. Request validation,
+ * mode; and GET /tidegate/kv_events: the prefix cache's KV events (vLLM kv_events: BlockStored, BlockRemoved,
+ * AllBlocksCleared) as Server-Sent Events, one JSON event per `data:` line, starting with AllBlocksCleared and one
+ * BlockStored of every block cached at connect (the subscriber's snapshot). Request validation,
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
@@ -58,6 +60,8 @@ export interface EngineSimServerOptions {
 export const LAYERWISE_PATH = "/tidegate/layerwise";
 /** A pipelined instance's split over its stages (GET; region/keystage/pipeline-engine.ts PipelineStatus). */
 export const KEYSTAGE_PATH = "/tidegate/keystage";
+/** The KV-event stream of the prefix cache (SSE; module comment). */
+export const KV_EVENTS_PATH = "/tidegate/kv_events";
 /** Request id header the region gateway forwards so synthetic text is the same at every hop. */
 export const REQUEST_ID_HEADER = "x-request-id";
 /** Priority header (0 interactive, 1 batch) the region gateway forwards; default 0. */
@@ -205,6 +209,7 @@ export class EngineSimServer {
     }
     if (path === LAYERWISE_PATH) return this.layerwise(method, req, res);
     if (path === LAMBDA_PATH) return this.lambdaControl(method, req, res);
+    if (path === KV_EVENTS_PATH && method === "GET") return this.kvEvents(req, res);
     if (path === KEYSTAGE_PATH) {
       if (this.engine.status === undefined) throw new TidegateError("not_found", `${KEYSTAGE_PATH}: this instance of ${this.engine.model} is not pipelined`);
       if (method !== "GET") throw new TidegateError("not_found", `${method} ${KEYSTAGE_PATH} is not supported; use GET`);
@@ -242,6 +247,26 @@ export class EngineSimServer {
     if (ms > 0) this.loading = undefined; // it serves now, before its own blocks are all here
     this.setLambda(ms);
     return sendJson(res, 200, { ...this.lambda, waiting: false });
+  }
+
+  /**
+   * Streams the prefix cache's KV events until the client goes (module comment). Events are written as they happen;
+   * a slow reader's socket buffers them (Node's writable queue), and a write to a gone client ends the stream.
+   */
+  private kvEvents(req: IncomingMessage, res: ServerResponse): void {
+    const source = this.engine.kvEvents;
+    if (source === undefined) throw new TidegateError("not_found", `${KV_EVENTS_PATH}: prefix caching is off on this instance`);
+    res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+    const send = (ev: unknown) => {
+      if (!res.destroyed) res.write(`data: ${JSON.stringify(ev)}\n\n`);
+    };
+    send({ type: "AllBlocksCleared" });
+    const now = source.snapshot?.() ?? [];
+    if (now.length > 0) send({ type: "BlockStored", blockHashes: now, parentBlockHash: null, blockSize: source.blockTokens });
+    const off = source.subscribe(send);
+    const end = () => off();
+    req.on("close", end);
+    res.on("close", end);
   }
 
   /** The serve-while-loading control (module comment). */

@@ -9,6 +9,8 @@ export interface SimSubmit {
   promptTokens: number;
   maxTokens: number;
   priority: Priority;
+  /** Chained hashes of the prompt's full KV blocks (core/prefix.ts), for the prefix cache; absent: nothing cached. */
+  blockHashes?: readonly number[];
 }
 
 /** Callbacks of one request; times are the engine clock's (nominal) ms. */
@@ -47,6 +49,12 @@ export class SimRequest {
   /** Times it was preempted; while it waits preempted, how it will resume (its KV recomputed or swapped back in). */
   preemptions = 0;
   resume: "recompute" | "swap" | undefined = undefined;
+  /** Its prompt's block hashes (prefix-cache.ts), whether it holds references to them now, and was counted once. */
+  blockHashes: readonly number[] | undefined = undefined;
+  prefixHeld = false;
+  prefixCounted = false;
+  /** Prompt tokens of its current admission found in the prefix cache (not computed by its prefill). */
+  cachedTokens = 0;
   constructor(
     readonly id: string,
     readonly promptTokens: number,

@@ -10,7 +10,9 @@ import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallback
 import type { Solver } from "../../../core/solver.js";
 import { LayerwiseHost } from "../layerwise/layerwise-host.js";
 import { getProfile } from "../../../core/perf/model.js";
-import { SimEngineCore, type SimCoreOptions } from "./core.js";
+import { SimEngineCore, type SimCoreOptions, type SimSubmit } from "./core.js";
+import { blockHashesOfBody } from "../../../core/prefix.js";
+import type { KvEventSource } from "../../../core/ports.js";
 
 export interface SimEngineOptions {
   instanceId: string;
@@ -36,6 +38,8 @@ export interface SimEngineOptions {
    * at completion, then `done` — the same times and usage with three events per request instead of one per token.
    */
   events?: "per-token" | "coalesced";
+  /** Automatic prefix caching (SimCoreOptions.prefixCache; default on, 16-token blocks). */
+  prefixCache?: SimCoreOptions["prefixCache"];
   /** HiGHS for a live zigzag pairing (Engine.layerwise), created on first use; without it only best-effort pairs. */
   solver?: () => Promise<Solver>;
 }
@@ -70,6 +74,7 @@ export class SimEngine implements Engine {
     if (opts.preemption !== undefined) coreOpts.preemption = opts.preemption;
     if (opts.swapBytesPerMs !== undefined) coreOpts.swapBytesPerMs = opts.swapBytesPerMs;
     if (opts.batchSlotsBeside !== undefined) coreOpts.batchSlotsBeside = opts.batchSlotsBeside;
+    if (opts.prefixCache !== undefined) coreOpts.prefixCache = opts.prefixCache;
     this.core = new SimEngineCore(coreOpts);
     this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
   }
@@ -77,7 +82,7 @@ export class SimEngine implements Engine {
   /** The callback form of `generate` (Engine.submit): the core's own events, no stream and no per-token work. */
   submit(req: GenerateRequest, callbacks: RequestCallbacks): void {
     if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
-    this.core.submit({ id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority }, callbacks);
+    this.core.submit(this.simSubmit(req), callbacks);
   }
 
   /**
@@ -92,7 +97,7 @@ export class SimEngine implements Engine {
     let wake: (() => void) | undefined;
     const notify = () => wake?.();
     const handle = this.core.submit(
-      { id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority },
+      this.simSubmit(req),
       // A preempted request waits without a next token time: its resumption wakes the loop.
       { onFirstToken: notify, onDone: notify, onCancelled: notify, onResumed: notify },
     );
@@ -152,6 +157,25 @@ export class SimEngine implements Engine {
   /** A λScale pipeline head's activation hops per pass, 0 in local mode (SimCore.setPassOverheadMs). */
   setPassOverheadMs(ms: number): void {
     this.core.setPassOverheadMs(ms);
+  }
+
+  /**
+   * The core's request: with the prompt's block hashes for the prefix cache — those the request carries (a trace's,
+   * or the gateway's), else computed from its body as the router computes them (core/prefix.ts).
+   */
+  private simSubmit(req: GenerateRequest): SimSubmit {
+    const s: SimSubmit = { id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority };
+    const cache = this.core.prefixCache;
+    if (cache === undefined) return s;
+    const hashes = req.blockHashes ?? blockHashesOfBody(req.kind, req.body, cache.blockTokens);
+    if (hashes.length > 0) s.blockHashes = hashes;
+    return s;
+  }
+
+  /** Subscribes to the prefix cache's KV events (vLLM kv_events); undefined when prefix caching is off. */
+  get kvEvents(): KvEventSource | undefined {
+    const cache = this.core.prefixCache;
+    return cache === undefined ? undefined : { blockTokens: cache.blockTokens, subscribe: (l) => cache.subscribe(l), snapshot: () => cache.hashes() };
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,43 @@
+import { describe, expect, it } from "vitest";
+import { blockHashesOfBody, blockHashesOfText, blockHashesOfTrace, longestPrefix, mixHash, templatedPrompt } from "./prefix.js";
+
+describe("prefix identity", () => {
+  it("hashes only full blocks, chained: equal prefixes give equal leading hashes", () => {
+    const a = "x".repeat(64) + "y".repeat(64) + "z".repeat(10);
+    const b = "x".repeat(64) + "q".repeat(64);
+    const ha = blockHashesOfText(a, 16);
+    const hb = blockHashesOfText(b, 16);
+    expect(ha).toHaveLength(2); // 138 chars = 34.5 tokens = 2 full 16-token blocks
+    expect(hb).toHaveLength(2);
+    expect(ha[0]).toBe(hb[0]);
+    expect(ha[1]).not.toBe(hb[1]);
+    // Chained: the same second block after a different first block hashes differently.
+    const c = "w".repeat(64) + "y".repeat(64);
+    expect(blockHashesOfText(c, 16)[1]).not.toBe(ha[1]);
+    for (const h of ha) expect(Number.isSafeInteger(h)).toBe(true);
+  });
+
+  it("applies the chat template, so a conversation's next turn extends the previous prompt's blocks", () => {
+    const turn1 = { messages: [{ role: "system", content: "s".repeat(300) }, { role: "user", content: "u".repeat(300) }] };
+    const turn2 = { messages: [...turn1.messages, { role: "assistant", content: "a".repeat(200) }, { role: "user", content: "v".repeat(200) }] };
+    expect(templatedPrompt("chat", { messages: [{ role: "user", content: "hi" }] })).toBe("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+    const h1 = blockHashesOfBody("chat", turn1, 16);
+    const h2 = blockHashesOfBody("chat", turn2, 16);
+    expect(h2.length).toBeGreaterThan(h1.length);
+    // Every full block of turn 1 that lies before its generation prompt is shared by turn 2.
+    const shared = longestPrefix(h2, (h) => h1.includes(h));
+    expect(shared).toBe(Math.floor((templatedPrompt("chat", turn1).length - "<|im_start|>assistant\n".length) / 64));
+    expect(blockHashesOfBody("completion", { prompt: "p".repeat(128) }, 16)).toEqual(blockHashesOfText("p".repeat(128), 16));
+  });
+
+  it("expands a trace's 512-token block ids into engine blocks of the prompt's full blocks", () => {
+    const h = blockHashesOfTrace([7, 9], 600, 512, 16);
+    expect(h).toHaveLength(37); // 32 for id 7, then 600 − 512 = 88 tokens: 5 full blocks of id 9
+    const g = blockHashesOfTrace([7, 11], 1024, 512, 16);
+    expect(g.slice(0, 32)).toEqual(h.slice(0, 32));
+    expect(g[32]).not.toBe(h[32]);
+    expect(new Set(g).size).toBe(g.length);
+    expect(() => blockHashesOfTrace([1], 100, 500, 16)).toThrow(RangeError);
+    expect(mixHash(1, 2)).not.toBe(mixHash(2, 1));
+  });
+});

@@ -1,0 +1,165 @@
+/**
+ * engine-sim's prefix cache (issue 34), as vLLM's automatic prefix caching (vllm/v1/core/block_pool.py,
+ * kv_cache_manager.py): KV blocks keyed by the chained hash of their tokens (core/prefix.ts), shared by every
+ * request whose prompt starts with them, reference-counted while requests use them, and kept after their last user
+ * ends until the memory is needed: then the least recently freed unreferenced block goes first (vLLM's free-block
+ * queue; the blocks of one request are freed tail first, so a prompt's last blocks are evicted before its first).
+ *
+ * Memory: referenced blocks live inside the KV the engine core reserves for its running requests (core.ts keeps its
+ * reservation of prompt + max tokens per request, so prefixes shared by two running requests are counted twice —
+ * conservative); unreferenced cached blocks live in the KV nobody has reserved and are evicted as reservations grow
+ * (`fitFree`). A request's cache hit is its longest run of leading blocks present, capped at (prompt − 1) tokens as
+ * vLLM (the last prompt token is always computed, it yields the first output token).
+ *
+ * Counters as vLLM's PrefixCacheStats (`vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total`: prompt
+ * tokens looked up and found, counted once per request at its first admission), and KV events as vLLM's
+ * `--kv-events-config` publisher (vllm/distributed/kv_events.py: BlockStored with the new blocks' hashes and their
+ * parent's, BlockRemoved with the evicted ones), to listeners in the order they happen.
+ */
+import type { KvEvent, KvEventListener } from "../../../core/prefix.js";
+
+export type { KvEvent, KvEventListener } from "../../../core/prefix.js";
+
+/** Counters since start (vLLM PrefixCacheStats totals). */
+export interface PrefixCacheCounters {
+  /** Requests looked up, prompt tokens looked up, prompt tokens found cached. */
+  requests: number;
+  queriedTokens: number;
+  hitTokens: number;
+  /** Blocks stored and evicted. */
+  storedBlocks: number;
+  evictedBlocks: number;
+}
+
+interface Block {
+  refs: number;
+}
+
+export class PrefixCache {
+  /** Tokens per block (vLLM --block-size). */
+  readonly blockTokens: number;
+  /** hash → block; blocks with refs 0 are also in `free`, whose Map order is eviction order (first = LRU). */
+  private readonly blocks = new Map<number, Block>();
+  private readonly free = new Map<number, Block>();
+  private readonly listeners = new Set<KvEventListener>();
+  private readonly counters: PrefixCacheCounters = { requests: 0, queriedTokens: 0, hitTokens: 0, storedBlocks: 0, evictedBlocks: 0 };
+
+  constructor(blockTokens: number) {
+    if (!(Number.isInteger(blockTokens) && blockTokens >= 1)) throw new RangeError(`blockTokens must be an integer ≥ 1, got ${blockTokens}`);
+    this.blockTokens = blockTokens;
+  }
+
+  /** Adds a KV-event listener; returns its removal. */
+  subscribe(listener: KvEventListener): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Blocks held (referenced or not), and of them unreferenced (evictable). */
+  get size(): number {
+    return this.blocks.size;
+  }
+  get freeBlocks(): number {
+    return this.free.size;
+  }
+
+  /** Whether a block of this hash is cached. */
+  has(hash: number): boolean {
+    return this.blocks.has(hash);
+  }
+
+  /** Every cached block's hash (for a subscriber's initial snapshot and tests). */
+  hashes(): number[] {
+    return [...this.blocks.keys()];
+  }
+
+  counts(): PrefixCacheCounters {
+    return { ...this.counters };
+  }
+
+  /** Leading blocks of `hashes` cached now, at most `maxBlocks`. */
+  cachedPrefix(hashes: readonly number[], maxBlocks = hashes.length): number {
+    const limit = Math.min(maxBlocks, hashes.length);
+    let n = 0;
+    while (n < limit && this.blocks.has(hashes[n]!)) n++;
+    return n;
+  }
+
+  /**
+   * A request is admitted with `hashes` (its prompt's full blocks) and `promptTokens`: its cached prefix is reused
+   * (referenced, out of the eviction queue), its other blocks are stored (referenced; BlockStored). Returns the prompt
+   * tokens it need not compute: cached blocks × blockTokens, at most promptTokens − 1. `count`: add it to the
+   * counters (its first admission; a resumed request looks up again uncounted).
+   */
+  acquire(hashes: readonly number[], promptTokens: number, count: boolean): number {
+    const maxHit = Math.floor(Math.max(0, promptTokens - 1) / this.blockTokens);
+    const hit = this.cachedPrefix(hashes, maxHit);
+    if (count) {
+      this.counters.requests++;
+      this.counters.queriedTokens += promptTokens;
+      this.counters.hitTokens += hit * this.blockTokens;
+    }
+    let stored: number[] | undefined;
+    let parent: number | null = null;
+    for (let i = 0; i < hashes.length; i++) {
+      const h = hashes[i]!;
+      const b = this.blocks.get(h);
+      if (b !== undefined) {
+        if (b.refs === 0) this.free.delete(h);
+        b.refs++;
+        if (stored === undefined) parent = h;
+        continue;
+      }
+      this.blocks.set(h, { refs: 1 });
+      (stored ??= []).push(h);
+    }
+    if (stored !== undefined) {
+      this.counters.storedBlocks += stored.length;
+      this.emit({ type: "BlockStored", blockHashes: stored, parentBlockHash: parent, blockSize: this.blockTokens });
+    }
+    return hit * this.blockTokens;
+  }
+
+  /** A request that acquired `hashes` ended (or was preempted): its blocks lose a reference; tail first to the queue. */
+  release(hashes: readonly number[]): void {
+    for (let i = hashes.length - 1; i >= 0; i--) {
+      const h = hashes[i]!;
+      const b = this.blocks.get(h);
+      if (b === undefined || b.refs === 0) continue;
+      b.refs--;
+      if (b.refs === 0) this.free.set(h, b);
+    }
+  }
+
+  /** Evicts unreferenced blocks, least recently freed first, until at most `maxFreeBlocks` remain (BlockRemoved). */
+  fitFree(maxFreeBlocks: number): void {
+    const excess = this.free.size - Math.max(0, Math.floor(maxFreeBlocks));
+    if (excess <= 0) return;
+    const removed: number[] = [];
+    for (const h of this.free.keys()) {
+      if (removed.length >= excess) break;
+      removed.push(h);
+    }
+    for (const h of removed) {
+      this.free.delete(h);
+      this.blocks.delete(h);
+    }
+    this.counters.evictedBlocks += removed.length;
+    this.emit({ type: "BlockRemoved", blockHashes: removed });
+  }
+
+  /** Drops every unreferenced block (vLLM reset_prefix_cache): AllBlocksCleared when nothing is referenced. */
+  clear(): void {
+    if (this.free.size === this.blocks.size) {
+      this.blocks.clear();
+      this.free.clear();
+      this.emit({ type: "AllBlocksCleared" });
+      return;
+    }
+    this.fitFree(0);
+  }
+
+  private emit(ev: KvEvent): void {
+    for (const l of this.listeners) l(ev);
+  }
+}

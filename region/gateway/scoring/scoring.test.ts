@@ -1,0 +1,110 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import { VirtualClock } from "../../../core/clock.js";
+import { blockHashesOfBody } from "../../../core/prefix.js";
+import type { GenerateRequest } from "../../../core/ports.js";
+import { SimEngine } from "../../engines/sim/sim-engine.js";
+import { Gateway } from "../gateway.js";
+import { pickInstance } from "../jsq.js";
+import { JSQ_POLICY, PREFIX_AWARE_POLICY, RoutingPolicy, type ScoreContext } from "./plugins.js";
+import { PrefixIndex } from "./prefix-index.js";
+import { parseRoutingConfig } from "./routing-config.js";
+
+const NONE: ScoreContext = { blockHashes: [], prefixBlocks: () => 0 };
+
+describe("routing plugins", () => {
+  it("the jsq policy picks exactly JSQ's instance (ties to the first listed)", () => {
+    const policy = new RoutingPolicy(JSQ_POLICY);
+    fc.assert(
+      fc.property(fc.array(fc.record({ remainingTokens: fc.integer({ min: 0, max: 5000 }), serving: fc.boolean() }), { minLength: 1, maxLength: 8 }), (xs) => {
+        const cs = xs.map((x, i) => ({ instanceId: `i${i}`, ...x }));
+        expect(policy.choose(NONE, cs)?.instanceId).toBe(pickInstance(cs)?.instanceId);
+      }),
+    );
+  });
+
+  it("prefix-aware weighs the share of the prompt held against load", () => {
+    const policy = new RoutingPolicy(PREFIX_AWARE_POLICY);
+    const held: Record<string, number> = { a: 8, b: 0 };
+    const ctx: ScoreContext = { blockHashes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], prefixBlocks: (id) => held[id] ?? 0 };
+    // a holds 0.8 of the prompt; with equal load a wins (0.8 + 0 vs 0 + 0 … both load 1 − r/max).
+    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 1000, serving: true }])?.instanceId).toBe("a");
+    // a twice as loaded: load scores 0 (a) and 0.5 (b): a still wins (0.8 > 0.5).
+    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 2000, serving: true }])?.instanceId).toBe("a");
+    // a ten times as loaded: b's 0.9 beats a's 0.8.
+    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 10_000, serving: true }])?.instanceId).toBe("b");
+    expect(policy.choose(ctx, [{ instanceId: "a", remainingTokens: 0, serving: false }])).toBeUndefined();
+    expect(() => new RoutingPolicy({ filters: [], scorers: [{ name: "nope", weight: 1 }], picker: "max" })).toThrow(/unknown scorer "nope"/);
+    expect(() => new RoutingPolicy({ filters: [], scorers: [{ name: "load", weight: 0 }], picker: "max" })).toThrow(/weight > 0/);
+  });
+
+  it("reads the routing section: presets, overrides, bad names at their path", () => {
+    expect(parseRoutingConfig(undefined)).toBeUndefined();
+    expect(parseRoutingConfig({})).toMatchObject({ preset: "jsq", policy: JSQ_POLICY, blockTokens: 16, regionPrefix: false });
+    expect(parseRoutingConfig({ policy: "prefix-aware" })).toMatchObject({ policy: PREFIX_AWARE_POLICY, regionPrefix: true });
+    expect(parseRoutingConfig({ policy: "prefix-aware", scorers: [{ name: "prefix", weight: 3 }, { name: "load" }] })?.policy.scorers).toEqual([
+      { name: "prefix", weight: 3 },
+      { name: "load", weight: 1 },
+    ]);
+    expect(() => parseRoutingConfig({ scorers: [{ name: "prefx" }] })).toThrow(/routing\.scorers\[0\]\.name.*unknown scorer/);
+    expect(() => parseRoutingConfig({ policy: "random" })).toThrow(/routing\.policy/);
+  });
+});
+
+describe("PrefixIndex", () => {
+  it("remembers routing history up to the instance's capacity, least recently routed forgotten first", () => {
+    const ix = new PrefixIndex(16);
+    ix.attach("a", 4, undefined);
+    ix.routed("a", [1, 2, 3]);
+    ix.routed("a", [1, 9]); // 1 touched again; 2 is now the oldest
+    ix.routed("a", [7]); // 5 blocks > 4: 2 forgotten
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(1);
+    expect(ix.prefixBlocks("a", [1, 9, 5])).toBe(2);
+    expect(ix.prefixBlocks("b", [1])).toBe(0);
+  });
+
+  it("follows an engine's KV events: stored blocks are added, evicted ones dropped", () => {
+    const clock = new VirtualClock();
+    const engine = new SimEngine({ instanceId: "e", model: "llama3.2-3b", gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000, events: "coalesced" });
+    const ix = new PrefixIndex(16);
+    ix.attach("e", 1, engine.kvEvents);
+    expect(ix.followsEvents("e")).toBe(true);
+    const blocks = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+    engine.core.submit({ id: "a", promptTokens: 640, maxTokens: 1, priority: 0, blockHashes: blocks(0, 40) });
+    clock.runUntilIdleSync();
+    expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(40); // the events, not the history (capacity 1)
+    engine.core.submit({ id: "b", promptTokens: 600, maxTokens: 1, priority: 0, blockHashes: blocks(100, 37) });
+    clock.runUntilIdleSync();
+    // b's admission left 399 tokens for cached blocks: a's tail was evicted, and the index knows.
+    expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(24);
+    ix.detach("e");
+    expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(0);
+  });
+});
+
+describe("Gateway with the prefix-aware policy", () => {
+  it("sends a conversation's next turn to the instance holding its prefix, and its prefill there skips the cached part", async () => {
+    const clock = new VirtualClock();
+    const gw = new Gateway({ region: "r", clock, statsRefreshMs: 0, routing: { policy: PREFIX_AWARE_POLICY, blockTokens: 16 } });
+    const engines = ["e0", "e1", "e2"].map((id) => new SimEngine({ instanceId: id, model: "llama3.2-3b", gpu: "h100-80gb", tp: 2, clock, events: "coalesced" }));
+    for (const e of engines) gw.addInstance("h100-80gb", e);
+    const turn1 = { model: "llama3.2-3b", messages: [{ role: "user", content: "q".repeat(8000) }] };
+    const turn2 = { model: "llama3.2-3b", messages: [...turn1.messages, { role: "assistant", content: "a".repeat(400) }, { role: "user", content: "r".repeat(400) }] };
+    const send = (id: string, body: Record<string, unknown>) =>
+      new Promise<{ instance: string; ttftMs: number }>((resolve) => {
+        const req: GenerateRequest = { id, model: "llama3.2-3b", kind: "chat", promptTokens: Math.ceil(JSON.stringify(body.messages).length / 4), maxTokens: 4, priority: 0, body };
+        const at = clock.now();
+        let ttft = 0;
+        const choice = gw.submit(req, { onFirstToken: (t) => (ttft = t - at), onDone: () => resolve({ instance: choice!.instanceId, ttftMs: ttft }) });
+        clock.runUntilIdleSync();
+      });
+    const first = await send("t1", turn1);
+    const second = await send("t2", turn2);
+    expect(second.instance).toBe(first.instance);
+    const e = engines.find((x) => x.instanceId === first.instance)!;
+    const s = e.stats();
+    expect(s.prefixHitTokensTotal).toBeGreaterThanOrEqual(blockHashesOfBody("chat", turn1).length * 16 - 16);
+    expect(second.ttftMs).toBeLessThan(first.ttftMs / 3);
+    expect(gw.prefixIndex.followsEvents(first.instance)).toBe(true);
+  });
+});

@@ -228,16 +228,25 @@ export class Dispatcher {
 
   /** Runs a claimed request on `link`, or parks it when its batch may not be served in that region. */
   private async route(link: RegionLink, c: ClaimedRequest): Promise<void> {
-    let allowed: ReadonlySet<string> | null;
-    try {
-      allowed = await this.parking.regionsOf(c.batchId);
-    } catch (err) {
-      return this.storeFailed("reading a batch's regions failed; the lease will return the request", { request: c.requestId }, err);
-    }
+    const allowed = await this.allowedFor(c);
+    if (allowed === undefined) return;
     if (allowed === null || allowed.has(link.region)) return this.run(link, c);
-    if (this.stopped || !this.parking.park(c, allowed, this.o.clock.now())) {
-      await this.leases.release([c], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
+    if (this.stopped || !this.parking.park(c, allowed, this.o.clock.now())) await this.giveBack(c);
+  }
+
+  /** The regions `c`'s batch may run in (null = any); undefined when the store could not say (logged: its lease returns it). */
+  private async allowedFor(c: ClaimedRequest): Promise<ReadonlySet<string> | null | undefined> {
+    try {
+      return await this.parking.regionsOf(c.batchId);
+    } catch (err) {
+      this.storeFailed("reading a batch's regions failed; the lease will return the request", { request: c.requestId }, err);
+      return undefined;
     }
+  }
+
+  /** Releases `c` back to the queue now (should that fail, its lease returns it). */
+  private async giveBack(c: ClaimedRequest): Promise<void> {
+    await this.leases.release([c], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
   }
 
   /** Releases parked requests that have waited half their lease (and, on stop, all of them). */
@@ -366,17 +375,12 @@ export class Dispatcher {
 
   /** Runs a wake's claimed request in the soonest region its batch allows; releases it when none does. */
   private async wakeWith(w: ColdWake, c: ClaimedRequest): Promise<void> {
-    let allowed: ReadonlySet<string> | null;
-    try {
-      allowed = await this.parking.regionsOf(c.batchId);
-    } catch (err) {
-      return this.storeFailed("reading a batch's regions failed; the lease will return the request", { request: c.requestId }, err);
-    }
+    const allowed = await this.allowedFor(c);
+    if (allowed === undefined) return;
     const link = w.regions.map((r) => this.o.links.find((l) => l.region === r)).find((l) => l !== undefined && (allowed === null || allowed.has(l.region)));
     if (link === undefined || this.stopped) {
       this.o.log.info("batch work for a model no region serves: no region its batch allows scales the model from zero; the request goes back to the queue", { model: w.model, request: c.requestId, regions: w.regions });
-      await this.leases.release([c], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
-      return;
+      return this.giveBack(c);
     }
     this.o.log.info("batch work for a model no region serves: a queued request goes to the region whose cold start is soonest", { model: w.model, region: link.region, reason: w.reason, coldStartMs: link.region === w.region && Number.isFinite(w.coldStartMs) ? Math.round(w.coldStartMs) : null });
     return this.run(link, c);

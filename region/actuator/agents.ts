@@ -275,6 +275,12 @@ export class AgentsActuator implements RuntimeActuator {
     return inst !== undefined && this.copies.complete(inst.node, model);
   }
 
+  /** How many other models have their only complete host copy on the instance's node (a donor holding fewer is given first). */
+  soleCopies(instanceId: string, except: ModelName): number {
+    const inst = this.table.get(instanceId);
+    return inst === undefined ? 0 : this.copies.soleCopies(inst.node, except);
+  }
+
   /** Sets who hears of scale-outs that failed after the operation returned, and of instances that started serving. */
   listen(hooks: ScalingHooks): void {
     this.hooks = hooks;

@@ -92,6 +92,17 @@ export class HostCopies {
     return this.pool.copy(nodeId, model)?.complete === true;
   }
 
+  /** How many hosted models other than `except` have their only complete live copy on `nodeId`. */
+  soleCopies(nodeId: string, except: ModelName): number {
+    let n = 0;
+    for (const m of this.o.models.keys()) {
+      if (m === except || !this.complete(nodeId, m)) continue;
+      const sources = this.pool.sources(m);
+      if (sources.length === 1 && sources[0] === nodeId) n++;
+    }
+    return n;
+  }
+
   /** The hosted models with a copy (complete or being filled) on `nodeId`. */
   modelsOn(nodeId: string): string[] {
     return [...this.o.models.keys()].filter((m) => this.pool.copy(nodeId, m) !== undefined);

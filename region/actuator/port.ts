@@ -54,6 +54,12 @@ export interface Actuator {
   drainToSpot(instanceId: string): InstanceRecord;
   /** Whether the instance's node already holds `model`'s complete parameter blocks (adapters that know; others omit it). */
   holdsBlocks?(instanceId: string, model: ModelName): boolean;
+  /**
+   * How many models other than `except` have their only complete host copy on the instance's node (the parameter
+   * pool's O(1) copy, BlitzScale §5.3): a scale-out of such a model from zero loads over PCIe only on that node, so
+   * the controller gives another model's spot instance with the fewest of them first (adapters that know; others omit it).
+   */
+  soleCopies?(instanceId: string, except: ModelName): number;
 }
 
 /** A failed scale step, kept for the admin listing. */

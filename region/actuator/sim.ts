@@ -68,6 +68,8 @@ export interface ActuatorLoading {
   sourceOf?(id: string): LoadSource | undefined;
   /** Whether instance `id`'s host memory holds `model` (a load there needs no transfer between hosts). */
   holdsCopy?(id: string, model: ModelName): boolean;
+  /** How many models other than `except` have their only host copy on host `id` (ActuatorPort.soleCopies). */
+  soleCopies?(id: string, except: ModelName): number;
 }
 
 /** Samples the spot move time: median × exp(σ·Z), clipped to [median/5, max]. */
@@ -219,6 +221,11 @@ export class SimActuator implements RuntimeActuator {
    */
   holdsBlocks(instanceId: string, model: ModelName): boolean {
     return this.o.loading?.holdsCopy?.(instanceId, model) ?? false;
+  }
+
+  /** How many other models' only host copy instance `instanceId`'s host holds (the loading source says; 0 without one). */
+  soleCopies(instanceId: string, except: ModelName): number {
+    return this.o.loading?.soleCopies?.(instanceId, except) ?? 0;
   }
 
   /** Nothing to keep up: no nodes to lose, no parameter pool (delays stand for the data plane). */

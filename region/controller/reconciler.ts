@@ -287,7 +287,8 @@ export class RegionController {
     const base = { atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, reason, from: current, desired };
     if (desired > current) {
       const holds = this.o.actuator.holdsBlocks === undefined ? undefined : (id: string, m: ModelName) => this.o.actuator.holdsBlocks!(id, m);
-      const c = chooseScaleOut(all, ep.model, ep.gpu, ep.gpusPerInstance, this.o.actuator.freeGpus(ep.gpu), ep.maxInstances, holds);
+      const sole = this.o.actuator.soleCopies === undefined ? undefined : (id: string, m: ModelName) => this.o.actuator.soleCopies!(id, m);
+      const c = chooseScaleOut(all, ep.model, ep.gpu, ep.gpusPerInstance, this.o.actuator.freeGpus(ep.gpu), ep.maxInstances, holds, sole);
       if (c.kind === "reclaim") return { ...base, kind: "reclaim", instanceId: this.o.actuator.reclaimSpot(c.instanceId).id };
       if (c.kind === "redeploy") return { ...base, kind: "redeploy", instanceId: this.o.actuator.redeploy(c.instanceId, ep.model, ep.gpusPerInstance).id };
       if (c.kind === "provision") return { ...base, kind: "provision", instanceId: this.o.actuator.provision(ep.model, ep.gpu, ep.gpusPerInstance).id };

@@ -204,6 +204,17 @@ export class SimRegionLoading implements ActuatorLoading {
     return src === "allcache" ? true : src === "ssd" ? this.cache.holds(id, model, nowMs) : this.poolHost.get(model) === id;
   }
 
+  /**
+   * How many models other than `except` have the parameter pool's one copy on host `id` (network sources; 0 for ssd
+   * and allcache, whose host caches are no pool: ServerlessLLM's placement reads only `holdsCopy`).
+   */
+  soleCopies(id: string, except: ModelName): number {
+    if (this.settings.source === "ssd" || this.settings.source === "allcache") return 0;
+    let n = 0;
+    for (const [m, host] of this.poolHost) if (host === id && m !== except) n++;
+    return n;
+  }
+
   /** Where instance `id`'s last load took its parameters from. */
   sourceOf(id: string): LoadSource | undefined {
     return this.sources.get(id);

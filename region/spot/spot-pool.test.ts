@@ -26,6 +26,21 @@ describe("spot pool order", () => {
     expect(chooseScaleOut([inst("e", "m3", "spot", { gpus: 8 }), inst("b", "m2", "spot")], "m1", "h100-80gb", 4, 0, 10, (id) => id === "e")).toEqual({ kind: "redeploy", instanceId: "b", fromModel: "m2" });
   });
 
+  it("without a host copy of the model, redeploys the spot instance whose node holds the fewest other models' only copies", () => {
+    const world = [inst("a", "m1", "serving"), inst("b", "m2", "spot"), inst("d", "m2", "spot"), inst("e", "m3", "spot")];
+    // b holds m4's only copy, d m5's and m6's, e none: e is given although m2 has more spot instances.
+    const sole: Record<string, number> = { b: 1, d: 2, e: 0 };
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, () => false, (id) => sole[id]!)).toEqual({ kind: "redeploy", instanceId: "e", fromModel: "m3" });
+    // a tie on sole copies falls back to the model with the most spot instances
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, () => false, () => 1)).toEqual({ kind: "redeploy", instanceId: "b", fromModel: "m2" });
+    // a node holding the model's own copy still comes first, whatever else it holds
+    expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, (id, m) => id === "d" && m === "m1", (id) => sole[id]!)).toEqual({ kind: "redeploy", instanceId: "d", fromModel: "m2" });
+    // the model itself is not counted against a node
+    const seen: string[] = [];
+    chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, undefined, (_id, except) => (seen.push(except), 0));
+    expect(new Set(seen)).toEqual(new Set(["m1"]));
+  });
+
   it("among the model's own spot instances, reclaims the one whose node holds its blocks first", () => {
     const world = [inst("a", "m1", "spot"), inst("c", "m1", "spot"), inst("b", "m2", "spot")];
     expect(chooseScaleOut(world, "m1", "h100-80gb", 4, 0, 10, (id, m) => id === "c" && m === "m1")).toEqual({ kind: "reclaim", instanceId: "c" });

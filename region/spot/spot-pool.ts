@@ -30,8 +30,9 @@ export function activeOf(instances: readonly InstanceRecord[], model: ModelName,
  * this type held by no instance. A spot instance of the model itself comes first (one whose node holds its blocks
  * before the others). Among other models' spot instances, one whose node already holds `model`'s
  * parameter blocks is taken first when `holdsBlocks` can tell (an O(1) host-cache hit: no transfer, BlitzScale §4.1),
- * else the one of the model with the most spot instances (it can spare one best); ties by id, so the choice is
- * deterministic.
+ * else the one whose node holds the fewest other models' only host copies when `soleCopies` can tell (those models'
+ * next cold starts load over PCIe only there), then the one of the model with the most spot instances (it can spare
+ * one best); ties by id, so the choice is deterministic.
  */
 export function chooseScaleOut(
   instances: readonly InstanceRecord[],
@@ -41,6 +42,7 @@ export function chooseScaleOut(
   freeGpus: number,
   maxInstances: number,
   holdsBlocks?: (instanceId: string, model: ModelName) => boolean,
+  soleCopies?: (instanceId: string, except: ModelName) => number,
 ): ScaleOutChoice {
   if (activeOf(instances, model, gpu).length >= maxInstances) return { kind: "none", reason: "at-max" };
   const spot = instances.filter((i) => i.state === "spot" && i.gpu === gpu).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
@@ -52,9 +54,17 @@ export function chooseScaleOut(
   let best: InstanceRecord | undefined;
   if (holdsBlocks !== undefined) best = spot.find((i) => i.gpus === gpusPerInstance && holdsBlocks(i.id, model));
   if (best === undefined) {
+    // Fewest sole copies of other models first (their next cold start needs that node's host copy), then the model
+    // with the most spot instances.
+    const sole = (i: InstanceRecord) => soleCopies?.(i.id, model) ?? 0;
+    let bestSole = Number.POSITIVE_INFINITY;
     for (const i of spot) {
       if (i.gpus !== gpusPerInstance) continue;
-      if (best === undefined || spotCount.get(i.model)! > spotCount.get(best.model)!) best = i;
+      const s = sole(i);
+      if (best === undefined || s < bestSole || (s === bestSole && spotCount.get(i.model)! > spotCount.get(best.model)!)) {
+        best = i;
+        bestSole = s;
+      }
     }
   }
   if (best !== undefined) return { kind: "redeploy", instanceId: best.id, fromModel: best.model };

@@ -12,10 +12,12 @@
  * - `ColdWaker`: the books — each region's last report per model (serving or not, `cold` telemetry: requests held,
  *   expected time to a first instance) and the wakes in flight — and `due(...)`, the (model, region) pairs to wake
  *   at one maintenance pass: the region whose cold start is expected soonest (the first to report on a tie; unknown
- *   counts as the longest).
+ *   counts as the longest) among those the model's queued batches may run in (their `allowedRegions`, data
+ *   residency: the union over the model's in-progress batches; any region when one of them has no restriction).
  *
  * The wake itself uses the interactive path (dispatcher.ts `wakeCold`): one queued request of the model is claimed
- * and sent to that region; the region's gateway holds it (region/gateway/cold-hold.ts) and its first held request
+ * and sent to the first region of the wake's ranking that its own batch allows (released back to the queue when
+ * none does); the region's gateway holds it (region/gateway/cold-hold.ts) and its first held request
  * runs a controller pass at once, which brings an instance up (region/controller/zero.ts "cold-start"). Once the
  * instance serves, the region reports room and the rest of the queue flows through the usual capacity signals; the
  * batch keeps the model busy, so it does not drain back to zero until its idle window after the last request. At
@@ -73,6 +75,8 @@ interface RegionView {
 export interface ColdWake {
   model: ModelName;
   region: RegionName;
+  /** Every region that may take the wake, soonest cold start first (`region` heads it). */
+  regions: RegionName[];
   reason: ColdWakeReason;
   coldStartMs: number;
 }
@@ -82,6 +86,8 @@ export interface QueuedWork {
   queued: number;
   oldestEnqueuedAtMs: number | null;
   deadlineMs: number;
+  /** The regions the model's in-progress batches may run in (the union of their `allowedRegions`); null = any. */
+  regions: ReadonlySet<RegionName> | null;
 }
 
 export interface ColdWakerOptions extends ColdWakeSettings {
@@ -136,14 +142,15 @@ export class ColdWaker {
       const fresh = [...(this.views.get(model) ?? new Map<RegionName, RegionView>())].filter(([, v]) => nowMs - v.atMs <= staleMs);
       // A region serving the model takes batch through the capacity signals; one holding requests is coming up.
       if (fresh.some(([, v]) => v.serving || (v.cold?.held ?? 0) > 0)) continue;
-      let best: [RegionName, RegionView] | undefined;
-      for (const e of fresh) if (e[1].cold !== undefined && (best === undefined || e[1].cold.expectedMs < best[1].cold!.expectedMs)) best = e;
+      // Regions the batches may run in that scale the model from zero, soonest cold start first (stable: report order on a tie).
+      const ranked = fresh.filter(([r, v]) => v.cold !== undefined && (w.regions === null || w.regions.has(r))).sort((a, b) => a[1].cold!.expectedMs - b[1].cold!.expectedMs);
+      const best = ranked[0];
       if (best === undefined) continue;
       const coldStartMs = best[1].cold!.expectedMs;
-      const reason = coldWakeDue({ nowMs, ...w, coldStartMs, perRequestMs: this.o.perRequestMs(model) ?? 0 }, this.o);
+      const reason = coldWakeDue({ nowMs, queued: w.queued, oldestEnqueuedAtMs: w.oldestEnqueuedAtMs, deadlineMs: w.deadlineMs, coldStartMs, perRequestMs: this.o.perRequestMs(model) ?? 0 }, this.o);
       if (reason === undefined) continue;
       this.waking.add(model);
-      out.push({ model, region: best[0], reason, coldStartMs });
+      out.push({ model, region: best[0], regions: ranked.map(([r]) => r), reason, coldStartMs });
     }
     return out;
   }
@@ -164,17 +171,24 @@ export function perRequestMsOf(stepMs: number, maxBatch: number, outputTokens: n
 
 /**
  * Per model, the queued work a maintenance pass saw: waiting requests and the oldest one's age from the queue's
- * stats, and the earliest deadline (`expiresAtMs`) among its in-progress batches with requests left.
+ * stats, the earliest deadline (`expiresAtMs`) among its in-progress batches with requests left, and the union of
+ * those batches' `allowedRegions` (null when one of them has none, or when no such batch is known).
  */
 export function queuedWork(batches: readonly BatchRecord[], stats: QueueStats): Map<ModelName, QueuedWork> {
   const out = new Map<ModelName, QueuedWork>();
   for (const [model, d] of Object.entries(stats.depth)) {
-    out.set(model, { queued: d.p0 + d.p1, oldestEnqueuedAtMs: stats.oldestEnqueuedAtMs[model] ?? null, deadlineMs: Number.POSITIVE_INFINITY });
+    out.set(model, { queued: d.p0 + d.p1, oldestEnqueuedAtMs: stats.oldestEnqueuedAtMs[model] ?? null, deadlineMs: Number.POSITIVE_INFINITY, regions: null });
   }
+  const regions = new Map<ModelName, Set<RegionName> | "any">();
   for (const b of batches) {
     if (b.status !== "in_progress" || b.model === null || b.completed + b.failed >= b.total) continue;
     const w = out.get(b.model);
-    if (w !== undefined) w.deadlineMs = Math.min(w.deadlineMs, b.expiresAtMs);
+    if (w === undefined) continue;
+    w.deadlineMs = Math.min(w.deadlineMs, b.expiresAtMs);
+    const r = regions.get(b.model);
+    if (b.allowedRegions === undefined) regions.set(b.model, "any");
+    else if (r !== "any") regions.set(b.model, new Set([...(r ?? []), ...b.allowedRegions]));
   }
+  for (const [model, r] of regions) if (r !== "any") out.get(model)!.regions = r;
   return out;
 }

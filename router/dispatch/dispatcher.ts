@@ -228,16 +228,25 @@ export class Dispatcher {
 
   /** Runs a claimed request on `link`, or parks it when its batch may not be served in that region. */
   private async route(link: RegionLink, c: ClaimedRequest): Promise<void> {
-    let allowed: ReadonlySet<string> | null;
-    try {
-      allowed = await this.parking.regionsOf(c.batchId);
-    } catch (err) {
-      return this.storeFailed("reading a batch's regions failed; the lease will return the request", { request: c.requestId }, err);
-    }
+    const allowed = await this.allowedFor(c);
+    if (allowed === undefined) return;
     if (allowed === null || allowed.has(link.region)) return this.run(link, c);
-    if (this.stopped || !this.parking.park(c, allowed, this.o.clock.now())) {
-      await this.leases.release([c], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
+    if (this.stopped || !this.parking.park(c, allowed, this.o.clock.now())) await this.giveBack(c);
+  }
+
+  /** The regions `c`'s batch may run in (null = any); undefined when the store could not say (logged: its lease returns it). */
+  private async allowedFor(c: ClaimedRequest): Promise<ReadonlySet<string> | null | undefined> {
+    try {
+      return await this.parking.regionsOf(c.batchId);
+    } catch (err) {
+      this.storeFailed("reading a batch's regions failed; the lease will return the request", { request: c.requestId }, err);
+      return undefined;
     }
+  }
+
+  /** Releases `c` back to the queue now (should that fail, its lease returns it). */
+  private async giveBack(c: ClaimedRequest): Promise<void> {
+    await this.leases.release([c], this.o.clock.now()).catch((err) => this.storeFailed("releasing a request failed; its lease returns it", { request: c.requestId }, err));
   }
 
   /** Releases parked requests that have waited half their lease (and, on stop, all of them). */
@@ -343,26 +352,38 @@ export class Dispatcher {
   }
 
   /**
-   * Sends one queued request of each model in `wakes` to its region (cold-wake.ts): the region holds it while it
-   * brings an instance up. The wake ends when that request does (or when nothing was claimed).
+   * Sends one queued request of each model in `wakes` to the first region of the wake's ranking that the request's
+   * batch may run in (cold-wake.ts): the region holds it while it brings an instance up. A request no ranked region
+   * may take goes back to the queue. The wake ends when that request does (or when nothing was claimed or sent).
    */
   private wakeCold(wakes: readonly ColdWake[]): void {
     for (const w of wakes) {
-      const link = this.o.links.find((l) => l.region === w.region);
-      if (link === undefined || this.stopped) {
+      if (this.stopped || !w.regions.some((r) => this.o.links.some((l) => l.region === r))) {
         this.coldWake!.ended(w.model);
         continue;
       }
-      this.o.log.info("batch work for a model no region serves: a queued request goes to the region whose cold start is soonest", { model: w.model, region: w.region, reason: w.reason, coldStartMs: Number.isFinite(w.coldStartMs) ? Math.round(w.coldStartMs) : null });
       const p = this.leases.claim(w.model, 1).then(
         async (claimed) => {
           this.queueUp();
-          await Promise.all(claimed.map((c) => this.route(link, c)));
+          await Promise.all(claimed.map((c) => this.wakeWith(w, c)));
         },
         (err) => this.storeFailed("queue claim failed", { model: w.model, region: w.region }, err),
       );
       this.track(p.finally(() => this.coldWake!.ended(w.model)));
     }
+  }
+
+  /** Runs a wake's claimed request in the soonest region its batch allows; releases it when none does. */
+  private async wakeWith(w: ColdWake, c: ClaimedRequest): Promise<void> {
+    const allowed = await this.allowedFor(c);
+    if (allowed === undefined) return;
+    const link = w.regions.map((r) => this.o.links.find((l) => l.region === r)).find((l) => l !== undefined && (allowed === null || allowed.has(l.region)));
+    if (link === undefined || this.stopped) {
+      this.o.log.info("batch work for a model no region serves: no region its batch allows scales the model from zero; the request goes back to the queue", { model: w.model, request: c.requestId, regions: w.regions });
+      return this.giveBack(c);
+    }
+    this.o.log.info("batch work for a model no region serves: a queued request goes to the region whose cold start is soonest", { model: w.model, region: link.region, reason: w.reason, coldStartMs: link.region === w.region && Number.isFinite(w.coldStartMs) ? Math.round(w.coldStartMs) : null });
+    return this.run(link, c);
   }
 
   /** What the Batch API object shows of a batch's capacity and deadline (deadlines.ts); undefined when nothing is known. */

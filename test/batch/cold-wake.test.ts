@@ -5,7 +5,8 @@
  * model with no instance. With the cold wake, nothing runs until waiting would miss the batch's deadline; then one
  * request goes to the region, is held there while an instance comes up, and the batch completes before its deadline;
  * the model drains back to zero after its idle window. Without it (the control), the batch waits for warm capacity
- * that never comes.
+ * that never comes. With two regions, the wake goes to the one whose cold start is soonest among those the batch
+ * may run in (its `allowedRegions`).
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
@@ -25,42 +26,48 @@ const PER_REQUEST_MS = 100;
 const IDLE_MS = 5000;
 const NO_DELAYS = { spotMedianMs: 0, spotMaxMs: 0, spotSigma: 0, redeployLocalMs: 0, redeployRemoteMs: 0, vmProvisionMs: 0 };
 
-let open: { region: SimRegion; dispatcher: Dispatcher } | undefined;
+let open: { regions: SimRegion[]; dispatcher: Dispatcher } | undefined;
 afterEach(async () => {
   await open?.dispatcher.stop();
-  await open?.region.close();
+  for (const r of open?.regions ?? []) await r.close();
   open = undefined;
 });
 
-async function run(wake: boolean) {
+/**
+ * The batch on one region "r" (network loading), or with `pair` on "near" (allcache: its cold start is expected
+ * sooner) and "far" (network), the batch kept within `allowed` when given.
+ */
+async function run(wake: boolean, o: { pair?: boolean; allowed?: string[] } = {}) {
   const clock = new VirtualClock(0);
-  const config = parseConfig({
+  const names = o.pair === true ? ["near", "far"] : ["r"];
+  const configOf = (source: string) => parseConfig({
     ...(DEFAULT_CONFIG_JSON as Record<string, unknown>),
     models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
-    regions: [{ name: "r", gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 0, minInstances: 0, maxInstances: 1 }] }],
-    controller: { strategy: "reactive", actuator: "sim", reconcileIntervalMs: 1000, scaleToZero: { idleMs: IDLE_MS, holdMs: 60_000, maxHeld: 8, retryAfterS: 3 }, loading: { source: "network" } },
+    regions: names.map((name) => ({ name, gpus: [{ type: "h100-80gb", count: 2 }], endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 0, minInstances: 0, maxInstances: 1 }] })),
+    controller: { strategy: "reactive", actuator: "sim", reconcileIntervalMs: 1000, scaleToZero: { idleMs: IDLE_MS, holdMs: 60_000, maxHeld: 8, retryAfterS: 3 }, loading: { source } },
   });
-  const region = startSimRegion({ config, region: "r", clock, delays: NO_DELAYS, weightsInRegion: [MODEL], random: () => 0.5 });
-  const link = new InProcessRegionLink(region.runtime.service, { clock, telemetryIntervalMs: 500 });
+  const regions = names.map((name) => startSimRegion({ config: configOf(name === "near" ? "allcache" : "network"), region: name, clock, delays: NO_DELAYS, weightsInRegion: [MODEL], random: () => 0.5 }));
+  const region = regions[regions.length - 1]!;
+  const links = regions.map((r) => new InProcessRegionLink(r.runtime.service, { clock, telemetryIntervalMs: 500 }));
   const store = new EmbeddedQueueStore(null);
-  await store.createBatch({ id: "batch_cold", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: DEADLINE_MS });
+  await store.createBatch({ id: "batch_cold", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: DEADLINE_MS, ...(o.allowed === undefined ? {} : { allowedRegions: o.allowed }) });
   await store.stage("batch_cold", Array.from({ length: REQUESTS }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: MODEL, prompt: "x".repeat(400), max_tokens: 16 } }) })));
   await store.activate("batch_cold", MODEL, REQUESTS, 0);
   const dispatcher = new Dispatcher({
-    store, files: new DirFileStore(null), clock, links: [link], models: [MODEL],
+    store, files: new DirFileStore(null), clock, links, models: [MODEL],
     thresholds: { dispatchOneBelow: 0.6, dispatchTwoBelow: 0.5 }, promoteAfterMs: 36_000_000, leaseMs: 600_000,
     ...(wake ? { coldWake: { marginMs: MARGIN_MS, maxWaitMs: 0, perRequestMs: () => PER_REQUEST_MS } } : {}),
   });
-  open = { region, dispatcher };
+  open = { regions, dispatcher };
   dispatcher.start();
   let doneAtMs: number | undefined;
   let firstSentAtMs: number | undefined;
   for (let t = 0; t <= DEADLINE_MS + 30_000; t += 500) {
     await clock.advanceTo(t, 100);
-    if (firstSentAtMs === undefined && (dispatcher.sentByRegion.get("r") ?? 0) > 0) firstSentAtMs = t;
+    if (firstSentAtMs === undefined && (dispatcher.sentByRegion.get(names[names.length - 1]!) ?? 0) > 0) firstSentAtMs = t;
     if (doneAtMs === undefined && ((await store.getBatch("batch_cold"))?.completed ?? 0) >= REQUESTS) doneAtMs = t;
   }
-  return { region, firstSentAtMs, doneAtMs, batch: await store.getBatch("batch_cold") };
+  return { region, regions, dispatcher, firstSentAtMs, doneAtMs, batch: await store.getBatch("batch_cold") };
 }
 
 describe("batch work for a model at zero (virtual time, sim region)", () => {
@@ -83,6 +90,29 @@ describe("batch work for a model at zero (virtual time, sim region)", () => {
     // Back at zero after its idle window.
     expect(r.region.runtime.actions.some((a) => a.model === MODEL && a.kind === "drain" && a.reason === "idle")).toBe(true);
     expect(r.region.gateway.instances().filter((i) => i.model === MODEL && i.state === "serving")).toHaveLength(0);
+  }, 120_000);
+
+  it("wakes the region with the soonest cold start among those the batch may run in (allowedRegions)", async () => {
+    // The control: unrestricted, the wake goes to near, whose cold start (allcache, 500 ms) is expected sooner than far's (network, 640 ms).
+    const free = await run(true, { pair: true });
+    const [near, far] = free.regions;
+    expect(near!.runtime.coldStarts).toHaveLength(1);
+    expect(far!.runtime.coldStarts).toHaveLength(0);
+    expect(free.batch?.completed).toBe(REQUESTS);
+    await open?.dispatcher.stop();
+    for (const r of open?.regions ?? []) await r.close();
+    open = undefined;
+    // Kept within far: the wake goes to far, the whole batch runs there, near never sees it.
+    const kept = await run(true, { pair: true, allowed: ["far"] });
+    const [near2, far2] = kept.regions;
+    console.log(`kept within far: cold starts near ${near2!.runtime.coldStarts.length}, far ${far2!.runtime.coldStarts.map((s) => `${s.source} ${Math.round(s.tookMs)} ms`).join(", ")}; batch done at ${kept.doneAtMs} ms`);
+    expect(near2!.runtime.coldStarts).toHaveLength(0);
+    expect(far2!.runtime.coldStarts).toHaveLength(1);
+    expect(kept.dispatcher.sentByRegion.get("near") ?? 0).toBe(0);
+    expect(kept.dispatcher.sentByRegion.get("far")).toBe(REQUESTS);
+    expect(kept.doneAtMs).toBeDefined();
+    expect(kept.doneAtMs!).toBeLessThanOrEqual(DEADLINE_MS);
+    expect(kept.batch?.completed).toBe(REQUESTS);
   }, 120_000);
 
   it("without the cold wake the batch waits for warm capacity that never comes (the control)", async () => {

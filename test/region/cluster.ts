@@ -35,6 +35,8 @@ export class Cluster {
   configFile!: string;
   regionAddress!: string;
   routerUrl = "";
+  /** The region process's /metrics and /healthz server (http://host:port), from its start-up line. */
+  regionMetricsUrl = "";
   private decisionId = 0;
   private readonly targets = new Map<string, RegionTargets["endpoints"][number]>();
   private lastListing: RegionInstances | undefined;
@@ -67,7 +69,8 @@ export class Cluster {
   async startRegion(): Promise<void> {
     const port = this.regionAddress.slice(this.regionAddress.lastIndexOf(":") + 1);
     const host = this.regionAddress.slice(0, this.regionAddress.lastIndexOf(":"));
-    this.region = await spawnTidegate(`region ${this.spec.region}`, ["region", "--config", this.configFile, "--region", this.spec.region, "--grpc-host", host, "--grpc-port", port, "--log-level", this.spec.regionLogLevel ?? "info"], /tidegate region \S+: grpc/);
+    this.region = await spawnTidegate(`region ${this.spec.region}`, ["region", "--config", this.configFile, "--region", this.spec.region, "--grpc-host", host, "--grpc-port", port, "--log-level", this.spec.regionLogLevel ?? "info"], /tidegate region \S+: grpc \S+ metrics (\S+)/);
+    this.regionMetricsUrl = this.region.match[1]!;
     this.link?.close().catch(() => undefined);
     this.link = new GrpcRegionLink({ region: this.spec.region, address: this.regionAddress, telemetryIntervalMs: 200, clock: new WallClock() });
   }

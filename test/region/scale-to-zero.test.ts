@@ -4,7 +4,8 @@
 // through the global router is held at the region while A comes up — the first time from a peer's copy (multicast;
 // the node holding the pool's copy of A has no free slot), the second from the host copy its drained instance left
 // behind — and A returns to zero after its idle window each time. Model C can never come up (its instance needs more
-// GPUs than any node has): its request is held until holdMs and gets 503 model_cold with Retry-After.
+// GPUs than any node has): its request is held until holdMs and gets 503 model_cold with Retry-After. The region's
+// /metrics counts both cold starts by source and both held requests' TTFT.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -129,6 +130,10 @@ describe("scale to zero and back (global + region + agents on loopback)", () => 
     // The router counts both as served.
     const metrics = await (await fetch(`${c.routerUrl}/metrics`)).text();
     expect(metrics).toMatch(/tidegate_router_requests_total\{[^}]*model="llama3\.2-3b"[^}]*status="200"[^}]*\} 2/);
+    // The region's /metrics counts each cold start by its source, and both held requests' cold-start TTFT.
+    const regionMetrics = await (await fetch(`${c.regionMetricsUrl}/metrics`)).text();
+    for (const source of ["peer", "host"]) expect(regionMetrics).toMatch(new RegExp(`tidegate_region_cold_starts_total\\{[^}]*model="llama3\\.2-3b"[^}]*source="${source}"[^}]*\\} 1\\n`));
+    expect(regionMetrics).toMatch(/tidegate_region_cold_start_ttft_seconds_count\{[^}]*model="llama3\.2-3b"[^}]*\} 2\n/);
   }, 240_000);
 
   it("a hold beyond holdMs ends in 503 model_cold with Retry-After", async () => {

@@ -44,6 +44,7 @@ export function stageNodeOf(host: AgentHandle, a: NodeAnnouncement, model: strin
 export class StageHeads {
   private readonly nodes = new Map<string, { handle: AgentHandle; a: NodeAnnouncement }>();
   private readonly heads = new Map<string, { node: string; info: EngineInfo; engine: StagedPipelineEngine }>();
+  private readonly wrapped = new WeakMap<AgentHandle, AgentHandle>();
 
   constructor(private readonly o: { config: TidegateConfig; clock: Clock; log: Logger }) {}
 
@@ -54,8 +55,17 @@ export class StageHeads {
     return mine.length === 0 ? a : { ...a, engines: [...a.engines, ...mine] };
   }
 
-  /** The agent handle the actuator drives: StartEngine of a pipelined instance builds a head here; everything else goes to the agent. */
+  /**
+   * The agent handle the actuator drives: StartEngine of a pipelined instance builds a head here; everything else goes
+   * to the agent. One wrapper per agent handle (the actuator's node registry closes a handle that changes).
+   */
   wrap(handle: AgentHandle): AgentHandle {
+    let w = this.wrapped.get(handle);
+    if (w === undefined) this.wrapped.set(handle, (w = this.newWrapper(handle)));
+    return w;
+  }
+
+  private newWrapper(handle: AgentHandle): AgentHandle {
     return {
       nodeId: handle.nodeId,
       announcement: async () => this.announce(handle, await handle.announcement()),

@@ -10,11 +10,12 @@
  * scale; here each stage runs its share of a request's whole work (prefill and decode) before handing it on. See
  * README.md.
  *
- * Replicas are added (`addReplica`, ready after a start delay) and removed (`removeReplica`: a starting or idle one
- * at once, else the busiest is drained) by the scaler. Everything is driven by `clock.after` callbacks.
+ * Replicas are added (`addReplica`, ready after a start delay) and removed (`removeReplica`: an idle ready one at
+ * once, a starting one or a busy one drained, as the scaler asks) by the scaler. Everything is driven by `clock.after` callbacks.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { interArrivalCv } from "./cv.js";
+import type { Removed } from "./scaler.js";
 import type { Pipeline } from "./stages.js";
 
 /** One request through the pipeline. */
@@ -160,19 +161,23 @@ export class PipelineSim {
   }
 
   /**
-   * Removes one replica of `stage`: a starting one first (its start is cancelled), else an idle one, else the one
-   * that started most recently is drained (stops after its current request). Returns it, or undefined if the stage
-   * has no replica left that is not already draining.
+   * Removes one replica of `stage` in the order of scaler.ts `StageFleet.removeReplica`: an idle ready one (stopped
+   * at once); else, when `startingFirst`, a starting one (its start is cancelled); else the busy one that started
+   * most recently (it drains: stops after its current request); else a starting one. Says which, or undefined if the
+   * stage has no replica left that is not already draining.
    */
-  removeReplica(stage: number): Replica | undefined {
+  removeReplica(stage: number, startingFirst = true): Removed | undefined {
     const st = this.stages[stage]!;
     const now = this.opts.clock.now();
     const live = st.replicas.filter((r) => !r.draining);
-    const pick = live.find((r) => r.readyAtMs > now) ?? live.find((r) => r.busy === undefined) ?? live[live.length - 1];
+    const starting = live.find((r) => r.readyAtMs > now);
+    const idle = live.find((r) => r.readyAtMs <= now && r.busy === undefined);
+    const busy = live.filter((r) => r.readyAtMs <= now && r.busy !== undefined).at(-1);
+    const pick = idle ?? (startingFirst ? (starting ?? busy) : (busy ?? starting));
     if (pick === undefined) return undefined;
     pick.draining = true;
     if (pick.busy === undefined) this.stop(pick);
-    return pick;
+    return pick === idle ? "idle" : pick === starting ? "starting" : "busy";
   }
 
   /** Replicas of `stage` that are not draining (serving or starting). */

@@ -52,10 +52,39 @@ export interface StageFleet {
   observe(): StageObservation[];
   /** Replicas of `stage` that are not draining (serving or starting). */
   replicas(stage: number): readonly unknown[];
-  /** Removes one replica of `stage` (a starting one, else an idle one, else one drains); undefined when none is left. */
-  removeReplica(stage: number): unknown;
+  /**
+   * Removes one replica of `stage`: an idle ready one (stopped at once); else, when `startingFirst`, a starting one
+   * (its start is given up); else a busy one (it drains: stops after its request); else a starting one. Says which,
+   * or undefined when none is left.
+   */
+  removeReplica(stage: number, startingFirst: boolean): Removed | undefined;
   /** Adds a replica of `stage` on server `server` that serves after `delayMs`. */
   addReplica(stage: number, server: number, delayMs: number): { readonly id: number };
+}
+
+/** What `StageFleet.removeReplica` took: an idle ready replica, a starting one (a wasted start), a busy one (drains). */
+export type Removed = "idle" | "starting" | "busy";
+
+/**
+ * Takes `stage` of `fleet` down to the plan's `desired` replicas, wasting as few starts as possible (`ready`: its
+ * serving replicas now). Idle ready replicas go first (the stage has the capacity now; a starting one will take their
+ * place), then busy ones drain (their request finishes, nothing is thrown away). A starting replica goes first only
+ * while the stage's ready replicas alone meet what the smoother keeps (`keep`, QUART §5.2 Algorithm 1): then the stage
+ * is over its need even once that start completes, the start is surplus, and giving it up frees its GPU at once for a
+ * key stage (§4.3: key stages scale in seconds). Before this rule a starting replica was always removed first, so a
+ * plan that moved a GPU back and forth between stages threw a process start away each time (issue 35).
+ */
+export function shrinkStage(fleet: StageFleet, stage: number, plan: Pick<StagePlan, "desired" | "keep">, ready: number): { removed: number; starting: number } {
+  let removed = 0;
+  let starting = 0;
+  for (let have = fleet.replicas(stage).length; have > plan.desired; have--) {
+    const took = fleet.removeReplica(stage, ready >= plan.keep);
+    if (took === undefined) break;
+    removed++;
+    if (took === "starting") starting++;
+    else ready--;
+  }
+  return { removed, starting };
 }
 
 /** Counters a run reports. */
@@ -63,6 +92,8 @@ export interface ScalerStats {
   passes: number;
   added: number;
   removed: number;
+  /** Of `removed`, replicas removed while starting (their start wasted). */
+  removedStarting: number;
   cacheHits: number;
   cacheMisses: number;
   /** Replicas started by reading their stage from disk, bypassing the stage cache (`loadFrom: "disk"`). */
@@ -96,7 +127,7 @@ export interface KeyStageScalerOptions {
 
 /** The periodic correct-and-smooth loop of one pipeline and the actions it takes. */
 export class KeyStageScaler {
-  readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, cacheHits: 0, cacheMisses: 0, diskLoads: 0, peakGpus: 0, gpuMs: 0 };
+  readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, removedStarting: 0, cacheHits: 0, cacheMisses: 0, diskLoads: 0, peakGpus: 0, gpuMs: 0 };
   /** Replicas that hold a stage-cache entry (released when they stop). */
   private readonly holdsCache = new Set<number>();
   private readonly pids: Pid[];
@@ -164,20 +195,25 @@ export class KeyStageScaler {
     });
     this.stats.passes++;
     // Shrink first so freed GPUs can serve the stages that grow in the same pass.
-    plans.forEach((pl, s) => {
-      for (let have = sim.replicas(s).length; have > pl.desired; have--) {
-        if (sim.removeReplica(s) === undefined) break;
-        this.stats.removed++;
-      }
-    });
+    plans.forEach((pl, s) => this.shrink(s, pl, obs[s]!));
     plans.forEach((pl, s) => {
       for (let have = sim.replicas(s).length; have < pl.desired; have++) {
-        if (this.held >= this.opts.budgetGpus || !this.add(s, pl.key, false)) break;
-        this.lastGrowMs[s] = now;
+        const startMs = this.held >= this.opts.budgetGpus ? undefined : this.add(s, pl.key, false);
+        if (startMs === undefined) break;
+        // The stage has grown once the new replica serves: the reclaim cooldown and the scale-in wait count from
+        // then, so a replica still starting (a process start can outlast reclaimCooldownMs) is not taken back as
+        // surplus of a stage that "grew long ago" — a wasted start each time (issue 35).
+        this.lastGrowMs[s] = Math.max(this.lastGrowMs[s] ?? now, now + startMs);
       }
     });
     this.lastPlans = plans;
     return plans;
+  }
+
+  private shrink(stage: number, pl: StagePlan, o: StageObservation): void {
+    const r = shrinkStage(this.opts.sim, stage, pl, o.serving);
+    this.stats.removed += r.removed;
+    this.stats.removedStarting += r.starting;
   }
 
   /** Called by the pipeline when a removed replica stopped: its GPU goes back to its server. */
@@ -190,14 +226,15 @@ export class KeyStageScaler {
     this.held--;
   }
 
-  private add(stage: number, key: boolean, initial: boolean, timed = false): boolean {
+  /** Places and starts one replica of `stage`; its start time (ms until it serves), or undefined when no server has a free GPU. */
+  private add(stage: number, key: boolean, initial: boolean, timed = false): number | undefined {
     const c = this.opts.cluster;
     const cacheKey = `${this.opts.cacheKey}/${stage}`;
     const j = placeReplica(
       c.free.map((f, i) => ({ freeGpus: f, keyReplicas: c.keyReplicas[i]!, cached: c.caches[i]!.has(cacheKey) })),
       { key, plentifulFreeGpus: Math.ceil(c.config.gpusPerServer / 2) },
     );
-    if (j < 0) return false;
+    if (j < 0) return undefined;
     this.account();
     const now = this.opts.clock.now();
     const bytes = this.opts.pipeline.stageBytes[stage]!;
@@ -212,11 +249,12 @@ export class KeyStageScaler {
     if (key) c.keyReplicas[j]!++; // a key replica counts where it runs until it stops
     this.held++;
     this.stats.peakGpus = Math.max(this.stats.peakGpus, this.held);
-    const r = this.opts.sim.addReplica(stage, j, initial && !timed ? 0 : fromDisk ? diskStartMs(bytes, c.config) : startMs(bytes, hit, c.config));
+    const delayMs = initial && !timed ? 0 : fromDisk ? diskStartMs(bytes, c.config) : startMs(bytes, hit, c.config);
+    const r = this.opts.sim.addReplica(stage, j, delayMs);
     if (!fromDisk) this.holdsCache.add(r.id);
     if (key) this.placedAsKey.add(r.id);
     if (!initial) this.stats.added++;
-    return true;
+    return delayMs;
   }
 
   private account(): void {

@@ -10,8 +10,8 @@
  * scale; here each stage runs its share of a request's whole work (prefill and decode) before handing it on. See
  * README.md.
  *
- * Replicas are added (`addReplica`, ready after a start delay) and removed (`removeReplica`: an idle ready one at
- * once, a starting one or a busy one drained, as the scaler asks) by the scaler. Everything is driven by `clock.after` callbacks.
+ * Replicas are added (`addReplica`, ready after a start delay) and removed (`removeReplica`: a starting or idle one
+ * at once, else a busy one is drained, in the order the scaler asks) by the scaler. Everything is driven by `clock.after` callbacks.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { interArrivalCv } from "./cv.js";
@@ -161,10 +161,10 @@ export class PipelineSim {
   }
 
   /**
-   * Removes one replica of `stage` in the order of scaler.ts `StageFleet.removeReplica`: an idle ready one (stopped
-   * at once); else, when `startingFirst`, a starting one (its start is cancelled); else the busy one that started
-   * most recently (it drains: stops after its current request); else a starting one. Says which, or undefined if the
-   * stage has no replica left that is not already draining.
+   * Removes one replica of `stage` in the order of scaler.ts `StageFleet.removeReplica` (`startingFirst`: a starting
+   * one — its start cancelled —, an idle ready one, the busy one that started most recently; otherwise idle, busy,
+   * starting). An idle or starting one stops at once, a busy one drains (stops after its current request). Says
+   * which, or undefined if the stage has no replica left that is not already draining.
    */
   removeReplica(stage: number, startingFirst = true): Removed | undefined {
     const st = this.stages[stage]!;
@@ -173,7 +173,7 @@ export class PipelineSim {
     const starting = live.find((r) => r.readyAtMs > now);
     const idle = live.find((r) => r.readyAtMs <= now && r.busy === undefined);
     const busy = live.filter((r) => r.readyAtMs <= now && r.busy !== undefined).at(-1);
-    const pick = idle ?? (startingFirst ? (starting ?? busy) : (busy ?? starting));
+    const pick = startingFirst ? (starting ?? idle ?? busy) : (idle ?? busy ?? starting);
     if (pick === undefined) return undefined;
     pick.draining = true;
     if (pick.busy === undefined) this.stop(pick);

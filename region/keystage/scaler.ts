@@ -53,9 +53,9 @@ export interface StageFleet {
   /** Replicas of `stage` that are not draining (serving or starting). */
   replicas(stage: number): readonly unknown[];
   /**
-   * Removes one replica of `stage`: an idle ready one (stopped at once); else, when `startingFirst`, a starting one
-   * (its start is given up); else a busy one (it drains: stops after its request); else a starting one. Says which,
-   * or undefined when none is left.
+   * Removes one replica of `stage`. `startingFirst`: a starting one (its start is given up), else an idle ready one
+   * (stopped at once), else a busy one (it drains: stops after its request). Otherwise: an idle ready one, else a
+   * busy one, else a starting one. Says which, or undefined when none is left.
    */
   removeReplica(stage: number, startingFirst: boolean): Removed | undefined;
   /** Adds a replica of `stage` on server `server` that serves after `delayMs`. */
@@ -66,13 +66,13 @@ export interface StageFleet {
 export type Removed = "idle" | "starting" | "busy";
 
 /**
- * Takes `stage` of `fleet` down to the plan's `desired` replicas, wasting as few starts as possible (`ready`: its
- * serving replicas now). Idle ready replicas go first (the stage has the capacity now; a starting one will take their
- * place), then busy ones drain (their request finishes, nothing is thrown away). A starting replica goes first only
- * while the stage's ready replicas alone meet what the smoother keeps (`keep`, QUART §5.2 Algorithm 1): then the stage
- * is over its need even once that start completes, the start is surplus, and giving it up frees its GPU at once for a
- * key stage (§4.3: key stages scale in seconds). Before this rule a starting replica was always removed first, so a
- * plan that moved a GPU back and forth between stages threw a process start away each time (issue 35).
+ * Takes `stage` of `fleet` down to the plan's `desired` replicas (`ready`: its serving replicas now). A starting
+ * replica is removed only when the stage is over its need after that start: its ready replicas alone meet what the
+ * smoother keeps (`keep`, QUART §5.2 Algorithm 1); then it goes first — the start is surplus, giving it up frees its
+ * GPU at once for a key stage (§4.3: key stages scale in seconds) and the stage keeps its ready capacity. Otherwise
+ * the start is needed: idle ready replicas go first, then busy ones drain (their request finishes), and a starting one
+ * only when nothing else is left. Before this rule a starting replica was always removed first, so a plan that took
+ * a GPU from a stage still below its need threw a process start away (issue 35).
  */
 export function shrinkStage(fleet: StageFleet, stage: number, plan: Pick<StagePlan, "desired" | "keep">, ready: number): { removed: number; starting: number } {
   let removed = 0;
@@ -132,6 +132,8 @@ export class KeyStageScaler {
   private readonly holdsCache = new Set<number>();
   private readonly pids: Pid[];
   private readonly lastGrowMs: (number | undefined)[];
+  /** Per stage: when its latest grown replica should serve (added + its start time). */
+  private readonly readyByMs: (number | undefined)[];
   /** Replicas placed as key-stage replicas (counted in Cluster.keyReplicas until they stop). */
   private readonly placedAsKey = new Set<number>();
   private held = 0;
@@ -148,6 +150,7 @@ export class KeyStageScaler {
     }
     this.pids = Array.from({ length: n }, () => new Pid({ kp: opts.params.kp, ki: opts.params.ki, kd: opts.params.kd }));
     this.lastGrowMs = Array.from({ length: n }, () => undefined);
+    this.readyByMs = Array.from({ length: n }, () => undefined);
     this.heldSinceMs = opts.clock.now();
   }
 
@@ -185,7 +188,7 @@ export class KeyStageScaler {
     const sim = this.opts.sim;
     const obs = sim.observe();
     const plans = correctAndSmooth({
-      stages: obs.map((o, i) => ({ obs: o, replicas: o.serving + o.starting, lastGrowMs: this.lastGrowMs[i], expectedServiceMs: this.opts.expectedServiceMs[i]! })),
+      stages: obs.map((o, i) => ({ obs: o, replicas: o.serving + o.starting, lastGrowMs: this.grownAt(i, o, now), expectedServiceMs: this.opts.expectedServiceMs[i]! })),
       pids: this.pids,
       params: this.opts.params,
       mode: this.opts.mode,
@@ -200,10 +203,8 @@ export class KeyStageScaler {
       for (let have = sim.replicas(s).length; have < pl.desired; have++) {
         const startMs = this.held >= this.opts.budgetGpus ? undefined : this.add(s, pl.key, false);
         if (startMs === undefined) break;
-        // The stage has grown once the new replica serves: the reclaim cooldown and the scale-in wait count from
-        // then, so a replica still starting (a process start can outlast reclaimCooldownMs) is not taken back as
-        // surplus of a stage that "grew long ago" — a wasted start each time (issue 35).
-        this.lastGrowMs[s] = Math.max(this.lastGrowMs[s] ?? now, now + startMs);
+        this.lastGrowMs[s] = now;
+        this.readyByMs[s] = Math.max(this.readyByMs[s] ?? 0, now + startMs);
       }
     });
     this.lastPlans = plans;
@@ -214,6 +215,19 @@ export class KeyStageScaler {
     const r = shrinkStage(this.opts.sim, stage, pl, o.serving);
     this.stats.removed += r.removed;
     this.stats.removedStarting += r.starting;
+  }
+
+  /**
+   * When stage `i` last grew, for the reclaim cooldown and the scale-in wait (corrector.ts): when its newest replica
+   * was added — or now, while a replica is still starting after the start time the scaler gave it (`startMs`). A stage
+   * process can take longer to start than the model says (a real process on a loaded node, at a time scale of 0.1 a
+   * second of wall time is 10 s of model time); until it serves, its growth has not taken effect, so the stage is
+   * neither a donor nor scaled in and the start is not thrown away (issue 35: the scaler removed replicas still
+   * starting). In PipelineSim every replica serves at its start time, so this never applies there.
+   */
+  private grownAt(i: number, o: StageObservation, now: number): number | undefined {
+    const by = this.readyByMs[i];
+    return o.starting > 0 && by !== undefined && now >= by ? now : this.lastGrowMs[i];
   }
 
   /** Called by the pipeline when a removed replica stopped: its GPU goes back to its server. */

@@ -206,9 +206,9 @@ export class ProcessStageFleet implements StageFleet {
 
   /** A starting replica first, else an idle serving one, else the most recent one drains. */
   /**
-   * Removes one replica of `stage` in the order of scaler.ts `StageFleet.removeReplica`: an idle serving one (its
-   * last poll saw no request and none in flight names it); else, when `startingFirst`, a starting one; else the most
-   * recent serving one (it drains); else a starting one.
+   * Removes one replica of `stage` in the order of scaler.ts `StageFleet.removeReplica` (`startingFirst`: starting,
+   * idle, busy; otherwise idle, busy, starting). Idle: serving, its last poll saw no request and none in flight names
+   * it; busy: the most recent other serving one (it drains).
    */
   removeReplica(stage: number, startingFirst = true): Removed | undefined {
     const live = this.replicas(stage);
@@ -216,7 +216,7 @@ export class ProcessStageFleet implements StageFleet {
     const serving = live.filter((r) => r.state === "serving");
     const idle = serving.find((r) => r.status !== undefined && r.status.active === 0 && r.captured === 0);
     const busy = serving.at(-1);
-    const pick = idle ?? (startingFirst ? (starting ?? busy) : (busy ?? starting));
+    const pick = startingFirst ? (starting ?? idle ?? busy) : (idle ?? busy ?? starting);
     if (pick === undefined) return undefined;
     const wasStarting = pick.state === "starting";
     pick.state = "draining";

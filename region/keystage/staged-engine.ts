@@ -240,7 +240,7 @@ export class StagedPipelineEngine implements Engine {
       budgetGpus: this.o.gpus,
       heldGpus: this.scaler.heldGpus,
       stages: obs.map((o, s) => ({ replicas: o.serving, starting: o.starting, queue: o.queue, key: plans[s]?.key ?? false })),
-      scaler: { added: this.scaler.stats.added, removed: this.scaler.stats.removed },
+      scaler: { added: this.scaler.stats.added, removed: this.scaler.stats.removed, removedStarting: this.scaler.stats.removedStarting },
       processes: this.fleet.all().map((r) => ({ stage: r.stage, node: r.nodeId, pid: r.pid, state: r.state })),
     };
   }

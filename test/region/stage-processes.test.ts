@@ -8,15 +8,13 @@
 // global router. Read back as an operator would: the admin listing through the router, /proc, the region's log.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
-import { DEFAULT_CLUSTER } from "../../region/keystage/keystage-config.js";
-import { Pipeline } from "../../region/keystage/stages.js";
 import { REPO_ROOT, stopAll } from "../e2e/procs.js";
-import { streamBurst } from "../e2e/streams.js";
 import { ADMIN_KEY, Cluster, waitFor } from "./cluster.js";
+import { burstWatching, cmdline, expectStage0FromCache, parseStages } from "../e2e/stage-listing.js";
 
 const MODEL = "llama2-70b";
 const REGION = "us-east";
@@ -45,24 +43,9 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-interface StageProc {
-  stage: number;
-  node: string;
-  pid: number;
-  state: string;
-}
 
-/** The serving instance's detail, its replicas per stage and its stage processes, from the listing. */
-function parse(l: RegionInstances): { detail: string; stages: number[] | undefined; procs: StageProc[] } {
-  const detail = l.instances.find((i) => i.model === MODEL && i.state === "serving")?.detail ?? "";
-  const stages = /replicas per stage \[([\d,]+)\]/.exec(detail)?.[1]!.split(",").map(Number);
-  const list = /stage processes \[([^\]]*)\]/.exec(detail)?.[1] ?? "";
-  const procs = [...list.matchAll(/(\d+)@(\S+) pid (\d+)( (\w+))?/g)].map((m) => ({ stage: Number(m[1]), node: m[2]!, pid: Number(m[3]), state: m[5] ?? "serving" }));
-  return { detail, stages, procs };
-}
-
+/** The parent pid of a live process (Linux /proc). */
 const ppid = (pid: number): number => Number(/^\d+ \(.*\) \S (\d+)/.exec(readFileSync(`/proc/${pid}/stat`, "utf8"))?.[1]);
-const cmdline = (pid: number): string => (existsSync(`/proc/${pid}/cmdline`) ? readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ") : "");
 
 describe("tidegate region over agent processes serving a pipelined model with stage processes", () => {
   it("the head in the region, stage processes on the agents; a burst grows the key stage from the cache; tokens through the global router", async () => {
@@ -70,7 +53,7 @@ describe("tidegate region over agent processes serving a pipelined model with st
     const first = await waitFor(
       "4 serving stage processes",
       async () => {
-        const p = parse(await c.listing().catch(() => ({ instances: [] }) as unknown as RegionInstances));
+        const p = parseStages(await c.listing().catch(() => ({ instances: [] }) as unknown as RegionInstances), MODEL);
         return p.procs.filter((x) => x.state === "serving").length >= 4 ? p : undefined;
       },
       90_000,
@@ -91,39 +74,17 @@ describe("tidegate region over agent processes serving a pipelined model with st
     const held = (l: RegionInstances) => l.nodes.reduce((s, n) => s + (n.gpuSlots - n.freeSlots), 0);
     const booked = await waitFor("the nodes' held slots to equal the stage processes", async () => {
       const l = await c.listing();
-      return held(l) === parse(l).procs.length ? l : undefined;
+      return held(l) === parseStages(l, MODEL).procs.length ? l : undefined;
     }, 15_000, () => JSON.stringify(c.region.output().slice(-3000)));
     expect(booked.nodes.map((n) => n.gpuSlots)).toEqual([8, 8]);
 
-    const prompt = "the tide comes in and the gate holds ".repeat(15);
-    const most = [1, 1, 1, 1];
-    const pids = new Set(first.procs.map((p) => p.pid));
-    let stop = false;
     let maxHeld = 0;
-    const watch = (async () => {
-      while (!stop) {
-        const l = await c.listing().catch(() => undefined);
-        if (l !== undefined) {
-          const s = parse(l);
-          s.stages?.forEach((n, i) => (most[i] = Math.max(most[i]!, n)));
-          for (const p of s.procs) if (p.pid > 0) pids.add(p.pid);
-          maxHeld = Math.max(maxHeld, held(l));
-        }
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    })();
-    // 16 concurrent streams, each sending 6 requests one after another: stage 0 (1 replica) queues.
-    let texts: string[];
-    try {
-      texts = await streamBurst(client, MODEL, prompt, 16, 6, 32);
-    } finally {
-      stop = true;
-    }
-    await watch;
+    const { texts, most, pids } = await burstWatching(client, MODEL, () => c.listing().catch(() => undefined), (l) => (maxHeld = Math.max(maxHeld, held(l))));
+    for (const p of first.procs) pids.add(p.pid);
     expect(texts).toHaveLength(96);
     for (const t of texts) expect(t.trim().split(/\s+/)).toHaveLength(32);
 
-    const end = parse(await c.listing());
+    const end = parseStages(await c.listing(), MODEL);
     console.log(`region stage processes: most per stage ${JSON.stringify(most)}, ${pids.size} processes seen, at most ${maxHeld} slots held; now: ${end.detail}`);
     expect(most[0], end.detail).toBeGreaterThan(1);
     expect(pids.size).toBeGreaterThan(4);
@@ -132,10 +93,7 @@ describe("tidegate region over agent processes serving a pipelined model with st
     expect(maxHeld).toBeLessThanOrEqual(8 + 4);
     // The region's log: every scaled stage-0 process was started from the stage cache (fork + stage bytes over PCIe).
     const started = c.logLines<{ engine: string; node: string; loadMs: number; pid: number }>("stage process started");
-    const stage0 = started.filter((s) => /\/0\/\d+$/.test(s.engine));
-    expect(stage0.length, JSON.stringify(started)).toBeGreaterThan(1);
-    const stage0Bytes = new Pipeline({ model: MODEL, gpu: "h100-80gb", layersPerStage: [32, 16, 16, 16], profileTp: 4, hiddenSize: 8192 }).stageBytes[0]!;
-    for (const s of stage0) expect(s.loadMs).toBe(Math.round(DEFAULT_CLUSTER.forkMs + (stage0Bytes / DEFAULT_CLUSTER.pcieBytesPerS) * 1000));
+    expectStage0FromCache(started);
 
     // Stopping the region stops its heads, and they their stage processes on the agents.
     await c.region.stop(15_000);

@@ -39,8 +39,8 @@ import type { KeyStageParams } from "../strategies/keystage.js";
 export type ScalingMode = "key-stage" | "whole-pipeline";
 
 /**
- * Per stage: the observation, the replica count (serving + starting), when it last grew (when its newest added
- * replica serves, so possibly ahead of now while it starts: scaler.ts), its expected service.
+ * Per stage: the observation, the replica count (serving + starting), when it last grew (now while a replica is still
+ * starting past its start time: scaler.ts `grownAt`), its expected service.
  */
 export interface StageInput {
   obs: StageObservation;

@@ -132,7 +132,10 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
           clients.set(a.nodeId, c);
         }
         if (heads === undefined) actuator.announce(c, a);
-        else actuator.announce(heads.wrap(c), heads.announce(c, a));
+        else {
+          actuator.announce(heads.wrap(c), heads.announce(c, a));
+          heads.prune(new Set(actuator.instances().flatMap((i) => (i.state === "spot" ? [] : [i.id]))));
+        }
         return { known: true, message: "" };
       };
       return {

@@ -121,6 +121,19 @@ export class StageHeads {
     return info.url.startsWith(HEAD_URL) && this.heads.has(info.instanceId);
   }
 
+  /**
+   * Closes the heads whose instance the actuator no longer runs (`live`: its instance ids not spot). The actuator
+   * stops an engine through its node's handle, which a lost node no longer has: a head whose node was lost would
+   * otherwise keep its stage processes on the other nodes.
+   */
+  prune(live: ReadonlySet<string>): void {
+    for (const [id, h] of this.heads) {
+      if (live.has(id)) continue;
+      this.o.log.info("pipeline head closed: its instance is gone", { instanceId: id, node: h.node });
+      void this.stopHead(id);
+    }
+  }
+
   /** Closes every head (its stage processes are stopped on their agents). */
   async close(): Promise<void> {
     const ids = [...this.heads.keys()];

@@ -12,16 +12,29 @@ import type { NodeEntry } from "./nodes.js";
 export interface PlacementView {
   /** The live nodes (not lost). */
   live: readonly NodeEntry[];
-  instances: Iterable<{ node: string; model: ModelName; gpus: number; state: InstanceState }>;
+  instances: Iterable<{ id: string; node: string; model: ModelName; gpus: number; state: InstanceState }>;
   /** The node's copy of the model: complete, being filled, or none (undefined). */
   copy(nodeId: string, model: ModelName): { complete: boolean } | undefined;
 }
 
-/** The node's GPU slots not held by an instance; 0 for a lost or unknown node. */
+/**
+ * The node's GPU slots not held; 0 for a lost or unknown node. An instance on the node holds what its engine, as the
+ * node's agent last announced it running, holds (a pipeline's head over stage processes announces 0: its GPUs are its
+ * stage processes', keystage.stageProcesses), else its `gpus` (booked while it starts, kept while spot). An engine the
+ * agent runs for no instance here — a stage process (`stage/<instance>/…`), or another region's engine — holds its
+ * announced slots on this node too.
+ */
 export function freeSlots(node: NodeEntry | undefined, instances: PlacementView["instances"]): number {
   if (node === undefined || node.lost) return 0;
+  const running = new Map<string, number>();
+  for (const e of node.announcement.engines) if (e.state !== "exited") running.set(e.instanceId, e.gpus);
   let used = 0;
-  for (const i of instances) if (i.node === node.nodeId) used += i.gpus;
+  for (const i of instances) {
+    if (i.node !== node.nodeId) continue;
+    used += running.get(i.id) ?? i.gpus;
+    running.delete(i.id);
+  }
+  for (const gpus of running.values()) used += gpus;
   return node.announcement.gpuSlots - used;
 }
 

@@ -15,7 +15,8 @@ export interface PipelineSummary {
   budgetGpus: number;
   heldGpus: number;
   stages: { replicas: number; starting: number; queue: number; key: boolean }[];
-  scaler: { added: number; removed: number };
+  /** `removedStarting`: of `removed`, replicas removed while starting (their start given up); absent where not reported (the /metrics adapter). */
+  scaler: { added: number; removed: number; removedStarting?: number };
   /** Stage processes (keystage.stageProcesses, region/keystage/staged-engine.ts): each replica's stage, node, pid, state. */
   processes?: { stage: number; node: string; pid: number; state: string }[];
 }

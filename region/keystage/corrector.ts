@@ -38,7 +38,10 @@ import type { KeyStageParams } from "../strategies/keystage.js";
 /** How the budget is split: per stage (key-stage, QUART) or every stage together (whole-pipeline, the baseline). */
 export type ScalingMode = "key-stage" | "whole-pipeline";
 
-/** Per stage: the observation, the replica count (serving + starting), when it last grew, its expected service. */
+/**
+ * Per stage: the observation, the replica count (serving + starting), when it last grew (now while a replica is still
+ * starting past its start time: scaler.ts `grownAt`), its expected service.
+ */
 export interface StageInput {
   obs: StageObservation;
   replicas: number;

@@ -51,7 +51,7 @@ describe("pipelined instance (stage-level queue model)", () => {
     sim.addReplica(0, 0, 0);
     sim.addReplica(1, 0, 0);
     sim.submit({ id: 1, arrivalMs: 0, promptTokens: 1000, outputTokens: 100 });
-    expect(sim.removeReplica(0)?.draining).toBe(true);
+    expect(sim.removeReplica(0)).toBe("busy");
     expect(stopped).toEqual([]);
     clock.runUntilIdleSync();
     expect(stopped[0]).toBeCloseTo(LLAMA.stageMs(0, 1000, 100), 6);

@@ -11,10 +11,11 @@
  * README.md.
  *
  * Replicas are added (`addReplica`, ready after a start delay) and removed (`removeReplica`: a starting or idle one
- * at once, else the busiest is drained) by the scaler. Everything is driven by `clock.after` callbacks.
+ * at once, else a busy one is drained, in the order the scaler asks) by the scaler. Everything is driven by `clock.after` callbacks.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { interArrivalCv } from "./cv.js";
+import type { Removed } from "./scaler.js";
 import type { Pipeline } from "./stages.js";
 
 /** One request through the pipeline. */
@@ -160,19 +161,23 @@ export class PipelineSim {
   }
 
   /**
-   * Removes one replica of `stage`: a starting one first (its start is cancelled), else an idle one, else the one
-   * that started most recently is drained (stops after its current request). Returns it, or undefined if the stage
-   * has no replica left that is not already draining.
+   * Removes one replica of `stage` in the order of scaler.ts `StageFleet.removeReplica` (`startingFirst`: a starting
+   * one — its start cancelled —, an idle ready one, the busy one that started most recently; otherwise idle, busy,
+   * starting). An idle or starting one stops at once, a busy one drains (stops after its current request). Says
+   * which, or undefined if the stage has no replica left that is not already draining.
    */
-  removeReplica(stage: number): Replica | undefined {
+  removeReplica(stage: number, startingFirst = true): Removed | undefined {
     const st = this.stages[stage]!;
     const now = this.opts.clock.now();
     const live = st.replicas.filter((r) => !r.draining);
-    const pick = live.find((r) => r.readyAtMs > now) ?? live.find((r) => r.busy === undefined) ?? live[live.length - 1];
+    const starting = live.find((r) => r.readyAtMs > now);
+    const idle = live.find((r) => r.readyAtMs <= now && r.busy === undefined);
+    const busy = live.filter((r) => r.readyAtMs <= now && r.busy !== undefined).at(-1);
+    const pick = startingFirst ? (starting ?? idle ?? busy) : (idle ?? busy ?? starting);
     if (pick === undefined) return undefined;
     pick.draining = true;
     if (pick.busy === undefined) this.stop(pick);
-    return pick;
+    return pick === idle ? "idle" : pick === starting ? "starting" : "busy";
   }
 
   /** Replicas of `stage` that are not draining (serving or starting). */

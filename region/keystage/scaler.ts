@@ -52,10 +52,39 @@ export interface StageFleet {
   observe(): StageObservation[];
   /** Replicas of `stage` that are not draining (serving or starting). */
   replicas(stage: number): readonly unknown[];
-  /** Removes one replica of `stage` (a starting one, else an idle one, else one drains); undefined when none is left. */
-  removeReplica(stage: number): unknown;
+  /**
+   * Removes one replica of `stage`. `startingFirst`: a starting one (its start is given up), else an idle ready one
+   * (stopped at once), else a busy one (it drains: stops after its request). Otherwise: an idle ready one, else a
+   * busy one, else a starting one. Says which, or undefined when none is left.
+   */
+  removeReplica(stage: number, startingFirst: boolean): Removed | undefined;
   /** Adds a replica of `stage` on server `server` that serves after `delayMs`. */
   addReplica(stage: number, server: number, delayMs: number): { readonly id: number };
+}
+
+/** What `StageFleet.removeReplica` took: an idle ready replica, a starting one (a wasted start), a busy one (drains). */
+export type Removed = "idle" | "starting" | "busy";
+
+/**
+ * Takes `stage` of `fleet` down to the plan's `desired` replicas (`ready`: its serving replicas now). A starting
+ * replica is removed only when the stage is over its need after that start: its ready replicas alone meet what the
+ * smoother keeps (`keep`, QUART §5.2 Algorithm 1); then it goes first — the start is surplus, giving it up frees its
+ * GPU at once for a key stage (§4.3: key stages scale in seconds) and the stage keeps its ready capacity. Otherwise
+ * the start is needed: idle ready replicas go first, then busy ones drain (their request finishes), and a starting one
+ * only when nothing else is left. Before this rule a starting replica was always removed first, so a plan that took
+ * a GPU from a stage still below its need threw a process start away (issue 35).
+ */
+export function shrinkStage(fleet: StageFleet, stage: number, plan: Pick<StagePlan, "desired" | "keep">, ready: number): { removed: number; starting: number } {
+  let removed = 0;
+  let starting = 0;
+  for (let have = fleet.replicas(stage).length; have > plan.desired; have--) {
+    const took = fleet.removeReplica(stage, ready >= plan.keep);
+    if (took === undefined) break;
+    removed++;
+    if (took === "starting") starting++;
+    else ready--;
+  }
+  return { removed, starting };
 }
 
 /** Counters a run reports. */
@@ -63,6 +92,8 @@ export interface ScalerStats {
   passes: number;
   added: number;
   removed: number;
+  /** Of `removed`, replicas removed while starting (their start wasted). */
+  removedStarting: number;
   cacheHits: number;
   cacheMisses: number;
   /** Replicas started by reading their stage from disk, bypassing the stage cache (`loadFrom: "disk"`). */
@@ -96,11 +127,13 @@ export interface KeyStageScalerOptions {
 
 /** The periodic correct-and-smooth loop of one pipeline and the actions it takes. */
 export class KeyStageScaler {
-  readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, cacheHits: 0, cacheMisses: 0, diskLoads: 0, peakGpus: 0, gpuMs: 0 };
+  readonly stats: ScalerStats = { passes: 0, added: 0, removed: 0, removedStarting: 0, cacheHits: 0, cacheMisses: 0, diskLoads: 0, peakGpus: 0, gpuMs: 0 };
   /** Replicas that hold a stage-cache entry (released when they stop). */
   private readonly holdsCache = new Set<number>();
   private readonly pids: Pid[];
   private readonly lastGrowMs: (number | undefined)[];
+  /** Per stage: when its latest grown replica should serve (added + its start time). */
+  private readonly readyByMs: (number | undefined)[];
   /** Replicas placed as key-stage replicas (counted in Cluster.keyReplicas until they stop). */
   private readonly placedAsKey = new Set<number>();
   private held = 0;
@@ -117,6 +150,7 @@ export class KeyStageScaler {
     }
     this.pids = Array.from({ length: n }, () => new Pid({ kp: opts.params.kp, ki: opts.params.ki, kd: opts.params.kd }));
     this.lastGrowMs = Array.from({ length: n }, () => undefined);
+    this.readyByMs = Array.from({ length: n }, () => undefined);
     this.heldSinceMs = opts.clock.now();
   }
 
@@ -154,7 +188,7 @@ export class KeyStageScaler {
     const sim = this.opts.sim;
     const obs = sim.observe();
     const plans = correctAndSmooth({
-      stages: obs.map((o, i) => ({ obs: o, replicas: o.serving + o.starting, lastGrowMs: this.lastGrowMs[i], expectedServiceMs: this.opts.expectedServiceMs[i]! })),
+      stages: obs.map((o, i) => ({ obs: o, replicas: o.serving + o.starting, lastGrowMs: this.grownAt(i, o, now), expectedServiceMs: this.opts.expectedServiceMs[i]! })),
       pids: this.pids,
       params: this.opts.params,
       mode: this.opts.mode,
@@ -164,20 +198,36 @@ export class KeyStageScaler {
     });
     this.stats.passes++;
     // Shrink first so freed GPUs can serve the stages that grow in the same pass.
-    plans.forEach((pl, s) => {
-      for (let have = sim.replicas(s).length; have > pl.desired; have--) {
-        if (sim.removeReplica(s) === undefined) break;
-        this.stats.removed++;
-      }
-    });
+    plans.forEach((pl, s) => this.shrink(s, pl, obs[s]!));
     plans.forEach((pl, s) => {
       for (let have = sim.replicas(s).length; have < pl.desired; have++) {
-        if (this.held >= this.opts.budgetGpus || !this.add(s, pl.key, false)) break;
+        const startMs = this.held >= this.opts.budgetGpus ? undefined : this.add(s, pl.key, false);
+        if (startMs === undefined) break;
         this.lastGrowMs[s] = now;
+        this.readyByMs[s] = Math.max(this.readyByMs[s] ?? 0, now + startMs);
       }
     });
     this.lastPlans = plans;
     return plans;
+  }
+
+  private shrink(stage: number, pl: StagePlan, o: StageObservation): void {
+    const r = shrinkStage(this.opts.sim, stage, pl, o.serving);
+    this.stats.removed += r.removed;
+    this.stats.removedStarting += r.starting;
+  }
+
+  /**
+   * When stage `i` last grew, for the reclaim cooldown and the scale-in wait (corrector.ts): when its newest replica
+   * was added — or now, while a replica is still starting after the start time the scaler gave it (`startMs`). A stage
+   * process can take longer to start than the model says (a real process on a loaded node, at a time scale of 0.1 a
+   * second of wall time is 10 s of model time); until it serves, its growth has not taken effect, so the stage is
+   * neither a donor nor scaled in and the start is not thrown away (issue 35: the scaler removed replicas still
+   * starting). In PipelineSim every replica serves at its start time, so this never applies there.
+   */
+  private grownAt(i: number, o: StageObservation, now: number): number | undefined {
+    const by = this.readyByMs[i];
+    return o.starting > 0 && by !== undefined && now >= by ? now : this.lastGrowMs[i];
   }
 
   /** Called by the pipeline when a removed replica stopped: its GPU goes back to its server. */
@@ -190,14 +240,15 @@ export class KeyStageScaler {
     this.held--;
   }
 
-  private add(stage: number, key: boolean, initial: boolean, timed = false): boolean {
+  /** Places and starts one replica of `stage`; its start time (ms until it serves), or undefined when no server has a free GPU. */
+  private add(stage: number, key: boolean, initial: boolean, timed = false): number | undefined {
     const c = this.opts.cluster;
     const cacheKey = `${this.opts.cacheKey}/${stage}`;
     const j = placeReplica(
       c.free.map((f, i) => ({ freeGpus: f, keyReplicas: c.keyReplicas[i]!, cached: c.caches[i]!.has(cacheKey) })),
       { key, plentifulFreeGpus: Math.ceil(c.config.gpusPerServer / 2) },
     );
-    if (j < 0) return false;
+    if (j < 0) return undefined;
     this.account();
     const now = this.opts.clock.now();
     const bytes = this.opts.pipeline.stageBytes[stage]!;
@@ -212,11 +263,12 @@ export class KeyStageScaler {
     if (key) c.keyReplicas[j]!++; // a key replica counts where it runs until it stops
     this.held++;
     this.stats.peakGpus = Math.max(this.stats.peakGpus, this.held);
-    const r = this.opts.sim.addReplica(stage, j, initial && !timed ? 0 : fromDisk ? diskStartMs(bytes, c.config) : startMs(bytes, hit, c.config));
+    const delayMs = initial && !timed ? 0 : fromDisk ? diskStartMs(bytes, c.config) : startMs(bytes, hit, c.config);
+    const r = this.opts.sim.addReplica(stage, j, delayMs);
     if (!fromDisk) this.holdsCache.add(r.id);
     if (key) this.placedAsKey.add(r.id);
     if (!initial) this.stats.added++;
-    return true;
+    return delayMs;
   }
 
   private account(): void {

@@ -19,7 +19,7 @@ import type { Clock, Timer } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
 import { interArrivalCv } from "./cv.js";
 import type { StageObservation } from "./pipeline.js";
-import type { StageFleet } from "./scaler.js";
+import type { Removed, StageFleet } from "./scaler.js";
 import { stageSpecJson, type StageStatus } from "./stage-server.js";
 import type { Pipeline } from "./stages.js";
 
@@ -205,15 +205,24 @@ export class ProcessStageFleet implements StageFleet {
   }
 
   /** A starting replica first, else an idle serving one, else the most recent one drains. */
-  removeReplica(stage: number): StageReplica | undefined {
+  /**
+   * Removes one replica of `stage` in the order of scaler.ts `StageFleet.removeReplica` (`startingFirst`: starting,
+   * idle, busy; otherwise idle, busy, starting). Idle: serving, its last poll saw no request and none in flight names
+   * it; busy: the most recent other serving one (it drains).
+   */
+  removeReplica(stage: number, startingFirst = true): Removed | undefined {
     const live = this.replicas(stage);
-    const pick = live.find((r) => r.state === "starting") ?? live.find((r) => r.status !== undefined && r.status.active === 0 && r.captured === 0) ?? live[live.length - 1];
+    const starting = live.find((r) => r.state === "starting");
+    const serving = live.filter((r) => r.state === "serving");
+    const idle = serving.find((r) => r.status !== undefined && r.status.active === 0 && r.captured === 0);
+    const busy = serving.at(-1);
+    const pick = startingFirst ? (starting ?? idle ?? busy) : (idle ?? busy ?? starting);
     if (pick === undefined) return undefined;
     const wasStarting = pick.state === "starting";
     pick.state = "draining";
     // A starting replica is retired by `start` once its process is up (or failed); a serving one drains now.
     if (!wasStarting) void this.retire(pick);
-    return pick;
+    return pick === idle ? "idle" : wasStarting ? "starting" : "busy";
   }
 
   /**

@@ -16,10 +16,11 @@
  * replicas of every later stage (each kept up until the request ends, stage-fleet.ts `captured`); each stage process serves it and POSTs its activations to a replica of the next
  * stage (stage-server.ts); the last stage's tokens come back along the chain to the head, which yields them.
  *
- * GPU accounting: the head itself holds no GPU (its agent counts no slot for it, in-process-agent.ts); each stage
- * process holds one slot on its agent, and the scaler keeps their number within the instance's GPUs (the budget,
- * `models[].gpusPerInstance`). The region's actuator still books the instance's GPUs on the head's node (it knows
- * instances, not stage processes) — README.md "Stage processes" says what that leaves.
+ * GPU accounting: the head itself holds no GPU (its agent counts no slot for it, in-process-agent.ts; the region's
+ * heads announce 0, region/runtime/stage-heads.ts); each stage process holds one slot on its agent, and the scaler
+ * keeps their number within the instance's GPUs (the budget, `models[].gpusPerInstance`). The region's actuator
+ * counts the slots as the agents announce them (region/actuator/node-placement.ts `freeSlots`) — README.md "Stage
+ * processes" says what that leaves.
  */
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
@@ -239,7 +240,7 @@ export class StagedPipelineEngine implements Engine {
       budgetGpus: this.o.gpus,
       heldGpus: this.scaler.heldGpus,
       stages: obs.map((o, s) => ({ replicas: o.serving, starting: o.starting, queue: o.queue, key: plans[s]?.key ?? false })),
-      scaler: { added: this.scaler.stats.added, removed: this.scaler.stats.removed },
+      scaler: { added: this.scaler.stats.added, removed: this.scaler.stats.removed, removedStarting: this.scaler.stats.removedStarting },
       processes: this.fleet.all().map((r) => ({ stage: r.stage, node: r.nodeId, pid: r.pid, state: r.state })),
     };
   }

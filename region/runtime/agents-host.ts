@@ -13,7 +13,8 @@
  *   are the region's GPUs cut into nodes of `gpusPerNode` slots (default 8), or an explicit list. With
  *   `keystage.stageProcesses` each agent also spawns stage processes (`engine-sim --stage`, through an
  *   EngineSupervisor) and a pipelined instance is a StagedPipelineEngine head over them (region/keystage/staged-engine.ts).
- *   `agentsOverGrpc` refuses that setting at start-up: it has no head for stage processes.
+ *   `agentsOverGrpc` builds such a head in the region's process (stage-heads.ts) and starts the stage processes on
+ *   the agents over gRPC (StartEngine's `stage`).
  *
  * Either way every StartEngine the region sends carries the config's simulated-engine settings for its model
  * (the actuator's EngineSettings: `simSettings` gives engines.models maxBatch / kvCapacityTokens, else
@@ -38,6 +39,7 @@ import { TidegateError } from "../../core/errors.js";
 import { pipelineFlag } from "../keystage/pipeline-engine.js";
 import { StagedPipelineEngine } from "../keystage/staged-engine.js";
 import { EngineSupervisor } from "../agent/engine-supervisor.js";
+import { StageHeads } from "./stage-heads.js";
 import type { TlsFiles } from "../link/tls.js";
 import { agentsLayerwise } from "../liveload/live-pairs.js";
 import { agentsLambda } from "../liveload/live-lambda.js";
@@ -122,12 +124,15 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
   return {
     start: (ctx) => {
       const { config, region, clock, log } = ctx;
-      if (config.keystage?.stageProcesses === true) throw new TidegateError("invalid_config", "keystage.stageProcesses: stage processes are wired for in-process agents (tidegate dev) only; tidegate region over agent processes serves each pipelined instance as one engine-sim --pipeline process");
+      // keystage.stageProcesses: a pipelined instance's head runs in this process over stage processes on the agents (stage-heads.ts).
+      const heads = config.keystage?.stageProcesses === true ? new StageHeads({ config, clock, log }) : undefined;
       const actuator = agentsActuator(ctx, {
         ...(config.engines.commandTemplate === undefined ? {} : { commandTemplate: config.engines.commandTemplate }),
-        healthy: (info) => httpHealthy(info),
+        healthy: (info) => (heads?.isHead(info) === true ? Promise.resolve(true) : httpHealthy(info)),
         servePipelined: (info, _instanceId, passOverheadMs) => postLambda(info, passOverheadMs),
         connect: async (info, instanceId) => {
+          const head = heads?.head(instanceId);
+          if (head !== undefined) return head;
           const tp = gpusPerInstanceOf(config, info.model, info.gpu) ?? info.gpus;
           return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), priorityField: config.engines.priorityField, log });
         },
@@ -141,7 +146,11 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
           c = new AgentClient(a.grpcAddress, a.nodeId, o.tls);
           clients.set(a.nodeId, c);
         }
-        actuator.announce(c, a);
+        if (heads === undefined) actuator.announce(c, a);
+        else {
+          actuator.announce(heads.wrap(c), heads.announce(c, a));
+          heads.prune(new Set(actuator.instances().flatMap((i) => (i.state === "spot" ? [] : [i.id]))));
+        }
         return { known: true, message: "" };
       };
       return {
@@ -151,7 +160,11 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
         startupGraceMs: config.controller.agentLostAfterMs,
         ready: (timeoutMs) => untilConfiguredServe(ctx, timeoutMs),
         // Engines keep running on their agents: a restarted region adopts them.
-        close: async () => actuator.close(),
+        // Heads live in this process: they stop their stage processes (over the agent clients the actuator closes).
+        close: async () => {
+          await heads?.close();
+          actuator.close();
+        },
       };
     },
   };

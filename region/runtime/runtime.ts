@@ -376,7 +376,7 @@ function pipelineDetail(engine: (Engine & { pipelineSummary?: () => PipelineSumm
   const st = engine?.pipelineSummary?.();
   if (st === undefined) return "";
   const key = st.stages.flatMap((s, i) => (s.key ? [i] : []));
-  return `; pipeline ${st.mode}: replicas per stage [${st.stages.map((s) => s.replicas + s.starting).join(",")}], queue per stage [${st.stages.map((s) => s.queue).join(",")}], key stages [${key.join(",")}], ${st.heldGpus} of ${st.budgetGpus} GPUs held, ${st.scaler.added} replicas added, ${st.scaler.removed} removed${processesDetail(st)}`;
+  return `; pipeline ${st.mode}: replicas per stage [${st.stages.map((s) => s.replicas + s.starting).join(",")}], queue per stage [${st.stages.map((s) => s.queue).join(",")}], key stages [${key.join(",")}], ${st.heldGpus} of ${st.budgetGpus} GPUs held, ${st.scaler.added} replicas added, ${st.scaler.removed} removed${st.scaler.removedStarting === undefined ? "" : ` (${st.scaler.removedStarting} while starting)`}${processesDetail(st)}`;
 }
 
 /** Stage processes in words: "stage processes [0@node pid 4242, 1@node pid 4243 starting]"; "" when there are none. */

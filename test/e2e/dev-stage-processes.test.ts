@@ -7,14 +7,11 @@
 // admin listing (stage, node and pid of every stage process), /proc, and dev's log.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { RegionInstances } from "../../core/ports.js";
-import { DEFAULT_CLUSTER } from "../../region/keystage/keystage-config.js";
-import { Pipeline } from "../../region/keystage/stages.js";
-import { REPO_ROOT, regionListing, runCli, startDev, stopAll, type DevProc } from "./procs.js";
-import { streamBurst } from "./streams.js";
+import { REPO_ROOT, regionListing, startDev, stopAll, type DevProc } from "./procs.js";
+import { burstWatching, cmdline, expectStage0FromCache, parseStages } from "./stage-listing.js";
 
 const MODEL = "llama2-70b";
 const REGION = "us-east";
@@ -37,31 +34,14 @@ afterAll(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-interface StageProc {
-  stage: number;
-  node: string;
-  pid: number;
-  state: string;
-}
-
-/** The serving instance's detail, its replicas per stage and its stage processes, from the listing. */
-function parse(l: RegionInstances): { detail: string; stages: number[] | undefined; procs: StageProc[] } {
-  const detail = l.instances.find((i) => i.state === "serving")?.detail ?? "";
-  const stages = /replicas per stage \[([\d,]+)\]/.exec(detail)?.[1]!.split(",").map(Number);
-  const list = /stage processes \[([^\]]*)\]/.exec(detail)?.[1] ?? "";
-  const procs = [...list.matchAll(/(\d+)@(\S+) pid (\d+)( (\w+))?/g)].map((m) => ({ stage: Number(m[1]), node: m[2]!, pid: Number(m[3]), state: m[5] ?? "serving" }));
-  return { detail, stages, procs };
-}
-
-const cmdline = (pid: number): string => (existsSync(`/proc/${pid}/cmdline`) ? readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ") : "");
 
 describe("tidegate dev serving a pipelined model with stage processes on its agents", () => {
   it("starts one process per stage, grows the key stage by starting stage processes under a burst, streams tokens through the router", async () => {
     // Every stage's first replica serves as its own engine-sim --stage process.
-    let first = parse(await regionListing(dev, REGION));
+    let first = parseStages(await regionListing(dev, REGION));
     for (let i = 0; i < 200 && first.procs.filter((p) => p.state === "serving").length < 4; i++) {
       await new Promise((r) => setTimeout(r, 100));
-      first = parse(await regionListing(dev, REGION));
+      first = parseStages(await regionListing(dev, REGION));
     }
     expect(first.stages, first.detail).toEqual([1, 1, 1, 1]);
     expect(first.procs.map((p) => p.stage).sort(), first.detail).toEqual([0, 1, 2, 3]);
@@ -70,32 +50,12 @@ describe("tidegate dev serving a pipelined model with stage processes on its age
       expect(cmdline(p.pid), `pid ${p.pid}`).toMatch(/engine-sim .*--stage \{.*"stage":\d/);
     }
 
-    // ≈ 130 tokens: every hop carries hidden × 2 × tokens bytes of activations (≈ 2.6 MB here), real bytes between processes.
-    const prompt = "the tide comes in and the gate holds ".repeat(15);
-    const most = [1, 1, 1, 1];
-    const pids = new Set(first.procs.map((p) => p.pid));
-    let stop = false;
-    const watch = (async () => {
-      while (!stop) {
-        const s = parse(await regionListing(dev, REGION));
-        s.stages?.forEach((n, i) => (most[i] = Math.max(most[i]!, n)));
-        expect(s.procs.filter((p) => p.state !== "draining").length).toBeLessThanOrEqual(8);
-        for (const p of s.procs) if (p.pid > 0) pids.add(p.pid);
-        await new Promise((r) => setTimeout(r, 200));
-      }
-    })();
-    // 16 concurrent streams, each sending 6 requests one after another: stage 0 (1 replica) queues.
-    let texts: string[];
-    try {
-      texts = await streamBurst(client, MODEL, prompt, 16, 6, 32);
-    } finally {
-      stop = true;
-    }
-    await watch;
+    const { texts, most, pids } = await burstWatching(client, MODEL, () => regionListing(dev, REGION), (_, st) => expect(st.procs.filter((p) => p.state !== "draining").length).toBeLessThanOrEqual(8));
+    for (const p of first.procs) pids.add(p.pid);
     expect(texts).toHaveLength(96);
     for (const t of texts) expect(t.trim().split(/\s+/)).toHaveLength(32);
 
-    const end = parse(await regionListing(dev, REGION));
+    const end = parseStages(await regionListing(dev, REGION));
     console.log(`stage processes: most per stage ${JSON.stringify(most)}, ${pids.size} processes seen; now: ${end.detail}`);
     // The key stage (stage 0: twice the layers of any other) grew by more processes.
     expect(most[0], end.detail).toBeGreaterThan(1);
@@ -108,10 +68,7 @@ describe("tidegate dev serving a pipelined model with stage processes on its age
       .split("\n")
       .filter((l) => l.includes('"stage process started"'))
       .map((l) => JSON.parse(l) as { engine: string; node: string; loadMs: number; pid: number });
-    const stage0 = started.filter((s) => /\/0\/\d+$/.test(s.engine));
-    expect(stage0.length, JSON.stringify(started)).toBeGreaterThan(1);
-    const stage0Bytes = new Pipeline({ model: MODEL, gpu: "h100-80gb", layersPerStage: [32, 16, 16, 16], profileTp: 4, hiddenSize: 8192 }).stageBytes[0]!;
-    for (const s of stage0) expect(s.loadMs).toBe(Math.round(DEFAULT_CLUSTER.forkMs + (stage0Bytes / DEFAULT_CLUSTER.pcieBytesPerS) * 1000));
+    expectStage0FromCache(started);
     expect(new Set(started.map((s) => s.node)).size, "nodes hosting stage processes").toBeGreaterThanOrEqual(1);
 
     await dev.proc.stop(10_000);
@@ -119,10 +76,4 @@ describe("tidegate dev serving a pipelined model with stage processes on its age
     for (let i = 0; i < 50 && [...pids].some((pid) => cmdline(pid) !== ""); i++) await new Promise((r) => setTimeout(r, 100));
     for (const pid of pids) expect(cmdline(pid), `pid ${pid} after dev stopped`).toBe("");
   }, 180_000);
-
-  it("tidegate region over agent processes refuses keystage.stageProcesses at start-up, saying why", async () => {
-    const r = await runCli(["region", "--config", join(REPO_ROOT, "deploy/examples/dev-keystage-stages.json"), "--region", REGION, "--grpc-port", "0"]);
-    expect(r.code, r.stderr).toBe(2);
-    expect(r.stderr).toContain("keystage.stageProcesses: stage processes are wired for in-process agents (tidegate dev) only");
-  });
 });

@@ -156,6 +156,12 @@ export interface RoleSpec {
   pull?: boolean;
   /** Pull mode: the (peer, block) pairs this node receives, in step order (default: expect, peer by peer). */
   recvOrder?: { peer: number; block: number }[];
+  /**
+   * TCP only: this node's sends together go no faster than this many payload bytes/s (each block starts once the
+   * bytes before it are due at this rate since the run's loop began; a late block catches up). It emulates a link of
+   * this rate where nodes share one host's CPUs. Default 0: unpaced.
+   */
+  paceBytesPerS?: number;
 }
 
 /** A verified block arrival. `atMs` counts from the start of this node's run. */
@@ -254,6 +260,7 @@ export class Endpoint {
       sendMode: role.sendMode ?? "in-order",
       pull: role.pull ?? false,
       ...(role.recvOrder === undefined ? {} : { recvOrder: role.recvOrder }),
+      ...(role.paceBytesPerS === undefined ? {} : { paceBytesPerS: checkInt("role.paceBytesPerS", role.paceBytesPerS, 0) }),
     };
     if (spec.sendMode !== "in-order" && spec.sendMode !== "per-peer") throw new TypeError(`role.sendMode must be in-order or per-peer, got ${String(spec.sendMode)}`);
     if (opts.signal?.aborted) return Promise.reject(new DataPlaneError("cancelled", "transfer cancelled before it started"));

@@ -68,6 +68,7 @@ export interface RawRunSpec {
   sendMode: "in-order" | "per-peer";
   pull: boolean;
   recvOrder?: { peer: number; block: number }[];
+  paceBytesPerS?: number;
 }
 
 /** The raw shape of the addon's Endpoint (see native/src/endpoint_wrap.h). */

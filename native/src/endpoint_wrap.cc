@@ -140,6 +140,12 @@ bool EndpointWrap::ParseSpec(Napi::Env env, Napi::Object o, uint32_t blockCount)
   if (!readUint(env, o.Get("heartbeatMs"), "spec.heartbeatMs", 3600000, v)) return false;
   s.heartbeatMs = static_cast<uint32_t>(v);
   if (s.heartbeatMs == 0 || s.heartbeatMs >= s.stallMs) return throwType(env, "spec.heartbeatMs must be in (0, stallMs)"), false;
+  Napi::Value pace = o.Get("paceBytesPerS");
+  if (!pace.IsUndefined()) {
+    if (!readUint(env, pace, "spec.paceBytesPerS", (1ull << 53) - 1, v)) return false;
+    s.paceBytesPerS = v;
+    if (v > 0 && std::string(transport_->name()) != "tcp") return throwType(env, "spec.paceBytesPerS is supported by the tcp transport only"), false;
+  }
   Napi::Value mode = o.Get("sendMode");
   if (!mode.IsUndefined()) {
     std::string m = mode.IsString() ? mode.As<Napi::String>().Utf8Value() : "";

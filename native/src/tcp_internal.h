@@ -3,6 +3,8 @@
 // (frames, checksums, pull requests), tcp_runner.cc (connect phase, the loop, liveness).
 #pragma once
 #include <arpa/inet.h>
+#include <algorithm>
+#include <cmath>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -120,6 +122,10 @@ class Runner : OutcomeRecorder {
     Conn* last = nullptr;    // connection of the previous frame (in-order lanes wait for it to drain)
   };
   bool waitingDrain = false;  // some lane waits for a kernel send queue to drain: poll every millisecond
+  // spec.paceBytesPerS: a lane whose next block is not due yet waits until pacedUntil (the wait's timeout ends there).
+  bool paced = false;
+  Clock::time_point pacedUntil;
+  uint64_t armedBytes = 0;  // payload bytes of every block armed so far (the pace counts from loopStart)
   std::vector<Lane> lanes;
   std::vector<size_t> sendsLeft;  // per peer: data frames still to send to it
   bool lanesDone() const {

@@ -84,7 +84,12 @@ RunOutcome Runner::go() {
       for (auto& c : conns)
         if (c->outgoing && !c->finished) outsDone = false;
       if (inRemaining == 0 && lanesDone() && outsDone) break;
-      int k = epoll_wait(ep, evs, 64, waitingDrain ? 1 : 50);
+      int timeout = waitingDrain ? 1 : 50;
+      if (paced) {
+        const double left = std::chrono::duration<double, std::milli>(pacedUntil - Clock::now()).count();
+        timeout = left <= 0 ? 0 : std::min(timeout, static_cast<int>(std::ceil(left)));
+      }
+      int k = epoll_wait(ep, evs, 64, timeout);
       out.profile.waits++;
       if (k < 0 && errno != EINTR) {
         fail(Failure::Io, -1, -1, std::string("epoll_wait: ") + std::strerror(errno));
@@ -128,7 +133,7 @@ RunOutcome Runner::go() {
           c->fd = -1;
         }
       }
-      if (!failed() && waitingDrain) pump();
+      if (!failed() && (waitingDrain || paced)) pump();
       if (!failed()) housekeeping(Clock::now());
       for (auto& c : conns)
         if (c->finished && c->fd >= 0) {

@@ -57,6 +57,7 @@ int Runner::flush(Conn* c) {
 // Advances every lane as far as blocks are present and sockets accept bytes.
 bool Runner::pump() {
   waitingDrain = false;
+  paced = false;
   for (Lane& l : lanes)
     if (!pumpLane(l)) return false;
   return true;
@@ -94,6 +95,17 @@ bool Runner::pumpLane(Lane& l) {
         return true;
       }
     }
+    if (spec.paceBytesPerS > 0) {
+      // Paced: block i starts no earlier than loopStart + (bytes armed before it) / rate, so a late start or a
+      // descheduled thread catches up, and a run never goes faster than the emulated link on average.
+      const auto due = loopStart + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(static_cast<double>(armedBytes) / static_cast<double>(spec.paceBytesPerS)));
+      if (Clock::now() < due) {
+        pacedUntil = paced && pacedUntil < due ? pacedUntil : due;
+        paced = true;
+        return true;
+      }
+    }
+    armedBytes += store->length(op.block);
     l.last = c;
     l.active = c;
     c->laneBusy = true;

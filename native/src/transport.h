@@ -40,6 +40,8 @@ struct RunSpec {
   bool perPeer = false;                        // sends to different peers run concurrently (else strictly in order)
   bool pull = false;                           // receivers ask for each block in recvOrder; senders wait to be asked
   std::vector<SendOp> recvOrder;               // pull mode: (peer, block) this node receives, in step order
+  uint64_t paceBytesPerS = 0;                  // > 0 (TCP only): this node starts no block before its payload bytes so
+                                               // far at this rate allow (an emulated link on one host); 0 = unpaced
 };
 
 /** Failure classes; the JS side maps each to DataPlaneError.reason. */

@@ -40,6 +40,12 @@ export interface NodeAgentOptions {
   nvlinkDomain?: string;
   /** This node's network link rate, bytes/s (announced; handle.ts AgentInfo). */
   linkBytesPerS?: number;
+  /**
+   * Paces this node's sends at this many bytes/s (native RoleSpec.paceBytesPerS, TCP only): in-process nodes share
+   * one host's CPUs, so their transfers run at whatever rate the scheduler gives each; a pace below that makes the
+   * emulated link the bottleneck, as on a cluster. Default: unpaced.
+   */
+  paceBytesPerS?: number;
 }
 
 /** What Info reports. `fallback` says why verbs was not used ("" when it was, or TCP was asked for). */
@@ -203,7 +209,7 @@ export class NodeAgent {
     log.info("run started", { sends: role.sends.length, receives: role.expect.reduce((a, e) => a + e.length, 0) });
     this.lastUsedMs.set(spec.model, Date.now());
     try {
-      const r = await this.endpoint.run(role, store, { onBlock, signal });
+      const r = await this.endpoint.run(this.o.paceBytesPerS === undefined ? role : { ...role, paceBytesPerS: this.o.paceBytesPerS }, store, { onBlock, signal });
       this.lastUsedMs.set(spec.model, Date.now());
       log.info("run finished", { elapsedMs: Math.round(r.elapsedMs), bytesSent: r.bytesSent, bytesReceived: r.bytesReceived });
       return r;

@@ -75,6 +75,30 @@ describe("LiveLambdaPipelines (λScale §4.3 live)", () => {
     expect(formed).toEqual([]);
   });
 
+  it("unequal streams: a member whose second chunk arrives before the other member's first serves alone (no pipeline)", () => {
+    // t0 receives 0..7 from s0, t1 receives 4..7 then 0..3 from s1 (Algorithm 1). Here t1's stream runs twice as fast
+    // as t0's (as an unpaced in-process data plane on a busy host can): t1 holds 4..7 and 0..3 while t0 holds 0, 1.
+    const { t, formed } = tracker();
+    t.plan(MODEL, plan());
+    const reports: [string, number][] = [["t1", 4], ["t1", 5], ["t0", 0], ["t1", 6], ["t1", 7], ["t0", 1], ["t1", 0], ["t1", 1], ["t1", 2]];
+    for (const [n, b] of reports) t.block(MODEL, n, b);
+    // Owners: t1 for 4..7 and 2, t0 for 0 and 1 (first arrival); block 3 is still missing.
+    expect(t.pending()).toEqual([{ model: MODEL, nodes: ["t0", "t1"], covered: 7, blockCount: 8 }]);
+    t.block(MODEL, "t1", 3); // covers every block, and t1 holds all 8 at that moment
+    expect(formed).toEqual([]);
+    expect(t.pending()).toEqual([]);
+    expect(t.counters).toEqual({ plans: 1, formed: 0 });
+    // The same plan with t0's stream one block behind: it forms as soon as t0 has its chunk 0..3.
+    t.plan(MODEL, plan());
+    for (const [n, b] of [["t1", 4], ["t1", 5], ["t0", 0], ["t1", 6], ["t1", 7], ["t0", 1], ["t1", 0], ["t0", 2], ["t1", 1], ["t0", 3]] as [string, number][]) t.block(MODEL, n, b);
+    expect(formed).toHaveLength(1);
+    expect(formed[0]!.held).toEqual([4, 6]);
+    expect(formed[0]!.stages).toEqual([
+      { node: "t0", fromBlock: 0, toBlock: 4 },
+      { node: "t1", fromBlock: 4, toBlock: 8 },
+    ]);
+  });
+
   it("the pass overhead is the replay's: hops × (256 tokens of activations over RDMA + 0.01 ms)", () => {
     const hop = hopMsPerToken(MODEL, TABLE1_CLUSTER_A);
     expect(pipelinePassMs(1, hop)).toBeCloseTo(hop * 256 + 0.01, 9);

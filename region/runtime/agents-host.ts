@@ -183,6 +183,11 @@ export interface InProcessAgentsOptions {
   nodeMemoryBytes?: number;
   /** How often agents announce themselves (default 1000 ms). */
   announceIntervalMs?: number;
+  /**
+   * Paces every node's sends at this many bytes/s (NodeAgentOptions.paceBytesPerS): the nodes share this host's
+   * CPUs, and a pace below what they get makes transfers progress as on equal links (default: unpaced).
+   */
+  paceBytesPerS?: number;
 }
 
 /** What `agentsInProcess` adds to its Region. */
@@ -223,7 +228,7 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           const nodeId = `${region}-${n.gpuType}-${k}`;
           const { nvlinkDomain, linkBytesPerS } = n as { nvlinkDomain?: string; linkBytesPerS?: number };
           const links = { ...(nvlinkDomain === undefined ? {} : { nvlinkDomain }), ...(linkBytesPerS === undefined ? {} : { linkBytesPerS }) };
-          const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }), ...links });
+          const node = NodeAgent.open({ nodeId, dataHost: "127.0.0.1", dataPort: 0, transport: "tcp", memoryBytes: o.nodeMemoryBytes ?? 512 * 1024 * 1024, log: log.child({ node: nodeId }), ...links, ...(o.paceBytesPerS === undefined ? {} : { paceBytesPerS: o.paceBytesPerS }) });
           nodes.push(node);
           const stageProcesses = staged ? { stageProcesses: new EngineSupervisor({ engineHost: "127.0.0.1", parametersFrom: () => "", log: log.child({ node: nodeId }) }), headHoldsNoGpu: true } : {};
           agents.push(new InProcessAgent({ agent: node, region, gpuType: n.gpuType, gpuSlots: n.slots, clock, newEngine: build, ...stageProcesses }));

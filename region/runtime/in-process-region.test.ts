@@ -207,7 +207,12 @@ describe("in-process region runtime (agents actuator)", () => {
     const { log, lines } = recordingLogger();
     const c = config({ loading: { source: "lambdascale" }, instances: 2, slotsTotal: 8, maxInstances: 4 });
     c.parameters.models[MODEL]!.bytes = 32 * MiB;
-    region = startInProcessRegion({ config: c, region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 128 * MiB });
+    // The pipeline forms only if each target holds its own chunk before the other target's copy is complete, i.e.
+    // while the two sub-groups' streams run at about the same rate (equal links, as on a cluster). Unpaced, the four
+    // nodes here share this host's CPUs and one stream can run twice as fast as the other (then a member holds every
+    // block when the union covers and serves alone: no pipeline). Pacing every node's sends at 32 MiB/s makes the
+    // emulated link the bottleneck: each chunk takes ~0.5 s, and a stream must lag by that much for the race to flip.
+    region = startInProcessRegion({ config: c, region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 128 * MiB, paceBytesPerS: 32 * MiB });
     await region.ready(20_000);
     const r = region;
     await until("2 serving", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 2);

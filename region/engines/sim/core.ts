@@ -239,7 +239,7 @@ export class SimEngineCore implements HandleHost {
     this.blockArrivals = arrivalsMs === undefined || arrivalsMs.every((a) => a <= this.clock.now()) ? undefined : [...arrivalsMs];
     const p = this.phase;
     if (p.kind !== "prefill" || this.behind === undefined) return;
-    const endMs = this.blockArrivals === undefined ? this.behind.startMs + this.behind.computeMs : behindBlocksEndMs(this.behind.startMs, this.behind.computeMs, this.blockArrivals);
+    const endMs = behindBlocksEndMs(this.behind.startMs, this.behind.computeMs, arrivalsMs ?? []);
     const end = Math.max(endMs, this.clock.now());
     this.phase = { ...p, endMs: end };
     this.schedule(end);
@@ -247,7 +247,8 @@ export class SimEngineCore implements HandleHost {
 
   /** Whether this engine serves behind blocks still arriving (setBlockArrivals). */
   get behindBlocks(): boolean {
-    return this.blockArrivals !== undefined;
+    const now = this.clock.now();
+    return this.blockArrivals?.some((a) => a > now) === true;
   }
 
   /** Whether a loading peer is paired with this instance now. */

@@ -29,3 +29,24 @@ export function behindBlocksEndMs(startMs: number, computeMs: number, arrivalsMs
   for (const a of arrivalsMs) t = Math.max(t, a) + per;
   return t;
 }
+
+/**
+ * Live arrivals of one store's blocks as its present count is observed (an agent reports how many blocks are here,
+ * not which): the first `present` blocks in layer order are taken as here, each since it was first seen, the rest
+ * +Infinity (not known yet). A transfer that delivers out of order is then seen a little late for its early layers'
+ * blocks and early for late ones; the last block, which bounds the pass (module comment), is exact.
+ */
+export class BlockArrivals {
+  private readonly at: number[];
+  private seen = 0;
+
+  constructor(readonly blockCount: number) {
+    this.at = Array.from({ length: Math.max(0, blockCount) }, () => Number.POSITIVE_INFINITY);
+  }
+
+  /** `present` blocks are here at `nowMs`; returns every block's arrival so far. */
+  observe(present: number, nowMs: number): number[] {
+    for (; this.seen < Math.min(present, this.blockCount); this.seen++) this.at[this.seen] = nowMs;
+    return [...this.at];
+  }
+}

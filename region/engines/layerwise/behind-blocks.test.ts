@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../../core/clock.js";
 import { getProfile } from "../../../core/perf/model.js";
 import { SimEngineCore } from "../sim/core.js";
+import { newSimEngine } from "../../runtime/build-sim-engine.js";
 import { behindBlocksEndMs } from "./behind-blocks.js";
 
 describe("a pass behind the arriving blocks (BlitzScale §5.2 steps (1)–(2), S_i = 0)", () => {
@@ -51,5 +52,24 @@ describe("a pass behind the arriving blocks (BlitzScale §5.2 steps (1)–(2), S
     core.setBlockArrivals([0, 300, 300, 300]);
     clock.runUntilIdleSync();
     expect(first).toBeCloseTo(300 + (3 * P) / 4, 9);
+  });
+
+  it("a stream behind a block not known yet waits (no next-token time) and gets its first token once the block is", async () => {
+    const clock = new VirtualClock();
+    const engine = newSimEngine({ instanceId: "i", model: "llama3.1-8b", gpu: "h100-80gb", tp: 2 }, { timeScale: 1 }, clock);
+    const inf = Number.POSITIVE_INFINITY;
+    engine.setBlockArrivals([0, inf]);
+    const events: string[] = [];
+    const run = (async () => {
+      for await (const ev of engine.generate({ id: "g", model: "llama3.1-8b", kind: "completion", promptTokens: 100, maxTokens: 2, priority: 0, body: {} })) events.push(`${ev.type}@${clock.now()}`);
+    })();
+    await clock.advanceTo(500);
+    expect(events).toEqual([]);
+    engine.setBlockArrivals([0, 500]);
+    await clock.advanceTo(2000);
+    await run;
+    expect(events[0]!.startsWith("token@")).toBe(true);
+    expect(Number(events[0]!.split("@")[1])).toBeGreaterThan(500);
+    expect(events[events.length - 1]!.startsWith("done@")).toBe(true);
   });
 });

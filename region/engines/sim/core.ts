@@ -406,9 +406,10 @@ export class SimEngineCore implements HandleHost {
   private nextTokenOf(r: SimRequest): number | undefined {
     this.sync();
     const p = this.phase;
-    if (r.state === "prefill" && p.kind === "prefill") return p.batch.includes(r) ? p.endMs : this.planned.find((x) => x.batch.includes(r))?.endMs;
+    // A prefill behind a block not known to arrive yet (setBlockArrivals) has no time yet: its first token wakes the waiter.
+    if (r.state === "prefill" && p.kind === "prefill") return p.batch.includes(r) ? (Number.isFinite(p.endMs) ? p.endMs : undefined) : this.planned.find((x) => x.batch.includes(r))?.endMs;
     if (r.state !== "running") return undefined;
-    if (p.kind !== "decode") return p.kind === "prefill" ? p.endMs : undefined;
+    if (p.kind !== "decode") return p.kind === "prefill" && Number.isFinite(p.endMs) ? p.endMs : undefined;
     const k = this.itersNow();
     return k >= p.nEnd ? p.endMs : p.startMs + segmentMs(k + 1, p.alphaMs, p.betaMs);
   }

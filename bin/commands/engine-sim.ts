@@ -19,12 +19,13 @@ import { parseStageSpec, StageServer } from "../../region/keystage/stage-server.
 import { newEngine } from "../../region/runtime/build-sim-engine.js";
 
 /** The model's complete store on the agent at `address`, or a message saying why there is none. */
-async function parametersFrom(address: string, model: string, shared?: AgentClient, tls?: TlsFiles): Promise<EngineParameters | string> {
+async function parametersFrom(address: string, model: string, shared?: AgentClient, tls?: TlsFiles, onStore?: (present: number, blockCount: number) => void): Promise<EngineParameters | string> {
   const client = shared ?? new AgentClient(address, undefined, tls);
   try {
     const info = await client.info();
     const s = info.stores.find((x) => x.model === model);
     if (s === undefined) return `engine-sim: model ${model} has no block store on agent ${info.nodeId} (${address}); refusing to start without parameters`;
+    onStore?.(s.present, s.blockCount);
     if (s.present < s.blockCount) return `engine-sim: model ${model} on agent ${info.nodeId} (${address}) has ${s.present} of ${s.blockCount} blocks; refusing to start on incomplete parameters`;
     return { model, bytes: s.totalBytes, blocks: s.blockCount };
   } catch (err) {
@@ -173,15 +174,16 @@ export const command: Command = {
     }
 
     const instanceId = `engine-sim/${model}/${gpu}/${process.pid}`;
+    const clock = new WallClock();
     // The shared builder of simulated engines (what a region builds in process from the same settings).
     const engine: ServedEngine = newEngine(
       { instanceId, model, gpu, tp },
       { timeScale, maxBatch, preemption: preemption as "recompute" | "swap" | "off", ...(typeof slotsBeside === "number" ? { batchSlotsBeside: slotsBeside } : {}), ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}), ...(typeof prefixBlocks === "number" ? { prefixBlockTokens: prefixBlocks } : {}), ...(pipeline === undefined ? {} : { pipeline }) },
-      new WallClock(),
+      clock,
       // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
       { solver: async () => (await import("../../core/solver.js")).HighsSolver.create() },
     );
-    const server = new EngineSimServer({ engine, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
+    const server = new EngineSimServer({ engine, clock, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");
@@ -191,7 +193,8 @@ export const command: Command = {
       const client = new AgentClient(String(flags["parameters-from"]), undefined, tls);
       let last = "";
       for (;;) {
-        const p = await parametersFrom(String(flags["parameters-from"]), model, client);
+        // Each poll's block count feeds a blitzscale cold start serving behind its blocks (POST /tidegate/lambda).
+        const p = await parametersFrom(String(flags["parameters-from"]), model, client, undefined, (present, count) => server.blocks(present, count));
         if (typeof p !== "string") {
           server.ready(p);
           client.close();

@@ -5,7 +5,8 @@
  *   liveload/live-pairs.ts) until it leaves `loading`; engine-sim starts with `awaitBlocks` while the blocks arrive,
  *   a command template after them; with λScale's pipelines (a `lambdascale` loading key) the head of a formed
  *   execution pipeline serves before its blocks are all here (`servePipelined`, λScale §4.3) and switches to local
- *   mode once they are (§4.4);
+ *   mode once they are (§4.4); with serve-while-loading on and no serving engine to pair with (a cold start), the
+ *   engine serves at once, each prefill behind its arriving blocks (`serveBehindBlocks`, BlitzScale §5.2 (1)–(2));
  * - serving: once the engine answers its health check within `startTimeoutMs`, the gateway routes to it and the
  *   scale-out's duration is recorded;
  * - drain: streams in flight finish, the engine stops, the instance becomes `spot` with its slots and blocks; a
@@ -56,6 +57,12 @@ export interface EngineSettings {
    * §4.3–4.4; engine-sim: POST /tidegate/lambda; dev: the in-process agent). Absent: pipelines never serve early.
    */
   servePipelined?(info: EngineInfo, instanceId: string, passOverheadMs: number): Promise<void>;
+  /**
+   * Makes an engine started with awaitBlocks serve now, each prefill behind its blocks as they arrive (a blitzscale
+   * cold start with nothing to pair with; engine-sim: POST /tidegate/lambda {passOverheadMs: 0, behindBlocks: true};
+   * dev: the in-process agent). Absent: such an instance serves once loaded.
+   */
+  serveBehindBlocks?(info: EngineInfo, instanceId: string): Promise<void>;
 }
 
 /** What the lifecycle reads and calls: the instance table, the host copies, the nodes' agents, the gateway. */
@@ -84,8 +91,11 @@ export interface EngineLifecycleOptions {
 export class EngineLifecycle {
   /** Engines started with awaitBlocks, by instance id, while their instance waits for its blocks. */
   private readonly early = new Map<string, Promise<EngineInfo>>();
-  /** λScale pipeline heads brought to serving before their blocks are all here: resolves true once serving. */
-  private readonly heads = new Map<string, Promise<boolean>>();
+  /**
+   * Instances brought to serving before their blocks are all here — λScale pipeline heads, blitzscale cold starts
+   * behind their blocks: `serving` resolves true once serving.
+   */
+  private readonly heads = new Map<string, { kind: "pipeline" | "behind-blocks"; serving: Promise<boolean> }>();
 
   constructor(private readonly o: EngineLifecycleOptions) {}
 
@@ -115,7 +125,7 @@ export class EngineLifecycle {
         const blocks = copies.want(params, inst.node);
         // A pipelined instance neither pairs nor is paired: its engine has no layerwise control (engine-sim answers
         // 404), so it starts whole, as under stop-the-world.
-        if (pipeline === undefined) this.o.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.o.times.idealTransferMs(params));
+        const paired = pipeline === undefined ? this.o.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.o.times.idealTransferMs(params)) : undefined;
         // engine-sim starts while the blocks arrive (its process start overlaps the transfer) and turns healthy once
         // they are all here; a real engine (a command template) starts after them.
         const early = e.commandTemplate === undefined ? handle.startEngine({ ...spec, awaitBlocks: true }) : undefined;
@@ -123,6 +133,8 @@ export class EngineLifecycle {
         // unhandled rejection meanwhile, which ends the region process.
         early?.catch(() => undefined);
         if (early !== undefined) this.early.set(inst.id, early);
+        // Serve while loading with no serving engine to pair with (a cold start): behind its own arriving blocks.
+        if (paired === false) this.serveBehindBlocks(inst);
         try {
           await blocks;
           this.checkAlive(inst);
@@ -137,7 +149,13 @@ export class EngineLifecycle {
         }
         const head = this.heads.get(inst.id);
         this.heads.delete(inst.id);
-        if (head !== undefined && (await head)) {
+        if (head?.kind === "behind-blocks" && (await head.serving)) {
+          // It has served behind its blocks since its load started; they are all here now (the engine saw it too).
+          this.checkAlive(inst);
+          copies.pool.touch(inst.node, model, this.o.clock.now());
+          return;
+        }
+        if (head !== undefined && (await head.serving)) {
           // It has served as a λScale pipeline head since its pipeline formed: its own copy is complete now, so it
           // switches to local mode (λScale §4.4), without the activation hops. (Drained meanwhile: nothing to switch.)
           this.checkAlive(inst);
@@ -186,16 +204,33 @@ export class EngineLifecycle {
       this.o.log.info("a λScale execution pipeline formed with no loading member to serve it: its members load whole", { model: p.model, nodes: p.nodes });
       return;
     }
+    this.serveEarly(inst, "pipeline", (info) => set(info, inst.id, passOverheadMs), () => this.o.log.info("λScale execution pipeline serving while it loads", { instanceId: inst.id, model: p.model, nodes: p.nodes, hops: p.hops, passOverheadMs, heldBlocks: p.held }));
+  }
+
+  /**
+   * A blitzscale cold start with no serving engine to pair with (BlitzScale §5.2 steps (1)–(2) with S_i = 0;
+   * engines/layerwise/behind-blocks.ts): its engine, started with awaitBlocks, serves now with each prefill behind
+   * its blocks as they arrive, enters the gateway (a cold hold lets its requests go to it) and the instance turns
+   * `serving`. Any failure is logged and leaves the instance to serve once loaded. Never throws.
+   */
+  private serveBehindBlocks(inst: AgentInstance): void {
+    const set = this.o.engines.serveBehindBlocks;
+    if (set === undefined || !this.early.has(inst.id) || this.heads.has(inst.id)) return;
+    this.serveEarly(inst, "behind-blocks", (info) => set(info, inst.id), () => this.o.log.info("blitzscale cold start serving behind its arriving blocks", { instanceId: inst.id, model: inst.model, node: inst.node }));
+  }
+
+  /** Makes `inst`'s early engine serve while it loads (`kind`), once `set` tells the engine; `heads` holds the outcome. */
+  private serveEarly(inst: AgentInstance, kind: "pipeline" | "behind-blocks", set: (info: EngineInfo) => Promise<void>, logServing: () => void): void {
     const early = this.early.get(inst.id)!;
     const run = (async (): Promise<boolean> => {
       try {
         const info = await early;
         this.checkAlive(inst);
         if (inst.state !== "loading") return false;
-        await set(info, inst.id, passOverheadMs);
+        await set(info);
         inst.engine = info;
         this.o.copies.pool.pin(inst.node, inst.model, 1);
-        this.o.log.info("λScale execution pipeline serving while it loads", { instanceId: inst.id, model: p.model, nodes: p.nodes, hops: p.hops, passOverheadMs, heldBlocks: p.held });
+        logServing();
         try {
           await this.serveWhenHealthy(inst);
         } catch (err) {
@@ -205,11 +240,11 @@ export class EngineLifecycle {
         }
         return true;
       } catch (err) {
-        if (!this.o.closed()) this.o.log.warn("a λScale pipeline head could not serve while loading: it serves once loaded", { instanceId: inst.id, model: p.model, err: toTidegateError(err).message });
+        if (!this.o.closed()) this.o.log.warn(kind === "pipeline" ? "a λScale pipeline head could not serve while loading: it serves once loaded" : "a blitzscale cold start could not serve behind its blocks: it serves once loaded", { instanceId: inst.id, model: inst.model, err: toTidegateError(err).message });
         return false;
       }
     })();
-    this.heads.set(inst.id, run);
+    this.heads.set(inst.id, { kind, serving: run });
   }
 
   /** Health-checks the started engine until `startTimeoutMs`, then adds it to the gateway; throws why not. */

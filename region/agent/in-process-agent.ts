@@ -12,6 +12,7 @@
  * `pipeline` that `newEngine` builds as a StagedPipelineEngine, `headHoldsNoGpu`) holds no slot itself.
  */
 import type { Clock } from "../../core/clock.js";
+import { BlockArrivals } from "../engines/layerwise/behind-blocks.js";
 import { TidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
 import type { Engine } from "../../core/ports.js";
@@ -42,12 +43,15 @@ export interface InProcessAgentOptions {
 /** What an in-process agent hosts: a simulated engine, or a pipelined instance (in one object, or the head of its stage processes). */
 export type InProcessEngine = (SimEngine | PipelineEngine | StagedPipelineEngine) & Engine;
 
+/** How often a blitzscale cold start serving behind its blocks reads its store's present count (ms). */
+export const BEHIND_BLOCKS_POLL_MS = 25;
+
 /** A NodeAgent driven directly, hosting SimEngines. */
 export class InProcessAgent implements AgentHandle {
   readonly nodeId: string;
   private readonly stores = new Map<string, { blockCount: number; totalBytes: number; lastUsedMs: number }>();
   /** Engines by instance id; `engine` is undefined while one started with awaitBlocks waits for its blocks. */
-  private readonly engines = new Map<string, { info: EngineInfo; engine: InProcessEngine | undefined; spec: EngineSpec; pipeline: PipelineSpec | undefined }>();
+  private readonly engines = new Map<string, { info: EngineInfo; engine: InProcessEngine | undefined; spec: EngineSpec; pipeline: PipelineSpec | undefined; behind?: boolean }>();
 
   constructor(private readonly o: InProcessAgentOptions) {
     this.nodeId = o.agent.info().nodeId;
@@ -69,7 +73,8 @@ export class InProcessAgent implements AgentHandle {
   }
 
   async load(spec: LoadSpec): Promise<{ blockBytes: number; present: number }> {
-    if ([...this.engines.values()].some((e) => e.info.model === spec.model && e.engine !== undefined))
+    // An engine serving behind its blocks (serveBehindBlocks) waits for this very store.
+    if ([...this.engines.values()].some((e) => e.info.model === spec.model && e.engine !== undefined && e.behind !== true))
       throw new TidegateError("conflict", `node ${this.nodeId}: an engine uses ${spec.model}; its store cannot be replaced`);
     const r = await this.o.agent.load(spec);
     this.stores.set(spec.model, { blockCount: spec.blockCount, totalBytes: spec.totalBytes, lastUsedMs: this.o.clock.now() });
@@ -190,6 +195,45 @@ export class InProcessAgent implements AgentHandle {
       e.info.detail = "serving as a λScale execution pipeline's head while its blocks arrive";
     }
     (e.engine as SimEngine).setPassOverheadMs(passOverheadMs);
+  }
+
+  /**
+   * A blitzscale cold start with nothing to pair with (BlitzScale §5.2 steps (1)–(2); engines/layerwise/behind-blocks.ts):
+   * an engine started with awaitBlocks serves now, each prefill behind its store's blocks as they arrive (this node's
+   * present count, read every `BEHIND_BLOCKS_POLL_MS` as engine-sim's wait loop reads its agent's) until they are all
+   * here. What engine-sim's POST /tidegate/lambda {"passOverheadMs": 0, "behindBlocks": true} does.
+   */
+  async serveBehindBlocks(instanceId: string): Promise<void> {
+    const e = this.engines.get(instanceId);
+    if (e === undefined || e.info.state === "exited") throw new TidegateError("not_found", `node ${this.nodeId}: no engine ${instanceId}`);
+    if (e.pipeline !== undefined) throw new TidegateError("conflict", `node ${this.nodeId}: engine ${instanceId} is pipelined by stages and cannot serve behind its blocks`);
+    if (e.engine !== undefined) throw new TidegateError("conflict", `node ${this.nodeId}: engine ${instanceId} holds its whole model already`);
+    const engine = this.o.newEngine(e.spec, undefined) as SimEngine;
+    e.engine = engine;
+    e.info.state = "running";
+    e.info.detail = "serving behind its blocks while they arrive (blitzscale cold start)";
+    // The store appears when the transfer starts: until then no block is known to come.
+    engine.setBlockArrivals([Number.POSITIVE_INFINITY]);
+    let arrivals: BlockArrivals | undefined;
+    const observe = (): boolean => {
+      const store = this.stores.get(e.spec.model);
+      if (store === undefined) return false;
+      let present = 0;
+      try {
+        present = this.o.agent.store(e.spec.model).presentCount();
+      } catch {
+        return false;
+      }
+      if (arrivals?.blockCount !== store.blockCount) arrivals = new BlockArrivals(store.blockCount);
+      engine.setBlockArrivals(arrivals.observe(present, this.o.clock.now()));
+      e.behind = present < store.blockCount;
+      return !e.behind;
+    };
+    e.behind = true;
+    if (observe()) return;
+    const poll = this.o.clock.every(BEHIND_BLOCKS_POLL_MS, () => {
+      if (this.engines.get(instanceId)?.engine !== engine || observe()) poll.cancel();
+    });
   }
 
   close(): void {

@@ -108,15 +108,16 @@ export class LivePairs {
 
   /**
    * A new instance starts receiving `blocks` blocks of `model` (expected to take `expectedMs`): pair it with a
-   * serving engine, if one can take it.
+   * serving engine, if one can take it; whether it is paired (false: nothing to pair with).
    */
-  begin(target: string, model: ModelName, gpu: GpuType, blocks: number, expectedMs: number): void {
-    this.pair(target, model, gpu, blocks, expectedMs);
+  begin(target: string, model: ModelName, gpu: GpuType, blocks: number, expectedMs: number): boolean {
+    return this.pair(target, model, gpu, blocks, expectedMs);
   }
 
-  /** Pairs `target` with a free serving engine; `from` carries the blocks already here (a re-pairing). */
-  private pair(target: string, model: ModelName, gpu: GpuType, blocks: number, expectedMs: number, from?: Pick<Entry, "present" | "prefix" | "startedMs">): void {
-    if (this.byTarget.has(target) || blocks < 1) return;
+  /** Pairs `target` with a free serving engine; `from` carries the blocks already here (a re-pairing). Whether it is paired. */
+  private pair(target: string, model: ModelName, gpu: GpuType, blocks: number, expectedMs: number, from?: Pick<Entry, "present" | "prefix" | "startedMs">): boolean {
+    if (this.byTarget.has(target)) return true;
+    if (blocks < 1) return false;
     const busy = new Set([...this.byTarget.values()].map((e) => e.source));
     const serving = this.o.serving(model, gpu);
     const candidates = serving.filter((s) => s.engine.layerwise !== undefined && !busy.has(s.instanceId)).sort((a, b) => b.inFlight - a.inFlight || (a.instanceId < b.instanceId ? -1 : 1));
@@ -125,9 +126,9 @@ export class LivePairs {
       this.counters.unpaired++;
       // The first deployment has nothing serving yet: worth a line only when serving engines exist but none can pair.
       const fields = { instanceId: target, model, gpu, serving: serving.length, paired: serving.filter((s) => busy.has(s.instanceId)).length };
-      if (serving.length === 0) this.o.log.debug("no serving engine to pair a loading instance with: it loads stop-the-world", fields);
-      else this.o.log.info("no serving engine to pair a loading instance with: it loads stop-the-world", fields);
-      return;
+      if (serving.length === 0) this.o.log.debug("no serving engine to pair a loading instance with: it loads on its own (behind its arriving blocks where its engine can serve so)", fields);
+      else this.o.log.info("no serving engine to pair a loading instance with: it loads on its own (behind its arriving blocks where its engine can serve so)", fields);
+      return false;
     }
     const layers = MODEL_SPECS[model]?.layers ?? blocks;
     const now = this.o.clock.now();
@@ -136,6 +137,7 @@ export class LivePairs {
     this.counters.pairs++;
     this.o.log.info("pairing a loading instance with a serving one (serve while loading)", { instanceId: target, source: src.instanceId, scheduler: this.o.scheduler, layers, blocks });
     this.send(e);
+    return true;
   }
 
   /**

@@ -49,7 +49,7 @@ import { untilConfiguredServe, type EngineHost, type HostContext } from "./build
 import { modelSources, multicastPolicy } from "./runtime.js";
 
 /** The agents actuator of a region, its options from config; `engines` says how engines are reached. */
-export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "connect" | "healthy" | "commandTemplate" | "servePipelined">): AgentsActuator {
+export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "connect" | "healthy" | "commandTemplate" | "servePipelined" | "serveBehindBlocks">): AgentsActuator {
   const { config, region } = ctx;
   const e = config.engines;
   const layerwise = agentsLayerwise(region, regionLoading(config, region), engines.commandTemplate);
@@ -74,6 +74,7 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
       pipeline: pipelineFlag(config),
       simSettings: (model) => simSettingsOf(config, model),
       ...(engines.servePipelined === undefined ? {} : { servePipelined: engines.servePipelined }),
+      ...(engines.serveBehindBlocks === undefined ? {} : { serveBehindBlocks: engines.serveBehindBlocks }),
     },
     lostAfterMs: config.controller.agentLostAfterMs,
     ...(layerwise === undefined ? {} : { layerwise }),
@@ -98,9 +99,12 @@ export async function httpHealthy(info: EngineInfo, timeoutMs = 1000): Promise<b
   return res.status === 200;
 }
 
-/** engine-sim's λScale control: POST {url}/tidegate/lambda {passOverheadMs} (region/engines/sim/http.ts); throws unless 200. */
-export async function postLambda(info: EngineInfo, passOverheadMs: number, timeoutMs = 5000): Promise<void> {
-  const res = await fetch(new URL(LAMBDA_PATH, info.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ passOverheadMs }), signal: AbortSignal.timeout(timeoutMs) });
+/**
+ * engine-sim's λScale control: POST {url}/tidegate/lambda {passOverheadMs} (region/engines/sim/http.ts), with
+ * `behindBlocks` a blitzscale cold start serving behind its blocks; throws unless 200.
+ */
+export async function postLambda(info: EngineInfo, passOverheadMs: number, timeoutMs = 5000, behindBlocks = false): Promise<void> {
+  const res = await fetch(new URL(LAMBDA_PATH, info.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(behindBlocks ? { passOverheadMs, behindBlocks } : { passOverheadMs }), signal: AbortSignal.timeout(timeoutMs) });
   const text = await res.text();
   if (res.status !== 200) throw new TidegateError("upstream_error", `engine ${info.instanceId} at ${info.url} refused ${LAMBDA_PATH}: ${res.status} ${text.slice(0, 200)}`);
 }
@@ -130,6 +134,7 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
         ...(config.engines.commandTemplate === undefined ? {} : { commandTemplate: config.engines.commandTemplate }),
         healthy: (info) => (heads?.isHead(info) === true ? Promise.resolve(true) : httpHealthy(info)),
         servePipelined: (info, _instanceId, passOverheadMs) => postLambda(info, passOverheadMs),
+        serveBehindBlocks: (info) => postLambda(info, 0, undefined, true),
         connect: async (info, instanceId) => {
           const head = heads?.head(instanceId);
           if (head !== undefined) return head;
@@ -237,6 +242,12 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
         void Promise.all(nodes.map((n) => n.close()));
         throw err;
       }
+      /** The in-process agent hosting engine `instanceId` (its url names the node). */
+      const agentOf = (info: EngineInfo, instanceId: string): InProcessAgent => {
+        const a = agents.find((x) => info.url === `in-process://${x.nodeId}/${instanceId}`);
+        if (a === undefined) throw new Error(`no in-process engine ${instanceId} (${info.url})`);
+        return a;
+      };
       const actuator = agentsActuator(ctx, {
         connect: async (info, instanceId) => {
           for (const a of agents) {
@@ -246,11 +257,8 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           throw new Error(`no in-process engine ${instanceId} (${info.url})`);
         },
         healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
-        servePipelined: async (info, instanceId, passOverheadMs) => {
-          const a = agents.find((x) => info.url === `in-process://${x.nodeId}/${instanceId}`);
-          if (a === undefined) throw new Error(`no in-process engine ${instanceId} (${info.url})`);
-          await a.servePipelined(instanceId, passOverheadMs);
-        },
+        servePipelined: async (info, instanceId, passOverheadMs) => agentOf(info, instanceId).servePipelined(instanceId, passOverheadMs),
+        serveBehindBlocks: async (info, instanceId) => agentOf(info, instanceId).serveBehindBlocks(instanceId),
       });
             const announceAll = () => {
         agents.forEach((a) => void a.announcement().then((ann) => actuator.announce(a, ann), (err: unknown) => log.warn("announcement failed", { node: a.nodeId, err })));

@@ -202,6 +202,27 @@ describe("in-process region runtime (agents actuator)", () => {
     expect(lines.some((l) => l.includes("pairing a loading instance with a serving one"))).toBe(true);
   });
 
+  it("serve while loading (loading blitzscale), nothing to pair with: the second new instance serves behind its arriving blocks", async () => {
+    const clock = new WallClock();
+    const { log, lines } = recordingLogger();
+    region = startInProcessRegion({ config: config({ loading: { source: "blitzscale", scheduler: "best-effort" } }), region: "r", clock, log, gpusPerNode: 2, nodeMemoryBytes: 64 * MiB });
+    await region.ready(10_000);
+    const r = region;
+    // 1 → 3: one target pairs with the one serving engine, the other has none free (Eq. 1 with S_i = 0)
+    expect(r.runtime.service.acceptTargets(plan(1, 3)).accepted).toBe(true);
+    const behind = await until("serving behind its blocks", () => lines.map((l) => JSON.parse(l) as { msg: string; instanceId?: string }).find((x) => x.msg === "blitzscale cold start serving behind its arriving blocks"));
+    // a request sent to it at once is answered (behind the blocks still arriving, or after them: the race is the transfer's)
+    const engine = r.agents.map((a) => a.engine(behind.instanceId!)).find((e) => e !== undefined) as SimEngine;
+    let done = false;
+    engine.core.submit({ id: "x", promptTokens: 50, maxTokens: 2, priority: 0 }, { onDone: () => (done = true) });
+    await until("answered", () => done);
+    await until("3 serving", () => r.runtime.actuator.instances().filter((i) => i.state === "serving").length === 3, 15_000);
+    expect(r.runtime.actuator.listing().layerwise!.counters).toMatchObject({ pairs: 1, unpaired: 1 });
+    expect(lines.filter((l) => l.includes("blitzscale cold start serving behind its arriving blocks"))).toHaveLength(1);
+    // its blocks are all here now: the engine left the mode
+    await until("all blocks seen", () => !engine.core.behindBlocks);
+  });
+
   it("execute while loading (loading lambdascale): 2 → 4 from k = 2 copies, the execution pipeline's head serves once its members hold every block, then switches to local mode", async () => {
     const clock = new WallClock();
     const { log, lines } = recordingLogger();

@@ -10,6 +10,11 @@
  *   the most loaded first, whose engine core then shares the prefill of each loading episode with it
  *   (core.ts EpisodePlanner, pairing.ts LoadingPair; BlitzScale §5.2). The pair ends when the target serves; the
  *   requests it admitted keep the KV of the target's layers in the target's cache until they end (core.ts handOffTo).
+ *   A new instance left with no serving instance to pair with (a cold start from zero, or more targets than serving
+ *   instances: Eq. 1 with S_i = 0) serves from its load's start, each prefill layer by layer behind its arriving
+ *   blocks (§5.2 steps (1)–(2); engines/layerwise/behind-blocks.ts): its engine enters the gateway at once (the
+ *   cold hold lets its held requests go to it), the instance stays `loading` until its last block lands, and then
+ *   serves through that same engine (`takeEarlyEngine`).
  * - `lambda-pipelines` (lambdascale): each of λScale's execution pipelines (lambda.ts; λScale §4.3) serves as one
  *   engine in the gateway from when its members together hold every block, with each activation hop added to every
  *   pass and the KV cache of all its members (each holds the KV of the layers it runs); at the switch to local mode
@@ -71,6 +76,8 @@ export interface SimLoadingCounters {
   episodes: number;
   zigzagEpisodes: number;
   pipelines: number;
+  /** Loading instances that served behind their blocks, with no serving instance to pair with (issue 33). */
+  behindBlocks: number;
   cacheHits: number;
   /**
    * GPU time until serving (λScale §7.3's cost measure, issue 35): instance-ms from each load's start until the
@@ -82,7 +89,7 @@ export interface SimLoadingCounters {
 
 /** Counters before any load. */
 export function zeroLoadingCounters(): SimLoadingCounters {
-  return { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, cacheHits: 0, untilServingMs: 0 };
+  return { scaleOuts: 0, instancesLoaded: 0, pairs: 0, episodes: 0, zigzagEpisodes: 0, pipelines: 0, behindBlocks: 0, cacheHits: 0, untilServingMs: 0 };
 }
 
 export class SimRegionLoading implements ActuatorLoading {
@@ -97,6 +104,10 @@ export class SimRegionLoading implements ActuatorLoading {
   private readonly sources = new Map<string, LoadSource>();
   /** target instance id → the serving engine it is paired with and the pair. */
   private readonly pairs = new Map<string, { source: SimEngine; pair: LoadingPair }>();
+  /** Unpaired loading instances of best-effort/zigzag serving behind their blocks: id → their engine (in the gateway). */
+  private readonly early = new Map<string, SimEngine>();
+  /** Such engines whose load was cancelled: draining in the gateway until idle (`tick`). */
+  private readonly retired = new Map<string, SimEngine>();
   /** pipeline engines: id → members still loading, the engine, and the timer that forms it. */
   private readonly pipelines = new Map<string, { members: Set<string>; engine?: SimEngine; timer?: Timer; retiring: boolean }>();
 
@@ -160,7 +171,17 @@ export class SimRegionLoading implements ActuatorLoading {
       const free = serving.filter((e) => !e.core.paired).sort((a, b) => load(b) - load(a));
       targets.forEach((t, i) => {
         const source = free[i];
-        if (source === undefined) return;
+        if (source === undefined) {
+          // Nothing to pair with: it serves now, behind its blocks (file comment).
+          this.removeRetired(t.id);
+          const engine = this.d.newEngine(t.id, model, gpu, 0, 1);
+          engine.core.setBlockArrivals(ep.arrivals[i]!.map((a) => now + a));
+          this.d.gateway.addInstance(gpu, engine, "serving");
+          this.early.set(t.id, engine);
+          serves[i] = 0;
+          this.counters.behindBlocks++;
+          return;
+        }
         const pair = new LoadingPair({
           scheduler: this.scheduler as "best-effort" | "zigzag",
           layerArrivalMs: ep.arrivals[i]!.map((a) => now + a),
@@ -220,9 +241,26 @@ export class SimRegionLoading implements ActuatorLoading {
     return this.sources.get(id);
   }
 
+  /**
+   * The engine that has served instance `id` behind its blocks since its load started, taken once it serves (the
+   * region serves it through this engine, already in the gateway); undefined when it had none.
+   */
+  takeEarlyEngine(id: string): SimEngine | undefined {
+    const e = this.early.get(id);
+    this.early.delete(id);
+    return e;
+  }
+
   /** The actuator's state changes: pairs and pipelines end when their loading instances serve (or leave). */
   onChange(inst: Readonly<InstanceRecord>): void {
     const now = this.d.clock.now();
+    const early = this.early.get(inst.id);
+    if (early !== undefined && inst.state !== "loading" && inst.state !== "serving") {
+      // Its load was cancelled: the engine that served behind the blocks drains like a serving one.
+      this.early.delete(inst.id);
+      this.d.gateway.setInstanceState(inst.id, "draining");
+      this.retired.set(inst.id, early);
+    }
     if (inst.state === "serving" || inst.state === "spot" || inst.state === "draining") {
       this.cache.touch(inst.id, inst.model, now);
       this.poolHost.set(inst.model, inst.id);
@@ -247,8 +285,20 @@ export class SimRegionLoading implements ActuatorLoading {
     }
   }
 
-  /** Removes retired pipeline engines once they hold no more work (called periodically). */
+  private removeRetired(id: string): void {
+    const e = this.retired.get(id);
+    if (e === undefined) return;
+    this.retired.delete(id);
+    this.d.gateway.removeInstance(id);
+    void e.close();
+  }
+
+  /** Removes retired pipeline engines and cancelled loads' engines once they hold no more work (called periodically). */
   tick(): void {
+    for (const [id, e] of this.retired) {
+      const s = e.core.stats();
+      if (s.running === 0 && s.waiting === 0) this.removeRetired(id);
+    }
     for (const [id, e] of this.pipelines) {
       if (!e.retiring || e.engine === undefined) continue;
       const s = e.engine.core.stats();
@@ -261,5 +311,6 @@ export class SimRegionLoading implements ActuatorLoading {
 
   close(): void {
     for (const e of this.pipelines.values()) e.timer?.cancel();
+    for (const e of [...this.early.values(), ...this.retired.values()]) void e.close();
   }
 }

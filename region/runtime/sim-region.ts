@@ -283,11 +283,13 @@ export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, Simu
       const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
         if (inst.state === "serving") {
           // A pipelined endpoint (config keystage.pipelines) serves through a PipelineEngine on the same clock.
-          const engine = newEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu) }, paramsOf(inst.model, inst.gpu), clock, events);
+          // One that served behind its blocks while it loaded keeps that engine (sim-loading.ts), already in the gateway.
+          const early = loading?.takeEarlyEngine(inst.id);
+          const engine = early ?? newEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu) }, paramsOf(inst.model, inst.gpu), clock, events);
           engines.set(inst.id, engine);
           // After the engine exists: a pairing that ends here hands the KV its target holds to that engine.
           loading?.onChange(inst);
-          gateway.addInstance(inst.gpu, engine, "serving");
+          if (early === undefined) gateway.addInstance(inst.gpu, engine, "serving");
           o.onChange?.(inst, from);
           return;
         }

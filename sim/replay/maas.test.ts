@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { MODEL_SPECS, baseModelOf } from "../../core/models.js";
 import { getProfile } from "../../core/perf/model.js";
-import { coldStartsOf, maasConfig, maasModels, maasWorkload, zipfShares } from "./maas.js";
+import { HighsSolver } from "../../core/solver.js";
+import { coldStartsOf, maasConfig, maasModels, maasWorkload, runMaas, zipfShares } from "./maas.js";
 import type { RequestRecord } from "./stats.js";
 
 describe("the model-as-a-service setting", () => {
@@ -49,5 +50,34 @@ describe("the model-as-a-service setting", () => {
     const c = coldStartsOf({ changes, records: [rec(0), rec(700), rec(8999), rec(9600)] });
     expect(c.loadMs).toEqual([600, 500]);
     expect(c.coldRequest).toEqual([true, false, true, false]);
+  });
+
+  it("a cold start under blitzscale prefills its held request behind the arriving blocks: the first token one block's compute after the last block", async () => {
+    const [m] = maasModels("llama3.1-8b", 1);
+    const fleet = { base: "llama3.1-8b" as const, models: [m!], gpus: 4, maxInstances: 1, kvCapacityTokens: 48_000, idleMs: 2000 };
+    const workload = { name: "one", requests: [{ arrivalMs: 1000, promptTokens: 2000, outputTokens: 4, model: m! }], spanMs: 1000 };
+    const policy = { name: "demand", params: { instanceTokensPerS: 10_000, scaleDownAfterMs: 2000 } };
+    const solver = await HighsSolver.create();
+    const served = async (source: "blitzscale" | "network") => {
+      const r = await runMaas(fleet, workload, policy, { source, solver }, 1);
+      const rec = r.records[0]!;
+      const load = r.changes.find((c) => c.state === "loading")!;
+      const serving = r.changes.find((c) => c.state === "serving")!;
+      expect(rec.error).toBeUndefined();
+      return { first: rec.firstTokenMs, loadStart: load.atMs, loaded: serving.atMs, behind: r.counters.behindBlocks };
+    };
+    const blitz = await served("blitzscale");
+    const network = await served("network");
+    // the same load (the origin's copy over the network) under both; the instance serves when its last block lands
+    expect(blitz.loaded - blitz.loadStart).toBeCloseTo(network.loaded - network.loadStart, 6);
+    expect(blitz.behind).toBe(1);
+    expect(network.behind).toBe(0);
+    // stop-the-world: load, then the prefill; behind the blocks: the first token lands within one block's compute of the last block
+    const P = getProfile(m!, "h100-80gb", 2).prefillMs(2000, 1);
+    expect(network.first).toBeGreaterThanOrEqual(network.loaded + P - 1e-6);
+    // (32 layers, one block each: the prefill ran while the load did, all but its last block's share)
+    expect(blitz.first).toBeGreaterThan(blitz.loaded);
+    expect(blitz.first).toBeLessThanOrEqual(blitz.loaded + P / 32 + 1e-6);
+    expect(blitz.first).toBeLessThan(network.first);
   });
 });

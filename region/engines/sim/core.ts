@@ -31,6 +31,7 @@ import { itersWithin, segmentMs } from "./segment.js";
 import { beyondSlots, preemptionVictims, type PreemptionMode } from "./preemption.js";
 import { PrefixCache } from "./prefix-cache.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
+import { behindBlocksEndMs } from "../layerwise/behind-blocks.js";
 
 export type { SimHandle, SimHandlers, SimSubmit } from "./request.js";
 export type { PreemptionMode } from "./preemption.js";
@@ -177,6 +178,10 @@ export class SimEngineCore implements HandleHost {
   private planned: { endMs: number; batch: SimRequest[] }[] = [];
   /** Automatic prefix caching (prefix-cache.ts); undefined when off. */
   readonly prefixCache: PrefixCache | undefined;
+  /** Serving while loading behind the arriving blocks (setBlockArrivals): each block's arrival, clock ms. */
+  private blockArrivals: number[] | undefined;
+  /** The prefill now running behind the blocks: when it could start and its compute alone (ms, scaled). */
+  private behind: { startMs: number; computeMs: number } | undefined;
 
   constructor(opts: SimCoreOptions) {
     this.profile = opts.profile;
@@ -221,6 +226,29 @@ export class SimEngineCore implements HandleHost {
   setLayerwise(planner: EpisodePlanner | undefined): void {
     this.sync();
     this.layerwise = planner;
+  }
+
+  /**
+   * Serves while the model's blocks arrive (a cold start under BlitzScale's live scaling, layerwise/behind-blocks.ts):
+   * `arrivalsMs[k]` is when block k (layer order) is here, clock ms, +Infinity while not known; a prefill's blocks
+   * run no earlier than they arrive. Called again as arrivals become known (live: the data plane's reports), a
+   * prefill running behind the blocks gets its end again; undefined, or every block here, ends the mode.
+   */
+  setBlockArrivals(arrivalsMs: readonly number[] | undefined): void {
+    this.sync();
+    this.blockArrivals = arrivalsMs === undefined || arrivalsMs.every((a) => a <= this.clock.now()) ? undefined : [...arrivalsMs];
+    const p = this.phase;
+    if (p.kind !== "prefill" || this.behind === undefined) return;
+    const endMs = behindBlocksEndMs(this.behind.startMs, this.behind.computeMs, arrivalsMs ?? []);
+    const end = Math.max(endMs, this.clock.now());
+    this.phase = { ...p, endMs: end };
+    this.schedule(end);
+  }
+
+  /** Whether this engine serves behind blocks still arriving (setBlockArrivals). */
+  get behindBlocks(): boolean {
+    const now = this.clock.now();
+    return this.blockArrivals?.some((a) => a > now) === true;
   }
 
   /** Whether a loading peer is paired with this instance now. */
@@ -378,9 +406,10 @@ export class SimEngineCore implements HandleHost {
   private nextTokenOf(r: SimRequest): number | undefined {
     this.sync();
     const p = this.phase;
-    if (r.state === "prefill" && p.kind === "prefill") return p.batch.includes(r) ? p.endMs : this.planned.find((x) => x.batch.includes(r))?.endMs;
+    // A prefill behind a block not known to arrive yet (setBlockArrivals) has no time yet: its first token wakes the waiter.
+    if (r.state === "prefill" && p.kind === "prefill") return p.batch.includes(r) ? (Number.isFinite(p.endMs) ? p.endMs : undefined) : this.planned.find((x) => x.batch.includes(r))?.endMs;
     if (r.state !== "running") return undefined;
-    if (p.kind !== "decode") return p.kind === "prefill" ? p.endMs : undefined;
+    if (p.kind !== "decode") return p.kind === "prefill" && Number.isFinite(p.endMs) ? p.endMs : undefined;
     const k = this.itersNow();
     return k >= p.nEnd ? p.endMs : p.startMs + segmentMs(k + 1, p.alphaMs, p.betaMs);
   }
@@ -419,6 +448,9 @@ export class SimEngineCore implements HandleHost {
 
   private schedule(endMs: number): void {
     this.timer?.cancel();
+    this.timer = undefined;
+    // A pass behind a block not yet known to arrive ends when setBlockArrivals learns of it.
+    if (!Number.isFinite(endMs)) return;
     this.timer = this.clock.after(Math.max(0, endMs - this.clock.now()), () => {
       this.timer = undefined;
       if (this.phase.kind !== "idle" && this.phase.endMs === endMs) this.firePhaseEnd();
@@ -633,6 +665,15 @@ export class SimEngineCore implements HandleHost {
         endMs = at(0);
         this.planned = batches.slice(1).map((b, i) => ({ batch: b, endMs: at(i + 1) }));
       }
+      this.behind = undefined;
+      if (this.blockArrivals !== undefined) {
+        if (this.blockArrivals.every((a) => a <= atMs)) this.blockArrivals = undefined;
+        else {
+          // Layer by layer behind the arriving blocks (behind-blocks.ts; BlitzScale §5.2 step (1)–(2)).
+          this.behind = { startMs: atMs + swapOutMs, computeMs: endMs - atMs - swapOutMs };
+          endMs = behindBlocksEndMs(this.behind.startMs, this.behind.computeMs, this.blockArrivals);
+        }
+      }
       this.phase = { kind: "prefill", startMs: atMs, endMs, batch };
       this.schedule(endMs);
       return;
@@ -652,6 +693,7 @@ export class SimEngineCore implements HandleHost {
 
   private endPrefill(atMs: number, batch: SimRequest[]): void {
     this.phase = { kind: "idle" };
+    this.behind = undefined;
     const finished: SimRequest[] = [];
     const started: SimRequest[] = [];
     const resumed: SimRequest[] = [];

@@ -7,7 +7,10 @@
  * /tidegate/layerwise (a PairSpec: start or update), DELETE /tidegate/layerwise?peer=ID (end it); λScale's
  * execute-while-load control (region/liveload/live-lambda.ts): POST /tidegate/lambda {"passOverheadMs": ms} makes an
  * engine waiting for its blocks serve now as an execution pipeline's head with ms added to every pass (λScale §4.3),
- * 0 switches it to local mode (§4.4, also done when its blocks are all here); GET /tidegate/lambda reports the
+ * 0 switches it to local mode (§4.4, also done when its blocks are all here); with {"passOverheadMs": 0,
+ * "behindBlocks": true} such an engine serves now with each prefill behind its blocks as they arrive (a blitzscale
+ * cold start, BlitzScale §5.2 steps (1)–(2) with nothing to pair with: layerwise/behind-blocks.ts; the arrivals are
+ * the block counts `blocks()` is told, mode "behind-blocks" until they are all here); GET /tidegate/lambda reports the
  * mode; and GET /tidegate/kv_events: the prefix cache's KV events (vLLM kv_events: BlockStored, BlockRemoved,
  * AllBlocksCleared) as Server-Sent Events, one JSON event per `data:` line, starting with AllBlocksCleared and one
  * BlockStored of every block cached at connect (the subscriber's snapshot). Request validation,
@@ -16,6 +19,7 @@
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { WallClock, type Clock } from "../../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../../core/errors.js";
 import { newId } from "../../../core/ids.js";
 import { MODEL_SPECS } from "../../../core/models.js";
@@ -24,6 +28,7 @@ import type { Engine, EngineEvent, GenerateRequest, Priority } from "../../../co
 import { parseJson } from "../../../core/validate.js";
 import type { PipelineSummary } from "../pipeline-summary.js";
 import { parsePairSpec, type LayerwiseHost } from "../layerwise/layerwise-host.js";
+import { BlockArrivals } from "../layerwise/behind-blocks.js";
 import { EngineSimMetrics } from "./engine-metrics.js";
 
 /** Where the engine's parameters came from (engine-sim --parameters-from): reported in /health. */
@@ -38,13 +43,13 @@ export interface EngineParameters {
  * (region/keystage/pipeline-engine.ts: `status()`, its PipelineStatus, answers GET /tidegate/keystage as JSON and
  * feeds the pipeline gauges; it has no layerwise pairing).
  */
-export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineSummary; setPassOverheadMs?(ms: number): void };
+export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => PipelineSummary; setPassOverheadMs?(ms: number): void; setBlockArrivals?(arrivalsMs: readonly number[] | undefined): void };
 
 /** λScale's execute-while-load control route (module comment). */
 export const LAMBDA_PATH = "/tidegate/lambda";
 
 /** Where an engine stands in λScale's execute-while-load: never pipelined, a pipeline's head, or local after one. */
-export type LambdaMode = "whole" | "pipeline" | "local";
+export type LambdaMode = "whole" | "pipeline" | "local" | "behind-blocks";
 
 export interface EngineSimServerOptions {
   engine: ServedEngine;
@@ -54,6 +59,8 @@ export interface EngineSimServerOptions {
   bodyLimitBytes?: number;
   /** Adds the process's standard metrics (CPU, memory, event loop) to /metrics: true for the engine-sim process. */
   processMetrics?: boolean;
+  /** The engine's clock, for the arrivals of its blocks (default a WallClock). */
+  clock?: Clock;
 }
 
 /** The serve-while-loading control route (region/engines/layerwise/layerwise-host.ts). */
@@ -141,12 +148,16 @@ export class EngineSimServer {
   /** While set, the engine waits for its parameters: /health and completions answer 503 with this text. */
   private loading: string | undefined;
   private lambda: { mode: LambdaMode; passOverheadMs: number } = { mode: "whole", passOverheadMs: 0 };
+  /** The blocks seen so far while waiting for them (`blocks`). */
+  private arrivals: BlockArrivals | undefined;
+  private readonly clock: Clock;
   private readonly createdS = Math.floor(Date.now() / 1000);
 
   constructor(opts: EngineSimServerOptions) {
     this.engine = opts.engine;
     this.bodyLimitBytes = opts.bodyLimitBytes ?? 4 * 1024 * 1024;
     this.parameters = opts.parameters;
+    this.clock = opts.clock ?? new WallClock();
     const status = this.engine.status?.bind(this.engine);
     this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats(), opts.processMetrics ?? false, status);
     this.server = createServer((req, res) => {
@@ -171,10 +182,19 @@ export class EngineSimServer {
     this.loading = why;
   }
 
+  /** `present` of the model's `blockCount` blocks are here (the wait loop's reports): a behind-blocks engine's arrivals. */
+  blocks(present: number, blockCount: number): void {
+    if (this.arrivals?.blockCount !== blockCount) this.arrivals = new BlockArrivals(blockCount);
+    const at = this.arrivals.observe(present, this.clock.now());
+    if (this.lambda.mode === "behind-blocks") this.engine.setBlockArrivals!(at);
+  }
+
   /** The parameters arrived: /health answers 200 with them and completions are served. */
   ready(parameters: EngineParameters): void {
+    this.blocks(parameters.blocks, parameters.blocks);
     this.parameters = parameters;
     this.loading = undefined;
+    if (this.lambda.mode === "behind-blocks") this.lambda = { mode: "local", passOverheadMs: 0 };
     // A pipeline head whose own copy is complete serves locally (λScale §4.4).
     if (this.lambda.mode === "pipeline") this.setLambda(0);
   }
@@ -240,9 +260,18 @@ export class EngineSimServer {
     if (this.engine.setPassOverheadMs === undefined) throw new TidegateError("not_found", `${LAMBDA_PATH}: this instance of ${this.engine.model} is pipelined by stages and takes no λScale pipeline`);
     if (method === "GET") return sendJson(res, 200, { ...this.lambda, waiting: this.loading !== undefined });
     if (method !== "POST") throw new TidegateError("not_found", `${method} ${LAMBDA_PATH} is not supported; use GET or POST`);
-    const body = parseJson(await readBody(req, this.bodyLimitBytes), "request body") as { passOverheadMs?: unknown };
+    const body = parseJson(await readBody(req, this.bodyLimitBytes), "request body") as { passOverheadMs?: unknown; behindBlocks?: unknown };
     const ms = typeof body === "object" && body !== null ? body.passOverheadMs : undefined;
     if (typeof ms !== "number" || !(ms >= 0) || !Number.isFinite(ms)) throw new TidegateError("invalid_request", "passOverheadMs must be a finite number ≥ 0", { param: "passOverheadMs" });
+    if (typeof body === "object" && body !== null && body.behindBlocks === true) {
+      if (ms !== 0) throw new TidegateError("invalid_request", "behindBlocks goes with passOverheadMs 0 (one engine, no activation hops)", { param: "passOverheadMs" });
+      if (this.engine.setBlockArrivals === undefined) throw new TidegateError("not_found", `${LAMBDA_PATH}: this instance of ${this.engine.model} cannot serve behind its blocks`);
+      if (this.loading === undefined) throw new TidegateError("conflict", "this engine holds its whole model already: it serves as loaded");
+      this.loading = undefined; // it serves now, each prefill behind its blocks
+      this.lambda = { mode: "behind-blocks", passOverheadMs: 0 };
+      this.engine.setBlockArrivals(this.arrivals?.observe(0, this.clock.now()) ?? [Number.POSITIVE_INFINITY]);
+      return sendJson(res, 200, { ...this.lambda, waiting: false });
+    }
     if (ms > 0 && this.loading === undefined && this.lambda.mode !== "pipeline") throw new TidegateError("conflict", "this engine holds its whole model already: it serves locally, not as a pipeline head");
     if (ms > 0) this.loading = undefined; // it serves now, before its own blocks are all here
     this.setLambda(ms);

@@ -55,4 +55,29 @@ describe("engine-sim /tidegate/lambda", () => {
     expect(await (await post(url, { passOverheadMs: 0 })).json()).toEqual({ mode: "local", passOverheadMs: 0, waiting: false });
     expect(engine.core.passOverhead).toBe(0);
   });
+
+  it("behindBlocks: a waiting engine serves a blitzscale cold start now, its prefill waiting for the blocks it is told of", async () => {
+    const { url, engine } = await start();
+    expect((await post(url, { passOverheadMs: 1, behindBlocks: true })).status).toBe(400);
+    server!.blocks(1, 4);
+    const r = await post(url, { passOverheadMs: 0, behindBlocks: true });
+    expect(r.status).toBe(200);
+    expect(await r.json()).toEqual({ mode: "behind-blocks", passOverheadMs: 0, waiting: false });
+    expect(engine.core.behindBlocks).toBe(true);
+    // accepted, but no token until the blocks are here
+    const answer = completion(url);
+    let answered = false;
+    void answer.then(() => (answered = true));
+    await new Promise((r) => setTimeout(r, 200));
+    expect(answered).toBe(false);
+    server!.blocks(3, 4);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(answered).toBe(false);
+    server!.ready({ model: "llama3.2-3b", bytes: 1024, blocks: 4 });
+    expect((await answer).status).toBe(200);
+    expect(engine.core.behindBlocks).toBe(false);
+    expect(await (await fetch(new URL(LAMBDA_PATH, url))).json()).toEqual({ mode: "local", passOverheadMs: 0, waiting: false });
+    // a whole engine takes no such mode
+    expect((await post(url, { passOverheadMs: 0, behindBlocks: true })).status).toBe(409);
+  });
 });

@@ -154,6 +154,11 @@ export class SimEngine implements Engine {
     return this.core.stats();
   }
 
+  /** Serving behind blocks still arriving (a blitzscale cold start; SimEngineCore.setBlockArrivals). */
+  setBlockArrivals(arrivalsMs: readonly number[] | undefined): void {
+    this.core.setBlockArrivals(arrivalsMs);
+  }
+
   /** A λScale pipeline head's activation hops per pass, 0 in local mode (SimCore.setPassOverheadMs). */
   setPassOverheadMs(ms: number): void {
     this.core.setPassOverheadMs(ms);

@@ -31,7 +31,7 @@ import { readTrace, type Trace } from "../../sim/replay/traces.js";
 import { instanceTokensPerS } from "../../sim/week/capacity.js";
 import { packageVersion as version } from "./common.js";
 import { envOverrides, jsonFigure, verdictOf } from "./verdicts/common.js";
-import { MAAS_TARGET, judgedHostSize, maasChecks, type MaasRow, type MaasTraceRuns } from "./verdicts/maas.js";
+import { MAAS_TARGET, judgedHostSize, lambdaP90VsSsd, maasChecks, type MaasRow, type MaasTraceRuns } from "./verdicts/maas.js";
 
 const BASE = "llama3.1-8b";
 const MODELS = 32;
@@ -85,6 +85,7 @@ function rowOf(r: MaasRun, slo: ReturnType<typeof sloOf>): Row {
     requests: fig.requests,
     failed: fig.failed,
     meanTtftMs: fig.meanTtftMs,
+    p90TtftMs: fig.p90TtftMs,
     p99TtftMs: fig.p99TtftMs,
     sloAttainment: fig.sloAttainment,
     missRate: loaded === 0 ? Number.NaN : 1 - r.counters.cacheHits / loaded,
@@ -100,7 +101,7 @@ function rowOf(r: MaasRun, slo: ReturnType<typeof sloOf>): Row {
 
 function line(name: string, r: Row): string {
   const ms = (x: number) => (Number.isFinite(x) ? `${x.toFixed(0)}ms` : String(x));
-  return `  ${name.padEnd(14)} ${ms(r.meanTtftMs).padStart(9)} ${ms(r.p99TtftMs).padStart(9)} ${(Number.isFinite(r.missRate) ? `${(r.missRate * 100).toFixed(1)}%` : "-").padStart(6)} ${(r.sloAttainment * 100).toFixed(1).padStart(5)}% ${r.gpuHours.toFixed(2).padStart(7)} ${String(r.failed).padStart(6)} ${String(r.coldStarts).padStart(6)} ${ms(r.coldTtftP99Ms).padStart(9)} ${ms(r.coldLoadP99Ms).padStart(9)} ${String(r.scaleOuts).padStart(6)} ${String(r.peakInstances).padStart(4)} ${r.wallS.toFixed(1).padStart(5)}s`;
+  return `  ${name.padEnd(14)} ${ms(r.meanTtftMs).padStart(9)} ${ms(r.p90TtftMs ?? Number.NaN).padStart(9)} ${ms(r.p99TtftMs).padStart(9)} ${(Number.isFinite(r.missRate) ? `${(r.missRate * 100).toFixed(1)}%` : "-").padStart(6)} ${(r.sloAttainment * 100).toFixed(1).padStart(5)}% ${r.gpuHours.toFixed(2).padStart(7)} ${String(r.failed).padStart(6)} ${String(r.coldStarts).padStart(6)} ${ms(r.coldTtftP99Ms).padStart(9)} ${ms(r.coldLoadP99Ms).padStart(9)} ${String(r.scaleOuts).padStart(6)} ${String(r.peakInstances).padStart(4)} ${r.wallS.toFixed(1).padStart(5)}s`;
 }
 
 async function main(): Promise<void> {
@@ -122,7 +123,7 @@ async function main(): Promise<void> {
     const policy = demandPolicy(workload, 2);
     const perModel = models.map((m) => workload.requests.filter((r) => r.model === m).length);
     console.log(`\n${workload.name}: ${workload.requests.length} requests over ${(workload.spanMs / 1000).toFixed(0)} s; requests per model ${perModel[0]} (most popular) … ${perModel[MODELS - 1]} (least); policy demand ${JSON.stringify(policy.params)}`);
-    console.log(`  ${"arm".padEnd(14)} ${"mean TTFT".padStart(9)} ${"p99 TTFT".padStart(9)} ${"miss".padStart(6)} ${"SLO".padStart(6)} ${"GPU-h".padStart(7)} failed  colds cold TTFT  cold load  s-outs peak  wall`);
+    console.log(`  ${"arm".padEnd(14)} ${"mean TTFT".padStart(9)} ${"p90 TTFT".padStart(9)} ${"p99 TTFT".padStart(9)} ${"miss".padStart(6)} ${"SLO".padStart(6)} ${"GPU-h".padStart(7)} failed  colds cold TTFT  cold load  s-outs peak  wall`);
     let blitz: MaasRun | undefined;
     const runs: { arms: Record<string, Row>; ssd: Record<string, Row> } = { arms: {}, ssd: {} };
     results[traceName] = runs;
@@ -163,6 +164,7 @@ async function main(): Promise<void> {
   const judged = judgedHostSize(results["azure-code"]);
   console.log("\nchecks:");
   for (const c of checks) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.check} = ${jsonFigure(c.value)} (limit ${c.limit})`);
+  for (const [t, v] of Object.entries(lambdaP90VsSsd(results as Record<string, MaasTraceRuns>))) console.log(`  (reported) ${t}: lambdascale p90 TTFT / ssd at ${judged ?? "?"} models per host = ${jsonFigure(v)}`);
   const verdict = verdictOf(checks, SHRUNK);
   console.log(
     JSON.stringify({
@@ -175,6 +177,8 @@ async function main(): Promise<void> {
       results: roundAll(results),
       alwaysOn: roundAll(alwaysOn),
       alwaysOnOnePerModel: roundAll(alwaysOnFloor),
+      // Issue 35's λScale figure against ServerlessLLM in this setting: reported, not judged here (bench:burst judges it).
+      lambdaP90VsSsd: Object.fromEntries(Object.entries(lambdaP90VsSsd(results as Record<string, MaasTraceRuns>)).map(([t, v]) => [t, jsonFigure(v)])),
       gpuHoursVsAlwaysOn: Object.fromEntries(TRACES.map((t) => [t, jsonFigure((results[t]?.arms.blitzscale?.gpuHours ?? Number.NaN) / (alwaysOn[t]?.gpuHours ?? Number.NaN))])),
       // The same ratio with the SLO attainment each side reached (they differ: it is not a ratio at one SLO), and
       // against the cheapest always-on fleet (one instance per model) with its attainment.

@@ -10,7 +10,7 @@ import { burstChecks, type BurstRow } from "./verdicts/burst.js";
 import { atLeast, atMost, envOverrides, ratio, verdictOf } from "./verdicts/common.js";
 import { binomialOverTree, dataplaneMet } from "./verdicts/dataplane.js";
 import { keystageChecks, type KeystageArm } from "./verdicts/keystage.js";
-import { judgedHostSize, maasChecks, type MaasRow, type MaasTraceRuns } from "./verdicts/maas.js";
+import { judgedHostSize, lambdaP90VsSsd, maasChecks, type MaasRow, type MaasTraceRuns } from "./verdicts/maas.js";
 import { replayChecks, type ReplayFigures } from "./verdicts/replay.js";
 import { routerChecks, type RouterFigures } from "./verdicts/router.js";
 import { scaleoutChecks } from "./verdicts/scaleout.js";
@@ -99,6 +99,12 @@ describe("bench:maas", () => {
     expect(checks.find((c) => c.check.includes("mean TTFT / ssd"))!.ok).toBe(false);
     const failed = maasChecks({ "azure-code": runs({ "2": row(1100, 6000, 0.4) }, row(250, 860, 0.3, { failed: 3 })) });
     expect(failed.filter((c) => c.check.includes("blitzscale")).every((c) => !c.ok)).toBe(true);
+  });
+
+  it("reports lambdascale's p90 TTFT over ssd's at the judged host memory (issue 35), NaN without the arm", () => {
+    const code: MaasTraceRuns = { ssd: { "4": row(800, 6000, 0.17, { p90TtftMs: 9000 }), "2": row(1100, 6000, 0.32, { p90TtftMs: 4000 }) }, arms: { allcache: row(200, 800, 0), blitzscale: row(250, 860, 0.3), lambdascale: row(260, 870, 0.3, { p90TtftMs: 1000 }) } };
+    expect(lambdaP90VsSsd({ "azure-code": code })).toEqual({ "azure-code": 0.25 });
+    expect(lambdaP90VsSsd({ "azure-code": runs({ "2": row(1100, 6000, 0.32) }, row(250, 860, 0.3)) })["azure-code"]).toBeNaN();
   });
 });
 

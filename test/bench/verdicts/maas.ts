@@ -17,6 +17,8 @@ export interface MaasRow {
   failed: number;
   meanTtftMs: number;
   p99TtftMs: number;
+  /** p90 TTFT: printed, and lambdascale's against ssd's reported in the JSON line (lambdaP90VsSsd), not judged here. */
+  p90TtftMs?: number;
   /** Host-cache miss rate the arm's scale-outs saw (1 − hits / instances loaded). */
   missRate: number;
   /** p99 TTFT of the requests that arrived at a model with no serving instance, and p99 of the cold starts' loads. */
@@ -67,4 +69,18 @@ export function maasChecks(results: Readonly<Record<string, MaasTraceRuns>>): Ch
     checks.push({ check: `${trace}: blitzscale cold-start TTFT p99 − cold-start load p99 (ms)${failed}`, value: over, limit: MAAS_TARGET.coldTtftOverLoadMs, ok: failed === "" && atMost(over, MAAS_TARGET.coldTtftOverLoadMs) });
   }
   return checks;
+}
+
+/**
+ * lambdascale's p90 TTFT over ssd's at the judged host memory, per trace: reported beside the verdict for issue 35
+ * (λScale §7 against ServerlessLLM), whose λScale checks bench:burst judges (verdicts/burst.ts).
+ */
+export function lambdaP90VsSsd(results: Readonly<Record<string, MaasTraceRuns>>): Record<string, number> {
+  const size = judgedHostSize(results["azure-code"]);
+  const out: Record<string, number> = {};
+  for (const [trace, g] of Object.entries(results)) {
+    const ssd = size === undefined ? undefined : g.ssd[size];
+    out[trace] = ratio(g.arms.lambdascale?.p90TtftMs ?? Number.NaN, ssd?.p90TtftMs ?? Number.NaN);
+  }
+  return out;
 }

@@ -336,14 +336,16 @@ export class Dispatcher {
     }
     // Served: its slot in the region is free now, before the result is written.
     served();
-    this.books.noteServed(c.batchId, c.model, outcome.usage.completion_tokens, req.priority);
+    this.books.noteServed(c.model, outcome.usage.completion_tokens, req.priority);
     this.refill(link, c.model);
-    await this.write(c, true, okLine(customId, c, kind, outcome, Math.floor(this.o.clock.now() / 1000)));
+    // The output tokens by capacity go into the store with the result, once: the batch's counts survive a restart.
+    const tokens = req.priority === 1 ? { spareTokens: outcome.usage.completion_tokens } : { dedicatedTokens: outcome.usage.completion_tokens };
+    await this.write(c, true, okLine(customId, c, kind, outcome, Math.floor(this.o.clock.now() / 1000)), tokens);
   }
 
-  private async write(c: ClaimedRequest, ok: boolean, line: string): Promise<void> {
+  private async write(c: ClaimedRequest, ok: boolean, line: string, tokens?: { spareTokens?: number; dedicatedTokens?: number }): Promise<void> {
     try {
-      const code = await this.results.write(c.requestId, { ok, line }, c.owner);
+      const code = await this.results.write(c.requestId, { ok, line, ...tokens }, c.owner);
       this.o.metrics?.results.inc({ outcome: code < 0 ? "dropped" : ok ? "ok" : "error" });
       if (code === QueueCode.Finalizing) void this.maintain();
     } catch (err) {

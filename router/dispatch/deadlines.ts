@@ -98,6 +98,11 @@ export class BatchBooks {
     this.metrics?.batchTokens.inc({ model, capacity: priority === 1 ? "spare" : "dedicated" }, outputTokens);
   }
 
+  /** Whether the last review found `batchId` unable to finish by its deadline on spare capacity alone. */
+  atRisk(batchId: string): boolean {
+    return this.views.get(batchId)?.deadline_at_risk === true;
+  }
+
   /** What the Batch API object shows of `batchId`; undefined when this dispatcher has nothing on it. */
   capacityView(batchId: string): BatchCapacityView | undefined {
     return this.views.get(batchId);

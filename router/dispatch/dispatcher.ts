@@ -38,7 +38,7 @@ import type { DispatcherOptions } from "./dispatcher-options.js";
 
 export type { DispatcherOptions } from "./dispatcher-options.js";
 
-type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "coldWake" | "instanceTokensPerS">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "instanceTokensPerS">;
+type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "coldWake" | "instanceTokensPerS" | "dedicatedAtRisk">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "instanceTokensPerS" | "dedicatedAtRisk">;
 
 export class Dispatcher {
   private readonly o: ResolvedOptions;
@@ -320,6 +320,8 @@ export class Dispatcher {
     const prepared = prepare(c, nowMs, this.o.promoteAfterMs);
     if ("errorLine" in prepared) return this.write(c, false, prepared.errorLine);
     const { req, kind, customId } = prepared;
+    // A batch flagged at risk of its deadline is granted dedicated capacity where configured (dedicatedAtRisk).
+    if (req.priority === 1 && this.o.dedicatedAtRisk === true && this.books.atRisk(c.batchId)) req.priority = 0;
     this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(req.priority) });
     this.o.onDispatched?.(c.model, link.region, req.promptTokens + req.maxTokens, nowMs);
     this.fill.noteSent(c.model, req.promptTokens, req.maxTokens);

@@ -4,8 +4,11 @@ import type { ProfileFit } from "../../../core/perf/fit.js";
 import { PerfProfile, getProfile } from "../../../core/perf/model.js";
 import { SimEngineCore, type SimSubmit } from "./core.js";
 
-/** A hand-checkable profile: prefill 100 ms flat, decode iteration 10 + 1·B ms (+ cCtx per context token). */
-function flatProfile(cCtx = 0): PerfProfile {
+/**
+ * A hand-checkable profile: prefill 100 ms flat, decode iteration 10 + 1·B ms (+ cCtx per context token). With
+ * `batchedCost`, a prefill of two or more prompts costs 150 ms from 200 tokens on (one prompt: still 100 ms).
+ */
+function flatProfile(cCtx = 0, batchedCost = false): PerfProfile {
   const fit: ProfileFit = {
     model: "llama3.2-3b",
     gpu: "h100-80gb",
@@ -14,10 +17,17 @@ function flatProfile(cCtx = 0): PerfProfile {
       [1, 100],
       [1e9, 100],
     ],
-    prefillBatchedKnots: [
-      [1, 100],
-      [1e9, 100],
-    ],
+    prefillBatchedKnots: batchedCost
+      ? [
+          [1, 100],
+          [199, 100],
+          [200, 150],
+          [1e9, 150],
+        ]
+      : [
+          [1, 100],
+          [1e9, 100],
+        ],
     decode: { c0: 10, cB: 1, cB2: 0, cCtx },
     maxMeasuredBatch: 64,
     source: "test",
@@ -31,9 +41,9 @@ interface Seen {
   order: string[];
 }
 
-function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number; preemption?: "recompute" | "swap" | "off"; swapTokensPerMs?: number; batchSlotsBeside?: number; besideHoldMs?: number } = {}) {
+function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number; preemption?: "recompute" | "swap" | "off"; swapTokensPerMs?: number; batchSlotsBeside?: number; besideHoldMs?: number; batchedCost?: boolean; batchPrefillWaitMs?: number } = {}) {
   const clock = new VirtualClock();
-  const profile = flatProfile(opts.cCtx);
+  const profile = flatProfile(opts.cCtx, opts.batchedCost);
   const core = new SimEngineCore({
     profile,
     clock,
@@ -43,6 +53,7 @@ function harness(opts: { capacity?: number; cCtx?: number; maxBatch?: number; pr
     ...(opts.swapTokensPerMs === undefined ? {} : { swapBytesPerMs: opts.swapTokensPerMs * profile.kvBytesPerToken }),
     ...(opts.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: opts.batchSlotsBeside }),
     ...(opts.besideHoldMs === undefined ? {} : { besideHoldMs: opts.besideHoldMs }),
+    ...(opts.batchPrefillWaitMs === undefined ? {} : { batchPrefillWaitMs: opts.batchPrefillWaitMs }),
   });
   const seen: Seen = { first: {}, done: {}, order: [] };
   const submit = (r: SimSubmit) =>
@@ -391,14 +402,43 @@ describe("SimEngineCore: priority preemption (vLLM priority scheduling)", () => 
     expect(events).toEqual(["b1 first 100", "b2 first 100", "i first 1388"]);
   });
 
-  it("a prefill that admits a priority 0 request admits no priority 1 one (it would wait for their prompts too)", () => {
-    const { clock, seen, submit } = harness();
+  it("priority 1 rides along in a priority 0 prefill only where it adds at most 1% to it", () => {
+    // Costless batching (flat profile): b and b2 share i's prefill, 0 → 100.
+    const free = harness();
+    free.submit({ id: "b", promptTokens: 100, maxTokens: 5, priority: 1 });
+    free.submit({ id: "i", promptTokens: 100, maxTokens: 5, priority: 0 });
+    free.submit({ id: "b2", promptTokens: 100, maxTokens: 5, priority: 1 });
+    free.clock.runUntilIdleSync();
+    expect(free.seen.first).toEqual({ i: 100, b: 100, b2: 100 });
+    // Two prompts cost 150 ms: i prefills alone 0 → 100 and decodes (11 ms) to 144. b and b2 may not prefill on their
+    // own beside interactive work before the head has waited batchPrefillWaitMs (200 ms): together 200 → 350.
+    const { clock, seen, submit } = harness({ batchedCost: true });
     submit({ id: "b", promptTokens: 100, maxTokens: 5, priority: 1 });
     submit({ id: "i", promptTokens: 100, maxTokens: 5, priority: 0 });
     submit({ id: "b2", promptTokens: 100, maxTokens: 5, priority: 1 });
     clock.runUntilIdleSync();
-    // i alone 0 → 100; then b and b2 together 100 → 200.
-    expect(seen.first).toEqual({ i: 100, b: 200, b2: 200 });
+    expect(seen.first).toEqual({ i: 100, b: 350, b2: 350 });
+    expect(seen.done.i).toBe(144);
+  });
+
+  it("beside interactive work, an interactive arrival waits for a decode step, not for a batch request's prefill (batchPrefillWaitMs)", () => {
+    // i1 (50 tokens) prefills 0 → 100 and decodes alone at 11 ms; b arrives at 105, i2 at 150.
+    const run = (batchPrefillWaitMs?: number) => {
+      const h = harness({ batchedCost: true, ...(batchPrefillWaitMs === undefined ? {} : { batchPrefillWaitMs }) });
+      h.submit({ id: "i1", promptTokens: 100, maxTokens: 50, priority: 0 });
+      h.clock.advanceToSync(105);
+      h.submit({ id: "b", promptTokens: 100, maxTokens: 5, priority: 1 });
+      h.clock.advanceToSync(150);
+      h.submit({ id: "i2", promptTokens: 100, maxTokens: 5, priority: 0 });
+      h.clock.runUntilIdleSync();
+      return h.seen.first;
+    };
+    // Held: i2 joins at the boundary at 155 and prefills alone (b would make it 150 ms) → 255; i1 and i2 decode at
+    // 12 ms until i2 ends at 303, i1 alone at 11 ms; b has waited 200 ms at 305 and prefills alone at the next
+    // boundary, 314 → 414.
+    expect(run()).toMatchObject({ i1: 100, i2: 255, b: 414 });
+    // Not held (0, as before): b prefills at the boundary at 111 → 211, and i2 waits for it: 211 → 311.
+    expect(run(0)).toMatchObject({ i1: 100, b: 211, i2: 311 });
   });
 
   it("batch slots beside interactive work: batch beyond them is preempted at the next boundary and resumes when the interactive work has left", () => {

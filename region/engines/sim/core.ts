@@ -489,11 +489,11 @@ export class SimEngineCore implements HandleHost {
     return this.reservedTokens > 0 ? Math.min(1, this.reservedLocal / this.reservedTokens) : 1;
   }
 
-  private fits(r: SimRequest, admitted: number, batchCount: number, batchTokens: number): boolean {
+  private fits(r: SimRequest, admitted: number, batchCount: number, batchTokens: number, interactiveInBatch = false): boolean {
     if (this.reservedLocal + this.foreignTokens + (r.promptTokens + r.maxTokens) * this.localShareAt(this.lastEventMs) > this.capacityTokens + 1e-9) return false;
     if (this.running.length + admitted >= this.maxBatch) return false;
-    // Beside interactive work, batch only within its slots (a batch being built then holds only priority 1 requests).
-    if (r.priority === 1 && this.preemption !== "off" && this.runningLow + admitted + batchCount >= this.batchSlotsBeside && this.interactivePresent()) return false;
+    // Beside interactive work (running, waiting, recent, or in the prefill being built), batch only within its slots.
+    if (r.priority === 1 && this.preemption !== "off" && this.runningLow + admitted + batchCount >= this.batchSlotsBeside && (interactiveInBatch || this.interactivePresent())) return false;
     return batchCount === 0 || batchTokens + this.prefillCost(r) <= this.maxPrefillTokens;
   }
 
@@ -645,7 +645,7 @@ export class SimEngineCore implements HandleHost {
         interactiveMs ||= this.aloneMs(batch);
         if (this.aloneMs([...batch, r]) > interactiveMs * (1 + RIDE_ALONG_COST)) break;
       } else if (batch.length === 0 && this.batchPrefillHeld(r, this.lastEventMs)) break;
-      if (!this.fits(r, admitted + batch.length, batch.length, tokens) && !this.preemptFor(r, admitted + batch.length, batch.length, tokens)) break;
+      if (!this.fits(r, admitted + batch.length, batch.length, tokens, interactive) && !this.preemptFor(r, admitted + batch.length, batch.length, tokens)) break;
       this.waiting.leave(r);
       r.state = "prefill";
       r.localShare = this.localShareAt(this.lastEventMs);

@@ -556,12 +556,13 @@ export class SimEngineCore implements HandleHost {
       this.heldWake = undefined;
       this.heldWakeAtMs = Number.POSITIVE_INFINITY;
       if (this.closed) return;
-      this.sync();
-      const now = Math.max(this.clock.now(), t);
+      // At its nominal time, as phase ends: a late wall-clock timer shifts nothing (virtual and real time agree).
+      this.syncTo(t);
+      const at = Math.max(this.lastEventMs, t);
       if (this.phase.kind === "idle") {
-        if (this.waiting.next() !== undefined) this.kickAt(now);
-      } else if (this.phase.kind === "decode" && this.admissible(now)) this.cutAtNextBoundary(now);
-      else this.armHeldWake(now);
+        if (this.waiting.next() !== undefined) this.kickAt(at);
+      } else if (this.phase.kind === "decode" && this.admissible(at)) this.cutAtNextBoundary(at);
+      else this.armHeldWake(at);
     });
   }
 

@@ -17,7 +17,9 @@
  * running priority 1 requests at the next iteration boundary (latest arrival first, preemption.ts), which go back to
  * the front of their queue with their output so far and resume later by recompute (a prefill of prompt + output that
  * yields their next token) or swap (their KV copied to host memory and back; `preemption`). A priority 0 request
- * arriving during decode thus waits for at most the iteration under way, then its prefill.
+ * arriving during decode thus waits for at most the iteration under way, then its prefill: beside priority 0 work a
+ * priority 1 request prefills only riding along with a priority 0 prefill, or once it has waited `batchPrefillWaitMs`
+ * (priority-first step composition, SimCoreOptions), so that iteration is seldom a batch request's prefill.
  * Phase ends use their nominal times, so a late wall-clock timer does not shift later tokens: real time and
  * virtual time give the same token timings for the same arrivals.
  */

@@ -60,6 +60,11 @@ export interface QueueConfig {
   coldStartAfterMs: number;
   coldStartOutputTokens: number;
   promoteAfterMs: number;
+  /**
+   * Batches that cannot finish by their deadline on spare capacity get dedicated capacity (priority 0) through the
+   * planner's NIW buffer (default false; router/dispatch/dispatcher-options.ts `dedicatedAtRisk`).
+   */
+  dedicatedAtRisk: boolean;
   leaseMs: number;
   /**
    * Lease-owner heartbeat TTL (default 5000 ms; router/dispatch/README.md, "A dispatcher that dies"): a dispatcher
@@ -101,6 +106,7 @@ export function parseQueue(qr: ObjectReader): QueueConfig {
     coldStartAfterMs: qr.number("coldStartAfterMs", 3_600_000, { min: 0 }),
     coldStartOutputTokens: qr.number("coldStartOutputTokens", 256, { integer: true, min: 1 }),
     promoteAfterMs: qr.number("promoteAfterMs", 10 * 3600_000, { gt: 0 }),
+    dedicatedAtRisk: qr.boolean("dedicatedAtRisk", false),
     leaseMs: qr.number("leaseMs", 120_000, { gt: 0 }),
     ownerTtlMs: qr.number("ownerTtlMs", 5000, { integer: true, min: 50 }),
     maxFileBytes: qr.number("maxFileBytes", 200 * 1024 * 1024, { integer: true, min: 1024 }),

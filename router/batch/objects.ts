@@ -12,9 +12,9 @@ export function fileObject(f: FileMeta): Record<string, unknown> {
 }
 
 /**
- * The `batch` object, field for field, plus `tidegate` when the dispatcher has something on the batch (issue 37,
- * router/dispatch/deadlines.ts): its output tokens served on spare vs dedicated capacity and whether it cannot finish
- * by its deadline on spare capacity alone. Clients that know only OpenAI's fields ignore it.
+ * The `batch` object, field for field, plus `tidegate` (issue 37, router/dispatch/deadlines.ts): its output tokens
+ * served on spare vs dedicated capacity (from the store, so durable), and, when the dispatcher has reviewed the batch,
+ * whether it cannot finish by its deadline on spare capacity alone. Clients that know only OpenAI's fields ignore it.
  */
 export function batchObject(b: BatchRecord, capacity?: object): Record<string, unknown> {
   return {
@@ -39,7 +39,8 @@ export function batchObject(b: BatchRecord, capacity?: object): Record<string, u
     cancelled_at: sec(b.cancelledAtMs),
     request_counts: { total: b.total, completed: b.completed, failed: b.failed },
     metadata: b.metadata,
-    ...(capacity === undefined ? {} : { tidegate: capacity }),
+    // tidegate's own: output tokens by the capacity they ran on (durable in the store), and the dispatcher's deadline view.
+    tidegate: { spare_tokens: b.spareTokens, dedicated_tokens: b.dedicatedTokens, ...capacity },
   };
 }
 

@@ -158,6 +158,7 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
           : {}),
         instanceTokensPerS: instanceTokensPerSFrom(o.config),
         promoteAfterMs: q.promoteAfterMs,
+        dedicatedAtRisk: q.dedicatedAtRisk,
         leaseMs: q.leaseMs,
         ownerTtlMs: q.ownerTtlMs,
         pace: q.paceDispatch,

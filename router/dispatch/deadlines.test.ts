@@ -36,7 +36,7 @@ describe("deadline-aware dispatch (issue 37)", () => {
     expect(spareTokensPerS([report("a", 0.25, 2)], "other", tps)).toBe(0);
   });
 
-  it("BatchBooks: reviews in deadline order with the work ahead, flags and logs once, counts spare vs dedicated tokens", async () => {
+  it("BatchBooks: reviews in deadline order with the work ahead, flags and logs once, counts spare vs dedicated tokens in /metrics", async () => {
     const clock = new VirtualClock(0);
     const warned: unknown[] = [];
     const log = { ...silentLogger, warn: (_msg: string, fields?: unknown) => void warned.push(fields) };
@@ -54,10 +54,10 @@ describe("deadline-aware dispatch (issue 37)", () => {
     expect(warned).toHaveLength(1);
     expect(await registry.metrics()).toMatch(/^tidegate_queue_batches_at_risk\{model="m"\} 1$/m);
     expect(await registry.metrics()).toMatch(/^tidegate_queue_batches_flagged_total\{model="m"\} 1$/m);
-    books.noteServed("early", "m", 48, 1);
-    books.noteServed("early", "m", 16, 0);
-    expect(books.capacityView("early")).toMatchObject({ spare_tokens: 48, dedicated_tokens: 16 });
+    books.noteServed("m", 48, 1);
+    books.noteServed("m", 16, 0);
     expect(await registry.metrics()).toMatch(/^tidegate_queue_batch_tokens_total\{model="m",capacity="spare"\} 48$/m);
+    expect(await registry.metrics()).toMatch(/^tidegate_queue_batch_tokens_total\{model="m",capacity="dedicated"\} 16$/m);
     // A batch no longer in progress is forgotten.
     books.review([batch("early", 0, 500)]);
     expect(books.capacityView("late")).toBeUndefined();

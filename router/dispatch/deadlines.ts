@@ -9,11 +9,12 @@
  *   flagged (`deadlineRisk`) on the first maintenance pass that sees it in progress — within seconds of creation, well
  *   inside a minute — logged once, counted in /metrics and shown on its Batch API object.
  * - **Spare vs dedicated.** A batch request sent at priority 1 runs on spare capacity (the engine preempts it for
- *   interactive work); one promoted to priority 0 runs on dedicated capacity, beside interactive requests. The books
- *   count each batch's output tokens by which it ran on.
+ *   interactive work); one promoted to priority 0 runs on dedicated capacity, beside interactive requests. Each
+ *   result carries its output tokens by capacity into the queue store, which adds them to its batch's counts with
+ *   the result, once (BatchRecord.spareTokens / dedicatedTokens): durable across restarts and shared by replicas.
+ *   These books only count them in /metrics.
  *
- * The books are this dispatcher's memory: after a router restart a batch's split counts from then on (its flag is
- * found again on the next pass), and each router replica counts what it sent.
+ * The flags are this dispatcher's memory: after a router restart a batch's flag is found again on the next pass.
  */
 import type { Clock } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
@@ -54,11 +55,11 @@ export function spareTokensPerS(reports: Iterable<RegionTelemetry>, model: strin
   return spare;
 }
 
-/** What the Batch API object shows of a batch (batchObject's `tidegate` field). */
+/**
+ * What the Batch API object shows of a batch's deadline (batchObject's `tidegate` field, beside its output tokens by
+ * capacity from the store).
+ */
 export interface BatchCapacityView {
-  /** Output tokens of its requests served on spare capacity (priority 1) and on dedicated capacity (priority 0). */
-  spare_tokens: number;
-  dedicated_tokens: number;
   /** Set once a pass found it cannot finish by its deadline on spare capacity alone. */
   deadline_at_risk: boolean;
   deadline_flagged_at: number | null;
@@ -92,12 +93,14 @@ export class BatchBooks {
     this.requestTokens.set(model, seen === undefined ? tokens : 0.9 * seen + 0.1 * tokens);
   }
 
-  /** A request of `batchId` served with `outputTokens`, sent at `priority` (1: spare capacity, 0: dedicated). */
-  noteServed(batchId: string, model: string, outputTokens: number, priority: Priority): void {
-    const v = this.view(batchId);
-    if (priority === 1) v.spare_tokens += outputTokens;
-    else v.dedicated_tokens += outputTokens;
+  /** A request of `model` served with `outputTokens`, sent at `priority` (1: spare capacity, 0: dedicated). */
+  noteServed(model: string, outputTokens: number, priority: Priority): void {
     this.metrics?.batchTokens.inc({ model, capacity: priority === 1 ? "spare" : "dedicated" }, outputTokens);
+  }
+
+  /** Whether the last review found `batchId` unable to finish by its deadline on spare capacity alone. */
+  atRisk(batchId: string): boolean {
+    return this.views.get(batchId)?.deadline_at_risk === true;
   }
 
   /** What the Batch API object shows of `batchId`; undefined when this dispatcher has nothing on it. */
@@ -147,7 +150,7 @@ export class BatchBooks {
 
   private view(batchId: string): BatchCapacityView {
     let v = this.views.get(batchId);
-    if (v === undefined) this.views.set(batchId, (v = { spare_tokens: 0, dedicated_tokens: 0, deadline_at_risk: false, deadline_flagged_at: null, need_tokens_per_s: null, spare_tokens_per_s: null }));
+    if (v === undefined) this.views.set(batchId, (v = { deadline_at_risk: false, deadline_flagged_at: null, need_tokens_per_s: null, spare_tokens_per_s: null }));
     return v;
   }
 }

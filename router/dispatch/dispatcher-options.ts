@@ -67,6 +67,15 @@ export interface DispatcherOptions {
    */
   instanceTokensPerS?: (model: string, gpu: string) => number;
   /**
+   * Grant dedicated capacity to batches the deadline review flags (config `queue.dedicatedAtRisk`; issue 37): while a
+   * batch cannot finish by its deadline on spare capacity alone, its requests go out at priority 0 — on par with
+   * interactive work, not preempted, counted as dedicated tokens — instead of 1. That capacity is the planner's NIW
+   * buffer: every request dispatched enters the NIW history (`onDispatched`, forecasts/niw-recorder.ts), whose last
+   * hour's mean × β the planner adds to F(m, r), so the plans provision instances for it. Default false (a flagged
+   * batch stays on spare capacity until promoteAfterMs promotes its requests).
+   */
+  dedicatedAtRisk?: boolean;
+  /**
    * Lease-owner heartbeat TTL (> 0, config `queue.ownerTtlMs`); default 5000 ms. The owner is heartbeat every TTL / 5;
    * a dispatcher that stops heartbeating (crash, pause, cut off from the store) has its leases taken back by any
    * dispatcher's maintenance once the TTL has run out.

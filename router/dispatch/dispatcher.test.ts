@@ -59,7 +59,7 @@ class GatedLink implements RegionLink {
   async close() {}
 }
 
-async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; paceGroup?: number; refill?: boolean; kvTokens?: number; fill?: DispatcherOptions["fill"]; instanceTokensPerS?: number; windowMs?: number } = {}) {
+async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: number; enqueuedAtMs?: number; onDispatched?: DispatcherOptions["onDispatched"]; allowedRegions?: string[]; pace?: boolean; paceGroup?: number; refill?: boolean; kvTokens?: number; fill?: DispatcherOptions["fill"]; instanceTokensPerS?: number; windowMs?: number; dedicatedAtRisk?: boolean } = {}) {
   const clock = new VirtualClock(opts.enqueuedAtMs ?? 0);
   const store = new EmbeddedQueueStore(null);
   const files = new DirFileStore(null);
@@ -75,6 +75,7 @@ async function setup(n: number, opts: { leaseMs?: number; promoteAfterMs?: numbe
     ...(opts.paceGroup === undefined ? {} : { paceGroup: opts.paceGroup }),
     ...(opts.fill === undefined ? {} : { fill: opts.fill, kvCapacityTokens: () => opts.kvTokens ?? 100_000 }),
     ...(opts.instanceTokensPerS === undefined ? {} : { instanceTokensPerS: () => opts.instanceTokensPerS! }),
+    ...(opts.dedicatedAtRisk === undefined ? {} : { dedicatedAtRisk: opts.dedicatedAtRisk }),
   });
   await store.createBatch({ id: "b", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: clock.now(), expiresAtMs: clock.now() + (opts.windowMs ?? 86_400_000), ...(opts.allowedRegions === undefined ? {} : { allowedRegions: opts.allowedRegions }) });
   await store.stage("b", Array.from({ length: n }, (_, i) => ({ index: i, payload: encodePayload({ custom_id: `c${i}`, url: "/v1/completions", body: { model: "m", prompt: `p${i}`, max_tokens: 1 } }) })));
@@ -268,6 +269,33 @@ describe("Dispatcher (SageServe §6.3)", () => {
     for (const l of links) for (const s of l.sent) s.release();
     await d.stop();
   });
+
+  for (const dedicatedAtRisk of [true, false]) {
+    it(`a flagged batch ${dedicatedAtRisk ? "is granted dedicated capacity (priority 0) with queue.dedicatedAtRisk" : "stays on spare capacity without queue.dedicatedAtRisk"}; its tokens by capacity are in the store, so a restarted dispatcher loses none (issue 37)`, async () => {
+      // Region a at 0.5: 1 instance × 1 token/s × 0.5 = 0.5 tokens/s spare; 40 requests of about 2 tokens (prompt +
+      // max_tokens) in 60 s need more: flagged by the first maintenance pass. The first report's requests went out before it.
+      const { clock, store, links, flush, d } = await setup(40, { instanceTokensPerS: 1, windowMs: 60_000, dedicatedAtRisk });
+      const a = links[0]!;
+      a.signal(0.5);
+      await flush();
+      const first = a.sent.length;
+      expect(first).toBeGreaterThan(0);
+      expect(a.sent.map((s) => s.req.priority)).toEqual(Array.from({ length: first }, () => 1));
+      await clock.advanceBy(1000);
+      expect(d.capacityView("b")).toMatchObject({ deadline_at_risk: true });
+      a.signal(0.5);
+      await flush();
+      const later = a.sent.slice(first);
+      expect(later.length).toBeGreaterThan(0);
+      expect(later.map((s) => s.req.priority)).toEqual(later.map(() => (dedicatedAtRisk ? 0 : 1)));
+      for (const s of a.sent) s.release();
+      await d.idle();
+      // Each served request has 1 output token; the counts are in the batch's record, not in this dispatcher.
+      await d.stop();
+      const served = a.sent.length;
+      expect(await store.getBatch("b")).toMatchObject({ completed: served, spareTokens: dedicatedAtRisk ? first : served, dedicatedTokens: dedicatedAtRisk ? served - first : 0 });
+    });
+  }
 
   it("a batch that spare capacity can finish in time is not flagged", async () => {
     const { clock, links, flush, d } = await setup(40, { instanceTokensPerS: 100_000, windowMs: 3_600_000 });

@@ -38,7 +38,7 @@ import type { DispatcherOptions } from "./dispatcher-options.js";
 
 export type { DispatcherOptions } from "./dispatcher-options.js";
 
-type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "coldWake" | "instanceTokensPerS">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "instanceTokensPerS">;
+type ResolvedOptions = Required<Omit<DispatcherOptions, "intake" | "metrics" | "resultLingerMs" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "coldWake" | "instanceTokensPerS" | "dedicatedAtRisk">> & Pick<DispatcherOptions, "intake" | "metrics" | "onDispatched" | "fill" | "kvCapacityTokens" | "pace" | "paceGroup" | "refill" | "instanceTokensPerS" | "dedicatedAtRisk">;
 
 export class Dispatcher {
   private readonly o: ResolvedOptions;
@@ -320,6 +320,8 @@ export class Dispatcher {
     const prepared = prepare(c, nowMs, this.o.promoteAfterMs);
     if ("errorLine" in prepared) return this.write(c, false, prepared.errorLine);
     const { req, kind, customId } = prepared;
+    // A batch flagged at risk of its deadline is granted dedicated capacity where configured (dedicatedAtRisk).
+    if (req.priority === 1 && this.o.dedicatedAtRisk === true && this.books.atRisk(c.batchId)) req.priority = 0;
     this.o.metrics?.dispatched.inc({ model: c.model, region: link.region, priority: String(req.priority) });
     this.o.onDispatched?.(c.model, link.region, req.promptTokens + req.maxTokens, nowMs);
     this.fill.noteSent(c.model, req.promptTokens, req.maxTokens);
@@ -336,14 +338,16 @@ export class Dispatcher {
     }
     // Served: its slot in the region is free now, before the result is written.
     served();
-    this.books.noteServed(c.batchId, c.model, outcome.usage.completion_tokens, req.priority);
+    this.books.noteServed(c.model, outcome.usage.completion_tokens, req.priority);
     this.refill(link, c.model);
-    await this.write(c, true, okLine(customId, c, kind, outcome, Math.floor(this.o.clock.now() / 1000)));
+    // The output tokens by capacity go into the store with the result, once: the batch's counts survive a restart.
+    const tokens = req.priority === 1 ? { spareTokens: outcome.usage.completion_tokens } : { dedicatedTokens: outcome.usage.completion_tokens };
+    await this.write(c, true, okLine(customId, c, kind, outcome, Math.floor(this.o.clock.now() / 1000)), tokens);
   }
 
-  private async write(c: ClaimedRequest, ok: boolean, line: string): Promise<void> {
+  private async write(c: ClaimedRequest, ok: boolean, line: string, tokens?: { spareTokens?: number; dedicatedTokens?: number }): Promise<void> {
     try {
-      const code = await this.results.write(c.requestId, { ok, line }, c.owner);
+      const code = await this.results.write(c.requestId, { ok, line, ...tokens }, c.owner);
       this.o.metrics?.results.inc({ outcome: code < 0 ? "dropped" : ok ? "ok" : "error" });
       if (code === QueueCode.Finalizing) void this.maintain();
     } catch (err) {

@@ -4,7 +4,7 @@
  * Lua scripts in lua/ implement the same transitions; the conformance suite holds both to it.
  */
 import {
-  BATCH_STATUSES, QueueCode, isTerminal, ownerOf, parseRequestId, requestId,
+  BATCH_STATUSES, QueueCode, isTerminal, ownerOf, parseRequestId, requestId, tokenCount,
   type BatchInit, type BatchLineError, type CompleteItem, type BatchRecord, type BatchStatus, type ClaimedRequest, type QueueStats,
   type ReclaimResult, type RequestResult, type RequeueResult,
 } from "./types.js";
@@ -48,7 +48,7 @@ export class MemoryQueueState {
     if (this.batches.has(init.id)) return QueueCode.Exists;
     this.active.add(init.id);
     this.batches.set(init.id, {
-      ...init, owner: ownerOf(init), status: "validating", model: null, total: 0, completed: 0, failed: 0, leased: 0, target: null, enqueuedAtMs: null,
+      ...init, owner: ownerOf(init), status: "validating", model: null, total: 0, completed: 0, failed: 0, leased: 0, spareTokens: 0, dedicatedTokens: 0, target: null, enqueuedAtMs: null,
       inProgressAtMs: null, finalizingAtMs: null, completedAtMs: null, failedAtMs: null, expiredAtMs: null, cancellingAtMs: null,
       cancelledAtMs: null, outputFileId: null, errorFileId: null, errors: null,
     });
@@ -147,10 +147,12 @@ export class MemoryQueueState {
     if (res === undefined) this.resultMap.set(batchId, (res = new Map()));
     if (this.dropLease(rid)) b.leased--;
     if (res.has(index)) return QueueCode.Duplicate;
-    res.set(index, result);
+    res.set(index, { ok: result.ok, line: result.line });
     this.queue(b.model!).remove(rid);
     if (result.ok) b.completed++;
     else b.failed++;
+    b.spareTokens += tokenCount(result.spareTokens);
+    b.dedicatedTokens += tokenCount(result.dedicatedTokens);
     return this.maybeFinalizing(b, nowMs) ? QueueCode.Finalizing : QueueCode.Ok;
   }
 
@@ -350,7 +352,8 @@ export class MemoryQueueState {
   /** Loads a snapshot into this (empty) state. */
   restore(s: QueueSnapshot): void {
     for (const b of s.batches) {
-      this.batches.set(b.id, { ...b });
+      // Snapshots from before issue 37's capacity counts lack them.
+      this.batches.set(b.id, { ...b, spareTokens: b.spareTokens ?? 0, dedicatedTokens: b.dedicatedTokens ?? 0 });
       if (!isTerminal(b.status)) this.active.add(b.id);
     }
     for (const [model, entries] of s.ready) {
@@ -392,3 +395,4 @@ export class MemoryQueueState {
     return false;
   }
 }
+

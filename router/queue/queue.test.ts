@@ -71,6 +71,26 @@ describe("embedded journal", () => {
     }
   });
 
+  it("a batch's output tokens by capacity survive a restart and a compaction (issue 37)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      await fiveOps(dir);
+      const a = new EmbeddedQueueStore(dir);
+      await a.requeueExpired(1000, 10);
+      const c = await a.claim("m", 2, 1001, 100);
+      expect(await a.complete(c[0]!.requestId, { ok: true, line: "r1", spareTokens: 48 }, 1002)).toBe(QueueCode.Ok);
+      expect(await a.complete(c[1]!.requestId, { ok: true, line: "r2", dedicatedTokens: 16 }, 1003)).toBe(QueueCode.Finalizing);
+      const b = new EmbeddedQueueStore(dir);
+      expect(await b.getBatch("b")).toMatchObject({ completed: 3, spareTokens: 48, dedicatedTokens: 16 });
+      const compacted = new EmbeddedQueueStore(dir, { compactAfterOps: 1 });
+      expect(await compacted.getBatch("b")).toMatchObject({ spareTokens: 48, dedicatedTokens: 16 });
+      expect(readFileSync(join(dir, "queue.journal"), "utf8").trim().split("\n")).toHaveLength(1);
+      expect(await new EmbeddedQueueStore(dir).getBatch("b")).toMatchObject({ spareTokens: 48, dedicatedTokens: 16 });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("lease owners survive a restart: tokens keep counting, heartbeats are not journaled, a crashed owner's leases come back", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
     try {

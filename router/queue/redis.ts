@@ -10,7 +10,7 @@
 import type { Redis } from "ioredis";
 import { ScriptRunner } from "./scripts.js";
 import {
-  BATCH_STATUSES, QueueCode, ownerOf, parseRequestId, toQueueCode,
+  BATCH_STATUSES, QueueCode, ownerOf, parseRequestId, toQueueCode, tokenCount,
   type BatchInit, type BatchLineError, type BatchRecord, type CompleteItem, type BatchStatus, type ClaimedRequest, type FileMeta, type FileStore,
   type FinalStatus, type QueueStats, type QueueStore, type ReclaimResult, type RequestResult, type RequeueResult,
 } from "./types.js";
@@ -43,6 +43,8 @@ function toRecord(h: Record<string, string>): BatchRecord {
     completed: Number(h.completed ?? 0),
     failed: Number(h.failed ?? 0),
     leased: Number(h.leased ?? 0),
+    spareTokens: Number(h.spare_tokens ?? 0),
+    dedicatedTokens: Number(h.dedicated_tokens ?? 0),
     target: (h.target as FinalStatus | undefined) ?? null,
     enqueuedAtMs: num(h.enqueued_at),
     inProgressAtMs: num(h.in_progress_at),
@@ -145,7 +147,7 @@ export class RedisQueueStore implements QueueStore {
   async completeMany(items: readonly CompleteItem[], nowMs: number): Promise<QueueCode[]> {
     if (items.length === 0) return [];
     const args: (string | number)[] = [this.prefix, nowMs];
-    for (const it of items) args.push(it.requestId, parseRequestId(it.requestId).index, it.result.ok ? "1" : "0", it.result.line, ownerArg(it.owner));
+    for (const it of items) args.push(it.requestId, parseRequestId(it.requestId).index, it.result.ok ? "1" : "0", it.result.line, ownerArg(it.owner), tokenCount(it.result.spareTokens), tokenCount(it.result.dedicatedTokens));
     const codes = (await this.scripts.run("complete", [this.k("leases"), this.k("bst"), this.k("lo")], args)) as number[];
     return codes.map(toQueueCode);
   }

@@ -75,6 +75,13 @@ export interface BatchRecord extends BatchInit {
   outputFileId: string | null;
   errorFileId: string | null;
   errors: BatchLineError[] | null;
+  /**
+   * Output tokens of its results written so far, by the capacity they ran on (issue 37): spare (sent at priority 1,
+   * preemptible) and dedicated (priority 0). Counted with each result, once (the first result of a request): durable
+   * in the store across dispatcher restarts. 0 in stores written before these fields.
+   */
+  spareTokens: number;
+  dedicatedTokens: number;
 }
 
 /** A leased request. `payload` is what `stage` stored for it (tidegate stores the input line's JSON). */
@@ -94,6 +101,9 @@ export interface ClaimedRequest {
 export interface RequestResult {
   ok: boolean;
   line: string;
+  /** Output tokens it ran on spare (priority 1) and dedicated (priority 0) capacity; added to its batch's counts once. */
+  spareTokens?: number;
+  dedicatedTokens?: number;
 }
 
 /**
@@ -285,4 +295,9 @@ export function ownerOf(x: { owner?: string }): string {
 /** Statuses in which a batch is done and immutable. */
 export function isTerminal(status: BatchStatus): boolean {
   return status === "completed" || status === "failed" || status === "expired" || status === "cancelled";
+}
+
+/** A result's token count as stored: a non-negative integer (absent or invalid → 0). */
+export function tokenCount(n: number | undefined): number {
+  return n !== undefined && Number.isFinite(n) && n > 0 ? Math.floor(n) : 0;
 }

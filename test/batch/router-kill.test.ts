@@ -5,7 +5,8 @@
  * (`queue.ownerTtlMs`, 5 s), not when the leases expire: the batch completes with every custom_id exactly once, and
  * its progress (results written, as the Batch API reports them) never stands still for more than 10 s, the kill and
  * restart included. Without the take-back the requests leased at the kill would hold the batch's last results back
- * until their leases ran out, a gap of about 2 minutes.
+ * until their leases ran out, a gap of about 2 minutes. The batch's output tokens by capacity (issue 37) survive the
+ * kill: the restarted router's Batch API object counts every token of the output file.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -110,6 +111,11 @@ describe("kill -9 of the global router mid-batch: the restarted router takes the
       const r = await killMidBatch(config, backend);
       expect(r.done.request_counts).toEqual({ total: N, completed: N, failed: 0 });
       expectEachCustomIdOnce(r.lines, N);
+      // Its output tokens by capacity (issue 37) are the store's: the restarted router reports every token the batch
+      // produced, the killed router's share included, each once. All ran at priority 1 (spare capacity).
+      const outputTokens = r.lines.reduce((s, l) => s + (l.response as { body: { usage: { completion_tokens: number } } }).body.usage.completion_tokens, 0);
+      expect(outputTokens).toBeGreaterThan(0);
+      expect((r.done as unknown as { tidegate: { spare_tokens: number; dedicated_tokens: number } }).tidegate).toMatchObject({ spare_tokens: outputTokens, dedicated_tokens: 0 });
       // The kill stranded leased requests, and they came back by the take-back, not by lease expiry. What was leased
       // is the restarted router's count of leases it took back; the killed router's gauge just before the kill
       // (leasedAtKill, printed) is refreshed once a second and read 0 in one loaded CI run with requests in flight.

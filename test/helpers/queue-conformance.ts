@@ -156,6 +156,27 @@ export function queueConformance(name: string, factory: StoreFactory): void {
       ], 8)).toEqual([QueueCode.Ok, QueueCode.Finalizing, QueueCode.BatchClosed]);
     }));
 
+    it("adds each result's output tokens by capacity to its batch once, with the result (issue 37)", withStore(async (q) => {
+      await enqueue(q, "t", 3, 0);
+      const a = await q.openOwner(0, 60_000);
+      const c = await q.claim("m1", 3, 1, 60_000, a);
+      expect(c).toHaveLength(3);
+      expect(await q.getBatch("t")).toMatchObject({ spareTokens: 0, dedicatedTokens: 0 });
+      expect(await q.completeMany([
+        { requestId: c[0]!.requestId, result: { ok: true, line: "a", spareTokens: 48 }, owner: a },
+        // The same request again (a second run): its result and its tokens are dropped.
+        { requestId: c[0]!.requestId, result: { ok: true, line: "again", spareTokens: 48 } },
+        { requestId: c[1]!.requestId, result: { ok: true, line: "b", dedicatedTokens: 16 }, owner: a },
+      ], 2)).toEqual([QueueCode.Ok, QueueCode.Duplicate, QueueCode.Ok]);
+      // A fenced owner's result counts nothing.
+      expect(await q.complete(c[2]!.requestId, { ok: true, line: "z", spareTokens: 1000 }, 3, a + 1)).toBe(QueueCode.Fenced);
+      expect(await q.getBatch("t")).toMatchObject({ completed: 2, spareTokens: 48, dedicatedTokens: 16 });
+      // The stored result is the line only.
+      expect((await q.results("t")).get(0)).toEqual({ ok: true, line: "a" });
+      expect(await q.complete(c[2]!.requestId, { ok: true, line: "c", spareTokens: 7.9 }, 4, a)).toBe(QueueCode.Finalizing);
+      expect(await q.getBatch("t")).toMatchObject({ spareTokens: 55, dedicatedTokens: 16 });
+    }));
+
     it("returns a request whose lease ran out to the queue with its original age; the first result wins", withStore(async (q) => {
       await enqueue(q, "a", 1, 100);
       await enqueue(q, "z", 1, 200);

@@ -55,6 +55,8 @@ export class SimRequest {
   prefixCounted = false;
   /** Prompt tokens of its current admission found in the prefix cache (not computed by its prefill). */
   cachedTokens = 0;
+  /** Since when it waits: its arrival, or its last preemption (core.ts batchPrefillWaitMs). */
+  waitingSinceMs: number;
   constructor(
     readonly id: string,
     readonly promptTokens: number,
@@ -62,7 +64,9 @@ export class SimRequest {
     readonly priority: Priority,
     readonly arrivalMs: number,
     readonly handlers: SimHandlers,
-  ) {}
+  ) {
+    this.waitingSinceMs = arrivalMs;
+  }
 }
 
 /** A submitted request as its owner sees it. */

@@ -3,16 +3,18 @@
   one or more results (the dispatcher groups results that finish close together); each is handled as if alone.
   KEYS[1] leases zset  KEYS[2] status counters  KEYS[3] lease owners hash
   ARGV[1] key prefix  ARGV[2] now ms
-  then per result: ARGV[3+5k] request id  ARGV[4+5k] index  ARGV[5+5k] "1" ok / "0" error  ARGV[6+5k] JSONL line
-  ARGV[7+5k] owner token ("" = none: no fencing)
+  then per result: ARGV[3+7k] request id  ARGV[4+7k] index  ARGV[5+7k] "1" ok / "0" error  ARGV[6+7k] JSONL line
+  ARGV[7+7k] owner token ("" = none: no fencing)  ARGV[8+7k] ARGV[9+7k] its output tokens on spare and dedicated
+  capacity (added to the batch's spare_tokens / dedicated_tokens with the result, once)
   Returns an array with one code per result: 1 Ok, 2 Finalizing (that result was the batch's last), -1 NoBatch,
   -2 BatchClosed (finalizing or terminal), -3 Duplicate, -7 Fenced (the owner does not hold the lease: dropped).
 ]]
 local codes = {}
 -- Per batch: the hash fields read once and kept current as this script changes them.
 local cache = {}
-for i = 3, #ARGV, 5 do
+for i = 3, #ARGV, 7 do
   local rid, idx, ok, line, owner = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local spare, dedicated = tonumber(ARGV[i + 5]) or 0, tonumber(ARGV[i + 6]) or 0
   local bid = splitRid(rid)
   local bkey = ARGV[1] .. "b:" .. bid
   local b = cache[bid]
@@ -44,6 +46,8 @@ for i = 3, #ARGV, 5 do
       else
         b.failed = redis.call("HINCRBY", bkey, "failed", 1)
       end
+      if spare > 0 then redis.call("HINCRBY", bkey, "spare_tokens", spare) end
+      if dedicated > 0 then redis.call("HINCRBY", bkey, "dedicated_tokens", dedicated) end
       code = OK
       -- Same rule as maybeFinalizing, on the values at hand (saves reads on the hot path).
       if (b.st == "in_progress" and b.completed + b.failed >= b.total) or (b.st == "cancelling" and b.leased <= 0) then

@@ -17,6 +17,7 @@ import type { PipelineSpec } from "./pipeline-engine.js";
 import { StagedPipelineEngine, type StageNode } from "./staged-engine.js";
 import { STAGE_HEADER, stageSpecJson, type StageStatus } from "./stage-server.js";
 import { Pipeline } from "./stages.js";
+import { pidAlive } from "../../test/helpers/processes.js";
 
 const MODEL = "llama2-70b";
 const GPU = "h100-80gb";
@@ -32,15 +33,6 @@ function supervisor(): EngineSupervisor {
 afterAll(async () => {
   await Promise.all(supervisors.map((s) => s.close()));
 });
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 async function lines(res: Response): Promise<{ t?: string; done?: boolean; error?: string }[]> {
   return (await res.text())
@@ -197,7 +189,7 @@ describe("stage processes", () => {
       await head.close();
     }
     // Closing the head stops every stage process.
-    for (const s of started) if (s.pid > 0) expect(alive(s.pid), `pid ${s.pid}`).toBe(false);
+    for (const s of started) if (s.pid > 0) expect(pidAlive(s.pid), `pid ${s.pid}`).toBe(false);
   }, 120_000);
 
   it("under GPU contention the key stage's new processes are dispersed over nodes (KL placement, QUART §6.2 Eq. 8–10)", async () => {

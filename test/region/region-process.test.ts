@@ -10,6 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import type { EngineEvent, RegionTelemetry } from "../../core/ports.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
+import { pidAlive } from "../helpers/processes.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tidegate-region-"));
 const links: GrpcRegionLink[] = [];
@@ -60,15 +61,6 @@ function childrenOf(pid: number): number[] {
     }
   }
   return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const READY = /tidegate region r1: grpc (\S+) metrics (\S+)/;
@@ -139,7 +131,7 @@ async function checkProcess(args: string[], configName: string, engines: Record<
   const children = childrenOf(proc.child.pid!);
   expect(children).toHaveLength(expectedChildren);
   expect(await proc.stop()).toBe(0);
-  for (const pid of children) expect(alive(pid)).toBe(false);
+  for (const pid of children) expect(pidAlive(pid)).toBe(false);
 }
 
 describe("tidegate region process", () => {

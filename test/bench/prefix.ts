@@ -41,7 +41,7 @@ const INSTANCES = process.env.PREFIX_INSTANCES === undefined ? 4 : Number(proces
 const TRACES = ["mooncake", "mooncake-synthetic"] as const;
 const ARMS = ["round-robin", "jsq", "prefix-aware"] as const;
 const SHRUNK = envOverrides(["PREFIX_MINUTES", "PREFIX_INSTANCES", "PREFIX_WEIGHT"]);
-/** PREFIX_WEIGHT: the prefix scorer's weight against load's 1 (exploration only: the run is then partial). */
+/** PREFIX_WEIGHT: the prefix scorer's weight against the preset's load weight (2) (exploration only: the run is then partial). */
 const WEIGHT = process.env.PREFIX_WEIGHT === undefined ? undefined : Number(process.env.PREFIX_WEIGHT);
 const MINUTES = process.env.PREFIX_MINUTES === undefined ? Number.POSITIVE_INFINITY : Number(process.env.PREFIX_MINUTES);
 

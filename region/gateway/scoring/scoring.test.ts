@@ -23,16 +23,27 @@ describe("routing plugins", () => {
     );
   });
 
-  it("prefix-aware weighs the share of the prompt held against load", () => {
+  it("prefix-aware weighs the share of the prompt held against load, 3 : 2", () => {
     const policy = new RoutingPolicy(PREFIX_AWARE_POLICY);
-    const held: Record<string, number> = { a: 8, b: 0 };
+    expect(PREFIX_AWARE_POLICY.scorers).toEqual([
+      { name: "prefix", weight: 3 },
+      { name: "load", weight: 2 },
+    ]);
+    const held: Record<string, number> = { a: 8, b: 0, c: 5 };
     const ctx: ScoreContext = { blockHashes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], prefixBlocks: (id) => held[id] ?? 0 };
-    // a holds 0.8 of the prompt; with equal load a wins (0.8 + 0 vs 0 + 0 … both load 1 − r/max).
-    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 1000, serving: true }])?.instanceId).toBe("a");
-    // a twice as loaded: load scores 0 (a) and 0.5 (b): a still wins (0.8 > 0.5).
-    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 2000, serving: true }])?.instanceId).toBe("a");
-    // a ten times as loaded: b's 0.9 beats a's 0.8.
-    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 10_000, serving: true }])?.instanceId).toBe("b");
+    const at = (id: string, remainingTokens: number) => ({ instanceId: id, remainingTokens, serving: true });
+    // Totals are (3 × prefix + 2 × load) / 5, load = 1 − r / max r.
+    // Equal load (load 0 for both): a (3 × 0.8 = 2.4) over b (0).
+    expect(policy.choose(ctx, [at("b", 1000), at("a", 1000)])?.instanceId).toBe("a");
+    // a twice as loaded: a 2.4 + 0, b 0 + 2 × 0.5 = 1: a.
+    expect(policy.choose(ctx, [at("b", 1000), at("a", 2000)])?.instanceId).toBe("a");
+    // a ten times as loaded: b's 2 × 0.9 = 1.8 still below a's 2.4 (held > 2/3 of the prompt wins whatever the load).
+    expect(policy.choose(ctx, [at("b", 1000), at("a", 10_000)])?.instanceId).toBe("a");
+    // c holds half: 3 × 0.5 = 1.5; c twice as loaded: b's 2 × 0.5 = 1.0 → c; c ten times as loaded: b's 1.8 → b.
+    expect(policy.choose(ctx, [at("b", 1000), at("c", 2000)])?.instanceId).toBe("c");
+    expect(policy.choose(ctx, [at("b", 1000), at("c", 10_000)])?.instanceId).toBe("b");
+    // No blocks: load alone (JSQ).
+    expect(policy.choose(NONE, [at("a", 2000), at("b", 1000)])?.instanceId).toBe("b");
     expect(policy.choose(ctx, [{ instanceId: "a", remainingTokens: 0, serving: false }])).toBeUndefined();
     expect(() => new RoutingPolicy({ filters: [], scorers: [{ name: "nope", weight: 1 }], picker: "max" })).toThrow(/unknown scorer "nope"/);
     expect(() => new RoutingPolicy({ filters: [], scorers: [{ name: "load", weight: 0 }], picker: "max" })).toThrow(/weight > 0/);

@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../../core/clock.js";
-import { blockHashesOfBody } from "../../../core/prefix.js";
+import { blockHashesOfBody, type KvEvent, type KvEventListener } from "../../../core/prefix.js";
 import type { GenerateRequest } from "../../../core/ports.js";
 import { SimEngine } from "../../engines/sim/sim-engine.js";
 import { Gateway } from "../gateway.js";
@@ -90,6 +90,45 @@ describe("PrefixIndex", () => {
     expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(24);
     ix.detach("e");
     expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(0);
+  });
+});
+
+describe("PrefixIndex in-flight requests", () => {
+  /** A KV-event source driven by hand. */
+  const source = (snapshot: number[] = []) => {
+    const ls: KvEventListener[] = [];
+    return {
+      src: { blockTokens: 16, subscribe: (l: KvEventListener) => (ls.push(l), () => ls.splice(ls.indexOf(l), 1)), snapshot: () => snapshot },
+      emit: (ev: KvEvent) => ls.forEach((l) => l(ev)),
+    };
+  };
+
+  it("counts a routed request's blocks while it is in flight, and after it only what the engine stored", () => {
+    const { src, emit } = source();
+    const ix = new PrefixIndex(16);
+    ix.attach("a", 100, src);
+    const end1 = ix.routed("a", [1, 2, 3])!;
+    const end2 = ix.routed("a", [1, 2, 4])!;
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(3); // queued there: will be stored at its admission
+    emit({ type: "BlockStored", blockHashes: [1, 2, 3], parentBlockHash: null, blockSize: 16 }); // request 1 admitted
+    emit({ type: "BlockRemoved", blockHashes: [3] }); // request 1 done, its tail evicted
+    end1();
+    end1(); // idempotent
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(2);
+    // Request 2 never reached the engine (it failed): once it ends, its block 4 is not indexed there.
+    expect(ix.prefixBlocks("a", [1, 2, 4])).toBe(3);
+    end2();
+    expect(ix.prefixBlocks("a", [1, 2, 4])).toBe(2);
+  });
+
+  it("starts from the engine's snapshot; without events the history keeps what was routed", () => {
+    const { src } = source([7, 8]);
+    const ix = new PrefixIndex(16);
+    ix.attach("a", 100, src);
+    expect(ix.prefixBlocks("a", [7, 8, 9])).toBe(2);
+    ix.attach("b", 100, undefined);
+    expect(ix.routed("b", [5, 6])).toBeUndefined();
+    expect(ix.prefixBlocks("b", [5, 6])).toBe(2);
   });
 });
 

@@ -93,8 +93,9 @@ function runArm(arm: (typeof ARMS)[number], reqs: readonly Prepared[]): PrefixAr
   const engines = Array.from({ length: INSTANCES }, (_, i) => new SimEngine({ instanceId: `i${i}`, model: MODEL, gpu: GPU, tp: TP, clock, prefixCache: { blockTokens: BLOCK_TOKENS } }));
   for (const e of engines) gw.addInstance(GPU, e);
   const tokens = new Map<string, number>();
-  // Informational: the hit rate had each instance an unbounded cache, given where this arm sent each request (what
-  // routing alone loses to the bound; the rest of the gap is eviction under the engines' KV capacity).
+  // Informational: the hit rate had each instance an unbounded cache, given where this arm sent each request. A
+  // counterfactual, not what routing alone loses: the arm routed on what the bounded caches held, so a prefix that
+  // its instance had evicted went by load, where an unbounded cache would still have hit (compare the pooled LRU).
   const unbounded = new Map<string, PrefixCache>();
   const ttfts: number[] = [];
   let served = 0;

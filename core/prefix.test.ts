@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { blockHashesOfBody, blockHashesOfText, blockHashesOfTrace, longestPrefix, mixHash, templatedPrompt } from "./prefix.js";
+import { blockHashesOfBody, blockHashesOfText, blockHashesOfTrace, longestPrefix, mixHash, PrefixSet, templatedPrompt } from "./prefix.js";
 
 describe("prefix identity", () => {
   it("hashes only full blocks, chained: equal prefixes give equal leading hashes", () => {
@@ -39,5 +39,19 @@ describe("prefix identity", () => {
     expect(new Set(g).size).toBe(g.length);
     expect(() => blockHashesOfTrace([1], 100, 500, 16)).toThrow(RangeError);
     expect(mixHash(1, 2)).not.toBe(mixHash(2, 1));
+  });
+
+  it("PrefixSet drops the least recently touched beyond its cap, and with no cap only adds", () => {
+    const s = new PrefixSet(3);
+    s.touch([1, 2, 3]);
+    s.touch([1]); // order: 2, 3, 1
+    s.touch([4]); // 4 > cap 3: 2 dropped
+    expect([2, 3, 1, 4].map((h) => s.has(h))).toEqual([false, true, true, true]);
+    s.remove([3]);
+    expect(s.size).toBe(2);
+    const u = new PrefixSet(Number.POSITIVE_INFINITY);
+    for (let i = 0; i < 100; i++) u.touch([i, i + 1]);
+    expect(u.size).toBe(101);
+    expect(u.has(0) && u.has(100)).toBe(true);
   });
 });

@@ -164,13 +164,19 @@ export type KvEventListener = (ev: KvEvent) => void;
 /**
  * A set of block hashes in least-recently-touched order holding at most `cap` (the oldest dropped first): a router's
  * memory of what it sent where (region/gateway/scoring/prefix-index.ts per instance, router/prefix-regions.ts per
- * region). `cap` may change; the next `touch` trims to it.
+ * region). `cap` may change; the next `touch` trims to it. With `cap` infinite (an index fed by KV events) a touch
+ * only adds the missing hashes: the order, never read then, is first insertion.
  */
 export class PrefixSet {
   private readonly m = new Map<number, true>();
   constructor(public cap: number) {}
   /** Adds `hashes` (or moves them to the newest end), then drops the oldest beyond `cap`. */
   touch(hashes: readonly number[]): void {
+    if (this.cap === Number.POSITIVE_INFINITY) {
+      // Nothing is ever dropped for the cap, so the order is never read: only add what is missing.
+      for (const h of hashes) if (!this.m.has(h)) this.m.set(h, true);
+      return;
+    }
     for (const h of hashes) {
       this.m.delete(h);
       this.m.set(h, true);

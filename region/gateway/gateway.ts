@@ -181,6 +181,8 @@ interface Ticket {
   epoch: number;
   tokens: number;
   kvBytes: number;
+  /** Ends the request's in-flight entry in the prefix index (scoring/prefix-index.ts `routed`), if it has one. */
+  unroute: (() => void) | undefined;
 }
 
 /**
@@ -188,7 +190,7 @@ interface Ticket {
  * (the JSQ load) and the prompt's KV bytes (the endpoint's effective memory), plus one request in flight.
  */
 function admit(rec: InstanceRecord, req: GenerateRequest, kvBytesPerToken: number): Ticket {
-  const t: Ticket = { rec, epoch: rec.epoch, tokens: req.promptTokens + req.maxTokens, kvBytes: req.promptTokens * kvBytesPerToken };
+  const t: Ticket = { rec, epoch: rec.epoch, tokens: req.promptTokens + req.maxTokens, kvBytes: req.promptTokens * kvBytesPerToken, unroute: undefined };
   rec.addedTokens += t.tokens;
   rec.addedKvBytes += t.kvBytes;
   rec.inFlight++;
@@ -197,6 +199,7 @@ function admit(rec: InstanceRecord, req: GenerateRequest, kvBytesPerToken: numbe
 
 /** Takes an ended request out of the estimate (only within the refresh epoch it was added in). */
 function settle(t: Ticket): void {
+  t.unroute?.();
   t.rec.inFlight--;
   if (t.rec.epoch === t.epoch) {
     t.rec.addedTokens -= t.tokens;
@@ -515,7 +518,7 @@ export class Gateway {
       const rec = this.choose(model, tried, blocks);
       if (rec === undefined) break;
       const ticket = admit(rec, req, model.kvBytesPerToken);
-      this.prefixIndex.routed(rec.engine.instanceId, blocks);
+      ticket.unroute = this.prefixIndex.routed(rec.engine.instanceId, blocks);
       let settled = false;
       const settleOnce = () => {
         if (settled) return;
@@ -678,7 +681,7 @@ export class Gateway {
       return undefined;
     }
     const ticket = admit(rec, req, model.kvBytesPerToken);
-    this.prefixIndex.routed(rec.engine.instanceId, blocks);
+    ticket.unroute = this.prefixIndex.routed(rec.engine.instanceId, blocks);
     this.onRouted?.(req, rec.engine.instanceId);
     try {
       rec.engine.submit!(req, new Submitted(this, model, ticket, req, callbacks, enteredAtMs));

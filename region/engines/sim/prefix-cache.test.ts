@@ -1,3 +1,4 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { PrefixCache, type KvEvent } from "./prefix-cache.js";
 
@@ -55,5 +56,72 @@ describe("PrefixCache (vLLM automatic prefix caching)", () => {
     off();
     c.acquire([2], 20, true);
     expect(events).toHaveLength(2);
+  });
+
+  it("a block reused by a hit leaves the free queue and rejoins it at the tail when released", () => {
+    const c = new PrefixCache(16);
+    c.acquire([1, 2, 3], 60, true);
+    c.release([1, 2, 3]); // free queue: 3, 2, 1
+    c.acquire([1, 2], 40, true); // 1, 2 reused: free queue 3
+    expect(c.freeBlocks).toBe(1);
+    c.release([1, 2]); // free queue: 3, 2, 1
+    c.fitFree(2);
+    expect(c.hashes().sort()).toEqual([1, 2]);
+    c.fitFree(1);
+    expect(c.hashes()).toEqual([1]);
+    expect(c.counts().evictedBlocks).toBe(2);
+  });
+
+  it("keeps the same blocks, free count and events as a two-map reference model on random operations", () => {
+    // The reference: every block in one Map, the unreferenced ones also in a second Map whose order is eviction order.
+    type Op = { kind: "acquire"; blocks: number[] } | { kind: "release"; i: number } | { kind: "fit"; max: number };
+    const op = fc.oneof(
+      fc.record({ kind: fc.constant("acquire" as const), blocks: fc.array(fc.integer({ min: 0, max: 12 }), { minLength: 1, maxLength: 5 }) }),
+      fc.record({ kind: fc.constant("release" as const), i: fc.nat() }),
+      fc.record({ kind: fc.constant("fit" as const), max: fc.integer({ min: 0, max: 8 }) }),
+    );
+    fc.assert(
+      fc.property(fc.array(op, { maxLength: 60 }), (ops: Op[]) => {
+        const c = new PrefixCache(16);
+        const got: KvEvent[] = [];
+        c.subscribe((e) => got.push(e));
+        const refs = new Map<number, number>();
+        const free = new Map<number, true>();
+        const want: number[][] = [];
+        const held: number[][] = [];
+        for (const o of ops) {
+          if (o.kind === "acquire") {
+            const hs = [...new Set(o.blocks)];
+            c.acquire(hs, hs.length * 16 + 1, true);
+            for (const h of hs) {
+              free.delete(h);
+              refs.set(h, (refs.get(h) ?? 0) + 1);
+            }
+            held.push(hs);
+          } else if (o.kind === "release") {
+            if (held.length === 0) continue;
+            const hs = held.splice(o.i % held.length, 1)[0]!;
+            c.release(hs);
+            for (let k = hs.length - 1; k >= 0; k--) {
+              const h = hs[k]!;
+              const r = refs.get(h)! - 1;
+              refs.set(h, r);
+              if (r === 0) free.set(h, true);
+            }
+          } else {
+            c.fitFree(o.max);
+            const out = [...free.keys()].slice(0, Math.max(0, free.size - o.max));
+            for (const h of out) {
+              free.delete(h);
+              refs.delete(h);
+            }
+            if (out.length > 0) want.push(out);
+          }
+          expect(c.freeBlocks).toBe(free.size);
+          expect(c.hashes().sort((a, b) => a - b)).toEqual([...refs.keys()].sort((a, b) => a - b));
+        }
+        expect(got.filter((e) => e.type === "BlockRemoved").map((e) => (e as { blockHashes: number[] }).blockHashes)).toEqual(want);
+      }),
+    );
   });
 });

@@ -8,7 +8,13 @@
  * Memory: referenced blocks live inside the KV the engine core reserves for its running requests (core.ts keeps its
  * reservation of prompt + max tokens per request, so prefixes shared by two running requests are counted twice —
  * conservative); unreferenced cached blocks live in the KV nobody has reserved and are evicted as reservations grow
- * (`fitFree`). A request's cache hit is its longest run of leading blocks present, capped at (prompt − 1) tokens as
+ * (`fitFree`). vLLM's design (docs.vllm.ai, design "Automatic Prefix Caching") is looser: a running request holds
+ * only the blocks it has filled, a prefix shared by running requests is held once, and a freed block stays cached in
+ * the free-block queue until a new block needs it. The difference is the running requests' unwritten output and their
+ * doubly counted shared prefixes — a few thousand tokens of the ~1 M an instance holds in bench:prefix: evicting
+ * down to the KV the referenced blocks leave free (vLLM's accounting, output ignored) changed its hit rates by less
+ * than 0.001 over the first 5 minutes of both traces, so the reservation stays (it keeps admission and preemption,
+ * core.ts, simple). A request's cache hit is its longest run of leading blocks present, capped at (prompt − 1) tokens as
  * vLLM (the last prompt token is always computed, it yields the first output token).
  *
  * Counters as vLLM's PrefixCacheStats (`vllm:prefix_cache_queries_total`, `vllm:prefix_cache_hits_total`: prompt
@@ -31,16 +37,26 @@ export interface PrefixCacheCounters {
   evictedBlocks: number;
 }
 
+/**
+ * One cached block. Unreferenced blocks are also links of the free queue (`prev`/`next`, least recently freed at the
+ * head), as vLLM's FreeKVCacheBlockQueue: a doubly linked list threaded through the blocks, so taking a block out of
+ * the queue on a hit and putting it back at release are O(1) pointer moves, not a second hash map's delete and insert.
+ */
 interface Block {
+  readonly hash: number;
   refs: number;
+  prev: Block | undefined;
+  next: Block | undefined;
 }
 
 export class PrefixCache {
   /** Tokens per block (vLLM --block-size). */
   readonly blockTokens: number;
-  /** hash → block; blocks with refs 0 are also in `free`, whose Map order is eviction order (first = LRU). */
+  /** hash → block; blocks with refs 0 are also in the free queue (head = next evicted). */
   private readonly blocks = new Map<number, Block>();
-  private readonly free = new Map<number, Block>();
+  private head: Block | undefined;
+  private tail: Block | undefined;
+  private freeCount = 0;
   private readonly listeners = new Set<KvEventListener>();
   private readonly counters: PrefixCacheCounters = { requests: 0, queriedTokens: 0, hitTokens: 0, storedBlocks: 0, evictedBlocks: 0 };
 
@@ -60,7 +76,7 @@ export class PrefixCache {
     return this.blocks.size;
   }
   get freeBlocks(): number {
-    return this.free.size;
+    return this.freeCount;
   }
 
   /** Whether a block of this hash is cached. */
@@ -105,12 +121,12 @@ export class PrefixCache {
       const h = hashes[i]!;
       const b = this.blocks.get(h);
       if (b !== undefined) {
-        if (b.refs === 0) this.free.delete(h);
+        if (b.refs === 0) this.unlink(b);
         b.refs++;
         if (stored === undefined) parent = h;
         continue;
       }
-      this.blocks.set(h, { refs: 1 });
+      this.blocks.set(h, { hash: h, refs: 1, prev: undefined, next: undefined });
       (stored ??= []).push(h);
     }
     if (stored !== undefined) {
@@ -123,40 +139,58 @@ export class PrefixCache {
   /** A request that acquired `hashes` ended (or was preempted): its blocks lose a reference; tail first to the queue. */
   release(hashes: readonly number[]): void {
     for (let i = hashes.length - 1; i >= 0; i--) {
-      const h = hashes[i]!;
-      const b = this.blocks.get(h);
+      const b = this.blocks.get(hashes[i]!);
       if (b === undefined || b.refs === 0) continue;
       b.refs--;
-      if (b.refs === 0) this.free.set(h, b);
+      if (b.refs === 0) this.append(b);
     }
   }
 
   /** Evicts unreferenced blocks, least recently freed first, until at most `maxFreeBlocks` remain (BlockRemoved). */
   fitFree(maxFreeBlocks: number): void {
-    const excess = this.free.size - Math.max(0, Math.floor(maxFreeBlocks));
+    const excess = this.freeCount - Math.max(0, Math.floor(maxFreeBlocks));
     if (excess <= 0) return;
-    const removed: number[] = [];
-    for (const h of this.free.keys()) {
-      if (removed.length >= excess) break;
-      removed.push(h);
+    const removed = new Array<number>(excess);
+    for (let i = 0; i < excess; i++) {
+      const b = this.head!;
+      this.unlink(b);
+      this.blocks.delete(b.hash);
+      removed[i] = b.hash;
     }
-    for (const h of removed) {
-      this.free.delete(h);
-      this.blocks.delete(h);
-    }
-    this.counters.evictedBlocks += removed.length;
+    this.counters.evictedBlocks += excess;
     this.emit({ type: "BlockRemoved", blockHashes: removed });
   }
 
   /** Drops every unreferenced block (vLLM reset_prefix_cache): AllBlocksCleared when nothing is referenced. */
   clear(): void {
-    if (this.free.size === this.blocks.size) {
+    if (this.freeCount === this.blocks.size) {
       this.blocks.clear();
-      this.free.clear();
+      this.head = this.tail = undefined;
+      this.freeCount = 0;
       this.emit({ type: "AllBlocksCleared" });
       return;
     }
     this.fitFree(0);
+  }
+
+  /** Puts an unreferenced block at the free queue's tail (evicted last). */
+  private append(b: Block): void {
+    b.prev = this.tail;
+    b.next = undefined;
+    if (this.tail === undefined) this.head = b;
+    else this.tail.next = b;
+    this.tail = b;
+    this.freeCount++;
+  }
+
+  /** Takes a block out of the free queue (reused by a hit, or evicted). */
+  private unlink(b: Block): void {
+    if (b.prev === undefined) this.head = b.next;
+    else b.prev.next = b.next;
+    if (b.next === undefined) this.tail = b.prev;
+    else b.next.prev = b.prev;
+    b.prev = b.next = undefined;
+    this.freeCount--;
   }
 
   private emit(ev: KvEvent): void {

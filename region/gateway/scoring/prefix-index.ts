@@ -6,7 +6,11 @@
  *   KV capacity in blocks, so the index forgets at about the rate the engine's cache evicts); and
  * - the engine's KV events where it sends them (Engine.kvEvents; vLLM kv_events, engine-sim): blocks stored are
  *   added, blocks removed are dropped at once, so an eviction the history would guess late is known when it happens.
- * An instance with events counts blocks stored by the engine without the history's cap (the engine says what goes).
+ * An instance with events counts blocks stored by the engine without the history's cap (the engine says what goes),
+ * plus the blocks of the requests routed there and not yet ended (`pending`, counted per request): a request waiting
+ * in the engine's queue stores its prompt when admitted, so its blocks count for the next turn routed meanwhile, and
+ * they stop counting when it ends — if the engine stored them they are in the events' set by then; if it never took
+ * the request (it failed, or was retried elsewhere) nothing of it stays indexed there.
  */
 import { PrefixSet as BlockSet, type KvEvent } from "../../../core/prefix.js";
 import type { KvEventSource } from "../../../core/ports.js";
@@ -14,6 +18,8 @@ import type { KvEventSource } from "../../../core/ports.js";
 interface Entry {
   set: BlockSet;
   unsubscribe: (() => void) | undefined;
+  /** With events: block hash → requests in flight there that carry it. */
+  pending: Map<number, number> | undefined;
 }
 
 export class PrefixIndex {
@@ -24,14 +30,18 @@ export class PrefixIndex {
 
   /**
    * Starts indexing an instance: `capacityBlocks` bounds its routing history (≥ 1); `events` subscribes to its KV
-   * events when its block size matches. Idempotent per instance id (a second call replaces the first).
+   * events when its block size matches, starting from the engine's snapshot of what it caches where it gives one. Idempotent per instance id (a second call replaces the first).
    */
   attach(instanceId: string, capacityBlocks: number, events: KvEventSource | undefined): void {
     this.detach(instanceId);
-    const e: Entry = { set: new BlockSet(Math.max(1, Math.floor(capacityBlocks))), unsubscribe: undefined };
+    const e: Entry = { set: new BlockSet(Math.max(1, Math.floor(capacityBlocks))), unsubscribe: undefined, pending: undefined };
     if (events !== undefined && events.blockTokens === this.blockTokens) {
       e.set.cap = Number.POSITIVE_INFINITY;
+      e.pending = new Map();
       e.unsubscribe = events.subscribe((ev) => apply(e.set, ev));
+      // What the engine cached before this subscription (an engine already serving when the gateway took it on).
+      const cached = events.snapshot?.();
+      if (cached !== undefined) e.set.touch(cached);
     }
     this.instances.set(instanceId, e);
   }
@@ -48,17 +58,38 @@ export class PrefixIndex {
     return this.instances.get(instanceId)?.unsubscribe !== undefined;
   }
 
-  /** A request with `hashes` was routed to the instance. */
-  routed(instanceId: string, hashes: readonly number[]): void {
-    if (hashes.length > 0) this.instances.get(instanceId)?.set.touch(hashes);
+  /**
+   * A request with `hashes` was routed to the instance. Returns what to call when the request ends there (done,
+   * failed or cancelled) for an instance followed by events; undefined otherwise (the history keeps what was routed).
+   */
+  routed(instanceId: string, hashes: readonly number[]): (() => void) | undefined {
+    const e = this.instances.get(instanceId);
+    if (e === undefined || hashes.length === 0) return undefined;
+    const pending = e.pending;
+    if (pending === undefined) {
+      e.set.touch(hashes);
+      return undefined;
+    }
+    for (const h of hashes) pending.set(h, (pending.get(h) ?? 0) + 1);
+    let ended = false;
+    return () => {
+      if (ended) return;
+      ended = true;
+      for (const h of hashes) {
+        const n = pending.get(h)! - 1;
+        if (n > 0) pending.set(h, n);
+        else pending.delete(h);
+      }
+    };
   }
 
-  /** Leading blocks of `hashes` the instance is known to hold. */
+  /** Leading blocks of `hashes` the instance is known to hold (or will, with a request routed there in flight). */
   prefixBlocks(instanceId: string, hashes: readonly number[]): number {
     const e = this.instances.get(instanceId);
     if (e === undefined) return 0;
+    const pending = e.pending;
     let n = 0;
-    while (n < hashes.length && e.set.has(hashes[n]!)) n++;
+    while (n < hashes.length && (e.set.has(hashes[n]!) || (pending?.has(hashes[n]!) ?? false))) n++;
     return n;
   }
 

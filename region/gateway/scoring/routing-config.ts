@@ -3,7 +3,7 @@
  * (core/config/sections.ts) when this module loads (region/config-sections.ts loads it):
  *
  *   "routing": { "policy": "prefix-aware",         // or "jsq" (default), "round-robin": a preset of the plugins below
- *                "scorers": [{ "name": "prefix", "weight": 1 }, { "name": "load", "weight": 1 }],   // overrides
+ *                "scorers": [{ "name": "prefix", "weight": 3 }, { "name": "load", "weight": 2 }],   // overrides
  *                "filters": ["serving"], "picker": "max",
  *                "blockTokens": 16,                          // tokens per KV block the prompt is hashed with
  *                "regionPrefix": true }                      // the global router prefers a region holding the prefix

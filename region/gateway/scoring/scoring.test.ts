@@ -1,7 +1,7 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../../core/clock.js";
-import { blockHashesOfBody } from "../../../core/prefix.js";
+import { blockHashesOfBody, type KvEvent, type KvEventListener } from "../../../core/prefix.js";
 import type { GenerateRequest } from "../../../core/ports.js";
 import { SimEngine } from "../../engines/sim/sim-engine.js";
 import { Gateway } from "../gateway.js";
@@ -23,16 +23,27 @@ describe("routing plugins", () => {
     );
   });
 
-  it("prefix-aware weighs the share of the prompt held against load", () => {
+  it("prefix-aware weighs the share of the prompt held against load, 3 : 2", () => {
     const policy = new RoutingPolicy(PREFIX_AWARE_POLICY);
-    const held: Record<string, number> = { a: 8, b: 0 };
+    expect(PREFIX_AWARE_POLICY.scorers).toEqual([
+      { name: "prefix", weight: 3 },
+      { name: "load", weight: 2 },
+    ]);
+    const held: Record<string, number> = { a: 8, b: 0, c: 5 };
     const ctx: ScoreContext = { blockHashes: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10], prefixBlocks: (id) => held[id] ?? 0 };
-    // a holds 0.8 of the prompt; with equal load a wins (0.8 + 0 vs 0 + 0 … both load 1 − r/max).
-    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 1000, serving: true }])?.instanceId).toBe("a");
-    // a twice as loaded: load scores 0 (a) and 0.5 (b): a still wins (0.8 > 0.5).
-    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 2000, serving: true }])?.instanceId).toBe("a");
-    // a ten times as loaded: b's 0.9 beats a's 0.8.
-    expect(policy.choose(ctx, [{ instanceId: "b", remainingTokens: 1000, serving: true }, { instanceId: "a", remainingTokens: 10_000, serving: true }])?.instanceId).toBe("b");
+    const at = (id: string, remainingTokens: number) => ({ instanceId: id, remainingTokens, serving: true });
+    // Totals are (3 × prefix + 2 × load) / 5, load = 1 − r / max r.
+    // Equal load (load 0 for both): a (3 × 0.8 = 2.4) over b (0).
+    expect(policy.choose(ctx, [at("b", 1000), at("a", 1000)])?.instanceId).toBe("a");
+    // a twice as loaded: a 2.4 + 0, b 0 + 2 × 0.5 = 1: a.
+    expect(policy.choose(ctx, [at("b", 1000), at("a", 2000)])?.instanceId).toBe("a");
+    // a ten times as loaded: b's 2 × 0.9 = 1.8 still below a's 2.4 (held > 2/3 of the prompt wins whatever the load).
+    expect(policy.choose(ctx, [at("b", 1000), at("a", 10_000)])?.instanceId).toBe("a");
+    // c holds half: 3 × 0.5 = 1.5; c twice as loaded: b's 2 × 0.5 = 1.0 → c; c ten times as loaded: b's 1.8 → b.
+    expect(policy.choose(ctx, [at("b", 1000), at("c", 2000)])?.instanceId).toBe("c");
+    expect(policy.choose(ctx, [at("b", 1000), at("c", 10_000)])?.instanceId).toBe("b");
+    // No blocks: load alone (JSQ).
+    expect(policy.choose(NONE, [at("a", 2000), at("b", 1000)])?.instanceId).toBe("b");
     expect(policy.choose(ctx, [{ instanceId: "a", remainingTokens: 0, serving: false }])).toBeUndefined();
     expect(() => new RoutingPolicy({ filters: [], scorers: [{ name: "nope", weight: 1 }], picker: "max" })).toThrow(/unknown scorer "nope"/);
     expect(() => new RoutingPolicy({ filters: [], scorers: [{ name: "load", weight: 0 }], picker: "max" })).toThrow(/weight > 0/);
@@ -79,6 +90,45 @@ describe("PrefixIndex", () => {
     expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(24);
     ix.detach("e");
     expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(0);
+  });
+});
+
+describe("PrefixIndex in-flight requests", () => {
+  /** A KV-event source driven by hand. */
+  const source = (snapshot: number[] = []) => {
+    const ls: KvEventListener[] = [];
+    return {
+      src: { blockTokens: 16, subscribe: (l: KvEventListener) => (ls.push(l), () => ls.splice(ls.indexOf(l), 1)), snapshot: () => snapshot },
+      emit: (ev: KvEvent) => ls.forEach((l) => l(ev)),
+    };
+  };
+
+  it("counts a routed request's blocks while it is in flight, and after it only what the engine stored", () => {
+    const { src, emit } = source();
+    const ix = new PrefixIndex(16);
+    ix.attach("a", 100, src);
+    const end1 = ix.routed("a", [1, 2, 3])!;
+    const end2 = ix.routed("a", [1, 2, 4])!;
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(3); // queued there: will be stored at its admission
+    emit({ type: "BlockStored", blockHashes: [1, 2, 3], parentBlockHash: null, blockSize: 16 }); // request 1 admitted
+    emit({ type: "BlockRemoved", blockHashes: [3] }); // request 1 done, its tail evicted
+    end1();
+    end1(); // idempotent
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(2);
+    // Request 2 never reached the engine (it failed): once it ends, its block 4 is not indexed there.
+    expect(ix.prefixBlocks("a", [1, 2, 4])).toBe(3);
+    end2();
+    expect(ix.prefixBlocks("a", [1, 2, 4])).toBe(2);
+  });
+
+  it("starts from the engine's snapshot; without events the history keeps what was routed", () => {
+    const { src } = source([7, 8]);
+    const ix = new PrefixIndex(16);
+    ix.attach("a", 100, src);
+    expect(ix.prefixBlocks("a", [7, 8, 9])).toBe(2);
+    ix.attach("b", 100, undefined);
+    expect(ix.routed("b", [5, 6])).toBeUndefined();
+    expect(ix.prefixBlocks("b", [5, 6])).toBe(2);
   });
 });
 

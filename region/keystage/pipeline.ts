@@ -15,8 +15,10 @@
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { interArrivalCv } from "./cv.js";
-import type { Removed } from "./scaler.js";
 import type { Pipeline } from "./stages.js";
+
+/** What `StageFleet.removeReplica` took: an idle ready replica, a starting one (a wasted start), a busy one (drains). */
+export type Removed = "idle" | "starting" | "busy";
 
 /** One request through the pipeline. */
 export interface PipelineRequest {

@@ -12,7 +12,7 @@ import { StageCache, diskStartMs, startMs } from "./cache.js";
 import type { ClusterConfig } from "./keystage-config.js";
 import { correctAndSmooth, type ScalingMode, type StagePlan } from "./corrector.js";
 import { Pid } from "./pid.js";
-import type { Replica, StageObservation } from "./pipeline.js";
+import type { Removed, Replica, StageObservation } from "./pipeline.js";
 import { placeReplica } from "./placement.js";
 import type { Pipeline } from "./stages.js";
 import type { KeyStageParams } from "../strategies/keystage.js";
@@ -62,8 +62,6 @@ export interface StageFleet {
   addReplica(stage: number, server: number, delayMs: number): { readonly id: number };
 }
 
-/** What `StageFleet.removeReplica` took: an idle ready replica, a starting one (a wasted start), a busy one (drains). */
-export type Removed = "idle" | "starting" | "busy";
 
 /**
  * Takes `stage` of `fleet` down to the plan's `desired` replicas (`ready`: its serving replicas now). A starting

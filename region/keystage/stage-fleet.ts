@@ -19,7 +19,8 @@ import type { Clock, Timer } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
 import { interArrivalCv } from "./cv.js";
 import type { StageObservation } from "./pipeline.js";
-import type { Removed, StageFleet } from "./scaler.js";
+import type { Removed } from "./pipeline.js";
+import type { StageFleet } from "./scaler.js";
 import { stageSpecJson, type StageStatus } from "./stage-server.js";
 import type { Pipeline } from "./stages.js";
 

@@ -153,7 +153,7 @@ export function longestPrefix(hashes: readonly number[], has: (h: number) => boo
  * (their hashes, in prompt order, and the hash of the block before the first, null at the root), blocks removed
  * (evicted), or the whole cache cleared. `blockSize` is tokens per block. `medium` says which tier stored or
  * removed them, as vLLM's events with KV offloading (`medium`: "GPU", or "CPU" for the host tier; absent: GPU);
- * AllBlocksCleared clears the GPU tier (vLLM reset_prefix_cache).
+ * AllBlocksCleared clears every tier (engine-sim's reset, and a KV-event stream's start).
  */
 export type KvEvent =
   | { type: "BlockStored"; blockHashes: number[]; parentBlockHash: number | null; blockSize: number; medium?: KvMedium }

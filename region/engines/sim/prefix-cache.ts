@@ -248,16 +248,26 @@ export class PrefixCache {
     this.emit({ type: "BlockRemoved", blockHashes: removed, medium: "GPU" });
   }
 
-  /** Drops every unreferenced block (vLLM reset_prefix_cache): AllBlocksCleared when nothing is referenced. */
+  /**
+   * Drops every unreferenced block (vLLM reset_prefix_cache) and the whole host tier: AllBlocksCleared (every tier)
+   * when nothing is referenced, else BlockRemoved per tier.
+   */
   clear(): void {
     if (this.freeCount === this.blocks.size) {
       this.blocks.clear();
       this.head = this.tail = undefined;
       this.freeCount = 0;
+      this.counters.hostEvictedBlocks += this.host.size;
+      this.host.clear();
       this.emit({ type: "AllBlocksCleared" });
       return;
     }
     this.fitFree(0);
+    if (this.host.size === 0) return;
+    const removed = [...this.host.keys()];
+    this.host.clear();
+    this.counters.hostEvictedBlocks += removed.length;
+    this.emit({ type: "BlockRemoved", blockHashes: removed, medium: "CPU" });
   }
 
   /** Puts an unreferenced block at the free queue's tail (evicted last). */

@@ -117,9 +117,12 @@ export class PrefixIndex {
   }
 }
 
-/** An event into the set of its medium (absent: GPU); AllBlocksCleared clears the GPU tier's. */
+/** An event into the set of its medium (absent: GPU); AllBlocksCleared clears both. */
 function apply(e: Entry, ev: KvEvent): void {
-  if (ev.type === "AllBlocksCleared") e.set.clear();
+  if (ev.type === "AllBlocksCleared") {
+    e.set.clear();
+    e.host.clear();
+  }
   else if (ev.type === "BlockStored") (ev.medium === "CPU" ? e.host : e.set).touch(ev.blockHashes);
   else (ev.medium === "CPU" ? e.host : e.set).remove(ev.blockHashes);
 }

@@ -166,8 +166,9 @@ describe("PrefixIndex with a host KV tier (events with medium)", () => {
     expect(ix.hostSize("a")).toBe(3);
     emit({ type: "BlockRemoved", blockHashes: [2], medium: "CPU" }); // the host tier's LRU drops 2
     expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(1);
-    emit({ type: "AllBlocksCleared" }); // GPU reset: host tier untouched
-    expect(ix.hostSize("a")).toBe(2);
+    emit({ type: "AllBlocksCleared" }); // every tier
+    expect(ix.hostSize("a")).toBe(0);
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(0);
   });
 });
 

@@ -75,7 +75,9 @@ function boundHitRate(reqs: readonly Prepared[]): number {
  * Informational, not a target: the hit rate of ONE cache as large as the whole fleet's KV (`capacityBlocks`), least
  * recently used block evicted first (vLLM's policy), over the same requests in arrival order: what the instances' LRU
  * caches could reach together were every request routed to wherever its prefix is — the ceiling that the KV memory,
- * not the routing, puts on the prefix-aware arm (the bound above keeps every block ever stored).
+ * not the routing, puts on the prefix-aware arm (the bound above keeps every block ever stored). Printed twice: as
+ * large as the fleet's GPU KV, and as the fleet's host KV tiers (write-through: a host tier holds its GPU's blocks too,
+ * so the fleet keeps max(GPU, host) distinct tokens).
  */
 function pooledHitRate(reqs: readonly Prepared[], capacityBlocks: number): number {
   const cache = new PrefixCache(BLOCK_TOKENS);

@@ -111,6 +111,8 @@ export interface SimCoreOptions {
   /**
    * Automatic prefix caching (prefix-cache.ts; vLLM's default in V1): KV blocks of `blockTokens` (default 16) tokens
    * kept and reused by requests that carry `blockHashes`; `false` turns it off (every prompt computed in full).
+   * `hostKvCacheGiB`: a host-memory KV tier under it (prefix-cache.ts; default 0 = none here, SimEngine gives one):
+   * a prefix found there is loaded at HOST_KV_LOAD_BYTES_PER_MS instead of prefilled.
    */
   prefixCache?: { blockTokens?: number; hostKvCacheGiB?: number } | false;
   /**

@@ -33,7 +33,6 @@ import { itersWithin, segmentMs } from "./segment.js";
 import { beyondSlots, preemptionVictims, type PreemptionMode } from "./preemption.js";
 import { PrefixCache } from "./prefix-cache.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
-import { TABLE1_CLUSTER_A } from "../../liveload/sources.js";
 import { behindBlocksEndMs } from "../layerwise/behind-blocks.js";
 
 export type { SimHandle, SimHandlers, SimSubmit } from "./request.js";
@@ -64,10 +63,12 @@ const RIDE_ALONG_COST = 0.01;
 export const DEFAULT_SWAP_BYTES_PER_MS = 25e6;
 
 /**
- * Host → GPU rate at which prefix blocks found in the host KV tier (prefix-cache.ts) are loaded, bytes per ms: the
- * host → GPU PCIe figure live loading uses (BlitzScale Table 1, cluster A: 128 Gbps; region/liveload/sources.ts).
+ * Host → GPU rate at which prefix blocks found in the host KV tier (prefix-cache.ts) are loaded, bytes per ms: 128
+ * Gbps, the host → GPU PCIe figure of BlitzScale Table 1, cluster A, which live loading uses too (region/liveload/
+ * sources.ts TABLE1_CLUSTER_A; not imported from there, region/liveload already depends on this folder through
+ * keystage — sources.test.ts checks the two agree).
  */
-export const HOST_KV_LOAD_BYTES_PER_MS = TABLE1_CLUSTER_A.pcieBitsPerS / 8 / 1000;
+export const HOST_KV_LOAD_BYTES_PER_MS = 128e9 / 8 / 1000;
 
 export interface SimCoreOptions {
   profile: PerfProfile;

@@ -78,6 +78,12 @@ export interface EngineStats {
    */
   prefixQueriedTokensTotal?: number;
   prefixHitTokensTotal?: number;
+  /**
+   * Host-memory KV tier (engine-sim's; LMCache / vLLM CPU offloading), where the engine has one: prompt tokens looked
+   * up there (those past the GPU hit) and of them found there, loaded instead of recomputed (not in the two above).
+   */
+  hostKvQueriedTokensTotal?: number;
+  hostKvHitTokensTotal?: number;
 }
 
 /** One serving instance (SageServe §3.4). */
@@ -139,6 +145,8 @@ export interface KvEventSource {
   subscribe(listener: KvEventListener): () => void;
   /** The hashes cached now (a subscriber's starting point), when the source can say; else undefined. */
   snapshot?(): number[] | undefined;
+  /** The hashes its host-memory KV tier holds now (KvEvent medium "CPU"), where it has one. */
+  hostSnapshot?(): number[] | undefined;
 }
 
 // ---- serve while loading (issue 12; region/engines/layerwise/ on the engine, region/liveload/ in the region) ----

@@ -151,12 +151,17 @@ export function longestPrefix(hashes: readonly number[], has: (h: number) => boo
 /**
  * One KV-cache event as vLLM publishes them (vllm/distributed/kv_events.py, `--kv-events-config`): blocks stored
  * (their hashes, in prompt order, and the hash of the block before the first, null at the root), blocks removed
- * (evicted), or the whole cache cleared. `blockSize` is tokens per block.
+ * (evicted), or the whole cache cleared. `blockSize` is tokens per block. `medium` says which tier stored or
+ * removed them, as vLLM's events with KV offloading (`medium`: "GPU", or "CPU" for the host tier; absent: GPU);
+ * AllBlocksCleared clears every tier (engine-sim's reset, and a KV-event stream's start).
  */
 export type KvEvent =
-  | { type: "BlockStored"; blockHashes: number[]; parentBlockHash: number | null; blockSize: number }
-  | { type: "BlockRemoved"; blockHashes: number[] }
+  | { type: "BlockStored"; blockHashes: number[]; parentBlockHash: number | null; blockSize: number; medium?: KvMedium }
+  | { type: "BlockRemoved"; blockHashes: number[]; medium?: KvMedium }
   | { type: "AllBlocksCleared" };
+
+/** Where a KV block lives: GPU memory, or the host-memory tier (engine-sim prefix-cache.ts; vLLM CPU offloading). */
+export type KvMedium = "GPU" | "CPU";
 
 /** A listener of KV events; called in the order they happen. */
 export type KvEventListener = (ev: KvEvent) => void;

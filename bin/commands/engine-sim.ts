@@ -1,5 +1,5 @@
 /**
- * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x] [--max-batch N] [--kv-capacity-tokens N] [--preemption recompute|swap|off] [--batch-slots-beside N] [--prefix-block-tokens N]`: one
+ * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x] [--max-batch N] [--kv-capacity-tokens N] [--preemption recompute|swap|off] [--batch-slots-beside N] [--prefix-block-tokens N] [--host-kv-cache-gib G]`: one
  * simulated serving instance (built by region/runtime/build-sim-engine.ts, as every region builds its own) that
  * looks like vLLM over HTTP (region/engines/sim/http.ts). Prints its base URL on stdout as one line (so callers can
  * spawn it with --port 0 and read the port), then serves until SIGINT/SIGTERM. With --parameters-from it first asks
@@ -93,6 +93,7 @@ export const command: Command = {
     preemption: { type: "string", help: "a priority 0 request short of KV or a batch slot preempts running priority 1 requests: recompute, swap or off", default: "recompute" },
     "batch-slots-beside": { type: "number", help: "most priority 1 requests that run while priority 0 requests run or wait (default 8)" },
     "prefix-block-tokens": { type: "number", help: "tokens per KV block of the automatic prefix cache (default 16, vLLM's --block-size; 0 turns prefix caching off)" },
+    "host-kv-cache-gib": { type: "number", help: "GiB of host memory for the KV tier under the prefix cache (default 128 per GPU; 0 turns it off)" },
     "parameters-from": { type: "string", help: "node agent gRPC address host:port whose complete block store of --model this engine serves" },
     "tls-ca": { type: "string", help: "with --parameters-from: PEM CA that signs the agent's certificate (mTLS to the agent)" },
     "tls-cert": { type: "string", help: "with --parameters-from: PEM client certificate chain" },
@@ -122,6 +123,8 @@ export const command: Command = {
     if (!["recompute", "swap", "off"].includes(preemption)) throw new TidegateError("invalid_request", "--preemption must be recompute, swap or off");
     const prefixBlocks = flags["prefix-block-tokens"];
     if (prefixBlocks !== undefined && !(typeof prefixBlocks === "number" && Number.isInteger(prefixBlocks) && prefixBlocks >= 0)) throw new TidegateError("invalid_request", "--prefix-block-tokens must be an integer ≥ 0 (0: off)");
+    const hostGiB = flags["host-kv-cache-gib"];
+    if (hostGiB !== undefined && !(typeof hostGiB === "number" && hostGiB >= 0)) throw new TidegateError("invalid_request", "--host-kv-cache-gib must be ≥ 0 (0: off)");
     const slotsBeside = flags["batch-slots-beside"];
     if (slotsBeside !== undefined && !(typeof slotsBeside === "number" && Number.isInteger(slotsBeside) && slotsBeside >= 0)) throw new TidegateError("invalid_request", "--batch-slots-beside must be an integer ≥ 0");
 
@@ -178,7 +181,7 @@ export const command: Command = {
     // The shared builder of simulated engines (what a region builds in process from the same settings).
     const engine: ServedEngine = newEngine(
       { instanceId, model, gpu, tp },
-      { timeScale, maxBatch, preemption: preemption as "recompute" | "swap" | "off", ...(typeof slotsBeside === "number" ? { batchSlotsBeside: slotsBeside } : {}), ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}), ...(typeof prefixBlocks === "number" ? { prefixBlockTokens: prefixBlocks } : {}), ...(pipeline === undefined ? {} : { pipeline }) },
+      { timeScale, maxBatch, preemption: preemption as "recompute" | "swap" | "off", ...(typeof slotsBeside === "number" ? { batchSlotsBeside: slotsBeside } : {}), ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}), ...(typeof prefixBlocks === "number" ? { prefixBlockTokens: prefixBlocks } : {}), ...(typeof hostGiB === "number" ? { hostKvCacheGiB: hostGiB } : {}), ...(pipeline === undefined ? {} : { pipeline }) },
       clock,
       // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
       { solver: async () => (await import("../../core/solver.js")).HighsSolver.create() },

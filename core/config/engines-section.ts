@@ -37,6 +37,12 @@ export interface EnginesConfig {
    */
   batchSlotsBeside?: number;
   /**
+   * For `sim`: GiB of host memory per instance for the KV tier under the prefix cache (region/engines/sim/
+   * prefix-cache.ts; LMCache / vLLM CPU offloading; 0 = off); absent: 128 GiB per GPU of the instance
+   * (sim-engine.ts DEFAULT_HOST_KV_GIB_PER_GPU). In-process engines and the engine-sims a static region spawns take it.
+   */
+  hostKvCacheGiB?: number;
+  /**
    * For `openai-http` and engines started from `commandTemplate`: send each request's priority in the body's
    * `priority` field (vLLM's; lower runs first), which vLLM accepts only when started with `--scheduling-policy
    * priority` (it refuses a non-zero priority otherwise), so off by default. The `x-tidegate-priority` header is
@@ -79,6 +85,7 @@ export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): 
     timeScale: er.number("timeScale", 1, { gt: 0, max: 1000 }),
     priorityField: er.boolean("priorityField", false),
     ...present("batchSlotsBeside", er.optionalNumber("batchSlotsBeside", { integer: true, min: 0 })),
+    ...present("hostKvCacheGiB", er.optionalNumber("hostKvCacheGiB", { min: 0, max: 1e6 })),
     preemption: er.string("preemption", "recompute", { oneOf: ["recompute", "swap", "off"] }) as EnginesConfig["preemption"],
     urls,
     ...(commandTemplate === undefined ? {} : { commandTemplate }),

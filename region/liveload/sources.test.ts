@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { HOST_KV_LOAD_BYTES_PER_MS } from "../engines/sim/core.js";
 import { describeBandwidths, KeepAliveCache, layerArrivals, loadingSource, LOADING_SOURCES, NCCL_GROUP_SETUP_MS, TABLE1_CLUSTER_A } from "./sources.js";
 
 // llama2-70b in fp16: 140 GB, 80 layers, moved in 16 blocks (8.75 GB each)
@@ -79,5 +80,11 @@ describe("loading sources as named configurations (BlitzScale Table 1 bandwidths
     expect(() => layerArrivals("network", { bytes: 0, layers: 1, blocks: 1 }, { targets: 1 })).toThrow(RangeError);
     expect(() => layerArrivals("network", llama70, { targets: 0 })).toThrow(/targets must be a positive integer/);
     expect(() => new KeepAliveCache(-1)).toThrow(RangeError);
+  });
+});
+
+describe("engine-sim's host KV tier load rate", () => {
+  it("is Table 1 cluster A's host → GPU PCIe figure, in bytes per ms", () => {
+    expect(HOST_KV_LOAD_BYTES_PER_MS).toBe(TABLE1_CLUSTER_A.pcieBitsPerS / 8 / 1000);
   });
 });

@@ -51,6 +51,8 @@ export interface SimEngineParams {
    * so the engines hash prompts with the router's block size.
    */
   prefixBlockTokens?: number;
+  /** GiB of host memory for the KV tier under the prefix cache (engines.hostKvCacheGiB; 0 = off); absent = the engine's default. */
+  hostKvCacheGiB?: number;
   /** Serve as a pipeline of stages (config keystage.pipelines); absent = a whole-model instance. */
   pipeline?: PipelineSpec;
 }
@@ -76,6 +78,7 @@ export function simEngineParams(config: TidegateConfig, model: ModelName, gpu: G
     timeScale: config.engines.timeScale,
     ...(config.engines.preemption === "recompute" ? {} : { preemption: config.engines.preemption }),
     ...(config.engines.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: config.engines.batchSlotsBeside }),
+    ...(config.engines.hostKvCacheGiB === undefined ? {} : { hostKvCacheGiB: config.engines.hostKvCacheGiB }),
     ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }),
     ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
     ...(config.routing === undefined ? {} : { prefixBlockTokens: config.routing.blockTokens }),
@@ -98,7 +101,7 @@ export function newSimEngine(inst: SimInstance, params: SimEngineParams, clock: 
     ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
     ...(params.preemption === undefined ? {} : { preemption: params.preemption }),
     ...(params.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: params.batchSlotsBeside }),
-    ...(params.prefixBlockTokens === undefined ? {} : { prefixCache: params.prefixBlockTokens === 0 ? (false as const) : { blockTokens: params.prefixBlockTokens } }),
+    ...(params.prefixBlockTokens === 0 ? { prefixCache: false as const } : params.prefixBlockTokens === undefined && params.hostKvCacheGiB === undefined ? {} : { prefixCache: { ...(params.prefixBlockTokens === undefined ? {} : { blockTokens: params.prefixBlockTokens }), ...(params.hostKvCacheGiB === undefined ? {} : { hostKvCacheGiB: params.hostKvCacheGiB }) } }),
     ...(opts.events === undefined ? {} : { events: opts.events }),
     ...(opts.passOverheadMs === undefined || opts.passOverheadMs <= 0 ? {} : { passOverheadMs: opts.passOverheadMs }),
     ...(opts.solver === undefined ? {} : { solver: opts.solver }),
@@ -130,5 +133,6 @@ export function engineSimFlags(params: SimEngineParams): string[] {
   if (params.preemption !== undefined) out.push("--preemption", params.preemption);
   if (params.batchSlotsBeside !== undefined) out.push("--batch-slots-beside", String(params.batchSlotsBeside));
   if (params.prefixBlockTokens !== undefined) out.push("--prefix-block-tokens", String(params.prefixBlockTokens));
+  if (params.hostKvCacheGiB !== undefined) out.push("--host-kv-cache-gib", String(params.hostKvCacheGiB));
   return out;
 }

@@ -495,7 +495,7 @@ describe("SimEngineCore: priority preemption (vLLM priority scheduling)", () => 
 
 describe("prefix caching in the core (issue 34)", () => {
   /** Prefill 1 ms per prompt token (knots (1, 1) … (100 000, 100 000)), decode 10 + 1·B ms. */
-  function linear(capacity: number) {
+  function linear(capacity: number, hostKvCacheGiB = 0) {
     const fit: ProfileFit = {
       model: "llama3.2-3b",
       gpu: "h100-80gb",
@@ -513,7 +513,7 @@ describe("prefix caching in the core (issue 34)", () => {
       source: "test",
     };
     const clock = new VirtualClock();
-    const core = new SimEngineCore({ profile: new PerfProfile(fit), clock, kvCapacityTokens: capacity });
+    const core = new SimEngineCore({ profile: new PerfProfile(fit), clock, kvCapacityTokens: capacity, prefixCache: { hostKvCacheGiB } });
     const first: Record<string, number> = {};
     const run = (id: string, promptTokens: number, blockHashes: number[]) => {
       const at = clock.now();
@@ -548,6 +548,30 @@ describe("prefix caching in the core (issue 34)", () => {
     run("c", 640, blocks(0, 40));
     // a's head survived (its tail was evicted first): 24 blocks hit.
     expect(first.c).toBeCloseTo(640 - 24 * 16, 6);
+  });
+
+  it("loads prefix blocks the GPU evicted from the host tier over PCIe instead of prefilling them", () => {
+    // As above, with a 1 GiB host tier: c finds a's 24 head blocks on GPU and its next 15 in host memory (a hit is at
+    // most floor(639 / 16) = 39 blocks), so it prefills 640 − 39 × 16 = 16 tokens (16 ms) after loading 15 × 16 =
+    // 240 tokens × 114,688 B (llama3.2-3b: 28 layers × 8 KV heads × 128 × 2 × 2 B) at 128 Gbps = 16e6 B/ms:
+    // 27,525,120 / 16e6 = 1.72032 ms.
+    const { core, first, run } = linear(1000, 1);
+    expect(core.profile.kvBytesPerToken).toBe(114_688);
+    run("a", 640, blocks(0, 40));
+    run("b", 600, blocks(100, 37));
+    expect(core.prefixCache!.size).toBe(24 + 37);
+    run("c", 640, blocks(0, 40));
+    expect(first.c).toBeCloseTo(16 + 1.72032, 6);
+    const s = core.stats();
+    expect(s.prefixHitTokensTotal).toBe(24 * 16); // vLLM's counter: GPU hits only
+    expect(s.hostKvQueriedTokensTotal).toBe(640 + 600 + (640 - 24 * 16));
+    expect(s.hostKvHitTokensTotal).toBe(240);
+  });
+
+  it("without a host tier reports no host counters", () => {
+    const { core, run } = linear(1000);
+    run("a", 640, blocks(0, 40));
+    expect(core.stats().hostKvHitTokensTotal).toBeUndefined();
   });
 });
 

@@ -62,6 +62,14 @@ const RIDE_ALONG_COST = 0.01;
 /** Host ↔ GPU copy rate that swap preemption assumes by default: 25 GB/s (PCIe Gen4 ×16), in bytes per ms. */
 export const DEFAULT_SWAP_BYTES_PER_MS = 25e6;
 
+/**
+ * Host → GPU rate at which prefix blocks found in the host KV tier (prefix-cache.ts) are loaded, bytes per ms: 128
+ * Gbps, the host → GPU PCIe figure of BlitzScale Table 1, cluster A, which live loading uses too (region/liveload/
+ * sources.ts TABLE1_CLUSTER_A; not imported from there, region/liveload already depends on this folder through
+ * keystage — sources.test.ts checks the two agree).
+ */
+export const HOST_KV_LOAD_BYTES_PER_MS = 128e9 / 8 / 1000;
+
 export interface SimCoreOptions {
   profile: PerfProfile;
   clock: Clock;
@@ -104,8 +112,10 @@ export interface SimCoreOptions {
   /**
    * Automatic prefix caching (prefix-cache.ts; vLLM's default in V1): KV blocks of `blockTokens` (default 16) tokens
    * kept and reused by requests that carry `blockHashes`; `false` turns it off (every prompt computed in full).
+   * `hostKvCacheGiB`: a host-memory KV tier under it (prefix-cache.ts; default 0 = none here, SimEngine gives one):
+   * a prefix found there is loaded at HOST_KV_LOAD_BYTES_PER_MS instead of prefilled.
    */
-  prefixCache?: { blockTokens?: number } | false;
+  prefixCache?: { blockTokens?: number; hostKvCacheGiB?: number } | false;
   /**
    * Priority-first step composition (issue 37), with preemption on: while priority 0 work is present (as for
    * `batchSlotsBeside`), a priority 1 request is prefilled only beside a priority 0 one, where it adds at most
@@ -228,7 +238,13 @@ export class SimEngineCore implements HandleHost {
     if (!(this.batchSlotsBeside >= 0)) throw new RangeError(`batchSlotsBeside must be ≥ 0, got ${this.batchSlotsBeside}`);
     this.besideHoldMs = opts.besideHoldMs ?? 1000;
     if (!(this.besideHoldMs >= 0)) throw new RangeError(`besideHoldMs must be ≥ 0, got ${this.besideHoldMs}`);
-    this.prefixCache = opts.prefixCache === false ? undefined : new PrefixCache(opts.prefixCache?.blockTokens ?? DEFAULT_BLOCK_TOKENS);
+    if (opts.prefixCache === false) this.prefixCache = undefined;
+    else {
+      const blockTokens = opts.prefixCache?.blockTokens ?? DEFAULT_BLOCK_TOKENS;
+      const hostGiB = opts.prefixCache?.hostKvCacheGiB ?? 0;
+      if (!(hostGiB >= 0)) throw new RangeError(`hostKvCacheGiB must be ≥ 0, got ${hostGiB}`);
+      this.prefixCache = new PrefixCache(blockTokens, Math.floor((hostGiB * 2 ** 30) / (opts.profile.kvBytesPerToken * blockTokens)));
+    }
     this.batchPrefillWaitMs = opts.batchPrefillWaitMs ?? DEFAULT_BATCH_PREFILL_WAIT_MS;
     if (!(this.batchPrefillWaitMs >= 0)) throw new RangeError(`batchPrefillWaitMs must be ≥ 0, got ${this.batchPrefillWaitMs}`);
   }
@@ -373,6 +389,10 @@ export class SimEngineCore implements HandleHost {
       const c = this.prefixCache.counts();
       stats.prefixQueriedTokensTotal = c.queriedTokens;
       stats.prefixHitTokensTotal = c.hitTokens;
+      if (this.prefixCache.hostCapacityBlocks > 0) {
+        stats.hostKvQueriedTokensTotal = c.hostQueriedTokens;
+        stats.hostKvHitTokensTotal = c.hostHitTokens;
+      }
     }
     return stats;
   }
@@ -698,8 +718,10 @@ export class SimEngineCore implements HandleHost {
   }
 
   /**
-   * Prefill time of a batch on the whole model, alone (ms, scaled): its prompts (a recomputed request's output too),
-   * and the copy back of requests resumed by swap-in (a batch of swap-ins alone only copies).
+   * Prefill time of a batch on the whole model, alone (ms, scaled): its prompts (a recomputed request's output too)
+   * less their cached prefixes, the load of prefix blocks found only in the host KV tier (bytes / host → GPU PCIe,
+   * HOST_KV_LOAD_BYTES_PER_MS; serial with the pass, as a load that is not layer-pipelined), and the copy back of
+   * requests resumed by swap-in (a batch of swap-ins alone only copies).
    */
   private aloneMs(batch: readonly SimRequest[]): number {
     let tokens = 0;
@@ -710,6 +732,8 @@ export class SimEngineCore implements HandleHost {
       else {
         tokens += this.prefillCost(r);
         count++;
+        // Prefix blocks found only in the host KV tier are loaded over PCIe, not recomputed (before the pass).
+        swapInMs += ((r.hostLoadedTokens * this.profile.kvBytesPerToken) / HOST_KV_LOAD_BYTES_PER_MS) * this.timeScale;
       }
     }
     return (count > 0 ? (this.profile.prefillMs(tokens, count) + this.passOverheadMs) * this.timeScale : 0) + swapInMs;
@@ -847,10 +871,11 @@ export class SimEngineCore implements HandleHost {
   private acquirePrefix(r: SimRequest): void {
     const cache = this.prefixCache;
     if (cache === undefined || r.blockHashes === undefined) return;
-    const cached = cache.acquire(r.blockHashes, r.promptTokens, !r.prefixCounted);
+    const hit = cache.acquireTiered(r.blockHashes, r.promptTokens, !r.prefixCounted);
     r.prefixHeld = true;
     r.prefixCounted = true;
-    r.cachedTokens = r.resume === "swap" ? 0 : cached;
+    r.cachedTokens = r.resume === "swap" ? 0 : hit.gpuTokens + hit.hostTokens;
+    r.hostLoadedTokens = r.resume === "swap" ? 0 : hit.hostTokens;
     cache.fitFree((this.capacityTokens - this.reservedLocal - this.foreignTokens) / cache.blockTokens);
   }
 
@@ -859,6 +884,7 @@ export class SimEngineCore implements HandleHost {
     if (r.prefixHeld && r.blockHashes !== undefined) this.prefixCache?.release(r.blockHashes);
     r.prefixHeld = false;
     r.cachedTokens = 0;
+    r.hostLoadedTokens = 0;
     this.reservedTokens -= r.promptTokens + r.maxTokens;
     this.reservedLocal -= (r.promptTokens + r.maxTokens) * r.localShare;
     if (this.reservedTokens <= 0) this.reservedLocal = 0; // no drift from float sums once empty

@@ -23,6 +23,12 @@ export const VLLM_METRICS = {
   /** vLLM's prefix-cache counters (V1): prompt tokens looked up in the prefix cache, and of them found cached. */
   prefixQueries: "vllm:prefix_cache_queries_total",
   prefixHits: "vllm:prefix_cache_hits_total",
+  /**
+   * engine-sim's host-memory KV tier (prefix-cache.ts; LMCache / vLLM CPU offloading), beside vLLM's GPU-only counters
+   * above: prompt tokens looked up there (past the GPU hit), and of them found there and loaded, not recomputed.
+   */
+  hostKvQueries: "tidegate_host_kv_cache_queries_total",
+  hostKvHits: "tidegate_host_kv_cache_hits_total",
 } as const;
 
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
@@ -93,6 +99,10 @@ export class EngineSimMetrics {
     if (stats().prefixQueriedTokensTotal !== undefined) {
       total(VLLM_METRICS.prefixQueries, "Prefix cache queries, in terms of number of queried tokens.", () => stats().prefixQueriedTokensTotal ?? 0);
       total(VLLM_METRICS.prefixHits, "Prefix cache hits, in terms of number of cached tokens.", () => stats().prefixHitTokensTotal ?? 0);
+    }
+    if (stats().hostKvQueriedTokensTotal !== undefined) {
+      total(VLLM_METRICS.hostKvQueries, "Host KV tier queries, in prompt tokens past the GPU prefix-cache hit.", () => stats().hostKvQueriedTokensTotal ?? 0);
+      total(VLLM_METRICS.hostKvHits, "Host KV tier hits, in prompt tokens loaded from host memory instead of recomputed.", () => stats().hostKvHitTokensTotal ?? 0);
     }
     if (pipeline !== undefined) {
       const P = PIPELINE_METRICS;

@@ -13,7 +13,7 @@
  * the block counts `blocks()` is told, mode "behind-blocks" until they are all here); GET /tidegate/lambda reports the
  * mode; and GET /tidegate/kv_events: the prefix cache's KV events (vLLM kv_events: BlockStored, BlockRemoved,
  * AllBlocksCleared) as Server-Sent Events, one JSON event per `data:` line, starting with AllBlocksCleared and one
- * BlockStored of every block cached at connect (the subscriber's snapshot). Request validation,
+ * BlockStored of every block cached at connect (the subscriber's snapshot; a second, medium "CPU", of the host KV tier's). Request validation,
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
@@ -291,7 +291,9 @@ export class EngineSimServer {
     };
     send({ type: "AllBlocksCleared" });
     const now = source.snapshot?.() ?? [];
-    if (now.length > 0) send({ type: "BlockStored", blockHashes: now, parentBlockHash: null, blockSize: source.blockTokens });
+    if (now.length > 0) send({ type: "BlockStored", blockHashes: now, parentBlockHash: null, blockSize: source.blockTokens, medium: "GPU" });
+    const hosted = source.hostSnapshot?.() ?? [];
+    if (hosted.length > 0) send({ type: "BlockStored", blockHashes: hosted, parentBlockHash: null, blockSize: source.blockTokens, medium: "CPU" });
     const off = source.subscribe(send);
     const end = () => off();
     req.on("close", end);

@@ -10,7 +10,7 @@ describe("PrefixCache (vLLM automatic prefix caching)", () => {
     expect(c.acquire([1, 2, 4, 5], 70, true)).toBe(32); // blocks 1, 2 cached
     // A prompt of exactly 3 blocks whose blocks are all cached: the last token is computed, so 2 blocks hit.
     expect(c.acquire([1, 2, 3], 48, true)).toBe(32);
-    expect(c.counts()).toEqual({ requests: 3, queriedTokens: 168, hitTokens: 64, storedBlocks: 5, evictedBlocks: 0 });
+    expect(c.counts()).toEqual({ requests: 3, queriedTokens: 168, hitTokens: 64, storedBlocks: 5, evictedBlocks: 0, hostQueriedTokens: 0, hostHitTokens: 0, hostEvictedBlocks: 0 });
     // A resumed request looks up again uncounted.
     expect(c.acquire([1, 2, 3], 50, false)).toBe(48);
     expect(c.counts().requests).toBe(3);
@@ -34,12 +34,12 @@ describe("PrefixCache (vLLM automatic prefix caching)", () => {
     expect(c.hashes().sort()).toEqual([1, 5, 6]);
     expect(c.freeBlocks).toBe(0);
     expect(events).toEqual([
-      { type: "BlockStored", blockHashes: [1, 2], parentBlockHash: null, blockSize: 16 },
-      { type: "BlockStored", blockHashes: [3, 4], parentBlockHash: null, blockSize: 16 },
-      { type: "BlockStored", blockHashes: [5], parentBlockHash: null, blockSize: 16 },
-      { type: "BlockRemoved", blockHashes: [4, 3] },
-      { type: "BlockStored", blockHashes: [6], parentBlockHash: 1, blockSize: 16 },
-      { type: "BlockRemoved", blockHashes: [2] },
+      { type: "BlockStored", blockHashes: [1, 2], parentBlockHash: null, blockSize: 16, medium: "GPU" },
+      { type: "BlockStored", blockHashes: [3, 4], parentBlockHash: null, blockSize: 16, medium: "GPU" },
+      { type: "BlockStored", blockHashes: [5], parentBlockHash: null, blockSize: 16, medium: "GPU" },
+      { type: "BlockRemoved", blockHashes: [4, 3], medium: "GPU" },
+      { type: "BlockStored", blockHashes: [6], parentBlockHash: 1, blockSize: 16, medium: "GPU" },
+      { type: "BlockRemoved", blockHashes: [2], medium: "GPU" },
     ]);
     expect(c.counts().evictedBlocks).toBe(3);
   });
@@ -123,5 +123,55 @@ describe("PrefixCache (vLLM automatic prefix caching)", () => {
         expect(got.filter((e) => e.type === "BlockRemoved").map((e) => (e as { blockHashes: number[] }).blockHashes)).toEqual(want);
       }),
     );
+  });
+});
+
+describe("PrefixCache host-memory tier (write-through, own LRU)", () => {
+  it("keeps blocks the GPU evicts in host memory, loads them as a hit past the GPU's, counts both tiers", () => {
+    const c = new PrefixCache(16, 4);
+    const events: KvEvent[] = [];
+    c.subscribe((e) => events.push(e));
+    expect(c.acquireTiered([1, 2, 3], 50, true)).toEqual({ gpuTokens: 0, hostTokens: 0 });
+    c.release([1, 2, 3]);
+    c.fitFree(1); // the GPU keeps block 1 (tail first out): 3, 2 evicted; all three stay in host memory
+    expect(c.hashes()).toEqual([1]);
+    expect(c.hostHashes()).toEqual([1, 2, 3]);
+    // 70 tokens: at most floor(69 / 16) = 4 blocks hit; block 1 on GPU, 2 and 3 in host memory, 4 nowhere.
+    expect(c.acquireTiered([1, 2, 3, 4], 70, true)).toEqual({ gpuTokens: 16, hostTokens: 32 });
+    expect(c.hashes().sort()).toEqual([1, 2, 3, 4]); // loaded back and stored on GPU
+    expect(c.counts()).toMatchObject({ queriedTokens: 120, hitTokens: 16, hostQueriedTokens: 50 + (70 - 16), hostHitTokens: 32, hostEvictedBlocks: 0 });
+    expect(events).toEqual([
+      { type: "BlockStored", blockHashes: [1, 2, 3], parentBlockHash: null, blockSize: 16, medium: "GPU" },
+      { type: "BlockStored", blockHashes: [1, 2, 3], parentBlockHash: null, blockSize: 16, medium: "CPU" },
+      { type: "BlockRemoved", blockHashes: [3, 2], medium: "GPU" },
+      { type: "BlockStored", blockHashes: [2, 3, 4], parentBlockHash: 1, blockSize: 16, medium: "GPU" },
+      { type: "BlockStored", blockHashes: [4], parentBlockHash: 3, blockSize: 16, medium: "CPU" },
+    ]);
+    // `acquire` returns both tiers' tokens; a lookup uncounted leaves the counters.
+    c.release([1, 2, 3, 4]);
+    c.fitFree(0);
+    expect(c.acquire([1, 2, 3, 4], 70, false)).toBe(64);
+    expect(c.counts().hostHitTokens).toBe(32);
+  });
+
+  it("drops the least recently stored or used host blocks beyond its capacity (BlockRemoved, medium CPU)", () => {
+    const c = new PrefixCache(16, 4);
+    const events: KvEvent[] = [];
+    c.acquire([1, 2], 40, true); // host LRU: 1 2
+    c.acquire([3, 4], 40, true); // host LRU: 1 2 3 4
+    c.acquire([1], 20, true); // 1 used: host LRU 2 3 4 1
+    c.subscribe((e) => events.push(e));
+    c.acquire([5, 6], 40, true); // 2 and 3 dropped
+    expect(c.hostHashes()).toEqual([4, 1, 5, 6]);
+    expect(events.at(-1)).toEqual({ type: "BlockRemoved", blockHashes: [2, 3], medium: "CPU" });
+    expect(c.counts().hostEvictedBlocks).toBe(2);
+    expect(c.hostHas(2)).toBe(false);
+  });
+
+  it("without a host tier (capacity 0) stores nothing in host memory and counts no host queries", () => {
+    const c = new PrefixCache(16);
+    c.acquire([1, 2], 40, true);
+    expect(c.hostSize).toBe(0);
+    expect(c.counts().hostQueriedTokens).toBe(0);
   });
 });

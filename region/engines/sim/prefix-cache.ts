@@ -21,6 +21,20 @@
  * tokens looked up and found, counted once per request at its first admission), and KV events as vLLM's
  * `--kv-events-config` publisher (vllm/distributed/kv_events.py: BlockStored with the new blocks' hashes and their
  * parent's, BlockRemoved with the evicted ones), to listeners in the order they happen.
+ *
+ * Host-memory tier (`hostCapacityBlocks` > 0; off at 0), as KV offloading to CPU memory: LMCache's local CPU backend
+ * (vLLM production-stack `lmcacheConfig.cpuOffloadingBufferSize`, docs.vllm.ai/projects/production-stack, "KV Cache
+ * Offloading"; LMCache stores the KV of every prefill it sees — "prefill each text only once by storing the KV caches
+ * of all reusable texts", docs.nvidia.com/dynamo, "LMCache Integration") and vLLM's OffloadingConnector (a CPU block
+ * pool with LRU eviction; a GPU prefix miss found in CPU memory is loaded back instead of recomputed). Like LMCache's
+ * default, the tier is WRITE-THROUGH: every block the GPU tier stores is stored in the host tier too (BlockStored,
+ * medium "CPU"; the GPU → host copy runs beside compute and costs nothing here), so a block the GPU evicts is still in
+ * host memory unless the host tier's own LRU (least recently stored or used first) dropped it (BlockRemoved, medium
+ * "CPU"). A request's hit is then its GPU-cached leading blocks, continued by the leading blocks present only in the
+ * host tier (loaded over PCIe by the core, core.ts, and stored back in the GPU tier), capped at (prompt − 1) tokens
+ * together. GPU events carry medium "GPU". The GPU counters stay vLLM's (GPU hits only); the host tier's are
+ * `hostQueriedTokens` (tokens looked up there: the prompt tokens past the GPU hit) and `hostHitTokens` (found there),
+ * as LMCache's lookup counters.
  */
 import type { KvEvent, KvEventListener } from "../../../core/prefix.js";
 
@@ -35,6 +49,17 @@ export interface PrefixCacheCounters {
   /** Blocks stored and evicted. */
   storedBlocks: number;
   evictedBlocks: number;
+  /** Host tier: prompt tokens looked up there (past the GPU hit, first admission only), and of them found there. */
+  hostQueriedTokens: number;
+  hostHitTokens: number;
+  /** Host tier: blocks it dropped (its own LRU). */
+  hostEvictedBlocks: number;
+}
+
+/** A request's hit by tier: tokens found in GPU memory, and the tokens after them loaded from the host tier. */
+export interface TieredHit {
+  gpuTokens: number;
+  hostTokens: number;
 }
 
 /**
@@ -58,11 +83,32 @@ export class PrefixCache {
   private tail: Block | undefined;
   private freeCount = 0;
   private readonly listeners = new Set<KvEventListener>();
-  private readonly counters: PrefixCacheCounters = { requests: 0, queriedTokens: 0, hitTokens: 0, storedBlocks: 0, evictedBlocks: 0 };
+  private readonly counters: PrefixCacheCounters = { requests: 0, queriedTokens: 0, hitTokens: 0, storedBlocks: 0, evictedBlocks: 0, hostQueriedTokens: 0, hostHitTokens: 0, hostEvictedBlocks: 0 };
+  /** Host tier: its blocks in LRU order (a Map's insertion order: first = least recently stored or used). */
+  private readonly host = new Map<number, true>();
+  /** Host tier capacity in blocks (0: no host tier). */
+  readonly hostCapacityBlocks: number;
 
-  constructor(blockTokens: number) {
+  constructor(blockTokens: number, hostCapacityBlocks = 0) {
     if (!(Number.isInteger(blockTokens) && blockTokens >= 1)) throw new RangeError(`blockTokens must be an integer ≥ 1, got ${blockTokens}`);
+    if (!(hostCapacityBlocks >= 0)) throw new RangeError(`hostCapacityBlocks must be ≥ 0, got ${hostCapacityBlocks}`);
     this.blockTokens = blockTokens;
+    this.hostCapacityBlocks = Math.floor(hostCapacityBlocks);
+  }
+
+  /** Blocks in the host tier. */
+  get hostSize(): number {
+    return this.host.size;
+  }
+
+  /** Whether the host tier holds a block of this hash. */
+  hostHas(hash: number): boolean {
+    return this.host.has(hash);
+  }
+
+  /** Every host-tier block's hash (for a subscriber's initial snapshot). */
+  hostHashes(): number[] {
+    return [...this.host.keys()];
   }
 
   /** Adds a KV-event listener; returns its removal. */
@@ -104,16 +150,33 @@ export class PrefixCache {
   /**
    * A request is admitted with `hashes` (its prompt's full blocks) and `promptTokens`: its cached prefix is reused
    * (referenced, out of the eviction queue), its other blocks are stored (referenced; BlockStored). Returns the prompt
-   * tokens it need not compute: cached blocks × blockTokens, at most promptTokens − 1. `count`: add it to the
-   * counters (its first admission; a resumed request looks up again uncounted).
+   * tokens it need not compute: cached blocks × blockTokens, at most promptTokens − 1 (GPU and host tiers together;
+   * `acquireTiered` splits them). `count`: add it to the counters (its first admission; a resumed request looks up
+   * again uncounted).
    */
   acquire(hashes: readonly number[], promptTokens: number, count: boolean): number {
+    const hit = this.acquireTiered(hashes, promptTokens, count);
+    return hit.gpuTokens + hit.hostTokens;
+  }
+
+  /**
+   * `acquire`, with the hit split by tier: the leading blocks in GPU memory, then the leading blocks after them that
+   * only the host tier holds (stored in the GPU tier again: BlockStored medium "GPU"). Every block of the request is
+   * then in the host tier too, most recently used (write-through).
+   */
+  acquireTiered(hashes: readonly number[], promptTokens: number, count: boolean): TieredHit {
     const maxHit = Math.floor(Math.max(0, promptTokens - 1) / this.blockTokens);
     const hit = this.cachedPrefix(hashes, maxHit);
+    let hostHit = 0;
+    if (this.hostCapacityBlocks > 0) while (hit + hostHit < maxHit && this.host.has(hashes[hit + hostHit]!)) hostHit++;
     if (count) {
       this.counters.requests++;
       this.counters.queriedTokens += promptTokens;
       this.counters.hitTokens += hit * this.blockTokens;
+      if (this.hostCapacityBlocks > 0) {
+        this.counters.hostQueriedTokens += promptTokens - hit * this.blockTokens;
+        this.counters.hostHitTokens += hostHit * this.blockTokens;
+      }
     }
     let stored: number[] | undefined;
     let parent: number | null = null;
@@ -131,9 +194,33 @@ export class PrefixCache {
     }
     if (stored !== undefined) {
       this.counters.storedBlocks += stored.length;
-      this.emit({ type: "BlockStored", blockHashes: stored, parentBlockHash: parent, blockSize: this.blockTokens });
+      this.emit({ type: "BlockStored", blockHashes: stored, parentBlockHash: parent, blockSize: this.blockTokens, medium: "GPU" });
     }
-    return hit * this.blockTokens;
+    if (this.hostCapacityBlocks > 0) this.storeHost(hashes);
+    return { gpuTokens: hit * this.blockTokens, hostTokens: hostHit * this.blockTokens };
+  }
+
+  /** Write-through: `hashes` into the host tier (new ones BlockStored medium "CPU"), then its LRU down to capacity. */
+  private storeHost(hashes: readonly number[]): void {
+    let stored: number[] | undefined;
+    let parent: number | null = null;
+    for (const h of hashes) {
+      if (this.host.delete(h)) {
+        if (stored === undefined) parent = h;
+      } else (stored ??= []).push(h);
+      this.host.set(h, true);
+    }
+    if (stored !== undefined) this.emit({ type: "BlockStored", blockHashes: stored, parentBlockHash: parent, blockSize: this.blockTokens, medium: "CPU" });
+    const excess = this.host.size - this.hostCapacityBlocks;
+    if (excess <= 0) return;
+    const removed: number[] = [];
+    for (const h of this.host.keys()) {
+      if (removed.length >= excess) break;
+      removed.push(h);
+    }
+    for (const h of removed) this.host.delete(h);
+    this.counters.hostEvictedBlocks += removed.length;
+    this.emit({ type: "BlockRemoved", blockHashes: removed, medium: "CPU" });
   }
 
   /** A request that acquired `hashes` ended (or was preempted): its blocks lose a reference; tail first to the queue. */
@@ -158,19 +245,29 @@ export class PrefixCache {
       removed[i] = b.hash;
     }
     this.counters.evictedBlocks += excess;
-    this.emit({ type: "BlockRemoved", blockHashes: removed });
+    this.emit({ type: "BlockRemoved", blockHashes: removed, medium: "GPU" });
   }
 
-  /** Drops every unreferenced block (vLLM reset_prefix_cache): AllBlocksCleared when nothing is referenced. */
+  /**
+   * Drops every unreferenced block (vLLM reset_prefix_cache) and the whole host tier: AllBlocksCleared (every tier)
+   * when nothing is referenced, else BlockRemoved per tier.
+   */
   clear(): void {
     if (this.freeCount === this.blocks.size) {
       this.blocks.clear();
       this.head = this.tail = undefined;
       this.freeCount = 0;
+      this.counters.hostEvictedBlocks += this.host.size;
+      this.host.clear();
       this.emit({ type: "AllBlocksCleared" });
       return;
     }
     this.fitFree(0);
+    if (this.host.size === 0) return;
+    const removed = [...this.host.keys()];
+    this.host.clear();
+    this.counters.hostEvictedBlocks += removed.length;
+    this.emit({ type: "BlockRemoved", blockHashes: removed, medium: "CPU" });
   }
 
   /** Puts an unreferenced block at the free queue's tail (evicted last). */

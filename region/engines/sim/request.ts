@@ -55,6 +55,8 @@ export class SimRequest {
   prefixCounted = false;
   /** Prompt tokens of its current admission found in the prefix cache (not computed by its prefill). */
   cachedTokens = 0;
+  /** Of `cachedTokens`, those loaded from the host KV tier (prefix-cache.ts) over PCIe for this prefill. */
+  hostLoadedTokens = 0;
   /** Since when it waits: its arrival, or its last preemption (core.ts batchPrefillWaitMs). */
   waitingSinceMs: number;
   constructor(

@@ -14,6 +14,15 @@ import { SimEngineCore, type SimCoreOptions, type SimSubmit } from "./core.js";
 import { blockHashesOfBody } from "../../../core/prefix.js";
 import type { KvEventSource } from "../../../core/ports.js";
 
+
+/**
+ * Host memory for the KV tier under the prefix cache (prefix-cache.ts), per GPU of an instance, GiB: half of an H100
+ * node's host memory per GPU (a DGX H100 has 2 TiB for 8 GPUs = 256 GiB each; the other half stays for the OS, the
+ * engine, and weights cached in host memory for loading). 256 GiB per 2-GPU instance: 2.1 M tokens of llama3.1-8b KV
+ * (128 KiB per token), twice its GPU KV. (vLLM production-stack's example sets 20 GB, LMCache's own default is 5 GB:
+ * sized to the pod, not the node.)
+ */
+export const DEFAULT_HOST_KV_GIB_PER_GPU = 128;
 export interface SimEngineOptions {
   instanceId: string;
   model: string;
@@ -38,7 +47,10 @@ export interface SimEngineOptions {
    * at completion, then `done` — the same times and usage with three events per request instead of one per token.
    */
   events?: "per-token" | "coalesced";
-  /** Automatic prefix caching (SimCoreOptions.prefixCache; default on, 16-token blocks). */
+  /**
+   * Automatic prefix caching (SimCoreOptions.prefixCache; default on, 16-token blocks, with a host KV tier of
+   * `hostKvCacheGiB`, default DEFAULT_HOST_KV_GIB_PER_GPU × tp; 0 = no host tier).
+   */
   prefixCache?: SimCoreOptions["prefixCache"];
   /** HiGHS for a live zigzag pairing (Engine.layerwise), created on first use; without it only best-effort pairs. */
   solver?: () => Promise<Solver>;
@@ -74,7 +86,9 @@ export class SimEngine implements Engine {
     if (opts.preemption !== undefined) coreOpts.preemption = opts.preemption;
     if (opts.swapBytesPerMs !== undefined) coreOpts.swapBytesPerMs = opts.swapBytesPerMs;
     if (opts.batchSlotsBeside !== undefined) coreOpts.batchSlotsBeside = opts.batchSlotsBeside;
-    if (opts.prefixCache !== undefined) coreOpts.prefixCache = opts.prefixCache;
+    // The host KV tier by default: DEFAULT_HOST_KV_GIB_PER_GPU per GPU of the instance (prefixCache.hostKvCacheGiB: 0 = off).
+    if (opts.prefixCache !== false) coreOpts.prefixCache = { ...opts.prefixCache, hostKvCacheGiB: opts.prefixCache?.hostKvCacheGiB ?? DEFAULT_HOST_KV_GIB_PER_GPU * opts.tp };
+    else coreOpts.prefixCache = false;
     this.core = new SimEngineCore(coreOpts);
     this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
   }
@@ -180,7 +194,7 @@ export class SimEngine implements Engine {
   /** Subscribes to the prefix cache's KV events (vLLM kv_events); undefined when prefix caching is off. */
   get kvEvents(): KvEventSource | undefined {
     const cache = this.core.prefixCache;
-    return cache === undefined ? undefined : { blockTokens: cache.blockTokens, subscribe: (l) => cache.subscribe(l), snapshot: () => cache.hashes() };
+    return cache === undefined ? undefined : { blockTokens: cache.blockTokens, subscribe: (l) => cache.subscribe(l), snapshot: () => cache.hashes(), hostSnapshot: () => cache.hostHashes() };
   }
 
   async close(): Promise<void> {

@@ -11,12 +11,18 @@
  * in the engine's queue stores its prompt when admitted, so its blocks count for the next turn routed meanwhile, and
  * they stop counting when it ends — if the engine stored them they are in the events' set by then; if it never took
  * the request (it failed, or was retried elsewhere) nothing of it stays indexed there.
+ * Events with medium "CPU" (an engine's host-memory KV tier: LMCache, vLLM CPU offloading, engine-sim's) feed a
+ * second set per instance; a block counts if either tier holds it, with no discount for the host tier: loading a
+ * block over PCIe costs a small fraction of recomputing it (engine-sim core.ts HOST_KV_LOAD_BYTES_PER_MS), so the
+ * scorer treats both alike (kept simple; a discount would need the engine's load and prefill rates).
  */
 import { PrefixSet as BlockSet, type KvEvent } from "../../../core/prefix.js";
 import type { KvEventSource } from "../../../core/ports.js";
 
 interface Entry {
   set: BlockSet;
+  /** With events: the blocks of the engine's host KV tier (medium "CPU"). */
+  host: BlockSet;
   unsubscribe: (() => void) | undefined;
   /** With events: block hash → requests in flight there that carry it. */
   pending: Map<number, number> | undefined;
@@ -34,14 +40,16 @@ export class PrefixIndex {
    */
   attach(instanceId: string, capacityBlocks: number, events: KvEventSource | undefined): void {
     this.detach(instanceId);
-    const e: Entry = { set: new BlockSet(Math.max(1, Math.floor(capacityBlocks))), unsubscribe: undefined, pending: undefined };
+    const e: Entry = { set: new BlockSet(Math.max(1, Math.floor(capacityBlocks))), host: new BlockSet(Number.POSITIVE_INFINITY), unsubscribe: undefined, pending: undefined };
     if (events !== undefined && events.blockTokens === this.blockTokens) {
       e.set.cap = Number.POSITIVE_INFINITY;
       e.pending = new Map();
-      e.unsubscribe = events.subscribe((ev) => apply(e.set, ev));
+      e.unsubscribe = events.subscribe((ev) => apply(e, ev));
       // What the engine cached before this subscription (an engine already serving when the gateway took it on).
       const cached = events.snapshot?.();
       if (cached !== undefined) e.set.touch(cached);
+      const hosted = events.hostSnapshot?.();
+      if (hosted !== undefined) e.host.touch(hosted);
     }
     this.instances.set(instanceId, e);
   }
@@ -89,13 +97,18 @@ export class PrefixIndex {
     if (e === undefined) return 0;
     const pending = e.pending;
     let n = 0;
-    while (n < hashes.length && (e.set.has(hashes[n]!) || (pending?.has(hashes[n]!) ?? false))) n++;
+    while (n < hashes.length && (e.set.has(hashes[n]!) || e.host.has(hashes[n]!) || (pending?.has(hashes[n]!) ?? false))) n++;
     return n;
   }
 
-  /** Blocks indexed for an instance (tests, metrics). */
+  /** Blocks indexed for an instance (tests, metrics): its GPU tier's (or routing history's). */
   size(instanceId: string): number {
     return this.instances.get(instanceId)?.set.size ?? 0;
+  }
+
+  /** Blocks indexed in an instance's host KV tier (events with medium "CPU"). */
+  hostSize(instanceId: string): number {
+    return this.instances.get(instanceId)?.host.size ?? 0;
   }
 
   /** Unsubscribes from every engine. */
@@ -104,8 +117,12 @@ export class PrefixIndex {
   }
 }
 
-function apply(set: BlockSet, ev: KvEvent): void {
-  if (ev.type === "BlockStored") set.touch(ev.blockHashes);
-  else if (ev.type === "BlockRemoved") set.remove(ev.blockHashes);
-  else set.clear();
+/** An event into the set of its medium (absent: GPU); AllBlocksCleared clears both. */
+function apply(e: Entry, ev: KvEvent): void {
+  if (ev.type === "AllBlocksCleared") {
+    e.set.clear();
+    e.host.clear();
+  }
+  else if (ev.type === "BlockStored") (ev.medium === "CPU" ? e.host : e.set).touch(ev.blockHashes);
+  else (ev.medium === "CPU" ? e.host : e.set).remove(ev.blockHashes);
 }

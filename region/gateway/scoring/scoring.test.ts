@@ -76,7 +76,8 @@ describe("PrefixIndex", () => {
 
   it("follows an engine's KV events: stored blocks are added, evicted ones dropped", () => {
     const clock = new VirtualClock();
-    const engine = new SimEngine({ instanceId: "e", model: "llama3.2-3b", gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000, events: "coalesced" });
+    // No host KV tier here (hostKvCacheGiB 0): the GPU's evictions show; the host tier's test follows below.
+    const engine = new SimEngine({ instanceId: "e", model: "llama3.2-3b", gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000, events: "coalesced", prefixCache: { hostKvCacheGiB: 0 } });
     const ix = new PrefixIndex(16);
     ix.attach("e", 1, engine.kvEvents);
     expect(ix.followsEvents("e")).toBe(true);
@@ -90,6 +91,23 @@ describe("PrefixIndex", () => {
     expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(24);
     ix.detach("e");
     expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(0);
+  });
+
+  it("with the engine's default host KV tier, blocks the GPU evicted stay indexed (medium CPU events)", () => {
+    const clock = new VirtualClock();
+    const engine = new SimEngine({ instanceId: "e", model: "llama3.2-3b", gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000, events: "coalesced" });
+    // Default: 128 GiB per GPU × 2 GPUs over 114,688 B per token × 16 tokens per block.
+    expect(engine.core.prefixCache!.hostCapacityBlocks).toBe(Math.floor((256 * 2 ** 30) / (114_688 * 16)));
+    const ix = new PrefixIndex(16);
+    ix.attach("e", 1, engine.kvEvents);
+    const blocks = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+    engine.core.submit({ id: "a", promptTokens: 640, maxTokens: 1, priority: 0, blockHashes: blocks(0, 40) });
+    engine.core.submit({ id: "b", promptTokens: 600, maxTokens: 1, priority: 0, blockHashes: blocks(100, 37) });
+    clock.runUntilIdleSync();
+    expect(ix.size("e")).toBe(24 + 37); // GPU tier: a's tail evicted
+    expect(ix.hostSize("e")).toBe(40 + 37); // host tier: everything stored
+    expect(ix.prefixBlocks("e", blocks(0, 40))).toBe(40);
+    expect(engine.stats().hostKvQueriedTokensTotal).toBe(640 + 600);
   });
 });
 
@@ -129,6 +147,28 @@ describe("PrefixIndex in-flight requests", () => {
     ix.attach("b", 100, undefined);
     expect(ix.routed("b", [5, 6])).toBeUndefined();
     expect(ix.prefixBlocks("b", [5, 6])).toBe(2);
+  });
+});
+
+describe("PrefixIndex with a host KV tier (events with medium)", () => {
+  it("counts a block either tier holds: a GPU eviction keeps it while the host tier has it, a CPU removal drops it", () => {
+    const ls: KvEventListener[] = [];
+    const src = { blockTokens: 16, subscribe: (l: KvEventListener) => (ls.push(l), () => ls.splice(ls.indexOf(l), 1)), snapshot: () => [1], hostSnapshot: () => [1, 2] };
+    const emit = (ev: KvEvent) => ls.forEach((l) => l(ev));
+    const ix = new PrefixIndex(16);
+    ix.attach("a", 100, src);
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(2); // 1 on GPU, 2 in host memory (snapshots)
+    emit({ type: "BlockStored", blockHashes: [3], parentBlockHash: 2, blockSize: 16, medium: "GPU" });
+    emit({ type: "BlockStored", blockHashes: [3], parentBlockHash: 2, blockSize: 16, medium: "CPU" });
+    emit({ type: "BlockRemoved", blockHashes: [1, 3], medium: "GPU" }); // the GPU evicts: host copies remain
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(3);
+    expect(ix.size("a")).toBe(0);
+    expect(ix.hostSize("a")).toBe(3);
+    emit({ type: "BlockRemoved", blockHashes: [2], medium: "CPU" }); // the host tier's LRU drops 2
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(1);
+    emit({ type: "AllBlocksCleared" }); // every tier
+    expect(ix.hostSize("a")).toBe(0);
+    expect(ix.prefixBlocks("a", [1, 2, 3])).toBe(0);
   });
 });
 

@@ -91,6 +91,22 @@ export function simSettingsOf(config: TidegateConfig, model: string): { maxBatch
   return { ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }), ...(kv === undefined ? {} : { kvCapacityTokens: kv }) };
 }
 
+/**
+ * engines settings a node agent's StartEngine does not carry (it carries the time scale, the batch cap and the KV cache:
+ * simSettingsOf), so engine-sims started by `tidegate agent` processes run engine-sim's defaults for them; in-process
+ * agents (`tidegate dev`) and the engine-sims a static region spawns do take them. `tidegate region` names them in a
+ * warning at start-up rather than running with a setting silently ignored.
+ */
+export function settingsAgentsDoNotPass(config: TidegateConfig): string[] {
+  if (config.engines.commandTemplate !== undefined) return [];
+  const e = config.engines;
+  return [
+    ...(e.preemption !== "recompute" ? [`engines.preemption (${e.preemption})`] : []),
+    ...(e.batchSlotsBeside === undefined ? [] : [`engines.batchSlotsBeside (${e.batchSlotsBeside})`]),
+    ...(e.hostKvCacheGiB === undefined ? [] : [`engines.hostKvCacheGiB (${e.hostKvCacheGiB})`]),
+  ];
+}
+
 /** `GET {url}/health` answers 200 within `timeoutMs`. */
 export async function httpHealthy(info: EngineInfo, timeoutMs = 1000): Promise<boolean> {
   if (info.url === "") return false;
@@ -128,6 +144,8 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
   return {
     start: (ctx) => {
       const { config, region, clock, log } = ctx;
+      const ignored = settingsAgentsDoNotPass(config);
+      if (ignored.length > 0) log.warn("engine settings that agent-started engine-sims do not get (StartEngine carries the time scale, batch cap and KV cache only): they run engine-sim's defaults", { settings: ignored });
       // keystage.stageProcesses: a pipelined instance's head runs in this process over stage processes on the agents (stage-heads.ts).
       const heads = config.keystage?.stageProcesses === true ? new StageHeads({ config, clock, log }) : undefined;
       const actuator = agentsActuator(ctx, {

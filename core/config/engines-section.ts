@@ -39,8 +39,8 @@ export interface EnginesConfig {
   /**
    * For `sim`: GiB of host memory per instance for the KV tier under the prefix cache (region/engines/sim/
    * prefix-cache.ts; LMCache / vLLM CPU offloading; 0 = off); absent: 128 GiB per GPU of the instance
-   * (sim-engine.ts DEFAULT_HOST_KV_GIB_PER_GPU). In-process engines and the engine-sims a static region spawns take it;
-   * engine-sims started by `tidegate agent` processes do not (StartEngine does not carry it: `tidegate region` warns).
+   * (sim-engine.ts DEFAULT_HOST_KV_GIB_PER_GPU). Every simulated engine takes it: in process, the engine-sims a static
+   * region spawns, and those node agents start (StartEngine's `host_kv_cache_gib`).
    */
   hostKvCacheGiB?: number;
   /**

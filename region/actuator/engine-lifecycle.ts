@@ -18,7 +18,7 @@ import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import type { ModelName, RegionName } from "../../core/models.js";
 import type { Engine } from "../../core/ports.js";
-import type { EngineInfo } from "../agent/handle.js";
+import type { EngineInfo, EngineSpec } from "../agent/handle.js";
 import type { LivePairs } from "../liveload/live-pairs.js";
 import type { AgentInstance, InstanceTable } from "./agent-instances.js";
 import type { GatewayMembership } from "./gateway-membership.js";
@@ -46,11 +46,12 @@ export interface EngineSettings {
    */
   pipeline?(model: string, gpu: string): string | undefined;
   /**
-   * A simulated engine's batch cap and KV cache for `model` (config engines.models, else engines.kvCapacityTokens),
-   * added to StartEngine for engine-sim that is not a pipeline (whose stage replicas take neither); absent = the
-   * engine's defaults. Never sent with a command template (a real engine).
+   * A simulated engine's settings for `model`: batch cap and KV cache (config engines.models, else
+   * engines.kvCapacityTokens), preemption mode, batch slots beside interactive work, prefix-cache block size and host
+   * KV tier; added to StartEngine for engine-sim that is not a pipeline (whose stage replicas take none of them);
+   * absent = the engine's defaults. Never sent with a command template (a real engine).
    */
-  simSettings?(model: string): { maxBatch?: number; kvCapacityTokens?: number };
+  simSettings?(model: string): Pick<EngineSpec, "maxBatch" | "kvCapacityTokens" | "preemption" | "batchSlotsBeside" | "prefixBlockTokens" | "hostKvCacheGiB">;
   /**
    * Makes an engine started with awaitBlocks serve now as the head of a λScale execution pipeline, with
    * `passOverheadMs` added to every pass (its activation hops), or, with 0, switches it to local mode (λScale

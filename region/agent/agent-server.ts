@@ -20,6 +20,7 @@ import {
   agentService,
   announcementToWire,
   engineToWire,
+  simBehaviourFromWire,
   statusOf,
   type WireAgentInfo,
   type WireEngineInfo,
@@ -98,6 +99,7 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
         ...(req.max_batch === 0 || req.max_batch === undefined ? {} : { maxBatch: req.max_batch }),
         ...(req.kv_capacity_tokens === 0 || req.kv_capacity_tokens === undefined ? {} : { kvCapacityTokens: req.kv_capacity_tokens }),
         ...(req.stage === "" || req.stage === undefined ? {} : { stage: req.stage }),
+        ...simBehaviourFromWire(req),
       });
       return engineToWire(e);
     }),

@@ -60,7 +60,9 @@ export function defaultKeeperPath(): string {
  * The `tidegate engine-sim` arguments of a StartEngine: model, GPU, tp, where to listen, --time-scale, the agent's
  * block store (--parameters-from, none when it is "": an in-process agent checked the store itself; --parameters-wait-ms
  * when it starts before its blocks), and the spec's --pipeline, --stage (a stage process),
- * --max-batch and --kv-capacity-tokens (the region's engines.models settings; region/runtime/agents-host.ts).
+ * --max-batch and --kv-capacity-tokens (the region's engines.models settings), --preemption, --batch-slots-beside,
+ * --prefix-block-tokens and --host-kv-cache-gib (engines.preemption / batchSlotsBeside, routing.blockTokens,
+ * engines.hostKvCacheGiB; region/runtime/agents-host.ts simSettingsOf).
  */
 export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: number; parametersFrom: string; parametersTls?: TlsFiles }): string[] {
   return [
@@ -72,6 +74,10 @@ export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: n
     ...(spec.stage === undefined ? [] : ["--stage", spec.stage]),
     ...(spec.maxBatch === undefined ? [] : ["--max-batch", String(spec.maxBatch)]),
     ...(spec.kvCapacityTokens === undefined ? [] : ["--kv-capacity-tokens", String(spec.kvCapacityTokens)]),
+    ...(spec.preemption === undefined ? [] : ["--preemption", spec.preemption]),
+    ...(spec.batchSlotsBeside === undefined ? [] : ["--batch-slots-beside", String(spec.batchSlotsBeside)]),
+    ...(spec.prefixBlockTokens === undefined ? [] : ["--prefix-block-tokens", String(spec.prefixBlockTokens)]),
+    ...(spec.hostKvCacheGiB === undefined ? [] : ["--host-kv-cache-gib", String(spec.hostKvCacheGiB)]),
   ];
 }
 

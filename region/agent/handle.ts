@@ -79,6 +79,14 @@ export interface EngineSpec {
    * engine-sim's `--stage` (region/keystage/stage-server.ts StageProcessSpec). Absent = not a stage process.
    */
   stage?: string;
+  /** engine-sim only, not with `pipeline`: how interactive work takes room from batch work (--preemption; config engines.preemption). */
+  preemption?: "recompute" | "swap" | "off";
+  /** engine-sim only, not with `pipeline`: most batch requests beside interactive ones (--batch-slots-beside; config engines.batchSlotsBeside). */
+  batchSlotsBeside?: number;
+  /** engine-sim only, not with `pipeline`: tokens per prefix-cache block, 0 = off (--prefix-block-tokens; config routing.blockTokens). */
+  prefixBlockTokens?: number;
+  /** engine-sim only, not with `pipeline`: GiB of host memory for the KV tier, 0 = off (--host-kv-cache-gib; config engines.hostKvCacheGiB). */
+  hostKvCacheGiB?: number;
 }
 
 /** The states of an engine process; health (serving or not) is the region's to check, not the agent's. */

@@ -17,10 +17,11 @@
  *   the agents over gRPC (StartEngine's `stage`).
  *
  * Either way every StartEngine the region sends carries the config's simulated-engine settings for its model
- * (the actuator's EngineSettings: `simSettings` gives engines.models maxBatch / kvCapacityTokens, else
- * engines.kvCapacityTokens; with timeScale and the keystage pipeline): engine-sim gets them as --max-batch and
- * --kv-capacity-tokens (region/agent/engine-supervisor.ts), the in-process agent builds its engine from them with the
- * shared builder (build-sim-engine.ts). A command template (a real engine) gets none of them.
+ * (the actuator's EngineSettings: `simSettings` is build-sim-engine.ts `simBehaviourOf` — batch cap, KV cache,
+ * preemption mode, batch slots beside interactive work, prefix-cache block size, host KV tier — with timeScale and
+ * the keystage pipeline): engine-sim gets them as its flags (region/agent/engine-supervisor.ts), the in-process agent
+ * builds its engine from them with the shared builder (build-sim-engine.ts). A command template (a real engine) gets
+ * none of them.
  */
 import type * as grpc from "@grpc/grpc-js";
 import { gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
@@ -44,7 +45,7 @@ import type { TlsFiles } from "../link/tls.js";
 import { agentsLayerwise } from "../liveload/live-pairs.js";
 import { agentsLambda } from "../liveload/live-lambda.js";
 import { LAMBDA_PATH } from "../engines/sim/http.js";
-import { newEngine } from "./build-sim-engine.js";
+import { newEngine, simBehaviourOf, type SimBehaviour } from "./build-sim-engine.js";
 import { untilConfiguredServe, type EngineHost, type HostContext } from "./build-region.js";
 import { modelSources, multicastPolicy } from "./runtime.js";
 
@@ -72,7 +73,7 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
       connect: engines.connect,
       healthy: engines.healthy,
       pipeline: pipelineFlag(config),
-      simSettings: (model) => simSettingsOf(config, model),
+      simSettings: (model) => simBehaviourOf(config, model),
       ...(engines.servePipelined === undefined ? {} : { servePipelined: engines.servePipelined }),
       ...(engines.serveBehindBlocks === undefined ? {} : { serveBehindBlocks: engines.serveBehindBlocks }),
     },
@@ -84,27 +85,9 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
   });
 }
 
-/** A simulated engine's batch cap and KV cache from config (engines.models[model], else engines.kvCapacityTokens); unset = the engine's defaults. */
-export function simSettingsOf(config: TidegateConfig, model: string): { maxBatch?: number; kvCapacityTokens?: number } {
-  const m = config.engines.models[model];
-  const kv = m?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
-  return { ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }), ...(kv === undefined ? {} : { kvCapacityTokens: kv }) };
-}
-
-/**
- * engines settings a node agent's StartEngine does not carry (it carries the time scale, the batch cap and the KV cache:
- * simSettingsOf), so engine-sims started by `tidegate agent` processes run engine-sim's defaults for them; in-process
- * agents (`tidegate dev`) and the engine-sims a static region spawns do take them. `tidegate region` names them in a
- * warning at start-up rather than running with a setting silently ignored.
- */
-export function settingsAgentsDoNotPass(config: TidegateConfig): string[] {
-  if (config.engines.commandTemplate !== undefined) return [];
-  const e = config.engines;
-  return [
-    ...(e.preemption !== "recompute" ? [`engines.preemption (${e.preemption})`] : []),
-    ...(e.batchSlotsBeside === undefined ? [] : [`engines.batchSlotsBeside (${e.batchSlotsBeside})`]),
-    ...(e.hostKvCacheGiB === undefined ? [] : [`engines.hostKvCacheGiB (${e.hostKvCacheGiB})`]),
-  ];
+/** An engine-sim spec's settings (StartEngine's) as the shared builder takes them: what engine-sim reads from its flags. */
+function simParamsOfSpec(s: EngineSpec): SimBehaviour {
+  return { maxBatch: s.maxBatch, kvCapacityTokens: s.kvCapacityTokens, preemption: s.preemption, batchSlotsBeside: s.batchSlotsBeside, prefixBlockTokens: s.prefixBlockTokens, hostKvCacheGiB: s.hostKvCacheGiB };
 }
 
 /** `GET {url}/health` answers 200 within `timeoutMs`. */
@@ -144,8 +127,6 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
   return {
     start: (ctx) => {
       const { config, region, clock, log } = ctx;
-      const ignored = settingsAgentsDoNotPass(config);
-      if (ignored.length > 0) log.warn("engine settings that agent-started engine-sims do not get (StartEngine carries the time scale, batch cap and KV cache only): they run engine-sim's defaults", { settings: ignored });
       // keystage.stageProcesses: a pipelined instance's head runs in this process over stage processes on the agents (stage-heads.ts).
       const heads = config.keystage?.stageProcesses === true ? new StageHeads({ config, clock, log }) : undefined;
       const actuator = agentsActuator(ctx, {
@@ -239,7 +220,7 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           ? new StagedPipelineEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, spec: pipeline, clock, timeScale: spec.timeScale ?? config.engines.timeScale, nodes: () => agents.map((a) => a.stageNode(spec.model)), log })
           : newEngine(
           { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus },
-          { timeScale: spec.timeScale ?? config.engines.timeScale, ...(spec.maxBatch === undefined ? {} : { maxBatch: spec.maxBatch }), ...(spec.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: spec.kvCapacityTokens }), ...(pipeline === undefined ? {} : { pipeline }) },
+          { timeScale: spec.timeScale ?? config.engines.timeScale, ...simParamsOfSpec(spec), ...(pipeline === undefined ? {} : { pipeline }) },
           clock,
           { solver: () => HighsSolver.create() },
         );

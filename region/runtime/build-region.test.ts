@@ -7,6 +7,8 @@
  * | kvCapacityTokens (all models)           | ✓         | ✓ / --kv-capacity-tokens      | ✓                 | StartEngine → flag        |
  * | models[m].maxBatch, .kvCapacityTokens   | ✓         | ✓ / --max-batch, flag         | ✓                 | StartEngine → flags       |
  * | keystage.pipelines (PipelineEngine)     | ✓         | ✓ / --pipeline                | ✓                 | StartEngine → --pipeline  |
+ * | preemption, batchSlotsBeside,           | ✓         | ✓ / --preemption,             | ✓                 | StartEngine (optional     |
+ * | hostKvCacheGiB, routing.blockTokens     |           | --batch-slots-beside, …       |                   | fields 13–16) → flags     |
  * | kind ("sim" / "openai-http"), urls      | –         | picks the factory; urls only for openai-http                  | –                 | –        |
  * | commandTemplate                         | –         | –                             | – (simulated)     | ✓ (real engines get no sim settings) |
  * | startTimeoutMs, stopGraceMs             | –         | –                             | ✓                 | ✓                         |
@@ -16,6 +18,7 @@
  * StartEngine fields the actuator adds (EngineSettings.simSettings, which the in-process case exercises), the wire (AgentClient → agent server → the node's engine
  * host) and the engine-sim arguments the supervisor builds, which are the flags a spawned static engine gets.
  */
+import "../config-sections.js"; // region's config sections (routing, keystage), before any config is parsed
 import { afterEach, describe, expect, it } from "vitest";
 import { VirtualClock, WallClock, type Clock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../core/config.js";
@@ -30,9 +33,9 @@ import { NodeAgent } from "../agent/node.js";
 import { SimEngine } from "../engines/sim/sim-engine.js";
 import { PipelineEngine, pipelineSpecJson } from "../keystage/pipeline-engine.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
-import { agentsInProcess, simSettingsOf } from "./agents-host.js";
+import { agentsInProcess } from "./agents-host.js";
 import { buildRegion, type Region } from "./build-region.js";
-import { engineSimFlags, simEngineParams } from "./build-sim-engine.js";
+import { engineSimFlags, simBehaviourOf, simEngineParams } from "./build-sim-engine.js";
 import { startSimRegion } from "./sim-region.js";
 import { fixedEngines, simEngineFactory } from "./static-host.js";
 
@@ -61,7 +64,8 @@ function config(): TidegateConfig {
       },
     ],
     controller: { strategy: "lt-i", reconcileIntervalMs: 100, retryInitialMs: 200, retryMaxMs: 400, agentLostAfterMs: 1500 },
-    engines: { timeScale: 0.05, startTimeoutMs: 5000, kvCapacityTokens: 5000, models: { "llama3.1-8b": { maxBatch: 7, kvCapacityTokens: 3000 } } },
+    engines: { timeScale: 0.05, startTimeoutMs: 5000, kvCapacityTokens: 5000, preemption: "swap", batchSlotsBeside: 3, hostKvCacheGiB: 2, models: { "llama3.1-8b": { maxBatch: 7, kvCapacityTokens: 3000 } } },
+    routing: { blockTokens: 32 },
     keystage: { pipelines: [{ model: "llama2-70b", gpu: "h100-80gb", layersPerStage: [32, 16, 16, 16], profileTp: 4 }] },
     parameters: { blockCount: 8, models: { "llama3.1-8b": { bytes: 2 * MiB, origin: "pattern", seed: 1 }, "llama3.2-3b": { bytes: 2 * MiB, origin: "pattern", seed: 2 }, "llama2-70b": { bytes: 2 * MiB, origin: "pattern", seed: 3 } } },
   });
@@ -74,6 +78,18 @@ function engineOf(r: Region, model: string) {
   return r.gateway.engine(id!);
 }
 
+/** KV bytes per token (core/models.ts): llama3.1-8b 32 layers × 8 KV heads × 128 × 2 × 2 B; llama3.2-3b 28 × 8 × 128 × 2 × 2 B. */
+const BYTES_PER_TOKEN_8B = 131_072;
+const BYTES_PER_TOKEN_3B = 114_688;
+
+/** engines.preemption "swap", batchSlotsBeside 3, routing.blockTokens 32 and hostKvCacheGiB 2 in one engine's core. */
+function expectBehaviour(core: SimEngine["core"], bytesPerToken: number): void {
+  expect(core.preemption).toBe("swap");
+  expect(core["batchSlotsBeside"]).toBe(3);
+  expect(core.prefixCache?.blockTokens).toBe(32);
+  expect(core.prefixCache?.hostCapacityBlocks).toBe(Math.floor((2 * 2 ** 30) / (bytesPerToken * 32)));
+}
+
 /** What every shape must show: engines.* applied to each endpoint's engine. */
 function expectEnginesHonoured(r: Region): void {
   const perModel = engineOf(r, "llama3.1-8b");
@@ -84,6 +100,9 @@ function expectEnginesHonoured(r: Region): void {
   expect(global).toBeInstanceOf(SimEngine);
   const b = (global as SimEngine).core;
   expect([b.timeScale, b.maxBatch, b.capacityTokens]).toEqual([0.05, DEFAULT_MAX_BATCH, 5000]);
+  // engines.preemption, engines.batchSlotsBeside, routing.blockTokens and engines.hostKvCacheGiB (issues 34, 37).
+  expectBehaviour(a, BYTES_PER_TOKEN_8B);
+  expectBehaviour(b, BYTES_PER_TOKEN_3B);
   const pipe = engineOf(r, "llama2-70b");
   expect(pipe).toBeInstanceOf(PipelineEngine);
   expect((pipe as PipelineEngine)["opts"].timeScale).toBe(0.05);
@@ -129,10 +148,11 @@ describe("every region shape honours engines.*", () => {
 
   it("agents over gRPC: the region adds the settings to StartEngine; the wire and engine-sim's arguments carry them", async () => {
     const cfg = config();
-    // What the region sends: the actuator adds simSettingsOf to StartEngine for engine-sim (the in-process case
+    // What the region sends: the actuator adds simBehaviourOf to StartEngine for engine-sim (the in-process case
     // above reads it back from the engines its agents built); here, the settings per model.
     const spec = (model: string, extra: Partial<EngineSpec> = {}): EngineSpec => ({ instanceId: `r/${model}`, model, gpu: "h100-80gb", gpus: 2, timeScale: cfg.engines.timeScale, ...extra });
-    expect(["llama3.1-8b", "llama3.2-3b"].map((m) => simSettingsOf(cfg, m))).toEqual([{ maxBatch: 7, kvCapacityTokens: 3000 }, { kvCapacityTokens: 5000 }]);
+    const behaviour = { preemption: "swap", batchSlotsBeside: 3, prefixBlockTokens: 32, hostKvCacheGiB: 2 };
+    expect(["llama3.1-8b", "llama3.2-3b"].map((m) => simBehaviourOf(cfg, m))).toEqual([{ maxBatch: 7, kvCapacityTokens: 3000, ...behaviour }, { kvCapacityTokens: 5000, ...behaviour }]);
 
     // The wire: AgentClient → the agent's gRPC server → the node's engine host.
     const started: EngineSpec[] = [];
@@ -146,8 +166,17 @@ describe("every region shape honours engines.*", () => {
     const server = await startAgentServer(node, "127.0.0.1:0", silentLogger);
     const client = new AgentClient(server.address, "n1");
     try {
-      await client.startEngine({ ...spec("llama3.1-8b"), ...simSettingsOf(cfg, "llama3.1-8b"), awaitBlocks: true });
-      expect(started.map((s) => [s.timeScale, s.maxBatch, s.kvCapacityTokens])).toEqual([[0.05, 7, 3000]]);
+      await client.startEngine({ ...spec("llama3.1-8b"), ...simBehaviourOf(cfg, "llama3.1-8b"), awaitBlocks: true });
+      expect(started.map((s) => [s.timeScale, s.maxBatch, s.kvCapacityTokens, s.preemption, s.batchSlotsBeside, s.prefixBlockTokens, s.hostKvCacheGiB])).toEqual([[0.05, 7, 3000, "swap", 3, 32, 2]]);
+      // Zero is a setting, not an absent field (proto3 optional): prefix caching and the host tier off, no batch beside.
+      await client.startEngine({ ...spec("llama3.2-3b"), batchSlotsBeside: 0, prefixBlockTokens: 0, hostKvCacheGiB: 0, awaitBlocks: true });
+      expect([started[1]!.batchSlotsBeside, started[1]!.prefixBlockTokens, started[1]!.hostKvCacheGiB, "preemption" in started[1]!]).toEqual([0, 0, 0, false]);
+      // Unset stays unset: engine-sim's defaults.
+      await client.startEngine(spec("llama3.1-8b", { instanceId: "r/plain", awaitBlocks: true }));
+      expect(Object.keys(started[2]!).filter((k) => ["preemption", "batchSlotsBeside", "prefixBlockTokens", "hostKvCacheGiB"].includes(k))).toEqual([]);
+      // The agent refuses what engine-sim would: a mode it does not know, a setting beside a pipeline.
+      await expect(client.startEngine(spec("llama3.2-3b", { instanceId: "r/bad", preemption: "kill" as never }))).rejects.toThrow(/preemption must be recompute, swap or off/);
+      await expect(client.startEngine(spec("llama3.2-3b", { instanceId: "r/bad2", pipeline: "{}", hostKvCacheGiB: 1 }))).rejects.toThrow(/host_kv_cache_gib do not apply to a pipeline/);
     } finally {
       client.close();
       await server.close();
@@ -155,11 +184,11 @@ describe("every region shape honours engines.*", () => {
     }
 
     // engine-sim's arguments from a StartEngine (agents) and from the config (a spawned static engine) agree.
-    const args = engineSimArgs({ ...spec("llama3.1-8b"), maxBatch: 7, kvCapacityTokens: 3000 }, { engineHost: "127.0.0.1", port: 1, parametersFrom: "a:1" });
+    const args = engineSimArgs({ ...spec("llama3.1-8b"), ...simBehaviourOf(cfg, "llama3.1-8b") }, { engineHost: "127.0.0.1", port: 1, parametersFrom: "a:1" });
     const flag = (argv: readonly string[], name: string) => argv[argv.indexOf(name) + 1];
     const spawned = engineSimFlags(simEngineParams(cfg, "llama3.1-8b", "h100-80gb"));
-    for (const f of ["--time-scale", "--max-batch", "--kv-capacity-tokens"]) expect([f, flag(args, f)]).toEqual([f, flag(spawned, f)]);
-    expect(spawned).toEqual(["--time-scale", "0.05", "--max-batch", "7", "--kv-capacity-tokens", "3000"]);
+    for (const f of ["--time-scale", "--max-batch", "--kv-capacity-tokens", "--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"]) expect([f, flag(args, f)]).toEqual([f, flag(spawned, f)]);
+    expect(spawned).toEqual(["--time-scale", "0.05", "--max-batch", "7", "--kv-capacity-tokens", "3000", "--preemption", "swap", "--batch-slots-beside", "3", "--prefix-block-tokens", "32", "--host-kv-cache-gib", "2"]);
     const piped = engineSimFlags(simEngineParams(cfg, "llama2-70b", "h100-80gb"));
     expect(piped.slice(0, 3)).toEqual(["--time-scale", "0.05", "--pipeline"]);
     expect(piped[3]).toBe(pipelineSpecJson(simEngineParams(cfg, "llama2-70b", "h100-80gb").pipeline!));

@@ -14,9 +14,10 @@
  *   one request at a time, so a batch cap and a KV cache do not apply (engine-sim refuses them with --pipeline).
  *
  * Engine processes get the same settings as flags (`engineSimFlags`: --time-scale, --max-batch,
- * --kv-capacity-tokens, --preemption, --pipeline), whether a static region spawns them (region/process/spawn.ts) or a
- * node agent does (the StartEngine fields the agents host adds, region/agent/engine-supervisor.ts; those carry no
- * preemption mode or batch slots, so an agent's engine-sim runs its defaults, "recompute" and 8).
+ * --kv-capacity-tokens, --preemption, --batch-slots-beside, --prefix-block-tokens, --host-kv-cache-gib, --pipeline),
+ * whether a static region spawns them (region/process/spawn.ts) or a node agent does (StartEngine carries
+ * `simBehaviourOf` as its fields, which region/agent/engine-supervisor.ts turns into the same flags; an in-process
+ * agent builds its engine from them here).
  */
 import type { Clock } from "../../core/clock.js";
 import { instanceGpus, type TidegateConfig } from "../../core/config.js";
@@ -69,21 +70,31 @@ export interface SimBuildOptions {
   solver?: () => Promise<Solver>;
 }
 
-/** The settings `config` gives a simulated engine of (model, gpu): engines.timeScale, engines.models, engines.kvCapacityTokens, keystage. */
-export function simEngineParams(config: TidegateConfig, model: ModelName, gpu: GpuType): SimEngineParams {
+/** A simulated engine's settings beyond its time scale and pipeline: what StartEngine carries to engine-sim (region/agent/handle.ts EngineSpec). */
+export type SimBehaviour = Pick<SimEngineParams, "maxBatch" | "kvCapacityTokens" | "preemption" | "batchSlotsBeside" | "prefixBlockTokens" | "hostKvCacheGiB">;
+
+/**
+ * The settings `config` gives every simulated engine of `model` beyond the time scale and pipeline: engines.models,
+ * engines.kvCapacityTokens, engines.preemption (when not the default recompute), engines.batchSlotsBeside,
+ * routing.blockTokens, engines.hostKvCacheGiB; unset = the engine's defaults.
+ */
+export function simBehaviourOf(config: TidegateConfig, model: string): SimBehaviour {
   const m = config.engines.models[model];
   const kv = m?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
-  const pipeline = pipelineSpecFor(config.keystage, config.controller.strategy, model, gpu);
   return {
-    timeScale: config.engines.timeScale,
     ...(config.engines.preemption === "recompute" ? {} : { preemption: config.engines.preemption }),
     ...(config.engines.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: config.engines.batchSlotsBeside }),
     ...(config.engines.hostKvCacheGiB === undefined ? {} : { hostKvCacheGiB: config.engines.hostKvCacheGiB }),
     ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }),
     ...(kv === undefined ? {} : { kvCapacityTokens: kv }),
     ...(config.routing === undefined ? {} : { prefixBlockTokens: config.routing.blockTokens }),
-    ...(pipeline === undefined ? {} : { pipeline }),
   };
+}
+
+/** The settings `config` gives a simulated engine of (model, gpu): engines.timeScale, simBehaviourOf, keystage. */
+export function simEngineParams(config: TidegateConfig, model: ModelName, gpu: GpuType): SimEngineParams {
+  const pipeline = pipelineSpecFor(config.keystage, config.controller.strategy, model, gpu);
+  return { timeScale: config.engines.timeScale, ...simBehaviourOf(config, model), ...(pipeline === undefined ? {} : { pipeline }) };
 }
 
 /** A whole-model SimEngine with `params` (a pipeline spec in them is ignored: the sim actuator's loading engines). */

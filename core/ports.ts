@@ -55,7 +55,11 @@ export interface EngineStats {
   /** Requests in the running batch and waiting for admission. */
   running: number;
   waiting: number;
-  /** Prompt + max output tokens still to process over all running and waiting requests (JSQ metric). */
+  /**
+   * Prompt + max output tokens still to process over all running and waiting requests (JSQ metric). An engine with a
+   * prefix cache leaves out the prompt tokens it finds (engine-sim: those found at admission, and for a waiting
+   * request those cached when it was queued), so they do not count as work.
+   */
   remainingTokens: number;
   /** Output tokens generated since start (monotonic), for tokens/s. */
   generatedTokensTotal: number;

@@ -186,11 +186,13 @@ interface Ticket {
 }
 
 /**
- * Adds a request to its instance's in-flight estimate until the next stats refresh: prompt + max output tokens
- * (the JSQ load) and the prompt's KV bytes (the endpoint's effective memory), plus one request in flight.
+ * Adds a request to its instance's in-flight estimate until the next stats refresh: prompt + max output tokens less
+ * `cachedTokens`, the prompt tokens the prefix index says the instance holds (the JSQ load: work still to do, as the
+ * engine counts it, core/ports.ts remainingTokens), and the prompt's KV bytes (the endpoint's effective memory), plus
+ * one request in flight.
  */
-function admit(rec: InstanceRecord, req: GenerateRequest, kvBytesPerToken: number): Ticket {
-  const t: Ticket = { rec, epoch: rec.epoch, tokens: req.promptTokens + req.maxTokens, kvBytes: req.promptTokens * kvBytesPerToken, unroute: undefined };
+function admit(rec: InstanceRecord, req: GenerateRequest, kvBytesPerToken: number, cachedTokens: number): Ticket {
+  const t: Ticket = { rec, epoch: rec.epoch, tokens: req.promptTokens + req.maxTokens - cachedTokens, kvBytes: req.promptTokens * kvBytesPerToken, unroute: undefined };
   rec.addedTokens += t.tokens;
   rec.addedKvBytes += t.kvBytes;
   rec.inFlight++;
@@ -517,7 +519,7 @@ export class Gateway {
       }
       const rec = this.choose(model, tried, blocks);
       if (rec === undefined) break;
-      const ticket = admit(rec, req, model.kvBytesPerToken);
+      const ticket = admit(rec, req, model.kvBytesPerToken, this.cachedOn(rec, req, blocks));
       ticket.unroute = this.prefixIndex.routed(rec.engine.instanceId, blocks);
       let settled = false;
       const settleOnce = () => {
@@ -680,7 +682,7 @@ export class Gateway {
       if (req.batch !== true) model.slo.refused();
       return undefined;
     }
-    const ticket = admit(rec, req, model.kvBytesPerToken);
+    const ticket = admit(rec, req, model.kvBytesPerToken, this.cachedOn(rec, req, blocks));
     ticket.unroute = this.prefixIndex.routed(rec.engine.instanceId, blocks);
     this.onRouted?.(req, rec.engine.instanceId);
     try {
@@ -769,6 +771,12 @@ export class Gateway {
   private blocksOf(req: GenerateRequest): readonly number[] {
     if (!this.policy.needsPrefix) return NO_BLOCKS;
     return req.blockHashes ?? blockHashesOfBody(req.kind, req.body, this.prefixIndex.blockTokens);
+  }
+
+  /** Prompt tokens of `req` that `rec`'s instance holds by the prefix index (at most prompt − 1; 0 without block hashes). */
+  private cachedOn(rec: InstanceRecord, req: GenerateRequest, blocks: readonly number[]): number {
+    if (blocks.length === 0) return 0;
+    return Math.min(req.promptTokens - 1, this.prefixIndex.prefixBlocks(rec.engine.instanceId, blocks) * this.prefixIndex.blockTokens);
   }
 
   /** Closes every engine. */

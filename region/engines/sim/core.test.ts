@@ -568,6 +568,22 @@ describe("prefix caching in the core (issue 34)", () => {
     expect(s.hostKvHitTokensTotal).toBe(240);
   });
 
+  it("leaves cached prompt tokens out of remainingTokens: waiting (peeked when queued) and in prefill (found at admission)", () => {
+    const { core, clock, run } = linear(100_000);
+    run("a", 1000, blocks(0, 62)); // 992 tokens cached once a is done
+    expect(core.stats().remainingTokens).toBe(0);
+    // b: 1,000 prompt + 4 output tokens, its first 40 blocks (640 tokens) cached: 1004 − 640 = 364 still to do.
+    core.submit({ id: "b", promptTokens: 1000, maxTokens: 4, priority: 0, blockHashes: [...blocks(0, 40), ...blocks(500, 22)] });
+    expect(core.stats()).toMatchObject({ waiting: 1, remainingTokens: 364 });
+    clock.advanceToSync(clock.now()); // the zero-delay step: b admitted, in prefill (360 ms)
+    expect(core.stats()).toMatchObject({ waiting: 0, running: 1, remainingTokens: 364 });
+    // c, uncached, waits behind b's prefill: its whole 1000 + 4.
+    core.submit({ id: "c", promptTokens: 1000, maxTokens: 4, priority: 0, blockHashes: blocks(900, 62) });
+    expect(core.stats()).toMatchObject({ waiting: 1, remainingTokens: 364 + 1004 });
+    clock.runUntilIdleSync();
+    expect(core.stats().remainingTokens).toBe(0);
+  });
+
   it("without a host tier reports no host counters", () => {
     const { core, run } = linear(1000);
     run("a", 640, blocks(0, 40));

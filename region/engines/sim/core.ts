@@ -355,6 +355,7 @@ export class SimEngineCore implements HandleHost {
     const r = new SimRequest(req.id, req.promptTokens, req.maxTokens, req.priority, at, handlers);
     if (req.blockHashes !== undefined && this.prefixCache !== undefined) r.blockHashes = req.blockHashes;
     if (r.priority === 0) this.lastInteractiveMs = at;
+    this.expectCached(r);
     this.waiting.push(r);
     if (this.phase.kind === "idle") this.kickAt(at);
     else if (this.phase.kind === "decode" && this.admissible(at)) this.cutAtNextBoundary(at);
@@ -653,6 +654,7 @@ export class SimEngineCore implements HandleHost {
     v.resume = this.preemption === "swap" ? "swap" : "recompute";
     if (v.resume === "swap") this.swapOutPendingMs += this.swapMs(v);
     this.preemptedTotal++;
+    this.expectCached(v);
     this.waiting.pushFront(v);
     v.handlers.onPreempted?.(atMs, v.generated);
   }
@@ -708,8 +710,9 @@ export class SimEngineCore implements HandleHost {
       this.reservedLocal += (r.promptTokens + r.maxTokens) * r.localShare;
       this.prefillTokens += r.promptTokens + r.generated;
       this.prefillCount++;
-      this.prefillRemaining += r.promptTokens + r.maxTokens - r.generated;
       this.acquirePrefix(r);
+      r.countedRemaining = r.promptTokens + r.maxTokens - r.generated - r.cachedTokens;
+      this.prefillRemaining += r.countedRemaining;
       batch.push(r);
       tokens += this.prefillCost(r);
       interactive ||= r.priority === 0;
@@ -804,7 +807,7 @@ export class SimEngineCore implements HandleHost {
       if (r.state !== "prefill") continue;
       this.prefillTokens -= r.promptTokens + r.generated;
       this.prefillCount--;
-      this.prefillRemaining -= r.promptTokens + r.maxTokens - r.generated;
+      this.prefillRemaining -= r.countedRemaining;
       const resume = r.resume;
       r.resume = undefined;
       // A prefill yields the next token (a recompute's too); a swap-in only brings the KV back.
@@ -862,6 +865,11 @@ export class SimEngineCore implements HandleHost {
       }
     }
     if (this.phase.kind === "idle") this.step(atMs);
+  }
+
+  /** Before `r` is queued: the prompt tokens it would find cached now (none for a swapped-out request, whose KV comes back whole). */
+  private expectCached(r: SimRequest): void {
+    r.expectedCachedTokens = this.prefixCache === undefined || r.blockHashes === undefined || r.resume === "swap" ? 0 : this.prefixCache.peek(r.blockHashes, r.promptTokens);
   }
 
   /**
@@ -928,7 +936,7 @@ export class SimEngineCore implements HandleHost {
     } else if (prev === "prefill") {
       this.release(r);
       this.prefillTokens -= r.promptTokens + r.generated;
-      this.prefillRemaining -= r.promptTokens + r.maxTokens - r.generated;
+      this.prefillRemaining -= r.countedRemaining;
       this.prefillCount--;
     } else if (prev === "running") {
       const k = this.itersAt(now);

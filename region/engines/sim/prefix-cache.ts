@@ -148,6 +148,18 @@ export class PrefixCache {
   }
 
   /**
+   * The prompt tokens a request of `hashes` would find cached now, GPU and host tiers together (at most
+   * promptTokens − 1, as `acquire` counts them), without touching the cache: the engine's estimate of a waiting
+   * request's cached prefix (core.ts remainingTokens).
+   */
+  peek(hashes: readonly number[], promptTokens: number): number {
+    const maxHit = Math.floor(Math.max(0, promptTokens - 1) / this.blockTokens);
+    let n = this.cachedPrefix(hashes, maxHit);
+    if (this.hostCapacityBlocks > 0) while (n < maxHit && this.host.has(hashes[n]!)) n++;
+    return n * this.blockTokens;
+  }
+
+  /**
    * A request is admitted with `hashes` (its prompt's full blocks) and `promptTokens`: its cached prefix is reused
    * (referenced, out of the eviction queue), its other blocks are stored (referenced; BlockStored). Returns the prompt
    * tokens it need not compute: cached blocks × blockTokens, at most promptTokens − 1 (GPU and host tiers together;

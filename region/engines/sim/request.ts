@@ -57,6 +57,10 @@ export class SimRequest {
   cachedTokens = 0;
   /** Of `cachedTokens`, those loaded from the host KV tier (prefix-cache.ts) over PCIe for this prefill. */
   hostLoadedTokens = 0;
+  /** Prompt tokens found cached when it was last queued (PrefixCache.peek): taken off its share of remainingTokens while it waits. */
+  expectedCachedTokens = 0;
+  /** Its share of the engine's remainingTokens while it waits, or while it is in prefill: what was added, taken off as it leaves. */
+  countedRemaining = 0;
   /** Since when it waits: its arrival, or its last preemption (core.ts batchPrefillWaitMs). */
   waitingSinceMs: number;
   constructor(

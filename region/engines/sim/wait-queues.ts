@@ -13,13 +13,17 @@ export class WaitQueues {
   private readonly heads = [0, 0];
   /** Requests waiting now. */
   count = 0;
-  /** Σ prompt + maxTokens − generated of the waiting requests (their share of the JSQ metric). */
+  /**
+   * Σ prompt + maxTokens − generated − the prompt tokens expected cached (SimRequest.expectedCachedTokens, set by the
+   * core before it queues a request) of the waiting requests: their share of the JSQ metric, the work still to do.
+   */
   remainingTokens = 0;
 
   push(r: SimRequest): void {
     this.queues[r.priority].push(r);
     this.count++;
-    this.remainingTokens += remainingOf(r);
+    r.countedRemaining = remainingOf(r);
+    this.remainingTokens += r.countedRemaining;
   }
 
   /** Queues `r` (a preempted request) ahead of every request waiting at its priority. */
@@ -32,13 +36,14 @@ export class WaitQueues {
       this.heads[r.priority] = h - 1;
     } else q.unshift(r);
     this.count++;
-    this.remainingTokens += remainingOf(r);
+    r.countedRemaining = remainingOf(r);
+    this.remainingTokens += r.countedRemaining;
   }
 
   /** Accounts for `r` leaving the queue (admitted or cancelled); the caller changes its state from "waiting". */
   leave(r: SimRequest): void {
     this.count--;
-    this.remainingTokens -= remainingOf(r);
+    this.remainingTokens -= r.countedRemaining;
   }
 
   /** The request the policy serves next, or undefined. */
@@ -67,5 +72,5 @@ export class WaitQueues {
 
 /** Prompt + output tokens a waiting request still has to process (its output so far kept when preempted). */
 function remainingOf(r: SimRequest): number {
-  return r.promptTokens + r.maxTokens - r.generated;
+  return r.promptTokens + r.maxTokens - r.generated - r.expectedCachedTokens;
 }

@@ -197,4 +197,23 @@ describe("Gateway with the prefix-aware policy", () => {
     expect(second.ttftMs).toBeLessThan(first.ttftMs / 3);
     expect(gw.prefixIndex.followsEvents(first.instance)).toBe(true);
   });
+
+  it("counts a request's load on an instance less the prompt tokens the index says it holds there", () => {
+    // Stats read once (statsRefreshMs huge): from then on the load scorer sees only the in-flight estimate.
+    const clock = new VirtualClock();
+    const gw = new Gateway({ region: "r", clock, statsRefreshMs: 1e12, routing: { policy: PREFIX_AWARE_POLICY, blockTokens: 16 } });
+    for (const id of ["e0", "e1"]) gw.addInstance("h100-80gb", new SimEngine({ instanceId: id, model: "llama3.2-3b", gpu: "h100-80gb", tp: 2, clock, events: "coalesced" }));
+    const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+    const send = (id: string, promptTokens: number, blockHashes: number[]) => gw.submit({ id, model: "llama3.2-3b", kind: "completion", promptTokens, maxTokens: 4, priority: 0, body: {}, blockHashes }, {})!.instanceId;
+    // A 1,600-token prefix (100 blocks) ends up on e0 (a tie goes to the first listed).
+    expect(send("warm", 1600, range(0, 100))).toBe("e0");
+    clock.runUntilIdleSync();
+    // A: the prefix + 400 new tokens goes to its holder; it adds 400 + 4 there, not 2,000 + 4.
+    expect(send("a", 2000, range(0, 125))).toBe("e0");
+    // B: 1,000 unrelated tokens, to the idle e1 (1,004 there).
+    expect(send("b", 1000, range(5000, 62))).toBe("e1");
+    // C: unrelated: e0's 404 < e1's 1,004. Counting A's cached prefix as work (2,004) would send it to e1.
+    expect(send("c", 500, range(9000, 31))).toBe("e0");
+    clock.runUntilIdleSync();
+  });
 });

@@ -32,6 +32,12 @@ export interface GenerateRequest {
    * where it cannot read the prompt itself (engine-sim in process); HTTP adapters do not forward them.
    */
   blockHashes?: readonly number[];
+  /**
+   * Prompt tokens the routing expects the chosen instance to hold in its prefix cache (the region gateway's prefix
+   * index; absent = none known). An adapter that counts its in-flight work itself (openai-http: remainingTokens)
+   * leaves them out, as an engine with a prefix cache does; the engine computes its own hit.
+   */
+  expectedCachedTokens?: number;
 }
 
 export interface Usage {

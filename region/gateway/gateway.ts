@@ -519,7 +519,8 @@ export class Gateway {
       }
       const rec = this.choose(model, tried, blocks);
       if (rec === undefined) break;
-      const ticket = admit(rec, req, model.kvBytesPerToken, this.cachedOn(rec, req, blocks));
+      const cached = this.cachedOn(rec, req, blocks);
+      const ticket = admit(rec, req, model.kvBytesPerToken, cached);
       ticket.unroute = this.prefixIndex.routed(rec.engine.instanceId, blocks);
       let settled = false;
       const settleOnce = () => {
@@ -539,7 +540,7 @@ export class Gateway {
       let lastAtMs = 0;
       let iterator: AsyncIterator<EngineEvent> | undefined;
       try {
-        iterator = rec.engine.generate(req, upstream.signal)[Symbol.asyncIterator]();
+        iterator = rec.engine.generate(cached > 0 ? { ...req, expectedCachedTokens: cached } : req, upstream.signal)[Symbol.asyncIterator]();
         for (;;) {
           const step = await iterator.next();
           if (step.done === true) break;

@@ -174,6 +174,20 @@ describe("OpenAIHttpEngine against engine-sim", () => {
     expect(engine.stats().remainingTokens).toBe(0);
   });
 
+  it("leaves the prompt tokens the routing expects cached out of remainingTokens (GenerateRequest.expectedCachedTokens)", async () => {
+    // The generator counts a request when it starts, before its first await: read right after next() is called.
+    for (const [hint, expected] of [[undefined, 9 + 20_000], [5, 9 - 5 + 20_000], [50, 1 + 20_000]] as const) {
+      const ac = new AbortController();
+      const it = engine.generate({ ...req(`hint-${hint}`, 20_000), ...(hint === undefined ? {} : { expectedCachedTokens: hint }) }, ac.signal)[Symbol.asyncIterator]();
+      const first = it.next();
+      expect(engine.stats().remainingTokens).toBe(expected); // a hint above the prompt leaves one prompt token (at most prompt − 1 cached)
+      await first;
+      ac.abort(new Error("done"));
+      await expect(it.next()).rejects.toThrow("done");
+      expect(engine.stats().remainingTokens).toBe(0);
+    }
+  });
+
   it("maps upstream 4xx to typed errors before the first token", async () => {
     const bad = { ...req("bad", 5), body: { model: "llama3.1-8b", messages: [], max_tokens: 5 } };
     await expect(async () => {

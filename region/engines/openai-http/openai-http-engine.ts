@@ -220,8 +220,9 @@ export class OpenAIHttpEngine implements Engine {
   }
 
   /**
-   * KV usage, running and waiting from the last scrape; remaining tokens (prompt + max output still to come) and
-   * generated tokens from the requests this adapter streamed. running/waiting are at least what is in flight here.
+   * KV usage, running and waiting from the last scrape; remaining tokens (prompt + max output still to come, less
+   * the prompt tokens the routing expected cached: GenerateRequest.expectedCachedTokens) and generated tokens from
+   * the requests this adapter streamed. running/waiting are at least what is in flight here.
    */
   stats(): EngineStats {
     const cap = this.opts.kvBytesCapacity ?? 1;
@@ -249,7 +250,10 @@ export class OpenAIHttpEngine implements Engine {
     const fields = this.opts.priorityField === true ? { model: req.model, priority: req.priority } : { model: req.model };
     const body = JSON.stringify(stream ? { ...req.body, ...fields, stream: true, stream_options: { include_usage: true } } : { ...req.body, ...fields, stream: false });
     const path = req.kind === "chat" ? "v1/chat/completions" : "v1/completions";
-    const budget = req.promptTokens + req.maxTokens;
+    // The work this request adds to remainingTokens: prompt + max output, less the prompt tokens the routing expects
+    // the engine's prefix cache to hold (GenerateRequest.expectedCachedTokens; at most prompt − 1).
+    const promptWork = req.promptTokens - Math.max(0, Math.min(req.promptTokens - 1, Math.floor(req.expectedCachedTokens ?? 0)));
+    const budget = promptWork + req.maxTokens;
     let counted = 0;
     this.remaining += budget;
     this.inFlight++;
@@ -267,8 +271,8 @@ export class OpenAIHttpEngine implements Engine {
         const r = parseWhole(whole, this.instanceId);
         const completion = r.completionTokens ?? (r.text.length > 0 ? 1 : 0);
         this.generated += completion;
-        this.remaining -= Math.min(budget, req.promptTokens + completion);
-        counted = Math.min(budget, req.promptTokens + completion);
+        this.remaining -= Math.min(budget, promptWork + completion);
+        counted = Math.min(budget, promptWork + completion);
         if (r.text.length > 0) yield { type: "token", text: r.text, tokens: completion };
         yield { type: "done", finishReason: r.finish, usage: makeUsage(r.promptTokens ?? req.promptTokens, completion) };
         return;
@@ -291,8 +295,8 @@ export class OpenAIHttpEngine implements Engine {
             tokens++;
             this.generated++;
             if (counted === 0) {
-              this.remaining -= req.promptTokens;
-              counted += req.promptTokens;
+              this.remaining -= promptWork;
+              counted += promptWork;
             }
             if (counted < budget) {
               this.remaining--;

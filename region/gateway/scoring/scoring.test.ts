@@ -4,6 +4,7 @@ import { VirtualClock } from "../../../core/clock.js";
 import { blockHashesOfBody, type KvEvent, type KvEventListener } from "../../../core/prefix.js";
 import type { GenerateRequest } from "../../../core/ports.js";
 import { SimEngine } from "../../engines/sim/sim-engine.js";
+import { FakeEngine } from "../../../test/helpers/fake-engine.js";
 import { Gateway } from "../gateway.js";
 import { pickInstance } from "../jsq.js";
 import { JSQ_POLICY, PREFIX_AWARE_POLICY, RoutingPolicy, type ScoreContext } from "./plugins.js";
@@ -215,5 +216,18 @@ describe("Gateway with the prefix-aware policy", () => {
     // C: unrelated: e0's 404 < e1's 1,004. Counting A's cached prefix as work (2,004) would send it to e1.
     expect(send("c", 500, range(9000, 31))).toBe("e0");
     clock.runUntilIdleSync();
+  });
+
+  it("tells a stream-only engine (openai-http) the prompt tokens its prefix is expected to hold: GenerateRequest.expectedCachedTokens", async () => {
+    const gw = new Gateway({ region: "r", clock: new VirtualClock(), statsRefreshMs: 0, routing: { policy: PREFIX_AWARE_POLICY, blockTokens: 16 } });
+    const engine = new FakeEngine({ instanceId: "f0", model: "llama3.2-3b", outputTokens: 1 });
+    gw.addInstance("h100-80gb", engine);
+    const range = (from: number, n: number) => Array.from({ length: n }, (_, i) => from + i);
+    const run = async (id: string, promptTokens: number, blockHashes: number[]) => {
+      for await (const _ of gw.generate({ id, model: "llama3.2-3b", kind: "completion", promptTokens, maxTokens: 1, priority: 0, body: {}, blockHashes })) void _;
+    };
+    await run("t1", 640, range(0, 40)); // nothing held yet: no hint
+    await run("t2", 1000, range(0, 62)); // its first 40 blocks routed there before (routing history): 640 tokens
+    expect(engine.requests.map((r) => r.expectedCachedTokens)).toEqual([undefined, 640]);
   });
 });

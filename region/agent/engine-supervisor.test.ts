@@ -220,21 +220,28 @@ describe("engines on the agent", () => {
     await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });
     const e = await agent.client.startEngine({ instanceId: "i-flags", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1, preemption: "swap", batchSlotsBeside: 0, prefixBlockTokens: 32, hostKvCacheGiB: 0 });
     expect(e).toMatchObject({ instanceId: "i-flags", state: "running" });
-    const argv = readFileSync(`/proc/${e.pid}/cmdline`, "utf8").split("\0");
-    const flag = (name: string) => argv[argv.indexOf(name) + 1];
-    expect(["--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"].map(flag)).toEqual(["swap", "0", "32", "0"]);
-    // The engine runs with them: a prompt is looked up in its prefix cache, and with the host tier off no host counter exists.
-    const res = await fetch(`${e.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt: "x".repeat(400), max_tokens: 2 }) });
-    expect(res.status).toBe(200);
-    const metrics = await (await fetch(`${e.url}/metrics`)).text();
-    expect(metrics).toMatch(/^vllm:prefix_cache_queries_total\{[^}]*\} [1-9]/m);
-    expect(metrics).not.toMatch(/tidegate_host_kv_cache_queries_total/);
-    await agent.client.stopEngine("i-flags", 2000);
+    try {
+      const argv = readFileSync(`/proc/${e.pid}/cmdline`, "utf8").split("\0");
+      const flag = (name: string) => argv[argv.indexOf(name) + 1];
+      expect(["--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"].map(flag)).toEqual(["swap", "0", "32", "0"]);
+      // The engine runs with them: a prompt is looked up in its prefix cache, and with the host tier off no host counter exists.
+      const res = await fetch(`${e.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt: "x".repeat(400), max_tokens: 2 }) });
+      expect(res.status).toBe(200);
+      const metrics = await (await fetch(`${e.url}/metrics`)).text();
+      expect(metrics).toMatch(/^vllm:prefix_cache_queries_total\{[^}]*\} [1-9]/m);
+      expect(metrics).not.toMatch(/tidegate_host_kv_cache_queries_total/);
+    } finally {
+      // Stopped whatever the checks found, so a failure here does not hold the node's slots for the tests after it.
+      await agent.client.stopEngine("i-flags", 2000);
+    }
     // Without them engine-sim runs its defaults: none of the four flags is passed.
     const plain = await agent.client.startEngine({ instanceId: "i-plain", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1 });
-    const plainArgv = readFileSync(`/proc/${plain.pid}/cmdline`, "utf8").split("\0");
-    expect(plainArgv.filter((a) => ["--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"].includes(a))).toEqual([]);
-    await agent.client.stopEngine("i-plain", 2000);
+    try {
+      const plainArgv = readFileSync(`/proc/${plain.pid}/cmdline`, "utf8").split("\0");
+      expect(plainArgv.filter((a) => ["--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"].includes(a))).toEqual([]);
+    } finally {
+      await agent.client.stopEngine("i-plain", 2000);
+    }
   });
 
   it("starts engine-sim as a pipeline of stages when StartEngine carries one; a pipeline its GPUs cannot hold is refused", async () => {

@@ -327,7 +327,7 @@ async function oneRun(run: number): Promise<RunResult> {
     // Not judged: what no scheduler on the same engine gets under. A decode step is not interrupted (vLLM's neither),
     // so an arrival beside even ONE running batch request waits on average half the step under way before its prefill
     // starts; the profile gives that step, and the ratio is the alone mean plus half of it over the alone mean.
-    const halfStepMs = getProfile(MODEL, "h100-80gb", 2).decodeIterMs(1, perRequestTokens) / 2 / TIME_SCALE;
+    const halfStepMs = getProfile(MODEL, "h100-80gb", 2).decodeIterMs(1, perRequestTokens) / 2 * TIME_SCALE; // --time-scale multiplies simulated durations
     const floorRatio = (mean(alone) + halfStepMs) / mean(alone);
     console.log(`floor (not judged): half a decode step beside one batch request = ${halfStepMs.toFixed(2)} ms (profile, ${MODEL} on 2 × h100-80gb): TTFT ratio about ${jsonFigure(floorRatio)} at best (arrivals at random phase to the steps) while any batch request runs on the engine an interactive request lands on`);
     console.log(`interactive beside: ${beside.length} streams, ${ttftLine(beside)}; ratio per round ${ttft.map((r) => jsonFigure(ttftRatioOf(r))).join(", ")}, median ${jsonFigure(ttftRatio)}`);

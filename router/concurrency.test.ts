@@ -135,11 +135,26 @@ describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
     const l = new AdaptiveLimit({ ...OPTS, baselineWindowMs: 1000 });
     l.onSample(0, 10, 0, 0);
     l.onSample(500, 10, 0, 0);
-    l.onSample(1500, 60, 0, 0); // rotate: previous min 10 → q = 50, cut
+    l.onSample(1500, 60, 0, 9); // rotate: previous min 10 → q = 50, sent at the limit: cut
     expect(l.state().cuts).toBe(1);
     l.onSample(2600, 60, 0, 0); // rotate: previous = 60, current 60 → q = 0
     expect(l.state().baselineMs).toBe(60);
     expect(l.state().queueMs).toBe(0);
+  });
+
+  it("a queue seen while the limit is far from binding does not cut it (Netflix's VegasLimit: no delay-based change below half)", () => {
+    // 20 requests in flight against a limit of 100 (a closed-loop burst on one engine): a queue at the engine, but
+    // the limit did not let it in; chipping at it would shed those 20 once it drifted below them.
+    const l = new AdaptiveLimit({ ...OPTS, initialLimit: 100, maxLimit: 200, baselineWindowMs: 1e9 });
+    l.onSample(0, 10, 0, 0); // the reference: 10 ms
+    for (let i = 1; i <= 200; i++) l.onSample(i, 300, 0, 19);
+    expect(l.state().queueMs).toBeGreaterThan(200);
+    expect(l.state().cuts).toBe(0);
+    expect(l.limit).toBe(100);
+    // The same queue with half of the limit in flight: cut (and again after a round trip of samples).
+    for (let i = 201; i <= 260; i++) l.onSample(i, 300, 0, 49);
+    expect(l.state().cuts).toBeGreaterThanOrEqual(2);
+    expect(l.limit).toBeLessThan(100);
   });
 
   it("stays within [minLimit, maxLimit]", () => {

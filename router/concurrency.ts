@@ -19,7 +19,9 @@
  * max_num_seqs, 256 by default); the limit never exceeds the ceiling and moves in proportion when it changes (scaling).
  * So nothing is shed before the engines are full or a queue has been seen. Then:
  * - `q` above the tolerance: the limit is cut by `backoff` (0.9) — unless the region's last report had no request
- *   waiting at its engines (the delay is then the hops' or a busy host's, not a queue the limit can shorten); the next
+ *   waiting at its engines (the delay is then the hops' or a busy host's, not a queue the limit can shorten), or the
+ *   request was sent with less than half of the limit in flight (the limit is not what let the queue in; Netflix's
+ *   VegasLimit makes no delay-based change then, in either direction, and neither does this); the next
  *   cut waits until half of the requests in flight have been followed by requests sent after it (a round trip, in
  *   Vegas's terms);
  * - otherwise, while the limit binds (the request was sent with at least 90% of the limit in flight): it grows by one per sample until the
@@ -200,9 +202,12 @@ export class AdaptiveLimit {
     this.referenceNow = reference;
     this.toleranceNow = tolerance;
     if (this.queueEwma > tolerance) {
-      // While the region brings up instances of the model its queue is expected to drain: hold. And when its last
-      // report had nothing waiting at the engines, the delay is not theirs (hops, a busy host): hold too.
-      if (this.scaling || this.lastWaiting === 0) return;
+      // While the region brings up instances of the model its queue is expected to drain: hold. When its last report
+      // had nothing waiting at the engines, the delay is not theirs (hops, a busy host): hold too. And when the
+      // request was sent with less than half of the limit in flight, the limit did not let the queue in: a cut would
+      // only chip at headroom nobody uses until it sheds a load that never grew (Netflix's VegasLimit returns before
+      // any delay-based change while `inflight * 2 < limit`).
+      if (this.scaling || this.lastWaiting === 0 || (inflightAtDispatch + 1) * 2 < this.limitValue) return;
       // The requests in flight at a cut were admitted before it: the next cut waits until half of them have been
       // followed by requests sent after it (a round trip, in Vegas's terms).
       if (this.sinceCut >= Math.max(MIN_SAMPLES_BETWEEN_CUTS, Math.min(this.limitValue, this.inflight) / 2)) {

@@ -36,9 +36,10 @@ afterAll(async () => {
 
 const listing = (): Promise<RegionInstances> => regionListing(dev, REGION);
 
-/** `streams` concurrent streaming clients for `ms`; resolves with the requests that failed. */
+/** `streams` concurrent streaming clients for `ms`; resolves with the requests that failed (the first few are printed). */
 async function load(streams: number, ms: number): Promise<number> {
-  const until = Date.now() + ms;
+  const start = Date.now();
+  const until = start + ms;
   let failed = 0;
   await Promise.all(
     Array.from({ length: streams }, async () => {
@@ -46,8 +47,8 @@ async function load(streams: number, ms: number): Promise<number> {
         try {
           const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: PROMPT }], stream: true, max_tokens: 200 });
           for await (const _ of s);
-        } catch {
-          failed++;
+        } catch (e) {
+          if (++failed <= 3) console.log(`request failed ${Date.now() - start} ms into the load: ${e instanceof Error ? e.message : String(e)}`);
         }
       }
     }),

@@ -42,7 +42,11 @@ function config() {
 }
 
 // Long prompts make prefill (compute-bound, queued per instance) the bottleneck, so capacity grows with instances.
+// Each request's prompt starts with its own number: engine-sim caches prefixes (vLLM's APC), and one prompt repeated
+// would be prefilled once per instance, leaving decode and this host's CPU as the bottleneck (the ratio then fell
+// to 1.17 under CI's parallel files).
 const LONG_PROMPT = "the tide comes in and the gate holds ".repeat(400);
+let promptSeq = 0;
 
 /** Output tokens per second of `streams` concurrent streams for `ms` through the global router. */
 async function throughput(streams: number, ms: number): Promise<{ tokensPerS: number; failed: number }> {
@@ -53,7 +57,7 @@ async function throughput(streams: number, ms: number): Promise<{ tokensPerS: nu
     Array.from({ length: streams }, async () => {
       while (Date.now() < until) {
         try {
-          const s = await client.chat.completions.create({ model: A, messages: [{ role: "user", content: LONG_PROMPT }], stream: true, max_tokens: 16 });
+          const s = await client.chat.completions.create({ model: A, messages: [{ role: "user", content: `request ${++promptSeq}: ${LONG_PROMPT}` }], stream: true, max_tokens: 16 });
           for await (const chunk of s) if (chunk.choices[0]?.delta.content) tokens++;
         } catch {
           failed++;

@@ -34,7 +34,9 @@ describe.skipIf(why !== undefined)(`serve while loading across network namespace
   it("1 → 2: the loading instance pairs with the serving engine, updated layer by layer as blocks cross the shaped link; episodes are planned; the new instance serves", async () => {
     const cl = cluster();
     const source = (await cl.listing()).instances.find((i) => i.model === MODEL && i.state === "serving")!;
-    const prompt = "tok ".repeat(3000); // ~3,000 prompt tokens: prefill batches queue at the source
+    // ~3,000 prompt tokens, each request's its own (a number first: engine-sim's prefix cache would otherwise prefill
+    // one repeated prompt once): prefill batches queue at the source
+    const prompt = "tok ".repeat(3000);
     let stop = false;
     let sent = 0;
     let ok = 0;
@@ -44,7 +46,8 @@ describe.skipIf(why !== undefined)(`serve while loading across network namespace
         const rs = await Promise.all(
           Array.from({ length: 12 }, () => {
             sent++;
-            return fetch(new URL("/v1/completions", source.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt, max_tokens: 8 }) }).then(
+            const own = `request ${sent}: ${prompt}`;
+            return fetch(new URL("/v1/completions", source.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt: own, max_tokens: 8 }) }).then(
               async (r) => {
                 await r.arrayBuffer();
                 return r.status;

@@ -5,6 +5,7 @@
  * The agent picks each engine's port (a free port on the engine host). Checks (store complete, slots, template
  * syntax) are NodeAgent's; this class only acts.
  */
+import { engineSimBehaviourFlags } from "../engines/sim/flags.js";
 import { tlsArgs, type TlsFiles } from "../link/tls.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -62,7 +63,8 @@ export function defaultKeeperPath(): string {
  * when it starts before its blocks), and the spec's --pipeline, --stage (a stage process),
  * --max-batch and --kv-capacity-tokens (the region's engines.models settings), --preemption, --batch-slots-beside,
  * --prefix-block-tokens and --host-kv-cache-gib (engines.preemption / batchSlotsBeside, routing.blockTokens,
- * engines.hostKvCacheGiB; region/runtime/agents-host.ts simSettingsOf).
+ * engines.hostKvCacheGiB; region/runtime/build-sim-engine.ts simBehaviourOf), mapped to flags by the same function as
+ * a static region's spawned engines' (region/engines/sim/flags.ts).
  */
 export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: number; parametersFrom: string; parametersTls?: TlsFiles }): string[] {
   return [
@@ -72,12 +74,7 @@ export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: n
     ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : []),
     ...(spec.pipeline === undefined ? [] : ["--pipeline", spec.pipeline]),
     ...(spec.stage === undefined ? [] : ["--stage", spec.stage]),
-    ...(spec.maxBatch === undefined ? [] : ["--max-batch", String(spec.maxBatch)]),
-    ...(spec.kvCapacityTokens === undefined ? [] : ["--kv-capacity-tokens", String(spec.kvCapacityTokens)]),
-    ...(spec.preemption === undefined ? [] : ["--preemption", spec.preemption]),
-    ...(spec.batchSlotsBeside === undefined ? [] : ["--batch-slots-beside", String(spec.batchSlotsBeside)]),
-    ...(spec.prefixBlockTokens === undefined ? [] : ["--prefix-block-tokens", String(spec.prefixBlockTokens)]),
-    ...(spec.hostKvCacheGiB === undefined ? [] : ["--host-kv-cache-gib", String(spec.hostKvCacheGiB)]),
+    ...engineSimBehaviourFlags(spec),
   ];
 }
 

@@ -24,6 +24,7 @@ import { instanceGpus, type TidegateConfig } from "../../core/config.js";
 import type { GpuType, ModelName } from "../../core/models.js";
 import type { Solver } from "../../core/solver.js";
 import { getProfile } from "../../core/perf/model.js";
+import { engineSimBehaviourFlags } from "../engines/sim/flags.js";
 import { SimEngine } from "../engines/sim/sim-engine.js";
 import { PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "../keystage/pipeline-engine.js";
 
@@ -135,15 +136,9 @@ export function simInstance(config: TidegateConfig, instanceId: string, model: M
   return { instanceId, model, gpu, tp: instanceGpus(config, model, gpu) };
 }
 
-/** engine-sim's flags for `params` (what `newEngine` would build in process): --time-scale, then --pipeline or the batch cap and KV cache. */
+/** engine-sim's flags for `params` (what `newEngine` would build in process): --time-scale, then --pipeline or the behaviour settings (flags.ts engineSimBehaviourFlags, shared with node agents). */
 export function engineSimFlags(params: SimEngineParams): string[] {
   const out = ["--time-scale", String(params.timeScale)];
   if (params.pipeline !== undefined) return [...out, "--pipeline", pipelineSpecJson(params.pipeline)];
-  if (params.maxBatch !== undefined) out.push("--max-batch", String(params.maxBatch));
-  if (params.kvCapacityTokens !== undefined) out.push("--kv-capacity-tokens", String(params.kvCapacityTokens));
-  if (params.preemption !== undefined) out.push("--preemption", params.preemption);
-  if (params.batchSlotsBeside !== undefined) out.push("--batch-slots-beside", String(params.batchSlotsBeside));
-  if (params.prefixBlockTokens !== undefined) out.push("--prefix-block-tokens", String(params.prefixBlockTokens));
-  if (params.hostKvCacheGiB !== undefined) out.push("--host-kv-cache-gib", String(params.hostKvCacheGiB));
-  return out;
+  return [...out, ...engineSimBehaviourFlags(params)];
 }

@@ -14,7 +14,6 @@ import { SimEngineCore, type SimCoreOptions, type SimSubmit } from "./core.js";
 import { blockHashesOfBody } from "../../../core/prefix.js";
 import type { KvEventSource } from "../../../core/ports.js";
 
-
 /**
  * Host memory for the KV tier under the prefix cache (prefix-cache.ts), per GPU of an instance, GiB: half of an H100
  * node's host memory per GPU (a DGX H100 has 2 TiB for 8 GPUs = 256 GiB each; the other half stays for the OS, the

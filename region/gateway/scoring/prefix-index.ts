@@ -122,7 +122,6 @@ function apply(e: Entry, ev: KvEvent): void {
   if (ev.type === "AllBlocksCleared") {
     e.set.clear();
     e.host.clear();
-  }
-  else if (ev.type === "BlockStored") (ev.medium === "CPU" ? e.host : e.set).touch(ev.blockHashes);
+  } else if (ev.type === "BlockStored") (ev.medium === "CPU" ? e.host : e.set).touch(ev.blockHashes);
   else (ev.medium === "CPU" ? e.host : e.set).remove(ev.blockHashes);
 }

@@ -322,6 +322,11 @@ export interface TargetEndpoint {
   /** The same steps for the forecast's 90% upper bound (≤ instances); absent = floorSteps. */
   upperSteps?: number[];
   floorStepMs?: number;
+  /**
+   * The point forecast's demand per step (tokens/s, + the NIW buffer; the same steps as `floorSteps`): the path
+   * `predictive-hpa` reads the forecast's rise over its scale-out lead from. Absent = no forecast path.
+   */
+  demandSteps?: number[];
   /** The point forecast of the hour's peak tokens/s (+ NIW buffer); LT-UA compares observed traffic with it. */
   forecastTokensPerS: number;
 }

@@ -12,7 +12,7 @@ export interface ControllerConfig extends RegionSettings {
    * each instance of a pipelined endpoint (`keystage.pipelines`) split its GPUs over its stages by key-stage scaling;
    * under any other strategy a pipelined instance scales all its stages together (region/keystage/pipeline-engine.ts).
    */
-  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "lt-hpa" | "keystage";
+  strategy: "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "lt-hpa" | "predictive-hpa" | "keystage";
   /**
    * The strategy's parameters by name (each strategy's typed schema, region/strategies; e.g. lt-hpa's
    * `targetUtilization`); absent keys take the strategy's defaults. Core reads numbers; region checks names and ranges
@@ -63,7 +63,7 @@ function readNumbers(r: ObjectReader): Record<string, number> {
 /** Reads the `controller` object, with the registered per-region settings (sections.ts) as fleet-wide defaults. */
 export function parseController(cr: ObjectReader): ControllerConfig {
   const controller: ControllerConfig = {
-    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "lt-hpa", "keystage"] }) as ControllerConfig["strategy"],
+    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "lt-hpa", "predictive-hpa", "keystage"] }) as ControllerConfig["strategy"],
     strategyParams: readNumbers(cr.object("strategyParams")),
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
     actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],

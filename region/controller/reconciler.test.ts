@@ -256,6 +256,28 @@ describe("RegionController", () => {
     expect(seen).toEqual([2, 3, 7, 4]);
   });
 
+  it("gives a forecast strategy the plan's demand path from the step-aligned start and the endpoint's scale-out time", () => {
+    const w = world();
+    const seen: { path: unknown; scaleOutMs: number | undefined }[] = [];
+    const spy = resolveStrategy("predictive-hpa");
+    const c = new RegionController({
+      region: "r", clock: w.clock, actuator: w.actuator, endpoints: [EP], inFlightTokens: () => 0, windowMs: 3_600_000,
+      strategy: { ...spy, decide: (input, state) => (seen.push({ path: input.forecastPath, scaleOutMs: input.scaleOutMs }), spy.decide(input, state)) },
+      signals: () => ({ utilization: 0.5, observedTokensPerS: 10 }),
+      scaleOutMs: () => 42_000,
+    });
+    c.reconcile();
+    const p = plan(1, 8, 9 * 60_000);
+    p.endpoints[0]!.floorSteps = [2, 6, 4];
+    p.endpoints[0]!.demandSteps = [100, 300, 200];
+    p.endpoints[0]!.floorStepMs = 600_000;
+    c.setTargets(p);
+    w.clock.advanceToSync(9 * 60_000);
+    c.reconcile();
+    // Before a plan: no path; with it: the demand steps from 0 (the 10-minute window holding 9 min).
+    expect(seen).toEqual([{ path: undefined, scaleOutMs: 42_000 }, { path: { startMs: 0, stepMs: 600_000, tokensPerS: [100, 300, 200] }, scaleOutMs: 42_000 }]);
+  });
+
   it("counts forecast steps from the step-aligned window that holds the plan, as the planner forecasts", () => {
     const { w, seen, c } = floorSpy();
     // Made at 9 min: step 0 is [0, 10) min, step 1 starts at 10 min (not 19).

@@ -45,6 +45,17 @@ export interface EndpointSignals {
   observedTokensPerS: number;
 }
 
+/** The strategy's decision for one endpoint at one pass: the count it saw, the count it wants, why, on what utilization. */
+export interface EndpointDecision {
+  atMs: number;
+  current: number;
+  /** Serving instances (≤ current; the rest provisioning or loading). */
+  serving: number;
+  desired: number;
+  reason: string;
+  utilization: number;
+}
+
 /** A step the controller took, for reports and tests. */
 export interface ControllerAction {
   atMs: number;
@@ -121,11 +132,13 @@ export class RegionController {
   private targets: RegionTargets | undefined;
   /** Per endpoint key `model/gpu`: consecutive failures and when a scale-out may be tried again. */
   private readonly backoff = new Map<string, { failures: number; retryAtMs: number }>();
-  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; upperSteps: readonly number[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
+  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; upperSteps: readonly number[] | undefined; demandSteps: readonly number[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
   /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
   private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
   /** Per endpoint (index into `o.endpoints`): the strategy's state, made on the endpoint's first pass. */
   private readonly strategyState: ({ state: unknown } | undefined)[] = [];
+  /** Per endpoint (index into `o.endpoints`): the strategy's last decision, updated in place each pass. */
+  private readonly decisions: (EndpointDecision | undefined)[] = [];
   /** model → gpu → index into `o.endpoints` (no string building on the per-pass scan). */
   private readonly endpointIndex = new Map<ModelName, Map<GpuType, number>>();
 
@@ -149,7 +162,7 @@ export class RegionController {
   setTargets(t: RegionTargets | undefined): void {
     this.targets = t;
     this.targetFor.clear();
-    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, upperSteps: e.upperSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
+    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, upperSteps: e.upperSteps, demandSteps: e.demandSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
   }
 
   /** Records a failed scale-out of (model, gpu) and backs its next try off exponentially. */
@@ -170,6 +183,13 @@ export class RegionController {
   /** Clears the backoff of (model, gpu) after a scale-out landed. */
   noteSuccess(model: ModelName, gpu: GpuType): void {
     this.backoff.delete(`${model}/${gpu}`);
+  }
+
+  /** The strategy's last decision for (model, gpu) (a copy); undefined before its first pass. */
+  lastDecision(model: ModelName, gpu: GpuType): EndpointDecision | undefined {
+    const k = this.endpointIndex.get(model)?.get(gpu);
+    const d = k === undefined ? undefined : this.decisions[k];
+    return d === undefined ? undefined : { ...d };
   }
 
   /** The backoff of (model, gpu), if its last scale-out failed. */
@@ -214,6 +234,8 @@ export class RegionController {
         floor: this.o.strategy.usesForecast ? tgt?.floorInstances : undefined,
         floorAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.stepsAhead(tgt.floorSteps, tgt.floorStepMs, ep, now) : undefined,
         upperAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.stepsAhead(tgt.upperSteps, tgt.floorStepMs, ep, now) : undefined,
+        forecastPath: this.o.strategy.usesForecast && tgt?.demandSteps !== undefined && tgt.demandSteps.length > 0 && tgt.floorStepMs > 0 ? { startMs: this.stepStart(tgt.floorStepMs, now), stepMs: tgt.floorStepMs, tokensPerS: tgt.demandSteps } : undefined,
+        scaleOutMs: this.o.strategy.usesForecast ? this.o.scaleOutMs?.(ep.model, ep.gpu) : undefined,
         utilization: sig.utilization,
         utilizationSmoothed,
         observedTokensPerS: sig.observedTokensPerS,
@@ -222,6 +244,13 @@ export class RegionController {
         maxInstances: ep.maxInstances,
         lastActionMs,
       }, state);
+      const last = (this.decisions[k] ??= { atMs: now, current, serving, desired: decided.desired, reason: decided.reason, utilization: sig.utilization });
+      last.atMs = now;
+      last.current = current;
+      last.serving = serving;
+      last.desired = decided.desired;
+      last.reason = decided.reason;
+      last.utilization = sig.utilization;
       const zero = this.o.scaleToZero;
       const decision = zero === undefined || ep.minInstances > 0 ? decided : applyZeroRule({ current, desired: decided.desired, reason: decided.reason, minInstances: ep.minInstances, held: zero.held(ep.model), idleForMs: zero.idleForMs(ep.model) }, zero.idleMs);
       const maxSteps = this.o.maxStepsPerPass ?? 1;
@@ -248,7 +277,7 @@ export class RegionController {
    */
   private stepsAhead(steps: readonly number[] | undefined, stepMs: number, ep: ManagedEndpoint, now: number): number | undefined {
     if (steps === undefined || steps.length === 0 || stepMs <= 0) return undefined;
-    const start = Math.floor((this.targets?.madeAtMs ?? now) / stepMs) * stepMs;
+    const start = this.stepStart(stepMs, now);
     const lead = Math.max(0, this.o.scaleOutMs?.(ep.model, ep.gpu) ?? 0);
     const last = steps.length - 1;
     const from = Math.min(last, Math.max(0, Math.floor((now - start) / stepMs)));
@@ -256,6 +285,11 @@ export class RegionController {
     let most = 0;
     for (let k = from; k <= to; k++) most = Math.max(most, steps[k]!);
     return most;
+  }
+
+  /** Start of a plan's step 0: the `stepMs`-aligned window holding the plan's madeAtMs (now before any plan). */
+  private stepStart(stepMs: number, now: number): number {
+    return Math.floor((this.targets?.madeAtMs ?? now) / stepMs) * stepMs;
   }
 
   private smooth(k: number, u: number, now: number): number {

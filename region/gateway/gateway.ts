@@ -765,6 +765,12 @@ export class Gateway {
     return [...this.models.values()].map((m) => m.slo.summary());
   }
 
+  /** `model`'s judged requests over the last `minutes` clock minutes and those met, with its SLO percentile; undefined before its first request. */
+  sloRecent(model: ModelName, minutes: number): { requests: number; met: number; percentile: number } | undefined {
+    const m = this.models.get(model);
+    return m === undefined ? undefined : { ...m.slo.recent(minutes), percentile: m.slo.slo.percentile };
+  }
+
   /**
    * The prompt's block hashes when the policy scores prefixes: those the request carries (a trace's), else hashed
    * from its body with the chat template applied, as the engine hashes it (core/prefix.ts); none otherwise.

@@ -56,7 +56,31 @@ export interface ModelSloSummary {
  * A region's admin listing with each model's SLO (`GET /admin/regions/{region}/instances`, both links). Absent from
  * regions that do not measure it.
  */
-export type RegionListing = RegionInstances & { slo?: ModelSloSummary[]; cold?: ColdListing };
+export type RegionListing = RegionInstances & { slo?: ModelSloSummary[]; cold?: ColdListing; holding?: HoldingEntry[] };
+
+/**
+ * An endpoint whose model misses its SLO while the controller does not scale it out (issue 46, "say why"): what the
+ * strategy decided and why, or why it could not act (`blocked`). Listed while it lasts; the region logs it once a
+ * minute.
+ */
+export interface HoldingEntry {
+  /** When it was last seen (clock ms), and since when it has lasted. */
+  atMs: number;
+  sinceMs: number;
+  model: string;
+  gpu: string;
+  /** The model's SLO attainment over the last two minutes, and its target percentile. */
+  attainment: number;
+  percentile: number;
+  /** The strategy's last decision: instances it counts, what it wants, its reason code and the utilization it read. */
+  strategy: string;
+  current: number;
+  desired: number;
+  reason: string;
+  utilization: number;
+  /** Why a wanted scale-out did not happen ("at-max", "no-capacity"); "" when the strategy itself held. */
+  blocked: string;
+}
 
 /**
  * Scale from zero in the listing (issue 33): each model the region may hold at zero (held requests, in flight, idle
@@ -159,6 +183,22 @@ export class SloBook {
       judgedHours: this.judgedHours,
       violatedHours: this.violatedHours,
     };
+  }
+
+  /** Requests judged over the current clock minute and the `minutes` − 1 before it (1 ≤ minutes ≤ 60), and those met. */
+  recent(minutes: number): { requests: number; met: number } {
+    const minute = Math.floor(this.clock.now() / MINUTE_MS);
+    const span = Math.max(1, Math.min(BUCKETS, Math.floor(minutes)));
+    let requests = 0;
+    let met = 0;
+    for (let i = 0; i < BUCKETS; i++) {
+      const m = this.minuteOf[i]!;
+      if (m > minute - span && m <= minute) {
+        requests += this.bucketAll[i]!;
+        met += this.bucketMet[i]!;
+      }
+    }
+    return { requests, met };
   }
 
   private book(outcome: SloOutcome): SloOutcome {

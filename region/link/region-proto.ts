@@ -64,7 +64,7 @@ export interface WireTargets {
   region: string;
   made_at_ms: number;
   advisory: boolean;
-  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number; floor_instances?: number; floor_steps?: number[]; floor_step_ms?: number; upper_steps?: number[] }[];
+  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number; floor_instances?: number; floor_steps?: number[]; floor_step_ms?: number; upper_steps?: number[]; demand_steps?: number[] }[];
 }
 
 export interface WireTargetsAck {
@@ -226,7 +226,7 @@ export function targetsToWire(t: RegionTargets): WireTargets {
     region: t.region,
     made_at_ms: t.madeAtMs,
     advisory: t.advisory,
-    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS, floor_instances: e.floorInstances ?? 0, floor_steps: e.floorSteps ?? [], floor_step_ms: e.floorStepMs ?? 0, upper_steps: e.upperSteps ?? [] })),
+    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS, floor_instances: e.floorInstances ?? 0, floor_steps: e.floorSteps ?? [], floor_step_ms: e.floorStepMs ?? 0, upper_steps: e.upperSteps ?? [], demand_steps: e.demandSteps ?? [] })),
   };
 }
 
@@ -236,7 +236,7 @@ export function targetsFromWire(w: WireTargets): RegionTargets {
     region: w.region,
     madeAtMs: w.made_at_ms,
     advisory: w.advisory,
-    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s, ...(e.floor_instances ? { floorInstances: Math.min(e.floor_instances, e.instances) } : {}), ...(e.floor_steps !== undefined && e.floor_steps.length > 0 && (e.floor_step_ms ?? 0) > 0 ? { floorSteps: e.floor_steps.map((n) => Math.min(n, e.instances)), floorStepMs: e.floor_step_ms!, ...(e.upper_steps !== undefined && e.upper_steps.length === e.floor_steps.length ? { upperSteps: e.upper_steps.map((n) => Math.min(n, e.instances)) } : {}) } : {}) })),
+    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s, ...(e.floor_instances ? { floorInstances: Math.min(e.floor_instances, e.instances) } : {}), ...(e.floor_steps !== undefined && e.floor_steps.length > 0 && (e.floor_step_ms ?? 0) > 0 ? { floorSteps: e.floor_steps.map((n) => Math.min(n, e.instances)), floorStepMs: e.floor_step_ms!, ...(e.upper_steps !== undefined && e.upper_steps.length === e.floor_steps.length ? { upperSteps: e.upper_steps.map((n) => Math.min(n, e.instances)) } : {}), ...(e.demand_steps !== undefined && e.demand_steps.length === e.floor_steps.length ? { demandSteps: [...e.demand_steps] } : {}) } : {}) })),
   };
 }
 
@@ -255,6 +255,7 @@ export interface WireInstances {
   slo?: { model: string; ttft_ms: number; tpot_ms: number; percentile: number; met: number; missed: number; unserved: number; last_hour_requests: number; last_hour_met: number; judged_hours: number; violated_hours: number }[];
   cold_models?: { model: string; held: number; in_flight: number; idle_for_ms: number }[];
   cold_starts?: { at_ms: number; model: string; gpu: string; instance_id: string; source: string; took_ms: number }[];
+  holding?: { at_ms: number; since_ms: number; model: string; gpu: string; attainment: number; percentile: number; strategy: string; current: number; desired: number; reason: string; utilization: number; blocked: string }[];
 }
 
 /** The listing to the wire; the SLO entries of a RegionListing go along (a plain RegionInstances has none). */
@@ -269,6 +270,7 @@ export function instancesToWire(l: RegionListing): WireInstances {
     slo: (l.slo ?? []).map((s) => ({ model: s.model, ttft_ms: s.ttftMs, tpot_ms: s.tpotMs, percentile: s.percentile, met: s.met, missed: s.missed, unserved: s.unserved, last_hour_requests: s.lastHourRequests, last_hour_met: s.lastHourMet, judged_hours: s.judgedHours, violated_hours: s.violatedHours })),
     cold_models: (l.cold?.models ?? []).map((m) => ({ model: m.model, held: m.held, in_flight: m.inFlight, idle_for_ms: m.idleForMs })),
     cold_starts: (l.cold?.starts ?? []).map((c) => ({ at_ms: c.atMs, model: c.model, gpu: c.gpu, instance_id: c.instanceId, source: c.source, took_ms: c.tookMs })),
+    holding: (l.holding ?? []).map((h) => ({ at_ms: h.atMs, since_ms: h.sinceMs, model: h.model, gpu: h.gpu, attainment: h.attainment, percentile: h.percentile, strategy: h.strategy, current: h.current, desired: h.desired, reason: h.reason, utilization: h.utilization, blocked: h.blocked })),
   };
 }
 
@@ -312,5 +314,6 @@ export function instancesFromWire(w: WireInstances): RegionListing {
           },
         }
       : {}),
+    ...((w.holding ?? []).length > 0 ? { holding: w.holding!.map((h) => ({ atMs: h.at_ms, sinceMs: h.since_ms, model: h.model, gpu: h.gpu, attainment: h.attainment, percentile: h.percentile, strategy: h.strategy, current: h.current, desired: h.desired, reason: h.reason, utilization: h.utilization, blocked: h.blocked })) } : {}),
   };
 }

@@ -24,7 +24,7 @@ import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
-import type { RegionListing } from "../gateway/slo-book.js";
+import type { HoldingEntry, RegionListing } from "../gateway/slo-book.js";
 import type { PipelineSummary } from "../engines/pipeline-summary.js";
 import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/strategy-registry.js";
@@ -106,6 +106,8 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const keep = o.keepActions ?? 100;
   const actions: ControllerAction[] = [];
   const blockedSaid = new Map<string, number>();
+  // The last time each endpoint wanted more instances and could not have them, and why (say-why below).
+  const lastBlocked = new Map<string, { atMs: number; reason: string }>();
   // One telemetry snapshot per pass, shared by every endpoint's signals.
   let snap: { atMs: number; t: RegionTelemetry } | undefined;
   const snapshot = () => {
@@ -139,6 +141,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     ...(o.cold === undefined ? {} : { scaleToZero: { idleMs: cc.scaleToZero.idleMs, held: (m: ModelName) => o.cold!.hold.held(m), idleForMs: (m: ModelName) => o.cold!.hold.idleForMs(m) } }),
     onAction: (a) => record(a),
     onBlocked: (b) => {
+      lastBlocked.set(`${b.model}/${b.gpu}`, { atMs: b.atMs, reason: b.reason });
       // Said once per endpoint and reason a minute: an operator reads why the target is not reached.
       const key = `${b.model}/${b.gpu}/${b.reason}`;
       if ((blockedSaid.get(key) ?? -Infinity) > b.atMs - 60_000) return;
@@ -249,13 +252,40 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     });
   });
   const first: Timer | undefined = fixed ? undefined : o.clock.after(o.startupGraceMs ?? 0, pass);
+  const holding = new Map<string, HoldingEntry>();
+  /**
+   * Say why (issue 46): once a minute, each endpoint whose model's SLO attainment over the last two minutes is below its
+   * percentile while no scale-out of it is under way — the strategy holds (its decision and reason) or wants more and
+   * cannot have it (at its maximum, no capacity) — is logged and listed (`holding`) until it recovers or scales.
+   */
+  const sayWhy = () => {
+    const now = o.clock.now();
+    for (const e of regionConfig.endpoints) {
+      const key = `${e.model}/${e.gpu}`;
+      const d = controller.lastDecision(e.model, e.gpu);
+      const slo = o.gateway.sloRecent(e.model, 2);
+      const b = lastBlocked.get(key);
+      const atMax = d !== undefined && d.current >= e.maxInstances && d.desired >= e.maxInstances;
+      const blocked = b !== undefined && b.atMs > now - 60_000 ? b.reason : atMax ? "at-max" : "";
+      const missing = d !== undefined && slo !== undefined && slo.requests > 0 && slo.met / slo.requests < slo.percentile;
+      // A scale-out under way (wanted, or started and not serving yet) is the controller acting: not listed.
+      if (!missing || (blocked === "" && (d.desired > d.current || d.current > d.serving))) {
+        holding.delete(key);
+        continue;
+      }
+      const entry: HoldingEntry = { atMs: now, sinceMs: holding.get(key)?.sinceMs ?? now, model: e.model, gpu: e.gpu, attainment: slo.met / slo.requests, percentile: slo.percentile, strategy: strategy.name, current: d.current, desired: d.desired, reason: d.reason, utilization: d.utilization, blocked };
+      holding.set(key, entry);
+      log.warn("SLO missed and not scaling out", { model: e.model, gpu: e.gpu, attainment: Math.round(entry.attainment * 1000) / 1000, percentile: entry.percentile, strategy: entry.strategy, current: entry.current, desired: entry.desired, reason: entry.reason, utilization: Math.round(entry.utilization * 1000) / 1000, ...(blocked === "" ? {} : { blocked }), forMs: now - entry.sinceMs });
+    }
+  };
+  const whyTimer: Timer | undefined = fixed ? undefined : o.clock.every(60_000, sayWhy);
 
   const service: RegionService = {
     region: o.region,
     snapshot: () => withColdStart(withActuatorCounts(o.gateway.snapshot(), o.actuator), o.cold, o.actuator),
     generate: (req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> => o.gateway.generate(req, signal),
     acceptTargets: (t: RegionTargets): TargetsAck => targets.accept(t),
-    listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway, o.clock.now(), coldStarts, o.cold),
+    listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway, o.clock.now(), coldStarts, o.cold, [...holding.values()]),
     onChange: (cb: () => void) => o.gateway.onChange(cb),
   };
   return {
@@ -268,6 +298,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     close: () => {
       timer?.cancel();
       first?.cancel();
+      whyTimer?.cancel();
       wakeTimer?.cancel();
       unwake?.();
       unsubscribe();
@@ -335,7 +366,7 @@ export function withColdStart(t: RegionTelemetry, cold: RegionRuntimeOptions["co
   };
 }
 
-function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway, nowMs: number, coldStarts: readonly ColdStartRecord[], cold: RegionRuntimeOptions["cold"]): RegionListing {
+function listing(region: RegionName, actuator: RuntimeActuator, actions: readonly ControllerAction[], gateway: Gateway, nowMs: number, coldStarts: readonly ColdStartRecord[], cold: RegionRuntimeOptions["cold"], holding: readonly HoldingEntry[]): RegionListing {
   const l = actuator.listing();
   const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
   const serving = (id: string, detail: string) => {
@@ -361,6 +392,7 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
     failures: l.failures.map((f) => ({ atMs: f.atMs, model: f.model, gpu: f.gpu, node: f.node ?? "", instanceId: f.instanceId ?? "", message: f.message })),
     actions: actions.map((a) => ({ atMs: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
     slo: gateway.sloSummaries(),
+    ...(holding.length === 0 ? {} : { holding: holding.map((h) => ({ ...h })) }),
     ...(cold === undefined ? {} : { cold: { models: cold.hold.view().filter((v) => cold.models.has(v.model)), starts: coldStarts.map((c) => ({ ...c })) } }),
   };
 }

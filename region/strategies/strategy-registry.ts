@@ -8,6 +8,7 @@ import { ltI, ltU, ltUa } from "./long-term.js";
 import { reactive } from "./reactive.js";
 import { reactiveHpa } from "./hpa.js";
 import { ltHpa } from "./lt-hpa.js";
+import { predictiveHpa } from "./predictive-hpa.js";
 import { demand } from "./demand.js";
 import { keystage } from "./keystage.js";
 import { readParams, type Strategy, type StrategyDecision, type StrategyInput, type StrategyName } from "./types.js";
@@ -21,6 +22,7 @@ export const STRATEGIES: Readonly<Record<StrategyName, Strategy>> = {
   "lt-u": ltU as unknown as Strategy,
   "lt-ua": ltUa as unknown as Strategy,
   "lt-hpa": ltHpa as unknown as Strategy,
+  "predictive-hpa": predictiveHpa as unknown as Strategy,
   keystage: keystage as unknown as Strategy,
 };
 

@@ -33,6 +33,14 @@ export interface StrategyInput {
   floorAhead?: number | undefined;
   /** The same over the forecast's 90% upper bound (the plan's `upperSteps`). Undefined = `floorAhead`. */
   upperAhead?: number | undefined;
+  /**
+   * The point forecast's demand path through the planner's window (the plan's `demandSteps`): step k covers
+   * [startMs + k·stepMs, startMs + (k+1)·stepMs), tokens/s; past the last step, the last holds. Undefined without a
+   * plan or a forecast path.
+   */
+  forecastPath?: ForecastPath | undefined;
+  /** The endpoint's expected scale-out time, decision to serving (ms; the actuator's figure); undefined when unknown. */
+  scaleOutMs?: number | undefined;
   /** Effective memory utilization of the endpoint's serving instances (KV in use / KV capacity; may exceed 1). */
   utilization: number;
   /**
@@ -49,6 +57,13 @@ export interface StrategyInput {
   maxInstances: number;
   /** Time of the endpoint's last scaling action (ms), undefined if none; used for cooldowns. */
   lastActionMs: number | undefined;
+}
+
+/** A forecast's demand path, step by step (StrategyInput.forecastPath). */
+export interface ForecastPath {
+  startMs: number;
+  stepMs: number;
+  tokensPerS: readonly number[];
 }
 
 /** A strategy's answer: the instance count wanted now, and a short machine-readable reason. */
@@ -82,7 +97,7 @@ export interface Strategy<P extends Record<string, number> = Record<string, numb
   decide(input: StrategyInput, params: P, state: S): StrategyDecision;
 }
 
-export type StrategyName = "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "lt-hpa" | "keystage";
+export type StrategyName = "reactive" | "reactive-hpa" | "demand" | "lt-i" | "lt-u" | "lt-ua" | "lt-hpa" | "predictive-hpa" | "keystage";
 
 /** Clamps an instance count to the endpoint's [min, max]. */
 export function clampCount(n: number, input: Pick<StrategyInput, "minInstances" | "maxInstances">): number {

@@ -302,6 +302,13 @@ export interface RegionTargets {
   endpoints: TargetEndpoint[];
 }
 
+/** One forecast step's demand (tokens/s): the point forecast and its 10% lower and 90% upper bounds. */
+export interface DemandStep {
+  mean: number;
+  lower: number;
+  upper: number;
+}
+
 /** One endpoint's hourly target. */
 export interface TargetEndpoint {
   model: ModelName;
@@ -323,10 +330,10 @@ export interface TargetEndpoint {
   upperSteps?: number[];
   floorStepMs?: number;
   /**
-   * The point forecast's demand per step (tokens/s, + the NIW buffer; the same steps as `floorSteps`): the path
-   * `predictive-hpa` reads the forecast's rise over its scale-out lead from. Absent = no forecast path.
+   * The forecast's demand per step (tokens/s + the NIW buffer; the same steps as `floorSteps`): the point forecast and
+   * its 10% and 90% bounds, the band `predictive-hpa` places its floor in. Absent = no forecast steps.
    */
-  demandSteps?: number[];
+  demandSteps?: DemandStep[];
   /** The point forecast of the hour's peak tokens/s (+ NIW buffer); LT-UA compares observed traffic with it. */
   forecastTokensPerS: number;
 }

@@ -58,8 +58,8 @@ export function ackSummary(acks: PlanReport["acks"]): { sent: number; accepted: 
  * for: ⌈target × point / F⌉ (F covers the forecast's upper bound), never above the target; = target when the
  * plan covered the point forecast itself or the series has no forecast. `floorSteps`: the same share for each
  * forecast step's point forecast, so the floor follows the forecast path through the hour; `upperSteps` the same for
- * each step's 90% upper bound; `demandSteps` each step's point forecast itself (tokens/s + the NIW buffer), the path
- * `predictive-hpa` reads the forecast's rise from. `forecastTokensPerS` is the point forecast
+ * each step's 90% upper bound; `demandSteps` each step's band itself in tokens/s (+ the same NIW buffer), which
+ * `predictive-hpa` places its floor in. `forecastTokensPerS` is the point forecast
  * (what LT-UA compares observed traffic with: SageServe §6.5.1 "what ARIMA predicted").
  */
 export function targetsFor(report: PlanReport, region: string): RegionTargets {
@@ -74,7 +74,7 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
       const has = f !== undefined && f.forecastSteps.length > 0;
       const steps = has ? f.forecastSteps.map((b) => Math.min(floorInstances, Math.ceil(a.target * shareOf(b.mean + buffer) - 1e-9))) : undefined;
       const upper = has ? f.forecastSteps.map((b) => Math.min(a.target, Math.ceil(a.target * shareOf(b.upper + buffer) - 1e-9))) : undefined;
-      const demand = has ? f.forecastSteps.map((b) => Math.max(0, b.mean + buffer)) : undefined;
+      const demand = has ? f.forecastSteps.map((b) => ({ mean: b.mean + buffer, lower: b.lower + buffer, upper: b.upper + buffer })) : undefined;
       return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances, ...(steps === undefined ? {} : { floorSteps: steps, upperSteps: upper!, demandSteps: demand!, floorStepMs: f!.stepMs }), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
     });
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };

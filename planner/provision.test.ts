@@ -51,8 +51,8 @@ describe("provisionFor", () => {
     expect(r.actions[0]!.target).toBe(12); // 12,000 / 1,000 tokens/s per instance
     const t = targetsFor(r, "us-east");
     // floorSteps: each 10-minute step's point forecast at the same share (⌈12 × step / 12,000⌉): the ramp, step by step;
-    // upperSteps: the steps' 90% upper bounds (12,000 each) the same way; demandSteps: the steps' point forecasts.
-    expect(t.endpoints).toEqual([{ model: "llama2-70b", gpu: "h100-80gb", instances: 12, floorInstances: 8, floorSteps: [4, 5, 6, 7, 8, 8], upperSteps: [12, 12, 12, 12, 12, 12], demandSteps: [4000, 5000, 6000, 7000, 8000, 8000], floorStepMs: 600_000, forecastTokensPerS: 8000 }]);
+    // upperSteps: the steps' 90% upper bounds (12,000 each) the same way; demandSteps: each step's band in tokens/s.
+    expect(t.endpoints).toEqual([{ model: "llama2-70b", gpu: "h100-80gb", instances: 12, floorInstances: 8, floorSteps: [4, 5, 6, 7, 8, 8], upperSteps: [12, 12, 12, 12, 12, 12], demandSteps: [4000, 5000, 6000, 7000, 8000, 8000].map((mean) => ({ mean, lower: 6000, upper: 12000 })), floorStepMs: 600_000, forecastTokensPerS: 8000 }]);
     // Over the wire (RegionLink gRPC) the floor survives; a planner that sends none (0) means "the target".
     expect(targetsFromWire(targetsToWire(t))).toEqual(t);
     const wire = targetsToWire(t);

@@ -256,26 +256,27 @@ describe("RegionController", () => {
     expect(seen).toEqual([2, 3, 7, 4]);
   });
 
-  it("gives a forecast strategy the plan's demand path from the step-aligned start and the endpoint's scale-out time", () => {
+  it("gives a forecast strategy the plan's demand band from the step-aligned start and the endpoint's scale-out time", () => {
     const w = world();
-    const seen: { path: unknown; scaleOutMs: number | undefined }[] = [];
+    const seen: { band: unknown; scaleOutMs: number | undefined }[] = [];
     const spy = resolveStrategy("predictive-hpa");
     const c = new RegionController({
       region: "r", clock: w.clock, actuator: w.actuator, endpoints: [EP], inFlightTokens: () => 0, windowMs: 3_600_000,
-      strategy: { ...spy, decide: (input, state) => (seen.push({ path: input.forecastPath, scaleOutMs: input.scaleOutMs }), spy.decide(input, state)) },
+      strategy: { ...spy, decide: (input, state) => (seen.push({ band: input.forecastBand, scaleOutMs: input.scaleOutMs }), spy.decide(input, state)) },
       signals: () => ({ utilization: 0.5, observedTokensPerS: 10 }),
-      scaleOutMs: () => 42_000,
+      scaleOutMs: () => 12 * 60_000,
     });
     c.reconcile();
     const p = plan(1, 8, 9 * 60_000);
     p.endpoints[0]!.floorSteps = [2, 6, 4];
-    p.endpoints[0]!.demandSteps = [100, 300, 200];
+    const steps = [100, 300, 200].map((mean) => ({ mean, lower: mean / 2, upper: mean * 2 }));
+    p.endpoints[0]!.demandSteps = steps;
     p.endpoints[0]!.floorStepMs = 600_000;
     c.setTargets(p);
     w.clock.advanceToSync(9 * 60_000);
     c.reconcile();
-    // Before a plan: no path; with it: the demand steps from 0 (the 10-minute window holding 9 min).
-    expect(seen).toEqual([{ path: undefined, scaleOutMs: 42_000 }, { path: { startMs: 0, stepMs: 600_000, tokensPerS: [100, 300, 200] }, scaleOutMs: 42_000 }]);
+    // Before a plan: none; with it, the band from 0 (the 10-minute window holding the plan's 9 min).
+    expect(seen).toEqual([{ band: undefined, scaleOutMs: 12 * 60_000 }, { band: { startMs: 0, stepMs: 600_000, steps }, scaleOutMs: 12 * 60_000 }]);
   });
 
   it("counts forecast steps from the step-aligned window that holds the plan, as the planner forecasts", () => {

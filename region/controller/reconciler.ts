@@ -24,7 +24,7 @@
  */
 import type { Clock } from "../../core/clock.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { RegionTargets } from "../../core/ports.js";
+import type { DemandStep, RegionTargets } from "../../core/ports.js";
 import type { Actuator, InstanceRecord } from "../actuator/port.js";
 import { chooseScaleIn, chooseScaleOut } from "../spot/spot-pool.js";
 import type { BoundStrategy } from "../strategies/strategy-registry.js";
@@ -132,7 +132,7 @@ export class RegionController {
   private targets: RegionTargets | undefined;
   /** Per endpoint key `model/gpu`: consecutive failures and when a scale-out may be tried again. */
   private readonly backoff = new Map<string, { failures: number; retryAtMs: number }>();
-  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; upperSteps: readonly number[] | undefined; demandSteps: readonly number[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
+  private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; upperSteps: readonly number[] | undefined; demandSteps: readonly DemandStep[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
   /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
   private readonly smoothed: ({ value: number; atMs: number } | undefined)[] = [];
   /** Per endpoint (index into `o.endpoints`): the strategy's state, made on the endpoint's first pass. */
@@ -234,7 +234,7 @@ export class RegionController {
         floor: this.o.strategy.usesForecast ? tgt?.floorInstances : undefined,
         floorAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.stepsAhead(tgt.floorSteps, tgt.floorStepMs, ep, now) : undefined,
         upperAhead: this.o.strategy.usesForecast && tgt !== undefined ? this.stepsAhead(tgt.upperSteps, tgt.floorStepMs, ep, now) : undefined,
-        forecastPath: this.o.strategy.usesForecast && tgt?.demandSteps !== undefined && tgt.demandSteps.length > 0 && tgt.floorStepMs > 0 ? { startMs: this.stepStart(tgt.floorStepMs, now), stepMs: tgt.floorStepMs, tokensPerS: tgt.demandSteps } : undefined,
+        forecastBand: this.o.strategy.usesForecast && tgt?.demandSteps !== undefined && tgt.demandSteps.length > 0 && tgt.floorStepMs > 0 ? { startMs: Math.floor((this.targets?.madeAtMs ?? now) / tgt.floorStepMs) * tgt.floorStepMs, stepMs: tgt.floorStepMs, steps: tgt.demandSteps } : undefined,
         scaleOutMs: this.o.strategy.usesForecast ? this.o.scaleOutMs?.(ep.model, ep.gpu) : undefined,
         utilization: sig.utilization,
         utilizationSmoothed,
@@ -277,7 +277,7 @@ export class RegionController {
    */
   private stepsAhead(steps: readonly number[] | undefined, stepMs: number, ep: ManagedEndpoint, now: number): number | undefined {
     if (steps === undefined || steps.length === 0 || stepMs <= 0) return undefined;
-    const start = this.stepStart(stepMs, now);
+    const start = Math.floor((this.targets?.madeAtMs ?? now) / stepMs) * stepMs;
     const lead = Math.max(0, this.o.scaleOutMs?.(ep.model, ep.gpu) ?? 0);
     const last = steps.length - 1;
     const from = Math.min(last, Math.max(0, Math.floor((now - start) / stepMs)));
@@ -285,11 +285,6 @@ export class RegionController {
     let most = 0;
     for (let k = from; k <= to; k++) most = Math.max(most, steps[k]!);
     return most;
-  }
-
-  /** Start of a plan's step 0: the `stepMs`-aligned window holding the plan's madeAtMs (now before any plan). */
-  private stepStart(stepMs: number, now: number): number {
-    return Math.floor((this.targets?.madeAtMs ?? now) / stepMs) * stepMs;
   }
 
   private smooth(k: number, u: number, now: number): number {

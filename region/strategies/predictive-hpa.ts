@@ -1,75 +1,155 @@
 /**
- * `predictive-hpa` (issue 46): the Kubernetes HPA (hpa.ts) on the utilization the endpoint is forecast to have when
- * an instance started now would serve — the forecast used only for what the reactive path cannot cover.
+ * `predictive-hpa` (issue 46): the Kubernetes HPA (hpa.ts) above a forecast floor that holds only what a reactive
+ * scale-out could not bring in time — the forecast used where it pays.
  *
- * A reactive autoscaler sees a rise only once it has arrived, and its new instance serves one scale-out time later;
- * what it must hold in reserve is the rise over that lead (SageServe §1, Figure 1: "the problem is exacerbated by
- * the delays in spinning up LLM instances"). So at each pass, with the plan's point-forecast path F (the planner's
- * `demandSteps`, 10-minute steps) and the endpoint's expected scale-out time S (the actuator's figure, the one the
- * regions report to the planner):
+ * The floor is the forecast's demand over the next scale-out time, in the HPA's own units:
  *
- *   lead  = leadFactor × S + syncPeriodMs                (the HPA acts at its next sync; the instance serves S later)
- *   rise  = max{ F(t) : t ∈ [now, now + lead] } / F(now)  (≥ 1; 1 without a plan, or with F(now) = 0)
- *   metric = utilization × min(rise, maxRise)
+ *   floor = ⌈ k × max{ F_q(t) : t ∈ [now, now + S + syncPeriodMs] } ⌉
  *
- * and the HPA's own rules (windowed metric, ratio to target, tolerance, stabilization, rate policies) decide on that
- * metric. The rise is relative: the forecast's *shape* over the lead scales the level the endpoint observes now, so a
- * forecast biased high or low in level costs nothing (SageServe §6.5.1 LT-UA's reason for reading observed traffic:
- * "ARIMA predictions are inaccurate ... if bursty requests occur often"); only a forecast rise inside the lead adds
- * instances. With scale-out in seconds (network loading, BlitzScale) the lead covers a sliver of one step, the rise is
- * almost always 1 and this is the tuned HPA; with scale-out in minutes (SageServe §7.1's spot moves and redeploys)
- * the lead spans whole forecast steps and a ramp the forecast sees is pre-scaled by S.
+ * - S is the endpoint's expected scale-out time (the actuator's figure, the one the regions report to the planner).
+ * - F_q(t) is the q-quantile of the plan's forecast band for the step holding t (`forecastBand`: the 10% lower bound,
+ *   the point forecast and the 90% upper bound, read as a normal on each side of the point).
+ * - q = S / (S + T) (T = `floorHorizonMs`, the planner's 10-minute step) is a newsvendor critical ratio: an instance
+ *   held above demand costs its time (c_o ∝ T, the step it is held for), an instance missing when demand comes costs
+ *   the SLO for as long as a scale-out takes to land (c_u ∝ S). With scale-out in seconds (network loading, BlitzScale)
+ *   q is a few per cent: the floor sits below the forecast's lower bound, almost never binds, and this is the tuned
+ *   HPA. With SageServe's provisioning delays (a 10-minute redeploy, §7.1) q is about one half: the point forecast
+ *   over the next scale-out is held, and SageServe §1's "instance being available at T=20 minutes ... SLA violations
+ *   due to under allocation" is avoided for the demand the forecast sees.
+ * - k is instances per forecast token/s at the HPA's target: the HPA's own need (serving × utilization / target, what
+ *   its replica calculator computes before any floor) over the forecast's point for the current step, both averaged
+ *   over `calibrationMs` (time-weighted). So the floor speaks the HPA's units whatever the planner's capacity model
+ *   says, and a forecast biased in level is corrected by what the endpoint actually needs (the correction factor of
+ *   NVIDIA Dynamo's planner; SageServe §6.5.1 LT-UA reads observed traffic for the same reason). Until half a
+ *   calibration window has been seen there is no floor.
  *
- * Scale-in: an instance given back cannot return before S. With `holdForScaleOut` 1 the HPA's scale-down
- * stabilization window is max(scaleDownStabilizationMs, S): the endpoint scales in only to the most the last S
- * asked for, so a dip shorter than a scale-out does not give back capacity it would wait S to reclaim.
+ * Demand above the floor is the HPA's (proportional scale-out). Scale-in: an instance given back cannot return before
+ * S, so with `holdForScaleOut` 1 the scale-down stabilization window is max(scaleDownStabilizationMs, S) (the
+ * ski-rental rule: hold an idle instance about as long as re-acquiring it takes).
  *
- * The knob an operator tunes is `targetUtilization`, as for `reactive-hpa`; the comparison of the two (and of the
- * planner's floor strategies) across scale-out regimes is bench:strategies (sim/week/README.md).
+ * The knob an operator tunes is `targetUtilization`, as for `reactive-hpa`; bench:strategies compares the two (and
+ * the other strategies) at the SLO across scale-out regimes (sim/week/README.md). Before the first plan it is the HPA.
  */
 import { reactiveHpa, type HpaParams, type HpaState } from "./hpa.js";
-import type { ForecastPath, Strategy, StrategyDecision, StrategyInput } from "./types.js";
+import type { Strategy, StrategyDecision, StrategyInput } from "./types.js";
 
 export interface PredictiveHpaParams extends HpaParams {
-  leadFactor: number;
-  maxRise: number;
+  floorHorizonMs: number;
+  calibrationMs: number;
   holdForScaleOut: number;
 }
 
-/**
- * The forecast's rise over [nowMs, nowMs + leadMs]: the largest step's demand over the current step's (≥ 1). 1 with
- * no path, a current step of zero demand, or a lead of 0 that stays in the current step. Past the path's last step,
- * the last holds (no rise); before its first, the first.
- */
-export function forecastRise(path: ForecastPath | undefined, nowMs: number, leadMs: number): number {
-  if (path === undefined || path.tokensPerS.length === 0 || !(path.stepMs > 0)) return 1;
-  const last = path.tokensPerS.length - 1;
-  const stepAt = (t: number) => Math.min(last, Math.max(0, Math.floor((t - path.startMs) / path.stepMs)));
-  const from = stepAt(nowMs);
-  const to = stepAt(nowMs + Math.max(0, leadMs));
-  const base = path.tokensPerS[from]!;
-  if (!(base > 0)) return 1;
-  let most = base;
-  for (let k = from + 1; k <= to; k++) most = Math.max(most, path.tokensPerS[k]!);
-  return most / base;
+/** The HPA's memory and the floor's calibration: time-weighted averages of the HPA's need and the forecast's point. */
+export interface PredictiveState extends HpaState {
+  need: number;
+  forecast: number;
+  /** When the averages were last updated (undefined before), and how long they have been averaging. */
+  calibratedAtMs: number | undefined;
+  calibratedForMs: number;
 }
 
-export const predictiveHpa: Strategy<PredictiveHpaParams, HpaState> = {
+/** z of the forecast band's 90% upper (and 10% lower) bound. */
+const Z90 = 1.2815515655446004;
+
+/**
+ * The standard normal quantile Φ⁻¹(p) for 0 < p < 1 (Acklam's rational approximation, relative error < 1.2e-9);
+ * ±Infinity at 0 and 1.
+ */
+export function normalQuantile(p: number): number {
+  if (p <= 0) return Number.NEGATIVE_INFINITY;
+  if (p >= 1) return Number.POSITIVE_INFINITY;
+  const a = [-39.69683028665376, 220.9460984245205, -275.9285104469687, 138.357751867269, -30.66479806614716, 2.506628277459239];
+  const b = [-54.47609879822406, 161.5858368580409, -155.6989798598866, 66.80131188771972, -13.28068155288572];
+  const c = [-0.007784894002430293, -0.3223964580411365, -2.400758277161838, -2.549732539343734, 4.374664141464968, 2.938163982698783];
+  const d = [0.007784695709041462, 0.3224671290700398, 2.445134137142996, 3.754408661907416];
+  const tail = (q: number) => (((((c[0]! * q + c[1]!) * q + c[2]!) * q + c[3]!) * q + c[4]!) * q + c[5]!) / ((((d[0]! * q + d[1]!) * q + d[2]!) * q + d[3]!) * q + 1);
+  if (p < 0.02425) return tail(Math.sqrt(-2 * Math.log(p)));
+  if (p > 1 - 0.02425) return -tail(Math.sqrt(-2 * Math.log(1 - p)));
+  const q = p - 0.5;
+  const r = q * q;
+  return ((((((a[0]! * r + a[1]!) * r + a[2]!) * r + a[3]!) * r + a[4]!) * r + a[5]!) * q) / (((((b[0]! * r + b[1]!) * r + b[2]!) * r + b[3]!) * r + b[4]!) * r + 1);
+}
+
+/**
+ * The floor's quantile for a scale-out time and a horizon (both ms): S / (S + T), in [0, 1); 0 when S is 0 or
+ * unknown.
+ */
+export function floorQuantile(scaleOutMs: number | undefined, horizonMs: number): number {
+  const s = Math.max(0, scaleOutMs ?? 0);
+  return s > 0 ? s / (s + horizonMs) : 0;
+}
+
+/**
+ * The instances at quantile `q` of a forecast band given as instance counts (lower ≤ point ≤ upper, the 10%, 50% and
+ * 90% points), read as a normal on each side of the point: point + z/z₉₀ × (upper − point) above, point + z/z₉₀ ×
+ * (point − lower) below; never below 0. q = 0 is 0 (no floor).
+ */
+export function bandQuantile(q: number, lower: number, point: number, upper: number): number {
+  if (!(q > 0)) return 0;
+  const z = normalQuantile(Math.min(q, 1 - 1e-12));
+  return Math.max(0, z >= 0 ? point + (z / Z90) * (upper - point) : point + (z / Z90) * (point - lower));
+}
+
+/** The forecast band's step holding `t` (clamped to the band), or undefined without a band. */
+function stepAt(band: NonNullable<StrategyInput["forecastBand"]>, t: number): number {
+  return Math.min(band.steps.length - 1, Math.max(0, Math.floor((t - band.startMs) / band.stepMs)));
+}
+
+/** The largest q-quantile of the band's steps over [fromMs, toMs]. */
+export function bandAhead(band: NonNullable<StrategyInput["forecastBand"]>, q: number, fromMs: number, toMs: number): number {
+  let most = 0;
+  for (let k = stepAt(band, fromMs); k <= stepAt(band, toMs); k++) {
+    const b = band.steps[k]!;
+    most = Math.max(most, bandQuantile(q, b.lower, b.mean, b.upper));
+  }
+  return most;
+}
+
+export const predictiveHpa: Strategy<PredictiveHpaParams, PredictiveState> = {
   name: "predictive-hpa",
-  summary: "HPA on the utilization forecast one scale-out time ahead: the forecast's rise over the scale-out lead scales the observed utilization",
+  summary: "HPA above a forecast floor placed in the forecast's band by the scale-out time: the tuned HPA where scale-out is fast, the forecast held ahead where it is slow",
   usesForecast: true,
   params: {
     ...reactiveHpa.params,
-    leadFactor: { help: "the lead over which a forecast rise counts, in expected scale-out times (0 = plain HPA)", default: 1, min: 0, max: 10 },
-    maxRise: { help: "the largest factor a forecast rise may scale the utilization by", default: 3, min: 1, max: 100 },
+    floorHorizonMs: { help: "T in the floor's quantile S / (S + T): how long a floor instance is held (the forecast step)", default: 600_000, min: 1000, max: 86_400_000 },
+    calibrationMs: { help: "time constant of the averages that put the forecast in the HPA's units (instances per forecast token/s)", default: 1_800_000, min: 60_000, max: 86_400_000 },
     holdForScaleOut: { help: "1: scale in only to the most of the last scale-out time's recommendations (stabilization ≥ the scale-out time); 0: the HPA's window alone", default: 1, min: 0, max: 1 },
   },
-  newState: reactiveHpa.newState!,
-  decide(input: StrategyInput, p: PredictiveHpaParams, st: HpaState): StrategyDecision {
+  newState: (): PredictiveState => ({ ...reactiveHpa.newState!(), need: 0, forecast: 0, calibratedAtMs: undefined, calibratedForMs: 0 }),
+  decide(input: StrategyInput, p: PredictiveHpaParams, st: PredictiveState): StrategyDecision {
     const scaleOutMs = Math.max(0, input.scaleOutMs ?? 0);
-    const rise = Math.min(p.maxRise, forecastRise(input.forecastPath, input.nowMs, p.leadFactor * scaleOutMs + p.syncPeriodMs));
     const params = p.holdForScaleOut >= 1 && scaleOutMs > p.scaleDownStabilizationMs ? { ...p, scaleDownStabilizationMs: scaleOutMs } : p;
-    const d = reactiveHpa.decide(rise > 1 ? { ...input, utilization: input.utilization * rise } : input, params, st);
-    return rise > 1 && d.reason === "hpa-up" ? { desired: d.desired, reason: "forecast-rise" } : d;
+    const band = input.forecastBand;
+    if (band === undefined || band.steps.length === 0 || input.target === undefined) return reactiveHpa.decide(input, params, st);
+    calibrate(st, input, p, band.steps[stepAt(band, input.nowMs)]!.mean);
+    if (st.calibratedForMs < p.calibrationMs / 2 || !(st.forecast > 0)) return reactiveHpa.decide(input, params, st);
+    const k = st.need / st.forecast;
+    const ahead = bandAhead(band, floorQuantile(scaleOutMs, p.floorHorizonMs), input.nowMs, input.nowMs + scaleOutMs + p.syncPeriodMs);
+    const floor = Math.min(input.maxInstances, Math.ceil(k * ahead - 1e-9));
+    if (floor <= input.minInstances) return reactiveHpa.decide(input, params, st);
+    const d = reactiveHpa.decide({ ...input, minInstances: floor }, params, st);
+    return d.desired === floor && d.desired > input.current ? { desired: d.desired, reason: "forecast-floor" } : d;
   },
 };
+
+/**
+ * Folds this pass into the calibration: time-weighted moving averages (time constant `calibrationMs`) of the HPA's need
+ * (serving × utilization / target) and of the forecast's point for the current step. A pass with no serving instance
+ * or no forecast adds nothing.
+ */
+function calibrate(st: PredictiveState, input: StrategyInput, p: PredictiveHpaParams, pointNow: number): void {
+  if (input.serving <= 0 || !(pointNow > 0) || !Number.isFinite(input.utilization)) return;
+  const need = (input.serving * input.utilization) / p.targetUtilization;
+  if (st.calibratedAtMs === undefined) {
+    st.need = need;
+    st.forecast = pointNow;
+    st.calibratedAtMs = input.nowMs;
+    return;
+  }
+  const dt = Math.max(0, input.nowMs - st.calibratedAtMs);
+  const a = 1 - Math.exp(-dt / p.calibrationMs);
+  st.need += (need - st.need) * a;
+  st.forecast += (pointNow - st.forecast) * a;
+  st.calibratedAtMs = input.nowMs;
+  st.calibratedForMs += dt;
+}

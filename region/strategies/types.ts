@@ -5,6 +5,7 @@
  * now. The region controller (region/controller) turns that count into one idempotent
  * actuator step per pass.
  */
+import type { DemandStep } from "../../core/ports.js";
 import type { ObjectReader } from "../../core/validate.js";
 
 /** What a strategy sees about one endpoint (model, GPU type) in one region at one instant. */
@@ -34,11 +35,10 @@ export interface StrategyInput {
   /** The same over the forecast's 90% upper bound (the plan's `upperSteps`). Undefined = `floorAhead`. */
   upperAhead?: number | undefined;
   /**
-   * The point forecast's demand path through the planner's window (the plan's `demandSteps`): step k covers
-   * [startMs + k·stepMs, startMs + (k+1)·stepMs), tokens/s; past the last step, the last holds. Undefined without a
-   * plan or a forecast path.
+   * The forecast's demand band step by step (the plan's `demandSteps`): step k covers [startMs + k·stepMs,
+   * startMs + (k+1)·stepMs), tokens/s; past the last step the last holds. Undefined without a plan or forecast steps.
    */
-  forecastPath?: ForecastPath | undefined;
+  forecastBand?: { startMs: number; stepMs: number; steps: readonly DemandStep[] } | undefined;
   /** The endpoint's expected scale-out time, decision to serving (ms; the actuator's figure); undefined when unknown. */
   scaleOutMs?: number | undefined;
   /** Effective memory utilization of the endpoint's serving instances (KV in use / KV capacity; may exceed 1). */
@@ -57,13 +57,6 @@ export interface StrategyInput {
   maxInstances: number;
   /** Time of the endpoint's last scaling action (ms), undefined if none; used for cooldowns. */
   lastActionMs: number | undefined;
-}
-
-/** A forecast's demand path, step by step (StrategyInput.forecastPath). */
-export interface ForecastPath {
-  startMs: number;
-  stepMs: number;
-  tokensPerS: readonly number[];
 }
 
 /** A strategy's answer: the instance count wanted now, and a short machine-readable reason. */

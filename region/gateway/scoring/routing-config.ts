@@ -2,18 +2,20 @@
  * The top-level `routing` section (issue 34), owned by region and registered with core's config
  * (core/config/sections.ts) when this module loads (region/config-sections.ts loads it):
  *
- *   "routing": { "policy": "prefix-aware",         // or "jsq" (default), "round-robin": a preset of the plugins below
+ *   "routing": { "policy": "prefix-aware",         // (default) or "jsq", "round-robin": a preset of the plugins below
  *                "scorers": [{ "name": "prefix", "weight": 3 }, { "name": "load", "weight": 2 }],   // overrides
  *                "filters": ["serving"], "picker": "max",
  *                "blockTokens": 16,                          // tokens per KV block the prompt is hashed with
  *                "regionPrefix": true }                      // the global router prefers a region holding the prefix
  *
  * `policy` picks the preset (plugins.ts JSQ_POLICY, PREFIX_AWARE_POLICY); `filters`, `scorers` and `picker` replace the
- * preset's. `blockTokens` must equal the engines' block size (engine-sim's `prefixCache.blockTokens`, vLLM's
+ * preset's. The default policy is core/defaults.ts DEFAULT_ROUTING_POLICY (`prefix-aware`, bench:prefix's winner); an
+ * absent section is read as `{}`, so every configuration has a `routing`. `blockTokens` must equal the engines' block size (engine-sim's `prefixCache.blockTokens`, vLLM's
  * `--block-size`) for KV events to be used. `regionPrefix` (default: true with a prefix-aware policy) turns on the
  * global router's prefix preference among regions under the 0.70 threshold (router/prefix-regions.ts).
  */
 import { registerConfigSection, type ConfigSection } from "../../../core/config/sections.js";
+import { DEFAULT_ROUTING_POLICY } from "../../../core/defaults.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
 import { ObjectReader, ValidationError } from "../../../core/validate.js";
 import { FILTERS, JSQ_POLICY, PICKERS, PREFIX_AWARE_POLICY, ROUND_ROBIN_POLICY, SCORERS, type PolicySpec } from "./plugins.js";
@@ -35,14 +37,10 @@ declare module "../../../core/config/sections.js" {
   }
 }
 
-/** The routing used when the section is absent: JSQ, 16-token blocks, no region preference. */
-export const DEFAULT_ROUTING: RoutingConfig = { preset: "jsq", policy: JSQ_POLICY, blockTokens: DEFAULT_BLOCK_TOKENS, regionPrefix: false };
-
-/** Reads `routing` (every field optional); unknown plugin names are rejected at their path. */
-export function parseRoutingConfig(json: unknown, path = "routing"): RoutingConfig | undefined {
-  if (json === undefined) return undefined;
-  const r = new ObjectReader(json, path);
-  const preset = r.string("policy", "jsq", { oneOf: Object.keys(PRESETS) }) as RoutingConfig["preset"];
+/** Reads `routing` (every field optional; absent = `{}`, the defaults); unknown plugin names are rejected at their path. */
+export function parseRoutingConfig(json: unknown, path = "routing"): RoutingConfig {
+  const r = new ObjectReader(json ?? {}, path);
+  const preset = r.string("policy", DEFAULT_ROUTING_POLICY, { oneOf: Object.keys(PRESETS) }) as RoutingConfig["preset"];
   const base = PRESETS[preset];
   const name = (reg: Readonly<Record<string, unknown>>, kind: string) => (v: unknown, p: string) => {
     if (typeof v !== "string" || !Object.hasOwn(reg, v)) throw new ValidationError(p, `unknown ${kind} ${JSON.stringify(v)}; known: ${Object.keys(reg).join(", ")}`);

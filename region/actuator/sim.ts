@@ -21,6 +21,13 @@ export interface ActuatorDelays {
   redeployLocalMs: number;
   redeployRemoteMs: number;
   vmProvisionMs: number;
+  /**
+   * Whether a spot instance keeps its model deployed (SageServe §3.4: "switching an instance from private to spot,
+   * and the reverse, is relatively fast"), so a reclaim is only the spot move. false: the spot work took the VM, and
+   * a reclaim is a redeploy of the model (the spot move, then `redeployLocalMs`/`redeployRemoteMs`; with a loading
+   * source, its load). Absent = true.
+   */
+  spotKeepsModel?: boolean;
 }
 
 /** SageServe §7.1 values. */
@@ -169,8 +176,9 @@ export class SimActuator implements RuntimeActuator {
       });
       return { ...inst };
     }
-    inst.readyAtMs = inst.enteredAtMs + ms;
-    this.schedule(inst.id, ms, () => this.transition(inst, "serving"));
+    const total = this.o.delays.spotKeepsModel === false ? ms + this.loadMs(inst.model) : ms;
+    inst.readyAtMs = inst.enteredAtMs + total;
+    this.schedule(inst.id, total, () => this.transition(inst, "serving"));
     return { ...inst };
   }
 
@@ -253,7 +261,7 @@ export class SimActuator implements RuntimeActuator {
       const loadMs = this.o.loading.expectedLoadMs(model, gpu);
       return this.spotKeys.has(`${model}/${gpu}`) ? this.o.delays.spotMedianMs + loadMs : this.o.delays.vmProvisionMs + loadMs;
     }
-    if (this.spotKeys.has(`${model}/${gpu}`)) return this.o.delays.spotMedianMs;
+    if (this.spotKeys.has(`${model}/${gpu}`)) return this.o.delays.spotMedianMs + (this.o.delays.spotKeepsModel === false ? this.loadMs(model) : 0);
     return this.o.delays.vmProvisionMs + this.loadMs(model);
   }
 

@@ -124,6 +124,7 @@ export function parseFleet(json: unknown): FleetSpec {
     redeployLocalMs: ar.number("redeployLocalMs", d.redeployLocalMs, { min: 0 }),
     redeployRemoteMs: ar.number("redeployRemoteMs", d.redeployRemoteMs, { min: 0 }),
     vmProvisionMs: ar.number("vmProvisionMs", d.vmProvisionMs, { min: 0 }),
+    spotKeepsModel: ar.boolean("spotKeepsModel", true),
   };
   if (delays.spotMaxMs < delays.spotMedianMs) ar.fail("spotMaxMs", `must be ≥ spotMedianMs (${delays.spotMedianMs})`);
   ar.done();

@@ -6,6 +6,7 @@
 import type { FlagSpec, FlagValues } from "./args.js";
 import { ValidationError, parseJson } from "../core/validate.js";
 import { readFileSync } from "node:fs";
+import { DEFAULT_STRATEGY } from "../core/defaults.js";
 import { STRATEGY_NAMES } from "../region/strategies/strategy-registry.js";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../sim/workload/spec.js";
 import { LOADING_FLAG_VALUES, namedLoading } from "../region/liveload/liveload-config.js";
@@ -18,7 +19,7 @@ import type { WeekResult } from "../sim/week/result.js";
 
 /** Flags of the week path (merged into `tidegate replay`'s flag table). */
 export const WEEK_FLAGS: Record<string, FlagSpec> = {
-  strategy: { type: "string", help: `week: scaling strategy, or a comma list, or "all" (${STRATEGY_NAMES.join(", ")})`, default: "lt-ua" },
+  strategy: { type: "string", help: `week: scaling strategy, or a comma list, or "all" (${STRATEGY_NAMES.join(", ")})`, default: DEFAULT_STRATEGY },
   fleet: { type: "string", help: "week: fleet file (JSON: {fleet, engines, actuator, weights, spot}); default: built-in 3 regions × 256 H100" },
   "workload-file": { type: "string", help: "week: workload file (JSON, see sim/workload/spec.ts); default: built-in ServeGen week" },
   days: { type: "number", help: "week: override the workload's days (requests scale with it)" },
@@ -66,7 +67,7 @@ export function loadWeekInputs(flags: FlagValues): { fleet: FleetSpec; workload:
 
 /** Parses the --strategy flag into strategy names. */
 export function strategyList(flag: unknown): string[] {
-  const raw = typeof flag === "string" ? flag : "lt-ua";
+  const raw = typeof flag === "string" ? flag : DEFAULT_STRATEGY;
   const list = raw === "all" ? [...STRATEGY_NAMES] : raw.split(",").map((s) => s.trim()).filter((s) => s !== "");
   list.forEach((s, i) => {
     if (!(STRATEGY_NAMES as string[]).includes(s)) throw new ValidationError(`--strategy[${i}]`, `unknown strategy ${JSON.stringify(s)}; known: ${STRATEGY_NAMES.join(", ")}`);

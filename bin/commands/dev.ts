@@ -264,6 +264,7 @@ export const command: Command = {
         `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n` +
         `batch: OpenAI Files and Batch API at ${url}/v1/files and ${url}/v1/batches (one model per input file)\n` +
         site.banner(url) +
+        `scaling: ${config.controller.strategy} (controller.strategy); routing: ${config.routing?.preset ?? "jsq"} (routing.policy)\n` +
         (config.controller.actuator === "agents"
           ? `instances and scaling: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n` +
             `  (the log has each scaling step: "scaling step", "transfer started"/"transfer finished", "instance serving")\n` +

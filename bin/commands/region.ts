@@ -28,7 +28,7 @@ export const command: Command = {
     "/healthz. How instances come and go is controller.actuator:",
     "  \"agents\" (default)   the region scales: node agents (`tidegate agent --region NAME --region-address",
     "                      <this gRPC address>`) announce themselves here; the controller paces the planner's",
-    "                      targets (controller.strategy, default lt-ua); a scale-out multicasts the model's",
+    "                      targets (controller.strategy, default predictive-hpa); a scale-out multicasts the model's",
     "                      parameter blocks to the new node over the data plane and the agent starts the engine:",
     "                      engine-sim while the blocks arrive (ready once all are there), or after them",
     "                      engines.commandTemplate such as \"vllm serve {model} --port {port}\";",

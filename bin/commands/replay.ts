@@ -16,7 +16,7 @@ export const command: Command = {
     "Examples:",
     "  tidegate replay --trace azure-conv            (Azure 2023 conversation trace, 19,366 requests, 1 h)",
     "  tidegate replay --trace mooncake --seed 7     (--seed also seeds a trace's model/region assignment; default 1)",
-    "  tidegate replay --workload week --strategy lt-ua",
+    "  tidegate replay --workload week --strategy predictive-hpa",
     "  tidegate replay --workload week --strategy all --days 1 --out out/day",
   ].join("\n"),
   flags: {

@@ -1,4 +1,5 @@
 /** The `controller` section: each region's scaling strategy, reconcile loop, actuator and its retry and loss timers. */
+import { DEFAULT_STRATEGY } from "../defaults.js";
 import type { ObjectReader } from "../validate.js";
 import { readRegionSettings, type RegionSettings } from "./region-settings.js";
 
@@ -63,7 +64,7 @@ function readNumbers(r: ObjectReader): Record<string, number> {
 /** Reads the `controller` object, with the registered per-region settings (sections.ts) as fleet-wide defaults. */
 export function parseController(cr: ObjectReader): ControllerConfig {
   const controller: ControllerConfig = {
-    strategy: cr.string("strategy", "lt-ua", { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "lt-hpa", "predictive-hpa", "keystage"] }) as ControllerConfig["strategy"],
+    strategy: cr.string("strategy", DEFAULT_STRATEGY, { oneOf: ["reactive", "reactive-hpa", "demand", "lt-i", "lt-u", "lt-ua", "lt-hpa", "predictive-hpa", "keystage"] }) as ControllerConfig["strategy"],
     strategyParams: readNumbers(cr.object("strategyParams")),
     reconcileIntervalMs: cr.number("reconcileIntervalMs", 1000, { gt: 0 }),
     actuator: cr.string("actuator", "agents", { oneOf: ["agents", "static", "sim"] }) as ControllerConfig["actuator"],

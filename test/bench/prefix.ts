@@ -26,6 +26,7 @@
  * The last line printed is one JSON object; exits 0 whether or not met.
  */
 import { cpus, loadavg, totalmem } from "node:os";
+import { DEFAULT_ROUTING_POLICY } from "../../core/defaults.js";
 import { VirtualClock } from "../../core/clock.js";
 import { defaultDataDir } from "../../core/paths.js";
 import { blockHashesOfTrace } from "../../core/prefix.js";
@@ -194,6 +195,11 @@ async function main(): Promise<void> {
     const jsq = arms.jsq!;
     const aware = arms["prefix-aware"]!;
     checks.push(...prefixChecks(name, bound, jsq, aware));
+    // The default routing policy (core/defaults.ts) must be this bench's winner: every request served and the lowest
+    // mean TTFT of the arms (its hit rate and p99 are checked against JSQ's above).
+    const served = ARMS.filter((arm) => arms[arm]!.served === arms[arm]!.requests);
+    const winner = served.length === 0 ? undefined : served.reduce((a, b) => (arms[b]!.meanTtftMs < arms[a]!.meanTtftMs ? b : a));
+    checks.push({ check: `${name}: the default routing policy (${DEFAULT_ROUTING_POLICY}) has the lowest mean TTFT of the arms (${winner ?? "none served every request"})`, value: winner === DEFAULT_ROUTING_POLICY ? 1 : 0, limit: 1, ok: winner === DEFAULT_ROUTING_POLICY });
     // Diagnostic, not judged: the prefix-aware arm again with host tiers that never evict, against the judged JSQ arm
     // (bounded caches). Where even this misses a target, no routing reaches it on this fleet and trace; where it
     // meets one the judged arm misses, the cache's size, not the routing, is what the judged arm lacks.
@@ -201,6 +207,7 @@ async function main(): Promise<void> {
     console.log(`  diagnostic (not judged): prefix-aware with unbounded host tiers: hit rate ${open.hitRate.toFixed(3)} (${(open.hitRate / bound).toFixed(2)} of bound), TTFT mean ${open.meanTtftMs.toFixed(0)} ms (${(open.meanTtftMs / jsq.meanTtftMs).toFixed(3)} × JSQ's), p99 ${open.p99TtftMs.toFixed(0)} ms (${(open.p99TtftMs / jsq.p99TtftMs).toFixed(3)} × JSQ's), busiest ${open.busiestOfMean.toFixed(2)} × mean share, host evictions ${open.hostEvictedBlocks}  (${(open.wallMs / 1000).toFixed(1)} s wall)`);
     out[name] = {
       bound: jsonFigure(bound),
+      winner: winner ?? null,
       ...Object.fromEntries(ARMS.map((arm) => [arm, { hitRate: jsonFigure(arms[arm]!.hitRate), gpuHitRate: jsonFigure(arms[arm]!.gpuHitRate), meanTtftMs: jsonFigure(arms[arm]!.meanTtftMs, 1), p99TtftMs: jsonFigure(arms[arm]!.p99TtftMs, 1), busiestOfMean: jsonFigure(arms[arm]!.busiestOfMean) }])),
       unboundedHostDiagnostic: { hitRateOfBound: jsonFigure(open.hitRate / bound), meanTtftOfJsq: jsonFigure(open.meanTtftMs / jsq.meanTtftMs), p99TtftOfJsq: jsonFigure(open.p99TtftMs / jsq.p99TtftMs), busiestOfMean: jsonFigure(open.busiestOfMean) },
     };

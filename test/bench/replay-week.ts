@@ -10,6 +10,7 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { resourceUsage } from "node:process";
+import { DEFAULT_STRATEGY } from "../../core/defaults.js";
 import { describeBandwidths } from "../../region/liveload/sources.js";
 import { loadWeekInputs } from "../../bin/replay-week-cli.js";
 import { createPlanner } from "../../sim/week/planner.js";
@@ -23,7 +24,7 @@ function flag(name: string): string | undefined {
 }
 
 const days = flag("days");
-const strategy = flag("strategy") ?? "lt-ua";
+const strategy = flag("strategy") ?? DEFAULT_STRATEGY;
 const loading = flag("loading") ?? "blitzscale";
 const { fleet, workload } = loadWeekInputs({ ...(days === undefined ? {} : { days: Number(days) }), loading });
 console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);

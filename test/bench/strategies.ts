@@ -1,95 +1,57 @@
 /**
- * `npm run bench:strategies` (issue 31): cost at the SLO. Every strategy is tuned as an operator would tune it and
- * judged on days it was not tuned on; the headline is the instance-hours each needs to meet the SLO.
+ * `npm run bench:strategies` (issues 31, 46): cost at the SLO across scale-out regimes, and where forecasting pays.
  *
  * - SLO (every model): p95 TTFT ≤ max(1,000 ms, 2 × the model's unloaded p95 TTFT) and p95 TPOT ≤ 100 ms, written into
- *   the fleet's config `slo` so the planner sizes capacity for it too (planner: capacity at the SLO). The unloaded p95
- *   is the 95th percentile of one prompt's prefill on an idle instance (core/perf), over the workload's prompts.
- * - Windows of the same seeded week (one rate scale for the whole week): tune on days 1–2, judge on days 3–7. Each
- *   window starts with the planner's warm-up day of history (the day before it, recorded, not simulated).
- * - Arms and their knobs, each a ladder from cheapest to safest: `reactive` (SageServe §7.2's thresholds: scale out
- *   above u, in below u − 0.4), `reactive-hpa` (the HPA's target utilization), `lt-i`/`lt-u`/`lt-ua` (the share of an
- *   instance's SLO capacity the planner counts on: headroom), `lt-hpa` (its HPA's target utilization, above the
- *   forecast floor), and the **oracle**: `lt-hpa` with the planner given each coming hour's true demand
- *   (sim/week/oracle.ts), same ladder — what no forecast can beat.
- * - Tuning: from a starting rung, settings are tried toward cheaper while the SLO holds on days 1–2 and toward
- *   safer while it does not; the cheapest that met it is the arm's setting (none met: the safest tried, flagged).
- * - Judging: the setting on days 3–7; an arm that misses the SLO there is rerun at its next safer setting, and that is
- *   its figure (both printed). Cost compares only arms that meet the SLO (verdicts/strategies.ts costAtSloChecks).
- * - Every arm loads parameters from the same source, network loading by default (`--loading SOURCE`), so fast
- *   scale-out helps each.
+ *   the fleet's config `slo` so the planner sizes capacity for it too. The unloaded p95 is one prompt's prefill on an
+ *   idle instance (core/perf) over the first week's first two days' prompts.
+ * - Weeks: the seeded week generator at three seeds (`--weeks 42,43,44`); each judged on days 3–5, the planner warmed
+ *   by the day before (recorded, not simulated). One rate scale per week.
+ * - Regimes (strategies-runs.ts REGIMES): how a scale-out lands, from network loading (seconds after the spot move)
+ *   to SageServe's provisioning delays (a redeploy of 10 minutes). The main regime is `network`.
+ * - Arms: `reactive` (SageServe §7.2), `reactive-hpa` (the Kubernetes HPA), `lt-ua` (SageServe §6.5.1), `lt-hpa` (the
+ *   HPA above a forecast floor), `predictive-hpa` (the HPA on the utilization forecast one scale-out ahead) and the
+ *   oracle (the default strategy planned on each coming hour's true demand), each with one knob on a ladder.
+ * - Cost at the SLO: each arm's frontier on each week's judged days — from a starting rung toward cheaper settings
+ *   while the SLO holds, toward safer ones until it holds — and the instance-hours where it crosses the SLO,
+ *   interpolated between the cheapest setting that met it and the next cheaper one (verdicts/strategies.ts costAtSlo).
+ *   No rung decides: an arm is what it costs at the edge. Across weeks: the mean and the spread; a difference within
+ *   the spread is a tie.
+ * - Checks: the default strategy (core/defaults.ts) ≤ +1% of tuned reactive-hpa with network loading, ≥ 10% below it
+ *   and ≥ 25% below reactive with SageServe's provisioning delays, the cheapest arm of the main regime, and no later
+ *   than reactive-hpa to recover from an 8× burst (SageServe §7.3.4) at its edge setting.
  *
- * Then the 8× burst (SageServe §7.3.4) with each arm's tuned setting: one model × 8 for 20 minutes, minutes to
- * return to the latency target (checked: lt-hpa no later than reactive-hpa). The last line is the JSON summary with its
- * targets and `met`. `--tune-days N` / `--judge-days N` shorten the windows (then `met` is false and the line says
- * partial); `--parallel N` runs N replays at a time (default: one per core, at most 2).
+ * Runs: the main regime and SageServe's provisioning delays on every week with their arms; the other regimes on the
+ * first week with three arms (HPA, the default, the oracle), for the crossover table (`--all-weeks` runs them on
+ * every week). Finished runs are kept in `out/bench-strategies/runs/<code version>/` (`--cache none` to keep none),
+ * so a stopped bench resumes where it stopped. `--weeks`, `--regimes`, `--arms`, `--judge-days` change what is
+ * measured (then `met` is false and the line says partial); `--parallel N` runs N replays at a time (default: one
+ * per core, at most 2). The last line is the JSON summary with its targets and `met`.
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadWeekInputs } from "../../bin/replay-week-cli.js";
+import { DEFAULT_STRATEGY } from "../../core/defaults.js";
 import { getProfile } from "../../core/perf/model.js";
 import type { ModelSlo, SloConfig } from "../../core/config.js";
-import { describeBandwidths } from "../../region/liveload/sources.js";
-import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
 import type { FleetSpec } from "../../sim/week/fleet.js";
-import type { PlannerName } from "../../sim/week/planner.js";
-import { writeReports } from "../../sim/week/report.js";
-import type { WeekResult } from "../../sim/week/result.js";
-import { lineChart } from "../../sim/week/svg.js";
+import { latencyTarget, minuteP95, recoveryMinutes } from "../../sim/week/burst.js";
 import { WorkloadStream } from "../../sim/workload/generator.js";
 import type { WorkloadSpec } from "../../sim/workload/spec.js";
 import { jsonFigure, verdictOf } from "./verdicts/common.js";
-import { COST_AT_SLO_TARGET as target, cheapestMeeting, costAtSloChecks, recoversNoLater, savedAtSlo, type ArmFigures } from "./verdicts/strategies.js";
+import { COST_AT_SLO_TARGET as target, cheapestArm, compareArms, costAtSlo, costAtSloChecks, recoversNoLater, type CostAtSlo } from "./verdicts/strategies.js";
+import { REGIMES, RunCache, armsFor, searchFrontier, type Arm, type Regime, type RunFigures } from "./strategies-runs.js";
 import { weekPool } from "./week-runs.js";
 
-/** One arm: a strategy (and planner) and its knob's ladder, cheapest first; `start` is the default's index. */
-interface Arm {
-  name: string;
-  strategy: string;
-  planner?: PlannerName;
-  knob: string;
-  ladder: number[];
-  start: number;
-  /** The strategy parameters and fleet for one rung. */
-  setting(value: number, fleet: FleetSpec): { params: Record<string, number>; fleet: FleetSpec };
-}
-
-const UTILIZATION = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2];
-/** Share of the SLO capacity the planner counts on: above 1 plans fewer instances than the SLO model asks for. */
-const HEADROOM = [1.3, 1.15, 1, 0.85, 0.7, 0.55, 0.4, 0.3, 0.2];
-const hpaSetting = (u: number, fleet: FleetSpec) => ({ params: { targetUtilization: u }, fleet });
-const headroomSetting = (h: number, fleet: FleetSpec) => ({ params: {}, fleet: { ...fleet, plannedUtilization: h } });
-
-// Each search starts at a middle rung (where a short run of this bench found the SLO's edge); the rule picks the
-// cheapest rung that met the SLO whichever rung it starts from, as long as cost and latency move with the knob.
-const ARMS: Arm[] = [
-  { name: "reactive", strategy: "reactive", knob: "outAbove (inBelow = outAbove − 0.4)", ladder: [0.9, 0.8, 0.7, 0.6, 0.5, 0.45, 0.4, 0.35], start: 4, setting: (u, fleet) => ({ params: { outAbove: u, inBelow: Math.max(0.05, u - 0.4) }, fleet }) },
-  { name: "reactive-hpa", strategy: "reactive-hpa", knob: "targetUtilization", ladder: UTILIZATION, start: 4, setting: hpaSetting },
-  { name: "lt-i", strategy: "lt-i", knob: "planned share of SLO capacity", ladder: HEADROOM, start: 2, setting: headroomSetting },
-  { name: "lt-u", strategy: "lt-u", knob: "planned share of SLO capacity", ladder: HEADROOM, start: 6, setting: headroomSetting },
-  { name: "lt-ua", strategy: "lt-ua", knob: "planned share of SLO capacity", ladder: HEADROOM, start: 6, setting: headroomSetting },
-  { name: "lt-hpa", strategy: "lt-hpa", knob: "targetUtilization (above the forecast floor)", ladder: UTILIZATION, start: 4, setting: hpaSetting },
-  { name: "oracle", strategy: "lt-hpa", planner: "ilp-oracle", knob: "targetUtilization (above the true-demand floor)", ladder: UTILIZATION, start: 4, setting: hpaSetting },
-];
-
-/** The arm the headline is about. */
-const WINNER = "lt-hpa";
+const MAIN = "network";
+const SAGESERVE = "sageserve-provision";
+const CORE_ARMS = ["reactive-hpa", DEFAULT_STRATEGY, "oracle"];
 
 function flag(name: string): string | undefined {
   const i = process.argv.indexOf(`--${name}`);
   return i === -1 ? undefined : process.argv[i + 1];
 }
+const list = (s: string | undefined) => (s === undefined ? undefined : s.split(",").map((x) => x.trim()).filter((x) => x !== ""));
 
-/** +Infinity (a percentile on unserved requests, a burst never recovered) as a JSON-safe string. */
-function finite(x: number): number | string {
-  return Number.isFinite(x) ? x : String(x);
-}
-
-/** A window's name: "days 3–7" for whole days, else "[0.5, 1.5) days in". */
-function windowName(from: number, days: number): string {
-  return Number.isInteger(from) && Number.isInteger(days) ? `days ${from + 1}–${from + days}` : `[${from}, ${from + days}) days in`;
-}
-
-/** A window of the seeded week: `days` from day `from` (0-based offset), at the whole week's rate scale. */
+/** A window of a week: `days` from day `from` (0-based offset), at the whole week's rate scale. */
 function windowOf(week: WorkloadSpec, rateScale: number[], from: number, days: number): WorkloadSpec {
   return { ...week, startDay: week.startDay + from, days, targetRequests: Math.round((week.targetRequests * days) / week.days), rateScale };
 }
@@ -97,7 +59,7 @@ function windowOf(week: WorkloadSpec, rateScale: number[], from: number, days: n
 /**
  * The bench's SLO per model: p95 TTFT ≤ max(1,000, 2 × unloaded p95), p95 TPOT ≤ 100 ms. Unloaded TTFT of a request:
  * its prompt's prefill on one idle instance of the fleet's first GPU type for the model (core/perf profile), over
- * the first `sample` interactive arrivals of each model in the tuning window.
+ * the first `sample` interactive arrivals of each model in `workload`.
  */
 function benchSlo(fleet: FleetSpec, workload: WorkloadSpec, sample = 20_000): { slo: SloConfig; unloadedP95Ms: Record<string, number> } {
   const prompts: number[][] = workload.models.map(() => []);
@@ -121,153 +83,161 @@ function benchSlo(fleet: FleetSpec, workload: WorkloadSpec, sample = 20_000): { 
   return { slo: { ttftMs: 1000, tpotMs: 100, percentile: 0.95, models }, unloadedP95Ms };
 }
 
-/** A run's figures for the log: instance-hours, the SLO per model (p95 TTFT / TPOT against targets), attainment. */
-function line(label: string, r: WeekResult): string {
-  const per = Object.entries(r.models).map(([m, x]) => `${m} ${x.slo.ttftAtPercentileMs}/${x.slo.tpotAtPercentileMs} of ${x.slo.ttftMs}/${x.slo.tpotMs}${x.slo.met ? "" : " MISS"}`).join("; ");
-  return `  ${label.padEnd(34)} instance-h ${r.totals.instanceHours}  SLO ${r.slo.met ? "met" : "missed"}  attainment ${(r.slo.attainment * 100).toFixed(2)}%  hours in violation ${r.slo.violatedHours}  unserved ${r.requests.interactiveUnserved}  batch ${r.batch.allWithinDeadline ? "all within deadline" : `late ${r.batch.late}, missed ${r.batch.missedDeadlineUndone}`}  | p95 TTFT/TPOT ms: ${per}`;
+const fmtMs = (ms: number) => (!Number.isFinite(ms) ? String(ms) : ms >= 60_000 ? `${(ms / 60_000).toFixed(1)} min` : `${(ms / 1000).toFixed(1)} s`);
+const pct = (x: number) => (Number.isFinite(x) ? `${x >= 0 ? "+" : ""}${(x * 100).toFixed(1)}%` : String(x));
+
+function runLine(regime: string, seed: number, arm: string, f: RunFigures, cached: boolean): string {
+  const per = Object.entries(f.models).map(([m, x]) => `${m} ${x.ttftP95Ms}/${x.tpotP95Ms}${x.met ? "" : " MISS"}`).join("; ");
+  return `  ${regime} week ${seed} ${arm} ${f.knob}: instance-h ${f.instanceHours}, margin ${jsonFigure(f.margin)} (${f.sloMet && f.margin <= 1 && f.batchAllWithinDeadline ? "met" : "missed"}), attainment ${(f.attainment * 100).toFixed(2)}%, unserved ${f.unserved}, batch ${f.batchAllWithinDeadline ? "in time" : "LATE"}, scale-out ${fmtMs(f.scaleOutMs)} × ${f.scaleOuts}${cached ? " (cached)" : ""} | p95 TTFT/TPOT ms: ${per}`;
 }
 
-const figuresOf = (r: WeekResult): ArmFigures => ({ instanceHours: r.totals.instanceHours, sloMet: r.slo.met, batchAllWithinDeadline: r.batch.allWithinDeadline });
-
-interface Tried { index: number; value: number; sloMet: boolean; instanceHours: number; result: WeekResult }
+interface Plan { regime: Regime; arms: Arm[]; seeds: number[] }
 
 async function main(): Promise<void> {
-  const loadingName = flag("loading") ?? "network";
-  const { fleet: loaded, workload: week } = loadWeekInputs({ loading: loadingName });
-  const tuneDays = Number(flag("tune-days") ?? target.tuneDays);
+  const seeds = (list(flag("weeks")) ?? ["42", "43", "44"]).map(Number);
+  if (seeds.length === 0 || seeds.some((s) => !Number.isInteger(s))) throw new Error(`--weeks must list integer seeds, got ${flag("weeks")}`);
   const judgeDays = Number(flag("judge-days") ?? target.judgeDays);
-  if (!(tuneDays > 0 && judgeDays > 0 && tuneDays + judgeDays <= week.days)) throw new Error(`--tune-days ${tuneDays} + --judge-days ${judgeDays} must be > 0 and fit the ${week.days}-day week`);
   const parallel = Math.max(1, Number(flag("parallel") ?? Math.min(2, cpus().length)));
-  const rateScale = new WorkloadStream(week).summary.rateScale;
-  const tune = windowOf(week, rateScale, 0, tuneDays);
-  const judge = windowOf(week, rateScale, tuneDays, judgeDays);
-  const { slo, unloadedP95Ms } = benchSlo(loaded, tune);
-  const fleet: FleetSpec = { ...loaded, config: { ...loaded.config, slo } };
-  const loading = fleet.config.controller.loading;
+  const cacheFlag = flag("cache") ?? "out/bench-strategies/runs";
+  const cache = new RunCache(cacheFlag === "none" ? undefined : cacheFlag);
+  const arms = armsFor(DEFAULT_STRATEGY);
+  const armNames = list(flag("arms"));
+  const regimeNames = list(flag("regimes")) ?? REGIMES.map((r) => r.name);
+  for (const n of regimeNames) if (!REGIMES.some((r) => r.name === n)) throw new Error(`unknown regime ${n}; known: ${REGIMES.map((r) => r.name).join(", ")}`);
+  for (const n of armNames ?? []) if (!arms.some((a) => a.name === n)) throw new Error(`unknown arm ${n}; known: ${arms.map((a) => a.name).join(", ")}`);
+  const allWeeks = process.argv.includes("--all-weeks");
+  const plans: Plan[] = REGIMES.filter((r) => regimeNames.includes(r.name)).map((regime) => {
+    const names = armNames ?? (regime.name === MAIN ? arms.map((a) => a.name) : regime.name === SAGESERVE ? ["reactive", ...CORE_ARMS] : CORE_ARMS);
+    return { regime, arms: arms.filter((a) => names.includes(a.name)), seeds: allWeeks || regime.name === MAIN || regime.name === SAGESERVE ? seeds : seeds.slice(0, 1) };
+  });
+  const shrunk = [
+    ...(flag("weeks") === undefined ? [] : [`--weeks ${flag("weeks")}`]),
+    ...(judgeDays === target.judgeDays ? [] : [`--judge-days ${judgeDays}`]),
+    ...(flag("regimes") === undefined ? [] : [`--regimes ${flag("regimes")}`]),
+    ...(armNames === undefined ? [] : [`--arms ${flag("arms")}`]),
+  ];
+
+  const weeks = new Map(seeds.map((seed) => [seed, loadWeekInputs({ seed })]));
+  const first = weeks.get(seeds[0]!)!;
+  const { slo, unloadedP95Ms } = benchSlo(first.fleet, windowOf(first.workload, new WorkloadStream(first.workload).summary.rateScale, 0, 2));
+  const judged = new Map(seeds.map((seed) => {
+    const w = weeks.get(seed)!.workload;
+    return [seed, windowOf(w, new WorkloadStream(w).summary.rateScale, target.judgeFromDay, judgeDays)];
+  }));
   console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);
-  console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
-  console.log(`inputs: seed ${week.seed}, ServeGen days ${week.startDay}–${week.startDay + week.days - 1} at one rate scale (${week.targetRequests} requests a week); tune on ${windowName(0, tuneDays)}, judge on ${windowName(tuneDays, judgeDays)}; ${parallel} replays at a time`);
-  console.log(`loading: ${loading === undefined ? "none (SageServe §7.1 constant load delays)" : `${loading.source} (${describeBandwidths(loading.bandwidths)}), every arm`}`);
+  console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}, code ${cache.version || "(no git work tree: nothing cached)"}`);
+  console.log(`inputs: weeks (seeds) ${seeds.join(", ")}, each judged on days ${target.judgeFromDay + 1}–${target.judgeFromDay + judgeDays} at its own rate scale; ${parallel} replays at a time; default strategy ${DEFAULT_STRATEGY}`);
   console.log(`SLO (p95): ${Object.entries(slo.models).map(([m, s]) => `${m} TTFT ≤ ${s.ttftMs} ms (unloaded p95 ${unloadedP95Ms[m]} ms), TPOT ≤ ${s.tpotMs} ms`).join("; ")}`);
+  for (const p of plans) console.log(`regime ${p.regime.name}: ${p.regime.summary}; arms ${p.arms.map((a) => a.name).join(", ")}; weeks ${p.seeds.join(", ")}`);
 
   const pool = weekPool(parallel);
-  const run = (arm: Arm, value: number, workload: WorkloadSpec, minuteSeries = false) => {
-    const s = arm.setting(value, fleet);
-    return pool.run({ fleet: s.fleet, workload, strategy: arm.strategy, strategyParams: s.params, ...(arm.planner === undefined ? {} : { planner: arm.planner }), minuteSeries });
-  };
-
-  // Tune: walk the ladder from the default toward cheaper while the SLO holds, toward safer while it does not.
-  console.log(`tuning on ${windowName(0, tuneDays)}:`);
-  const tuned = new Map<string, { tried: Tried[]; pick: Tried; met: boolean }>();
-  await Promise.all(ARMS.map(async (arm) => {
-    const tried: Tried[] = [];
-    const at = async (index: number) => {
-      const value = arm.ladder[index]!;
-      const result = await run(arm, value, tune);
-      const t = { index, value, sloMet: result.slo.met, instanceHours: result.totals.instanceHours, result };
-      tried.push(t);
-      console.log(line(`${arm.name} ${arm.knob.split(" ")[0]} ${value}`, result));
-      return t;
-    };
-    let i = arm.start;
-    const first = await at(i);
-    if (first.sloMet) {
-      while (i > 0 && (await at(--i)).sloMet);
-    } else {
-      while (i < arm.ladder.length - 1 && !(await at(++i)).sloMet);
+  let done = 0;
+  let fromCache = 0;
+  // results[regime][arm][week index] = the runs of that week's search
+  const results = new Map<string, Map<string, RunFigures[][]>>();
+  await Promise.all(plans.flatMap((p) => p.arms.map(async (arm) => {
+    const perWeek: RunFigures[][] = [];
+    let start = arm.start;
+    for (const seed of p.seeds) {
+      const fleet: FleetSpec = p.regime.fleet({ ...weeks.get(seed)!.fleet, config: { ...weeks.get(seed)!.fleet.config, slo } });
+      const runs = await searchFrontier({ arm, regime: p.regime, fleet, workload: judged.get(seed)!, start, cacheKey: { seed, from: target.judgeFromDay, days: judgeDays, slo } }, pool.run, cache, (f, cached) => {
+        done++;
+        if (cached) fromCache++;
+        console.log(`${runLine(p.regime.name, seed, arm.name, f, cached)}  [${done} runs, ${fromCache} cached]`);
+      });
+      perWeek.push(runs);
+      // The next week starts where this one's edge was.
+      const c = costAtSlo(runs);
+      if (c.met !== undefined) start = arm.ladder.indexOf(c.met.knob);
     }
-    tuned.set(arm.name, { tried, ...cheapestMeeting(tried) });
-  }));
+    let byArm = results.get(p.regime.name);
+    if (byArm === undefined) results.set(p.regime.name, (byArm = new Map()));
+    byArm.set(arm.name, perWeek);
+  })));
 
-  // Judge: the tuned setting on the held-out days; a miss is rerun one rung safer.
-  console.log(`judging on ${windowName(tuneDays, judgeDays)}:`);
-  const judged = new Map<string, { value: number; result: WeekResult; first?: { value: number; result: WeekResult } }>();
-  await Promise.all(ARMS.map(async (arm) => {
-    const pick = tuned.get(arm.name)!.pick;
-    const result = await run(arm, pick.value, judge);
-    console.log(line(`${arm.name} ${arm.knob.split(" ")[0]} ${pick.value}`, result));
-    if (result.slo.met || pick.index + 1 >= arm.ladder.length) {
-      judged.set(arm.name, { value: pick.value, result });
-      return;
+  // Cost at the SLO per regime, arm and week.
+  const costs: Record<string, Record<string, CostAtSlo[]>> = {};
+  const regimesJson: Record<string, unknown> = {};
+  const crossover: Record<string, unknown>[] = [];
+  for (const p of plans) {
+    const byArm = results.get(p.regime.name)!;
+    const c: Record<string, CostAtSlo[]> = {};
+    for (const a of p.arms) c[a.name] = byArm.get(a.name)!.map((runs) => costAtSlo(runs));
+    costs[p.regime.name] = c;
+    const hpa = c["reactive-hpa"]?.map((x) => x.instanceHours);
+    const hpaRuns = byArm.get("reactive-hpa")?.flat() ?? [];
+    const outs = hpaRuns.reduce((s, f) => s + f.scaleOuts, 0);
+    const scaleOutMs = outs === 0 ? Number.NaN : hpaRuns.reduce((s, f) => s + (Number.isFinite(f.scaleOutMs) ? f.scaleOutMs * f.scaleOuts : 0), 0) / outs;
+    console.log(`cost at the SLO, regime ${p.regime.name} (measured scale-out ${fmtMs(scaleOutMs)}; days ${target.judgeFromDay + 1}–${target.judgeFromDay + judgeDays}):`);
+    const armsJson: Record<string, unknown> = {};
+    for (const a of p.arms) {
+      const cs = c[a.name]!;
+      const ih = cs.map((x) => x.instanceHours);
+      const vs = hpa === undefined || a.name === "reactive-hpa" ? undefined : compareArms(ih, hpa);
+      const edges = cs.map((x) => (x.met === undefined ? "no setting met" : `${x.met.knob}${x.missed === undefined ? " (nothing cheaper ran)" : ` … ${x.missed.knob}`}`));
+      console.log(`  ${a.name.padEnd(15)} ${ih.map((x) => jsonFigure(x, 1)).join(" / ")} instance-h (edge ${edges.join("; ")})${vs === undefined ? "" : `; vs reactive-hpa ${pct(vs.mean)} ± ${pct(vs.spread)}${vs.tie ? " (a tie: within the weeks' spread)" : ""} [${vs.perWeek.map(pct).join(", ")}]`}`);
+      armsJson[a.name] = { knob: a.knob, costs: ih.map((x) => jsonFigure(x, 2)), edges: cs.map((x) => ({ met: x.met?.knob ?? null, missed: x.missed?.knob ?? null, bracketed: x.bracketed })), ...(vs === undefined ? {} : { vsReactiveHpa: { mean: jsonFigure(vs.mean, 4), spread: jsonFigure(vs.spread, 4), tie: vs.tie, perWeek: vs.perWeek.map((x) => jsonFigure(x, 4)) } }), runs: byArm.get(a.name)!.map((w) => w.map((f) => ({ knob: f.knob, instanceHours: f.instanceHours, margin: jsonFigure(f.margin), met: f.sloMet && f.margin <= 1 && f.batchAllWithinDeadline, attainment: f.attainment }))) };
     }
-    const safer = arm.ladder[pick.index + 1]!;
-    const rerun = await run(arm, safer, judge);
-    console.log(line(`${arm.name} ${arm.knob.split(" ")[0]} ${safer} (rerun safer)`, rerun));
-    judged.set(arm.name, { value: safer, result: rerun, first: { value: pick.value, result } });
-  }));
-
-  const res = (name: string) => judged.get(name)!.result;
-  console.log(`cost at the SLO, ${windowName(tuneDays, judgeDays)}:`);
-  for (const arm of ARMS) {
-    const j = judged.get(arm.name)!;
-    const r = j.result;
-    const t = tuned.get(arm.name)!;
-    const vs = (b: string) => jsonFigure(savedAtSlo(figuresOf(r), figuresOf(res(b))));
-    console.log(`  ${arm.name.padEnd(13)} ${arm.knob} = ${j.value}${t.met ? "" : " (no setting met the SLO on the tuning days)"}${j.first === undefined ? "" : ` (tuned ${j.first.value} missed: ${j.first.result.totals.instanceHours} instance-h)`}: instance-h ${r.totals.instanceHours}, p95 TTFT ${r.interactive.ttftMs.p95} ms, p95 TPOT ${r.interactive.tpotMs.p95} ms, SLO ${r.slo.met ? "met" : `missed (${r.slo.unmetModels.join(", ")})`}, attainment ${(r.slo.attainment * 100).toFixed(2)}%, unserved ${r.requests.interactiveUnserved}; saved vs reactive-hpa ${vs("reactive-hpa")}, vs reactive ${vs("reactive")}`);
+    regimesJson[p.regime.name] = { summary: p.regime.summary, scaleOutMs: jsonFigure(scaleOutMs, 0), weeks: p.seeds, arms: armsJson };
+    if (hpa !== undefined) {
+      const row = (arm: string) => (c[arm] === undefined ? undefined : compareArms(c[arm]!.map((x) => x.instanceHours), hpa));
+      const d = row(DEFAULT_STRATEGY);
+      const o = row("oracle");
+      crossover.push({ regime: p.regime.name, scaleOutMs: jsonFigure(scaleOutMs, 0), defaultVsHpa: d === undefined ? null : jsonFigure(d.mean, 4), defaultTie: d?.tie ?? null, oracleVsHpa: o === undefined ? null : jsonFigure(o.mean, 4) });
+    }
   }
+  console.log(`where forecasting pays (cost at the SLO against tuned reactive-hpa; negative = cheaper):`);
+  console.log(`  ${"regime".padEnd(20)} ${"scale-out".padStart(10)} ${`${DEFAULT_STRATEGY}`.padStart(16)} ${"oracle".padStart(8)}`);
+  for (const r of crossover) console.log(`  ${String(r.regime).padEnd(20)} ${fmtMs(Number(r.scaleOutMs)).padStart(10)} ${`${pct(Number(r.defaultVsHpa))}${r.defaultTie === true ? " (tie)" : ""}`.padStart(16)} ${pct(Number(r.oracleVsHpa)).padStart(8)}`);
 
-  // Burst: 7.2 h from the tuning window's start; the first model × 8 in every region during [5:40, 6:00).
-  const burstStartMs = (5 * 60 + 40) * 60_000;
-  const burstModel = week.models[0]!.name;
-  const burstWorkload: WorkloadSpec = { ...tune, days: 0.3, targetRequests: Math.round((week.targetRequests * 0.3) / week.days), bursts: [{ startMs: burstStartMs, durationMs: 20 * 60_000, factor: 8, model: burstModel }] };
-  const burstArms = ARMS.filter((a) => a.planner === undefined);
-  console.log(`burst: ${burstModel} × 8 during [${burstStartMs / 60_000}, ${burstStartMs / 60_000 + 20}) min of a ${burstWorkload.days}-day replay; each arm at its tuned setting`);
-  const burst = await Promise.all(burstArms.map((arm) => run(arm, judged.get(arm.name)!.value, burstWorkload, true)));
-  const startMin = burstStartMs / 60_000;
-  const targetMs = latencyTarget(minuteP95(burst[0]!, burstModel), startMin);
+  const ihTable = Object.fromEntries(Object.entries(costs).map(([r, c]) => [r, Object.fromEntries(Object.entries(c).map(([a, x]) => [a, x.map((y) => y.instanceHours)]))]));
+  const checks = costAtSloChecks({ main: MAIN, sageserve: SAGESERVE, costs: ihTable }, DEFAULT_STRATEGY);
+  const winner = cheapestArm(ihTable[MAIN] ?? {});
+
+  // The 8× burst (SageServe §7.3.4): the first week's first 0.3 day, the first model × 8 in every region during
+  // [5:40, 6:00), the default and reactive-hpa at their edge settings in the main regime.
   const recovery: Record<string, number> = {};
-  burst.forEach((r, i) => {
-    const name = burstArms[i]!.name;
-    const series = minuteP95(r, burstModel);
-    recovery[name] = recoveryMinutes(series, startMin, targetMs);
-    const during = Array.from(series.subarray(startMin, startMin + 40)).map((v) => (Number.isNaN(v) ? null : Number.isFinite(v) ? Math.round(v) : "unserved"));
-    console.log(`  ${name.padEnd(13)} recovery ${recovery[name]} min to p95 TTFT ≤ ${Math.round(targetMs)} ms, ${r.requests.interactiveUnserved} unserved; per-minute p95 from the burst start: ${JSON.stringify(during)}`);
-  });
-  const burstHtml = lineChart(`Burst: ${burstModel} per-minute p95 TTFT around the 8× burst (target ${Math.round(targetMs)} ms)`, burst.map((r, i) => ({ name: burstArms[i]!.name, values: (r.minuteP95TtftMs?.[burstModel] ?? []).slice(startMin - 30, startMin + 70) })), { yLabel: "ms (x: minutes from 30 min before the burst)", log: true });
-  const reports = ARMS.map((a) => ({ ...res(a.name), strategy: a.name }));
-  const files = writeReports("out/bench-strategies", reports, { html: `<h2>8× burst</h2>${burstHtml}`, json: { burst: { model: burstModel, startMin, targetMs, recovery }, slo } });
-  console.log(`reports: ${files.join(" ")}`);
-
-  const { checks, oracleShort } = costAtSloChecks({ winner: figuresOf(res(WINNER)), reactiveHpa: figuresOf(res("reactive-hpa")), reactive: figuresOf(res("reactive")), oracle: figuresOf(res("oracle")), fullWindows: tuneDays === target.tuneDays && judgeDays === target.judgeDays });
-  const oracleVsHpa = savedAtSlo(figuresOf(res("oracle")), figuresOf(res("reactive-hpa")));
-  if (oracleShort) console.log(`the oracle is ${(oracleVsHpa * 100).toFixed(1)}% below tuned reactive-hpa (< 10%): ${WINNER} is held to within ${target.withinOracleWhenOracleShort * 100}% of the oracle instead`);
-  checks.push({ check: `${WINNER} recovers from the burst no later than reactive-hpa`, value: recovery[WINNER]!, limit: recovery["reactive-hpa"]!, ok: recoversNoLater(recovery[WINNER]!, recovery["reactive-hpa"]!) });
+  const mainPlan = plans.find((p) => p.regime.name === MAIN);
+  const burstArms = (mainPlan?.arms ?? []).filter((a) => a.name === "reactive-hpa" || a.name === DEFAULT_STRATEGY);
+  if (mainPlan !== undefined && burstArms.length === 2) {
+    const burstStartMs = (5 * 60 + 40) * 60_000;
+    const burstModel = first.workload.models[0]!.name;
+    const base = windowOf(first.workload, new WorkloadStream(first.workload).summary.rateScale, 0, 0.3);
+    const burstWorkload: WorkloadSpec = { ...base, bursts: [{ startMs: burstStartMs, durationMs: 20 * 60_000, factor: 8, model: burstModel }] };
+    const fleet = mainPlan.regime.fleet({ ...first.fleet, config: { ...first.fleet.config, slo } });
+    const burst = await Promise.all(burstArms.map((arm) => {
+      const knob = costs[MAIN]![arm.name]![0]!.met?.knob ?? arm.ladder[arm.start]!;
+      const s = arm.setting(knob, fleet);
+      return pool.run({ fleet: s.fleet, workload: burstWorkload, strategy: arm.strategy, strategyParams: s.params, minuteSeries: true });
+    }));
+    const startMin = burstStartMs / 60_000;
+    const targetMs = latencyTarget(minuteP95(burst[0]!, burstModel), startMin);
+    burst.forEach((r, i) => {
+      const name = burstArms[i]!.name;
+      recovery[name] = recoveryMinutes(minuteP95(r, burstModel), startMin, targetMs);
+      console.log(`burst: ${name} recovers in ${recovery[name]} min to p95 TTFT ≤ ${Math.round(targetMs)} ms (${burstModel} × 8 for 20 min), ${r.requests.interactiveUnserved} unserved`);
+    });
+    checks.push({ check: `${DEFAULT_STRATEGY} recovers from the 8× burst no later than reactive-hpa`, value: recovery[DEFAULT_STRATEGY]!, limit: recovery["reactive-hpa"]!, ok: recoversNoLater(recovery[DEFAULT_STRATEGY]!, recovery["reactive-hpa"]!) });
+  } else {
+    checks.push({ check: `${DEFAULT_STRATEGY} recovers from the 8× burst no later than reactive-hpa (not run)`, value: Number.NaN, limit: Number.NaN, ok: false });
+  }
   for (const c of checks) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.check}: ${jsonFigure(c.value)} (limit ${jsonFigure(c.limit)})`);
-  const arms = Object.fromEntries(ARMS.map((a) => {
-    const j = judged.get(a.name)!;
-    const r = j.result;
-    const t = tuned.get(a.name)!;
-    return [a.name, {
-      knob: a.knob,
-      value: j.value,
-      tunedMetSlo: t.met,
-      tried: t.tried.map((x) => ({ value: x.value, instanceHours: x.instanceHours, sloMet: x.sloMet })),
-      ...(j.first === undefined ? {} : { missedAt: { value: j.first.value, instanceHours: j.first.result.totals.instanceHours } }),
-      instanceHours: r.totals.instanceHours,
-      p95TtftMs: finite(r.interactive.ttftMs.p95),
-      p95TpotMs: finite(r.interactive.tpotMs.p95),
-      sloMet: r.slo.met,
-      attainment: r.slo.attainment,
-      violatedHours: r.slo.violatedHours,
-      unserved: r.requests.interactiveUnserved,
-      batchAllWithinDeadline: r.batch.allWithinDeadline,
-      models: Object.fromEntries(Object.entries(r.models).map(([m, x]) => [m, { ttftP95Ms: finite(x.slo.ttftAtPercentileMs), tpotP95Ms: finite(x.slo.tpotAtPercentileMs), met: x.slo.met }])),
-    }];
-  }));
-  const verdict = verdictOf(checks, tuneDays === target.tuneDays && judgeDays === target.judgeDays ? [] : [`--tune-days ${tuneDays}`, `--judge-days ${judgeDays}`]);
+  const verdict = verdictOf(checks, shrunk);
   console.log(JSON.stringify({
     bench: "strategies",
-    winner: WINNER,
-    loading: loading?.source ?? "none",
+    defaultStrategy: DEFAULT_STRATEGY,
+    winner: winner ?? null,
+    weeks: seeds,
+    judgedDays: [target.judgeFromDay + 1, target.judgeFromDay + judgeDays],
     slo: Object.fromEntries(Object.entries(slo.models).map(([m, s]) => [m, { ttftMs: s.ttftMs, tpotMs: s.tpotMs, percentile: s.percentile, unloadedP95TtftMs: unloadedP95Ms[m] }])),
-    windows: { tuneDays, judgeDays },
-    arms,
-    oracleVsReactiveHpa: jsonFigure(oracleVsHpa),
-    oracleShort,
-    burstRecoveryMin: Object.fromEntries(Object.entries(recovery).map(([k, v]) => [k, finite(v)])),
-    checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value), limit: jsonFigure(c.limit) })),
+    crossover,
+    regimes: regimesJson,
+    burstRecoveryMin: Object.fromEntries(Object.entries(recovery).map(([k, v]) => [k, jsonFigure(v)])),
+    runs: { total: done, cached: fromCache },
+    checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value, 4), limit: jsonFigure(c.limit, 4) })),
     target,
     met: verdict.met,
+    missed: verdict.missed,
     ...(verdict.partial === true ? { partial: true, shrunk: verdict.shrunk } : {}),
   }));
 }
@@ -279,4 +249,3 @@ try {
   console.log(JSON.stringify({ bench: "strategies", met: false, target, error: err instanceof Error ? err.message : String(err) }));
   process.exitCode = 1;
 }
-

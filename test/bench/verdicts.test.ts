@@ -4,7 +4,6 @@ import { errorOn, fitProfile } from "../../core/perf/fit.js";
 import { fitAll } from "../../core/perf/evaluate.js";
 import type { MeasuredRow } from "../../core/perf/data.js";
 import { latencyFigures, type LatencyRecord } from "../../sim/replay/loading.js";
-import { recoveryMinutes } from "../../sim/week/burst.js";
 import { batchChecks, runsChecks, type FillRound, type TtftRound } from "./verdicts/batch.js";
 import { burstChecks, type BurstRow } from "./verdicts/burst.js";
 import { atLeast, atMost, envOverrides, ratio, verdictOf } from "./verdicts/common.js";
@@ -14,7 +13,6 @@ import { judgedHostSize, lambdaP90VsSsd, maasChecks, type MaasRow, type MaasTrac
 import { replayChecks, type ReplayFigures } from "./verdicts/replay.js";
 import { routerChecks, type RouterFigures } from "./verdicts/router.js";
 import { scaleoutChecks } from "./verdicts/scaleout.js";
-import { cheapestMeeting, costAtSloChecks, frontierJudgement, recoversNoLater, type ArmFigures, type FrontierPoint, type WeekFigures } from "./verdicts/strategies.js";
 
 // Issue 36: for each bench, results where a target is missed in a way `met` used to let through.
 
@@ -121,67 +119,6 @@ describe("bench:keystage", () => {
   it("a whole-pipeline goodput of 0 is no ratio to pass on; an unfinished key-stage mean (+Infinity) is no reduction", () => {
     expect(keystageChecks([{ name: "cv4", cv: 4, keyStage: arm(1000, 0), wholePipeline: arm(5000, 0) }]).find((c) => c.check.includes("goodput"))!.ok).toBe(false);
     expect(keystageChecks([{ name: "cv2", cv: 2, keyStage: arm(Number.POSITIVE_INFINITY, 5), wholePipeline: arm(Number.POSITIVE_INFINITY, 5) }])[0]!.ok).toBe(false);
-  });
-});
-
-describe("bench:strategies: cost at the SLO (issue 31)", () => {
-  const arm = (instanceHours: number, sloMet = true): ArmFigures => ({ instanceHours, sloMet, batchAllWithinDeadline: true });
-  const judge = (winner: ArmFigures, hpa: ArmFigures, reactive: ArmFigures, oracle: ArmFigures, fullWindows = true) => costAtSloChecks({ winner, reactiveHpa: hpa, reactive, oracle, fullWindows });
-  const failed = (r: ReturnType<typeof judge>) => r.checks.filter((c) => !c.ok).map((c) => c.check);
-
-  it("meets: 12% under HPA, 30% under reactive, 4% over an oracle that is 15% under HPA", () => {
-    const r = judge(arm(88), arm(100), arm(126), arm(84.6));
-    expect(r.oracleShort).toBe(false);
-    expect(failed(r)).toEqual([]);
-  });
-
-  it("an arm that misses the SLO compares with nothing: a cheaper HPA that missed it is no pass for anyone", () => {
-    expect(failed(judge(arm(88), arm(70, false), arm(126), arm(84.6)))).toEqual(["instance-hours saved vs tuned reactive-hpa"]);
-    expect(failed(judge(arm(50, false), arm(100), arm(126), arm(84.6)))).toContain("winner meets the SLO on the judged days");
-  });
-
-  it("an oracle less than 10% under HPA holds the winner to within 3% of the oracle instead", () => {
-    const short = judge(arm(94), arm(100), arm(130), arm(92));
-    expect(short.oracleShort).toBe(true);
-    expect(failed(short)).toEqual([]);
-    expect(failed(judge(arm(96), arm(100), arm(130), arm(92)))).toEqual(["over the oracle (the oracle is < 10% below reactive-hpa)"]);
-  });
-
-  it("shortened windows are never met", () => {
-    expect(verdictOf(judge(arm(88), arm(100), arm(126), arm(84.6), false).checks).met).toBe(false);
-  });
-
-  it("tuning picks the cheapest setting that met the SLO, else the safest tried", () => {
-    const t = (index: number, instanceHours: number, sloMet: boolean) => ({ index, instanceHours, sloMet });
-    expect(cheapestMeeting([t(2, 90, true), t(1, 80, true), t(0, 70, false)])).toEqual({ pick: t(1, 80, true), met: true });
-    expect(cheapestMeeting([t(2, 90, false), t(3, 95, false)])).toEqual({ pick: t(3, 95, false), met: false });
-  });
-});
-
-describe("bench:strategies (burst) and bench:strategies-frontier", () => {
-  const week = (p95TtftMs: number, instanceHours: number, unserved = 0): WeekFigures => ({ instanceHours, provisioningGpuHours: instanceHours / 10, p95TtftMs, unserved, batchAllWithinDeadline: true });
-  it("a burst neither side recovers from is not recovered 'no later'", () => {
-    const inf = Number.POSITIVE_INFINITY;
-    const never = recoveryMinutes(Float64Array.from([inf, inf, inf]), 0, 500, 2);
-    expect(never).toBe(inf);
-    expect(recoversNoLater(never, never)).toBe(false);
-    expect(recoversNoLater(4, never)).toBe(true);
-    expect(recoversNoLater(4, 3)).toBe(false);
-  });
-
-  it("an LT-UA point is judged against the HPA frontier at its own latency, not one fixed HPA setting", () => {
-    const point = (label: string, strategy: string, p95TtftMs: number, instanceHours: number): FrontierPoint => ({ label, strategy, ...week(p95TtftMs, instanceHours) });
-    const hpa = [point("hpa 0.6", "reactive-hpa", 400, 120), point("hpa 0.7", "reactive-hpa", 500, 100), point("hpa 0.8", "reactive-hpa", 700, 85)];
-    // 12% cheaper than the default HPA (0.7), but at its own p95 (690 ms) HPA 0.8's setting costs ~88 too.
-    expect(frontierJudgement(point("lt-ua", "lt-ua", 690, 88), hpa)).toMatchObject({ meets: false, against: ["hpa 0.7", "hpa 0.8"] });
-    expect(frontierJudgement(point("lt-ua", "lt-ua", 500, 88), hpa)).toMatchObject({ meets: true, against: ["hpa 0.6", "hpa 0.7"] });
-    // Slower than every HPA setting: nothing to compare with, no pass.
-    expect(frontierJudgement(point("lt-ua", "lt-ua", 900, 10), hpa).meets).toBe(false);
-    // Faster than every HPA setting: the fastest (most expensive) is the bar.
-    expect(frontierJudgement(point("lt-ua", "lt-ua", 300, 110), hpa)).toMatchObject({ meets: false, against: ["hpa 0.6"] });
-    // Unserved on both sides: not comparable.
-    const inf = Number.POSITIVE_INFINITY;
-    expect(frontierJudgement(point("lt-ua", "lt-ua", inf, 10), [point("hpa", "reactive-hpa", inf, 100)]).meets).toBe(false);
   });
 });
 

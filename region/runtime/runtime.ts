@@ -109,7 +109,6 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const keep = o.keepActions ?? 100;
   const actions: ControllerAction[] = [];
   const blockedSaid = new Map<string, number>();
-  const refusedSaid = new Map<string, number>();
   // One telemetry snapshot per pass, shared by every endpoint's signals.
   let snap: { atMs: number; t: RegionTelemetry } | undefined;
   const snapshot = () => {
@@ -145,9 +144,10 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     ...(o.cold === undefined ? {} : { scaleToZero: { models: o.cold.models, idleMs: cc.scaleToZero.idleMs, held: (m: ModelName) => o.cold!.hold.held(m), idleForMs: (m: ModelName) => o.cold!.hold.idleForMs(m) } }),
     onAction: (a) => record(a),
     onBlocked: (b) => {
-      verdicts?.blocked(b.model, b.gpu, b.reason, b.freeGpus);
       // Said once per endpoint and reason a minute: an operator reads why the target is not reached.
       const key = `${b.model}/${b.gpu}/${b.reason}`;
+      // Every block counts for held requests at zero (cold-verdict.ts), said or not.
+      verdicts?.blocked(b.model, b.gpu, b.reason, b.freeGpus);
       if ((blockedSaid.get(key) ?? -Infinity) > b.atMs - 60_000) return;
       blockedSaid.set(key, b.atMs);
       const message = b.reason === "at-max" ? `${b.model}/${b.gpu}: wants ${b.desired} instances, at its maximum (${b.current})` : `${b.model}/${b.gpu}: wants ${b.desired} instances, has ${b.current}; no spot instance to reclaim or redeploy and ${b.freeGpus} free ${b.gpu} GPU slots`;
@@ -240,6 +240,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
       }
     }
   };
+  const refusedSaid = new Map<string, number>();
   const pass = () => {
     if (o.clock.now() < firstPassAtMs) return;
     verdicts?.beginPass();

@@ -27,6 +27,15 @@ export const ERROR_CODES = {
    * bounds (controller.scaleToZero holdMs / maxHeld); the router adds Retry-After. Not retried in another region.
    */
   model_cold: { status: 503, type: "server_error", grpc: 14 },
+  /**
+   * A model at zero could not be started: no free GPU for an instance (no spot instance to reclaim or redeploy, too
+   * few free GPUs; region/runtime/cold-verdict.ts). The router tries the next region, then adds Retry-After.
+   */
+  no_capacity: { status: 503, type: "server_error", grpc: 14 },
+  /** A model at zero could not be placed: no node can take an instance of it, or its endpoints allow none (maxInstances 0). */
+  not_placed: { status: 503, type: "server_error", grpc: 14 },
+  /** A model at zero was placed but its cold start failed (a transfer, an engine that exited or never became healthy). */
+  cold_start_failed: { status: 503, type: "server_error", grpc: 14 },
   /** The batch queue's Redis cannot be reached now (core/redis.ts guardRedis); the router adds Retry-After. */
   queue_unavailable: { status: 503, type: "server_error", grpc: 14 },
   internal: { status: 500, type: "server_error", grpc: 13 },
@@ -35,6 +44,13 @@ export const ERROR_CODES = {
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
+
+/**
+ * The codes of a model at zero that did not come up (issue 50): the hold ran out or was full (`model_cold`), or the
+ * region could not start it (`no_capacity`, `not_placed`, `cold_start_failed`). Each is 503; the router answers it
+ * with `Retry-After: controller.scaleToZero.retryAfterS`.
+ */
+export const COLD_START_CODES: ReadonlySet<ErrorCode> = new Set<ErrorCode>(["model_cold", "no_capacity", "not_placed", "cold_start_failed"]);
 
 /** The JSON body OpenAI's API returns on error. */
 export interface OpenAIErrorBody {

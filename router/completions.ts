@@ -8,7 +8,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { TidegateConfig } from "../core/config.js";
-import { TidegateError, toTidegateError } from "../core/errors.js";
+import { COLD_START_CODES, TidegateError, toTidegateError } from "../core/errors.js";
 import type { Clock } from "../core/clock.js";
 import { newId } from "../core/ids.js";
 import type { Logger } from "../core/log.js";
@@ -141,7 +141,8 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
       }
       if (te.code === "internal") deps.logger.error("router: internal error", { err, model: outcome.model });
       else deps.logger.debug("router: request refused", { model: outcome.model, region: outcome.region, status: te.status, code: te.code, message: te.message });
-      sendError(res, te, te.code === "model_cold" ? { "retry-after": String(deps.config.controller.scaleToZero.retryAfterS) } : {});
+      // A model at zero that did not come up (held too long, or no region could start it): ask again later.
+      sendError(res, te, COLD_START_CODES.has(te.code) ? { "retry-after": String(deps.config.controller.scaleToZero.retryAfterS) } : {});
     } else {
       outcome.status = 502;
       deps.logger.error("router: failure after the response started", { err, model: outcome.model, region: outcome.region });

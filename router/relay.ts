@@ -9,7 +9,7 @@
  * ten million requests a week, synchronously on their clock).
  */
 import { blockHashesOfBody } from "../core/prefix.js";
-import { TidegateError, findTidegateError } from "../core/errors.js";
+import { COLD_START_CODES, TidegateError, findTidegateError } from "../core/errors.js";
 import type { RegionName } from "../core/models.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink } from "../core/ports.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
@@ -133,8 +133,10 @@ export function isRetryable(err: unknown): boolean {
 
 /**
  * Opens the stream in the first region that produces a first event. Throws TidegateError: cancelled when the
- * client aborted; the region's own error when it is not retryable (a 4xx from upstream); no_region_available (503)
- * when no region is available or every available one failed before its first event.
+ * client aborted; the region's own error when it is not retryable (a 4xx from upstream); when every region tried
+ * refused to start the model from zero (no_capacity, not_placed, cold_start_failed: issue 50), the first one's code
+ * with every region's reason; no_region_available (503) when no region is available (saying why of each) or every
+ * available one failed before its first event.
  */
 export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedStream> {
   const { req, signal } = opts;
@@ -149,6 +151,9 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
   const failures: string[] = [];
   let lastErr: unknown;
   let pendingRetry: RegionName | undefined;
+  // The first region's refusal to start the model from zero, while every failure so far is one.
+  let coldRefusal: TidegateError | undefined;
+  let onlyColdRefusals = true;
   for (;;) {
     if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
     const next = walk.next();
@@ -157,8 +162,10 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     }
     if (next === undefined) {
       const among = opts.allowedRegions === undefined ? "" : ` among this API key's regions (${[...opts.allowedRegions].join(", ")})`;
-      const detail = failures.length === 0 ? `no region serving it${among} has fresh telemetry` : `every available region${among} failed before the first token (${failures.join("; ")})`;
-      throw new TidegateError("no_region_available", `model ${req.model}: ${detail}`, lastErr === undefined ? {} : { cause: lastErr });
+      const cause = lastErr === undefined ? {} : { cause: lastErr };
+      if (coldRefusal !== undefined && onlyColdRefusals) throw new TidegateError(coldRefusal.code, `model ${req.model}: no region${among} can start it from zero (${failures.join("; ")})`, cause);
+      const detail = failures.length === 0 ? `no region${among} can serve it now (${unavailability(opts)})` : `every available region${among} failed before the first token (${failures.join("; ")})`;
+      throw new TidegateError("no_region_available", `model ${req.model}: ${detail}`, cause);
     }
     const { region, link } = next;
     if (pendingRetry !== undefined) {
@@ -236,9 +243,21 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       if (!isRetryable(err)) throw err;
       lastErr = err;
       pendingRetry = region;
-      failures.push(`${region}: ${err instanceof Error ? err.message : String(err)}`);
+      const te = findTidegateError(err);
+      const cold = te !== undefined && COLD_START_CODES.has(te.code) ? te : undefined;
+      if (cold === undefined) onlyColdRefusals = false;
+      else coldRefusal ??= cold;
+      // A region's refusal to start the model names the model and the region already.
+      failures.push(cold !== undefined ? cold.message : `${region}: ${err instanceof Error ? err.message : String(err)}`);
     }
   }
+}
+
+/** Why each region that may serve the request is unavailable to it, in words (the selector's `unavailableWhy`). */
+function unavailability(opts: DispatchOptions): string {
+  const regions = opts.selector.hostingRegions(opts.req.model).filter((r) => opts.allowedRegions === undefined || opts.allowedRegions.has(r));
+  if (regions.length === 0) return "no region that may serve it hosts it";
+  return regions.map((r) => `${r}: ${opts.links.has(r) ? opts.selector.unavailableWhy(r, opts.req.model) : "no link to it"}`).join("; ");
 }
 
 /**

@@ -173,6 +173,22 @@ export class RegionSelector {
   }
 
   /**
+   * Why `candidate(region, model)` is unavailable, in words, for an error message: no telemetry, stale telemetry, or
+   * no serving instance in a region that does not start the model from zero; "available" when it is not unavailable.
+   */
+  unavailableWhy(region: RegionName, model: ModelName): string {
+    const s = this.state.get(region);
+    if (s === undefined) return "not a configured region";
+    if (s.telemetry === undefined) return "no telemetry from it yet, or its link is down";
+    const ageMs = this.opts.clock.now() - s.receivedAtMs;
+    if (ageMs > this.opts.telemetryStaleMs) return `its last telemetry is ${Math.round(ageMs)} ms old (router.telemetryStaleMs ${this.opts.telemetryStaleMs})`;
+    const mt = s.telemetry.models.find((m) => m.model === model);
+    if (mt === undefined) return "it reports no endpoint of the model";
+    if (mt.cold === undefined && servingInstances(mt) === 0) return "no instance of the model serves there, and it does not start the model from zero (an endpoint with minInstances > 0, or fixed engines)";
+    return "available";
+  }
+
+  /**
    * Picks a region for `model`: hosting regions in preference order (client region, its proximity list, the
    * rest), the first under the threshold, else the least utilized; a cold region instead when its expected TTFT for
    * a `promptTokens` prompt is lower (selection.ts). `exclude` skips regions already tried.

@@ -41,10 +41,12 @@ export interface ControllerConfig extends RegionSettings {
 }
 
 /**
- * Scale to zero and back. With `idleMs` > 0, an endpoint whose `minInstances` is 0 drains its last instance once its
- * model has been idle that long, and a request for a model with no serving instance in the region is held at the
- * gateway (at most `maxHeld` per model, each at most `holdMs`) while the controller brings one up; a request beyond
- * either bound is refused with 503 `model_cold` and `Retry-After: retryAfterS`. `idleMs` 0 (default): off.
+ * Scale to zero and back. Whatever these say, a request for a model whose every endpoint in a region has
+ * `minInstances` 0 and no serving instance there is held at the region's gateway (at most `maxHeld` per model, each at
+ * most `holdMs`) while the controller brings one up (issue 50); a request beyond either bound is refused with 503
+ * `model_cold`, one the region cannot start with 503 `no_capacity` / `not_placed` / `cold_start_failed`, each with
+ * `Retry-After: retryAfterS`. `idleMs` > 0 turns on the idle drain: such an endpoint drains its last instance once its
+ * model has been idle that long. `idleMs` 0 (default): no idle drain, a model that came up stays up.
  */
 export interface ScaleToZeroConfig {
   idleMs: number;

@@ -98,10 +98,14 @@ export interface RegionControllerOptions {
   retryInitialMs?: number;
   retryMaxMs?: number;
   /**
-   * Scale to zero and back (zero.ts): endpoints with `minInstances` 0 drain their last instance after `idleMs` idle
-   * and come back when the gateway holds a request for them. Absent (or `idleMs` 0): the strategy's count stands.
+   * Scale to zero and back (zero.ts): endpoints with `minInstances` 0 of `models` come back from zero when the
+   * gateway holds a request for them, and with `idleMs` > 0 drain their last instance after that long idle.
+   * Absent: the strategy's count stands.
    */
   scaleToZero?: {
+    /** The models the rule covers (the region's cold-held models); absent: every model. */
+    models?: ReadonlySet<ModelName>;
+    /** The idle drain's window (ms; 0: no idle drain, the last instance stays). */
     idleMs: number;
     /** Requests for `model` held at the gateway now, waiting for an instance (region/gateway/cold-hold.ts). */
     held(model: ModelName): number;
@@ -126,6 +130,11 @@ export interface ControllerError {
   failures: number;
   /** When the next scale-out of this endpoint may be tried (clock ms). */
   retryAtMs: number;
+  /**
+   * "refused": the actuator refused the step at once (no node can take the instance, …); "failed": it accepted a
+   * scale-out that failed later (a transfer, an engine that never became healthy; `noteFailure`'s default).
+   */
+  kind: "refused" | "failed";
 }
 
 export class RegionController {
@@ -165,8 +174,11 @@ export class RegionController {
     for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, upperSteps: e.upperSteps, demandSteps: e.demandSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
   }
 
-  /** Records a failed scale-out of (model, gpu) and backs its next try off exponentially. */
-  noteFailure(model: ModelName, gpu: GpuType, message: string): ControllerError {
+  /**
+   * Records a failed scale-out of (model, gpu) and backs its next try off exponentially. `kind`: "failed" (default)
+   * when the actuator reports an accepted scale-out failed, "refused" when it refused the step (ControllerError).
+   */
+  noteFailure(model: ModelName, gpu: GpuType, message: string, kind: ControllerError["kind"] = "failed"): ControllerError {
     const key = `${model}/${gpu}`;
     const now = this.o.clock.now();
     const prev = this.backoff.get(key);
@@ -175,7 +187,7 @@ export class RegionController {
     const delay = Math.min(this.o.retryMaxMs ?? 60_000, first * 2 ** (failures - 1));
     const b = { failures, retryAtMs: now + delay };
     this.backoff.set(key, b);
-    const e: ControllerError = { atMs: now, region: this.o.region, model, gpu, message, failures, retryAtMs: b.retryAtMs };
+    const e: ControllerError = { atMs: now, region: this.o.region, model, gpu, message, failures, retryAtMs: b.retryAtMs, kind };
     this.o.onError?.(e);
     return e;
   }
@@ -252,7 +264,7 @@ export class RegionController {
       last.reason = decided.reason;
       last.utilization = sig.utilization;
       const zero = this.o.scaleToZero;
-      const decision = zero === undefined || ep.minInstances > 0 ? decided : applyZeroRule({ current, desired: decided.desired, reason: decided.reason, minInstances: ep.minInstances, held: zero.held(ep.model), idleForMs: zero.idleForMs(ep.model) }, zero.idleMs);
+      const decision = zero === undefined || ep.minInstances > 0 || zero.models?.has(ep.model) === false ? decided : applyZeroRule({ current, desired: decided.desired, reason: decided.reason, minInstances: ep.minInstances, held: zero.held(ep.model), idleForMs: zero.idleForMs(ep.model) }, zero.idleMs);
       const maxSteps = this.o.maxStepsPerPass ?? 1;
       let from = current;
       for (let s = 0; s < maxSteps && decision.desired !== from; s++) {
@@ -306,8 +318,8 @@ export class RegionController {
       // Each step re-reads the world: the previous step of this pass changed it.
       return this.step(ep, this.o.actuator.instances(), current, desired, reason, now);
     } catch (err) {
-      if (desired > current) this.noteFailure(ep.model, ep.gpu, err instanceof Error ? err.message : String(err));
-      else this.o.onError?.({ atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, message: err instanceof Error ? err.message : String(err), failures: 1, retryAtMs: now });
+      if (desired > current) this.noteFailure(ep.model, ep.gpu, err instanceof Error ? err.message : String(err), "refused");
+      else this.o.onError?.({ atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, message: err instanceof Error ? err.message : String(err), failures: 1, retryAtMs: now, kind: "refused" });
       return undefined;
     }
   }

@@ -21,6 +21,16 @@ describe("applyZeroRule", () => {
     expect(applyZeroRule(input({ current: 0, desired: 1, reason: "util-above", held: 0 }), IDLE_MS)).toEqual({ desired: 0, reason: "at-zero" });
   });
 
+  it("without the idle drain (idleMs 0, the default): held requests still start the model from zero, and nothing takes it back to zero", () => {
+    expect(applyZeroRule(input({ current: 0, desired: 0, held: 1 }), 0)).toEqual({ desired: 1, reason: "cold-start" });
+    expect(applyZeroRule(input({ current: 0, desired: 3, reason: "target", held: 1 }), 0)).toEqual({ desired: 3, reason: "target" });
+    // At zero with nothing held the strategy decides (a plan may bring the model up before any request).
+    expect(applyZeroRule(input({ current: 0, desired: 0, reason: "target", held: 0 }), 0)).toEqual({ desired: 0, reason: "target" });
+    // Above zero the last instance stays, however long the model has been idle; above one the strategy decides.
+    expect(applyZeroRule(input({ current: 1, desired: 0, idleForMs: 1e9 }), 0)).toEqual({ desired: 1, reason: "warm" });
+    expect(applyZeroRule(input({ current: 3, desired: 1, reason: "util-below", idleForMs: 1e9 }), 0)).toEqual({ desired: 1, reason: "util-below" });
+  });
+
   it("above zero: keeps one until the idle window has passed, then zero", () => {
     expect(applyZeroRule(input({ current: 1, desired: 0, idleForMs: 4999 }), IDLE_MS)).toEqual({ desired: 1, reason: "idle-window" });
     expect(applyZeroRule(input({ current: 1, desired: 0, idleForMs: 5000 }), IDLE_MS)).toEqual({ desired: 0, reason: "idle" });

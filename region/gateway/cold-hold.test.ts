@@ -66,6 +66,39 @@ describe("ColdHold in the gateway", () => {
     expect(w.gw.sloSummaries()[0]!.unserved).toBe(2);
   });
 
+  it("refuses every held request of a model at once with the region's reason (refuse), and a noted reason names a timeout's cause", async () => {
+    const w = world(10_000, 4);
+    const a = collect(w.gw.generate(request())).catch((e: unknown) => e);
+    const b = collect(w.gw.generate(request())).catch((e: unknown) => e);
+    await settle();
+    expect(w.hold.refuse(MODEL, { code: "no_capacity", detail: "llama3.1-8b/h100-80gb: no free GPU for an instance" })).toBe(2);
+    for (const err of [await a, await b]) {
+      const te = findTidegateError(err, "no_capacity");
+      expect(te?.status).toBe(503);
+      expect(te?.message).toBe("model llama3.1-8b cannot start from zero in region r: llama3.1-8b/h100-80gb: no free GPU for an instance");
+    }
+    expect(w.refused).toEqual(["no_capacity", "no_capacity"]);
+    expect(w.hold.held(MODEL)).toBe(0);
+    expect(w.hold.refuse(MODEL, { code: "no_capacity", detail: "x" })).toBe(0);
+    // A hold that runs out while the region knows why keeps model_cold and says why.
+    const c = collect(w.gw.generate(request())).catch((e: unknown) => e);
+    await settle();
+    w.hold.note(MODEL, { code: "cold_start_failed", detail: "its engine exited" });
+    await w.clock.advanceTo(10_000);
+    expect(findTidegateError(await c, "model_cold")?.message).toMatch(/within 10000 ms \(controller\.scaleToZero\.holdMs\): its engine exited$/);
+    // Released waiters forget the reason.
+    w.hold.note(MODEL, { code: "not_placed", detail: "nowhere" });
+    const d = collect(w.gw.generate(request()));
+    await settle();
+    w.gw.addInstance("h100-80gb", new FakeEngine({ instanceId: "i1", model: MODEL }));
+    expect((await d).at(-1)?.type).toBe("done");
+    w.gw.setInstanceState("i1", "draining");
+    const e = collect(w.gw.generate(request())).catch((x: unknown) => x);
+    await settle();
+    await w.clock.advanceTo(20_000);
+    expect(findTidegateError(await e, "model_cold")?.message).toMatch(/still under way or blocked/);
+  });
+
   it("holds a callback-form request and submits it when an instance serves; refuses it after holdMs", async () => {
     const w = world(5000, 4);
     const seen: string[] = [];

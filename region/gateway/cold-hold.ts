@@ -3,8 +3,10 @@
  * serverless setting). A request that finds no serving instance of its model waits here — at most `maxHeld` per
  * model, each at most `holdMs` — while the region controller brings an instance up (region/controller/zero.ts reads
  * `held`); when the gateway reports a change (an instance serving), every waiter of that model is let go, in arrival
- * order, and routes as usual. A request beyond either bound fails with 503 `model_cold` (the router adds
- * Retry-After); a waiter whose caller aborts leaves at once.
+ * order, and routes as usual. A request beyond either bound fails with 503 `model_cold` (its message says why the
+ * model is not coming up when the region knows: `note`), and the router adds Retry-After; the region may also refuse
+ * every waiter of a model at once with its reason's code (`refuse`: no_capacity, not_placed, cold_start_failed;
+ * region/runtime/cold-verdict.ts). A waiter whose caller aborts leaves at once.
  *
  * It also keeps each model's activity — requests entering, in flight and held — so the controller can tell how long
  * a model has been idle (`idleForMs`), and what each held request's first token took (`onColdTtft`).
@@ -12,7 +14,7 @@
  * and callbacks), live and in replay.
  */
 import type { Clock, Timer } from "../../core/clock.js";
-import { TidegateError } from "../../core/errors.js";
+import { TidegateError, type ErrorCode } from "../../core/errors.js";
 import type { ModelName, RegionName } from "../../core/models.js";
 
 export interface ColdHoldOptions {
@@ -24,8 +26,24 @@ export interface ColdHoldOptions {
   maxHeld: number;
   /** A held request got its first token `ttftMs` after entering the gateway (cold-start TTFT). */
   onColdTtft?(model: ModelName, ttftMs: number): void;
-  /** A request was refused: the hold was full, or it waited `holdMs`. */
-  onRefused?(model: ModelName, reason: "full" | "timeout"): void;
+  /**
+   * A request was refused: the hold was full, it waited `holdMs`, or the region refused the model's waiters with why
+   * it cannot start it (`refuse`: no_capacity, not_placed, cold_start_failed).
+   */
+  onRefused?(model: ModelName, reason: ColdRefusal): void;
+}
+
+/** Why a held request was refused (the region's `tidegate_region_cold_refused_total` label). */
+export type ColdRefusal = "full" | "timeout" | ColdReason["code"];
+
+/** Every ColdRefusal (the metric's labels, each initialised to 0). */
+export const COLD_REFUSALS: readonly ColdRefusal[] = ["full", "timeout", "no_capacity", "not_placed", "cold_start_failed"];
+
+/** Why the region cannot bring a model up now (region/runtime/cold-verdict.ts), in words and as an error code. */
+export interface ColdReason {
+  code: Extract<ErrorCode, "no_capacity" | "not_placed" | "cold_start_failed">;
+  /** E.g. "llama2-70b/h100-80gb: no free GPU (needs 4 h100-80gb, 2 free; no spot instance to reclaim or redeploy)". */
+  detail: string;
 }
 
 /** Why a model is cold-held, for the listing. */
@@ -48,6 +66,8 @@ interface ModelActivity {
   waiters: Waiter[];
   inFlight: number;
   lastActiveMs: number;
+  /** Why the region could not bring the model up at its last try (`note`); undefined when it could or did. */
+  reason: ColdReason | undefined;
 }
 
 export class ColdHold {
@@ -68,7 +88,7 @@ export class ColdHold {
 
   private activity(model: ModelName): ModelActivity {
     let a = this.models.get(model);
-    if (a === undefined) this.models.set(model, (a = { waiters: [], inFlight: 0, lastActiveMs: this.startedAtMs }));
+    if (a === undefined) this.models.set(model, (a = { waiters: [], inFlight: 0, lastActiveMs: this.startedAtMs, reason: undefined }));
     return a;
   }
 
@@ -126,7 +146,9 @@ export class ColdHold {
       w.timer = undefined;
       if (!this.remove(a, w)) return;
       this.o.onRefused?.(model, "timeout");
-      fail(new TidegateError("model_cold", `model ${model} had no serving instance in region ${this.o.region} within ${this.o.holdMs} ms (controller.scaleToZero.holdMs): its scale-out is still under way or blocked (see the region's listing)`));
+      const why = a.reason;
+      const prefix = `model ${model} had no serving instance in region ${this.o.region} within ${this.o.holdMs} ms (controller.scaleToZero.holdMs)`;
+      fail(new TidegateError("model_cold", `${prefix}: ${why === undefined ? "its scale-out is still under way or blocked (see the region's listing)" : why.detail}`));
     });
     a.waiters.push(w);
     a.lastActiveMs = this.o.clock.now();
@@ -159,12 +181,39 @@ export class ColdHold {
     });
   }
 
+  /**
+   * Records why the region cannot bring `model` up now (undefined: it can, or something is coming up): a hold that
+   * runs out then says so in its `model_cold` message.
+   */
+  note(model: ModelName, reason: ColdReason | undefined): void {
+    const a = reason === undefined ? this.models.get(model) : this.activity(model);
+    if (a !== undefined) a.reason = reason;
+  }
+
+  /**
+   * Fails every request held for `model` now with `reason` (503 with its code, naming the model, the region and the
+   * reason; counted as refused with the code). Returns how many were refused.
+   */
+  refuse(model: ModelName, reason: ColdReason): number {
+    const a = this.models.get(model);
+    if (a === undefined || a.waiters.length === 0) return 0;
+    a.reason = reason;
+    const go = a.waiters.splice(0);
+    for (const w of go) {
+      w.timer?.cancel();
+      this.o.onRefused?.(model, reason.code);
+      w.fail(new TidegateError(reason.code, `model ${model} cannot start from zero in region ${this.o.region}: ${reason.detail}`));
+    }
+    return go.length;
+  }
+
   /** Lets go every waiter of each model for which `serves(model)` is true (the gateway's change hook). */
   release(serves: (model: ModelName) => boolean): void {
     for (const [model, a] of this.models) {
       if (a.waiters.length === 0 || !serves(model)) continue;
       const go = a.waiters.splice(0);
       a.lastActiveMs = this.o.clock.now();
+      a.reason = undefined;
       for (const w of go) {
         w.timer?.cancel();
         w.resume();

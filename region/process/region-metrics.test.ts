@@ -103,7 +103,10 @@ describe("region metrics: scale from zero", () => {
     text = await metrics.registry.metrics();
     expect(series(text, "tidegate_region_cold_starts_total")).toEqual([`tidegate_region_cold_starts_total{${l},source="host"} 0`, `tidegate_region_cold_starts_total{${l},source="peer"} 1`, `tidegate_region_cold_starts_total{${l},source="origin"} 0`]);
     expect(series(text, "tidegate_region_cold_start_ttft_seconds_count")).toEqual([`tidegate_region_cold_start_ttft_seconds_count{${l}} 1`]);
-    expect(series(text, "tidegate_region_cold_refused_total")).toEqual([`tidegate_region_cold_refused_total{${l},reason="full"} 1`, `tidegate_region_cold_refused_total{${l},reason="timeout"} 0`]);
+    expect(series(text, "tidegate_region_cold_refused_total")).toEqual([
+      `tidegate_region_cold_refused_total{${l},reason="full"} 1`,
+      ...["timeout", "no_capacity", "not_placed", "cold_start_failed"].map((reason) => `tidegate_region_cold_refused_total{${l},reason="${reason}"} 0`),
+    ]);
     const listing = region.runtime.service.listing() as RegionListing;
     expect(listing.cold?.starts.map((c) => c.source)).toEqual(["peer"]);
   });

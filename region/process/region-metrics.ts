@@ -11,12 +11,14 @@
  * attainment was below the SLO percentile.
  *
  * Scale from zero (issue 33): cold starts by where the parameters came from (host copy, peer, origin), the TTFT of
- * the requests held for one, and held requests refused (hold full, or held `holdMs`).
+ * the requests held for one, and held requests refused (hold full, held `holdMs`, or the region could not start the
+ * model: no_capacity, not_placed, cold_start_failed — issue 50).
  */
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../core/metrics.js";
 import { LOAD_SOURCES, type LoadSource } from "../actuator/port.js";
 import type { RegionTelemetry } from "../../core/ports.js";
 import type { InstancePrefixStats, RequestOutcome } from "../gateway/gateway.js";
+import { COLD_REFUSALS, type ColdRefusal } from "../gateway/cold-hold.js";
 import { SLO_OUTCOMES, type ModelSloSummary, type SloOutcome } from "../gateway/slo-book.js";
 
 const OUTCOMES: readonly RequestOutcome[] = ["ok", "error", "cancelled"];
@@ -44,7 +46,7 @@ export interface RegionMetricsSink {
   /** Observes one held request's TTFT (ms, from entering the gateway). */
   coldTtft(model: string, ttftMs: number): void;
   /** Counts one held request refused. */
-  coldRefused(model: string, reason: "full" | "timeout"): void;
+  coldRefused(model: string, reason: ColdRefusal): void;
   /** Copies a telemetry snapshot into the gauges. */
   observe(t: RegionTelemetry, decisionId: number | undefined): void;
 }
@@ -107,7 +109,7 @@ export class RegionMetrics {
     this.sloRequests = new Counter({ name: "tidegate_region_slo_requests_total", help: "Interactive requests judged against the model's SLO: met (TTFT and TPOT within targets), missed (late, or broke after the first token), unserved (refused or failed before the first token)", labelNames: ["region", "model", "outcome"], registers: r });
     this.coldStarts = new Counter({ name: "tidegate_region_cold_starts_total", help: "Cold starts (a model's first instance after none served), by where its parameters came from: host (the node's own host copy), peer (multicast from another node), origin", labelNames: ["region", "model", "source"], registers: r });
     this.coldTtftSeconds = new Histogram({ name: "tidegate_region_cold_start_ttft_seconds", help: "Time to first token of the requests held for a cold start, from entering the region's gateway", labelNames: ["region", "model"], buckets: [0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120], registers: r });
-    this.coldRefusedTotal = new Counter({ name: "tidegate_region_cold_refused_total", help: "Requests held for a cold start and refused with 503 model_cold: reason full (controller.scaleToZero.maxHeld) or timeout (holdMs)", labelNames: ["region", "model", "reason"], registers: r });
+    this.coldRefusedTotal = new Counter({ name: "tidegate_region_cold_refused_total", help: "Requests held for a cold start and refused with 503: reason full (controller.scaleToZero.maxHeld) or timeout (holdMs), both model_cold unless the region knew why, or the region could not start the model: no_capacity, not_placed, cold_start_failed", labelNames: ["region", "model", "reason"], registers: r });
     this.coldHeld = new Gauge({ name: "tidegate_region_cold_held", help: "Requests held now while the model scales from zero", labelNames: ["region", "model"], registers: r });
     const readSlo = (set: (region: string, s: ModelSloSummary) => void) => () => {
       for (const [region, read] of this.sloReaders) for (const s of read()) set(region, s);
@@ -163,7 +165,7 @@ export class RegionMetrics {
       initLabels(this.instances, { region: reg, model: models, state: STATES });
       initLabels(this.sloRequests, { region: reg, model: models, outcome: SLO_OUTCOMES });
       initLabels(this.coldStarts, { region: reg, model: models, source: LOAD_SOURCES });
-      initLabels(this.coldRefusedTotal, { region: reg, model: models, reason: ["full", "timeout"] });
+      initLabels(this.coldRefusedTotal, { region: reg, model: models, reason: COLD_REFUSALS });
       initLabels(this.coldHeld, { region: reg, model: models });
       for (const model of models) this.coldTtftSeconds.zero({ region, model });
       initLabels(this.sloTarget, { region: reg, model: models, kind: ["ttft", "tpot"] });

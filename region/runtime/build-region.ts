@@ -21,7 +21,7 @@ import type { GenerateRequest } from "../../core/ports.js";
 import type { RuntimeActuator } from "../actuator/port.js";
 import type { ControllerAction } from "../controller/reconciler.js";
 import { Gateway, type InstancePrefixStats, type RequestOutcome } from "../gateway/gateway.js";
-import { ColdHold } from "../gateway/cold-hold.js";
+import { ColdHold, type ColdRefusal } from "../gateway/cold-hold.js";
 import type { LoadSource } from "../actuator/port.js";
 import type { ModelSloSummary, SloOutcome } from "../gateway/slo-book.js";
 import type { RegionService } from "../link/service.js";
@@ -42,8 +42,11 @@ export interface RegionMetricsHooks extends RuntimeMetricsSink {
   /** Scale from zero (issue 33): a model's first instance landed from `source`; a held request's first token. */
   coldStart?(model: ModelName, source: LoadSource): void;
   coldTtft?(model: ModelName, ttftMs: number): void;
-  /** A held request refused: the hold was full, or it waited controller.scaleToZero.holdMs. */
-  coldRefused?(model: ModelName, reason: "full" | "timeout"): void;
+  /**
+   * A held request refused: the hold was full, it waited controller.scaleToZero.holdMs, or the region cannot start
+   * the model (no_capacity, not_placed, cold_start_failed; region/runtime/cold-verdict.ts).
+   */
+  coldRefused?(model: ModelName, reason: ColdRefusal): void;
 }
 
 /** What an engine host is given: the region, its clock and log, and the gateway buildRegion made. */
@@ -169,14 +172,16 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
 }
 
 /**
- * The region's hold of requests for models at zero (region/gateway/cold-hold.ts), when `controller.scaleToZero.idleMs`
- * > 0 and the region's instances can change (not the static actuator): for the models whose every endpoint in the
- * region has `minInstances` 0. Undefined otherwise (such requests are refused at once, as before).
+ * The region's hold of requests for models at zero (region/gateway/cold-hold.ts): for the models whose every endpoint
+ * in the region has `minInstances` 0, when the region's instances can change (not the static actuator) — whatever
+ * `controller.scaleToZero.idleMs` says (issue 50: coming up from zero is on by default; only the idle drain down to
+ * zero is opt-in). Undefined when the region has no such model or its engines are fixed (requests for a model with no
+ * serving instance are then refused at once).
  */
 export function coldHoldFor(config: TidegateConfig, region: RegionName, clock: Clock, metrics?: RegionMetricsHooks): { hold: ColdHold; models: ReadonlySet<ModelName> } | undefined {
   const z = config.controller.scaleToZero;
   const rc = config.regions.find((r) => r.name === region);
-  if (!(z.idleMs > 0) || config.controller.actuator === "static" || rc === undefined) return undefined;
+  if (config.controller.actuator === "static" || rc === undefined) return undefined;
   const models = new Set(rc.endpoints.map((e) => e.model).filter((m) => rc.endpoints.every((e) => e.model !== m || e.minInstances === 0)));
   if (models.size === 0) return undefined;
   const hold = new ColdHold({
@@ -185,7 +190,7 @@ export function coldHoldFor(config: TidegateConfig, region: RegionName, clock: C
     holdMs: z.holdMs,
     maxHeld: z.maxHeld,
     ...(metrics?.coldTtft === undefined ? {} : { onColdTtft: (m: ModelName, ms: number) => metrics.coldTtft!(m, ms) }),
-    ...(metrics?.coldRefused === undefined ? {} : { onRefused: (m: ModelName, r: "full" | "timeout") => metrics.coldRefused!(m, r) }),
+    ...(metrics?.coldRefused === undefined ? {} : { onRefused: (m: ModelName, r: ColdRefusal) => metrics.coldRefused!(m, r) }),
   });
   return { hold, models };
 }

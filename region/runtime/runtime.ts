@@ -29,6 +29,7 @@ import type { PipelineSummary } from "../engines/pipeline-summary.js";
 import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/strategy-registry.js";
 import { TargetsStore } from "./targets.js";
+import { ColdVerdicts } from "./cold-verdict.js";
 
 /** Where the runtime reports what it does (Prometheus in the region process). */
 export interface RuntimeMetricsSink {
@@ -70,7 +71,9 @@ export interface RegionRuntimeOptions<A extends RuntimeActuator = RuntimeActuato
   startupGraceMs?: number;
   /**
    * Scale to zero and back (issue 33; build-region.ts coldHoldFor): the gateway's hold of requests for `models`, the
-   * controller's idle rule (controller.scaleToZero.idleMs), the `cold` telemetry and the cold starts listed.
+   * controller's zero rule (a cold start for held requests; the idle drain when controller.scaleToZero.idleMs > 0),
+   * the refusal of held requests the region cannot start (cold-verdict.ts), the `cold` telemetry and the cold starts
+   * listed.
    */
   cold?: { hold: ColdHold; models: ReadonlySet<ModelName> };
 }
@@ -119,12 +122,14 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const targets = new TargetsStore(o.region, log);
   const cc = o.config.controller;
   const strategy = o.strategy ?? resolveStrategy(cc.strategy, cc.strategyParams, "controller.strategy", "controller.strategyParams");
+  const managed = regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances }));
+  const verdicts = o.cold === undefined ? undefined : new ColdVerdicts({ endpoints: managed, backoffOf: (m, g) => controller.backoffOf(m, g) });
   const controller = new RegionController({
     region: o.region,
     clock: o.clock,
     actuator: o.actuator,
     strategy,
-    endpoints: regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances })),
+    endpoints: managed,
     signals: (model, gpu) => {
       const m = snapshot().models.find((x) => x.model === model);
       const ep = m?.endpoints.find((e) => e.gpu === gpu);
@@ -138,12 +143,14 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     maxStepsPerPass: cc.maxStepsPerPass,
     retryInitialMs: cc.retryInitialMs,
     retryMaxMs: cc.retryMaxMs,
-    ...(o.cold === undefined ? {} : { scaleToZero: { idleMs: cc.scaleToZero.idleMs, held: (m: ModelName) => o.cold!.hold.held(m), idleForMs: (m: ModelName) => o.cold!.hold.idleForMs(m) } }),
+    ...(o.cold === undefined ? {} : { scaleToZero: { models: o.cold.models, idleMs: cc.scaleToZero.idleMs, held: (m: ModelName) => o.cold!.hold.held(m), idleForMs: (m: ModelName) => o.cold!.hold.idleForMs(m) } }),
     onAction: (a) => record(a),
     onBlocked: (b) => {
       lastBlocked.set(`${b.model}/${b.gpu}`, { atMs: b.atMs, reason: b.reason });
       // Said once per endpoint and reason a minute: an operator reads why the target is not reached.
       const key = `${b.model}/${b.gpu}/${b.reason}`;
+      // Every block counts for held requests at zero (cold-verdict.ts), said or not.
+      verdicts?.blocked(b.model, b.gpu, b.reason, b.freeGpus);
       if ((blockedSaid.get(key) ?? -Infinity) > b.atMs - 60_000) return;
       blockedSaid.set(key, b.atMs);
       const message = b.reason === "at-max" ? `${b.model}/${b.gpu}: wants ${b.desired} instances, at its maximum (${b.current})` : `${b.model}/${b.gpu}: wants ${b.desired} instances, has ${b.current}; no spot instance to reclaim or redeploy and ${b.freeGpus} free ${b.gpu} GPU slots`;
@@ -151,6 +158,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
       o.actuator.report({ model: b.model, gpu: b.gpu, message });
     },
     onError: (e: ControllerError) => {
+      verdicts?.failed(e.model, e.gpu, e.kind, e.message);
       o.metrics?.failure(e.model);
       log.warn("scale-out failed; backing off", { model: e.model, gpu: e.gpu, failures: e.failures, retryInMs: Math.max(0, Math.round(e.retryAtMs - e.atMs)), error: e.message });
     },
@@ -161,6 +169,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     onFailure: (model, gpu, message) => controller.noteFailure(model, gpu, message),
     onLanded: (model, gpu, instanceId, source) => {
       controller.noteSuccess(model, gpu);
+      verdicts?.landed(model, gpu);
       if (o.cold?.models.has(model) === true) noteColdStart(model, gpu, instanceId, source);
     },
   });
@@ -228,17 +237,29 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
           const inst = o.actuator.provision(e.model, e.gpu, gpusOf(e.model, e.gpu));
           record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, kind: "provision", instanceId: inst.id, reason: "initial-deployment", from: k, desired: e.instances });
         } catch (err) {
-          controller.noteFailure(e.model, e.gpu, err instanceof Error ? err.message : String(err));
+          controller.noteFailure(e.model, e.gpu, err instanceof Error ? err.message : String(err), "refused");
           break;
         }
       }
     }
   };
+  const refusedSaid = new Map<string, number>();
   const pass = () => {
     if (o.clock.now() < firstPassAtMs) return;
+    verdicts?.beginPass();
     o.actuator.tick();
     bootstrap();
     controller.reconcile();
+    // Held requests for a model the region cannot start (no capacity, not placed, its cold start failed) hear why.
+    if (verdicts === undefined || o.cold === undefined) return;
+    const now = o.clock.now();
+    for (const r of verdicts.judge(o.cold.hold, o.cold.models, o.actuator.instances(), now, cc.scaleToZero.idleMs > 0)) {
+      // Said once per model and reason a minute, as "cannot scale out" is (a request a pass may hear it).
+      const key = `${r.model}/${r.reason.code}`;
+      if ((refusedSaid.get(key) ?? -Infinity) > now - 60_000) continue;
+      refusedSaid.set(key, now);
+      log.warn("cold start refused", { model: r.model, code: r.reason.code, reason: r.reason.detail, refused: r.refused });
+    }
   };
   // A fixed actuator refuses every step: no pass runs over it (its instances are what the config names).
   const timer: Timer | undefined = fixed ? undefined : o.clock.every(cc.reconcileIntervalMs, pass);

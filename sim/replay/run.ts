@@ -71,7 +71,10 @@ class Completion implements RequestCallbacks {
     this.rec.outputTokens = generatedTokens;
     this.done();
   }
-  /** A request the region took and failed later (a cold start's hold ran out: model_cold). */
+  /**
+   * A request the region took and failed later: a cold start's hold ran out (model_cold), or the region could not
+   * start the model (no_capacity, not_placed, cold_start_failed).
+   */
   onError(atMs: number, err: unknown): void {
     this.rec.error = findTidegateError(err)?.code ?? "internal";
     this.rec.doneMs = atMs;

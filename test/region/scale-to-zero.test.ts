@@ -4,8 +4,9 @@
 // through the global router is held at the region while A comes up — the first time from a peer's copy (multicast;
 // the node holding the pool's copy of A has no free slot), the second from the host copy its drained instance left
 // behind — and A returns to zero after its idle window each time. Model C can never come up (its instance needs more
-// GPUs than any node has): its request is held until holdMs and gets 503 model_cold with Retry-After. The region's
-// /metrics counts both cold starts by source and both held requests' TTFT.
+// GPUs than any node has): with the idle drain on, GPUs may come back, so its request is held until holdMs and gets
+// 503 model_cold with Retry-After and the reason the region last saw (no free GPU). The region's /metrics counts both
+// cold starts by source and both held requests' TTFT.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, rmSync } from "node:fs";
@@ -136,7 +137,7 @@ describe("scale to zero and back (global + region + agents on loopback)", () => 
     expect(regionMetrics).toMatch(/tidegate_region_cold_start_ttft_seconds_count\{[^}]*model="llama3\.2-3b"[^}]*\} 2\n/);
   }, 240_000);
 
-  it("a hold beyond holdMs ends in 503 model_cold with Retry-After", async () => {
+  it("a hold beyond holdMs ends in 503 model_cold with Retry-After and why the model did not come up", async () => {
     const sent = Date.now();
     const res = await fetch(`${c.routerUrl}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: C, messages: [{ role: "user", content: "never" }], stream: true, max_tokens: 4 }) });
     const waited = Date.now() - sent;
@@ -144,7 +145,7 @@ describe("scale to zero and back (global + region + agents on loopback)", () => 
     expect(res.status).toBe(503);
     expect(res.headers.get("retry-after")).toBe(String(RETRY_AFTER_S));
     expect(body.error.code).toBe("model_cold");
-    expect(body.error.message).toMatch(/within 20000 ms/);
+    expect(body.error.message).toMatch(/within 20000 ms \(controller\.scaleToZero\.holdMs\): llama2-70b\/h100-80gb: no free GPU for an instance \(needs 4 h100-80gb, 0 free/);
     expect(waited).toBeGreaterThanOrEqual(HOLD_MS - 500);
     const l = await c.listing();
     expect(live(l, C)).toHaveLength(0);

@@ -188,7 +188,8 @@ async function main(): Promise<void> {
   }
   console.log(`where forecasting pays (cost at the SLO against tuned reactive-hpa; negative = cheaper):`);
   console.log(`  ${"regime".padEnd(20)} ${"scale-out".padStart(10)} ${`${DEFAULT_STRATEGY}`.padStart(16)} ${"oracle".padStart(8)}`);
-  for (const r of crossover) console.log(`  ${String(r.regime).padEnd(20)} ${fmtMs(Number(r.scaleOutMs)).padStart(10)} ${`${pct(Number(r.defaultVsHpa))}${r.defaultTie === true ? " (tie)" : ""}`.padStart(16)} ${pct(Number(r.oracleVsHpa)).padStart(8)}`);
+  const cell = (x: unknown) => (typeof x === "number" || typeof x === "string" ? pct(Number(x)) : "not run");
+  for (const r of crossover) console.log(`  ${String(r.regime).padEnd(20)} ${fmtMs(Number(r.scaleOutMs)).padStart(10)} ${`${cell(r.defaultVsHpa)}${r.defaultTie === true ? " (tie)" : ""}`.padStart(16)} ${cell(r.oracleVsHpa).padStart(8)}`);
 
   const ihTable = Object.fromEntries(Object.entries(costs).map(([r, c]) => [r, Object.fromEntries(Object.entries(c).map(([a, x]) => [a, x.map((y) => y.instanceHours)]))]));
   const checks = costAtSloChecks({ main: MAIN, sageserve: SAGESERVE, costs: ihTable }, DEFAULT_STRATEGY);

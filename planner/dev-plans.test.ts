@@ -9,7 +9,7 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, w
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
-import { spawnTidegate, stopAll, type Proc } from "../test/e2e/procs.js";
+import { firstPlan, spawnTidegate, stopAll, type Proc } from "../test/e2e/procs.js";
 import type { PlanReport } from "./report.js";
 
 const dir = mkdtempSync(join(tmpdir(), "tidegate-dev-plans-"));
@@ -31,16 +31,6 @@ const logLines = (p: Proc) => {
   const file = join(dir, "data", "dev.log");
   return [...p.output().split("\n"), ...(existsSync(file) ? readFileSync(file, "utf8").split("\n") : [])].filter((l) => l.startsWith("{"));
 };
-
-async function firstPlan(url: string, key: string): Promise<PlanReport> {
-  const auth = { authorization: `Bearer ${key}`, accept: "application/json" };
-  for (let i = 0; i < 100; i++) {
-    const list = (await (await fetch(`${url}/plans`, { headers: auth })).json()) as { data: { id: string }[] };
-    if (list.data.length > 0) return (await (await fetch(`${url}/plans/${list.data.at(-1)!.id}.json`, { headers: auth })).json()) as PlanReport;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error("no plan after 20 s");
-}
 
 describe("tidegate dev's plans", () => {
   it("prints a stable key and the URL; its first plan forecasts every (model, region)", async () => {

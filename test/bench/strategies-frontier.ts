@@ -13,6 +13,7 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadWeekInputs } from "../../bin/replay-week-cli.js";
+import { sharedDataDir } from "../../core/paths.js";
 import type { FleetSpec } from "../../sim/week/fleet.js";
 import type { WeekResult } from "../../sim/week/result.js";
 import { verdictOf } from "./verdicts/common.js";
@@ -41,7 +42,7 @@ function round(x: number, digits = 3): number | string {
 
 async function main(): Promise<void> {
   const days = flag("days");
-  const { fleet, workload } = loadWeekInputs(days === undefined ? {} : { days: Number(days) });
+  const { fleet, workload } = loadWeekInputs({ ...(days === undefined ? {} : { days: Number(days) }), "data-dir": sharedDataDir() });
   const parallel = Math.max(1, Number(flag("parallel") ?? Math.min(2, cpus().length)));
   console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")}`);
   console.log(`inputs: seed ${workload.seed}, ${workload.days} days, ${workload.targetRequests} requests, ${POINTS.length} points, ${parallel} at a time`);

@@ -26,6 +26,7 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadWeekInputs } from "../../bin/replay-week-cli.js";
+import { sharedDataDir } from "../../core/paths.js";
 import { getProfile } from "../../core/perf/model.js";
 import type { ModelSlo, SloConfig } from "../../core/config.js";
 import { describeBandwidths } from "../../region/liveload/sources.js";
@@ -133,7 +134,7 @@ interface Tried { index: number; value: number; sloMet: boolean; instanceHours: 
 
 async function main(): Promise<void> {
   const loadingName = flag("loading") ?? "network";
-  const { fleet: loaded, workload: week } = loadWeekInputs({ loading: loadingName });
+  const { fleet: loaded, workload: week } = loadWeekInputs({ loading: loadingName, "data-dir": sharedDataDir() });
   const tuneDays = Number(flag("tune-days") ?? target.tuneDays);
   const judgeDays = Number(flag("judge-days") ?? target.judgeDays);
   if (!(tuneDays > 0 && judgeDays > 0 && tuneDays + judgeDays <= week.days)) throw new Error(`--tune-days ${tuneDays} + --judge-days ${judgeDays} must be > 0 and fit the ${week.days}-day week`);

@@ -10,6 +10,7 @@ import { fileURLToPath } from "node:url";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
+import type { PlanReport } from "../../planner/report.js";
 
 /** The repository root (this file is test/e2e/procs.ts, compiled or not). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), fileURLToPath(import.meta.url).includes("/dist/") ? "../../.." : "../..");
@@ -61,9 +62,12 @@ export function spawnTidegate(name: string, args: string[], readyPattern: RegExp
   return spawnScript(name, CLI, args, readyPattern, timeoutMs, keepChars);
 }
 
-/** `spawnTidegate` for any Node script (`node <script> <args>`), e.g. a bench's helper process. */
-export function spawnScript(name: string, script: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536): Promise<Proc> {
-  const child = spawn(process.execPath, [...nodeFlags(name), script, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+/**
+ * `spawnTidegate` for any Node script (`node <script> <args>`), e.g. a bench's helper process or another copy's CLI;
+ * run in `cwd` (default the repository root).
+ */
+export function spawnScript(name: string, script: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536, cwd = REPO_ROOT): Promise<Proc> {
+  const child = spawn(process.execPath, [...nodeFlags(name), script, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const append = (d: Buffer) => {
     out += d.toString("utf8");
@@ -154,4 +158,16 @@ export async function regionListing(dev: DevProc, region: string): Promise<Regio
   const res = await fetch(`${dev.url}/admin/regions/${region}/instances`, { headers: { authorization: `Bearer ${dev.key}` } });
   if (res.status !== 200) throw new Error(`GET /admin/regions/${region}/instances answered ${res.status}: ${await res.text()}`);
   return (await res.json()) as RegionInstances;
+}
+
+/** The first plan a planner serving `/plans` at `url` made (read with `key`), once there is one (within `timeoutMs`). */
+export async function firstPlan(url: string, key: string, timeoutMs = 20_000): Promise<PlanReport> {
+  const auth = { authorization: `Bearer ${key}`, accept: "application/json" };
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const list = (await (await fetch(`${url}/plans`, { headers: auth })).json()) as { data: { id: string }[] };
+    if (list.data.length > 0) return (await (await fetch(`${url}/plans/${list.data.at(-1)!.id}.json`, { headers: auth })).json()) as PlanReport;
+    if (Date.now() > deadline) throw new Error(`no plan at ${url}/plans after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
 }

@@ -1,8 +1,9 @@
 /**
  * `tidegate dev` (compiled CLI) as a newcomer meets it: it prints the URL to open and a key that stays the same
  * on the same data directory, logs where its seeded history came from (never the key), and its first plan has a
- * forecast for every (model, region) of the embedded default and a page with a chart for each. Restarted on the same
- * data directory it still serves that plan, with its history (planner/history/), and its new plans continue the ids.
+ * forecast for every (model, region) of the embedded default, a page with a chart for each, and every endpoint's
+ * expected scale-out. Restarted on the same data directory it still serves that plan, with its history
+ * (planner/history/), and its new plans continue the ids.
  */
 import { afterAll, describe, expect, it } from "vitest";
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -45,7 +46,11 @@ describe("tidegate dev's plans", () => {
       expect(f.historyWindows.filter(Number.isFinite).length).toBeGreaterThanOrEqual(144);
     }
     expect(report.warnings.filter((w) => /no interactive history/.test(w))).toEqual([]);
+    // The planner starts once the regions serve: its first plan has every endpoint's expected scale-out from them.
+    for (const a of report.actions) expect(a.expectedScaleOutMs, `${a.model}@${a.region}`).toBeGreaterThan(0);
     const page = await (await fetch(`${url}/plans/${report.id}`, { headers: { authorization: `Bearer ${key}` } })).text();
+    expect(page.match(/<tr class="(up|down|unchanged)">/g)).toHaveLength(pairs.length);
+    expect(page).not.toMatch(/<tr class="(up|down|unchanged)">[^\n]*<td>—<\/td><\/tr>/);
     expect(page.match(/<svg class="chart forecast"/g)).toHaveLength(pairs.length);
     expect(page).not.toContain(key);
     const logs = logLines(dev);

@@ -21,6 +21,7 @@ import { devPlanKeys } from "./keys.js";
 import type { PlanActions } from "./loop.js";
 import { plansSite } from "./routes.js";
 import { seedDevHistoryOnce, seedListFile } from "./seed-once.js";
+import { planFleet } from "./fingerprint.js";
 import type { PlanStore } from "./store.js";
 
 /** What dev.ts mounts and prints. */
@@ -68,7 +69,8 @@ export async function devPlansSite(o: { config: TidegateConfig; clock: Clock; hi
   // Each (model, region) is seeded once per data directory, only where nothing was recorded (seed-once.ts).
   const seed = await seedDevHistoryOnce(o.history, o.config, { dataDir: o.dataDir ?? defaultDataDir(), nowMs: o.clock.now(), listFile: seedListFile(o.config.queue.dataDir) });
   for (const line of seed.lines) o.log[line.level](line.msg);
-  const site = plansSite({ store: o.store, keys, history: o.history, clock: o.clock, log: o.log });
+  // Plans of another configuration kept in the same data directory are counted on the index, not mixed in.
+  const site = plansSite({ store: o.store, keys, history: o.history, clock: o.clock, log: o.log, fleet: planFleet(o.config) });
   return {
     routes: site.app,
     adminKeys: keys.admin,

@@ -2,20 +2,25 @@
  * The configuration a command runs with: the `--config` files merged over the embedded default and validated, then
  * the flags that override config keys applied. A command's `run` and `--print-config` call the same function here,
  * so what is printed is what runs (`dev --print-config --port 8093` prints router.port 8093). Bad flag values are
- * usage errors (TidegateError invalid_request) naming the flag.
+ * usage errors (TidegateError invalid_request) naming the flag. Light on purpose: nothing here loads a tier's runtime
+ * (or ioredis), so a command that stops at its configuration or a port in use stops at once.
  */
 import type { FlagValues } from "./args.js";
 import { loadConfig, type TidegateConfig } from "../core/config.js";
 import "../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { TidegateError } from "../core/errors.js";
 import { portFromFlags } from "./flags.js";
-import { withRedisUrl } from "../router/batch/service.js";
 
 const str = (flags: FlagValues, name: string): string | undefined => (typeof flags[name] === "string" ? flags[name] : undefined);
 
 /** `--config` alone: the files merged over the embedded default, validated. */
 export function configFromFlags(flags: FlagValues): TidegateConfig {
   return loadConfig(str(flags, "config"));
+}
+
+/** `config` with the queue switched to Redis at `redisUrl` (the `--redis-url` flag); unchanged when undefined. */
+export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefined): TidegateConfig {
+  return redisUrl === undefined ? config : { ...config, queue: { ...config.queue, backend: "redis", redisUrl } };
 }
 
 /**

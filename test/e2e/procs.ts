@@ -11,6 +11,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
 import type { PlanReport } from "../../planner/report.js";
+import type { TidegateConfig } from "../../core/config.js";
 
 /** The repository root (this file is test/e2e/procs.ts, compiled or not). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), fileURLToPath(import.meta.url).includes("/dist/") ? "../../.." : "../..");
@@ -170,4 +171,21 @@ export async function firstPlan(url: string, key: string, timeoutMs = 20_000): P
     if (Date.now() > deadline) throw new Error(`no plan at ${url}/plans after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 200));
   }
+}
+
+/**
+ * What keeps `report` from being a first plan worth reading for `config` (empty when nothing does): a (model, region)
+ * without a forecast (or one the config lacks), a forecast with no peak or under a day (144 windows) of history,
+ * a "no interactive history" warning.
+ */
+export function forecastProblems(report: PlanReport, config: TidegateConfig): string[] {
+  const pairs = config.regions.flatMap((r) => r.endpoints.map((e) => `${e.model}@${r.name}`)).sort();
+  const got = report.forecasts.map((f) => `${f.model}@${f.region}`).sort();
+  const problems = [...pairs.filter((p) => !got.includes(p)).map((p) => `${p}: no forecast`), ...got.filter((p) => !pairs.includes(p)).map((p) => `${p}: not in the config`)];
+  for (const f of report.forecasts) {
+    if (!(f.peak.mean > 0)) problems.push(`${f.model}@${f.region}: peak ${f.peak.mean}`);
+    const windows = f.historyWindows.filter(Number.isFinite).length;
+    if (windows < 144) problems.push(`${f.model}@${f.region}: ${windows} windows of history`);
+  }
+  return [...problems, ...report.warnings.filter((w) => /no interactive history/.test(w))];
 }

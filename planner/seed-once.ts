@@ -80,8 +80,9 @@ export async function seedDevHistoryOnce(history: DemandHistory, config: Tidegat
   const shown = seeded
     .map((m) => ({ ...m, peakTokensPerS: Object.fromEntries(Object.entries(m.peakTokensPerS).filter(([r]) => todo.has(`${m.model}@${r}`))) }))
     .filter((m) => Object.keys(m.peakTokensPerS).length > 0);
-  for (const line of describeSeed(shown, days, fill)) lines.push({ level: "info", msg: `seeded planner history: ${line}` });
-  if (held > 0) lines.push({ level: "info", msg: `seeded planner history only where it had no load: ${kept.length} seeded minutes, ${held} minutes kept as recorded (a history recorded without a seed)` });
+  if (kept.length === 0) lines.push({ level: "info", msg: `planner history not seeded: its ${todo.size} (model, region) series hold recorded load for every minute a seed would fill` });
+  else for (const line of describeSeed(shown, days, fill)) lines.push({ level: "info", msg: `seeded planner history: ${line}` });
+  if (held > 0 && kept.length > 0) lines.push({ level: "info", msg: `seeded planner history only where it had no load: ${kept.length} seeded minutes, ${held} minutes kept as recorded (a history recorded without a seed)` });
   const list = [...new Set([...done, ...todo])].sort();
   mkdirSync(dirname(o.listFile), { recursive: true });
   await writeDurably(dirname(o.listFile), basename(o.listFile), JSON.stringify({ series: list, source: aggregates }, null, 1) + "\n");

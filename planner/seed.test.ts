@@ -95,6 +95,13 @@ describe("dev seed", () => {
     const more = await seedDevHistoryOnce(history, wider, { dataDir: shippedDataDir(), nowMs, listFile: file });
     expect(more.seeded).toEqual(["llama3.2-3b@eu-west"]);
     expect(more.lines.map((l) => l.msg)).toEqual([expect.stringMatching(/^seeded planner history: llama3\.2-3b ← ServeGen language_m-small \(1 day\), .*: eu-west \d+ tokens\/s$/)]);
+    // A history holding every minute of the day (planted, or recorded all day) gets nothing, and says so.
+    const full = new MemoryHistory();
+    const seedDay = servegenSeedSamples(config, { dataDir: shippedDataDir(), nowMs }).samples;
+    await full.add(seedDay.map((x) => ({ ...x, tokensPerS: 7 })));
+    const none = await seedDevHistoryOnce(full, config, { dataDir: shippedDataDir(), nowMs, listFile: listFile() });
+    expect(none.lines.map((l) => l.msg)).toEqual(["planner history not seeded: its 12 (model, region) series hold recorded load for every minute a seed would fill"]);
+    expect((await full.series(key, endMinute - 86_400_000, endMinute)).filter((v) => v !== 7)).toEqual([]);
     // An unreadable seed list is said, and seeding goes on where the history has no load.
     const bad = listFile();
     writeFileSync(bad, "{not json");

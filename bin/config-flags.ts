@@ -36,12 +36,14 @@ export function routerConfigFromFlags(flags: FlagValues): TidegateConfig {
 
 /**
  * `tidegate region`: `--grpc-host` and `--grpc-port` replace the host and port of the `--region`'s
- * regions[].grpcAddress (port 0: any free one). Throws when --region is missing or not in the config.
+ * regions[].grpcAddress (port 0: any free one). Throws when --region is not in the config, or missing while they are
+ * given (`run` requires it; `--print-config` alone does not).
  */
 export function regionConfigFromFlags(flags: FlagValues): TidegateConfig {
   const config = configFromFlags(flags);
   const name = str(flags, "region");
   const known = config.regions.map((r) => r.name).join(", ");
+  if (name === undefined && flags["grpc-host"] === undefined && flags["grpc-port"] === undefined) return config;
   if (name === undefined) throw new TidegateError("invalid_request", `--region is required (one of ${known})`);
   if (!config.regions.some((r) => r.name === name)) throw new TidegateError("invalid_request", `--region ${JSON.stringify(name)} is not in the config (${known})`);
   return {

@@ -64,7 +64,8 @@ export const command: Command = {
   config: regionConfigFromFlags,
   async run(flags) {
     const config = regionConfigFromFlags(flags);
-    const regionName = String(flags.region);
+    if (typeof flags.region !== "string") throw new TidegateError("invalid_request", `--region is required (one of ${config.regions.map((r) => r.name).join(", ")})`);
+    const regionName = flags.region;
     const region = config.regions.find((r) => r.name === regionName)!;
     const log = loggerFromFlags(flags, "region").child({ region: regionName });
     const metricsPort = portFromFlags(flags, 0, "metrics-port");

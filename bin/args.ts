@@ -1,8 +1,11 @@
 /**
  * A small, strict argument parser for `tidegate <command>`. Flags are declared with a type and a help line;
- * unknown flags and missing values are errors that name the flag. `--help` is handled by the dispatcher.
+ * unknown flags and missing values are errors that name the flag, and an unknown flag close to a known one is
+ * answered with it (`unknown flag --prot; did you mean --port?`, the rule config keys follow: core/validate.ts
+ * `nearest`). `--help` and `--print-config` are handled by the dispatcher.
  */
 import { TidegateError } from "../core/errors.js";
+import { nearest } from "../core/validate.js";
 
 export interface FlagSpec {
   type: "string" | "number" | "boolean";
@@ -30,7 +33,10 @@ export function parseArgs(argv: string[], specs: Record<string, FlagSpec>): Pars
     const eq = arg.indexOf("=");
     const name = arg.slice(2, eq === -1 ? undefined : eq);
     const spec = specs[name];
-    if (spec === undefined) throw new TidegateError("invalid_request", `unknown flag --${name} (see --help)`);
+    if (spec === undefined) {
+      const near = nearest(name, Object.keys(specs));
+      throw new TidegateError("invalid_request", `unknown flag --${name}${near === undefined ? "" : `; did you mean --${near}?`} (see --help)`);
+    }
     if (spec.type === "boolean") {
       flags[name] = eq === -1 ? true : arg.slice(eq + 1) !== "false";
       continue;

@@ -12,12 +12,11 @@ import { ProgressBar } from "../sim/week/progress.js";
 import { formatSummary, replayTrace } from "../sim/replay/summary.js";
 import { NAMED_TRACES, readTrace } from "../sim/replay/traces.js";
 
-/** Flags of the trace path (merged into `tidegate replay`'s flag table; `seed` and `quiet` are shared with week). */
+/** Flags of the trace path (merged into `tidegate replay`'s flag table; `seed`, `quiet` and `data-dir` are shared with week). */
 export const TRACE_FLAGS: Record<string, FlagSpec> = {
   trace: { type: "string", help: `trace: ${Object.keys(NAMED_TRACES).join(", ")}, or a .csv (Azure format) / .jsonl (Mooncake format) file` },
   config: { type: "string", help: "trace: fleet config file (JSON); default: the embedded `tidegate dev` fleet" },
   limit: { type: "number", help: "trace: replay only the first N requests" },
-  "data-dir": { type: "string", help: "trace: the shared data folder (default ../shared/data next to the repository)" },
   json: { type: "boolean", help: "trace: print the summary as one JSON line at the end", default: false },
 };
 

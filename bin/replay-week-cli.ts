@@ -8,7 +8,7 @@ import { ValidationError, parseJson } from "../core/validate.js";
 import { readFileSync } from "node:fs";
 import { DEFAULT_STRATEGY } from "../core/defaults.js";
 import { STRATEGY_NAMES } from "../region/strategies/strategy-registry.js";
-import { DEFAULT_WORKLOAD_JSON, parseWorkload, type WorkloadSpec } from "../sim/workload/spec.js";
+import { DEFAULT_WORKLOAD_JSON, parseWorkload, workloadDataDirs, type WorkloadSpec } from "../sim/workload/spec.js";
 import { LOADING_FLAG_VALUES, namedLoading } from "../region/liveload/liveload-config.js";
 import { loadFleet, withLoading, type FleetSpec } from "../sim/week/fleet.js";
 import { PLANNER_NAMES, createPlanner, type PlannerName } from "../sim/week/planner.js";
@@ -27,6 +27,7 @@ export const WEEK_FLAGS: Record<string, FlagSpec> = {
   seed: { type: "number", help: "week: override the workload's seed" },
   out: { type: "string", help: "week: report directory", default: "out/replay-week" },
   quiet: { type: "boolean", help: "week: no progress bar", default: false },
+  "data-dir": { type: "string", help: "the data folder (default: the shipped core/data, which holds the Azure traces; the week's ServeGen per-client series and the Mooncake traces are not shipped: name a full copy of the public data, e.g. ../shared/data)" },
   loading: { type: "string", help: `week: every region's loading source, as config controller.loading (${LOADING_FLAG_VALUES.join(", ")}; none = the fleet file's actuator delays; default: the fleet file's own)` },
   planner: { type: "string", help: `week: hourly planner (${PLANNER_NAMES.join(", ")}); ilp = planner/ forecast + HiGHS ILP; ilp-oracle = the same planner on the workload's true demand of each coming hour (a bound, not a forecaster)`, default: "ilp" },
 };
@@ -62,6 +63,7 @@ export function loadWeekInputs(flags: FlagValues): { fleet: FleetSpec; workload:
   }
   if (typeof flags.requests === "number") json = { ...json, targetRequests: flags.requests };
   if (typeof flags.seed === "number") json = { ...json, seed: flags.seed };
+  if (typeof flags["data-dir"] === "string") json = { ...json, ...workloadDataDirs(flags["data-dir"]) };
   return { fleet, workload: parseWorkload(json, fleet.config) };
 }
 

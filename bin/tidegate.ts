@@ -23,7 +23,7 @@ const COMMANDS: Record<string, { summary: string; load: () => Promise<{ command:
 
 function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`);
-  return `tidegate ${packageVersion()}: a multi-region control plane for serving LLMs\n\nUsage: tidegate <command> [flags]\n       tidegate --version\n\nCommands:\n${rows.join("\n")}\n\nRun 'tidegate <command> --help' for a command's flags. Every command with --config also takes\n--print-config: it prints the file merged over the embedded default and validated (every error listed), then exits.`;
+  return `tidegate ${packageVersion()}: a multi-region control plane for serving LLMs\n\nUsage: tidegate <command> [flags]\n       tidegate --version\n\nCommands:\n${rows.join("\n")}\n\nRun 'tidegate <command> --help' for a command's flags. Every command with --config also takes\n--print-config: it prints the file merged over the embedded default and validated (every error listed), with the\ncommand's flags that override config keys (e.g. dev --port) applied, then exits.`;
 }
 
 async function main(argv: string[]): Promise<number> {
@@ -47,11 +47,11 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (rest.includes("--print-config") && command.flags.config !== undefined) {
-    // The configuration this command would run with: the file merged over the embedded default, validated.
+    // The configuration this command would run with: the file merged over the embedded default, validated, with the
+    // flags that override config keys applied (the command's own `config`, which its `run` uses too).
     const { flags } = parseArgs(rest.filter((a) => a !== "--print-config"), command.flags);
-    await import("../region/config-sections.js"); // region's config sections (keystage, loading)
-    const { loadConfig } = await import("../core/config.js");
-    process.stdout.write(JSON.stringify(loadConfig(typeof flags.config === "string" ? flags.config : undefined), null, 2) + "\n");
+    const { configFromFlags } = await import("./config-flags.js");
+    process.stdout.write(JSON.stringify(command.config?.(flags) ?? configFromFlags(flags), null, 2) + "\n");
     return 0;
   }
   const { flags, positional } = parseArgs(rest, command.flags);

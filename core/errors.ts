@@ -9,9 +9,13 @@ export const ERROR_CODES = {
   invalid_request: { status: 400, type: "invalid_request_error", grpc: 3 },
   invalid_json: { status: 400, type: "invalid_request_error", grpc: 3 },
   invalid_config: { status: 400, type: "invalid_request_error", grpc: 3 },
+  /** The prompt and the output limit do not fit the model's context (OpenAI's code, param `messages` or `prompt`). */
+  context_length_exceeded: { status: 400, type: "invalid_request_error", grpc: 3 },
   unauthorized: { status: 401, type: "authentication_error", grpc: 16 },
   forbidden: { status: 403, type: "permission_error", grpc: 7 },
   not_found: { status: 404, type: "invalid_request_error", grpc: 5 },
+  /** The path exists with other methods (the response's Allow header names them). */
+  method_not_allowed: { status: 405, type: "invalid_request_error", grpc: 12 },
   model_not_found: { status: 404, type: "invalid_request_error", grpc: 5 },
   conflict: { status: 409, type: "invalid_request_error", grpc: 9 },
   payload_too_large: { status: 413, type: "invalid_request_error", grpc: 8 },

@@ -35,7 +35,15 @@ describe("parseOpenAIRequest", () => {
     expect(err(() => parseOpenAIRequest("chat", { model: "m", messages: [{ role: "user", content: "a" }], max_tokens: 1.5 })).param).toBe("max_tokens");
     expect(err(() => parseOpenAIRequest("completion", { model: "m", prompt: 3 })).param).toBe("prompt");
     expect(err(() => parseOpenAIRequest("chat", "not an object")).status).toBe(400);
-    expect(err(() => parseOpenAIRequest("chat", { model: "m", messages: [{ role: "user", content: "a" }], max_tokens: 100 }, 50)).message).toContain("exceeds the model's context");
+  });
+
+  it("answers a request over the context as OpenAI does: context_length_exceeded, param messages (or prompt)", () => {
+    const over = err(() => parseOpenAIRequest("chat", { model: "m", messages: [{ role: "user", content: "a" }], max_tokens: 100 }, 50));
+    expect(over.toOpenAI()).toEqual({ error: { message: "This model's maximum context length is 50 tokens. However, you requested 107 tokens (7 in the messages, 100 in the completion). Please reduce the length of the messages or completion.", type: "invalid_request_error", param: "messages", code: "context_length_exceeded" } });
+    expect(over.status).toBe(400);
+    const prompt = err(() => parseOpenAIRequest("chat", { model: "m", messages: [{ role: "user", content: "x".repeat(400) }] }, 50));
+    expect(prompt.toOpenAI().error).toMatchObject({ message: "This model's maximum context length is 50 tokens. However, your messages resulted in 106 tokens. Please reduce the length of the messages.", param: "messages", code: "context_length_exceeded" });
+    expect(err(() => parseOpenAIRequest("completion", { model: "m", prompt: "abcd", max_tokens: 60 }, 50)).toOpenAI().error).toMatchObject({ param: "prompt", code: "context_length_exceeded" });
   });
 });
 

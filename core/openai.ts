@@ -4,6 +4,7 @@
  * response bodies. One implementation so every hop emits byte-identical chunks.
  */
 import type { FinishReason, Usage } from "./ports.js";
+import { TidegateError } from "./errors.js";
 import { ObjectReader, ValidationError, describe } from "./validate.js";
 
 export type ApiKind = "chat" | "completion";
@@ -49,8 +50,24 @@ function messageText(content: unknown, path: string): string {
 }
 
 /**
+ * OpenAI's answer to a request that does not fit the model's context: 400, code `context_length_exceeded`, param
+ * `messages` (chat) or `prompt` (completions), and OpenAI's message — "This model's maximum context length is 8192
+ * tokens. However, you requested 9000 tokens (8744 in the messages, 256 in the completion). Please reduce the length
+ * of the messages or completion." (or "your messages resulted in N tokens" when the prompt alone is too long).
+ * `promptTokens` and `maxTokens` are tidegate's estimate and the requested output limit.
+ */
+export function contextLengthExceeded(kind: ApiKind, maxContextTokens: number, promptTokens: number, maxTokens: number): TidegateError {
+  const what = kind === "chat" ? "messages" : "prompt";
+  const message =
+    promptTokens >= maxContextTokens
+      ? `This model's maximum context length is ${maxContextTokens} tokens. However, your ${what} resulted in ${promptTokens} tokens. Please reduce the length of the ${what}.`
+      : `This model's maximum context length is ${maxContextTokens} tokens. However, you requested ${promptTokens + maxTokens} tokens (${promptTokens} in the ${what}, ${maxTokens} in the completion). Please reduce the length of the ${what} or completion.`;
+  return new TidegateError("context_length_exceeded", message, { param: what });
+}
+
+/**
  * Validates an OpenAI request body for `kind`. Throws ValidationError (code invalid_request, `param` set) on the
- * first problem. `knownModel` returns false for models nobody serves (→ model_not_found is the caller's to raise).
+ * first problem, or `contextLengthExceeded` when the prompt and the output limit do not fit `maxContextTokens`. `knownModel` returns false for models nobody serves (→ model_not_found is the caller's to raise).
  */
 export function parseOpenAIRequest(kind: ApiKind, body: unknown, maxContextTokens = MAX_TOKENS_LIMIT): ParsedRequest {
   const r = new ObjectReader(body, "", "invalid_request");
@@ -92,9 +109,7 @@ export function parseOpenAIRequest(kind: ApiKind, body: unknown, maxContextToken
   if (r.value[limitKey] !== undefined && r.value[limitKey] !== null) {
     maxTokens = r.number(limitKey, undefined, { integer: true, min: 1, max: MAX_TOKENS_LIMIT });
   }
-  if (promptTokens + maxTokens > maxContextTokens) {
-    throw new ValidationError(limitKey, `prompt (${promptTokens} tokens) + ${limitKey} (${maxTokens}) exceeds the model's context of ${maxContextTokens} tokens`, "invalid_request");
-  }
+  if (promptTokens + maxTokens > maxContextTokens) throw contextLengthExceeded(kind, maxContextTokens, promptTokens, maxTokens);
   if (r.has("n")) {
     const n = r.number("n", undefined, { integer: true, min: 1 });
     if (n !== 1) r.fail("n", "only n = 1 is supported");

@@ -13,9 +13,26 @@ export function repoRoot(): string {
   return basename(up) === "dist" ? dirname(up) : up;
 }
 
-/** The shared data folder (../shared/data/README.txt): `dir` if given, else ../shared/data next to the repository. */
+/**
+ * The data tidegate ships (core/data/README.txt): ServeGen's aggregate series (`tidegate dev`'s planner seed) and the
+ * Azure LLM 2023 traces (`tidegate replay --trace azure-conv|azure-code`), laid out as the full public data folder.
+ */
+export function shippedDataDir(): string {
+  return resolve(repoRoot(), "core", "data");
+}
+
+/** The data folder a command reads: `dir` when given (`--data-dir`, e.g. the full public data folder), else `shippedDataDir()`. */
 export function defaultDataDir(dir?: string): string {
-  return dir ?? resolve(repoRoot(), "../shared/data");
+  return dir ?? shippedDataDir();
+}
+
+/**
+ * ../shared/data next to the repository: the full public data folder (../shared/data/README.txt) that tests and
+ * benchmarks needing files tidegate does not ship read (ServeGen's per-client series, Mooncake). No command reads it
+ * unless told to with `--data-dir`.
+ */
+export function sharedDataDir(): string {
+  return resolve(repoRoot(), "../shared/data");
 }
 
 /** The package version from the root package.json, e.g. "0.1.0" (`tidegate --version`, the Lua scripts' names). */

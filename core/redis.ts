@@ -12,38 +12,10 @@ import { readFileSync } from "node:fs";
 import { Redis, type RedisOptions } from "ioredis";
 import { TidegateError } from "./errors.js";
 import type { Logger } from "./log.js";
-import type { ObjectReader } from "./validate.js";
+import type { RedisTlsConfig } from "./config/redis-tls.js";
 
-export interface RedisTlsConfig {
-  /** PEM file of the CA that signed Redis's certificate (default: the system's CAs). */
-  caFile?: string;
-  /** PEM client certificate and key, for a Redis that requires them (`tls-auth-clients yes`). */
-  certFile?: string;
-  keyFile?: string;
-  /** Name to check Redis's certificate against, when it differs from the URL's host (an IP, say). */
-  serverName?: string;
-}
-
-/** Reads `queue.redisTls` (validated; paths are read when a client opens). */
-export function readRedisTls(r: ObjectReader): RedisTlsConfig {
-  const caFile = r.optionalString("caFile");
-  const certFile = r.optionalString("certFile");
-  const keyFile = r.optionalString("keyFile");
-  const serverName = r.optionalString("serverName");
-  if ((certFile === undefined) !== (keyFile === undefined)) r.fail(certFile === undefined ? "certFile" : "keyFile", "certFile and keyFile go together");
-  r.done();
-  return {
-    ...(caFile === undefined ? {} : { caFile }),
-    ...(certFile === undefined ? {} : { certFile }),
-    ...(keyFile === undefined ? {} : { keyFile }),
-    ...(serverName === undefined ? {} : { serverName }),
-  };
-}
-
-/** `url` without its user and password (for messages and logs). */
-export function redactUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)[^@/]*@/i, "$1");
-}
+// Config-side pieces (read while parsing `queue`, without loading ioredis): core/config/redis-tls.ts.
+export { readRedisTls, redactUrl, type RedisTlsConfig } from "./config/redis-tls.js";
 
 /** host:port of a Redis URL, for messages ("127.0.0.1:6379"). */
 export function redisEndpoint(url: string): string {

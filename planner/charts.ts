@@ -207,12 +207,29 @@ export interface LineSeries {
 const PALETTE = ["#264653", "#e76f51", "#2a9d8f", "#e9c46a", "#8338ec", "#3a86ff", "#6a994e", "#bc4749"];
 
 /**
- * Named series over time with a legend (the index's timeline); a single point is drawn as a dot. With no finite value
- * in any series the plot area says "no data yet: `emptyWhy`".
+ * `series` with identical ones (the same points) drawn once, named together ("us-east = us-central = us-west"): three
+ * equal lines would otherwise lie on top of each other in the last one's colour.
+ */
+export function mergeIdenticalSeries(series: readonly LineSeries[]): LineSeries[] {
+  const same = (a: LineSeries, b: LineSeries) => a.points.length === b.points.length && a.points.every((p, i) => p[0] === b.points[i]![0] && Object.is(p[1], b.points[i]![1]));
+  const out: LineSeries[] = [];
+  for (const s of series) {
+    const at = out.findIndex((x) => same(x, s));
+    if (at < 0) out.push({ name: s.name, points: s.points });
+    else out[at] = { name: `${out[at]!.name} = ${s.name}`, points: out[at]!.points };
+  }
+  return out;
+}
+
+/**
+ * Named series over time with a legend (the index's timeline); a single point is drawn as a dot; identical series are
+ * drawn once under their names together (mergeIdenticalSeries). With no finite value in any series the plot area
+ * says "no data yet: `emptyWhy`".
  */
 export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number; emptyWhy?: string }): string {
+  const named = mergeIdenticalSeries(o.series);
   // A stepped series holds each value until the next point, and the last one for `holdLastMs` (its interval).
-  const series = o.stepped === true && (o.holdLastMs ?? 0) > 0 ? o.series.map((s) => ({ ...s, points: s.points.length > 0 ? [...s.points, [s.points.at(-1)![0] + o.holdLastMs!, s.points.at(-1)![1]] as [number, number]] : s.points })) : o.series;
+  const series = o.stepped === true && (o.holdLastMs ?? 0) > 0 ? named.map((s) => ({ ...s, points: s.points.length > 0 ? [...s.points, [s.points.at(-1)![0] + o.holdLastMs!, s.points.at(-1)![1]] as [number, number]] : s.points })) : o.series;
   const all = series.flatMap((s) => s.points);
   const ts = all.map((p) => p[0]);
   let from = Math.min(...ts);
@@ -229,10 +246,18 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
   const lines = series
     .map((s, i) => {
       const pts = o.stepped === true ? s.points.flatMap((p, k) => (k === 0 ? [p] : [[p[0], s.points[k - 1]![1]] as [number, number], p])) : s.points;
-      return path(f, pts, "series", PALETTE[i % PALETTE.length]!, 1.8) + o.series[i]!.points.map((p) => (Number.isFinite(p[1]) ? `<circle cx="${xOf(f, p[0]).toFixed(1)}" cy="${yOf(f, p[1]).toFixed(1)}" r="1.8" fill="${PALETTE[i % PALETTE.length]}"/>` : "")).join("");
+      return path(f, pts, "series", PALETTE[i % PALETTE.length]!, 1.8) + named[i]!.points.map((p) => (Number.isFinite(p[1]) ? `<circle cx="${xOf(f, p[0]).toFixed(1)}" cy="${yOf(f, p[1]).toFixed(1)}" r="1.8" fill="${PALETTE[i % PALETTE.length]}"/>` : "")).join("");
     })
     .join("\n");
-  const legend = o.series.map((s, i) => `<line x1="${56 + i * 110}" y1="24" x2="${72 + i * 110}" y2="24" stroke="${PALETTE[i % PALETTE.length]}" stroke-width="2"/><text x="${76 + i * 110}" y="28" font-size="9">${esc(s.name)}</text>`).join("");
+  // Each entry as wide as its name (about 5 px a character at font-size 9), at least 110 px.
+  let x = 56;
+  const legend = named
+    .map((s, i) => {
+      const at = x;
+      x += Math.max(110, 26 + 5 * s.name.length);
+      return `<line x1="${at}" y1="24" x2="${at + 16}" y2="24" stroke="${PALETTE[i % PALETTE.length]}" stroke-width="2"/><text x="${at + 20}" y="28" font-size="9">${esc(s.name)}</text>`;
+    })
+    .join("");
   return `<svg class="chart ${o.cls ?? "timeline"}" role="img" aria-label="${esc(o.title)} (${esc(o.unit)})" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg">
 <title>${esc(o.title)} (${esc(o.unit)})</title><text x="4" y="12" font-size="11" font-weight="600">${esc(o.title)}</text>${legend}
 ${axes(f, o.timeBase, o.unit, true, 8)}

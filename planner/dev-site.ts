@@ -1,8 +1,9 @@
 /**
  * The plans site as `tidegate dev` wires it, kept out of bin/commands/dev.ts: the planner's state in the data
  * directory (`openDevPlannerState`: demand history and plan reports under `<queue.dataDir>/planner/`, kept across
- * restarts), keys (config, environment, or the dev key persisted there too), a day of ServeGen seeded into an empty
- * history (planner/seed.ts, stated in the log; a history kept from an earlier start is not seeded again), the /plans
+ * restarts), keys (config, environment, or the dev key persisted there too), a day of the shipped ServeGen aggregates
+ * seeded into each (model, region) once per data directory, where nothing was recorded (planner/seed-once.ts, stated
+ * in the log), the /plans
  * sub-app over the stored plans with the actual-load overlay, and the lines to print at start (the URL to open and
  * the key — on stdout, never in the log).
  */
@@ -19,7 +20,8 @@ import { FilePlanStore } from "./file-store.js";
 import { devPlanKeys } from "./keys.js";
 import type { PlanActions } from "./loop.js";
 import { plansSite } from "./routes.js";
-import { seedDevHistory } from "./seed.js";
+import { seedDevHistoryOnce, seedListFile } from "./seed-once.js";
+import { planFleet } from "./fingerprint.js";
 import type { PlanStore } from "./store.js";
 
 /** What dev.ts mounts and prints. */
@@ -56,21 +58,19 @@ function openedLines(history: DemandHistory, store: PlanStore): { info: string[]
 }
 
 /**
- * Seeds `history` when it is empty and builds the site (see the file comment). `env` is process.env, read once here
- * at start-up.
+ * Seeds `history` (series not seeded before, seed-once.ts) and builds the site (see the file comment). `env` is
+ * process.env, read once here at start-up.
  */
 export async function devPlansSite(o: { config: TidegateConfig; clock: Clock; history: DemandHistory; store: PlanStore; log: Logger; env: Readonly<Record<string, string | undefined>>; dataDir?: string }): Promise<DevPlansSite> {
   const { keys, devKey } = devPlanKeys(o.config, o.env);
   const opened = openedLines(o.history, o.store);
   for (const line of opened.info) o.log.info(line);
   for (const line of opened.warn) o.log.warn(line);
-  // Seeding adds to a minute's value: a history kept from an earlier start is never seeded again.
-  if ((await o.history.keys()).length > 0) o.log.info("planner history not seeded: it holds load recorded by an earlier start");
-  else {
-    const seed = await seedDevHistory(o.history, o.config, { dataDir: o.dataDir ?? defaultDataDir(), nowMs: o.clock.now() });
-    for (const line of seed.lines) o.log[seed.seeded ? "info" : "warn"](seed.seeded ? `seeded planner history: ${line}` : line);
-  }
-  const site = plansSite({ store: o.store, keys, history: o.history, clock: o.clock, log: o.log });
+  // Each (model, region) is seeded once per data directory, only where nothing was recorded (seed-once.ts).
+  const seed = await seedDevHistoryOnce(o.history, o.config, { dataDir: o.dataDir ?? defaultDataDir(), nowMs: o.clock.now(), listFile: seedListFile(o.config.queue.dataDir) });
+  for (const line of seed.lines) o.log[line.level](line.msg);
+  // Plans of another configuration kept in the same data directory are counted on the index, not mixed in.
+  const site = plansSite({ store: o.store, keys, history: o.history, clock: o.clock, log: o.log, fleet: planFleet(o.config) });
   return {
     routes: site.app,
     adminKeys: keys.admin,

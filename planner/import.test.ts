@@ -1,5 +1,5 @@
 /**
- * Offline planning from the shipped data (../shared/data): format detection, the conversions, `tidegate plan` on
+ * Offline planning from the public data (../shared/data, the full folder; core/data ships part of it): format detection, the conversions, `tidegate plan` on
  * the ServeGen aggregates straight from the folder (a forecast and a chart for every series, hours from the trace
  * start), `tidegate history import`, and `tidegate forecast backtest` on a short series (a message, no stack trace).
  * The CLI cases run the compiled CLI (dist/, `npx tsc -p tsconfig.json` first).
@@ -9,12 +9,12 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runCli } from "../test/e2e/procs.js";
-import { defaultDataDir } from "../core/paths.js";
+import { sharedDataDir } from "../core/paths.js";
 import { detectFormat, importHistories, importHistory } from "./import.js";
 import { parseHistoryCsv } from "./history-file.js";
 import type { PlanReport } from "./report.js";
 
-const DATA = defaultDataDir();
+const DATA = sharedDataDir();
 const AGG = join(DATA, "servegen", "aggregate");
 const dir = mkdtempSync(join(tmpdir(), "tidegate-import-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -1,6 +1,7 @@
 /**
- * Demand history from the shipped public data (../shared/data/README.txt), for `tidegate plan --history` and
- * `tidegate history import`. Each file becomes one (model, region) series of IW tokens/s per minute:
+ * Demand history from the public data (core/data/ ships the ServeGen aggregates and the Azure traces; the full folder,
+ * e.g. ../shared/data, has the rest), for `tidegate plan --history` and `tidegate history import`. Each file becomes
+ * one (model, region) series of IW tokens/s per minute:
  *   servegen-aggregate  aggregate/<cat>_<model>_total_rate_600s.csv: rate × (mean input + mean output tokens)
  *   servegen-client     data/<cat>/<model>/chunk-<n>-trace.csv (no header): rate × --tokens-per-request
  *   azure-trace         AzureLLMInferenceTrace_*.csv: Σ (ContextTokens + GeneratedTokens) per minute / 60
@@ -31,7 +32,7 @@ export function detectFormat(firstLine: string, name: string): SourceFormat {
   if (h.startsWith("TIMESTAMP,ContextTokens,GeneratedTokens")) return "azure-trace";
   if (h.startsWith("minute_index,minute_start")) return "per-minute";
   if (/^\d+(\.\d+)?,[\d.eE+-]+,[\d.eE+-]*,(Weibull|Gamma)?,/.test(h)) return "servegen-client";
-  throw new ValidationError(`${name}:1`, "unknown format: expected a tidegate history CSV, a ServeGen aggregate or per-client trace, an Azure LLM trace or a derived per-minute CSV (../shared/data/README.txt)", "invalid_request");
+  throw new ValidationError(`${name}:1`, "unknown format: expected a tidegate history CSV, a ServeGen aggregate or per-client trace, an Azure LLM trace or a derived per-minute CSV (core/data/README.txt)", "invalid_request");
 }
 
 /** What `importHistory` read. */

@@ -1,11 +1,13 @@
 /**
  * The plans index (/plans): a timeline of the planned hours — cost per hour in the plans' currency, demand left
  * unmet, last hour's forecast error and instances per region — as charts and as a table linking each hour's plan,
- * filtered by model and region (plain links, no scripts). An hour whose forecast error cannot be judged yet shows
+ * filtered by model and region (plain links, no scripts), for the running configuration (plans kept for another one are
+ * counted and a link shows them). An hour whose forecast error cannot be judged yet shows
  * "not yet" (never 0), the error chart's axis is in percent and says "no data yet" and why while it has nothing to
  * draw, and the page's terms link to a glossary (glossary.ts). Pure: reports in, HTML out.
  */
 import type { PlanReport } from "./report.js";
+import type { PlanFleet } from "./fingerprint.js";
 import { esc, fmtTime, lineChart, type TimeBase } from "./charts.js";
 import { glossarySection, term } from "./glossary.js";
 import { pageShell, reviewPill, type PlanPageContext } from "./html.js";
@@ -14,6 +16,17 @@ import { pageShell, reviewPill, type PlanPageContext } from "./html.js";
 export interface IndexFilter {
   model?: string;
   region?: string;
+  /** "all": the plans of every configuration the store keeps, not only the running one's (`?fleet=all`). */
+  fleet?: "all";
+}
+
+/** Which configurations' plans the index shows (routes.ts `fleet`): the running one, and how many plans it hides. */
+export interface IndexFleets {
+  current?: PlanFleet;
+  /** Plans the store keeps for other configurations, not shown. */
+  hidden: number;
+  /** Every configuration's plans are shown. */
+  all?: boolean;
 }
 
 /** One hour of the timeline, over the actions and forecasts the filter keeps. */
@@ -48,21 +61,33 @@ export function hourRow(r: PlanReport, f: IndexFilter): HourRow {
   return { report: r, hourMs: Math.floor(r.madeAtMs / 600_000) * 600_000, cost: r.cost.breakdown === undefined && !filtered ? r.cost.total : cost, unmetTokensPerS: unmet, lastHourErrorPct: errs.length > 0 ? errs.reduce((s, e) => s + e, 0) / errs.length : undefined, lastHourNotYet: notYet, instances };
 }
 
+/** The index's URL under a filter. */
+function indexHref(f: IndexFilter): string {
+  const q = new URLSearchParams();
+  if (f.model !== undefined) q.set("model", f.model);
+  if (f.region !== undefined) q.set("region", f.region);
+  if (f.fleet !== undefined) q.set("fleet", f.fleet);
+  const s = q.toString();
+  return `/plans${s ? `?${s}` : ""}`;
+}
+
+/** One line on which configurations' plans are shown, with a link to the others (nothing when all are one). */
+function fleetLine(fleets: IndexFleets | undefined, f: IndexFilter): string {
+  if (fleets?.current === undefined) return "";
+  const about = (x: PlanFleet) => `regions ${x.regions.join(", ")}; models ${x.models.join(", ")}`;
+  if (fleets.all === true) return `<p class="fleets">Plans of every configuration this store keeps (this one: ${esc(about(fleets.current))}). <a href="${esc(indexHref({ ...f, fleet: undefined }))}">Only this configuration's</a></p>`;
+  if (fleets.hidden === 0) return "";
+  return `<p class="fleets">Plans of this configuration (${esc(about(fleets.current))}). ${fleets.hidden} plan${fleets.hidden === 1 ? "" : "s"} made for another configuration in this store ${fleets.hidden === 1 ? "is" : "are"} not shown: <a href="${esc(indexHref({ ...f, fleet: "all" }))}">show every plan</a></p>`;
+}
+
 function filterLinks(kind: "model" | "region", values: readonly string[], f: IndexFilter): string {
-  const href = (v: string | undefined) => {
-    const q = new URLSearchParams();
-    const next = { ...f, [kind]: v };
-    if (next.model !== undefined) q.set("model", next.model);
-    if (next.region !== undefined) q.set("region", next.region);
-    const s = q.toString();
-    return `/plans${s ? `?${s}` : ""}`;
-  };
+  const href = (v: string | undefined) => indexHref({ ...f, [kind]: v });
   const cur = f[kind];
   return `<span class="filters">${kind}: <a class="${cur === undefined ? "on" : ""}" href="${esc(href(undefined))}">all</a>${values.map((v) => `<a class="${cur === v ? "on" : ""}" href="${esc(href(v))}">${esc(v)}</a>`).join("")}</span>`;
 }
 
 /** The index page. `reports` newest first (as PlanStore.list gives them). */
-export function renderPlansIndex(reports: readonly PlanReport[], f: IndexFilter, ctx: Pick<PlanPageContext, "viewer" | "notice"> & { canPlanNow?: boolean } = {}): string {
+export function renderPlansIndex(reports: readonly PlanReport[], f: IndexFilter, ctx: Pick<PlanPageContext, "viewer" | "notice"> & { canPlanNow?: boolean; fleets?: IndexFleets } = {}): string {
   const models = [...new Set(reports.flatMap((r) => r.actions.map((a) => a.model)))].sort();
   const regions = [...new Set(reports.flatMap((r) => r.actions.map((a) => a.region)))].sort();
   const shownRegions = f.region === undefined ? regions : regions.filter((x) => x === f.region);
@@ -89,6 +114,7 @@ ${lineChart({ title: "last hour's forecast error (mean |forecast − actual| / a
 ${rows.map((x) => `<tr><td class="l"><a href="/plans/${encodeURIComponent(x.report.id)}">${esc(fmtTime(x.hourMs, base))}</a></td><td class="l">${reviewPill(x.report, base, used)}${x.report.trigger?.kind === "manual" ? ` <span class="pill">${t("on-request")}</span>` : ""}</td><td>${x.cost.toFixed(2)}</td><td>${x.unmetTokensPerS.toFixed(1)}</td><td>${x.lastHourErrorPct !== undefined ? `${x.lastHourErrorPct.toFixed(1)}%` : x.lastHourNotYet !== undefined ? `<span class="not-yet" title="${esc(x.lastHourNotYet)}">not yet</span>` : "—"}</td>${shownRegions.map((reg) => `<td>${x.instances.get(reg) ?? 0}</td>`).join("")}<td class="l">${esc(x.report.solver.status)}${x.report.solver.gap > 1e-6 ? ` (${t("gap")} ${(100 * x.report.solver.gap).toFixed(2)}%)` : ""}</td></tr>`).join("\n")}</table>`;
   const body = `${ctx.notice ? `<p class="notice">${esc(ctx.notice)}</p>` : ""}
 <h1>Plans, hour by hour</h1>
+${fleetLine(ctx.fleets, f)}
 ${planNow}
 <p>${filterLinks("model", models, f)}<br>${filterLinks("region", regions, f)}</p>
 ${rows.length === 0 ? `<p>No plans yet: the planner makes one at start and then every interval.</p>` : `<p class="muted">Newest first. Costs are GPU-hour prices × GPUs held plus the hour's VM and model starts, after spot reclaims${f.model || f.region ? ", for the endpoints the filter keeps" : ""}. ${t("last-hour", "Forecast error")}: mean |forecast − actual| / actual of last hour's peak over the series shown, once that hour has ended ("not yet" before).</p>${charts}${table}`}

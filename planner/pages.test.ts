@@ -57,6 +57,22 @@ describe("plan pages", () => {
     expect(html).not.toContain("<th>east instances</th>");
   });
 
+  it("draw identical series once, named together, so equal regions do not hide under one colour", () => {
+    const act = (region: string, target: number) => ({ model: "a", region, gpu: "g", current: 2, target, reclaimSameModel: 0, reclaimOtherModel: 0, newInstances: 0, donate: 0, cost: 10 });
+    const hour = (i: number, west: number) => report({ id: `plan-${i}`, decisionId: i, madeAtMs: Date.UTC(2026, 10, 23, 10 + i, 0), actions: [act("east", 8), act("central", 8), act("west", west)] });
+    const chartOf = (html: string) => html.split("<svg ").find((c) => c.includes('aria-label="target instances per region (instances)"'))!;
+    // Three regions with the same targets every hour: one line, its legend naming all three.
+    const equal = chartOf(renderPlansIndex([hour(2, 8), hour(1, 8)], {}));
+    expect(equal.match(/<polyline class="series"/g)).toHaveLength(1);
+    expect(equal).toContain(">central = east = west</text>");
+    // West differs in one hour: its own line and colour; east and central still share one.
+    const apart = chartOf(renderPlansIndex([hour(2, 6), hour(1, 8)], {}));
+    expect(apart.match(/<polyline class="series"/g)).toHaveLength(2);
+    expect(apart).toContain(">central = east</text>");
+    expect(apart).toContain(">west</text>");
+    expect(new Set([...apart.matchAll(/<polyline class="series"[^>]*stroke="([^"]+)"/g)].map((m) => m[1])).size).toBe(2);
+  });
+
   it("render a report stored before cost breakdowns and reviews existed", () => {
     const html = renderPlanHtml(report());
     expect(html).toContain("Cost for this hour: <strong>30.00 USD</strong>");

@@ -5,6 +5,7 @@ import type { Band } from "../forecasts/forecaster.js";
 import type { MixSource } from "./capacity.js";
 import type { Correction } from "./slo-correction.js";
 import type { EndpointAction, RegionSpot } from "./spot.js";
+import type { PlanFleet } from "./fingerprint.js";
 
 /** What the report shows for one (model, region). */
 export interface SeriesForecast {
@@ -178,4 +179,6 @@ export interface PlanReport {
   review?: PlanReview;
   /** Per model: the SLO, the capacity per instance at it, the correction factor, last hour's attainment (absent on reports before issue 31 and for fleets without an SLO). */
   slo?: ModelSloReport[];
+  /** The configuration it was made for (fingerprint.ts): set by the planner's round, absent offline and on older reports. */
+  fleet?: PlanFleet;
 }

@@ -27,6 +27,7 @@ import { renderLoginPage } from "./login-page.js";
 import type { PlanActions } from "./loop.js";
 import type { PlanReport } from "./report.js";
 import type { PlanStore } from "./store.js";
+import { sameFleet, type PlanFleet } from "./fingerprint.js";
 
 export { esc };
 
@@ -51,6 +52,11 @@ export interface PlansRoutesOptions {
   log?: Logger;
   /** Registers the site's metrics here at once (or later with `registerMetrics`). */
   registry?: Registry;
+  /**
+   * The configuration this process plans for (fingerprint.ts): `/plans` lists only its plans (and the plans not
+   * known to be another's), `/plans?fleet=all` every plan the store keeps. Absent: every plan.
+   */
+  fleet?: PlanFleet;
 }
 
 /** The sub-app with its metrics and sessions. */
@@ -204,7 +210,9 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
   app.get("/plans", async (c) => {
     const who = caller(c);
     if (typeof who === "string") return refuse(c, who);
-    const list = await opts.store.list();
+    const every = await opts.store.list();
+    const everyFleet = c.req.query("fleet") === "all";
+    const list = opts.fleet === undefined || everyFleet ? every : every.filter((r) => sameFleet(r, opts.fleet!.fingerprint));
     if (wantsJson(c)) {
       return c.json({ object: "list", data: list.map((r) => ({ id: r.id, decisionId: r.decisionId, madeAtMs: r.madeAtMs, advisory: r.advisory, review: r.review ?? null, status: r.solver.status, gap: r.solver.gap, cost: r.cost.breakdown?.afterSpot ?? r.cost.total, currency: r.cost.currency ?? "USD", unmet: r.unmet.length })) });
     }
@@ -213,8 +221,11 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     const region = c.req.query("region");
     if (model) f.model = model;
     if (region) f.region = region;
+    if (everyFleet) f.fleet = "all";
     const notice = NOTICES[c.req.query("done") ?? ""];
-    return html(c, renderPlansIndex(list, f, { viewer: { role: who.role, who: who.who, ...(who.session ? { csrf: who.session.csrf } : {}) }, canPlanNow: actions !== undefined, ...(notice ? { notice } : {}) }));
+    const others = every.filter((r) => !list.includes(r));
+    const fleets = { ...(opts.fleet === undefined ? {} : { current: opts.fleet }), hidden: others.length, ...(everyFleet ? { all: true } : {}) };
+    return html(c, renderPlansIndex(list, f, { fleets, viewer: { role: who.role, who: who.who, ...(who.session ? { csrf: who.session.csrf } : {}) }, canPlanNow: actions !== undefined, ...(notice ? { notice } : {}) }));
   });
 
   app.get("/plans/:id", async (c) => {
@@ -226,7 +237,9 @@ export function plansSite(opts: PlansRoutesOptions): PlansSite {
     const r = await opts.store.get(id);
     if (r === undefined) return new TidegateError("not_found", `no plan ${JSON.stringify(id)}`, { param: "id" }).toResponse();
     if (json) return c.json(r);
-    const list = await opts.store.list();
+    // Earlier and later plans of the same configuration (all of them for a plan of another one).
+    const every = await opts.store.list();
+    const list = opts.fleet === undefined || !sameFleet(r, opts.fleet.fingerprint) ? every : every.filter((x) => sameFleet(x, opts.fleet!.fingerprint));
     const at = list.findIndex((x) => x.id === id);
     const notice = NOTICES[c.req.query("done") ?? ""];
     return html(c, renderPlanHtml(r, {

@@ -8,12 +8,13 @@
  * day shifted by its UTC offset against the first region, scaled so the day's peak is `fill` (default 0.7) of what
  * the endpoint's starting instances serve at the SLO. The day ends at `nowMs`; ServeGen has no calendar, so its
  * windows are taken at the same time of day as the hours they fill (window k of a day ↦ UTC 00:00 + k × 10 min),
- * from day `startDay` on. What was seeded and the scale are returned for the log.
+ * from day `startDay` on. What was seeded and the scale are returned for the log. seed-once.ts puts it into
+ * `tidegate dev`'s history, once per (model, region) and data directory.
  */
-import { existsSync, readFileSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { TidegateConfig } from "../core/config.js";
-import type { DemandHistory, DemandSample } from "../forecasts/history.js";
+import type { DemandSample } from "../forecasts/history.js";
 import { MINUTE_MS } from "../forecasts/history.js";
 import { ValidationError } from "../core/validate.js";
 import { fleetFromConfig } from "./fleet.js";
@@ -76,7 +77,7 @@ export interface SeededModel {
 
 /** Options of `seedFromServegen`. */
 export interface SeedOptions {
-  /** The shared data folder (holds servegen/aggregate). */
+  /** The data folder that holds servegen/aggregate (core/paths.ts defaultDataDir: the shipped core/data). */
   dataDir: string;
   nowMs: number;
   /** Days seeded (default 1), from ServeGen day `startDay` (default 1, the second day: a full day for every series). */
@@ -135,17 +136,4 @@ export function servegenSeedSamples(config: TidegateConfig, o: SeedOptions): { s
 /** One line per model for the log: where the day came from and how it was scaled. */
 export function describeSeed(seeded: readonly SeededModel[], days: number, fill: number): string[] {
   return seeded.map((s) => `${s.model} ← ServeGen ${s.source} (${days} day${days === 1 ? "" : "s"}), scaled ×${s.scale.toPrecision(3)} so each region's peak is ${Math.round(fill * 100)}% of its starting instances: ${Object.entries(s.peakTokensPerS).map(([r, p]) => `${r} ${p.toFixed(0)}`).join(", ")} tokens/s`);
-}
-
-/**
- * `tidegate dev`: seeds `history` (see the file comment) and returns the lines to log; when the shared data folder
- * is missing it seeds nothing and says so.
- */
-export async function seedDevHistory(history: DemandHistory, config: TidegateConfig, o: SeedOptions): Promise<{ seeded: boolean; lines: string[] }> {
-  if (!existsSync(join(o.dataDir, "servegen", "aggregate"))) {
-    return { seeded: false, lines: [`no ServeGen data at ${join(o.dataDir, "servegen", "aggregate")}: the first plans have no history (they plan for minimums only)`] };
-  }
-  const { samples, seeded } = servegenSeedSamples(config, o);
-  await history.add(samples);
-  return { seeded: true, lines: describeSeed(seeded, o.days ?? 1, o.fill ?? 0.7) };
 }

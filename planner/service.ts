@@ -4,7 +4,7 @@
  * replica feeds it, so a new leader's first round judges the span since this replica started). `tidegate planner` runs it on Redis stores;
  * `tidegate dev` on files in its data directory (file-store.ts, file-history.ts). The stores, lock and links come from the caller; this file only wires.
  */
-import type { Clock } from "../core/clock.js";
+import type { Clock, Timer } from "../core/clock.js";
 import type { TidegateConfig } from "../core/config.js";
 import type { Logger } from "../core/log.js";
 import type { RegionName } from "../core/models.js";
@@ -14,6 +14,7 @@ import type { DemandHistory } from "../forecasts/history.js";
 import type { Forecaster } from "../forecasts/forecaster.js";
 import { createForecaster, type ForecasterName } from "../forecasts/registry.js";
 import { fleetFromConfig, liveFleet } from "./fleet.js";
+import { planFleet, sameFleet } from "./fingerprint.js";
 import type { LeaderLock } from "./leader.js";
 import { PlannerLoop, type PlannerLoopOptions } from "./loop.js";
 import type { PlanReport } from "./report.js";
@@ -43,6 +44,12 @@ export interface PlannerServiceOptions {
   log: Logger;
   /** Told of every stored report (planner/metrics.ts exports it). */
   onReport?: (report: PlanReport) => void;
+  /**
+   * The first round waits until every link has reported telemetry once, at most this long (ms), so that it plans on
+   * the regions' instances and each endpoint's expected scale-out (`tidegate dev`, which starts the planner once its
+   * regions serve). Unset: the first round runs at once.
+   */
+  firstRoundAfterTelemetryMs?: number;
 }
 
 export interface PlannerService {
@@ -88,7 +95,11 @@ export interface PlanRoundOptions {
  */
 export function planRound(o: PlanRoundOptions): PlannerLoopOptions["plan"] {
   const fleet = fleetFromConfig(o.config);
-  return async (decisionId, previous, trigger, recent) => {
+  const made = planFleet(o.config);
+  return async (decisionId, newest, trigger, all) => {
+    // Earlier plans of another configuration (one data directory, another config file) are not this fleet's past.
+    const recent = all?.filter((r) => sameFleet(r, made.fingerprint));
+    const previous = (recent ?? (newest === undefined ? [] : [newest])).find((r) => sameFleet(r, made.fingerprint));
     const hour = o.sloWindow?.take();
     const live = liveFleet(fleet, o.telemetry, o.intervalMs);
     const latest = hour === undefined && o.sloWindow === undefined ? latestMix(o.telemetry) : new Map();
@@ -118,12 +129,13 @@ export function planRound(o: PlanRoundOptions): PlannerLoopOptions["plan"] {
       ...(trigger === undefined ? {} : { trigger }),
     });
     withExpectedScaleOut(report, o.telemetry);
+    report.fleet = made;
     if (o.outDir !== undefined) writePlanFiles(o.outDir, report);
     return report;
   };
 }
 
-/** Starts the loop (first round at once, then every intervalMs) and the telemetry recording. */
+/** Starts the loop (first round at once, or after the regions' first telemetry; then every intervalMs) and the telemetry recording. */
 export async function startPlannerService(o: PlannerServiceOptions): Promise<PlannerService> {
   // Current and spot instances per (model, region, GPU) come from the regions' telemetry, not the config file.
   const latest = new Map<string, RegionTelemetry>();
@@ -143,19 +155,33 @@ export async function startPlannerService(o: PlannerServiceOptions): Promise<Pla
     ...(o.onReport === undefined ? {} : { onReport: o.onReport }),
     plan: planRound({ config: o.config, clock: o.clock, telemetry: latest, history: o.history, forecaster, solver, intervalMs: o.intervalMs, advisory: o.advisory, sloWindow, log: o.log, ...(o.outDir === undefined ? {} : { outDir: o.outDir }) }),
   });
+  let heardAll: () => void = () => undefined;
+  const allReported = new Promise<void>((resolve) => (heardAll = resolve));
   const unsubs: Unsubscribe[] = o.links.map((l) =>
     l.subscribe((t) => {
       latest.set(t.region, t);
+      if (latest.size >= o.links.length) heardAll();
       sloWindow.observe(t);
       if (!loop.leading) return;
       recorder.observe(t).catch((err: unknown) => o.log.warn("history write failed", { err: err instanceof Error ? err : String(err) }));
     }),
   );
   loop.start();
-  void loop.tick();
+  let waiting: Timer | undefined;
+  let closed = false;
+  if (o.firstRoundAfterTelemetryMs === undefined) void loop.tick();
+  else {
+    const bound = new Promise<void>((resolve) => (waiting = o.clock.after(o.firstRoundAfterTelemetryMs!, resolve)));
+    void Promise.race([allReported, bound]).then(() => {
+      waiting?.cancel();
+      if (!closed) void loop.tick();
+    });
+  }
   return {
     loop,
     close: async () => {
+      closed = true;
+      waiting?.cancel();
       for (const u of unsubs) u();
       await loop.stop();
       await forecaster.close();

@@ -68,7 +68,8 @@ describe("bad input → 4xx OpenAI-style errors, and the router keeps serving", 
     ["stream of the wrong type", "/v1/chat/completions", chat({ stream: "yes" }), 400, "invalid_request", "stream"],
     ["negative max_tokens", "/v1/chat/completions", chat({ max_tokens: -5 }), 400, "invalid_request", "max_tokens"],
     ["huge max_tokens", "/v1/chat/completions", chat({ max_tokens: 1e12 }), 400, "invalid_request", "max_tokens"],
-    ["max_tokens past the model's context", "/v1/chat/completions", { ...chat({ max_tokens: 5000 }), model: "llama2-70b" }, 400, "invalid_request", "max_tokens"],
+    ["max_tokens past the model's context (OpenAI's code and param)", "/v1/chat/completions", { ...chat({ max_tokens: 5000 }), model: "llama2-70b" }, 400, "context_length_exceeded", "messages"],
+    ["a completion past the model's context", "/v1/completions", { model: "llama2-70b", prompt: "tide", max_tokens: 4096 }, 400, "context_length_exceeded", "prompt"],
     ["fractional max_tokens", "/v1/completions", { model: M, prompt: "x", max_tokens: 1.5 }, 400, "invalid_request", "max_tokens"],
     ["empty messages", "/v1/chat/completions", chat({ messages: [] }), 400, "invalid_request", "messages"],
     ["empty user content", "/v1/chat/completions", chat({ messages: [{ role: "user", content: "" }] }), 400, "invalid_request", "messages[0].content"],
@@ -172,6 +173,10 @@ describe("API keys", () => {
   });
   it("missing or unknown key → 401", async () => {
     expect((await post("/v1/completions", body, { "content-type": "application/json" })).status).toBe(401);
+    // A key sent without "Bearer " is told the scheme is wrong, not that the key is missing.
+    const noScheme = await post("/v1/completions", body, { authorization: "sk-open-key", "content-type": "application/json" });
+    expect(noScheme.status).toBe(401);
+    expect(noScheme.json.error?.message).toBe('the Authorization header must carry the API key as Bearer <key>; it has no scheme: a key sent without "Bearer " in front of it');
     expect((await post("/v1/completions", body, { authorization: "Bearer sk-nope" })).json.error?.code).toBe("unauthorized");
   });
   it("a key scoped to models is refused other models (403) and lists only its models", async () => {
@@ -283,6 +288,27 @@ describe("streaming, retry and cancellation", () => {
   });
 });
 
+describe("a client that leaves before its first token", () => {
+  it("is counted under the region the request was sent to, not \"none\"", async () => {
+    west.behavior = { hangAfterTokens: 0 };
+    const labels = `model="${M}",region="us-west"`;
+    const [aborts, requests] = [await metricValue("tidegate_router_client_aborts_total", labels), await metricValue("tidegate_router_requests_total", `${labels},status="499"`)];
+    const [noneAborts, noneRequests] = [await metricValue("tidegate_router_client_aborts_total", `model="${M}",region="none"`), await metricValue("tidegate_router_requests_total", `model="${M}",region="none",status="499"`)];
+    const ac = new AbortController();
+    const sent = west.dispatches.length;
+    const res = fetch(base + "/v1/chat/completions", { method: "POST", headers: { ...auth, "x-tidegate-region": "us-west" }, body: JSON.stringify({ model: M, messages: [{ role: "user", content: "hi" }], stream: true }), signal: ac.signal }).catch(() => undefined);
+    for (let i = 0; i < 500 && west.dispatches.length === sent; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(west.dispatches.length).toBe(sent + 1);
+    ac.abort();
+    await res;
+    for (let i = 0; i < 500 && (await metricValue("tidegate_router_requests_total", `${labels},status="499"`)) === requests; i++) await new Promise((r) => setTimeout(r, 10));
+    expect(await metricValue("tidegate_router_requests_total", `${labels},status="499"`)).toBe(requests + 1);
+    expect(await metricValue("tidegate_router_client_aborts_total", labels)).toBe(aborts + 1);
+    expect(await metricValue("tidegate_router_client_aborts_total", `model="${M}",region="none"`)).toBe(noneAborts);
+    expect(await metricValue("tidegate_router_requests_total", `model="${M}",region="none",status="499"`)).toBe(noneRequests);
+  });
+});
+
 describe("a burst between two telemetry updates", () => {
   it("spills to the next region once the router's in-flight estimate takes the first over the threshold", async () => {
     const model = "llama2-70b";
@@ -338,6 +364,17 @@ describe("models, health, metrics, mounts", () => {
     expect(await metricValue("tidegate_router_requests_total", `model="bloom-176b",region="us-west",status="503"`)).toBe(0);
     expect(await metricValue("tidegate_router_client_aborts_total", `model="llama2-70b",region="us-central"`)).toBe(0);
   });
+  it("a path served with another method is 405 with Allow, as OpenAI answers", async () => {
+    const get = await fetch(base + "/v1/chat/completions", { headers: auth });
+    expect(get.status).toBe(405);
+    expect(get.headers.get("allow")).toBe("POST");
+    expect(await get.json()).toEqual({ error: { message: "Invalid method for URL (GET /v1/chat/completions): use POST", type: "invalid_request_error", param: null, code: "method_not_allowed" } });
+    const models = await fetch(base + "/v1/models", { method: "POST", headers: auth, body: "{}" });
+    expect(models.status).toBe(405);
+    expect(models.headers.get("allow")).toBe("GET, HEAD");
+    expect((await fetch(base + "/admin/regions/us-east/instances", { method: "DELETE", headers: auth })).headers.get("allow")).toBe("GET, HEAD");
+  });
+
   it("mounted sub-apps are served; unknown routes are OpenAI-style 404s", async () => {
     expect(await (await fetch(base + "/sub/hello")).json()).toEqual({ mounted: true });
     const r = await fetch(base + "/nope");

@@ -88,11 +88,33 @@ export function createRouterApp(deps: CompletionDeps, options: RouterAppOptions 
 
   for (const m of options.mounts ?? []) app.route(m.path, m.app);
 
-  app.notFound((c) => new TidegateError("not_found", `no route for ${c.req.method} ${c.req.path}`).toResponse());
+  // A path served with other methods is 405 with Allow (GET /v1/chat/completions: use POST), any other 404.
+  app.notFound((c) => {
+    const allow = allowedMethods(app.routes, c.req.path);
+    if (allow.length === 0) return new TidegateError("not_found", `no route for ${c.req.method} ${c.req.path}`).toResponse();
+    const res = new TidegateError("method_not_allowed", `Invalid method for URL (${c.req.method} ${c.req.path}): use ${allow.filter((m) => m !== "HEAD").join(" or ")}`).toResponse();
+    res.headers.set("allow", allow.join(", "));
+    return res;
+  });
   app.onError((err, c) => {
     const te = toTidegateError(err);
     if (te.code === "internal") deps.logger.error("router: internal error", { err, path: c.req.path });
     return errorResponse(te, deps.config.router.retryAfterS);
   });
   return app;
+}
+
+/**
+ * The methods `routes` serve `path` with (a route's `:param` segment matches any one segment; middleware and wildcard
+ * routes are not routes of a path), HEAD with GET, sorted; empty when no route has the path.
+ */
+export function allowedMethods(routes: readonly { method: string; path: string }[], path: string): string[] {
+  const methods = new Set<string>();
+  for (const r of routes) {
+    if (r.method === "ALL" || r.path.includes("*")) continue;
+    const pattern = new RegExp(`^${r.path.split("/").map((seg) => (seg.startsWith(":") ? "[^/]+" : seg.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))).join("/")}/?$`);
+    if (pattern.test(path)) methods.add(r.method);
+  }
+  if (methods.has("GET")) methods.add("HEAD");
+  return [...methods].sort();
 }

@@ -29,6 +29,19 @@ describe("API keys", () => {
     expect(mayUseModel(b, "llama2-70b")).toBe(false);
     expect(() => authenticate(keys, undefined)).toThrow(/missing API key/);
     let err: unknown;
+    // A key without "Bearer " is not a missing key: the message says the scheme is wrong, and never repeats the key.
+    for (const [header, said] of [["sk-aaaa", /must carry the API key as Bearer <key>; it has no scheme: a key sent without "Bearer " in front of it/], ["Basic c2stYWFhYQ==", /it has the Basic scheme/], ["Bearer", /it has the Bearer scheme but no token/]] as const) {
+      try {
+        authenticate(keys, header);
+        err = undefined;
+      } catch (e) {
+        err = e;
+      }
+      expect(isTidegateError(err, "unauthorized")).toBe(true);
+      expect((err as Error).message).toMatch(said);
+      expect((err as Error).message).not.toMatch(/missing|sk-aaaa|c2stYWFhYQ/);
+    }
+    expect(() => requireAdmin(["adm"], "adm")).toThrow(/must carry the admin key as Bearer <admin key>; it has no scheme/);
     try {
       authenticate(keys, "Bearer sk-aaab");
     } catch (e) {

@@ -29,6 +29,23 @@ export function bearerToken(header: string | undefined | null): string | undefin
   return m?.[1];
 }
 
+/** Scheme names an Authorization header may start with that can be said back (anything else might be the key). */
+const SCHEMES = ["basic", "digest", "token", "negotiate", "apikey", "api-key", "key", "bearer"];
+
+/**
+ * 401 for a header with no bearer token, saying which is wrong — none sent, or sent without the `Bearer ` scheme
+ * (`authorization: sk-…`, `Basic …`) — and never repeating what was sent beyond a known scheme's name.
+ * `what`: "API key" or "admin key".
+ */
+export function noBearer(header: string | undefined | null, what: string): TidegateError {
+  const h = header?.trim() ?? "";
+  if (h === "") return new TidegateError("unauthorized", `missing ${what}: send Authorization: Bearer <${what === "API key" ? "key" : what}>`);
+  const first = h.split(/\s+/)[0]!;
+  const scheme = SCHEMES.includes(first.toLowerCase()) ? first : undefined;
+  const got = scheme === undefined ? "no scheme: a key sent without \"Bearer \" in front of it" : scheme.toLowerCase() === "bearer" ? "the Bearer scheme but no token" : `the ${scheme} scheme`;
+  return new TidegateError("unauthorized", `the Authorization header must carry the ${what} as Bearer <${what === "API key" ? "key" : what}>; it has ${got}`);
+}
+
 function sameSecret(a: string, b: string): boolean {
   const ab = Buffer.from(a);
   const bb = Buffer.from(b);
@@ -37,12 +54,12 @@ function sameSecret(a: string, b: string): boolean {
 
 /**
  * Resolves the caller from the Authorization header. With no keys configured the API is open (ANONYMOUS).
- * Throws TidegateError unauthorized (401) for a missing or unknown key.
+ * Throws TidegateError unauthorized (401) for a missing or unknown key, or one sent without the Bearer scheme (noBearer).
  */
 export function authenticate(keys: RouterConfig["apiKeys"], authorization: string | undefined | null): Caller {
   if (keys.length === 0) return ANONYMOUS;
   const token = bearerToken(authorization);
-  if (token === undefined) throw new TidegateError("unauthorized", "missing API key: send Authorization: Bearer <key>");
+  if (token === undefined) throw noBearer(authorization, "API key");
   let found: RouterConfig["apiKeys"][number] | undefined;
   for (const k of keys) if (sameSecret(k.key, token)) found = k;
   if (found === undefined) throw new TidegateError("unauthorized", "invalid API key");
@@ -68,6 +85,6 @@ export function modelForbidden(model: string): TidegateError {
  */
 export function requireAdmin(adminKeys: readonly string[], authorization: string | undefined | null): void {
   const token = bearerToken(authorization);
-  if (token === undefined) throw new TidegateError("unauthorized", "missing admin key: send Authorization: Bearer <admin key>");
+  if (token === undefined) throw noBearer(authorization, "admin key");
   if (!adminKeys.some((k) => sameSecret(k, token))) throw new TidegateError("forbidden", "not an admin key");
 }

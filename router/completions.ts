@@ -72,6 +72,8 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
   });
   let opened: OpenedStream | undefined;
   let releaseSlot: (() => void) | undefined;
+  /** The region the request was last sent to: a client that leaves before its first token is counted there. */
+  let dispatchedTo: string | undefined;
   try {
     const caller = authenticate(deps.config.router.apiKeys, req.headers.authorization);
     const body = await readJsonBody(req, deps.config.router.bodyLimitBytes);
@@ -111,6 +113,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         signal: client.signal,
         ...(deps.watchdog === undefined ? {} : { watchdog: deps.watchdog }),
         ...(deps.limiter === undefined ? {} : { concurrency: { limiter: deps.limiter, tenant: caller.tenant, retryAfterS: deps.config.router.retryAfterS, queueMs: deps.config.router.concurrency.queueMs } }),
+        onDispatch: (region) => (dispatchedTo = region),
         onRetry: (failed, err) => {
           deps.metrics.retries.inc({ model: parsed.model, region: failed });
           deps.logger.warn("router: region failed before the first token; trying the next", { model: parsed.model, region: failed, err });
@@ -128,6 +131,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
     const te = toTidegateError(err);
     if (clientGone || te.code === "cancelled") {
       outcome.status = 499;
+      if (outcome.region === NO_REGION && dispatchedTo !== undefined) outcome.region = dispatchedTo;
       deps.logger.debug("router: client aborted", { model: outcome.model, region: outcome.region, reason: clientGone ? "client disconnected" : te.message });
       if (outcome.model !== UNKNOWN_MODEL && outcome.region !== NO_REGION) deps.metrics.aborts.inc({ model: outcome.model, region: outcome.region });
       else if (outcome.model !== UNKNOWN_MODEL) deps.metrics.aborts.inc({ model: outcome.model, region: NO_REGION });

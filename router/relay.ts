@@ -54,6 +54,8 @@ export interface DispatchOptions {
   allowedRegions?: ReadonlySet<RegionName>;
   /** Called for each region that failed before its first event when another region is about to be tried. */
   onRetry?: (failedRegion: RegionName, err: unknown) => void;
+  /** Called as the request is sent to a region (each try), so that an outcome before its first event names it. */
+  onDispatch?: (region: RegionName) => void;
   /**
    * Watches every upstream wait: a region that goes dark before the first event is given up at once (and the next
    * region tried); a running stream that stalls ends (watchdog.ts). Absent: waits are unbounded (unit tests).
@@ -194,6 +196,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       attempt.abort();
     };
     try {
+      opts.onDispatch?.(region);
       const rest = link.dispatch(req, attempt.signal)[Symbol.asyncIterator]();
       const first = watched === undefined ? await rest.next() : await Promise.race([rest.next(), watched.stalled]);
       if (first.done) throw new TidegateError("upstream_error", `region ${region} ended the stream without any event`);

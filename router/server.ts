@@ -19,6 +19,7 @@ import { StreamWatchdog } from "./watchdog.js";
 import { tokenPaceFrom } from "./pace.js";
 import { Admission } from "./admission.js";
 import { limiterFromConfig } from "./concurrency.js";
+import { listenError } from "../core/listen.js";
 
 export interface GlobalRouterOptions {
   config: TidegateConfig;
@@ -100,10 +101,10 @@ export class GlobalRouter {
     });
   }
 
-  /** Starts listening; resolves to the bound address (port 0 picks a free port). */
+  /** Starts listening; resolves to the bound address (port 0 picks a free port). A port in use rejects with core/listen.ts `listenError`. */
   listen(host: string, port: number): Promise<AddressInfo> {
     return new Promise((resolve, reject) => {
-      const onError = (err: Error) => reject(err);
+      const onError = (err: Error) => reject(listenError(err, host, port, "--port / router.port"));
       this.server.once("error", onError);
       this.server.listen(port, host, () => {
         this.server.off("error", onError);

@@ -36,7 +36,7 @@ that hour's PEAK from the preceding --history-days days, and the MAPE and the co
 printed per method (one JSON line per method on stdout; progress on stderr).
 
 Series file: CSV whose first column is a time in seconds and second a rate, evenly spaced (ServeGen aggregate
-files with a header, per-client files without), e.g. ../shared/data/servegen/aggregate/language_m-large_total_rate_600s.csv.
+files with a header, per-client files without), e.g. core/data/servegen/aggregate/language_m-large_total_rate_600s.csv (shipped).
 Gaps (missing rows) are filled; NaN or negative values are rejected naming the line.`,
   flags: {
     series: { type: "string", help: "series CSV file (required)" },

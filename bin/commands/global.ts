@@ -4,11 +4,11 @@
  * OpenAI-compatible API (router/).
  */
 import type { Command } from "../command.js";
-import { createBatchService, withRedisUrl } from "../../router/batch/service.js";
+import { createBatchService } from "../../router/batch/service.js";
 import { WallClock } from "../../core/clock.js";
-import { loadConfig } from "../../core/config.js";
-import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
-import { loggerFromFlags, portFromFlags } from "../flags.js";
+import { routerConfigFromFlags } from "../config-flags.js";
+import { ensurePortFree } from "../../core/listen.js";
+import { loggerFromFlags } from "../flags.js";
 import { TidegateError } from "../../core/errors.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import type { TlsFiles } from "../../region/link/tls.js";
@@ -21,6 +21,7 @@ import type { RouterMount } from "../../router/app.js";
 import { plansSite } from "../../planner/routes.js";
 import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
+import { planFleet } from "../../planner/fingerprint.js";
 import { capYoungGeneration } from "../../core/young-generation.js";
 
 /** The three TLS flags together, or none (insecure loopback/dev links). */
@@ -58,12 +59,12 @@ export const command: Command = {
     "redis-url": { type: "string", help: "batch queue on this Redis (sets queue.backend redis); default: config queue" },
     "recover-journal": { type: "boolean", help: "embedded queue: keep the journal's valid prefix and move a bad line and the rest aside (queue.recoverJournal)", default: false },
   },
+  config: routerConfigFromFlags,
   async run(flags) {
-    const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
-    if (flags["recover-journal"] === true) config.queue.recoverJournal = true;
+    const config = routerConfigFromFlags(flags);
     const logger = loggerFromFlags(flags, "global");
-    const port = portFromFlags(flags, config.router.port);
-    const host = typeof flags.host === "string" ? flags.host : config.router.host;
+    const { port, host } = config.router;
+    await ensurePortFree(host, port, "--port / router.port");
     const telemetryIntervalMs = Number(flags["telemetry-interval-ms"]);
     if (!(telemetryIntervalMs >= 50 && telemetryIntervalMs <= 1000)) throw new Error(`--telemetry-interval-ms must be in [50, 1000], got ${telemetryIntervalMs}`);
     config.regions.forEach((r, i) => {
@@ -79,19 +80,18 @@ export const command: Command = {
     const links = config.regions.map(
       (r) => new GrpcRegionLink({ region: r.name, address: r.grpcAddress, telemetryIntervalMs, clock, log: logger.child({ region: r.name }), ...(tls === undefined ? {} : { tls }) }),
     );
-    // Batch tier (issue 3): Files/Batch API at /v1 and the NIW dispatcher; --redis-url switches the queue to Redis.
-    const queueConfig = withRedisUrl(config, typeof flags["redis-url"] === "string" ? flags["redis-url"] : undefined);
     // Planner tier (issue 4): with the Redis backend, serve the reports `tidegate planner` keeps there at /plans, and
     // record dispatched batch demand into the history it forecasts from (its β × NIW buffer).
     let plansRedis: Redis | undefined;
-    if (queueConfig.queue.backend === "redis") {
-      plansRedis = openRedis(queueConfig.queue.redisUrl, queueConfig.queue.redisTls, { maxRetriesPerRequest: 2 });
-      logRedisHealth(plansRedis, queueConfig.queue.redisUrl, logger.child({ tier: "plans" }), "plan reports and the NIW history wait until it is back");
+    if (config.queue.backend === "redis") {
+      plansRedis = openRedis(config.queue.redisUrl, config.queue.redisTls, { maxRetriesPerRequest: 2 });
+      logRedisHealth(plansRedis, config.queue.redisUrl, logger.child({ tier: "plans" }), "plan reports and the NIW history wait until it is back");
     }
-    const niwHistory = plansRedis === undefined ? undefined : new RedisHistory(plansRedis, { keyPrefix: queueConfig.queue.keyPrefix });
-    const batch = createBatchService({ config: queueConfig, clock, log: logger.child({ tier: "batch" }), ...(niwHistory === undefined ? {} : { niwHistory }) });
+    const niwHistory = plansRedis === undefined ? undefined : new RedisHistory(plansRedis, { keyPrefix: config.queue.keyPrefix });
+    // Batch tier (issue 3): Files/Batch API at /v1 and the NIW dispatcher; --redis-url switches the queue to Redis.
+    const batch = createBatchService({ config, clock, log: logger.child({ tier: "batch" }), ...(niwHistory === undefined ? {} : { niwHistory }) });
     const mounts: RouterMount[] = [{ path: "/v1", app: batch.routes }];
-    const plans = plansRedis === undefined ? undefined : plansSite({ store: new RedisPlanStore(plansRedis, queueConfig.queue.keyPrefix), keys: planKeysFrom(config, process.env), clock, log: logger.child({ tier: "plans" }), ...(niwHistory === undefined ? {} : { history: niwHistory }) });
+    const plans = plansRedis === undefined ? undefined : plansSite({ store: new RedisPlanStore(plansRedis, config.queue.keyPrefix), keys: planKeysFrom(config, process.env), clock, log: logger.child({ tier: "plans" }), fleet: planFleet(config), ...(niwHistory === undefined ? {} : { history: niwHistory }) });
     if (plans !== undefined) mounts.push({ path: "/", app: plans.app });
     const router = new GlobalRouter({ config, links, clock, logger, mounts });
     plans?.registerMetrics(router.deps.metrics.registry);

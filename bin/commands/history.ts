@@ -15,7 +15,7 @@ niw_tokens_per_s) for \`tidegate plan --history\`. Times without a calendar (Ser
 start; reports show them as hours from the start.
 
 Example:
-  tidegate history import --in ../shared/data/servegen/aggregate/language_m-large_total_rate_600s.csv --model llama2-70b --region us-east --out history.csv`,
+  tidegate history import --in core/data/servegen/aggregate/language_m-large_total_rate_600s.csv --model llama2-70b --region us-east --out history.csv`,
   flags: {
     in: { type: "string", help: "input file(s), comma-separated (required)" },
     out: { type: "string", help: "history CSV to write (required)" },

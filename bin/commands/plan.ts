@@ -41,7 +41,8 @@ Fleet file (JSON): {"alpha":0.8,"beta":0.2,"gpus":{"h100-80gb":{"holdPerGpu":5,"
 
 Examples:
   tidegate plan --history history.csv --fleet fleet.json --out plans/
-  tidegate plan --history ../shared/data/servegen/aggregate/language_m-large_total_rate_600s.csv,../shared/data/servegen/aggregate/language_m-mid_total_rate_600s.csv --out plans/`,
+  tidegate plan --history core/data/servegen/aggregate/language_m-large_total_rate_600s.csv,core/data/servegen/aggregate/language_m-mid_total_rate_600s.csv --out plans/
+  (core/data/ ships the ServeGen aggregates and the Azure 2023 traces; core/data/README.txt says where they come from)`,
   flags: {
     history: { type: "string", help: "history file(s), comma-separated (required; formats above)" },
     fleet: { type: "string", help: "fleet JSON file (default: a stand-in fleet, see above)" },

@@ -9,8 +9,8 @@ import { serve } from "@hono/node-server";
 import { logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
-import { loadConfig } from "../../core/config.js";
-import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
+import { plannerConfigFromFlags } from "../config-flags.js";
+import { ensurePortFree } from "../../core/listen.js";
 import { TidegateError } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
 import { loggerFromFlags } from "../flags.js";
@@ -23,6 +23,7 @@ import { createRegistry } from "../../core/metrics.js";
 import { PlannerMetrics } from "../../planner/metrics.js";
 import { planKeysFrom } from "../../planner/keys.js";
 import { RedisPlanStore } from "../../planner/store.js";
+import { planFleet } from "../../planner/fingerprint.js";
 import { startPlannerService } from "../../planner/service.js";
 import { untilSignal } from "../signals.js";
 
@@ -63,16 +64,15 @@ export const command: Command = {
     "tls-key": { type: "string", help: "PEM private key of this planner" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
+  config: plannerConfigFromFlags,
   async run(flags) {
-    const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    const config = plannerConfigFromFlags(flags);
     const log = loggerFromFlags(flags, "planner");
     const fname = String(flags.forecaster);
     if (!isForecasterName(fname)) throw new TidegateError("invalid_request", `unknown --forecaster ${JSON.stringify(fname)}`);
-    const intervalMs = typeof flags["interval-ms"] === "number" ? flags["interval-ms"] : config.planner.intervalMs;
-    if (!(intervalMs > 0)) throw new TidegateError("invalid_request", `--interval-ms must be > 0, got ${intervalMs}`);
-    const advisory = flags.advisory === true || config.planner.advisory;
-    const prefix = typeof flags["key-prefix"] === "string" ? flags["key-prefix"] : config.queue.keyPrefix;
-    const redisUrl = typeof flags["redis-url"] === "string" ? flags["redis-url"] : config.queue.redisUrl;
+    const { intervalMs, advisory } = config.planner;
+    const { keyPrefix: prefix, redisUrl } = config.queue;
+    await ensurePortFree(String(flags.host), Number(flags.port), "--port");
     const redis = openRedis(redisUrl, config.queue.redisTls, { maxRetriesPerRequest: 2 });
     logRedisHealth(redis, redisUrl, log, "no history, plans or leader lock until it is back");
     const clock = new WallClock();
@@ -100,7 +100,7 @@ export const command: Command = {
     };
     app.get("/readyz", ready);
     app.get("/healthz", ready);
-    app.route("/", plansRoutes({ store, keys, actions: planner.loop, history, clock, log: log.child({ tier: "plans" }), registry }));
+    app.route("/", plansRoutes({ store, keys, actions: planner.loop, history, clock, log: log.child({ tier: "plans" }), registry, fleet: planFleet(config) }));
     app.get("/metrics", async (c) => c.body(await registry.metrics(), 200, { "content-type": registry.contentType }));
     const server = serve({ fetch: app.fetch, port: Number(flags.port), hostname: String(flags.host) }, (info) => {
       log.info("planner listening", { url: `http://${String(flags.host)}:${info.port}/plans`, holder, intervalMs, advisory });

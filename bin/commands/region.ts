@@ -5,10 +5,10 @@
  */
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
-import { loadConfig } from "../../core/config.js";
-import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
+import { regionConfigFromFlags } from "../config-flags.js";
+import { ensurePortFree } from "../../core/listen.js";
 import { TidegateError } from "../../core/errors.js";
-import { loggerFromFlags } from "../flags.js";
+import { loggerFromFlags, portFromFlags } from "../flags.js";
 import type { EngineFactory } from "../../region/actuator/static.js";
 import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js";
 import { engineSimFlags, simEngineParams } from "../../region/runtime/build-sim-engine.js";
@@ -61,20 +61,17 @@ export const command: Command = {
     "tls-server-name": { type: "string", help: "with TLS in agents mode: the name node agents' certificates carry (they are dialled by IP)" },
     "log-level": { type: "string", help: "debug, info, warn or error", default: "info" },
   },
+  config: regionConfigFromFlags,
   async run(flags) {
-    const config = loadConfig(typeof flags.config === "string" ? flags.config : undefined);
+    const config = regionConfigFromFlags(flags);
     if (typeof flags.region !== "string") throw new TidegateError("invalid_request", `--region is required (one of ${config.regions.map((r) => r.name).join(", ")})`);
     const regionName = flags.region;
-    const region = config.regions.find((r) => r.name === regionName);
-    if (region === undefined) throw new TidegateError("invalid_request", `--region ${JSON.stringify(regionName)} is not in the config (${config.regions.map((r) => r.name).join(", ")})`);
+    const region = config.regions.find((r) => r.name === regionName)!;
     const log = loggerFromFlags(flags, "region").child({ region: regionName });
-    const cfgHost = region.grpcAddress.slice(0, region.grpcAddress.lastIndexOf(":"));
-    const cfgPort = Number(region.grpcAddress.slice(region.grpcAddress.lastIndexOf(":") + 1));
-    const grpcPort = typeof flags["grpc-port"] === "number" ? flags["grpc-port"] : cfgPort;
-    if (!Number.isInteger(grpcPort) || grpcPort < 0 || grpcPort > 65535) throw new TidegateError("invalid_request", `--grpc-port must be an integer in [0, 65535], got ${grpcPort}`);
-    const metricsPort = Number(flags["metrics-port"]);
-    if (!Number.isInteger(metricsPort) || metricsPort < 0 || metricsPort > 65535) throw new TidegateError("invalid_request", `--metrics-port must be an integer in [0, 65535], got ${metricsPort}`);
-    const grpcHost = typeof flags["grpc-host"] === "string" ? flags["grpc-host"] : cfgHost;
+    const metricsPort = portFromFlags(flags, 0, "metrics-port");
+    const at = region.grpcAddress.lastIndexOf(":");
+    await ensurePortFree(region.grpcAddress.slice(0, at), Number(region.grpcAddress.slice(at + 1)), `--grpc-port / regions[].grpcAddress of ${regionName}`);
+    await ensurePortFree(String(flags["metrics-host"]), metricsPort, "--metrics-port");
     if (config.controller.actuator === "sim") throw new TidegateError("invalid_request", `controller.actuator "sim" runs in-process simulated regions in \`tidegate dev\` (and the replays); a region process runs "agents" or "static"`);
     const clock = new WallClock();
     const spawn = flags["spawn-engines"] === true;
@@ -91,7 +88,7 @@ export const command: Command = {
       region: regionName,
       ...(engines === undefined ? {} : { engines }),
       ...(spawned === undefined ? {} : { onClose: () => spawned.stopAll() }),
-      grpcAddress: `${grpcHost}:${grpcPort}`,
+      grpcAddress: region.grpcAddress,
       metricsHost: String(flags["metrics-host"]),
       metricsPort,
       clock,

@@ -1,5 +1,5 @@
 /** The `queue` section: the batch queue's backend (embedded journal or Redis) and the dispatch rules of SageServe §6.3. */
-import { readRedisTls, redactUrl, type RedisTlsConfig } from "../redis.js";
+import { readRedisTls, redactUrl, type RedisTlsConfig } from "./redis-tls.js";
 import type { ObjectReader } from "../validate.js";
 
 export interface QueueConfig {

@@ -8,7 +8,7 @@ import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { readAllMeasured } from "./data.js";
 import { fitAll, type FitReport } from "./evaluate.js";
-import { defaultDataDir, repoRoot } from "../paths.js";
+import { repoRoot, sharedDataDir } from "../paths.js";
 
 /** The TypeScript source of fitted.ts for a report. */
 export function renderFitted(report: FitReport): string {
@@ -31,7 +31,7 @@ export function renderFitted(report: FitReport): string {
 }
 
 if (process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const report = fitAll(readAllMeasured(defaultDataDir(process.argv[2])));
+  const report = fitAll(readAllMeasured(process.argv[2] ?? sharedDataDir()));
   writeFileSync(join(repoRoot(), "core/perf/fitted.ts"), renderFitted(report));
   for (const p of report.perProfile) {
     process.stdout.write(`${p.key.padEnd(28)} TTFT MAPE ${(p.ttftMape * 100).toFixed(2)}%  TPOT MAPE ${(p.tpotMape * 100).toFixed(2)}%\n`);

@@ -4,13 +4,13 @@ import { describe, expect, it } from "vitest";
 import { readAllMeasured, type MeasuredRow } from "./data.js";
 import { checkDerivation, configKey, fitAll, leaveConfigOut } from "./evaluate.js";
 import { DEFAULT_FIT, decodeFromFit, imputeKnots, prefillCurves, prefillFromFit, prefillFromKnots, rawPrefillCurves, type ProfileFit } from "./fit.js";
-import { defaultDataDir, repoRoot } from "../paths.js";
+import { repoRoot, sharedDataDir } from "../paths.js";
 import { renderFitted } from "./generate.js";
 import { getProfile, throughputAtSlo } from "./model.js";
 import { chooseFit } from "./nested.js";
 
 describe("performance model: fit against measured rows", () => {
-  const rows = readAllMeasured(defaultDataDir());
+  const rows = readAllMeasured(sharedDataDir());
   const report = fitAll(rows);
 
   it("reads every measured row with the units fixed (Llama-3 seconds → ms, whole decode → per token)", () => {

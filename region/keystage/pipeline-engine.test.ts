@@ -119,7 +119,7 @@ describe("PipelineEngine: a pipelined instance behind the Engine port", () => {
   it("rejects requests it cannot serve", async () => {
     const engine = new PipelineEngine({ instanceId: "p0", model: MODEL, gpu: GPU, gpus: 4, spec: SPEC, clock: new VirtualClock(0) });
     expect(() => engine.submit({ ...request("x"), model: "bloom-176b" }, {})).toThrow(/serves llama2-70b/);
-    expect(() => engine.submit(request("y", 4000, 200), {})).toThrow(/exceeds llama2-70b's context of 4096/);
+    expect(() => engine.submit(request("y", 4000, 200), {})).toThrow(/^This model's maximum context length is 4096 tokens\. However, you requested 4200 tokens/);
     await engine.close();
   });
 });

@@ -31,6 +31,7 @@ import { PipelineSim, type PipelineRequest } from "./pipeline.js";
 import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";
 import { Pipeline, type PipelineLayout } from "./stages.js";
 import type { KeyStageParams } from "../strategies/keystage.js";
+import { contextLengthExceeded } from "../../core/openai.js";
 
 /** What an instance of a pipelined model runs: its layout, how it scales, and the cluster model it places on. */
 export interface PipelineSpec {
@@ -235,9 +236,7 @@ export class PipelineEngine implements Engine {
     if (this.closed) throw new TidegateError("upstream_error", `instance ${this.instanceId} is closed`);
     if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
     const max = MODEL_SPECS[this.model]!.maxContextTokens;
-    if (req.promptTokens + req.maxTokens > max) {
-      throw new TidegateError("invalid_request", `prompt (${req.promptTokens}) + max_tokens (${req.maxTokens}) exceeds ${this.model}'s context of ${max} tokens`, { param: "max_tokens" });
-    }
+    if (req.promptTokens + req.maxTokens > max) throw contextLengthExceeded(req.kind, max, req.promptTokens, req.maxTokens);
     const id = this.nextId++;
     const preq: PipelineRequest = { id, arrivalMs: this.clock.now(), promptTokens: req.promptTokens, outputTokens: req.maxTokens };
     this.inFlight.set(id, { req: preq, done, ...(fail === undefined ? {} : { fail }) });

@@ -35,6 +35,7 @@ import { Cluster, KeyStageScaler } from "./scaler.js";
 import { ProcessStageFleet, type StageHost, type StageReplica } from "./stage-fleet.js";
 import { STAGE_HEADER, type StageRequestMeta } from "./stage-server.js";
 import type { Pipeline } from "./stages.js";
+import { contextLengthExceeded } from "../../core/openai.js";
 
 /** One node agent as the head's placement sees it when the instance starts. */
 export interface StageNode {
@@ -141,9 +142,7 @@ export class StagedPipelineEngine implements Engine {
     if (this.closed) throw new TidegateError("upstream_error", `instance ${this.instanceId} is closed`);
     if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
     const max = MODEL_SPECS[this.model]!.maxContextTokens;
-    if (req.promptTokens + req.maxTokens > max) {
-      throw new TidegateError("invalid_request", `prompt (${req.promptTokens}) + max_tokens (${req.maxTokens}) exceeds ${this.model}'s context of ${max} tokens`, { param: "max_tokens" });
-    }
+    if (req.promptTokens + req.maxTokens > max) throw contextLengthExceeded(req.kind, max, req.promptTokens, req.maxTokens);
   }
 
   /** Streams one generation through the stage processes (module comment). */

@@ -60,11 +60,6 @@ export interface BatchService {
   close(): Promise<void>;
 }
 
-/** `config` with the queue switched to Redis at `redisUrl` (the `--redis-url` flag); unchanged when undefined. */
-export function withRedisUrl(config: TidegateConfig, redisUrl: string | undefined): TidegateConfig {
-  return redisUrl === undefined ? config : { ...config, queue: { ...config.queue, backend: "redis", redisUrl } };
-}
-
 /**
  * KV tokens one serving instance of a model holds on a GPU type: `engines.models[model].kvCapacityTokens`, else
  * `engines.kvCapacityTokens` when set (in-process sim engines use them), else GPU memory × 0.9 − weights over KV

@@ -47,6 +47,12 @@ describe("batch input validation", () => {
     expect(r.errors[9]!.param).toBe("body.stream");
   });
 
+  it("a line over the model's context fails as a streamed request does: context_length_exceeded, OpenAI's sentence", () => {
+    const r = validateBatchInput(line("big", {}, { max_tokens: 131072 }), "/v1/chat/completions", MODELS);
+    if (r.ok) throw new Error("expected errors");
+    expect(r.errors).toEqual([{ line: 1, code: "context_length_exceeded", param: "body.messages", message: expect.stringMatching(/^line 1: This model's maximum context length is \d+ tokens\. However, you requested \d+ tokens/) }]);
+  });
+
   it("a served model the API key may not use fails with the reason streaming gives, not as an unknown model", () => {
     const scoped = new Set(["llama2-70b"]);
     const text = [line("a"), line("b", {}, { model: "gpt-unknown" }), line("c", {}, { model: "llama2-70b" })].join("\n");

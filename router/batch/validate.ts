@@ -114,7 +114,9 @@ export class BatchValidator {
     } catch (err) {
       const te = findTidegateError(err);
       if (te === undefined) throw err;
-      this.fail(lineNo, "invalid_request", `line ${lineNo}: body.${te.message}`, te.param === null ? "body" : `body.${te.param}`);
+      // A ValidationError's message starts with its path; OpenAI's context error is a sentence of its own.
+      const detail = te.code === "context_length_exceeded" ? te.message : `body.${te.message}`;
+      this.fail(lineNo, te.code === "context_length_exceeded" ? te.code : "invalid_request", `line ${lineNo}: ${detail}`, te.param === null ? "body" : `body.${te.param}`);
     }
   }
 

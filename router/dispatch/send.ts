@@ -19,7 +19,7 @@ export interface Finished {
 }
 
 /** Error codes that mean the request itself is bad (its result is an error line), not that the region failed. */
-const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large"]);
+const REQUEST_FAULTS = new Set(["invalid_request", "invalid_json", "model_not_found", "payload_too_large", "context_length_exceeded"]);
 
 /** True when `err` is a fault of the request itself (its result is an error line), not of the region. */
 export function isRequestFault(err: unknown): boolean {

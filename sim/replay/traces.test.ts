@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
-import { defaultDataDir } from "../../core/paths.js";
+import { defaultDataDir, sharedDataDir, shippedDataDir } from "../../core/paths.js";
 import { assignRequests } from "./assign.js";
 import { parseAzureTimestamp, readAzureCsv, readMooncakeJsonl, readTrace } from "./traces.js";
 
@@ -40,8 +40,9 @@ describe("trace readers", () => {
     expect(() => readMooncakeJsonl('{"timestamp":0,"input_length":5,"output_length":2,"hash_ids":[1,"x"]}\n', "m.jsonl")).toThrow(/m\.jsonl:1\.hash_ids/);
   });
 
-  it("reads the real traces: Azure conv 19,366 over ~3,502 s, code 8,819, Mooncake 12,031", () => {
+  it("reads the real traces: Azure conv 19,366 over ~3,502 s, code 8,819 (shipped), Mooncake 12,031 (full data folder)", () => {
     const dir = defaultDataDir();
+    expect(dir).toBe(shippedDataDir());
     const conv = readTrace("azure-conv", dir);
     expect(conv.requests.length).toBe(19366);
     expect(conv.spanMs / 1000).toBeCloseTo(3501.7, 0);
@@ -52,7 +53,8 @@ describe("trace readers", () => {
     const t0 = Math.min(...full);
     expect(conv.requests.map((r) => r.arrivalMs)).toEqual(full.map((t) => t - t0).sort((a, b) => a - b));
     expect(readTrace("azure-code", dir).requests.length).toBe(8819);
-    const moon = readTrace("mooncake", dir);
+    expect(() => readTrace("mooncake", dir)).toThrow(/--trace: mooncake is not in .*core\/data \(tidegate ships only the Azure 2023 traces\): pass --data-dir/);
+    const moon = readTrace("mooncake", sharedDataDir());
     expect(moon.requests.length).toBe(12031);
     expect(moon.spanMs).toBe(3536999);
   });

@@ -1,5 +1,5 @@
 /**
- * Request-level trace readers (../shared/data/README.txt §1–2):
+ * Request-level trace readers (core/data/README.txt; the full public data's README.txt §1–2):
  * - Azure LLM inference 2023 (`azure_llm_2023/AzureLLMInferenceTrace_{conv,code}.csv`): CRLF lines
  *   `TIMESTAMP,ContextTokens,GeneratedTokens`, TIMESTAMP naive with 7 fractional digits
  *   (`2023-11-16 18:15:46.6805900`, read as UTC; only differences matter).
@@ -141,7 +141,8 @@ export function readTrace(nameOrFile: string, dataDir: string): Trace {
   try {
     text = readFileSync(file, "utf8");
   } catch (err) {
-    throw new ValidationError("--trace", `cannot read ${file}: ${(err as Error).message}`, "invalid_request");
+    const notShipped = named !== undefined && (err as NodeJS.ErrnoException).code === "ENOENT";
+    throw new ValidationError("--trace", notShipped ? `${nameOrFile} is not in ${dataDir} (tidegate ships only the Azure 2023 traces): pass --data-dir with a full copy of the public data, e.g. ../shared/data (core/data/README.txt)` : `cannot read ${file}: ${(err as Error).message}`, "invalid_request");
   }
   if (file.endsWith(".csv")) return readAzureCsv(text, nameOrFile);
   if (file.endsWith(".jsonl")) return readMooncakeJsonl(text, nameOrFile);

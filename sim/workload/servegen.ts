@@ -56,7 +56,8 @@ export function loadServeGen(root: string, source: string): ClientSeries[] {
   try {
     names = readdirSync(dir).filter((n) => /^chunk-\d+-trace\.csv$/.test(n));
   } catch (err) {
-    throw new ValidationError(`source ${source}`, `cannot read ServeGen directory ${dir}: ${(err as Error).message}`);
+    const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? `no ServeGen per-client series at ${dir}: they are not shipped with tidegate (27 MB); pass --data-dir with a full copy of the public data (e.g. ../shared/data; core/data/README.txt), or set servegenDir in a workload file` : `cannot read ServeGen directory ${dir}: ${(err as Error).message}`;
+    throw new ValidationError(`source ${source}`, why);
   }
   if (names.length === 0) throw new ValidationError(`source ${source}`, `no chunk-*-trace.csv files in ${dir}`);
   const num = (n: string) => Number(n.split("-")[1]);

@@ -62,15 +62,20 @@ export interface WorkloadSpec {
   rateScale?: number[];
 }
 
+/** `servegenDir` and `azureDir` in a data folder laid out as core/data/README.txt says (`--data-dir`). */
+export function workloadDataDirs(dataDir: string): { servegenDir: string; azureDir: string } {
+  return { servegenDir: join(dataDir, "servegen/data"), azureDir: join(dataDir, "azure_llm_2023") };
+}
+
 /** The default week: 3 US regions, 4 models from ServeGen's language series, ≈10M requests. */
 export const DEFAULT_WORKLOAD_JSON = {
   seed: 42,
   days: 7,
   startDay: 1,
   targetRequests: 10_000_000,
-  // The shared data folder next to the repository (../shared/data); a workload file or flag may point elsewhere.
-  servegenDir: join(defaultDataDir(), "servegen/data"),
-  azureDir: join(defaultDataDir(), "azure_llm_2023"),
+  // The shipped data folder (core/data: the Azure traces, not ServeGen's per-client series); --data-dir or a
+  // workload file names a full one.
+  ...workloadDataDirs(defaultDataDir()),
   regions: [
     { name: "us-east", clientShare: 0.4, utcOffsetH: -5 },
     { name: "us-central", clientShare: 0.3, utcOffsetH: -6 },

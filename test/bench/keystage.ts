@@ -37,7 +37,7 @@
  * The last line printed is one JSON object; exits 0 whether or not met.
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import { defaultDataDir } from "../../core/paths.js";
+import { defaultDataDir, sharedDataDir } from "../../core/paths.js";
 import { diskStartMs, startMs } from "../../region/keystage/cache.js";
 import { DEFAULT_CLUSTER, parsePipeline, type ClusterConfig } from "../../region/keystage/keystage-config.js";
 import type { PipelineRequest } from "../../region/keystage/pipeline.js";
@@ -115,7 +115,7 @@ async function main(): Promise<void> {
   const params = resolveStrategy("keystage", {}).params as KeyStageParams;
   const serverless: KeyStageParams = { ...params, releaseAfterMs: RELEASE_AFTER_MS };
   console.log(`inputs: ${dataDir}/azure_llm_2023 code trace: ${trace.requests.length} requests, mean rate ${rate.toFixed(3)} req/s, inter-arrival CV ${traceCv(trace).toFixed(2)}; ${REQUESTS} requests a stream, ${ROUNDS} rounds (seeds 1..${ROUNDS}; trace windows), SLO ${SLO_FACTOR} × profiled time`);
-  console.log(`inputs: the Azure Functions trace (MAF) QUART used is not in ${dataDir} (README: not obtainable); the Azure LLM 2023 code trace stands in as the production trace`);
+  console.log(`inputs: the Azure Functions trace (MAF) QUART used is not in ${sharedDataDir()} (README: not obtainable); the Azure LLM 2023 code trace stands in as the production trace`);
   console.log(`inputs: keystage params ${JSON.stringify(serverless)} (main comparison; the ablation with releaseAfterMs ${params.releaseAfterMs})`);
   console.log(`inputs: QUART loads — disk ${(QUART_DISK_BYTES_PER_S / 1e9).toFixed(3)} GB/s per stage replica (43 GB in 45 s), host memory → GPU ${(QUART_HOST_BYTES_PER_S / 1e9).toFixed(2)} GB/s (5.4 GB stage in 0.8 s); stage cache ${CACHED_STAGES_PER_SERVER} stages of the model per server`);
   console.log(`inputs: ablation cluster (equal starts, no cap) ${JSON.stringify(DEFAULT_CLUSTER)}`);

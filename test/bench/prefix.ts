@@ -28,7 +28,7 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { DEFAULT_ROUTING_POLICY } from "../../core/defaults.js";
 import { VirtualClock } from "../../core/clock.js";
-import { defaultDataDir } from "../../core/paths.js";
+import { sharedDataDir } from "../../core/paths.js";
 import { blockHashesOfTrace } from "../../core/prefix.js";
 import type { GenerateRequest, Priority } from "../../core/ports.js";
 import { SimEngine } from "../../region/engines/sim/sim-engine.js";
@@ -170,11 +170,11 @@ function runArm(arm: (typeof ARMS)[number], reqs: readonly Prepared[], hostKvCac
 async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   console.log(`versions: node ${process.version}, typescript ${version("typescript")}`);
-  console.log(`inputs: ${TRACES.join(", ")} (${defaultDataDir()}), ${Number.isFinite(MINUTES) ? `first ${MINUTES} min` : "whole traces"}; ${INSTANCES} × ${MODEL} on ${TP} × ${GPU} (simulated, profiles), ${BLOCK_TOKENS}-token blocks; virtual time through Gateway + SimEngine`);
+  console.log(`inputs: ${TRACES.join(", ")} (${sharedDataDir()}), ${Number.isFinite(MINUTES) ? `first ${MINUTES} min` : "whole traces"}; ${INSTANCES} × ${MODEL} on ${TP} × ${GPU} (simulated, profiles), ${BLOCK_TOKENS}-token blocks; virtual time through Gateway + SimEngine`);
   const checks: Check[] = [];
   const out: Record<string, unknown> = {};
   for (const name of TRACES) {
-    const trace = readTrace(name, defaultDataDir());
+    const trace = readTrace(name, sharedDataDir());
     const reqs: Prepared[] = trace.requests.filter((r) => r.arrivalMs <= MINUTES * 60_000).map((r) => ({ req: r, hashes: blockHashesOfTrace(r.blockIds ?? [], r.promptTokens, 512, BLOCK_TOKENS) }));
     const bound = boundHitRate(reqs);
     const probe = new SimEngine({ instanceId: "probe", model: MODEL, gpu: GPU, tp: TP, clock: new VirtualClock(), prefixCache: { blockTokens: BLOCK_TOKENS } }).core;

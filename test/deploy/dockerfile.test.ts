@@ -2,7 +2,7 @@
  * deploy/Dockerfile and .dockerignore, read as `docker build` would (no Docker engine on the development machines):
  * a multi-stage build whose toolchain stays in the build stage, the native addon built inside, a non-root runtime
  * user, build outputs and test code kept out of the context and the image, and every non-TypeScript file the runtime
- * reads (.proto, .lua, package.json, the addon) copied into the runtime tree.
+ * reads (.proto, .lua, package.json, the addon, the shipped data in core/data) copied into the runtime tree.
  */
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -34,10 +34,12 @@ describe("deploy/Dockerfile", () => {
     expect(runtime).toMatch(/ENTRYPOINT \["node", "\/app\/dist\/bin\/tidegate.js"\]/);
   });
 
-  it("copies what the runtime reads besides JavaScript: .proto and .lua files, package.json and the addon", () => {
+  it("copies what the runtime reads besides JavaScript: .proto and .lua files, package.json, the addon and core/data", () => {
     const build = stages[0]!;
     expect(build).toMatch(/-name '\*\.lua' -o -name '\*\.proto'/);
     expect(build).toContain("native/build/Release/tidegate_dataplane.node");
+    // The data tidegate ships (core/data/README.txt: the planner seed's ServeGen aggregates, the Azure traces).
+    expect(build).toMatch(/cp -r --parents core\/data \/out\//);
     // core/paths.ts reads the version from package.json at the root, beside dist/ (the addon needs no marker file).
     expect(build).toMatch(/cp -r package\.json node_modules dist \/out\//);
     // Every source folder holding such files is copied into the build stage.

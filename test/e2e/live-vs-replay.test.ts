@@ -1,6 +1,6 @@
 /**
  * Issue 11: a recorded sequence of interactive arrivals, planner targets and batch submissions, run
- * - live: `tidegate dev`'s wiring (bin/commands/dev.ts buildDevStack with controller.actuator "sim": the global router
+ * - live: `tidegate dev`'s wiring (bin/dev-stack.ts buildDevStack with controller.actuator "sim": the global router
  *   listening on a loopback port, one region runtime per region behind its in-process link, the Batch API mounted at
  *   /v1 with its Dispatcher on the links) on a wall clock run `SPEED`× faster (core/clock.ts ScaledClock): batches
  *   posted over HTTP (`POST /v1/files`, `POST /v1/batches`, read back with `GET /v1/batches/{id}`), targets sent over
@@ -27,7 +27,7 @@ import { ScaledClock, VirtualClock } from "../../core/clock.js";
 import { silentLogger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import type { GenerateRequest, RegionTargets } from "../../core/ports.js";
-import { buildDevStack } from "../../bin/commands/dev.js";
+import { buildDevStack } from "../../bin/dev-stack.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { createBatchService } from "../../router/batch/service.js";
 import { DirFileStore } from "../../router/queue/dir-files.js";

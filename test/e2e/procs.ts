@@ -10,6 +10,8 @@ import { fileURLToPath } from "node:url";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
+import type { PlanReport } from "../../planner/report.js";
+import type { TidegateConfig } from "../../core/config.js";
 
 /** The repository root (this file is test/e2e/procs.ts, compiled or not). */
 export const REPO_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), fileURLToPath(import.meta.url).includes("/dist/") ? "../../.." : "../..");
@@ -61,9 +63,12 @@ export function spawnTidegate(name: string, args: string[], readyPattern: RegExp
   return spawnScript(name, CLI, args, readyPattern, timeoutMs, keepChars);
 }
 
-/** `spawnTidegate` for any Node script (`node <script> <args>`), e.g. a bench's helper process. */
-export function spawnScript(name: string, script: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536): Promise<Proc> {
-  const child = spawn(process.execPath, [...nodeFlags(name), script, ...args], { cwd: REPO_ROOT, stdio: ["ignore", "pipe", "pipe"] });
+/**
+ * `spawnTidegate` for any Node script (`node <script> <args>`), e.g. a bench's helper process or another copy's CLI;
+ * run in `cwd` (default the repository root).
+ */
+export function spawnScript(name: string, script: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536, cwd = REPO_ROOT): Promise<Proc> {
+  const child = spawn(process.execPath, [...nodeFlags(name), script, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const append = (d: Buffer) => {
     out += d.toString("utf8");
@@ -154,4 +159,33 @@ export async function regionListing(dev: DevProc, region: string): Promise<Regio
   const res = await fetch(`${dev.url}/admin/regions/${region}/instances`, { headers: { authorization: `Bearer ${dev.key}` } });
   if (res.status !== 200) throw new Error(`GET /admin/regions/${region}/instances answered ${res.status}: ${await res.text()}`);
   return (await res.json()) as RegionInstances;
+}
+
+/** The first plan a planner serving `/plans` at `url` made (read with `key`), once there is one (within `timeoutMs`). */
+export async function firstPlan(url: string, key: string, timeoutMs = 20_000): Promise<PlanReport> {
+  const auth = { authorization: `Bearer ${key}`, accept: "application/json" };
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const list = (await (await fetch(`${url}/plans`, { headers: auth })).json()) as { data: { id: string }[] };
+    if (list.data.length > 0) return (await (await fetch(`${url}/plans/${list.data.at(-1)!.id}.json`, { headers: auth })).json()) as PlanReport;
+    if (Date.now() > deadline) throw new Error(`no plan at ${url}/plans after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+/**
+ * What keeps `report` from being a first plan worth reading for `config` (empty when nothing does): a (model, region)
+ * without a forecast (or one the config lacks), a forecast with no peak or under a day (144 windows) of history,
+ * a "no interactive history" warning.
+ */
+export function forecastProblems(report: PlanReport, config: TidegateConfig): string[] {
+  const pairs = config.regions.flatMap((r) => r.endpoints.map((e) => `${e.model}@${r.name}`)).sort();
+  const got = report.forecasts.map((f) => `${f.model}@${f.region}`).sort();
+  const problems = [...pairs.filter((p) => !got.includes(p)).map((p) => `${p}: no forecast`), ...got.filter((p) => !pairs.includes(p)).map((p) => `${p}: not in the config`)];
+  for (const f of report.forecasts) {
+    if (!(f.peak.mean > 0)) problems.push(`${f.model}@${f.region}: peak ${f.peak.mean}`);
+    const windows = f.historyWindows.filter(Number.isFinite).length;
+    if (windows < 144) problems.push(`${f.model}@${f.region}: ${windows} windows of history`);
+  }
+  return [...problems, ...report.warnings.filter((w) => /no interactive history/.test(w))];
 }

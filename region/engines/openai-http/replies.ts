@@ -6,7 +6,7 @@ import type { IncomingMessage } from "node:http";
 import { ERROR_CODES, TidegateError, type ErrorCode } from "../../../core/errors.js";
 import type { FinishReason } from "../../../core/ports.js";
 
-const UPSTREAM_CODES = new Set<ErrorCode>(["invalid_request", "invalid_json", "model_not_found", "payload_too_large", "rate_limited", "not_found"]);
+const UPSTREAM_CODES = new Set<ErrorCode>(["invalid_request", "invalid_json", "model_not_found", "payload_too_large", "rate_limited", "not_found", "context_length_exceeded"]);
 
 /** The whole body of a response (rejects when it closes before its end). */
 export function readAll(res: IncomingMessage): Promise<string> {

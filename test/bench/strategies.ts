@@ -121,10 +121,13 @@ function benchSlo(fleet: FleetSpec, workload: WorkloadSpec, sample = 20_000): { 
   return { slo: { ttftMs: 1000, tpotMs: 100, percentile: 0.95, models }, unloadedP95Ms };
 }
 
+/** Requests of a run that failed after their first token, over every model (each misses its model's SLO). */
+const failedAfterFirst = (r: WeekResult) => Object.values(r.models).reduce((a, x) => a + x.slo.failedAfterFirstToken, 0);
+
 /** A run's figures for the log: instance-hours, the SLO per model (p95 TTFT / TPOT against targets), attainment. */
 function line(label: string, r: WeekResult): string {
-  const per = Object.entries(r.models).map(([m, x]) => `${m} ${x.slo.ttftAtPercentileMs}/${x.slo.tpotAtPercentileMs} of ${x.slo.ttftMs}/${x.slo.tpotMs}${x.slo.met ? "" : " MISS"}`).join("; ");
-  return `  ${label.padEnd(34)} instance-h ${r.totals.instanceHours}  SLO ${r.slo.met ? "met" : "missed"}  attainment ${(r.slo.attainment * 100).toFixed(2)}%  hours in violation ${r.slo.violatedHours}  unserved ${r.requests.interactiveUnserved}  batch ${r.batch.allWithinDeadline ? "all within deadline" : `late ${r.batch.late}, missed ${r.batch.missedDeadlineUndone}`}  | p95 TTFT/TPOT ms: ${per}`;
+  const per = Object.entries(r.models).map(([m, x]) => `${m} ${x.slo.ttftAtPercentileMs}/${x.slo.tpotAtPercentileMs} of ${x.slo.ttftMs}/${x.slo.tpotMs}${x.slo.failedAfterFirstToken > 0 ? ` (${x.slo.failedAfterFirstToken} failed after the first token)` : ""}${x.slo.met ? "" : " MISS"}`).join("; ");
+  return `  ${label.padEnd(34)} instance-h ${r.totals.instanceHours}  SLO ${r.slo.met ? "met" : "missed"}  attainment ${(r.slo.attainment * 100).toFixed(2)}%  hours in violation ${r.slo.violatedHours}  unserved ${r.requests.interactiveUnserved}  failed after the first token ${failedAfterFirst(r)}  batch ${r.batch.allWithinDeadline ? "all within deadline" : `late ${r.batch.late}, missed ${r.batch.missedDeadlineUndone}`}  | p95 TTFT/TPOT ms: ${per}`;
 }
 
 const figuresOf = (r: WeekResult): ArmFigures => ({ instanceHours: r.totals.instanceHours, sloMet: r.slo.met, batchAllWithinDeadline: r.batch.allWithinDeadline });
@@ -148,7 +151,7 @@ async function main(): Promise<void> {
   console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
   console.log(`inputs: seed ${week.seed}, ServeGen days ${week.startDay}–${week.startDay + week.days - 1} at one rate scale (${week.targetRequests} requests a week); tune on ${windowName(0, tuneDays)}, judge on ${windowName(tuneDays, judgeDays)}; ${parallel} replays at a time`);
   console.log(`loading: ${loading === undefined ? "none (SageServe §7.1 constant load delays)" : `${loading.source} (${describeBandwidths(loading.bandwidths)}), every arm`}`);
-  console.log(`SLO (p95): ${Object.entries(slo.models).map(([m, s]) => `${m} TTFT ≤ ${s.ttftMs} ms (unloaded p95 ${unloadedP95Ms[m]} ms), TPOT ≤ ${s.tpotMs} ms`).join("; ")}`);
+  console.log(`SLO (p95): ${Object.entries(slo.models).map(([m, s]) => `${m} TTFT ≤ ${s.ttftMs} ms (unloaded p95 ${unloadedP95Ms[m]} ms), TPOT ≤ ${s.tpotMs} ms`).join("; ")}; and no request failed after its first token`);
 
   const pool = weekPool(parallel);
   const run = (arm: Arm, value: number, workload: WorkloadSpec, minuteSeries = false) => {
@@ -203,7 +206,7 @@ async function main(): Promise<void> {
     const r = j.result;
     const t = tuned.get(arm.name)!;
     const vs = (b: string) => jsonFigure(savedAtSlo(figuresOf(r), figuresOf(res(b))));
-    console.log(`  ${arm.name.padEnd(13)} ${arm.knob} = ${j.value}${t.met ? "" : " (no setting met the SLO on the tuning days)"}${j.first === undefined ? "" : ` (tuned ${j.first.value} missed: ${j.first.result.totals.instanceHours} instance-h)`}: instance-h ${r.totals.instanceHours}, p95 TTFT ${r.interactive.ttftMs.p95} ms, p95 TPOT ${r.interactive.tpotMs.p95} ms, SLO ${r.slo.met ? "met" : `missed (${r.slo.unmetModels.join(", ")})`}, attainment ${(r.slo.attainment * 100).toFixed(2)}%, unserved ${r.requests.interactiveUnserved}; saved vs reactive-hpa ${vs("reactive-hpa")}, vs reactive ${vs("reactive")}`);
+    console.log(`  ${arm.name.padEnd(13)} ${arm.knob} = ${j.value}${t.met ? "" : " (no setting met the SLO on the tuning days)"}${j.first === undefined ? "" : ` (tuned ${j.first.value} missed: ${j.first.result.totals.instanceHours} instance-h)`}: instance-h ${r.totals.instanceHours}, p95 TTFT ${r.interactive.ttftMs.p95} ms, p95 TPOT ${r.interactive.tpotMs.p95} ms, SLO ${r.slo.met ? "met" : `missed (${r.slo.unmetModels.join(", ")})`}, attainment ${(r.slo.attainment * 100).toFixed(2)}%, unserved ${r.requests.interactiveUnserved}, failed after the first token ${failedAfterFirst(r)}; saved vs reactive-hpa ${vs("reactive-hpa")}, vs reactive ${vs("reactive")}`);
   }
 
   // Burst: 7.2 h from the tuning window's start; the first model × 8 in every region during [5:40, 6:00).
@@ -250,8 +253,9 @@ async function main(): Promise<void> {
       attainment: r.slo.attainment,
       violatedHours: r.slo.violatedHours,
       unserved: r.requests.interactiveUnserved,
+      failedAfterFirstToken: failedAfterFirst(r),
       batchAllWithinDeadline: r.batch.allWithinDeadline,
-      models: Object.fromEntries(Object.entries(r.models).map(([m, x]) => [m, { ttftP95Ms: finite(x.slo.ttftAtPercentileMs), tpotP95Ms: finite(x.slo.tpotAtPercentileMs), met: x.slo.met }])),
+      models: Object.fromEntries(Object.entries(r.models).map(([m, x]) => [m, { ttftP95Ms: finite(x.slo.ttftAtPercentileMs), tpotP95Ms: finite(x.slo.tpotAtPercentileMs), failedAfterFirstToken: x.slo.failedAfterFirstToken, met: x.slo.met }])),
     }];
   }));
   const verdict = verdictOf(checks, tuneDays === target.tuneDays && judgeDays === target.judgeDays ? [] : [`--tune-days ${tuneDays}`, `--judge-days ${judgeDays}`]);

@@ -3,7 +3,7 @@
  * unserved requests is +Infinity and never within a limit. A burst that is never
  * recovered from (sim/week/burst.ts recoveryMinutes: +Infinity) is not "no later" than another that is not either.
  */
-import { atLeast, atMost, type Check } from "./common.js";
+import { atLeast, atMost, ratio, type Check } from "./common.js";
 
 /** One strategy's week, as the frontier bench reads it. */
 export interface WeekFigures {
@@ -54,7 +54,8 @@ export function frontierJudgement(lt: FrontierPoint, hpa: readonly FrontierPoint
   const hi = pts[i]!;
   const used = i === 0 ? [hi] : [lo, hi];
   const hpaInstanceHours = i === 0 || hi.p95TtftMs === lo.p95TtftMs ? hi.instanceHours : lo.instanceHours + ((hi.instanceHours - lo.instanceHours) * (p - lo.p95TtftMs)) / (hi.p95TtftMs - lo.p95TtftMs);
-  const meets = lt.batchAllWithinDeadline && used.every((h) => lt.unserved <= h.unserved) && hpaInstanceHours > 0 && atLeast(1 - lt.instanceHours / hpaInstanceHours, t.instanceHoursReduction);
+  // ratio(): an HPA figure that is not a finite positive number is no bar (1 − x / +Infinity would be a 100% saving).
+  const meets = lt.batchAllWithinDeadline && used.every((h) => lt.unserved <= h.unserved) && atLeast(1 - ratio(lt.instanceHours, hpaInstanceHours), t.instanceHoursReduction);
   return { meets, against: used.map((h) => h.label), hpaInstanceHours };
 }
 
@@ -81,9 +82,12 @@ export interface ArmFigures {
   batchAllWithinDeadline: boolean;
 }
 
-/** Instance-hours saved by `a` against `b`, only when both met the SLO (NaN otherwise: no comparison, a miss). */
+/**
+ * Instance-hours saved by `a` against `b`, only when both met the SLO and both figures are finite (NaN otherwise: no
+ * comparison, a miss — a baseline's +Infinity is no 100% saving).
+ */
 export function savedAtSlo(a: ArmFigures, b: ArmFigures): number {
-  return a.sloMet && b.sloMet && b.instanceHours > 0 ? 1 - a.instanceHours / b.instanceHours : Number.NaN;
+  return a.sloMet && b.sloMet ? 1 - ratio(a.instanceHours, b.instanceHours) : Number.NaN;
 }
 
 /** The checks of bench:strategies' headline; `oracleShort` says which oracle rule applied. */
@@ -93,7 +97,7 @@ export function costAtSloChecks(f: { winner: ArmFigures; reactiveHpa: ArmFigures
   // The oracle "is not 10% below HPA" only when that is measured (both met the SLO) and short of 10%.
   const oracleShort = Number.isFinite(oracleVsHpa) && oracleVsHpa < t.vsReactiveHpaInstanceHoursReduction;
   // Over the oracle: winner / oracle − 1 (NaN when either missed the SLO).
-  const overOracle = f.winner.sloMet && f.oracle.sloMet && f.oracle.instanceHours > 0 ? f.winner.instanceHours / f.oracle.instanceHours - 1 : Number.NaN;
+  const overOracle = f.winner.sloMet && f.oracle.sloMet ? ratio(f.winner.instanceHours, f.oracle.instanceHours) - 1 : Number.NaN;
   const checks: Check[] = [
     { check: "winner meets the SLO on the judged days", value: f.winner.sloMet ? 1 : 0, limit: 1, ok: f.winner.sloMet },
     { check: "winner: batch within deadline", value: f.winner.batchAllWithinDeadline ? 1 : 0, limit: 1, ok: f.winner.batchAllWithinDeadline },

@@ -26,7 +26,8 @@ import { percentiles } from "../../sim/replay/stats.js";
 import { stopAll } from "../e2e/procs.js";
 import { Cluster } from "../region/cluster.js";
 import { createTopology, netnsUnavailable, type Topology } from "../netns/topology.js";
-import { atMost, envOverrides, failuresNote, partialFields, ratio } from "./verdicts/common.js";
+import { envOverrides, partialFields } from "./verdicts/common.js";
+import { LIVE_LOADING_TARGET as TARGET, liveLoadingChecks } from "./verdicts/live-loading.js";
 
 const MiB = 1 << 20;
 const env = (k: string, d: number) => (process.env[k] === undefined ? d : Number(process.env[k]));
@@ -47,7 +48,6 @@ const ARMS: { name: string; loading: Record<string, unknown> }[] = [
   { name: "blitzscale-best-effort", loading: { source: "blitzscale", scheduler: "best-effort" } },
   { name: "blitzscale", loading: { source: "blitzscale" } },
 ];
-const TARGET = { pairedVsNetworkMean: 1, zigzagVsBestEffortMean: 1.05 };
 
 interface Arm {
   name: string;
@@ -178,21 +178,8 @@ main()
     log(`error: ${err instanceof Error ? err.stack : String(err)}`);
   })
   .finally(() => {
-    const by = (n: string) => out.arms.find((a) => a.name === n);
-    const checks: { check: string; value: number; limit: number; ok: boolean }[] = [];
-    const net = by("network");
-    const be = by("blitzscale-best-effort");
-    const zz = by("blitzscale");
-    // Each check compares two arms' mean TTFT while loading: it fails, and names the arm, when either failed a request
-    // (issue 45: a mean over the requests an arm served is no comparison). Judged unrounded; printed to 0.001.
-    const add = (check: string, a: Arm, b: Arm, limit: number, strict: boolean) => {
-      const value = ratio(a.meanTtftMs, b.meanTtftMs);
-      const note = failuresNote([a, b].map((x) => ({ arm: x.name, failed: x.failed, requests: x.sent })));
-      checks.push({ check: `${check}${note}`, value: Math.round(value * 1000) / 1000, limit, ok: note === "" && (strict ? value < limit : atMost(value, limit)) });
-    };
-    if (net !== undefined && be !== undefined) add("best-effort mean TTFT while loading / network", be, net, TARGET.pairedVsNetworkMean, true);
-    if (net !== undefined && zz !== undefined) add("zigzag mean TTFT while loading / network", zz, net, TARGET.pairedVsNetworkMean, true);
-    if (be !== undefined && zz !== undefined) add("zigzag mean TTFT while loading / best-effort", zz, be, TARGET.zigzagVsBestEffortMean, false);
+    // Judged unrounded; printed to 0.001 (verdicts/live-loading.ts).
+    const checks = liveLoadingChecks(out.arms).map((c) => ({ ...c, value: Math.round(c.value * 1000) / 1000 }));
     const met = out.error === undefined && out.arms.length === ARMS.length && out.arms.every((a) => a.failed === 0) && checks.length === 3 && checks.every((c) => c.ok) && SHRUNK.length === 0;
     for (const c of checks) log(`  ${c.ok ? "ok  " : "MISS"} ${c.check} = ${c.value} (limit ${c.limit})`);
     const round = (a: Arm) => ({ ...a, meanTtftMs: Math.round(a.meanTtftMs), p99TtftMs: Math.round(a.p99TtftMs) });

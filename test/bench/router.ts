@@ -8,8 +8,8 @@
  *   P. (a floor, not a target) through two bare Node TCP relays (node-pipe.ts: bytes copied both ways, nothing
  *      parsed) to the same engine: what any hop written in Node costs on this machine before it does any work.
  * Every figure is the median over rounds of the per-round comparison, judged unrounded (only what is printed is
- * rounded); a check on an arm that failed a stream fails and names it (verdicts/router.ts). Tokens are counted by scanning the response
- * bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (10 ms ticks) for each
+ * rounded); a check on an arm that failed a stream fails and names it (verdicts/router.ts). Tokens are counted by
+ * scanning the response bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (10 ms ticks) for each
  * relaying process: global and region, and nginx's two workers.
  *
  * Targets (verdicts/router.ts). Issue 15 item 10: tidegate's throughput ≥ 0.97× nginx's; tidegate's added median

@@ -54,6 +54,9 @@ describe("bench:forecast verdict", () => {
     const met = (f: SeriesFigures, t = fast) => verdictOf(forecastChecks(all(f), t)).met;
     expect(met({ ...figures(10, 0.9), naiveMapePct: { persistence: inf, "seasonal-naive": inf } })).toBe(false);
     expect(met({ ...figures(10, 0.9), naiveMapePct: { persistence: Number.NaN } })).toBe(false);
+    // persistence failed: seasonal-naive's 40% is a looser bar than the 15% persistence would have set.
+    const looser = verdictOf(forecastChecks(all({ ...figures(30, 0.9), naiveMapePct: { persistence: inf, "seasonal-naive": 40 } }), fast)).missed;
+    expect(looser).toEqual(["m-mid: MAPE / best naive (seasonal-naive) (persistence: no MAPE)"]);
     for (const x of [Number.NaN, inf]) {
       expect(met(figures(x, 0.9)), `MAPE ${x}`).toBe(false);
       expect(met(figures(10, x)), `coverage ${x}`).toBe(false);

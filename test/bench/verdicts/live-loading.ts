@@ -6,6 +6,7 @@
  */
 import { atMost, failuresNote, ratio, type Check } from "./common.js";
 
+/** Each pairing arm strictly below network's mean TTFT while loading; zigzag ≤ 1.05 × best effort's (5% for a live run's noise). */
 export const LIVE_LOADING_TARGET = { pairedVsNetworkMean: 1, zigzagVsBestEffortMean: 1.05 };
 
 /** What the checks read of one arm. */

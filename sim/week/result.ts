@@ -22,9 +22,10 @@ export interface Percentiles {
 
 /**
  * A model's interactive SLO over the run (core/config slo-section.ts): its targets, the TTFT and TPOT at the SLO's
- * percentile (+Infinity where it falls on unserved requests), whether both are within the targets (`met`), the
- * requests that met both (attainment; one never served is a miss) and the hours whose attainment fell below the
- * percentile (`violatedHours`, of `hours` with requests).
+ * percentile (+Infinity where it falls on unserved requests), whether both are within the targets and no request
+ * failed after its first token (`met`; such a request is in neither percentile — issue 45), the requests that met
+ * both (attainment; one never served or failed is a miss) and the hours whose attainment fell below the percentile
+ * (`violatedHours`, of `hours` with requests).
  */
 export interface SloResult {
   ttftMs: number;
@@ -33,6 +34,8 @@ export interface SloResult {
   ttftAtPercentileMs: number;
   tpotAtPercentileMs: number;
   met: boolean;
+  /** Requests that failed after their first token (books.ts IwHooks.onError): each makes `met` false. */
+  failedAfterFirstToken: number;
   requests: number;
   metRequests: number;
   attainment: number;
@@ -238,7 +241,25 @@ function sloOf(s: RunState, mi: number): SloResult {
     if (books.met[h]! / n < slo.percentile) violated++;
   }
   const r1 = (x: number) => (Number.isFinite(x) ? Math.round(x * 10) / 10 : x);
-  return { ttftMs: slo.ttftMs, tpotMs: slo.tpotMs, percentile: slo.percentile, ttftAtPercentileMs: r1(ttftAt), tpotAtPercentileMs: r1(tpotAt), met: ttftAt <= slo.ttftMs && tpotAt <= slo.tpotMs, requests, metRequests: met, attainment: requests === 0 ? 1 : Math.round((met / requests) * 10_000) / 10_000, violatedHours: violated, hours };
+  const failed = failedAfterFirstToken(s, mi);
+  return { ttftMs: slo.ttftMs, tpotMs: slo.tpotMs, percentile: slo.percentile, ttftAtPercentileMs: r1(ttftAt), tpotAtPercentileMs: r1(tpotAt), met: sloMet(slo, ttftAt, tpotAt, failed), failedAfterFirstToken: failed, requests, metRequests: met, attainment: requests === 0 ? 1 : Math.round((met / requests) * 10_000) / 10_000, violatedHours: violated, hours };
+}
+
+/**
+ * Requests of model `mi` that failed after their first token. books.ts records an unserved request (no first token)
+ * as unserved in both the TTFT and the E2E histogram, and one that failed after its first token in the E2E histogram
+ * only (its TTFT was recorded, it has no TPOT): the difference counts the latter.
+ */
+export function failedAfterFirstToken(s: Pick<RunState, "ttft" | "e2e">, mi: number): number {
+  return s.e2e[mi]!.unserved - s.ttft[mi]!.unserved;
+}
+
+/**
+ * Whether a model met its SLO: the TTFT and TPOT at its percentile (unrounded) within the targets, and no request
+ * failed after its first token — the percentiles do not see such a request (issue 45), so one alone misses the SLO.
+ */
+export function sloMet(slo: { ttftMs: number; tpotMs: number }, ttftAtMs: number, tpotAtMs: number, failedAfterFirst: number): boolean {
+  return ttftAtMs <= slo.ttftMs && tpotAtMs <= slo.tpotMs && failedAfterFirst === 0;
 }
 
 /** WeekResult.slo over every model. */

@@ -100,9 +100,10 @@ function requestBody(i: number) {
  * one engine held 129 running and 131 waiting while the other stood idle for most of the arm — so the baseline
  * measured little more than one engine, and the fill ratios of earlier runs are too high by as much.
  */
-async function direct(engineUrls: string[], n: number, offset: number, concurrency: number): Promise<{ tokensPerS: number; seconds: number; tokens: number }> {
+async function direct(engineUrls: string[], n: number, offset: number, concurrency: number): Promise<{ tokensPerS: number; seconds: number; tokens: number; requests: number; failed: number }> {
   let next = offset;
   let tokens = 0;
+  let failed = 0;
   const t0 = performance.now();
   await Promise.all(
     engineUrls.flatMap((url) =>
@@ -110,15 +111,19 @@ async function direct(engineUrls: string[], n: number, offset: number, concurren
         for (;;) {
           const i = next++;
           if (i >= offset + n) return;
-          const r = await postJson(`${url}/v1/completions`, requestBody(i));
-          if (r.status !== 200) throw new Error(`engine answered ${r.status}: ${r.text.slice(0, 200)}`);
+          // A failed request is counted, not skipped over: the round then has no ratio, and the check names the arm.
+          const r = await postJson(`${url}/v1/completions`, requestBody(i)).catch((err: unknown) => ({ status: 0, text: String(err) }));
+          if (r.status !== 200) {
+            if (failed++ === 0) console.log(`direct: engine ${url} answered ${r.status}: ${r.text.slice(0, 200)}`);
+            continue;
+          }
           tokens += (JSON.parse(r.text) as { usage: { completion_tokens: number } }).usage.completion_tokens;
         }
       }),
     ),
   );
   const seconds = (performance.now() - t0) / 1000;
-  return { tokensPerS: tokens / seconds, seconds, tokens };
+  return { tokensPerS: tokens / seconds, seconds, tokens, requests: n, failed };
 }
 
 /** Batch requests the router has dispatched to regions so far (its tidegate_queue_dispatched_total, every label). */
@@ -179,40 +184,43 @@ async function viaBatch(routerUrl: string, n: number, offset: number, timeoutMs:
  * Interactive closed loop through the router: mean and p50 time to the first streamed byte. It starts when `from`
  * resolves (at once without it) and runs for `windowMs` or until `until` settles, whichever is first.
  */
-async function interactive(routerUrl: string, windowMs: number, until?: Promise<unknown>, from?: Promise<unknown>): Promise<{ ttftMs: number[] }> {
+async function interactive(routerUrl: string, windowMs: number, until?: Promise<unknown>, from?: Promise<unknown>): Promise<{ ttftMs: number[]; failed: number }> {
   const ttftMs: number[] = [];
+  let failed = 0;
   let over = false;
   void until?.finally(() => (over = true));
   if (from !== undefined) await Promise.race(until === undefined ? [from] : [from, until]);
   const end = Date.now() + windowMs;
+  /** One stream: its TTFT, or why it failed (a refused stream is a failed request, not a fast one). */
+  const stream = async (region: string): Promise<number | string> => {
+    const t0 = performance.now();
+    const res = await fetch(`${routerUrl}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json", "x-tidegate-region": region },
+      body: JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: 16, stream: true }),
+      signal: AbortSignal.timeout(30_000),
+    });
+    if (res.status !== 200) return `answered ${res.status}: ${(await res.text()).slice(0, 200)}`;
+    const reader = res.body!.getReader();
+    let ttft = Number.NaN;
+    for (;;) {
+      const { done } = await reader.read();
+      if (Number.isNaN(ttft)) ttft = performance.now() - t0;
+      if (done) return ttft;
+    }
+  };
   await Promise.all(
     Array.from({ length: INTERACTIVE_WORKERS }, async (_, w) => {
       let k = 0;
       while (Date.now() < end && !over) {
-        const t0 = performance.now();
-        const res = await fetch(`${routerUrl}/v1/completions`, {
-          method: "POST",
-          headers: { "content-type": "application/json", "x-tidegate-region": REGIONS[(w + k++) % REGIONS.length]! },
-          body: JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: 16, stream: true }),
-          signal: AbortSignal.timeout(30_000),
-        });
-        // A refused stream is a failed request, not a fast one: the run stops with its error (met false).
-        if (res.status !== 200) throw new Error(`interactive stream answered ${res.status}: ${(await res.text()).slice(0, 200)}`);
-        const reader = res.body!.getReader();
-        let first = true;
-        for (;;) {
-          const { done } = await reader.read();
-          if (first) {
-            ttftMs.push(performance.now() - t0);
-            first = false;
-          }
-          if (done) break;
-        }
-        await new Promise((r) => setTimeout(r, 50));
+        const r = await stream(REGIONS[(w + k++) % REGIONS.length]!).catch((err: unknown) => String(err));
+        if (typeof r === "number") ttftMs.push(r);
+        else if (failed++ === 0) console.log(`interactive stream failed: ${r}`);
+        await new Promise((res) => setTimeout(res, 50));
       }
     }),
   );
-  return { ttftMs };
+  return { ttftMs, failed };
 }
 
 /** Preemptions the engines have counted so far (vllm:num_preemptions_total, summed over both; 0 where absent). */
@@ -290,13 +298,13 @@ async function oneRun(run: number): Promise<RunResult> {
       for (const arm of round % 2 === 0 ? ["A", "B"] : ["B", "A"]) {
         if (arm === "A") {
           a = await direct(engineUrls, N, base, concurrency);
-          console.log(`fill round ${round + 1} A direct: ${a.tokens} tokens in ${a.seconds.toFixed(1)} s = ${a.tokensPerS.toFixed(0)} tokens/s`);
+          console.log(`fill round ${round + 1} A direct: ${a.tokens} tokens in ${a.seconds.toFixed(1)} s = ${a.tokensPerS.toFixed(0)} tokens/s, ${a.failed} of ${a.requests} requests failed`);
         } else {
           b = await viaBatch(routerUrl, N, base + N, 600_000);
           console.log(`fill round ${round + 1} B batch : ${b.tokens} tokens in ${b.seconds.toFixed(1)} s = ${b.tokensPerS.toFixed(0)} tokens/s, ${b.status}`);
         }
       }
-      fill.push({ directTokensPerS: a!.tokensPerS, batchTokensPerS: b!.tokensPerS, batchComplete: b!.complete });
+      fill.push({ directTokensPerS: a!.tokensPerS, batchTokensPerS: b!.tokensPerS, batchComplete: b!.complete, directRequests: a!.requests, directFailed: a!.failed });
       console.log(`fill round ${round + 1}: ratio (B/A tokens/s) ${jsonFigure(fillRatioOf(fill.at(-1)!))}`);
     }
 
@@ -306,17 +314,19 @@ async function oneRun(run: number): Promise<RunResult> {
     const preemptionsRounds: number[] = [];
     const perRound = Math.max(1, Math.floor(N / 2 / TTFT_ROUNDS));
     for (let round = 0; round < TTFT_ROUNDS; round++) {
-      const a1 = (await interactive(routerUrl, INTERACTIVE_WINDOW_MS)).ttftMs;
+      const alone = await interactive(routerUrl, INTERACTIVE_WINDOW_MS);
+      const a1 = alone.ttftMs;
       const preemptedBefore = await preemptionsTotal(engineUrls);
       let dispatched!: () => void;
       const firstDispatch = new Promise<void>((r) => (dispatched = r));
       const batchBeside = viaBatch(routerUrl, perRound, 2 * FILL_ROUNDS * N + round * perRound, 600_000, () => dispatched());
-      const b1 = (await interactive(routerUrl, 120_000, batchBeside, firstDispatch)).ttftMs;
+      const besideRun = await interactive(routerUrl, 120_000, batchBeside, firstDispatch);
+      const b1 = besideRun.ttftMs;
       const c = await batchBeside;
       preemptionsRounds.push((await preemptionsTotal(engineUrls)) - preemptedBefore);
-      ttft.push({ aloneMs: a1, besideMs: b1, batchComplete: c.complete });
-      console.log(`round ${round + 1}: alone ${a1.length} streams, ${ttftLine(a1)}`);
-      console.log(`round ${round + 1}: beside ${b1.length} streams, ${ttftLine(b1)}; the batch beside (${perRound}): ${c.status} in ${c.seconds.toFixed(1)} s; preemptions ${preemptionsRounds.at(-1)}; ratio ${jsonFigure(ttftRatioOf(ttft.at(-1)!))}`);
+      ttft.push({ aloneMs: a1, besideMs: b1, batchComplete: c.complete, aloneFailed: alone.failed, besideFailed: besideRun.failed });
+      console.log(`round ${round + 1}: alone ${a1.length} streams (${alone.failed} failed), ${ttftLine(a1)}`);
+      console.log(`round ${round + 1}: beside ${b1.length} streams (${besideRun.failed} failed), ${ttftLine(b1)}; the batch beside (${perRound}): ${c.status} in ${c.seconds.toFixed(1)} s; preemptions ${preemptionsRounds.at(-1)}; ratio ${jsonFigure(ttftRatioOf(ttft.at(-1)!))}`);
     }
     const preemptions = (await preemptionsTotal(engineUrls)) - preemptedAtStart;
     const { fillRatio, ttftRatio } = batchChecks(fill, ttft);

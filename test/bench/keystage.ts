@@ -49,7 +49,7 @@ import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { readTrace } from "../../sim/replay/traces.js";
 import { packageVersion as version, median } from "./common.js";
 import { envOverrides, jsonFigure, verdictOf, type Check } from "./verdicts/common.js";
-import { KEYSTAGE_TARGET as TARGET, keystageChecks } from "./verdicts/keystage.js";
+import { KEYSTAGE_TARGET as TARGET, keystageArmOf, keystageChecks } from "./verdicts/keystage.js";
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const REQUESTS = Number(process.env.BENCH_REQUESTS ?? 3000);
@@ -63,10 +63,7 @@ const MODELS = [
 ];
 
 
-
 const r1 = (x: number) => Number(x.toFixed(1));
-/** An arm's summary for the JSON line: +Infinity (unfinished requests) as a string. */
-const jsonSafe = (x: Summary) => Object.fromEntries(Object.entries(x).map(([key, v]) => [key, typeof v === "number" ? jsonFigure(v) : v]));
 const r3 = (x: number) => Number(x.toFixed(3));
 
 /** QUART's load figures (§3, §6.1 Fig. 1): BERT-21B, 43 GB, from disk in 45 s; one of its 8 stages from host memory in 0.8 s. */
@@ -83,21 +80,27 @@ const CACHED_STAGES_PER_SERVER = 2;
 
 type Summary = Pick<RunResult, "meanMs" | "p75Ms" | "p99Ms" | "goodputTokensPerS" | "sloAttainment" | "avgQueuePerStage" | "meanGpus" | "gpuSeconds" | "completed" | "requests">;
 
+/** An arm's medians over rounds, unrounded (keystageArmOf's for the checks; issue 45: compare first, round what is printed). */
 function summarize(rs: RunResult[]): Summary {
   const n = rs[0]!.avgQueuePerStage.length;
   return {
-    meanMs: r1(median(rs.map((r) => r.meanMs))),
-    p75Ms: r1(median(rs.map((r) => r.p75Ms))),
-    p99Ms: r1(median(rs.map((r) => r.p99Ms))),
-    goodputTokensPerS: r3(median(rs.map((r) => r.goodputTokensPerS))),
-    sloAttainment: r3(median(rs.map((r) => r.sloAttainment))),
-    avgQueuePerStage: Array.from({ length: n }, (_, s) => r3(median(rs.map((r) => r.avgQueuePerStage[s]!)))),
-    meanGpus: r1(median(rs.map((r) => r.meanGpus))),
-    gpuSeconds: r1(median(rs.map((r) => r.gpuSeconds))),
-    completed: Math.min(...rs.map((r) => r.completed)),
-    requests: rs[0]!.requests,
+    ...keystageArmOf(rs),
+    p75Ms: median(rs.map((r) => r.p75Ms)),
+    p99Ms: median(rs.map((r) => r.p99Ms)),
+    sloAttainment: median(rs.map((r) => r.sloAttainment)),
+    avgQueuePerStage: Array.from({ length: n }, (_, s) => median(rs.map((r) => r.avgQueuePerStage[s]!))),
+    meanGpus: median(rs.map((r) => r.meanGpus)),
+    gpuSeconds: median(rs.map((r) => r.gpuSeconds)),
   };
 }
+
+/** A summary as printed: ms, GPUs and GPU-seconds to 0.1, rates, fractions and queues to 0.001 (+Infinity stays). */
+function rounded(x: Summary): Summary {
+  return { ...x, meanMs: r1(x.meanMs), p75Ms: r1(x.p75Ms), p99Ms: r1(x.p99Ms), goodputTokensPerS: r3(x.goodputTokensPerS), sloAttainment: r3(x.sloAttainment), avgQueuePerStage: x.avgQueuePerStage.map(r3), meanGpus: r1(x.meanGpus), gpuSeconds: r1(x.gpuSeconds) };
+}
+
+/** An arm's summary for the JSON line, rounded as printed: +Infinity (unfinished requests) as a string. */
+const jsonSafe = (x: Summary) => Object.fromEntries(Object.entries(rounded(x)).map(([key, v]) => [key, typeof v === "number" ? jsonFigure(v) : v]));
 
 /** GPU-seconds per SLO-meeting output token of one run (∫ GPUs dt ÷ good tokens): GPU-seconds at equal goodput. */
 const gpuSecondsPerGoodToken = (r: RunResult) => r.meanGpus / r.goodputTokensPerS;
@@ -186,9 +189,9 @@ async function main(): Promise<void> {
       const aw = summarize(runs.ablationWholePipeline);
       const gpuAtEqualGoodput = median(runs.ablationKeyStage.map(gpuSecondsPerGoodToken)) / median(runs.ablationWholePipeline.map(gpuSecondsPerGoodToken));
       const inst = summarize(runs.keyStageInstant);
-      console.log(`${m.model} ${st.name} medians, key-stage vs the disk-loading whole-pipeline baseline: goodput ratio ${goodputRatio.toFixed(3)}, mean latency ${(meanReduction * 100).toFixed(1)}% lower with key-stage; p99 ${k.p99Ms} vs ${w.p99Ms} ms; GPU-s ${k.gpuSeconds} vs ${w.gpuSeconds}; done ${k.completed}/${k.requests} vs ${w.completed}/${w.requests} (fewest in a round)`);
-      console.log(`${m.model} ${st.name} ablation (equal starts, stage cache for both): goodput ratio ${(ak.goodputTokensPerS / aw.goodputTokensPerS).toFixed(3)}, mean latency ${((1 - ak.meanMs / aw.meanMs) * 100).toFixed(1)}% lower with key-stage; GPU-seconds at equal goodput (per SLO-meeting token) key-stage ÷ whole-pipeline ${gpuAtEqualGoodput.toFixed(3)} (GPU-s ${ak.gpuSeconds} vs ${aw.gpuSeconds})`);
-      console.log(`${m.model} ${st.name} limit: key-stage with instant starts mean ${inst.meanMs} ms, goodput ${inst.goodputTokensPerS} (${(inst.goodputTokensPerS / w.goodputTokensPerS).toFixed(3)}× the baseline's); mean GPUs held / budget: key-stage ${(k.meanGpus / budget).toFixed(2)}, baseline ${(w.meanGpus / budget).toFixed(2)}`);
+      console.log(`${m.model} ${st.name} medians, key-stage vs the disk-loading whole-pipeline baseline: goodput ratio ${goodputRatio.toFixed(3)}, mean latency ${(meanReduction * 100).toFixed(1)}% lower with key-stage; p99 ${rounded(k).p99Ms} vs ${rounded(w).p99Ms} ms; GPU-s ${rounded(k).gpuSeconds} vs ${rounded(w).gpuSeconds}; done ${k.completed}/${k.requests} vs ${w.completed}/${w.requests} (fewest in a round)`);
+      console.log(`${m.model} ${st.name} ablation (equal starts, stage cache for both): goodput ratio ${(ak.goodputTokensPerS / aw.goodputTokensPerS).toFixed(3)}, mean latency ${((1 - ak.meanMs / aw.meanMs) * 100).toFixed(1)}% lower with key-stage; GPU-seconds at equal goodput (per SLO-meeting token) key-stage ÷ whole-pipeline ${gpuAtEqualGoodput.toFixed(3)} (GPU-s ${rounded(ak).gpuSeconds} vs ${rounded(aw).gpuSeconds})`);
+      console.log(`${m.model} ${st.name} limit: key-stage with instant starts mean ${rounded(inst).meanMs} ms, goodput ${rounded(inst).goodputTokensPerS} (${(inst.goodputTokensPerS / w.goodputTokensPerS).toFixed(3)}× the baseline's); mean GPUs held / budget: key-stage ${(k.meanGpus / budget).toFixed(2)}, baseline ${(w.meanGpus / budget).toFixed(2)}`);
       modelOut[st.name] = {
         keyStage: jsonSafe(k),
         wholePipelineDisk: jsonSafe(w),

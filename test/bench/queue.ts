@@ -198,18 +198,25 @@ async function main(): Promise<void> {
       console.log(`round ${r + 1} B: enqueue ${b.enqueuesPerS.toFixed(0)}/s, claim+complete ${b.claimCompletePerS.toFixed(0)}/s`);
     }
     console.log(`loadavg at end: ${loadavg().map((x) => x.toFixed(1)).join(",")}`);
+    // Judged unrounded (issue 45: 4.9996 ms is over 5); only the JSON line rounds.
+    const raw = {
+      enqueuesPerS: median(A.map((a) => a.enqueuesPerS)),
+      claimCompletePerS: median(A.map((a) => a.claimCompletePerS)),
+      claimP99Ms: median(A.map((a) => a.claimP99Ms)),
+      bytesPerQueuedRequest: median(A.map((a) => a.bytesPerRequest)),
+    };
     const fig = {
-      enqueuesPerS: Math.round(median(A.map((a) => a.enqueuesPerS))),
-      claimCompletePerS: Math.round(median(A.map((a) => a.claimCompletePerS))),
+      enqueuesPerS: Math.round(raw.enqueuesPerS),
+      claimCompletePerS: Math.round(raw.claimCompletePerS),
       claimP50Ms: Number(median(A.map((a) => a.claimP50Ms)).toFixed(3)),
-      claimP99Ms: Number(median(A.map((a) => a.claimP99Ms)).toFixed(3)),
-      bytesPerQueuedRequest: Number(median(A.map((a) => a.bytesPerRequest)).toFixed(1)),
+      claimP99Ms: Number(raw.claimP99Ms.toFixed(3)),
+      bytesPerQueuedRequest: Number(raw.bytesPerQueuedRequest.toFixed(1)),
       usedMemoryPerQueuedRequest: Number(median(A.map((a) => a.usedMemoryPerRequest)).toFixed(1)),
       enqueueRatioToPlain: Number(median(A.map((a, i) => a.enqueuesPerS / B[i]!.enqueuesPerS)).toFixed(3)),
       claimCompleteRatioToPlain: Number(median(A.map((a, i) => a.claimCompletePerS / B[i]!.claimCompletePerS)).toFixed(3)),
       allCompleted: A.every((a) => a.completed === N),
     };
-    const met = fig.allCompleted && atLeast(fig.enqueuesPerS, TARGET.enqueuesPerS) && atLeast(fig.claimCompletePerS, TARGET.claimCompletePerS) && atMost(fig.claimP99Ms, TARGET.claimP99Ms) && atMost(fig.bytesPerQueuedRequest, TARGET.bytesPerQueuedRequest);
+    const met = fig.allCompleted && atLeast(raw.enqueuesPerS, TARGET.enqueuesPerS) && atLeast(raw.claimCompletePerS, TARGET.claimCompletePerS) && atMost(raw.claimP99Ms, TARGET.claimP99Ms) && atMost(raw.bytesPerQueuedRequest, TARGET.bytesPerQueuedRequest);
     console.log(JSON.stringify({ bench: "queue", ...fig, target: TARGET, met: met && SHRUNK.length === 0, ...partialFields(SHRUNK) }));
   } finally {
     await redis.stop();

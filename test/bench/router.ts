@@ -1,13 +1,15 @@
 /**
  * bench:router — the cost of tidegate's two hops, against nginx's. The same streaming load (32 concurrent streams
- * of 50 tokens, `/v1/completions`, llama3.2-3b) goes, in one run, alternating A N B each round:
+ * of 50 tokens, `/v1/completions`, llama3.2-3b) goes, in one run, to each arm every round, the arms in an order
+ * shuffled per round (seeded, ARM_ORDER_SEED; printed), so that no arm always runs first or right after another:
  *   A. straight to one `tidegate engine-sim` process;
  *   N. through nginx (Debian's package) as two plain proxy hops (two instances, one worker each) to the same engine;
  *   B. through `tidegate global` → gRPC mux → `tidegate region` → HTTP (openai-http adapter) → the same engine;
  *   P. (a floor, not a target) through two bare Node TCP relays (node-pipe.ts: bytes copied both ways, nothing
  *      parsed) to the same engine: what any hop written in Node costs on this machine before it does any work.
- * Every figure is the median over rounds of the per-round comparison. Tokens are counted by scanning the response
- * bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (10 ms ticks) for each
+ * Every figure is the median over rounds of the per-round comparison, judged unrounded (only what is printed is
+ * rounded); a check on an arm that failed a stream fails and names it (verdicts/router.ts). Tokens are counted by
+ * scanning the response bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (10 ms ticks) for each
  * relaying process: global and region, and nginx's two workers.
  *
  * Targets (verdicts/router.ts). Issue 15 item 10: tidegate's throughput ≥ 0.97× nginx's; tidegate's added median
@@ -30,7 +32,7 @@ import { packageVersion as version } from "./common.js";
 import { nginxBinary, startNginxHops, type NginxHops } from "./nginx.js";
 import { startNodePipeHops } from "./node-pipe.js";
 import { envOverrides, jsonFigure, ratio, verdictOf } from "./verdicts/common.js";
-import { ROUTER_TARGET, routerChecks } from "./verdicts/router.js";
+import { ARM_ORDER_SEED, ROUTER_TARGET, armOrder, routerChecks, routerFiguresOf, type RouterArm, type RouterFigures } from "./verdicts/router.js";
 
 const MODEL = "llama3.2-3b";
 const CONCURRENCY = 32;
@@ -47,6 +49,7 @@ const WARMUP_REQUESTS = Number(process.env.BENCH_WARMUP_REQUESTS ?? 2048);
 /** Settings that change what a run measures: such a run is partial (met false). */
 const SHRUNK = envOverrides(["BENCH_ROUNDS", "BENCH_REQUESTS_PER_WORKER", "BENCH_WARMUP_REQUESTS"]);
 const TARGET = ROUTER_TARGET;
+const ARM_LETTER: Record<RouterArm, string> = { direct: "A", nginx: "N", pipe: "P", tidegate: "B" };
 
 
 async function waitAvailable(routerUrl: string, region: string, timeoutMs: number): Promise<void> {
@@ -96,9 +99,10 @@ interface Arm {
   cpu: Record<string, number[]>;
 }
 const newArm = (procs: string[]): Arm => ({ ratioVsDirect: [], addedP50: [], addedP99: [], single: [], cpu: Object.fromEntries(procs.map((p) => [p, []])) });
-const med = (xs: number[], digits: number) => Number(quantile(xs, 0.5).toFixed(digits));
-/** The median of `xs`, or NaN when any is NaN (a round without a figure) or there are none. */
-const medOrNaN = (xs: number[], digits: number) => (xs.length === 0 || xs.some((x) => Number.isNaN(x)) ? Number.NaN : med(xs, digits));
+/** The median of `xs` (the figures not judged; routerFiguresOf makes the judged ones). */
+const med = (xs: number[]) => quantile(xs, 0.5);
+/** A figure as printed: `digits` decimals (jsonFigure: NaN and ±Infinity as strings). */
+const shown = (x: number, digits: number) => jsonFigure(x, digits);
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-router-"));
@@ -108,7 +112,7 @@ async function main(): Promise<void> {
     console.log(`machine: nproc=${cpus().length} memory=${(totalmem() / 2 ** 30).toFixed(1)} GiB cpu=${cpus()[0]?.model ?? "?"} load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
     const bin = nginxBinary();
     if (bin === undefined) throw new Error("nginx not found (install Debian's nginx package, or set NGINX_BIN): the bench compares tidegate's two hops with nginx's");
-    console.log(`inputs: model ${MODEL} on h100-80gb tp2, ${CONCURRENCY} concurrent streams × ${REQUESTS_PER_WORKER} requests each per round, ${TOKENS} tokens per stream, ${ROUNDS} rounds of A (direct), N (nginx, two hops), P (node pipe, two hops, a floor), B (tidegate, two hops), after ${WARMUP_REQUESTS} warm-up requests per arm`);
+    console.log(`inputs: model ${MODEL} on h100-80gb tp2, ${CONCURRENCY} concurrent streams × ${REQUESTS_PER_WORKER} requests each per round, ${TOKENS} tokens per stream, ${ROUNDS} rounds of A (direct), N (nginx, two hops), P (node pipe, two hops, a floor), B (tidegate, two hops) in an order shuffled per round (seed ${ARM_ORDER_SEED}), after ${WARMUP_REQUESTS} warm-up requests per arm`);
 
     const engine = await spawnTidegate("engine-sim", ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--tp", "2", "--port", "0", "--host", "127.0.0.1"], /(http:\/\/127\.0\.0\.1:\d+)/);
     procs.push(engine);
@@ -147,13 +151,36 @@ async function main(): Promise<void> {
       if (w.failures > 0) throw new Error(`${w.failures} of ${w.results.length} warm-up streams to ${url} failed`);
     }
 
-    let failures = 0;
+    const streams: RouterFigures["streams"] = { direct: { failed: 0, total: 0 }, nginx: { failed: 0, total: 0 }, pipe: { failed: 0, total: 0 }, tidegate: { failed: 0, total: 0 } };
+    const urlOf: Record<RouterArm, string> = { direct: engineUrl, nginx: nginx.url, pipe: pipe.url, tidegate: routerUrl };
     const pids: Record<string, number | undefined> = { engine: engine.child.pid, region: procs[1]!.child.pid, global: global.child.pid, nginxHop1: nginx.workerPids[0], nginxHop2: nginx.workerPids[1], pipeHop1: pipe.pids[0], pipeHop2: pipe.pids[1] };
     const cpuNow = () => Object.fromEntries(Object.entries(pids).map(([k, pid]) => [k, cpuSeconds(pid)]));
     /** CPU µs per token of each process since `before`. */
     const cpuPerToken = (before: Record<string, number>, tokens: number): Record<string, number> => {
       const after = cpuNow();
       return Object.fromEntries(Object.entries(after).map(([k, v]) => [k, ((v - before[k]!) * 1e6) / Math.max(1, tokens)]));
+    };
+    /**
+     * One round: every arm's load in round `round`'s shuffled order (armOrder), each with the CPU per token of every
+     * process while it ran (and, for B, the global's and region's user / system split).
+     */
+    const runRound = async (round: number, requestsPerWorker?: number, concurrency?: number) => {
+      const order = armOrder(round);
+      const ran: Partial<Record<RouterArm, { r: LoadResult; cpu: Record<string, number> }>> = {};
+      let split = "";
+      for (const arm of order) {
+        const before = cpuNow();
+        const splitBefore = ["region", "global"].map((k) => cpuSplit(pids[k]));
+        const r = await load(urlOf[arm], requestsPerWorker, concurrency);
+        ran[arm] = { r, cpu: cpuPerToken(before, r.tokens) };
+        if (arm === "tidegate") {
+          const splitAfter = ["region", "global"].map((k) => cpuSplit(pids[k]));
+          split = ["region", "global"].map((k, i) => `${k} user ${(((splitAfter[i]!.user - splitBefore[i]!.user) * 1e6) / Math.max(1, r.tokens)).toFixed(1)} sys ${(((splitAfter[i]!.sys - splitBefore[i]!.sys) * 1e6) / Math.max(1, r.tokens)).toFixed(1)}`).join(", ");
+        }
+        streams[arm].failed += r.failures;
+        streams[arm].total += r.results.length;
+      }
+      return { order: order.map((arm) => ARM_LETTER[arm]).join(" "), a: ran.direct!, n: ran.nginx!, p: ran.pipe!, b: ran.tidegate!, split };
     };
     const fmtCpu = (c: Record<string, number>, keys: string[]) => keys.map((k) => `${k} ${c[k]!.toFixed(1)}`).join(", ");
     const arms = { nginx: newArm(["nginxHop1", "nginxHop2"]), pipe: newArm(["pipeHop1", "pipeHop2"]), tidegate: newArm(["engine", "region", "global"]) };
@@ -162,21 +189,10 @@ async function main(): Promise<void> {
     const vsPipe = { global: [] as number[], region: [] as number[] };
     const cpuDirect: number[] = [];
     for (let round = 1; round <= ROUNDS; round++) {
-      const ca = cpuNow();
-      const a = await load(engineUrl);
-      cpuDirect.push(cpuPerToken(ca, a.tokens).engine!);
-      const cn = cpuNow();
-      const n = await load(nginx.url);
-      const cpuN = cpuPerToken(cn, n.tokens);
-      const cp = cpuNow();
-      const p = await load(pipe.url);
-      const cpuP = cpuPerToken(cp, p.tokens);
-      const cb = cpuNow();
-      const splitBefore = ["region", "global"].map((k) => cpuSplit(pids[k]));
-      const b = await load(routerUrl);
-      const cpuB = cpuPerToken(cb, b.tokens);
-      const splitAfter = ["region", "global"].map((k) => cpuSplit(pids[k]));
-      failures += a.failures + n.failures + p.failures + b.failures;
+      const { order, a: ra, n: rn, p: rp, b: rb, split } = await runRound(round);
+      const [a, n, p, b] = [ra.r, rn.r, rp.r, rb.r];
+      const [cpuN, cpuP, cpuB] = [rn.cpu, rp.cpu, rb.cpu];
+      cpuDirect.push(ra.cpu.engine!);
       for (const [arm, r, cpu] of [[arms.nginx, n, cpuN], [arms.pipe, p, cpuP], [arms.tidegate, b, cpuB]] as const) {
         arm.ratioVsDirect.push(r.tokensPerS / a.tokensPerS);
         arm.addedP50.push(r.ttftMedianMs - a.ttftMedianMs);
@@ -186,26 +202,24 @@ async function main(): Promise<void> {
       vsNginx.push(b.tokensPerS / n.tokensPerS);
       vsPipe.global.push(ratio(cpuB.global!, cpuP.pipeHop1!));
       vsPipe.region.push(ratio(cpuB.region!, cpuP.pipeHop2!));
+      console.log(`round ${round}: order ${order}`);
       console.log(`round ${round}: ${describeRound("A direct  ", a)}`);
       console.log(`round ${round}: ${describeRound("N nginx   ", n)}`);
       console.log(`round ${round}: ${describeRound("P node pipe", p)}`);
       console.log(`round ${round}: ${describeRound("B tidegate", b)}`);
       console.log(`round ${round}: CPU µs per token (10 ms ticks) — N: ${fmtCpu(cpuN, ["nginxHop1", "nginxHop2"])}; P: ${fmtCpu(cpuP, ["pipeHop1", "pipeHop2"])}; B: ${fmtCpu(cpuB, ["engine", "region", "global"])}; load average ${loadavg()[0]!.toFixed(2)}`);
-      console.log(`round ${round}: B CPU µs per token split — ${["region", "global"].map((k, i) => `${k} user ${(((splitAfter[i]!.user - splitBefore[i]!.user) * 1e6) / Math.max(1, b.tokens)).toFixed(1)} sys ${(((splitAfter[i]!.sys - splitBefore[i]!.sys) * 1e6) / Math.max(1, b.tokens)).toFixed(1)}`).join(", ")}`);
+      console.log(`round ${round}: B CPU µs per token split — ${split}`);
       console.log(`round ${round}: tidegate CPU per token over node pipe's same hop: global ${vsPipe.global.at(-1)!.toFixed(2)}, region ${vsPipe.region.at(-1)!.toFixed(2)}`);
       console.log(`round ${round}: throughput tidegate/nginx ${(b.tokensPerS / n.tokensPerS).toFixed(3)}; added TTFT p50 nginx ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, tidegate ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms`);
     }
-    // Latency without self-induced queueing: one stream at a time, alternating A N P B, 3 rounds of 40 requests.
+    // Latency without self-induced queueing: one stream at a time, the arms shuffled per round, 3 rounds of 40 requests.
     for (let round = 1; round <= 3; round++) {
-      const a = await load(engineUrl, 40, 1);
-      const n = await load(nginx.url, 40, 1);
-      const p = await load(pipe.url, 40, 1);
-      const b = await load(routerUrl, 40, 1);
-      failures += a.failures + n.failures + p.failures + b.failures;
+      const { order, a: ra, n: rn, p: rp, b: rb } = await runRound(ROUNDS + round, 40, 1);
+      const [a, n, p, b] = [ra.r, rn.r, rp.r, rb.r];
       arms.nginx.single.push(n.ttftMedianMs - a.ttftMedianMs);
       arms.pipe.single.push(p.ttftMedianMs - a.ttftMedianMs);
       arms.tidegate.single.push(b.ttftMedianMs - a.ttftMedianMs);
-      console.log(`single-stream round ${round}: TTFT p50 direct ${a.ttftMedianMs.toFixed(2)} ms, nginx ${n.ttftMedianMs.toFixed(2)} ms (added ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)}), node pipe ${p.ttftMedianMs.toFixed(2)} ms (added ${(p.ttftMedianMs - a.ttftMedianMs).toFixed(3)}), tidegate ${b.ttftMedianMs.toFixed(2)} ms (added ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)})`);
+      console.log(`single-stream round ${round} (order ${order}): TTFT p50 direct ${a.ttftMedianMs.toFixed(2)} ms, nginx ${n.ttftMedianMs.toFixed(2)} ms (added ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)}), node pipe ${p.ttftMedianMs.toFixed(2)} ms (added ${(p.ttftMedianMs - a.ttftMedianMs).toFixed(3)}), tidegate ${b.ttftMedianMs.toFixed(2)} ms (added ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)}); failed ${a.failures + n.failures + p.failures + b.failures}`);
     }
     agent.destroy();
     // Call setup cost per hop (diagnostic; not a target): why the two-hop path costs more per request than per token.
@@ -215,36 +229,38 @@ async function main(): Promise<void> {
     const t = arms.tidegate;
     const nx = arms.nginx;
     const np = arms.pipe;
-    const figures = {
-      throughputVsNginx: med(vsNginx, 4),
-      addedTtftP50Ms: med(t.addedP50, 3),
-      nginxAddedTtftP50Ms: med(nx.addedP50, 3),
-      addedTtftP50MsSingleStream: med(t.single, 3),
-      nginxAddedTtftP50MsSingleStream: med(nx.single, 3),
-      cpuUsPerToken: { global: med(t.cpu.global!, 1), region: med(t.cpu.region!, 1), engine: med(t.cpu.engine!, 1), nginxHop1: med(nx.cpu.nginxHop1!, 1), nginxHop2: med(nx.cpu.nginxHop2!, 1), engineDirect: med(cpuDirect, 1) },
-      // NaN (a round with no pipe CPU measured) sorts as a number would not: any NaN round makes the figure NaN.
-      cpuVsNodePipe: { global: medOrNaN(vsPipe.global, 3), region: medOrNaN(vsPipe.region, 3) },
-      failedStreams: failures,
-    };
+    // Unrounded: the checks compare these (issue 45); only the JSON line below rounds.
+    const figures = routerFiguresOf(
+      { throughputVsNginx: vsNginx, addedTtftP50Ms: t.addedP50, nginxAddedTtftP50Ms: nx.addedP50, addedTtftP50MsSingleStream: t.single, cpuUsPerTokenGlobal: t.cpu.global!, cpuUsPerTokenRegion: t.cpu.region!, cpuVsNodePipeGlobal: vsPipe.global, cpuVsNodePipeRegion: vsPipe.region },
+      streams,
+    );
     const checks = routerChecks(figures, TARGET);
     for (const c of checks.filter((x) => !x.ok)) console.log(`target missed: ${c.check} = ${jsonFigure(c.value)} (limit ${jsonFigure(c.limit)})`);
     const result = {
       bench: "router",
-      ...figures,
-      twoHopThroughputRatio: med(t.ratioVsDirect, 4),
-      nginxThroughputRatio: med(nx.ratioVsDirect, 4),
-      addedTtftP99Ms: med(t.addedP99, 3),
-      nginxAddedTtftP99Ms: med(nx.addedP99, 3),
+      throughputVsNginx: shown(figures.throughputVsNginx, 4),
+      addedTtftP50Ms: shown(figures.addedTtftP50Ms, 3),
+      nginxAddedTtftP50Ms: shown(figures.nginxAddedTtftP50Ms, 3),
+      addedTtftP50MsSingleStream: shown(figures.addedTtftP50MsSingleStream, 3),
+      nginxAddedTtftP50MsSingleStream: shown(med(nx.single), 3),
+      cpuUsPerToken: { global: shown(figures.cpuUsPerToken.global, 1), region: shown(figures.cpuUsPerToken.region, 1), engine: shown(med(t.cpu.engine!), 1), nginxHop1: shown(med(nx.cpu.nginxHop1!), 1), nginxHop2: shown(med(nx.cpu.nginxHop2!), 1), engineDirect: shown(med(cpuDirect), 1) },
+      cpuVsNodePipe: { global: shown(figures.cpuVsNodePipe.global, 3), region: shown(figures.cpuVsNodePipe.region, 3) },
+      failedStreams: Object.values(streams).reduce((x, a) => x + a.failed, 0),
+      streams,
+      twoHopThroughputRatio: shown(med(t.ratioVsDirect), 4),
+      nginxThroughputRatio: shown(med(nx.ratioVsDirect), 4),
+      addedTtftP99Ms: shown(med(t.addedP99), 3),
+      nginxAddedTtftP99Ms: shown(med(nx.addedP99), 3),
       // Arm P, the floor of a Node hop (no target): bare byte relays, same load, same run.
-      nodePipe: { throughputRatio: med(np.ratioVsDirect, 4), addedTtftP50Ms: med(np.addedP50, 3), addedTtftP50MsSingleStream: med(np.single, 3), cpuUsPerToken: { hop1: med(np.cpu.pipeHop1!, 1), hop2: med(np.cpu.pipeHop2!, 1) } },
+      nodePipe: { throughputRatio: shown(med(np.ratioVsDirect), 4), addedTtftP50Ms: shown(med(np.addedP50), 3), addedTtftP50MsSingleStream: shown(med(np.single), 3), cpuUsPerToken: { hop1: shown(med(np.cpu.pipeHop1!), 1), hop2: shown(med(np.cpu.pipeHop2!), 1) } },
       grpcDispatchCallCpuUs: Number(grpcCall.cpuUsPerCall.toFixed(0)),
       http1RequestCpuUs: Number(httpCall.cpuUsPerCall.toFixed(0)),
       loadAverage1m: Number(loadavg()[0]!.toFixed(2)),
       rounds: ROUNDS,
+      armOrderSeed: ARM_ORDER_SEED,
       streamsPerRound: CONCURRENCY * REQUESTS_PER_WORKER,
       path: "global --gRPC mux--> region --HTTP(openai-http)--> engine-sim vs nginx --> nginx --> engine-sim vs node pipe --> node pipe --> engine-sim vs engine-sim",
       target: TARGET,
-      cpuVsNodePipe: { global: jsonFigure(figures.cpuVsNodePipe.global), region: jsonFigure(figures.cpuVsNodePipe.region) },
       checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value), limit: jsonFigure(c.limit) })),
       ...verdictFields(checks),
     };

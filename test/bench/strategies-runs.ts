@@ -72,6 +72,8 @@ export interface RunFigures extends FrontierRun {
   attainment: number;
   violatedHours: number;
   unserved: number;
+  /** Interactive requests that failed after their first token (each a miss of its model's SLO; sim/week/result.ts). */
+  failedAfterFirstToken: number;
   /** Per model: p95 TTFT / TPOT (ms; "Infinity" as a string in JSON) and whether it met its SLO. */
   models: Record<string, { ttftP95Ms: number; tpotP95Ms: number; met: boolean; instanceHours: number }>;
   /** Mean time from a scale-out's start to serving (ms): provisioning + loading instance-time per scale-out started. */
@@ -82,8 +84,10 @@ export interface RunFigures extends FrontierRun {
 /** The figures of one replay. */
 export function figuresOf(knob: number, r: WeekResult): RunFigures {
   let margin = 0;
+  let failedAfterFirstToken = 0;
   const models: RunFigures["models"] = {};
   for (const [m, x] of Object.entries(r.models)) {
+    failedAfterFirstToken += x.slo.failedAfterFirstToken;
     margin = Math.max(margin, x.slo.ttftAtPercentileMs / x.slo.ttftMs, x.slo.tpotAtPercentileMs / x.slo.tpotMs);
     models[m] = { ttftP95Ms: x.slo.ttftAtPercentileMs, tpotP95Ms: x.slo.tpotAtPercentileMs, met: x.slo.met, instanceHours: x.instanceHours };
   }
@@ -98,6 +102,7 @@ export function figuresOf(knob: number, r: WeekResult): RunFigures {
     attainment: r.slo.attainment,
     violatedHours: r.slo.violatedHours,
     unserved: r.requests.interactiveUnserved,
+    failedAfterFirstToken,
     models,
     scaleOutMs: scaleOuts === 0 ? Number.NaN : (r.totals.provisioningInstanceHours * 3_600_000) / scaleOuts,
     scaleOuts,

@@ -89,7 +89,7 @@ const pct = (x: number) => (Number.isFinite(x) ? `${x >= 0 ? "+" : ""}${(x * 100
 
 function runLine(regime: string, seed: number, arm: string, f: RunFigures, cached: boolean): string {
   const per = Object.entries(f.models).map(([m, x]) => `${m} ${x.ttftP95Ms}/${x.tpotP95Ms}${x.met ? "" : " MISS"}`).join("; ");
-  return `  ${regime} week ${seed} ${arm} ${f.knob}: instance-h ${f.instanceHours}, margin ${jsonFigure(f.margin)} (${f.sloMet && f.margin <= 1 && f.batchAllWithinDeadline ? "met" : "missed"}), attainment ${(f.attainment * 100).toFixed(2)}%, unserved ${f.unserved}, batch ${f.batchAllWithinDeadline ? "in time" : "LATE"}, scale-out ${fmtMs(f.scaleOutMs)} × ${f.scaleOuts}${cached ? " (cached)" : ""} | p95 TTFT/TPOT ms: ${per}`;
+  return `  ${regime} week ${seed} ${arm} ${f.knob}: instance-h ${f.instanceHours}, margin ${jsonFigure(f.margin)} (${f.sloMet && f.margin <= 1 && f.batchAllWithinDeadline ? "met" : "missed"}), attainment ${(f.attainment * 100).toFixed(2)}%, unserved ${f.unserved}, failed after the first token ${f.failedAfterFirstToken}, batch ${f.batchAllWithinDeadline ? "in time" : "LATE"}, scale-out ${fmtMs(f.scaleOutMs)} × ${f.scaleOuts}${cached ? " (cached)" : ""} | p95 TTFT/TPOT ms: ${per}`;
 }
 
 interface Plan { regime: Regime; arms: Arm[]; seeds: number[] }
@@ -177,7 +177,7 @@ async function main(): Promise<void> {
       const vs = hpa === undefined || a.name === "reactive-hpa" ? undefined : compareArms(ih, hpa);
       const edges = cs.map((x) => (x.met === undefined ? "no setting met" : `${x.met.knob}${x.missed === undefined ? " (nothing cheaper ran)" : ` … ${x.missed.knob}`}`));
       console.log(`  ${a.name.padEnd(15)} ${ih.map((x) => jsonFigure(x, 1)).join(" / ")} instance-h (edge ${edges.join("; ")})${vs === undefined ? "" : `; vs reactive-hpa ${pct(vs.mean)} ± ${pct(vs.spread)}${vs.tie ? " (a tie: within the weeks' spread)" : ""} [${vs.perWeek.map(pct).join(", ")}]`}`);
-      armsJson[a.name] = { knob: a.knob, costs: ih.map((x) => jsonFigure(x, 2)), edges: cs.map((x) => ({ met: x.met?.knob ?? null, missed: x.missed?.knob ?? null, bracketed: x.bracketed })), ...(vs === undefined ? {} : { vsReactiveHpa: { mean: jsonFigure(vs.mean, 4), spread: jsonFigure(vs.spread, 4), tie: vs.tie, perWeek: vs.perWeek.map((x) => jsonFigure(x, 4)) } }), runs: byArm.get(a.name)!.map((w) => w.map((f) => ({ knob: f.knob, instanceHours: f.instanceHours, margin: jsonFigure(f.margin), met: f.sloMet && f.margin <= 1 && f.batchAllWithinDeadline, attainment: f.attainment }))) };
+      armsJson[a.name] = { knob: a.knob, costs: ih.map((x) => jsonFigure(x, 2)), edges: cs.map((x) => ({ met: x.met?.knob ?? null, missed: x.missed?.knob ?? null, bracketed: x.bracketed })), ...(vs === undefined ? {} : { vsReactiveHpa: { mean: jsonFigure(vs.mean, 4), spread: jsonFigure(vs.spread, 4), tie: vs.tie, perWeek: vs.perWeek.map((x) => jsonFigure(x, 4)) } }), runs: byArm.get(a.name)!.map((w) => w.map((f) => ({ knob: f.knob, instanceHours: f.instanceHours, margin: jsonFigure(f.margin), met: f.sloMet && f.margin <= 1 && f.batchAllWithinDeadline, attainment: f.attainment, failedAfterFirstToken: f.failedAfterFirstToken }))) };
     }
     regimesJson[p.regime.name] = { summary: p.regime.summary, scaleOutMs: jsonFigure(scaleOutMs, 0), weeks: p.seeds, arms: armsJson };
     if (hpa !== undefined) {

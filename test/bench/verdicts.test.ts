@@ -6,7 +6,7 @@ import type { MeasuredRow } from "../../core/perf/data.js";
 import { latencyFigures, type LatencyRecord } from "../../sim/replay/loading.js";
 import { batchChecks, runsChecks, type FillRound, type TtftRound } from "./verdicts/batch.js";
 import { burstChecks, type BurstRow } from "./verdicts/burst.js";
-import { atLeast, atMost, envOverrides, ratio, verdictOf } from "./verdicts/common.js";
+import { atLeast, atMost, envOverrides, failuresNote, ratio, verdictOf } from "./verdicts/common.js";
 import { binomialOverTree, dataplaneMet } from "./verdicts/dataplane.js";
 import { keystageChecks, type KeystageArm } from "./verdicts/keystage.js";
 import { judgedHostSize, lambdaP90VsSsd, maasChecks, type MaasRow, type MaasTraceRuns } from "./verdicts/maas.js";
@@ -23,8 +23,17 @@ describe("verdict building blocks", () => {
     expect(atLeast(Number.POSITIVE_INFINITY, 2)).toBe(false);
     expect(ratio(Number.POSITIVE_INFINITY, Number.POSITIVE_INFINITY)).toBeNaN();
     expect(ratio(Number.POSITIVE_INFINITY, 100)).toBeNaN();
-    expect(ratio(100, Number.POSITIVE_INFINITY)).toBe(0); // served where the baseline did not
+    // Issue 45: a baseline that failed (+Infinity) is no bar; this used to be 0, a pass of every "≤" check.
+    expect(ratio(100, Number.POSITIVE_INFINITY)).toBeNaN();
+    expect(ratio(100, Number.NaN)).toBeNaN();
+    expect(ratio(100, 0)).toBeNaN();
     expect(ratio(100, 200)).toBe(0.5);
+  });
+
+  it("a check's note names each arm that failed and how many; none failed, no note", () => {
+    expect(failuresNote([{ arm: "blitzscale", failed: 0, requests: 100 }, { arm: "ssd", failed: 0, requests: 100 }])).toBe("");
+    expect(failuresNote([{ arm: "blitzscale", failed: 0, requests: 100 }, { arm: "ssd", failed: 3, requests: 100 }])).toBe(" (ssd: 3 of 100 requests failed)");
+    expect(failuresNote([{ arm: "JSQ", failed: 2, requests: 9, what: "requests unserved" }, { arm: "x", failed: Number.NaN, requests: 9 }])).toBe(" (JSQ: 2 of 9 requests unserved; x: NaN of 9 requests failed)");
   });
 
   it("a run shrunk by the environment is partial and not met, even when every check holds", () => {
@@ -123,8 +132,8 @@ describe("bench:keystage", () => {
 });
 
 describe("bench:batch", () => {
-  const fill = (ratio: number, batchComplete = true): FillRound => ({ directTokensPerS: 10_000, batchTokensPerS: 10_000 * ratio, batchComplete });
-  const ttft = (alone: number[], beside: number[], batchComplete = true): TtftRound => ({ aloneMs: alone, besideMs: beside, batchComplete });
+  const fill = (ratio: number, batchComplete = true): FillRound => ({ directTokensPerS: 10_000, batchTokensPerS: 10_000 * ratio, batchComplete, directRequests: 10_000, directFailed: 0 });
+  const ttft = (alone: number[], beside: number[], batchComplete = true): TtftRound => ({ aloneMs: alone, besideMs: beside, batchComplete, aloneFailed: 0, besideFailed: 0 });
 
   it("an empty beside arm is no data: the TTFT figure fails (it used to be a mean of 0)", () => {
     const r = batchChecks([fill(0.9), fill(0.9), fill(0.9)], [ttft([14, 15], [14.5]), ttft([14, 15], []), ttft([14, 15], [14.6])]);
@@ -243,7 +252,7 @@ describe("bench:router", () => {
     addedTtftP50MsSingleStream: 0.4,
     cpuUsPerToken: { global: 9, region: 9.5 },
     cpuVsNodePipe: { global: 1.2, region: 1.4 },
-    failedStreams: 0,
+    streams: { direct: { failed: 0, total: 280 }, nginx: { failed: 0, total: 280 }, pipe: { failed: 0, total: 280 }, tidegate: { failed: 0, total: 280 } },
   };
   const missed = (f: RouterFigures) => routerChecks(f).filter((c) => !c.ok).map((c) => c.check);
 
@@ -254,7 +263,7 @@ describe("bench:router", () => {
     expect(missed({ ...good, cpuVsNodePipe: { global: 1.2, region: 1.6 } })).toEqual(["cpuRegionVsNodePipe"]);
     expect(missed({ ...good, cpuUsPerToken: { global: 11, region: 9 } })).toEqual(["cpuGlobal"]);
     expect(missed({ ...good, throughputVsNginx: 0.96 })).toEqual(["throughput"]);
-    expect(missed({ ...good, failedStreams: 1 })).toEqual(["noFailedStreams"]);
+    expect(missed({ ...good, streams: { ...good.streams, direct: { failed: 1, total: 280 } } })).toEqual(["addedTtft32Streams (direct: 1 of 280 streams failed)", "addedTtftSingleStream (direct: 1 of 280 streams failed)", "addedTtftSingleStreamTwoHops (direct: 1 of 280 streams failed)", "noFailedStreams (direct: 1 of 280 streams failed)"]);
   });
 
   it("one stream 0.5–1 ms added misses issue 15's target only; over 1 ms misses issue 32's too", () => {

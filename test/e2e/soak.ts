@@ -222,14 +222,16 @@ export function soakChecks(r: SoakResult, durationMs: number, l: SoakLimits): { 
   const end = r.samples.at(-1)!;
   const names = Object.keys(end.processes);
   const med = (xs: number[]) => quantile(xs, 0.5);
-  const rssGrowth = Object.fromEntries(names.map((n) => [n, Number((end.processes[n]!.rssMiB / warm.processes[n]!.rssMiB - 1).toFixed(4))]));
+  // Judged unrounded (issue 45); the figures round to 4 decimals.
+  const rssGrowthRaw = Object.fromEntries(names.map((n) => [n, end.processes[n]!.rssMiB / warm.processes[n]!.rssMiB - 1]));
+  const rssGrowth = Object.fromEntries(names.map((n) => [n, Number(rssGrowthRaw[n]!.toFixed(4))]));
   const fdsBase = Object.fromEntries(names.map((n) => [n, med(baseSamples.map((s) => s.processes[n]!.fds))]));
   const fdsLast = Object.fromEntries(names.map((n) => [n, med(lastSamples.map((s) => s.processes[n]!.fds))]));
   const ttftIn = (from: number, to: number) => quantile(r.ttfts.filter((t) => t.atMs >= from && t.atMs < to).map((t) => t.ttftMs), 0.99);
   const ttftBase = ttftIn(l.warmupMs, l.warmupMs + l.windowMs);
   const ttftLast = ttftIn(durationMs - l.windowMs, durationMs);
   const checks: SoakChecks = {
-    rss: Object.values(rssGrowth).every((g) => g < l.maxRssGrowth),
+    rss: Object.values(rssGrowthRaw).every((g) => g < l.maxRssGrowth),
     fds: names.every((n) => fdsLast[n]! <= fdsBase[n]! + l.fdSlack),
     ttft: ttftLast <= l.maxTtftRatio * ttftBase + l.ttftSlackMs,
     traffic: r.errors.length === 0 && r.streamsFailed === 0 && r.batchesCompleted > 0,

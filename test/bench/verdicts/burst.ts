@@ -2,9 +2,10 @@
  * bench:burst's verdict (test/bench/burst.ts). A configuration is judged on every request of the trace: its TTFT
  * figures count a failed request as +Infinity (sim/replay/loading.ts latencyFigures), and a check on a judged
  * configuration that failed any request does not pass, whatever its ratio (a source that drops requests would
- * otherwise get a lower TTFT from the ones it kept).
+ * otherwise get a lower TTFT from the ones it kept), and neither does a check against a baseline that failed any
+ * (issue 45: its +Infinity figure made the ratio 0, a pass); the check names the arm and how many it failed.
  */
-import { atMost, ratio, type Check } from "./common.js";
+import { atMost, failuresNote, ratio, type Check } from "./common.js";
 
 /** The figures of one (model, trace, configuration) run the checks read. */
 export interface BurstRow {
@@ -18,7 +19,7 @@ export interface BurstRow {
 }
 
 /**
- * Targets (issue 12), per model and trace; `failedRequests`: what a judged configuration may fail (none). Issue 35
+ * Targets (issue 12), per model and trace; `failedRequests`: what a judged configuration or its baseline may fail (none). Issue 35
  * adds λScale's own comparison (λScale §7.3: GPU time 17.8% below FaaSNet's, p90 latency 2.4–5× better): lambdascale's
  * GPU time until serving ≤ 0.85 × the FaaSNet binary tree's, and its p90 TTFT ≤ 0.5 × ssd's, on every model and trace.
  */
@@ -37,7 +38,7 @@ export function burstChecks(results: Readonly<Record<string, Readonly<Record<str
           return;
         }
         const value = ratio(j[figure], b[figure]);
-        const failed = j.failed > BURST_TARGET.failedRequests ? ` (${judged}: ${j.failed} of ${j.requests} requests failed)` : "";
+        const failed = failuresNote([{ arm: judged, failed: j.failed, requests: j.requests }, { arm: baseline, failed: b.failed, requests: b.requests }]);
         checks.push({ check: `${model} ${trace}: ${what}${failed}`, value, limit, ok: failed === "" && atMost(value, limit) });
       };
       add("blitzscale mean TTFT / ssd", "blitzscale", "ssd", "meanTtftMs", BURST_TARGET.blitzVsSsdMean);

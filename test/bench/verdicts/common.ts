@@ -24,15 +24,34 @@ export function atLeast(value: number, limit: number): boolean {
 }
 
 /**
- * The ratio of a judged latency `a` to its baseline's `b`, where +Infinity means the figure fell on unserved
- * requests: a / b when both are finite and b > 0; 0 when only the baseline's is +Infinity (the judged side served
- * where the baseline did not: better); NaN otherwise — a judged +Infinity, or both sides +Infinity, which are not
- * "equal" (nothing was measured). A NaN ratio fails every check.
+ * The ratio a / b of a judged figure to its baseline's: a number only when both are finite and b > 0. NaN otherwise,
+ * and a NaN ratio fails every check: a judged +Infinity (the figure fell on unserved requests), and a baseline's
+ * +Infinity too — a baseline that failed or left requests unfinished is no bar the judged side clears (issue 45: it
+ * used to give 0 and pass "≤ 0.5 × ssd" whatever the judged side did). A check on such a ratio says which arm failed
+ * how many requests (`failuresNote`).
  */
 export function ratio(a: number, b: number): number {
-  if (!Number.isFinite(a) || Number.isNaN(b)) return Number.NaN;
-  if (b === Number.POSITIVE_INFINITY) return 0;
-  return b > 0 ? a / b : Number.NaN;
+  return Number.isFinite(a) && Number.isFinite(b) && b > 0 ? a / b : Number.NaN;
+}
+
+/** One arm a check reads: its name and how many of its requests (or streams, or rounds) failed or were left undone. */
+export interface ArmTally {
+  arm: string;
+  failed: number;
+  requests: number;
+  /** What `failed` counts and how they failed, for the note: default "requests failed". */
+  what?: string;
+}
+
+/**
+ * The note a check carries for the arms among `arms` that failed anything: "" when none did (a count of 0), else
+ * e.g. " (ssd: 3 of 1000 requests failed; blitzscale: 1 of 1000 requests failed)". A check with a note never passes,
+ * whichever side the arm is on (issue 45): a judged arm that failed requests is no pass whatever its ratio, and a ratio
+ * against a baseline that failed some is not a number. A count that is not a number (unknown) is a failure too.
+ */
+export function failuresNote(arms: readonly ArmTally[]): string {
+  const failed = arms.filter((a) => !(a.failed === 0));
+  return failed.length === 0 ? "" : ` (${failed.map((a) => `${a.arm}: ${a.failed} of ${a.requests} ${a.what ?? "requests failed"}`).join("; ")})`;
 }
 
 /** A figure for a JSON line: finite numbers rounded to `digits`, NaN and ±Infinity as strings ("NaN", "Infinity"). */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { verdictOf } from "./common.js";
-import { bestNaive, forecastChecks, type SeriesFigures } from "./forecast.js";
+import { FORECAST_TARGET, bestNaive, forecastChecks, type SeriesFigures } from "./forecast.js";
 
 // bench:forecast's verdict (issue 31 item 5): each way a forecaster can miss must make `met` false.
 
@@ -46,5 +46,28 @@ describe("bench:forecast verdict", () => {
   it("throughput over 60 s, or with invalid forecasts, fails", () => {
     expect(verdictOf(forecastChecks(all(figures(10, 0.9)), { ms: 60_001, invalid: 0 })).missed).toEqual(["1,000 series ms"]);
     expect(verdictOf(forecastChecks(all(figures(10, 0.9)), { ms: 100, invalid: 1 })).met).toBe(false);
+  });
+
+  it("issue 45: a naive baseline with no finite figure, a NaN or +Infinity, and a figure just past each limit fail", () => {
+    const inf = Number.POSITIVE_INFINITY;
+    const JUST = 1e-6;
+    const met = (f: SeriesFigures, t = fast) => verdictOf(forecastChecks(all(f), t)).met;
+    expect(met({ ...figures(10, 0.9), naiveMapePct: { persistence: inf, "seasonal-naive": inf } })).toBe(false);
+    expect(met({ ...figures(10, 0.9), naiveMapePct: { persistence: Number.NaN } })).toBe(false);
+    // persistence failed: seasonal-naive's 40% is a looser bar than the 15% persistence would have set.
+    const looser = verdictOf(forecastChecks(all({ ...figures(30, 0.9), naiveMapePct: { persistence: inf, "seasonal-naive": 40 } }), fast)).missed;
+    expect(looser).toEqual(["m-mid: MAPE / best naive (seasonal-naive) (persistence: no MAPE)"]);
+    for (const x of [Number.NaN, inf]) {
+      expect(met(figures(x, 0.9)), `MAPE ${x}`).toBe(false);
+      expect(met(figures(10, x)), `coverage ${x}`).toBe(false);
+      expect(met(figures(10, 0.9), { ms: x, invalid: 0 }), `throughput ${x}`).toBe(false);
+    }
+    const t = FORECAST_TARGET;
+    expect(met(figures(15 * t.mapeRatioToBestNaive * (1 + JUST), 0.9))).toBe(false);
+    expect(met(figures(15 * t.mapeRatioToBestNaive * (1 - JUST), 0.9))).toBe(true);
+    expect(met(figures(10, t.upperCoverage[0] * (1 - JUST)))).toBe(false);
+    expect(met(figures(10, t.upperCoverage[1] * (1 + JUST)))).toBe(false);
+    expect(met(figures(10, 0.9), { ms: t.thousandSeriesMs * (1 + JUST), invalid: 0 })).toBe(false);
+    expect(met(figures(10, 0.9), { ms: t.thousandSeriesMs * (1 - JUST), invalid: 0 })).toBe(true);
   });
 });

@@ -1,7 +1,8 @@
 /**
  * bench:maas's verdict (test/bench/maas.ts; issue 33). Each arm is judged on every request of the workload: a failed
  * request is +Infinity TTFT (sim/replay/loading.ts latencyFigures), and a check on an arm that failed any request
- * does not pass.
+ * does not pass — the judged arm or its baseline (issue 45: a ratio against a baseline that failed is not a number);
+ * the check names the arm and how many it failed.
  *
  * The ssd arm (ServerlessLLM) runs once per host-memory size of the sweep (models one host's memory holds), so its
  * host-cache miss rate comes from the workload and the memory; the other arms do not depend on it (allcache: every
@@ -9,7 +10,7 @@
  * largest host memory at which ssd misses at least `ssdMissRateCode` of its scale-outs on the code trace (BlitzScale's
  * regime: ServerlessLLM misses 20–46%); both traces' ssd ratios are read there.
  */
-import { atLeast, atMost, ratio, type Check } from "./common.js";
+import { atLeast, atMost, failuresNote, ratio, type Check } from "./common.js";
 
 /** What the checks read of one arm on one trace. */
 export interface MaasRow {
@@ -52,20 +53,21 @@ export function maasChecks(results: Readonly<Record<string, MaasTraceRuns>>): Ch
   const misses = Object.values(results["azure-code"]?.ssd ?? {}).map((r) => r.missRate).filter(Number.isFinite);
   const bestMiss = misses.length === 0 ? Number.NaN : Math.max(...misses);
   checks.push({ check: `azure-code: ssd host-cache miss rate at the judged host memory (${size === undefined ? "none of the sweep reached it; the highest is shown" : `${size} models per host`})`, value: size === undefined ? bestMiss : results["azure-code"]!.ssd[size]!.missRate, limit: MAAS_TARGET.ssdMissRateCode, ok: size !== undefined });
-  const failedNote = (r: MaasRow | undefined, arm: string) => (r !== undefined && r.failed > MAAS_TARGET.failedRequests ? ` (${arm}: ${r.failed} of ${r.requests} requests failed)` : "");
-  const compare = (label: string, j: MaasRow | undefined, b: MaasRow | undefined, figure: "meanTtftMs" | "p99TtftMs", limit: number) => {
+  const tally = (arm: string, r: MaasRow) => ({ arm, failed: r.failed, requests: r.requests });
+  const compare = (label: string, j: MaasRow | undefined, base: { arm: string; row: MaasRow | undefined }, figure: "meanTtftMs" | "p99TtftMs", limit: number) => {
+    const b = base.row;
     if (j === undefined || b === undefined) return checks.push({ check: `${label} (not run)`, value: Number.NaN, limit, ok: false });
     const value = ratio(j[figure], b[figure]);
-    const failed = failedNote(j, "blitzscale");
+    const failed = failuresNote([tally("blitzscale", j), tally(base.arm, b)]);
     return checks.push({ check: `${label}${failed}`, value, limit, ok: failed === "" && atMost(value, limit) });
   };
   for (const [trace, g] of Object.entries(results)) {
     const code = trace === "azure-code";
     const b = g.arms.blitzscale;
-    compare(`${trace}: blitzscale mean TTFT / ssd at ${size ?? "?"} models per host`, b, size === undefined ? undefined : g.ssd[size], "meanTtftMs", code ? MAAS_TARGET.blitzVsSsdMeanCode : MAAS_TARGET.blitzVsSsdMeanConv);
-    compare(`${trace}: blitzscale p99 TTFT / allcache`, b, g.arms.allcache, "p99TtftMs", MAAS_TARGET.blitzVsAllcacheP99);
+    compare(`${trace}: blitzscale mean TTFT / ssd at ${size ?? "?"} models per host`, b, { arm: `ssd (${size ?? "?"}/host)`, row: size === undefined ? undefined : g.ssd[size] }, "meanTtftMs", code ? MAAS_TARGET.blitzVsSsdMeanCode : MAAS_TARGET.blitzVsSsdMeanConv);
+    compare(`${trace}: blitzscale p99 TTFT / allcache`, b, { arm: "allcache", row: g.arms.allcache }, "p99TtftMs", MAAS_TARGET.blitzVsAllcacheP99);
     const over = b === undefined ? Number.NaN : b.coldTtftP99Ms - b.coldLoadP99Ms;
-    const failed = failedNote(b, "blitzscale");
+    const failed = b === undefined ? "" : failuresNote([tally("blitzscale", b)]);
     checks.push({ check: `${trace}: blitzscale cold-start TTFT p99 − cold-start load p99 (ms)${failed}`, value: over, limit: MAAS_TARGET.coldTtftOverLoadMs, ok: failed === "" && atMost(over, MAAS_TARGET.coldTtftOverLoadMs) });
   }
   return checks;

@@ -1,7 +1,12 @@
 /**
- * bench:overload's verdict (issue 32, "What it must show"): pure, from the figures the bench measured.
+ * bench:overload's verdict (issue 32, "What it must show"): pure, from the figures the bench measured. Every
+ * threshold it judges is in OVERLOAD_TARGET (the bench prints it, with the SLO and the normal TTFT this run's
+ * unloaded phase gave them, in its JSON `target`). A request of the overload that was neither answered 429 nor
+ * served in full fails a check of its own (issue 45: 5xx and timeouts were counted and judged by nothing), and a
+ * check whose baseline failed requests — the capacity arm, or the unloaded phase that sets the SLO and the TTFT bar —
+ * fails and names it.
  */
-import { atLeast, atMost, ratio, verdictOf, type Check, type Verdict } from "./common.js";
+import { atLeast, atMost, failuresNote, ratio, verdictOf, type Check, type Verdict } from "./common.js";
 
 export const OVERLOAD_TARGET = {
   /** Goodput (output tokens/s of requests meeting the SLO) during the overload over the capacity measured unloaded. */
@@ -19,7 +24,27 @@ export const OVERLOAD_TARGET = {
   /** Each of the two equal-weight tenants' share of goodput during the overload. */
   tenantShareMin: 0.45,
   tenantShareMax: 0.55,
+  /** Overload requests answered neither 200 nor 429 (5xx, timeouts, refused connections). */
+  other: 0,
+  /** Admitted (200) overload streams that ended before their last token. */
+  cutStreams: 0,
+  /**
+   * The goodput SLO: a request counts toward goodput when it streamed every token with TTFT ≤ max(ttftFloorMs,
+   * ttftOverUnloadedP99 × the unloaded p99 TTFT) and TPOT ≤ max(tpotFloorMs, tpotOverUnloadedP99 × the unloaded p99
+   * TPOT) (the configuration's default SLO, widened for a slow model as bench:strategies does).
+   */
+  goodputSlo: { ttftFloorMs: 1000, ttftOverUnloadedP99: 2, tpotFloorMs: 100, tpotOverUnloadedP99: 2 },
+  /** TTFT is back to normal when each later window's median TTFT ≤ this × the unloaded mean, with no 429 in it. */
+  recoveryNormalOverUnloadedMean: 1.5,
+  recoveryWindowMs: 1000,
 } as const;
+
+/** The goodput SLO of a run (OVERLOAD_TARGET.goodputSlo) from its unloaded phase's p99 TTFT and TPOT; NaN in, NaN out. */
+export function goodputSlo(unloadedTtftP99Ms: number, unloadedTpotP99Ms: number): { ttftMs: number; tpotMs: number } {
+  const g = OVERLOAD_TARGET.goodputSlo;
+  const widen = (floor: number, x: number) => (Number.isNaN(x) ? Number.NaN : Math.max(floor, x));
+  return { ttftMs: widen(g.ttftFloorMs, g.ttftOverUnloadedP99 * unloadedTtftP99Ms), tpotMs: widen(g.tpotFloorMs, g.tpotOverUnloadedP99 * unloadedTpotP99Ms) };
+}
 
 export interface OverloadFigures {
   /** Completion tokens/s the engines serve fed directly at their batch size. */
@@ -41,9 +66,19 @@ export interface OverloadFigures {
   tenantGoodput: [number, number];
   /** Overload-phase requests answered 429. */
   shed: number;
+  /** Overload-phase requests answered neither 200 nor 429 (5xx, timeouts, errors), and 200s cut short. */
+  other: number;
+  cutStreams: number;
+  /** The baselines' requests and how many failed: the capacity arm's, and the unloaded phase's (not a full 200). */
+  capacity: { requests: number; failed: number };
+  unloaded: { requests: number; failed: number };
 }
 
-/** The checks; an unshed overload (no 429 at all) fails the 429 latency check (NaN). */
+/**
+ * The checks; an unshed overload (no 429 at all) fails the 429 latency check (NaN). Goodput is judged against the
+ * capacity arm and by the SLO the unloaded phase sets, the admitted TTFT against the unloaded p99: a failed request in
+ * those baselines fails the check (named in it).
+ */
 export function overloadChecks(f: OverloadFigures): Check[] {
   const T = OVERLOAD_TARGET;
   const goodput = ratio(f.goodputTokensPerS, f.capacityTokensPerS);
@@ -51,18 +86,25 @@ export function overloadChecks(f: OverloadFigures): Check[] {
   const total = f.tenantGoodput[0] + f.tenantGoodput[1];
   const shareA = total > 0 ? f.tenantGoodput[0] / total : Number.NaN;
   const shareB = total > 0 ? f.tenantGoodput[1] / total : Number.NaN;
+  const capacity = { arm: "capacity", ...f.capacity };
+  const unloaded = { arm: "unloaded", ...f.unloaded };
+  const goodputNote = failuresNote([capacity, unloaded]);
+  const ttftNote = failuresNote([unloaded]);
   return [
-    { check: "goodput over unloaded capacity", value: goodput, limit: T.goodputRatio, ok: atLeast(goodput, T.goodputRatio) },
+    { check: `goodput over unloaded capacity${goodputNote}`, value: goodput, limit: T.goodputRatio, ok: goodputNote === "" && atLeast(goodput, T.goodputRatio) },
     { check: "p99 latency of a 429 (ms)", value: f.shedP99Ms, limit: T.shedP99Ms, ok: f.shed > 0 && atMost(f.shedP99Ms, T.shedP99Ms) },
-    { check: "admitted p99 TTFT over unloaded", value: ttft, limit: T.admittedTtftP99Ratio, ok: atMost(ttft, T.admittedTtftP99Ratio) },
+    { check: `admitted p99 TTFT over unloaded${ttftNote}`, value: ttft, limit: T.admittedTtftP99Ratio, ok: ttftNote === "" && atMost(ttft, T.admittedTtftP99Ratio) },
     { check: "engines ejected", value: f.ejected, limit: T.ejected, ok: atMost(f.ejected, T.ejected) },
     { check: "router RSS growth", value: f.rssGrowth, limit: T.rssGrowth, ok: atMost(f.rssGrowth, T.rssGrowth) },
     { check: "TTFT back to normal after the overload (s)", value: f.recoveryS, limit: T.recoveryS, ok: atMost(f.recoveryS, T.recoveryS) },
     { check: "tenant a's share of goodput", value: shareA, limit: T.tenantShareMin, ok: atLeast(shareA, T.tenantShareMin) && atMost(shareA, T.tenantShareMax) },
     { check: "tenant b's share of goodput", value: shareB, limit: T.tenantShareMin, ok: atLeast(shareB, T.tenantShareMin) && atMost(shareB, T.tenantShareMax) },
+    { check: "overload requests answered neither 200 nor 429 (5xx, timeouts)", value: f.other, limit: T.other, ok: atMost(f.other, T.other) },
+    { check: "admitted overload streams cut short", value: f.cutStreams, limit: T.cutStreams, ok: atMost(f.cutStreams, T.cutStreams) },
   ];
 }
 
+/** The verdict of a run: every check holds and nothing shrank it. */
 export function overloadVerdict(f: OverloadFigures, shrunk: readonly string[] = []): Verdict {
   return verdictOf(overloadChecks(f), shrunk);
 }

@@ -617,6 +617,7 @@ export class Gateway {
           streamed = 0;
           finished = true;
           settleOnce();
+          rec.attempts.delete(attemptRec);
           signal?.removeEventListener("abort", onAbort);
           await closeQuietly(iterator, this.log, rec.engine.instanceId, req.id);
           this.onOutcome?.(req.model, "ok");

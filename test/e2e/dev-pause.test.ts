@@ -66,7 +66,7 @@ describe("tidegate dev and its own pauses", () => {
     load.maxTokens = 20;
     await load.stop();
     const failed = load.results.filter((r) => r.status !== 200 || !r.done);
-    expect(failed.map((r) => `${r.status} ${r.inStreamCode ?? ""} ${r.inStreamMessage ?? ""}`)).toEqual([]);
+    expect(failed.map((r) => `${r.status} ${r.inStreamError ?? ""} ${r.inStreamMessage ?? ""}`)).toEqual([]);
     expect(load.results.length).toBeGreaterThanOrEqual(16);
     expect(await metricSum("tidegate_router_watchdog_fired_total")).toBe(0);
     const log = dev.log();
@@ -87,16 +87,16 @@ describe("tidegate dev and its own pauses", () => {
     } finally {
       engines[0]!.child.kill("SIGCONT");
     }
-    const cut = load.results.filter((r) => r.inStreamCode !== undefined);
+    const cut = load.results.filter((r) => r.inStreamError !== undefined);
     expect(cut.length).toBeGreaterThan(0);
     for (const r of cut) {
       expect(r.region).toBe("us-east");
-      expect(r.inStreamCode).toBe("upstream_error");
+      expect(r.inStreamError).toBe("upstream_error");
       expect(r.inStreamMessage).toMatch(/^instance us-east\/\S+ stopped answering \(stalled: no byte for \d+ ms while \d+ request\(s\) or scrape\(s\) in flight\)$/);
       expect(r.endedAtMs - stopAtMs).toBeLessThan(3000);
     }
     // Everything else finished (those sent to us-east without a first token moved to us-west).
-    for (const r of load.results.filter((x) => x.inStreamCode === undefined)) expect(r.done).toBe(true);
+    for (const r of load.results.filter((x) => x.inStreamError === undefined)) expect(r.done).toBe(true);
     // One summary line for the burst, counting every cut stream (BurstLog: after 1 s without another).
     const summaries = await waitFor("the burst's summary line", () => dev.log().includes("streams failed after their first token"), 5000).then(() =>
       dev

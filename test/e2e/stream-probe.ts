@@ -1,36 +1,36 @@
 /**
- * Streams watched from the client's side, for the fault tests (engine-stop, dev-pause): one streaming completion
+ * Streams watched from the client's side, for the fault tests (region-dark, engine-stop, dev-pause): one streaming completion
  * recorded with its times (start, first byte, end), the region that served it (`x-tidegate-region`), whether it
  * finished with `[DONE]` and the in-stream OpenAI error it ended with instead; a closed-loop load of them; the child
- * processes of a process (to SIGSTOP the engine-sims under a region's keepers). Loopback only, every wait bounded.
+ * processes of a process (to SIGSTOP the engine-sims under a region's keepers); the config of static regions those
+ * tests run as `tidegate region --spawn-engines` behind `tidegate global`. Loopback only, every wait bounded.
  */
 import { readdirSync, readFileSync } from "node:fs";
 
 /** One stream as its client saw it (times: Date.now() ms). */
-export interface StreamRecord {
+export interface StreamResult {
   startedAtMs: number;
+  /** The HTTP status; -1 when the connection itself broke (no answer: e.g. the router was stopped). */
   status: number;
   region: string | null;
-  /** When its first body byte came (or -1). */
-  firstAtMs: number;
+  /** ms from its start to its first body byte (or to the error body); -1 when none came. */
+  firstMs: number;
   endedAtMs: number;
   done: boolean;
   /** The in-stream error's code and message, when it ended with one after its 200. */
-  inStreamCode: string | undefined;
+  inStreamError: string | undefined;
   inStreamMessage: string | undefined;
-  /** The connection itself failed (not an HTTP answer). */
-  broken: boolean;
 }
 
 /** One streaming completion of `model` at `url` (the router's base URL); never rejects; bounded by `timeoutMs`. */
-export async function streamOnce(url: string, model: string, maxTokens: number, headers: Record<string, string> = {}, timeoutMs = 20_000, onFirst?: () => void): Promise<StreamRecord> {
-  const r: StreamRecord = { startedAtMs: Date.now(), status: 0, region: null, firstAtMs: -1, endedAtMs: 0, done: false, inStreamCode: undefined, inStreamMessage: undefined, broken: false };
+export async function streamOnce(url: string, model: string, maxTokens: number, headers: Record<string, string> = {}, timeoutMs = 20_000, onFirst?: () => void): Promise<StreamResult> {
+  const r: StreamResult = { startedAtMs: Date.now(), status: 0, region: null, firstMs: -1, endedAtMs: 0, done: false, inStreamError: undefined, inStreamMessage: undefined };
   let text = "";
   try {
     const res = await fetch(`${url}/v1/completions`, {
       method: "POST",
       headers: { "content-type": "application/json", ...headers },
-      body: JSON.stringify({ model, prompt: "tell me a story about the tide", max_tokens: maxTokens, stream: true }),
+      body: JSON.stringify({ model, prompt: "tell me a story", max_tokens: maxTokens, stream: true }),
       signal: AbortSignal.timeout(timeoutMs),
     });
     r.status = res.status;
@@ -38,15 +38,15 @@ export async function streamOnce(url: string, model: string, maxTokens: number, 
     if (res.body !== null) {
       const dec = new TextDecoder();
       for await (const chunk of res.body) {
-        if (r.firstAtMs < 0) {
-          r.firstAtMs = Date.now();
+        if (r.firstMs < 0) {
+          r.firstMs = Date.now() - r.startedAtMs;
           onFirst?.();
         }
         text += dec.decode(chunk as Uint8Array, { stream: true });
       }
     }
   } catch {
-    r.broken = true;
+    r.status = -1;
   }
   r.endedAtMs = Date.now();
   r.done = text.includes("[DONE]");
@@ -54,7 +54,7 @@ export async function streamOnce(url: string, model: string, maxTokens: number, 
   if (r.status === 200 && !r.done && last.startsWith("data: ")) {
     try {
       const e = (JSON.parse(last.slice(6)) as { error?: { code?: string; message?: string } }).error;
-      r.inStreamCode = e?.code;
+      r.inStreamError = e?.code;
       r.inStreamMessage = e?.message;
     } catch {
       // a cut chunk: no error object
@@ -65,7 +65,7 @@ export async function streamOnce(url: string, model: string, maxTokens: number, 
 
 /** A closed loop of `concurrency` streams; `maxTokens` applies to streams started from then on; `stop()` ends it. */
 export function streamLoad(url: string, model: string, concurrency: number, maxTokens: number, headers: Record<string, string> = {}) {
-  const results: StreamRecord[] = [];
+  const results: StreamResult[] = [];
   const open = new Set<{ startedAtMs: number; first: boolean }>();
   let running = true;
   const ctl = {
@@ -118,4 +118,31 @@ export async function waitFor(what: string, cond: () => Promise<boolean> | boole
     if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/**
+ * A config of static regions `names` (gRPC on 127.0.0.1:`ports[i]`, each the others' proximity), each `instances`
+ * fixed instances of `model` on 2 × h100 — simulated engines at ×1 time (`--spawn-engines`: engine-sim children) —
+ * for `tidegate region` and `tidegate global` (router on port 0).
+ */
+export function staticRegionsConfig(model: string, names: readonly string[], ports: readonly number[], instances: number): object {
+  return {
+    models: [{ name: model, gpusPerInstance: { "h100-80gb": 2 } }],
+    regions: names.map((name, i) => ({
+      name,
+      proximity: names.filter((o) => o !== name),
+      grpcAddress: `127.0.0.1:${ports[i]}`,
+      gpus: [{ type: "h100-80gb", count: 2 * instances }],
+      endpoints: [{ model, gpu: "h100-80gb", instances, minInstances: instances, maxInstances: instances }],
+    })),
+    router: { port: 0 },
+    controller: { actuator: "static" },
+    engines: { kind: "sim", timeScale: 1 },
+  };
+}
+
+/** Whether the router at `url` sees every region of `names` available (its /healthz). */
+export async function regionsAvailable(url: string, names: readonly string[]): Promise<boolean> {
+  const h = (await (await fetch(`${url}/healthz`)).json()) as { regions: Record<string, { available: boolean }> };
+  return names.every((r) => h.regions[r]?.available === true);
 }

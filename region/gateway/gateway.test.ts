@@ -294,7 +294,7 @@ describe("Gateway.engineDown (issue 49 item 2)", () => {
     // full in telemetry, and are listed with why.
     expect(gw.route(MODEL)?.instanceId).toBe("ok");
     expect(gw.snapshot().models[0]!.staleInstances).toBe(2);
-    expect(gw.instances().find((i) => i.instanceId === "hung")).toMatchObject({ state: "serving", stale: true, down: "stalled: no byte for 1000 ms while 1 request(s) or scrape(s) in flight" });
+    expect(gw.instances().find((i) => i.instanceId === "hung")).toMatchObject({ state: "serving", down: "stalled: no byte for 1000 ms while 1 request(s) or scrape(s) in flight" });
     // With every engine down the region refuses at once (the router retries elsewhere), never waits on one.
     gw.engineDown("ok", "connection refused (ECONNREFUSED)");
     expect((await failureOf(collect(gw.generate(request())))).code).toBe("no_region_available");

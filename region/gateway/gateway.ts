@@ -474,7 +474,7 @@ export class Gateway {
     const out: InstanceView[] = [];
     for (const m of this.models.values()) {
       for (const e of m.endpoints) {
-        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, enteredAtMs: i.enteredAtMs, stale: i.stats.stale === true || i.down !== undefined, down: i.down });
+        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, enteredAtMs: i.enteredAtMs, stale: i.stats.stale === true, down: i.down });
       }
     }
     return out;

@@ -155,7 +155,7 @@ export class StreamWatchdog {
         // A region that still reports is alive: its failure (e.g. "instance … stopped answering") is its own word.
         if (!e.started || quietMs <= e.regionQuietMs || !this.silentRegion(region).silent) return err;
         const why = err instanceof Error ? err.message : String(err);
-        return new TidegateError("upstream_error", `region ${region} stalled: nothing on this stream for ${quietMs} ms, then its link failed (${why})`, { cause: err });
+        return new TidegateError("upstream_error", `region ${region} stalled: nothing on this stream for ${Math.round(quietMs)} ms, then its link failed (${why})`, { cause: err });
       },
       close: () => this.remove(e),
     };

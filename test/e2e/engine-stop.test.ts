@@ -80,9 +80,13 @@ describe("every engine of a region stops (SIGSTOP) under streaming load", () => 
     expect(atStop.length).toBeGreaterThanOrEqual(8);
     const cut = atStop.filter((r) => r.inStreamError !== undefined);
     expect(cut.length).toBeGreaterThanOrEqual(8);
+    // The region's word ("stopped answering"); on a host so busy that the region's own telemetry runs 1.5 s late the
+    // router's watchdog may get there first and say the region stalled: a typed error within 3 s either way.
+    const byRegion = /^region us-east failed request \S+ mid-stream: instance us-east\/\S+ stopped answering \(stalled: no byte for \d+ ms while \d+ request\(s\) or scrape\(s\) in flight\)$/;
+    const byRouter = /^region us-east stalled: no token for \d+ ms \(expected one every ~\d+ ms\) and no telemetry for \d+ ms$/;
     for (const r of cut) {
       expect(r.region).toBe("us-east");
-      expect(r.inStreamMessage).toMatch(/^region us-east failed request \S+ mid-stream: instance us-east\/\S+ stopped answering \(stalled: no byte for \d+ ms while \d+ request\(s\) or scrape\(s\) in flight\)$/);
+      if (!byRegion.test(r.inStreamMessage ?? "")) expect(r.inStreamMessage).toMatch(byRouter);
       expect(r.endedAtMs - stopAtMs).toBeLessThan(3000);
     }
     // Every request sent after the stop (and every probe) was served by us-west, its first byte within 3 s of the stop.
@@ -105,8 +109,8 @@ describe("every engine of a region stops (SIGSTOP) under streaming load", () => 
     expect(late.length).toBeGreaterThanOrEqual(8);
     const lateWorstMs = Math.max(...late.map((r) => r.firstMs));
     expect(lateWorstMs).toBeLessThan(baselineMs + 500);
-    const figures = { cut: cut.length, cutLastEndMs: Math.max(...cut.map((r) => r.endedAtMs - stopAtMs)), cutAllMs, moved: moved.length, movedFirstMs, late: late.length, lateWorstMs, baselineMs };
-    console.log(`[engine-stop] a cut stream's in-stream message: ${cut[0]!.inStreamMessage}`);
+    const figures = { cut: cut.length, cutByRegion: cut.filter((r) => byRegion.test(r.inStreamMessage ?? "")).length, cutLastEndMs: Math.max(...cut.map((r) => r.endedAtMs - stopAtMs)), cutAllMs, moved: moved.length, movedFirstMs, late: late.length, lateWorstMs, baselineMs };
+    console.log(`[engine-stop] in-stream messages: ${[...new Set(cut.map((r) => (r.inStreamMessage ?? "").replace(/cmpl-\S+/, "cmpl-…").replace(/\d+/g, "N")))].join(" | ")}`);
     console.log(`[engine-stop] SIGSTOP of both us-east engines: ${JSON.stringify(figures)}`);
     // SIGCONT: the engines answer again and the region serves its own clients.
     const backMs = await waitFor("us-east to serve again", async () => (await streamOnce(routerUrl, MODEL, 4, EAST)).region === "us-east", 15_000);

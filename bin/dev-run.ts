@@ -55,6 +55,7 @@ export async function runDev(flags: FlagValues, config: TidegateConfig, startedA
   try {
     // The regions deploy their configured instances (blocks over the data plane, then engines) before the API opens.
     await Promise.all(stack.regions.map((r) => r.ready())).finally(() => progress?.stop());
+    stack.watchEngines();
     if (agents) term.line(`tidegate dev: ${progressText(regionProgress(config, stack), Date.now() - startedAt)}`);
     // The router's last snapshot of each region may predate its first serving instance: send one now, so the API
     // opens with the regions' instances routable (not after up to one telemetry interval of 503s).

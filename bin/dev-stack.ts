@@ -19,6 +19,9 @@ import { InProcessRegionLink } from "../region/link/in-process-link.js";
 import { buildRegion, type EngineHost } from "../region/runtime/build-region.js";
 import { agentsInProcess } from "../region/runtime/agents-host.js";
 import { fixedEngines, simEngineFactory } from "../region/runtime/static-host.js";
+import { urlEngineFactory } from "../region/process/spawn.js";
+import { watchEngineHealth, type EngineHealthWatch } from "../region/process/engine-health.js";
+import type { Engine } from "../core/ports.js";
 import { GlobalRouter } from "../router/server.js";
 import { RegionMetrics, type RegionMetricsSink } from "../region/process/region-metrics.js";
 import type { RegionService } from "../region/link/service.js";
@@ -40,6 +43,12 @@ export interface DevStack {
   links: RegionLink[];
   /** The regions, in config order (controller.actuator "agents", "sim" or "static"). */
   regions: DevRegion[];
+  /**
+   * Static regions: starts the engine-health watch `tidegate region` runs over fixed engines (region/process/
+   * engine-health.ts; only engines that report liveness — openai-http — are ever found down), once every region is
+   * ready; `close` stops it. A no-op for other actuators and when called again.
+   */
+  watchEngines(): void;
   close(): Promise<void>;
 }
 
@@ -109,6 +118,8 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
       case "sim":
         return simulatedFleetHost({ config, ...sim }, index);
       case "static":
+        // engines.kind "openai-http": the engines at engines.urls, as `tidegate region` reaches them.
+        if (config.engines.kind === "openai-http") return fixedEngines(urlEngineFactory(clock, logger.child({ region: config.regions[index]!.name }), config.engines.priorityField));
         // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0).
         return fixedEngines(simEngineFactory(config, clock), { statsRefreshMs: 0 });
     }
@@ -136,13 +147,23 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
   };
   const metricsTicker = clock.every(1000, observe);
   let closed: Promise<void> | undefined;
+  let watches: EngineHealthWatch[] | undefined;
   return {
     router,
     gateways,
     links,
     regions,
+    watchEngines: () => {
+      if (watches !== undefined || config.controller.actuator !== "static") return;
+      watches = config.regions.map((rc, i) => {
+        const g = gateways[i]!;
+        const engines = g.instances().flatMap((x): Engine[] => { const e = g.engine(x.instanceId); return e === undefined ? [] : [e]; });
+        return watchEngineHealth(g, engines, clock, logger.child({ region: rc.name }), { maxEjectedPercent: rc.maxEjectedPercent ?? 50 });
+      });
+    },
     close: () =>
       (closed ??= (async () => {
+        for (const w of watches ?? []) w.stop();
         metricsTicker.cancel();
         await router.close();
         await Promise.all(links.map((l) => l.close()));

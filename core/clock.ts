@@ -2,6 +2,7 @@
  * The `Clock` port. Every policy in tidegate takes time from a Clock, never from `Date.now()` or timers, so the
  * same code runs live (WallClock) and in replay (VirtualClock). All times are milliseconds.
  */
+import { processLoopPauses } from "./loop-pauses.js";
 
 /** A scheduled callback that can be cancelled. Cancelling twice or after it fired is a no-op. */
 export interface Timer {
@@ -17,6 +18,21 @@ export interface Clock {
   after(delayMs: number, fn: () => void): Timer;
   /** Runs `fn` every `intervalMs` (> 0), first after one interval. */
   every(intervalMs: number, fn: () => void): Timer;
+  /**
+   * Optional: the milliseconds of [sinceMs, now()] during which this process's event loop stood still (core/loop-pauses.ts:
+   * a long task, GC, a busy host, SIGSTOP). A peer's silence within them is this process's own. Absent: never (virtual time).
+   */
+  pausedMs?(sinceMs: number): number;
+}
+
+/**
+ * How long `sinceMs` is ago in time this process was running to notice anything (now − sinceMs, less its own pauses,
+ * `Clock.pausedMs`): what a stall rule holds against a peer (issue 49 item 3).
+ */
+export function awakeMsSince(clock: Clock, sinceMs: number): number {
+  const elapsed = clock.now() - sinceMs;
+  if (!(elapsed > 0)) return Math.max(0, elapsed);
+  return elapsed - Math.min(elapsed, clock.pausedMs?.(sinceMs) ?? 0);
 }
 
 function checkDelay(delayMs: number, name: string): void {
@@ -66,10 +82,16 @@ function sleepBy(clock: Pick<Clock, "after">, delayMs: number, signal?: AbortSig
   });
 }
 
-/** The live clock: Date.now() and Node timers. */
+/** The live clock: Date.now() and Node timers; its pauses are the process's (core/loop-pauses.ts, probe started here). */
 export class WallClock implements Clock {
+  private readonly pauses = processLoopPauses();
+
   now(): number {
     return Date.now();
+  }
+
+  pausedMs(sinceMs: number): number {
+    return this.pauses.pausedMs(sinceMs, Date.now());
   }
 
   sleep(delayMs: number, signal?: AbortSignal): Promise<void> {

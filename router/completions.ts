@@ -26,6 +26,7 @@ import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { StreamWatchdog } from "./watchdog.js";
 import { ShedError, type Admission } from "./admission.js";
 import type { ConcurrencyLimiter } from "./concurrency.js";
+import { BurstLog } from "../core/burst-log.js";
 
 /** Header a client sets to name its own region (first in preference order); overrides the API key's region. */
 export const REGION_HEADER = "x-tidegate-region";
@@ -44,6 +45,27 @@ export interface CompletionDeps {
   admission?: Admission;
   /** Adaptive concurrency per (region, model) and tenants' fair shares (concurrency.ts); absent: none. */
   limiter?: ConcurrencyLimiter;
+  /** One warning per burst of failures rather than one per stream (routerBursts); each failure is a debug line too. */
+  bursts: RouterBursts;
+}
+
+/** The router's summary lines (core/burst-log.ts): a region that fails fails many streams at once. */
+export interface RouterBursts {
+  /** Streams that ended with an in-stream error after their 200, keyed by region and error code. */
+  streamFailed: BurstLog;
+  /** Requests retried in another region after one failed before their first token, keyed by the failed region. */
+  retried: BurstLog;
+  /** Upstream waits the watchdog gave up, keyed by region and rule. */
+  watchdog: BurstLog;
+}
+
+/** The router's burst logs on `clock` and `logger` (quiet for 1 s ends a burst; a storm reports every 10 s). */
+export function routerBursts(clock: Clock, logger: Logger): RouterBursts {
+  return {
+    streamFailed: new BurstLog({ clock, log: logger, msg: "router: streams failed after their first token (in-stream errors)" }),
+    retried: new BurstLog({ clock, log: logger, msg: "router: requests retried in another region (a region failed before their first token)" }),
+    watchdog: new BurstLog({ clock, log: logger, msg: "router: the watchdog gave up upstream waits" }),
+  };
 }
 
 /** Per-request bookkeeping for metrics and the final status. */
@@ -116,7 +138,8 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         onDispatch: (region) => (dispatchedTo = region),
         onRetry: (failed, err) => {
           deps.metrics.retries.inc({ model: parsed.model, region: failed });
-          deps.logger.warn("router: region failed before the first token; trying the next", { model: parsed.model, region: failed, err });
+          deps.bursts.retried.note(failed, { model: parsed.model, region: failed, err });
+          deps.logger.debug("router: region failed before the first token; trying the next", { model: parsed.model, region: failed, err });
         },
       });
       outcome.region = opened.region;
@@ -218,7 +241,8 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
     }
     s.abort();
     const te = toTidegateError(err);
-    deps.logger.warn("router: stream failed after the first token", { model: outcome.model, region: s.region, err });
+    deps.bursts.streamFailed.note(`${s.region} ${te.code}`, { model: outcome.model, region: s.region, err });
+    deps.logger.debug("router: stream failed after the first token", { model: outcome.model, region: s.region, err });
     // The client got 200 and its stream ends with an in-stream error: the status stays 200 and the failure is
     // counted on its own (tidegate_router_stream_errors_total).
     deps.metrics.streamErrors.inc({ model: outcome.model, region: s.region });

@@ -131,6 +131,33 @@ describe("AdaptiveLimit (Vegas-style on TTFT less prefill)", () => {
     expect(q.state().referenceMs).toBe(50); // 30 + 20
   });
 
+  it("the tolerance comes from the TTFT SLO: what it leaves after the unloaded TTFT (issue 49 item 4)", () => {
+    // Reference overhead 45 ms (every unqueued sample), SLO 500 ms: slack 455, tolerance 0.5 × 455 = 227.5.
+    const mk = (sloTtftMs: number | undefined) => {
+      const l = new AdaptiveLimit({ ...OPTS, toleranceMs: 10, toleranceFraction: 0.5, ...(sloTtftMs === undefined ? {} : { sloTtftMs }) });
+      for (let i = 0; i < 5; i++) l.onSample(i, 45, 0, 0);
+      l.inflight = 9;
+      return l;
+    };
+    const slo = mk(500);
+    slo.onSample(10, 45 + 200, 0, 9); // a 200 ms queue: admitted requests still meet 500 ms
+    expect(slo.state()).toMatchObject({ cuts: 0, toleranceMs: 227.5 });
+    slo.onSample(20, 45 + 300, 0, 9); // 300 ms: past the half of the slack kept back
+    expect(slo.state().cuts).toBe(1);
+    // The same 200 ms queue against half the unloaded TTFT (the rule without an SLO): 22.5 ms, cut.
+    const none = mk(undefined);
+    none.onSample(10, 45 + 200, 0, 9);
+    expect(none.state()).toMatchObject({ cuts: 1, toleranceMs: 22.5 });
+    // What is left after the prompt's prefill: a 400 ms prefill leaves 55 ms of the SLO, so 100 ms of queue is too much.
+    const long = mk(500);
+    long.onSample(10, 45 + 400 + 100, 400, 9);
+    expect(long.state()).toMatchObject({ cuts: 1, toleranceMs: 27.5 });
+    // An SLO the unloaded TTFT already misses: judged against the unloaded TTFT instead (0.5 × 645).
+    const missed = mk(500);
+    missed.onSample(10, 45 + 600 + 100, 600, 9);
+    expect(missed.state()).toMatchObject({ cuts: 0, toleranceMs: 322.5 });
+  });
+
   it("the baseline forgets after two windows (an overhead that rose for good stops reading as queue)", () => {
     const l = new AdaptiveLimit({ ...OPTS, baselineWindowMs: 1000 });
     l.onSample(0, 10, 0, 0);
@@ -222,7 +249,13 @@ describe("ConcurrencyLimiter: regions and tenants' shares", () => {
     c.acquire("east", "m", "b", 10);
     expect(c.refusal("m", "a", ["east"])).toBe("tenant_share"); // a holds 3 of 4, its share 2
     expect(c.refusal("m", "b", ["east"])).toBe("concurrency"); // b holds 1: full, within its share, may wait
-    expect(c.mayWait("m", 100)).toBe(true); // no releases measured yet: one may wait
+    expect(c.mayWait("m", 100)).toBe(false); // no releases measured: no slot is expected to come, so none waits
+    // The last whole second freed 20 slots: at that rate 2 free in 100 ms, so two may wait.
+    for (let i = 0; i < 20; i++) c.acquire("west", "m", "x", 10).release();
+    await clock.advanceTo(1000);
+    c.acquire("west", "m", "x", 10).release(); // closes that second
+    expect(c.mayWait("m", 100)).toBe(true);
+    expect(c.mayWait("m", 40)).toBe(false); // 0.8 of a slot in 40 ms: it would only time out
     const forA = c.waitForRoom("m", "a", ["east"], 100);
     const forB = c.waitForRoom("m", "b", ["east"], 100);
     expect(c.waiting("m")).toBe(2);
@@ -230,7 +263,7 @@ describe("ConcurrencyLimiter: regions and tenants' shares", () => {
     a1.release(); // b has 1 in flight, a 2: the slot goes to b
     expect(await forB).toBe(true);
     expect(c.waiting("m")).toBe(1);
-    await clock.advanceTo(100);
+    await clock.advanceTo(1100);
     expect(await forA).toBe(false); // nothing freed for it in 100 ms
     expect(c.waiting("m")).toBe(0);
     // An aborted wait ends at once.
@@ -257,6 +290,20 @@ describe("ConcurrencyLimiter: regions and tenants' shares", () => {
     expect(on).toBeDefined();
     expect(on.limit("east", "llama3.2-3b").limit).toBe(4096); // router.maxInflight until a queue is seen
     expect(limiterFromConfig(parseConfig({ ...base, router: { concurrency: { adaptive: false } } }), new VirtualClock(0))).toBeUndefined();
+    // The tolerance follows the model's TTFT SLO (slo.models overrides the default), unless toleranceMs is set.
+    const judged = (over: object) => {
+      const l = limiterFromConfig(parseConfig({ ...base, ...over }), new VirtualClock(0))!.limit("east", "llama3.2-3b");
+      for (let i = 0; i < 5; i++) l.onSample(i, 45, 0, 0);
+      return l.state().toleranceMs;
+    };
+    const reference = (() => {
+      const l = limiterFromConfig(parseConfig(base), new VirtualClock(0))!.limit("east", "llama3.2-3b");
+      for (let i = 0; i < 5; i++) l.onSample(i, 45, 0, 0);
+      return l.state().referenceMs;
+    })();
+    expect(judged({})).toBeCloseTo(0.5 * (1000 - reference), 6);
+    expect(judged({ slo: { models: { "llama3.2-3b": { ttftMs: 300 } } } })).toBeCloseTo(0.5 * (300 - reference), 6);
+    expect(judged({ router: { concurrency: { toleranceMs: 7 } } })).toBe(7);
     expect(() => parseConfig({ ...base, router: { concurrency: { backoff: 1.5 } } })).toThrow(/backoff/);
     expect(() => parseConfig({ ...base, router: { concurrency: { initialLimt: 3 } } })).toThrow(/initialLimt/);
   });

@@ -12,8 +12,12 @@
  *   binding (in flight ≤ half of it: nothing queued at the router; the wait for the engine's next step averages in),
  *   kept within [min, min + one decode step] of the minimum overhead over the last one to two `baselineWindowMs` so
  *   that requests queued at an engine cannot raise it; before any such request, the minimum + half a step;
- * - the difference `q`, smoothed, is the queueing delay. Its tolerance is the larger of `toleranceMs` and
- *   `toleranceFraction` × the request's unloaded TTFT (reference + prefill).
+ * - the difference `q`, smoothed, is the queueing delay. Its tolerance comes from the model's TTFT SLO (issue 49 item
+ *   4; config `slo.ttftMs`): `toleranceFraction` (0.5) of what the SLO leaves after the request's unloaded TTFT
+ *   (reference + its prefill), at least `toleranceMs` — so the limit is cut while admitted requests still meet the SLO
+ *   (half of the slack is kept back: the moving average lags and the SLO is held at a percentile), and not before
+ *   the queue eats into it. A model whose SLO its unloaded TTFT already misses (or no SLO) falls back to
+ *   `toleranceFraction` × the unloaded TTFT, the rule before the SLO was known.
  * A limit starts at `initialLimit` (by default `router.maxInflight`) and, from the region's first telemetry on, at its
  * ceiling: the most its engines can run at once (serving and loading instances × `engines.models.<m>.maxBatch`, vLLM's
  * max_num_seqs, 256 by default); the limit never exceeds the ceiling and moves in proportion when it changes (scaling).
@@ -55,7 +59,7 @@
  * callback path (`submitWithRetry`) does not.
  */
 import type { Clock } from "../core/clock.js";
-import type { TidegateConfig } from "../core/config.js";
+import { sloFor, type TidegateConfig } from "../core/config.js";
 import type { ModelName, RegionName } from "../core/models.js";
 import type { RegionTelemetry } from "../core/ports.js";
 import { tokenPaceFrom } from "./pace.js";
@@ -70,12 +74,15 @@ export interface AdaptiveLimitOptions {
   minLimit: number;
   maxLimit: number;
   /**
-   * Queueing delay (ms) above which the limit is cut: the larger of `toleranceMs` and `toleranceFraction` × the
-   * unloaded TTFT the sample would have had (baseline + its prefill) — Envoy's gradient controller likewise allows
-   * a buffer in proportion to its minimum RTT.
+   * Queueing delay (ms) above which the limit is cut: the larger of `toleranceMs` and `toleranceFraction` × what
+   * `sloTtftMs` leaves after the unloaded TTFT the sample would have had (reference + its prefill); without an SLO, or
+   * when the unloaded TTFT exceeds it, `toleranceFraction` × that unloaded TTFT — Envoy's gradient controller likewise
+   * allows a buffer in proportion to its minimum RTT.
    */
   toleranceMs: number;
   toleranceFraction: number;
+  /** The model's TTFT SLO (ms, config `slo`); undefined: none (the tolerance follows the unloaded TTFT). */
+  sloTtftMs?: number;
   /** Factor applied on a cut (0 < backoff < 1). */
   backoff: number;
   /** Near where a queue was last seen, the limit grows by `increase` per limit's worth of samples. */
@@ -198,7 +205,9 @@ export class AdaptiveLimit {
     const q = overhead - reference;
     const a = this.o.smoothing;
     this.queueEwma = Number.isNaN(this.queueEwma) ? q : this.queueEwma + a * (q - this.queueEwma);
-    const tolerance = Math.max(this.o.toleranceMs, this.o.toleranceFraction * (reference + expected));
+    const unloadedMs = reference + expected;
+    const slackMs = this.o.sloTtftMs === undefined ? 0 : this.o.sloTtftMs - unloadedMs;
+    const tolerance = Math.max(this.o.toleranceMs, this.o.toleranceFraction * (slackMs > 0 ? slackMs : unloadedMs));
     this.referenceNow = reference;
     this.toleranceNow = tolerance;
     if (this.queueEwma > tolerance) {
@@ -433,15 +442,16 @@ export class ConcurrencyLimiter {
   }
 
   /**
-   * Whether one more request may wait up to `maxWaitMs` for a slot of `model`: the queue stays within the slots
-   * expected to free in that time (the releases of the last whole second × the wait; at least one), so a request that
-   * would only time out is shed at once instead.
+   * Whether one more request may wait up to `maxWaitMs` for a slot of `model`: only while the slots expected to free
+   * in that time (the releases of the last whole second × the wait) cover it and everyone already waiting. A request
+   * that would only time out — a slot that will not come in time, or none measured to come at all — is shed at once
+   * (issue 49 item 4: its 429 is answered without the wait).
    */
   mayWait(model: ModelName, maxWaitMs: number): boolean {
     const r = this.releases.get(model);
     const now = this.o.clock.now();
     const perS = r === undefined ? 0 : now - r.startMs < 2000 ? r.lastCount : 0;
-    return this.waiting(model) < Math.max(1, Math.floor((perS * maxWaitMs) / 1000));
+    return this.waiting(model) + 1 <= (perS * maxWaitMs) / 1000;
   }
 
   /** `tenant`'s weighted share of `sum` among the tenants with requests of `model` in flight (and itself). */
@@ -539,9 +549,9 @@ export const MIN_TOLERANCE_MS = 10;
 
 /**
  * The limiter `config.router.concurrency` describes, or undefined when `adaptive` is false. A limit's tolerance is
- * `toleranceMs` when set, else `toleranceFraction` of the unloaded TTFT (at least MIN_TOLERANCE_MS); the prefill
- * term comes from the performance model (router/pace.ts; none for a model without a profile); `maxLimit` is
- * `router.maxInflight`.
+ * `toleranceMs` when set, else `toleranceFraction` of what the model's TTFT SLO (`slo`, sloFor) leaves after the
+ * unloaded TTFT (at least MIN_TOLERANCE_MS; see AdaptiveLimitOptions); the prefill term comes from the performance
+ * model (router/pace.ts; none for a model without a profile); `maxLimit` is `router.maxInflight`.
  */
 export function limiterFromConfig(config: TidegateConfig, clock: Clock): ConcurrencyLimiter | undefined {
   const c = config.router.concurrency;
@@ -558,7 +568,7 @@ export function limiterFromConfig(config: TidegateConfig, clock: Clock): Concurr
       maxLimit: Math.max(c.initialLimit ?? 1, config.router.maxInflight),
       backoff: c.backoff,
       stepMs: pace(model)?.stepMs ?? 0,
-      ...(c.toleranceMs === undefined ? { toleranceMs: MIN_TOLERANCE_MS, toleranceFraction: c.toleranceFraction } : { toleranceMs: c.toleranceMs, toleranceFraction: 0 }),
+      ...(c.toleranceMs === undefined ? { toleranceMs: MIN_TOLERANCE_MS, toleranceFraction: c.toleranceFraction, sloTtftMs: sloFor(config.slo, model).ttftMs } : { toleranceMs: c.toleranceMs, toleranceFraction: 0 }),
     }),
     expectedMs: (model, promptTokens) => pace(model)?.prefillMs(promptTokens) ?? 0,
     fairAbove: c.fairAbove,

@@ -11,7 +11,7 @@ import type { TidegateConfig } from "../core/config.js";
 import type { Logger } from "../core/log.js";
 import type { RegionLink } from "../core/ports.js";
 import { createRouterApp, type RouterMount } from "./app.js";
-import type { CompletionDeps } from "./completions.js";
+import { routerBursts, type CompletionDeps } from "./completions.js";
 import { createRouterMetrics } from "./metrics.js";
 import { instanceKvBytesFrom, type RegionSelector } from "./selector.js";
 import { RouterCore } from "./router-core.js";
@@ -65,12 +65,13 @@ export class GlobalRouter {
       telemetryStaleMs: config.router.telemetryStaleMs,
       pace: tokenPaceFrom(config),
     });
-    this.watchdog.onFire = (region, _model, reason) => {
+    const bursts = routerBursts(clock, logger);
+    this.watchdog.onFire = (region, model, reason) => {
       metrics.watchdogFired.inc({ region, reason });
-      logger.warn("router: gave up an upstream wait", { region, reason });
+      bursts.watchdog.note(`${region} ${reason}`, { region, model, reason });
     };
     const admission = new Admission({ maxInflight: config.router.maxInflight, tenantMaxInflight: config.router.tenantMaxInflight, retryAfterS: config.router.retryAfterS });
-    this.deps = { config, selector, links, metrics, clock, logger, watchdog: this.watchdog, admission, ...(limiter === undefined ? {} : { limiter }) };
+    this.deps = { config, selector, links, metrics, clock, logger, watchdog: this.watchdog, admission, bursts, ...(limiter === undefined ? {} : { limiter }) };
     const app = createRouterApp(this.deps, opts.mounts === undefined ? {} : { mounts: opts.mounts });
     this.server = createAdaptorServer({ fetch: app.fetch, autoCleanupIncoming: true }) as Server;
     this.server.keepAliveTimeout = 65_000;
@@ -127,6 +128,7 @@ export class GlobalRouter {
     this.closed = true;
     this.core.close();
     this.watchdog.close();
+    for (const b of Object.values(this.deps.bursts)) b.flush();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();

@@ -5,7 +5,8 @@
  * after a long silence reads as a stall. And the token pace the limits come from (pace.ts).
  */
 import { describe, expect, it } from "vitest";
-import { VirtualClock } from "../core/clock.js";
+import { VirtualClock, type Clock } from "../core/clock.js";
+import { LoopPauseLedger } from "../core/loop-pauses.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
 import { TidegateError } from "../core/errors.js";
 import { getProfile } from "../core/perf/model.js";
@@ -132,20 +133,126 @@ describe("StreamWatchdog", () => {
     expect(o.atMs).toBeLessThanOrEqual(400 + 250);
   });
 
-  it("explain: a link failure after a silence longer than the region-stall bound says the peer stalled; a prompt one is left as it is", async () => {
+  it("explain: a link failure after a silence longer than the region-stall bound, from a region that stopped reporting, says the peer stalled; a prompt one, or a live region's, is left as it is", async () => {
     const { clock, wd, reportUntil } = setup();
-    reportUntil(60_000);
+    reportUntil(100);
     const w = wd.watch("east", "m");
     w.started();
     const dropped = new TidegateError("upstream_error", "region east failed request r1 mid-stream: Connection dropped");
     await clock.advanceTo(100);
     w.touch();
     expect(w.explain(dropped)).toBe(dropped);
+    // Silent for 700 ms, but the region reported 700 ms ago: alive, and its word stands (e.g. its engine stopped).
     await clock.advanceTo(800);
+    expect(w.explain(dropped)).toBe(dropped);
+    await clock.advanceTo(1700);
     const e = w.explain(dropped) as TidegateError;
-    expect(e.message).toBe("region east stalled: nothing on this stream for 700 ms, then its link failed (region east failed request r1 mid-stream: Connection dropped)");
+    expect(e.message).toBe("region east stalled: nothing on this stream for 1600 ms, then its link failed (region east failed request r1 mid-stream: Connection dropped)");
     expect(e.cause).toBe(dropped);
     w.close();
+  });
+});
+
+/**
+ * A clock stepped by hand, with a pause ledger (core/loop-pauses.ts) whose probe ticks only while the process "runs":
+ * `run(toMs)` moves time in 50 ms steps (ticks, then `each(now)`), `pause(toMs)` jumps with no tick, as a SIGSTOP or a
+ * long task would. Timers are never fired: the test calls `sweep()` itself, so it picks what runs first after a pause.
+ */
+function handClock() {
+  let now = 0;
+  const ledger = new LoopPauseLedger({ probeMs: 50, minPauseMs: 20, horizonMs: 60_000, maxSpans: 1000 }, 0);
+  const clock: Clock = {
+    now: () => now,
+    sleep: () => Promise.resolve(),
+    after: () => ({ cancel: () => {} }),
+    every: () => ({ cancel: () => {} }),
+    pausedMs: (since) => ledger.pausedMs(since, now),
+  };
+  return {
+    clock,
+    run(toMs: number, each: (nowMs: number) => void) {
+      while (now + 50 <= toMs) {
+        now += 50;
+        ledger.tick(now);
+        each(now);
+      }
+    },
+    pause(toMs: number) {
+      now = toMs;
+    },
+  };
+}
+
+describe("StreamWatchdog and the router's own pauses (issue 49 item 3)", () => {
+  function pausedSetup() {
+    const h = handClock();
+    let lastTelemetry = 0;
+    const age = () => h.clock.now() - lastTelemetry;
+    const wd = new StreamWatchdog({ clock: h.clock, stallMs: STALL_MS, available: () => age() <= STALE_MS, telemetryAgeMs: age, telemetryStaleMs: STALE_MS, pace: () => PACE });
+    /** The region alive: telemetry every 500 ms, and `flowing` touched every 50 ms; the watchdog sweeps every 250 ms. */
+    const live = (toMs: number, flowing: Watched[]) =>
+      h.run(toMs, (t) => {
+        if (t % 500 === 0) lastTelemetry = t;
+        for (const w of flowing) w.touch();
+        if (t % 250 === 0) wd.sweep();
+      });
+    return { h, wd, live, silenceRegion: (toMs: number) => h.run(toMs, (t) => t % 250 === 0 && wd.sweep()) };
+  }
+
+  it("a pause of the router itself (2 s, then a sweep before any byte is read) ends no stream and gives up no first-event wait", () => {
+    const { h, wd, live } = pausedSetup();
+    const running = wd.watch("east", "m");
+    running.started();
+    const waiting = wd.watch("east", "m");
+    const o = [outcome(new VirtualClock(), running), outcome(new VirtualClock(), waiting)];
+    live(2000, [running]);
+    for (const pauseMs of [500, 2000, 20_000]) {
+      h.pause(h.clock.now() + pauseMs);
+      // Node runs due timers before it polls sockets: the sweep sees the silence before the tokens and the telemetry
+      // that arrived meanwhile are read. Without the ledger: no token for 2000 ms and no telemetry for 2000 ms.
+      wd.sweep();
+      live(h.clock.now() + 1000, [running]);
+    }
+    expect(o.map((x) => x.err)).toEqual([undefined, undefined]);
+    expect(wd.fired).toEqual({ stalled: 0, regionStalled: 0, regionDown: 0 });
+    running.close();
+    waiting.close();
+  });
+
+  it("a region that really stops is still caught, its silence counted from when it stopped (a pause of the router meanwhile is taken off)", () => {
+    const { h, wd, live, silenceRegion } = pausedSetup();
+    const running = wd.watch("east", "m");
+    running.started();
+    const errs: TidegateError[] = [];
+    running.stalled.catch((e: TidegateError) => errs.push(e));
+    live(2000, [running]);
+    silenceRegion(2600);
+    h.pause(3600); // the router stood still for 1 s of the region's silence
+    silenceRegion(4500);
+    expect(wd.fired.regionStalled).toBe(0); // 1500 ms awake since the last report: not yet stale
+    silenceRegion(5000);
+    expect(wd.fired.regionStalled).toBe(1);
+    return Promise.resolve().then(() => {
+      // Stale after 1500 ms of awake time from the last report (2000): 2000 + 1500 + the 1000 ms pause, then a sweep.
+      expect(errs[0]!.message).toMatch(/^region east stalled: no token for \d+ ms \(expected one every ~100 ms\) and no telemetry for 1[5-7]\d\d ms$/);
+    });
+  });
+
+  it("a region whose telemetry is late while another of its streams flows is alive: a silent stream there is not cut as region_stalled", () => {
+    const { h, wd } = pausedSetup();
+    const slow = wd.watch("east", "m");
+    const flowing = wd.watch("east", "m");
+    slow.started();
+    flowing.started();
+    // No telemetry at all after 0, and `slow` silent; `flowing` gets a token every 50 ms.
+    h.run(5000, (t) => {
+      flowing.touch();
+      if (t % 250 === 0) wd.sweep();
+    });
+    expect(wd.fired).toEqual({ stalled: 0, regionStalled: 0, regionDown: 0 });
+    // Once `flowing` goes silent too, the region is: both end.
+    h.run(6000, (t) => t % 250 === 0 && wd.sweep());
+    expect(wd.fired.regionStalled).toBe(2);
   });
 });
 

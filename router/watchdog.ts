@@ -17,12 +17,19 @@
  *     to detect (issue 32, item 2).
  * - Before any event: nothing for `stallMs` (`router.streamStallMs`, 10 s by default) ends the wait.
  *
+ * Every silence is measured in time this process was running (issue 49 item 3; `awakeMsSince`, core/loop-pauses.ts):
+ * the router's own pauses — a long task, GC, a busy host, a SIGSTOP of the router or of `tidegate dev` as a whole —
+ * are taken off both a stream's silence and its region's telemetry age, so a sweep that runs first after a pause,
+ * before the bytes that arrived meanwhile are read, blames nobody. And a region is stalled only when the region is
+ * silent: its telemetry stale and no stream on it sent anything for the stream's region-stall bound — one late token
+ * on a region whose other streams flow is not a stall.
+ *
  * Each watched wait has a `stalled` promise that rejects with a TidegateError (`upstream_error`, its message saying
  * the region stalled and for how long) when a rule fires; router/relay.ts races it against the first event, and
  * afterwards aborts the upstream dispatch when it rejects (so the pending `next()` fails with this error), which costs
  * the hot path nothing per event. Sweep period: min(250 ms, stallMs / 4).
  */
-import type { Clock, Timer } from "../core/clock.js";
+import { awakeMsSince, type Clock, type Timer } from "../core/clock.js";
 import { TidegateError } from "../core/errors.js";
 import type { ModelName, RegionName } from "../core/models.js";
 import type { TokenPace } from "./pace.js";
@@ -45,8 +52,8 @@ export interface Watched {
   started(): void;
   /**
    * `err`, the link's own failure of this stream, restated as a stall when the stream had been silent for longer
-   * than its region-stall bound before it (e.g. grpc-js's keepalive "Connection dropped" after a peer froze), so the
-   * client reads that the peer stalled; otherwise `err` itself.
+   * than its region-stall bound before it and the region stopped reporting (e.g. grpc-js's keepalive "Connection
+   * dropped" after a peer froze), so the client reads that the peer stalled; otherwise `err` itself.
    */
   explain(err: unknown): unknown;
   /** Stops watching (idempotent). */
@@ -144,10 +151,11 @@ export class StreamWatchdog {
         e.started = true;
       },
       explain: (err) => {
-        const quietMs = clock.now() - e.lastAtMs;
-        if (!e.started || quietMs <= e.regionQuietMs) return err;
+        const quietMs = awakeMsSince(clock, e.lastAtMs);
+        // A region that still reports is alive: its failure (e.g. "instance … stopped answering") is its own word.
+        if (!e.started || quietMs <= e.regionQuietMs || !this.silentRegion(region).silent) return err;
         const why = err instanceof Error ? err.message : String(err);
-        return new TidegateError("upstream_error", `region ${region} stalled: nothing on this stream for ${quietMs} ms, then its link failed (${why})`, { cause: err });
+        return new TidegateError("upstream_error", `region ${region} stalled: nothing on this stream for ${Math.round(quietMs)} ms, then its link failed (${why})`, { cause: err });
       },
       close: () => this.remove(e),
     };
@@ -168,11 +176,18 @@ export class StreamWatchdog {
     }
   }
 
-  /** Whether `region` stopped reporting: its telemetry is older than telemetryStaleMs, or it has none. */
-  private silentRegion(region: RegionName): { silent: boolean; ageMs: number | undefined } {
-    if (this.opts.telemetryAgeMs === undefined) return { silent: false, ageMs: undefined };
-    const ageMs = this.opts.telemetryAgeMs(region);
-    return { silent: ageMs === undefined || ageMs > this.opts.telemetryStaleMs!, ageMs };
+  /**
+   * Whether `region` stopped reporting: its telemetry, aged in time this process was running (less its own pauses),
+   * is older than telemetryStaleMs, or it has none. `ownPause`: stale by the wall clock but not once this process's
+   * pauses are taken off (its telemetry waits unread behind the pause).
+   */
+  private silentRegion(region: RegionName): { silent: boolean; ageMs: number | undefined; ownPause: boolean } {
+    if (this.opts.telemetryAgeMs === undefined) return { silent: false, ageMs: undefined, ownPause: false };
+    const rawMs = this.opts.telemetryAgeMs(region);
+    if (rawMs === undefined) return { silent: true, ageMs: undefined, ownPause: false };
+    const ageMs = awakeMsSince(this.opts.clock, this.opts.clock.now() - rawMs);
+    const stale = this.opts.telemetryStaleMs!;
+    return { silent: ageMs > stale, ageMs, ownPause: rawMs > stale && ageMs <= stale };
   }
 
   private fire(e: Entry, reason: WatchdogReason, message: string): void {
@@ -186,28 +201,33 @@ export class StreamWatchdog {
 
   /** One pass: gives up the waits whose region went away (before the first event) or that stalled. */
   sweep(): void {
-    const now = this.opts.clock.now();
+    const clock = this.opts.clock;
+    // Each region's last sign of life on a stream: a region one of whose streams flows is not stalled.
+    const lastEventMs = new Map<RegionName, number>();
+    for (const e of this.entries) if (e.started && e.lastAtMs > (lastEventMs.get(e.region) ?? Number.NEGATIVE_INFINITY)) lastEventMs.set(e.region, e.lastAtMs);
     for (const e of [...this.entries]) {
-      const quietMs = now - e.lastAtMs;
+      const quietMs = awakeMsSince(clock, e.lastAtMs);
       if (!e.started) {
         if (quietMs > e.firstLimitMs) {
-          this.fire(e, "stalled", `region ${e.region} stalled: no first event for ${quietMs} ms (stall limit ${e.firstLimitMs} ms)`);
+          this.fire(e, "stalled", `region ${e.region} stalled: no first event for ${Math.round(quietMs)} ms (stall limit ${e.firstLimitMs} ms)`);
         } else if (!this.opts.available(e.region, e.model)) {
-          const { ageMs } = this.silentRegion(e.region);
-          const detail = ageMs === undefined ? "no telemetry (link down)" : `telemetry ${ageMs} ms old, or no serving instance of ${e.model}`;
+          const { ageMs, ownPause } = this.silentRegion(e.region);
+          // Unavailable only because this process stood still: its telemetry is read once the loop polls again.
+          if (ownPause) continue;
+          const detail = ageMs === undefined ? "no telemetry (link down)" : `telemetry ${Math.round(ageMs)} ms old, or no serving instance of ${e.model}`;
           this.fire(e, "region_down", `region ${e.region} stalled or went dark before the first token (${detail})`);
         }
         continue;
       }
       if (quietMs > e.limitMs) {
-        this.fire(e, "stalled", `region ${e.region} stalled: no token for ${quietMs} ms while it still reports (stall limit ${e.limitMs} ms)`);
+        this.fire(e, "stalled", `region ${e.region} stalled: no token for ${Math.round(quietMs)} ms while it still reports (stall limit ${e.limitMs} ms)`);
         continue;
       }
-      if (quietMs > e.regionQuietMs) {
+      if (quietMs > e.regionQuietMs && awakeMsSince(clock, lastEventMs.get(e.region) ?? e.lastAtMs) > e.regionQuietMs) {
         const { silent, ageMs } = this.silentRegion(e.region);
         if (silent) {
-          const telemetry = ageMs === undefined ? "its link is down" : `no telemetry for ${ageMs} ms`;
-          this.fire(e, "region_stalled", `region ${e.region} stalled: no token for ${quietMs} ms (expected one every ~${Math.round(e.regionQuietMs / REGION_STALL_TBTS)} ms) and ${telemetry}`);
+          const telemetry = ageMs === undefined ? "its link is down" : `no telemetry for ${Math.round(ageMs)} ms`;
+          this.fire(e, "region_stalled", `region ${e.region} stalled: no token for ${Math.round(quietMs)} ms (expected one every ~${Math.round(e.regionQuietMs / REGION_STALL_TBTS)} ms) and ${telemetry}`);
         }
       }
     }

@@ -48,9 +48,12 @@ export interface ConcurrencyConfig {
   /** Each (region, model)'s limit before any measurement; absent: `maxInflight` (nothing shed until a queue is seen). */
   initialLimit?: number;
   minLimit: number;
-  /** Queueing delay (ms) above which a limit is cut; absent: `toleranceFraction` of the unloaded TTFT, at least 10 ms. */
+  /** Queueing delay (ms) above which a limit is cut; absent: `toleranceFraction` of the model's TTFT SLO's slack, at least 10 ms. */
   toleranceMs?: number;
-  /** Without `toleranceMs`: the queueing delay allowed, as a fraction of the unloaded TTFT (baseline + prefill). */
+  /**
+   * Without `toleranceMs`: the queueing delay allowed, as a fraction of what the model's TTFT SLO (`slo.ttftMs`) leaves
+   * after the unloaded TTFT (baseline + prefill); of the unloaded TTFT itself when that already exceeds the SLO.
+   */
   toleranceFraction: number;
   /** The factor of a cut. */
   backoff: number;

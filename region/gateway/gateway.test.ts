@@ -239,6 +239,71 @@ describe("Gateway failures and cancellation", () => {
   });
 });
 
+/** An engine that hangs as a stopped process does: `tokensFirst` tokens, then nothing until its signal aborts. */
+class HangingEngine extends FakeEngine {
+  constructor(instanceId: string, readonly tokensFirst: number) {
+    super({ instanceId, model: MODEL });
+  }
+
+  override async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
+    this.requests.push(req);
+    for (let i = 0; i < this.tokensFirst; i++) yield { type: "token", text: "x", tokens: 1 };
+    // A socket destroyed under a pending read: a plain error, not the gateway's reason.
+    await new Promise((_, reject) => {
+      if (signal?.aborted === true) reject(new Error("socket destroyed"));
+      signal?.addEventListener("abort", () => reject(new Error("socket destroyed")), { once: true });
+    });
+  }
+}
+
+describe("Gateway.engineDown (issue 49 item 2)", () => {
+  it("ends every stream on a down engine at once: unstarted ones retried on another instance, started ones failed with the reason; it then takes nothing", async () => {
+    const gw = gateway(new VirtualClock(), 0);
+    const hung = new HangingEngine("hung", 0);
+    const started = new HangingEngine("started", 1);
+    gw.addInstance("h100-80gb", hung);
+    const waiting = gw.generate(request({ maxTokens: 2 }))[Symbol.asyncIterator]();
+    const waitingFirst = waiting.next();
+    await Promise.resolve();
+    expect(hung.requests).toHaveLength(1);
+    gw.setInstanceState("hung", "draining");
+    gw.addInstance("h100-80gb", started);
+    const running = gw.generate(request({ maxTokens: 5 }))[Symbol.asyncIterator]();
+    expect((await running.next()).value).toMatchObject({ type: "token" });
+    // A healthy instance beside them, and the ejection cap's case: "hung" kept serving.
+    const ok = new FakeEngine({ instanceId: "ok", model: MODEL, stats: { remainingTokens: 1_000_000 } });
+    gw.addInstance("h100-80gb", ok);
+    gw.setInstanceState("hung", "serving");
+    const changes: number[] = [];
+    gw.onChange(() => changes.push(1));
+    expect(gw.engineDown("hung", "stalled: no byte for 1000 ms while 1 request(s) or scrape(s) in flight")).toBe(1);
+    expect(gw.engineDown("started", "connection refused (ECONNREFUSED)")).toBe(1);
+    expect(gw.engineDown("started", "connection refused (ECONNREFUSED)")).toBe(0);
+    expect(changes).toHaveLength(2);
+    // The unstarted request moved to "ok" and finished there.
+    expect((await waitingFirst).value).toMatchObject({ type: "token" });
+    const rest: EngineEvent[] = [];
+    for (let r = await waiting.next(); r.done !== true; r = await waiting.next()) rest.push(r.value);
+    expect(rest.map((e) => e.type)).toEqual(["token", "done"]);
+    expect(ok.requests).toHaveLength(1);
+    // The started one ended with a typed error saying why.
+    const err = await failureOf(running.next());
+    expect(err.code).toBe("upstream_error");
+    expect(err.message).toBe("instance started stopped answering (connection refused (ECONNREFUSED))");
+    // Down engines take nothing, ejected or not (JSQ alone would pick them: 0 remaining tokens), count as stale and
+    // full in telemetry, and are listed with why.
+    expect(gw.route(MODEL)?.instanceId).toBe("ok");
+    expect(gw.snapshot().models[0]!.staleInstances).toBe(2);
+    expect(gw.instances().find((i) => i.instanceId === "hung")).toMatchObject({ state: "serving", down: "stalled: no byte for 1000 ms while 1 request(s) or scrape(s) in flight" });
+    // With every engine down the region refuses at once (the router retries elsewhere), never waits on one.
+    gw.engineDown("ok", "connection refused (ECONNREFUSED)");
+    expect((await failureOf(collect(gw.generate(request())))).code).toBe("no_region_available");
+    gw.engineUp("hung");
+    expect(gw.route(MODEL)?.instanceId).toBe("hung");
+    expect(changes).toHaveLength(4);
+  });
+});
+
 describe("Gateway telemetry", () => {
   it("computes utilization, queues, states and tokens/s on hand-checked numbers", async () => {
     const clock = new VirtualClock(0);

@@ -31,6 +31,7 @@ import { DEFAULT_BLOCK_TOKENS, blockHashesOfBody } from "../../core/prefix.js";
 import { SloBook, tpotOf, type ModelSloSummary, type SloOutcome } from "./slo-book.js";
 import { WindowedRate, modelTelemetry } from "./telemetry.js";
 import type { ColdHold } from "./cold-hold.js";
+import { BurstLog } from "../../core/burst-log.js";
 
 export interface GatewayOptions {
   region: RegionName;
@@ -82,6 +83,8 @@ export interface InstanceView {
   enteredAtMs: number;
   /** Its engine's stats are stale (EngineStats.stale): routed around while another instance serves. */
   stale: boolean;
+  /** Why the region believes its engine down (`engineDown`); undefined while it does not. It takes no request then. */
+  down: string | undefined;
 }
 
 /** One instance's prefix-cache counters as its engine reports them (EngineStats; vLLM prefix_cache_*). */
@@ -112,6 +115,16 @@ interface InstanceRecord {
   inFlight: number;
   /** When it entered `state` (clock ms). */
   enteredAtMs: number;
+  /** Why the region believes its engine down (engineDown), or undefined. */
+  down: string | undefined;
+  /** The streams (`generate`) on it now: each one's upstream abort and, once failed by `engineDown`, why. */
+  attempts: Set<Attempt>;
+}
+
+/** One `generate` attempt on an instance: aborting `upstream` with `failure` set ends it as that failure. */
+interface Attempt {
+  upstream: AbortController;
+  failure: TidegateError | undefined;
 }
 
 interface EndpointRecord {
@@ -319,6 +332,8 @@ export class Gateway {
   /** Instance choice (scoring/plugins.ts) and what each instance holds of which prefixes (scoring/prefix-index.ts). */
   readonly policy: RoutingPolicy;
   readonly prefixIndex: PrefixIndex;
+  /** One warning per burst of instances failing before a first event (a stopped engine fails all its requests). */
+  private readonly retried: BurstLog;
 
   constructor(opts: GatewayOptions) {
     this.region = opts.region;
@@ -335,6 +350,7 @@ export class Gateway {
     this.coldModels = opts.coldModels ?? new Set();
     this.policy = new RoutingPolicy(opts.routing?.policy ?? JSQ_POLICY);
     this.prefixIndex = new PrefixIndex(opts.routing?.blockTokens ?? DEFAULT_BLOCK_TOKENS);
+    this.retried = new BurstLog({ clock: this.clock, log: this.log, msg: "instances failed before a first event; their requests were retried" });
     if (!(this.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${this.statsRefreshMs}`);
     if (!Number.isInteger(this.maxAttempts) || this.maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${this.maxAttempts}`);
   }
@@ -360,7 +376,7 @@ export class Gateway {
     if (this.byId.has(engine.instanceId)) throw new TidegateError("conflict", `instance ${engine.instanceId} already exists`);
     const endpointId = this.addEndpoint(engine.model, gpu);
     const endpoint = this.models.get(engine.model)!.endpoints.find((e) => e.endpointId === endpointId)!;
-    const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0, enteredAtMs: this.clock.now() };
+    const rec: InstanceRecord = { engine, endpoint, state, stats: ZERO_STATS, statsAtMs: -Infinity, epoch: 0, addedTokens: 0, addedKvBytes: 0, inFlight: 0, enteredAtMs: this.clock.now(), down: undefined, attempts: new Set() };
     endpoint.instances.push(rec);
     this.byId.set(engine.instanceId, rec);
     if (this.policy.needsPrefix) {
@@ -406,6 +422,37 @@ export class Gateway {
     this.changed();
   }
 
+  /**
+   * The region believes the instance's engine down (issue 49 item 2; region/process/engine-health.ts: it refused, or
+   * owed bytes and sent none): from now until `engineUp` it takes no request — whatever its state, so an ejection cap
+   * that keeps it `serving` keeps no request waiting on it — its stats count as stale (full, in telemetry), and every
+   * stream on it now is ended with `upstream_error` "instance … stopped answering (reason)": one without a first event is
+   * retried on another instance (then, failing there too or with none left, by the router in another region), one
+   * with it ends with that error. Returns how many streams it ended. Idempotent; unknown instance: not_found.
+   */
+  engineDown(instanceId: string, reason: string): number {
+    const rec = this.instance(instanceId);
+    const was = rec.down;
+    rec.down = reason;
+    let ended = 0;
+    for (const a of rec.attempts) {
+      if (a.failure !== undefined) continue;
+      a.failure = new TidegateError("upstream_error", `instance ${instanceId} stopped answering (${reason})`);
+      a.upstream.abort(a.failure);
+      ended++;
+    }
+    if (was === undefined) this.changed();
+    return ended;
+  }
+
+  /** The engine answers again: the instance takes requests as its state allows (undoes `engineDown`). */
+  engineUp(instanceId: string): void {
+    const rec = this.instance(instanceId);
+    if (rec.down === undefined) return;
+    rec.down = undefined;
+    this.changed();
+  }
+
   /** Removes an instance (its in-flight streams continue) and returns its engine for the caller to close. */
   removeInstance(instanceId: string): Engine {
     const rec = this.instance(instanceId);
@@ -427,7 +474,7 @@ export class Gateway {
     const out: InstanceView[] = [];
     for (const m of this.models.values()) {
       for (const e of m.endpoints) {
-        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, enteredAtMs: i.enteredAtMs, stale: i.stats.stale === true });
+        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, enteredAtMs: i.enteredAtMs, stale: i.stats.stale === true, down: i.down });
       }
     }
     return out;
@@ -532,6 +579,9 @@ export class Gateway {
       const upstream = new AbortController();
       const onAbort = () => upstream.abort(signal?.reason);
       signal?.addEventListener("abort", onAbort, { once: true });
+      // Registered on the instance so that `engineDown` can end it (issue 49 item 2).
+      const attemptRec: Attempt = { upstream, failure: undefined };
+      rec.attempts.add(attemptRec);
       let started = false;
       let finished = false;
       let streamed = 0;
@@ -567,6 +617,7 @@ export class Gateway {
           streamed = 0;
           finished = true;
           settleOnce();
+          rec.attempts.delete(attemptRec);
           signal?.removeEventListener("abort", onAbort);
           await closeQuietly(iterator, this.log, rec.engine.instanceId, req.id);
           this.onOutcome?.(req.model, "ok");
@@ -576,8 +627,10 @@ export class Gateway {
         }
         finished = true;
         throw new TidegateError("upstream_error", `instance ${rec.engine.instanceId} ended request ${req.id} without a done event`);
-      } catch (err) {
+      } catch (caught) {
         finished = true;
+        // Ended by `engineDown`: its reason, whatever the engine threw on the abort.
+        const err = attemptRec.failure ?? caught;
         if (signal?.aborted) {
           this.onOutcome?.(req.model, "cancelled");
           this.log.debug("request cancelled by its caller", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id, started });
@@ -589,12 +642,16 @@ export class Gateway {
           if (judged && started) model.slo.broken();
           else if (judged && !clientFault(err)) model.slo.refused();
           if (!started) throw clientError;
+          // Ended by engineDown: its own error ("instance … stopped answering (why)").
+          if (attemptRec.failure !== undefined) throw attemptRec.failure;
           throw new TidegateError("upstream_error", `instance ${rec.engine.instanceId} failed mid-stream`, { cause: err });
         }
-        this.log.warn("instance failed before first event", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id, err });
+        this.retried.note(rec.engine.instanceId, { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id, err });
+        this.log.debug("instance failed before first event", { region: this.region, instanceId: rec.engine.instanceId, requestId: req.id, err });
         tried.add(rec);
         lastError = err;
       } finally {
+        rec.attempts.delete(attemptRec);
         signal?.removeEventListener("abort", onAbort);
         settleOnce();
         served(model, req, streamed); // what a failed or cancelled stream delivered
@@ -732,7 +789,7 @@ export class Gateway {
       for (const e of m.endpoints) {
         for (const i of e.instances) {
           this.refresh(i, now);
-          samples.push({ endpointId: e.endpointId, state: i.state, stats: i.stats });
+          samples.push({ endpointId: e.endpointId, state: i.state, stats: i.down === undefined ? i.stats : { ...i.stats, stale: true } });
         }
       }
       const t = modelTelemetry(m.model, m.endpoints, samples, m.rate.rate(now, m.tokensServed), m.batchRate.rate(now, m.batchTokensServed), m.demandRate.rate(now, m.demanded));
@@ -788,6 +845,7 @@ export class Gateway {
 
   /** Closes every engine. */
   async close(): Promise<void> {
+    this.retried.flush();
     this.prefixIndex.close();
     await Promise.all([...this.byId.values()].map((i) => i.engine.close()));
   }
@@ -821,16 +879,17 @@ export class Gateway {
     for (const e of model.endpoints) {
       for (const i of e.instances) if (now - i.statsAtMs >= this.statsRefreshMs) this.refresh(i, now);
     }
-    // Stale instances (stats unreadable) are routed around while any fresh one serves; only then are they tried.
-    const fresh = model.endpoints.some((e) => e.instances.some((i) => i.state === "serving" && i.stats.stale !== true && !(exclude?.has(i) ?? false)));
+    // Stale instances (stats unreadable) are routed around while any fresh one serves; only then are they tried. An
+    // instance whose engine the region believes down takes nothing (engineDown), and counts as full.
+    const fresh = model.endpoints.some((e) => e.instances.some((i) => i.state === "serving" && i.down === undefined && i.stats.stale !== true && !(exclude?.has(i) ?? false)));
     for (const e of model.endpoints) {
       let used = 0;
       let capacity = 0;
       e.loads.length = 0;
       for (const i of e.instances) {
-        const serving = i.state === "serving" && !(exclude?.has(i) ?? false) && !(fresh && i.stats.stale === true);
+        const serving = i.state === "serving" && i.down === undefined && !(exclude?.has(i) ?? false) && !(fresh && i.stats.stale === true);
         if (i.state === "serving") {
-          used += (i.stats.stale === true ? i.stats.kvBytesCapacity : i.stats.kvBytesUsed) + i.addedKvBytes;
+          used += (i.stats.stale === true || i.down !== undefined ? i.stats.kvBytesCapacity : i.stats.kvBytesUsed) + i.addedKvBytes;
           capacity += i.stats.kvBytesCapacity;
         }
         e.loads.push({ instanceId: i.engine.instanceId, remainingTokens: i.stats.remainingTokens + i.addedTokens, serving, rec: i });

@@ -14,10 +14,12 @@ function logger(lines: Line[]): Logger {
   return l;
 }
 
-/** `n` engines whose health the test sets, in a gateway that only keeps instance states. */
+/** `n` engines whose health the test sets, in a gateway that only keeps instance states and which it believes down. */
 function fleet(n: number) {
   const health = new Map<string, boolean | undefined>();
   const states = new Map<string, InstanceState>();
+  /** Instances the gateway was told are down (engineDown, until engineUp), with their reason. */
+  const believedDown = new Map<string, string>();
   const engines = Array.from({ length: n }, (_, i) => {
     const id = `e${i}`;
     states.set(id, "serving");
@@ -27,8 +29,13 @@ function fleet(n: number) {
   const gateway = {
     instances: () => [...states].map(([instanceId, state]) => ({ instanceId, state })),
     setInstanceState: (id: string, s: InstanceState) => states.set(id, s),
-  } as unknown as Pick<Gateway, "instances" | "setInstanceState">;
-  return { health, states, engines, gateway };
+    engineDown: (id: string, reason: string) => {
+      believedDown.set(id, reason);
+      return 0;
+    },
+    engineUp: (id: string) => believedDown.delete(id),
+  } as unknown as Pick<Gateway, "instances" | "setInstanceState" | "engineDown" | "engineUp">;
+  return { health, states, engines, gateway, believedDown };
 }
 
 describe("engine-health watch", () => {
@@ -58,14 +65,18 @@ describe("engine-health watch", () => {
     expect(warns.map((l) => l.msg)).toEqual([
       "engine down; instance taken out of service",
       "engine down; instance taken out of service",
-      "engine down but kept in service: the region's ejection cap is reached",
+      "engine down but kept serving: the region's ejection cap is reached (it takes no request meanwhile)",
     ]);
+    // The cap keeps e2 serving, not taking requests: the gateway believes all three down (issue 49 item 2).
+    expect([...f.believedDown.keys()]).toEqual(["e0", "e1", "e2"]);
+    expect(f.believedDown.get("e2")).toBe("connection refused (ECONNREFUSED)");
     expect(warns[0]!.fields).toMatchObject({ instanceId: "e0", reason: "connection refused (ECONNREFUSED)" });
     expect(warns[2]!.fields).toMatchObject({ instanceId: "e2", ejected: 2, maxEjected: 2, maxEjectedPercent: 50 });
     // e0 recovers: back in service, and its slot takes e2 out in the same pass.
     f.health.set("e0", true);
     clock.advanceToSync(1250);
     expect(f.states.get("e0")).toBe("serving");
+    expect([...f.believedDown.keys()].sort()).toEqual(["e1", "e2"]);
     expect([...w.down].sort()).toEqual(["e1", "e2"]);
     expect(w.held.size).toBe(0);
     // Unknown (undefined) health neither ejects nor restores; instances drained by others are left alone.
@@ -86,6 +97,7 @@ describe("engine-health watch", () => {
     clock.advanceToSync(500);
     expect(f.states.get("e0")).toBe("serving");
     expect([...w.held]).toEqual(["e0"]);
+    expect([...f.believedDown.keys()]).toEqual(["e0"]);
     w.stop();
   });
 });

@@ -10,9 +10,18 @@
  * was the last one. When the engine says `true` again, an instance this watcher drained goes back to `serving`.
  * Instances drained by anyone else are left alone.
  *
+ * Requests leave a down engine as fast as it stopped (issue 49 item 2): every engine whose verdict is false is told to
+ * the gateway (`Gateway.engineDown`) at each pass, ejected or not — it takes no request, and every stream on it ends:
+ * one without a first token is retried on another instance or, by the router, in another region; one with it ends
+ * with a typed `upstream_error`. With the adapter's stall limit (1 s by default) and this check's period (250 ms), that
+ * is within ~1.3 s of the engine stopping. The verdict counts the engine's silence in time this process was running
+ * (liveness.ts), so the region's own pause blames no engine.
+ *
  * At most `maxEjectedPercent` of the watched engines (rounded down, but at least one; 0: none) are held out of
- * service by this watcher at once (Envoy's max ejection percent): beyond it an unhealthy engine keeps serving — one
- * warning names it and why — and is taken out once a slot frees. Pure over the Gateway and a Clock; no HTTP.
+ * service by this watcher at once (Envoy's max ejection percent): beyond it an unhealthy engine keeps its `serving`
+ * state — one warning names it and why — and is drained once a slot frees. The cap bounds what is drained (the
+ * instance states the listing, telemetry and the controller see), never where a request waits: a down engine it keeps
+ * serving still takes no request. Pure over the Gateway and a Clock; no HTTP.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
@@ -44,7 +53,7 @@ export function maxEjected(total: number, maxEjectedPercent: number): number {
 
 /** Starts watching `engines` (those added to `gateway`). */
 export function watchEngineHealth(
-  gateway: Pick<Gateway, "instances" | "setInstanceState">,
+  gateway: Pick<Gateway, "instances" | "setInstanceState" | "engineDown" | "engineUp">,
   engines: readonly Engine[],
   clock: Clock,
   log: Logger,
@@ -60,6 +69,7 @@ export function watchEngineHealth(
     const verdicts = watched.map((e) => ({ e, h: e.healthy?.(), state: states.get(e.instanceId)! }));
     // Recoveries first, so the slots they free serve this pass's ejections.
     for (const { e, h, state } of verdicts) {
+      if (h !== false) gateway.engineUp(e.instanceId);
       if (h === true && down.has(e.instanceId)) {
         down.delete(e.instanceId);
         if (state === "draining") {
@@ -71,8 +81,12 @@ export function watchEngineHealth(
     }
     const cap = maxEjected(watched.length, pct);
     for (const { e, h, state } of verdicts) {
-      if (h !== false || state !== "serving" || down.has(e.instanceId)) continue;
+      if (h !== false) continue;
       const reason = e.unhealthyReason?.() ?? "engine reports unhealthy";
+      // Whatever the cap says: no request waits on it (its streams end, the unstarted ones retried elsewhere).
+      const ended = gateway.engineDown(e.instanceId, reason);
+      if (ended > 0) log.warn("engine down: its requests in flight ended (those without a first token retried elsewhere)", { instanceId: e.instanceId, reason, requests: ended });
+      if (state !== "serving" || down.has(e.instanceId)) continue;
       if (down.size < cap) {
         gateway.setInstanceState(e.instanceId, "draining");
         down.add(e.instanceId);
@@ -80,7 +94,7 @@ export function watchEngineHealth(
         log.warn("engine down; instance taken out of service", { instanceId: e.instanceId, reason });
       } else if (!held.has(e.instanceId)) {
         held.add(e.instanceId);
-        log.warn("engine down but kept in service: the region's ejection cap is reached", { instanceId: e.instanceId, reason, ejected: down.size, maxEjected: cap, maxEjectedPercent: pct });
+        log.warn("engine down but kept serving: the region's ejection cap is reached (it takes no request meanwhile)", { instanceId: e.instanceId, reason, ejected: down.size, maxEjected: cap, maxEjectedPercent: pct });
       }
     }
   };

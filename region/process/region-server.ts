@@ -64,12 +64,12 @@ export interface RegionProcess {
 
 /**
  * Readiness of a region: the global tier follows its telemetry (at least one open telemetry stream) and every model
- * of the region has at least one serving instance whose stats are readable. Kubernetes: the region's Service must
+ * of the region has at least one serving instance whose stats are readable and whose engine is not believed down. Kubernetes: the region's Service must
  * publish not-ready addresses, or the global router could never connect to make it ready (deploy/kubernetes).
  */
 export function regionReadiness(region: string, models: readonly string[], gateway: Gateway, telemetryStreams: number): Readiness {
   const serving = gateway.instances().filter((i) => i.state === "serving");
-  const missing = models.filter((m) => !serving.some((i) => i.model === m && !i.stale));
+  const missing = models.filter((m) => !serving.some((i) => i.model === m && !i.stale && i.down === undefined));
   const why = [...(telemetryStreams === 0 ? ["no telemetry stream from the global tier"] : []), ...(missing.length > 0 ? [`no serving instance of ${missing.join(", ")}`] : [])];
   return { ready: why.length === 0, status: why.length === 0 ? "ok" : why.join("; "), detail: { region, servingInstances: serving.length, telemetryStreams } };
 }

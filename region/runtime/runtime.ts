@@ -392,7 +392,8 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
   const views = new Map(gateway.instances().map((i) => [i.instanceId, i]));
   const serving = (id: string, detail: string) => {
     const v = views.get(id);
-    return `${detail}; ${v?.inFlight ?? 0} in flight${v?.stale === true ? "; stats stale: its /metrics cannot be read, routed around" : ""}${pipelineDetail(gateway.engine(id))}`;
+    const health = v?.down !== undefined ? `; engine down (${v.down}): takes no request` : v?.stale === true ? "; stats stale: its /metrics cannot be read, routed around" : "";
+    return `${detail}; ${v?.inFlight ?? 0} in flight${health}${pipelineDetail(gateway.engine(id))}`;
   };
   return {
     region,

@@ -24,22 +24,30 @@
  * ≤ 1.5 × the unloaded mean, no 429) within 5 s of the overload's end; tenants a and b each 0.45–0.55 of goodput; no
  * overload request answered other than 200 or 429 (5xx, timeouts) and no admitted stream cut short; and no check on a
  * baseline (the capacity arm, the unloaded phase) that failed a request. The JSON `target` holds every threshold,
- * with `thisRun`: the SLO and the normal TTFT this run's unloaded phase set. BENCH_OVERLOAD_SECONDS (overload length), BENCH_OVERLOAD_TIME_SCALE and BENCH_OVERLOAD_CONFIG (JSON merged
- * into the config's `router`, e.g. '{"concurrency":{"adaptive":false}}' for the fixed-limit arm) change the inputs:
- * such a run is partial. The last line is one JSON object; exits 0 either way.
+ * with `thisRun`: the SLO and the normal TTFT this run's unloaded phase set.
+ *
+ * Then the `tidegate dev` arm (issue 49): the same fleet — two regions of two llama3.2-3b instances, the same engine
+ * settings, here in-process simulated engines — and the router in one `tidegate dev` process (static actuator, its
+ * default SLO), once the processes above are stopped: warm-up at capacity's request rate for WARMUP_S, 0.3 × it for
+ * DEV_UNLOADED_S (printed), then 10 × the capacity measured in phase 1 for DEV_OVERLOAD_S from tenants a and b
+ * alike. Held (the JSON line's `target.dev`, verdicts/overload.ts): p99 latency of a 429 ≤ 50 ms, admitted p99 TTFT
+ * ≤ the configured TTFT SLO, no stream cut after its 200 (answered 200 and not finished with [DONE]).
+ *
+ * BENCH_OVERLOAD_SECONDS (overload length), BENCH_OVERLOAD_DEV_SECONDS (the dev arm's), BENCH_OVERLOAD_TIME_SCALE and
+ * BENCH_OVERLOAD_CONFIG (JSON merged into the config's `router`, e.g. '{"concurrency":{"adaptive":false}}' for the
+ * fixed-limit arm; both arms) change the inputs: such a run is partial. The last line is one JSON object; exits 0
+ * either way.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { Agent, request as httpRequest } from "node:http";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, tmpdir, totalmem } from "node:os";
 import { join } from "node:path";
 import { freePort, spawnTidegate, stopAll, type Proc } from "../e2e/procs.js";
 import { quantile } from "./sse-load.js";
+import { KEYS, MAX_BATCH, MAX_TOKENS, MODEL, agent, capacity, cpuSeconds, mean, openLoop, rssKiB, servedInFull, type Sample, type Tenant } from "./overload-load.js";
+import { runDevArm } from "./overload-dev.js";
 import { envOverrides, jsonFigure } from "./verdicts/common.js";
-import { OVERLOAD_TARGET as TARGET, goodputSlo, overloadChecks, overloadVerdict, recoverySeconds, type OverloadFigures } from "./verdicts/overload.js";
+import { DEV_OVERLOAD_TARGET, OVERLOAD_TARGET, devOverloadChecks, goodputSlo, overloadBenchVerdict, overloadChecks, recoverySeconds, type DevOverloadFigures, type OverloadFigures } from "./verdicts/overload.js";
 
-const MODEL = "llama3.2-3b";
-const MAX_BATCH = 16;
-const MAX_TOKENS = 64;
 const TIME_SCALE = Number(process.env.BENCH_OVERLOAD_TIME_SCALE ?? 12);
 const OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_SECONDS ?? 60);
 const CAPACITY_S = 15;
@@ -48,179 +56,15 @@ const WARMUP_S = 8;
 const SETTLE_S = 10;
 const UNLOADED_S = 30;
 const NORMAL_S = 20;
-const SHRUNK = envOverrides(["BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_TIME_SCALE", "BENCH_OVERLOAD_CONFIG"]);
+/** The dev arm: its unloaded phase and its overload at DEV_OVERLOAD_X × capacity (s). */
+const DEV_UNLOADED_S = 15;
+const DEV_OVERLOAD_S = Number(process.env.BENCH_OVERLOAD_DEV_SECONDS ?? 30);
+const DEV_OVERLOAD_X = 10;
+/** The JSON line's targets: the multi-process arm's, and the dev arm's under `dev`. */
+const TARGET = { ...OVERLOAD_TARGET, dev: DEV_OVERLOAD_TARGET };
+const SHRUNK = envOverrides(["BENCH_OVERLOAD_SECONDS", "BENCH_OVERLOAD_DEV_SECONDS", "BENCH_OVERLOAD_TIME_SCALE", "BENCH_OVERLOAD_CONFIG"]);
 const REGIONS = ["r-a", "r-b"] as const;
 const ENGINES_PER_REGION = 2;
-const PROMPT = "Tell me about the tides and the moon, and why they rise and fall twice a day. ".repeat(6);
-const KEYS = { a: "tg-bench-tenant-a-key", b: "tg-bench-tenant-b-key" } as const;
-type Tenant = keyof typeof KEYS;
-/** The longest any request may take (bounded loads). */
-const REQUEST_TIMEOUT_MS = 30_000;
-
-const agent = new Agent({ keepAlive: true, maxSockets: 4096 });
-
-/** One request's record. */
-interface Sample {
-  phase: string;
-  tenant: Tenant;
-  startMs: number;
-  status: number;
-  /** Time to the response (429) or to the first token (200), ms; NaN when neither came. */
-  ttftMs: number;
-  /** Mean time per output token after the first (ms). */
-  tpotMs: number;
-  tokens: number;
-}
-
-/** Sends one streaming completion and records it; never rejects. */
-function send(base: string, tenant: Tenant | undefined, phase: string): Promise<Sample> {
-  const t0 = performance.now();
-  const startMs = Date.now();
-  const body = JSON.stringify({ model: MODEL, prompt: PROMPT, max_tokens: MAX_TOKENS, stream: true });
-  const url = new URL(`${base}/v1/completions`);
-  return new Promise((resolve) => {
-    const s: Sample = { phase, tenant: tenant ?? "a", startMs, status: 0, ttftMs: Number.NaN, tpotMs: Number.NaN, tokens: 0 };
-    let firstAt = 0;
-    let lastAt = 0;
-    const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) };
-    if (tenant !== undefined) headers.authorization = `Bearer ${KEYS[tenant]}`;
-    const req = httpRequest({ agent, host: url.hostname, port: url.port, path: url.pathname, method: "POST", headers }, (res) => {
-      s.status = res.statusCode ?? 0;
-      if (s.status !== 200) {
-        s.ttftMs = performance.now() - t0;
-        res.resume();
-        res.on("end", () => resolve(s));
-        return;
-      }
-      let tail = "";
-      res.setEncoding("utf8");
-      res.on("data", (chunk: string) => {
-        // A token chunk: `"text":"` followed by its text (the finish chunk's text is empty). A match is counted once
-        // the character after it has arrived (so it never lies in the kept tail).
-        const text = tail + chunk;
-        let at = text.indexOf('"text":"');
-        while (at !== -1 && at + 8 < text.length) {
-          if (text[at + 8] !== '"') {
-            const now = performance.now();
-            if (s.tokens === 0) {
-              firstAt = now;
-              s.ttftMs = now - t0;
-            }
-            lastAt = now;
-            s.tokens++;
-            tokensReceived++;
-          }
-          at = text.indexOf('"text":"', at + 8);
-        }
-        tail = text.slice(-8);
-      });
-      res.on("end", () => {
-        if (s.tokens > 1) s.tpotMs = (lastAt - firstAt) / (s.tokens - 1);
-        resolve(s);
-      });
-      res.on("error", () => resolve(s));
-    });
-    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy(new Error("timeout")));
-    req.on("error", () => resolve(s));
-    req.end(body);
-  });
-}
-
-/**
- * Open-loop Poisson arrivals at `ratePerS` for `seconds` (seeded), each from a tenant `pick()` gives; resolves with
- * every request's record once all have ended (each bounded by REQUEST_TIMEOUT_MS).
- */
-async function openLoop(base: string, phase: string, ratePerS: number, seconds: number, pick: (i: number) => Tenant, seed: number): Promise<Sample[]> {
-  let x = seed >>> 0 || 1;
-  const rand = () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return ((x >>> 0) + 0.5) / 4294967296;
-  };
-  const pending: Promise<Sample>[] = [];
-  const t0 = performance.now();
-  let due = 0;
-  for (let i = 0; ; i++) {
-    due += (-Math.log(rand()) / ratePerS) * 1000;
-    if (due > seconds * 1000) break;
-    const wait = t0 + due - performance.now();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    pending.push(send(base, pick(i), phase));
-  }
-  return Promise.all(pending);
-}
-
-/** Every token any request of this process has received so far (the capacity arm reads it over a window). */
-let tokensReceived = 0;
-
-/**
- * Completion tokens/s of every engine fed directly by MAX_BATCH closed-loop workers (each engine's whole batch busy),
- * counted token by token over `seconds` after one request's lifetime of warm-up. The workers start spread over that
- * lifetime: started together, requests of one length finish together and the next ones are prefilled together, one
- * batched prefill per cohort instead of one in nearly every decode step — measured, a closed loop started together
- * reaches a mean TPOT of 60.4 ms where Poisson arrivals at the same engine give 76 ms, so a synchronized baseline
- * credits the engines with a capacity no arrival process reaches.
- */
-async function capacity(engineUrls: readonly string[], seconds: number): Promise<{ tokensPerS: number; requestsPerS: number; tpotMs: number; requests: number; failed: number }> {
-  const probe = await send(engineUrls[0]!, undefined, "capacity");
-  if (probe.status !== 200) throw new Error(`engine ${engineUrls[0]} answered ${probe.status}`);
-  const lifetimeMs = probe.ttftMs + probe.tpotMs * (probe.tokens - 1);
-  const windowStart = performance.now() + lifetimeMs;
-  const end = windowStart + seconds * 1000;
-  const tpots: number[] = [];
-  let startTokens = 0;
-  let windowTokens = 0;
-  let requests = 0;
-  let failed = 0;
-  const marks = new Promise<void>((r) => setTimeout(r, lifetimeMs))
-    .then(() => void (startTokens = tokensReceived))
-    .then(() => new Promise<void>((r) => setTimeout(r, seconds * 1000)))
-    .then(() => void (windowTokens = tokensReceived - startTokens));
-  await Promise.all([
-    marks,
-    ...engineUrls.flatMap((u) =>
-      Array.from({ length: MAX_BATCH }, async (_, i) => {
-        await new Promise((r) => setTimeout(r, (i / MAX_BATCH) * lifetimeMs));
-        while (performance.now() < end) {
-          const r = await send(u, undefined, "capacity");
-          requests++;
-          // A failed request is counted (the goodput check names it) and ends its worker: the capacity is then
-          // short, and no check passes on it.
-          if (!servedInFull(r)) {
-            failed++;
-            return;
-          }
-          if (Number.isFinite(r.tpotMs)) tpots.push(r.tpotMs);
-        }
-      }),
-    ),
-  ]);
-  const tokensPerS = windowTokens / seconds;
-  return { tokensPerS, requestsPerS: tokensPerS / MAX_TOKENS, tpotMs: mean(tpots), requests, failed };
-}
-
-/** A 200 that streamed every one of its MAX_TOKENS tokens. */
-function servedInFull(s: Sample): boolean {
-  return s.status === 200 && s.tokens === MAX_TOKENS;
-}
-
-/** CPU seconds (user + system) process `pid` has used so far. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
-
-function rssKiB(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
-  return m === null ? Number.NaN : Number(m[1]);
-}
-
-function mean(xs: readonly number[]): number {
-  return xs.length === 0 ? Number.NaN : xs.reduce((a, b) => a + b, 0) / xs.length;
-}
-
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "tidegate-bench-overload-"));
   const regions: Proc[] = [];
@@ -270,7 +114,7 @@ async function main(): Promise<void> {
     const slo = goodputSlo(unloadedP99, quantile(unloadedTpot, 0.99));
     const sloTtftMs = slo.ttftMs;
     const sloTpotMs = slo.tpotMs;
-    const normalTtftMs = TARGET.recoveryNormalOverUnloadedMean * mean(unloadedTtft);
+    const normalTtftMs = OVERLOAD_TARGET.recoveryNormalOverUnloadedMean * mean(unloadedTtft);
     console.log(`unloaded (${unloadedAll.length} requests at 0.3 × capacity, ${unloadedFailed} not served in full): TTFT mean ${mean(unloadedTtft).toFixed(1)} ms, p99 ${unloadedP99.toFixed(1)} ms; TPOT p99 ${quantile(unloadedTpot, 0.99).toFixed(1)} ms; SLO TTFT ≤ ${sloTtftMs.toFixed(0)} ms, TPOT ≤ ${sloTpotMs.toFixed(0)} ms`);
 
     const heapOf = async () => {
@@ -324,7 +168,7 @@ async function main(): Promise<void> {
       normal.map((s) => ({ startMs: s.startMs, ttftMs: s.ttftMs, shed: s.status !== 200 })),
       overEnd,
       normalTtftMs,
-      TARGET.recoveryWindowMs,
+      OVERLOAD_TARGET.recoveryWindowMs,
     );
     const figures: OverloadFigures = {
       capacityTokensPerS: cap.tokensPerS,
@@ -353,7 +197,18 @@ async function main(): Promise<void> {
     console.log(`global before the overload: ${heapBefore}; ${SETTLE_S} s after the normal phase: ${heapAfter}`);
     const checks = overloadChecks(figures);
     for (const c of checks) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.check}: ${jsonFigure(c.value)} (target ${c.limit})`);
-    const verdict = overloadVerdict(figures, SHRUNK);
+    // The dev arm, once the processes above are stopped (their cores back).
+    await stopAll();
+    let dev: DevOverloadFigures | undefined;
+    let devError: string | undefined;
+    try {
+      dev = await runDevArm({ dir, regions: REGIONS, enginesPerRegion: ENGINES_PER_REGION, timeScale: TIME_SCALE, capacityRequestsPerS: cap.requestsPerS, routerExtra, warmupS: WARMUP_S, unloadedS: DEV_UNLOADED_S, overloadS: DEV_OVERLOAD_S, overloadX: DEV_OVERLOAD_X });
+    } catch (err) {
+      devError = err instanceof Error ? err.message.split("\n")[0] : String(err);
+      console.log(`dev arm failed: ${devError}`);
+    }
+    for (const c of devOverloadChecks(dev)) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.check}: ${jsonFigure(c.value)} (target ${c.limit})`);
+    const verdict = overloadBenchVerdict(figures, dev, SHRUNK);
     console.log(
       JSON.stringify({
         bench: "overload",
@@ -372,6 +227,10 @@ async function main(): Promise<void> {
         cutStreams: cut.length,
         capacity: { requests: cap.requests, failed: cap.failed },
         unloaded: { requests: unloadedAll.length, failed: unloadedFailed },
+        dev:
+          dev === undefined
+            ? { error: devError }
+            : { shedP99Ms: jsonFigure(dev.shedP99Ms, 2), admittedTtftP99Ms: jsonFigure(dev.admittedTtftP99Ms, 1), sloTtftMs: dev.sloTtftMs, cutAfter200: dev.cutAfter200, shed: dev.shed, admitted: dev.admitted },
         // Every threshold judged: the fixed ones, and what this run's unloaded phase made of the relative ones.
         target: { ...TARGET, thisRun: { sloTtftMs: jsonFigure(sloTtftMs, 1), sloTpotMs: jsonFigure(sloTpotMs, 1), sloTokens: MAX_TOKENS, normalTtftMs: jsonFigure(normalTtftMs, 1) } },
         ...verdict,

@@ -12,11 +12,12 @@
  *   the router sends us-east's clients to us-west, and the restarted engine brings the region back.
  * - A stream that failed after its 200 counts as 200 (+ tidegate_router_stream_errors_total), never 502.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, spawnTidegate, stopAll, type Proc } from "./procs.js";
+import { childPids, regionsAvailable, staticRegionsConfig, streamLoad, streamOnce, waitFor, type StreamResult } from "./stream-probe.js";
 
 const MODEL = "llama3.2-3b";
 let dir: string;
@@ -33,126 +34,20 @@ async function startRegion(name: string): Promise<void> {
   metricsUrls[name] = p.match[1]!;
 }
 
-function childPids(pid: number): number[] {
-  const out: number[] = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      const stat = readFileSync(`/proc/${d}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pid) out.push(Number(d));
-    } catch {
-      // gone
-    }
-  }
-  return out;
-}
-
 async function metric(url: string, name: string): Promise<number> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const line = text.split("\n").find((l) => l.startsWith(name));
   return line === undefined ? Number.NaN : Number(line.split(" ").pop());
 }
 
-async function waitFor(what: string, cond: () => Promise<boolean>, timeoutMs: number): Promise<number> {
-  const t0 = Date.now();
-  for (;;) {
-    try {
-      if (await cond()) return Date.now() - t0;
-    } catch {
-      // not yet
-    }
-    if (Date.now() - t0 > timeoutMs) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
-interface StreamResult {
-  startedAtMs: number;
-  status: number;
-  region: string | null;
-  /** ms from start to the first content byte (or to the error body). */
-  firstMs: number;
-  endedAtMs: number;
-  done: boolean;
-  inStreamError: string | undefined;
-  /** The in-stream error's message. */
-  inStreamMessage: string | undefined;
-}
-
 /** One streaming request preferring `prefer`; bounded by a 20 s client timeout. `onFirst` is called at its first byte. */
-async function stream(prefer: string, maxTokens: number, onFirst?: () => void): Promise<StreamResult> {
-  const startedAtMs = Date.now();
-  try {
-    return await streamOnce(prefer, maxTokens, startedAtMs, onFirst);
-  } catch {
-    // The connection itself broke (the router is being stopped): recorded as status -1, which fails the checks.
-    return { startedAtMs, status: -1, region: null, firstMs: -1, endedAtMs: Date.now(), done: false, inStreamError: undefined, inStreamMessage: undefined };
-  }
+function stream(prefer: string, maxTokens: number, onFirst?: () => void): Promise<StreamResult> {
+  return streamOnce(routerUrl, MODEL, maxTokens, { "x-tidegate-region": prefer }, 20_000, onFirst);
 }
 
-async function streamOnce(prefer: string, maxTokens: number, startedAtMs: number, onFirst?: () => void): Promise<StreamResult> {
-  const res = await fetch(`${routerUrl}/v1/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-tidegate-region": prefer },
-    body: JSON.stringify({ model: MODEL, prompt: "tell me a story", max_tokens: maxTokens, stream: true }),
-    signal: AbortSignal.timeout(20_000),
-  });
-  let firstMs = -1;
-  let text = "";
-  if (res.body !== null) {
-    const dec = new TextDecoder();
-    for await (const chunk of res.body) {
-      if (firstMs < 0) {
-        firstMs = Date.now() - startedAtMs;
-        onFirst?.();
-      }
-      text += dec.decode(chunk as Uint8Array, { stream: true });
-    }
-  }
-  const last = text.trim().split("\n\n").at(-1) ?? "";
-  let inStreamError: string | undefined;
-  let inStreamMessage: string | undefined;
-  if (res.status === 200 && !text.includes("[DONE]") && last.startsWith("data: ")) {
-    const e = (JSON.parse(last.slice(6)) as { error?: { code?: string; message?: string } }).error;
-    inStreamError = e?.code;
-    inStreamMessage = e?.message;
-  }
-  return { startedAtMs, status: res.status, region: res.headers.get("x-tidegate-region"), firstMs, endedAtMs: Date.now(), done: text.includes("[DONE]"), inStreamError, inStreamMessage };
-}
-
-/**
- * Keeps `concurrency` streams preferring us-east going until `stop()`; every result is kept. Bounded: stop() is
- * always called by the test, and each stream by its own 20 s timeout.
- */
+/** `concurrency` streams preferring us-east, each started again as it ends, until `stop()` (stream-probe.ts). */
 function load(concurrency: number, maxTokens: number) {
-  const results: StreamResult[] = [];
-  /** The streams open now: when each started and whether its first byte came. */
-  const open = new Set<{ startedAtMs: number; first: boolean }>();
-  let running = true;
-  let workers: Promise<void>[] = [];
-  const ctl = {
-    /** max_tokens of the streams started from now on. */
-    maxTokens,
-    results,
-    /** Streams open now that have had their first byte. */
-    flowing: () => [...open].filter((s) => s.first).length,
-    /** Whether a stream that started before `atMs` is still open. */
-    openSince: (atMs: number) => [...open].some((s) => s.startedAtMs < atMs),
-    stop: async () => {
-      running = false;
-      await Promise.all(workers);
-    },
-  };
-  workers = Array.from({ length: concurrency }, async () => {
-    while (running) {
-      const s = { startedAtMs: Date.now(), first: false };
-      open.add(s);
-      results.push(await stream("us-east", ctl.maxTokens, () => void (s.first = true)));
-      open.delete(s);
-    }
-  });
-  return ctl;
+  return streamLoad(routerUrl, MODEL, concurrency, maxTokens, { "x-tidegate-region": "us-east" });
 }
 
 function healthz(url: string): Promise<{ servingInstances: number }> {
@@ -168,29 +63,11 @@ beforeAll(async () => {
   const ports = [await freePort(), await freePort()];
   const names = ["us-east", "us-west"];
   configFile = join(dir, "config.json");
-  writeFileSync(
-    configFile,
-    JSON.stringify({
-      models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
-      regions: names.map((name, i) => ({
-        name,
-        proximity: names.filter((o) => o !== name),
-        grpcAddress: `127.0.0.1:${ports[i]}`,
-        gpus: [{ type: "h100-80gb", count: 2 }],
-        endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 1 }],
-      })),
-      router: { port: 0 },
-      controller: { actuator: "static" },
-      engines: { kind: "sim", timeScale: 1 },
-    }),
-  );
+  writeFileSync(configFile, JSON.stringify(staticRegionsConfig(MODEL, names, ports, 1)));
   await Promise.all(names.map((n) => startRegion(n)));
   const global = await spawnTidegate("global", ["global", "--config", configFile, "--port", "0", "--log-level", "error"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
   routerUrl = global.match[1]!;
-  await waitFor("both regions available", async () => {
-    const h = (await (await fetch(`${routerUrl}/healthz`)).json()) as { regions: Record<string, { available: boolean }> };
-    return names.every((r) => h.regions[r]?.available === true);
-  }, 20_000);
+  await waitFor("both regions available", () => regionsAvailable(routerUrl, names), 20_000);
 }, 90_000);
 
 afterAll(async () => {

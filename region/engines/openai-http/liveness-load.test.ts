@@ -52,7 +52,9 @@ describe("engine health under load, against engine-sim", () => {
     const gateway = {
       instances: () => [...states].map(([instanceId, state]) => ({ instanceId, state })),
       setInstanceState: (id: string, s: InstanceState) => states.set(id, s),
-    } as unknown as Pick<Gateway, "instances" | "setInstanceState">;
+      engineDown: () => 0,
+      engineUp: () => undefined,
+    } as unknown as Pick<Gateway, "instances" | "setInstanceState" | "engineDown" | "engineUp">;
     const watch = watchEngineHealth(gateway, [engine], clock, silentLogger, { intervalMs: 50, maxEjectedPercent: 50 });
     let tokens = 0;
     let streaming = true;

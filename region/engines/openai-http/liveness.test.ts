@@ -63,6 +63,29 @@ describe("EngineLiveness", () => {
     expect(l.verdict().alive).toBe(true);
   });
 
+  it("the region's own pause is not the engine's silence (issue 49 item 3); a stall after it still is", () => {
+    // A virtual clock that says the process stood still over [2000, 22000) (a 20 s SIGSTOP of the region).
+    const clock = Object.assign(new VirtualClock(0), {
+      pausedMs(this: VirtualClock, sinceMs: number) {
+        return Math.max(0, Math.min(22_000, this.now()) - Math.max(2000, sinceMs));
+      },
+    });
+    const l = new EngineLiveness(clock, 1000);
+    l.begin(); // a stream
+    for (let t = 100; t <= 2000; t += 100) {
+      clock.advanceToSync(t);
+      l.bytes();
+    }
+    // Resumed at 22 000: the health check runs before the tokens that arrived meanwhile are read.
+    clock.advanceToSync(22_000);
+    expect(l.verdict()).toEqual({ alive: true });
+    // No byte after the pause either: 1000 ms of silence the region was awake for is a stall.
+    clock.advanceToSync(22_999);
+    expect(l.verdict().alive).toBe(true);
+    clock.advanceToSync(23_000);
+    expect(l.verdict()).toEqual({ alive: false, reason: "stalled: no byte for 1000 ms while 1 request(s) or scrape(s) in flight" });
+  });
+
   it("a refused or reset connection is down at once, until the engine sends a byte", () => {
     const clock = new VirtualClock(0);
     const l = new EngineLiveness(clock, 1000);

@@ -8,9 +8,12 @@
  *   byte — no token, no header, no /metrics text — for `stallMs`, counted from its last byte or from when it began to
  *   owe, whichever is later.
  * A scrape that timed out while tokens flowed is neither: the adapter keeps the last scraped stats, marked stale.
+ * The silence is counted in time this process was running (issue 49 item 3; `awakeMsSince`, core/loop-pauses.ts): a
+ * region that was itself paused (a long task, a busy host, SIGSTOP) finds bytes waiting unread when it resumes, and
+ * its health check may run before they are read — its own pause is not the engine's silence.
  * Pure over a Clock; the adapter reports what happens on its sockets.
  */
-import type { Clock } from "../../../core/clock.js";
+import { awakeMsSince, type Clock } from "../../../core/clock.js";
 
 /** Node's socket error codes that mean the engine refused or dropped the connection (not a slow answer). */
 const CONNECTION_CODES = new Set(["ECONNREFUSED", "ECONNRESET", "EPIPE", "ECONNABORTED", "EHOSTUNREACH", "ENETUNREACH", "EHOSTDOWN", "ENOTCONN"]);
@@ -89,7 +92,7 @@ export class EngineLiveness {
   /** The verdict now. */
   verdict(): LivenessVerdict {
     if (this.failure !== undefined) return { alive: false, reason: `connection ${this.failure === "ECONNREFUSED" ? "refused" : "failed"} (${this.failure})` };
-    const quietMs = this.clock.now() - this.lastSignMs;
+    const quietMs = awakeMsSince(this.clock, this.lastSignMs);
     if (this.owing && quietMs >= this.stallMs) {
       const what = this.outstanding > 0 ? `${this.outstanding} request(s) or scrape(s) in flight` : "its last /metrics scrape timed out";
       return { alive: false, reason: `stalled: no byte for ${Math.round(quietMs)} ms while ${what}` };

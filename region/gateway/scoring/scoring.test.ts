@@ -51,8 +51,10 @@ describe("routing plugins", () => {
   });
 
   it("reads the routing section: presets, overrides, bad names at their path", () => {
-    expect(parseRoutingConfig(undefined)).toBeUndefined();
-    expect(parseRoutingConfig({})).toMatchObject({ preset: "jsq", policy: JSQ_POLICY, blockTokens: 16, regionPrefix: false });
+    // Absent or empty: the default policy (core/defaults.ts, prefix-aware) with its region preference.
+    expect(parseRoutingConfig(undefined)).toMatchObject({ preset: "prefix-aware", policy: PREFIX_AWARE_POLICY, blockTokens: 16, regionPrefix: true });
+    expect(parseRoutingConfig({})).toEqual(parseRoutingConfig(undefined));
+    expect(parseRoutingConfig({ policy: "jsq" })).toMatchObject({ preset: "jsq", policy: JSQ_POLICY, regionPrefix: false });
     expect(parseRoutingConfig({ policy: "prefix-aware" })).toMatchObject({ policy: PREFIX_AWARE_POLICY, regionPrefix: true });
     expect(parseRoutingConfig({ policy: "prefix-aware", scorers: [{ name: "prefix", weight: 3 }, { name: "load" }] })?.policy.scorers).toEqual([
       { name: "prefix", weight: 3 },

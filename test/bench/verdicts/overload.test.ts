@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { OVERLOAD_TARGET, goodputSlo, overloadChecks, overloadVerdict, recoverySeconds, type OverloadFigures } from "./overload.js";
+import { OVERLOAD_TARGET, devOverloadChecks, goodputSlo, overloadBenchVerdict, overloadChecks, overloadVerdict, recoverySeconds, type DevOverloadFigures, type OverloadFigures } from "./overload.js";
 
 const GOOD: OverloadFigures = {
   capacityTokensPerS: 1000,
@@ -103,5 +103,25 @@ describe("bench:overload verdict", () => {
     expect(recoverySeconds([s(1100, 50), s(2100, 60)], 1000, 100)).toBe(0);
     expect(recoverySeconds([s(1100, 50), s(2100, 600)], 1000, 100)).toBe(Number.POSITIVE_INFINITY);
     expect(recoverySeconds([s(500, 50)], 1000, 100)).toBeNaN();
+  });
+});
+
+describe("bench:overload's tidegate dev arm (issue 49)", () => {
+  const DEV: DevOverloadFigures = { shedP99Ms: 12, shed: 900, admittedTtftP99Ms: 420, admitted: 300, sloTtftMs: 1000, cutAfter200: 0 };
+  it("holds 429 p99 ≤ 50 ms, admitted p99 TTFT ≤ the SLO and no stream cut after its 200, beside the multi-process checks", () => {
+    expect(overloadBenchVerdict(GOOD, DEV)).toEqual({ met: true, missed: [] });
+    const missed = (d: Partial<DevOverloadFigures>) => overloadBenchVerdict(GOOD, { ...DEV, ...d }).missed;
+    expect(missed({ shedP99Ms: 51 })).toEqual(["dev: p99 latency of a 429 (ms)"]);
+    expect(missed({ admittedTtftP99Ms: 1001 })).toEqual(["dev: admitted p99 TTFT over the TTFT SLO"]);
+    expect(missed({ cutAfter200: 1 })).toEqual(["dev: streams cut after their 200"]);
+    expect(overloadBenchVerdict({ ...GOOD, shedP99Ms: 25 }, DEV).missed).toEqual(["p99 latency of a 429 (ms)"]);
+  });
+
+  it("an arm that did not run, shed nothing, admitted nothing or left an admitted request unserved fails", () => {
+    expect(overloadBenchVerdict(GOOD, undefined)).toMatchObject({ met: false, missed: ["dev arm: tidegate dev under 10 × capacity ran"] });
+    expect(devOverloadChecks({ ...DEV, shed: 0, shedP99Ms: Number.NaN })[0]!.ok).toBe(false);
+    expect(devOverloadChecks({ ...DEV, admitted: 0, admittedTtftP99Ms: Number.NaN }).map((c) => c.ok)).toEqual([true, false, false]);
+    expect(devOverloadChecks({ ...DEV, admittedTtftP99Ms: Number.POSITIVE_INFINITY })[1]!.ok).toBe(false);
+    expect(overloadBenchVerdict(GOOD, DEV, ["BENCH_OVERLOAD_DEV_SECONDS=5"])).toMatchObject({ met: false, partial: true });
   });
 });

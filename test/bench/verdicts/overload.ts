@@ -104,9 +104,54 @@ export function overloadChecks(f: OverloadFigures): Check[] {
   ];
 }
 
+/**
+ * The `tidegate dev` arm's targets (issue 49, "What it must show"): the whole stack in one process under 10 × the
+ * fleet's capacity. Printed in the JSON line's `target` as `dev`, beside the multi-process targets above.
+ */
+export const DEV_OVERLOAD_TARGET = {
+  /** p99 latency of a 429 (ms). */
+  shedP99Ms: 50,
+  /** p99 TTFT of admitted requests over the configured TTFT SLO (`slo.ttftMs`). */
+  admittedTtftP99OverSlo: 1,
+  /** Streams that ended without finishing after their 200 (an in-stream error, a cut connection). */
+  cutAfter200: 0,
+} as const;
+
+/** What the dev arm measured over its overload phase. */
+export interface DevOverloadFigures {
+  /** p99 of 429 responses' latency (ms); NaN when none was shed. */
+  shedP99Ms: number;
+  shed: number;
+  /** p99 TTFT of admitted requests (ms; +Infinity for one that never had a token). */
+  admittedTtftP99Ms: number;
+  admitted: number;
+  /** The TTFT SLO of the model in dev's configuration (ms). */
+  sloTtftMs: number;
+  /** Streams answered 200 that did not finish. */
+  cutAfter200: number;
+}
+
+/** The dev arm's checks; an arm that did not run (undefined) fails, as does one that shed nothing or admitted nothing. */
+export function devOverloadChecks(d: DevOverloadFigures | undefined): Check[] {
+  const T = DEV_OVERLOAD_TARGET;
+  if (d === undefined) return [{ check: "dev arm: tidegate dev under 10 × capacity ran", value: Number.NaN, limit: 1, ok: false }];
+  const ttft = ratio(d.admittedTtftP99Ms, d.sloTtftMs);
+  return [
+    { check: "dev: p99 latency of a 429 (ms)", value: d.shedP99Ms, limit: T.shedP99Ms, ok: d.shed > 0 && atMost(d.shedP99Ms, T.shedP99Ms) },
+    { check: "dev: admitted p99 TTFT over the TTFT SLO", value: ttft, limit: T.admittedTtftP99OverSlo, ok: d.admitted > 0 && atMost(ttft, T.admittedTtftP99OverSlo) },
+    { check: "dev: streams cut after their 200", value: d.cutAfter200, limit: T.cutAfter200, ok: d.admitted > 0 && atMost(d.cutAfter200, T.cutAfter200) },
+  ];
+}
+
+
 /** The verdict of a run: every check holds and nothing shrank it. */
 export function overloadVerdict(f: OverloadFigures, shrunk: readonly string[] = []): Verdict {
   return verdictOf(overloadChecks(f), shrunk);
+}
+
+/** The bench's whole verdict: the multi-process checks and the dev arm's (undefined: it did not run, which fails). */
+export function overloadBenchVerdict(f: OverloadFigures, dev: DevOverloadFigures | undefined, shrunk: readonly string[] = []): Verdict {
+  return verdictOf([...overloadChecks(f), ...devOverloadChecks(dev)], shrunk);
 }
 
 /**

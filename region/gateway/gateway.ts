@@ -133,7 +133,7 @@ interface EndpointRecord {
   instances: InstanceRecord[];
   /** Routing inputs, rebuilt in `choose`: estimated utilization and the per-instance remaining-token loads. */
   effectiveMemoryUtilization: number;
-  loads: { instanceId: string; remainingTokens: number; serving: boolean; rec: InstanceRecord }[];
+  loads: { instanceId: string; remainingTokens: number; serving: boolean; waiting: number; kvUtilization: number; rec: InstanceRecord }[];
 }
 
 interface ModelRecord {
@@ -892,7 +892,8 @@ export class Gateway {
           used += (i.stats.stale === true || i.down !== undefined ? i.stats.kvBytesCapacity : i.stats.kvBytesUsed) + i.addedKvBytes;
           capacity += i.stats.kvBytesCapacity;
         }
-        e.loads.push({ instanceId: i.engine.instanceId, remainingTokens: i.stats.remainingTokens + i.addedTokens, serving, rec: i });
+        const kvUtilization = i.stats.kvBytesCapacity > 0 ? (i.stats.kvBytesUsed + i.addedKvBytes) / i.stats.kvBytesCapacity : 0;
+        e.loads.push({ instanceId: i.engine.instanceId, remainingTokens: i.stats.remainingTokens + i.addedTokens, serving, waiting: i.stats.waiting, kvUtilization, rec: i });
       }
       e.effectiveMemoryUtilization = capacity > 0 ? used / capacity : 1;
     }

@@ -37,7 +37,13 @@ const RAMP_INSTANCES = 3;
 /** Dev's clock starts this long before a forecast-window boundary (its first plan is made well within it). */
 const LEAD_MS = 110_000;
 const SHIFTED_CLI = resolve(REPO_ROOT, "dist/test/e2e/shifted-clock.js");
-const PROMPT = "the tide comes in and the gate holds ".repeat(30); // ≈ 280 tokens
+/**
+ * ≈ 280 tokens, different from its first block on for every request (`prompt(n)`): the ramp's clients are different
+ * users. With one shared prompt the default prefix-aware routing rightly keeps an unsaturated crowd on the instance
+ * that holds it (region/gateway/scoring/plugins.ts), and the spread checked below would not be the floor's doing.
+ */
+const prompt = (n: number): string => `request ${n}: ${"the tide comes in and the gate holds ".repeat(30)}`;
+let sent = 0;
 
 let dir: string;
 let dev: DevProc;
@@ -177,7 +183,7 @@ describe("tidegate dev with lt-hpa under a forecast ramp", () => {
       Array.from({ length: 6 }, async () => {
         while (Date.now() < until) {
           try {
-            const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: PROMPT }], stream: true, max_tokens: 40 });
+            const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: prompt(sent++) }], stream: true, max_tokens: 40 });
             let text = "";
             for await (const c of s) text += c.choices[0]?.delta?.content ?? "";
             if (text.length === 0) throw new Error("an empty answer");

@@ -7,6 +7,11 @@
  * Built in:
  * - filter `serving`: only instances that take requests now (the gateway's serving flag: state serving, not failed
  *   this request, not stale while a fresh one serves).
+ * - filter `unsaturated`: the candidates that are not saturated — fewer than `SATURATION.queueDepth` requests waiting
+ *   and estimated KV utilization below `SATURATION.kvUtilization` — when at least one is; all of them otherwise (the
+ *   saturation detector of the Gateway API Inference Extension, llm-d's scheduler: pkg/epp/saturationdetector,
+ *   defaults 5 waiting and 0.8). It keeps a hot prefix from pinning a crowd to the one instance that holds it while
+ *   a peer, a new scale-out among them, sits idle.
  * - scorer `prefix`: the share of the request's prompt blocks the instance holds as a leading run (prefix-index.ts):
  *   longest cached prefix / the request's full blocks; 0 for every candidate when the request has no blocks.
  * - scorer `load`: 1 − remaining tokens / the most remaining tokens among the candidates (1 for all when none has
@@ -28,7 +33,14 @@ export interface Candidate {
   remainingTokens: number;
   /** Takes requests now. */
   serving: boolean;
+  /** Requests queued at the engine, not yet running (its last stats; 0 when unknown). */
+  waiting?: number;
+  /** Estimated KV-cache utilization in [0, 1] (stats plus the gateway's in-flight estimate; 0 when unknown). */
+  kvUtilization?: number;
 }
+
+/** When an instance counts as saturated (filter `unsaturated`): llm-d's saturation-detector defaults. */
+export const SATURATION = { queueDepth: 5, kvUtilization: 0.8 } as const;
 
 /** What the plugins know of the request. */
 export interface ScoreContext {
@@ -102,8 +114,16 @@ const roundRobin = (): Picker => {
   };
 };
 
+const unsaturated: Filter = {
+  name: "unsaturated",
+  filter(_ctx, cs) {
+    const open = cs.filter((c) => (c.waiting ?? 0) < SATURATION.queueDepth && (c.kvUtilization ?? 0) < SATURATION.kvUtilization);
+    return open.length > 0 ? open : [...cs];
+  },
+};
+
 /** The registry: every filter, scorer and picker a policy may name. */
-export const FILTERS: Readonly<Record<string, Filter>> = { serving };
+export const FILTERS: Readonly<Record<string, Filter>> = { serving, unsaturated };
 export const SCORERS: Readonly<Record<string, Scorer>> = { prefix, load };
 /** Pickers are made per policy (a picker may keep state, as round-robin does). */
 export const PICKERS: Readonly<Record<string, () => Picker>> = { max, "round-robin": roundRobin };
@@ -124,10 +144,12 @@ export const ROUND_ROBIN_POLICY: PolicySpec = { filters: ["serving"], scorers: [
  * the load scorer's full [0, 1] spread overrode a next turn's held prefix whenever its holder was the busiest
  * instance (a prompt half held lost to an idle peer): bench:prefix, first 5 minutes, hit rate 0.147 → 0.164
  * (conversation) and 0.080 → 0.096 (synthetic) at 3 : 2, with mean and p99 TTFT no worse. Under 3 : 2 an instance
- * holding more than 2/3 of the prompt wins whatever the loads; below that, load can still move the request.
+ * holding more than 2/3 of the prompt wins whatever the loads among the unsaturated instances; below that, load can
+ * still move the request. The `unsaturated` filter first drops saturated instances while any other serves, so a
+ * prompt every client shares (one system prompt, a burst of one request) spreads once its holder fills up.
  */
 export const PREFIX_AWARE_POLICY: PolicySpec = {
-  filters: ["serving"],
+  filters: ["serving", "unsaturated"],
   scorers: [
     { name: "prefix", weight: 3 },
     { name: "load", weight: 2 },

@@ -4,7 +4,7 @@
  *
  *   "routing": { "policy": "prefix-aware",         // (default) or "jsq", "round-robin": a preset of the plugins below
  *                "scorers": [{ "name": "prefix", "weight": 3 }, { "name": "load", "weight": 2 }],   // overrides
- *                "filters": ["serving"], "picker": "max",
+ *                "filters": ["serving", "unsaturated"], "picker": "max",
  *                "blockTokens": 16,                          // tokens per KV block the prompt is hashed with
  *                "regionPrefix": true }                      // the global router prefers a region holding the prefix
  *

@@ -50,6 +50,22 @@ describe("routing plugins", () => {
     expect(() => new RoutingPolicy({ filters: [], scorers: [{ name: "load", weight: 0 }], picker: "max" })).toThrow(/weight > 0/);
   });
 
+  it("prefix-aware leaves a saturated prefix holder while an unsaturated peer serves (llm-d's 5 waiting, 0.8 KV)", () => {
+    const policy = new RoutingPolicy(PREFIX_AWARE_POLICY);
+    expect(PREFIX_AWARE_POLICY.filters).toEqual(["serving", "unsaturated"]);
+    const ctx: ScoreContext = { blockHashes: [1, 2, 3, 4], prefixBlocks: (id) => (id === "hot" ? 4 : 0) };
+    const at = (id: string, remainingTokens: number, waiting: number, kvUtilization: number) => ({ instanceId: id, remainingTokens, serving: true, waiting, kvUtilization });
+    // Holder not saturated (4 waiting, KV 0.79): the held prompt wins over an idle peer.
+    expect(policy.choose(ctx, [at("idle", 0, 0, 0), at("hot", 40_000, 4, 0.79)])?.instanceId).toBe("hot");
+    // 5 waiting, or KV at 0.8: saturated; the idle peer takes the request.
+    expect(policy.choose(ctx, [at("idle", 0, 0, 0), at("hot", 40_000, 5, 0.1)])?.instanceId).toBe("idle");
+    expect(policy.choose(ctx, [at("idle", 0, 0, 0), at("hot", 40_000, 0, 0.8)])?.instanceId).toBe("idle");
+    // Every candidate saturated: the filter keeps them all and the scores decide (the holder).
+    expect(policy.choose(ctx, [at("idle", 0, 9, 0.9), at("hot", 40_000, 9, 0.9)])?.instanceId).toBe("hot");
+    // jsq has no such filter: load alone.
+    expect(new RoutingPolicy(JSQ_POLICY).choose(ctx, [at("hot", 10, 9, 0.9), at("idle", 20, 0, 0)])?.instanceId).toBe("hot");
+  });
+
   it("reads the routing section: presets, overrides, bad names at their path", () => {
     // Absent or empty: the default policy (core/defaults.ts, prefix-aware) with its region preference.
     expect(parseRoutingConfig(undefined)).toMatchObject({ preset: "prefix-aware", policy: PREFIX_AWARE_POLICY, blockTokens: 16, regionPrefix: true });

@@ -8,6 +8,7 @@ import type { FlagValues } from "./args.js";
 import { untilSignal } from "./signals.js";
 import { createBatchService } from "../router/batch/service.js";
 import { WallClock } from "../core/clock.js";
+import { DEFAULT_ROUTING_POLICY } from "../core/defaults.js";
 import type { TidegateConfig } from "../core/config.js";
 import { loggerFromFlags } from "./flags.js";
 import { DevConsole, openDevLog, progressText, showProgress, type DevLogTarget } from "./dev-output.js";
@@ -95,7 +96,7 @@ export async function runDev(flags: FlagValues, config: TidegateConfig, startedA
       `    -d '{"model":"${model}","messages":[{"role":"user","content":"hello"}],"stream":true,"max_tokens":20}'\n` +
       `batch: OpenAI Files and Batch API at ${url}/v1/files and ${url}/v1/batches (one model per input file)\n` +
       site.banner(url) +
-      `scaling: ${config.controller.strategy} (controller.strategy); routing: ${config.routing?.preset ?? "jsq"} (routing.policy)\n` +
+      `scaling: ${config.controller.strategy} (controller.strategy); routing: ${config.routing?.preset ?? DEFAULT_ROUTING_POLICY} (routing.policy)\n` +
       (config.controller.actuator === "agents"
         ? `instances and scaling: curl -s ${url}/admin/regions/${config.regions[0]!.name}/instances -H 'authorization: Bearer <admin key>'\n` +
           `  (the log has each scaling step: "scaling step", "transfer started"/"transfer finished", "instance serving")\n` +

@@ -1,8 +1,8 @@
 // A burst against `tidegate dev` on the README's scaling recipe (deploy/examples/dev-scaling.json, its numbers exactly: one
-// region, the reactive strategy, engines.kvCapacityTokens 24,000): a 10× step in llama3.2-3b traffic makes the region
-// controller scale out (effective memory utilization above 0.70, once the 15 s cooldown after the initial deployment
-// has passed), the new instance's blocks move over the in-process data plane, and it serves requests within seconds
-// of the decision. Driven as a user would: the OpenAI client against the dev process, the admin listing read with the
+// region, the default strategy (core/defaults.ts, predictive-hpa) with its HPA's metric window 5 s and sync 1 s,
+// engines.kvCapacityTokens 24,000): a 10× step in llama3.2-3b traffic makes the region controller scale out (the HPA:
+// windowed effective memory utilization past its 0.70 target's tolerance; no history, so no forecast floor), the new
+// instance's blocks move over the in-process data plane, and it serves requests within seconds of the decision. Driven as a user would: the OpenAI client against the dev process, the admin listing read with the
 // key dev prints, the log read from the file the banner names.
 import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { RegionInstances } from "../../core/ports.js";
+import { DEFAULT_STRATEGY } from "../../core/defaults.js";
 import { REPO_ROOT, regionListing, startDev, stopAll, type DevProc } from "./procs.js";
 
 /** The README's recipe: one region, llama3.2-3b, reactive, a small KV capacity (a 10× step fills a 3B model's memory). */
@@ -58,6 +59,9 @@ async function load(streams: number, ms: number): Promise<number> {
 
 describe("tidegate dev under a 10× burst", () => {
   it("scales out and the new instance serves within seconds of the controller's decision", async () => {
+    // The recipe names no strategy: dev runs the default, and its banner says so.
+    expect(JSON.stringify(RECIPE)).not.toContain('"strategy"');
+    expect(dev.proc.match[0]).toContain(`scaling: ${DEFAULT_STRATEGY} (controller.strategy)`);
     expect((await listing()).instances.filter((i) => i.state === "serving")).toHaveLength(1);
     expect(await load(2, 3000)).toBe(0);
     expect((await listing()).actions.filter((a) => a.reason !== "initial-deployment")).toHaveLength(0); // the base load does not scale
@@ -65,7 +69,7 @@ describe("tidegate dev under a 10× burst", () => {
     // 10× step: 20 streams. Watch the listing for the scale-out and for the new instance taking requests.
     const burst = load(20, 25_000);
     const firstSeenServing = new Map<string, number>();
-    let decision: { atMs: number; instanceId: string } | undefined;
+    let decision: { atMs: number; instanceId: string; reason: string } | undefined;
     let servedAt: number | undefined;
     const deadline = Date.now() + 25_000;
     while (Date.now() < deadline && servedAt === undefined) {
@@ -84,6 +88,7 @@ describe("tidegate dev under a 10× burst", () => {
     expect(await burst).toBe(0);
     expect(decision, dev.log().slice(-3000)).toBeDefined();
     expect(servedAt, "the new instance never took a request").toBeDefined();
+    expect(decision!.reason).toBe("hpa-up");
     const ms = servedAt! - decision!.atMs;
     console.log(`burst: scale-out decided (${decision!.instanceId}); the new instance served requests ${ms} ms later`);
     expect(ms).toBeLessThan(5000);

@@ -56,13 +56,16 @@ export interface RequestMix {
 
 /**
  * Erlang C: the probability that an arrival waits in an M/M/c queue with c servers and offered load a = λ/μ
- * (Erlangs), for 0 ≤ a < c; 1 when a ≥ c. Computed from the Erlang B recursion B(k) = a·B(k−1) / (k + a·B(k−1)),
- * stable for thousands of servers: C = c·B / (c − a·(1 − B)). Example: C(1, a) = a; C(2, 1) = 1/3.
+ * (Erlangs). 1 when a ≥ c (the queue grows without bound), so 1 with no server; 0 with no load. Computed from the
+ * Erlang B recursion B(0) = 1, B(k) = a·B(k−1) / (k + a·B(k−1)), stable for thousands of servers:
+ * C = c·B / (c − a·(1 − B)). Examples: C(1, a) = a; C(2, 1) = 1/3; C(10, 8) = 0.4092 (the textbook call-centre value).
+ * The one Erlang C of the tree: the planner's capacity at the SLO (below) and QUART's stage delays (keystage/queueing.ts).
  */
 export function erlangC(c: number, a: number): number {
-  if (!(Number.isInteger(c) && c >= 1)) throw new RangeError(`servers must be an integer ≥ 1, got ${c}`);
-  if (!(a >= 0)) throw new RangeError(`offered load must be ≥ 0, got ${a}`);
+  if (!(Number.isInteger(c) && c >= 0)) throw new RangeError(`servers must be an integer ≥ 0, got ${c}`);
+  if (!(a >= 0) || !Number.isFinite(a)) throw new RangeError(`offered load must be a finite number ≥ 0, got ${a}`);
   if (a >= c) return 1;
+  if (a === 0) return 0;
   let b = 1;
   for (let k = 1; k <= c; k++) b = (a * b) / (k + a * b);
   return (c * b) / (c - a * (1 - b));

@@ -6,7 +6,8 @@ import type { KeyStageParams } from "../strategies/keystage.js";
 import { interArrivalCv, propagateCv, smoothingBeta } from "./cv.js";
 import { Pid } from "./pid.js";
 import { disperse, klDivergence, placeReplica } from "./placement.js";
-import { erlangC, ggcWaitMs, mmcDelayMs, replicasForTarget } from "./queueing.js";
+import { erlangC } from "../../core/perf/slo-capacity.js";
+import { ggcWaitMs, mmcDelayMs, replicasForTarget } from "./queueing.js";
 
 describe("M/M/c (QUART §5.1 Eq. 1)", () => {
   it("Erlang C matches the textbook call-centre value: 10 agents, 8 Erlangs → 40.9% wait", () => {

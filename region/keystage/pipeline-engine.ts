@@ -1,6 +1,6 @@
 /**
  * A pipelined instance as an `Engine` (core/ports.ts): the stage-level pipeline (pipeline.ts) with its key-stage
- * scaler (scaler.ts), the same wiring the bench runs in virtual time (run.ts), here serving requests on the Clock it
+ * scaler (scaler.ts), the same wiring the bench runs in virtual time (test/bench/keystage-run.ts), here serving requests on the Clock it
  * is given — WallClock in `tidegate engine-sim --pipeline` and `tidegate dev`, the replay's clock in the week replay.
  *
  * Composition with the planner (QUART §4.3 under SageServe's hourly plan): the planner decides how many instances of

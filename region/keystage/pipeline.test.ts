@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { DEFAULT_CLUSTER } from "./keystage-config.js";
 import { PipelineSim, type PipelineRequest } from "./pipeline.js";
-import { runPipeline } from "./run.js";
+import { runPipeline } from "../../test/bench/keystage-run.js";
 import { Cluster, KeyStageScaler } from "./scaler.js";
 import { Pipeline } from "./stages.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";

@@ -5,23 +5,7 @@
  * probability that an arrival waits (what the paper's P term stands for once the balance equations are solved).
  * Rates are per second; delays are returned in ms.
  */
-
-/**
- * Erlang C: the probability that an arrival to an M/M/c queue with offered load `a` = λ/μ Erlangs and `c` servers
- * has to wait. 1 when a ≥ c (the queue grows without bound). Computed through the Erlang B recursion
- * B(0) = 1, B(k) = a·B(k−1) / (k + a·B(k−1)), then C = c·B / (c − a·(1 − B)), which is stable for large c.
- * Example: c = 10, a = 8 → 0.4092 (the textbook call-centre value).
- */
-export function erlangC(c: number, a: number): number {
-  if (!Number.isInteger(c) || c < 0) throw new RangeError(`servers must be an integer ≥ 0, got ${c}`);
-  if (!(a >= 0) || !Number.isFinite(a)) throw new RangeError(`offered load must be a finite number ≥ 0, got ${a}`);
-  if (c === 0) return 1;
-  if (a === 0) return 0;
-  if (a >= c) return 1;
-  let b = 1;
-  for (let k = 1; k <= c; k++) b = (a * b) / (k + a * b);
-  return (c * b) / (c - a * (1 - b));
-}
+import { erlangC } from "../../core/perf/slo-capacity.js";
 
 /**
  * The stage delay of Eq. 1 in ms: queueing wait plus one service time. Infinity when λ ≥ c·μ or c = 0 with λ > 0.

@@ -131,11 +131,6 @@ export function buildSimEngine(config: TidegateConfig, inst: SimInstance, clock:
   return newEngine(inst, simEngineParams(config, inst.model, inst.gpu), clock, opts);
 }
 
-/** The instance of (model, gpu) named `instanceId`, its GPUs from config (models[].gpusPerInstance). */
-export function simInstance(config: TidegateConfig, instanceId: string, model: ModelName, gpu: GpuType): SimInstance {
-  return { instanceId, model, gpu, tp: instanceGpus(config, model, gpu) };
-}
-
 /** engine-sim's flags for `params` (what `newEngine` would build in process): --time-scale, then --pipeline or the behaviour settings (flags.ts engineSimBehaviourFlags, shared with node agents). */
 export function engineSimFlags(params: SimEngineParams): string[] {
   const out = ["--time-scale", String(params.timeScale)];

@@ -19,7 +19,7 @@ export interface TraceRequest {
   promptTokens: number;
   /** Output tokens the request generated in the trace (≥ 1 after reading). */
   outputTokens: number;
-  /** The model it asks for, when the workload says (sim/replay/maas.ts); absent: assign.ts draws one. */
+  /** The model it asks for, when the workload says (bench:maas, test/bench/maas-setting.ts); absent: assign.ts draws one. */
   model?: string;
   /** Mooncake `hash_ids`: one id per 512 prompt tokens (MOONCAKE_BLOCK_TOKENS), equal ids = equal prefixes. */
   blockIds?: number[];

@@ -1,6 +1,6 @@
 /**
  * bench:keystage — QUART (§5–6) against the baselines of its own evaluation (§8), in virtual time
- * (region/keystage/run.ts).
+ * (test/bench/keystage-run.ts).
  *
  * Main comparison (QUART §8.1–8.3). Key-stage scaling (Erlang C key-stage detection, the PID corrector acting on every
  * stage whose queueing delay exceeds its target, the CV smoother) whose new replicas start from a host-memory stage
@@ -41,7 +41,7 @@ import { defaultDataDir, sharedDataDir } from "../../core/paths.js";
 import { diskStartMs, startMs } from "../../region/keystage/cache.js";
 import { DEFAULT_CLUSTER, parsePipeline, type ClusterConfig } from "../../region/keystage/keystage-config.js";
 import type { PipelineRequest } from "../../region/keystage/pipeline.js";
-import { runPipeline, type RunResult } from "../../region/keystage/run.js";
+import { runPipeline, type RunResult } from "./keystage-run.js";
 import { Pipeline } from "../../region/keystage/stages.js";
 import type { KeyStageParams } from "../../region/strategies/keystage.js";
 import { cvStream, streamCv, traceCv, traceRatePerS, traceStream } from "../../sim/workload/keystage-workload.js";

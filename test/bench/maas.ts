@@ -1,7 +1,7 @@
 /**
  * bench:maas — many models, few GPUs: scale to zero and back in BlitzScale's own setting (issue 33; BlitzScale §3 and
  * §6). One cluster serves MODELS fine-tunes of llama3.1-8b (2 × H100 each) with Zipf(ZIPF_S) popularity and bursts
- * drawn per model from the Azure 2023 code and conversation traces (sim/replay/maas.ts maasWorkload: the trace
+ * drawn per model from the Azure 2023 code and conversation traces (maas-setting.ts maasWorkload: the trace
  * compressed as bench:burst compresses it, shifted circularly per model, thinned to the model's share), on GPUS GPUs,
  * every model starting at zero instances; BlitzScale §5.3's `demand` policy with its 2 s scale-down, and scale to zero
  * after 2 s idle (controller.scaleToZero): a request for a model at zero is held at the gateway while it comes up
@@ -25,7 +25,7 @@ import { defaultDataDir } from "../../core/paths.js";
 import { DEFAULT_MAX_BATCH, getProfile } from "../../core/perf/model.js";
 import { TABLE1_CLUSTER_A, describeBandwidths, type LoadingSourceName } from "../../region/liveload/sources.js";
 import { GPU, latencyFigures, sloOf } from "../../sim/replay/loading.js";
-import { coldStartsOf, maasModels, maasWorkload, runMaas, type MaasFleet, type MaasRun } from "../../sim/replay/maas.js";
+import { coldStartsOf, maasModels, maasWorkload, runMaas, type MaasFleet, type MaasRun } from "./maas-setting.js";
 import { percentiles } from "../../sim/replay/stats.js";
 import { readTrace, type Trace } from "../../sim/replay/traces.js";
 import { instanceTokensPerS } from "../../sim/week/capacity.js";

@@ -23,7 +23,8 @@
  */
 import { SMALL_MODEL, SMALL_REGIONS, smallFleet } from "../helpers/small-fleet.js";
 import { describe, expect, it } from "vitest";
-import { ScaledClock, VirtualClock } from "../../core/clock.js";
+import { VirtualClock } from "../../core/clock.js";
+import { ScaledClock } from "../helpers/scaled-clock.js";
 import { silentLogger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import type { GenerateRequest, RegionTargets } from "../../core/ports.js";

@@ -1,7 +1,7 @@
 /**
  * bench:keystage's verdict (test/bench/keystage.ts): key-stage (QUART) against the disk-loading whole-pipeline
  * baseline of QUART §8 per stream (`wholePipeline` is that baseline; the bench's equal-start ablation has no target). Both
- * arms' figures are over every request (region/keystage/run.ts: an unfinished request is +Infinity latency and an
+ * arms' figures are over every request (test/bench/keystage-run.ts: an unfinished request is +Infinity latency and an
  * SLO miss), and a check passes only if both arms finished every request in every round: an unfinished key-stage
  * request is no pass whatever its latency over the rest, and a baseline that left some unfinished is no bar (issue 45:
  * its +Infinity mean made the reduction 100%, a pass). The check names the arm and how many it left. The figures are

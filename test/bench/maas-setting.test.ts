@@ -2,8 +2,8 @@ import { describe, expect, it } from "vitest";
 import { MODEL_SPECS, baseModelOf } from "../../core/models.js";
 import { getProfile } from "../../core/perf/model.js";
 import { HighsSolver } from "../../core/solver.js";
-import { coldStartsOf, maasConfig, maasModels, maasWorkload, runMaas, zipfShares } from "./maas.js";
-import type { RequestRecord } from "./stats.js";
+import { coldStartsOf, maasConfig, maasModels, maasWorkload, runMaas, zipfShares } from "./maas-setting.js";
+import type { RequestRecord } from "../../sim/replay/stats.js";
 
 describe("the model-as-a-service setting", () => {
   it("names fine-tunes of a base that share its architecture and profile, each a model of its own", () => {

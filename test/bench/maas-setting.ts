@@ -25,8 +25,8 @@ import "../../region/config-sections.js"; // region's config sections (keystage,
 import { mulberry32 } from "../../core/random.js";
 import type { ModelName } from "../../core/models.js";
 import type { SimLoadingSettings } from "../../region/runtime/sim-loading.js";
-import { GPU, replayFleet, type FleetReplay } from "./loading.js";
-import type { Trace, TraceRequest } from "./traces.js";
+import { GPU, replayFleet, type FleetReplay } from "../../sim/replay/loading.js";
+import type { Trace, TraceRequest } from "../../sim/replay/traces.js";
 
 /** The names of `n` models of `base` (`<base>:m00` …). */
 export function maasModels(base: ModelName, n: number): ModelName[] {

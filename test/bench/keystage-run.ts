@@ -4,12 +4,12 @@
  * an SLO of `sloFactor` × each request's profiled inference time (QUART §8.2), and time-average queue per stage.
  */
 import { VirtualClock } from "../../core/clock.js";
-import type { ClusterConfig } from "./keystage-config.js";
-import type { ScalingMode } from "./corrector.js";
-import { PipelineSim, type PipelineRequest } from "./pipeline.js";
-import { Cluster, KeyStageScaler, type ScalerStats } from "./scaler.js";
-import type { Pipeline } from "./stages.js";
-import type { KeyStageParams } from "../strategies/keystage.js";
+import type { ClusterConfig } from "../../region/keystage/keystage-config.js";
+import type { ScalingMode } from "../../region/keystage/corrector.js";
+import { PipelineSim, type PipelineRequest } from "../../region/keystage/pipeline.js";
+import { Cluster, KeyStageScaler, type ScalerStats } from "../../region/keystage/scaler.js";
+import type { Pipeline } from "../../region/keystage/stages.js";
+import type { KeyStageParams } from "../../region/strategies/keystage.js";
 
 /** One run: the pipeline, its requests, the policy, the budget, the controller parameters and the cluster. */
 export interface RunOptions {

@@ -27,10 +27,13 @@ const JUDGED: ForecasterName = FORECAST_JUDGED;
 const NAIVE: ForecasterName[] = ["persistence", "seasonal-naive"];
 const REFERENCE: ForecasterName[] = (["blend", "blend-arima", "arima"] as ForecasterName[]).filter((n) => n !== JUDGED);
 
-/** The ARIMA component's weight over forecasts (in hour order): mean, last, how many > 0, and its mean recent MAPE. */
+/**
+ * The ARIMA component's weight over forecasts (in hour order): mean, last, how many > 0, and its mean recent MAPE. A
+ * forecast without the component (a guard's seasonal-naive fallback) used no ARIMA: weight 0.
+ */
 function arimaWeights(fs: readonly (Forecast | undefined)[]): { mean: number; last: number; hoursAboveZero: number; meanRecentMapePct: number; nowRejected: number } {
   const arima = fs.map((f) => f?.components?.find((c) => c.name === "arima"));
-  const w = arima.map((c) => c?.weight ?? Number.NaN);
+  const w = arima.map((c) => c?.weight ?? 0);
   const errs = arima.map((c) => c?.recentMapePct ?? Number.NaN).filter((e) => Number.isFinite(e));
   return {
     mean: w.reduce((s, v) => s + v, 0) / w.length,

@@ -67,7 +67,7 @@ export const ARIMA_COMPONENT_MAX_PEAKS = 72;
 const FIT_CACHE_SIZE = 50_000;
 
 /** What the ARIMA component did at one forecast. */
-interface ArimaOutcome {
+export interface ArimaOutcome {
   /** Learned weight λ ∈ {0, ¼, ½, ¾, 1}. */
   lambda: number;
   /** ARIMA's forecast at the current origin (NaN: no fit). */
@@ -94,6 +94,32 @@ export function fitLambda(pairs: readonly { blend: number; arima: number; actual
     }
   }
   return lambda;
+}
+
+/** Whether an ARIMA forecast is kept: finite, > 0 and within 3× of the blend's either way. */
+export function arimaStable(arima: number, blend: number): boolean {
+  return Number.isFinite(arima) && arima > 0 && arima <= 3 * blend && arima >= blend / 3;
+}
+
+/**
+ * The ARIMA weight from the recent origins (oldest first: the blend's fitted value, ARIMA's forecast — NaN where the
+ * fit failed — and the actual peak) and the current origin's two forecasts. The guards: a past ARIMA forecast that is
+ * not `arimaStable` counts as the blend's own value (and is left out of ARIMA's MAPE); λ = 0 when the current one is
+ * not stable, or more than half of the past ones were not; otherwise λ = fitLambda over the pairs.
+ */
+export function learnArimaWeight(past: readonly { blend: number; arima: number; actual: number }[], now: { arima: number; blend: number }, margin = 0): ArimaOutcome {
+  let rejected = 0;
+  let err = 0;
+  const pairs = past.map((p) => {
+    const ok = arimaStable(p.arima, p.blend);
+    if (ok) err += Math.abs(p.arima - p.actual) / p.actual;
+    else rejected++;
+    return { blend: p.blend, arima: ok ? p.arima : p.blend, actual: p.actual };
+  });
+  const origins = past.length - rejected;
+  const base = { now: now.arima, rejected, nowRejected: !arimaStable(now.arima, now.blend), origins, mapePct: origins > 0 ? (100 * err) / origins : Number.NaN };
+  if (base.nowRejected || 2 * rejected > past.length) return { ...base, lambda: 0 };
+  return { ...base, lambda: fitLambda(pairs, margin) };
 }
 
 /** A 64-bit hash of a series' exact values, tagged: the memo key of an ARIMA fit. */
@@ -286,7 +312,6 @@ export class BlendForecaster implements Forecaster {
         return Number.NaN; // a wasm trap or a timeout: an unstable fit, rejected below
       }
     };
-    const stable = (v: number, ref: number) => Number.isFinite(v) && v > 0 && v <= 3 * ref && v >= ref / 3;
     const stride = this.options.arimaStride ?? 1;
     const idx: number[] = [];
     for (let i = hist.length - 1; i >= 0 && idx.length < (this.options.arimaOrigins ?? 24); i -= stride) idx.unshift(i);
@@ -294,18 +319,7 @@ export class BlendForecaster implements Forecaster {
     const recent = idx.map((i) => hist[i]!);
     const recentFitted = idx.map((i) => fitted[i]!);
     const [now, ...past] = await Promise.all([forecastAt(o), ...recent.map((h) => forecastAt(h.origin))]);
-    let rejected = 0;
-    let err = 0;
-    const pairs = recent.map((h, i) => {
-      const ok = stable(past[i]!, recentFitted[i]!);
-      if (ok) err += Math.abs(past[i]! - h.actual) / h.actual;
-      else rejected++;
-      return { blend: recentFitted[i]!, arima: ok ? past[i]! : recentFitted[i]!, actual: h.actual };
-    });
-    const accepted = k - rejected;
-    const base = { now: now!, rejected, nowRejected: !stable(now!, blendNow), origins: accepted, mapePct: accepted > 0 ? (100 * err) / accepted : Number.NaN };
-    if (base.nowRejected || 2 * rejected > k) return { ...base, lambda: 0 };
-    return { ...base, lambda: fitLambda(pairs, this.options.arimaMargin ?? 0) };
+    return learnArimaWeight(recent.map((h, i) => ({ blend: recentFitted[i]!, arima: past[i]!, actual: h.actual })), { arima: now!, blend: blendNow }, this.options.arimaMargin ?? 0);
   }
 
   /** One ARIMA fit's next value, memoised on (order, series): rolling origins refit the same windows. */

@@ -13,9 +13,10 @@
  * 5. inside an outage (the last window below the outage threshold), follows the analog rule of outage.ts: a normal
  *    forecast where every earlier origin in that state recovered, the MAPE-optimal point over their outcomes where
  *    some stayed down, persistence where there is no such origin yet; the upper bound always covers a recovery.
- * Optionally (`arima`), ARIMA(1,1,1) on the log hourly peaks is a challenger: mixed in with a weight λ ∈ {0, ¼, ½, ¾,
- * 1} fitted on the last `arimaOrigins` origins, and never followed where it is unstable — a forecast that is not
- * finite, or off the blend by more than 3× either way, counts as the blend's own (λ = 0 at the current origin).
+ * With a pool (`arima`; `blend-arima`, the planner's default), an ARIMA component (SageServe §6.4 forecasts with
+ * ARIMA): SARIMA(1,0,1)(0,1,0)24 by conditional sum of squares on the log peaks of the last 72 hourly blocks, mixed
+ * in with a weight λ ∈ {0, ¼, ½, ¾, 1} fitted on the last `arimaOrigins` (24) origins and kept out where it is
+ * unstable (learnArimaWeight). Every forecast carries `components`: each part's weight and its own recent MAPE.
  * Fit window (96 h), the predictor set and the adaptation step were chosen on days 8–10 of the three ServeGen language
  * series, before the held-out days 11–14 (README).
  */

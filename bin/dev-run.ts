@@ -20,6 +20,7 @@ import { PlannerMetrics } from "../planner/metrics.js";
 import { MemoryLeaderLock } from "../planner/leader.js";
 import { devPlansSite, openDevPlannerState } from "../planner/dev-site.js";
 import { startPlannerService } from "../planner/service.js";
+import { DEFAULT_FORECASTER_NAME } from "../forecasts/registry.js";
 import { buildDevStack, devSimSettings, loadingLine, regionProgress } from "./dev-stack.js";
 
 /** Runs dev on `config` (routerConfigFromFlags) until a signal; resolves to the exit code. `startedAt`: Date.now() at the command's start. */
@@ -74,7 +75,7 @@ export async function runDev(flags: FlagValues, config: TidegateConfig, startedA
       holder: "dev",
       intervalMs: config.planner.intervalMs,
       advisory: config.planner.advisory,
-      forecaster: "blend",
+      forecaster: DEFAULT_FORECASTER_NAME,
       log: logger.child({ tier: "planner" }),
       // Its first plan waits for the regions' telemetry: it plans on their instances and expected scale-out times.
       firstRoundAfterTelemetryMs: 5000,

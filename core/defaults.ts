@@ -12,8 +12,17 @@ export const DEFAULT_STRATEGY = "predictive-hpa";
 /** `routing.policy`: ahead of `jsq` on every figure `npm run bench:prefix` prints, on both Mooncake traces. */
 export const DEFAULT_ROUTING_POLICY = "prefix-aware";
 
+/**
+ * The planner's forecaster (`--forecaster`): the peak blend with its ARIMA component, whose weight is learned from
+ * the series' recent backtest error (forecasts/blend.ts). `npm run bench:forecast` judges it against the naive
+ * methods on the ServeGen series (MAPE ≤ 0.9× the best naive's, upper bound covering 85–95%) and the 1,000-series
+ * budget, with the blend without ARIMA printed beside it.
+ */
+export const DEFAULT_FORECASTER = "blend-arima";
+
 /** Which bench judges each default, for messages and the test that ties them. */
 export const DEFAULT_JUDGED_BY = {
   strategy: "bench:strategies",
   routingPolicy: "bench:prefix",
+  forecaster: "bench:forecast",
 } as const;

@@ -19,6 +19,8 @@ export interface ArimaOrder {
   D: number;
   Q: number;
   s: number;
+  /** Estimation: 0 exact maximum likelihood (the package's default), 1 conditional sum of squares, 2 Box-Jenkins. */
+  method?: number;
 }
 
 /** One fit: the order, the (already transformed) series, and how many steps to predict. */

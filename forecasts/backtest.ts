@@ -4,7 +4,7 @@
  * hour; the actual is the hour's peak (max of its steps). Hours whose actual peak is 0 are left out of MAPE (a
  * percentage of 0 is undefined) and counted.
  */
-import type { Forecaster } from "./forecaster.js";
+import type { Forecast, Forecaster } from "./forecaster.js";
 
 /** Where the held-out window lies and how much history each forecast sees. */
 export interface BacktestOptions {
@@ -18,6 +18,8 @@ export interface BacktestOptions {
   historyDays?: number;
   /** Called after each method with its progress (for a stderr progress line). */
   onProgress?: (method: string, done: number, total: number) => void;
+  /** Called with every forecast: the method, the held-out hour's index (0 = the first), the forecast. */
+  onForecast?: (method: string, hourIndex: number, forecast: Forecast) => void;
 }
 
 /** One method's score over the held-out hours. */
@@ -63,8 +65,9 @@ export async function backtestPeaks(values: readonly number[], methods: readonly
     const t0 = performance.now();
     let done = 0;
     const forecasts = await Promise.all(
-      hours.map(async (h) => {
+      hours.map(async (h, i) => {
         const f = await m.forecast({ values: values.slice(h * hourSteps - historySteps, h * hourSteps), stepMs: options.stepMs, seasonSteps: daySteps, horizonSteps: hourSteps });
+        options.onForecast?.(m.name, i, f);
         done++;
         if (done % 24 === 0 || done === hours.length) options.onProgress?.(m.name, done, hours.length);
         return f;

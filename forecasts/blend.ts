@@ -13,14 +13,15 @@
  * 5. inside an outage (the last window below the outage threshold), follows the analog rule of outage.ts: a normal
  *    forecast where every earlier origin in that state recovered, the MAPE-optimal point over their outcomes where
  *    some stayed down, persistence where there is no such origin yet; the upper bound always covers a recovery.
- * Optionally (`arima`), ARIMA(1,1,1) on the log hourly peaks is a challenger: mixed in with a weight λ ∈ {0, ¼, ½, ¾,
- * 1} fitted on the last `arimaOrigins` origins, and never followed where it is unstable — a forecast that is not
- * finite, or off the blend by more than 3× either way, counts as the blend's own (λ = 0 at the current origin).
+ * With a pool (`arima`; `blend-arima`, the planner's default), an ARIMA component (SageServe §6.4 forecasts with
+ * ARIMA): SARIMA(1,0,1)(0,1,0)24 by conditional sum of squares on the log peaks of the last 72 hourly blocks, mixed
+ * in with a weight λ ∈ {0, ¼, ½, ¾, 1} fitted on the last `arimaOrigins` (24) origins and kept out where it is
+ * unstable (learnArimaWeight). Every forecast carries `components`: each part's weight and its own recent MAPE.
  * Fit window (96 h), the predictor set and the adaptation step were chosen on days 8–10 of the three ServeGen language
  * series, before the held-out days 11–14 (README).
  */
-import type { ArimaPool } from "./arima-pool.js";
-import { INTERVAL_LOWER_QUANTILE, INTERVAL_UPPER_QUANTILE, quantile, type Band, type Forecast, type ForecastInput, type Forecaster } from "./forecaster.js";
+import type { ArimaOrder, ArimaPool } from "./arima-pool.js";
+import { INTERVAL_LOWER_QUANTILE, INTERVAL_UPPER_QUANTILE, quantile, type Band, type Forecast, type ForecastComponent, type ForecastInput, type Forecaster } from "./forecaster.js";
 import { ACI_GAMMA, conformalBand } from "./conformal.js";
 import { cleanOutages, outageAnalog, outageThreshold } from "./outage.js";
 import { COMPONENTS, PeakPredictors, type Components } from "./peak-components.js";
@@ -33,14 +34,107 @@ export interface BlendOptions {
   levelMinutes?: number;
   /** Days of seasonal ratios averaged (default 7). */
   ratioDays?: number;
-  /** With a pool: ARIMA(1,1,1) on the log hourly peaks as a validated challenger (see the file comment). */
+  /** With a pool: ARIMA on the log hourly peaks as a guarded component with a learned weight (see the file comment). */
   arima?: ArimaPool;
+  /** The ARIMA component's model (defaults: ARIMA_COMPONENT_ORDER, the daily lag, ARIMA_COMPONENT_MAX_PEAKS). */
+  arimaModel?: ArimaComponentOptions;
   /** Origins the ARIMA weight λ is fitted on (default 24). */
   arimaOrigins?: number;
+  /** Spacing of those origins, in fit origins (default 1: the last `arimaOrigins` in a row). */
+  arimaStride?: number;
+  /** λ > 0 only where it lowers the fit origins' summed APE by more than this fraction of λ = 0's (default 0). */
+  arimaMargin?: number;
   /** Nominal quantile of actual / fitted over the fit origins that scales the upper bound (default 0.9, the port's). */
   upperQuantile?: number;
   /** Step γ of the upper quantile's adaptation (conformal.ts; default `ACI_GAMMA`, 0: none). */
   aciGamma?: number;
+}
+
+/** The ARIMA component's model: an ARIMA on the log peaks, seasonally differenced first. */
+export interface ArimaComponentOptions {
+  /** Order fitted to the seasonally differenced log peaks (P, D, Q, s unused: the seasonal difference is `seasonalLag`). */
+  order?: ArimaOrder;
+  /** Seasonal lag in peaks (24 on hourly peaks: y_t = z_t − z_{t−24}); 0: none. Default: peaks per season (S / H). */
+  seasonalLag?: number;
+  /** Longest window of peaks a fit sees (default ARIMA_COMPONENT_MAX_PEAKS). */
+  maxPeaks?: number;
+}
+
+/** The ARIMA component's default order on the seasonally differenced log peaks (README "Forecast model choice"). */
+export const ARIMA_COMPONENT_ORDER: ArimaOrder = { p: 1, d: 0, q: 1, P: 0, D: 0, Q: 0, s: 0, method: 1 };
+/** Peaks a fit sees at most: 3 days of hourly peaks (48 seasonal differences), the window that kept a cold forecast of 1,000 series in budget. */
+export const ARIMA_COMPONENT_MAX_PEAKS = 72;
+/** Memoised ARIMA fits per forecaster (oldest evicted first). */
+const FIT_CACHE_SIZE = 50_000;
+
+/** What the ARIMA component did at one forecast. */
+export interface ArimaOutcome {
+  /** Learned weight λ ∈ {0, ¼, ½, ¾, 1}. */
+  lambda: number;
+  /** ARIMA's forecast at the current origin (NaN: no fit). */
+  now: number;
+  /** Whether the current origin's ARIMA forecast was rejected by the guards. */
+  nowRejected: boolean;
+  /** Past origins whose ARIMA forecast was rejected, and how many were kept with their MAPE (percent). */
+  rejected: number;
+  origins: number;
+  mapePct: number;
+}
+
+/** λ ∈ {0, ¼, ½, ¾, 1} minimising Σ |(1 − λ)·blend + λ·arima − actual| / actual; ties keep the smaller λ. */
+export function fitLambda(pairs: readonly { blend: number; arima: number; actual: number }[], margin = 0): number {
+  let lambda = 0;
+  let bestErr = Infinity;
+  for (const l of [0, 0.25, 0.5, 0.75, 1]) {
+    let e = 0;
+    for (const p of pairs) e += Math.abs((1 - l) * p.blend + l * p.arima - p.actual) / p.actual;
+    if (l === 0) e *= 1 - margin;
+    if (e < bestErr - 1e-12) {
+      bestErr = e;
+      lambda = l;
+    }
+  }
+  return lambda;
+}
+
+/** Whether an ARIMA forecast is kept: finite, > 0 and within 3× of the blend's either way. */
+export function arimaStable(arima: number, blend: number): boolean {
+  return Number.isFinite(arima) && arima > 0 && arima <= 3 * blend && arima >= blend / 3;
+}
+
+/**
+ * The ARIMA weight from the recent origins (oldest first: the blend's fitted value, ARIMA's forecast — NaN where the
+ * fit failed — and the actual peak) and the current origin's two forecasts. The guards: a past ARIMA forecast that is
+ * not `arimaStable` counts as the blend's own value (and is left out of ARIMA's MAPE); λ = 0 when the current one is
+ * not stable, or more than half of the past ones were not; otherwise λ = fitLambda over the pairs.
+ */
+export function learnArimaWeight(past: readonly { blend: number; arima: number; actual: number }[], now: { arima: number; blend: number }, margin = 0): ArimaOutcome {
+  let rejected = 0;
+  let err = 0;
+  const pairs = past.map((p) => {
+    const ok = arimaStable(p.arima, p.blend);
+    if (ok) err += Math.abs(p.arima - p.actual) / p.actual;
+    else rejected++;
+    return { blend: p.blend, arima: ok ? p.arima : p.blend, actual: p.actual };
+  });
+  const origins = past.length - rejected;
+  const base = { now: now.arima, rejected, nowRejected: !arimaStable(now.arima, now.blend), origins, mapePct: origins > 0 ? (100 * err) / origins : Number.NaN };
+  if (base.nowRejected || 2 * rejected > past.length) return { ...base, lambda: 0 };
+  return { ...base, lambda: fitLambda(pairs, margin) };
+}
+
+/** A 64-bit hash of a series' exact values, tagged: the memo key of an ARIMA fit. */
+function seriesKey(tag: string, v: readonly number[]): string {
+  const u = new Uint32Array(Float64Array.from(v).buffer);
+  let h1 = 0xdeadbeef;
+  let h2 = 0x41c6ce57;
+  for (let i = 0; i < u.length; i++) {
+    h1 = Math.imul(h1 ^ u[i]!, 2654435761);
+    h2 = Math.imul(h2 ^ u[i]!, 1597334677);
+  }
+  h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+  h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+  return `${tag}:${v.length}:${(h1 >>> 0).toString(36)}:${(h2 >>> 0).toString(36)}`;
 }
 
 /** Every weight vector on the 0.1 grid of the simplex over `k` predictors. */
@@ -81,6 +175,7 @@ interface FitOrigin {
 /** The blend (see the file comment). Throws only when the history is shorter than the horizon. */
 export class BlendForecaster implements Forecaster {
   readonly name: string;
+  private readonly fits = new Map<string, Promise<number>>();
   constructor(private readonly options: BlendOptions = {}) {
     this.name = options.arima === undefined ? "blend" : "blend-arima";
   }
@@ -131,13 +226,31 @@ export class BlendForecaster implements Forecaster {
     detail.fitOrigins = hist.length;
     detail.levelSteps = L;
 
-    let lambda = 0;
-    if (this.options.arima !== undefined && normal(x[o - 1]!) && hist.length >= 6) {
-      const r = await this.arimaChallenger(this.options.arima, clean, o, H, mean, hist, fitted);
-      lambda = r.lambda;
-      if (lambda > 0) mean = (1 - lambda) * mean + lambda * r.now;
-      detail.arimaWeight = lambda;
-      if (r.rejected > 0) detail.arimaRejected = r.rejected;
+    // Each component's weight and its own MAPE over the fit origins (the plan report shows both).
+    const components: ForecastComponent[] = COMPONENTS.map((name, i) => {
+      let e = 0;
+      let n = 0;
+      for (const h of hist) {
+        if (!Number.isFinite(h.v[i]!)) continue;
+        e += Math.abs(h.v[i]! - h.actual) / h.actual;
+        n++;
+      }
+      return { name, weight: best[i]!, recentMapePct: n > 0 ? (100 * e) / n : Number.NaN, origins: n };
+    });
+    if (this.options.arima !== undefined) {
+      const arima: ForecastComponent = { name: "arima", weight: 0, recentMapePct: Number.NaN, origins: 0 };
+      if (normal(x[o - 1]!) && hist.length >= 6) {
+        const r = await this.arimaChallenger(this.options.arima, clean, o, H, S, mean, hist, fitted);
+        if (r.lambda > 0) {
+          mean = (1 - r.lambda) * mean + r.lambda * r.now;
+          for (const c of components) c.weight *= 1 - r.lambda;
+        }
+        Object.assign(arima, { weight: r.lambda, recentMapePct: r.mapePct, origins: r.origins });
+        detail.arimaWeight = r.lambda;
+        if (r.rejected > 0) detail.arimaRejected = r.rejected;
+        if (r.nowRejected) detail.arimaNowRejected = 1;
+      }
+      components.push(arima);
     }
     // Band: quantiles of actual / fitted over the same origins, the upper one adapted to recent misses (conformal.ts).
     const ratios = hist.map((h, i) => h.actual / Math.max(1e-12, fitted[i]!)).filter((r) => Number.isFinite(r));
@@ -168,51 +281,57 @@ export class BlendForecaster implements Forecaster {
       const f = shapeMax > 0 ? v / shapeMax : 1;
       return { mean: peak.mean * f, lower: peak.lower * f, upper: peak.upper * f };
     });
-    return { steps, peak, method: this.name, detail };
+    return { steps, peak, method: this.name, detail, components };
   }
 
   /**
-   * ARIMA(1,1,1) on the log peaks of the H-blocks ending at each origin: λ minimising the MAPE of (1 − λ)·blend + λ·ARIMA
-   * over the last `arimaOrigins` fit origins. An ARIMA forecast that throws, is not finite, or is off the blend's by
-   * more than 3× either way is replaced by the blend's value there (and counted in `rejected`); at the current origin
-   * that means λ = 0.
+   * The ARIMA component (SageServe §6.4 forecasts each (model, region)'s hourly demand with ARIMA): the configured
+   * ARIMA on the log peaks of the H-blocks ending at each origin (at most `maxPeaks` of them), seasonally differenced
+   * at `seasonalLag` peaks — SARIMA(p,d,q)(0,1,0)lag, the seasonal difference taken here so the fit is the package's
+   * fast non-seasonal one. λ minimises the MAPE of (1 − λ)·blend + λ·ARIMA over the last `arimaOrigins` fit origins.
+   * Guards that keep a bad fit out: a forecast that throws (wasm trap, timeout), is not finite, is ≤ 0 or is off the
+   * blend's by more than 3× either way is rejected — at a past origin it counts as the blend's own value, at the
+   * current origin it sets λ = 0 — and λ = 0 when more than half of the past origins were rejected.
    */
-  private async arimaChallenger(pool: ArimaPool, clean: readonly number[], o: number, H: number, blendNow: number, hist: readonly FitOrigin[], fitted: readonly number[]): Promise<{ lambda: number; now: number; rejected: number }> {
-    const c = Math.max(1e-6, 0.01 * (clean.reduce((s, v) => s + v, 0) / clean.length));
+  private async arimaChallenger(pool: ArimaPool, clean: readonly number[], o: number, H: number, S: number, blendNow: number, hist: readonly FitOrigin[], fitted: readonly number[]): Promise<ArimaOutcome> {
+    const model = this.options.arimaModel ?? {};
+    const order = model.order ?? ARIMA_COMPONENT_ORDER;
+    const lag = model.seasonalLag ?? (S % H === 0 ? S / H : 0);
+    const maxPeaks = model.maxPeaks ?? ARIMA_COMPONENT_MAX_PEAKS;
+    const tag = `${order.p},${order.d},${order.q},${order.method ?? 0}`;
     const forecastAt = async (origin: number): Promise<number> => {
-      const logPeaks: number[] = [];
-      for (let t = origin - Math.floor(origin / H) * H; t + H <= origin; t += H) logPeaks.push(Math.log(maxOf(clean, t, t + H) + c));
-      if (logPeaks.length < 12) return Number.NaN;
+      const peaks: number[] = [];
+      for (let t = Math.max(origin - Math.floor(origin / H) * H, origin - maxPeaks * H); t + H <= origin; t += H) peaks.push(maxOf(clean, t, t + H));
+      if (peaks.length < lag + 12) return Number.NaN;
+      const c = Math.max(1e-6, 0.01 * (peaks.reduce((s, v) => s + v, 0) / peaks.length));
+      const z = peaks.map((v) => Math.log(v + c));
+      const y = lag > 0 ? z.slice(lag).map((v, i) => v - z[i]!) : z;
       try {
-        const r = await pool.run({ order: { p: 1, d: 1, q: 1, P: 0, D: 0, Q: 0, s: 0 }, values: logPeaks, horizonSteps: 1 });
-        return Math.exp(r.mean[0]!) - c;
+        const yNext = await this.arimaFit(pool, tag, order, y);
+        return Math.exp(yNext + (lag > 0 ? z[z.length - lag]! : 0)) - c;
       } catch {
-        return Number.NaN; // a wasm trap or a timeout: an unstable fit, treated as rejected
+        return Number.NaN; // a wasm trap or a timeout: an unstable fit, rejected below
       }
     };
-    const stable = (v: number, ref: number) => Number.isFinite(v) && v > 0 && v <= 3 * ref && v >= ref / 3;
-    const k = Math.min(hist.length, this.options.arimaOrigins ?? 24);
-    const recent = hist.slice(hist.length - k);
-    const recentFitted = fitted.slice(fitted.length - k);
+    const stride = this.options.arimaStride ?? 1;
+    const idx: number[] = [];
+    for (let i = hist.length - 1; i >= 0 && idx.length < (this.options.arimaOrigins ?? 24); i -= stride) idx.unshift(i);
+    const k = idx.length;
+    const recent = idx.map((i) => hist[i]!);
+    const recentFitted = idx.map((i) => fitted[i]!);
     const [now, ...past] = await Promise.all([forecastAt(o), ...recent.map((h) => forecastAt(h.origin))]);
-    let rejected = stable(now!, blendNow) ? 0 : 1;
-    const pairs = recent.map((h, i) => {
-      const ok = stable(past[i]!, recentFitted[i]!);
-      if (!ok) rejected++;
-      return { blend: recentFitted[i]!, arima: ok ? past[i]! : recentFitted[i]!, actual: h.actual };
-    });
-    if (!stable(now!, blendNow)) return { lambda: 0, now: blendNow, rejected };
-    let lambda = 0;
-    let bestErr = Infinity;
-    for (const l of [0, 0.25, 0.5, 0.75, 1]) {
-      let e = 0;
-      for (const p of pairs) e += Math.abs((1 - l) * p.blend + l * p.arima - p.actual) / p.actual;
-      if (e < bestErr - 1e-12) {
-        bestErr = e;
-        lambda = l;
-      }
-    }
-    return { lambda, now: now!, rejected };
+    return learnArimaWeight(recent.map((h, i) => ({ blend: recentFitted[i]!, arima: past[i]!, actual: h.actual })), { arima: now!, blend: blendNow }, this.options.arimaMargin ?? 0);
+  }
+
+  /** One ARIMA fit's next value, memoised on (order, series): rolling origins refit the same windows. */
+  private arimaFit(pool: ArimaPool, tag: string, order: ArimaOrder, y: readonly number[]): Promise<number> {
+    const key = seriesKey(tag, y);
+    const hit = this.fits.get(key);
+    if (hit !== undefined) return hit;
+    const p = pool.run({ order, values: [...y], horizonSteps: 1 }).then((r) => r.mean[0]!);
+    if (this.fits.size >= FIT_CACHE_SIZE) this.fits.delete(this.fits.keys().next().value!);
+    this.fits.set(key, p);
+    return p;
   }
 
   async close(): Promise<void> {}

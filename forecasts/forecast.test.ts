@@ -174,7 +174,8 @@ describe("the blend's ARIMA challenger", () => {
     const plain = await new BlendForecaster().forecast(input);
     const unstable = await new BlendForecaster({ arima: fakePool(() => 1e6) }).forecast(input);
     expect(unstable.detail?.arimaWeight).toBe(0);
-    expect(unstable.detail?.arimaRejected).toBe(25); // the current origin and the 24 it was scored on
+    expect(unstable.detail?.arimaRejected).toBe(24); // the 24 origins it was scored on
+    expect(unstable.detail?.arimaNowRejected).toBe(1); // and the current one
     expect(unstable.peak).toEqual(plain.peak);
     const crashing = await new BlendForecaster({ arima: { run: async () => { throw new Error("memory access out of bounds"); } } as unknown as ArimaPoolType }).forecast(input);
     expect(crashing.peak).toEqual(plain.peak);
@@ -182,12 +183,16 @@ describe("the blend's ARIMA challenger", () => {
 
   it("gets weight where it was right on the past origins", async () => {
     // A daily shape on a slow level wave the seasonal predictors lag behind, and an oracle for ARIMA: the true next
-    // peak (the fit sees log(peak + c) of the hours before the origin, c = 1% of the mean; it returns log(truth + c)).
+    // peak. Without the seasonal difference and with an unbounded window, the fit sees z = log(peak + c) of every
+    // hour before the origin (so its length names the origin), c = 1% of those peaks' mean = 0.01·mean(e^z) / 1.01;
+    // it returns log(truth + c).
     const truth = daily(9).map((x, i) => x * (1 + 0.4 * Math.sin(i / 100)));
     const values = truth.slice(0, 8 * 144);
-    const c = 0.01 * (values.reduce((s, v) => s + v, 0) / values.length);
-    const oracle = fakePool((logPeaks) => Math.max(...truth.slice(logPeaks.length * 6, logPeaks.length * 6 + 6)) + c);
-    const f = await new BlendForecaster({ arima: oracle }).forecast({ ...input, values });
+    const oracle = fakePool((z) => {
+      const c = (0.01 * (z.reduce((s, v) => s + Math.exp(v), 0) / z.length)) / 1.01;
+      return Math.max(...truth.slice(z.length * 6, z.length * 6 + 6)) + c;
+    });
+    const f = await new BlendForecaster({ arima: oracle, arimaModel: { seasonalLag: 0, maxPeaks: 1000 } }).forecast({ ...input, values });
     expect(f.detail?.arimaWeight).toBeGreaterThan(0);
     const next = Math.max(...truth.slice(8 * 144, 8 * 144 + 6));
     const plain = await new BlendForecaster().forecast({ ...input, values });

@@ -46,6 +46,19 @@ export interface Forecast {
   fallbackReason?: string;
   /** Free-form facts worth showing in a report (blend weights, ARIMA order). */
   detail?: Record<string, number | string>;
+  /** A combining forecaster's parts (the blend's predictors and its ARIMA): each weight and its recent error. */
+  components?: ForecastComponent[];
+}
+
+/** One part of a combined forecast: its weight in the combination and its own error over the fit origins. */
+export interface ForecastComponent {
+  name: string;
+  /** Weight in the point forecast (the weights of one forecast sum to 1). */
+  weight: number;
+  /** The component's own peak MAPE over the recent origins the weights were fitted on, percent (NaN: none). */
+  recentMapePct: number;
+  /** How many origins that MAPE is over. */
+  origins: number;
 }
 
 /** A forecasting method. Implementations must not throw on valid input: they return a fallback with a reason. */

@@ -4,6 +4,7 @@
  * seasonal-naive with the reason recorded when it fails. `persistence` is here as the baseline the benchmarks
  * compare against.
  */
+import { DEFAULT_FORECASTER } from "../core/defaults.js";
 import { ArimaForecaster } from "./arima.js";
 import { ArimaPool } from "./arima-pool.js";
 import { BlendForecaster } from "./blend.js";
@@ -15,6 +16,8 @@ import { SeasonalNaiveForecaster } from "./seasonal-naive.js";
 export const FORECASTER_NAMES = ["blend", "blend-arima", "arima", "seasonal-naive", "persistence"] as const;
 /** A registered method name. */
 export type ForecasterName = (typeof FORECASTER_NAMES)[number];
+/** The planner's forecaster, as core/defaults.ts names it (judged by bench:forecast). */
+export const DEFAULT_FORECASTER_NAME: ForecasterName = DEFAULT_FORECASTER;
 
 /** Which method to build and its parameters. */
 export interface ForecasterSpec {

@@ -64,6 +64,14 @@ ${body}
 
 const fmt = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : "—");
 
+/** The forecast table's components cell: each part's weight and recent error, one per line ("—" without parts). */
+function componentsCell(f: SeriesForecast): string {
+  if (f.components === undefined || f.components.length === 0) return `<td class="l components">—</td>`;
+  const line = (c: NonNullable<SeriesForecast["components"]>[number]) =>
+    `<span class="component" data-component="${esc(c.name)}" title="${esc(`${c.name}: weight ${c.weight.toFixed(3)}; its own MAPE over ${c.origins} recent forecasts`)}">${esc(c.name)} <span class="weight">${fmt(c.weight, 2)}</span> · <span class="recent-error">${c.recentMapePct === null ? "—" : `${fmt(c.recentMapePct, 1)}%`}</span></span>`;
+  return `<td class="l components">${f.components.map(line).join("<br>")}</td>`;
+}
+
 /** Review state of a report as a pill: acted on, awaiting review, approved or rejected (`used`: glossary terms). */
 export function reviewPill(r: PlanReport, base: TimeBase, used?: Set<string>): string {
   if (r.trigger?.kind === "offline") return `<span class="pill">offline plan: not sent to any region</span>`;
@@ -209,8 +217,8 @@ ${sloSection(r, base, t)}
 ${series.length > 0 ? `<div class="charts">${series.map((f) => { const why = actualWhy(f); return forecastChart({ title: `${f.model} @ ${f.region} — next hour's peak ${fmtNum(f.peak.mean)} tokens/s (10–90%: ${fmtNum(f.peak.lower)}–${fmtNum(f.peak.upper)}; ${f.method})`, unit: "tokens/s", timeBase: base, stepMs: f.stepMs, history: f.historyWindows, forecastStartMs: forecastStartMs(r, f), forecast: f.forecastSteps, ...(ctx.actuals?.get(`${f.model}\t${f.region}`) ? { actual: ctx.actuals.get(`${f.model}\t${f.region}`)! } : {}), ...(why === undefined ? {} : { actualNote: why }) }); }).join("\n")}</div>` : `<p class="warn">No (model, region) had interactive history to forecast: the plan covers minimums and the NIW buffer only.</p>`}
 <h2>Forecasts</h2>
 ${lastHourSummary(r, base, t)}
-<table class="forecasts"><tr><th class="l">model @ region</th><th class="l">${t("method")}</th><th>${t("peak")} (tokens/s)</th><th>${t("band", "10%")}</th><th>${t("band", "90%")}</th><th>${t("niw-buffer")}</th><th>${t("f")}</th><th>${t("last-hour", "last hour: forecast")}</th><th>actual</th><th>error</th><th class="l">note</th></tr>
-${r.forecasts.slice(0, 400).map((f) => { const lh = lastHourCells(f, base); const note = [f.fallbackReason ?? (f.gapWindowsFilled > 0 ? `${f.gapWindowsFilled} empty windows filled` : ""), lh.note].filter((x) => x !== "").join("; "); return `<tr><td class="l">${esc(f.model)} @ ${esc(f.region)}</td><td class="l">${t(methodKey(f.method), f.method)}</td><td>${fmt(f.peak.mean, 1)}</td><td>${fmt(f.peak.lower, 1)}</td><td>${fmt(f.peak.upper, 1)}</td><td>${fmt(f.bufferTokensPerS, 1)}</td><td>${fmt(f.demandTokensPerS, 1)}</td>${lh.cells}<td class="l">${esc(note)}</td></tr>`; }).join("\n")}</table>
+<table class="forecasts"><tr><th class="l">model @ region</th><th class="l">${t("method")}</th><th>${t("peak")} (tokens/s)</th><th>${t("band", "10%")}</th><th>${t("band", "90%")}</th><th>${t("niw-buffer")}</th><th>${t("f")}</th><th class="l">${r.forecasts.some((f) => f.components !== undefined) ? t("components") : "components"}</th><th>${t("last-hour", "last hour: forecast")}</th><th>actual</th><th>error</th><th class="l">note</th></tr>
+${r.forecasts.slice(0, 400).map((f) => { const lh = lastHourCells(f, base); const note = [f.fallbackReason ?? (f.gapWindowsFilled > 0 ? `${f.gapWindowsFilled} empty windows filled` : ""), lh.note].filter((x) => x !== "").join("; "); return `<tr><td class="l">${esc(f.model)} @ ${esc(f.region)}</td><td class="l">${t(methodKey(f.method), f.method)}</td><td>${fmt(f.peak.mean, 1)}</td><td>${fmt(f.peak.lower, 1)}</td><td>${fmt(f.peak.upper, 1)}</td><td>${fmt(f.bufferTokensPerS, 1)}</td><td>${fmt(f.demandTokensPerS, 1)}</td>${componentsCell(f)}${lh.cells}<td class="l">${esc(note)}</td></tr>`; }).join("\n")}</table>
 <h2>Instances per region</h2>
 <table><tr><th class="l">region</th><th>now</th><th>target</th></tr>${[...byRegion].map(([region, x]) => `<tr><td class="l">${esc(region)}</td><td>${x.current}</td><td>${x.target}</td></tr>`).join("")}</table>
 <h2>Spot</h2>

@@ -167,6 +167,23 @@ describe("plans site in Chromium", () => {
     expect(await page.locator("table.changes td", { hasText: "—" }).count()).toBe(oldest.actions.length); // expected scale-out, not yet reported
     expect(await page.locator("p.cost").textContent()).toMatch(/Cost for this hour: [\d.]+ USD = holding [\d.]+ USD/);
     expect(await page.locator("p.objective").textContent()).toContain("objective");
+    // Each (model, region) row shows the default forecaster's components — the blend's predictors and ARIMA — with
+    // the weight each had in the forecast and its own recent error, as the report holds them.
+    expect(await page.locator("table.forecasts td.components").count()).toBe(oldest.forecasts.length);
+    for (const f of oldest.forecasts) {
+      const parts = f.components ?? [];
+      expect(parts.map((c) => c.name)).toContain("arima");
+      expect(parts.reduce((sum, c) => sum + c.weight, 0)).toBeCloseTo(1, 9);
+      const row = page.locator("table.forecasts tr", { hasText: `${f.model} @ ${f.region}` });
+      for (const c of parts) {
+        const shown = row.locator(`span.component[data-component="${c.name}"]`);
+        expect(await shown.locator(".weight").textContent()).toBe(c.weight.toFixed(2));
+        expect(await shown.locator(".recent-error").textContent()).toBe(c.recentMapePct === null ? "—" : `${c.recentMapePct.toFixed(1)}%`);
+      }
+    }
+    // ARIMA was fitted (its recent error is a figure) on every series of this 8-day history.
+    expect(oldest.forecasts.every((f) => typeof f.components?.find((c) => c.name === "arima")?.recentMapePct === "number")).toBe(true);
+    await expectGlossary(page, ["components: weight · recent error", "blend-arima"]);
     await page.screenshot({ path: join(SHOTS, "3-plan-passed-hour.png"), fullPage: true });
 
     // Later hours up to the newest, which is advisory and awaiting review.
@@ -182,7 +199,7 @@ describe("plans site in Chromium", () => {
     expect(await page.locator(".pill.approved").textContent()).toMatch(/approved by Ana \(admin key [0-9a-f]{8}\)/);
     expect(s.links.every((l) => l.sent.length === 1 && l.sent[0]!.decisionId === newest.decisionId)).toBe(true);
     // The plan page explains its terms: α, β, NIW buffer, the strategy, the forecast method, F.
-    await expectGlossary(page, ["α (alpha)", "β (beta)", "NIW buffer", "lt-ua", "blend", "F: planned for", "last hour's forecast error"]);
+    await expectGlossary(page, ["α (alpha)", "β (beta)", "NIW buffer", "lt-ua", "blend-arima", "F: planned for", "last hour's forecast error"]);
     expect(await page.locator('a.term[href="#g-strategy-lt-ua"]').first().textContent()).toBe("lt-ua");
     await page.screenshot({ path: join(SHOTS, "5-plan-approved.png"), fullPage: true });
 
@@ -196,7 +213,8 @@ describe("plans site in Chromium", () => {
     expect(made.forecasts.every((f) => f.lastHour === null && f.lastHourNote?.state === "not-yet")).toBe(true);
     expect(await page.locator("p.last-hour").textContent()).toMatch(/Last hour's forecast error: not yet — .*is still running: its error is computed once it ends at/);
     expect(await page.locator("table.forecasts td.pending").allTextContents()).toEqual(made.forecasts.map(() => "not yet"));
-    expect(await page.locator("table.forecasts").textContent()).not.toMatch(/[+-]?0\.0%/);
+    // (The components' recent errors are other percentages: only the last-hour cells are read here.)
+    expect((await page.locator("table.forecasts td:not(.components)").allTextContents()).join(" ")).not.toMatch(/[+-]?0\.0%/);
     await expectGlossary(page, ["last hour's forecast error"]);
     await page.screenshot({ path: join(SHOTS, "6-plan-now-not-yet.png"), fullPage: true });
     await page.goto(`${base}/plans`);

@@ -116,6 +116,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
       lastHour: last.lastHour,
       ...(last.note === undefined ? {} : { lastHourNote: last.note }),
       gapWindowsFilled: gapWindows,
+      ...(f.components === undefined ? {} : { components: f.components.map((c) => ({ name: c.name, weight: c.weight, recentMapePct: Number.isFinite(c.recentMapePct) ? c.recentMapePct : null, origins: c.origins })) }),
     } };
     done++;
     if (done % 50 === 0) inp.onProgress?.(`forecast ${done}/${list.length} series`);

@@ -35,6 +35,20 @@ export interface SeriesForecast {
   lastHourNote?: { state: "not-yet" | "none"; why: string };
   /** 10-minute windows filled because no minute in them was recorded. */
   gapWindowsFilled: number;
+  /**
+   * A combining forecaster's parts (the default's predictors and its ARIMA): each one's weight in the point forecast
+   * and its own peak MAPE over the recent origins the weights were fitted on (null: none). Absent for other methods.
+   */
+  components?: ReportComponent[];
+}
+
+/** One part of a combined forecast, as the report shows it. */
+export interface ReportComponent {
+  name: string;
+  weight: number;
+  recentMapePct: number | null;
+  /** Origins `recentMapePct` is over. */
+  origins: number;
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Command } from "../command.js";
 import { TidegateError } from "../../core/errors.js";
 import { ArimaPool } from "../../forecasts/arima-pool.js";
 import { backtestPeaks } from "../../forecasts/backtest.js";
-import { FORECASTER_NAMES, createForecaster, isForecasterName } from "../../forecasts/registry.js";
+import { DEFAULT_FORECASTER_NAME, FORECASTER_NAMES, createForecaster, isForecasterName } from "../../forecasts/registry.js";
 import { fillGaps, readSeriesFile } from "../../forecasts/series.js";
 
 /**
@@ -43,7 +43,7 @@ Gaps (missing rows) are filled; NaN or negative values are rejected naming the l
     "held-out-from-day": { type: "number", help: "first held-out day (0-based; 10 = days 11.. held out)", default: 10 },
     "held-out-to-day": { type: "number", help: "last held-out day, exclusive (e.g. 10 with --held-out-from-day 7: a validation window before the default held-out days)" },
     "history-days": { type: "number", help: "days of history per forecast", default: 7 },
-    methods: { type: "string", help: `comma-separated: ${FORECASTER_NAMES.join(",")}`, default: "blend,arima,seasonal-naive,persistence" },
+    methods: { type: "string", help: `comma-separated: ${FORECASTER_NAMES.join(",")}`, default: `${DEFAULT_FORECASTER_NAME},blend,arima,seasonal-naive,persistence` },
   },
   async run(flags, positional) {
     if (positional[0] !== "backtest") throw new TidegateError("invalid_request", "usage: tidegate forecast backtest --series FILE (see --help)");

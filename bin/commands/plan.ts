@@ -4,7 +4,7 @@
  */
 import type { Command } from "../command.js";
 import { TidegateError } from "../../core/errors.js";
-import { createForecaster, isForecasterName } from "../../forecasts/registry.js";
+import { DEFAULT_FORECASTER_NAME, FORECASTER_NAMES, createForecaster, isForecasterName } from "../../forecasts/registry.js";
 import { readFleetFile } from "../../planner/fleet.js";
 import { importHistories } from "../../planner/import.js";
 import { standInFleet } from "../../planner/standin-fleet.js";
@@ -50,13 +50,13 @@ Examples:
     region: { type: "string", help: "region name for a single non-tidegate history file" },
     "tokens-per-request": { type: "number", help: "tokens per request for ServeGen per-client traces", default: 1000 },
     out: { type: "string", help: "directory for the reports (required)" },
-    forecaster: { type: "string", help: "blend | arima | seasonal-naive | persistence", default: "blend" },
+    forecaster: { type: "string", help: FORECASTER_NAMES.join(" | "), default: DEFAULT_FORECASTER_NAME },
     advisory: { type: "boolean", help: "mark the plan advisory", default: false },
   },
   async run(flags) {
     for (const f of ["history", "out"]) if (typeof flags[f] !== "string") throw new TidegateError("invalid_request", `--${f} is required (see --help)`);
     const name = String(flags.forecaster);
-    if (!isForecasterName(name)) throw new TidegateError("invalid_request", `--forecaster must be blend, arima, seasonal-naive or persistence, got ${JSON.stringify(name)}`);
+    if (!isForecasterName(name)) throw new TidegateError("invalid_request", `--forecaster must be one of ${FORECASTER_NAMES.join(", ")}, got ${JSON.stringify(name)}`);
     const tpr = Number(flags["tokens-per-request"]);
     if (!(tpr > 0)) throw new TidegateError("invalid_request", `--tokens-per-request must be > 0, got ${tpr}`);
     const files = String(flags.history).split(",").map((f) => f.trim()).filter((f) => f !== "");

@@ -15,7 +15,7 @@ import { TidegateError } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
 import { loggerFromFlags } from "../flags.js";
 import { RedisHistory } from "../../forecasts/history-redis.js";
-import { isForecasterName } from "../../forecasts/registry.js";
+import { DEFAULT_FORECASTER_NAME, FORECASTER_NAMES, isForecasterName } from "../../forecasts/registry.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { RedisLeaderLock } from "../../planner/leader.js";
 import { plansRoutes } from "../../planner/routes.js";
@@ -55,7 +55,7 @@ export const command: Command = {
     "key-prefix": { type: "string", help: "Redis key prefix (default: config queue.keyPrefix)" },
     "interval-ms": { type: "number", help: "planning interval (default: config planner.intervalMs)" },
     advisory: { type: "boolean", help: "publish plans without sending targets", default: false },
-    forecaster: { type: "string", help: "blend | arima | seasonal-naive | persistence", default: "blend" },
+    forecaster: { type: "string", help: FORECASTER_NAMES.join(" | "), default: DEFAULT_FORECASTER_NAME },
     port: { type: "number", help: "port for /plans (0 picks a free port)", default: 0 },
     host: { type: "string", help: "address for /plans", default: "127.0.0.1" },
     out: { type: "string", help: "also write each report as JSON + HTML here" },

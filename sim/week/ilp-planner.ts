@@ -9,7 +9,7 @@
  * the leader lock, targets per region by `targetsFor`, acks) is the replay's (replay.ts).
  */
 import type { Forecaster } from "../../forecasts/forecaster.js";
-import { createForecaster, type ForecasterName } from "../../forecasts/registry.js";
+import { DEFAULT_FORECASTER_NAME, createForecaster, type ForecasterName } from "../../forecasts/registry.js";
 import type { PlannerLoopOptions } from "../../planner/loop.js";
 import type { PlanReport } from "../../planner/report.js";
 import { planRound } from "../../planner/service.js";
@@ -29,8 +29,8 @@ export class IlpPlanner implements HourlyPlanner {
     this.name = `planner/ (${forecasterName} forecast + HiGHS ILP)`;
   }
 
-  /** Loads HiGHS and builds the forecaster (`blend`, the planner's default, or `arima`, `seasonal-naive`, ...). */
-  static async create(forecaster: ForecasterName = "blend"): Promise<IlpPlanner> {
+  /** Loads HiGHS and builds the forecaster (the planner's default, DEFAULT_FORECASTER_NAME, or `arima`, `seasonal-naive`, ...). */
+  static async create(forecaster: ForecasterName = DEFAULT_FORECASTER_NAME): Promise<IlpPlanner> {
     return new IlpPlanner(createForecaster({ name: forecaster }), await HighsSolver.create(), forecaster);
   }
 

@@ -6,6 +6,7 @@
 import type { FleetSpec } from "./fleet.js";
 import type { HourlyPlanner } from "./planner-input.js";
 import type { WorkloadSpec } from "../workload/spec.js";
+import { DEFAULT_FORECASTER_NAME } from "../../forecasts/registry.js";
 
 export type { HourlyPlanner, PlannerInput } from "./planner-input.js";
 
@@ -24,5 +25,5 @@ export async function createPlanner(_fleet: FleetSpec, name: PlannerName = "ilp"
     const { OracleForecaster, trueDemand } = await import("./oracle.js");
     return IlpPlanner.withForecaster(new OracleForecaster(trueDemand(workload)), "oracle");
   }
-  return IlpPlanner.create(name === "ilp-arima" ? "arima" : "blend");
+  return IlpPlanner.create(name === "ilp-arima" ? "arima" : DEFAULT_FORECASTER_NAME);
 }

@@ -10,7 +10,7 @@ import { createLogger } from "../../core/log.js";
 import { createRegistry, type Registry } from "../../core/metrics.js";
 import type { RegionTargets, TargetsAck } from "../../core/ports.js";
 import { MemoryHistory, type DemandSample } from "../../forecasts/history.js";
-import { createForecaster } from "../../forecasts/registry.js";
+import { DEFAULT_FORECASTER_NAME, createForecaster } from "../../forecasts/registry.js";
 import type { Forecaster } from "../../forecasts/forecaster.js";
 import { FakeRegionLink } from "./fake-link.js";
 import type { Fleet } from "../../planner/fleet.js";
@@ -89,7 +89,7 @@ export interface SampleSite {
  */
 export async function sampleSite(o: { loginFailDelayMs?: number; dir?: string } = {}): Promise<SampleSite> {
   const { fleet, history, nowMs } = await samplePlanInputs();
-  const forecaster: Forecaster = createForecaster({ name: "blend" });
+  const forecaster: Forecaster = createForecaster({ name: DEFAULT_FORECASTER_NAME });
   const solver = await HighsSolver.create();
   const store: PlanStore = o.dir === undefined ? new MemoryPlanStore() : await FilePlanStore.open(o.dir);
   const reports: PlanReport[] = (await store.list()).reverse();

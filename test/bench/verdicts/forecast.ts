@@ -7,7 +7,11 @@
  * then set a looser bar) — or an invalid forecast (non-finite, negative) fails its checks; the
  * 1,000-series throughput keeps its own check.
  */
+import { DEFAULT_FORECASTER } from "../../../core/defaults.js";
 import { atLeast, atMost, ratio, type Check } from "./common.js";
+
+/** The forecaster bench:forecast judges: the planner's default (core/defaults.ts). */
+export const FORECAST_JUDGED = DEFAULT_FORECASTER;
 
 /** Targets per series, and the throughput target. */
 export const FORECAST_TARGET = {

@@ -23,7 +23,7 @@ import { loadConfig } from "../../core/config.js";
 import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { readAllMeasured } from "../../core/perf/data.js";
 import { checkDerivation, fitAll, leaveConfigOut, runSettingKey } from "../../core/perf/evaluate.js";
-import { defaultDataDir } from "../../core/paths.js";
+import { defaultDataDir, sharedDataDir } from "../../core/paths.js";
 import { formatGroups } from "../../sim/replay/stats.js";
 import { replayTrace, type TraceSummary } from "../../sim/replay/summary.js";
 import { readTrace } from "../../sim/replay/traces.js";
@@ -42,10 +42,12 @@ const SEED = 1;
 async function main(): Promise<void> {
   console.log(`machine: ${cpus().length} cpus (${cpus()[0]?.model ?? "?"}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB, load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
   console.log(`versions: node ${process.version}, typescript ${version("typescript")}, prom-client ${version("prom-client")}`);
+  // The trace ships (core/data); the measured profiles the model is judged against are the full data folder's.
   const dataDir = defaultDataDir();
-  console.log(`inputs: trace ${TRACE} (${dataDir}), seed ${SEED}, fleet = embedded dev config (3 regions × 4 models × 2 H100 instances), ${ROUNDS} rounds`);
+  const measuredDir = sharedDataDir();
+  console.log(`inputs: trace ${TRACE} (${dataDir}), measured profiles (${measuredDir}), seed ${SEED}, fleet = embedded dev config (3 regions × 4 models × 2 H100 instances), ${ROUNDS} rounds`);
 
-  const rows = readAllMeasured(dataDir);
+  const rows = readAllMeasured(measuredDir);
   const fit = fitAll(rows);
   const lco = leaveConfigOut(rows);
   const lcoRun = leaveConfigOut(rows, runSettingKey);

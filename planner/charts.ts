@@ -79,18 +79,19 @@ const xOf = (f: Frame, ms: number) => f.x + ((ms - f.fromMs) / Math.max(1, f.toM
 const yOf = (f: Frame, v: number) => f.y + f.h - (Math.max(0, v) / f.yMax) * f.h;
 
 /** Axes with ticks and labels; the y title names the unit, the x title the time base. */
-function axes(f: Frame, base: TimeBase, unit: string, showYTitle: boolean, maxXTicks: number): string {
+function axes(f: Frame, base: TimeBase, unit: string, showYTitle: boolean, maxXTicks: number, yTick?: { step: number; label: (v: number) => string }): string {
   const step = TIME_STEPS.find((s) => (f.toMs - f.fromMs) / s <= maxXTicks) ?? TIME_STEPS.at(-1)!;
   const xt: string[] = [];
   for (let t = Math.ceil(f.fromMs / step) * step; t <= f.toMs + 1; t += step) {
     const x = xOf(f, t);
     xt.push(`<line x1="${x.toFixed(1)}" y1="${f.y + f.h}" x2="${x.toFixed(1)}" y2="${f.y + f.h + 4}" stroke="#777"/><line x1="${x.toFixed(1)}" y1="${f.y}" x2="${x.toFixed(1)}" y2="${f.y + f.h}" stroke="#eee"/><text class="tick" x="${x.toFixed(1)}" y="${f.y + f.h + 14}" font-size="9" text-anchor="middle">${esc(tickLabel(t, base))}</text>`);
   }
-  const ys = niceStep(f.yMax, 4);
+  const ys = yTick?.step ?? niceStep(f.yMax, 4);
+  const yLabel = yTick?.label ?? ((v: number) => `${fmtNum(v)}${unit === "%" ? "%" : ""}`);
   const yt: string[] = [];
   for (let v = 0; v <= f.yMax + 1e-9; v += ys) {
     const y = yOf(f, v);
-    yt.push(`<line x1="${f.x - 4}" y1="${y.toFixed(1)}" x2="${f.x}" y2="${y.toFixed(1)}" stroke="#777"/><line x1="${f.x}" y1="${y.toFixed(1)}" x2="${f.x + f.w}" y2="${y.toFixed(1)}" stroke="#eee"/><text class="tick" x="${f.x - 6}" y="${(y + 3).toFixed(1)}" font-size="9" text-anchor="end">${fmtNum(v)}${unit === "%" ? "%" : ""}</text>`);
+    yt.push(`<line x1="${f.x - 4}" y1="${y.toFixed(1)}" x2="${f.x}" y2="${y.toFixed(1)}" stroke="#777"/><line x1="${f.x}" y1="${y.toFixed(1)}" x2="${f.x + f.w}" y2="${y.toFixed(1)}" stroke="#eee"/><text class="tick" x="${f.x - 6}" y="${(y + 3).toFixed(1)}" font-size="9" text-anchor="end">${esc(yLabel(v))}</text>`);
   }
   const xTitle = base === "relative" ? "hours since trace start" : "time (UTC)";
   return `<g class="axis y" data-unit="${esc(unit)}">${yt.join("")}<line x1="${f.x}" y1="${f.y}" x2="${f.x}" y2="${f.y + f.h}" stroke="#777"/>${showYTitle ? `<text class="axis-title" x="${f.x - 34}" y="${f.y + f.h / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 ${f.x - 34} ${f.y + f.h / 2})">${esc(unit)}</text>` : ""}</g>
@@ -226,7 +227,16 @@ export function mergeIdenticalSeries(series: readonly LineSeries[]): LineSeries[
  * drawn once under their names together (mergeIdenticalSeries). With no finite value in any series the plot area
  * says "no data yet: `emptyWhy`".
  */
-export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number; emptyWhy?: string }): string {
+export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number; emptyWhy?: string; log?: boolean }): string {
+  if (o.log === true) {
+    // A log10 axis: values drawn as log10(max(v, 1)), ticks at the powers of 10 labelled in the unit's own numbers.
+    const logged = o.series.map((s) => ({ name: s.name, points: s.points.map(([t, v]) => [t, Number.isFinite(v) ? Math.log10(Math.max(v, 1)) : v] as [number, number]) }));
+    return lineChartOn({ ...o, series: logged, title: o.title, unit: `${o.unit}, log scale` }, { step: 1, label: (v) => fmtNum(10 ** v) });
+  }
+  return lineChartOn(o);
+}
+
+function lineChartOn(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number; emptyWhy?: string }, yTick?: { step: number; label: (v: number) => string }): string {
   const named = mergeIdenticalSeries(o.series);
   // A stepped series holds each value until the next point, and the last one for `holdLastMs` (its interval).
   const series = o.stepped === true && (o.holdLastMs ?? 0) > 0 ? named.map((s) => ({ ...s, points: s.points.length > 0 ? [...s.points, [s.points.at(-1)![0] + o.holdLastMs!, s.points.at(-1)![1]] as [number, number]] : s.points })) : o.series;
@@ -240,7 +250,8 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
   }
   const rawMax = Math.max(0, ...all.map((p) => p[1]).filter(Number.isFinite));
   // All zero (or nothing): a 0–1 axis, or 0–100 for a percentage.
-  const yMax = rawMax > 0 ? Math.ceil(rawMax / niceStep(rawMax, 4)) * niceStep(rawMax, 4) : o.unit === "%" ? 100 : 1;
+  const yStep = yTick?.step ?? niceStep(rawMax, 4);
+  const yMax = rawMax > 0 ? Math.ceil(rawMax / yStep) * yStep : o.unit === "%" ? 100 : 1;
   const empty = !all.some((p) => Number.isFinite(p[1]));
   const f: Frame = { x: 56, y: 34, w: W - 80, h: 140, fromMs: from, toMs: to, yMax };
   const lines = series
@@ -260,7 +271,52 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
     .join("");
   return `<svg class="chart ${o.cls ?? "timeline"}" role="img" aria-label="${esc(o.title)} (${esc(o.unit)})" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg">
 <title>${esc(o.title)} (${esc(o.unit)})</title><text x="4" y="12" font-size="11" font-weight="600">${esc(o.title)}</text>${legend}
-${axes(f, o.timeBase, o.unit, true, 8)}
+${axes(f, o.timeBase, o.unit, true, 8, yTick)}
 ${lines}${empty ? `\n<text class="empty" x="${f.x + f.w / 2}" y="${f.y + f.h / 2}" font-size="11" fill="#666" text-anchor="middle">${esc(o.emptyWhy === undefined ? "no data yet" : `no data yet: ${o.emptyWhy}`)}</text>` : ""}
+</svg>`;
+}
+
+/** One named group of `barChart` values, one per category (NaN: no bar). */
+export interface BarSeries {
+  name: string;
+  values: readonly number[];
+}
+
+/** Grouped bars (the replay comparison page): one group per category, one bar per series, a legend and a value axis in `unit`. */
+export function barChart(o: { title: string; unit: string; categories: readonly string[]; series: readonly BarSeries[] }): string {
+  const finite = o.series.flatMap((s) => s.values.filter(Number.isFinite));
+  const rawMax = Math.max(0, ...finite);
+  const yMax = rawMax > 0 ? Math.ceil(rawMax / niceStep(rawMax, 4)) * niceStep(rawMax, 4) : 1;
+  const f = { x: 56, y: 34, w: W - 80, h: 140, yMax };
+  const yOfBar = (v: number) => f.y + f.h - (Math.max(0, v) / f.yMax) * f.h;
+  const ys = niceStep(f.yMax, 4);
+  const ticks: string[] = [];
+  for (let v = 0; v <= f.yMax + 1e-9; v += ys) {
+    const y = yOfBar(v);
+    ticks.push(`<line x1="${f.x - 4}" y1="${y.toFixed(1)}" x2="${f.x + f.w}" y2="${y.toFixed(1)}" stroke="#eee"/><text class="tick" x="${f.x - 6}" y="${(y + 3).toFixed(1)}" font-size="9" text-anchor="end">${fmtNum(v)}</text>`);
+  }
+  const gw = f.w / Math.max(1, o.categories.length);
+  const bw = (gw * 0.8) / Math.max(1, o.series.length);
+  const bars = o.series.flatMap((s, si) =>
+    s.values.map((v, ci) => {
+      if (!Number.isFinite(v)) return "";
+      const y = yOfBar(v);
+      return `<rect class="bar" x="${(f.x + gw * ci + gw * 0.1 + bw * si).toFixed(1)}" y="${y.toFixed(1)}" width="${bw.toFixed(1)}" height="${(f.y + f.h - y).toFixed(1)}" fill="${PALETTE[si % PALETTE.length]}"><title>${esc(`${s.name} ${o.categories[ci]}: ${fmtNum(v)} ${o.unit}`)}</title></rect>`;
+    }),
+  );
+  const labels = o.categories.map((c, ci) => `<text class="tick" x="${(f.x + gw * ci + gw / 2).toFixed(1)}" y="${f.y + f.h + 14}" font-size="9" text-anchor="middle">${esc(c)}</text>`);
+  let x = 56;
+  const legend = o.series
+    .map((s, i) => {
+      const at = x;
+      x += Math.max(110, 26 + 5 * s.name.length);
+      return `<rect x="${at}" y="19" width="10" height="10" fill="${PALETTE[i % PALETTE.length]}"/><text x="${at + 14}" y="28" font-size="9">${esc(s.name)}</text>`;
+    })
+    .join("");
+  return `<svg class="chart bars" role="img" aria-label="${esc(o.title)} (${esc(o.unit)})" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" xmlns="http://www.w3.org/2000/svg">
+<title>${esc(o.title)} (${esc(o.unit)})</title><text x="4" y="12" font-size="11" font-weight="600">${esc(o.title)}</text>${legend}
+<g class="axis y" data-unit="${esc(o.unit)}">${ticks.join("")}<line x1="${f.x}" y1="${f.y}" x2="${f.x}" y2="${f.y + f.h}" stroke="#777"/><text class="axis-title" x="${f.x - 34}" y="${f.y + f.h / 2}" font-size="10" text-anchor="middle" transform="rotate(-90 ${f.x - 34} ${f.y + f.h / 2})">${esc(o.unit)}</text></g>
+<g class="axis x"><line x1="${f.x}" y1="${f.y + f.h}" x2="${f.x + f.w}" y2="${f.y + f.h}" stroke="#777"/>${labels.join("")}</g>
+${bars.join("")}
 </svg>`;
 }

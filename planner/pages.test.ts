@@ -1,6 +1,6 @@
 /** The pure page builders: warnings grouped, times, the index's filtered figures, reports from before issue 16. */
 import { describe, expect, it } from "vitest";
-import { fmtTime, forecastChart, niceStep } from "./charts.js";
+import { barChart, fmtTime, forecastChart, lineChart, niceStep } from "./charts.js";
 import { groupWarnings, renderPlanHtml } from "./html.js";
 import { hourRow, renderPlansIndex } from "./index-page.js";
 import type { PlanReport } from "./report.js";
@@ -160,5 +160,23 @@ describe("the SLO section (issue 31)", () => {
     const old = renderPlanHtml(report());
     expect(old).toContain('<p class="muted slo-none">This plan records no SLO');
     expect(old).not.toContain('<table class="slo">');
+  });
+});
+
+describe("the chart kit's log axis and bars (one kit for the plan pages and the replay reports)", () => {
+  it("a log axis puts ticks at powers of 10 and draws log10 of each value", () => {
+    const svg = lineChart({ title: "p95", unit: "ms", timeBase: "relative", log: true, series: [{ name: "a", points: [[0, 10], [3_600_000, 1000]] }] });
+    // Values 10 and 1,000 → log10 1 and 3; the axis runs 0..3 with ticks 1, 10, 100, 1k.
+    for (const t of ["1", "10", "100", "1k"]) expect(svg).toContain(`text-anchor="end">${t}</text>`);
+    expect(svg).toContain("ms, log scale");
+    expect(svg).toContain("hours since trace start");
+  });
+
+  it("bars: one per (series, category) with a finite value, each titled with its figure", () => {
+    const svg = barChart({ title: "instance-hours", unit: "instance-hours", categories: ["m1", "m2"], series: [{ name: "hpa", values: [100, 250] }, { name: "lt", values: [90, Number.NaN] }] });
+    expect(svg.match(/<rect class="bar"/g)).toHaveLength(3);
+    expect(svg).toContain("<title>hpa m2: 250 instance-hours</title>");
+    expect(svg).toContain("<title>lt m1: 90 instance-hours</title>");
+    expect(svg).not.toContain("lt m2");
   });
 });

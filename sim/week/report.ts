@@ -5,7 +5,20 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { WeekResult } from "./result.js";
-import { barChart, esc, lineChart } from "./svg.js";
+import { barChart as bars, esc, lineChart as timeChart } from "../../planner/charts.js";
+
+const HOUR_MS = 3_600_000;
+
+/** Hourly values (null: no data that hour) over hours since the run's start, in the planner's chart kit. */
+function lineChart(title: string, series: { name: string; values: readonly (number | null)[] }[], opts: { yLabel: string; log?: boolean }): string {
+  const points = (values: readonly (number | null)[]) => values.map((v, i) => [i * HOUR_MS, v ?? Number.NaN] as [number, number]);
+  return timeChart({ title, unit: opts.yLabel, timeBase: "relative", series: series.map((s) => ({ name: s.name, points: points(s.values) })), log: opts.log === true, emptyWhy: "no hour had any" });
+}
+
+/** One group per category, one bar per series (null: no bar). */
+function barChart(title: string, categories: string[], series: { name: string; values: readonly (number | null)[] }[], opts: { yLabel: string }): string {
+  return bars({ title, unit: opts.yLabel, categories, series: series.map((s) => ({ name: s.name, values: s.values.map((v) => v ?? Number.NaN) })) });
+}
 
 const STYLE = "body{font-family:system-ui,sans-serif;margin:24px;max-width:1100px}table{border-collapse:collapse;margin:12px 0}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}";
 

@@ -11,7 +11,9 @@
  *   and estimated KV utilization below `SATURATION.kvUtilization` — when at least one is; all of them otherwise (the
  *   saturation detector of the Gateway API Inference Extension, llm-d's scheduler: pkg/epp/saturationdetector,
  *   defaults 5 waiting and 0.8). It keeps a hot prefix from pinning a crowd to the one instance that holds it while
- *   a peer, a new scale-out among them, sits idle.
+ *   a peer, a new scale-out among them, sits idle. A request with no block hashes passes every candidate: with no
+ *   prefix to prefer, the load scorer already picks JSQ's instance (bench:burst's 8B conversation run: p99 TTFT 1.31 ×
+ *   allcache's with the filter applied to such requests, 1.015 × without).
  * - scorer `prefix`: the share of the request's prompt blocks the instance holds as a leading run (prefix-index.ts):
  *   longest cached prefix / the request's full blocks; 0 for every candidate when the request has no blocks.
  * - scorer `load`: 1 − remaining tokens / the most remaining tokens among the candidates (1 for all when none has
@@ -116,7 +118,9 @@ const roundRobin = (): Picker => {
 
 const unsaturated: Filter = {
   name: "unsaturated",
-  filter(_ctx, cs) {
+  filter(ctx, cs) {
+    // Without the prompt's blocks no scorer prefers a holder, and load alone already picks the least loaded (JSQ).
+    if (ctx.blockHashes.length === 0) return [...cs];
     const open = cs.filter((c) => (c.waiting ?? 0) < SATURATION.queueDepth && (c.kvUtilization ?? 0) < SATURATION.kvUtilization);
     return open.length > 0 ? open : [...cs];
   },

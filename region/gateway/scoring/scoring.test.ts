@@ -62,6 +62,8 @@ describe("routing plugins", () => {
     expect(policy.choose(ctx, [at("idle", 0, 0, 0), at("hot", 40_000, 0, 0.8)])?.instanceId).toBe("idle");
     // Every candidate saturated: the filter keeps them all and the scores decide (the holder).
     expect(policy.choose(ctx, [at("idle", 0, 9, 0.9), at("hot", 40_000, 9, 0.9)])?.instanceId).toBe("hot");
+    // A request with no blocks is not filtered: load alone, as JSQ (the saturated one has less left to do here).
+    expect(policy.choose(NONE, [at("idle", 50_000, 0, 0), at("hot", 40_000, 9, 0.9)])?.instanceId).toBe("hot");
     // jsq has no such filter: load alone.
     expect(new RoutingPolicy(JSQ_POLICY).choose(ctx, [at("hot", 10, 9, 0.9), at("idle", 20, 0, 0)])?.instanceId).toBe("hot");
   });

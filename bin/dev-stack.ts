@@ -15,8 +15,8 @@ import { simulatedFleetHost, type SimFleetSettings } from "../region/runtime/sim
 import type { Solver } from "../core/solver.js";
 import { seededRandom } from "../core/random.js";
 import type { Gateway } from "../region/gateway/gateway.js";
-import { InProcessRegionLink } from "../region/link/in-process-link.js";
-import { buildRegion, type EngineHost } from "../region/runtime/build-region.js";
+import type { EngineHost } from "../region/runtime/build-region.js";
+import { buildLinkedRegions } from "../region/runtime/linked-regions.js";
 import { agentsInProcess } from "../region/runtime/agents-host.js";
 import { fixedEngines, simEngineFactory } from "../region/runtime/static-host.js";
 import { urlEngineFactory } from "../region/process/spawn.js";
@@ -98,7 +98,8 @@ export function devSimSettings(solver?: Solver): SimFleetSettings {
  * planner's targets (`agentsInProcess`); "sim": the replays' simulated actuator (`simulatedFleetHost`, the host
  * startSimFleet gives the trace and week replays); "static": the configured `instances` per endpoint as fixed
  * in-process simulated engines (`fixedEngines`). Every simulated engine comes from region/runtime/build-sim-engine.ts
- * with the config's engines.*. An InProcessRegionLink per region serves its runtime's service, and one GlobalRouter
+ * with the config's engines.*. An InProcessRegionLink per region serves its runtime's service (buildLinkedRegions,
+ * the loop the replays share), and one GlobalRouter
  * runs over all links; the router is not listening yet.
  */
 export function buildDevStack(opts: DevStackOptions): DevStack {
@@ -124,22 +125,23 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
         return fixedEngines(simEngineFactory(config, clock), { statsRefreshMs: 0 });
     }
   };
-  config.regions.forEach((rc, index) => {
-    const sink = regionMetrics.sink(rc.name);
-    const r = buildRegion({
-      config,
-      region: rc.name,
-      clock,
-      log: logger.child({ region: rc.name }),
-      metrics: sink,
-      host: host(index),
-      ...(opts.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => opts.onRouted!(rc.name, req, id) }),
-    });
-    sinks.push(sink);
-    regions.push(r);
-    gateways.push(r.gateway);
-    links.push(new InProcessRegionLink(r.service, { clock, telemetryIntervalMs, log: logger }));
-  });
+  for (const { region, link } of buildLinkedRegions({
+    config,
+    clock,
+    log: logger,
+    telemetryIntervalMs,
+    host,
+    metrics: (name: RegionName) => {
+      const sink = regionMetrics.sink(name);
+      sinks.push(sink);
+      return sink;
+    },
+    ...(opts.onRouted === undefined ? {} : { onRouted: opts.onRouted }),
+  })) {
+    regions.push(region);
+    gateways.push(region.gateway);
+    links.push(link);
+  }
   const router = new GlobalRouter({ config, links, clock, logger, ...(opts.mounts === undefined ? {} : { mounts: opts.mounts }) });
   for (const m of regionMetrics.registry.getMetricsAsArray()) router.deps.metrics.registry.registerMetric(regionMetrics.registry.getSingleMetric(m.name)!);
   const observe = () => {

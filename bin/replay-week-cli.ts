@@ -83,8 +83,12 @@ export async function runStrategies(fleet: FleetSpec, workload: WorkloadSpec, st
   for (const strategy of strategies) {
     const bar = quiet ? undefined : new ProgressBar(strategy.padEnd(8));
     const p = await createPlanner(fleet, planner, workload);
-    const r = await runWeek({ fleet, workload, strategy, planner: p, onProgress: (x) => bar?.update(x.fraction, x.requests) });
-    await p.close?.();
+    let r: WeekResult;
+    try {
+      r = await runWeek({ fleet, workload, strategy, planner: p, onProgress: (x) => bar?.update(x.fraction, x.requests) });
+    } finally {
+      await p.close?.();
+    }
     bar?.done(r.requests.total);
     log(`${strategy}: ${r.requests.total} requests in ${(r.wallMs / 1000).toFixed(1)} s wall = ${r.requestsPerWallS} requests per wall second; instance-hours ${r.totals.instanceHours}, GPU-h provisioning ${r.totals.provisioningGpuHours}, IW p95 TTFT ${r.interactive.ttftMs.p95} ms, p95 TPOT ${r.interactive.tpotMs.p95} ms, SLO ${r.slo.met ? "met" : `missed (${r.slo.unmetModels.join(", ")})`} with attainment ${(r.slo.attainment * 100).toFixed(2)}% and ${r.slo.violatedHours} hours in violation, batch within deadline ${r.batch.allWithinDeadline}`);
     results.push(r);

@@ -38,6 +38,12 @@ export interface ArimaResult {
 
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require("node:worker_threads");
+// The wasm prints diagnostics ("non-stationary AR part"): silence this thread's output before the module binds it.
+// (Capturing it as piped stdio instead kept the parent process alive after its work ended, unref or not.)
+const quiet = () => true;
+process.stdout.write = quiet;
+process.stderr.write = quiet;
+console.log = console.info = console.warn = console.error = console.debug = () => {};
 const ARIMA = require(workerData.arimaPath);
 parentPort.on("message", (job) => {
   let model;
@@ -119,11 +125,7 @@ export class ArimaPool {
   }
 
   private spawn(): Slot {
-    // The wasm prints diagnostics ("non-stationary AR part") to stdout: capture and drop them.
-    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { arimaPath: this.arimaPath }, stdout: true, stderr: true });
-    worker.stdout.resume();
-    worker.stderr.resume();
-    worker.unref();
+    const worker = new Worker(WORKER_SOURCE, { eval: true, workerData: { arimaPath: this.arimaPath } });
     const slot: Slot = { worker };
     worker.on("message", (msg: WorkerReply) => {
       const cur = slot.current;
@@ -147,6 +149,9 @@ export class ArimaPool {
     };
     worker.on("error", (err) => onDeath(`crashed: ${err.message}`));
     worker.on("exit", (code) => onDeath(`exited with code ${code}`));
+    // An idle pool never keeps the process alive: unref after the listeners (adding a "message" listener refs the
+    // worker again), and no piped stdio (the worker silences its own output, WORKER_SOURCE).
+    worker.unref();
     return slot;
   }
 

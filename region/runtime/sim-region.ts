@@ -24,12 +24,13 @@ import type { ControllerAction } from "../controller/reconciler.js";
 import { SimEngine } from "../engines/sim/sim-engine.js";
 import type { PipelineEngine } from "../keystage/pipeline-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
-import { InProcessRegionLink } from "../link/in-process-link.js";
+import type { InProcessRegionLink } from "../link/in-process-link.js";
 import type { Solver } from "../../core/solver.js";
 import { regionLoading, schedulerOf } from "../liveload/liveload-config.js";
 import type { BoundStrategy } from "../strategies/strategy-registry.js";
 import type { RegionRuntime } from "./runtime.js";
 import { buildRegion, type EngineHost, type RegionMetricsHooks } from "./build-region.js";
+import { buildLinkedRegions } from "./linked-regions.js";
 import { newEngine, newSimEngine, simEngineParams, type SimEngineParams } from "./build-sim-engine.js";
 import { SimRegionLoading, type SimLoadingSettings } from "./sim-loading.js";
 
@@ -149,22 +150,7 @@ export interface SimFleetRegion {
  * "sim" builds its regions on the same host (`simulatedFleetHost`).
  */
 export function startSimFleet(o: SimFleetOptions): SimFleetRegion[] {
-  return o.config.regions.map((rc, ri) => {
-    const sim = buildRegion({
-      config: o.config,
-      region: rc.name,
-      clock: o.clock,
-      ...(o.log === undefined ? {} : { log: o.log.child({ region: rc.name }) }),
-      ...(o.metrics === undefined ? {} : { metrics: o.metrics(rc.name) }),
-      ...(o.statsRefreshMs === undefined ? {} : { statsRefreshMs: o.statsRefreshMs }),
-      ...(o.onRouted === undefined ? {} : { onRouted: (req: GenerateRequest, id: string) => o.onRouted!(rc.name, req, id) }),
-      ...(o.strategy === undefined ? {} : { strategy: o.strategy }),
-      ...(o.onAction === undefined ? {} : { onAction: (a: ControllerAction) => o.onAction!(ri, a) }),
-      host: simulatedFleetHost(o, ri),
-    });
-    const link = new InProcessRegionLink(sim.service, { clock: o.clock, telemetryIntervalMs: o.telemetryIntervalMs ?? 1000, ...(o.log === undefined ? {} : { log: o.log }) });
-    return { name: rc.name, sim, link };
-  });
+  return buildLinkedRegions({ ...o, host: (index) => simulatedFleetHost(o, index) }).map(({ region, link }) => ({ name: region.name, sim: region, link }));
 }
 
 /**

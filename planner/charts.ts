@@ -239,7 +239,7 @@ export function lineChart(o: { title: string; unit: string; timeBase: TimeBase; 
 function lineChartOn(o: { title: string; unit: string; timeBase: TimeBase; series: readonly LineSeries[]; cls?: string; stepped?: boolean; holdLastMs?: number; emptyWhy?: string }, yTick?: { step: number; label: (v: number) => string }): string {
   const named = mergeIdenticalSeries(o.series);
   // A stepped series holds each value until the next point, and the last one for `holdLastMs` (its interval).
-  const series = o.stepped === true && (o.holdLastMs ?? 0) > 0 ? named.map((s) => ({ ...s, points: s.points.length > 0 ? [...s.points, [s.points.at(-1)![0] + o.holdLastMs!, s.points.at(-1)![1]] as [number, number]] : s.points })) : o.series;
+  const series = o.stepped === true && (o.holdLastMs ?? 0) > 0 ? named.map((s) => ({ ...s, points: s.points.length > 0 ? [...s.points, [s.points.at(-1)![0] + o.holdLastMs!, s.points.at(-1)![1]] as [number, number]] : s.points })) : named;
   const all = series.flatMap((s) => s.points);
   const ts = all.map((p) => p[0]);
   let from = Math.min(...ts);

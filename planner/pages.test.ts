@@ -172,6 +172,15 @@ describe("the chart kit's log axis and bars (one kit for the plan pages and the 
     expect(svg).toContain("hours since trace start");
   });
 
+  it("identical series are drawn once, named together, stepped or not", () => {
+    const pts: [number, number][] = [[0, 1], [3_600_000, 2]];
+    for (const stepped of [false, true]) {
+      const svg = lineChart({ title: "t", unit: "instances", timeBase: "relative", stepped, holdLastMs: 3_600_000, series: [{ name: "instances", points: pts }, { name: "target", points: pts }, { name: "other", points: [[0, 3]] }] });
+      expect(svg).toContain("instances = target");
+      expect(svg.match(/class="series"/g)?.length).toBe(2);
+    }
+  });
+
   it("bars: one per (series, category) with a finite value, each titled with its figure", () => {
     const svg = barChart({ title: "instance-hours", unit: "instance-hours", categories: ["m1", "m2"], series: [{ name: "hpa", values: [100, 250] }, { name: "lt", values: [90, Number.NaN] }] });
     expect(svg.match(/<rect class="bar"/g)).toHaveLength(3);

@@ -132,7 +132,7 @@ describe("RegionSelector: a warm region against a cold start (issue 33)", () => 
   it("sends the request to the cold region when the warm one's queue makes its expected TTFT longer than the cold start's; the prompt's prefill comes from the pace", () => {
     const clock = new VirtualClock(0);
     // 100 ms per 1,000 prompt tokens, 40 ms decode steps.
-    const pace = { tbtMs: 40, stepMs: 40, prefillMs: (t: number) => t / 10 };
+    const pace = { tbtMs: 40, stepMs: 40, prefillMs: (t: number) => t / 10, decodeIterMs: () => 40, maxBatch: 256 };
     const selector = new RegionSelector({
       clock,
       regions: [

@@ -16,6 +16,7 @@ import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType,
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
 import type { TokenPace } from "./pace.js";
 import type { RegionPrefixes } from "./prefix-regions.js";
+import { predictTtftMs } from "./spill.js";
 import { correctedUtilization, expectedColdTtftMs, expectedWarmTtftMs, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
 
 /** What the selector needs to know about one region from configuration. */
@@ -51,6 +52,20 @@ export interface SelectorOptions {
    * blocks went where (prefix-regions.ts); absent: regions are chosen without regard to prefixes.
    */
   prefixes?: RegionPrefixes;
+  /**
+   * SLO-aware spill (issue 46 item 5; config router.spill; spill.ts): the TTFT SLO (ms) of each model. With it and
+   * `pace`, every warm candidate carries the request's predicted TTFT (`predictTtftMs`, with the router's own
+   * requests in flight there from `track`), and a pick predicting beyond the SLO spills (selection.ts). Absent: off.
+   */
+  spill?: { sloTtftMs: (model: ModelName) => number };
+}
+
+/** One request's place in the router's own count of a (region, model)'s requests (RegionSelector.track). */
+export interface TrackedRequest {
+  /** Its first event came (it no longer waits for one). Idempotent. */
+  firstEvent(): void;
+  /** It ended, however (done, failed, aborted). Idempotent. */
+  end(): void;
 }
 
 /** One decision plus what the selector saw, for logs and tests. */
@@ -64,6 +79,8 @@ interface RegionState {
   receivedAtMs: number;
   /** model → KV bytes dispatched since the last telemetry. */
   inflightKvBytes: Map<ModelName, number>;
+  /** model → the router's requests there now: all of them, and those without a first event (track). */
+  live: Map<ModelName, { inflight: number; pending: number }>;
 }
 
 export class RegionSelector {
@@ -73,7 +90,7 @@ export class RegionSelector {
 
   constructor(private readonly opts: SelectorOptions) {
     for (const r of opts.regions) {
-      this.state.set(r.name, { telemetry: undefined, receivedAtMs: 0, inflightKvBytes: new Map() });
+      this.state.set(r.name, { telemetry: undefined, receivedAtMs: 0, inflightKvBytes: new Map(), live: new Map() });
       this.proximity[r.name] = r.proximity;
       for (const m of r.models) {
         const list = this.hosting.get(m) ?? [];
@@ -132,6 +149,42 @@ export class RegionSelector {
     s.inflightKvBytes.set(model, (s.inflightKvBytes.get(model) ?? 0) + kvBytes);
   }
 
+  /**
+   * Counts a request the router sent to (region, model) in its own live count until `end` (spill.ts reads it between
+   * telemetry reports): pending until `firstEvent`. Unknown regions: a no-op handle.
+   */
+  track(region: RegionName, model: ModelName): TrackedRequest {
+    const s = this.state.get(region);
+    if (s === undefined) return { firstEvent: () => undefined, end: () => undefined };
+    let c = s.live.get(model);
+    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0 }));
+    const count = c;
+    count.inflight++;
+    count.pending++;
+    let pending = true;
+    let ended = false;
+    const firstEvent = () => {
+      if (!pending) return;
+      pending = false;
+      count.pending--;
+    };
+    return {
+      firstEvent,
+      end: () => {
+        if (ended) return;
+        ended = true;
+        firstEvent();
+        count.inflight--;
+      },
+    };
+  }
+
+  /** The router's own requests at (region, model) now (track): all in flight, and those without a first event. */
+  liveCount(region: RegionName, model: ModelName): { inflight: number; pending: number } {
+    const c = this.state.get(region)?.live.get(model);
+    return { inflight: c?.inflight ?? 0, pending: c?.pending ?? 0 };
+  }
+
   /** The router's in-flight KV bytes for (region, model) since that region's last telemetry. */
   inflightKvBytes(region: RegionName, model: ModelName): number {
     return this.state.get(region)?.inflightKvBytes.get(model) ?? 0;
@@ -146,9 +199,10 @@ export class RegionSelector {
 
   /**
    * The candidate for (region, model) as selection sees it now: corrected utilization and availability, and with
-   * `promptTokens` and the model's pace, the request's expected TTFT there (selection.ts).
+   * `promptTokens` and the model's pace, the request's expected TTFT there (selection.ts); with spill on and
+   * `maxTokens` too, at a warm region its predicted TTFT (spill.ts `predictTtftMs`).
    */
-  candidate(region: RegionName, model: ModelName, promptTokens?: number): RegionCandidate {
+  candidate(region: RegionName, model: ModelName, promptTokens?: number, maxTokens?: number): RegionCandidate {
     const s = this.state.get(region);
     const t = s?.telemetry;
     if (s === undefined || t === undefined || this.opts.clock.now() - s.receivedAtMs > this.opts.telemetryStaleMs) {
@@ -169,6 +223,23 @@ export class RegionSelector {
     const reported = Number.isFinite(u) ? Math.max(0, u) : Number.POSITIVE_INFINITY;
     const utilization = correctedUtilization(reported, s.inflightKvBytes.get(model) ?? 0, capacityBytes);
     if (pace === undefined || prefillMs === undefined) return { region, utilization, available: true };
+    if (this.opts.spill !== undefined && maxTokens !== undefined) {
+      const serving = servingInstances(mt);
+      const spec = MODEL_SPECS[model];
+      const kvTokens = spec === undefined ? 0 : capacityBytes / kvBytesPerToken(spec);
+      const live = this.liveCount(region, model);
+      const slo = mt.slo;
+      const load = {
+        serving,
+        waiting: mt.waiting,
+        running: mt.running,
+        routerInflight: live.inflight,
+        routerPending: live.pending,
+        kvTokensPerInstance: kvTokens / Math.max(1, serving),
+        ...(slo !== undefined && slo.finished > 0 ? { meanOutputTokens: slo.outputTokens / slo.finished } : {}),
+      };
+      return { region, utilization, available: true, ttftMs: predictTtftMs(load, { promptTokens: promptTokens!, maxTokens }, pace) };
+    }
     return { region, utilization, available: true, ttftMs: expectedWarmTtftMs({ waiting: mt.waiting, serving: servingInstances(mt), prefillMs, stepMs: pace.stepMs }) };
   }
 
@@ -191,21 +262,26 @@ export class RegionSelector {
   /**
    * Picks a region for `model`: hosting regions in preference order (client region, its proximity list, the
    * rest), the first under the threshold, else the least utilized; a cold region instead when its expected TTFT for
-   * a `promptTokens` prompt is lower (selection.ts). `exclude` skips regions already tried.
+   * a `promptTokens` prompt is lower (selection.ts). `exclude` skips regions already tried. With spill on and
+   * `promptTokens` and `maxTokens`, a pick predicting a TTFT beyond the model's SLO spills (spill.ts).
    * Returns undefined when no region is available (unknown model, all stale, all excluded).
    */
-  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set(), promptTokens?: number, blocks?: readonly number[]): SelectionResult | undefined {
+  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set(), promptTokens?: number, blocks?: readonly number[], maxTokens?: number): SelectionResult | undefined {
     const order = preferenceOrder(this.hostingRegions(model), clientRegion, this.proximity);
     let candidates = order.map((r) => this.candidate(r, model));
+    const sloTtftMs = this.opts.spill !== undefined && promptTokens !== undefined && maxTokens !== undefined && this.opts.pace?.(model) !== undefined ? this.opts.spill.sloTtftMs(model) : undefined;
+    if (sloTtftMs !== undefined) {
+      // Spill on: every candidate's predicted TTFT (spill.ts).
+      candidates = order.map((r) => this.candidate(r, model, promptTokens, maxTokens));
+    } else if (promptTokens !== undefined && candidates.some((c) => c.available && c.coldStartMs !== undefined) && candidates.some((c) => c.available && c.coldStartMs === undefined)) {
+      // TTFT estimates only where a warm region and a cold one compete (the common path stays as cheap as before).
+      candidates = order.map((r) => this.candidate(r, model, promptTokens));
+    }
     const prefixes = this.opts.prefixes;
     if (prefixes !== undefined && blocks !== undefined && blocks.length > 0) {
       for (const c of candidates) if (c.available) c.prefixBlocks = prefixes.prefixBlocks(c.region, model, blocks);
     }
-    // TTFT estimates only where a warm region and a cold one compete (the common path stays as cheap as before).
-    if (promptTokens !== undefined && candidates.some((c) => c.available && c.coldStartMs !== undefined) && candidates.some((c) => c.available && c.coldStartMs === undefined)) {
-      candidates = order.map((r) => this.candidate(r, model, promptTokens));
-    }
-    const decision = selectRegion(candidates, this.opts.memoryThreshold, exclude);
+    const decision = selectRegion(candidates, this.opts.memoryThreshold, exclude, sloTtftMs);
     return decision === undefined ? undefined : { ...decision, candidates };
   }
 }

@@ -12,8 +12,8 @@
  * The prediction (`predictTtftMs`), per region, for a request of P prompt and M max tokens:
  *   ahead    = max(reported waiting, the router's requests there without a first token yet)
  *   running  = max(reported running, the router's requests there with one)
- *   fit      = max(N × min(maxBatch, ⌊KV tokens per instance / (P + M)⌋), running) — what the region runs at once (at
- *              least what it is seen running)
+ *   fit      = max(N × min(maxBatch, ⌊KV tokens per instance / (P + M)⌋), running (+ 1 when nothing is ahead)) — what
+ *              the region runs at once: at least what it is seen running, and one more when nothing waits there
  *   short    = running + ahead + 1 − fit — completions the request must wait for before it is admitted
  *   step     = one decode iteration at the running batch per instance (its KV: prompt + half the mean output each)
  *   service  = mean output tokens of a finished request (the region's totals; else M) × step
@@ -66,7 +66,7 @@ export function predictTtftMs(load: RegionLoad, req: RequestSize, pace: SpillPac
   const running = Math.max(0, load.running, load.routerInflight - load.routerPending);
   const reservation = Math.max(1, req.promptTokens + req.maxTokens);
   const perInstance = Number.isFinite(load.kvTokensPerInstance) && load.kvTokensPerInstance > 0 ? Math.max(1, Math.min(pace.maxBatch, Math.floor(load.kvTokensPerInstance / reservation))) : pace.maxBatch;
-  const fit = Math.max(n * perInstance, running);
+  const fit = Math.max(n * perInstance, ahead === 0 ? running + 1 : running);
   const meanOut = load.meanOutputTokens !== undefined && load.meanOutputTokens > 0 ? load.meanOutputTokens : Math.max(1, req.maxTokens);
   const batch = Math.max(1, Math.min(running, fit) / n);
   const step = pace.decodeIterMs(batch, batch * (req.promptTokens + meanOut / 2));

@@ -1,0 +1,91 @@
+import { describe, expect, it } from "vitest";
+import { predictTtftMs, spillFrom, type RegionLoad, type SpillPace } from "./spill.js";
+import { selectRegion, type RegionCandidate } from "./selection.js";
+
+/** Round numbers: 4 ms decode steps whatever the batch, 20 ms prefills. */
+const PACE: SpillPace = { prefillMs: () => 20, decodeIterMs: () => 4, maxBatch: 256 };
+const load = (o: Partial<RegionLoad>): RegionLoad => ({ serving: 1, waiting: 0, running: 0, routerInflight: 0, routerPending: 0, kvTokensPerInstance: 4000, ...o });
+const REQ = { promptTokens: 10, maxTokens: 390 };
+
+describe("predictTtftMs (issue 46 item 5)", () => {
+  it("an idle region: one step and the prompt's prefill", () => {
+    expect(predictTtftMs(load({}), REQ, PACE)).toBe(4 + 20);
+  });
+
+  it("room for every request ahead: they prefill before it (ahead / instances + 1 prefills)", () => {
+    // fit = ⌊4000 / 400⌋ = 10; 3 running + 4 waiting + 1 ≤ 10 → 4 + (4 + 1) × 20.
+    expect(predictTtftMs(load({ running: 3, waiting: 4 }), REQ, PACE)).toBe(104);
+    // Two instances share the queue: 4 + (4 / 2 + 1) × 20.
+    expect(predictTtftMs(load({ serving: 2, running: 3, waiting: 4 }), REQ, PACE)).toBe(64);
+  });
+
+  it("KV full: it waits for completions at the drain rate of what runs (the file comment's example)", () => {
+    // short = 10 + 5 + 1 − 10 = 6; service = 390 × 4 = 1,560 ms; 6 × 1,560 / 10 + 4 + 20 = 960.
+    expect(predictTtftMs(load({ running: 10, waiting: 5 }), REQ, PACE)).toBe(960);
+    // A measured mean output of 100 tokens: 6 × 400 / 10 + 24 = 264.
+    expect(predictTtftMs(load({ running: 10, waiting: 5, meanOutputTokens: 100 }), REQ, PACE)).toBe(264);
+  });
+
+  it("the router's own requests count between reports: pending ones wait ahead, the rest run", () => {
+    // The report says idle; the router sent 14 since, 4 of them with a first token: ahead 10, running 4, fit 10.
+    // short = 4 + 10 + 1 − 10 = 5; draining min(14, 10) = 10; 5 × 1,560 / 10 + 24 = 804.
+    expect(predictTtftMs(load({ routerInflight: 14, routerPending: 10 }), REQ, PACE)).toBe(804);
+    // The larger of the report and the router's count: 6 waiting reported beats 2 pending.
+    expect(predictTtftMs(load({ waiting: 6, routerInflight: 2, routerPending: 2 }), REQ, PACE)).toBe(4 + 7 * 20);
+  });
+
+  it("a region seen running more than the KV rule fits is taken to fit at least that many", () => {
+    // An engine that does not reserve max tokens runs 40 with none waiting: fit 40, nothing to wait for.
+    expect(predictTtftMs(load({ running: 40 }), REQ, PACE)).toBe(24);
+    // With 1 waiting it is full at 40: short = 40 + 1 + 1 − 40 = 2, drained by 40: 2 × 1,560 / 40 + 24 = 102.
+    expect(predictTtftMs(load({ running: 40, waiting: 1 }), REQ, PACE)).toBe(102);
+  });
+
+  it("the batch limit bounds what fits when KV does not (unknown KV: maxBatch)", () => {
+    const pace = { ...PACE, maxBatch: 4 };
+    // fit 4; 4 running, 1 waiting: short 2, 2 × 1,560 / 4 + 24 = 804.
+    expect(predictTtftMs(load({ kvTokensPerInstance: 0, running: 4, waiting: 1 }), REQ, pace)).toBe(804);
+  });
+});
+
+describe("spillFrom", () => {
+  const c = (region: string, ttftMs: number | undefined, underThreshold = true) => ({ region, underThreshold, ...(ttftMs === undefined ? {} : { ttftMs }) });
+  it("keeps the pick within the SLO or unpredictable", () => {
+    expect(spillFrom(c("a", 300), [c("b", 10)], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: false });
+    expect(spillFrom(c("a", undefined), [c("b", 10)], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: false });
+  });
+  it("leaves a pick beyond the SLO for the first other region under the threshold within it", () => {
+    expect(spillFrom(c("a", 900), [c("a", 900), c("b", 600), c("c", 200, false), c("d", 400), c("e", 100)], 500)).toMatchObject({ to: { region: "d" }, spilled: true });
+  });
+  it("keeps the pick and says overSlo when no other region predicts within the SLO", () => {
+    expect(spillFrom(c("a", 900), [c("b", 600), c("c", 100, false), c("d", undefined)], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: true });
+  });
+});
+
+describe("selectRegion with an SLO (SageServe §6.2 extended)", () => {
+  const w = (region: string, utilization: number, ttftMs?: number): RegionCandidate => ({ region, utilization, available: true, ...(ttftMs === undefined ? {} : { ttftMs }) });
+  it("the nearest region under the threshold stays while it predicts within the SLO", () => {
+    expect(selectRegion([w("east", 0.3, 400), w("west", 0.1, 30)], 0.7, new Set(), 500)).toEqual({ region: "east", reason: "threshold", nearest: true });
+  });
+  it("spills from a nearest region predicting beyond the SLO, memory far under the threshold", () => {
+    expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 30)], 0.7, new Set(), 500)).toEqual({ region: "west", reason: "slo-spill", nearest: false });
+  });
+  it("the memory rule first: east over the threshold, central predicting beyond the SLO, west within", () => {
+    expect(selectRegion([w("east", 0.8, 30), w("central", 0.5, 900), w("west", 0.1, 30)], 0.7, new Set(), 500)).toEqual({ region: "west", reason: "slo-spill", nearest: false });
+    // Within the SLO, central keeps it (reason threshold, not the nearest).
+    expect(selectRegion([w("east", 0.8, 30), w("central", 0.5, 90), w("west", 0.1, 30)], 0.7, new Set(), 500)).toEqual({ region: "central", reason: "threshold", nearest: false });
+  });
+  it("no other region within the SLO: the pick stands, overSlo", () => {
+    expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 800)], 0.7, new Set(), 500)).toEqual({ region: "east", reason: "threshold", nearest: true, overSlo: true });
+    // An excluded region (tried, or outside the key's regions) is no place to spill to.
+    expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 30)], 0.7, new Set(["west"]), 500)).toMatchObject({ region: "east", overSlo: true });
+  });
+  it("without an SLO nothing spills", () => {
+    expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 30)], 0.7)).toEqual({ region: "east", reason: "threshold", nearest: true });
+  });
+  it("a prefix holder predicting beyond the SLO spills too", () => {
+    const a = { ...w("a", 0.2, 30), prefixBlocks: 0 };
+    const b = { ...w("b", 0.5, 900), prefixBlocks: 40 };
+    expect(selectRegion([a, b], 0.7, new Set(), 500)).toEqual({ region: "a", reason: "slo-spill", nearest: true });
+  });
+});

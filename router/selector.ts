@@ -74,19 +74,28 @@ export interface SelectionResult extends RegionDecision {
   candidates: RegionCandidate[];
 }
 
+interface LiveCount {
+  inflight: number;
+  pending: number;
+  /** Send times (clock ms) of the pending ones by a serial, oldest first (Map keeps insertion order). */
+  pendingSince: Map<number, number>;
+}
+
 interface RegionState {
   telemetry: RegionTelemetry | undefined;
   receivedAtMs: number;
   /** model → KV bytes dispatched since the last telemetry. */
   inflightKvBytes: Map<ModelName, number>;
   /** model → the router's requests there now: all of them, and those without a first event (track). */
-  live: Map<ModelName, { inflight: number; pending: number }>;
+  live: Map<ModelName, LiveCount>;
 }
 
 export class RegionSelector {
   private readonly state = new Map<RegionName, RegionState>();
   private readonly proximity: Record<RegionName, readonly RegionName[]> = {};
   private readonly hosting = new Map<ModelName, RegionName[]>();
+  /** Serial of the next tracked request. */
+  private serial = 0;
 
   constructor(private readonly opts: SelectorOptions) {
     for (const r of opts.regions) {
@@ -157,16 +166,19 @@ export class RegionSelector {
     const s = this.state.get(region);
     if (s === undefined) return { firstEvent: () => undefined, end: () => undefined };
     let c = s.live.get(model);
-    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0 }));
+    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0, pendingSince: new Map() }));
     const count = c;
+    const serial = this.serial++;
     count.inflight++;
     count.pending++;
+    count.pendingSince.set(serial, this.opts.clock.now());
     let pending = true;
     let ended = false;
     const firstEvent = () => {
       if (!pending) return;
       pending = false;
       count.pending--;
+      count.pendingSince.delete(serial);
     };
     return {
       firstEvent,
@@ -179,10 +191,15 @@ export class RegionSelector {
     };
   }
 
-  /** The router's own requests at (region, model) now (track): all in flight, and those without a first event. */
-  liveCount(region: RegionName, model: ModelName): { inflight: number; pending: number } {
+  /**
+   * The router's own requests at (region, model) now (track): all in flight, those without a first event, and how
+   * long the oldest of those has waited (ms; 0 with none).
+   */
+  liveCount(region: RegionName, model: ModelName): { inflight: number; pending: number; oldestPendingMs: number } {
     const c = this.state.get(region)?.live.get(model);
-    return { inflight: c?.inflight ?? 0, pending: c?.pending ?? 0 };
+    const oldest = c?.pendingSince.values().next();
+    const oldestPendingMs = oldest === undefined || oldest.done === true ? 0 : Math.max(0, this.opts.clock.now() - oldest.value);
+    return { inflight: c?.inflight ?? 0, pending: c?.pending ?? 0, oldestPendingMs };
   }
 
   /** The router's in-flight KV bytes for (region, model) since that region's last telemetry. */
@@ -235,6 +252,7 @@ export class RegionSelector {
         running: mt.running,
         routerInflight: live.inflight,
         routerPending: live.pending,
+        oldestPendingMs: live.oldestPendingMs,
         kvTokensPerInstance: kvTokens / Math.max(1, serving),
         ...(slo !== undefined && slo.finished > 0 ? { meanOutputTokens: slo.outputTokens / slo.finished } : {}),
       };

@@ -34,6 +34,14 @@ describe("predictTtftMs (issue 46 item 5)", () => {
     expect(predictTtftMs(load({ waiting: 6, routerInflight: 2, routerPending: 2 }), REQ, PACE)).toBe(4 + 7 * 20);
   });
 
+  it("the router's oldest pending request waiting past twice the unloaded TTFT (and 100 ms more): full at what it runs", () => {
+    // KV arithmetic says 10; 8 running, 1 pending; unloaded 4 + (1 + 1) × 20 = 44 ms: 144 ms is not queued yet.
+    const l = load({ routerInflight: 9, routerPending: 1 });
+    expect(predictTtftMs({ ...l, oldestPendingMs: 144 }, REQ, PACE)).toBe(44);
+    // 145 ms is: fit 8, short = 8 + 1 + 1 − 8 = 2 → 2 × 1,560 / 8 + 24 = 414.
+    expect(predictTtftMs({ ...l, oldestPendingMs: 145 }, REQ, PACE)).toBe(414);
+  });
+
   it("a region seen running more than the KV rule fits is taken to fit at least that many", () => {
     // An engine that does not reserve max tokens runs 40 with none waiting: fit 40, nothing to wait for.
     expect(predictTtftMs(load({ running: 40 }), REQ, PACE)).toBe(24);
@@ -57,8 +65,11 @@ describe("spillFrom", () => {
   it("leaves a pick beyond the SLO for the first other region under the threshold within it", () => {
     expect(spillFrom(c("a", 900), [c("a", 900), c("b", 600), c("c", 200, false), c("d", 400), c("e", 100)], 500)).toMatchObject({ to: { region: "d" }, spilled: true });
   });
+  it("over the threshold only: the first other region within the SLO", () => {
+    expect(spillFrom(c("a", 900, false), [c("b", 600), c("c", 100, false), c("d", undefined)], 500)).toMatchObject({ to: { region: "c" }, spilled: true });
+  });
   it("keeps the pick and says overSlo when no other region predicts within the SLO", () => {
-    expect(spillFrom(c("a", 900), [c("b", 600), c("c", 100, false), c("d", undefined)], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: true });
+    expect(spillFrom(c("a", 900), [c("b", 600), c("d", undefined)], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: true });
   });
 });
 

@@ -7,13 +7,16 @@
  * tokens) at admission, or one at its batch limit, queues requests while the KV they hold now is well under the
  * threshold (issue 46: 300 streams stayed in us-east at p99 TTFT 2.3 s while eu-west idled). This extends §6.2's rule
  * (selection.ts): the region it picks is kept unless its predicted TTFT exceeds the model's TTFT SLO while another
- * allowed region under the threshold predicts within it; then the first such region in preference order takes it.
+ * allowed region predicts within it; then the first such region in preference order under the threshold takes it,
+ * else the first such region.
  *
  * The prediction (`predictTtftMs`), per region, for a request of P prompt and M max tokens:
  *   ahead    = max(reported waiting, the router's requests there without a first token yet)
  *   running  = max(reported running, the router's requests there with one)
- *   fit      = max(N × min(maxBatch, ⌊KV tokens per instance / (P + M)⌋), running (+ 1 when nothing is ahead)) — what
- *              the region runs at once: at least what it is seen running, and one more when nothing waits there
+ *   fit      = what the region runs at once: `running` when the router's oldest pending request there has waited more
+ *              than max(2 × its unloaded TTFT, it + 100 ms) (the region is full, whatever the KV arithmetic says);
+ *              else max(N × min(maxBatch, ⌊KV tokens per instance / (P + M)⌋), running, + 1 when nothing is ahead)
+ *              — at least what it is seen running, and one more when nothing waits there
  *   short    = running + ahead + 1 − fit — completions the request must wait for before it is admitted
  *   step     = one decode iteration at the running batch per instance (its KV: prompt + half the mean output each)
  *   service  = mean output tokens of a finished request (the region's totals; else M) × step
@@ -26,6 +29,9 @@
  * two reports is seen at once. Pure: values in, numbers out.
  */
 
+/** Beyond twice an unloaded TTFT, how much longer than one a request must wait to count as queued (ms; the hops). */
+export const QUEUED_EXTRA_MS = 100;
+
 /** What the router knows of one (region, model) at a request's arrival. */
 export interface RegionLoad {
   /** Serving instances of the model (> 0). */
@@ -36,6 +42,8 @@ export interface RegionLoad {
   /** The router's own requests sent there and in flight: all of them, and those without a first event yet. */
   routerInflight: number;
   routerPending: number;
+  /** How long the oldest of the router's pending requests there has waited for its first event (ms; 0 or absent: none). */
+  oldestPendingMs?: number;
   /** KV tokens one serving instance holds (≤ 0 or non-finite: unknown, no KV bound). */
   kvTokensPerInstance: number;
   /** Mean output tokens of the model's finished requests there; undefined: unknown (the request's max tokens is used). */
@@ -66,11 +74,16 @@ export function predictTtftMs(load: RegionLoad, req: RequestSize, pace: SpillPac
   const running = Math.max(0, load.running, load.routerInflight - load.routerPending);
   const reservation = Math.max(1, req.promptTokens + req.maxTokens);
   const perInstance = Number.isFinite(load.kvTokensPerInstance) && load.kvTokensPerInstance > 0 ? Math.max(1, Math.min(pace.maxBatch, Math.floor(load.kvTokensPerInstance / reservation))) : pace.maxBatch;
-  const fit = Math.max(n * perInstance, ahead === 0 ? running + 1 : running);
   const meanOut = load.meanOutputTokens !== undefined && load.meanOutputTokens > 0 ? load.meanOutputTokens : Math.max(1, req.maxTokens);
-  const batch = Math.max(1, Math.min(running, fit) / n);
-  const step = pace.decodeIterMs(batch, batch * (req.promptTokens + meanOut / 2));
   const prefill = pace.prefillMs(req.promptTokens);
+  const stepAt = (b: number) => pace.decodeIterMs(b, b * (req.promptTokens + meanOut / 2));
+  // The router's oldest request there still without a first event, waiting well past what an unloaded region takes,
+  // says the region is full at what it runs, whatever the KV arithmetic says (other prompts, other engines' rules).
+  const unloadedMs = stepAt(Math.max(1, running / n)) + (ahead / n + 1) * prefill;
+  const full = (load.oldestPendingMs ?? 0) > Math.max(2 * unloadedMs, unloadedMs + QUEUED_EXTRA_MS);
+  const fit = full ? Math.max(1, running) : Math.max(n * perInstance, ahead === 0 ? running + 1 : running);
+  const batch = Math.max(1, Math.min(running, fit) / n);
+  const step = stepAt(batch);
   const short = running + ahead + 1 - fit;
   if (short <= 0) return step + (ahead / n + 1) * prefill;
   const draining = Math.max(1, Math.min(running + ahead, fit));
@@ -89,11 +102,14 @@ export interface SpillCandidate {
 /**
  * The spill rule: given §6.2's pick and the other allowed, available warm regions in preference order, the region
  * to send to and whether it spilled. `pick` is kept when its prediction is within `sloTtftMs` or unknown; otherwise
- * the first other region under the threshold predicting within it; when there is none, `pick` is kept and `overSlo`
- * says that no allowed region predicts within the SLO.
+ * the first other region under the threshold predicting within it, else the first other one predicting within it
+ * (every region is over the threshold: §6.2 would take the least utilized); when there is none, `pick` is kept and
+ * `overSlo` says that no allowed region predicts within the SLO.
  */
 export function spillFrom<C extends SpillCandidate>(pick: C, others: readonly C[], sloTtftMs: number): { to: C; spilled: boolean; overSlo: boolean } {
   if (pick.ttftMs === undefined || pick.ttftMs <= sloTtftMs) return { to: pick, spilled: false, overSlo: false };
-  for (const c of others) if (c.region !== pick.region && c.underThreshold && c.ttftMs !== undefined && c.ttftMs <= sloTtftMs) return { to: c, spilled: true, overSlo: false };
+  const within = others.filter((c) => c.region !== pick.region && c.ttftMs !== undefined && c.ttftMs <= sloTtftMs);
+  const to = within.find((c) => c.underThreshold) ?? within[0];
+  if (to !== undefined) return { to, spilled: true, overSlo: false };
   return { to: pick, spilled: false, overSlo: true };
 }

@@ -79,6 +79,8 @@ interface LiveCount {
   pending: number;
   /** Send times (clock ms) of the pending ones by a serial, oldest first (Map keeps insertion order). */
   pendingSince: Map<number, number>;
+  /** First-event times (clock ms) of the others by serial. */
+  runningSince: Map<number, number>;
 }
 
 interface RegionState {
@@ -166,7 +168,7 @@ export class RegionSelector {
     const s = this.state.get(region);
     if (s === undefined) return { firstEvent: () => undefined, end: () => undefined };
     let c = s.live.get(model);
-    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0, pendingSince: new Map() }));
+    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0, pendingSince: new Map(), runningSince: new Map() }));
     const count = c;
     const serial = this.serial++;
     count.inflight++;
@@ -179,6 +181,7 @@ export class RegionSelector {
       pending = false;
       count.pending--;
       count.pendingSince.delete(serial);
+      count.runningSince.set(serial, this.opts.clock.now());
     };
     return {
       firstEvent,
@@ -187,6 +190,7 @@ export class RegionSelector {
         ended = true;
         firstEvent();
         count.inflight--;
+        count.runningSince.delete(serial);
       },
     };
   }
@@ -195,11 +199,13 @@ export class RegionSelector {
    * The router's own requests at (region, model) now (track): all in flight, those without a first event, and how
    * long the oldest of those has waited (ms; 0 with none).
    */
-  liveCount(region: RegionName, model: ModelName): { inflight: number; pending: number; oldestPendingMs: number } {
+  liveCount(region: RegionName, model: ModelName): { inflight: number; pending: number; oldestPendingMs: number; runningElapsedMs: number[] } {
     const c = this.state.get(region)?.live.get(model);
+    const now = this.opts.clock.now();
     const oldest = c?.pendingSince.values().next();
-    const oldestPendingMs = oldest === undefined || oldest.done === true ? 0 : Math.max(0, this.opts.clock.now() - oldest.value);
-    return { inflight: c?.inflight ?? 0, pending: c?.pending ?? 0, oldestPendingMs };
+    const oldestPendingMs = oldest === undefined || oldest.done === true ? 0 : Math.max(0, now - oldest.value);
+    const runningElapsedMs = c === undefined ? [] : [...c.runningSince.values()].map((t) => Math.max(0, now - t));
+    return { inflight: c?.inflight ?? 0, pending: c?.pending ?? 0, oldestPendingMs, runningElapsedMs };
   }
 
   /** The router's in-flight KV bytes for (region, model) since that region's last telemetry. */
@@ -253,6 +259,7 @@ export class RegionSelector {
         routerInflight: live.inflight,
         routerPending: live.pending,
         oldestPendingMs: live.oldestPendingMs,
+        runningElapsedMs: live.runningElapsedMs,
         kvTokensPerInstance: kvTokens / Math.max(1, serving),
         ...(slo !== undefined && slo.finished > 0 ? { meanOutputTokens: slo.outputTokens / slo.finished } : {}),
       };

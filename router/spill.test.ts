@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { predictTtftMs, spillFrom, type RegionLoad, type SpillPace } from "./spill.js";
+import { completionMs, predictTtftMs, spillFrom, type RegionLoad, type SpillPace } from "./spill.js";
 import { selectRegion, type RegionCandidate } from "./selection.js";
 
 /** Round numbers: 4 ms decode steps whatever the batch, 20 ms prefills. */
@@ -20,16 +20,21 @@ describe("predictTtftMs (issue 46 item 5)", () => {
   });
 
   it("KV full: it waits for completions at the drain rate of what runs (the file comment's example)", () => {
-    // short = 10 + 5 + 1 − 10 = 6; service = 390 × 4 = 1,560 ms; 6 × 1,560 / 10 + 4 + 20 = 960.
-    expect(predictTtftMs(load({ running: 10, waiting: 5 }), REQ, PACE)).toBe(960);
-    // A measured mean output of 100 tokens: 6 × 400 / 10 + 24 = 264.
-    expect(predictTtftMs(load({ running: 10, waiting: 5, meanOutputTokens: 100 }), REQ, PACE)).toBe(264);
+    // short = 10 + 5 + 1 − 10 = 6; service = 390 × 4 = 1,560 ms; progress unknown: 780 ms left each → 780 + 4 + 20.
+    expect(predictTtftMs(load({ running: 10, waiting: 5 }), REQ, PACE)).toBe(804);
+    // A measured mean output of 100 tokens: 200 + 24.
+    expect(predictTtftMs(load({ running: 10, waiting: 5, meanOutputTokens: 100 }), REQ, PACE)).toBe(224);
+    // The router's own 10 running started 100..1000 ms ago (100 apart): 1,460, 1,360, … 560 left; the 6th soonest is
+    // 1,060 → 1,084.
+    const elapsed = Array.from({ length: 10 }, (_, i) => 100 * (i + 1));
+    expect(predictTtftMs(load({ routerInflight: 15, routerPending: 5, runningElapsedMs: elapsed }), REQ, PACE)).toBe(1084);
   });
 
   it("the router's own requests count between reports: pending ones wait ahead, the rest run", () => {
-    // The report says idle; the router sent 14 since, 4 of them with a first token: ahead 10, running 4, fit 10.
-    // short = 4 + 10 + 1 − 10 = 5; draining min(14, 10) = 10; 5 × 1,560 / 10 + 24 = 804.
-    expect(predictTtftMs(load({ routerInflight: 14, routerPending: 10 }), REQ, PACE)).toBe(804);
+    // The report says idle; the router sent 14 since, 4 of them with a first token just now: ahead 10, running 4,
+    // fit 10, short = 4 + 10 + 1 − 10 = 5: all 10 slots have 1,560 ms left (4 just started, 6 admitted from ahead):
+    // the 5th completion at 1,560 → 1,584.
+    expect(predictTtftMs(load({ routerInflight: 14, routerPending: 10, runningElapsedMs: [0, 0, 0, 0] }), REQ, PACE)).toBe(1584);
     // The larger of the report and the router's count: 6 waiting reported beats 2 pending.
     expect(predictTtftMs(load({ waiting: 6, routerInflight: 2, routerPending: 2 }), REQ, PACE)).toBe(4 + 7 * 20);
   });
@@ -38,21 +43,30 @@ describe("predictTtftMs (issue 46 item 5)", () => {
     // KV arithmetic says 10; 8 running, 1 pending; unloaded 4 + (1 + 1) × 20 = 44 ms: 144 ms is not queued yet.
     const l = load({ routerInflight: 9, routerPending: 1 });
     expect(predictTtftMs({ ...l, oldestPendingMs: 144 }, REQ, PACE)).toBe(44);
-    // 145 ms is: fit 8, short = 8 + 1 + 1 − 8 = 2 → 2 × 1,560 / 8 + 24 = 414.
-    expect(predictTtftMs({ ...l, oldestPendingMs: 145 }, REQ, PACE)).toBe(414);
+    // 145 ms is: fit 8, short = 8 + 1 + 1 − 8 = 2 → 780 + 24 = 804.
+    expect(predictTtftMs({ ...l, oldestPendingMs: 145 }, REQ, PACE)).toBe(804);
   });
 
   it("a region seen running more than the KV rule fits is taken to fit at least that many", () => {
     // An engine that does not reserve max tokens runs 40 with none waiting: fit 40, nothing to wait for.
     expect(predictTtftMs(load({ running: 40 }), REQ, PACE)).toBe(24);
-    // With 1 waiting it is full at 40: short = 40 + 1 + 1 − 40 = 2, drained by 40: 2 × 1,560 / 40 + 24 = 102.
-    expect(predictTtftMs(load({ running: 40, waiting: 1 }), REQ, PACE)).toBe(102);
+    // With 1 waiting it is full at 40: short = 40 + 1 + 1 − 40 = 2, the 2nd completion 780 ms on → 804.
+    expect(predictTtftMs(load({ running: 40, waiting: 1 }), REQ, PACE)).toBe(804);
   });
 
   it("the batch limit bounds what fits when KV does not (unknown KV: maxBatch)", () => {
     const pace = { ...PACE, maxBatch: 4 };
-    // fit 4; 4 running, 1 waiting: short 2, 2 × 1,560 / 4 + 24 = 804.
+    // fit 4; 4 running, 1 waiting: short 2, the 2nd completion 780 ms on → 804.
     expect(predictTtftMs(load({ kvTokensPerInstance: 0, running: 4, waiting: 1 }), REQ, pace)).toBe(804);
+  });
+});
+
+describe("completionMs", () => {
+  it("the k-th completion among the slots; beyond them a freed slot's next request a whole service later", () => {
+    expect(completionMs(1, 900, [900, 100, 450])).toBe(100);
+    expect(completionMs(2, 900, [900, 100, 450])).toBe(450);
+    expect(completionMs(3, 900, [900, 100, 450])).toBe(900);
+    expect(completionMs(4, 900, [900, 100, 450])).toBe(1000);
   });
 });
 

@@ -21,8 +21,10 @@
  *   step     = one decode iteration at the running batch per instance (its KV: prompt + half the mean output each)
  *   service  = mean output tokens of a finished request (the region's totals; else M) × step
  *   TTFT     = step + (ahead / N + 1) × prefill(P)                      when short ≤ 0 (admitted at the next boundary)
- *            = short × service / min(running + ahead, fit) + step + prefill(P)   otherwise (Little's law: the
- *              admitted requests finish at min(running + ahead, fit) / service per ms)
+ *            = the short-th completion + step + prefill(P)                 otherwise (`completionMs` over
+ *              min(running + ahead, fit) slots: the router's own running requests finish `service` after their first
+ *              event, the other running ones have half of `service` left (progress unknown), those ahead admitted into
+ *              free slots all of it, and a freed slot's next request finishes `service` after the one it follows)
  * Not counted: the hops between regions, prompts of other lengths than this one.
  *
  * The router's own counts are live between telemetry reports (500 ms apart by default): a crowd that arrives between
@@ -42,6 +44,8 @@ export interface RegionLoad {
   /** The router's own requests sent there and in flight: all of them, and those without a first event yet. */
   routerInflight: number;
   routerPending: number;
+  /** How long each of the router's requests there with a first event has been decoding since (ms, any order). */
+  runningElapsedMs?: readonly number[];
   /** How long the oldest of the router's pending requests there has waited for its first event (ms; 0 or absent: none). */
   oldestPendingMs?: number;
   /** KV tokens one serving instance holds (≤ 0 or non-finite: unknown, no KV bound). */
@@ -65,8 +69,8 @@ export interface RequestSize {
 
 /**
  * The request's predicted TTFT at the region (ms), as the file comment says. E.g. 1 instance, maxBatch 256, 4,000 KV
- * tokens, a 10 + 390 token request (fit 10), 10 running and 5 waiting, 390 mean output tokens, 4 ms steps and 20 ms
- * prefills: short = 6, service = 1,560 ms, TTFT = 6 × 1,560 / 10 + 4 + 20 = 960 ms.
+ * tokens, a 10 + 390 token request (fit 10), 10 running (progress unknown) and 5 waiting, 390 mean output tokens,
+ * 4 ms steps and 20 ms prefills: short = 6, service = 1,560 ms, the 6th completion 780 ms on, TTFT 804 ms.
  */
 export function predictTtftMs(load: RegionLoad, req: RequestSize, pace: SpillPace): number {
   const n = Math.max(1, load.serving);
@@ -86,8 +90,25 @@ export function predictTtftMs(load: RegionLoad, req: RequestSize, pace: SpillPac
   const step = stepAt(batch);
   const short = running + ahead + 1 - fit;
   if (short <= 0) return step + (ahead / n + 1) * prefill;
-  const draining = Math.max(1, Math.min(running + ahead, fit));
-  return (short * meanOut * step) / draining + step + prefill;
+  const service = meanOut * step;
+  const slots = Math.max(1, Math.min(running + ahead, fit));
+  // What each slot has left: the router's own running requests service − their decode so far, the other running
+  // ones half of it (unknown progress), the requests ahead admitted into free slots all of it.
+  const known = (load.runningElapsedMs ?? []).slice(0, running).map((e) => Math.max(0, service - e));
+  const left = [...known, ...Array<number>(Math.max(0, running - known.length)).fill(service / 2)].slice(0, slots);
+  while (left.length < slots) left.push(service);
+  return completionMs(short, service, left) + step + prefill;
+}
+
+/**
+ * When the `k`-th completion (k ≥ 1) comes, given what each slot's running request has `leftMs` (ms): the k-th
+ * soonest, and beyond one per slot, a freed slot's next request `serviceMs` after the one it follows.
+ */
+export function completionMs(k: number, serviceMs: number, leftMs: readonly number[]): number {
+  const left = [...leftMs].sort((a, b) => a - b);
+  if (left.length === 0) return k * serviceMs;
+  const i = k - 1;
+  return left[i % left.length]! + Math.floor(i / left.length) * serviceMs;
 }
 
 /** A region as the spill rule sees it. */

@@ -105,6 +105,8 @@ export class RegionWalk {
   overSlo = false;
   /** Regions `next` has returned. */
   private returned = 0;
+  /** The predicted TTFT (ms) of the region `next` last returned, when the selector predicted one (spill.ts). */
+  predictedTtftMs: number | undefined;
 
   constructor(
     private readonly selector: RegionSelector,
@@ -147,6 +149,7 @@ export class RegionWalk {
       }
       this.selector.noteDispatch(pick.region, this.req.model, this.kvBytes, this.blocks());
       this.reason = this.returned > 0 ? "retry" : this.full > 0 ? "concurrency" : choiceReason(pick);
+      this.predictedTtftMs = pick.candidates.find((c) => c.region === pick.region)?.ttftMs;
       this.returned++;
       return { region: pick.region, link };
     }
@@ -219,7 +222,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     }
     const slot: ConcurrencySlot | undefined = cc?.limiter.acquire(region, req.model, cc.tenant, req.promptTokens);
     // The router's own count of its requests there, live between telemetry reports (spill.ts).
-    const tracked = opts.selector.track(region, req.model);
+    const tracked = opts.selector.track(region, req.model, walk.predictedTtftMs);
     const attempt = new AbortController();
     const onClientAbort = () => attempt.abort(signal.reason);
     signal.addEventListener("abort", onClientAbort, { once: true });
@@ -250,14 +253,20 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       tracked.firstEvent();
       watched?.started();
       watched?.touch();
+      if (first.value.type === "done") tracked.done(first.value.usage.completion_tokens);
+      // The done event measures the region's decode pace (RegionSelector.track).
+      const seen = (r: IteratorResult<EngineEvent>) => {
+        if (r.done !== true && r.value.type === "done") tracked.done(r.value.usage.completion_tokens);
+        return r;
+      };
       const next =
         watched === undefined
-          ? () => rest.next()
+          ? () => rest.next().then(seen)
           : () =>
               rest.next().then(
                 (r) => {
                   watched.touch();
-                  return r;
+                  return seen(r);
                 },
                 (err: unknown) => {
                   // The watchdog's own verdict first; a link failure after a long silence reads as the stall it is.
@@ -370,7 +379,7 @@ export function submitWithRetry(opts: SubmitOptions): RegionName | undefined {
   for (;;) {
     const next = walk.next();
     if (next === undefined) return undefined;
-    const tracked = opts.selector.track(next.region, opts.req.model);
+    const tracked = opts.selector.track(next.region, opts.req.model, walk.predictedTtftMs);
     const cb = opts.callbacks;
     // Delegates by name (the caller's callbacks may be a class instance with methods on its prototype).
     const callbacks: LinkCallbacks = {
@@ -379,7 +388,7 @@ export function submitWithRetry(opts: SubmitOptions): RegionName | undefined {
         cb.onFirstToken?.(atMs);
       },
       onDone: (atMs, generated) => {
-        tracked.end();
+        tracked.done(generated);
         cb.onDone?.(atMs, generated);
       },
       onError: (atMs, err) => {

@@ -66,7 +66,20 @@ export interface TrackedRequest {
   firstEvent(): void;
   /** It ended, however (done, failed, aborted). Idempotent. */
   end(): void;
+  /**
+   * It finished with `outputTokens` generated (the region's done event): its decode time per token after the first
+   * goes into the (region, model)'s measured pace (spill.ts RegionLoad.measuredMsPerToken); then as `end`.
+   */
+  done(outputTokens: number): void;
 }
+
+/** Weight of a new sample in the measured decode pace and first-event lateness (RegionSelector.track). */
+export const MEASURED_EWMA_ALPHA = 0.2;
+/**
+ * Half-life (ms) of the measured lateness without new samples: a region left for being late gets no requests to show
+ * it caught up, so what it was late by fades (halves every this many ms) rather than keeping it out for good.
+ */
+export const LATE_HALF_LIFE_MS = 2000;
 
 /** One decision plus what the selector saw, for logs and tests. */
 export interface SelectionResult extends RegionDecision {
@@ -81,6 +94,17 @@ interface LiveCount {
   pendingSince: Map<number, number>;
   /** First-event times (clock ms) of the others by serial. */
   runningSince: Map<number, number>;
+  /** EWMA of the decode time per token after the first of finished requests (ms); undefined until one finished. */
+  msPerToken: number | undefined;
+  /** EWMA of observed − predicted time to the first event (ms) of requests sent with a prediction; 0 until one. */
+  lateMs: number;
+  /** When `lateMs` was last updated (clock ms); it halves every LATE_HALF_LIFE_MS after. */
+  lateAtMs: number;
+}
+
+/** `c.lateMs` faded to `nowMs` (LATE_HALF_LIFE_MS). */
+function lateNow(c: LiveCount, nowMs: number): number {
+  return c.lateMs * Math.pow(0.5, Math.max(0, nowMs - c.lateAtMs) / LATE_HALF_LIFE_MS);
 }
 
 interface RegionState {
@@ -162,37 +186,63 @@ export class RegionSelector {
 
   /**
    * Counts a request the router sent to (region, model) in its own live count until `end` (spill.ts reads it between
-   * telemetry reports): pending until `firstEvent`. Unknown regions: a no-op handle.
+   * telemetry reports): pending until `firstEvent`. With `predictedTtftMs` (its region's prediction when it was chosen),
+   * how much later its first event came goes into the (region, model)'s lateness; `done` measures its decode pace
+   * (spill.ts RegionLoad.lateMs, measuredMsPerToken). Unknown regions: a no-op handle.
    */
-  track(region: RegionName, model: ModelName): TrackedRequest {
+  track(region: RegionName, model: ModelName, predictedTtftMs?: number): TrackedRequest {
     const s = this.state.get(region);
-    if (s === undefined) return { firstEvent: () => undefined, end: () => undefined };
+    if (s === undefined) return { firstEvent: () => undefined, end: () => undefined, done: () => undefined };
     let c = s.live.get(model);
-    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0, pendingSince: new Map(), runningSince: new Map() }));
+    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0, pendingSince: new Map(), runningSince: new Map(), msPerToken: undefined, lateMs: 0, lateAtMs: 0 }));
     const count = c;
     const serial = this.serial++;
+    const sentAt = this.opts.clock.now();
     count.inflight++;
     count.pending++;
-    count.pendingSince.set(serial, this.opts.clock.now());
+    count.pendingSince.set(serial, sentAt);
     let pending = true;
     let ended = false;
+    let firstAt: number | undefined;
     const firstEvent = () => {
       if (!pending) return;
       pending = false;
       count.pending--;
       count.pendingSince.delete(serial);
-      count.runningSince.set(serial, this.opts.clock.now());
+      firstAt = this.opts.clock.now();
+      count.runningSince.set(serial, firstAt);
+      if (predictedTtftMs !== undefined && Number.isFinite(predictedTtftMs)) {
+        const late = lateNow(count, firstAt);
+        count.lateMs = late + MEASURED_EWMA_ALPHA * (firstAt - sentAt - predictedTtftMs - late);
+        count.lateAtMs = firstAt;
+      }
+    };
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      firstEvent();
+      count.inflight--;
+      count.runningSince.delete(serial);
     };
     return {
       firstEvent,
-      end: () => {
+      end,
+      done: (outputTokens) => {
         if (ended) return;
-        ended = true;
         firstEvent();
-        count.inflight--;
-        count.runningSince.delete(serial);
+        if (outputTokens > 1 && firstAt !== undefined) {
+          const sample = (this.opts.clock.now() - firstAt) / (outputTokens - 1);
+          count.msPerToken = count.msPerToken === undefined ? sample : count.msPerToken + MEASURED_EWMA_ALPHA * (sample - count.msPerToken);
+        }
+        end();
       },
     };
+  }
+
+  /** The measured decode pace and first-event lateness (faded to now) at (region, model) (track; spill.ts RegionLoad). */
+  measured(region: RegionName, model: ModelName): { msPerToken: number | undefined; lateMs: number } {
+    const c = this.state.get(region)?.live.get(model);
+    return { msPerToken: c?.msPerToken, lateMs: c === undefined ? 0 : lateNow(c, this.opts.clock.now()) };
   }
 
   /**
@@ -251,6 +301,7 @@ export class RegionSelector {
       const spec = MODEL_SPECS[model];
       const kvTokens = spec === undefined ? 0 : capacityBytes / kvBytesPerToken(spec);
       const live = this.liveCount(region, model);
+      const measured = this.measured(region, model);
       const slo = mt.slo;
       const load = {
         serving,
@@ -262,6 +313,8 @@ export class RegionSelector {
         runningElapsedMs: live.runningElapsedMs,
         kvTokensPerInstance: kvTokens / Math.max(1, serving),
         ...(slo !== undefined && slo.finished > 0 ? { meanOutputTokens: slo.outputTokens / slo.finished } : {}),
+        ...(measured.msPerToken === undefined ? {} : { measuredMsPerToken: measured.msPerToken }),
+        lateMs: measured.lateMs,
       };
       return { region, utilization, available: true, ttftMs: predictTtftMs(load, { promptTokens: promptTokens!, maxTokens }, pace) };
     }

@@ -30,6 +30,20 @@ describe("predictTtftMs (issue 46 item 5)", () => {
     expect(predictTtftMs(load({ routerInflight: 15, routerPending: 5, runningElapsedMs: elapsed }), REQ, PACE)).toBe(1084);
   });
 
+  it("a decode pace the router measured slower than the model's steps lengthens the service; a faster one does not", () => {
+    // 6 ms a token: service = 390 × 6 = 2,340 ms, half left 1,170 → 1,194.
+    expect(predictTtftMs(load({ running: 10, waiting: 5, measuredMsPerToken: 6 }), REQ, PACE)).toBe(1194);
+    expect(predictTtftMs(load({ running: 10, waiting: 5, measuredMsPerToken: 3 }), REQ, PACE)).toBe(804);
+    // Nothing to wait for: the pace does not matter.
+    expect(predictTtftMs(load({ running: 3, measuredMsPerToken: 6 }), REQ, PACE)).toBe(24);
+  });
+
+  it("first events measured later than predicted add their lateness; earlier ones take nothing off", () => {
+    expect(predictTtftMs(load({ running: 10, waiting: 5, lateMs: 150 }), REQ, PACE)).toBe(954);
+    expect(predictTtftMs(load({ lateMs: 150 }), REQ, PACE)).toBe(174);
+    expect(predictTtftMs(load({ running: 10, waiting: 5, lateMs: -150 }), REQ, PACE)).toBe(804);
+  });
+
   it("the router's own requests count between reports: pending ones wait ahead, the rest run", () => {
     // The report says idle; the router sent 14 since, 4 of them with a first token just now: ahead 10, running 4,
     // fit 10, short = 4 + 10 + 1 − 10 = 5: all 10 slots have 1,560 ms left (4 just started, 6 admitted from ahead):

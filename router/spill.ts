@@ -19,13 +19,16 @@
  *              — at least what it is seen running, and one more when nothing waits there
  *   short    = running + ahead + 1 − fit — completions the request must wait for before it is admitted
  *   step     = one decode iteration at the running batch per instance (its KV: prompt + half the mean output each)
- *   service  = mean output tokens of a finished request (the region's totals; else M) × step
+ *   service  = mean output tokens of a finished request (the region's totals; else M) × max(step, the decode time per
+ *              token the router measured there: RegionLoad.measuredMsPerToken)
  *   TTFT     = step + (ahead / N + 1) × prefill(P)                      when short ≤ 0 (admitted at the next boundary)
  *            = the short-th completion + step + prefill(P)                 otherwise (`completionMs` over
  *              min(running + ahead, fit) slots: the router's own running requests finish `service` after their first
  *              event, the other running ones have half of `service` left (progress unknown), those ahead admitted into
  *              free slots all of it, and a freed slot's next request finishes `service` after the one it follows)
- * Not counted: the hops between regions, prompts of other lengths than this one.
+ *   + lateMs, when positive: how much later than predicted the router's own requests there got their first event
+ *     (an EWMA; RegionLoad.lateMs), so what the formula leaves out (hops, a loaded host, prefill stalls) is learned.
+ * Not counted otherwise: prompts of other lengths than this one.
  *
  * The router's own counts are live between telemetry reports (500 ms apart by default): a crowd that arrives between
  * two reports is seen at once. Pure: values in, numbers out.
@@ -52,6 +55,17 @@ export interface RegionLoad {
   kvTokensPerInstance: number;
   /** Mean output tokens of the model's finished requests there; undefined: unknown (the request's max tokens is used). */
   meanOutputTokens?: number;
+  /**
+   * The decode time per output token the router measured there (ms: first event to end over the tokens after the
+   * first, of its own requests that finished; an EWMA). A service longer than the model's steps say (prefills of new
+   * arrivals stall the running batch, hops, a loaded host) is taken as measured; undefined: none measured yet.
+   */
+  measuredMsPerToken?: number;
+  /**
+   * How much later than predicted the router's own requests there got their first event (ms; an EWMA of observed −
+   * predicted TTFT; RegionSelector.track). Added when positive; undefined or ≤ 0: nothing added.
+   */
+  lateMs?: number;
 }
 
 /** The model's speeds (router/pace.ts TokenPace, the part used here). */
@@ -73,6 +87,11 @@ export interface RequestSize {
  * 4 ms steps and 20 ms prefills: short = 6, service = 1,560 ms, the 6th completion 780 ms on, TTFT 804 ms.
  */
 export function predictTtftMs(load: RegionLoad, req: RequestSize, pace: SpillPace): number {
+  return modelTtftMs(load, req, pace) + Math.max(0, load.lateMs ?? 0);
+}
+
+/** predictTtftMs before the measured lateness is added. */
+function modelTtftMs(load: RegionLoad, req: RequestSize, pace: SpillPace): number {
   const n = Math.max(1, load.serving);
   const ahead = Math.max(0, load.waiting, load.routerPending);
   const running = Math.max(0, load.running, load.routerInflight - load.routerPending);
@@ -90,7 +109,7 @@ export function predictTtftMs(load: RegionLoad, req: RequestSize, pace: SpillPac
   const step = stepAt(batch);
   const short = running + ahead + 1 - fit;
   if (short <= 0) return step + (ahead / n + 1) * prefill;
-  const service = meanOut * step;
+  const service = meanOut * Math.max(step, load.measuredMsPerToken ?? 0);
   const slots = Math.max(1, Math.min(running + ahead, fit));
   // What each slot has left: the router's own running requests service − their decode so far, the other running
   // ones half of it (unknown progress), the requests ahead admitted into free slots all of it.

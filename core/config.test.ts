@@ -30,7 +30,7 @@ describe("config", () => {
 
   it("router.spill (issue 46 item 5): on by default; true/\"on\" and false/\"off\"; anything else names router.spill", () => {
     expect(loadConfig().router.spill).toBe(true);
-    const withSpill = (v: unknown) => parseConfig(patched(["router", "spill"], v)).router.spill;
+    const withSpill = (v: unknown) => parseConfig(patched(["router"], { spill: v })).router.spill;
     expect(withSpill(true)).toBe(true);
     expect(withSpill("on")).toBe(true);
     expect(withSpill(false)).toBe(false);

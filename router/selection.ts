@@ -15,7 +15,8 @@
  * crosses the threshold; then the rule above moves it.
  * SLO-aware spill (issue 46 item 5, spill.ts): with `sloTtftMs`, a warm pick whose `ttftMs` exceeds it is left for the
  * first other region in preference order under the threshold whose `ttftMs` is within it (reason "slo-spill"); with
- * none, the pick stands and `overSlo` is set (the caller may shed the request).
+ * none, the pick stands and `overSlo` is set when another allowed warm region was there (the caller may shed the
+ * request); a region alone is kept without it.
  */
 import type { RegionName } from "../core/models.js";
 import { spillFrom } from "./spill.js";

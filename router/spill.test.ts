@@ -99,6 +99,10 @@ describe("spillFrom", () => {
   it("keeps the pick and says overSlo when no other region predicts within the SLO", () => {
     expect(spillFrom(c("a", 900), [c("b", 600), c("d", undefined)], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: true });
   });
+  it("alone (no other allowed region), the pick beyond the SLO is kept and not marked for shedding", () => {
+    expect(spillFrom(c("a", 900), [], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: false });
+    expect(spillFrom(c("a", 900), [c("a", 900)], 500)).toMatchObject({ to: { region: "a" }, spilled: false, overSlo: false });
+  });
 });
 
 describe("selectRegion with an SLO (SageServe §6.2 extended)", () => {
@@ -116,8 +120,8 @@ describe("selectRegion with an SLO (SageServe §6.2 extended)", () => {
   });
   it("no other region within the SLO: the pick stands, overSlo", () => {
     expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 800)], 0.7, new Set(), 500)).toEqual({ region: "east", reason: "threshold", nearest: true, overSlo: true });
-    // An excluded region (tried, or outside the key's regions) is no place to spill to.
-    expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 30)], 0.7, new Set(["west"]), 500)).toMatchObject({ region: "east", overSlo: true });
+    // An excluded region (tried, or outside the key's regions) is no place to spill to: east alone is kept, not shed.
+    expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 30)], 0.7, new Set(["west"]), 500)).toEqual({ region: "east", reason: "threshold", nearest: true });
   });
   it("without an SLO nothing spills", () => {
     expect(selectRegion([w("east", 0.3, 2300), w("west", 0.1, 30)], 0.7)).toEqual({ region: "east", reason: "threshold", nearest: true });

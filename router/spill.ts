@@ -144,12 +144,15 @@ export interface SpillCandidate {
  * to send to and whether it spilled. `pick` is kept when its prediction is within `sloTtftMs` or unknown; otherwise
  * the first other region under the threshold predicting within it, else the first other one predicting within it
  * (every region is over the threshold: §6.2 would take the least utilized); when there is none, `pick` is kept and
- * `overSlo` says that no allowed region predicts within the SLO.
+ * `overSlo` says that no allowed region predicts within the SLO — only when another allowed region was there to
+ * compare with: a pick with no other region is kept and queues (not shed).
  */
 export function spillFrom<C extends SpillCandidate>(pick: C, others: readonly C[], sloTtftMs: number): { to: C; spilled: boolean; overSlo: boolean } {
   if (pick.ttftMs === undefined || pick.ttftMs <= sloTtftMs) return { to: pick, spilled: false, overSlo: false };
   const within = others.filter((c) => c.region !== pick.region && c.ttftMs !== undefined && c.ttftMs <= sloTtftMs);
   const to = within.find((c) => c.underThreshold) ?? within[0];
   if (to !== undefined) return { to, spilled: true, overSlo: false };
-  return { to: pick, spilled: false, overSlo: true };
+  // Alone (no other allowed region), nothing is shed: the request queues there as before the spill, and the region's
+  // own scaling sees it (a shed request never reaches the KV the autoscaler reads).
+  return { to: pick, spilled: false, overSlo: others.some((c) => c.region !== pick.region) };
 }

@@ -28,6 +28,17 @@ describe("config", () => {
     expect(() => parseConfig(patched(["regions", 0, "gpus", 0, "count"], "8"))).toThrow("regions[0].gpus[0].count: expected a finite number");
   });
 
+  it("router.spill (issue 46 item 5): on by default; true/\"on\" and false/\"off\"; anything else names router.spill", () => {
+    expect(loadConfig().router.spill).toBe(true);
+    const withSpill = (v: unknown) => parseConfig(patched(["router"], { spill: v })).router.spill;
+    expect(withSpill(true)).toBe(true);
+    expect(withSpill("on")).toBe(true);
+    expect(withSpill(false)).toBe(false);
+    expect(withSpill("off")).toBe(false);
+    expect(() => withSpill("yes")).toThrow('router.spill: must be true, false, "on" or "off", got "yes"');
+    expect(() => withSpill(1)).toThrow("router.spill: must be true");
+  });
+
   it("rejects unknown fields instead of ignoring them", () => {
     expect(() => parseConfig(patched(["router"], { prot: 1 }))).toThrow("router.prot: is not a known field");
   });

@@ -9,8 +9,11 @@
 import { TidegateError } from "../core/errors.js";
 import type { ConcurrencyShed } from "./concurrency.js";
 
-/** Which limit refused a request: these two, or an adaptive one (concurrency.ts). */
-export type ShedLimit = "tenant" | "global" | ConcurrencyShed;
+/**
+ * Which limit refused a request: these two, an adaptive one (concurrency.ts), or `slo`: no region that may serve it
+ * predicts a first token within its model's TTFT SLO (spill.ts, router.spill).
+ */
+export type ShedLimit = "tenant" | "global" | ConcurrencyShed | "slo";
 
 /** The error a shed request gets: 429 `rate_limited`, with the limit and the retry hint in the message. */
 export class ShedError extends TidegateError {

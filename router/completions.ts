@@ -30,6 +30,8 @@ import { BurstLog } from "../core/burst-log.js";
 
 /** Header a client sets to name its own region (first in preference order); overrides the API key's region. */
 export const REGION_HEADER = "x-tidegate-region";
+/** Response header saying why the request went to its region (relay.ts REGION_CHOICE_REASONS). */
+export const REGION_REASON_HEADER = "x-tidegate-region-reason";
 
 /** Everything the completion handler needs; built once by the router. */
 export interface CompletionDeps {
@@ -135,6 +137,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         signal: client.signal,
         ...(deps.watchdog === undefined ? {} : { watchdog: deps.watchdog }),
         ...(deps.limiter === undefined ? {} : { concurrency: { limiter: deps.limiter, tenant: caller.tenant, retryAfterS: deps.config.router.retryAfterS, queueMs: deps.config.router.concurrency.queueMs } }),
+        sloRetryAfterS: deps.config.router.retryAfterS,
         onDispatch: (region) => (dispatchedTo = region),
         onRetry: (failed, err) => {
           deps.metrics.retries.inc({ model: parsed.model, region: failed });
@@ -143,6 +146,7 @@ export async function handleCompletion(deps: CompletionDeps, kind: ApiKind, req:
         },
       });
       outcome.region = opened.region;
+      deps.metrics.regionChoices.inc({ region: opened.region, reason: opened.reason });
       deps.metrics.ttftSeconds.observe({ model: parsed.model, region: opened.region }, Number(process.hrtime.bigint() - startNs) / 1e9);
       const fmt = new ChunkFormatter(kind, genReq.id, parsed.model, Math.floor(deps.clock.now() / 1000));
       if (parsed.stream) await relayStream(deps, res, fmt, opened, parsed.includeUsage, outcome, client.signal);
@@ -201,7 +205,7 @@ export function sendError(res: ServerResponse, err: TidegateError, extraHeaders:
 }
 
 async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormatter, s: OpenedStream, includeUsage: boolean, outcome: Outcome, signal: AbortSignal): Promise<void> {
-  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-tidegate-region": s.region, "x-request-id": fmt.id });
+  res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-tidegate-region": s.region, [REGION_REASON_HEADER]: s.reason, "x-request-id": fmt.id });
   let head = fmt.roleChunk();
   let event: EngineEvent | undefined = s.first;
   let tokens = 0;
@@ -272,6 +276,6 @@ async function relayFull(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFo
   }
   if (event === undefined) throw new TidegateError("upstream_error", `region ${s.region} ended the response without finishing`);
   const body = JSON.stringify(fmt.fullResponse(text, event.finishReason, event.usage));
-  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-tidegate-region": s.region, "x-request-id": fmt.id });
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body), "x-tidegate-region": s.region, [REGION_REASON_HEADER]: s.reason, "x-request-id": fmt.id });
   res.end(body);
 }

@@ -5,6 +5,7 @@
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../core/metrics.js";
 import { WATCHDOG_REASONS } from "./watchdog.js";
 import type { ConcurrencyLimiter } from "./concurrency.js";
+import { REGION_CHOICE_REASONS } from "./relay.js";
 
 /** Region label for requests that never reached a region (bad input, no region available). */
 export const NO_REGION = "none";
@@ -41,9 +42,16 @@ export interface RouterMetrics {
   watchdogFired: Counter<"region" | "reason">;
   /**
    * Requests shed with 429 before dispatch: `tenant` (per-tenant in-flight limit), `global` (router-wide limit),
-   * `concurrency` (every region's adaptive limit reached), `tenant_share` (the tenant beyond its fair share).
+   * `concurrency` (every region's adaptive limit reached), `tenant_share` (the tenant beyond its fair share), `slo` (no
+   * region that may serve it predicts a first token within the model's TTFT SLO: router.spill, spill.ts).
    */
   shed: Counter<"model" | "limit">;
+  /**
+   * Interactive requests by the region that served their first token and why it was chosen (relay.ts
+   * REGION_CHOICE_REASONS: nearest, memory-threshold, least-utilized, prefix, slo-spill, cold, cold-sooner,
+   * concurrency, retry); the same reason is the response's `x-tidegate-region-reason` header.
+   */
+  regionChoices: Counter<"region" | "reason">;
   /** Each (region, model)'s adaptive concurrency limit (concurrency.ts); set when /metrics is read. */
   concurrencyLimit: Gauge<"region" | "model">;
   /** Interactive requests in flight per (region, model) as the limiter counts them; set when /metrics is read. */
@@ -81,7 +89,8 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
 
   const streamErrors = new Counter({ name: "tidegate_router_stream_errors_total", help: "Streams that failed after the first token (in-stream error after a 200)", labelNames: ["model", "region"] as const, registers: [registry] });
   const watchdogFired = new Counter({ name: "tidegate_router_watchdog_fired_total", help: "Upstream waits given up: stalled (silent past the stream's stall limit), region_stalled (silent while its region stopped reporting), region_down (before the first token; retried elsewhere)", labelNames: ["region", "reason"] as const, registers: [registry] });
-  const shed = new Counter({ name: "tidegate_router_shed_total", help: "Requests refused with 429 by an in-flight limit: tenant, global, concurrency (every region at its adaptive limit), tenant_share (beyond the tenant's fair share)", labelNames: ["model", "limit"] as const, registers: [registry] });
+  const shed = new Counter({ name: "tidegate_router_shed_total", help: "Requests refused with 429 by an in-flight limit: tenant, global, concurrency (every region at its adaptive limit), tenant_share (beyond the tenant's fair share), slo (no region predicts a first token within the TTFT SLO)", labelNames: ["model", "limit"] as const, registers: [registry] });
+  const regionChoices = new Counter({ name: "tidegate_router_region_choices_total", help: "Interactive requests by the region that served their first token and why it was chosen (nearest, memory-threshold, least-utilized, prefix, slo-spill, cold, cold-sooner, concurrency, retry)", labelNames: ["region", "reason"] as const, registers: [registry] });
   // The limiter's state is read when /metrics is scraped (one collect for the three gauges).
   const collect = () => {
     if (limiter === undefined) return;
@@ -98,7 +107,8 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
   const regionLabels = [...regions, NO_REGION];
   initLabels(streamErrors, { model: models, region: regions });
   initLabels(watchdogFired, { region: regions, reason: [...WATCHDOG_REASONS] });
-  initLabels(shed, { model: [...models, UNKNOWN_MODEL], limit: ["tenant", "global", "concurrency", "tenant_share"] });
+  initLabels(shed, { model: [...models, UNKNOWN_MODEL], limit: ["tenant", "global", "concurrency", "tenant_share", "slo"] });
+  initLabels(regionChoices, { region: regions, reason: [...REGION_CHOICE_REASONS] });
   initLabels(requests, { model: [...models, UNKNOWN_MODEL], region: regionLabels, status: STATUS_LABELS });
   initLabels(aborts, { model: models, region: regions });
   initLabels(retries, { model: models, region: regions });
@@ -109,5 +119,5 @@ export function createRouterMetrics(models: readonly string[], regions: readonly
     ttftSeconds.zero({ model, region });
     tbtSeconds.zero({ model, region });
   }
-  return { registry, requests, ttftSeconds, tbtSeconds, aborts, retries, writeErrors, inflight, tokens, streamErrors, watchdogFired, shed, concurrencyLimit, concurrencyInflight, concurrencyCuts };
+  return { registry, requests, ttftSeconds, tbtSeconds, aborts, retries, writeErrors, inflight, tokens, streamErrors, watchdogFired, shed, regionChoices, concurrencyLimit, concurrencyInflight, concurrencyCuts };
 }

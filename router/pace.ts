@@ -31,6 +31,13 @@ export interface TokenPace {
    * request sent when a slot is free may wait before its prefill starts (router/concurrency.ts).
    */
   stepMs: number;
+  /**
+   * One decode iteration of `batch` requests holding `contextTokens` of KV in all, on one instance (ms, the slowest of
+   * its GPU types, time-scaled): router/spill.ts's drain time of a region's running requests.
+   */
+  decodeIterMs(batch: number, contextTokens: number): number;
+  /** Most requests one instance runs at once (`engines.models.<m>.maxBatch`, default 256). */
+  maxBatch: number;
 }
 
 /** The token pace of every configured model that has a profile; `undefined` for the others. */
@@ -56,8 +63,12 @@ export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => Tok
       const stepMs = profile.decodeIterMs(batch, Math.min(kvTokens, batch * 1024)) * scale;
       const p = profile;
       const prefill = (tokens: number) => p.prefillMs(Math.max(1, tokens)) * scale;
+      const iter = (b: number, ctx: number) => p.decodeIterMs(Math.max(1, b), Math.max(0, ctx)) * scale;
       const prev = pace;
-      pace = prev === undefined ? { tbtMs, prefillMs: prefill, stepMs } : { tbtMs: Math.max(prev.tbtMs, tbtMs), prefillMs: (t) => Math.max(prev.prefillMs(t), prefill(t)), stepMs: Math.max(prev.stepMs, stepMs) };
+      pace =
+        prev === undefined
+          ? { tbtMs, prefillMs: prefill, stepMs, decodeIterMs: iter, maxBatch: batch }
+          : { tbtMs: Math.max(prev.tbtMs, tbtMs), prefillMs: (t) => Math.max(prev.prefillMs(t), prefill(t)), stepMs: Math.max(prev.stepMs, stepMs), decodeIterMs: (b, c) => Math.max(prev.decodeIterMs(b, c), iter(b, c)), maxBatch: batch };
     }
     if (pace !== undefined) paces.set(m.name, pace);
   }

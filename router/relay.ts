@@ -13,6 +13,7 @@ import { COLD_START_CODES, TidegateError, findTidegateError } from "../core/erro
 import type { RegionName } from "../core/models.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink } from "../core/ports.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
+import type { RegionDecision } from "./selection.js";
 import type { StreamWatchdog, Watched } from "./watchdog.js";
 import type { ConcurrencyLimiter, ConcurrencyShed, ConcurrencySlot } from "./concurrency.js";
 import { ShedError } from "./admission.js";
@@ -20,6 +21,8 @@ import { ShedError } from "./admission.js";
 /** A stream committed to one region: its first event and the iterator for the rest. */
 export interface OpenedStream {
   region: RegionName;
+  /** Why the region was chosen (RegionWalk.reason): the `x-tidegate-region-reason` header and the choices counter. */
+  reason: RegionChoiceReason;
   first: EngineEvent;
   rest: AsyncIterator<EngineEvent>;
   /**
@@ -66,14 +69,29 @@ export interface DispatchOptions {
    * 429) when every region that may serve it is at its limit or the tenant is beyond its share. Absent: no limit.
    */
   concurrency?: { limiter: ConcurrencyLimiter; tenant: string; retryAfterS: number; queueMs: number };
+  /** Retry-After (s) of a request shed because no region predicts within the SLO (router.retryAfterS); default 1. */
+  sloRetryAfterS?: number;
 }
+
+/**
+ * Why a request went to its region, as the response header `x-tidegate-region-reason` and
+ * `tidegate_router_region_choices_total{reason}` say it: `nearest` (the first region in the client's preference order
+ * that may serve it, under the memory threshold), `memory-threshold` (nearer ones were at or over it: SageServe §6.2),
+ * `least-utilized` (every region was over it), `prefix` (it holds the longest prefix of the prompt, issue 34),
+ * `slo-spill` (the §6.2 pick predicted a TTFT beyond the model's SLO and this one within it: spill.ts), `cold` /
+ * `cold-sooner` (scale from zero, issue 33), `concurrency` (a region before it was at its concurrency limit),
+ * `retry` (a region before it failed before the first token).
+ */
+export const REGION_CHOICE_REASONS = ["nearest", "memory-threshold", "least-utilized", "prefix", "slo-spill", "cold", "cold-sooner", "concurrency", "retry"] as const;
+export type RegionChoiceReason = (typeof REGION_CHOICE_REASONS)[number];
 
 /**
  * One request's walk over the regions, the same for both shapes of dispatch: each `next()` asks the selector for
  * the best region not tried yet (client region, its proximity list, the rest; the first under the memory threshold,
  * else the least utilized: SageServe §6.2), marks it tried, skips a region without a link, and adds the request's
  * KV bytes to the selector's in-flight estimate for the region it returns. Regions outside `allowed` count as tried
- * from the start.
+ * from the start. With spill on, a first pick that no allowed region predicts within the SLO for ends the walk
+ * (`overSlo`: the caller sheds the request).
  */
 export class RegionWalk {
   private tried: Set<RegionName> | undefined;
@@ -81,6 +99,14 @@ export class RegionWalk {
   full = 0;
   /** When set, a region for which it returns false is passed over (and counted in `full`). */
   hasRoom: ((region: RegionName) => boolean) | undefined;
+  /** Why the last region `next` returned was chosen. */
+  reason: RegionChoiceReason = "nearest";
+  /** Set when `next` returned undefined because the first pick predicted beyond the SLO with no region within it. */
+  overSlo = false;
+  /** Regions `next` has returned. */
+  private returned = 0;
+  /** The predicted TTFT (ms) of the region `next` last returned, when the selector predicted one (spill.ts). */
+  predictedTtftMs: number | undefined;
 
   constructor(
     private readonly selector: RegionSelector,
@@ -108,8 +134,12 @@ export class RegionWalk {
   /** The next region to send to and its link, or undefined when no region is left. */
   next(): { region: RegionName; link: RegionLink } | undefined {
     for (;;) {
-      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried, this.req.promptTokens, this.blocks());
+      const pick = this.selector.select(this.req.model, this.clientRegion, this.tried, this.req.promptTokens, this.blocks(), this.req.maxTokens);
       if (pick === undefined) return undefined;
+      if (pick.overSlo === true && this.returned === 0 && this.full === 0) {
+        this.overSlo = true;
+        return undefined;
+      }
       (this.tried ??= new Set()).add(pick.region);
       const link = this.links.get(pick.region);
       if (link === undefined) continue;
@@ -118,8 +148,23 @@ export class RegionWalk {
         continue;
       }
       this.selector.noteDispatch(pick.region, this.req.model, this.kvBytes, this.blocks());
+      this.reason = this.returned > 0 ? "retry" : this.full > 0 ? "concurrency" : choiceReason(pick);
+      this.predictedTtftMs = pick.candidates.find((c) => c.region === pick.region)?.ttftMs;
+      this.returned++;
       return { region: pick.region, link };
     }
+  }
+}
+
+/** The header's reason for a selector's decision (REGION_CHOICE_REASONS). */
+function choiceReason(d: RegionDecision): RegionChoiceReason {
+  switch (d.reason) {
+    case "threshold":
+      return d.nearest ? "nearest" : "memory-threshold";
+    case "least":
+      return "least-utilized";
+    default:
+      return d.reason;
   }
 }
 
@@ -159,6 +204,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
   for (;;) {
     if (signal.aborted) throw new TidegateError("cancelled", "client went away before the first token");
     const next = walk.next();
+    if (next === undefined && walk.overSlo) throw sloShedError(opts);
     if (next === undefined && cc !== undefined && walk.full > 0 && failures.length === 0) {
       throw shedError("concurrency", req.model, cc);
     }
@@ -175,6 +221,8 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       pendingRetry = undefined;
     }
     const slot: ConcurrencySlot | undefined = cc?.limiter.acquire(region, req.model, cc.tenant, req.promptTokens);
+    // The router's own count of its requests there, live between telemetry reports (spill.ts).
+    const tracked = opts.selector.track(region, req.model, walk.predictedTtftMs);
     const attempt = new AbortController();
     const onClientAbort = () => attempt.abort(signal.reason);
     signal.addEventListener("abort", onClientAbort, { once: true });
@@ -190,6 +238,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       signal.removeEventListener("abort", onClientAbort);
       watched?.close();
       slot?.release();
+      tracked.end();
     };
     const abort = () => {
       release();
@@ -201,16 +250,23 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       const first = watched === undefined ? await rest.next() : await Promise.race([rest.next(), watched.stalled]);
       if (first.done) throw new TidegateError("upstream_error", `region ${region} ended the stream without any event`);
       slot?.firstEvent();
+      tracked.firstEvent();
       watched?.started();
       watched?.touch();
+      if (first.value.type === "done") tracked.done(first.value.usage.completion_tokens);
+      // The done event measures the region's decode pace (RegionSelector.track).
+      const seen = (r: IteratorResult<EngineEvent>) => {
+        if (r.done !== true && r.value.type === "done") tracked.done(r.value.usage.completion_tokens);
+        return r;
+      };
       const next =
         watched === undefined
-          ? () => rest.next()
+          ? () => rest.next().then(seen)
           : () =>
               rest.next().then(
                 (r) => {
                   watched.touch();
-                  return r;
+                  return seen(r);
                 },
                 (err: unknown) => {
                   // The watchdog's own verdict first; a link failure after a long silence reads as the stall it is.
@@ -230,6 +286,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       };
       return {
         region,
+        reason: walk.reason,
         first: first.value,
         rest,
         next,
@@ -283,6 +340,15 @@ function shedIfFull(opts: DispatchOptions, cc: NonNullable<DispatchOptions["conc
   });
 }
 
+/**
+ * The 429 of a request no region that may serve it predicts within its model's TTFT SLO (spill.ts), with the
+ * router's `retryAfterS` (the concurrency options' when present, else 1 s).
+ */
+function sloShedError(opts: DispatchOptions): ShedError {
+  const retryAfterS = opts.concurrency?.retryAfterS ?? opts.sloRetryAfterS ?? 1;
+  return new ShedError("slo", retryAfterS, `model ${opts.req.model}: no region that may serve it predicts a first token within its TTFT SLO now; retry after ${retryAfterS} s`);
+}
+
 /** The 429 of a request shed by the adaptive limits: every region full, or the tenant beyond its share. */
 function shedError(why: ConcurrencyShed, model: string, cc: NonNullable<DispatchOptions["concurrency"]>): ShedError {
   const message =
@@ -313,10 +379,30 @@ export function submitWithRetry(opts: SubmitOptions): RegionName | undefined {
   for (;;) {
     const next = walk.next();
     if (next === undefined) return undefined;
+    const tracked = opts.selector.track(next.region, opts.req.model, walk.predictedTtftMs);
+    const cb = opts.callbacks;
+    // Delegates by name (the caller's callbacks may be a class instance with methods on its prototype).
+    const callbacks: LinkCallbacks = {
+      onFirstToken: (atMs) => {
+        tracked.firstEvent();
+        cb.onFirstToken?.(atMs);
+      },
+      onDone: (atMs, generated) => {
+        tracked.done(generated);
+        cb.onDone?.(atMs, generated);
+      },
+      onError: (atMs, err) => {
+        tracked.end();
+        cb.onError?.(atMs, err);
+      },
+      ...(cb.onToken === undefined ? {} : { onToken: (text: string, tokens: number) => cb.onToken!(text, tokens) }),
+      ...(cb.onFinish === undefined ? {} : { onFinish: (reason: Parameters<NonNullable<LinkCallbacks["onFinish"]>>[0], usage: Parameters<NonNullable<LinkCallbacks["onFinish"]>>[1]) => cb.onFinish!(reason, usage) }),
+    };
     try {
-      next.link.submit(opts.req, opts.callbacks);
+      next.link.submit(opts.req, callbacks);
       return next.region;
     } catch (err) {
+      tracked.end();
       if (!isRetryable(err)) throw err;
     }
   }

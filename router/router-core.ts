@@ -7,7 +7,7 @@
  * a RegionSelector.
  */
 import type { Clock } from "../core/clock.js";
-import { regionModels, type TidegateConfig } from "../core/config.js";
+import { regionModels, sloFor, type TidegateConfig } from "../core/config.js";
 import type { RegionName } from "../core/models.js";
 import type { GenerateRequest, LinkCallbacks, RegionLink, RegionTelemetry, Unsubscribe } from "../core/ports.js";
 import { tokenPaceFrom } from "./pace.js";
@@ -25,6 +25,8 @@ export function selectorFromConfig(config: TidegateConfig, clock: Clock): Region
     instanceKvBytes: instanceKvBytesFrom(config),
     pace: tokenPaceFrom(config),
     // Prefix affinity between regions (issue 34): the `routing` section (registered by region) turns it on.
+    // SLO-aware spill (issue 46 item 5): on unless router.spill is false / "off".
+    ...(config.router.spill ? { spill: { sloTtftMs: (m: string) => sloFor(config.slo, m).ttftMs } } : {}),
     ...(config.routing?.regionPrefix === true ? { prefixes: new RegionPrefixes(config.routing.blockTokens) } : {}),
   });
 }

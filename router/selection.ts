@@ -13,8 +13,13 @@
  * Prefix affinity (issue 34): when the candidates carry `prefixBlocks`, the region under the threshold holding the
  * longest prefix of the request wins (reason "prefix"), so a conversation stays where its KV is until that region
  * crosses the threshold; then the rule above moves it.
+ * SLO-aware spill (issue 46 item 5, spill.ts): with `sloTtftMs`, a warm pick whose `ttftMs` exceeds it is left for the
+ * first other region in preference order under the threshold whose `ttftMs` is within it (reason "slo-spill"); with
+ * none, the pick stands and `overSlo` is set when another allowed warm region was there (the caller may shed the
+ * request); a region alone is kept without it.
  */
 import type { RegionName } from "../core/models.js";
+import { spillFrom } from "./spill.js";
 
 export interface RegionCandidate {
   region: RegionName;
@@ -48,20 +53,26 @@ export interface RegionDecision {
    * region serves the model, the one whose cold start is expected soonest (first in preference order on a tie);
    * "cold-sooner": a region serves it, but the soonest cold start's expected TTFT is lower than that region's.
    */
-  reason: "threshold" | "least" | "cold" | "cold-sooner" | "prefix";
+  reason: "threshold" | "least" | "cold" | "cold-sooner" | "prefix" | "slo-spill";
+  /** The pick is the first available candidate not excluded (the client's nearest region that may serve it). */
+  nearest: boolean;
+  /** With `sloTtftMs`: the warm pick predicts beyond the SLO and no other region under the threshold predicts within it. */
+  overSlo?: boolean;
 }
 
 /**
  * Picks a region. `candidates` must be in preference order; `exclude` skips regions already tried (retry after a
  * failure before the first token). Returns undefined when no candidate is available.
  */
-export function selectRegion(candidates: readonly RegionCandidate[], threshold: number, exclude: ReadonlySet<RegionName> = new Set()): RegionDecision | undefined {
+export function selectRegion(candidates: readonly RegionCandidate[], threshold: number, exclude: ReadonlySet<RegionName> = new Set(), sloTtftMs?: number): RegionDecision | undefined {
   let least: RegionCandidate | undefined;
   let warm: RegionCandidate | undefined;
   let coldest: RegionCandidate | undefined;
   let affine: RegionCandidate | undefined;
+  let first: RegionCandidate | undefined;
   for (const c of candidates) {
     if (!c.available || exclude.has(c.region)) continue;
+    first ??= c;
     if (c.coldStartMs !== undefined) {
       if (coldest === undefined || c.coldStartMs < coldest.coldStartMs!) coldest = c;
       continue;
@@ -72,11 +83,18 @@ export function selectRegion(candidates: readonly RegionCandidate[], threshold: 
     // request (first in preference order on a tie); the 0.70 rule still decides which regions may take it.
     if (c.utilization < threshold && (c.prefixBlocks ?? 0) > (affine?.prefixBlocks ?? 0)) affine = c;
   }
-  if (affine !== undefined && affine !== warm) return { region: affine.region, reason: "prefix" };
+  const decide = (c: RegionCandidate, reason: RegionDecision["reason"]): RegionDecision => {
+    if (sloTtftMs === undefined || c.coldStartMs !== undefined) return { region: c.region, reason, nearest: c === first };
+    const others = candidates.filter((o) => o.available && !exclude.has(o.region) && o.coldStartMs === undefined);
+    const s = spillFrom({ ...c, underThreshold: c.utilization < threshold }, others.map((o) => ({ ...o, underThreshold: o.utilization < threshold })), sloTtftMs);
+    if (s.spilled) return { region: s.to.region, reason: "slo-spill", nearest: s.to.region === first?.region };
+    return { region: c.region, reason, nearest: c === first, ...(s.overSlo ? { overSlo: true } : {}) };
+  };
+  if (affine !== undefined && affine !== warm) return decide(affine, "prefix");
   const pick = warm ?? least;
-  if (pick === undefined) return coldest === undefined ? undefined : { region: coldest.region, reason: "cold" };
-  if (coldest?.ttftMs !== undefined && pick.ttftMs !== undefined && coldest.ttftMs < pick.ttftMs) return { region: coldest.region, reason: "cold-sooner" };
-  return { region: pick.region, reason: warm === undefined ? "least" : "threshold" };
+  if (pick === undefined) return coldest === undefined ? undefined : { region: coldest.region, reason: "cold", nearest: coldest === first };
+  if (coldest?.ttftMs !== undefined && pick.ttftMs !== undefined && coldest.ttftMs < pick.ttftMs) return { region: coldest.region, reason: "cold-sooner", nearest: coldest === first };
+  return decide(pick, warm === undefined ? "least" : "threshold");
 }
 
 /** What the router knows of a warm region's queue for one model (its last report) and of the request. */

@@ -132,7 +132,7 @@ describe("RegionSelector: a warm region against a cold start (issue 33)", () => 
   it("sends the request to the cold region when the warm one's queue makes its expected TTFT longer than the cold start's; the prompt's prefill comes from the pace", () => {
     const clock = new VirtualClock(0);
     // 100 ms per 1,000 prompt tokens, 40 ms decode steps.
-    const pace = { tbtMs: 40, stepMs: 40, prefillMs: (t: number) => t / 10 };
+    const pace = { tbtMs: 40, stepMs: 40, prefillMs: (t: number) => t / 10, decodeIterMs: () => 40, maxBatch: 256 };
     const selector = new RegionSelector({
       clock,
       regions: [
@@ -157,5 +157,55 @@ describe("RegionSelector: a warm region against a cold start (issue 33)", () => 
     expect(pick?.candidates.map((c) => c.ttftMs)).toEqual([3200, 3240]);
     // Without a prompt size (no estimate) the warm region wins, as before.
     expect(selector.select(M, "east")).toMatchObject({ region: "west", reason: "least" });
+  });
+});
+
+describe("RegionSelector.track: the router's own measurements for the spill (issue 46 item 5)", () => {
+  it("counts pending and running requests, and learns the decode pace per token of finished ones (EWMA 0.2)", () => {
+    const { clock, selector } = setup();
+    const a = selector.track("east", M);
+    const b = selector.track("east", M);
+    expect(selector.liveCount("east", M)).toMatchObject({ inflight: 2, pending: 2 });
+    clock.advanceToSync(clock.now() + 50);
+    a.firstEvent();
+    b.firstEvent();
+    expect(selector.liveCount("east", M)).toMatchObject({ inflight: 2, pending: 0, runningElapsedMs: [0, 0] });
+    expect(selector.measured("east", M).msPerToken).toBeUndefined();
+    // a: 101 tokens in 1,000 ms after its first → 10 ms a token (the first sample is taken as is).
+    clock.advanceToSync(clock.now() + 1000);
+    a.done(101);
+    expect(selector.measured("east", M).msPerToken).toBe(10);
+    // b: 51 tokens in 1,000 ms → 20 ms; 10 + 0.2 × (20 − 10) = 12.
+    b.done(51);
+    expect(selector.measured("east", M).msPerToken).toBeCloseTo(12, 9);
+    expect(selector.liveCount("east", M)).toMatchObject({ inflight: 0, pending: 0 });
+    // Ended ones measure nothing more; a request that ends without done (failed, aborted) measures nothing.
+    b.done(1000);
+    const c = selector.track("east", M);
+    c.firstEvent();
+    clock.advanceToSync(clock.now() + 5);
+    c.end();
+    expect(selector.measured("east", M).msPerToken).toBeCloseTo(12, 9);
+  });
+
+  it("learns how much later than predicted first events come (EWMA 0.2), fading by half every 2 s without samples", () => {
+    const { clock, selector } = setup();
+    expect(selector.measured("west", M).lateMs).toBe(0);
+    const a = selector.track("west", M, 300);
+    clock.advanceToSync(clock.now() + 800);
+    a.firstEvent(); // 500 ms late: 0 + 0.2 × 500 = 100
+    expect(selector.measured("west", M).lateMs).toBeCloseTo(100, 9);
+    const b = selector.track("west", M, 300);
+    clock.advanceToSync(clock.now() + 2000); // 100 fades to 50; b is 1,700 ms late: 50 + 0.2 × (1700 − 50) = 380
+    b.firstEvent();
+    expect(selector.measured("west", M).lateMs).toBeCloseTo(380, 9);
+    clock.advanceToSync(clock.now() + 4000);
+    expect(selector.measured("west", M).lateMs).toBeCloseTo(95, 9);
+    // Without a prediction nothing is learned; another region keeps its own.
+    const c = selector.track("west", M);
+    clock.advanceToSync(clock.now() + 10_000);
+    c.firstEvent();
+    expect(selector.measured("west", M).lateMs).toBeCloseTo(95 / 32, 9);
+    expect(selector.measured("east", M).lateMs).toBe(0);
   });
 });

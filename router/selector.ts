@@ -16,6 +16,7 @@ import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType,
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
 import type { TokenPace } from "./pace.js";
 import type { RegionPrefixes } from "./prefix-regions.js";
+import { predictTtftMs } from "./spill.js";
 import { correctedUtilization, expectedColdTtftMs, expectedWarmTtftMs, preferenceOrder, selectRegion, type RegionCandidate, type RegionDecision } from "./selection.js";
 
 /** What the selector needs to know about one region from configuration. */
@@ -51,7 +52,34 @@ export interface SelectorOptions {
    * blocks went where (prefix-regions.ts); absent: regions are chosen without regard to prefixes.
    */
   prefixes?: RegionPrefixes;
+  /**
+   * SLO-aware spill (issue 46 item 5; config router.spill; spill.ts): the TTFT SLO (ms) of each model. With it and
+   * `pace`, every warm candidate carries the request's predicted TTFT (`predictTtftMs`, with the router's own
+   * requests in flight there from `track`), and a pick predicting beyond the SLO spills (selection.ts). Absent: off.
+   */
+  spill?: { sloTtftMs: (model: ModelName) => number };
 }
+
+/** One request's place in the router's own count of a (region, model)'s requests (RegionSelector.track). */
+export interface TrackedRequest {
+  /** Its first event came (it no longer waits for one). Idempotent. */
+  firstEvent(): void;
+  /** It ended, however (done, failed, aborted). Idempotent. */
+  end(): void;
+  /**
+   * It finished with `outputTokens` generated (the region's done event): its decode time per token after the first
+   * goes into the (region, model)'s measured pace (spill.ts RegionLoad.measuredMsPerToken); then as `end`.
+   */
+  done(outputTokens: number): void;
+}
+
+/** Weight of a new sample in the measured decode pace and first-event lateness (RegionSelector.track). */
+export const MEASURED_EWMA_ALPHA = 0.2;
+/**
+ * Half-life (ms) of the measured lateness without new samples: a region left for being late gets no requests to show
+ * it caught up, so what it was late by fades (halves every this many ms) rather than keeping it out for good.
+ */
+export const LATE_HALF_LIFE_MS = 2000;
 
 /** One decision plus what the selector saw, for logs and tests. */
 export interface SelectionResult extends RegionDecision {
@@ -59,21 +87,45 @@ export interface SelectionResult extends RegionDecision {
   candidates: RegionCandidate[];
 }
 
+interface LiveCount {
+  inflight: number;
+  pending: number;
+  /** Send times (clock ms) of the pending ones by a serial, oldest first (Map keeps insertion order). */
+  pendingSince: Map<number, number>;
+  /** First-event times (clock ms) of the others by serial. */
+  runningSince: Map<number, number>;
+  /** EWMA of the decode time per token after the first of finished requests (ms); undefined until one finished. */
+  msPerToken: number | undefined;
+  /** EWMA of observed − predicted time to the first event (ms) of requests sent with a prediction; 0 until one. */
+  lateMs: number;
+  /** When `lateMs` was last updated (clock ms); it halves every LATE_HALF_LIFE_MS after. */
+  lateAtMs: number;
+}
+
+/** `c.lateMs` faded to `nowMs` (LATE_HALF_LIFE_MS). */
+function lateNow(c: LiveCount, nowMs: number): number {
+  return c.lateMs * Math.pow(0.5, Math.max(0, nowMs - c.lateAtMs) / LATE_HALF_LIFE_MS);
+}
+
 interface RegionState {
   telemetry: RegionTelemetry | undefined;
   receivedAtMs: number;
   /** model → KV bytes dispatched since the last telemetry. */
   inflightKvBytes: Map<ModelName, number>;
+  /** model → the router's requests there now: all of them, and those without a first event (track). */
+  live: Map<ModelName, LiveCount>;
 }
 
 export class RegionSelector {
   private readonly state = new Map<RegionName, RegionState>();
   private readonly proximity: Record<RegionName, readonly RegionName[]> = {};
   private readonly hosting = new Map<ModelName, RegionName[]>();
+  /** Serial of the next tracked request. */
+  private serial = 0;
 
   constructor(private readonly opts: SelectorOptions) {
     for (const r of opts.regions) {
-      this.state.set(r.name, { telemetry: undefined, receivedAtMs: 0, inflightKvBytes: new Map() });
+      this.state.set(r.name, { telemetry: undefined, receivedAtMs: 0, inflightKvBytes: new Map(), live: new Map() });
       this.proximity[r.name] = r.proximity;
       for (const m of r.models) {
         const list = this.hosting.get(m) ?? [];
@@ -132,6 +184,80 @@ export class RegionSelector {
     s.inflightKvBytes.set(model, (s.inflightKvBytes.get(model) ?? 0) + kvBytes);
   }
 
+  /**
+   * Counts a request the router sent to (region, model) in its own live count until `end` (spill.ts reads it between
+   * telemetry reports): pending until `firstEvent`. With `predictedTtftMs` (its region's prediction when it was chosen),
+   * how much later its first event came goes into the (region, model)'s lateness; `done` measures its decode pace
+   * (spill.ts RegionLoad.lateMs, measuredMsPerToken). Unknown regions: a no-op handle.
+   */
+  track(region: RegionName, model: ModelName, predictedTtftMs?: number): TrackedRequest {
+    const s = this.state.get(region);
+    if (s === undefined) return { firstEvent: () => undefined, end: () => undefined, done: () => undefined };
+    let c = s.live.get(model);
+    if (c === undefined) s.live.set(model, (c = { inflight: 0, pending: 0, pendingSince: new Map(), runningSince: new Map(), msPerToken: undefined, lateMs: 0, lateAtMs: 0 }));
+    const count = c;
+    const serial = this.serial++;
+    const sentAt = this.opts.clock.now();
+    count.inflight++;
+    count.pending++;
+    count.pendingSince.set(serial, sentAt);
+    let pending = true;
+    let ended = false;
+    let firstAt: number | undefined;
+    const firstEvent = () => {
+      if (!pending) return;
+      pending = false;
+      count.pending--;
+      count.pendingSince.delete(serial);
+      firstAt = this.opts.clock.now();
+      count.runningSince.set(serial, firstAt);
+      if (predictedTtftMs !== undefined && Number.isFinite(predictedTtftMs)) {
+        const late = lateNow(count, firstAt);
+        count.lateMs = late + MEASURED_EWMA_ALPHA * (firstAt - sentAt - predictedTtftMs - late);
+        count.lateAtMs = firstAt;
+      }
+    };
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      firstEvent();
+      count.inflight--;
+      count.runningSince.delete(serial);
+    };
+    return {
+      firstEvent,
+      end,
+      done: (outputTokens) => {
+        if (ended) return;
+        firstEvent();
+        if (outputTokens > 1 && firstAt !== undefined) {
+          const sample = (this.opts.clock.now() - firstAt) / (outputTokens - 1);
+          count.msPerToken = count.msPerToken === undefined ? sample : count.msPerToken + MEASURED_EWMA_ALPHA * (sample - count.msPerToken);
+        }
+        end();
+      },
+    };
+  }
+
+  /** The measured decode pace and first-event lateness (faded to now) at (region, model) (track; spill.ts RegionLoad). */
+  measured(region: RegionName, model: ModelName): { msPerToken: number | undefined; lateMs: number } {
+    const c = this.state.get(region)?.live.get(model);
+    return { msPerToken: c?.msPerToken, lateMs: c === undefined ? 0 : lateNow(c, this.opts.clock.now()) };
+  }
+
+  /**
+   * The router's own requests at (region, model) now (track): all in flight, those without a first event, and how
+   * long the oldest of those has waited (ms; 0 with none).
+   */
+  liveCount(region: RegionName, model: ModelName): { inflight: number; pending: number; oldestPendingMs: number; runningElapsedMs: number[] } {
+    const c = this.state.get(region)?.live.get(model);
+    const now = this.opts.clock.now();
+    const oldest = c?.pendingSince.values().next();
+    const oldestPendingMs = oldest === undefined || oldest.done === true ? 0 : Math.max(0, now - oldest.value);
+    const runningElapsedMs = c === undefined ? [] : [...c.runningSince.values()].map((t) => Math.max(0, now - t));
+    return { inflight: c?.inflight ?? 0, pending: c?.pending ?? 0, oldestPendingMs, runningElapsedMs };
+  }
+
   /** The router's in-flight KV bytes for (region, model) since that region's last telemetry. */
   inflightKvBytes(region: RegionName, model: ModelName): number {
     return this.state.get(region)?.inflightKvBytes.get(model) ?? 0;
@@ -146,9 +272,10 @@ export class RegionSelector {
 
   /**
    * The candidate for (region, model) as selection sees it now: corrected utilization and availability, and with
-   * `promptTokens` and the model's pace, the request's expected TTFT there (selection.ts).
+   * `promptTokens` and the model's pace, the request's expected TTFT there (selection.ts); with spill on and
+   * `maxTokens` too, at a warm region its predicted TTFT (spill.ts `predictTtftMs`).
    */
-  candidate(region: RegionName, model: ModelName, promptTokens?: number): RegionCandidate {
+  candidate(region: RegionName, model: ModelName, promptTokens?: number, maxTokens?: number): RegionCandidate {
     const s = this.state.get(region);
     const t = s?.telemetry;
     if (s === undefined || t === undefined || this.opts.clock.now() - s.receivedAtMs > this.opts.telemetryStaleMs) {
@@ -169,6 +296,28 @@ export class RegionSelector {
     const reported = Number.isFinite(u) ? Math.max(0, u) : Number.POSITIVE_INFINITY;
     const utilization = correctedUtilization(reported, s.inflightKvBytes.get(model) ?? 0, capacityBytes);
     if (pace === undefined || prefillMs === undefined) return { region, utilization, available: true };
+    if (this.opts.spill !== undefined && maxTokens !== undefined) {
+      const serving = servingInstances(mt);
+      const spec = MODEL_SPECS[model];
+      const kvTokens = spec === undefined ? 0 : capacityBytes / kvBytesPerToken(spec);
+      const live = this.liveCount(region, model);
+      const measured = this.measured(region, model);
+      const slo = mt.slo;
+      const load = {
+        serving,
+        waiting: mt.waiting,
+        running: mt.running,
+        routerInflight: live.inflight,
+        routerPending: live.pending,
+        oldestPendingMs: live.oldestPendingMs,
+        runningElapsedMs: live.runningElapsedMs,
+        kvTokensPerInstance: kvTokens / Math.max(1, serving),
+        ...(slo !== undefined && slo.finished > 0 ? { meanOutputTokens: slo.outputTokens / slo.finished } : {}),
+        ...(measured.msPerToken === undefined ? {} : { measuredMsPerToken: measured.msPerToken }),
+        lateMs: measured.lateMs,
+      };
+      return { region, utilization, available: true, ttftMs: predictTtftMs(load, { promptTokens: promptTokens!, maxTokens }, pace) };
+    }
     return { region, utilization, available: true, ttftMs: expectedWarmTtftMs({ waiting: mt.waiting, serving: servingInstances(mt), prefillMs, stepMs: pace.stepMs }) };
   }
 
@@ -191,21 +340,26 @@ export class RegionSelector {
   /**
    * Picks a region for `model`: hosting regions in preference order (client region, its proximity list, the
    * rest), the first under the threshold, else the least utilized; a cold region instead when its expected TTFT for
-   * a `promptTokens` prompt is lower (selection.ts). `exclude` skips regions already tried.
+   * a `promptTokens` prompt is lower (selection.ts). `exclude` skips regions already tried. With spill on and
+   * `promptTokens` and `maxTokens`, a pick predicting a TTFT beyond the model's SLO spills (spill.ts).
    * Returns undefined when no region is available (unknown model, all stale, all excluded).
    */
-  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set(), promptTokens?: number, blocks?: readonly number[]): SelectionResult | undefined {
+  select(model: ModelName, clientRegion?: RegionName, exclude: ReadonlySet<RegionName> = new Set(), promptTokens?: number, blocks?: readonly number[], maxTokens?: number): SelectionResult | undefined {
     const order = preferenceOrder(this.hostingRegions(model), clientRegion, this.proximity);
     let candidates = order.map((r) => this.candidate(r, model));
+    const sloTtftMs = this.opts.spill !== undefined && promptTokens !== undefined && maxTokens !== undefined && this.opts.pace?.(model) !== undefined ? this.opts.spill.sloTtftMs(model) : undefined;
+    if (sloTtftMs !== undefined) {
+      // Spill on: every candidate's predicted TTFT (spill.ts).
+      candidates = order.map((r) => this.candidate(r, model, promptTokens, maxTokens));
+    } else if (promptTokens !== undefined && candidates.some((c) => c.available && c.coldStartMs !== undefined) && candidates.some((c) => c.available && c.coldStartMs === undefined)) {
+      // TTFT estimates only where a warm region and a cold one compete (the common path stays as cheap as before).
+      candidates = order.map((r) => this.candidate(r, model, promptTokens));
+    }
     const prefixes = this.opts.prefixes;
     if (prefixes !== undefined && blocks !== undefined && blocks.length > 0) {
       for (const c of candidates) if (c.available) c.prefixBlocks = prefixes.prefixBlocks(c.region, model, blocks);
     }
-    // TTFT estimates only where a warm region and a cold one compete (the common path stays as cheap as before).
-    if (promptTokens !== undefined && candidates.some((c) => c.available && c.coldStartMs !== undefined) && candidates.some((c) => c.available && c.coldStartMs === undefined)) {
-      candidates = order.map((r) => this.candidate(r, model, promptTokens));
-    }
-    const decision = selectRegion(candidates, this.opts.memoryThreshold, exclude);
+    const decision = selectRegion(candidates, this.opts.memoryThreshold, exclude, sloTtftMs);
     return decision === undefined ? undefined : { ...decision, candidates };
   }
 }

@@ -15,7 +15,7 @@ import { StreamWatchdog, type Watched } from "./watchdog.js";
 
 const STALE_MS = 1500;
 const STALL_MS = 10_000;
-const PACE: TokenPace = { tbtMs: 100, prefillMs: () => 0, stepMs: 10 };
+const PACE: TokenPace = { tbtMs: 100, prefillMs: () => 0, stepMs: 10, decodeIterMs: () => 10, maxBatch: 256 };
 
 function setup(pace: TokenPace | null = PACE) {
   const clock = new VirtualClock(0);

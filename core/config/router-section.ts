@@ -8,6 +8,13 @@ export interface RouterConfig {
   bodyLimitBytes: number;
   /** SageServe §6.2: first region below this effective memory utilization wins. */
   memoryThreshold: number;
+  /**
+   * SLO-aware spill (issue 46 item 5; router/spill.ts): a region whose predicted TTFT for a request exceeds the
+   * model's TTFT SLO is left for the nearest other allowed region under the memory threshold that predicts within it,
+   * and a request no allowed region predicts within the SLO for is shed with 429. `true` by default; config accepts
+   * `true`/`"on"` and `false`/`"off"`.
+   */
+  spill: boolean;
   /** Bearer keys that may call the API; empty means open. */
   /**
    * `region`: the key's home region (routed there first; a request's x-tidegate-region header may name another).
@@ -70,6 +77,7 @@ export function parseRouter(rr: ObjectReader, regionNames: ReadonlySet<string>, 
     port: rr.number("port", 8080, { integer: true, min: 0, max: 65535 }),
     bodyLimitBytes: rr.number("bodyLimitBytes", 4 * 1024 * 1024, { integer: true, min: 1024 }),
     memoryThreshold: rr.number("memoryThreshold", 0.7, { gt: 0, max: 1 }),
+    spill: parseSpill(rr),
     apiKeys: rr.array("apiKeys", (v, path) => parseApiKey(v, path, regionNames, modelNames), []),
     adminKeys: rr.array("adminKeys", (v, path) => {
       if (typeof v !== "string" || v.length < 8) throw new ValidationError(path, "admin keys must be strings of at least 8 characters");
@@ -89,6 +97,14 @@ export function parseRouter(rr: ObjectReader, regionNames: ReadonlySet<string>, 
   };
   rr.done();
   return router;
+}
+
+/** `router.spill`: true / "on" (the default) or false / "off"; anything else is rejected, naming the path. */
+function parseSpill(rr: ObjectReader): boolean {
+  const v = rr.raw("spill");
+  if (v === undefined || v === true || v === "on") return true;
+  if (v === false || v === "off") return false;
+  return rr.fail("spill", `must be true, false, "on" or "off", got ${JSON.stringify(v)}`);
 }
 
 function parseConcurrency(rr: ObjectReader): ConcurrencyConfig {

@@ -19,6 +19,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { freePort, spawnTidegate, stopAll, type Proc } from "./procs.js";
+import { regionsAvailable, staticRegionsConfig, waitFor } from "./stream-probe.js";
 
 const MODEL = "llama3.2-3b";
 const REGIONS = ["us-east", "us-west"] as const;
@@ -30,46 +31,23 @@ const RUN_MS = 20_000;
 let dir: string;
 
 function config(spill: "on" | "off", ports: number[]): object {
+  const base = staticRegionsConfig(MODEL, REGIONS, ports, 1) as { engines: object };
   return {
-    models: [{ name: MODEL, gpusPerInstance: { "h100-80gb": 2 } }],
-    regions: REGIONS.map((name, i) => ({
-      name,
-      proximity: REGIONS.filter((o) => o !== name),
-      grpcAddress: `127.0.0.1:${ports[i]}`,
-      gpus: [{ type: "h100-80gb", count: 2 }],
-      endpoints: [{ model: MODEL, gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 1 }],
-    })),
+    ...base,
     // The adaptive concurrency limits (router/concurrency.ts, on by default) learn this engine's 8 slots and spread or
     // shed the crowd by themselves; off here, so that each arm shows SageServe's order with and without the spill.
     // A wait for the first token is not given up (and retried elsewhere) within the run: streamStallMs 60 s.
     router: { port: 0, spill, concurrency: { adaptive: false }, streamStallMs: 60_000 },
-    controller: { actuator: "static" },
     // 8 requests at once per engine, the profile's KV cache; time scale 5: a request runs a few seconds.
-    engines: { kind: "sim", timeScale: 5, models: { [MODEL]: { maxBatch: MAX_BATCH } } },
+    engines: { ...base.engines, timeScale: 5, models: { [MODEL]: { maxBatch: MAX_BATCH } } },
     slo: { ttftMs: SLO_MS },
   };
-}
-
-async function waitFor(what: string, cond: () => Promise<boolean>, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      if (await cond()) return;
-    } catch {
-      // not yet
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
 }
 
 async function startGlobal(file: string): Promise<{ proc: Proc; url: string }> {
   const proc = await spawnTidegate("global", ["global", "--config", file, "--port", "0", "--log-level", "warn"], /serving (http:\/\/127\.0\.0\.1:\d+)/);
   const url = proc.match[1]!;
-  await waitFor("both regions available", async () => {
-    const h = (await (await fetch(`${url}/healthz`)).json()) as { regions: Record<string, { available: boolean }> };
-    return REGIONS.every((r) => h.regions[r]?.available === true);
-  });
+  await waitFor("both regions available", () => regionsAvailable(url, REGIONS), 30_000);
   return { proc, url };
 }
 

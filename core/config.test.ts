@@ -28,8 +28,8 @@ describe("config", () => {
     expect(() => parseConfig(patched(["regions", 0, "gpus", 0, "count"], "8"))).toThrow("regions[0].gpus[0].count: expected a finite number");
   });
 
-  it("router.spill (issue 46 item 5): on by default; true/\"on\" and false/\"off\"; anything else names router.spill", () => {
-    expect(loadConfig().router.spill).toBe(true);
+  it("router.spill (issue 46 item 5): off by default; true/\"on\" and false/\"off\"; anything else names router.spill", () => {
+    expect(loadConfig().router.spill).toBe(false);
     const withSpill = (v: unknown) => parseConfig(patched(["router"], { spill: v })).router.spill;
     expect(withSpill(true)).toBe(true);
     expect(withSpill("on")).toBe(true);

@@ -5,7 +5,7 @@
  * with `lose`, is lost: its link rate and host copies are forgotten and its instances go (their bring-ups are
  * cancelled); the next `restoreInvariant` restores the pool from what remains.
  */
-import type { Clock } from "../../core/clock.js";
+import { awakeMsSince, type Clock } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
 import type { AgentHandle, NodeAnnouncement } from "../agent/handle.js";
 import type { HostCopies } from "./host-copies.js";
@@ -41,9 +41,15 @@ export class NodeMembership {
     this.o.reconcileEngines(entry.nodeId, a, fresh);
   }
 
-  /** Marks nodes silent for `lostAfterMs` lost. */
+  /**
+   * Marks nodes silent for `lostAfterMs` lost, the silence measured in time this process was running (awakeMsSince,
+   * issue 49 item 3): an in-process agent (`tidegate dev`) cannot announce while the process itself is paused or
+   * starved, and that is not the node's fault — under a loaded CI box dev lost all its nodes at start-up and never
+   * got its instances back.
+   */
   expire(): void {
-    for (const n of this.o.nodes.expire(this.o.clock.now(), this.o.lostAfterMs)) this.lose(n.nodeId, `no announcement for ${this.o.lostAfterMs} ms`);
+    const clock = this.o.clock;
+    for (const n of this.o.nodes.expire(clock.now(), this.o.lostAfterMs, (since) => awakeMsSince(clock, since))) this.lose(n.nodeId, `no announcement for ${this.o.lostAfterMs} ms`);
   }
 
   /** Drops a node now (its agent is gone). */

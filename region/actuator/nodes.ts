@@ -27,11 +27,14 @@ export class NodeRegistry {
     return { fresh, entry };
   }
 
-  /** Nodes silent for longer than `lostAfterMs` that were live until now (they are marked lost). */
-  expire(nowMs: number, lostAfterMs: number): NodeEntry[] {
+  /**
+   * Nodes silent for longer than `lostAfterMs` that were live until now (they are marked lost). `silentMs` says how
+   * long ago a time is (default: `nowMs` minus it; the membership passes the awake time, core/clock.ts awakeMsSince).
+   */
+  expire(nowMs: number, lostAfterMs: number, silentMs: (sinceMs: number) => number = (since) => nowMs - since): NodeEntry[] {
     const out: NodeEntry[] = [];
     for (const n of this.byId.values()) {
-      if (!n.lost && nowMs - n.lastSeenAtMs > lostAfterMs) {
+      if (!n.lost && silentMs(n.lastSeenAtMs) > lostAfterMs) {
         n.lost = true;
         out.push(n);
       }

@@ -135,7 +135,7 @@ async function liveShape(strategy: string, params: Record<string, number>, seq: 
       void (async () => {
         try {
           const opened = await dispatchWithRetry({ selector: w.selector, links, req: request(a, i), clientRegion: a.client, kvBytes: requestKvBytes(MODEL, a.prompt, a.output), signal: new AbortController().signal });
-          while ((await opened.rest.next()).done !== true);
+          while ((await opened.next()).done !== true);
           opened.release();
         } catch {
           choices[i] = "unserved";

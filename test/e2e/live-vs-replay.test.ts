@@ -162,7 +162,7 @@ async function live(strategy: string, seq: Arrival[]): Promise<Outcome & { wallS
     const { selector, links, watchdog } = stack.router.deps;
     try {
       const opened = await dispatchWithRetry({ selector, links, req, clientRegion: a.client, kvBytes: requestKvBytes(MODEL, a.prompt, a.output), signal: new AbortController().signal, ...(watchdog === undefined ? {} : { watchdog }) });
-      while ((await opened.rest.next()).done !== true);
+      while ((await opened.next()).done !== true);
       opened.release();
       choices[i] = routed.get(req.id) ?? "no route";
     } catch (err) {

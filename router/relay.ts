@@ -254,14 +254,18 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       watched?.started();
       watched?.touch();
       if (first.value.type === "done") tracked.done(first.value.usage.completion_tokens);
-      // The done event measures the region's decode pace (RegionSelector.track).
+      // The done event measures the region's decode pace (RegionSelector.track) — with the spill on only: otherwise
+      // nothing reads it, and the token path keeps no extra promise step per event.
+      const measure = opts.selector.spillOn;
       const seen = (r: IteratorResult<EngineEvent>) => {
-        if (r.done !== true && r.value.type === "done") tracked.done(r.value.usage.completion_tokens);
+        if (measure && r.done !== true && r.value.type === "done") tracked.done(r.value.usage.completion_tokens);
         return r;
       };
       const next =
         watched === undefined
-          ? () => rest.next().then(seen)
+          ? measure
+            ? () => rest.next().then(seen)
+            : () => rest.next()
           : () =>
               rest.next().then(
                 (r) => {

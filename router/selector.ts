@@ -123,6 +123,11 @@ export class RegionSelector {
   /** Serial of the next tracked request. */
   private serial = 0;
 
+  /** Whether the SLO spill is on: only then does `track` measure anything a decision reads (the relay skips its per-event watch otherwise). */
+  get spillOn(): boolean {
+    return this.opts.spill !== undefined;
+  }
+
   constructor(private readonly opts: SelectorOptions) {
     for (const r of opts.regions) {
       this.state.set(r.name, { telemetry: undefined, receivedAtMs: 0, inflightKvBytes: new Map(), live: new Map() });

@@ -4,7 +4,7 @@
  * the request rate, one line of words — and the live correction factor applied (slo-correction.ts), so the plan
  * report can show it. The mix is the Azure conversation trace's means until the regions report one.
  */
-import type { TidegateConfig } from "../core/config.js";
+import { modelEngineSettings, type TidegateConfig } from "../core/config.js";
 import type { ModelSlo } from "../core/config/slo-section.js";
 import type { GpuType, ModelName } from "../core/models.js";
 import { capacityAtSlo, type CapacityLimits, type RequestMix, type SloCapacity } from "../core/perf/slo-capacity.js";
@@ -50,8 +50,7 @@ export function fromCapacity(c: SloCapacity, slo: ModelSlo, mix: RequestMix & { 
 export function configLimits(config: TidegateConfig, model: ModelName): CapacityLimits | undefined {
   const e = config.engines;
   if (e.kind !== "sim" || e.commandTemplate !== undefined) return undefined;
-  const m = e.models[model];
-  const kv = m?.kvCapacityTokens ?? e.kvCapacityTokens;
-  const out: CapacityLimits = { ...(m?.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }), ...(kv === undefined ? {} : { kvCapacityTokens: kv }) };
+  const m = modelEngineSettings(e, model);
+  const out: CapacityLimits = { ...(m.maxBatch === undefined ? {} : { maxBatch: m.maxBatch }), ...(m.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: m.kvCapacityTokens }) };
   return Object.keys(out).length === 0 ? undefined : out;
 }

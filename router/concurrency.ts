@@ -59,7 +59,7 @@
  * callback path (`submitWithRetry`) does not.
  */
 import type { Clock } from "../core/clock.js";
-import { sloFor, type TidegateConfig } from "../core/config.js";
+import { modelEngineSettings, sloFor, type TidegateConfig } from "../core/config.js";
 import type { ModelName, RegionName } from "../core/models.js";
 import type { RegionTelemetry } from "../core/ports.js";
 import { tokenPaceFrom } from "./pace.js";
@@ -573,7 +573,7 @@ export function limiterFromConfig(config: TidegateConfig, clock: Clock): Concurr
     expectedMs: (model, promptTokens) => pace(model)?.prefillMs(promptTokens) ?? 0,
     fairAbove: c.fairAbove,
     weightOf: (tenant) => weights.get(tenant) ?? 1,
-    maxBatchOf: (model) => config.engines.models[model]?.maxBatch ?? DEFAULT_MAX_BATCH,
+    maxBatchOf: (model) => modelEngineSettings(config.engines, model).maxBatch ?? DEFAULT_MAX_BATCH,
   });
 }
 

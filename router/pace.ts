@@ -14,7 +14,7 @@
  * `models[].gpusPerInstance` GPUs each), and scaled by `engines.timeScale` (1 unless set: simulated engines, in process or engine-sim behind openai-http, run at it). Undefined for a model without a measured profile on any of its GPU types (the watchdog then
  * falls back to telemetry age and `router.streamStallMs`). Pure: config in, numbers out.
  */
-import type { TidegateConfig } from "../core/config.js";
+import { modelEngineSettings, type TidegateConfig } from "../core/config.js";
 import { MODEL_SPECS, type ModelName } from "../core/models.js";
 import { DEFAULT_MAX_BATCH, getProfile } from "../core/perf/model.js";
 
@@ -57,8 +57,9 @@ export function tokenPaceFrom(config: TidegateConfig): (model: ModelName) => Tok
       } catch {
         continue; // no measured profile for this (model, GPU, TP): the other GPU types decide
       }
-      const kvTokens = config.engines.models[m.name]?.kvCapacityTokens ?? config.engines.kvCapacityTokens ?? profile.kvCapacityTokens;
-      const batch = config.engines.models[m.name]?.maxBatch ?? DEFAULT_MAX_BATCH;
+      const settings = modelEngineSettings(config.engines, m.name);
+      const kvTokens = settings.kvCapacityTokens ?? profile.kvCapacityTokens;
+      const batch = settings.maxBatch ?? DEFAULT_MAX_BATCH;
       const tbtMs = profile.decodeIterMs(batch, kvTokens) * scale;
       const stepMs = profile.decodeIterMs(batch, Math.min(kvTokens, batch * 1024)) * scale;
       const p = profile;

@@ -1,5 +1,5 @@
 /**
- * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x] [--max-batch N] [--kv-capacity-tokens N] [--preemption recompute|swap|off] [--batch-slots-beside N] [--prefix-block-tokens N] [--host-kv-cache-gib G]`: one
+ * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x] [--settings JSON] [--max-batch N] ...`: one
  * simulated serving instance (built by region/runtime/build-sim-engine.ts, as every region builds its own) that
  * looks like vLLM over HTTP (region/engines/sim/http.ts). Prints its base URL on stdout as one line (so callers can
  * spawn it with --port 0 and read the port), then serves until SIGINT/SIGTERM. With --parameters-from it first asks
@@ -10,6 +10,8 @@ import { WallClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, gpusPerInstanceOf, parseConfig } from "../../core/config.js";
 import "../../region/config-sections.js"; // region's config sections (keystage, loading), before any config is parsed
 import { TidegateError } from "../../core/errors.js";
+import { ENGINE_SETTINGS_SCHEMA, ENGINE_SETTING_KEYS, checkSetting, parseEngineSettingsJson, refuseEngineSettings, type EngineSettings } from "../../core/engine-settings.js";
+import type { FlagSpec, FlagValues } from "../args.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { AgentClient } from "../../region/agent/client.js";
 import { tlsFromFlags, type TlsFiles } from "../../region/link/tls.js";
@@ -37,6 +39,28 @@ async function parametersFrom(address: string, model: string, shared?: AgentClie
 
 function defaultTp(model: string, gpu: string): number | undefined {
   return gpusPerInstanceOf(parseConfig(DEFAULT_CONFIG_JSON), model, gpu);
+}
+
+/** The settings flags, from the schema: `--settings <json>` (what the region passes) and one flag per field over it. */
+function settingsFlagSpecs(): Record<string, FlagSpec> {
+  const out: Record<string, FlagSpec> = {
+    settings: { type: "string", help: `engine settings as one JSON object (what the region passes): ${ENGINE_SETTING_KEYS.join(", ")}; the flags below override its fields` },
+  };
+  for (const key of ENGINE_SETTING_KEYS) {
+    const s = ENGINE_SETTINGS_SCHEMA[key];
+    out[s.flag] = { type: s.kind === "enum" ? "string" : "number", help: s.help };
+  }
+  return out;
+}
+
+/** The settings the flags give: `--settings`, then each field's own flag over it; errors name the flag. */
+function settingsFromFlags(flags: FlagValues): EngineSettings {
+  const out: Record<string, number | string> = typeof flags.settings === "string" ? { ...parseEngineSettingsJson(flags.settings, "--settings") } : {};
+  for (const key of ENGINE_SETTING_KEYS) {
+    const flag = ENGINE_SETTINGS_SCHEMA[key].flag;
+    if (flags[flag] !== undefined) out[key] = checkSetting(key, flags[flag], `--${flag}`);
+  }
+  return out as EngineSettings;
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -72,7 +96,8 @@ export const command: Command = {
     "\"params\": {...keystage strategy parameters}, \"cluster\": {...}} (the config's keystage section; the region",
     "passes it for endpoints listed in keystage.pipelines). GET /tidegate/keystage reports the split; /metrics adds",
     "the tidegate_pipeline_* series: replicas, queue and key flag per stage, GPUs held, mode, replicas added/removed.",
-    "--max-batch and --kv-capacity-tokens do not apply to a pipeline (each stage replica serves one request at a time).",
+    "The engine settings (--settings and the flags per setting) do not apply to a pipeline or a stage process (each",
+    "stage replica serves one request at a time).",
     "",
     "--stage <json> runs ONE stage replica of a pipelined model as this process (region/keystage/stage-server.ts; what a",
     "node agent starts for a pipelined instance under keystage.stageProcesses): {\"layersPerStage\", \"profileTp\",",
@@ -88,12 +113,7 @@ export const command: Command = {
     host: { type: "string", help: "address to listen on", default: "127.0.0.1" },
     port: { type: "number", help: "port to listen on (0 = a free port)", default: 8000 },
     "time-scale": { type: "number", help: "multiply simulated durations (0.1 = 10x faster than measured)", default: 1 },
-    "max-batch": { type: "number", help: "most requests in the running batch (vLLM max_num_seqs)", default: 256 },
-    "kv-capacity-tokens": { type: "number", help: "KV capacity in tokens (default: GPU memory x 0.9 - weights)" },
-    preemption: { type: "string", help: "a priority 0 request short of KV or a batch slot preempts running priority 1 requests: recompute, swap or off", default: "recompute" },
-    "batch-slots-beside": { type: "number", help: "most priority 1 requests that run while priority 0 requests run or wait (default 8)" },
-    "prefix-block-tokens": { type: "number", help: "tokens per KV block of the automatic prefix cache (default 16, vLLM's --block-size; 0 turns prefix caching off)" },
-    "host-kv-cache-gib": { type: "number", help: "GiB of host memory for the KV tier under the prefix cache (default 128 per GPU; 0 turns it off)" },
+    ...settingsFlagSpecs(),
     "parameters-from": { type: "string", help: "node agent gRPC address host:port whose complete block store of --model this engine serves" },
     "tls-ca": { type: "string", help: "with --parameters-from: PEM CA that signs the agent's certificate (mTLS to the agent)" },
     "tls-cert": { type: "string", help: "with --parameters-from: PEM client certificate chain" },
@@ -114,22 +134,11 @@ export const command: Command = {
     if (!Number.isInteger(port) || port < 0 || port > 65535) throw new TidegateError("invalid_request", "--port must be an integer in 0..65535");
     const timeScale = Number(flags["time-scale"]);
     if (!(timeScale > 0 && timeScale <= 1000)) throw new TidegateError("invalid_request", "--time-scale must be in (0, 1000]");
-    const maxBatch = Number(flags["max-batch"]);
-    if (!Number.isInteger(maxBatch) || maxBatch < 1) throw new TidegateError("invalid_request", "--max-batch must be a positive integer");
-    const kvCap = flags["kv-capacity-tokens"];
-    if (kvCap !== undefined && !(typeof kvCap === "number" && Number.isInteger(kvCap) && kvCap >= 2)) throw new TidegateError("invalid_request", "--kv-capacity-tokens must be an integer ≥ 2");
-
-    const preemption = String(flags.preemption);
-    if (!["recompute", "swap", "off"].includes(preemption)) throw new TidegateError("invalid_request", "--preemption must be recompute, swap or off");
-    const prefixBlocks = flags["prefix-block-tokens"];
-    if (prefixBlocks !== undefined && !(typeof prefixBlocks === "number" && Number.isInteger(prefixBlocks) && prefixBlocks >= 0)) throw new TidegateError("invalid_request", "--prefix-block-tokens must be an integer ≥ 0 (0: off)");
-    const hostGiB = flags["host-kv-cache-gib"];
-    if (hostGiB !== undefined && !(typeof hostGiB === "number" && hostGiB >= 0)) throw new TidegateError("invalid_request", "--host-kv-cache-gib must be ≥ 0 (0: off)");
-    const slotsBeside = flags["batch-slots-beside"];
-    if (slotsBeside !== undefined && !(typeof slotsBeside === "number" && Number.isInteger(slotsBeside) && slotsBeside >= 0)) throw new TidegateError("invalid_request", "--batch-slots-beside must be an integer ≥ 0");
+    const settings = settingsFromFlags(flags);
 
     if (flags.stage !== undefined) {
       if (flags.pipeline !== undefined) throw new TidegateError("invalid_request", "--stage and --pipeline exclude each other (a stage process serves one stage of a pipeline)");
+      refuseEngineSettings(settings, "do not apply to --stage (a stage replica serves one request at a time)");
       let spec: ReturnType<typeof parseStageSpec>;
       try {
         spec = parseStageSpec(String(flags.stage), model, gpu);
@@ -154,7 +163,7 @@ export const command: Command = {
     // A pipelined instance (--pipeline): checked before anything else starts.
     let pipeline: ReturnType<typeof parsePipelineSpec> | undefined;
     if (flags.pipeline !== undefined) {
-      if (kvCap !== undefined) throw new TidegateError("invalid_request", "--kv-capacity-tokens does not apply to --pipeline (a stage replica serves one request at a time)");
+      refuseEngineSettings(settings, "do not apply to --pipeline (a stage replica serves one request at a time)");
       try {
         pipeline = parsePipelineSpec(String(flags.pipeline), model, gpu, tp);
       } catch (err) {
@@ -181,12 +190,12 @@ export const command: Command = {
     // The shared builder of simulated engines (what a region builds in process from the same settings).
     const engine: ServedEngine = newEngine(
       { instanceId, model, gpu, tp },
-      { timeScale, maxBatch, preemption: preemption as "recompute" | "swap" | "off", ...(typeof slotsBeside === "number" ? { batchSlotsBeside: slotsBeside } : {}), ...(typeof kvCap === "number" ? { kvCapacityTokens: kvCap } : {}), ...(typeof prefixBlocks === "number" ? { prefixBlockTokens: prefixBlocks } : {}), ...(typeof hostGiB === "number" ? { hostKvCacheGiB: hostGiB } : {}), ...(pipeline === undefined ? {} : { pipeline }) },
+      { timeScale, settings, ...(pipeline === undefined ? {} : { pipeline }) },
       clock,
       // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
       { solver: async () => (await import("../../core/solver.js")).HighsSolver.create() },
     );
-    const server = new EngineSimServer({ engine, clock, processMetrics: true, ...(parameters !== undefined ? { parameters } : {}) });
+    const server = new EngineSimServer({ engine, clock, processMetrics: true, settings, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");

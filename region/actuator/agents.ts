@@ -50,7 +50,7 @@ import { LiveLambdaPipelines, type LiveLambdaCounters } from "../liveload/live-l
 import type { MulticastPlan } from "../multicast/schedule.js";
 import { EngineAdoption } from "./adoption.js";
 import { InstanceTable, type AgentInstance } from "./agent-instances.js";
-import { EngineLifecycle, type EngineSettings } from "./engine-lifecycle.js";
+import { EngineLifecycle, type EngineStartOptions } from "./engine-lifecycle.js";
 import { GatewayMembership } from "./gateway-membership.js";
 import { HostCopies, type ModelSource } from "./host-copies.js";
 import { NodeMembership } from "./node-membership.js";
@@ -62,7 +62,7 @@ import type { InstanceListener, InstanceRecord, NodeListing, RuntimeActuator, Sc
 
 export type { NodeListing, ScaleFailure } from "./port.js";
 export type { AgentInstance } from "./agent-instances.js";
-export type { EngineSettings } from "./engine-lifecycle.js";
+export type { EngineStartOptions } from "./engine-lifecycle.js";
 export type { ModelSource } from "./host-copies.js";
 
 export interface AgentsActuatorOptions {
@@ -73,7 +73,7 @@ export interface AgentsActuatorOptions {
   /** The parameters of every model the region hosts. */
   models: ReadonlyMap<ModelName, ModelSource>;
   policy: MulticastPolicy;
-  engines: EngineSettings;
+  engines: EngineStartOptions;
   /** A node silent this long is lost (default 3 000 ms). */
   lostAfterMs?: number;
   /** Complete host copies of every hosted model the pool keeps on live nodes (default 1; BlitzScale's O(1)). */

@@ -13,6 +13,7 @@
  *   cancelled bring-up (a drain of a deploying instance) hands its instance to spot the same way;
  * - failure: the instance is removed (its slots are free again), listed, and `onFailure` tells the controller.
  */
+import type { EngineSettings } from "../../core/engine-settings.js";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
@@ -28,7 +29,7 @@ import type { ScaleFailure, ScalingHooks } from "./port.js";
 import type { ScaleOutTimes } from "./scale-out-times.js";
 
 /** How engines are started, checked and connected. */
-export interface EngineSettings {
+export interface EngineStartOptions {
   /** A real engine's command template (`vllm serve {model} --port {port}`); absent = engine-sim. */
   commandTemplate?: string;
   timeScale: number;
@@ -46,12 +47,11 @@ export interface EngineSettings {
    */
   pipeline?(model: string, gpu: string): string | undefined;
   /**
-   * A simulated engine's settings for `model`: batch cap and KV cache (config engines.models, else
-   * engines.kvCapacityTokens), preemption mode, batch slots beside interactive work, prefix-cache block size and host
-   * KV tier; added to StartEngine for engine-sim that is not a pipeline (whose stage replicas take none of them);
+   * A simulated engine's settings for `model` (core/engine-settings.ts; build-sim-engine.ts engineSettingsOf), sent
+   * as StartEngine's `settings` to engine-sim that is not a pipeline (whose stage replicas take none of them);
    * absent = the engine's defaults. Never sent with a command template (a real engine).
    */
-  simSettings?(model: string): Pick<EngineSpec, "maxBatch" | "kvCapacityTokens" | "preemption" | "batchSlotsBeside" | "prefixBlockTokens" | "hostKvCacheGiB">;
+  settings?(model: string): EngineSettings;
   /**
    * Makes an engine started with awaitBlocks serve now as the head of a λScale execution pipeline, with
    * `passOverheadMs` added to every pass (its activation hops), or, with 0, switches it to local mode (λScale
@@ -72,7 +72,7 @@ export interface EngineLifecycleOptions {
   clock: Clock;
   log: Logger;
   models: ReadonlyMap<ModelName, ModelSource>;
-  engines: EngineSettings;
+  engines: EngineStartOptions;
   /** How often a draining instance's streams and a starting engine's health are checked (ms). */
   pollMs: number;
   table: InstanceTable;
@@ -118,7 +118,7 @@ export class EngineLifecycle {
       if (handle === undefined) throw new TidegateError("upstream_error", `node ${inst.node} is gone`);
       const e = this.o.engines;
       const pipeline = e.commandTemplate === undefined ? e.pipeline?.(model, inst.gpu) : undefined;
-      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }), ...(e.commandTemplate === undefined && pipeline === undefined ? e.simSettings?.(model) : {}) };
+      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }), ...(e.commandTemplate === undefined && pipeline === undefined && e.settings !== undefined ? { settings: e.settings(model) } : {}) };
       if (copies.pool.copy(inst.node, model)?.complete !== true) {
         copies.makeRoom(inst.node, params);
         if (inst.state === "provisioning") table.transition(inst, "loading", "waiting for blocks");

@@ -52,43 +52,14 @@ export interface WireStartEngineRequest {
   start_timeout_ms: number;
   await_blocks: boolean;
   pipeline: string;
-  max_batch?: number;
-  kv_capacity_tokens?: number;
   stage?: string;
-  /** proto3 optional: absent when unset. */
-  preemption?: string;
-  batch_slots_beside?: number;
-  prefix_block_tokens?: number;
-  host_kv_cache_gib?: number;
+  /** EngineSettings as JSON (core/engine-settings.ts engineSettingsJson); "" = none. */
+  settings?: string;
 }
 /** AnnounceReply on the wire. */
 export interface WireAnnounceReply {
   known: boolean;
   message: string;
-}
-
-/** The engine-sim behaviour settings of a spec as StartEngine's optional fields 13–16 (absent stays absent). */
-export function simBehaviourToWire(s: EngineSpec): Pick<WireStartEngineRequest, "preemption" | "batch_slots_beside" | "prefix_block_tokens" | "host_kv_cache_gib"> {
-  return {
-    ...(s.preemption === undefined ? {} : { preemption: s.preemption }),
-    ...(s.batchSlotsBeside === undefined ? {} : { batch_slots_beside: s.batchSlotsBeside }),
-    ...(s.prefixBlockTokens === undefined ? {} : { prefix_block_tokens: s.prefixBlockTokens }),
-    ...(s.hostKvCacheGiB === undefined ? {} : { host_kv_cache_gib: s.hostKvCacheGiB }),
-  };
-}
-
-/**
- * StartEngine's optional fields 13–16 → the spec's settings (a field absent on the wire, null or undefined here, stays
- * unset). A preemption mode other than recompute, swap or off is passed through for the agent to refuse.
- */
-export function simBehaviourFromWire(w: WireStartEngineRequest): Pick<EngineSpec, "preemption" | "batchSlotsBeside" | "prefixBlockTokens" | "hostKvCacheGiB"> {
-  const has = <T>(v: T | null | undefined): v is T => v !== undefined && v !== null;
-  return {
-    ...(has(w.preemption) ? { preemption: w.preemption as NonNullable<EngineSpec["preemption"]> } : {}),
-    ...(has(w.batch_slots_beside) ? { batchSlotsBeside: w.batch_slots_beside } : {}),
-    ...(has(w.prefix_block_tokens) ? { prefixBlockTokens: w.prefix_block_tokens } : {}),
-    ...(has(w.host_kv_cache_gib) ? { hostKvCacheGiB: w.host_kv_cache_gib } : {}),
-  };
 }
 
 /** EngineInfo → wire. */

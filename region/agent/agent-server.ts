@@ -7,6 +7,7 @@
  * through a BoundaryReporter on port `agent_grpc` (region/link/grpc-server.ts grpcBoundary; README "Boundary
  * refusals").
  */
+import { parseEngineSettingsJson } from "../../core/engine-settings.js";
 import * as grpc from "@grpc/grpc-js";
 import { BoundaryReporter, DATA_REFUSALS } from "../../core/boundary.js";
 import { WallClock } from "../../core/clock.js";
@@ -20,7 +21,6 @@ import {
   agentService,
   announcementToWire,
   engineToWire,
-  simBehaviourFromWire,
   statusOf,
   type WireAgentInfo,
   type WireEngineInfo,
@@ -96,10 +96,8 @@ export async function startAgentServer(agent: NodeAgent, address: string, log: L
         startTimeoutMs: req.start_timeout_ms === 0 ? undefined : req.start_timeout_ms,
         awaitBlocks: req.await_blocks === true,
         ...(req.pipeline === "" || req.pipeline === undefined ? {} : { pipeline: req.pipeline }),
-        ...(req.max_batch === 0 || req.max_batch === undefined ? {} : { maxBatch: req.max_batch }),
-        ...(req.kv_capacity_tokens === 0 || req.kv_capacity_tokens === undefined ? {} : { kvCapacityTokens: req.kv_capacity_tokens }),
         ...(req.stage === "" || req.stage === undefined ? {} : { stage: req.stage }),
-        ...simBehaviourFromWire(req),
+        ...(req.settings === "" || req.settings === undefined ? {} : { settings: parseEngineSettingsJson(req.settings, "settings") }),
       });
       return engineToWire(e);
     }),

@@ -4,12 +4,13 @@
  * calls reject with the agent's TidegateError (DataPlaneError with reason, peer, block for transfers) rebuilt from
  * the status metadata.
  */
+import { engineSettingsJson } from "../../core/engine-settings.js";
 import * as grpc from "@grpc/grpc-js";
 import { isTidegateError } from "../../core/errors.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
 import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement, RunCall } from "./handle.js";
 import type { LoadSpec } from "./node.js";
-import { agentService, announcementFromWire, engineFromWire, errorFromStatus, simBehaviourToWire, type WireAgentInfo, type WireEngineInfo, type WireLoadReply, type WireRunEvent, type WireVerifyReply } from "./agent-proto.js";
+import { agentService, announcementFromWire, engineFromWire, errorFromStatus, type WireAgentInfo, type WireEngineInfo, type WireLoadReply, type WireRunEvent, type WireVerifyReply } from "./agent-proto.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../link/tls.js";
 
 export type { RunCall } from "./handle.js";
@@ -63,7 +64,7 @@ export class AgentClient implements AgentHandle {
   }
 
   async startEngine(s: EngineSpec): Promise<EngineInfo> {
-    const req = { instance_id: s.instanceId, model: s.model, gpu: s.gpu, gpus: s.gpus, command_template: s.commandTemplate ?? "", time_scale: s.timeScale ?? 0, start_timeout_ms: s.startTimeoutMs ?? 0, await_blocks: s.awaitBlocks === true, pipeline: s.pipeline ?? "", max_batch: s.maxBatch ?? 0, kv_capacity_tokens: s.kvCapacityTokens ?? 0, stage: s.stage ?? "", ...simBehaviourToWire(s) };
+    const req = { instance_id: s.instanceId, model: s.model, gpu: s.gpu, gpus: s.gpus, command_template: s.commandTemplate ?? "", time_scale: s.timeScale ?? 0, start_timeout_ms: s.startTimeoutMs ?? 0, await_blocks: s.awaitBlocks === true, pipeline: s.pipeline ?? "", stage: s.stage ?? "", settings: engineSettingsJson(s.settings) };
     return engineFromWire(await this.call<WireEngineInfo>((cb) => this.c.StartEngine(req, cb)));
   }
 

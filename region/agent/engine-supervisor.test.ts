@@ -5,6 +5,7 @@ import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ENGINE_SETTINGS_SCHEMA, ENGINE_SETTING_KEYS } from "../../core/engine-settings.js";
 import { isTidegateError } from "../../core/errors.js";
 import { repoRoot } from "../../core/paths.js";
 import { spawnAgent, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
@@ -216,14 +217,14 @@ describe("engines on the agent", () => {
     expect(big.message).toMatch(/has 3 of 3 free \(no engines\)/);
   });
 
-  it("passes the region's engine-sim settings from StartEngine as flags: preemption, batch slots beside, block size, host KV tier", async () => {
+  it("passes the region's engine-sim settings from StartEngine as its --settings: preemption, batch slots beside, block size, host KV tier", async () => {
     await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });
-    const e = await agent.client.startEngine({ instanceId: "i-flags", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1, preemption: "swap", batchSlotsBeside: 0, prefixBlockTokens: 32, hostKvCacheGiB: 0 });
+    const e = await agent.client.startEngine({ instanceId: "i-flags", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1, settings: { preemption: "swap", batchSlotsBeside: 0, prefixBlockTokens: 32, hostKvCacheGiB: 0 } });
     expect(e).toMatchObject({ instanceId: "i-flags", state: "running" });
     try {
       const argv = readFileSync(`/proc/${e.pid}/cmdline`, "utf8").split("\0");
       const flag = (name: string) => argv[argv.indexOf(name) + 1];
-      expect(["--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"].map(flag)).toEqual(["swap", "0", "32", "0"]);
+      expect(JSON.parse(flag("--settings")!)).toEqual({ preemption: "swap", batchSlotsBeside: 0, prefixBlockTokens: 32, hostKvCacheGiB: 0 });
       // The engine runs with them: a prompt is looked up in its prefix cache, and with the host tier off no host counter exists.
       const res = await fetch(`${e.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, prompt: "x".repeat(400), max_tokens: 2 }) });
       expect(res.status).toBe(200);
@@ -234,13 +235,29 @@ describe("engines on the agent", () => {
       // Stopped whatever the checks found, so a failure here does not hold the node's slots for the tests after it.
       await agent.client.stopEngine("i-flags", 2000);
     }
-    // Without them engine-sim runs its defaults: none of the four flags is passed.
+    // Without them engine-sim runs its defaults: no --settings is passed.
     const plain = await agent.client.startEngine({ instanceId: "i-plain", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1 });
     try {
       const plainArgv = readFileSync(`/proc/${plain.pid}/cmdline`, "utf8").split("\0");
-      expect(plainArgv.filter((a) => ["--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"].includes(a))).toEqual([]);
+      expect(plainArgv.filter((a) => a === "--settings" || Object.values(ENGINE_SETTINGS_SCHEMA).some((s) => a === `--${s.flag}`))).toEqual([]);
     } finally {
       await agent.client.stopEngine("i-plain", 2000);
+    }
+  });
+
+  it("carries every field of the engine-settings schema, as written, to the engine-sim it starts over gRPC (its /health answers them)", async () => {
+    // Built from the schema (core/engine-settings.ts), not from a list here: a field added there is checked on this
+    // whole path (AgentClient → proto → agent → engine-supervisor's --settings → engine-sim) with no edit to it.
+    const settings = Object.fromEntries(ENGINE_SETTING_KEYS.map((k) => [k, ENGINE_SETTINGS_SCHEMA[k].example]));
+    expect(Object.keys(settings).length).toBeGreaterThanOrEqual(6);
+    await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });
+    const e = await agent.client.startEngine({ instanceId: "i-schema", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1, settings });
+    try {
+      const health = (await (await fetch(`${e.url}/health`)).json()) as { status: string; settings?: unknown };
+      expect(health).toMatchObject({ status: "ok", settings });
+      expect(health.settings).toEqual(settings);
+    } finally {
+      await agent.client.stopEngine("i-schema", 2000);
     }
   });
 

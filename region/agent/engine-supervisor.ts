@@ -5,7 +5,7 @@
  * The agent picks each engine's port (a free port on the engine host). Checks (store complete, slots, template
  * syntax) are NodeAgent's; this class only acts.
  */
-import { engineSimBehaviourFlags } from "../engines/sim/flags.js";
+import { settingsArgs } from "../../core/engine-settings.js";
 import { tlsArgs, type TlsFiles } from "../link/tls.js";
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync } from "node:fs";
@@ -60,11 +60,9 @@ export function defaultKeeperPath(): string {
 /**
  * The `tidegate engine-sim` arguments of a StartEngine: model, GPU, tp, where to listen, --time-scale, the agent's
  * block store (--parameters-from, none when it is "": an in-process agent checked the store itself; --parameters-wait-ms
- * when it starts before its blocks), and the spec's --pipeline, --stage (a stage process),
- * --max-batch and --kv-capacity-tokens (the region's engines.models settings), --preemption, --batch-slots-beside,
- * --prefix-block-tokens and --host-kv-cache-gib (engines.preemption / batchSlotsBeside, routing.blockTokens,
- * engines.hostKvCacheGiB; region/runtime/build-sim-engine.ts simBehaviourOf), mapped to flags by the same function as
- * a static region's spawned engines' (region/engines/sim/flags.ts).
+ * when it starts before its blocks), and the spec's --pipeline, --stage (a stage process) and --settings (its
+ * EngineSettings as JSON: core/engine-settings.ts; the region's engines section and routing.blockTokens,
+ * region/runtime/build-sim-engine.ts engineSettingsOf), the flag a static region's spawned engines get too.
  */
 export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: number; parametersFrom: string; parametersTls?: TlsFiles }): string[] {
   return [
@@ -74,7 +72,7 @@ export function engineSimArgs(spec: EngineSpec, o: { engineHost: string; port: n
     ...(spec.awaitBlocks === true ? ["--parameters-wait-ms", String(spec.startTimeoutMs || DEFAULT_START_TIMEOUT_MS)] : []),
     ...(spec.pipeline === undefined ? [] : ["--pipeline", spec.pipeline]),
     ...(spec.stage === undefined ? [] : ["--stage", spec.stage]),
-    ...engineSimBehaviourFlags(spec),
+    ...settingsArgs(spec.settings),
   ];
 }
 

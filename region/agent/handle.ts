@@ -4,6 +4,7 @@
  * wiring may give an in-process host). NodeAgent decides (store complete, free slots, idempotency, template);
  * an EngineHost only acts.
  */
+import type { EngineSettings } from "../../core/engine-settings.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
 import type { MulticastPlan } from "../multicast/schedule.js";
 
@@ -70,23 +71,16 @@ export interface EngineSpec {
    * `--pipeline` (region/keystage/pipeline-engine.ts PipelineSpec). Absent = a whole-model instance.
    */
   pipeline?: string;
-  /** engine-sim only, not with `pipeline`: the running batch's cap (engine-sim --max-batch; config engines.models). */
-  maxBatch?: number;
-  /** engine-sim only, not with `pipeline`: the KV cache in tokens (engine-sim --kv-capacity-tokens; config engines.models / kvCapacityTokens). */
-  kvCapacityTokens?: number;
   /**
    * engine-sim only, not with `pipeline`: run one stage replica of a pipelined model as this process, this JSON being
    * engine-sim's `--stage` (region/keystage/stage-server.ts StageProcessSpec). Absent = not a stage process.
    */
   stage?: string;
-  /** engine-sim only, not with `pipeline`: how interactive work takes room from batch work (--preemption; config engines.preemption). */
-  preemption?: "recompute" | "swap" | "off";
-  /** engine-sim only, not with `pipeline`: most batch requests beside interactive ones (--batch-slots-beside; config engines.batchSlotsBeside). */
-  batchSlotsBeside?: number;
-  /** engine-sim only, not with `pipeline`: tokens per prefix-cache block, 0 = off (--prefix-block-tokens; config routing.blockTokens). */
-  prefixBlockTokens?: number;
-  /** engine-sim only, not with `pipeline`: GiB of host memory for the KV tier, 0 = off (--host-kv-cache-gib; config engines.hostKvCacheGiB). */
-  hostKvCacheGiB?: number;
+  /**
+   * engine-sim only, not with `pipeline` or `stage`: its settings (core/engine-settings.ts; the region's
+   * config engines section and routing.blockTokens, build-sim-engine.ts engineSettingsOf). Absent = its defaults.
+   */
+  settings?: EngineSettings;
 }
 
 /** The states of an engine process; health (serving or not) is the region's to check, not the agent's. */

@@ -4,6 +4,7 @@
  * validates the plan (validatePlan, with this node's memory) and its addresses before any byte moves, then runs this
  * node's role. One run at a time per agent (one data port). An engine starts only on a complete store and free slots.
  */
+import { checkEngineSettings, refuseEngineSettings } from "../../core/engine-settings.js";
 import { totalmem } from "node:os";
 import { TidegateError } from "../../core/errors.js";
 import { DataPlaneError } from "../../native/errors.js";
@@ -128,16 +129,9 @@ export class NodeAgent {
     if (spec.gpu === "") throw new TidegateError("invalid_request", "gpu must not be empty", { param: "gpu" });
     if (!Number.isInteger(spec.gpus) || spec.gpus < 1) throw new TidegateError("invalid_request", `gpus must be an integer ≥ 1, got ${spec.gpus}`, { param: "gpus" });
     if (spec.timeScale !== undefined && !(spec.timeScale > 0 && spec.timeScale <= 1000)) throw new TidegateError("invalid_request", `time_scale must be in (0, 1000], got ${spec.timeScale}`, { param: "time_scale" });
-    if (spec.maxBatch !== undefined && !(Number.isInteger(spec.maxBatch) && spec.maxBatch >= 1)) throw new TidegateError("invalid_request", `max_batch must be an integer ≥ 1, got ${spec.maxBatch}`, { param: "max_batch" });
-    if (spec.kvCapacityTokens !== undefined && !(Number.isInteger(spec.kvCapacityTokens) && spec.kvCapacityTokens >= 2)) throw new TidegateError("invalid_request", `kv_capacity_tokens must be an integer ≥ 2, got ${spec.kvCapacityTokens}`, { param: "kv_capacity_tokens" });
-    if (spec.pipeline !== undefined && (spec.maxBatch !== undefined || spec.kvCapacityTokens !== undefined)) throw new TidegateError("invalid_request", "max_batch and kv_capacity_tokens do not apply to a pipeline (a stage replica serves one request at a time)", { param: "pipeline" });
-    if (spec.preemption !== undefined && !["recompute", "swap", "off"].includes(spec.preemption)) throw new TidegateError("invalid_request", `preemption must be recompute, swap or off, got ${JSON.stringify(spec.preemption)}`, { param: "preemption" });
-    if (spec.batchSlotsBeside !== undefined && !(Number.isInteger(spec.batchSlotsBeside) && spec.batchSlotsBeside >= 0)) throw new TidegateError("invalid_request", `batch_slots_beside must be an integer ≥ 0, got ${spec.batchSlotsBeside}`, { param: "batch_slots_beside" });
-    if (spec.prefixBlockTokens !== undefined && !(Number.isInteger(spec.prefixBlockTokens) && spec.prefixBlockTokens >= 0)) throw new TidegateError("invalid_request", `prefix_block_tokens must be an integer ≥ 0 (0: off), got ${spec.prefixBlockTokens}`, { param: "prefix_block_tokens" });
-    if (spec.hostKvCacheGiB !== undefined && !(Number.isFinite(spec.hostKvCacheGiB) && spec.hostKvCacheGiB >= 0)) throw new TidegateError("invalid_request", `host_kv_cache_gib must be ≥ 0 (0: off), got ${spec.hostKvCacheGiB}`, { param: "host_kv_cache_gib" });
-    const behaviour = ([["preemption", spec.preemption], ["batch_slots_beside", spec.batchSlotsBeside], ["prefix_block_tokens", spec.prefixBlockTokens], ["host_kv_cache_gib", spec.hostKvCacheGiB]] as const).filter(([, v]) => v !== undefined).map(([k]) => k);
-    if (behaviour.length > 0 && (spec.pipeline !== undefined || spec.stage !== undefined)) throw new TidegateError("invalid_request", `${behaviour.join(", ")} do not apply to a pipeline or a stage process (a stage replica serves one request at a time)`, { param: behaviour[0] });
-    if (behaviour.length > 0 && (spec.commandTemplate ?? "") !== "") throw new TidegateError("invalid_request", `${behaviour.join(", ")} are engine-sim settings: not with command_template`, { param: behaviour[0] });
+    if (spec.settings !== undefined) checkEngineSettings(spec.settings, "settings");
+    if (spec.pipeline !== undefined || spec.stage !== undefined) refuseEngineSettings(spec.settings, "do not apply to a pipeline or a stage process (a stage replica serves one request at a time)");
+    if ((spec.commandTemplate ?? "") !== "") refuseEngineSettings(spec.settings, "are engine-sim settings: not with command_template");
     if (spec.stage !== undefined && (spec.pipeline !== undefined || (spec.commandTemplate ?? "") !== "" || spec.awaitBlocks === true)) throw new TidegateError("invalid_request", "a stage process is engine-sim on a complete store: not with pipeline, command_template or await_blocks", { param: "stage" });
     if (spec.commandTemplate !== undefined && spec.commandTemplate !== "") parseCommandTemplate(spec.commandTemplate);
     const host = this.o.engines;

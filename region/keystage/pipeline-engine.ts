@@ -58,7 +58,7 @@ export function pipelineSpecFor(keystage: KeystageConfig | undefined, strategy: 
 }
 
 /**
- * EngineSettings.pipeline for the agents actuator: (model, gpu) → the `--pipeline` JSON of a pipelined endpoint under
+ * EngineStartOptions.pipeline for the agents actuator: (model, gpu) → the `--pipeline` JSON of a pipelined endpoint under
  * this config's strategy, undefined for a whole-model endpoint.
  */
 export function pipelineFlag(config: { keystage?: KeystageConfig | undefined; controller: { strategy: string } }): (model: string, gpu: string) => string | undefined {

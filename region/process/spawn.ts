@@ -39,7 +39,7 @@ export interface SpawnedEngines {
 
 /**
  * A factory that spawns one engine-sim per slot with the flags `flags(model, gpu)` gives (region/runtime/build-sim-engine.ts
- * engineSimFlags of the config's simEngineParams: --time-scale, --max-batch, --kv-capacity-tokens or --pipeline),
+ * engineSimFlags of the config's simEngineParams: --time-scale, then --settings or --pipeline),
  * and the means to stop them all.
  */
 export function spawnedEngines(clock: Clock, flags: (model: string, gpu: string) => readonly string[], opts: { cliPath?: string; keeperPath?: string; log?: Logger; startTimeoutMs?: number } = {}): SpawnedEngines {

@@ -16,19 +16,18 @@
  *   `agentsOverGrpc` builds such a head in the region's process (stage-heads.ts) and starts the stage processes on
  *   the agents over gRPC (StartEngine's `stage`).
  *
- * Either way every StartEngine the region sends carries the config's simulated-engine settings for its model
- * (the actuator's EngineSettings: `simSettings` is build-sim-engine.ts `simBehaviourOf` — batch cap, KV cache,
- * preemption mode, batch slots beside interactive work, prefix-cache block size, host KV tier — with timeScale and
- * the keystage pipeline): engine-sim gets them as its flags (region/agent/engine-supervisor.ts), the in-process agent
- * builds its engine from them with the shared builder (build-sim-engine.ts). A command template (a real engine) gets
- * none of them.
+ * Either way every StartEngine the region sends carries the config's engine settings for its model
+ * (core/engine-settings.ts, resolved by build-sim-engine.ts `engineSettingsOf`, as StartEngine's `settings`) with
+ * timeScale and the keystage pipeline: engine-sim gets them as its --settings flag (region/agent/engine-supervisor.ts),
+ * the in-process agent builds its engine from them with the shared builder (build-sim-engine.ts). A command template
+ * (a real engine) gets none of them.
  */
 import type * as grpc from "@grpc/grpc-js";
 import { gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
 import { regionLoading } from "../liveload/liveload-config.js";
 import type { Timer } from "../../core/clock.js";
 import { HighsSolver } from "../../core/solver.js";
-import { AgentsActuator, type EngineSettings } from "../actuator/agents.js";
+import { AgentsActuator, type EngineStartOptions } from "../actuator/agents.js";
 import { AgentClient } from "../agent/client.js";
 import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement } from "../agent/handle.js";
 import { addAgentRegistryService, type AnnounceReply } from "../agent/agent-registry.js";
@@ -45,12 +44,12 @@ import type { TlsFiles } from "../link/tls.js";
 import { agentsLayerwise } from "../liveload/live-pairs.js";
 import { agentsLambda } from "../liveload/live-lambda.js";
 import { LAMBDA_PATH } from "../engines/sim/http.js";
-import { newEngine, simBehaviourOf, type SimBehaviour } from "./build-sim-engine.js";
+import { engineSettingsOf, newEngine } from "./build-sim-engine.js";
 import { untilConfiguredServe, type EngineHost, type HostContext } from "./build-region.js";
 import { modelSources, multicastPolicy } from "./runtime.js";
 
 /** The agents actuator of a region, its options from config; `engines` says how engines are reached. */
-export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "connect" | "healthy" | "commandTemplate" | "servePipelined" | "serveBehindBlocks">): AgentsActuator {
+export function agentsActuator(ctx: HostContext, engines: Pick<EngineStartOptions, "connect" | "healthy" | "commandTemplate" | "servePipelined" | "serveBehindBlocks">): AgentsActuator {
   const { config, region } = ctx;
   const e = config.engines;
   const layerwise = agentsLayerwise(region, regionLoading(config, region), engines.commandTemplate);
@@ -73,7 +72,7 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
       connect: engines.connect,
       healthy: engines.healthy,
       pipeline: pipelineFlag(config),
-      simSettings: (model) => simBehaviourOf(config, model),
+      settings: (model) => engineSettingsOf(config, model),
       ...(engines.servePipelined === undefined ? {} : { servePipelined: engines.servePipelined }),
       ...(engines.serveBehindBlocks === undefined ? {} : { serveBehindBlocks: engines.serveBehindBlocks }),
     },
@@ -83,11 +82,6 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineSettings, "
     minHostCopies: config.parameters.minHostCopies,
     ...(transferred === undefined ? {} : { onTransfer: (r: { model: string; completed: readonly unknown[] }) => transferred.call(ctx.metrics, r.completed.length * (config.parameters.models[r.model]?.bytes ?? 0)) }),
   });
-}
-
-/** An engine-sim spec's settings (StartEngine's) as the shared builder takes them: what engine-sim reads from its flags. */
-function simParamsOfSpec(s: EngineSpec): SimBehaviour {
-  return { maxBatch: s.maxBatch, kvCapacityTokens: s.kvCapacityTokens, preemption: s.preemption, batchSlotsBeside: s.batchSlotsBeside, prefixBlockTokens: s.prefixBlockTokens, hostKvCacheGiB: s.hostKvCacheGiB };
 }
 
 /** `GET {url}/health` answers 200 within `timeoutMs`. */
@@ -220,7 +214,7 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           ? new StagedPipelineEngine({ instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, spec: pipeline, clock, timeScale: spec.timeScale ?? config.engines.timeScale, nodes: () => agents.map((a) => a.stageNode(spec.model)), log })
           : newEngine(
           { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus },
-          { timeScale: spec.timeScale ?? config.engines.timeScale, ...simParamsOfSpec(spec), ...(pipeline === undefined ? {} : { pipeline }) },
+          { timeScale: spec.timeScale ?? config.engines.timeScale, ...(spec.settings === undefined ? {} : { settings: spec.settings }), ...(pipeline === undefined ? {} : { pipeline }) },
           clock,
           { solver: () => HighsSolver.create() },
         );

@@ -15,7 +15,7 @@
  *
  * The first three shapes are built here and their engines read after start (time scale, batch cap, KV capacity,
  * pipeline or not). Agents over gRPC start engine-sim processes; they are covered through the shared pieces: the
- * StartEngine fields the actuator adds (EngineSettings.simSettings, which the in-process case exercises), the wire (AgentClient → agent server → the node's engine
+ * StartEngine `settings` the actuator adds (EngineStartOptions.settings, which the in-process case exercises), the wire (AgentClient → agent server → the node's engine
  * host) and the engine-sim arguments the supervisor builds, which are the flags a spawned static engine gets.
  */
 import "../config-sections.js"; // region's config sections (routing, keystage), before any config is parsed
@@ -35,7 +35,7 @@ import { PipelineEngine, pipelineSpecJson } from "../keystage/pipeline-engine.js
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { agentsInProcess } from "./agents-host.js";
 import { buildRegion, type Region } from "./build-region.js";
-import { engineSimFlags, simBehaviourOf, simEngineParams } from "./build-sim-engine.js";
+import { engineSettingsOf, engineSimFlags, simEngineParams } from "./build-sim-engine.js";
 import { startSimRegion } from "./sim-region.js";
 import { fixedEngines, simEngineFactory } from "./static-host.js";
 
@@ -148,11 +148,11 @@ describe("every region shape honours engines.*", () => {
 
   it("agents over gRPC: the region adds the settings to StartEngine; the wire and engine-sim's arguments carry them", async () => {
     const cfg = config();
-    // What the region sends: the actuator adds simBehaviourOf to StartEngine for engine-sim (the in-process case
+    // What the region sends: the actuator adds engineSettingsOf to StartEngine for engine-sim (the in-process case
     // above reads it back from the engines its agents built); here, the settings per model.
     const spec = (model: string, extra: Partial<EngineSpec> = {}): EngineSpec => ({ instanceId: `r/${model}`, model, gpu: "h100-80gb", gpus: 2, timeScale: cfg.engines.timeScale, ...extra });
     const behaviour = { preemption: "swap", batchSlotsBeside: 3, prefixBlockTokens: 32, hostKvCacheGiB: 2 };
-    expect(["llama3.1-8b", "llama3.2-3b"].map((m) => simBehaviourOf(cfg, m))).toEqual([{ maxBatch: 7, kvCapacityTokens: 3000, ...behaviour }, { kvCapacityTokens: 5000, ...behaviour }]);
+    expect(["llama3.1-8b", "llama3.2-3b"].map((m) => engineSettingsOf(cfg, m))).toEqual([{ maxBatch: 7, kvCapacityTokens: 3000, ...behaviour }, { kvCapacityTokens: 5000, ...behaviour }]);
 
     // The wire: AgentClient → the agent's gRPC server → the node's engine host.
     const started: EngineSpec[] = [];
@@ -166,17 +166,18 @@ describe("every region shape honours engines.*", () => {
     const server = await startAgentServer(node, "127.0.0.1:0", silentLogger);
     const client = new AgentClient(server.address, "n1");
     try {
-      await client.startEngine({ ...spec("llama3.1-8b"), ...simBehaviourOf(cfg, "llama3.1-8b"), awaitBlocks: true });
-      expect(started.map((s) => [s.timeScale, s.maxBatch, s.kvCapacityTokens, s.preemption, s.batchSlotsBeside, s.prefixBlockTokens, s.hostKvCacheGiB])).toEqual([[0.05, 7, 3000, "swap", 3, 32, 2]]);
-      // Zero is a setting, not an absent field (proto3 optional): prefix caching and the host tier off, no batch beside.
-      await client.startEngine({ ...spec("llama3.2-3b"), batchSlotsBeside: 0, prefixBlockTokens: 0, hostKvCacheGiB: 0, awaitBlocks: true });
-      expect([started[1]!.batchSlotsBeside, started[1]!.prefixBlockTokens, started[1]!.hostKvCacheGiB, "preemption" in started[1]!]).toEqual([0, 0, 0, false]);
+      await client.startEngine({ ...spec("llama3.1-8b"), settings: engineSettingsOf(cfg, "llama3.1-8b"), awaitBlocks: true });
+      expect(started.map((s) => [s.timeScale, s.settings])).toEqual([[0.05, { maxBatch: 7, kvCapacityTokens: 3000, ...behaviour }]]);
+      // Zero is a setting, not an absent field: prefix caching and the host tier off, no batch beside.
+      await client.startEngine({ ...spec("llama3.2-3b"), settings: { batchSlotsBeside: 0, prefixBlockTokens: 0, hostKvCacheGiB: 0 }, awaitBlocks: true });
+      expect(started[1]!.settings).toEqual({ batchSlotsBeside: 0, prefixBlockTokens: 0, hostKvCacheGiB: 0 });
       // Unset stays unset: engine-sim's defaults.
       await client.startEngine(spec("llama3.1-8b", { instanceId: "r/plain", awaitBlocks: true }));
-      expect(Object.keys(started[2]!).filter((k) => ["preemption", "batchSlotsBeside", "prefixBlockTokens", "hostKvCacheGiB"].includes(k))).toEqual([]);
-      // The agent refuses what engine-sim would: a mode it does not know, a setting beside a pipeline.
-      await expect(client.startEngine(spec("llama3.2-3b", { instanceId: "r/bad", preemption: "kill" as never }))).rejects.toThrow(/preemption must be recompute, swap or off/);
-      await expect(client.startEngine(spec("llama3.2-3b", { instanceId: "r/bad2", pipeline: "{}", hostKvCacheGiB: 1 }))).rejects.toThrow(/host_kv_cache_gib do not apply to a pipeline/);
+      expect("settings" in started[2]!).toBe(false);
+      // The agent refuses what engine-sim would: a mode it does not know, an unknown field, a setting beside a pipeline.
+      await expect(client.startEngine(spec("llama3.2-3b", { instanceId: "r/bad", settings: { preemption: "kill" as never } }))).rejects.toThrow(/settings\.preemption: must be one of recompute, swap, off/);
+      await expect(client.startEngine(spec("llama3.2-3b", { instanceId: "r/bad1", settings: { maxBatchh: 3 } as never }))).rejects.toThrow(/settings\.maxBatchh/);
+      await expect(client.startEngine(spec("llama3.2-3b", { instanceId: "r/bad2", pipeline: "{}", settings: { hostKvCacheGiB: 1 } }))).rejects.toThrow(/engine settings \(hostKvCacheGiB\) do not apply to a pipeline/);
     } finally {
       client.close();
       await server.close();
@@ -184,11 +185,12 @@ describe("every region shape honours engines.*", () => {
     }
 
     // engine-sim's arguments from a StartEngine (agents) and from the config (a spawned static engine) agree.
-    const args = engineSimArgs({ ...spec("llama3.1-8b"), ...simBehaviourOf(cfg, "llama3.1-8b") }, { engineHost: "127.0.0.1", port: 1, parametersFrom: "a:1" });
+    const args = engineSimArgs({ ...spec("llama3.1-8b"), settings: engineSettingsOf(cfg, "llama3.1-8b") }, { engineHost: "127.0.0.1", port: 1, parametersFrom: "a:1" });
     const flag = (argv: readonly string[], name: string) => argv[argv.indexOf(name) + 1];
     const spawned = engineSimFlags(simEngineParams(cfg, "llama3.1-8b", "h100-80gb"));
-    for (const f of ["--time-scale", "--max-batch", "--kv-capacity-tokens", "--preemption", "--batch-slots-beside", "--prefix-block-tokens", "--host-kv-cache-gib"]) expect([f, flag(args, f)]).toEqual([f, flag(spawned, f)]);
-    expect(spawned).toEqual(["--time-scale", "0.05", "--max-batch", "7", "--kv-capacity-tokens", "3000", "--preemption", "swap", "--batch-slots-beside", "3", "--prefix-block-tokens", "32", "--host-kv-cache-gib", "2"]);
+    for (const f of ["--time-scale", "--settings"]) expect([f, flag(args, f)]).toEqual([f, flag(spawned, f)]);
+    expect(spawned.slice(0, 3)).toEqual(["--time-scale", "0.05", "--settings"]);
+    expect(JSON.parse(spawned[3]!)).toEqual({ maxBatch: 7, kvCapacityTokens: 3000, ...behaviour });
     const piped = engineSimFlags(simEngineParams(cfg, "llama2-70b", "h100-80gb"));
     expect(piped.slice(0, 3)).toEqual(["--time-scale", "0.05", "--pipeline"]);
     expect(piped[3]).toBe(pipelineSpecJson(simEngineParams(cfg, "llama2-70b", "h100-80gb").pipeline!));

@@ -11,6 +11,7 @@
  * loading source — `loading`, else the config's `regions[].loading` / `controller.loading` — loads follow it and
  * loading instances serve partially (sim-loading.ts).
  */
+import type { EngineSettings } from "../../core/engine-settings.js";
 import type { Timer } from "../../core/clock.js";
 import { instanceGpus, regionModels, type TidegateConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
@@ -34,12 +35,6 @@ import { buildLinkedRegions } from "./linked-regions.js";
 import { newEngine, newSimEngine, simEngineParams, type SimEngineParams } from "./build-sim-engine.js";
 import { SimRegionLoading, type SimLoadingSettings } from "./sim-loading.js";
 
-/** Engine settings of one model (vLLM max_num_seqs and the KV cache it is given, in tokens). */
-export interface SimEngineSettings {
-  maxBatch: number;
-  kvCapacityTokens: number;
-}
-
 /** The simulated host's settings: the actuator's delays and randomness, the engines' event mode, loading, spot. */
 export interface SimulatedHostOptions {
   delays: ActuatorDelays;
@@ -48,7 +43,7 @@ export interface SimulatedHostOptions {
   /** Deterministic uniform [0, 1) source for the actuator's delays. */
   random: () => number;
   /** Engine settings per model, over config engines.models / engines.kvCapacityTokens (default: those, else the profile's). */
-  engine?(model: ModelName): SimEngineSettings;
+  engine?(model: ModelName): EngineSettings;
   /** How engines stream when read through `generate` (default per token, as live). */
   events?: "coalesced" | "per-token";
   /** Spot instances at start (capacity not in the plan). Endpoints start with their configured `instances` serving. */
@@ -126,7 +121,7 @@ export interface SimFleetOptions extends SimFleetSettings {
   log?: Logger;
   /** Telemetry period of the in-process links (ms, default 1000: DESIGN, at least once a second). */
   telemetryIntervalMs?: number;
-  engine?(model: ModelName): SimEngineSettings;
+  engine?(model: ModelName): EngineSettings;
   events?: "coalesced" | "per-token";
   statsRefreshMs?: number;
   strategy?: BoundStrategy;
@@ -231,7 +226,10 @@ export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, Simu
         const s = e.stats();
         return s.running === 0 && s.waiting === 0;
       };
-      const paramsOf = (model: ModelName, gpu: GpuType): SimEngineParams => ({ ...simEngineParams(config, model, gpu), ...(o.engine?.(model) ?? {}) });
+      const paramsOf = (model: ModelName, gpu: GpuType): SimEngineParams => {
+        const p = simEngineParams(config, model, gpu);
+        return { ...p, settings: { ...p.settings, ...o.engine?.(model) } };
+      };
       const events = o.events === undefined ? {} : { events: o.events };
       // The loading source's engines (a λScale execution pipeline, a pairing's target) are whole-model SimEngines.
       const newLoadingEngine = (id: string, model: ModelName, gpu: GpuType, passOverheadMs = 0, kvScale = 1) =>

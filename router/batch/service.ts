@@ -7,7 +7,7 @@ import type { Redis } from "ioredis";
 import { guardRedis, logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Hono } from "hono";
 import type { Clock } from "../../core/clock.js";
-import { gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
+import { gpusPerInstanceOf, modelEngineSettings, type TidegateConfig } from "../../core/config.js";
 import { throughputAtSlo } from "../../core/perf/model.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { Registry } from "../../core/metrics.js";
@@ -92,7 +92,7 @@ export function instanceTokensPerSFrom(config: TidegateConfig): (model: string, 
 export function kvCapacityTokensFrom(config: TidegateConfig): (model: string, gpu: GpuType) => number {
   const bytes = instanceKvBytesFrom(config);
   return (model, gpu) => {
-    const tokens = config.engines.models[model]?.kvCapacityTokens ?? config.engines.kvCapacityTokens;
+    const tokens = modelEngineSettings(config.engines, model).kvCapacityTokens;
     if (tokens !== undefined) return tokens;
     const spec = MODEL_SPECS[model];
     return spec === undefined ? 0 : Math.floor(bytes(model, gpu) / kvBytesPerToken(spec));
@@ -189,7 +189,7 @@ function coldWakeFrom(config: TidegateConfig): NonNullable<ConstructorParameters
     maxWaitMs: q.coldStartAfterMs,
     perRequestMs: (model) => {
       const p = pace(model);
-      return p === undefined ? undefined : perRequestMsOf(p.stepMs, config.engines.models[model]?.maxBatch ?? DEFAULT_MAX_BATCH, q.coldStartOutputTokens);
+      return p === undefined ? undefined : perRequestMsOf(p.stepMs, modelEngineSettings(config.engines, model).maxBatch ?? DEFAULT_MAX_BATCH, q.coldStartOutputTokens);
     },
   };
 }

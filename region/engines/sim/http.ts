@@ -1,8 +1,8 @@
 /**
  * `tidegate engine-sim`'s HTTP face: a SimEngine that looks like vLLM to its clients (node:http, no framework, for
  * the least per-token overhead). Routes: POST /v1/chat/completions and /v1/completions (streaming and not,
- * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin; also as
- * /healthz and /readyz), /livez, /metrics (vLLM names, engine-metrics.ts), and the serve-while-loading control the
+ * stream_options.include_usage), GET /v1/models, /health (empty, or JSON with the parameters' origin and the
+ * engine's settings when set; also as /healthz and /readyz), /livez, /metrics (vLLM names, engine-metrics.ts), and the serve-while-loading control the
  * region drives (../layerwise/layerwise-host.ts): GET /tidegate/layerwise (the pairing and its counters), POST
  * /tidegate/layerwise (a PairSpec: start or update), DELETE /tidegate/layerwise?peer=ID (end it); λScale's
  * execute-while-load control (region/liveload/live-lambda.ts): POST /tidegate/lambda {"passOverheadMs": ms} makes an
@@ -17,6 +17,7 @@
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
+import type { EngineSettings } from "../../../core/engine-settings.js";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { WallClock, type Clock } from "../../../core/clock.js";
@@ -59,6 +60,8 @@ export interface EngineSimServerOptions {
   bodyLimitBytes?: number;
   /** Adds the process's standard metrics (CPU, memory, event loop) to /metrics: true for the engine-sim process. */
   processMetrics?: boolean;
+  /** The settings the engine was built with (core/engine-settings.ts); /health answers them when any is set. */
+  settings?: EngineSettings;
   /** The engine's clock, for the arrivals of its blocks (default a WallClock). */
   clock?: Clock;
 }
@@ -152,11 +155,13 @@ export class EngineSimServer {
   private arrivals: BlockArrivals | undefined;
   private readonly clock: Clock;
   private readonly createdS = Math.floor(Date.now() / 1000);
+  private readonly settings: EngineSettings | undefined;
 
   constructor(opts: EngineSimServerOptions) {
     this.engine = opts.engine;
     this.bodyLimitBytes = opts.bodyLimitBytes ?? 4 * 1024 * 1024;
     this.parameters = opts.parameters;
+    this.settings = opts.settings !== undefined && Object.keys(opts.settings).length > 0 ? opts.settings : undefined;
     this.clock = opts.clock ?? new WallClock();
     const status = this.engine.status?.bind(this.engine);
     this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats(), opts.processMetrics ?? false, status);
@@ -237,8 +242,9 @@ export class EngineSimServer {
     }
     if (method !== "GET" && method !== "HEAD") throw new TidegateError("not_found", `${method} ${path} is not supported`);
     if (path === "/health") {
-      if (this.parameters !== undefined) sendJson(res, 200, { status: "ok", parameters: this.parameters });
-      else {
+      if (this.parameters !== undefined || this.settings !== undefined) {
+        sendJson(res, 200, { status: "ok", ...(this.parameters === undefined ? {} : { parameters: this.parameters }), ...(this.settings === undefined ? {} : { settings: this.settings }) });
+      } else {
         res.writeHead(200, { "content-length": 0 });
         res.end();
       }

@@ -3,6 +3,7 @@
  * core's Clock (WallClock live, VirtualClock in tests), with deterministic synthetic text (core/openai.ts
  * syntheticToken, seeded by the request id) so every hop emits identical bytes.
  */
+import type { EngineSettings } from "../../../core/engine-settings.js";
 import type { Clock } from "../../../core/clock.js";
 import { TidegateError } from "../../../core/errors.js";
 import { makeUsage, syntheticToken } from "../../../core/openai.js";
@@ -22,37 +23,43 @@ import type { KvEventSource } from "../../../core/ports.js";
  * sized to the pod, not the node.)
  */
 export const DEFAULT_HOST_KV_GIB_PER_GPU = 128;
-export interface SimEngineOptions {
+/** The core's settings a SimEngine passes through (documented once, on SimCoreOptions). */
+type CoreSettings = Pick<SimCoreOptions, "timeScale" | "maxBatch" | "maxPrefillTokens" | "kvCapacityTokens" | "passOverheadMs" | "preemption" | "swapBytesPerMs" | "batchSlotsBeside" | "prefixCache">;
+
+/**
+ * A SimEngine: its instance, the core's settings (SimCoreOptions; `prefixCache` here defaults to a host KV tier of
+ * DEFAULT_HOST_KV_GIB_PER_GPU × tp, `hostKvCacheGiB` 0 = none), how it streams and its zigzag solver.
+ */
+export interface SimEngineOptions extends CoreSettings {
   instanceId: string;
   model: string;
   gpu: string;
   /** GPUs per instance (tensor parallelism); must have a profile (perf/model.ts getProfile). */
   tp: number;
   clock: Clock;
-  timeScale?: number;
-  maxBatch?: number;
-  maxPrefillTokens?: number;
-  kvCapacityTokens?: number;
-  /** Added to every pass (an execution pipeline's activation hops; SimCoreOptions.passOverheadMs). */
-  passOverheadMs?: number;
-  /** Priority preemption (SimCoreOptions.preemption; default "recompute") and the swap copy rate. */
-  preemption?: SimCoreOptions["preemption"];
-  swapBytesPerMs?: number;
-  /** Most batch requests running beside interactive ones (SimCoreOptions.batchSlotsBeside). */
-  batchSlotsBeside?: number;
   /**
    * "per-token" (default, live): one `token` event per token at its time, with its synthetic text. "coalesced"
    * (replay): one `token` event for the first token at its time, then one carrying every other token (text "")
    * at completion, then `done` — the same times and usage with three events per request instead of one per token.
    */
   events?: "per-token" | "coalesced";
-  /**
-   * Automatic prefix caching (SimCoreOptions.prefixCache; default on, 16-token blocks, with a host KV tier of
-   * `hostKvCacheGiB`, default DEFAULT_HOST_KV_GIB_PER_GPU × tp; 0 = no host tier).
-   */
-  prefixCache?: SimCoreOptions["prefixCache"];
   /** HiGHS for a live zigzag pairing (Engine.layerwise), created on first use; without it only best-effort pairs. */
   solver?: () => Promise<Solver>;
+}
+
+/** The core settings an EngineSettings (core/engine-settings.ts) gives: the one mapping from the schema to the simulator. */
+export function coreSettingsOf(s: EngineSettings): CoreSettings {
+  const cache = s.prefixBlockTokens === 0 ? false : s.prefixBlockTokens === undefined && s.hostKvCacheGiB === undefined ? undefined : {
+    ...(s.prefixBlockTokens === undefined ? {} : { blockTokens: s.prefixBlockTokens }),
+    ...(s.hostKvCacheGiB === undefined ? {} : { hostKvCacheGiB: s.hostKvCacheGiB }),
+  };
+  return {
+    ...(s.maxBatch === undefined ? {} : { maxBatch: s.maxBatch }),
+    ...(s.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: s.kvCapacityTokens }),
+    ...(s.preemption === undefined ? {} : { preemption: s.preemption }),
+    ...(s.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: s.batchSlotsBeside }),
+    ...(cache === undefined ? {} : { prefixCache: cache }),
+  };
 }
 
 /** 32-bit FNV-1a of a request id: the seed of its synthetic tokens. */
@@ -76,18 +83,14 @@ export class SimEngine implements Engine {
     this.model = opts.model;
     this.clock = opts.clock;
     this.coalesced = opts.events === "coalesced";
-    const coreOpts: SimCoreOptions = { profile: getProfile(opts.model, opts.gpu, opts.tp), clock: opts.clock };
-    if (opts.timeScale !== undefined) coreOpts.timeScale = opts.timeScale;
-    if (opts.maxBatch !== undefined) coreOpts.maxBatch = opts.maxBatch;
-    if (opts.maxPrefillTokens !== undefined) coreOpts.maxPrefillTokens = opts.maxPrefillTokens;
-    if (opts.kvCapacityTokens !== undefined) coreOpts.kvCapacityTokens = opts.kvCapacityTokens;
-    if (opts.passOverheadMs !== undefined) coreOpts.passOverheadMs = opts.passOverheadMs;
-    if (opts.preemption !== undefined) coreOpts.preemption = opts.preemption;
-    if (opts.swapBytesPerMs !== undefined) coreOpts.swapBytesPerMs = opts.swapBytesPerMs;
-    if (opts.batchSlotsBeside !== undefined) coreOpts.batchSlotsBeside = opts.batchSlotsBeside;
+    const { instanceId: _id, model: _model, gpu: _gpu, tp: _tp, clock: _clock, events: _events, solver: _solver, prefixCache, ...settings } = opts;
     // The host KV tier by default: DEFAULT_HOST_KV_GIB_PER_GPU per GPU of the instance (prefixCache.hostKvCacheGiB: 0 = off).
-    if (opts.prefixCache !== false) coreOpts.prefixCache = { ...opts.prefixCache, hostKvCacheGiB: opts.prefixCache?.hostKvCacheGiB ?? DEFAULT_HOST_KV_GIB_PER_GPU * opts.tp };
-    else coreOpts.prefixCache = false;
+    const coreOpts: SimCoreOptions = {
+      ...settings,
+      profile: getProfile(opts.model, opts.gpu, opts.tp),
+      clock: opts.clock,
+      prefixCache: prefixCache === false ? false : { ...prefixCache, hostKvCacheGiB: prefixCache?.hostKvCacheGiB ?? DEFAULT_HOST_KV_GIB_PER_GPU * opts.tp },
+    };
     this.core = new SimEngineCore(coreOpts);
     this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
   }

@@ -34,6 +34,12 @@ export interface EngineSettings {
   prefixBlockTokens?: number;
   /** GiB of host memory for the KV tier under the prefix cache; 0 = off; default 128 per GPU. */
   hostKvCacheGiB?: number;
+  /**
+   * Prefill/decode disaggregation (region/engines/sim/kv-transfer.ts, vLLM's kv_transfer_params contract): "prefill"
+   * serves only prefills for a remote decode, "decode" only decodes from a remote prefill, "both" (default) either,
+   * and plain requests.
+   */
+  role?: "prefill" | "decode" | "both";
 }
 
 /** One field of the schema: its value rules, its engine-sim flag, its help line and a valid non-default example. */
@@ -52,6 +58,8 @@ export const ENGINE_SETTINGS_SCHEMA: { readonly [K in keyof Required<EngineSetti
   batchSlotsBeside: { kind: "integer", min: 0, flag: "batch-slots-beside", help: "most priority 1 requests that run while priority 0 requests run or wait (default 8)", example: 3, config: true },
   prefixBlockTokens: { kind: "integer", min: 0, flag: "prefix-block-tokens", help: "tokens per KV block of the automatic prefix cache (default 16, vLLM's --block-size; 0 turns prefix caching off)", example: 32, config: false },
   hostKvCacheGiB: { kind: "number", min: 0, max: 1e6, flag: "host-kv-cache-gib", help: "GiB of host memory for the KV tier under the prefix cache (default 128 per GPU; 0 turns it off)", example: 2.5, config: true },
+  // Not in the engines section: a role is an instance's, given when it starts (StartEngine, engine-sim --role).
+  role: { kind: "enum", oneOf: ["prefill", "decode", "both"], flag: "role", help: "prefill/decode disaggregation with vLLM's kv_transfer_params: prefill (only prefills for a remote decode), decode (only decodes from a remote prefill) or both (default: either, and plain requests)", example: "decode", config: false },
 };
 
 /** The schema's field names. */

@@ -38,6 +38,12 @@ export interface GenerateRequest {
    * leaves them out, as an engine with a prefix cache does; the engine computes its own hit.
    */
   expectedCachedTokens?: number;
+  /**
+   * Prompt tokens whose KV a prefill instance computed and this (decode) instance received before the request entered
+   * its queue (prefill/decode disaggregation; region/engines/sim/kv-transfer.ts): not computed here. Lost if the
+   * request is preempted (its KV is then recomputed).
+   */
+  remotePrefillTokens?: number;
 }
 
 export interface Usage {

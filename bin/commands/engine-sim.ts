@@ -104,6 +104,12 @@ export const command: Command = {
     "\"stage\", \"loadMs\", \"windowMs\"}. It serves POST /tidegate/stage/run (activations in, the next stage's or its own",
     "tokens out as NDJSON), GET /tidegate/stage, POST /tidegate/stage/drain and /health (503 until loadMs has passed).",
     "",
+    "Prefill/decode disaggregation (region/engines/sim/kv-transfer.ts), vLLM's contract: a request with",
+    "kv_transfer_params {\"do_remote_decode\": true} (not streamed) is prefilled and answered with the kv_transfer_params",
+    "a decode instance needs; a request carrying those params pulls the prompt's KV from the prefill instance through",
+    "the native data plane (TCP) and decodes without computing the prompt. --role prefill|decode|both (default both)",
+    "limits an instance to one half.",
+    "",
     "Example: tidegate engine-sim --model llama3.1-8b --gpu h100-80gb --port 0 --time-scale 0.1",
   ].join("\n"),
   flags: {
@@ -195,7 +201,7 @@ export const command: Command = {
       // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
       { solver: async () => (await import("../../core/solver.js")).HighsSolver.create() },
     );
-    const server = new EngineSimServer({ engine, clock, processMetrics: true, settings, ...(parameters !== undefined ? { parameters } : {}) });
+    const server = new EngineSimServer({ engine, clock, processMetrics: true, settings, tp, ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");

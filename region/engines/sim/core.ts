@@ -354,6 +354,7 @@ export class SimEngineCore implements HandleHost {
     this.syncTo(at);
     const r = new SimRequest(req.id, req.promptTokens, req.maxTokens, req.priority, at, handlers);
     if (req.blockHashes !== undefined && this.prefixCache !== undefined) r.blockHashes = req.blockHashes;
+    if (req.remoteTokens !== undefined) r.remoteTokens = Math.min(Math.max(0, Math.floor(req.remoteTokens)), req.promptTokens - 1);
     if (r.priority === 0) this.lastInteractiveMs = at;
     this.expectCached(r);
     this.waiting.push(r);
@@ -711,6 +712,8 @@ export class SimEngineCore implements HandleHost {
       this.prefillTokens += r.promptTokens + r.generated;
       this.prefillCount++;
       this.acquirePrefix(r);
+      // KV received from a prefill instance counts as cached: only the rest of the prompt is computed here.
+      if (r.remoteTokens > 0) r.cachedTokens = Math.max(r.cachedTokens, r.remoteTokens);
       r.countedRemaining = r.promptTokens + r.maxTokens - r.generated - r.cachedTokens;
       this.prefillRemaining += r.countedRemaining;
       batch.push(r);
@@ -893,6 +896,7 @@ export class SimEngineCore implements HandleHost {
     r.prefixHeld = false;
     r.cachedTokens = 0;
     r.hostLoadedTokens = 0;
+    r.remoteTokens = 0; // the received KV goes with the reservation: a preempted request computes its prompt again
     this.reservedTokens -= r.promptTokens + r.maxTokens;
     this.reservedLocal -= (r.promptTokens + r.maxTokens) * r.localShare;
     if (this.reservedTokens <= 0) this.reservedLocal = 0; // no drift from float sums once empty

@@ -17,6 +17,7 @@
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
+import { KV_SEND_PATH, KvTransfer, kvAskOf, type KvAsk } from "./kv-transfer.js";
 import type { EngineSettings } from "../../../core/engine-settings.js";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -62,6 +63,11 @@ export interface EngineSimServerOptions {
   processMetrics?: boolean;
   /** The settings the engine was built with (core/engine-settings.ts); /health answers them when any is set. */
   settings?: EngineSettings;
+  /** The engine's tensor parallelism, answered as a prefill's `tp_size` (kv-transfer.ts); default 1. */
+  tp?: number;
+  /** How long a prefill's KV is held for its decode instance, and how long a decode waits for it (kv-transfer.ts defaults). */
+  kvHoldMs?: number;
+  kvPullTimeoutMs?: number;
   /** The engine's clock, for the arrivals of its blocks (default a WallClock). */
   clock?: Clock;
 }
@@ -156,12 +162,17 @@ export class EngineSimServer {
   private readonly clock: Clock;
   private readonly createdS = Math.floor(Date.now() / 1000);
   private readonly settings: EngineSettings | undefined;
+  private listenHost = "127.0.0.1";
+  private readonly opts: EngineSimServerOptions;
+  /** Prefill/decode KV transfers, opened at listen (its host is the listen host). */
+  private kv: KvTransfer | undefined;
 
   constructor(opts: EngineSimServerOptions) {
     this.engine = opts.engine;
     this.bodyLimitBytes = opts.bodyLimitBytes ?? 4 * 1024 * 1024;
     this.parameters = opts.parameters;
     this.settings = opts.settings !== undefined && Object.keys(opts.settings).length > 0 ? opts.settings : undefined;
+    this.opts = opts;
     this.clock = opts.clock ?? new WallClock();
     const status = this.engine.status?.bind(this.engine);
     this.metrics = new EngineSimMetrics(this.engine.model, () => this.engine.stats(), opts.processMetrics ?? false, status);
@@ -177,6 +188,7 @@ export class EngineSimServer {
       this.server.once("error", reject);
       this.server.listen(port, host, () => {
         const a = this.server.address() as AddressInfo;
+        this.listenHost = a.address;
         resolve(`http://${a.family === "IPv6" ? `[${a.address}]` : a.address}:${a.port}`);
       });
     });
@@ -211,11 +223,39 @@ export class EngineSimServer {
 
   /** Stops accepting, ends open streams (cancelling their generations) and closes the engine. */
   async close(): Promise<void> {
+    this.kv?.close();
     await this.engine.close();
     await new Promise<void>((resolve) => {
       this.server.close(() => resolve());
       this.server.closeAllConnections();
     });
+  }
+
+  /** The KV transfers of this instance (kv-transfer.ts), opened on first use on the listen host. */
+  private kvTransfer(): KvTransfer {
+    if (this.kv !== undefined) return this.kv;
+    const a = this.server.address();
+    if (a === null || typeof a === "string") throw new TidegateError("conflict", "engine-sim is not listening: no side channel for KV transfers");
+    this.kv = new KvTransfer({
+      model: this.engine.model,
+      engineId: this.engine.instanceId,
+      host: this.listenHost,
+      httpPort: () => a.port,
+      tp: this.opts.tp ?? 1,
+      ...(this.opts.kvHoldMs === undefined ? {} : { holdMs: this.opts.kvHoldMs }),
+      ...(this.opts.kvPullTimeoutMs === undefined ? {} : { pullTimeoutMs: this.opts.kvPullTimeoutMs }),
+    });
+    return this.kv;
+  }
+
+  /** What the body's kv_transfer_params ask (kv-transfer.ts), refused where this instance's role or the shape does not allow it. */
+  private checkKvAsk(body: Record<string, unknown>, stream: boolean): KvAsk {
+    const ask = kvAskOf(body);
+    const role = this.settings?.role ?? "both";
+    if (role === "prefill" && ask.kind !== "prefill-for-remote") throw new TidegateError("invalid_request", `this instance of ${this.engine.model} prefills for remote decode only (role prefill): send kv_transfer_params {"do_remote_decode": true}`, { param: "kv_transfer_params" });
+    if (role === "decode" && ask.kind !== "decode-from-remote") throw new TidegateError("invalid_request", `this instance of ${this.engine.model} decodes from a remote prefill only (role decode): send the kv_transfer_params a prefill instance answered`, { param: "kv_transfer_params" });
+    if (ask.kind === "prefill-for-remote" && stream) throw new TidegateError("invalid_request", "a prefill for a remote decode is not streamed (vLLM's contract: stream false, max_tokens 1); its answer carries kv_transfer_params", { param: "stream" });
+    return ask;
   }
 
   private async route(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -231,6 +271,11 @@ export class EngineSimServer {
     if (path === "/v1/chat/completions" || path === "/v1/completions") {
       if (method !== "POST") throw new TidegateError("not_found", `${method} ${path} is not supported; use POST`);
       return this.completions(path === "/v1/chat/completions" ? "chat" : "completion", req, res);
+    }
+    if (path === KV_SEND_PATH) {
+      if (method !== "POST") throw new TidegateError("not_found", `${method} ${path} is not supported; use POST`);
+      const body = parseJson(await readBody(req, this.bodyLimitBytes), "request body");
+      return sendJson(res, 200, await this.kvTransfer().send(body));
     }
     if (path === LAYERWISE_PATH) return this.layerwise(method, req, res);
     if (path === LAMBDA_PATH) return this.lambdaControl(method, req, res);
@@ -333,14 +378,23 @@ export class EngineSimServer {
     const id = typeof headerId === "string" && ID_RE.test(headerId) ? headerId : newId(kind === "chat" ? "chatcmpl-" : "cmpl-");
     const priority = requestPriorityOf(req.headers[PRIORITY_HEADER], parsed.body.priority);
     const greq: GenerateRequest = { id, model, kind, promptTokens: parsed.promptTokens, maxTokens: parsed.maxTokens, priority, body: parsed.body };
+    const ask = this.checkKvAsk(parsed.body, parsed.stream);
     const ac = new AbortController();
     const onClose = () => {
       if (!res.writableFinished) ac.abort(new TidegateError("cancelled", "client disconnected"));
     };
     res.on("close", onClose);
+    const startMs = Date.now();
+    if (ask.kind === "decode-from-remote") {
+      // The transfer runs before the request queues, so its time is part of this instance's TTFT.
+      try {
+        greq.remotePrefillTokens = (await this.kvTransfer().pull(ask.params, parsed.promptTokens, ac.signal)).remoteTokens;
+      } finally {
+        if (ac.signal.aborted) res.off("close", onClose);
+      }
+    }
     const fmt = new ChunkFormatter(kind, id, model, Math.floor(Date.now() / 1000));
     const it = this.engine.generate(greq, ac.signal)[Symbol.asyncIterator]();
-    const startMs = Date.now();
     const gaps: number[] = [];
     let ttftMs: number | undefined;
     let lastMs = 0;
@@ -369,7 +423,9 @@ export class EngineSimServer {
         }
         if (ev === undefined) throw new TidegateError("internal", "engine ended without a done event");
         finished = ev.finishReason;
-        sendJson(res, 200, fmt.fullResponse(out, ev.finishReason, ev.usage));
+        const full = fmt.fullResponse(out, ev.finishReason, ev.usage);
+        // A prefill for a remote decode answers where its KV is held (vLLM's kv_transfer_params).
+        sendJson(res, 200, ask.kind === "prefill-for-remote" ? { ...full, kv_transfer_params: this.kvTransfer().offer(id, parsed.promptTokens) } : full);
         return;
       }
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });

@@ -11,6 +11,8 @@ export interface SimSubmit {
   priority: Priority;
   /** Chained hashes of the prompt's full KV blocks (core/prefix.ts), for the prefix cache; absent: nothing cached. */
   blockHashes?: readonly number[];
+  /** Prompt tokens whose KV arrived from a prefill instance (GenerateRequest.remotePrefillTokens): not prefilled here. */
+  remoteTokens?: number;
 }
 
 /** Callbacks of one request; times are the engine clock's (nominal) ms. */
@@ -59,6 +61,8 @@ export class SimRequest {
   hostLoadedTokens = 0;
   /** Prompt tokens found cached when it was last queued (PrefixCache.peek): taken off its share of remainingTokens while it waits. */
   expectedCachedTokens = 0;
+  /** Prompt tokens whose KV a prefill instance sent (SimSubmit.remoteTokens), until the request loses its KV (preempted). */
+  remoteTokens = 0;
   /** Its share of the engine's remainingTokens while it waits, or while it is in prefill: what was added, taken off as it leaves. */
   countedRemaining = 0;
   /** Since when it waits: its arrival, or its last preemption (core.ts batchPrefillWaitMs). */

@@ -186,6 +186,7 @@ export class SimEngine implements Engine {
    */
   private simSubmit(req: GenerateRequest): SimSubmit {
     const s: SimSubmit = { id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority };
+    if (req.remotePrefillTokens !== undefined && req.remotePrefillTokens > 0) s.remoteTokens = req.remotePrefillTokens;
     const cache = this.core.prefixCache;
     if (cache === undefined) return s;
     const hashes = req.blockHashes ?? blockHashesOfBody(req.kind, req.body, cache.blockTokens);

@@ -9,7 +9,7 @@ import { kvBytesPerToken, MODEL_SPECS } from "../../../core/models.js";
 import type { EngineSettings } from "../../../core/engine-settings.js";
 import { newSimEngine } from "../../runtime/build-sim-engine.js";
 import { EngineSimServer } from "./http.js";
-import { KV_BLOCK_TOKENS, type KvTransferParams } from "./kv-transfer.js";
+import { KV_BLOCK_TOKENS, KvTransfer, type KvTransferParams } from "./kv-transfer.js";
 
 const MODEL = "llama3.2-3b";
 let servers: EngineSimServer[] = [];
@@ -105,5 +105,22 @@ describe("the simulated core with KV from a prefill instance", () => {
     const profile = newSimEngine({ instanceId: "p", model: MODEL, gpu: "h100-80gb", tp: 2 }, { timeScale: 1 }, new VirtualClock(0)).core["profile"] as { prefillMs(tokens: number): number };
     expect(first(undefined)).toBeCloseTo(profile.prefillMs(4000), 6);
     expect(first(3999)).toBeCloseTo(profile.prefillMs(1), 6);
+  });
+});
+
+describe("what a prefill instance holds", () => {
+  it("drops the oldest held KV past its byte bound, and that request's decode fails naming why", async () => {
+    const perToken = kvBytesPerToken(MODEL_SPECS[MODEL]!);
+    const kv = new KvTransfer({ model: MODEL, engineId: "p", host: "127.0.0.1", httpPort: () => 1, tp: 2, maxHeldBytes: 250 * perToken });
+    try {
+      kv.offer("a", 100);
+      kv.offer("b", 100);
+      expect([kv.heldCount(), kv.totals.dropped]).toEqual([2, 0]);
+      kv.offer("c", 100); // 300 tokens' KV held > 250: "a" goes
+      expect([kv.heldCount(), kv.totals.dropped]).toEqual([2, 1]);
+      await expect(kv.send({ remote_request_id: "a", host: "127.0.0.1", port: 9, run_id: 1 })).rejects.toThrow(/holds no KV for request a .*oldest past/);
+    } finally {
+      kv.close();
+    }
   });
 });

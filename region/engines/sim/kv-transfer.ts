@@ -21,7 +21,7 @@
  *
  * The prefill instance's engine frees the request's KV when it finishes (the simulated cache does not hold it); the
  * held copy is this module's store, freed once sent or after `holdMs` (vLLM's VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s
- * by default). A pull that fails or passes `pullTimeoutMs` ends the decode request with an error naming the prefill
+ * by default), and bounded by `maxHeldBytes` (4 GiB; the oldest goes first). A pull that fails or passes `pullTimeoutMs` ends the decode request with an error naming the prefill
  * instance; nothing waits past it.
  */
 import { TidegateError, toTidegateError } from "../../../core/errors.js";
@@ -35,6 +35,11 @@ export const KV_SEND_PATH = "/tidegate/kv/send";
 export const KV_BLOCK_TOKENS = 16;
 /** How long a prefill instance keeps a request's KV for its decode instance (vLLM: VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 480 s). */
 export const DEFAULT_KV_HOLD_MS = 480_000;
+/**
+ * Most bytes of KV a prefill instance holds for decode instances (host memory, where vLLM holds them in the GPU's KV
+ * cache): past it the oldest held request is dropped, and its decode instance's pull fails naming why.
+ */
+export const DEFAULT_KV_MAX_HELD_BYTES = 4 * 2 ** 30;
 /** How long a decode instance waits for a pull before it fails the request. */
 export const DEFAULT_KV_PULL_TIMEOUT_MS = 30_000;
 
@@ -115,6 +120,8 @@ export interface KvTransferOptions {
   tp: number;
   holdMs?: number;
   pullTimeoutMs?: number;
+  /** Default DEFAULT_KV_MAX_HELD_BYTES. */
+  maxHeldBytes?: number;
 }
 
 /** Bytes and blocks of `tokens` tokens of `model`'s KV. */
@@ -141,7 +148,8 @@ export class KvTransfer {
   private runSeq = Math.floor(Math.random() * 1e6);
   private closed = false;
   /** Totals for /metrics-like reads and tests: bytes sent and received, transfers failed. */
-  readonly totals = { sentBytes: 0, receivedBytes: 0, failed: 0 };
+  readonly totals = { sentBytes: 0, receivedBytes: 0, failed: 0, dropped: 0 };
+  private heldBytes = 0;
 
   constructor(private readonly o: KvTransferOptions) {}
 
@@ -159,6 +167,13 @@ export class KvTransfer {
     const timer = setTimeout(() => this.drop(requestId), this.o.holdMs ?? DEFAULT_KV_HOLD_MS);
     timer.unref();
     this.held.set(requestId, { store, seed, timer });
+    this.heldBytes += bytes;
+    // Oldest first (a Map keeps insertion order), never the one just offered.
+    for (const old of this.held.keys()) {
+      if (this.heldBytes <= (this.o.maxHeldBytes ?? DEFAULT_KV_MAX_HELD_BYTES) || old === requestId) break;
+      this.drop(old);
+      this.totals.dropped++;
+    }
     return {
       do_remote_prefill: true,
       do_remote_decode: false,
@@ -185,7 +200,7 @@ export class KvTransfer {
     const runId = r.number("run_id", undefined, { integer: true, min: 0 });
     r.done();
     const h = this.held.get(id);
-    if (h === undefined) throw new TidegateError("not_found", `engine ${this.o.engineId} holds no KV for request ${id} (never prefilled here, already sent, or dropped after ${this.o.holdMs ?? DEFAULT_KV_HOLD_MS} ms)`, { param: "remote_request_id" });
+    if (h === undefined) throw new TidegateError("not_found", `engine ${this.o.engineId} holds no KV for request ${id} (never prefilled here, already sent, dropped after ${this.o.holdMs ?? DEFAULT_KV_HOLD_MS} ms, or dropped as the oldest past ${this.o.maxHeldBytes ?? DEFAULT_KV_MAX_HELD_BYTES} bytes held)`, { param: "remote_request_id" });
     return this.sends.run(async () => {
       const ep = (this.sendEndpoint ??= Endpoint.open({ host: this.o.host, transport: "tcp" }));
       const blocks = h.store.blockCount;
@@ -280,6 +295,7 @@ export class KvTransfer {
     if (h === undefined) return;
     clearTimeout(h.timer);
     this.held.delete(id);
+    this.heldBytes -= h.store.totalBytes;
     h.store.close();
   }
 }

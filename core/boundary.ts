@@ -13,7 +13,7 @@ import type { Clock } from "./clock.js";
 import type { Logger } from "./log.js";
 import { Counter, initLabels, type Registry } from "./metrics.js";
 
-/** Reasons a gRPC port refuses (region and agent gRPC servers: region/link/grpc-server.ts, region/agent/agent-server.ts). */
+/** Reasons a gRPC port refuses (region and agent gRPC servers: region/link/grpc-server.ts, nodes/agent/agent-server.ts). */
 export const GRPC_REFUSALS = ["bad_preface", "protocol_error", "rapid_reset", "undecodable_message", "message_too_large", "unanswered_ping"] as const;
 /** Reasons the native data port refuses (native/README.md "Boundary refusals"). */
 export const DATA_REFUSALS = ["bad_magic", "bad_handshake", "handshake_timeout", "frame_too_large", "bad_frame", "too_many_connections"] as const;

@@ -5,15 +5,15 @@
  * - the config reads each field region-wide under `engines` and per model under `engines.models.<m>`
  *   (core/config/engines-section.ts `readEngineSettings`);
  * - the region resolves a model's settings (region/runtime/build-sim-engine.ts `engineSettingsOf`);
- * - StartEngine carries them as one JSON field (region/proto/agent.proto `settings`), a node agent checks them
+ * - StartEngine carries them as one JSON field (nodes/proto/agent.proto `settings`), a node agent checks them
  *   (`checkEngineSettings`) and hands them to engine-sim as one flag, `--settings <json>`
- *   (region/agent/engine-supervisor.ts), as a static region's spawned engines get them (build-sim-engine.ts
+ *   (nodes/agent/engine-supervisor.ts), as a static region's spawned engines get them (build-sim-engine.ts
  *   `engineSimFlags`);
  * - engine-sim takes `--settings` and one flag per field (`flag` below) and answers them on `/health`;
  * - in-process engines get the same object (build-sim-engine.ts `newSimEngine`).
  *
  * Adding a setting: a field in `EngineSettings`, its entry in `ENGINE_SETTINGS_SCHEMA` (the type makes it required),
- * and the engine code that uses it. region/agent/engine-supervisor.test.ts sends every field's `example` to an
+ * and the engine code that uses it. nodes/agent/engine-supervisor.test.ts sends every field's `example` to an
  * engine-sim that a `tidegate agent` process started over gRPC and reads them back from its /health, so a field that
  * any step drops fails it.
  */
@@ -35,7 +35,7 @@ export interface EngineSettings {
   /** GiB of host memory for the KV tier under the prefix cache; 0 = off; default 128 per GPU. */
   hostKvCacheGiB?: number;
   /**
-   * Prefill/decode disaggregation (region/engines/sim/kv-transfer.ts, vLLM's kv_transfer_params contract): "prefill"
+   * Prefill/decode disaggregation (engines/sim/kv-transfer.ts, vLLM's kv_transfer_params contract): "prefill"
    * serves only prefills for a remote decode, "decode" only decodes from a remote prefill, "both" (default) either,
    * and plain requests.
    */

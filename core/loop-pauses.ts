@@ -2,7 +2,7 @@
  * This process's own pauses (issue 49 item 3): spans during which its event loop did not run — a long synchronous
  * task, a GC pause, a host too busy to schedule it, a SIGSTOP. Silence from a peer (an engine's tokens, a region's
  * telemetry) that such a span explains is this process's, not the peer's: stall rules subtract it before they blame
- * anyone (router/watchdog.ts, region/engines/openai-http/liveness.ts). After a pause a timer that judges silence can
+ * anyone (router/watchdog.ts, engines/openai-http/liveness.ts). After a pause a timer that judges silence can
  * run before the bytes that arrived meanwhile are read (Node runs due timers before it polls sockets), so the rule
  * must know about the pause it is in, not only those a probe has recorded: `pausedMs` counts the gap since the
  * probe's last tick too.

@@ -40,7 +40,7 @@ export interface GenerateRequest {
   expectedCachedTokens?: number;
   /**
    * Prompt tokens whose KV a prefill instance computed and this (decode) instance received before the request entered
-   * its queue (prefill/decode disaggregation; region/engines/sim/kv-transfer.ts): not computed here. Lost if the
+   * its queue (prefill/decode disaggregation; engines/sim/kv-transfer.ts): not computed here. Lost if the
    * request is preempted (its KV is then recomputed).
    */
   remotePrefillTokens?: number;
@@ -138,7 +138,7 @@ export interface Engine {
   /** Optional: why `healthy()` says false (logged when the instance is taken out of service); undefined otherwise. */
   unhealthyReason?(): string | undefined;
   /**
-   * Optional serve-while-loading control (issue 12; region/engines/layerwise/layerwise-host.ts): the region pairs this serving
+   * Optional serve-while-loading control (issue 12; engines/sim/layerwise/layerwise-host.ts): the region pairs this serving
    * engine with a loading instance of its model and updates the pairing as the new instance's blocks arrive.
    * Engines without it (a real vLLM) serve alone while a peer loads.
    */
@@ -165,7 +165,7 @@ export interface KvEventSource {
   hostSnapshot?(): number[] | undefined;
 }
 
-// ---- serve while loading (issue 12; region/engines/layerwise/ on the engine, region/liveload/ in the region) ----
+// ---- serve while loading (issue 12; engines/sim/layerwise/ on the engine, region/liveload/ in the region) ----
 
 /** How a serving engine splits a loading episode's batches with its loading peer (BlitzScale §5.2). */
 export type PairScheduler = "best-effort" | "zigzag";

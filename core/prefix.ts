@@ -1,6 +1,6 @@
 /**
  * Prefix identity (issue 34): the block hashes of a prompt, computed the same way by the engine (engine-sim's prefix
- * cache, region/engines/sim/prefix-cache.ts) and by the routers that score instances and regions by the prefix they
+ * cache, engines/sim/prefix-cache.ts) and by the routers that score instances and regions by the prefix they
  * hold (region/gateway/scoring/, router/prefix-regions.ts).
  *
  * As vLLM's automatic prefix caching (vllm/v1/core/kv_cache_utils.py `hash_block_tokens`): the prompt, with the chat

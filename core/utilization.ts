@@ -1,7 +1,7 @@
 /**
  * The utilization the routing rules read (issue 37): SageServe §6.2's 0.70 rule (router/selection.ts) and §6.3's
  * 0.60 rule (router/dispatch/policy.ts) count KV that interactive traffic cannot have. Batch work an engine preempts
- * for a priority 0 request (vLLM priority scheduling; region/engines/sim/core.ts) is not such KV: the interactive
+ * for a priority 0 request (vLLM priority scheduling; engines/sim/core.ts) is not such KV: the interactive
  * share plus what cannot be preempted is what an interactive arrival meets.
  */
 

@@ -129,7 +129,7 @@ export class BlockStore {
   }
 }
 
-/** A node's role in a plan, addressed by node index (see region/multicast/role.ts roleFor()). */
+/** A node's role in a plan, addressed by node index (see nodes/multicast/role.ts roleFor()). */
 export interface RoleSpec {
   /** Same number on every node of one transfer; connections from other runs are ignored. */
   runId: number;

@@ -33,19 +33,19 @@ describe("layers", () => {
     it("finds core importing a tier, region importing planner, sim importing bin, and test code in production", () => {
       const planted = [
         file("core/config.ts", ["region/keystage/keystage-config.ts"]),
-        file("region/agent/x.ts", ["planner/loop.ts", "core/clock.ts"]),
+        file("nodes/agent/x.ts", ["planner/loop.ts", "core/clock.ts"]),
         file("sim/week/cli.ts", ["bin/args.ts"]),
         file("router/queue/conformance.ts", ["vitest"]),
         file("router/app.ts", ["test/helpers/fake-link.ts"]),
         file("bin/commands/region.ts", ["bin/commands/dev.ts"]),
         file("region/keystage/x.ts", ["sim/replay/traces.ts"]),
         file("planner/fleet.ts", ["core/perf/model.ts"]),
-        file("router/pace.test.ts", ["region/engines/sim/core.ts", "vitest"]),
+        file("router/pace.test.ts", ["engines/sim/core.ts", "vitest"]),
       ];
       const v = layerViolations(planted).map((x) => `${x.from} → ${x.to}`);
       expect(v).toEqual([
         "core/config.ts → region/keystage/keystage-config.ts",
-        "region/agent/x.ts → planner/loop.ts",
+        "nodes/agent/x.ts → planner/loop.ts",
         "sim/week/cli.ts → bin/args.ts",
         "router/queue/conformance.ts → vitest",
         "router/app.ts → test/helpers/fake-link.ts",

@@ -1,7 +1,11 @@
 /**
  * The import rules of the tree (issue 30; README "Layout"), read from the source:
  *
- *   bin ─▶ sim ─▶ planner, router, region ─▶ forecasts ─▶ core          (native ─▶ core; region ─▶ native)
+ *   bin ─▶ sim ─▶ planner, router, region ─▶ forecasts ─▶ core          (native ─▶ core)
+ *                                  region ─▶ nodes ─▶ engines ─▶ native
+ *
+ *   engines: what serves tokens (engine-sim, the openai-http adapter, serve-while-loading); nodes: what runs on a
+ *   GPU host (the node agent, its engine supervisor, multicast plans and roles); region: what runs once per region.
  *
  * - a tier imports only the tiers below it (ALLOWED); core imports no tier;
  * - sim is imported only by bin and tests; bin by nothing but itself, and no command imports `bin/commands/dev.ts`
@@ -15,7 +19,7 @@ import { dirname, join, normalize, relative, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export interface SourceFile {
-  /** Repository-relative path, e.g. `region/agent/node.ts`. */
+  /** Repository-relative path, e.g. `nodes/agent/node.ts`. */
   path: string;
   production: boolean;
   /** Repository-relative `.ts` paths of relative imports, and bare specifiers (`vitest`, `node:fs`) as written. */
@@ -33,11 +37,13 @@ export const ALLOWED: Readonly<Record<string, readonly string[]>> = {
   core: [],
   native: ["core"],
   forecasts: ["core"],
-  region: ["core", "native"],
+  engines: ["core", "native"],
+  nodes: ["core", "native", "engines"],
+  region: ["core", "native", "engines", "nodes"],
   router: ["core", "forecasts"],
   planner: ["core", "forecasts"],
-  sim: ["core", "native", "forecasts", "region", "router", "planner"],
-  bin: ["core", "native", "forecasts", "region", "router", "planner", "sim"],
+  sim: ["core", "native", "forecasts", "engines", "nodes", "region", "router", "planner"],
+  bin: ["core", "native", "forecasts", "engines", "nodes", "region", "router", "planner", "sim"],
 };
 
 const TIERS = Object.keys(ALLOWED);

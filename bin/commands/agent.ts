@@ -1,21 +1,21 @@
 /**
  * `tidegate agent`: the node agent, one per GPU node. Holds model parameter blocks in host memory, runs this
  * node's role in multicast plans over the native data plane, starts and stops engines on its GPU slots, and
- * announces the node to its region (region/agent/README.md).
+ * announces the node to its region (nodes/agent/README.md).
  */
 import type { Command } from "../command.js";
 import { WallClock } from "../../core/clock.js";
 import { BoundaryReporter } from "../../core/boundary.js";
 import { TidegateError } from "../../core/errors.js";
 import { loggerFromFlags } from "../flags.js";
-import { Announcer } from "../../region/agent/announcer.js";
-import { EngineSupervisor } from "../../region/agent/engine-supervisor.js";
-import { NodeAgent } from "../../region/agent/node.js";
-import { RegistryClient } from "../../region/agent/agent-registry.js";
-import { startAgentServer } from "../../region/agent/agent-server.js";
-import { agentRegistry } from "../../region/agent/agent-metrics.js";
+import { Announcer } from "../../nodes/agent/announcer.js";
+import { EngineSupervisor } from "../../nodes/agent/engine-supervisor.js";
+import { NodeAgent } from "../../nodes/agent/node.js";
+import { RegistryClient } from "../../nodes/agent/agent-registry.js";
+import { startAgentServer } from "../../nodes/agent/agent-server.js";
+import { agentRegistry } from "../../nodes/agent/agent-metrics.js";
 import { startProbeServer } from "../../core/probe-server.js";
-import { tlsFromFlags } from "../../region/link/tls.js";
+import { tlsFromFlags } from "../../core/tls.js";
 import { untilSignal } from "../signals.js";
 
 function port(flags: Record<string, unknown>, name: string): number {
@@ -41,7 +41,7 @@ export const command: Command = {
   name: "agent",
   summary: "run a node agent: model blocks in host memory, multicast roles, engine processes, announced to its region",
   description: [
-    "Serves the NodeAgent gRPC service (region/proto/agent.proto) for one node: Info (the node's announcement),",
+    "Serves the NodeAgent gRPC service (nodes/proto/agent.proto) for one node: Info (the node's announcement),",
     "Load a model's blocks (empty, from a packed file, or a seeded pattern), Run this node's role in a multicast plan",
     "(blocks stream back as they arrive), Verify, Drop, StartEngine, StopEngine. Data moves on a separate port over",
     "TCP or RDMA verbs (RC queue pairs, RDMA WRITE WITH IMMEDIATE; native/README.md). --transport auto uses verbs",

@@ -1,7 +1,7 @@
 /**
  * `tidegate engine-sim --model M --gpu G --port P [--tp N] [--time-scale x] [--settings JSON] [--max-batch N] ...`: one
  * simulated serving instance (built by region/runtime/build-sim-engine.ts, as every region builds its own) that
- * looks like vLLM over HTTP (region/engines/sim/http.ts). Prints its base URL on stdout as one line (so callers can
+ * looks like vLLM over HTTP (engines/sim/http.ts). Prints its base URL on stdout as one line (so callers can
  * spawn it with --port 0 and read the port), then serves until SIGINT/SIGTERM. With --parameters-from it first asks
  * that node agent whether the model's block store is complete and exits 1 when it is not.
  */
@@ -13,9 +13,9 @@ import { TidegateError } from "../../core/errors.js";
 import { ENGINE_SETTINGS_SCHEMA, ENGINE_SETTING_KEYS, checkSetting, parseEngineSettingsJson, refuseEngineSettings, type EngineSettings } from "../../core/engine-settings.js";
 import type { FlagSpec, FlagValues } from "../args.js";
 import { GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
-import { AgentClient } from "../../region/agent/client.js";
-import { tlsFromFlags, type TlsFiles } from "../../region/link/tls.js";
-import { EngineSimServer, type EngineParameters, type ServedEngine } from "../../region/engines/sim/http.js";
+import { AgentClient } from "../../nodes/agent/client.js";
+import { tlsFromFlags, type TlsFiles } from "../../core/tls.js";
+import { EngineSimServer, type EngineParameters, type ServedEngine } from "../../engines/sim/http.js";
 import { DilatedClock, parsePipelineSpec } from "../../region/keystage/pipeline-engine.js";
 import { parseStageSpec, StageServer } from "../../region/keystage/stage-server.js";
 import { newEngine } from "../../region/runtime/build-sim-engine.js";
@@ -81,7 +81,7 @@ export const command: Command = {
   summary: "run a vLLM-compatible simulated engine (OpenAI API + vLLM metrics)",
   description: [
     "One simulated instance with continuous batching, KV admission and priorities, timed by the fitted performance",
-    "model (region/engines/README.md). Serves POST /v1/chat/completions, POST /v1/completions (stream or not,",
+    "model (engines/README.md). Serves POST /v1/chat/completions, POST /v1/completions (stream or not,",
     "stream_options.include_usage), GET /v1/models, /health and /metrics (vLLM metric names). Output is deterministic",
     "synthetic text seeded by the request id (x-request-id header when given). Prints its URL on stdout as one line.",
     "",
@@ -104,7 +104,7 @@ export const command: Command = {
     "\"stage\", \"loadMs\", \"windowMs\"}. It serves POST /tidegate/stage/run (activations in, the next stage's or its own",
     "tokens out as NDJSON), GET /tidegate/stage, POST /tidegate/stage/drain and /health (503 until loadMs has passed).",
     "",
-    "Prefill/decode disaggregation (region/engines/sim/kv-transfer.ts), vLLM's contract: a request with",
+    "Prefill/decode disaggregation (engines/sim/kv-transfer.ts), vLLM's contract: a request with",
     "kv_transfer_params {\"do_remote_decode\": true} (not streamed) is prefilled and answered with the kv_transfer_params",
     "a decode instance needs; a request carrying those params pulls the prompt's KV from the prefill instance through",
     "the native data plane (TCP) and decodes without computing the prompt. --role prefill|decode|both (default both)",

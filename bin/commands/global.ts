@@ -11,7 +11,7 @@ import { ensurePortFree } from "../../core/listen.js";
 import { loggerFromFlags } from "../flags.js";
 import { TidegateError } from "../../core/errors.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
-import type { TlsFiles } from "../../region/link/tls.js";
+import type { TlsFiles } from "../../core/tls.js";
 import { GlobalRouter } from "../../router/server.js";
 import { untilSignal } from "../signals.js";
 import type { Redis } from "ioredis";

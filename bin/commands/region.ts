@@ -15,7 +15,7 @@ import { engineSimFlags, simEngineParams } from "../../region/runtime/build-sim-
 import { simEngineFactory } from "../../region/runtime/static-host.js";
 import { startRegionProcess } from "../../region/process/region-server.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
-import { tlsFromFlags } from "../../region/link/tls.js";
+import { tlsFromFlags } from "../../core/tls.js";
 import { untilSignal } from "../signals.js";
 
 

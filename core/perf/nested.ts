@@ -20,7 +20,7 @@ import { errorOn, fitProfile, groupRows, rawPrefillCurves, type FitOptions, type
 /**
  * The candidates nested CV chooses from: the sibling weight on a grid of tenths over [0, 1] (0: the peers'
  * regression alone, as before the sibling sweep; 1: the sibling estimate alone; ½: equal weights, what ships). The
- * finest grid region/engines/README.md reports; a coarser one is no more honest, only luckier.
+ * finest grid engines/README.md reports; a coarser one is no more honest, only luckier.
  */
 export const FIT_CANDIDATES: readonly FitOptions[] = Array.from({ length: 11 }, (_, i) => ({ siblingWeight: i / 10 }));
 

@@ -10,7 +10,7 @@ import type { Clock } from "../../core/clock.js";
 import { toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import type { ModelName, RegionName } from "../../core/models.js";
-import type { EngineInfo, NodeAnnouncement } from "../agent/handle.js";
+import type { EngineInfo, NodeAnnouncement } from "../../nodes/agent/handle.js";
 import type { AgentInstance, InstanceTable } from "./agent-instances.js";
 import type { EngineLifecycle } from "./engine-lifecycle.js";
 import type { HostCopies, ModelSource } from "./host-copies.js";

@@ -8,7 +8,7 @@ import { TidegateError } from "../../core/errors.js";
 import { newId } from "../../core/ids.js";
 import type { ModelName, RegionName } from "../../core/models.js";
 import type { InstanceState } from "../../core/ports.js";
-import type { EngineInfo } from "../agent/handle.js";
+import type { EngineInfo } from "../../nodes/agent/handle.js";
 import type { InstanceListener, InstanceRecord, LoadSource } from "./port.js";
 
 /** An instance with where it runs and what it is doing. */

@@ -19,7 +19,7 @@ import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import type { ModelName, RegionName } from "../../core/models.js";
 import type { Engine } from "../../core/ports.js";
-import type { EngineInfo, EngineSpec } from "../agent/handle.js";
+import type { EngineInfo, EngineSpec } from "../../nodes/agent/handle.js";
 import type { LivePairs } from "../liveload/live-pairs.js";
 import type { AgentInstance, InstanceTable } from "./agent-instances.js";
 import type { GatewayMembership } from "./gateway-membership.js";
@@ -210,7 +210,7 @@ export class EngineLifecycle {
 
   /**
    * A blitzscale cold start with no serving engine to pair with (BlitzScale §5.2 steps (1)–(2) with S_i = 0;
-   * engines/layerwise/behind-blocks.ts): its engine, started with awaitBlocks, serves now with each prefill behind
+   * engines/sim/layerwise/behind-blocks.ts): its engine, started with awaitBlocks, serves now with each prefill behind
    * its blocks as they arrive, enters the gateway (a cold hold lets its requests go to it) and the instance turns
    * `serving`. Any failure is logged and leaves the instance to serve once loaded. Never throws.
    */

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { Clock } from "../../core/clock.js";
 import { silentLogger } from "../../core/log.js";
-import type { AgentHandle, NodeAnnouncement } from "../agent/handle.js";
+import type { AgentHandle, NodeAnnouncement } from "../../nodes/agent/handle.js";
 import { NodeMembership } from "./node-membership.js";
 import { NodeRegistry } from "./nodes.js";
 

@@ -7,7 +7,7 @@
  */
 import { awakeMsSince, type Clock } from "../../core/clock.js";
 import type { Logger } from "../../core/log.js";
-import type { AgentHandle, NodeAnnouncement } from "../agent/handle.js";
+import type { AgentHandle, NodeAnnouncement } from "../../nodes/agent/handle.js";
 import type { HostCopies } from "./host-copies.js";
 import type { NodeRegistry } from "./nodes.js";
 import type { ScaleFailure } from "./port.js";

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { isTidegateError } from "../../core/errors.js";
-import type { AgentHandle, EngineInfo, NodeAnnouncement } from "../agent/handle.js";
+import type { AgentHandle, EngineInfo, NodeAnnouncement } from "../../nodes/agent/handle.js";
 import type { NodeEntry } from "./nodes.js";
 import { freeGpus, freeSlots, pickNode, type PlacementView } from "./node-placement.js";
 

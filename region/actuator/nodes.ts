@@ -3,7 +3,7 @@
  * slots, host memory for blocks, data-plane address, stores, engines), when it was last heard from, and whether it
  * is considered lost (silent for `lostAfterMs`). Slot accounting is done over the instances (node-placement.ts).
  */
-import type { AgentHandle, NodeAnnouncement } from "../agent/handle.js";
+import type { AgentHandle, NodeAnnouncement } from "../../nodes/agent/handle.js";
 
 /** One node: its agent, what it last announced, when. */
 export interface NodeEntry {

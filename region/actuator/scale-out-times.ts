@@ -4,7 +4,7 @@
  * link rate). The region's telemetry and the planner read it as the endpoint's expected scale-out time.
  */
 import type { GpuType, ModelName } from "../../core/models.js";
-import { idealSeconds } from "../multicast/ideal.js";
+import { idealSeconds } from "../../nodes/multicast/ideal.js";
 import type { ModelParameters, MulticastPolicy } from "../pool/transfer.js";
 
 export class ScaleOutTimes {

@@ -348,7 +348,7 @@ describe("Gateway telemetry", () => {
 
 describe("Gateway.submit (the callback form)", () => {
   it("keeps the same in-flight books as generate: a burst spreads over instances, ends settle them, tokens are counted", async () => {
-    const { SimEngine } = await import("../engines/sim/sim-engine.js");
+    const { SimEngine } = await import("../../engines/sim/sim-engine.js");
     const clock = new VirtualClock();
     const gw = gateway(clock, 100);
     const engines = ["a", "b", "c"].map((id) => new SimEngine({ instanceId: id, model: MODEL, gpu: "h100-80gb", tp: 2, clock }));
@@ -392,7 +392,7 @@ describe("Gateway.submit (the callback form)", () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(seen[0]).toBe("first");
     expect(seen.at(-1)).toMatch(/^done \d+$/);
-    const { SimEngine } = await import("../engines/sim/sim-engine.js");
+    const { SimEngine } = await import("../../engines/sim/sim-engine.js");
     const gw2 = gateway(clock, 0);
     gw2.addInstance("h100-80gb", new SimEngine({ instanceId: "s", model: MODEL, gpu: "h100-80gb", tp: 2, clock, kvCapacityTokens: 1000 }));
     expect(() => gw2.submit(request({ promptTokens: 900, maxTokens: 200 }), {})).toThrow(/KV capacity/);

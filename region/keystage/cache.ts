@@ -6,7 +6,7 @@
  * least recently used entries that no running replica holds are dropped until it is back at or under it.
  * Pure: times are passed in (ms on the caller's Clock).
  */
-import { idealSeconds } from "../multicast/ideal.js";
+import { idealSeconds } from "../../nodes/multicast/ideal.js";
 
 /** One cached stage. */
 interface Entry {
@@ -134,7 +134,7 @@ export interface StartCost {
 /**
  * Time (ms) until a new replica of a `bytes`-large stage serves: a cache hit copies host memory to the GPU; a miss
  * first fetches the parameters from a holder in the parameter pool over the data plane, at the ideal one-receiver
- * multicast time of region/multicast/ideal.ts (`chain` with 2 nodes = M/B plus nothing: one hop), then copies them in.
+ * multicast time of nodes/multicast/ideal.ts (`chain` with 2 nodes = M/B plus nothing: one hop), then copies them in.
  */
 export function startMs(bytes: number, hit: boolean, cost: StartCost): number {
   const copyMs = (bytes / cost.pcieBytesPerS) * 1000;

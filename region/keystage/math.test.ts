@@ -201,7 +201,7 @@ describe("stage cache (§6.1)", () => {
     expect(() => c.release("m/0", 3)).toThrow(RangeError);
   });
 
-  it("a hit starts at PCIe speed; a miss adds the data-plane fetch (region/multicast/ideal)", () => {
+  it("a hit starts at PCIe speed; a miss adds the data-plane fetch (nodes/multicast/ideal)", () => {
     const cost = { pcieBytesPerS: 25e9, networkBytesPerS: 12.5e9, blockCount: 16, forkMs: 200 };
     expect(startMs(50e9, true, cost)).toBeCloseTo(200 + 2000, 9);
     expect(startMs(50e9, false, cost)).toBeCloseTo(200 + 4000 + 2000, 9);

@@ -22,8 +22,8 @@ import { makeUsage, syntheticToken } from "../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
 import { ObjectReader, ValidationError } from "../../core/validate.js";
 import { DEFAULT_MEMORY_FRACTION } from "../../core/perf/model.js";
-import type { PipelineSummary } from "../engines/pipeline-summary.js";
-import { seedOf } from "../engines/sim/sim-engine.js";
+import type { PipelineSummary } from "../../engines/pipeline-summary.js";
+import { seedOf } from "../../engines/sim/sim-engine.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { parseCluster, readLayoutFlag, type ClusterConfig, type KeystageConfig } from "./keystage-config.js";
 import type { ScalingMode, StagePlan } from "./corrector.js";
@@ -158,7 +158,7 @@ export const EXPECTED_OUTPUT_TOKENS = 128;
 
 /**
  * What GET /tidegate/keystage reports: the split over stages now and the scaler's counters (a PipelineSummary,
- * region/engines/pipeline-summary.ts, with each stage's layers and busy replicas and every scaler counter).
+ * engines/pipeline-summary.ts, with each stage's layers and busy replicas and every scaler counter).
  */
 export interface PipelineStatus {
   mode: ScalingMode;

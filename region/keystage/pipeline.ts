@@ -5,7 +5,7 @@
  * crosses the activation transfer between stages. Service times come from `Pipeline.stageMs` (the shared
  * performance model scaled by the stage's share of layers).
  *
- * This is a stage-level queue model, not the full simulated engine (region/engines/sim): the engine's continuous
+ * This is a stage-level queue model, not the full simulated engine (engines/sim): the engine's continuous
  * batching interleaves every request's decode through all stages token by token, which has no per-stage queue to
  * scale; here each stage runs its share of a request's whole work (prefill and decode) before handing it on. See
  * README.md.

@@ -5,7 +5,7 @@ import { VirtualClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import { seededRandom } from "../../sim/workload/rng.js";
-import { SimEngine } from "../engines/sim/sim-engine.js";
+import { SimEngine } from "../../engines/sim/sim-engine.js";
 import { startSimRegion } from "../runtime/sim-region.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { PipelineEngine } from "./pipeline-engine.js";

@@ -24,7 +24,7 @@ import type { StageFleet } from "./scaler.js";
 import { stageSpecJson, type StageStatus } from "./stage-server.js";
 import type { Pipeline } from "./stages.js";
 
-/** The StartEngine of a stage process (a subset of region/agent/handle.ts EngineSpec). */
+/** The StartEngine of a stage process (a subset of nodes/agent/handle.ts EngineSpec). */
 export interface StageEngineSpec {
   instanceId: string;
   model: string;
@@ -37,7 +37,7 @@ export interface StageEngineSpec {
 }
 
 /**
- * What the fleet needs of a node agent (region/agent/handle.ts AgentHandle has it; declared here so that keystage
+ * What the fleet needs of a node agent (nodes/agent/handle.ts AgentHandle has it; declared here so that keystage
  * does not import the agent folder, which imports keystage).
  */
 export interface StageHost {

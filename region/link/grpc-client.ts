@@ -38,7 +38,7 @@ import {
 } from "./region-proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
 import { MuxStream, type MuxRequest } from "./mux-client.js";
-import { channelCredentials, tlsChannelOptions, type TlsFiles } from "./tls.js";
+import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../../core/tls.js";
 
 export interface GrpcRegionLinkOptions {
   region: RegionName;

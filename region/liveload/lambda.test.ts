@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
-import { planBinomial } from "../multicast/lambdascale.js";
-import type { MulticastPlan } from "../multicast/schedule.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
+import type { MulticastPlan } from "../../nodes/multicast/schedule.js";
 import { arrivalTimes, instancesAt, lambdaPipelines } from "./lambda.js";
 
 describe("λScale execute-while-load (λScale §4.3–4.4)", () => {
   // 2 → 4 with 4 blocks: sub-groups s0 → {t0, t1} in order 0 1 2 3 and s1 → {t2, t3} in order 2 3 0 1 (Algorithm 1);
-  // Algorithm 2 pairs them as [t0, t2] and [t1, t3]. The binomial schedule (region/multicast, greedy for three
+  // Algorithm 2 pairs them as [t0, t2] and [t1, t3]. The binomial schedule (nodes/multicast, greedy for three
   // nodes) lands, with one step = 1 ms:
   //   t0: b0@1 b2@3 b3@4 b1@5   t1: b1@2 b0@3 b2@4 b3@5   t2: b2@1 b0@3 b1@4 b3@5   t3: b3@2 b2@3 b0@4 b1@5
   const plan = planBinomial({ model: { totalBytes: 4096, blockCount: 4 }, sources: ["s0", "s1"], targets: ["t0", "t1", "t2", "t3"] });

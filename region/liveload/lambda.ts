@@ -5,7 +5,7 @@
  *
  * - Arrivals: the plan's synchronous steps (§4.2: one block per node per step), step s landing at (s + 1)·stepMs.
  *   Sources hold every block from 0.
- * - Execution pipelines: Algorithm 2's node groups (`plan.pipelines`, region/multicast/lambdascale.ts). A pipeline
+ * - Execution pipelines: Algorithm 2's node groups (`plan.pipelines`, nodes/multicast/lambdascale.ts). A pipeline
  *   serves once its members together hold every block: each block is run by the member that holds it first (ties:
  *   the earlier member), so with k-way transmission member g runs chunk g, the chunk its sub-group receives first
  *   (Algorithm 1). A run of consecutive blocks on one member is a stage; each change of member is one activation
@@ -14,7 +14,7 @@
  *   own from then (the pipeline's unfinished requests are spread over the members and their KV recomputed).
  * A pipeline serves as one model instance (2D pipelining keeps every stage busy); after the switch it is |P|.
  */
-import type { MulticastPlan } from "../multicast/schedule.js";
+import type { MulticastPlan } from "../../nodes/multicast/schedule.js";
 
 /** One stage of an execution pipeline: `node` runs blocks [fromBlock, toBlock). */
 export interface Stage {

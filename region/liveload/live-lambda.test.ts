@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { isTidegateError } from "../../core/errors.js";
-import { planBinomial } from "../multicast/lambdascale.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
 import { lambdaPipelines, pipelinePassMs } from "./lambda.js";
 import { LiveLambdaPipelines, agentsLambda, type FormedPipeline } from "./live-lambda.js";
 import { hopMsPerToken } from "./live-pairs.js";

@@ -2,7 +2,7 @@
  * λScale's execute-while-load in a running region (issue 35 item 3; λScale §4.3 "Pipelined Inference Execution",
  * §4.4 "Mode Switching"): the `agents` actuator's side of the `lambdascale` loading key. Its scale-outs move the
  * model over the native data plane with λScale's binomial multicast from the k nodes holding complete copies (k-way
- * transmission, region/multicast/lambdascale.ts Algorithms 1–2), and the plan names the execution pipelines:
+ * transmission, nodes/multicast/lambdascale.ts Algorithms 1–2), and the plan names the execution pipelines:
  * groups of target nodes that receive the model's chunks in different orders.
  *
  * This tracker follows the blocks the data plane reports arriving at each target. A pipeline forms once its members
@@ -24,7 +24,7 @@
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { ModelName } from "../../core/models.js";
-import type { MulticastPlan } from "../multicast/schedule.js";
+import type { MulticastPlan } from "../../nodes/multicast/schedule.js";
 import type { Stage } from "./lambda.js";
 import { hopMsPerToken } from "./live-pairs.js";
 import { dataPlaneScheduler, type LoadingConfig } from "./liveload-config.js";

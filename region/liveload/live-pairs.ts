@@ -6,7 +6,7 @@
  * block the data plane reports arriving at the new instance updates the pairing: how many layers it holds (a
  * prefix: blocks 0..P − 1 all here hold layers 0..⌊P·L/B⌋ − 1) and when each of the rest is expected (the blocks
  * still to come at the rate measured so far, or the ideal transfer time before the first block). The serving engine
- * runs the same LoadingPair (region/engines/layerwise/pairing.ts) as replay; the pairing ends when the last layer arrives, when the new
+ * runs the same LoadingPair (engines/sim/layerwise/pairing.ts) as replay; the pairing ends when the last layer arrives, when the new
  * instance leaves `loading` (it serves, fails or is cancelled), or by itself on the engine `ttlMs` after the last
  * update. An engine without the control (a vLLM) or one that refuses leaves the new instance to load
  * stop-the-world; nothing else changes.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { HOST_KV_LOAD_BYTES_PER_MS } from "../engines/sim/core.js";
+import { HOST_KV_LOAD_BYTES_PER_MS } from "../../engines/sim/core.js";
 import { describeBandwidths, KeepAliveCache, layerArrivals, loadingSource, LOADING_SOURCES, NCCL_GROUP_SETUP_MS, TABLE1_CLUSTER_A } from "./sources.js";
 
 // llama2-70b in fp16: 140 GB, 80 layers, moved in 16 blocks (8.75 GB each)

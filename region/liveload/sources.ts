@@ -7,11 +7,11 @@
  *   PCIe, a miss from SSD; the instance serves once loaded (stop-the-world).
  * - `allcache` — every host holds every model in host memory: always PCIe (the upper bound of host caching).
  * - `network` — this project's parameter pool: a BlitzScale chain from a GPU that serves the model to the new
- *   instances over RDMA (region/multicast), stop-the-world.
+ *   instances over RDMA (nodes/multicast), stop-the-world.
  * - `blitzscale` — `network` with zigzag live scaling (BlitzScale §5.2; zigzag.ts).
  * - `lambdascale` — λScale's binomial multicast with execution pipelines, then local mode (λScale §4; lambda.ts).
  * - `faasnet-tree` — λScale's FaaSNet baseline (§7.1): one serving GPU feeds a binary tree of the new instances
- *   over RDMA (region/multicast/baselines.ts planBinaryTree, each internal node's uplink carrying every block
+ *   over RDMA (nodes/multicast/baselines.ts planBinaryTree, each internal node's uplink carrying every block
  *   twice: multicast/timing.ts), stop-the-world.
  * - `nccl-ring` — λScale's NCCL baseline (§7.1): a ring broadcast from one serving GPU (planRingBroadcast) after a
  *   new process group is created, NCCL_GROUP_SETUP_MS (§7.2: "up to hundreds of milliseconds"), stop-the-world.
@@ -19,11 +19,11 @@
  * Bandwidths default to BlitzScale's Table 1, cluster A: 1.6 Tbps NVLink inside a host, 100 Gbps RDMA between
  * hosts, 128 Gbps host → GPU PCIe, 10 Gbps SSD → GPU.
  */
-import { planBinomial } from "../multicast/lambdascale.js";
-import { planChains } from "../multicast/blitzscale.js";
-import type { MulticastPlan } from "../multicast/schedule.js";
-import { planBinaryTree, planRingBroadcast } from "../multicast/baselines.js";
-import { linkArrivalTimes } from "../multicast/timing.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
+import { planChains } from "../../nodes/multicast/blitzscale.js";
+import type { MulticastPlan } from "../../nodes/multicast/schedule.js";
+import { planBinaryTree, planRingBroadcast } from "../../nodes/multicast/baselines.js";
+import { linkArrivalTimes } from "../../nodes/multicast/timing.js";
 import { arrivalTimes, lambdaPipelines, type PipelinePhase } from "./lambda.js";
 
 /** Link bandwidths a load uses, bits per second. */

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { announcementFromWire, announcementToWire } from "../agent/agent-proto.js";
-import type { NodeAnnouncement } from "../agent/handle.js";
+import { announcementFromWire, announcementToWire } from "../../nodes/agent/agent-proto.js";
+import type { NodeAnnouncement } from "../../nodes/agent/handle.js";
 import { LinkRates } from "./rates.js";
 import { DEFAULT_MULTICAST, nodeLinks, planTransfer } from "./transfer.js";
 

@@ -22,11 +22,11 @@ import { isDataPlaneError } from "../../native/errors.js";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
-import type { AgentHandle } from "../agent/handle.js";
-import { planChains } from "../multicast/blitzscale.js";
-import { idealSeconds } from "../multicast/ideal.js";
-import { planBinomial } from "../multicast/lambdascale.js";
-import { planNodes, type MulticastAlgorithm, type MulticastPlan } from "../multicast/schedule.js";
+import type { AgentHandle } from "../../nodes/agent/handle.js";
+import { planChains } from "../../nodes/multicast/blitzscale.js";
+import { idealSeconds } from "../../nodes/multicast/ideal.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
+import { planNodes, type MulticastAlgorithm, type MulticastPlan } from "../../nodes/multicast/schedule.js";
 import type { ParameterPool } from "./parameter-pool.js";
 import type { LinkRates } from "./rates.js";
 
@@ -173,7 +173,7 @@ export function planTransfer(p: ModelParameters, sources: string[], targets: str
   });
 }
 
-/** Ideal seconds of a plan with every link at `linkBytesPerS` (region/multicast/ideal.ts), one source per sub-group. */
+/** Ideal seconds of a plan with every link at `linkBytesPerS` (nodes/multicast/ideal.ts), one source per sub-group. */
 export function planIdealMs(plan: MulticastPlan, linkBytesPerS: number): number {
   const k = Math.max(1, Math.min(plan.sources.length, plan.targets.length));
   const nodes = Math.ceil(plan.targets.length / k) + 1;

@@ -4,7 +4,7 @@
  * busy (its /metrics slow under load while it streams tokens) stays in service.
  *
  * Every `intervalMs` (Clock) each instance whose engine reports `healthy() === false` — the adapter's passive verdict
- * (openai-http: region/engines/openai-http/liveness.ts: its connection was refused or reset, or it owed bytes and sent
+ * (openai-http: engines/openai-http/liveness.ts: its connection was refused or reset, or it owed bytes and sent
  * none for its stall limit; a slow scrape alone is not enough) — is moved from `serving` to `draining`: the gateway
  * stops routing to it and telemetry stops counting it, so the global router stops sending the model there when it
  * was the last one. When the engine says `true` again, an instance this watcher drained goes back to `serving`.

@@ -134,7 +134,7 @@ describe("region metrics: batch fill and preemptions (issue 37)", () => {
 
 describe("region metrics: prefix caching (issue 34)", () => {
   it("exports each instance's prefix-cache queries and hits as its engine counts them", async () => {
-    const { SimEngine } = await import("../engines/sim/sim-engine.js");
+    const { SimEngine } = await import("../../engines/sim/sim-engine.js");
     const clock = new VirtualClock(0);
     const config = parseConfig({
       ...(DEFAULT_CONFIG_JSON as Record<string, unknown>),

@@ -24,7 +24,7 @@ import { buildRegion, type Region } from "../runtime/build-region.js";
 import { agentsOverGrpc } from "../runtime/agents-host.js";
 import { fixedEngines } from "../runtime/static-host.js";
 import { startRegionGrpcServer, type RegionGrpcServer } from "../link/grpc-server.js";
-import type { TlsFiles } from "../link/tls.js";
+import type { TlsFiles } from "../../core/tls.js";
 import { RegionMetrics } from "./region-metrics.js";
 import { watchEngineHealth, type EngineHealthWatch } from "./engine-health.js";
 

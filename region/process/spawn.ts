@@ -1,7 +1,7 @@
 /**
  * `--spawn-engines`: one `tidegate engine-sim` child process per instance, reached through the openai-http adapter
  * exactly as vLLM would be. Each child is started with --port 0 and prints its base URL as its first stdout line.
- * Each runs under a keeper (region/agent/keeper.ts) in its own process group; the keeper's stdin is a pipe only this
+ * Each runs under a keeper (nodes/agent/keeper.ts) in its own process group; the keeper's stdin is a pipe only this
  * process holds, so when the region dies — even by `kill -9` — the keeper stops the engine (SIGTERM, SIGKILL after
  * 2 s). Children are stopped with SIGTERM (SIGKILL after a grace period) when the region closes.
  */
@@ -9,12 +9,12 @@ import { spawn, type ChildProcess } from "node:child_process";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
-import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
+import { OpenAIHttpEngine } from "../../engines/openai-http/openai-http-engine.js";
 import type { EngineFactory, InstanceSlot } from "../actuator/static.js";
-import { defaultCliPath, defaultKeeperPath } from "../agent/engine-supervisor.js";
+import { defaultCliPath, defaultKeeperPath } from "../../nodes/agent/engine-supervisor.js";
 import { instanceKvBytes } from "../runtime/agents-host.js";
 
-export { defaultCliPath } from "../agent/engine-supervisor.js";
+export { defaultCliPath } from "../../nodes/agent/engine-supervisor.js";
 
 /** KV bytes of one instance (GPU memory × 0.9 − weights, core/models.ts), to scale vLLM's usage fraction. */
 export function slotKvBytes(slot: InstanceSlot): number {

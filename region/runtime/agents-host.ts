@@ -9,7 +9,7 @@
  *   first controller pass waits `controller.agentLostAfterMs`, so every live agent has announced (and its engines
  *   are adopted) before anything is deployed.
  * - `agentsInProcess` (`tidegate dev`, tests): real NodeAgents (native block stores, loopback TCP data plane) in
- *   this process, wrapped by InProcessAgent (region/agent/in-process-agent.ts), which hosts simulated engines. Nodes
+ *   this process, wrapped by InProcessAgent (region/runtime/in-process-agent.ts), which hosts simulated engines. Nodes
  *   are the region's GPUs cut into nodes of `gpusPerNode` slots (default 8), or an explicit list. With
  *   `keystage.stageProcesses` each agent also spawns stage processes (`engine-sim --stage`, through an
  *   EngineSupervisor) and a pipelined instance is a StagedPipelineEngine head over them (region/keystage/staged-engine.ts).
@@ -18,32 +18,32 @@
  *
  * Either way every StartEngine the region sends carries the config's engine settings for its model
  * (core/engine-settings.ts, resolved by build-sim-engine.ts `engineSettingsOf`, as StartEngine's `settings`) with
- * timeScale and the keystage pipeline: engine-sim gets them as its --settings flag (region/agent/engine-supervisor.ts),
+ * timeScale and the keystage pipeline: engine-sim gets them as its --settings flag (nodes/agent/engine-supervisor.ts),
  * the in-process agent builds its engine from them with the shared builder (build-sim-engine.ts). A command template
  * (a real engine) gets none of them.
  */
 import type * as grpc from "@grpc/grpc-js";
-import { gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
+import { gpusPerInstanceOf } from "../../core/config.js";
 import { regionLoading } from "../liveload/liveload-config.js";
 import type { Timer } from "../../core/clock.js";
 import { HighsSolver } from "../../core/solver.js";
 import { AgentsActuator, type EngineStartOptions } from "../actuator/agents.js";
-import { AgentClient } from "../agent/client.js";
-import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement } from "../agent/handle.js";
-import { addAgentRegistryService, type AnnounceReply } from "../agent/agent-registry.js";
-import { InProcessAgent } from "../agent/in-process-agent.js";
-import { NodeAgent } from "../agent/node.js";
-import { OpenAIHttpEngine } from "../engines/openai-http/openai-http-engine.js";
+import { AgentClient } from "../../nodes/agent/client.js";
+import type { EngineInfo, EngineSpec, NodeAnnouncement } from "../../nodes/agent/handle.js";
+import { addAgentRegistryService, type AnnounceReply } from "../../nodes/agent/agent-registry.js";
+import { InProcessAgent } from "./in-process-agent.js";
+import { NodeAgent } from "../../nodes/agent/node.js";
+import { OpenAIHttpEngine } from "../../engines/openai-http/openai-http-engine.js";
 import { kvCapacityBytes, GPU_SPECS, MODEL_SPECS } from "../../core/models.js";
 import { TidegateError } from "../../core/errors.js";
 import { pipelineFlag } from "../keystage/pipeline-engine.js";
 import { StagedPipelineEngine } from "../keystage/staged-engine.js";
-import { EngineSupervisor } from "../agent/engine-supervisor.js";
+import { EngineSupervisor } from "../../nodes/agent/engine-supervisor.js";
 import { StageHeads } from "./stage-heads.js";
-import type { TlsFiles } from "../link/tls.js";
+import type { TlsFiles } from "../../core/tls.js";
 import { agentsLayerwise } from "../liveload/live-pairs.js";
 import { agentsLambda } from "../liveload/live-lambda.js";
-import { LAMBDA_PATH } from "../engines/sim/http.js";
+import { LAMBDA_PATH } from "../../engines/sim/http.js";
 import { engineSettingsOf, newEngine } from "./build-sim-engine.js";
 import { untilConfiguredServe, type EngineHost, type HostContext } from "./build-region.js";
 import { modelSources, multicastPolicy } from "./runtime.js";
@@ -93,7 +93,7 @@ export async function httpHealthy(info: EngineInfo, timeoutMs = 1000): Promise<b
 }
 
 /**
- * engine-sim's λScale control: POST {url}/tidegate/lambda {passOverheadMs} (region/engines/sim/http.ts), with
+ * engine-sim's λScale control: POST {url}/tidegate/lambda {passOverheadMs} (engines/sim/http.ts), with
  * `behindBlocks` a blitzscale cold start serving behind its blocks; throws unless 200.
  */
 export async function postLambda(info: EngineInfo, passOverheadMs: number, timeoutMs = 5000, behindBlocks = false): Promise<void> {

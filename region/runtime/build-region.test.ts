@@ -25,12 +25,12 @@ import { DEFAULT_CONFIG_JSON, parseConfig, type TidegateConfig } from "../../cor
 import { silentLogger } from "../../core/log.js";
 import { DEFAULT_MAX_BATCH } from "../../core/perf/model.js";
 import { FakeEngine } from "../../test/helpers/fake-engine.js";
-import { AgentClient } from "../agent/client.js";
-import { startAgentServer } from "../agent/agent-server.js";
-import { engineSimArgs } from "../agent/engine-supervisor.js";
-import type { AgentHandle, EngineHost as NodeEngineHost, EngineInfo, EngineSpec } from "../agent/handle.js";
-import { NodeAgent } from "../agent/node.js";
-import { SimEngine } from "../engines/sim/sim-engine.js";
+import { AgentClient } from "../../nodes/agent/client.js";
+import { startAgentServer } from "../../nodes/agent/agent-server.js";
+import { engineSimArgs } from "../../nodes/agent/engine-supervisor.js";
+import type { AgentHandle, EngineHost as NodeEngineHost, EngineInfo, EngineSpec } from "../../nodes/agent/handle.js";
+import { NodeAgent } from "../../nodes/agent/node.js";
+import { SimEngine } from "../../engines/sim/sim-engine.js";
 import { PipelineEngine, pipelineSpecJson } from "../keystage/pipeline-engine.js";
 import { resolveStrategy } from "../strategies/strategy-registry.js";
 import { agentsInProcess } from "./agents-host.js";

@@ -13,16 +13,16 @@
  *
  * Engine processes get the same settings as flags (`engineSimFlags`: --time-scale, then --pipeline or --settings
  * <json>), whether a static region spawns them (region/process/spawn.ts) or a node agent does (StartEngine carries
- * `engineSettingsOf` as its `settings`, which region/agent/engine-supervisor.ts passes as the same flag; an
+ * `engineSettingsOf` as its `settings`, which nodes/agent/engine-supervisor.ts passes as the same flag; an
  * in-process agent builds its engine from them here).
  */
 import type { Clock } from "../../core/clock.js";
-import { instanceGpus, modelEngineSettings, type TidegateConfig } from "../../core/config.js";
+import { modelEngineSettings, type TidegateConfig } from "../../core/config.js";
 import type { GpuType, ModelName } from "../../core/models.js";
 import type { Solver } from "../../core/solver.js";
 import { getProfile } from "../../core/perf/model.js";
 import { settingsArgs, type EngineSettings } from "../../core/engine-settings.js";
-import { coreSettingsOf, SimEngine } from "../engines/sim/sim-engine.js";
+import { coreSettingsOf, SimEngine } from "../../engines/sim/sim-engine.js";
 import { PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "../keystage/pipeline-engine.js";
 
 /** One simulated instance: its id, model, GPU type and GPUs (tensor-parallel degree, or a pipeline's GPU budget). */

@@ -6,7 +6,7 @@ import { parseConfig, type TidegateConfig } from "../../core/config.js";
 import { TidegateError } from "../../core/errors.js";
 import { createLogger, type Logger } from "../../core/log.js";
 import type { RegionTargets } from "../../core/ports.js";
-import type { SimEngine } from "../engines/sim/sim-engine.js";
+import type { SimEngine } from "../../engines/sim/sim-engine.js";
 import { startInProcessRegion, type InProcessRegion } from "./in-process-region.js";
 import { bootstrapSurplus } from "./runtime.js";
 

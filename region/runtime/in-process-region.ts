@@ -10,7 +10,7 @@ import type { TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import type { RegionName } from "../../core/models.js";
 import type { AgentsActuator } from "../actuator/agents.js";
-import type { InProcessAgent } from "../agent/in-process-agent.js";
+import type { InProcessAgent } from "./in-process-agent.js";
 import type { Gateway } from "../gateway/gateway.js";
 import { agentsInProcess, type InProcessAgentsOptions } from "./agents-host.js";
 import { buildRegion, type RegionMetricsHooks } from "./build-region.js";

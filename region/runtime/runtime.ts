@@ -25,7 +25,7 @@ import { MODEL_SPECS } from "../../core/models.js";
 import { RegionController, type ControllerAction, type ControllerError } from "../controller/reconciler.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { HoldingEntry, RegionListing } from "../gateway/slo-book.js";
-import type { PipelineSummary } from "../engines/pipeline-summary.js";
+import type { PipelineSummary } from "../../engines/pipeline-summary.js";
 import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/strategy-registry.js";
 import { TargetsStore } from "./targets.js";

@@ -12,7 +12,7 @@
  *   requests it admitted keep the KV of the target's layers in the target's cache until they end (core.ts handOffTo).
  *   A new instance left with no serving instance to pair with (a cold start from zero, or more targets than serving
  *   instances: Eq. 1 with S_i = 0) serves from its load's start, each prefill layer by layer behind its arriving
- *   blocks (§5.2 steps (1)–(2); engines/layerwise/behind-blocks.ts): its engine enters the gateway at once (the
+ *   blocks (§5.2 steps (1)–(2); engines/sim/layerwise/behind-blocks.ts): its engine enters the gateway at once (the
  *   cold hold lets its held requests go to it), the instance stays `loading` until its last block lands, and then
  *   serves through that same engine (`takeEarlyEngine`).
  * - `lambda-pipelines` (lambdascale): each of λScale's execution pipelines (lambda.ts; λScale §4.3) serves as one
@@ -33,11 +33,11 @@ import { MODEL_SPECS, weightBytes, type GpuType, type ModelName } from "../../co
 import type { Solver } from "../../core/solver.js";
 import type { InstanceRecord, LoadSource } from "../actuator/port.js";
 import type { ActuatorLoading } from "../actuator/sim.js";
-import type { SimEngine } from "../engines/sim/sim-engine.js";
+import type { SimEngine } from "../../engines/sim/sim-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
 import { hopMsPerToken } from "../liveload/live-pairs.js";
 import { pipelinePassMs } from "../liveload/lambda.js";
-import { LoadingPair } from "../engines/layerwise/pairing.js";
+import { LoadingPair } from "../../engines/sim/layerwise/pairing.js";
 import { KeepAliveCache, LOADING_SOURCES, TABLE1_CLUSTER_A, loadEpisode, type LiveScheduler, type LoadBandwidths, type LoadModel, type LoadingSourceName } from "../liveload/sources.js";
 
 /** A region's loading source (config or a benchmark's choice). */

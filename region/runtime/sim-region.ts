@@ -22,7 +22,7 @@ import type { GenerateRequest } from "../../core/ports.js";
 import type { InstanceListener, InstanceRecord } from "../actuator/port.js";
 import { SimActuator, type ActuatorDelays } from "../actuator/sim.js";
 import type { ControllerAction } from "../controller/reconciler.js";
-import { SimEngine } from "../engines/sim/sim-engine.js";
+import { SimEngine } from "../../engines/sim/sim-engine.js";
 import type { PipelineEngine } from "../keystage/pipeline-engine.js";
 import type { Gateway } from "../gateway/gateway.js";
 import type { InProcessRegionLink } from "../link/in-process-link.js";

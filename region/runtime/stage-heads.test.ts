@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
 import { silentLogger } from "../../core/log.js";
-import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement } from "../agent/handle.js";
+import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement } from "../../nodes/agent/handle.js";
 import { StageHeads, stageNodeOf } from "./stage-heads.js";
 
 const MODEL = "llama2-70b";

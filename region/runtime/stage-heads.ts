@@ -20,7 +20,7 @@ import type { Clock } from "../../core/clock.js";
 import type { Engine } from "../../core/ports.js";
 import type { Logger } from "../../core/log.js";
 import type { TidegateConfig } from "../../core/config.js";
-import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement } from "../agent/handle.js";
+import type { AgentHandle, EngineInfo, EngineSpec, NodeAnnouncement } from "../../nodes/agent/handle.js";
 import { parsePipelineSpec } from "../keystage/pipeline-engine.js";
 import { StagedPipelineEngine, type StageNode } from "../keystage/staged-engine.js";
 

@@ -4,7 +4,7 @@ import type { ModelName } from "../../core/models.js";
 import { HighsSolver } from "../../core/solver.js";
 import type { ControllerAction } from "../../region/controller/reconciler.js";
 import { defaultDataDir } from "../../core/paths.js";
-import type { SimEngine } from "../../region/engines/sim/sim-engine.js";
+import type { SimEngine } from "../../engines/sim/sim-engine.js";
 import { startSimRegion } from "../../region/runtime/sim-region.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { seededRandom } from "../workload/rng.js";

@@ -1,6 +1,6 @@
 /**
  * Batch beside interactive traffic (SageServe §6.3), in virtual time: three regions of simulated engines
- * (region/engines/sim, the measured performance model) behind the real Gateway and in-process RegionLinks; an
+ * (engines/sim, the measured performance model) behind the real Gateway and in-process RegionLinks; an
  * open-loop interactive load that keeps us-east above the 0.60 threshold and the other two regions below it; and
  * the real Dispatcher on an embedded queue holding one 3,000-request batch. The same interactive arrivals (same
  * seed) run twice — without and with the batch — and the test prints interactive TTFT for both. It checks that
@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
 import { parseConfig } from "../../core/config.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink, RegionTelemetry } from "../../core/ports.js";
-import { SimEngine } from "../../region/engines/sim/sim-engine.js";
+import { SimEngine } from "../../engines/sim/sim-engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { InProcessRegionLink } from "../../region/link/in-process-link.js";
 import { Dispatcher } from "../../router/dispatch/dispatcher.js";

@@ -10,8 +10,8 @@
  *   lambdascale (binomial multicast + execution pipelines, then local mode), and λScale's own baselines (§7.1,
  *   issue 35 item 4): faasnet-tree (FaaSNet's binary tree from one serving GPU) and nccl-ring (NCCL's ring broadcast
  *   after a 100 ms group set-up), both serving once loaded (region/liveload/sources.ts; the plans are
- *   region/multicast/baselines.ts's, which bench:dataplane runs on the native data plane, timed here on the link
- *   model of region/multicast/timing.ts).
+ *   nodes/multicast/baselines.ts's, which bench:dataplane runs on the native data plane, timed here on the link
+ *   model of nodes/multicast/timing.ts).
  * Bandwidths: BlitzScale Table 1, cluster A (printed). Strategy: reactive-hpa with a 1 s sync (sim/replay/loading.ts
  * BURST_HPA), the same for every run; `--policy demand` runs BlitzScale §5.3's policy instead (POLICY below). Each instance's KV cache is KV_TOKENS tokens so that a burst fills it and the
  * memory signal the controller scales on sees it.

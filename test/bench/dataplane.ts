@@ -11,12 +11,12 @@
  *    checksumming, send/recv calls and epoll waits per run.
  * 2. 1 → N multicast (λScale's notation: N nodes in all, one source, N − 1 receivers), N = 2, 4, 8, of M bytes
  *    in b = 16 blocks, every node a `tidegate agent` in its own network namespace, every link shaped to B with tc
- *    tbf both ways. Each algorithm against its own ideal (region/multicast/ideal.ts): chain M/B + (N − 2)·(M/b)/B,
+ *    tbf both ways. Each algorithm against its own ideal (nodes/multicast/ideal.ts): chain M/B + (N − 2)·(M/b)/B,
  *    binomial (b + ⌈log₂N⌉ − 1)·(M/b)/B (λScale §4.2), unicast (N − 1)·M/B, tree ≈ 2·M/B + …. Target: chain and
  *    binomial ≤ 1.15 × ideal at every N of 2, 4, 8. Also the time to the first block at every receiver (λScale Fig. 8).
  *    λScale's baselines (§7.1–7.2, Fig. 7): FaaSNet's binary tree (`tree`) and an NCCL-style ring broadcast
  *    (`ring`: the chain in rank order, after its group set-up — a fresh ring bootstrap run, planRingBootstrap in
- *    region/multicast/baselines.ts, timed and added). Per algorithm also its GPU time: instance-seconds until
+ *    nodes/multicast/baselines.ts, timed and added). Per algorithm also its GPU time: instance-seconds until
  *    serving, summed over receivers (each receiver's last block, plus the ring's set-up). Printed at every N:
  *    binomial (k = 1 source) against the tree and the ring. Target: binomial ≥ 1.5× faster than the binary tree at
  *    8 targets (N = 9; λScale reports up to 1.82× over FaaSNet and 1.53× over NCCL).
@@ -44,14 +44,14 @@ import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { measureCosts, probeVerbs, tcpCallBytes, type RunResult } from "../../native/index.js";
 import { repoRoot } from "../../core/paths.js";
-import { planBinaryTree, planRingBootstrap, planRingBroadcast, planUnicast } from "../../region/multicast/baselines.js";
-import { planChains } from "../../region/multicast/blitzscale.js";
-import { idealSeconds } from "../../region/multicast/ideal.js";
-import { planBinomial } from "../../region/multicast/lambdascale.js";
+import { planBinaryTree, planRingBootstrap, planRingBroadcast, planUnicast } from "../../nodes/multicast/baselines.js";
+import { planChains } from "../../nodes/multicast/blitzscale.js";
+import { idealSeconds } from "../../nodes/multicast/ideal.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
 import { VirtualClock } from "../../core/clock.js";
 import { LiveLambdaPipelines } from "../../region/liveload/live-lambda.js";
-import type { MulticastAlgorithm, MulticastPlan } from "../../region/multicast/schedule.js";
-import { validatePlan } from "../../region/multicast/validate.js";
+import type { MulticastAlgorithm, MulticastPlan } from "../../nodes/multicast/schedule.js";
+import { validatePlan } from "../../nodes/multicast/validate.js";
 import { spawnAll, stopAgents, type RunningAgent } from "../netns/agents.js";
 import { createTopology, netnsUnavailable, type Topology } from "../netns/topology.js";
 import { envOverrides, jsonFigure, partialFields } from "./verdicts/common.js";

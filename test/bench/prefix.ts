@@ -4,9 +4,9 @@
  *
  * How it runs: in virtual time (core/clock.ts VirtualClock), through the code the live region runs — one region
  * `Gateway` (region/gateway/gateway.ts, with the arm's routing policy from region/gateway/scoring/) in front of
- * INSTANCES simulated engines (`SimEngine`, region/engines/sim/, llama3.1-8b on 2 × H100 from the measured profiles,
+ * INSTANCES simulated engines (`SimEngine`, engines/sim/, llama3.1-8b on 2 × H100 from the measured profiles,
  * automatic prefix caching with 16-token blocks over the engine's default host-memory KV tier — 128 GiB per GPU,
- * write-through as LMCache, region/engines/sim/prefix-cache.ts — KV events of both tiers feeding the gateway's
+ * write-through as LMCache, engines/sim/prefix-cache.ts — KV events of both tiers feeding the gateway's
  * prefix index). Requests enter by
  * `Gateway.submit` at their trace times with their block hashes (core/prefix.ts blockHashesOfTrace: each trace id
  * split into 32 engine blocks); nothing depends on the machine's speed, so a run is deterministic. Every arm replays
@@ -31,8 +31,8 @@ import { VirtualClock } from "../../core/clock.js";
 import { sharedDataDir } from "../../core/paths.js";
 import { blockHashesOfTrace } from "../../core/prefix.js";
 import type { GenerateRequest, Priority } from "../../core/ports.js";
-import { SimEngine } from "../../region/engines/sim/sim-engine.js";
-import { PrefixCache } from "../../region/engines/sim/prefix-cache.js";
+import { SimEngine } from "../../engines/sim/sim-engine.js";
+import { PrefixCache } from "../../engines/sim/prefix-cache.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { PRESETS } from "../../region/gateway/scoring/routing-config.js";
 import { readTrace, type TraceRequest } from "../../sim/replay/traces.js";

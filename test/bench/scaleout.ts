@@ -17,7 +17,7 @@
  *   overhead and into the allowance; those parts are printed beside it (beforeFirstByteMs: runTransfer's start to the
  *   first byte — planning, store preparation, run calls, dials; afterLastByteMs: the last byte to runTransfer's end —
  *   the runs' end and the check against the origin), from the same CLOCK_MONOTONIC the nodes stamp (one host);
- * - idealMs: the plan's ideal time (region/multicast/ideal.ts: chain M/B + (n − 2)·(M/b)/B, binomial
+ * - idealMs: the plan's ideal time (nodes/multicast/ideal.ts: chain M/B + (n − 2)·(M/b)/B, binomial
  *   (b + ⌈log₂n⌉ − 1)·(M/b)/B over n nodes) at the point-to-point rate B measured between two of these namespaces
  *   in the same run;
  * - overheadMs = totalMs − transferMs: planning, store preparation, agent calls and dials, engine start, health
@@ -34,8 +34,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
-import { idealSeconds } from "../../region/multicast/ideal.js";
-import { planBinomial } from "../../region/multicast/lambdascale.js";
+import { idealSeconds } from "../../nodes/multicast/ideal.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
 import { Cluster, waitFor } from "../region/cluster.js";
 import { stopAll } from "../e2e/procs.js";
 import { createTopology, netnsUnavailable, type Topology } from "../netns/topology.js";

@@ -8,7 +8,7 @@
  *      block verified;
  *   C. tidegate's TCP transport, the same transfer over loopback TCP.
  * Then a 1 → 4 chain of VERBS_BYTES in VERBS_BLOCKS blocks over verbs against its ideal at the measured point-to-
- * point rate (region/multicast/ideal.ts: M/B + (N − 2)·(M/b)/B with N = 5 nodes), and, to show what bounds it,
+ * point rate (nodes/multicast/ideal.ts: M/B + (N − 2)·(M/b)/B with N = 5 nodes), and, to show what bounds it,
  * four disjoint point-to-point transfers at once (the VM's aggregate RDMA rate: every hop of the chain shares the
  * VM's two emulated cores with soft-RoCE's packet work).
  * Prints progress lines and, last, `VERBS-VM-RESULT <json>`.
@@ -16,11 +16,11 @@
 import { spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { Endpoint, type RunResult, type TransportPreference } from "../../native/index.js";
-import { planUnicast } from "../../region/multicast/baselines.js";
-import { planChains } from "../../region/multicast/blitzscale.js";
-import { idealSeconds } from "../../region/multicast/ideal.js";
-import type { MulticastPlan } from "../../region/multicast/schedule.js";
-import { validatePlan } from "../../region/multicast/validate.js";
+import { planUnicast } from "../../nodes/multicast/baselines.js";
+import { planChains } from "../../nodes/multicast/blitzscale.js";
+import { idealSeconds } from "../../nodes/multicast/ideal.js";
+import type { MulticastPlan } from "../../nodes/multicast/schedule.js";
+import { validatePlan } from "../../nodes/multicast/validate.js";
 import { localCluster, runAll } from "../native/harness.js";
 import { median } from "./common.js";
 

@@ -43,7 +43,7 @@ describe("deploy/Dockerfile", () => {
     // core/paths.ts reads the version from package.json at the root, beside dist/ (the addon needs no marker file).
     expect(build).toMatch(/cp -r package\.json node_modules dist \/out\//);
     // Every source folder holding such files is copied into the build stage.
-    for (const dir of ["core", "router", "planner", "forecasts", "region", "sim", "bin", "native"]) expect(build).toMatch(new RegExp(`^COPY ${dir} \\./${dir}$`, "m"));
+    for (const dir of ["core", "router", "planner", "forecasts", "engines", "nodes", "region", "sim", "bin", "native"]) expect(build).toMatch(new RegExp(`^COPY ${dir} \\./${dir}$`, "m"));
   });
 
   it("keeps build outputs and local state out of the context (.dockerignore)", () => {
@@ -58,7 +58,7 @@ describe("deploy/Dockerfile", () => {
     expect(del).toBeGreaterThan(build.lastIndexOf("COPY bin ./bin"));
     expect(del).toBeLessThan(build.indexOf("npm run build:ts"));
     // Every folder compiled is swept.
-    expect(build).toContain("find core router planner forecasts region sim bin native \\(");
+    expect(build).toContain("find core router planner forecasts engines nodes region sim bin native \\(");
     expect(build).toContain("rm -rf /out/dist/test ");
   });
 });

@@ -12,7 +12,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { syntheticToken } from "../../core/openai.js";
 import { getProfile } from "../../core/perf/model.js";
-import { seedOf } from "../../region/engines/sim/sim-engine.js";
+import { seedOf } from "../../engines/sim/sim-engine.js";
 import { spawnTidegate, stopAll } from "./procs.js";
 
 const MODEL = "llama3.2-3b";

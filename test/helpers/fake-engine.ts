@@ -1,7 +1,7 @@
 /**
  * A scripted `Engine` for tests of the gateway, the links and the router: settable stats, a fixed number of
  * synthetic tokens per request with an optional per-token delay on a Clock, and scripted failures. It records
- * every request it saw and every cancellation. Not a performance model (that is region/engines/sim).
+ * every request it saw and every cancellation. Not a performance model (that is engines/sim).
  */
 import type { Clock } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";

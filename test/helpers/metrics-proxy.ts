@@ -1,7 +1,7 @@
 /**
  * A pass-through HTTP proxy in front of an engine (127.0.0.1 only) whose /metrics answers a test can take over: the
  * health tests make an engine's scrapes fail (test/deploy/health.test.ts) or never answer
- * (region/engines/openai-http/liveness-load.test.ts) while its completions pass through untouched.
+ * (engines/openai-http/liveness-load.test.ts) while its completions pass through untouched.
  */
 import { createServer, request, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";

@@ -4,12 +4,12 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { BlockStore, Endpoint, isDataPlaneError, type RunResult, type TransportPreference } from "../../native/index.js";
-import { planChains } from "../../region/multicast/blitzscale.js";
-import { planBinaryTree, planUnicast } from "../../region/multicast/baselines.js";
-import { planBinomial } from "../../region/multicast/lambdascale.js";
-import { roleFor } from "../../region/multicast/role.js";
-import type { MulticastPlan } from "../../region/multicast/schedule.js";
-import { validatePlan } from "../../region/multicast/validate.js";
+import { planChains } from "../../nodes/multicast/blitzscale.js";
+import { planBinaryTree, planUnicast } from "../../nodes/multicast/baselines.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
+import { roleFor } from "../../nodes/multicast/role.js";
+import type { MulticastPlan } from "../../nodes/multicast/schedule.js";
+import { validatePlan } from "../../nodes/multicast/validate.js";
 import { NOT_ABOUT_TIMING, localCluster, runAll, type LocalCluster } from "./harness.js";
 
 const MiB = 1 << 20;

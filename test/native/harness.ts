@@ -3,8 +3,8 @@
  * on 127.0.0.1) and one BlockStore per node, sources filled with a seeded pattern.
  */
 import { BlockStore, Endpoint, type RunResult, type TransportPreference } from "../../native/index.js";
-import { planNodes, type MulticastPlan } from "../../region/multicast/schedule.js";
-import { roleFor, type RoleTimeouts } from "../../region/multicast/role.js";
+import { planNodes, type MulticastPlan } from "../../nodes/multicast/schedule.js";
+import { roleFor, type RoleTimeouts } from "../../nodes/multicast/role.js";
 
 /**
  * The role timeouts of the cases whose subject is bytes and failures, not the stall timer. The transport's defaults

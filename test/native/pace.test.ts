@@ -2,9 +2,9 @@
 // 0..i−1) / rate. Only lower bounds are asserted (a busy machine may be slower than the pace, never faster).
 import { afterEach, describe, expect, it } from "vitest";
 import { Endpoint, type RunResult } from "../../native/index.js";
-import { planUnicast } from "../../region/multicast/baselines.js";
-import { roleFor } from "../../region/multicast/role.js";
-import { validatePlan } from "../../region/multicast/validate.js";
+import { planUnicast } from "../../nodes/multicast/baselines.js";
+import { roleFor } from "../../nodes/multicast/role.js";
+import { validatePlan } from "../../nodes/multicast/validate.js";
 import { NOT_ABOUT_TIMING, localCluster, type LocalCluster } from "./harness.js";
 
 const MiB = 1 << 20;

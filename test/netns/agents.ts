@@ -6,8 +6,8 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
 import { repoRoot } from "../../core/paths.js";
-import { AgentClient } from "../../region/agent/client.js";
-import { planChains } from "../../region/multicast/blitzscale.js";
+import { AgentClient } from "../../nodes/agent/client.js";
+import { planChains } from "../../nodes/multicast/blitzscale.js";
 
 /** A started agent process: its client, gRPC address, data address and captured stderr lines. */
 export interface RunningAgent {

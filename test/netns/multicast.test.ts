@@ -2,9 +2,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { isDataPlaneError } from "../../native/errors.js";
 import type { RunResult } from "../../native/index.js";
-import { planChains } from "../../region/multicast/blitzscale.js";
-import { planBinomial } from "../../region/multicast/lambdascale.js";
-import type { MulticastPlan } from "../../region/multicast/schedule.js";
+import { planChains } from "../../nodes/multicast/blitzscale.js";
+import { planBinomial } from "../../nodes/multicast/lambdascale.js";
+import type { MulticastPlan } from "../../nodes/multicast/schedule.js";
 import { spawnAgent, spawnAll, stopAgents, type RunningAgent } from "./agents.js";
 import { corruptingProxy } from "./proxy.js";
 import { createTopology, netnsUnavailable, type Topology } from "./topology.js";

@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 import { WallClock } from "../../core/clock.js";
 import { makeUsage } from "../../core/openai.js";
 import type { Engine, EngineEvent, EngineStats, GenerateRequest } from "../../core/ports.js";
-import { OpenAIHttpEngine } from "../../region/engines/openai-http/openai-http-engine.js";
+import { OpenAIHttpEngine } from "../../engines/openai-http/openai-http-engine.js";
 import { Gateway } from "../../region/gateway/gateway.js";
 import { spawnTidegate, stopAll } from "../e2e/procs.js";
 

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../../core/clock.js";
 import { blockHashesOfBody, type KvEvent, type KvEventListener } from "../../../core/prefix.js";
 import type { GenerateRequest } from "../../../core/ports.js";
-import { SimEngine } from "../../engines/sim/sim-engine.js";
+import { SimEngine } from "../../../engines/sim/sim-engine.js";
 import { FakeEngine } from "../../../test/helpers/fake-engine.js";
 import { Gateway } from "../gateway.js";
 import { pickInstance } from "../jsq.js";

@@ -11,11 +11,11 @@
 import { execFileSync } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { BlockStore, Endpoint, isDataPlaneError, probeVerbs, type RunResult } from "../../../native/index.js";
-import { planBinaryTree, planUnicast } from "../../../region/multicast/baselines.js";
-import { planChains } from "../../../region/multicast/blitzscale.js";
-import { planBinomial } from "../../../region/multicast/lambdascale.js";
-import { roleFor } from "../../../region/multicast/role.js";
-import type { MulticastPlan } from "../../../region/multicast/schedule.js";
+import { planBinaryTree, planUnicast } from "../../../nodes/multicast/baselines.js";
+import { planChains } from "../../../nodes/multicast/blitzscale.js";
+import { planBinomial } from "../../../nodes/multicast/lambdascale.js";
+import { roleFor } from "../../../nodes/multicast/role.js";
+import type { MulticastPlan } from "../../../nodes/multicast/schedule.js";
 import { killRelayMidTransfer, spawnAgent, spawnAll, stopAgents, type RunningAgent } from "../../netns/agents.js";
 import { transportConformance } from "../conformance.js";
 import { NOT_ABOUT_TIMING } from "../harness.js";

@@ -1,0 +1,207 @@
+/**
+ * The `Engine` port (core/ports.ts) over the simulated core: `generate()` streams token events paced on the
+ * core's Clock (WallClock live, VirtualClock in tests), with deterministic synthetic text (core/openai.ts
+ * syntheticToken, seeded by the request id) so every hop emits identical bytes.
+ */
+import type { EngineSettings } from "../../core/engine-settings.js";
+import type { Clock } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
+import { makeUsage, syntheticToken } from "../../core/openai.js";
+import type { Engine, EngineEvent, EngineStats, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
+import type { Solver } from "../../core/solver.js";
+import { LayerwiseHost } from "./layerwise/layerwise-host.js";
+import { getProfile } from "../../core/perf/model.js";
+import { SimEngineCore, type SimCoreOptions, type SimSubmit } from "./core.js";
+import { blockHashesOfBody } from "../../core/prefix.js";
+import type { KvEventSource } from "../../core/ports.js";
+
+/**
+ * Host memory for the KV tier under the prefix cache (prefix-cache.ts), per GPU of an instance, GiB: half of an H100
+ * node's host memory per GPU (a DGX H100 has 2 TiB for 8 GPUs = 256 GiB each; the other half stays for the OS, the
+ * engine, and weights cached in host memory for loading). 256 GiB per 2-GPU instance: 2.1 M tokens of llama3.1-8b KV
+ * (128 KiB per token), twice its GPU KV. (vLLM production-stack's example sets 20 GB, LMCache's own default is 5 GB:
+ * sized to the pod, not the node.)
+ */
+export const DEFAULT_HOST_KV_GIB_PER_GPU = 128;
+/** The core's settings a SimEngine passes through (documented once, on SimCoreOptions). */
+type CoreSettings = Pick<SimCoreOptions, "timeScale" | "maxBatch" | "maxPrefillTokens" | "kvCapacityTokens" | "passOverheadMs" | "preemption" | "swapBytesPerMs" | "batchSlotsBeside" | "prefixCache">;
+
+/**
+ * A SimEngine: its instance, the core's settings (SimCoreOptions; `prefixCache` here defaults to a host KV tier of
+ * DEFAULT_HOST_KV_GIB_PER_GPU × tp, `hostKvCacheGiB` 0 = none), how it streams and its zigzag solver.
+ */
+export interface SimEngineOptions extends CoreSettings {
+  instanceId: string;
+  model: string;
+  gpu: string;
+  /** GPUs per instance (tensor parallelism); must have a profile (perf/model.ts getProfile). */
+  tp: number;
+  clock: Clock;
+  /**
+   * "per-token" (default, live): one `token` event per token at its time, with its synthetic text. "coalesced"
+   * (replay): one `token` event for the first token at its time, then one carrying every other token (text "")
+   * at completion, then `done` — the same times and usage with three events per request instead of one per token.
+   */
+  events?: "per-token" | "coalesced";
+  /** HiGHS for a live zigzag pairing (Engine.layerwise), created on first use; without it only best-effort pairs. */
+  solver?: () => Promise<Solver>;
+}
+
+/** The core settings an EngineSettings (core/engine-settings.ts) gives: the one mapping from the schema to the simulator. */
+export function coreSettingsOf(s: EngineSettings): CoreSettings {
+  const cache = s.prefixBlockTokens === 0 ? false : s.prefixBlockTokens === undefined && s.hostKvCacheGiB === undefined ? undefined : {
+    ...(s.prefixBlockTokens === undefined ? {} : { blockTokens: s.prefixBlockTokens }),
+    ...(s.hostKvCacheGiB === undefined ? {} : { hostKvCacheGiB: s.hostKvCacheGiB }),
+  };
+  return {
+    ...(s.maxBatch === undefined ? {} : { maxBatch: s.maxBatch }),
+    ...(s.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: s.kvCapacityTokens }),
+    ...(s.preemption === undefined ? {} : { preemption: s.preemption }),
+    ...(s.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: s.batchSlotsBeside }),
+    ...(cache === undefined ? {} : { prefixCache: cache }),
+  };
+}
+
+/** 32-bit FNV-1a of a request id: the seed of its synthetic tokens. */
+export function seedOf(id: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < id.length; i++) h = Math.imul(h ^ id.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
+export class SimEngine implements Engine {
+  readonly instanceId: string;
+  readonly model: string;
+  readonly core: SimEngineCore;
+  /** Live serve-while-loading pairings (Engine.layerwise; layerwise/layerwise-host.ts). */
+  readonly layerwise: LayerwiseHost;
+  private readonly clock: Clock;
+  private readonly coalesced: boolean;
+
+  constructor(opts: SimEngineOptions) {
+    this.instanceId = opts.instanceId;
+    this.model = opts.model;
+    this.clock = opts.clock;
+    this.coalesced = opts.events === "coalesced";
+    const { instanceId: _id, model: _model, gpu: _gpu, tp: _tp, clock: _clock, events: _events, solver: _solver, prefixCache, ...settings } = opts;
+    // The host KV tier by default: DEFAULT_HOST_KV_GIB_PER_GPU per GPU of the instance (prefixCache.hostKvCacheGiB: 0 = off).
+    const coreOpts: SimCoreOptions = {
+      ...settings,
+      profile: getProfile(opts.model, opts.gpu, opts.tp),
+      clock: opts.clock,
+      prefixCache: prefixCache === false ? false : { ...prefixCache, hostKvCacheGiB: prefixCache?.hostKvCacheGiB ?? DEFAULT_HOST_KV_GIB_PER_GPU * opts.tp },
+    };
+    this.core = new SimEngineCore(coreOpts);
+    this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
+  }
+
+  /** The callback form of `generate` (Engine.submit): the core's own events, no stream and no per-token work. */
+  submit(req: GenerateRequest, callbacks: RequestCallbacks): void {
+    if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
+    this.core.submit(this.simSubmit(req), callbacks);
+  }
+
+  /**
+   * Streams one generation: `token` events (one token each) at their simulated times, then `done` with usage
+   * (finish "length": synthetic output always runs to max tokens). Aborting `signal` cancels the request in the
+   * core (frees KV) and the iterable throws the signal's reason. Throws invalid_request when the request cannot
+   * fit the instance, model_not_found for another model.
+   */
+  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
+    if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
+    signal?.throwIfAborted();
+    let wake: (() => void) | undefined;
+    const notify = () => wake?.();
+    const handle = this.core.submit(
+      this.simSubmit(req),
+      // A preempted request waits without a next token time: its resumption wakes the loop.
+      { onFirstToken: notify, onDone: notify, onCancelled: notify, onResumed: notify },
+    );
+    const seed = seedOf(req.id);
+    let emitted = 0;
+    const onAbort = () => {
+      handle.cancel();
+      notify();
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      for (;;) {
+        if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
+        const generated = handle.generatedNow();
+        if (this.coalesced && generated > emitted && (emitted === 0 || handle.finished)) {
+          const n = emitted === 0 ? 1 : generated - emitted;
+          emitted += n;
+          yield { type: "token", text: "", tokens: n };
+          continue;
+        }
+        while (!this.coalesced && emitted < generated) {
+          yield { type: "token", text: syntheticToken(seed, emitted), tokens: 1 };
+          emitted++;
+        }
+        // Tokens may have been generated while the consumer held a yield above: emit them before `done`.
+        if (handle.finished && handle.generatedNow() <= emitted) {
+          if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
+          yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, emitted) };
+          return;
+        }
+        // Coalesced: after the first token, sleep until the core reports completion (no per-token timers).
+        const nextMs = this.coalesced && emitted > 0 ? undefined : handle.nextTokenAtMs();
+        // nextTokenAtMs() may have fired overdue phase ends (a late timer): the request may have moved on, even
+        // finished, with its notification spent while nobody waited. Re-check before sleeping. Coalesced, after the
+        // first token only the end matters (the tokens in between go with it; a resumption after a preemption wakes
+        // the loop early and must not spin it).
+        if (handle.finished || (handle.generatedNow() > emitted && !(this.coalesced && emitted > 0))) continue;
+        await new Promise<void>((resolve) => {
+          const timer = nextMs === undefined ? undefined : this.clock.after(Math.max(0, nextMs - this.clock.now()), () => resolve());
+          wake = () => {
+            timer?.cancel();
+            resolve();
+          };
+        });
+        wake = undefined;
+      }
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      if (!handle.finished) handle.cancel();
+    }
+  }
+
+  stats(): EngineStats {
+    return this.core.stats();
+  }
+
+  /** Serving behind blocks still arriving (a blitzscale cold start; SimEngineCore.setBlockArrivals). */
+  setBlockArrivals(arrivalsMs: readonly number[] | undefined): void {
+    this.core.setBlockArrivals(arrivalsMs);
+  }
+
+  /** A λScale pipeline head's activation hops per pass, 0 in local mode (SimCore.setPassOverheadMs). */
+  setPassOverheadMs(ms: number): void {
+    this.core.setPassOverheadMs(ms);
+  }
+
+  /**
+   * The core's request: with the prompt's block hashes for the prefix cache — those the request carries (a trace's,
+   * or the gateway's), else computed from its body as the router computes them (core/prefix.ts).
+   */
+  private simSubmit(req: GenerateRequest): SimSubmit {
+    const s: SimSubmit = { id: req.id, promptTokens: req.promptTokens, maxTokens: req.maxTokens, priority: req.priority };
+    if (req.remotePrefillTokens !== undefined && req.remotePrefillTokens > 0) s.remoteTokens = req.remotePrefillTokens;
+    const cache = this.core.prefixCache;
+    if (cache === undefined) return s;
+    const hashes = req.blockHashes ?? blockHashesOfBody(req.kind, req.body, cache.blockTokens);
+    if (hashes.length > 0) s.blockHashes = hashes;
+    return s;
+  }
+
+  /** Subscribes to the prefix cache's KV events (vLLM kv_events); undefined when prefix caching is off. */
+  get kvEvents(): KvEventSource | undefined {
+    const cache = this.core.prefixCache;
+    return cache === undefined ? undefined : { blockTokens: cache.blockTokens, subscribe: (l) => cache.subscribe(l), snapshot: () => cache.hashes(), hostSnapshot: () => cache.hostHashes() };
+  }
+
+  async close(): Promise<void> {
+    this.layerwise.close();
+    this.core.close();
+  }
+}

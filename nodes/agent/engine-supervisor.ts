@@ -1,5 +1,5 @@
 /**
- * EngineSupervisor: the EngineHost that runs real engine processes, each through a keeper (keeper.ts) that kills
+ * EngineSupervisor: the NodeEngineHost that runs real engine processes, each through a keeper (keeper.ts) that kills
  * the engine's whole process group when the agent's pipe closes, so engines die with the agent even on `kill -9`.
  * The default engine is `tidegate engine-sim --parameters-from <agent>`; a command template runs anything else.
  * The agent picks each engine's port (a free port on the engine host). Checks (store complete, slots, template
@@ -14,7 +14,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { TidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
-import type { EngineHost, EngineInfo, EngineSpec, EngineState } from "./handle.js";
+import type { NodeEngineHost, EngineInfo, EngineSpec, EngineState } from "./handle.js";
 import { parseCommandTemplate, renderCommand } from "./template.js";
 
 /** How the supervisor starts engines. */
@@ -136,7 +136,7 @@ function hostForUrl(host: string): string {
 }
 
 /** Spawns and stops engine processes through keepers; see the module comment. */
-export class EngineSupervisor implements EngineHost {
+export class EngineSupervisor implements NodeEngineHost {
   private readonly engines = new Map<string, Engine>();
   private readonly cli: string;
   private readonly keeper: string;

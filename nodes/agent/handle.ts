@@ -1,8 +1,8 @@
 /**
  * The ports around a node agent. `AgentHandle` is what the region's actuator drives (AgentClient implements it over
- * gRPC); `EngineHost` is how a NodeAgent starts and stops engine processes (EngineSupervisor spawns real ones; a dev
+ * gRPC); `NodeEngineHost` is how a NodeAgent starts and stops engine processes (EngineSupervisor spawns real ones; a dev
  * wiring may give an in-process host). NodeAgent decides (store complete, free slots, idempotency, template);
- * an EngineHost only acts.
+ * an NodeEngineHost only acts.
  */
 import type { EngineSettings } from "../../core/engine-settings.js";
 import type { BlockArrival, RunResult } from "../../native/index.js";
@@ -143,7 +143,7 @@ export interface AgentHandle {
  * the engine (state "starting") before its first await. `stop` resolves once it exited (undefined when unknown).
  * `list` includes recently exited engines. `close` stops every engine.
  */
-export interface EngineHost {
+export interface NodeEngineHost {
   start(spec: EngineSpec): Promise<EngineInfo>;
   stop(instanceId: string, graceMs: number): Promise<EngineInfo | undefined>;
   list(): EngineInfo[];

@@ -1,12 +1,12 @@
-// NodeAgent's engine rules against a fake EngineHost (no processes): what the agent decides, apart from how a host acts.
+// NodeAgent's engine rules against a fake NodeEngineHost (no processes): what the agent decides, apart from how a host acts.
 import { afterEach, describe, expect, it } from "vitest";
 import { isTidegateError } from "../../core/errors.js";
 import { silentLogger } from "../../core/log.js";
-import type { EngineHost, EngineInfo, EngineSpec } from "./handle.js";
+import type { NodeEngineHost, EngineInfo, EngineSpec } from "./handle.js";
 import { NodeAgent } from "./node.js";
 
-/** Lists an engine synchronously in start() (the EngineHost contract) and resolves it on the next tick. */
-class FakeHost implements EngineHost {
+/** Lists an engine synchronously in start() (the NodeEngineHost contract) and resolves it on the next tick. */
+class FakeHost implements NodeEngineHost {
   readonly engines: EngineInfo[] = [];
   start(spec: EngineSpec): Promise<EngineInfo> {
     const e: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: "http://fake", pid: 1, state: "starting", startedAtMs: 0, detail: "" };
@@ -30,7 +30,7 @@ afterEach(async () => {
   agent = undefined;
 });
 
-function open(host: EngineHost | undefined, gpuSlots = 3) {
+function open(host: NodeEngineHost | undefined, gpuSlots = 3) {
   agent = NodeAgent.open({ nodeId: "n", dataHost: "127.0.0.1", transport: "tcp", log: silentLogger, gpuSlots, gpuType: "h100-80gb", region: "r", ...(host ? { engines: host } : {}) });
   void agent.load({ model: "m", totalBytes: 1024, blockCount: 2, fill: "pattern", seed: 1 });
   return agent;

@@ -1,6 +1,6 @@
 /**
  * The node agent's state and operations, independent of gRPC: one data-plane Endpoint (TCP, or verbs where a device
- * exists), one BlockStore per model, and optionally an EngineHost that runs engines on this node's GPU slots. A run
+ * exists), one BlockStore per model, and optionally an NodeEngineHost that runs engines on this node's GPU slots. A run
  * validates the plan (validatePlan, with this node's memory) and its addresses before any byte moves, then runs this
  * node's role. One run at a time per agent (one data port). An engine starts only on a complete store and free slots.
  */
@@ -13,7 +13,7 @@ import type { Logger } from "../../core/log.js";
 import { roleFor } from "../multicast/role.js";
 import { planNodes } from "../multicast/schedule.js";
 import { validatePlan } from "../multicast/validate.js";
-import type { AgentInfo, EngineHost, EngineInfo, EngineSpec, LoadSpec, NodeAnnouncement, RunCall, StoreInfo } from "./handle.js";
+import type { AgentInfo, NodeEngineHost, EngineInfo, EngineSpec, LoadSpec, NodeAnnouncement, RunCall, StoreInfo } from "./handle.js";
 
 export type { AgentInfo, LoadSpec } from "./handle.js";
 import { parseCommandTemplate } from "./template.js";
@@ -36,7 +36,7 @@ export interface NodeAgentOptions {
   /** GPUs engines may use, integer ≥ 0 (default 0: no engine fits). */
   gpuSlots?: number;
   /** Runs engines; without one, StartEngine is refused (conflict) and Info lists no engines. */
-  engines?: EngineHost;
+  engines?: NodeEngineHost;
   /** The NVLink domain this node's GPUs share with other nodes' (announced; handle.ts AgentInfo). */
   nvlinkDomain?: string;
   /** This node's network link rate, bytes/s (announced; handle.ts AgentInfo). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { pickEndpoint, pickInstance } from "./jsq.js";
+import { pickEndpoint } from "./jsq.js";
+import { JSQ_POLICY, RoutingPolicy } from "./scoring/plugins.js";
 
 describe("in-region routing", () => {
   it("picks the serving instance with the fewest remaining tokens", () => {
@@ -9,8 +10,10 @@ describe("in-region routing", () => {
       { instanceId: "c", remainingTokens: 300, serving: true },
       { instanceId: "d", remainingTokens: 300, serving: true },
     ];
-    expect(pickInstance(inst)?.instanceId).toBe("c");
-    expect(pickInstance([{ instanceId: "x", remainingTokens: 0, serving: false }])).toBeUndefined();
+    const jsq = new RoutingPolicy(JSQ_POLICY);
+    const none = { blockHashes: [], prefixBlocks: () => 0 };
+    expect(jsq.choose(none, inst)?.instanceId).toBe("c");
+    expect(jsq.choose(none, [{ instanceId: "x", remainingTokens: 0, serving: false }])).toBeUndefined();
   });
 
   it("picks the least-utilized endpoint that has a serving instance", () => {

@@ -1,7 +1,7 @@
 /**
  * In-region routing (SageServe §6.2): the least-loaded endpoint (deployment) of the model by effective memory
- * utilization, then the instance with the least remaining tokens (join-the-shortest-queue on prompt + max output
- * tokens still to process). Ties go to the first listed. Pure.
+ * utilization; the instance within it is the routing policy's (scoring/plugins.ts; `jsq`: the least remaining tokens,
+ * join-the-shortest-queue on prompt + max output tokens still to process). Ties go to the first listed. Pure.
  */
 
 export interface InstanceLoad {
@@ -25,16 +25,6 @@ export function pickEndpoint<E extends EndpointLoad>(endpoints: readonly E[]): E
   for (const e of endpoints) {
     if (!e.instances.some((i) => i.serving)) continue;
     if (best === undefined || e.effectiveMemoryUtilization < best.effectiveMemoryUtilization) best = e;
-  }
-  return best;
-}
-
-/** Join-the-shortest-queue: the serving instance with the fewest remaining tokens. */
-export function pickInstance<I extends InstanceLoad>(instances: readonly I[]): I | undefined {
-  let best: I | undefined;
-  for (const i of instances) {
-    if (!i.serving) continue;
-    if (best === undefined || i.remainingTokens < best.remainingTokens) best = i;
   }
   return best;
 }

@@ -28,7 +28,7 @@ import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { AgentClient } from "../../nodes/agent/client.js";
 import { startAgentServer } from "../../nodes/agent/agent-server.js";
 import { engineSimArgs } from "../../nodes/agent/engine-supervisor.js";
-import type { AgentHandle, EngineHost as NodeEngineHost, EngineInfo, EngineSpec } from "../../nodes/agent/handle.js";
+import type { AgentHandle, NodeEngineHost, EngineInfo, EngineSpec } from "../../nodes/agent/handle.js";
 import { NodeAgent } from "../../nodes/agent/node.js";
 import { SimEngine } from "../../engines/sim/sim-engine.js";
 import { PipelineEngine, pipelineSpecJson } from "../keystage/pipeline-engine.js";

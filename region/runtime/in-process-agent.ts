@@ -20,7 +20,7 @@ import type { SimEngine } from "../../engines/sim/sim-engine.js";
 import type { StagedPipelineEngine, StageNode } from "../keystage/staged-engine.js";
 import { parsePipelineSpec, type PipelineEngine, type PipelineSpec } from "../keystage/pipeline-engine.js";
 import type { RunCall } from "../../nodes/agent/client.js";
-import type { AgentHandle, EngineHost, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "../../nodes/agent/handle.js";
+import type { AgentHandle, NodeEngineHost, EngineInfo, EngineSpec, NodeAnnouncement, StoreInfo } from "../../nodes/agent/handle.js";
 import type { LoadSpec, NodeAgent } from "../../nodes/agent/node.js";
 
 export interface InProcessAgentOptions {
@@ -35,7 +35,7 @@ export interface InProcessAgentOptions {
    */
   newEngine(spec: EngineSpec, pipeline: PipelineSpec | undefined): InProcessEngine;
   /** Runs the StartEngines that carry `stage` as real processes (file comment); absent: such a start is refused. */
-  stageProcesses?: EngineHost;
+  stageProcesses?: NodeEngineHost;
   /** A pipelined instance's head holds no GPU slot: its stage processes hold them (keystage.stageProcesses). */
   headHoldsNoGpu?: boolean;
 }

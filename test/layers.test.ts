@@ -3,14 +3,14 @@
  * test/layers.ts. A violation fails with the importing file, the imported file and the rule it breaks.
  */
 import { describe, expect, it } from "vitest";
-import { folderCycles, importsOf, layerViolations, moduleCycles, readSourceTree, type SourceFile } from "./layers.js";
+import { configMergesOf, configReadsOf, folderCycles, hiddenConfigReads, importsOf, layerViolations, moduleCycles, readSourceTree, type SourceFile } from "./layers.js";
 
 const tree = readSourceTree();
 
 describe("layers", () => {
   it("reads the whole tree (every tier has production files)", () => {
     const tiers = new Set(tree.filter((f) => f.production).map((f) => f.path.split("/")[0]));
-    for (const t of ["core", "forecasts", "planner", "region", "router", "sim", "bin", "native"]) expect(tiers, t).toContain(t);
+    for (const t of ["core", "forecasts", "planner", "engines", "nodes", "region", "router", "sim", "bin", "native"]) expect(tiers, t).toContain(t);
     expect(tree.filter((f) => f.production).length).toBeGreaterThan(200);
   });
 
@@ -21,6 +21,14 @@ describe("layers", () => {
   it("no module imports itself back through others (type imports included)", () => {
     // A cycle makes load order matter and hides which module owns a type.
     expect(moduleCycles(tree)).toEqual([]);
+  });
+
+  it("no tier reads a config key whose type a tier it may not import adds to core's config (declaration merging)", () => {
+    expect(hiddenConfigReads(tree).map((v) => `${v.from}: ${v.rule}`)).toEqual([]);
+    // The merges are read: region adds keystage and loading; routing's type is core's.
+    const merged = tree.filter((f) => f.production).flatMap((f) => f.configMerges ?? []);
+    expect(merged).toEqual(expect.arrayContaining(["keystage", "loading"]));
+    expect(merged).not.toContain("routing");
   });
 
   it("no folder knot: the folders of each tier import each other without a cycle", () => {
@@ -58,6 +66,19 @@ describe("layers", () => {
       const cyc = [file("region/a/x.ts", ["region/b/y.ts"]), file("region/b/y.ts", ["region/c/z.ts"]), file("region/c/z.ts", ["region/a/w.ts"]), file("region/a/w.ts", [])];
       expect(folderCycles(cyc)).toEqual([["region/a", "region/b", "region/c", "region/a"]]);
       expect(folderCycles(cyc.slice(0, 2).concat([file("region/c/z.ts", [])]))).toEqual([]);
+    });
+
+    it("finds a config key read by a tier below the one that merges its type into core's config", () => {
+      const merging = ['declare module "../../core/config/sections.js" {', "  interface ConfigSections {", "    /** doc */", "    keystage?: KeystageConfig | undefined;", "  }", "}"].join("\n");
+      expect(configMergesOf(merging)).toEqual(["keystage"]);
+      expect(configReadsOf("const a = config.keystage?.pipelines; if (cfg?.routing) x(config['slo']);")).toEqual(["keystage", "routing", "slo"]);
+      const planted: SourceFile[] = [
+        { path: "region/keystage/keystage-config.ts", production: true, imports: [], configMerges: ["keystage"], configReads: [] },
+        { path: "router/router-core.ts", production: true, imports: [], configReads: ["keystage", "router"] },
+        { path: "sim/week/fleet.ts", production: true, imports: [], configReads: ["keystage"] },
+        { path: "router/x.test.ts", production: false, imports: [], configReads: ["keystage"] },
+      ];
+      expect(hiddenConfigReads(planted).map((v) => `${v.from} → ${v.to}`)).toEqual(["router/router-core.ts → region/keystage/keystage-config.ts"]);
     });
 
     it("finds a module cycle", () => {

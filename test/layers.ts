@@ -11,7 +11,10 @@
  * - sim is imported only by bin and tests; bin by nothing but itself, and no command imports `bin/commands/dev.ts`
  *   (shared helpers live in bin/*.ts);
  * - production code imports neither vitest nor anything under test/;
- * - inside a tier, its folders import each other without a cycle (no folder knot).
+ * - inside a tier, its folders import each other without a cycle (no folder knot);
+ * - a config key a tier adds to core's config types by declaration merging (`declare module "…/core/config/…"`) is
+ *   read only by that tier and the tiers that may import it: another tier's `config.<key>` would depend on it through
+ *   a type no import shows (hiddenConfigReads); such a section's type is declared in core.
  * Test files (`*.test.ts`, `*.vmtest.ts`, everything under test/) may import anything.
  */
 import { readFileSync, readdirSync } from "node:fs";
@@ -24,6 +27,10 @@ export interface SourceFile {
   production: boolean;
   /** Repository-relative `.ts` paths of relative imports, and bare specifiers (`vitest`, `node:fs`) as written. */
   imports: string[];
+  /** Keys this file adds to core's config types by declaration merging. */
+  configMerges?: string[];
+  /** Keys it reads off a config (`config.<key>`, `cfg?.<key>`, `config["<key>"]`). */
+  configReads?: string[];
 }
 
 export interface Violation {
@@ -74,6 +81,23 @@ export function importsOf(path: string, source: string): string[] {
   return out;
 }
 
+/** The keys a source adds to core's config types: the members of `declare module "…core/config/…" { interface X { … } }`. */
+export function configMergesOf(source: string): string[] {
+  const out: string[] = [];
+  for (const m of source.matchAll(/declare module\s+["'][^"']*core\/config[^"']*["']\s*\{\s*interface\s+\w+\s*\{([\s\S]*?)\n\s*\}\s*\n\s*\}/g)) {
+    const body = m[1]!.replace(/\/\*[\s\S]*?\*\//g, "").replace(/\/\/.*$/gm, "");
+    for (const k of body.matchAll(/^\s*(\w+)\??\s*:/gm)) out.push(k[1]!);
+  }
+  return out;
+}
+
+/** The keys a source reads off a config object (`config.<key>`, `cfg?.<key>`, `config["<key>"]`). */
+export function configReadsOf(source: string): string[] {
+  const out = new Set<string>();
+  for (const m of source.matchAll(/\b(?:config|cfg)\??\.(\w+)|\b(?:config|cfg)\[["'](\w+)["']\]/g)) out.add(m[1] ?? m[2]!);
+  return [...out];
+}
+
 /** Every `.ts` file of the repository outside node_modules, dist and native/build, with its imports. */
 export function readSourceTree(root = repoRoot()): SourceFile[] {
   const files: SourceFile[] = [];
@@ -84,7 +108,8 @@ export function readSourceTree(root = repoRoot()): SourceFile[] {
       if (e.isDirectory()) walk(full);
       else if (e.name.endsWith(".ts") && !e.name.endsWith(".d.ts")) {
         const path = relative(root, full);
-        files.push({ path, production: !isTest(path), imports: importsOf(path, readFileSync(full, "utf8")) });
+        const source = readFileSync(full, "utf8");
+        files.push({ path, production: !isTest(path), imports: importsOf(path, source), configMerges: configMergesOf(source), configReads: configReadsOf(source) });
       }
     }
   };
@@ -119,6 +144,26 @@ export function layerViolations(files: readonly SourceFile[]): Violation[] {
         const may = ALLOWED[from]!.length === 0 ? "no tier" : ALLOWED[from]!.join(", ");
         out.push({ from: f.path, to, rule: `${from} may import ${may}` });
       }
+    }
+  }
+  return out;
+}
+
+/**
+ * Production reads of a config key that a tier the reader may not import adds to core's config types by declaration
+ * merging: the reader depends on that tier through a type no import shows.
+ */
+export function hiddenConfigReads(files: readonly SourceFile[]): Violation[] {
+  const merged = new Map<string, { tier: string; file: string }>();
+  for (const f of files) if (f.production) for (const k of f.configMerges ?? []) merged.set(k, { tier: f.path.split("/")[0]!, file: f.path });
+  const out: Violation[] = [];
+  for (const f of files) {
+    if (!f.production) continue;
+    const tier = f.path.split("/")[0]!;
+    for (const k of f.configReads ?? []) {
+      const m = merged.get(k);
+      if (m === undefined || m.tier === tier || (ALLOWED[tier] ?? []).includes(m.tier)) continue;
+      out.push({ from: f.path, to: m.file, rule: `reads config.${k}, whose type ${m.tier} adds to core's config by declaration merging, and ${tier} may not import ${m.tier}: declare its type in core` });
     }
   }
   return out;

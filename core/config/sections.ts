@@ -17,6 +17,7 @@
  */
 import type { ObjectReader } from "../validate.js";
 import type { ControllerConfig } from "./controller-section.js";
+import type { RoutingConfig } from "./routing-section.js";
 import type { EnginesConfig } from "./engines-section.js";
 import type { ModelConfig } from "./models-section.js";
 import type { ParametersConfig } from "./parameters-section.js";
@@ -27,8 +28,15 @@ import type { RegionConfig } from "./regions-section.js";
 import type { RouterConfig } from "./router-section.js";
 import type { SloConfig } from "./slo-section.js";
 
-/** Top-level sections tiers above core add to TidegateConfig (each optional: absent in the file = undefined). */
-export interface ConfigSections {}
+/**
+ * Top-level sections whose parser a tier above core registers (each optional: absent in the file = undefined). A
+ * section another tier reads has its type declared here, in core (`routing`, which the global router reads); one
+ * only its owning tier and the tiers above it read may be added by that tier (test/layers.ts hiddenConfigReads).
+ */
+export interface ConfigSections {
+  /** Instance routing in the region gateway (region/gateway/scoring/routing-config.ts parses it). */
+  routing?: RoutingConfig | undefined;
+}
 
 /** The validated configuration: core's sections, and the sections tiers above core register (ConfigSections). */
 export interface TidegateConfig extends ConfigSections {

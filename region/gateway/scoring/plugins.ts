@@ -27,6 +27,7 @@
  * against its queue scorer 2: Red Hat OpenShift AI 3.4, "Deploy models using distributed inference with llm-d",
  * ch. 6 "Configuring scheduler settings"); `round-robin` is {serving; load × 1; round-robin}.
  */
+import type { RoutingPolicySpec } from "../../../core/config/routing-section.js";
 
 /** One instance as the plugins see it. */
 export interface Candidate {
@@ -133,11 +134,7 @@ export const SCORERS: Readonly<Record<string, Scorer>> = { prefix, load };
 export const PICKERS: Readonly<Record<string, () => Picker>> = { max, "round-robin": roundRobin };
 
 /** A policy by plugin names (config `routing`). */
-export interface PolicySpec {
-  filters: readonly string[];
-  scorers: readonly { name: string; weight: number }[];
-  picker: string;
-}
+export type PolicySpec = RoutingPolicySpec;
 
 /** Today's join-the-shortest-queue (SageServe §6.2) as a policy. */
 export const JSQ_POLICY: PolicySpec = { filters: ["serving"], scorers: [{ name: "load", weight: 1 }], picker: "max" };

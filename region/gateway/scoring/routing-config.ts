@@ -1,6 +1,7 @@
 /**
- * The top-level `routing` section (issue 34), owned by region and registered with core's config
- * (core/config/sections.ts) when this module loads (region/config-sections.ts loads it):
+ * The top-level `routing` section (issue 34): its type is core's (core/config/routing-section.ts: the global router
+ * reads it too); its parser is region's, registered with core's config (core/config/sections.ts) when this module
+ * loads (region/config-sections.ts loads it):
  *
  *   "routing": { "policy": "prefix-aware",         // (default) or "jsq", "round-robin": a preset of the plugins below
  *                "scorers": [{ "name": "prefix", "weight": 3 }, { "name": "load", "weight": 2 }],   // overrides
@@ -14,28 +15,17 @@
  * `--block-size`) for KV events to be used. `regionPrefix` (default: true with a prefix-aware policy) turns on the
  * global router's prefix preference among regions under the 0.70 threshold (router/prefix-regions.ts).
  */
+import type { RoutingConfig, RoutingPreset } from "../../../core/config/routing-section.js";
 import { registerConfigSection, type ConfigSection } from "../../../core/config/sections.js";
 import { DEFAULT_ROUTING_POLICY } from "../../../core/defaults.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
 import { ObjectReader, ValidationError } from "../../../core/validate.js";
 import { FILTERS, JSQ_POLICY, PICKERS, PREFIX_AWARE_POLICY, ROUND_ROBIN_POLICY, SCORERS, type PolicySpec } from "./plugins.js";
 
-/** The policies `routing.policy` names. */
-export const PRESETS = { jsq: JSQ_POLICY, "prefix-aware": PREFIX_AWARE_POLICY, "round-robin": ROUND_ROBIN_POLICY } as const;
+/** The policies `routing.policy` names (core/config/routing-section.ts RoutingPreset). */
+export const PRESETS: Readonly<Record<RoutingPreset, PolicySpec>> = { jsq: JSQ_POLICY, "prefix-aware": PREFIX_AWARE_POLICY, "round-robin": ROUND_ROBIN_POLICY };
 
-export interface RoutingConfig {
-  /** The preset named (`jsq`, `prefix-aware`) and the resolved plugins. */
-  preset: keyof typeof PRESETS;
-  policy: PolicySpec;
-  blockTokens: number;
-  regionPrefix: boolean;
-}
-
-declare module "../../../core/config/sections.js" {
-  interface ConfigSections {
-    routing?: RoutingConfig | undefined;
-  }
-}
+export type { RoutingConfig } from "../../../core/config/routing-section.js";
 
 /** Reads `routing` (every field optional; absent = `{}`, the defaults); unknown plugin names are rejected at their path. */
 export function parseRoutingConfig(json: unknown, path = "routing"): RoutingConfig {

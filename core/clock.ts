@@ -191,34 +191,34 @@ export class VirtualClock implements Clock {
    */
   advanceToSync(targetMs: number): number {
     let fired = 0;
-    for (;;) {
-      this.dropCancelledTop();
-      const top = this.heap[0];
-      if (top === undefined || top.atMs > targetMs) break;
-      this.pop();
-      this.nowMs = top.atMs;
-      fired++;
-      top.fn();
-    }
-    if (targetMs > this.nowMs) this.nowMs = targetMs;
-    this.firedEvents += fired;
-    return fired;
+    while (this.fireNext(targetMs)) fired++;
+    return this.settle(targetMs, fired);
   }
 
   /** Like advanceToSync, but drains pending microtasks after each event so awaiting code makes progress. */
   async advanceTo(targetMs: number, microtaskTurns = 20): Promise<number> {
     let fired = 0;
     await drain(microtaskTurns);
-    for (;;) {
-      this.dropCancelledTop();
-      const top = this.heap[0];
-      if (top === undefined || top.atMs > targetMs) break;
-      this.pop();
-      this.nowMs = top.atMs;
+    while (this.fireNext(targetMs)) {
       fired++;
-      top.fn();
       await drain(microtaskTurns);
     }
+    return this.settle(targetMs, fired);
+  }
+
+  /** Fires the earliest live event due at or before `targetMs`, moving the clock to it; false when there is none. */
+  private fireNext(targetMs: number): boolean {
+    this.dropCancelledTop();
+    const top = this.heap[0];
+    if (top === undefined || top.atMs > targetMs) return false;
+    this.pop();
+    this.nowMs = top.atMs;
+    top.fn();
+    return true;
+  }
+
+  /** Leaves the clock at `targetMs` (never back) after `fired` events; returns `fired`. */
+  private settle(targetMs: number, fired: number): number {
     if (targetMs > this.nowMs) this.nowMs = targetMs;
     this.firedEvents += fired;
     return fired;

@@ -18,6 +18,22 @@ std::string listenTcp(const std::string& host, uint16_t port, int& fd, uint16_t&
 /** Accepts one pending connection on `lfd`: non-blocking, close-on-exec, TCP_NODELAY; -1 when none is pending. */
 int acceptNext(int lfd);
 
+/**
+ * Accepts one pending connection on `lfd` as a new connection of the transport's own kind (its `fd` set, its
+ * `accepted`, `lastHeard` and `lastHeartbeat` now), appended to `conns`; nullptr when none is pending.
+ */
+template <class C>
+C* acceptConn(int lfd, std::vector<std::unique_ptr<C>>& conns) {
+  int fd = acceptNext(lfd);
+  if (fd < 0) return nullptr;
+  auto nc = std::make_unique<C>();
+  nc->fd = fd;
+  nc->accepted = nc->lastHeard = nc->lastHeartbeat = decltype(nc->accepted)::clock::now();
+  C* raw = nc.get();
+  conns.push_back(std::move(nc));
+  return raw;
+}
+
 /** "peer <id> (<host>:<port>)", or "an unknown peer" for an index outside the plan. */
 std::string peerLabel(const RunSpec& spec, int32_t p);
 

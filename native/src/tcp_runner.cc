@@ -102,16 +102,8 @@ RunOutcome Runner::go() {
           break;
         }
         if (c == &lconn) {
-          for (;;) {
-            int fd = acceptNext(lfd);
-            if (fd < 0) break;
-            auto nc = std::make_unique<Conn>();
-            nc->fd = fd;
-            nc->accepted = nc->lastHeard = nc->lastHeartbeat = Clock::now();
-            Conn* raw = nc.get();
-            conns.push_back(std::move(nc));
+          while (Conn* raw = acceptConn(lfd, conns))
             if (!watch(raw, EPOLLIN)) break;
-          }
           continue;
         }
         if (c->finished) continue;

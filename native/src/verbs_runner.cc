@@ -465,13 +465,7 @@ RunOutcome Runner::go() {
         break;
       }
       if (pfds[1].revents & POLLIN)
-        for (;;) {
-          int fd = acceptNext(lfd);
-          if (fd < 0) break;
-          auto nc = std::make_unique<Conn>();
-          nc->fd = fd;
-          nc->accepted = nc->lastHeard = nc->lastHeartbeat = Clock::now();
-          conns.push_back(std::move(nc));
+        while (acceptConn(lfd, conns) != nullptr) {
         }
       if (pfds[2].revents & POLLIN) {
         ibv_cq* evCq = nullptr;

@@ -62,6 +62,21 @@ describe("layers", () => {
       ]);
     });
 
+    it("finds an engine importing the controller, a node importing the gateway, and a type-only import of a region type in router/", () => {
+      const planted = [
+        file("engines/sim/core.ts", ["region/controller/controller.ts"]),
+        file("nodes/agent/node.ts", ["region/gateway/gateway.ts"]),
+        file("router/router-core.ts", importsOf("router/router-core.ts", 'import type { RoutingConfig } from "../region/gateway/scoring/routing-config.js";')),
+        file("region/actuator/agents.ts", ["nodes/agent/client.ts", "engines/sim/sim-engine.ts"]),
+        file("nodes/agent/in-process.ts", ["engines/sim/sim-engine.ts"]),
+      ];
+      expect(layerViolations(planted).map((x) => `${x.from} → ${x.to}: ${x.rule}`)).toEqual([
+        "engines/sim/core.ts → region/controller/controller.ts: engines may import core, native",
+        "nodes/agent/node.ts → region/gateway/gateway.ts: nodes may import core, native, engines",
+        "router/router-core.ts → region/gateway/scoring/routing-config.ts: router may import core, forecasts",
+      ]);
+    });
+
     it("finds a folder cycle of any length, and none in a chain", () => {
       const cyc = [file("region/a/x.ts", ["region/b/y.ts"]), file("region/b/y.ts", ["region/c/z.ts"]), file("region/c/z.ts", ["region/a/w.ts"]), file("region/a/w.ts", [])];
       expect(folderCycles(cyc)).toEqual([["region/a", "region/b", "region/c", "region/a"]]);

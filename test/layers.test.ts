@@ -2,6 +2,9 @@
  * The layers hold (issue 30): every import of every production file, read from the source, against the rules in
  * test/layers.ts. A violation fails with the importing file, the imported file and the rule it breaks.
  */
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { configMergesOf, configReadsOf, folderCycles, hiddenConfigReads, importsOf, layerViolations, moduleCycles, readSourceTree, type SourceFile } from "./layers.js";
 
@@ -29,6 +32,22 @@ describe("layers", () => {
     const merged = tree.filter((f) => f.production).flatMap((f) => f.configMerges ?? []);
     expect(merged).toEqual(expect.arrayContaining(["keystage", "loading"]));
     expect(merged).not.toContain("routing");
+  });
+
+  it("the README's picture of the tiers holds: each imports exactly the tiers it lists, none holds over a third of the lines", () => {
+    const readme = readFileSync(join(dirname(fileURLToPath(import.meta.url)), "..", "README.md"), "utf8");
+    const rows = [...readme.matchAll(/^\| `(\w+)` \| (\d+)% \| ([^|]*) \|$/gm)].map((m) => ({ tier: m[1]!, imports: m[3]!.trim() === "–" ? [] : m[3]!.trim().split(" ") }));
+    const production = tree.filter((f) => f.production);
+    const tiers = [...new Set(production.map((f) => f.path.split("/")[0]!))].filter((t) => t !== "test");
+    expect(rows.map((r) => r.tier).sort()).toEqual(tiers.sort());
+    for (const r of rows) {
+      const actual = new Set(production.filter((f) => f.path.startsWith(`${r.tier}/`)).flatMap((f) => f.imports.filter((i) => i.endsWith(".ts")).map((i) => i.split("/")[0]!)).filter((t) => t !== r.tier && tiers.includes(t)));
+      expect([r.tier, [...actual].sort()]).toEqual([r.tier, [...r.imports].sort()]);
+    }
+    const lines = new Map<string, number>();
+    for (const f of production) lines.set(f.path.split("/")[0]!, (lines.get(f.path.split("/")[0]!) ?? 0) + readFileSync(join(dirname(fileURLToPath(import.meta.url)), "..", f.path), "utf8").split("\n").length);
+    const total = [...lines.values()].reduce((a, b) => a + b, 0);
+    for (const [t, n] of lines) expect([t, n / total <= 1 / 3]).toEqual([t, true]);
   });
 
   it("no folder knot: the folders of each tier import each other without a cycle", () => {

@@ -248,6 +248,9 @@ describe("engines on the agent", () => {
   it("carries every field of the engine-settings schema, as written, to the engine-sim it starts over gRPC (its /health answers them)", async () => {
     // Built from the schema (core/engine-settings.ts), not from a list here: a field added there is checked on this
     // whole path (AgentClient → proto → agent → engine-supervisor's --settings → engine-sim) with no edit to it.
+    // `role` came that way: two files, core/engine-settings.ts (the field and its rules) and engines/sim/http.ts (what
+    // the engine does with it); the config, StartEngine, the agent's checks, the supervisor and engine-sim's flags
+    // took it unchanged.
     const settings = Object.fromEntries(ENGINE_SETTING_KEYS.map((k) => [k, ENGINE_SETTINGS_SCHEMA[k].example]));
     expect(Object.keys(settings).length).toBeGreaterThanOrEqual(6);
     await agent.client.load({ ...STORE, fill: "pattern", seed: 5 });

@@ -116,11 +116,11 @@ describe("a misspelt key gets the known one it was meant to be", () => {
     expect(only({ engines: { gpuMemoryUtilization: 0.9 } })).toEqual(["engines.gpuMemoryUtilization: is not a known field"]);
   });
   it("engines.hostKvCacheGiB: read when ≥ 0, refused below", () => {
-    expect(parseConfig(patched(["engines"], { hostKvCacheGiB: 64 })).engines.settings.hostKvCacheGiB).toBe(64);
-    expect(parseConfig(patched(["engines"], { hostKvCacheGiB: 0 })).engines.settings.hostKvCacheGiB).toBe(0);
+    expect(parseConfig(patched(["engines"], { hostKvCacheGiB: 64 })).engines.hostKvCacheGiB).toBe(64);
+    expect(parseConfig(patched(["engines"], { hostKvCacheGiB: 0 })).engines.hostKvCacheGiB).toBe(0);
     expect(() => parseConfig(patched(["engines"], { hostKvCacheGiB: -1 }))).toThrow("engines.hostKvCacheGiB");
   });
   it("a correct optional key is still read", () => {
-    expect(parseConfig(patched(["engines"], { kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } })).engines).toMatchObject({ settings: { kvCapacityTokens: 24_000 }, models: { "llama3.2-3b": { maxBatch: 8 } } });
+    expect(parseConfig(patched(["engines"], { kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } })).engines).toMatchObject({ kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } });
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, modelEngineSettings, parseConfig } from "./config.js";
-import { ENGINE_SETTINGS_SCHEMA, ENGINE_SETTING_KEYS, checkEngineSettings, checkSetting, engineSettingsJson, parseEngineSettingsJson, refuseEngineSettings, settingsArgs, type EngineSettings } from "./engine-settings.js";
+import { ENGINE_SETTINGS_SCHEMA, ENGINE_SETTING_KEYS, checkEngineSettings, pickEngineSettings, checkSetting, engineSettingsJson, parseEngineSettingsJson, refuseEngineSettings, settingsArgs, type EngineSettings } from "./engine-settings.js";
 
 /** Every field at its schema example. */
 const examples = Object.fromEntries(ENGINE_SETTING_KEYS.map((k) => [k, ENGINE_SETTINGS_SCHEMA[k].example])) as EngineSettings;
@@ -49,7 +49,9 @@ describe("the engine-settings schema", () => {
     const configurable = ENGINE_SETTING_KEYS.filter((k) => ENGINE_SETTINGS_SCHEMA[k].config);
     const regionWide = Object.fromEntries(configurable.map((k) => [k, ENGINE_SETTINGS_SCHEMA[k].example]));
     const cfg = parseConfig(withEngines({ ...regionWide, models: { "llama3.2-3b": { maxBatch: 9 } } }));
-    expect(cfg.engines.settings).toEqual(regionWide);
+    expect(pickEngineSettings(cfg.engines)).toEqual(regionWide);
+    // The parsed section prints back in the file's form (--print-config) and reads back the same.
+    expect(parseConfig(JSON.parse(JSON.stringify(cfg))).engines).toEqual(cfg.engines);
     expect(modelEngineSettings(cfg.engines, "llama3.2-3b")).toEqual({ ...regionWide, maxBatch: 9 });
     expect(modelEngineSettings(cfg.engines, "llama3.1-8b")).toEqual(regionWide);
     // Errors name the config path; prefixBlockTokens is routing.blockTokens' and not an engines key.

@@ -65,6 +65,16 @@ export const ENGINE_SETTINGS_SCHEMA: { readonly [K in keyof Required<EngineSetti
 /** The schema's field names. */
 export const ENGINE_SETTING_KEYS = Object.keys(ENGINE_SETTINGS_SCHEMA) as (keyof EngineSettings)[];
 
+/** The settings a config's `engines` section (and each `engines.models.<m>`) may set: the schema's `config: true` fields. */
+export type ConfigEngineSettings = Omit<EngineSettings, "prefixBlockTokens" | "role">;
+
+/** The schema's fields set on `o` (e.g. the `engines` section, which holds them beside its own keys). */
+export function pickEngineSettings(o: object): EngineSettings {
+  const out: Record<string, unknown> = {};
+  for (const k of ENGINE_SETTING_KEYS) if ((o as Record<string, unknown>)[k] !== undefined) out[k] = (o as Record<string, unknown>)[k];
+  return out as EngineSettings;
+}
+
 /** Reads one field from `r` by its spec (undefined when absent); errors name `r.path`.key. */
 function readField(r: ObjectReader, key: keyof EngineSettings): number | string | undefined {
   const s = ENGINE_SETTINGS_SCHEMA[key];

@@ -1,9 +1,16 @@
 /** The `engines` section: which engines serve (simulated or OpenAI-compatible HTTP) and how they start and stop. */
 import { ValidationError, type ObjectReader } from "../validate.js";
 import type { ModelConfig } from "./models-section.js";
-import { readEngineSettings, type EngineSettings } from "../engine-settings.js";
+import { pickEngineSettings, readEngineSettings, type ConfigEngineSettings, type EngineSettings } from "../engine-settings.js";
 
-export interface EnginesConfig {
+/**
+ * The `engines` section. Its engine settings (core/engine-settings.ts: `maxBatch`, `kvCapacityTokens`, `preemption`,
+ * `batchSlotsBeside`, `hostKvCacheGiB`, ...; each optional, absent = the engine's default) are its own keys, read by
+ * the schema, so the parsed section prints back in the file's form; `models.<m>` overrides them per model
+ * (`modelEngineSettings`). Every simulated engine takes them: in process, the engine-sims a static region spawns, and
+ * those node agents start (StartEngine's `settings`).
+ */
+export interface EnginesConfig extends ConfigEngineSettings {
   kind: "sim" | "openai-http";
   /**
    * With the agents actuator: the command agents run for a real engine, e.g. "vllm serve {model} --port {port}"
@@ -15,18 +22,10 @@ export interface EnginesConfig {
   /** SIGTERM → SIGKILL grace when an engine is stopped. */
   stopGraceMs: number;
   /**
-   * Settings of every simulated engine (core/engine-settings.ts), read from this section's own keys:
-   * `kvCapacityTokens`, `maxBatch`, `preemption`, `batchSlotsBeside`, `hostKvCacheGiB` (each optional; absent = the
-   * engine's default). Every simulated engine takes them: in process, the engine-sims a static region spawns, and
-   * those node agents start (StartEngine's `settings`). `models.<m>` overrides them per model
-   * (`modelEngineSettings`).
-   */
-  settings: EngineSettings;
-  /**
    * Per-model engine settings over `settings`, the same fields (vLLM's max_num_seqs as `maxBatch`, the KV cache in
    * tokens as `kvCapacityTokens`, ...). The router's in-flight estimate uses the same capacity (router/selector.ts).
    */
-  models: Record<string, EngineSettings>;
+  models: Record<string, ConfigEngineSettings>;
   /** For `sim`: multiply simulated durations (1 = real time as measured; 0.01 = 100× faster). */
   timeScale: number;
   /**
@@ -40,9 +39,9 @@ export interface EnginesConfig {
   urls: Record<string, string[]>;
 }
 
-/** A model's engine settings: the section's `settings` with `models.<model>` over them. */
-export function modelEngineSettings(engines: Pick<EnginesConfig, "settings" | "models">, model: string): EngineSettings {
-  return { ...engines.settings, ...engines.models[model] };
+/** A model's engine settings: the section's own (its keys that are schema fields) with `models.<model>` over them. */
+export function modelEngineSettings(engines: EnginesConfig, model: string): EngineSettings {
+  return { ...pickEngineSettings(engines), ...engines.models[model] };
 }
 
 const PLACEHOLDERS = ["model", "port", "host", "gpu", "tp", "instance"];
@@ -70,7 +69,7 @@ export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): 
     kind: er.string("kind", "sim", { oneOf: ["sim", "openai-http"] }) as EnginesConfig["kind"],
     timeScale: er.number("timeScale", 1, { gt: 0, max: 1000 }),
     priorityField: er.boolean("priorityField", false),
-    settings: readEngineSettings(er, true),
+    ...readEngineSettings(er, true),
     urls,
     ...(commandTemplate === undefined ? {} : { commandTemplate }),
     startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),

@@ -278,7 +278,8 @@ export class SimEngineCore implements HandleHost {
     if (this.maxNumBatchedTokens !== undefined) {
       if (!(Number.isInteger(this.maxNumBatchedTokens) && this.maxNumBatchedTokens >= 1)) throw new RangeError(`maxNumBatchedTokens must be an integer ≥ 1, got ${this.maxNumBatchedTokens}`);
       if (this.maxNumBatchedTokens < this.maxBatch) {
-        throw new RangeError(`maxNumBatchedTokens (${this.maxNumBatchedTokens}) must be ≥ maxBatch (${this.maxBatch}): each running request's decode token counts against it (vLLM refuses max_num_batched_tokens < max_num_seqs)`);
+        // A setting a user gives (config, StartEngine, engine-sim's flags): refused with a message, not a stack.
+        throw new TidegateError("invalid_config", `maxNumBatchedTokens (${this.maxNumBatchedTokens}) must be ≥ maxBatch (${this.maxBatch}): each running request's decode token counts against it (vLLM refuses max_num_batched_tokens < max_num_seqs)`, { param: "maxNumBatchedTokens" });
       }
     }
   }

@@ -1,7 +1,8 @@
 /**
  * The simulated engine's core: one serving instance with continuous batching, KV-memory admission, priority 0
- * before priority 1 and FCFS within a priority, and cancellation (SageServe §3.4, §6.3; vLLM's scheduler without
- * chunked prefill). ONE core for live and replay: it takes a Clock and is advanced analytically.
+ * before priority 1 and FCFS within a priority, and cancellation (SageServe §3.4, §6.3; vLLM's scheduler — whole-prompt
+ * prefills by default, chunked prefill with `maxNumBatchedTokens`, below). ONE core for live and replay: it takes a
+ * Clock and is advanced analytically.
  *
  * The engine alternates two phases: a PREFILL of the requests admitted at an iteration boundary (one batched
  * prefill; each gets its first token at its end), and a DECODE SEGMENT: a run of iterations with a fixed batch in

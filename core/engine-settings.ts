@@ -40,6 +40,12 @@ export interface EngineSettings {
    * and plain requests.
    */
   role?: "prefill" | "decode" | "both";
+  /**
+   * Chunked prefill, as vLLM V1 schedules it (vLLM max_num_batched_tokens): the most tokens one engine step computes,
+   * every running request's decode token (1 each) and chunks of prompts together; ≥ maxBatch. Unset (default): whole
+   * prompts prefill in steps of their own that stall every decode (engines/sim/core.ts).
+   */
+  maxNumBatchedTokens?: number;
 }
 
 /** One field of the schema: its value rules, its engine-sim flag, its help line and a valid non-default example. */
@@ -60,6 +66,7 @@ export const ENGINE_SETTINGS_SCHEMA: { readonly [K in keyof Required<EngineSetti
   hostKvCacheGiB: { kind: "number", min: 0, max: 1e6, flag: "host-kv-cache-gib", help: "GiB of host memory for the KV tier under the prefix cache (default 128 per GPU; 0 turns it off)", example: 2.5, config: true },
   // Not in the engines section: a role is an instance's, given when it starts (StartEngine, engine-sim --role).
   role: { kind: "enum", oneOf: ["prefill", "decode", "both"], flag: "role", help: "prefill/decode disaggregation with vLLM's kv_transfer_params: prefill (only prefills for a remote decode), decode (only decodes from a remote prefill) or both (default: either, and plain requests)", example: "decode", config: false },
+  maxNumBatchedTokens: { kind: "integer", min: 1, flag: "max-num-batched-tokens", help: "chunked prefill (vLLM max_num_batched_tokens): most tokens one step computes, running decodes (1 each) and prompt chunks together; at least max-batch (default: unset, whole-prompt prefills that stall decodes)", example: 2048, config: true },
 };
 
 /** The schema's field names. */

@@ -1,7 +1,8 @@
 /**
  * The simulated engine's core: one serving instance with continuous batching, KV-memory admission, priority 0
- * before priority 1 and FCFS within a priority, and cancellation (SageServe §3.4, §6.3; vLLM's scheduler without
- * chunked prefill). ONE core for live and replay: it takes a Clock and is advanced analytically.
+ * before priority 1 and FCFS within a priority, and cancellation (SageServe §3.4, §6.3; vLLM's scheduler — whole-prompt
+ * prefills by default, chunked prefill with `maxNumBatchedTokens`, below). ONE core for live and replay: it takes a
+ * Clock and is advanced analytically.
  *
  * The engine alternates two phases: a PREFILL of the requests admitted at an iteration boundary (one batched
  * prefill; each gets its first token at its end), and a DECODE SEGMENT: a run of iterations with a fixed batch in
@@ -22,6 +23,19 @@
  * (priority-first step composition, SimCoreOptions), so that iteration is seldom a batch request's prefill.
  * Phase ends use their nominal times, so a late wall-clock timer does not shift later tokens: real time and
  * virtual time give the same token timings for the same arrivals.
+ *
+ * CHUNKED PREFILL (`maxNumBatchedTokens` set; vLLM V1's scheduling): a prompt no longer prefills in a phase of its
+ * own. Each engine step is one iteration of at most maxNumBatchedTokens tokens: every running request's decode token
+ * (1 each) first, then prompt chunks — partially prefilled requests, then the waiting queue, priority 0 before
+ * priority 1 — each chunk as much of the request's prompt as the tokens left allow. A request's first token comes at
+ * the end of the step that completes its prompt; the decodes get a token at the end of every step. A step with
+ * chunks is one clock event (a MIXED phase) timed by mixed-step.ts; a step without any is a plain decode iteration,
+ * so runs of them are decode segments as above, cut at the next boundary when a waiting request becomes admissible.
+ * Admission, KV reservation, batch slots and preemption are unchanged (preemption takes running requests only, not
+ * partially prefilled ones); the priority 1 prefill hold (`batchPrefillWaitMs`) and riding along do not apply (a
+ * step is bounded by the budget, so an arrival waits for at most one step), nor does `maxPrefillTokens`. Serving
+ * beside a loading peer (setLayerwise) and behind arriving blocks (setBlockArrivals) time whole-prompt prefills and
+ * are refused.
  */
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
@@ -34,6 +48,7 @@ import { beyondSlots, preemptionVictims, type PreemptionMode } from "./preemptio
 import { PrefixCache } from "./prefix-cache.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../core/prefix.js";
 import { behindBlocksEndMs } from "./layerwise/behind-blocks.js";
+import { mixedStepMs } from "./mixed-step.js";
 
 export type { SimHandle, SimHandlers, SimSubmit } from "./request.js";
 export type { PreemptionMode } from "./preemption.js";
@@ -125,6 +140,13 @@ export interface SimCoreOptions {
    * still moves beside interactive work that seldom prefills. Without priority 0 work batch prefills as before.
    */
   batchPrefillWaitMs?: number;
+  /**
+   * Chunked prefill (vLLM max_num_batched_tokens; module comment): the most tokens one step computes, the running
+   * requests' decode tokens (1 each) and prompt chunks together. An integer ≥ maxBatch — vLLM refuses
+   * max_num_batched_tokens < max_num_seqs, so every running request always decodes in every step. Unset (default):
+   * whole-prompt prefill phases that stall the decodes.
+   */
+  maxNumBatchedTokens?: number;
 }
 
 /**
@@ -158,7 +180,9 @@ export interface EpisodePlanner {
 type Phase =
   | { kind: "idle" }
   | { kind: "prefill"; startMs: number; endMs: number; batch: SimRequest[] }
-  | { kind: "decode"; startMs: number; endMs: number; alphaMs: number; betaMs: number; nEnd: number };
+  | { kind: "decode"; startMs: number; endMs: number; alphaMs: number; betaMs: number; nEnd: number }
+  /** One chunked-prefill step: the running requests' decodes and prompt chunks (tokens of each request's prefill). */
+  | { kind: "mixed"; startMs: number; endMs: number; decodes: SimRequest[]; chunks: { r: SimRequest; tokens: number }[] };
 
 
 export class SimEngineCore implements HandleHost {
@@ -167,11 +191,15 @@ export class SimEngineCore implements HandleHost {
   readonly timeScale: number;
   readonly maxBatch: number;
   readonly maxPrefillTokens: number;
+  /** Chunked prefill's token budget per step (SimCoreOptions.maxNumBatchedTokens); undefined: whole-prompt prefills. */
+  readonly maxNumBatchedTokens: number | undefined;
   /** KV tokens the instance holds (profile capacity). */
   readonly capacityTokens: number;
 
   private readonly waiting = new WaitQueues();
   private running: SimRequest[] = [];
+  /** Chunked prefill: the admitted requests whose prompt is not complete yet, in admission order (empty otherwise). */
+  private prefilling: SimRequest[] = [];
   private phase: Phase = { kind: "idle" };
   private timer: Timer | undefined;
   private kick: Timer | undefined;
@@ -247,6 +275,14 @@ export class SimEngineCore implements HandleHost {
     }
     this.batchPrefillWaitMs = opts.batchPrefillWaitMs ?? DEFAULT_BATCH_PREFILL_WAIT_MS;
     if (!(this.batchPrefillWaitMs >= 0)) throw new RangeError(`batchPrefillWaitMs must be ≥ 0, got ${this.batchPrefillWaitMs}`);
+    this.maxNumBatchedTokens = opts.maxNumBatchedTokens;
+    if (this.maxNumBatchedTokens !== undefined) {
+      if (!(Number.isInteger(this.maxNumBatchedTokens) && this.maxNumBatchedTokens >= 1)) throw new RangeError(`maxNumBatchedTokens must be an integer ≥ 1, got ${this.maxNumBatchedTokens}`);
+      if (this.maxNumBatchedTokens < this.maxBatch) {
+        // A setting a user gives (config, StartEngine, engine-sim's flags): refused with a message, not a stack.
+        throw new TidegateError("invalid_config", `maxNumBatchedTokens (${this.maxNumBatchedTokens}) must be ≥ maxBatch (${this.maxBatch}): each running request's decode token counts against it (vLLM refuses max_num_batched_tokens < max_num_seqs)`, { param: "maxNumBatchedTokens" });
+      }
+    }
   }
 
   /**
@@ -270,6 +306,9 @@ export class SimEngineCore implements HandleHost {
    * the next prefill start; an episode already planned runs to its end.
    */
   setLayerwise(planner: EpisodePlanner | undefined): void {
+    if (planner !== undefined && this.maxNumBatchedTokens !== undefined) {
+      throw new TidegateError("invalid_request", "this engine prefills in chunks (maxNumBatchedTokens): it cannot share its prefills with a loading instance layer by layer");
+    }
     this.sync();
     this.layerwise = planner;
   }
@@ -281,6 +320,9 @@ export class SimEngineCore implements HandleHost {
    * prefill running behind the blocks gets its end again; undefined, or every block here, ends the mode.
    */
   setBlockArrivals(arrivalsMs: readonly number[] | undefined): void {
+    if (this.maxNumBatchedTokens !== undefined && arrivalsMs !== undefined && arrivalsMs.some((a) => a > this.clock.now())) {
+      throw new TidegateError("invalid_request", "this engine prefills in chunks (maxNumBatchedTokens): it cannot serve behind its arriving blocks");
+    }
     this.sync();
     this.blockArrivals = arrivalsMs === undefined || arrivalsMs.every((a) => a <= this.clock.now()) ? undefined : [...arrivalsMs];
     const p = this.phase;
@@ -309,7 +351,7 @@ export class SimEngineCore implements HandleHost {
    */
   handOffTo(target: SimEngineCore): void {
     this.sync();
-    const admitted = [...this.running, ...(this.phase.kind === "prefill" ? this.phase.batch : []), ...this.planned.flatMap((p) => p.batch)];
+    const admitted = [...this.running, ...this.prefilling, ...(this.phase.kind === "prefill" ? this.phase.batch : []), ...this.planned.flatMap((p) => p.batch)];
     for (const r of admitted) {
       if (r.localShare >= 1 || r.peer !== undefined) continue;
       const tokens = (r.promptTokens + r.maxTokens) * (1 - r.localShare);
@@ -419,7 +461,7 @@ export class SimEngineCore implements HandleHost {
     this.kick = undefined;
     this.heldWake?.cancel();
     this.heldWake = undefined;
-    const all = [...this.running, ...this.waiting.all(), ...(this.phase.kind === "prefill" ? this.phase.batch : []), ...this.planned.flatMap((p) => p.batch)];
+    const all = [...this.running, ...this.prefilling, ...this.waiting.all(), ...(this.phase.kind === "prefill" ? this.phase.batch : []), ...this.planned.flatMap((p) => p.batch)];
     for (const r of all) this.cancel(r);
     this.planned = [];
     this.phase = { kind: "idle" };
@@ -464,6 +506,12 @@ export class SimEngineCore implements HandleHost {
     const p = this.phase;
     // A prefill behind a block not known to arrive yet (setBlockArrivals) has no time yet: its first token wakes the waiter.
     if (r.state === "prefill" && p.kind === "prefill") return p.batch.includes(r) ? (Number.isFinite(p.endMs) ? p.endMs : undefined) : this.planned.find((x) => x.batch.includes(r))?.endMs;
+    // Chunked: a prompt's first token comes at the end of the step that completes it; every running request decodes.
+    if (p.kind === "mixed") {
+      if (r.state === "running") return p.endMs;
+      const c = r.state === "prefill" ? p.chunks.find((x) => x.r === r) : undefined;
+      return c !== undefined && r.prefilledTokens + c.tokens >= this.prefillCost(r) ? p.endMs : undefined;
+    }
     if (r.state !== "running") return undefined;
     if (p.kind !== "decode") return p.kind === "prefill" && Number.isFinite(p.endMs) ? p.endMs : undefined;
     const k = this.itersNow();
@@ -520,6 +568,7 @@ export class SimEngineCore implements HandleHost {
     if (p.kind !== "idle") this.lastEventMs = Math.max(this.lastEventMs, p.endMs);
     if (p.kind === "prefill") this.endPrefill(p.endMs, p.batch);
     else if (p.kind === "decode") this.endSegment(p.endMs, p.nEnd);
+    else if (p.kind === "mixed") this.endMixed(p.endMs, p.decodes, p.chunks);
   }
 
   /** The share of an admitted token's KV this instance keeps at `atMs`: 1, or 1/kvScale while a loading peer shares layers. */
@@ -558,7 +607,7 @@ export class SimEngineCore implements HandleHost {
    * `besideHoldMs`.
    */
   private interactivePresent(): boolean {
-    if (this.running.length > this.runningLow || this.waiting.next()?.priority === 0) {
+    if (this.running.length > this.runningLow || this.waiting.next()?.priority === 0 || this.prefilling.some((r) => r.priority === 0)) {
       this.lastInteractiveMs = Math.max(this.lastInteractiveMs, this.lastEventMs);
       return true;
     }
@@ -591,7 +640,8 @@ export class SimEngineCore implements HandleHost {
    */
   private batchPrefillHeld(r: SimRequest, atMs: number): boolean {
     // Compared as sums, as armHeldWake computes its time: at that time the hold has ended, in floating point too.
-    if (r.priority !== 1 || this.preemption === "off" || atMs >= r.waitingSinceMs + this.batchPrefillWaitMs) return false;
+    // Chunked prefill bounds every step by its budget: nothing to hold back for (module comment).
+    if (r.priority !== 1 || this.preemption === "off" || this.maxNumBatchedTokens !== undefined || atMs >= r.waitingSinceMs + this.batchPrefillWaitMs) return false;
     return this.running.length > this.runningLow || atMs < this.lastInteractiveMs + this.besideHoldMs;
   }
 
@@ -704,23 +754,29 @@ export class SimEngineCore implements HandleHost {
         if (this.aloneMs([...batch, r]) > interactiveMs * (1 + RIDE_ALONG_COST)) break;
       } else if (batch.length === 0 && this.batchPrefillHeld(r, this.lastEventMs)) break;
       if (!this.fits(r, admitted + batch.length, batch.length, tokens, interactive) && !this.preemptFor(r, admitted + batch.length, batch.length, tokens)) break;
-      this.waiting.leave(r);
-      r.state = "prefill";
-      r.localShare = this.localShareAt(this.lastEventMs);
-      this.reservedTokens += r.promptTokens + r.maxTokens;
-      this.reservedLocal += (r.promptTokens + r.maxTokens) * r.localShare;
-      this.prefillTokens += r.promptTokens + r.generated;
-      this.prefillCount++;
-      this.acquirePrefix(r);
-      // KV received from a prefill instance counts as cached: only the rest of the prompt is computed here.
-      if (r.remoteTokens > 0) r.cachedTokens = Math.max(r.cachedTokens, r.remoteTokens);
-      r.countedRemaining = r.promptTokens + r.maxTokens - r.generated - r.cachedTokens;
-      this.prefillRemaining += r.countedRemaining;
+      this.admit(r);
       batch.push(r);
       tokens += this.prefillCost(r);
       interactive ||= r.priority === 0;
     }
     return batch;
+  }
+
+  /** Takes `r` (the head of the queue, which fits) out of the queue into a prefill: its KV reserved, its prefix looked up. */
+  private admit(r: SimRequest): void {
+    this.waiting.leave(r);
+    r.state = "prefill";
+    r.prefilledTokens = 0;
+    r.localShare = this.localShareAt(this.lastEventMs);
+    this.reservedTokens += r.promptTokens + r.maxTokens;
+    this.reservedLocal += (r.promptTokens + r.maxTokens) * r.localShare;
+    this.prefillTokens += r.promptTokens + r.generated;
+    this.prefillCount++;
+    this.acquirePrefix(r);
+    // KV received from a prefill instance counts as cached: only the rest of the prompt is computed here.
+    if (r.remoteTokens > 0) r.cachedTokens = Math.max(r.cachedTokens, r.remoteTokens);
+    r.countedRemaining = r.promptTokens + r.maxTokens - r.generated - r.cachedTokens;
+    this.prefillRemaining += r.countedRemaining;
   }
 
   /**
@@ -745,48 +801,16 @@ export class SimEngineCore implements HandleHost {
     return (count > 0 ? (this.profile.prefillMs(tokens, count) + this.passOverheadMs) * this.timeScale : 0) + swapInMs;
   }
 
-  /** At an iteration boundary `atMs`: admit and prefill (a whole episode when paired), else decode, else idle. */
+  /**
+   * At an iteration boundary `atMs`: admit and prefill (a whole episode when paired) — with chunked prefill, one step
+   * of decodes and prompt chunks — else decode, else idle.
+   */
   private step(atMs: number): void {
     // Interactive work present: batch beyond its slots beside it goes back to the queue first.
     if (this.preemption !== "off" && this.runningLow > this.batchSlotsBeside && this.interactivePresent()) {
       for (const v of beyondSlots(this.running, 0, this.batchSlotsBeside)) this.preempt(v, atMs);
     }
-    const batch = this.takeBatch(0);
-    if (batch.length === 0) this.armHeldWake(atMs);
-    if (batch.length > 0) {
-      // The KV of requests preempted by swap at this boundary is copied out before the prefill runs.
-      const swapOutMs = this.swapOutPendingMs;
-      this.swapOutPendingMs = 0;
-      let endMs = atMs + swapOutMs + this.aloneMs(batch);
-      const lw = this.layerwise;
-      if (lw !== undefined && lw.active(atMs)) {
-        const batches = [batch];
-        let admitted = batch.length;
-        for (let more = (lw.maxEpisodeBatches ?? 8) - 1; more > 0; more--) {
-          const b = this.takeBatch(admitted);
-          if (b.length === 0) break;
-          batches.push(b);
-          admitted += b.length;
-        }
-        const ends = lw.plan(atMs + swapOutMs, batches.map((b) => ({ tokens: b.reduce((s, r) => s + r.promptTokens, 0), aloneMs: this.aloneMs(b) })));
-        let prev = atMs;
-        const at = (i: number) => (prev = Math.max(prev, Number.isFinite(ends[i]) ? ends[i]! : atMs + this.aloneMs(batches[i]!)));
-        endMs = at(0);
-        this.planned = batches.slice(1).map((b, i) => ({ batch: b, endMs: at(i + 1) }));
-      }
-      this.behind = undefined;
-      if (this.blockArrivals !== undefined) {
-        if (this.blockArrivals.every((a) => a <= atMs)) this.blockArrivals = undefined;
-        else {
-          // Layer by layer behind the arriving blocks (behind-blocks.ts; BlitzScale §5.2 step (1)–(2)).
-          this.behind = { startMs: atMs + swapOutMs, computeMs: endMs - atMs - swapOutMs };
-          endMs = behindBlocksEndMs(this.behind.startMs, this.behind.computeMs, this.blockArrivals);
-        }
-      }
-      this.phase = { kind: "prefill", startMs: atMs, endMs, batch };
-      this.schedule(endMs);
-      return;
-    }
+    if (this.maxNumBatchedTokens !== undefined ? this.stepChunked(atMs, this.maxNumBatchedTokens) : this.stepPrefill(atMs)) return;
     if (this.running.length > 0) {
       let nEnd = Number.POSITIVE_INFINITY;
       for (const r of this.running) nEnd = Math.min(nEnd, r.maxTokens - r.generated);
@@ -800,13 +824,72 @@ export class SimEngineCore implements HandleHost {
     this.phase = { kind: "idle" };
   }
 
+  /** At a boundary without chunked prefill: admits a prefill batch (a whole episode when paired) and starts it; false when none is admitted. */
+  private stepPrefill(atMs: number): boolean {
+    const batch = this.takeBatch(0);
+    if (batch.length === 0) {
+      this.armHeldWake(atMs);
+      return false;
+    }
+    // The KV of requests preempted by swap at this boundary is copied out before the prefill runs.
+    const swapOutMs = this.swapOutPendingMs;
+    this.swapOutPendingMs = 0;
+    let endMs = atMs + swapOutMs + this.aloneMs(batch);
+    const lw = this.layerwise;
+    if (lw !== undefined && lw.active(atMs)) {
+      const batches = [batch];
+      let admitted = batch.length;
+      for (let more = (lw.maxEpisodeBatches ?? 8) - 1; more > 0; more--) {
+        const b = this.takeBatch(admitted);
+        if (b.length === 0) break;
+        batches.push(b);
+        admitted += b.length;
+      }
+      const ends = lw.plan(atMs + swapOutMs, batches.map((b) => ({ tokens: b.reduce((s, r) => s + r.promptTokens, 0), aloneMs: this.aloneMs(b) })));
+      let prev = atMs;
+      const at = (i: number) => (prev = Math.max(prev, Number.isFinite(ends[i]) ? ends[i]! : atMs + this.aloneMs(batches[i]!)));
+      endMs = at(0);
+      this.planned = batches.slice(1).map((b, i) => ({ batch: b, endMs: at(i + 1) }));
+    }
+    this.behind = undefined;
+    if (this.blockArrivals !== undefined) {
+      if (this.blockArrivals.every((a) => a <= atMs)) this.blockArrivals = undefined;
+      else {
+        // Layer by layer behind the arriving blocks (behind-blocks.ts; BlitzScale §5.2 step (1)–(2)).
+        this.behind = { startMs: atMs + swapOutMs, computeMs: endMs - atMs - swapOutMs };
+        endMs = behindBlocksEndMs(this.behind.startMs, this.behind.computeMs, this.blockArrivals);
+      }
+    }
+    this.phase = { kind: "prefill", startMs: atMs, endMs, batch };
+    this.schedule(endMs);
+    return true;
+  }
+
   private endPrefill(atMs: number, batch: SimRequest[]): void {
     this.phase = { kind: "idle" };
     this.behind = undefined;
+    this.completePrefills(atMs, batch);
+    if (this.phase.kind !== "idle") return;
+    // The next batch of a loading episode, at its planned end (a batch emptied by cancels ends at once).
+    const next = this.planned.shift();
+    if (next !== undefined) {
+      const endMs = next.batch.some((r) => r.state === "prefill") ? Math.max(atMs, next.endMs) : atMs;
+      this.phase = { kind: "prefill", startMs: atMs, endMs, batch: next.batch };
+      this.schedule(endMs);
+      return;
+    }
+    this.step(atMs);
+  }
+
+  /**
+   * The prefills of `done` (those still in state "prefill") complete at `atMs`: each yields its next token (a
+   * swap-in only brings its KV back) and joins the running batch, or finishes; then their handlers run.
+   */
+  private completePrefills(atMs: number, done: Iterable<SimRequest>): void {
     const finished: SimRequest[] = [];
     const started: SimRequest[] = [];
     const resumed: SimRequest[] = [];
-    for (const r of batch) {
+    for (const r of done) {
       if (r.state !== "prefill") continue;
       this.prefillTokens -= r.promptTokens + r.generated;
       this.prefillCount--;
@@ -831,16 +914,90 @@ export class SimEngineCore implements HandleHost {
     for (const r of started) r.handlers.onFirstToken?.(atMs);
     for (const r of resumed) r.handlers.onResumed?.(atMs, r.generated);
     for (const r of finished) this.finish(r, atMs);
-    if (this.phase.kind !== "idle") return;
-    // The next batch of a loading episode, at its planned end (a batch emptied by cancels ends at once).
-    const next = this.planned.shift();
-    if (next !== undefined) {
-      const endMs = next.batch.some((r) => r.state === "prefill") ? Math.max(atMs, next.endMs) : atMs;
-      this.phase = { kind: "prefill", startMs: atMs, endMs, batch: next.batch };
-      this.schedule(endMs);
-      return;
+  }
+
+  /**
+   * Chunked prefill at a boundary `atMs` (module comment): composes one step of at most `budget` tokens — every running
+   * request's decode, then chunks of the partially prefilled requests and of the waiting ones it admits, priority 0
+   * before priority 1 — and starts it as a mixed phase. False when the step has no chunk (a plain decode iteration,
+   * or nothing to do): the caller decodes or idles.
+   */
+  private stepChunked(atMs: number, budget: number): boolean {
+    const chunks: { r: SimRequest; tokens: number }[] = [];
+    let used = 0;
+    let extraMs = 0;
+    const left = () => budget - this.running.length - used;
+    const chunk = (r: SimRequest) => {
+      const tokens = Math.min(this.prefillCost(r) - r.prefilledTokens, left());
+      chunks.push({ r, tokens });
+      used += tokens;
+    };
+    // The head of the queue while it is of `priority` and fits (or preempting makes it fit): a priority 0 head that
+    // does not fit keeps priority 1 out, as in a whole-prompt prefill (head-of-line blocking).
+    const admitWaiting = (priority: 0 | 1) => {
+      for (let r = this.waiting.next(); r !== undefined && r.priority === priority && left() > 0; r = this.waiting.next()) {
+        if (!this.fits(r, this.prefilling.length, 0, 0) && !this.preemptFor(r, this.prefilling.length, 0, 0)) return;
+        this.admit(r);
+        this.prefilling.push(r);
+        // A swap-in copies its KV back; prefix blocks found only in the host tier load over PCIe (as aloneMs).
+        if (r.resume === "swap") extraMs += this.swapMs(r);
+        else extraMs += ((r.hostLoadedTokens * this.profile.kvBytesPerToken) / HOST_KV_LOAD_BYTES_PER_MS) * this.timeScale;
+        chunk(r);
+      }
+    };
+    const partial = this.prefilling.slice();
+    for (const priority of [0, 1] as const) {
+      for (const r of partial) if (r.priority === priority && left() > 0) chunk(r);
+      admitWaiting(priority);
     }
-    this.step(atMs);
+    if (chunks.length === 0) return false;
+    const swapOutMs = this.swapOutPendingMs;
+    this.swapOutPendingMs = 0;
+    let chunkTokens = 0;
+    let chunkSequences = 0;
+    for (const c of chunks) {
+      chunkTokens += c.tokens;
+      if (c.tokens > 0) chunkSequences++;
+    }
+    const computeMs = mixedStepMs(this.profile, this.running.length, this.runningCtx, chunkTokens, chunkSequences);
+    const passMs = computeMs > 0 ? (computeMs + this.passOverheadMs) * this.timeScale : 0;
+    const endMs = atMs + swapOutMs + extraMs + passMs;
+    this.phase = { kind: "mixed", startMs: atMs, endMs, decodes: this.running.slice(), chunks };
+    this.schedule(endMs);
+    return true;
+  }
+
+  /** The end of a chunked-prefill step: each decode yields a token, each chunk is computed, completed prompts run. */
+  private endMixed(atMs: number, decodes: SimRequest[], chunks: { r: SimRequest; tokens: number }[]): void {
+    this.phase = { kind: "idle" };
+    let done: SimRequest[] | undefined;
+    for (const r of decodes) {
+      if (r.state !== "running") continue; // cancelled during the step
+      r.generated += 1;
+      this.generatedBase += 1;
+      this.runningCtx += 1;
+      this.runningRemaining -= 1;
+      if (r.priority === 1) this.runningCtxLow += 1;
+      if (r.generated >= r.maxTokens) (done ??= []).push(r);
+    }
+    if (done !== undefined) {
+      const ended = new Set(done);
+      this.running = this.running.filter((r) => !ended.has(r));
+      for (const r of done) this.leaveRunning(r);
+      for (const r of done) this.finish(r, atMs);
+    }
+    const completed: SimRequest[] = [];
+    for (const c of chunks) {
+      if (c.r.state !== "prefill") continue; // cancelled during the step
+      c.r.prefilledTokens += c.tokens;
+      if (c.r.prefilledTokens >= this.prefillCost(c.r)) completed.push(c.r);
+    }
+    if (completed.length > 0) {
+      const ended = new Set(completed);
+      this.prefilling = this.prefilling.filter((r) => !ended.has(r));
+    }
+    this.completePrefills(atMs, completed);
+    if (this.phase.kind === "idle") this.step(atMs);
   }
 
   private endSegment(atMs: number, n: number): void {
@@ -938,6 +1095,7 @@ export class SimEngineCore implements HandleHost {
       // It may have been the head that blocked the queue: let the next one in at the next boundary.
       if (this.phase.kind === "decode" && this.admissible(now)) this.cutAtNextBoundary(now);
     } else if (prev === "prefill") {
+      if (this.prefilling.length > 0) this.prefilling = this.prefilling.filter((x) => x !== r);
       this.release(r);
       this.prefillTokens -= r.promptTokens + r.generated;
       this.prefillRemaining -= r.countedRemaining;

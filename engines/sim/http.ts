@@ -318,9 +318,10 @@ export class EngineSimServer {
       if (ms !== 0) throw new TidegateError("invalid_request", "behindBlocks goes with passOverheadMs 0 (one engine, no activation hops)", { param: "passOverheadMs" });
       if (this.engine.setBlockArrivals === undefined) throw new TidegateError("not_found", `${LAMBDA_PATH}: this instance of ${this.engine.model} cannot serve behind its blocks`);
       if (this.loading === undefined) throw new TidegateError("conflict", "this engine holds its whole model already: it serves as loaded");
+      // First, so that an engine refusing the mode (chunked prefill) leaves this one as it was.
+      this.engine.setBlockArrivals(this.arrivals?.observe(0, this.clock.now()) ?? [Number.POSITIVE_INFINITY]);
       this.loading = undefined; // it serves now, each prefill behind its blocks
       this.lambda = { mode: "behind-blocks", passOverheadMs: 0 };
-      this.engine.setBlockArrivals(this.arrivals?.observe(0, this.clock.now()) ?? [Number.POSITIVE_INFINITY]);
       return sendJson(res, 200, { ...this.lambda, waiting: false });
     }
     if (ms > 0 && this.loading === undefined && this.lambda.mode !== "pipeline") throw new TidegateError("conflict", "this engine holds its whole model already: it serves locally, not as a pipeline head");

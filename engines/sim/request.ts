@@ -63,6 +63,8 @@ export class SimRequest {
   expectedCachedTokens = 0;
   /** Prompt tokens whose KV a prefill instance sent (SimSubmit.remoteTokens), until the request loses its KV (preempted). */
   remoteTokens = 0;
+  /** Chunked prefill (core.ts maxNumBatchedTokens): tokens of its current prefill computed by the steps so far. */
+  prefilledTokens = 0;
   /** Its share of the engine's remainingTokens while it waits, or while it is in prefill: what was added, taken off as it leaves. */
   countedRemaining = 0;
   /** Since when it waits: its arrival, or its last preemption (core.ts batchPrefillWaitMs). */

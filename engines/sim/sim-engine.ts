@@ -24,7 +24,7 @@ import type { KvEventSource } from "../../core/ports.js";
  */
 export const DEFAULT_HOST_KV_GIB_PER_GPU = 128;
 /** The core's settings a SimEngine passes through (documented once, on SimCoreOptions). */
-type CoreSettings = Pick<SimCoreOptions, "timeScale" | "maxBatch" | "maxPrefillTokens" | "kvCapacityTokens" | "passOverheadMs" | "preemption" | "swapBytesPerMs" | "batchSlotsBeside" | "prefixCache">;
+type CoreSettings = Pick<SimCoreOptions, "timeScale" | "maxBatch" | "maxPrefillTokens" | "kvCapacityTokens" | "passOverheadMs" | "preemption" | "swapBytesPerMs" | "batchSlotsBeside" | "prefixCache" | "maxNumBatchedTokens">;
 
 /**
  * A SimEngine: its instance, the core's settings (SimCoreOptions; `prefixCache` here defaults to a host KV tier of
@@ -58,6 +58,7 @@ export function coreSettingsOf(s: EngineSettings): CoreSettings {
     ...(s.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: s.kvCapacityTokens }),
     ...(s.preemption === undefined ? {} : { preemption: s.preemption }),
     ...(s.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: s.batchSlotsBeside }),
+    ...(s.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: s.maxNumBatchedTokens }),
     ...(cache === undefined ? {} : { prefixCache: cache }),
   };
 }

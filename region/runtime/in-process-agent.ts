@@ -209,11 +209,17 @@ export class InProcessAgent implements AgentHandle {
     if (e.pipeline !== undefined) throw new TidegateError("conflict", `node ${this.nodeId}: engine ${instanceId} is pipelined by stages and cannot serve behind its blocks`);
     if (e.engine !== undefined) throw new TidegateError("conflict", `node ${this.nodeId}: engine ${instanceId} holds its whole model already`);
     const engine = this.o.newEngine(e.spec, undefined) as SimEngine;
+    // The store appears when the transfer starts: until then no block is known to come. An engine that cannot serve
+    // behind its blocks (chunked prefill) refuses here, before it takes the instance's place.
+    try {
+      engine.setBlockArrivals([Number.POSITIVE_INFINITY]);
+    } catch (err) {
+      await engine.close();
+      throw err;
+    }
     e.engine = engine;
     e.info.state = "running";
     e.info.detail = "serving behind its blocks while they arrive (blitzscale cold start)";
-    // The store appears when the transfer starts: until then no block is known to come.
-    engine.setBlockArrivals([Number.POSITIVE_INFINITY]);
     let arrivals: BlockArrivals | undefined;
     const observe = (): boolean => {
       const store = this.stores.get(e.spec.model);

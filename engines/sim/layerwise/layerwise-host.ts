@@ -73,6 +73,8 @@ export class LayerwiseHost implements LayerwiseControl {
   /** Starts or updates the pairing with `spec.peer`; conflict when the engine is paired with another peer. */
   async update(spec: PairSpec): Promise<PairStatus> {
     if (this.closed) throw new TidegateError("conflict", "this engine is closing; it pairs with no loading instance");
+    // A pairing shares whole-prompt prefills; an engine that prefills in chunks refuses it before any state changes.
+    if (this.o.core.maxNumBatchedTokens !== undefined) throw new TidegateError("invalid_request", "this engine prefills in chunks (maxNumBatchedTokens): it cannot share its prefills with a loading instance layer by layer");
     const c = this.current;
     if (c !== undefined && c.spec.peer !== spec.peer) throw new TidegateError("conflict", `this engine is paired with loading instance ${c.spec.peer}; end that pairing first`);
     if (c !== undefined && (c.spec.layers !== spec.layers || c.spec.scheduler !== spec.scheduler)) throw new TidegateError("conflict", `the pairing with ${spec.peer} has ${c.spec.layers} layers under ${c.spec.scheduler}; an update cannot change them`);

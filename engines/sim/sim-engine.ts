@@ -23,8 +23,8 @@ import type { KvEventSource } from "../../core/ports.js";
  * sized to the pod, not the node.)
  */
 export const DEFAULT_HOST_KV_GIB_PER_GPU = 128;
-/** The core's settings a SimEngine passes through (documented once, on SimCoreOptions). */
-type CoreSettings = Pick<SimCoreOptions, "timeScale" | "maxBatch" | "maxPrefillTokens" | "kvCapacityTokens" | "passOverheadMs" | "preemption" | "swapBytesPerMs" | "batchSlotsBeside" | "prefixCache" | "maxNumBatchedTokens">;
+/** The core's settings a SimEngine passes through: every SimCoreOptions field but its profile and clock (documented once, there). */
+type CoreSettings = Omit<SimCoreOptions, "profile" | "clock">;
 
 /**
  * A SimEngine: its instance, the core's settings (SimCoreOptions; `prefixCache` here defaults to a host KV tier of
@@ -47,20 +47,19 @@ export interface SimEngineOptions extends CoreSettings {
   solver?: () => Promise<Solver>;
 }
 
-/** The core settings an EngineSettings (core/engine-settings.ts) gives: the one mapping from the schema to the simulator. */
+/**
+ * The core settings an EngineSettings (core/engine-settings.ts) gives: the one mapping from the schema to the
+ * simulator. A schema field is the core option of the same name, except the prefix cache's two (one object in the
+ * core) and `role` (the HTTP face's, engine-sim's http.ts); so a new core setting needs only its schema entry and its
+ * SimCoreOptions field.
+ */
 export function coreSettingsOf(s: EngineSettings): CoreSettings {
-  const cache = s.prefixBlockTokens === 0 ? false : s.prefixBlockTokens === undefined && s.hostKvCacheGiB === undefined ? undefined : {
-    ...(s.prefixBlockTokens === undefined ? {} : { blockTokens: s.prefixBlockTokens }),
-    ...(s.hostKvCacheGiB === undefined ? {} : { hostKvCacheGiB: s.hostKvCacheGiB }),
+  const { prefixBlockTokens, hostKvCacheGiB, role: _role, ...same } = s;
+  const cache = prefixBlockTokens === 0 ? false : prefixBlockTokens === undefined && hostKvCacheGiB === undefined ? undefined : {
+    ...(prefixBlockTokens === undefined ? {} : { blockTokens: prefixBlockTokens }),
+    ...(hostKvCacheGiB === undefined ? {} : { hostKvCacheGiB }),
   };
-  return {
-    ...(s.maxBatch === undefined ? {} : { maxBatch: s.maxBatch }),
-    ...(s.kvCapacityTokens === undefined ? {} : { kvCapacityTokens: s.kvCapacityTokens }),
-    ...(s.preemption === undefined ? {} : { preemption: s.preemption }),
-    ...(s.batchSlotsBeside === undefined ? {} : { batchSlotsBeside: s.batchSlotsBeside }),
-    ...(s.maxNumBatchedTokens === undefined ? {} : { maxNumBatchedTokens: s.maxNumBatchedTokens }),
-    ...(cache === undefined ? {} : { prefixCache: cache }),
-  };
+  return { ...same, ...(cache === undefined ? {} : { prefixCache: cache }) };
 }
 
 /** 32-bit FNV-1a of a request id: the seed of its synthetic tokens. */

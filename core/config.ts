@@ -16,7 +16,7 @@ export type { QueueConfig } from "./config/queue-section.js";
 export type { PlannerConfig } from "./config/planner-section.js";
 export type { ControllerConfig } from "./config/controller-section.js";
 export type { EnginesConfig } from "./config/engines-section.js";
-export { modelEngineSettings } from "./config/engines-section.js";
+export { engineSettingsLookup, modelEngineSettings } from "./config/engines-section.js";
 export { DEFAULT_PARAMETER_BYTES, type ModelParametersConfig, type ParametersConfig } from "./config/parameters-section.js";
 export { parseConfig, type TidegateConfig } from "./config/parse.js";
 export { DEFAULT_CONFIG_JSON } from "./config/defaults.js";

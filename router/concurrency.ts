@@ -59,7 +59,7 @@
  * callback path (`submitWithRetry`) does not.
  */
 import type { Clock } from "../core/clock.js";
-import { modelEngineSettings, sloFor, type TidegateConfig } from "../core/config.js";
+import { engineSettingsLookup, sloFor, type TidegateConfig } from "../core/config.js";
 import type { ModelName, RegionName } from "../core/models.js";
 import type { RegionTelemetry } from "../core/ports.js";
 import { tokenPaceFrom } from "./pace.js";
@@ -555,6 +555,7 @@ export const MIN_TOLERANCE_MS = 10;
  */
 export function limiterFromConfig(config: TidegateConfig, clock: Clock): ConcurrencyLimiter | undefined {
   const c = config.router.concurrency;
+  const settingsOf = engineSettingsLookup(config.engines);
   if (!c.adaptive) return undefined;
   const pace = tokenPaceFrom(config);
   const weights = new Map<string, number>();
@@ -573,7 +574,7 @@ export function limiterFromConfig(config: TidegateConfig, clock: Clock): Concurr
     expectedMs: (model, promptTokens) => pace(model)?.prefillMs(promptTokens) ?? 0,
     fairAbove: c.fairAbove,
     weightOf: (tenant) => weights.get(tenant) ?? 1,
-    maxBatchOf: (model) => modelEngineSettings(config.engines, model).maxBatch ?? DEFAULT_MAX_BATCH,
+    maxBatchOf: (model) => settingsOf(model).maxBatch ?? DEFAULT_MAX_BATCH,
   });
 }
 

@@ -11,7 +11,7 @@
  */
 import { routingUtilization } from "../core/utilization.js";
 import type { Clock } from "../core/clock.js";
-import { gpusPerInstanceOf, modelEngineSettings, type TidegateConfig } from "../core/config.js";
+import { engineSettingsLookup, gpusPerInstanceOf, type TidegateConfig } from "../core/config.js";
 import { GPU_SPECS, MODEL_SPECS, kvBytesPerToken, kvCapacityBytes, type GpuType, type ModelName, type RegionName } from "../core/models.js";
 import type { ModelTelemetry, RegionTelemetry } from "../core/ports.js";
 import type { TokenPace } from "./pace.js";
@@ -390,12 +390,13 @@ export function requestKvBytes(model: ModelName, promptTokens: number, maxTokens
  * from config gpusPerInstance and core/models (GPU memory less weights).
  */
 export function instanceKvBytesFrom(config: TidegateConfig): (model: ModelName, gpu: GpuType) => number {
+  const settingsOf = engineSettingsLookup(config.engines);
   return (model, gpu) => {
     const spec = MODEL_SPECS[model];
     const gpuSpec = GPU_SPECS[gpu];
     const gpus = gpusPerInstanceOf(config, model, gpu);
     if (spec === undefined || gpuSpec === undefined || gpus === undefined) return 0;
-    const simTokens = config.engines.kind === "sim" ? modelEngineSettings(config.engines, model).kvCapacityTokens : undefined;
+    const simTokens = config.engines.kind === "sim" ? settingsOf(model).kvCapacityTokens : undefined;
     if (simTokens !== undefined) return simTokens * kvBytesPerToken(spec);
     return Math.max(0, kvCapacityBytes(spec, gpuSpec, gpus));
   };

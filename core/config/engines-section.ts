@@ -44,6 +44,16 @@ export function modelEngineSettings(engines: EnginesConfig, model: string): Engi
   return { ...pickEngineSettings(engines), ...engines.models[model] };
 }
 
+/** `modelEngineSettings` for code that asks per request: each model's settings built once (the config does not change). */
+export function engineSettingsLookup(engines: EnginesConfig): (model: string) => EngineSettings {
+  const built = new Map<string, EngineSettings>();
+  return (model) => {
+    let s = built.get(model);
+    if (s === undefined) built.set(model, (s = modelEngineSettings(engines, model)));
+    return s;
+  };
+}
+
 const PLACEHOLDERS = ["model", "port", "host", "gpu", "tp", "instance"];
 
 /** Reads the `engines` object: http(s) URLs, a command template with known placeholders and {port}, per-model keys of configured models. */

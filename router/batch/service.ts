@@ -7,7 +7,7 @@ import type { Redis } from "ioredis";
 import { guardRedis, logRedisHealth, openRedis } from "../../core/redis.js";
 import type { Hono } from "hono";
 import type { Clock } from "../../core/clock.js";
-import { gpusPerInstanceOf, modelEngineSettings, type TidegateConfig } from "../../core/config.js";
+import { engineSettingsLookup, gpusPerInstanceOf, type TidegateConfig } from "../../core/config.js";
 import { throughputAtSlo } from "../../core/perf/model.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { Registry } from "../../core/metrics.js";
@@ -91,8 +91,9 @@ export function instanceTokensPerSFrom(config: TidegateConfig): (model: string, 
 
 export function kvCapacityTokensFrom(config: TidegateConfig): (model: string, gpu: GpuType) => number {
   const bytes = instanceKvBytesFrom(config);
+  const settingsOf = engineSettingsLookup(config.engines);
   return (model, gpu) => {
-    const tokens = modelEngineSettings(config.engines, model).kvCapacityTokens;
+    const tokens = settingsOf(model).kvCapacityTokens;
     if (tokens !== undefined) return tokens;
     const spec = MODEL_SPECS[model];
     return spec === undefined ? 0 : Math.floor(bytes(model, gpu) / kvBytesPerToken(spec));
@@ -184,12 +185,13 @@ export function createBatchService(o: BatchServiceOptions): BatchService {
 function coldWakeFrom(config: TidegateConfig): NonNullable<ConstructorParameters<typeof Dispatcher>[0]["coldWake"]> {
   const q = config.queue;
   const pace = tokenPaceFrom(config);
+  const settingsOf = engineSettingsLookup(config.engines);
   return {
     marginMs: q.coldStartMarginMs,
     maxWaitMs: q.coldStartAfterMs,
     perRequestMs: (model) => {
       const p = pace(model);
-      return p === undefined ? undefined : perRequestMsOf(p.stepMs, modelEngineSettings(config.engines, model).maxBatch ?? DEFAULT_MAX_BATCH, q.coldStartOutputTokens);
+      return p === undefined ? undefined : perRequestMsOf(p.stepMs, settingsOf(model).maxBatch ?? DEFAULT_MAX_BATCH, q.coldStartOutputTokens);
     },
   };
 }

@@ -120,6 +120,13 @@ describe("a misspelt key gets the known one it was meant to be", () => {
     expect(parseConfig(patched(["engines"], { hostKvCacheGiB: 0 })).engines.hostKvCacheGiB).toBe(0);
     expect(() => parseConfig(patched(["engines"], { hostKvCacheGiB: -1 }))).toThrow("engines.hostKvCacheGiB");
   });
+  it("engines.roles: each URL of engines.urls may be prefill, decode or both; another URL or role names the path", () => {
+    const urls = { "us-east/llama3.2-3b": ["http://a:1", "http://b:2"] };
+    expect(parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://a:1": "prefill", "http://b:2": "decode" } })).engines.roles).toEqual({ "http://a:1": "prefill", "http://b:2": "decode" });
+    expect(() => parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://c:3": "prefill" } }))).toThrow("engines.roles.http://c:3: is not one of engines.urls' URLs");
+    expect(() => parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://a:1": "prefil" } }))).toThrow("engines.roles.http://a:1: must be one of prefill, decode, both");
+    expect(parseConfig(patched(["engines"], {})).engines.roles).toEqual({});
+  });
   it("a correct optional key is still read", () => {
     expect(parseConfig(patched(["engines"], { kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } })).engines).toMatchObject({ kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } });
   });

@@ -44,6 +44,13 @@ export interface GenerateRequest {
    * request is preempted (its KV is then recomputed).
    */
   remotePrefillTokens?: number;
+  /**
+   * Prefill/decode disaggregation over vLLM's contract (region/gateway/pd.ts; engines/sim/kv-transfer.ts):
+   * `remoteDecode` asks a prefill instance to prefill for a remote decode (one output token, not streamed; its `done`
+   * carries `kvTransferParams`); `params` hands a decode instance those params, so it pulls the prompt's KV instead
+   * of computing it. HTTP adapters send them as the body's `kv_transfer_params`.
+   */
+  kvTransfer?: { remoteDecode: true } | { params: Readonly<Record<string, unknown>> };
 }
 
 export interface Usage {
@@ -57,7 +64,7 @@ export type FinishReason = "stop" | "length";
 /** What an engine emits while generating: text pieces, then exactly one `done` (or the iterable throws). */
 export type EngineEvent =
   | { type: "token"; text: string; /** tokens this piece carries (≥ 1) */ tokens: number }
-  | { type: "done"; finishReason: FinishReason; usage: Usage };
+  | { type: "done"; finishReason: FinishReason; usage: Usage; /** a prefill for a remote decode: where its KV is held (GenerateRequest.kvTransfer) */ kvTransferParams?: Readonly<Record<string, unknown>> };
 
 /** A snapshot of one serving instance (vLLM exposes the same through /metrics). */
 export interface EngineStats {
@@ -115,6 +122,11 @@ export interface RequestCallbacks {
 export interface Engine {
   readonly instanceId: string;
   readonly model: ModelName;
+  /**
+   * Prefill/decode disaggregation: "prefill" serves only prefills for a remote decode, "decode" only decodes from a
+   * remote prefill (GenerateRequest.kvTransfer); absent or "both": plain requests (region/gateway/pd.ts).
+   */
+  readonly role?: "prefill" | "decode" | "both";
   /**
    * Streams the generation; aborting `signal` cancels it upstream and frees its KV memory. The consumer reads to the
    * end or calls the iterator's `return()` (a `for await` that breaks does): an adapter's per-request cleanup (its

@@ -79,7 +79,7 @@ export const command: Command = {
     const agentsMode = !spawn && config.engines.kind === "sim" && config.controller.actuator === "agents";
     // Spawned engine-sim processes get the config's engines.* as flags, the in-process ones from the same builder.
     const spawned = spawn ? spawnedEngines(clock, (m, g) => engineSimFlags(simEngineParams(config, m, g)), { log }) : undefined;
-    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(config, clock) : urlEngineFactory(clock, log, config.engines.priorityField));
+    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(config, clock) : urlEngineFactory(clock, log, config.engines.priorityField, config.engines.roles));
     if (agentsMode) log.info("agents mode: node agents announce themselves to this region; parameter blocks scaled for this deployment", { strategy: config.controller.strategy, parameters: parameterScaleLines(config) });
     const tls = tlsFromFlags(flags);
     const stopped = untilSignal();

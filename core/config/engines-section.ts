@@ -37,6 +37,12 @@ export interface EnginesConfig extends ConfigEngineSettings {
   priorityField: boolean;
   /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
   urls: Record<string, string[]>;
+  /**
+   * For `openai-http`: the prefill/decode role of an engine at a URL of `urls` (vLLM's disaggregation: "prefill" or
+   * "decode"; absent = "both"). A model with prefill and decode instances serving is routed in two steps by the
+   * region gateway (region/gateway/pd.ts).
+   */
+  roles: Record<string, "prefill" | "decode" | "both">;
 }
 
 /** A model's engine settings: the section's own (its keys that are schema fields) with `models.<model>` over them. */
@@ -67,6 +73,14 @@ export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): 
     }, undefined, { minLength: 1 });
   }
   urlsReader.done();
+  const rolesReader = er.object("roles");
+  const roles: Record<string, "prefill" | "decode" | "both"> = {};
+  const known = new Set(Object.values(urls).flat());
+  for (const url of Object.keys(rolesReader.value)) {
+    if (!known.has(url)) rolesReader.fail(url, "is not one of engines.urls' URLs");
+    roles[url] = rolesReader.string(url, undefined, { oneOf: ["prefill", "decode", "both"] }) as "prefill" | "decode" | "both";
+  }
+  rolesReader.done();
   const commandTemplate = er.optionalString("commandTemplate");
   if (commandTemplate !== undefined) {
     if (commandTemplate.trim() === "") er.fail("commandTemplate", "must not be empty (omit it to run engine-sim)");
@@ -81,6 +95,7 @@ export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): 
     priorityField: er.boolean("priorityField", false),
     ...readEngineSettings(er, true),
     urls,
+    roles,
     ...(commandTemplate === undefined ? {} : { commandTemplate }),
     startTimeoutMs: er.number("startTimeoutMs", 60_000, { gt: 0 }),
     stopGraceMs: er.number("stopGraceMs", 5000, { min: 0 }),

@@ -32,6 +32,8 @@ export interface OpenAIHttpEngineOptions {
   /** Base URL without the /v1 suffix, e.g. http://10.0.0.5:8000. */
   baseUrl: string;
   clock: Clock;
+  /** Its role in prefill/decode disaggregation (config engines.roles; Engine.role); default "both". */
+  role?: "prefill" | "decode" | "both";
   /** KV bytes of the instance, to turn the scraped usage fraction into bytes (default 1: bytes = fraction). */
   kvBytesCapacity?: number;
   /** /metrics scrape period (default 500 ms); 0 disables the timer (call scrape()). */
@@ -89,6 +91,7 @@ interface Scraped {
 export class OpenAIHttpEngine implements Engine {
   readonly instanceId: string;
   readonly model: string;
+  readonly role: "prefill" | "decode" | "both";
   private readonly url: URL;
   /** Request options (protocol, host, port, path) of each path `send` was asked for, resolved against `url` once. */
   private readonly targets = new Map<string, RequestOptions>();
@@ -122,6 +125,7 @@ export class OpenAIHttpEngine implements Engine {
     this.opts = opts;
     this.instanceId = opts.instanceId;
     this.model = opts.model;
+    this.role = opts.role ?? "both";
     this.url = new URL(opts.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/");
     const agentOpts = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY };
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
@@ -245,15 +249,21 @@ export class OpenAIHttpEngine implements Engine {
     if (this.closed) throw new TidegateError("upstream_error", `engine ${this.instanceId} is closed`);
     signal?.throwIfAborted();
     // A batch request has nobody reading its tokens as they come (region/link/mux-server.ts sends its text once): it
-    // is asked for without streaming, so neither the engine nor this process handles one SSE chunk per token.
-    const stream = req.batch !== true;
-    const fields = this.opts.priorityField === true ? { model: req.model, priority: req.priority } : { model: req.model };
+    // is asked for without streaming, so neither the engine nor this process handles one SSE chunk per token. A
+    // prefill for a remote decode is not streamed either (vLLM's contract: one token, answered with kv_transfer_params).
+    const remoteDecode = req.kvTransfer !== undefined && "remoteDecode" in req.kvTransfer;
+    const stream = req.batch !== true && !remoteDecode;
+    const fields = {
+      model: req.model,
+      ...(this.opts.priorityField === true ? { priority: req.priority } : {}),
+      ...(req.kvTransfer === undefined ? {} : remoteDecode ? { kv_transfer_params: { do_remote_decode: true }, max_tokens: 1, ...(req.body.max_completion_tokens == null ? {} : { max_completion_tokens: 1 }) } : { kv_transfer_params: (req.kvTransfer as { params: Readonly<Record<string, unknown>> }).params }),
+    };
     const body = JSON.stringify(stream ? { ...req.body, ...fields, stream: true, stream_options: { include_usage: true } } : { ...req.body, ...fields, stream: false });
     const path = req.kind === "chat" ? "v1/chat/completions" : "v1/completions";
     // The work this request adds to remainingTokens: prompt + max output, less the prompt tokens the routing expects
     // the engine's prefix cache to hold (GenerateRequest.expectedCachedTokens; at most prompt − 1).
     const promptWork = req.promptTokens - Math.max(0, Math.min(req.promptTokens - 1, Math.floor(req.expectedCachedTokens ?? 0)));
-    const budget = promptWork + req.maxTokens;
+    const budget = promptWork + (remoteDecode ? 1 : req.maxTokens);
     let counted = 0;
     this.remaining += budget;
     this.inFlight++;
@@ -274,7 +284,8 @@ export class OpenAIHttpEngine implements Engine {
         this.remaining -= Math.min(budget, promptWork + completion);
         counted = Math.min(budget, promptWork + completion);
         if (r.text.length > 0) yield { type: "token", text: r.text, tokens: completion };
-        yield { type: "done", finishReason: r.finish, usage: makeUsage(r.promptTokens ?? req.promptTokens, completion) };
+        if (remoteDecode && r.kvTransferParams === undefined) throw new TidegateError("upstream_error", `upstream ${this.instanceId} answered a prefill for a remote decode without kv_transfer_params (is it a prefill instance of vLLM's disaggregation contract?)`);
+        yield { type: "done", finishReason: r.finish, usage: makeUsage(r.promptTokens ?? req.promptTokens, completion), ...(r.kvTransferParams === undefined ? {} : { kvTransferParams: r.kvTransferParams }) };
         return;
       }
       const split = new SseSplitter();

@@ -22,7 +22,7 @@ export function readAll(res: IncomingMessage): Promise<string> {
 }
 
 /** What an unstreamed completion (`stream: false`) says: its text, finish reason and usage. */
-export function parseWhole(text: string, instanceId: string): { text: string; finish: FinishReason; promptTokens?: number; completionTokens?: number } {
+export function parseWhole(text: string, instanceId: string): { text: string; finish: FinishReason; promptTokens?: number; completionTokens?: number; kvTransferParams?: Record<string, unknown> } {
   let v: unknown;
   try {
     v = JSON.parse(text);
@@ -40,6 +40,8 @@ export function parseWhole(text: string, instanceId: string): { text: string; fi
     finish: c.finish_reason === "stop" ? "stop" : "length",
     ...(typeof usage?.prompt_tokens === "number" ? { promptTokens: usage.prompt_tokens } : {}),
     ...(typeof usage?.completion_tokens === "number" ? { completionTokens: usage.completion_tokens } : {}),
+    // A prefill for a remote decode (vLLM's kv_transfer_params contract) answers where its KV is held.
+    ...(typeof o.kv_transfer_params === "object" && o.kv_transfer_params !== null ? { kvTransferParams: o.kv_transfer_params as Record<string, unknown> } : {}),
   };
 }
 

@@ -153,6 +153,30 @@ export class EngineSimMetrics {
   }
 
   /** Records one finished (or aborted) request: times in ms from arrival; `gapsMs` the inter-token gaps. */
+  /**
+   * Prefill/decode KV transfers (kv-transfer.ts), from its totals at each scrape: bytes sent to decode instances and
+   * received from prefill instances, pulls that failed, held KV dropped unsent. Added when the first transfer is asked.
+   */
+  kvTransfers(read: () => { sentBytes: number; receivedBytes: number; failed: number; dropped: number }): void {
+    const registers = [this.registry];
+    const labels = this.labels;
+    const total = (name: string, help: string, pick: (t: ReturnType<typeof read>) => number) =>
+      new Counter({
+        name,
+        help,
+        labelNames: ["model_name"],
+        registers,
+        collect() {
+          this.reset();
+          this.inc(labels, pick(read()));
+        },
+      });
+    total("tidegate_kv_transfer_sent_bytes_total", "KV bytes sent to decode instances (prefill/decode disaggregation).", (t) => t.sentBytes);
+    total("tidegate_kv_transfer_received_bytes_total", "KV bytes received from prefill instances (prefill/decode disaggregation).", (t) => t.receivedBytes);
+    total("tidegate_kv_transfer_failed_total", "KV pulls from prefill instances that failed.", (t) => t.failed);
+    total("tidegate_kv_transfer_dropped_total", "Held KV dropped before a decode instance pulled it (the byte bound).", (t) => t.dropped);
+  }
+
   observeRequest(r: { ttftMs: number | undefined; e2eMs: number; promptTokens: number; outputTokens: number; gapsMs: number[]; finishedReason: "stop" | "length" | "abort" }): void {
     const l = this.labels;
     if (r.ttftMs !== undefined) this.ttftSeconds.observe(l, r.ttftMs / 1000);

@@ -245,6 +245,8 @@ export class EngineSimServer {
       ...(this.opts.kvHoldMs === undefined ? {} : { holdMs: this.opts.kvHoldMs }),
       ...(this.opts.kvPullTimeoutMs === undefined ? {} : { pullTimeoutMs: this.opts.kvPullTimeoutMs }),
     });
+    const kv = this.kv;
+    this.metrics.kvTransfers(() => kv.totals);
     return this.kv;
   }
 

@@ -4,6 +4,7 @@
  * RequestCallbacks at clock times with no promise per request. It does not retry: what the engine throws before
  * accepting a request is the caller's to handle. Engines without a callback form are driven through the stream path.
  */
+import { disaggregates } from "./pd.js";
 import { TidegateError } from "../../core/errors.js";
 import type { ModelName } from "../../core/models.js";
 import type { EngineEvent, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
@@ -164,6 +165,12 @@ export class CallbackPath {
     const model = table.model(req.model);
     const books = judge.of(req.model);
     const blocks = chooser.blocksOf(req);
+    // A model served disaggregated (pd.ts) takes the stream path's two steps; its decode instance is chosen after the
+    // prefill, so the choice names no instance yet.
+    if (disaggregates(model)) {
+      void this.drive(req, callbacks);
+      return { endpointId: model.endpoints[0]!.endpointId, instanceId: "" };
+    }
     const rec = chooser.choose(model, undefined, blocks);
     const choice = rec === undefined ? undefined : { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
     // A stream-only engine: the stream path (started now, so it makes the same choice) keeps the books and the counts.

@@ -9,6 +9,7 @@
  * herding onto the first. Both of the gateway's request paths book through `book` and `settle`, so a replayed burst
  * spreads exactly as a live one does.
  */
+import { PLAIN_ROLES, roleOf, type Role } from "./roles.js";
 import type { Clock } from "../../core/clock.js";
 import { DEFAULT_BLOCK_TOKENS, blockHashesOfBody } from "../../core/prefix.js";
 import type { GenerateRequest } from "../../core/ports.js";
@@ -101,20 +102,21 @@ export class Chooser {
    * Endpoint by estimated utilization, then the instance by the routing policy (scoring/plugins.ts; JSQ on estimated
    * remaining tokens by default) given the prompt's `blocks`; `exclude` holds failed instances.
    */
-  choose(model: ModelEntry, exclude: ReadonlySet<InstanceRecord> | undefined, blocks: readonly number[]): InstanceRecord | undefined {
+  choose(model: ModelEntry, exclude: ReadonlySet<InstanceRecord> | undefined, blocks: readonly number[], roles: ReadonlySet<Role> = PLAIN_ROLES): InstanceRecord | undefined {
     const now = this.o.clock.now();
     for (const e of model.endpoints) {
       for (const i of e.instances) if (now - i.statsAtMs >= this.o.statsRefreshMs) this.refresh(i, now);
     }
     // Stale instances (stats unreadable) are routed around while any fresh one serves; only then are they tried. An
     // instance whose engine the region believes down takes nothing (engineDown), and counts as full.
-    const fresh = model.endpoints.some((e) => e.instances.some((i) => i.state === "serving" && i.down === undefined && i.stats.stale !== true && !(exclude?.has(i) ?? false)));
+    // Only instances of `roles` take this request (pd.ts: a prefill, a decode, or a plain one).
+    const fresh = model.endpoints.some((e) => e.instances.some((i) => i.state === "serving" && i.down === undefined && i.stats.stale !== true && !(exclude?.has(i) ?? false) && roles.has(roleOf(i))));
     for (const e of model.endpoints) {
       let used = 0;
       let capacity = 0;
       e.loads.length = 0;
       for (const i of e.instances) {
-        const serving = i.state === "serving" && i.down === undefined && !(exclude?.has(i) ?? false) && !(fresh && i.stats.stale === true);
+        const serving = i.state === "serving" && i.down === undefined && !(exclude?.has(i) ?? false) && !(fresh && i.stats.stale === true) && roles.has(roleOf(i));
         if (i.state === "serving") {
           used += (i.stats.stale === true || i.down !== undefined ? i.stats.kvBytesCapacity : i.stats.kvBytesUsed) + i.addedKvBytes;
           capacity += i.stats.kvBytesCapacity;

@@ -3,6 +3,8 @@
  * the engine's events, retry on another instance when one fails before its first event, and report every ending
  * to the judge. A request for a model that may be at zero waits in the cold hold first (cold-hold.ts).
  */
+import { disaggregates, prefillForRemote } from "./pd.js";
+import { DECODE_ROLES, PLAIN_ROLES } from "./roles.js";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
@@ -109,12 +111,23 @@ export class StreamPath {
     const tried = new Set<InstanceRecord>();
     const blocks = chooser.blocksOf(req);
     let lastError: unknown;
+    // Prefill/decode disaggregation (pd.ts): a prefill instance first; its kv_transfer_params go to a decode instance.
+    let kvTransfer: GenerateRequest["kvTransfer"];
+    if (disaggregates(model)) {
+      try {
+        kvTransfer = { params: await prefillForRemote(chooser, model, req, blocks, log, signal) };
+      } catch (err) {
+        if (signal?.aborted) judge.cancelled(books);
+        else judge.failed(books, req, false, err);
+        throw err;
+      }
+    }
     for (let attempt = 0; attempt < this.p.maxAttempts; attempt++) {
       if (signal?.aborted) {
         judge.cancelled(books);
         throw new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason });
       }
-      const rec = chooser.choose(model, tried, blocks);
+      const rec = chooser.choose(model, tried, blocks, kvTransfer === undefined ? PLAIN_ROLES : DECODE_ROLES);
       if (rec === undefined) break;
       const ticket = chooser.book(rec, req, model.kvBytesPerToken, blocks);
       const cached = ticket.cachedTokens;
@@ -138,7 +151,8 @@ export class StreamPath {
       let lastAtMs = 0;
       let iterator: AsyncIterator<EngineEvent> | undefined;
       try {
-        iterator = rec.engine.generate(cached > 0 ? { ...req, expectedCachedTokens: cached } : req, upstream.signal)[Symbol.asyncIterator]();
+        const sent = cached > 0 || kvTransfer !== undefined ? { ...req, ...(cached > 0 ? { expectedCachedTokens: cached } : {}), ...(kvTransfer === undefined ? {} : { kvTransfer }) } : req;
+        iterator = rec.engine.generate(sent, upstream.signal)[Symbol.asyncIterator]();
         for (;;) {
           const step = await iterator.next();
           if (step.done === true) break;

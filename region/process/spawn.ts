@@ -21,11 +21,12 @@ export function slotKvBytes(slot: InstanceSlot): number {
   return instanceKvBytes(slot.model, slot.gpu, slot.tp, slot.instanceId);
 }
 
-/** Engines at the URLs of the config (engines.kind "openai-http"); `priorityField`: engines.priorityField. */
-export function urlEngineFactory(clock: Clock, log?: Logger, priorityField = false): EngineFactory {
+/** Engines at the URLs of the config (engines.kind "openai-http"); `priorityField`: engines.priorityField; `roles`: engines.roles. */
+export function urlEngineFactory(clock: Clock, log?: Logger, priorityField = false, roles: Readonly<Record<string, "prefill" | "decode" | "both">> = {}): EngineFactory {
   return async (slot) => {
     if (slot.url === undefined) throw new TidegateError("invalid_config", `no URL for ${slot.instanceId}`);
-    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot), priorityField, ...(log === undefined ? {} : { log }) });
+    const role = roles[slot.url];
+    return new OpenAIHttpEngine({ instanceId: slot.instanceId, model: slot.model, baseUrl: slot.url, clock, kvBytesCapacity: slotKvBytes(slot), priorityField, ...(role === undefined ? {} : { role }), ...(log === undefined ? {} : { log }) });
   };
 }
 

@@ -66,18 +66,7 @@ export class EngineSimMetrics {
           this.set({ model_name: model }, read(stats()));
         },
       });
-    /** A counter whose value is read at each scrape (a total the engine keeps). */
-    const total = (name: string, help: string, read: () => number) =>
-      new Counter({
-        name,
-        help,
-        labelNames: ["model_name"],
-        registers,
-        collect() {
-          this.reset();
-          this.inc({ model_name: model }, read());
-        },
-      });
+    const total = (name: string, help: string, read: () => number) => this.readAtScrape(name, help, read);
     const kv = (s: EngineStats) => (s.kvBytesCapacity > 0 ? s.kvBytesUsed / s.kvBytesCapacity : 0);
     gauge(VLLM_METRICS.kvUsage, "KV-cache usage. 1 means 100 percent usage.", kv);
     gauge(VLLM_METRICS.kvUsageLegacy, "KV-cache usage (pre-0.7 name). 1 means 100 percent usage.", kv);
@@ -158,23 +147,26 @@ export class EngineSimMetrics {
    * received from prefill instances, pulls that failed, held KV dropped unsent. Added when the first transfer is asked.
    */
   kvTransfers(read: () => { sentBytes: number; receivedBytes: number; failed: number; dropped: number }): void {
-    const registers = [this.registry];
-    const labels = this.labels;
-    const total = (name: string, help: string, pick: (t: ReturnType<typeof read>) => number) =>
-      new Counter({
-        name,
-        help,
-        labelNames: ["model_name"],
-        registers,
-        collect() {
-          this.reset();
-          this.inc(labels, pick(read()));
-        },
-      });
+    const total = (name: string, help: string, pick: (t: ReturnType<typeof read>) => number) => this.readAtScrape(name, help, () => pick(read()));
     total("tidegate_kv_transfer_sent_bytes_total", "KV bytes sent to decode instances (prefill/decode disaggregation).", (t) => t.sentBytes);
     total("tidegate_kv_transfer_received_bytes_total", "KV bytes received from prefill instances (prefill/decode disaggregation).", (t) => t.receivedBytes);
     total("tidegate_kv_transfer_failed_total", "KV pulls from prefill instances that failed.", (t) => t.failed);
     total("tidegate_kv_transfer_dropped_total", "Held KV dropped before a decode instance pulled it (the byte bound).", (t) => t.dropped);
+  }
+
+  /** A counter whose value is read at each scrape (a total the engine keeps). */
+  private readAtScrape(name: string, help: string, read: () => number): Counter<"model_name"> {
+    const labels = this.labels;
+    return new Counter({
+      name,
+      help,
+      labelNames: ["model_name"],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(labels, read());
+      },
+    });
   }
 
   observeRequest(r: { ttftMs: number | undefined; e2eMs: number; promptTokens: number; outputTokens: number; gapsMs: number[]; finishedReason: "stop" | "length" | "abort" }): void {

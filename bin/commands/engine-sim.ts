@@ -117,6 +117,7 @@ export const command: Command = {
     gpu: { type: "string", help: `GPU type (${Object.keys(GPU_SPECS).join(", ")})`, default: "h100-80gb" },
     tp: { type: "number", help: "GPUs per instance (tensor parallelism); default: the embedded config's gpusPerInstance" },
     host: { type: "string", help: "address to listen on", default: "127.0.0.1" },
+    "kv-host": { type: "string", help: "prefill/decode: the address other engines reach this one at for KV transfers (default: --host, or this machine's hostname when --host is 0.0.0.0 or ::)" },
     port: { type: "number", help: "port to listen on (0 = a free port)", default: 8000 },
     "time-scale": { type: "number", help: "multiply simulated durations (0.1 = 10x faster than measured)", default: 1 },
     ...settingsFlagSpecs(),
@@ -201,7 +202,7 @@ export const command: Command = {
       // HiGHS loads only if the region pairs this engine under zigzag (serve while loading): not at start-up.
       { solver: async () => (await import("../../core/solver.js")).HighsSolver.create() },
     );
-    const server = new EngineSimServer({ engine, clock, processMetrics: true, settings, tp, ...(parameters !== undefined ? { parameters } : {}) });
+    const server = new EngineSimServer({ engine, clock, processMetrics: true, settings, tp, ...(typeof flags["kv-host"] === "string" ? { kvAdvertiseHost: flags["kv-host"] } : {}), ...(parameters !== undefined ? { parameters } : {}) });
     if (waitMs !== undefined) server.waitForParameters(`waiting for ${model}'s blocks on agent ${String(flags["parameters-from"])}`);
     const url = await server.listen(port, String(flags.host));
     process.stdout.write(url + "\n");

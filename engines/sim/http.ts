@@ -17,6 +17,7 @@
  * SSE chunks and bodies come from core/openai.ts so every hop emits identical bytes. Bad input is a 4xx
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
+import { hostname } from "node:os";
 import { KV_SEND_PATH, KvTransfer, kvAskOf, type KvAsk } from "./kv-transfer.js";
 import type { EngineSettings } from "../../core/engine-settings.js";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -65,6 +66,11 @@ export interface EngineSimServerOptions {
   settings?: EngineSettings;
   /** The engine's tensor parallelism, answered as a prefill's `tp_size` (kv-transfer.ts); default 1. */
   tp?: number;
+  /**
+   * The address other instances reach this one at for KV transfers (engine-sim --kv-host); default the listen
+   * address, or this machine's hostname when it listens on every address (0.0.0.0, ::).
+   */
+  kvAdvertiseHost?: string;
   /** How long a prefill's KV is held for its decode instance, and how long a decode waits for it (kv-transfer.ts defaults). */
   kvHoldMs?: number;
   kvPullTimeoutMs?: number;
@@ -240,6 +246,7 @@ export class EngineSimServer {
       model: this.engine.model,
       engineId: this.engine.instanceId,
       host: this.listenHost,
+      advertiseHost: this.opts.kvAdvertiseHost ?? (this.listenHost === "0.0.0.0" || this.listenHost === "::" ? hostname() : this.listenHost),
       httpPort: () => a.port,
       tp: this.opts.tp ?? 1,
       ...(this.opts.kvHoldMs === undefined ? {} : { holdMs: this.opts.kvHoldMs }),

@@ -3,6 +3,7 @@
  * instance answers kv_transfer_params, a decode instance pulls the prompt's KV through the native data plane (real
  * bytes over loopback TCP, checked against the prefill's pattern) and decodes without computing the prompt.
  */
+import { hostname } from "node:os";
 import { afterEach, describe, expect, it } from "vitest";
 import { VirtualClock, WallClock } from "../../core/clock.js";
 import { kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
@@ -61,6 +62,25 @@ describe("engine-sim prefill/decode with vLLM's kv_transfer_params", () => {
     const again = await post(d.url, { model: MODEL, prompt: PROMPT, max_tokens: 5, kv_transfer_params: params });
     expect(again.status).toBe(502);
     expect(((await again.json()) as { error: { message: string } }).error.message).toMatch(/prefill instance prefill-0 .*holds no KV for request/);
+  });
+
+  it("answers an address other hosts can reach: the listen address, this host's name when it listens on every address, or --kv-host", async () => {
+    const open = async (listen: string, kvAdvertiseHost?: string) => {
+      const settings = {};
+      const engine = newSimEngine({ instanceId: `p-${listen}-${kvAdvertiseHost ?? ""}`, model: MODEL, gpu: "h100-80gb", tp: 2 }, { timeScale: 0.01, settings }, new WallClock());
+      const server = new EngineSimServer({ engine, settings, ...(kvAdvertiseHost === undefined ? {} : { kvAdvertiseHost }) });
+      servers.push(server);
+      const port = new URL(await server.listen(0, listen)).port;
+      return { url: `http://127.0.0.1:${port}`, server };
+    };
+    const all = await open("0.0.0.0");
+    expect((await prefill(all.url)).params.remote_host).toBe(hostname());
+    // Listening on every address with --kv-host 127.0.0.1: a decode instance here pulls through it.
+    const named = await open("0.0.0.0", "127.0.0.1");
+    const { params } = await prefill(named.url);
+    expect(params.remote_host).toBe("127.0.0.1");
+    const d = await start("decode-h", {});
+    expect((await post(d.url, { model: MODEL, prompt: PROMPT, max_tokens: 2, kv_transfer_params: params })).status).toBe(200);
   });
 
   it("a decode whose prefill instance is gone ends with a clear error and does not hang", async () => {

@@ -112,8 +112,10 @@ export interface KvTransferOptions {
   model: string;
   /** This instance's id, answered as `remote_engine_id`. */
   engineId: string;
-  /** Where this instance's data ports listen and its side channel answers (the engine's listen host). */
+  /** Where this instance's data ports listen (the engine's listen host). */
   host: string;
+  /** The address other instances reach this one at, answered as `remote_host` and for its receive port (default `host`). */
+  advertiseHost?: string;
   /** This instance's HTTP port (the side channel), known once it listens. */
   httpPort: () => number;
   /** Tensor parallelism, answered as `tp_size`. */
@@ -178,7 +180,7 @@ export class KvTransfer {
       do_remote_prefill: true,
       do_remote_decode: false,
       remote_engine_id: this.o.engineId,
-      remote_host: this.o.host,
+      remote_host: this.advertised(),
       remote_port: this.o.httpPort(),
       remote_block_ids: Array.from({ length: blocks }, (_, b) => b),
       remote_request_id: requestId,
@@ -209,7 +211,7 @@ export class KvTransfer {
         {
           runId,
           self: 0,
-          peers: [{ id: this.o.engineId, host: this.o.host, port: ep.port }, { id: "decode", host, port }],
+          peers: [{ id: this.o.engineId, host: this.advertised(), port: ep.port }, { id: "decode", host, port }],
           sends: Array.from({ length: blocks }, (_, b) => ({ peer: 1, block: b })),
           expect: [[], []],
           connectMs: 5000,
@@ -244,14 +246,14 @@ export class KvTransfer {
       const t0 = performance.now();
       try {
         const receiving = ep.run(
-          { runId, self: 1, peers: [{ id: params.remote_engine_id, host: params.remote_host, port: 1 }, { id: this.o.engineId, host: this.o.host, port: ep.port }], sends: [], expect: [Array.from({ length: blocks }, (_, b) => b), []], stallMs: 5000 },
+          { runId, self: 1, peers: [{ id: params.remote_engine_id, host: params.remote_host, port: 1 }, { id: this.o.engineId, host: this.advertised(), port: ep.port }], sends: [], expect: [Array.from({ length: blocks }, (_, b) => b), []], stallMs: 5000 },
           store,
           { signal: stop },
         );
         const asked = fetch(`http://${hostForUrl(params.remote_host)}:${params.remote_port}${KV_SEND_PATH}`, {
           method: "POST",
           headers: { "content-type": "application/json" },
-          body: JSON.stringify({ remote_request_id: params.remote_request_id, host: this.o.host, port: ep.port, run_id: runId }),
+          body: JSON.stringify({ remote_request_id: params.remote_request_id, host: this.advertised(), port: ep.port, run_id: runId }),
           signal: stop,
         }).then(async (res) => {
           const text = await res.text();
@@ -288,6 +290,10 @@ export class KvTransfer {
         // a run still unwinding: the endpoint closes with the process
       }
     }
+  }
+
+  private advertised(): string {
+    return this.o.advertiseHost ?? this.o.host;
   }
 
   private drop(id: string): void {

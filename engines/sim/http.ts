@@ -399,8 +399,9 @@ export class EngineSimServer {
       // The transfer runs before the request queues, so its time is part of this instance's TTFT.
       try {
         greq.remotePrefillTokens = (await this.kvTransfer().pull(ask.params, parsed.promptTokens, ac.signal)).remoteTokens;
-      } finally {
-        if (ac.signal.aborted) res.off("close", onClose);
+      } catch (err) {
+        res.off("close", onClose); // the request ends here: its error answer, not a generation, follows
+        throw err;
       }
     }
     const fmt = new ChunkFormatter(kind, id, model, Math.floor(Date.now() / 1000));

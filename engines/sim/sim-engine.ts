@@ -79,20 +79,21 @@ export class SimEngine implements Engine {
   private readonly coalesced: boolean;
 
   constructor(opts: SimEngineOptions) {
-    this.instanceId = opts.instanceId;
-    this.model = opts.model;
-    this.clock = opts.clock;
-    this.coalesced = opts.events === "coalesced";
-    const { instanceId: _id, model: _model, gpu: _gpu, tp: _tp, clock: _clock, events: _events, solver: _solver, prefixCache, ...settings } = opts;
+    // The instance's own fields; everything else is the core's settings, passed through.
+    const { instanceId, model, gpu, tp, clock, events, solver, prefixCache, ...settings } = opts;
+    this.instanceId = instanceId;
+    this.model = model;
+    this.clock = clock;
+    this.coalesced = events === "coalesced";
     // The host KV tier by default: DEFAULT_HOST_KV_GIB_PER_GPU per GPU of the instance (prefixCache.hostKvCacheGiB: 0 = off).
     const coreOpts: SimCoreOptions = {
       ...settings,
-      profile: getProfile(opts.model, opts.gpu, opts.tp),
-      clock: opts.clock,
-      prefixCache: prefixCache === false ? false : { ...prefixCache, hostKvCacheGiB: prefixCache?.hostKvCacheGiB ?? DEFAULT_HOST_KV_GIB_PER_GPU * opts.tp },
+      profile: getProfile(model, gpu, tp),
+      clock,
+      prefixCache: prefixCache === false ? false : { ...prefixCache, hostKvCacheGiB: prefixCache?.hostKvCacheGiB ?? DEFAULT_HOST_KV_GIB_PER_GPU * tp },
     };
     this.core = new SimEngineCore(coreOpts);
-    this.layerwise = new LayerwiseHost({ core: this.core, clock: opts.clock, ...(opts.solver === undefined ? {} : { solver: opts.solver }) });
+    this.layerwise = new LayerwiseHost({ core: this.core, clock, ...(solver === undefined ? {} : { solver }) });
   }
 
   /** The callback form of `generate` (Engine.submit): the core's own events, no stream and no per-token work. */

@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { WallClock } from "../../core/clock.js";
+import type { TidegateError } from "../../core/errors.js";
 import { kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
 import { OpenAIHttpEngine } from "../../engines/openai-http/openai-http-engine.js";
@@ -32,8 +33,12 @@ async function instance(id: string, role: "prefill" | "decode" | "both"): Promis
   return { server, url, engine: new OpenAIHttpEngine({ instanceId: id, model: MODEL, baseUrl: url, clock, metricsIntervalMs: 0, role }) };
 }
 
+/** Instances each request was booked on, in order (Gateway onRouted). */
+let routed: string[] = [];
+
 function gatewayOf(...engines: OpenAIHttpEngine[]): Gateway {
-  const gw = new Gateway({ region: "r", clock, statsRefreshMs: 0 });
+  routed = [];
+  const gw = new Gateway({ region: "r", clock, statsRefreshMs: 0, onRouted: (_req, id) => routed.push(id) });
   gateways.push(gw);
   gw.addEndpoint(MODEL, "h100-80gb");
   for (const e of engines) gw.addInstance("h100-80gb", e);
@@ -55,6 +60,7 @@ describe("the region gateway with prefill and decode instances", () => {
     const d = await instance("d0", "decode");
     const gw = gatewayOf(p.engine, d.engine);
     const events = await collect(gw.generate({ ...request("pd-1"), promptTokens: 601 }));
+    expect(routed).toEqual(["p0", "d0"]);
     expect(events.filter((e) => e.type === "token").length).toBe(4);
     const done = events.at(-1)!;
     expect(done.type).toBe("done");
@@ -74,9 +80,15 @@ describe("the region gateway with prefill and decode instances", () => {
     await p0.server.close();
     const events = await collect(gw.generate({ ...request("pd-2"), promptTokens: 601 }));
     expect(events.at(-1)!.type).toBe("done");
+    // p0 (first listed, as idle as p1) was tried first, failed, and the prefill went to p1.
+    expect(routed).toEqual(["p0", "p1", "d0"]);
     expect(p1.server["kv"]!.totals.sentBytes).toBeGreaterThan(0);
     await p1.server.close();
-    await expect(collect(gw.generate({ ...request("pd-3"), promptTokens: 601 }))).rejects.toThrow(/connect|refused|ECONNREFUSED|upstream/i);
+    routed = [];
+    const err = await collect(gw.generate({ ...request("pd-3"), promptTokens: 601 })).then(() => undefined, (e: unknown) => e as TidegateError);
+    expect(err).toMatchObject({ code: "upstream_error", message: expect.stringMatching(/^upstream p[01] \(127\.0\.0\.1:\d+\): .*ECONNREFUSED/) });
+    // Two prefill attempts, no decode.
+    expect(routed.sort()).toEqual(["p0", "p1"]);
   });
 
   it("plain instances serve a model without both roles; roles never take plain requests", async () => {

@@ -3,6 +3,7 @@
  */
 import type { KvEventListener } from "./prefix.js";
 import type { GpuType, ModelName, RegionName } from "./models.js";
+import type { EventSink, Flow } from "./push.js";
 
 /** Priority 0: interactive, and batch promoted by age. Priority 1: batch. (SageServe §6.3) */
 export type Priority = 0 | 1;
@@ -133,6 +134,12 @@ export interface Engine {
    * in-flight count, its connection) runs only then — a stream left suspended after `done` leaks it.
    */
   generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  /**
+   * Optional push form of `generate` (core/push.ts): the same request, each event handed to `sink` as it arrives, no
+   * promise per token; aborting `signal` cancels it and fails the sink. The gateway uses it where present (the
+   * openai-http adapter: the live token path), else it pushes from `generate`.
+   */
+  open?(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow;
   /**
    * Optional callback form of `generate` for engines that run on the injected Clock (engine-sim in one process):
    * the same request, no stream — `onFirstToken` and `onDone` fire at their clock times. Throws like `generate`
@@ -417,8 +424,14 @@ export interface RegionLink {
    * (its telemetry stream broke); the next snapshot means it is back.
    */
   subscribe(onTelemetry: (t: RegionTelemetry) => void, onDown?: () => void): Unsubscribe;
-  /** The request's events as a stream the caller pulls (the HTTP relay: text, backpressure). */
+  /** The request's events as a stream the caller pulls (tests, tools; core/push.ts streamOf over `open` where there is one). */
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  /**
+   * Optional push form of `dispatch` (core/push.ts), which the HTTP relay uses where present: each event handed to
+   * `sink` as the link delivers it, no promise per token; failures (refusals included) reach `sink.fail`; `sink.event`
+   * returning false pauses the region's stream until the returned flow resumes. The gRPC and in-process links have it.
+   */
+  open?(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow;
   /**
    * The callback shape of `dispatch`: the same request, its progress reported through `callbacks` instead of a
    * stream the caller pulls (the batch Dispatcher; router/relay.ts `submitWithRetry`). A refusal the adapter knows

@@ -15,6 +15,7 @@ import type { Logger } from "../core/log.js";
 import { MODEL_SPECS, type RegionName } from "../core/models.js";
 import { ChunkFormatter, MAX_TOKENS_LIMIT, parseOpenAIRequest, type ApiKind } from "../core/openai.js";
 import type { EngineEvent, GenerateRequest, RegionLink } from "../core/ports.js";
+import { NO_FLOW, type Flow } from "../core/push.js";
 import { ValidationError } from "../core/validate.js";
 import { histogramChild } from "../core/metrics.js";
 import { authenticate, mayUseModel, modelForbidden } from "./auth.js";
@@ -204,18 +205,47 @@ export function sendError(res: ServerResponse, err: TidegateError, extraHeaders:
   res.end(body);
 }
 
-async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormatter, s: OpenedStream, includeUsage: boolean, outcome: Outcome, signal: AbortSignal): Promise<void> {
+/**
+ * Relays the region's events as SSE chunks, pushed (OpenedStream.pipe, core/push.ts): each event is formatted and
+ * written to the client's socket in the call that delivers it from the region, no promise per token. A connection
+ * over its high-water mark pauses the region's stream until it drains. Resolves when the stream ended (`done`, or an
+ * in-stream error after the 200); rejects with the client's abort reason when the client went away.
+ */
+function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormatter, s: OpenedStream, includeUsage: boolean, outcome: Outcome, signal: AbortSignal): Promise<void> {
   res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-tidegate-region": s.region, [REGION_REASON_HEADER]: s.reason, "x-request-id": fmt.id });
   let head = fmt.roleChunk();
-  let event: EngineEvent | undefined = s.first;
   let tokens = 0;
   let lastNs = process.hrtime.bigint();
   // Bound once per stream: prom-client's observe hashes the labels on every call (core/metrics.ts histogramChild).
   const tbt = histogramChild(deps.metrics.tbtSeconds, { model: outcome.model, region: s.region });
   const out = new ChunkWriter(res);
-  try {
-    while (event !== undefined) {
-      if (signal.aborted) throw signal.reason;
+  return new Promise<void>((resolve, reject) => {
+    let over = false;
+    let flow: Flow = NO_FLOW;
+    let draining = false;
+    const end = (err?: unknown) => {
+      over = true;
+      signal.removeEventListener("abort", onAbort);
+      deps.metrics.tokens.inc({ model: outcome.model, region: s.region }, tokens);
+      if (err === undefined) resolve();
+      else reject(err);
+    };
+    const fail = (err: unknown) => {
+      if (over) return;
+      s.abort();
+      if (signal.aborted) return end(signal.reason);
+      const te = toTidegateError(err);
+      deps.bursts.streamFailed.note(`${s.region} ${te.code}`, { model: outcome.model, region: s.region, err });
+      deps.logger.debug("router: stream failed after the first token", { model: outcome.model, region: s.region, err });
+      // The client got 200 and its stream ends with an in-stream error: the status stays 200 and the failure is
+      // counted on its own (tidegate_router_stream_errors_total).
+      deps.metrics.streamErrors.inc({ model: outcome.model, region: s.region });
+      res.end(fmt.errorChunk(te.message, te.code));
+      end();
+    };
+    const onAbort = () => fail(signal.reason);
+    const write = (event: EngineEvent): boolean => {
+      if (over) return false;
       let chunk: string;
       if (event.type === "token") {
         if (tokens > 0) {
@@ -230,30 +260,28 @@ async function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: Chunk
         chunk = head + fmt.finishChunk(event.finishReason) + (includeUsage ? fmt.usageChunk(event.usage) : "") + ChunkFormatter.DONE;
       }
       head = "";
-      const finished = event.type === "done";
-      if (!out.write(chunk)) await out.drained();
-      if (finished) break;
-      const next: IteratorResult<EngineEvent> = await s.next();
-      event = next.done ? undefined : next.value;
-      if (event === undefined) throw new TidegateError("upstream_error", `region ${s.region} ended the stream without finishing`);
-    }
-    res.end();
-  } catch (err) {
-    if (signal.aborted) {
-      s.abort();
-      throw signal.reason;
-    }
-    s.abort();
-    const te = toTidegateError(err);
-    deps.bursts.streamFailed.note(`${s.region} ${te.code}`, { model: outcome.model, region: s.region, err });
-    deps.logger.debug("router: stream failed after the first token", { model: outcome.model, region: s.region, err });
-    // The client got 200 and its stream ends with an in-stream error: the status stays 200 and the failure is
-    // counted on its own (tidegate_router_stream_errors_total).
-    deps.metrics.streamErrors.inc({ model: outcome.model, region: s.region });
-    res.end(fmt.errorChunk(te.message, te.code));
-  } finally {
-    deps.metrics.tokens.inc({ model: outcome.model, region: s.region }, tokens);
-  }
+      const room = out.write(chunk);
+      if (event.type === "done") {
+        res.end();
+        end();
+        return true;
+      }
+      if (room) return true;
+      if (!draining) {
+        draining = true;
+        void out.drained().then(() => {
+          draining = false;
+          if (!over) flow.resume();
+        });
+      }
+      return false;
+    };
+    if (signal.aborted) return fail(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    write(s.first);
+    if (over) return;
+    flow = s.pipe({ event: write, fail });
+  });
 }
 
 async function relayFull(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormatter, s: OpenedStream, outcome: Outcome, signal: AbortSignal): Promise<void> {

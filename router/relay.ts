@@ -12,32 +12,131 @@ import { blockHashesOfBody } from "../core/prefix.js";
 import { COLD_START_CODES, TidegateError, findTidegateError } from "../core/errors.js";
 import type { RegionName } from "../core/models.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionLink } from "../core/ports.js";
+import { NO_FLOW, pushFrom, type EventSink, type Flow } from "../core/push.js";
 import { requestKvBytes, type RegionSelector } from "./selector.js";
 import type { RegionDecision } from "./selection.js";
 import type { StreamWatchdog, Watched } from "./watchdog.js";
 import type { ConcurrencyLimiter, ConcurrencyShed, ConcurrencySlot } from "./concurrency.js";
 import { ShedError } from "./admission.js";
 
-/** A stream committed to one region: its first event and the iterator for the rest. */
+/** A request committed to one region: its first event, and the rest pushed (`pipe`) or pulled (`next`). */
 export interface OpenedStream {
   region: RegionName;
   /** Why the region was chosen (RegionWalk.reason): the `x-tidegate-region-reason` header and the choices counter. */
   reason: RegionChoiceReason;
   first: EngineEvent;
-  rest: AsyncIterator<EngineEvent>;
   /**
-   * The next event of `rest`, given up (rejecting with upstream_error, "region … stalled: …") when the watchdog finds
-   * the stream stalled (watchdog.ts: its region stopped reporting and the stream went silent, or its stall limit
-   * passed). Use this rather than `rest.next()`.
+   * Hands every later event to `sink` as the region delivers it (core/push.ts: no promise per token), those that
+   * came before the call first; a failure reaches `sink.fail`, given up as upstream_error ("region … stalled: …")
+   * when the watchdog finds the stream stalled (watchdog.ts). `sink.event` returning false pauses the region's
+   * stream until the returned flow resumes. Call it once, or use `next`.
    */
+  pipe(sink: EventSink): Flow;
+  /** The next event (pull form of `pipe`, for callers that want a stream); rejects as `pipe` fails. */
   next(): Promise<IteratorResult<EngineEvent>>;
   /** Aborts the upstream dispatch, then releases the stream (idempotent). */
   abort(): void;
-  /**
-   * Once the stream is over: detaches from the client's signal and the watchdog and returns `rest` (its cleanup runs
-   * even when the caller stopped at `done`). Idempotent.
-   */
+  /** Once the stream is over: detaches from the client's signal and the watchdog. Idempotent. */
   release(): void;
+}
+
+/**
+ * The sink one dispatch attempt opens the region's request with: the first event (or the failure before it)
+ * settles `first`; later events wait in a queue until the caller pipes them on (OpenedStream.pipe) or pulls them.
+ */
+class Opening implements EventSink {
+  readonly first: Promise<EngineEvent>;
+  /** The region's flow (RegionLink.open's answer), set right after opening. */
+  flow: Flow = NO_FLOW;
+  /** Called with every event before it goes on (the watchdog's touch, the decode-pace measure). */
+  seen: ((ev: EngineEvent) => void) | undefined;
+  /** Maps a failure after the first event (the watchdog's verdict). */
+  explain: (err: unknown) => unknown = (err) => err;
+  private resolveFirst!: (ev: EngineEvent) => void;
+  private rejectFirst!: (err: unknown) => void;
+  private gotFirst = false;
+  private readonly queue: EngineEvent[] = [];
+  private head = 0;
+  private paused = false;
+  private failure: unknown;
+  private failed = false;
+  private downstream: EventSink | undefined;
+  private waiter: { resolve: (r: IteratorResult<EngineEvent>) => void; reject: (e: unknown) => void } | undefined;
+  private done = false;
+
+  constructor() {
+    this.first = new Promise((resolve, reject) => {
+      this.resolveFirst = resolve;
+      this.rejectFirst = reject;
+    });
+  }
+
+  event(ev: EngineEvent): boolean {
+    this.seen?.(ev);
+    if (!this.gotFirst) {
+      this.gotFirst = true;
+      this.resolveFirst(ev);
+      return true;
+    }
+    if (this.downstream !== undefined) return this.downstream.event(ev);
+    const w = this.waiter;
+    if (w !== undefined) {
+      this.waiter = undefined;
+      w.resolve({ value: ev, done: false });
+      return true;
+    }
+    this.queue.push(ev);
+    if (this.queue.length - this.head >= 64) this.paused = true;
+    return !this.paused;
+  }
+
+  fail(err: unknown): void {
+    if (!this.gotFirst) {
+      this.gotFirst = true;
+      this.rejectFirst(err);
+      return;
+    }
+    const e = this.explain(err);
+    if (this.downstream !== undefined) return this.downstream.fail(e);
+    this.failed = true;
+    this.failure = e;
+    const w = this.waiter;
+    this.waiter = undefined;
+    w?.reject(e);
+  }
+
+  pipe(sink: EventSink): Flow {
+    this.downstream = sink;
+    let room = true;
+    while (this.head < this.queue.length) room = sink.event(this.queue[this.head++]!) && room;
+    this.queue.length = 0;
+    this.head = 0;
+    if (this.failed) sink.fail(this.failure);
+    else if (this.paused && room) {
+      this.paused = false;
+      this.flow.resume();
+    }
+    return this.flow;
+  }
+
+  next(): Promise<IteratorResult<EngineEvent>> {
+    if (this.head < this.queue.length) {
+      const ev = this.queue[this.head++]!;
+      if (this.head === this.queue.length) {
+        this.queue.length = 0;
+        this.head = 0;
+      }
+      if (this.paused && this.queue.length - this.head < 32) {
+        this.paused = false;
+        this.flow.resume();
+      }
+      if (ev.type === "done") this.done = true;
+      return Promise.resolve({ value: ev, done: false });
+    }
+    if (this.failed) return Promise.reject(this.failure);
+    if (this.done) return Promise.resolve({ value: undefined, done: true });
+    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+  }
 }
 
 export interface DispatchOptions {
@@ -234,7 +333,10 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       stalledErr = err;
       attempt.abort(err);
     });
+    let released = false;
     const release = () => {
+      if (released) return;
+      released = true;
       signal.removeEventListener("abort", onClientAbort);
       watched?.close();
       slot?.release();
@@ -246,60 +348,33 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
     };
     try {
       opts.onDispatch?.(region);
-      const rest = link.dispatch(req, attempt.signal)[Symbol.asyncIterator]();
-      const first = watched === undefined ? await rest.next() : await Promise.race([rest.next(), watched.stalled]);
-      if (first.done) throw new TidegateError("upstream_error", `region ${region} ended the stream without any event`);
+      const opening = new Opening();
+      // The done event measures the region's decode pace (RegionSelector.track) — with the spill on only: otherwise
+      // nothing reads it. The watchdog hears of every event (touch) once the first has come.
+      const measure = opts.selector.spillOn;
+      let started = false;
+      opening.seen = (ev) => {
+        if (!started) return void (started = true);
+        watched?.touch();
+        if (measure && ev.type === "done") tracked.done(ev.usage.completion_tokens);
+      };
+      // The watchdog's own verdict first; a link failure after a long silence reads as the stall it is.
+      if (watched !== undefined) opening.explain = (err) => stalledErr ?? watched.explain(err);
+      opening.flow = link.open !== undefined ? link.open(req, opening, attempt.signal) : pushFrom(link.dispatch(req, attempt.signal), opening);
+      const first = watched === undefined ? await opening.first : await Promise.race([opening.first, watched.stalled]);
       slot?.firstEvent();
       tracked.firstEvent();
       watched?.started();
       watched?.touch();
-      if (first.value.type === "done") tracked.done(first.value.usage.completion_tokens);
-      // The done event measures the region's decode pace (RegionSelector.track) — with the spill on only: otherwise
-      // nothing reads it, and the token path keeps no extra promise step per event.
-      const measure = opts.selector.spillOn;
-      const seen = (r: IteratorResult<EngineEvent>) => {
-        if (measure && r.done !== true && r.value.type === "done") tracked.done(r.value.usage.completion_tokens);
-        return r;
-      };
-      const next =
-        watched === undefined
-          ? measure
-            ? () => rest.next().then(seen)
-            : () => rest.next()
-          : () =>
-              rest.next().then(
-                (r) => {
-                  watched.touch();
-                  return seen(r);
-                },
-                (err: unknown) => {
-                  // The watchdog's own verdict first; a link failure after a long silence reads as the stall it is.
-                  throw stalledErr ?? watched.explain(err);
-                },
-              );
-      // Over: detached from the client and the watchdog, and the region's stream returned, so that its `finally`
-      // runs even when the caller stopped pulling at `done` (Engine.generate's contract; issue 32 item 6). Closing a
-      // stream that already ended is a no-op; a failure while closing comes after the outcome was decided, and the
-      // link reports its own failures, so nothing is left to tell.
-      let closed = false;
-      const close = () => {
-        release();
-        if (closed) return;
-        closed = true;
-        rest.return?.().then(undefined, () => undefined);
-      };
+      if (first.type === "done") tracked.done(first.usage.completion_tokens);
       return {
         region,
         reason: walk.reason,
-        first: first.value,
-        rest,
-        next,
-        abort: () => {
-          release();
-          attempt.abort();
-          close();
-        },
-        release: close,
+        first,
+        pipe: (sink) => opening.pipe(sink),
+        next: () => opening.next(),
+        abort,
+        release,
       };
     } catch (err) {
       abort();

@@ -1,8 +1,8 @@
 /**
- * The `Engine` port over any OpenAI-compatible server (vLLM, SGLang, `tidegate engine-sim`): `generate()` streams
- * SSE from POST /v1/chat/completions or /v1/completions (a batch request asks without streaming and gets one token
- * event with all its text) (node:http with a keep-alive agent; body-reader.ts reads the body in flowing mode; sse.ts parses chunks
- * with a fast path), and `stats()` combines the server's /metrics (vllm:kv_cache_usage_perc,
+ * The `Engine` port over any OpenAI-compatible server (vLLM, SGLang, `tidegate engine-sim`): `open()` pushes the
+ * SSE of POST /v1/chat/completions or /v1/completions to a sink as the socket delivers it (core/push.ts; a batch
+ * request asks without streaming and gets one token event with all its text; node:http with a keep-alive agent;
+ * sse.ts parses chunks with a fast path), `generate()` is the same as a stream, and `stats()` combines the server's /metrics (vllm:kv_cache_usage_perc,
  * vllm:num_requests_running, vllm:num_requests_waiting, scraped every `metricsIntervalMs` on the Clock) with what
  * this adapter has in flight (remaining tokens for JSQ, generated tokens). Aborting a request's signal destroys the
  * upstream HTTP request, which is how vLLM (and engine-sim) learn to free its KV.
@@ -18,7 +18,7 @@ import { LAYERWISE_PATH, PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.
 import { VLLM_METRICS } from "../sim/engine-metrics.js";
 import type { PipelineSummary } from "../pipeline-summary.js";
 import type { Logger } from "../../core/log.js";
-import { BodyReader } from "./body-reader.js";
+import { NO_FLOW, streamOf, type EventSink, type Flow } from "../../core/push.js";
 import { KvEventStream } from "./kv-events.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../core/prefix.js";
 import { EngineLiveness, connectionFailureCode } from "./liveness.js";
@@ -245,9 +245,27 @@ export class OpenAIHttpEngine implements Engine {
     };
   }
 
-  async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
-    if (this.closed) throw new TidegateError("upstream_error", `engine ${this.instanceId} is closed`);
-    signal?.throwIfAborted();
+  /** The stream of `open` (core/push.ts streamOf): for callers that pull. */
+  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
+    return streamOf((sink, s) => this.open(req, sink, s), signal);
+  }
+
+  /**
+   * One request in push form (core/push.ts): the response's SSE chunks are parsed as they arrive on the socket and
+   * each token goes to `sink` in the same turn, no promise per token; `sink.event` returning false pauses the
+   * response (TCP back-pressures the engine) until the flow resumes. `done` goes out once the body has ended, with
+   * this adapter's books (in-flight count, remaining tokens) already closed. Aborting `signal` destroys the upstream
+   * request (how vLLM and engine-sim learn to free its KV) and fails the sink with the abort's reason.
+   */
+  open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow {
+    if (this.closed) {
+      sink.fail(new TidegateError("upstream_error", `engine ${this.instanceId} is closed`));
+      return NO_FLOW;
+    }
+    if (signal?.aborted) {
+      sink.fail(signal.reason);
+      return NO_FLOW;
+    }
     // A batch request has nobody reading its tokens as they come (region/link/mux-server.ts sends its text once): it
     // is asked for without streaming, so neither the engine nor this process handles one SSE chunk per token. A
     // prefill for a remote decode is not streamed either (vLLM's contract: one token, answered with kv_transfer_params).
@@ -270,80 +288,115 @@ export class OpenAIHttpEngine implements Engine {
     this.liveness.begin();
     const headers: Record<string, string> = { [REQUEST_ID_HEADER]: req.id, [PRIORITY_HEADER]: String(req.priority), accept: stream ? "text/event-stream" : "application/json" };
     let res: IncomingMessage | undefined;
-    try {
-      res = await this.send("POST", path, body, headers, signal, stream ? undefined : (this.opts.unstreamedTimeoutMs ?? 600_000));
-      this.liveness.bytes();
-      const status = res.statusCode ?? 0;
-      if (status !== 200) throw await upstreamError(res, status);
-      if (!stream) {
-        const whole = await readAll(res);
-        if (signal?.aborted) throw signal.reason;
-        const r = parseWhole(whole, this.instanceId);
-        const completion = r.completionTokens ?? (r.text.length > 0 ? 1 : 0);
-        this.generated += completion;
-        this.remaining -= Math.min(budget, promptWork + completion);
-        counted = Math.min(budget, promptWork + completion);
-        if (r.text.length > 0) yield { type: "token", text: r.text, tokens: completion };
-        if (remoteDecode && r.kvTransferParams === undefined) throw new TidegateError("upstream_error", `upstream ${this.instanceId} answered a prefill for a remote decode without kv_transfer_params (is it a prefill instance of vLLM's disaggregation contract?)`);
-        yield { type: "done", finishReason: r.finish, usage: makeUsage(r.promptTokens ?? req.promptTokens, completion), ...(r.kvTransferParams === undefined ? {} : { kvTransferParams: r.kvTransferParams }) };
-        return;
-      }
-      const split = new SseSplitter();
-      let finish: FinishReason = "length";
-      let usage: { promptTokens: number; completionTokens: number } | undefined;
-      let tokens = 0;
-      let sawDone = false;
-      const chunks = new BodyReader(res);
-      for (;;) {
-        const bytes = chunks.shift() ?? (await chunks.next());
-        if (bytes === undefined) break;
-        this.liveness.bytes();
-        for (const data of split.push(bytes)) {
-          if (signal?.aborted) throw signal.reason;
-          const c = parseChunk(data);
-          if (c.kind === "text" || (c.kind === "finish" && c.text.length > 0)) {
-            const text = c.text;
-            tokens++;
-            this.generated++;
-            if (counted === 0) {
-              this.remaining -= promptWork;
-              counted += promptWork;
-            }
-            if (counted < budget) {
-              this.remaining--;
-              counted++;
-            }
-            yield { type: "token", text, tokens: 1 };
-          }
-          if (c.kind === "finish") finish = c.reason === "stop" ? "stop" : "length";
-          else if (c.kind === "usage") usage = c;
-          else if (c.kind === "error") throw new TidegateError("upstream_error", `upstream ${this.instanceId}: ${c.message}`);
-          else if (c.kind === "done") sawDone = true;
-        }
-      }
-      if (signal?.aborted) throw signal.reason;
-      if (!sawDone) throw new TidegateError("upstream_error", `upstream ${this.instanceId} ended the stream without [DONE]`);
-      yield { type: "done", finishReason: finish, usage: makeUsage(usage?.promptTokens ?? req.promptTokens, usage?.completionTokens ?? tokens) };
-    } catch (err) {
-      if (signal?.aborted) throw signal.reason ?? err;
-      if (err instanceof TidegateError) throw err;
-      // Refused, or the connection broke mid-response (reset: the engine died): down now rather than at the next
-      // scrape; the next byte clears it. A timeout is left to the stall rule (liveness.ts).
-      const code = connectionFailureCode(err);
-      if (code !== undefined) {
-        this.liveness.connectionFailed(code);
-        this.scrapeOk = false;
-        this.scrapeFailed = true;
-      }
-      throw new TidegateError("upstream_error", `upstream ${this.instanceId} (${this.url.host}): ${(err as Error).message}`, { cause: err });
-    } finally {
+    let ended = false;
+    /** Closes this adapter's books for the request (once), before its end goes to the sink. */
+    const close = () => {
+      ended = true;
+      signal?.removeEventListener("abort", onAbort);
       // A consumer that stops early (or an error) must not leave the upstream generating: close the connection.
       if (res !== undefined && !res.complete) res.destroy();
       this.remaining -= budget - counted;
       this.inFlight--;
       this.liveness.end();
       if (this.inFlight === 0) this.scrapeWhenIdle();
+    };
+    const fail = (err: unknown) => {
+      if (ended) return;
+      close();
+      sink.fail(this.failure(err, signal));
+    };
+    const finish = (ev: EngineEvent) => {
+      if (ended) return;
+      close();
+      sink.event(ev);
+    };
+    const onAbort = () => fail(signal!.reason);
+    signal?.addEventListener("abort", onAbort, { once: true });
+    this.send("POST", path, body, headers, signal, stream ? undefined : (this.opts.unstreamedTimeoutMs ?? 600_000)).then(
+      (r) => {
+        res = r;
+        if (ended) return void r.destroy();
+        this.liveness.bytes();
+        const status = r.statusCode ?? 0;
+        if (status !== 200) return void upstreamError(r, status).then(fail, fail);
+        if (!stream) {
+          readAll(r).then((whole) => {
+            if (ended) return;
+            const p = parseWhole(whole, this.instanceId);
+            const completion = p.completionTokens ?? (p.text.length > 0 ? 1 : 0);
+            this.generated += completion;
+            this.remaining -= Math.min(budget, promptWork + completion);
+            counted = Math.min(budget, promptWork + completion);
+            if (remoteDecode && p.kvTransferParams === undefined) throw new TidegateError("upstream_error", `upstream ${this.instanceId} answered a prefill for a remote decode without kv_transfer_params (is it a prefill instance of vLLM's disaggregation contract?)`);
+            if (p.text.length > 0) sink.event({ type: "token", text: p.text, tokens: completion });
+            finish({ type: "done", finishReason: p.finish, usage: makeUsage(p.promptTokens ?? req.promptTokens, completion), ...(p.kvTransferParams === undefined ? {} : { kvTransferParams: p.kvTransferParams }) });
+          }).catch(fail);
+          return;
+        }
+        const split = new SseSplitter();
+        let finishReason: FinishReason = "length";
+        let usage: { promptTokens: number; completionTokens: number } | undefined;
+        let tokens = 0;
+        let sawDone = false;
+        r.on("data", (bytes: Buffer) => {
+          if (ended) return;
+          this.liveness.bytes();
+          try {
+            for (const data of split.push(bytes)) {
+              const c = parseChunk(data);
+              if (c.kind === "text" || (c.kind === "finish" && c.text.length > 0)) {
+                tokens++;
+                this.generated++;
+                if (counted === 0) {
+                  this.remaining -= promptWork;
+                  counted += promptWork;
+                }
+                if (counted < budget) {
+                  this.remaining--;
+                  counted++;
+                }
+                if (!sink.event({ type: "token", text: c.text, tokens: 1 })) r.pause();
+                if (ended) return;
+              }
+              if (c.kind === "finish") finishReason = c.reason === "stop" ? "stop" : "length";
+              else if (c.kind === "usage") usage = c;
+              else if (c.kind === "error") throw new TidegateError("upstream_error", `upstream ${this.instanceId}: ${c.message}`);
+              else if (c.kind === "done") sawDone = true;
+            }
+          } catch (err) {
+            fail(err);
+          }
+        });
+        r.once("end", () => {
+          if (!sawDone) return fail(new TidegateError("upstream_error", `upstream ${this.instanceId} ended the stream without [DONE]`));
+          finish({ type: "done", finishReason, usage: makeUsage(usage?.promptTokens ?? req.promptTokens, usage?.completionTokens ?? tokens) });
+        });
+        r.once("error", fail);
+        // A destroyed response (socket reset) may close without 'end' or 'error'; the code lets liveness count it.
+        r.once("close", () => {
+          if (!ended && !r.complete) fail(Object.assign(new Error("the upstream connection closed before the response ended"), { code: "ECONNRESET" }));
+        });
+      },
+      fail,
+    );
+    return { resume: () => res?.resume() };
+  }
+
+  /**
+   * What a request's failure reaches its sink as: the abort's reason when its signal aborted, a TidegateError as it
+   * is, anything else an upstream_error naming the instance. A refused or reset connection marks the engine down now
+   * rather than at the next scrape (the next byte clears it); a timeout is left to the stall rule (liveness.ts).
+   */
+  private failure(err: unknown, signal: AbortSignal | undefined): unknown {
+    if (signal?.aborted) return signal.reason ?? err;
+    if (err instanceof TidegateError) return err;
+    const code = connectionFailureCode(err);
+    if (code !== undefined) {
+      this.liveness.connectionFailed(code);
+      this.scrapeOk = false;
+      this.scrapeFailed = true;
     }
+    return new TidegateError("upstream_error", `upstream ${this.instanceId} (${this.url.host}): ${(err as Error).message}`, { cause: err });
   }
 
   /**

@@ -7,7 +7,8 @@
 import { disaggregates } from "./pd.js";
 import { TidegateError } from "../../core/errors.js";
 import type { ModelName } from "../../core/models.js";
-import type { EngineEvent, GenerateRequest, RequestCallbacks } from "../../core/ports.js";
+import type { GenerateRequest, RequestCallbacks } from "../../core/ports.js";
+import type { EventSink, Flow } from "../../core/push.js";
 import { settle, type RouteChoice, type Ticket } from "./chooser.js";
 import type { ColdHold } from "./cold-hold.js";
 import type { Judge, ModelBooks } from "./judge.js";
@@ -17,8 +18,8 @@ import type { PathParts } from "./stream-path.js";
 export const HELD: RouteChoice = Object.freeze({ endpointId: "", instanceId: "" });
 
 export interface CallbackPathOptions extends PathParts {
-  /** The gateway's stream entry (Gateway.generate), for engines that only stream. */
-  generate(req: GenerateRequest): AsyncIterable<EngineEvent>;
+  /** The gateway's push entry (Gateway.open), for engines without a callback form. */
+  open(req: GenerateRequest, sink: EventSink): Flow;
 }
 
 /**
@@ -168,14 +169,14 @@ export class CallbackPath {
     // A model served disaggregated (pd.ts) takes the stream path's two steps; its decode instance is chosen after the
     // prefill, so the choice names no instance yet.
     if (disaggregates(model)) {
-      void this.drive(req, callbacks);
+      this.drive(req, callbacks);
       return { endpointId: model.endpoints[0]!.endpointId, instanceId: "" };
     }
     const rec = chooser.choose(model, undefined, blocks);
     const choice = rec === undefined ? undefined : { endpointId: rec.endpoint.endpointId, instanceId: rec.engine.instanceId };
     // A stream-only engine: the stream path (started now, so it makes the same choice) keeps the books and the counts.
     if (rec !== undefined && rec.engine.submit === undefined) {
-      void this.drive(req, callbacks);
+      this.drive(req, callbacks);
       return choice;
     }
     judge.demand(books, req);
@@ -194,22 +195,24 @@ export class CallbackPath {
     return choice;
   }
 
-  /** `submit` over an engine that only streams. */
-  private async drive(req: GenerateRequest, callbacks: RequestCallbacks): Promise<void> {
+  /** `submit` over an engine without a callback form: the push path, its events counted into `callbacks`. */
+  private drive(req: GenerateRequest, callbacks: RequestCallbacks): void {
     const clock = this.p.clock;
     let first = true;
     let generated = 0;
-    try {
-      for await (const ev of this.p.generate(req)) {
+    this.p.open(req, {
+      event(ev) {
         if (first) {
           first = false;
           callbacks.onFirstToken?.(clock.now());
         }
         if (ev.type === "token") generated += ev.tokens;
         else callbacks.onDone?.(clock.now(), generated);
-      }
-    } catch (err) {
-      callbacks.onError?.(clock.now(), err);
-    }
+        return true;
+      },
+      fail(err) {
+        callbacks.onError?.(clock.now(), err);
+      },
+    });
   }
 }

@@ -19,7 +19,7 @@ import type { Clock } from "../../core/clock.js";
 import type { SloConfig } from "../../core/config.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { Engine, EngineEvent, GenerateRequest, InstanceState, RequestCallbacks, RegionTelemetry } from "../../core/ports.js";
+import type { Engine, GenerateRequest, InstanceState, RequestCallbacks, RegionTelemetry } from "../../core/ports.js";
 import { BurstLog } from "../../core/burst-log.js";
 import { CallbackPath } from "./callback-path.js";
 import { Chooser, type RouteChoice } from "./chooser.js";
@@ -30,6 +30,7 @@ import type { PolicySpec, RoutingPolicy } from "./scoring/plugins.js";
 import type { PrefixIndex } from "./scoring/prefix-index.js";
 import type { ModelSloSummary, SloOutcome } from "./slo-book.js";
 import { StreamPath } from "./stream-path.js";
+import { streamOf, type EventSink, type EventStream, type Flow } from "../../core/push.js";
 
 export { HELD } from "./callback-path.js";
 export type { RouteChoice } from "./chooser.js";
@@ -104,7 +105,7 @@ export class Gateway {
     if (!Number.isInteger(maxAttempts) || maxAttempts < 1) throw new RangeError(`maxAttempts must be an integer ≥ 1, got ${maxAttempts}`);
     const parts = { region, clock, log, table, chooser, judge };
     this.stream = new StreamPath({ ...parts, maxAttempts, retried: this.retried });
-    this.callbacks = new CallbackPath({ ...parts, generate: (req) => this.generate(req) });
+    this.callbacks = new CallbackPath({ ...parts, open: (req, sink) => this.open(req, sink) });
   }
 
   /** Adds an endpoint (deployment) of `model` on `gpu`; its id is `model/gpu`. Adding it twice is a no-op. */
@@ -194,10 +195,21 @@ export class Gateway {
    * first event, TPOT from its first to its last token event; a failure before the first event (every instance
    * tried, or none serving) is unserved, one after it a miss; the caller's cancel and client errors are not judged.
    */
-  generate(req: GenerateRequest, signal?: AbortSignal): AsyncGenerator<EngineEvent, void, undefined> {
+  generate(req: GenerateRequest, signal?: AbortSignal): EventStream {
+    return streamOf((sink, s) => this.open(req, sink, s), signal);
+  }
+
+  /**
+   * The push form of `generate` (core/push.ts), the one path both shapes take: the same route, books and judging,
+   * each event handed to `sink` in the call that delivers it from the engine (no promise per token where the engine
+   * has `open`); `sink.event` returning false pauses the engine until the returned flow resumes. Every failure,
+   * refusals before the first event included, reaches `sink.fail` (none is thrown); a `done` goes on once the request
+   * is closed everywhere.
+   */
+  open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow {
     const cold = this.cold;
-    if (cold === undefined || !this.coldModels.has(req.model)) return this.stream.run(req, signal, this.clock.now());
-    return this.stream.afterHold(cold, req, signal);
+    if (cold === undefined || !this.coldModels.has(req.model)) return this.stream.open(req, sink, signal, this.clock.now());
+    return this.stream.openAfterHold(cold, req, sink, signal);
   }
 
   /**

@@ -72,7 +72,7 @@ export class StagedPipelineEngine implements Engine {
   private readonly cluster: Cluster;
   private readonly nodeCount: number;
   /** Nodes whose GPUs the scaler may place on (they hold the model's blocks). */
-  private readonly open = new Set<number>();
+  private readonly opened = new Set<number>();
   private inFlight = 0;
   private inFlightTokens = 0;
   private generated = 0;
@@ -131,8 +131,8 @@ export class StagedPipelineEngine implements Engine {
   private openNodes(nodes: StageNode[]): void {
     const now = this.clock.now();
     nodes.slice(0, this.nodeCount).forEach((n, j) => {
-      if (!n.holdsModel || this.open.has(j)) return;
-      this.open.add(j);
+      if (!n.holdsModel || this.opened.has(j)) return;
+      this.opened.add(j);
       this.cluster.free[j] = Math.min(this.cluster.config.gpusPerServer, n.freeSlots);
       for (let s = 0; s < this.pipeline.stages; s++) this.cluster.preload(j, this.model, s, this.pipeline.stageBytes[s]!, now);
     });

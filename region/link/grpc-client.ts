@@ -13,7 +13,7 @@
  * - sendTargets: unary with a deadline; resolves to the region's ack.
  */
 import * as grpc from "@grpc/grpc-js";
-import { submitOverStream } from "./stream-callbacks.js";
+import { callbackSink } from "./stream-callbacks.js";
 import { WallClock, type Clock, type Timer } from "../../core/clock.js";
 import { ERROR_CODES, TidegateError, type ErrorCode } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
@@ -37,7 +37,8 @@ import {
   type WireTelemetry,
 } from "./region-proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
-import { MuxStream, type MuxRequest } from "./mux-client.js";
+import { MuxStream, type MuxListener, type MuxRequest } from "./mux-client.js";
+import { NO_FLOW, streamOf, type EventSink, type Flow } from "../../core/push.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../../core/tls.js";
 
 export interface GrpcRegionLinkOptions {
@@ -135,21 +136,34 @@ export class GrpcRegionLink implements RegionLink {
     };
   }
 
-  /**
-   * The request's events, as a hand-written iterator rather than an async generator: a token costs the mux
-   * request's promise and one `then`, where a generator's await and yield added two more promise jobs per token on
-   * the router's relay. Same contract as the generator it replaced: tokens, then `done` (or the error, after the
-   * tokens that came before it); `return()` cancels the request at the region and detaches from `signal`.
-   */
+  /** The request's events as a stream (core/push.ts streamOf over `open`). */
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterableIterator<EngineEvent> {
-    if (this.closed) return failedIterator(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
-    if (signal?.aborted) return failedIterator(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason }));
-    return new MuxDispatch(this.muxStream().open(requestToWire(req)), req, signal, (m) => this.muxError(m, req), (err, started) => this.dispatchError(err, started, req, signal));
+    return streamOf((sink, s) => this.open(req, sink, s), signal);
   }
 
-  /** `dispatch` reported through callbacks at this link's clock times; failures (refusals included) reach onError. */
+  /**
+   * One request in push form on the shared DispatchMux stream: each message's tokens go to `sink` in the call that
+   * delivers the message, then `done`, or the failure (mapped as the region sent it); `sink.event` returning false
+   * pauses the shared stream until the flow resumes. Aborting `signal` cancels the request at the region.
+   */
+  open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow {
+    if (this.closed) {
+      sink.fail(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
+      return NO_FLOW;
+    }
+    if (signal?.aborted) {
+      sink.fail(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason }));
+      return NO_FLOW;
+    }
+    return new MuxPush(this.muxStream(), req, sink, signal, (m) => this.muxError(m, req), (err, started) => this.dispatchError(err, started, req, signal));
+  }
+
+  /** `open` reported through callbacks at this link's clock times; failures (refusals included) reach onError. */
   submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
-    submitOverStream(this.dispatch(req, signal), () => this.clock.now(), callbacks);
+    const sink = callbackSink(() => this.clock.now(), callbacks);
+    // A refusal known at once reaches onError after this call returns, as every other report does.
+    if (this.closed || signal?.aborted === true) queueMicrotask(() => this.open(req, sink, signal));
+    else this.open(req, sink, signal);
   }
 
   /** The region's admin listing (unary, with the targets deadline). */
@@ -271,99 +285,62 @@ export class GrpcRegionLink implements RegionLink {
 }
 
 
-/** An iterator whose first `next()` rejects with `err` (a dispatch refused before it started). */
-function failedIterator(err: unknown): AsyncIterableIterator<EngineEvent> {
-  let failed = false;
-  return {
-    [Symbol.asyncIterator]() {
-      return this;
-    },
-    next: () => (failed ? Promise.resolve({ done: true, value: undefined }) : ((failed = true), Promise.reject(err))),
-    return: () => Promise.resolve({ done: true, value: undefined }),
-  };
-}
-
-/** One mux request's events (GrpcRegionLink.dispatch). */
-class MuxDispatch implements AsyncIterableIterator<EngineEvent> {
-  private readonly ready: EngineEvent[] = [];
-  private head = 0;
-  /** Thrown once the events before it are taken. */
-  private failure: unknown;
+/** One mux request's events pushed to a sink (GrpcRegionLink.open). */
+class MuxPush implements Flow, MuxListener {
+  private readonly r: MuxRequest;
   private ended = false;
   private started = false;
   private readonly onAbort: () => void;
 
   constructor(
-    private readonly r: MuxRequest,
-    private readonly req: GenerateRequest,
+    mux: MuxStream,
+    req: GenerateRequest,
+    private readonly sink: EventSink,
     private readonly signal: AbortSignal | undefined,
     private readonly muxError: (e: WireMuxError) => TidegateError,
     private readonly dispatchError: (err: unknown, started: boolean) => TidegateError,
   ) {
     this.onAbort = () => {
-      r.cancel();
-      r.failNow(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal?.reason }));
+      this.r.cancel();
+      this.fail(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal?.reason }));
     };
     signal?.addEventListener("abort", this.onAbort, { once: true });
+    this.r = mux.open(requestToWire(req), this);
   }
 
-  [Symbol.asyncIterator](): this {
-    return this;
+  resume(): void {
+    this.r.resume();
   }
 
-  next(): Promise<IteratorResult<EngineEvent>> {
-    const queued = this.head < this.ready.length || this.ended || this.failure !== undefined;
-    const msg = queued ? undefined : this.r.shift();
-    if (queued || msg !== undefined) {
-      try {
-        return Promise.resolve(this.take(msg));
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    }
-    return this.r.next().then(
-      (m) => this.take(m),
-      (err: unknown) => this.fail(err),
-    );
-  }
-
-  return(): Promise<IteratorResult<EngineEvent>> {
-    this.finish();
-    return Promise.resolve({ done: true, value: undefined });
-  }
-
-  /** The next event, after adding `msg`'s; throws the request's failure once the events before it are taken. */
-  private take(msg?: WireMuxEvent): IteratorResult<EngineEvent> | Promise<IteratorResult<EngineEvent>> {
-    if (msg !== undefined) {
-      const texts = msg.texts;
-      const tokens = msg.tokens;
-      for (let i = 0; i < texts.length; i++) this.ready.push({ type: "token", text: texts[i]!, tokens: tokens[i] ?? 1 });
-      if (msg.error !== null) this.failure = this.muxError(msg.error);
-      else if (msg.done !== null) this.ready.push(doneFromWire(msg.done));
-    }
-    if (this.head < this.ready.length) {
-      const value = this.ready[this.head++]!;
-      if (this.head === this.ready.length) {
-        this.ready.length = 0;
-        this.head = 0;
-      }
+  message(m: WireMuxEvent): boolean {
+    if (this.ended) return true;
+    let room = true;
+    const { texts, tokens } = m;
+    for (let i = 0; i < texts.length; i++) {
       this.started = true;
-      if (value.type === "done") this.finish();
-      return { done: false, value };
+      if (!this.sink.event({ type: "token", text: texts[i]!, tokens: tokens[i] ?? 1 })) room = false;
+      if (this.ended) return true;
     }
-    if (this.failure !== undefined) return this.fail(this.failure);
-    if (this.ended) return { done: true, value: undefined };
-    // A message with neither events nor an end (the region sends none today): wait for the next.
-    return this.next();
+    if (m.error !== null) {
+      this.fail(this.muxError(m.error));
+      return true;
+    }
+    if (m.done !== null) {
+      this.started = true;
+      this.finish();
+      this.sink.event(doneFromWire(m.done));
+      return true;
+    }
+    return room;
   }
 
-  private fail(err: unknown): never {
+  fail(err: unknown): void {
+    if (this.ended) return;
     this.finish();
-    throw this.dispatchError(err, this.started);
+    this.sink.fail(this.dispatchError(err, this.started));
   }
 
   private finish(): void {
-    if (this.ended) return;
     this.ended = true;
     this.signal?.removeEventListener("abort", this.onAbort);
     this.r.cancel();

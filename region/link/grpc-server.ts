@@ -21,6 +21,7 @@ import { WallClock, type Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { EngineEvent } from "../../core/ports.js";
+import type { EventSink, Flow } from "../../core/push.js";
 import {
   CODE_KEY,
   STARTED_KEY,
@@ -77,78 +78,78 @@ function statusOf(err: unknown, started: boolean): Partial<grpc.StatusObject> {
   return { code: te.grpcCode, details: te.message, metadata };
 }
 
-/** Streams one generation over `call`, batching events that are ready together. */
-async function serveDispatch(service: RegionService, call: grpc.ServerWritableStream<WireDispatchRequest, WireDispatchEvents>, log: Logger): Promise<void> {
+/**
+ * Streams one generation over `call` (the region's push path, core/push.ts), batching the tokens that are ready in
+ * the same event-loop turn into one message; while the call's transport is full the engine is paused until 'drain'.
+ */
+function serveDispatch(service: RegionService, call: grpc.ServerWritableStream<WireDispatchRequest, WireDispatchEvents>, log: Logger): void {
   const upstream = new AbortController();
   let finished = false;
-  // A cancelled call also ends a wait for `drain` that would never come: the loop below then returns the stream.
-  let wakeDrained: (() => void) | undefined;
   call.on("cancelled", () => {
     if (!finished) upstream.abort(new TidegateError("cancelled", "the router cancelled the request"));
-    wakeDrained?.();
   });
   let started = false;
   let texts: string[] = [];
   let tokens: number[] = [];
   let flushScheduled = false;
-  let drained: Promise<void> | undefined;
+  let full = false;
+  let flow: Flow | undefined;
+  let pauseAsked = false;
   const flush = () => {
     flushScheduled = false;
     if (texts.length === 0 || upstream.signal.aborted) return;
     const msg: WireDispatchEvents = { texts, tokens, done: null };
     texts = [];
     tokens = [];
-    if (!call.write(msg)) {
-      drained ??= new Promise((resolve) => {
-        wakeDrained = () => {
-          drained = undefined;
-          wakeDrained = undefined;
-          resolve();
-        };
-        call.once("drain", wakeDrained);
+    if (!call.write(msg) && !full) {
+      full = true;
+      call.once("drain", () => {
+        full = false;
+        flow?.resume();
       });
     }
   };
-  try {
-    const req = requestFromWire(call.request);
-    const it = service.generate(req, upstream.signal)[Symbol.asyncIterator]();
-    // Every way out returns the region's stream, so its cleanup runs (Engine.generate's contract).
-    try {
-      for (;;) {
-        if (drained !== undefined) await drained;
-        if (upstream.signal.aborted) return; // cancelled while waiting for drain: nobody to tell
-        const step = await it.next();
-        if (step.done === true) throw new TidegateError("upstream_error", `request ${req.id}: the stream ended without a done event`);
-        const ev: EngineEvent = step.value;
-        started = true;
-        if (ev.type === "token") {
-          texts.push(ev.text);
-          tokens.push(ev.tokens);
-          if (!flushScheduled) {
-            flushScheduled = true;
-            setImmediate(flush);
-          }
-          continue;
-        }
-        finished = true;
-        const msg: WireDispatchEvents = { texts, tokens, done: doneToWire(ev) };
-        texts = [];
-        tokens = [];
-        call.write(msg);
-        call.end();
-        return;
-      }
-    } finally {
-      await it.return?.();
-    }
-  } catch (err) {
+  const fail = (err: unknown) => {
     finished = true;
     if (upstream.signal.aborted) return; // the caller is gone: nobody to tell
     flush();
     const te = toTidegateError(err);
     if (te.code === "internal") log.error("dispatch failed", { err });
     call.emit("error", statusOf(te, started));
+  };
+  let req: ReturnType<typeof requestFromWire>;
+  try {
+    req = requestFromWire(call.request);
+  } catch (err) {
+    return fail(err);
   }
+  const sink: EventSink = {
+    event(ev: EngineEvent) {
+      if (finished || upstream.signal.aborted) return false;
+      started = true;
+      if (ev.type === "token") {
+        texts.push(ev.text);
+        tokens.push(ev.tokens);
+        if (!flushScheduled) {
+          flushScheduled = true;
+          setImmediate(flush);
+        }
+        if (!full) return true;
+        if (flow === undefined) pauseAsked = true;
+        return false;
+      }
+      finished = true;
+      const msg: WireDispatchEvents = { texts, tokens, done: doneToWire(ev) };
+      texts = [];
+      tokens = [];
+      call.write(msg);
+      call.end();
+      return true;
+    },
+    fail,
+  };
+  flow = service.open(req, sink, upstream.signal);
+  if (pauseAsked && !full) flow.resume();
 }
 
 /** Starts the gRPC server for `service`; resolves once bound. */
@@ -196,7 +197,7 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
       call.once("finish", stop);
     },
     Dispatch(call: grpc.ServerWritableStream<WireDispatchRequest, WireDispatchEvents>) {
-      void serveDispatch(service, call, log);
+      serveDispatch(service, call, log);
     },
     DispatchMux(call: grpc.ServerDuplexStream<WireMuxUp, WireMuxEvent[]>) {
       serveMux(service, call, log);

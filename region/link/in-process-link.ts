@@ -10,7 +10,8 @@ import { TidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
-import { submitOverStream } from "./stream-callbacks.js";
+import { callbackSink } from "./stream-callbacks.js";
+import { NO_FLOW, streamOf, type EventSink, type Flow } from "../../core/push.js";
 
 export interface InProcessLinkOptions {
   clock: Clock;
@@ -56,15 +57,39 @@ export class InProcessRegionLink implements RegionLink {
     };
   }
 
-  /** The region's own stream (no extra async layer); on a closed link, a stream that fails with upstream_error. */
+  /** The region's push path as a stream (core/push.ts streamOf); on a closed link, a stream that fails with upstream_error. */
   dispatch(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
-    if (this.closed) return failing(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
-    return this.service.generate(req, signal);
+    return streamOf((sink, s) => this.open(req, sink, s), signal);
   }
 
-  /** `dispatch` reported through callbacks (text and finish included); on a closed link, onError. */
+  /** The region's push path itself (RegionService.open); on a closed link, the sink fails with upstream_error. */
+  open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow {
+    if (this.closed) {
+      sink.fail(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
+      return NO_FLOW;
+    }
+    return this.service.open(req, sink, signal);
+  }
+
+  /** `dispatch` reported through callbacks (text and finish included), pushed straight from the region; on a closed link, onError. */
   submit(req: GenerateRequest, callbacks: LinkCallbacks, signal?: AbortSignal): void {
-    submitOverStream(this.dispatch(req, signal), () => this.clock.now(), callbacks);
+    const sink = callbackSink(() => this.clock.now(), callbacks);
+    if (this.closed) {
+      queueMicrotask(() => sink.fail(new TidegateError("upstream_error", `link to region ${this.region} is closed`)));
+      return;
+    }
+    // The request is routed in this call; what it reports comes after the call returns (a refusal known at once too,
+    // as a stream's first step reports it), so the caller has its answer before any callback.
+    let opening = true;
+    this.service.open(
+      req,
+      {
+        event: (ev) => (opening ? (queueMicrotask(() => sink.event(ev)), true) : sink.event(ev)),
+        fail: (err) => (opening ? queueMicrotask(() => sink.fail(err)) : sink.fail(err)),
+      },
+      signal,
+    );
+    opening = false;
   }
 
   async instances(): Promise<RegionInstances> {
@@ -112,7 +137,3 @@ export class InProcessRegionLink implements RegionLink {
   }
 }
 
-async function* failing(err: Error): AsyncGenerator<EngineEvent, void, undefined> {
-  yield* [];
-  throw err;
-}

@@ -2,57 +2,45 @@
  * The global side of DispatchMux (region/proto/region.proto): one bidirectional stream per (router, region)
  * carrying every dispatch, so a request costs a message, not a gRPC call (call setup was ~1.6 ms CPU per request).
  *
- * - `open(req)` writes `open` under a fresh rid and returns the request's MuxRequest: a queue of its events plus one
- *   waiter (flowing mode). `cancel()` writes `cancel` and forgets the rid.
+ * - `open(req, listener)` writes `open` under a fresh rid and returns the request's MuxRequest, which hands each
+ *   message to the listener as it arrives (push, core/push.ts). `cancel()` writes `cancel` and forgets the rid.
  * - When the stream fails or ends, every open request fails with the stream's error (the caller maps it to
  *   upstream_error, or mid-stream upstream_error after the first event) and the stream is marked dead; the link
  *   opens a new one for the next request. Reconnecting the channel backs off as configured on it.
- * - Backpressure (shared stream): a request whose queue reaches `HIGH_WATER` messages pauses the whole stream,
- *   which back-pressures the region through HTTP/2 flow control; it resumes when every such queue is back under
- *   half of it. A consumer that keeps the stream paused for longer than `stallLimitMs` would starve the others: that
- *   request fails (upstream_error "consumer stalled"), is cancelled at the region, and its queue is dropped.
+ * - Backpressure (shared stream): a request whose listener says it is full pauses the whole stream, which
+ *   back-pressures the region through HTTP/2 flow control; it resumes when every such request has resumed. A
+ *   consumer that keeps the stream paused for longer than `stallLimitMs` would starve the others: that request fails
+ *   (upstream_error "consumer stalled") and is cancelled at the region.
  */
 import type * as grpc from "@grpc/grpc-js";
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { WireDispatchRequest, WireMuxEvent, WireMuxUp } from "./region-proto.js";
 
-/** Messages queued for one request before the shared stream is paused. */
-const HIGH_WATER = 64;
+/** What a MuxRequest hands its messages to (GrpcRegionLink.open's translation into a sink, core/push.ts). */
+export interface MuxListener {
+  /** One message of the request's events; false pauses the shared stream until `MuxRequest.resume`. */
+  message(m: WireMuxEvent): boolean;
+  /** The request or the stream failed; nothing follows. */
+  fail(err: unknown): void;
+}
 
-/** One request on a MuxStream. */
+/** One request on a MuxStream: its messages go to its listener as they arrive (no queue, no promise per message). */
 export class MuxRequest {
-  private readonly queue: WireMuxEvent[] = [];
-  private head = 0;
-  private error: unknown;
-  private waiter: { resolve: (m: WireMuxEvent) => void; reject: (e: unknown) => void } | undefined;
-  /** True while this request's queue holds the stream paused. */
+  private failed = false;
+  /** True while this request holds the stream paused. */
   full = false;
   stallTimer: Timer | undefined;
 
   constructor(
     readonly rid: number,
     private readonly owner: MuxStream,
+    private readonly listener: MuxListener,
   ) {}
 
-  /** The next queued event batch, or undefined when none is queued. */
-  shift(): WireMuxEvent | undefined {
-    if (this.head === this.queue.length) return undefined;
-    const m = this.queue[this.head++]!;
-    if (this.head === this.queue.length) {
-      this.queue.length = 0;
-      this.head = 0;
-    }
-    if (this.full && this.queue.length - this.head < HIGH_WATER / 2) this.owner.unfull(this);
-    return m;
-  }
-
-  /** Resolves with the next event batch; rejects with the request's or the stream's error. */
-  next(): Promise<WireMuxEvent> {
-    const m = this.shift();
-    if (m !== undefined) return Promise.resolve(m);
-    if (this.error !== undefined) return Promise.reject(this.error);
-    return new Promise((resolve, reject) => (this.waiter = { resolve, reject }));
+  /** The listener has room again: the stream resumes once no request holds it paused. Idempotent. */
+  resume(): void {
+    if (this.full) this.owner.unfull(this);
   }
 
   /** Tells the region to stop this request (if the stream still carries it) and forgets it. Idempotent. */
@@ -62,30 +50,15 @@ export class MuxRequest {
 
   /** Called by the stream. */
   push(m: WireMuxEvent): void {
-    const w = this.waiter;
-    if (w !== undefined) {
-      this.waiter = undefined;
-      w.resolve(m);
-      return;
-    }
-    this.queue.push(m);
-    if (!this.full && this.queue.length - this.head >= HIGH_WATER) this.owner.makeFull(this);
+    if (this.failed) return;
+    if (!this.listener.message(m) && !this.full) this.owner.makeFull(this);
   }
 
-  /** Called by the stream: fails the request (queued events still come first). */
+  /** Called by the stream: fails the request (once). */
   fail(err: unknown): void {
-    if (this.error !== undefined) return;
-    this.error = err;
-    const w = this.waiter;
-    this.waiter = undefined;
-    w?.reject(err);
-  }
-
-  /** Called by the stream: fails the request at once, dropping what is queued. */
-  failNow(err: unknown): void {
-    this.queue.length = 0;
-    this.head = 0;
-    this.fail(err);
+    if (this.failed) return;
+    this.failed = true;
+    this.listener.fail(err);
   }
 }
 
@@ -120,11 +93,11 @@ export class MuxStream {
     return this.requests.size;
   }
 
-  /** Starts `req` on the stream. */
-  open(req: WireDispatchRequest): MuxRequest {
+  /** Starts `req` on the stream; its messages go to `listener`. */
+  open(req: WireDispatchRequest, listener: MuxListener): MuxRequest {
     const rid = this.nextRid;
     this.nextRid = this.nextRid >= 0xffffffff ? 1 : this.nextRid + 1;
-    const r = new MuxRequest(rid, this);
+    const r = new MuxRequest(rid, this, listener);
     this.requests.set(rid, r);
     this.call.write({ rid, open: req, cancel: false });
     return r;
@@ -148,7 +121,7 @@ export class MuxStream {
     r.stallTimer = this.clock.after(this.stallLimitMs, () => {
       r.stallTimer = undefined;
       this.cancel(r);
-      r.failNow(new TidegateError("upstream_error", `${this.describe}: request consumer stalled for over ${this.stallLimitMs} ms on the shared dispatch stream`));
+      r.fail(new TidegateError("upstream_error", `${this.describe}: request consumer stalled for over ${this.stallLimitMs} ms on the shared dispatch stream`));
     });
   }
 

@@ -1,12 +1,12 @@
 /**
  * The region side of DispatchMux (region/proto/region.proto): many generations over one bidirectional stream.
  *
- * Each `open` runs `service.generate` with its own AbortController; `cancel` aborts it; the stream ending, failing
- * or being cancelled aborts every request on it. Events of all requests that are ready in the same event-loop turn
+ * Each `open` runs `service.open` (the region's push path, core/push.ts) with its own AbortController; `cancel` aborts
+ * it; the stream ending, failing or being cancelled aborts every request on it. Events of all requests that are ready in the same event-loop turn
  * (produced before the check phase) go out as ONE MuxDown message, a request's tokens of that turn merged into one
  * MuxEvent, so 32 streams finishing together cost one frame. When the transport is full (write returns false),
- * every request on the stream waits for 'drain' before pulling its next event: the stream's HTTP/2 flow control
- * back-pressures all its generations together. A request ends with one event carrying `done` or `error` (the
+ * every request that delivers a token is asked to pause (its sink returns false) until 'drain': the stream's HTTP/2
+ * flow control back-pressures all its generations together. A request ends with one event carrying `done` or `error` (the
  * TidegateError code and whether the first event had gone out); a cancelled request gets nothing more.
  *
  * A batch request (`GenerateRequest.batch`, sent by the queue manager) has no reader waiting on each token: its text
@@ -19,27 +19,33 @@ import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { doneToWire, requestFromWire, type WireMuxEvent, type WireMuxUp } from "./region-proto.js";
 import type { RegionService } from "./service.js";
+import type { EventSink, Flow } from "../../core/push.js";
 
 /** Serves one DispatchMux stream until it ends; returns at once (the work runs on the stream's events). */
 export function serveMux(service: RegionService, call: grpc.ServerDuplexStream<WireMuxUp, WireMuxEvent[]>, log: Logger): void {
   const running = new Map<number, AbortController>();
   let pending = new Map<number, WireMuxEvent>();
   let flushScheduled = false;
-  let drained: Promise<void> | undefined;
-  let release: (() => void) | undefined;
+  /** True while the transport is full (write returned false) until its 'drain'. */
+  let full = false;
+  /** Requests whose engines were asked to pause while the transport was full; resumed at 'drain'. */
+  const paused = new Set<Flow>();
   let closed = false;
 
+  const onDrain = () => {
+    full = false;
+    const flows = [...paused];
+    paused.clear();
+    for (const f of flows) f.resume();
+  };
   const flush = () => {
     flushScheduled = false;
     if (pending.size === 0 || closed) return;
     const events = [...pending.values()];
     pending = new Map();
-    if (!call.write(events) && drained === undefined) {
-      drained = new Promise((resolve) => (release = resolve));
-      call.once("drain", () => {
-        drained = undefined;
-        release?.();
-      });
+    if (!call.write(events) && !full) {
+      full = true;
+      call.once("drain", onDrain);
     }
   };
   const entry = (rid: number): WireMuxEvent => {
@@ -59,54 +65,67 @@ export function serveMux(service: RegionService, call: grpc.ServerDuplexStream<W
     closed = true;
     for (const ctl of running.values()) ctl.abort(new TidegateError("cancelled", why));
     running.clear();
-    drained = undefined;
-    release?.();
+    paused.clear();
   };
 
-  const run = async (rid: number, ctl: AbortController, up: WireMuxUp) => {
+  /** Opens one request (the region's push path): its events go into the next frame as the engine delivers them. */
+  const run = (rid: number, ctl: AbortController, up: WireMuxUp) => {
     let started = false;
-    try {
-      const req = requestFromWire(up.open!);
-      // Batch: the text so far and its token count, sent with `done` (see the header).
-      const held: string[] | undefined = req.batch === true ? [] : undefined;
-      let heldTokens = 0;
-      const it = service.generate(req, ctl.signal)[Symbol.asyncIterator]();
-      try {
-        for (;;) {
-          if (drained !== undefined) await drained;
-          const step = await it.next();
-          if (ctl.signal.aborted) return;
-          if (step.done === true) throw new TidegateError("upstream_error", `request ${req.id}: the stream ended without a done event`);
-          const ev = step.value;
-          started = true;
-          if (ev.type === "token" && held !== undefined) {
-            held.push(ev.text);
-            heldTokens += ev.tokens;
-            continue;
-          }
-          const out = entry(rid);
-          if (ev.type === "token") {
-            out.texts.push(ev.text);
-            out.tokens.push(ev.tokens);
-            continue;
-          }
-          if (held !== undefined && held.length > 0) {
-            out.texts.push(held.join(""));
-            out.tokens.push(heldTokens);
-          }
-          out.done = doneToWire(ev);
-          return;
-        }
-      } finally {
-        await it.return?.();
-      }
-    } catch (err) {
+    const end = () => {
+      if (running.get(rid) === ctl) running.delete(rid);
+    };
+    const fail = (err: unknown) => {
+      end();
       if (ctl.signal.aborted) return; // the caller cancelled or the stream is gone: nobody to tell
       const te = toTidegateError(err);
       if (te.code === "internal") log.error("dispatch failed", { err });
       entry(rid).error = { code: te.code, message: te.message, started };
-    } finally {
-      if (running.get(rid) === ctl) running.delete(rid);
+    };
+    let req: ReturnType<typeof requestFromWire>;
+    try {
+      req = requestFromWire(up.open!);
+    } catch (err) {
+      return fail(err);
+    }
+    // Batch: the text so far and its token count, sent with `done` (see the header).
+    const held: string[] | undefined = req.batch === true ? [] : undefined;
+    let heldTokens = 0;
+    let flow: Flow | undefined;
+    /** A pause asked for before `open` returned the flow to resume. */
+    let pauseAsked = false;
+    const sink: EventSink = {
+      event(ev) {
+        if (ctl.signal.aborted) return false;
+        started = true;
+        if (ev.type === "token" && held !== undefined) {
+          held.push(ev.text);
+          heldTokens += ev.tokens;
+          return true;
+        }
+        const out = entry(rid);
+        if (ev.type === "token") {
+          out.texts.push(ev.text);
+          out.tokens.push(ev.tokens);
+          if (!full) return true;
+          // The transport is full: this request's engine pauses until 'drain' (its flow, once open returned it).
+          if (flow !== undefined) paused.add(flow);
+          else pauseAsked = true;
+          return false;
+        }
+        if (held !== undefined && held.length > 0) {
+          out.texts.push(held.join(""));
+          out.tokens.push(heldTokens);
+        }
+        out.done = doneToWire(ev);
+        end();
+        return true;
+      },
+      fail,
+    };
+    flow = service.open(req, sink, ctl.signal);
+    if (pauseAsked) {
+      if (full) paused.add(flow);
+      else flow.resume();
     }
   };
 
@@ -125,7 +144,7 @@ export function serveMux(service: RegionService, call: grpc.ServerDuplexStream<W
     }
     const ctl = new AbortController();
     running.set(up.rid, ctl);
-    void run(up.rid, ctl, up);
+    run(up.rid, ctl, up);
   });
   call.on("end", () => {
     abortAll("the router closed the dispatch stream");

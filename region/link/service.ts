@@ -4,14 +4,18 @@
  * adapters (region/link/) wrap any implementation.
  */
 import type { RegionName } from "../../core/models.js";
-import type { EngineEvent, GenerateRequest, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { EventSink, Flow } from "../../core/push.js";
+import type { GenerateRequest, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 
 export interface RegionService {
   readonly region: RegionName;
   /** The region's telemetry now; `seq` increases per call. */
   snapshot(): RegionTelemetry;
-  /** Streams one request; throws a TidegateError before the first event when the region cannot serve it. */
-  generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent>;
+  /**
+   * One request in push form (core/push.ts; Gateway.open): its events go to `sink` as the engine delivers them, a
+   * refusal before the first event (a TidegateError) to `sink.fail`; `streamOf` makes a stream of it.
+   */
+  open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow;
   /** Stores targets (latest decisionId wins) and acknowledges them; throws invalid_request for another region. */
   acceptTargets(targets: RegionTargets): TargetsAck;
   /** What the region runs (admin listing). */

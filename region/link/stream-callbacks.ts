@@ -1,36 +1,38 @@
 /**
- * `RegionLink.submit` over a link's own stream: what every streaming adapter (in-process, gRPC) offers as the
- * callback shape of `dispatch`. The stream is read to its end in the background: `onFirstToken` at the first event,
- * `onToken` per text piece, `onFinish` and `onDone` at `done` (clock times), `onError` when the stream fails or ends
- * without `done` (aborting the signal given to the stream makes it fail). Nothing is thrown: a stream reports even
- * its refusals after the call returns.
+ * `RegionLink.submit`'s callbacks as a push sink (core/push.ts): what every link adapter offers as the callback shape
+ * of `dispatch`. `onFirstToken` at the first event, `onToken` per text piece, `onFinish` and `onDone` at `done`
+ * (clock times), `onError` when the request fails or its stream ends without `done` (aborting the signal given to it
+ * makes it fail). Nothing is thrown: a request reports even its refusals through `onError`.
  */
-import { TidegateError } from "../../core/errors.js";
+import { pushFrom, type EventSink } from "../../core/push.js";
 import type { EngineEvent, LinkCallbacks } from "../../core/ports.js";
 
-/** Reads `stream` to its end, reporting through `callbacks` at `now()` times (ms; see the file comment). */
-export function submitOverStream(stream: AsyncIterable<EngineEvent>, now: () => number, callbacks: LinkCallbacks): void {
-  void (async () => {
-    let first = true;
-    let generated = 0;
-    try {
-      for await (const ev of stream) {
-        if (first) {
-          first = false;
-          callbacks.onFirstToken?.(now());
-        }
-        if (ev.type === "token") {
-          generated += ev.tokens;
-          callbacks.onToken?.(ev.text, ev.tokens);
-          continue;
-        }
-        callbacks.onFinish?.(ev.finishReason, ev.usage);
-        callbacks.onDone?.(now(), generated);
-        return;
+/** A sink reporting one request's events through `callbacks` at `now()` times (ms; see the file comment). */
+export function callbackSink(now: () => number, callbacks: LinkCallbacks): EventSink {
+  let first = true;
+  let generated = 0;
+  return {
+    event(ev) {
+      if (first) {
+        first = false;
+        callbacks.onFirstToken?.(now());
       }
-      throw new TidegateError("upstream_error", "the region's stream ended without a done event");
-    } catch (err) {
+      if (ev.type === "token") {
+        generated += ev.tokens;
+        callbacks.onToken?.(ev.text, ev.tokens);
+        return true;
+      }
+      callbacks.onFinish?.(ev.finishReason, ev.usage);
+      callbacks.onDone?.(now(), generated);
+      return true;
+    },
+    fail(err) {
       callbacks.onError?.(now(), err);
-    }
-  })();
+    },
+  };
+}
+
+/** Reads `stream` to its end in the background, reporting through `callbacks` (a link whose own shape is a stream). */
+export function submitOverStream(stream: AsyncIterable<EngineEvent>, now: () => number, callbacks: LinkCallbacks): void {
+  pushFrom(stream, callbackSink(now, callbacks));
 }

@@ -16,7 +16,8 @@ import type { Clock, Timer } from "../../core/clock.js";
 import { instanceGpus, type TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { Engine, EngineEvent, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { Engine, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { EventSink, Flow } from "../../core/push.js";
 import type { ModelSource } from "../actuator/agents.js";
 import type { LoadSource, RuntimeActuator } from "../actuator/port.js";
 import type { ColdHold } from "../gateway/cold-hold.js";
@@ -304,7 +305,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const service: RegionService = {
     region: o.region,
     snapshot: () => withColdStart(withActuatorCounts(o.gateway.snapshot(), o.actuator), o.cold, o.actuator),
-    generate: (req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> => o.gateway.generate(req, signal),
+    open: (req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow => o.gateway.open(req, sink, signal),
     acceptTargets: (t: RegionTargets): TargetsAck => targets.accept(t),
     listing: (): RegionInstances => listing(o.region, o.actuator, actions, o.gateway, o.clock.now(), coldStarts, o.cold, [...holding.values()]),
     onChange: (cb: () => void) => o.gateway.onChange(cb),

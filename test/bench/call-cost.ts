@@ -10,7 +10,8 @@
  */
 import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
-import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
+import type { GenerateRequest } from "../../core/ports.js";
+import { NO_FLOW, type EventSink, type Flow } from "../../core/push.js";
 import { GrpcRegionLink } from "../../region/link/grpc-client.js";
 import { startRegionGrpcServer } from "../../region/link/grpc-server.js";
 import type { RegionService } from "../../region/link/service.js";
@@ -43,9 +44,10 @@ export async function grpcDispatchCallCost(model: string, calls: number): Promis
     acceptTargets: () => {
       throw new Error("not used");
     },
-    async *generate(req: GenerateRequest): AsyncIterable<EngineEvent> {
-      yield { type: "token", text: " tide", tokens: 1 };
-      yield { type: "done", finishReason: "length", usage: { prompt_tokens: req.promptTokens, completion_tokens: 1, total_tokens: req.promptTokens + 1 } };
+    open(req: GenerateRequest, sink: EventSink): Flow {
+      sink.event({ type: "token", text: " tide", tokens: 1 });
+      sink.event({ type: "done", finishReason: "length", usage: { prompt_tokens: req.promptTokens, completion_tokens: 1, total_tokens: req.promptTokens + 1 } });
+      return NO_FLOW;
     },
   };
   const server = await startRegionGrpcServer(service);

@@ -22,7 +22,7 @@ export function gatewayService(gw: Gateway, clock?: Pick<Clock, "now">): RegionS
       region: gw.region,
       targets,
       snapshot: () => gw.snapshot(),
-      generate: (req, signal) => gw.generate(req, signal),
+      open: (req, sink, signal) => gw.open(req, sink, signal),
       acceptTargets: (t) => targets.accept(t),
       listing: () => ({
         region: gw.region,

@@ -36,8 +36,8 @@ export interface EngineSettings {
   hostKvCacheGiB?: number;
   /**
    * Prefill/decode disaggregation (engines/sim/kv-transfer.ts, vLLM's kv_transfer_params contract): "prefill"
-   * serves only prefills for a remote decode, "decode" only decodes from a remote prefill, "both" (default) either,
-   * and plain requests.
+   * serves only prefills for a remote decode, "decode" decodes from a remote prefill or serves a request whole (a short
+   * prompt the router did not split: routing.pdMinPrefillTokens), "both" (default) either, and plain requests.
    */
   role?: "prefill" | "decode" | "both";
   /**
@@ -65,7 +65,7 @@ export const ENGINE_SETTINGS_SCHEMA: { readonly [K in keyof Required<EngineSetti
   prefixBlockTokens: { kind: "integer", min: 0, flag: "prefix-block-tokens", help: "tokens per KV block of the automatic prefix cache (default 16, vLLM's --block-size; 0 turns prefix caching off)", example: 32, config: false },
   hostKvCacheGiB: { kind: "number", min: 0, max: 1e6, flag: "host-kv-cache-gib", help: "GiB of host memory for the KV tier under the prefix cache (default 128 per GPU; 0 turns it off)", example: 2.5, config: true },
   // Not in the engines section: a role is an instance's, given when it starts (StartEngine, engine-sim --role).
-  role: { kind: "enum", oneOf: ["prefill", "decode", "both"], flag: "role", help: "prefill/decode disaggregation with vLLM's kv_transfer_params: prefill (only prefills for a remote decode), decode (only decodes from a remote prefill) or both (default: either, and plain requests)", example: "decode", config: false },
+  role: { kind: "enum", oneOf: ["prefill", "decode", "both"], flag: "role", help: "prefill/decode disaggregation with vLLM's kv_transfer_params: prefill (only prefills for a remote decode), decode (decodes from a remote prefill, or serves a short request whole) or both (default: either, and plain requests)", example: "decode", config: false },
   maxNumBatchedTokens: { kind: "integer", min: 1, flag: "max-num-batched-tokens", help: "chunked prefill (vLLM max_num_batched_tokens): most tokens one step computes, running decodes (1 each) and prompt chunks together; at least max-batch (default: unset, whole-prompt prefills that stall decodes)", example: 2048, config: true },
 };
 

@@ -3,7 +3,6 @@
  */
 import type { KvEventListener } from "./prefix.js";
 import type { GpuType, ModelName, RegionName } from "./models.js";
-import type { EventSink, Flow } from "./push.js";
 
 /** Priority 0: interactive, and batch promoted by age. Priority 1: batch. (SageServe §6.3) */
 export type Priority = 0 | 1;
@@ -110,7 +109,20 @@ export interface EngineStats {
   hostKvHitTokensTotal?: number;
 }
 
-/** One serving instance (SageServe §3.4). */
+/** A push consumer of one request's events (core/push.ts: the contract, streamOf, pushFrom). */
+export interface EventSink {
+  /** One event; a `done` is the last. Returns false when the consumer is full: pause until `Flow.resume`. */
+  event(ev: EngineEvent): boolean;
+  /** The request failed (nothing follows). */
+  fail(err: unknown): void;
+}
+
+/** What `open` returns: the consumer's handle on the producer's pace. */
+export interface Flow {
+  /** The consumer has room again after `event` returned false. Idempotent. */
+  resume(): void;
+}
+
 /** Callbacks of one request in callback form (clock ms); called as methods, so one object per request suffices. */
 export interface RequestCallbacks {
   onFirstToken?(atMs: number): void;
@@ -120,6 +132,7 @@ export interface RequestCallbacks {
   onError?(atMs: number, err: unknown): void;
 }
 
+/** One serving instance (SageServe §3.4). */
 export interface Engine {
   readonly instanceId: string;
   readonly model: ModelName;

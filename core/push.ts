@@ -13,21 +13,9 @@
  *   its own cancelled error), so a consumer always learns the end.
  */
 import { TidegateError } from "./errors.js";
-import type { EngineEvent } from "./ports.js";
+import type { EngineEvent, EventSink, Flow } from "./ports.js";
 
-/** A push consumer of one request's events. */
-export interface EventSink {
-  /** One event; a `done` is the last. Returns false when the consumer is full: pause until `Flow.resume`. */
-  event(ev: EngineEvent): boolean;
-  /** The request failed (nothing follows). */
-  fail(err: unknown): void;
-}
-
-/** What `open` returns: the consumer's handle on the producer's pace. */
-export interface Flow {
-  /** The consumer has room again after `event` returned false. Idempotent. */
-  resume(): void;
-}
+export type { EventSink, Flow } from "./ports.js";
 
 /** A producer of one request's events in push form. */
 export type PushOpen = (sink: EventSink, signal: AbortSignal) => Flow;
@@ -39,6 +27,12 @@ export const NO_FLOW: Flow = Object.freeze({ resume() {} });
 export interface EventStream extends AsyncIterableIterator<EngineEvent> {
   return(value?: unknown): Promise<IteratorResult<EngineEvent>>;
   [Symbol.asyncIterator](): EventStream;
+}
+
+/** Fails `sink` with `err` and returns a flow with nothing to resume: a producer's refusal known at once. */
+export function refused(sink: EventSink, err: unknown): Flow {
+  sink.fail(err);
+  return NO_FLOW;
 }
 
 /** Events queued by `streamOf` before it asks its producer to pause. */

@@ -62,6 +62,7 @@ class Opening implements EventSink {
   private failed = false;
   private downstream: EventSink | undefined;
   private waiter: { resolve: (r: IteratorResult<EngineEvent>) => void; reject: (e: unknown) => void } | undefined;
+  /** The region sent `done`: once the queue is read, `next` ends. */
   private done = false;
 
   constructor() {
@@ -73,6 +74,7 @@ class Opening implements EventSink {
 
   event(ev: EngineEvent): boolean {
     this.seen?.(ev);
+    if (ev.type === "done" && this.downstream === undefined) this.done = true;
     if (!this.gotFirst) {
       this.gotFirst = true;
       this.resolveFirst(ev);
@@ -130,7 +132,6 @@ class Opening implements EventSink {
         this.paused = false;
         this.flow.resume();
       }
-      if (ev.type === "done") this.done = true;
       return Promise.resolve({ value: ev, done: false });
     }
     if (this.failed) return Promise.reject(this.failure);

@@ -23,4 +23,11 @@ export interface RoutingConfig {
   blockTokens: number;
   /** Whether the global router prefers a region holding the prompt's prefix (router/prefix-regions.ts). */
   regionPrefix: boolean;
+  /**
+   * Prefill/decode disaggregation (region/gateway/pd.ts): a request of a model served disaggregated is split in two
+   * (prefill instance, then decode instance) only when its uncached prompt is at least this many tokens; a shorter one
+   * goes whole to one instance that prefills and decodes (a decode or `both` instance), as llm-d's decode workers
+   * prefill short prompts themselves. 0 (default): every request is split, as vLLM's proxy does.
+   */
+  pdMinPrefillTokens: number;
 }

@@ -18,7 +18,7 @@ import { LAYERWISE_PATH, PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.
 import { VLLM_METRICS } from "../sim/engine-metrics.js";
 import type { PipelineSummary } from "../pipeline-summary.js";
 import type { Logger } from "../../core/log.js";
-import { NO_FLOW, streamOf, type EventSink, type Flow } from "../../core/push.js";
+import { refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
 import { KvEventStream } from "./kv-events.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../core/prefix.js";
 import { EngineLiveness, connectionFailureCode } from "./liveness.js";
@@ -258,14 +258,8 @@ export class OpenAIHttpEngine implements Engine {
    * request (how vLLM and engine-sim learn to free its KV) and fails the sink with the abort's reason.
    */
   open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow {
-    if (this.closed) {
-      sink.fail(new TidegateError("upstream_error", `engine ${this.instanceId} is closed`));
-      return NO_FLOW;
-    }
-    if (signal?.aborted) {
-      sink.fail(signal.reason);
-      return NO_FLOW;
-    }
+    if (this.closed) return refused(sink, new TidegateError("upstream_error", `engine ${this.instanceId} is closed`));
+    if (signal?.aborted) return refused(sink, signal.reason);
     // A batch request has nobody reading its tokens as they come (region/link/mux-server.ts sends its text once): it
     // is asked for without streaming, so neither the engine nor this process handles one SSE chunk per token. A
     // prefill for a remote decode is not streamed either (vLLM's contract: one token, answered with kv_transfer_params).

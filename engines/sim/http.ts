@@ -262,7 +262,9 @@ export class EngineSimServer {
     const ask = kvAskOf(body);
     const role = this.settings?.role ?? "both";
     if (role === "prefill" && ask.kind !== "prefill-for-remote") throw new TidegateError("invalid_request", `this instance of ${this.engine.model} prefills for remote decode only (role prefill): send kv_transfer_params {"do_remote_decode": true}`, { param: "kv_transfer_params" });
-    if (role === "decode" && ask.kind !== "decode-from-remote") throw new TidegateError("invalid_request", `this instance of ${this.engine.model} decodes from a remote prefill only (role decode): send the kv_transfer_params a prefill instance answered`, { param: "kv_transfer_params" });
+    // A decode instance also serves a request whole (a short prompt the router did not split: routing.pdMinPrefillTokens),
+    // as a vLLM consumer instance does for a request without kv_transfer_params; it never prefills for a remote decode.
+    if (role === "decode" && ask.kind === "prefill-for-remote") throw new TidegateError("invalid_request", `this instance of ${this.engine.model} is a decode instance (role decode): it decodes from a remote prefill or serves a request whole, and does not prefill for a remote decode`, { param: "kv_transfer_params" });
     if (ask.kind === "prefill-for-remote" && stream) throw new TidegateError("invalid_request", "a prefill for a remote decode is not streamed (vLLM's contract: stream false, max_tokens 1); its answer carries kv_transfer_params", { param: "stream" });
     return ask;
   }

@@ -103,7 +103,9 @@ describe("engine-sim prefill/decode with vLLM's kv_transfer_params", () => {
     const plain = { model: MODEL, prompt: "hi", max_tokens: 2 };
     const message = async (r: Response) => ({ status: r.status, message: ((await r.json()) as { error: { message: string } }).error.message });
     expect(await message(await post(p.url, plain))).toMatchObject({ status: 400, message: expect.stringMatching(/prefills for remote decode only \(role prefill\)/) });
-    expect(await message(await post(d.url, plain))).toMatchObject({ status: 400, message: expect.stringMatching(/decodes from a remote prefill only \(role decode\)/) });
+    expect(await message(await post(d.url, { ...plain, kv_transfer_params: { do_remote_decode: true } }))).toMatchObject({ status: 400, message: expect.stringMatching(/decode instance \(role decode\).*does not prefill for a remote decode/) });
+    // A decode instance serves a request whole (a short prompt the router did not split), as vLLM's consumer does.
+    expect((await post(d.url, plain)).status).toBe(200);
     expect(await message(await post(both.url, { ...plain, stream: true, kv_transfer_params: { do_remote_decode: true } }))).toMatchObject({ status: 400, message: expect.stringMatching(/not streamed/) });
     expect(await message(await post(both.url, { ...plain, kv_transfer_params: { do_remote_prefill: true, remote_host: "127.0.0.1" } }))).toMatchObject({ status: 400, message: expect.stringMatching(/kv_transfer_params\.remote_engine_id/) });
     expect(await message(await post(both.url, { ...plain, kv_transfer_params: { do_remote_prefill: true, do_remote_decode: true } }))).toMatchObject({ status: 400, message: expect.stringMatching(/kv_transfer_params\.do_remote_prefill/) });

@@ -40,8 +40,11 @@ export interface ChooserOptions {
   clock: Clock;
   /** How long an instance's stats snapshot is used before `engine.stats()` is read again (ms, ≥ 0). */
   statsRefreshMs: number;
-  /** The plugin policy (default JSQ_POLICY) and the block size prompts are hashed with (default 16). */
-  routing?: { policy: PolicySpec; blockTokens: number };
+  /**
+   * The plugin policy (default JSQ_POLICY), the block size prompts are hashed with (default 16) and the uncached
+   * prompt from which a disaggregated model's request is split in two (default 0: always; pd.ts).
+   */
+  routing?: { policy: PolicySpec; blockTokens: number; pdMinPrefillTokens?: number };
   /** Called at each routing decision (`book`). */
   onRouted?: (req: GenerateRequest, instanceId: string) => void;
 }
@@ -63,8 +66,11 @@ export class Chooser {
   /** Instance choice (scoring/plugins.ts) and what each instance holds of which prefixes (scoring/prefix-index.ts). */
   readonly policy: RoutingPolicy;
   readonly prefixIndex: PrefixIndex;
+  /** routing.pdMinPrefillTokens (pd.ts `splits`). */
+  readonly pdMinPrefillTokens: number;
 
   constructor(private readonly o: ChooserOptions) {
+    this.pdMinPrefillTokens = o.routing?.pdMinPrefillTokens ?? 0;
     this.policy = new RoutingPolicy(o.routing?.policy ?? JSQ_POLICY);
     this.prefixIndex = new PrefixIndex(o.routing?.blockTokens ?? DEFAULT_BLOCK_TOKENS);
     if (!(o.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${o.statsRefreshMs}`);

@@ -66,7 +66,7 @@ export interface GatewayOptions {
    * Instance choice within the chosen endpoint (issue 34; scoring/plugins.ts): the plugin policy (default JSQ_POLICY,
    * today's join-the-shortest-queue) and the block size prompts are hashed with for the prefix scorer (default 16).
    */
-  routing?: { policy: PolicySpec; blockTokens: number };
+  routing?: { policy: PolicySpec; blockTokens: number; pdMinPrefillTokens?: number };
 }
 
 /** One region's gateway: the instance table, the chooser and the judge, and the two request paths over them. Not thread-safe (one event loop). */

@@ -12,6 +12,7 @@ import { OpenAIHttpEngine } from "../../engines/openai-http/openai-http-engine.j
 import { EngineSimServer } from "../../engines/sim/http.js";
 import { newSimEngine } from "../runtime/build-sim-engine.js";
 import { Gateway } from "./gateway.js";
+import { JSQ_POLICY } from "./scoring/plugins.js";
 
 const MODEL = "llama3.2-3b";
 const clock = new WallClock();
@@ -37,8 +38,13 @@ async function instance(id: string, role: "prefill" | "decode" | "both"): Promis
 let routed: string[] = [];
 
 function gatewayOf(...engines: OpenAIHttpEngine[]): Gateway {
+  return gatewayWith(0, ...engines);
+}
+
+/** A gateway over `engines` whose routing splits a disaggregated request from `pdMinPrefillTokens` uncached prompt tokens. */
+function gatewayWith(pdMinPrefillTokens: number, ...engines: OpenAIHttpEngine[]): Gateway {
   routed = [];
-  const gw = new Gateway({ region: "r", clock, statsRefreshMs: 0, onRouted: (_req, id) => routed.push(id) });
+  const gw = new Gateway({ region: "r", clock, statsRefreshMs: 0, onRouted: (_req, id) => routed.push(id), routing: { policy: JSQ_POLICY, blockTokens: 16, pdMinPrefillTokens } });
   gateways.push(gw);
   gw.addEndpoint(MODEL, "h100-80gb");
   for (const e of engines) gw.addInstance("h100-80gb", e);
@@ -100,5 +106,23 @@ describe("the region gateway with prefill and decode instances", () => {
     expect(d.server["kv"]).toBeUndefined();
     const metrics = await (await fetch(`${d.url}/metrics`)).text();
     expect(metrics).toMatch(/^vllm:request_success_total\{[^}]*finished_reason="length"\} 0$/m);
+  });
+
+  it("sends a request whose uncached prompt is under routing.pdMinPrefillTokens whole to a decode instance, and splits a longer one", async () => {
+    const p = await instance("p0", "prefill");
+    const d = await instance("d0", "decode");
+    const gw = gatewayWith(256, p.engine, d.engine);
+    const short = { ...request("short"), promptTokens: 40, body: { model: MODEL, prompt: "tidegate ".repeat(20), max_tokens: 4 } };
+    const whole = await collect(gw.generate(short));
+    expect(whole.at(-1)!.type).toBe("done");
+    expect(whole.filter((e) => e.type === "token").length).toBe(4);
+    // Whole on the decode instance: no prefill step, no KV moved.
+    expect(routed).toEqual(["d0"]);
+    expect(p.server["kv"]?.totals.sentBytes ?? 0).toBe(0);
+    expect(d.server["kv"]?.totals.receivedBytes ?? 0).toBe(0);
+    routed = [];
+    expect((await collect(gw.generate({ ...request("long"), promptTokens: 601 }))).at(-1)!.type).toBe("done");
+    expect(routed).toEqual(["p0", "d0"]);
+    expect(d.server["kv"]!.totals.receivedBytes).toBeGreaterThan(0);
   });
 });

@@ -7,7 +7,8 @@
  * vLLM).
  *
  * A model disaggregates while it has a serving prefill instance and a serving decode instance (Engine.role; config
- * engines.roles); every request of it then takes the two steps, as behind vLLM's proxy. Instances without a role
+ * engines.roles); a request of it then takes the two steps, as behind vLLM's proxy — unless its uncached prompt is
+ * under routing.pdMinPrefillTokens (`splits`): then it goes whole to a decode (or both) instance. Instances without a role
  * ("both") take the plain requests of models that do not. Each step picks by the routing policy among its role's
  * instances; a failed prefill is tried once more on another prefill instance (the decode step retries as any stream
  * does), and what still fails ends the request with its typed error.
@@ -17,7 +18,7 @@ import type { Logger } from "../../core/log.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import { settle, type Chooser } from "./chooser.js";
 import type { InstanceRecord, ModelEntry } from "./instance-table.js";
-import { PREFILL_ROLES, roleOf } from "./roles.js";
+import { PREFILL_ROLES, WHOLE_ROLES, roleOf } from "./roles.js";
 
 /** Whether `model`'s requests take the two steps now: a prefill and a decode instance are both serving. */
 export function disaggregates(model: ModelEntry): boolean {
@@ -32,6 +33,22 @@ export function disaggregates(model: ModelEntry): boolean {
     }
   }
   return prefill && decode;
+}
+
+/**
+ * Whether a request of a disaggregated model is split in two: its uncached prompt — the prompt less the longest
+ * prefix an instance that could take it whole (decode or both) is expected to hold — is at least
+ * routing.pdMinPrefillTokens (0: always, as vLLM's proxy). A shorter one goes whole to such an instance, which
+ * prefills it itself: llm-d splits a request only when its uncached prompt is long enough (its P/D threshold).
+ */
+export function splits(chooser: Chooser, model: ModelEntry, req: GenerateRequest, blocks: readonly number[]): boolean {
+  const min = chooser.pdMinPrefillTokens;
+  if (min <= 0) return true;
+  let cached = 0;
+  for (const e of model.endpoints) {
+    for (const i of e.instances) if (i.state === "serving" && i.down === undefined && WHOLE_ROLES.has(roleOf(i))) cached = Math.max(cached, chooser.cachedOn(i, req, blocks));
+  }
+  return req.promptTokens - cached >= min;
 }
 
 /** Prefill attempts before the request fails (the first and one retry on another instance). */

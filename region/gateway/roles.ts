@@ -9,6 +9,8 @@ export type Role = "prefill" | "decode" | "both";
 export const PLAIN_ROLES: ReadonlySet<Role> = new Set<Role>(["both"]);
 export const PREFILL_ROLES: ReadonlySet<Role> = new Set<Role>(["prefill"]);
 export const DECODE_ROLES: ReadonlySet<Role> = new Set<Role>(["decode"]);
+/** Instances that take a disaggregated model's request whole (its uncached prompt under routing.pdMinPrefillTokens). */
+export const WHOLE_ROLES: ReadonlySet<Role> = new Set<Role>(["decode", "both"]);
 
 /** An instance's role (Engine.role; absent = "both"). */
 export function roleOf(rec: InstanceRecord): Role {

@@ -5,8 +5,8 @@
  * before its first event, and report every ending to the judge. A request for a model that may be at zero waits in
  * the cold hold first (cold-hold.ts).
  */
-import { disaggregates, prefillForRemote } from "./pd.js";
-import { DECODE_ROLES, PLAIN_ROLES } from "./roles.js";
+import { disaggregates, prefillForRemote, splits } from "./pd.js";
+import { DECODE_ROLES, PLAIN_ROLES, WHOLE_ROLES, type Role } from "./roles.js";
 import type { Clock } from "../../core/clock.js";
 import { TidegateError, findTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
@@ -17,7 +17,7 @@ import { settle, type Chooser, type Ticket } from "./chooser.js";
 import type { ColdHold } from "./cold-hold.js";
 import type { Attempt, InstanceRecord, InstanceTable, ModelEntry } from "./instance-table.js";
 import type { Judge, ModelBooks } from "./judge.js";
-import { NO_FLOW, pushFrom, type EventSink, type Flow } from "../../core/push.js";
+import { NO_FLOW, pushFrom, refused, type EventSink, type Flow } from "../../core/push.js";
 
 /** What both request paths work with: the region's table, chooser and judge. */
 export interface PathParts {
@@ -60,8 +60,7 @@ export class StreamPath {
     try {
       table.model(req.model);
     } catch (err) {
-      sink.fail(err);
-      return NO_FLOW;
+      return refused(sink, err);
     }
     const books = judge.of(req.model);
     const enteredAtMs = clock.now();
@@ -116,8 +115,7 @@ export class StreamPath {
     try {
       model = table.model(req.model);
     } catch (err) {
-      sink.fail(err);
-      return NO_FLOW;
+      return refused(sink, err);
     }
     const books = judge.of(req.model);
     judge.demand(books, req);
@@ -138,9 +136,11 @@ class Routed implements Flow {
   private readonly blocks: readonly number[];
   private lastError: unknown;
   private kvTransfer: GenerateRequest["kvTransfer"];
+  /** The roles that take this request: plain, a decode after the prefill step, or a short one whole (pd.ts). */
+  private roles: ReadonlySet<Role> = PLAIN_ROLES;
   private attempt = 0;
   /** The attempt under way: its instance, books and progress (undefined between attempts and after the end). */
-  private cur: { rec: InstanceRecord; ticket: Ticket; settled: boolean; upstream: AbortController; onAbort: () => void; attemptRec: Attempt; flow: Flow } | undefined;
+  private cur: { rec: InstanceRecord; ticket: Ticket; upstream: AbortController; onAbort: () => void; attemptRec: Attempt; flow: Flow } | undefined;
   private started = false;
   private streamed = 0;
   private outputTokens = 0;
@@ -163,10 +163,16 @@ class Routed implements Flow {
   start(): void {
     const { chooser, log, judge } = this.p;
     // Prefill/decode disaggregation (pd.ts): a prefill instance first; its kv_transfer_params go to a decode instance.
+    // A short uncached prompt goes whole to an instance that prefills and decodes.
     if (!disaggregates(this.model)) return this.next();
+    if (!splits(chooser, this.model, this.req, this.blocks)) {
+      this.roles = WHOLE_ROLES;
+      return this.next();
+    }
     prefillForRemote(chooser, this.model, this.req, this.blocks, log, this.signal).then(
       (params) => {
         this.kvTransfer = { params };
+        this.roles = DECODE_ROLES;
         this.next();
       },
       (err: unknown) => {
@@ -191,7 +197,7 @@ class Routed implements Flow {
       judge.cancelled(books);
       return this.sink.fail(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason }));
     }
-    const rec = chooser.choose(this.model, this.tried, this.blocks, this.kvTransfer === undefined ? PLAIN_ROLES : DECODE_ROLES);
+    const rec = chooser.choose(this.model, this.tried, this.blocks, this.roles);
     if (rec === undefined) return this.giveUp();
     const ticket = chooser.book(rec, req, this.model.kvBytesPerToken, this.blocks);
     const upstream = new AbortController();
@@ -200,7 +206,7 @@ class Routed implements Flow {
     // Registered on the instance so that `engineDown` can end it (issue 49 item 2).
     const attemptRec: Attempt = { upstream, failure: undefined };
     rec.attempts.add(attemptRec);
-    const cur = (this.cur = { rec, ticket, settled: false, upstream, onAbort, attemptRec, flow: NO_FLOW });
+    const cur = (this.cur = { rec, ticket, upstream, onAbort, attemptRec, flow: NO_FLOW });
     this.started = false;
     this.streamed = this.outputTokens = this.firstAtMs = this.lastAtMs = 0;
     const cached = ticket.cachedTokens;

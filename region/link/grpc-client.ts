@@ -38,7 +38,7 @@ import {
 } from "./region-proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
 import { MuxStream, type MuxListener, type MuxRequest } from "./mux-client.js";
-import { NO_FLOW, streamOf, type EventSink, type Flow } from "../../core/push.js";
+import { refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../../core/tls.js";
 
 export interface GrpcRegionLinkOptions {
@@ -147,14 +147,8 @@ export class GrpcRegionLink implements RegionLink {
    * pauses the shared stream until the flow resumes. Aborting `signal` cancels the request at the region.
    */
   open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow {
-    if (this.closed) {
-      sink.fail(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
-      return NO_FLOW;
-    }
-    if (signal?.aborted) {
-      sink.fail(new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason }));
-      return NO_FLOW;
-    }
+    if (this.closed) return refused(sink, new TidegateError("upstream_error", `link to region ${this.region} is closed`));
+    if (signal?.aborted) return refused(sink, new TidegateError("cancelled", `request ${req.id} cancelled`, { cause: signal.reason }));
     return new MuxPush(this.muxStream(), req, sink, signal, (m) => this.muxError(m, req), (err, started) => this.dispatchError(err, started, req, signal));
   }
 

@@ -11,7 +11,7 @@ import { silentLogger, type Logger } from "../../core/log.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
 import { callbackSink } from "./stream-callbacks.js";
-import { NO_FLOW, streamOf, type EventSink, type Flow } from "../../core/push.js";
+import { refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
 
 export interface InProcessLinkOptions {
   clock: Clock;
@@ -64,10 +64,7 @@ export class InProcessRegionLink implements RegionLink {
 
   /** The region's push path itself (RegionService.open); on a closed link, the sink fails with upstream_error. */
   open(req: GenerateRequest, sink: EventSink, signal?: AbortSignal): Flow {
-    if (this.closed) {
-      sink.fail(new TidegateError("upstream_error", `link to region ${this.region} is closed`));
-      return NO_FLOW;
-    }
+    if (this.closed) return refused(sink, new TidegateError("upstream_error", `link to region ${this.region} is closed`));
     return this.service.open(req, sink, signal);
   }
 

@@ -7,7 +7,8 @@
  *                "scorers": [{ "name": "prefix", "weight": 3 }, { "name": "load", "weight": 2 }],   // overrides
  *                "filters": ["serving", "unsaturated"], "picker": "max",
  *                "blockTokens": 16,                          // tokens per KV block the prompt is hashed with
- *                "regionPrefix": true }                      // the global router prefers a region holding the prefix
+ *                "regionPrefix": true,                       // the global router prefers a region holding the prefix
+ *                "pdMinPrefillTokens": 0 }                   // a disaggregated model splits a request only from this uncached prompt
  *
  * `policy` picks the preset (plugins.ts JSQ_POLICY, PREFIX_AWARE_POLICY); `filters`, `scorers` and `picker` replace the
  * preset's. The default policy is core/defaults.ts DEFAULT_ROUTING_POLICY (`prefix-aware`, bench:prefix's winner); an
@@ -52,8 +53,9 @@ export function parseRoutingConfig(json: unknown, path = "routing"): RoutingConf
   const picker = r.string("picker", base.picker, { oneOf: Object.keys(PICKERS) });
   const blockTokens = r.number("blockTokens", DEFAULT_BLOCK_TOKENS, { integer: true, min: 1, max: 4096 });
   const regionPrefix = r.boolean("regionPrefix", preset === "prefix-aware");
+  const pdMinPrefillTokens = r.number("pdMinPrefillTokens", 0, { integer: true, min: 0, max: 1_000_000 });
   r.done();
-  return { preset, policy: { filters, scorers, picker }, blockTokens, regionPrefix };
+  return { preset, policy: { filters, scorers, picker }, blockTokens, regionPrefix, pdMinPrefillTokens };
 }
 
 export const ROUTING_SECTION: ConfigSection<"routing"> = { key: "routing", parse: (raw, path) => parseRoutingConfig(raw, path) };

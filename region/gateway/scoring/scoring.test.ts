@@ -86,6 +86,10 @@ describe("routing plugins", () => {
     ]);
     expect(() => parseRoutingConfig({ scorers: [{ name: "prefx" }] })).toThrow(/routing\.scorers\[0\]\.name.*unknown scorer/);
     expect(() => parseRoutingConfig({ policy: "random" })).toThrow(/routing\.policy/);
+    // Prefill/decode: every request split unless a threshold is set (pd.ts splits).
+    expect(parseRoutingConfig(undefined).pdMinPrefillTokens).toBe(0);
+    expect(parseRoutingConfig({ pdMinPrefillTokens: 512 }).pdMinPrefillTokens).toBe(512);
+    expect(() => parseRoutingConfig({ pdMinPrefillTokens: -1 })).toThrow(/routing\.pdMinPrefillTokens/);
   });
 });
 

@@ -150,4 +150,26 @@ describe("pushFrom", () => {
     await new Promise<void>((r) => pushFrom(short(), sink(r)));
     expect(errors.map((e) => (e as Error).message)).toEqual(["reset", "the stream ended without a done event"]);
   });
+
+  it("returns a paused stream and fails the sink when its signal aborts (a paused stream is not pulled, so it would never see it)", async () => {
+    const ctl = new AbortController();
+    let closed = false;
+    async function* endless(): AsyncGenerator<EngineEvent> {
+      try {
+        for (;;) yield tok("x");
+      } finally {
+        closed = true;
+      }
+    }
+    let failed: unknown;
+    let end!: () => void;
+    const ended = new Promise<void>((r) => (end = r));
+    pushFrom(endless(), { event: () => false, fail: (e) => ((failed = e), end()) }, { signal: ctl.signal });
+    for (let i = 0; i < 10; i++) await Promise.resolve();
+    expect(closed).toBe(false);
+    ctl.abort(new Error("cancelled by the router"));
+    await ended;
+    expect(closed).toBe(true);
+    expect((failed as Error).message).toBe("cancelled by the router");
+  });
 });

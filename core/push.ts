@@ -143,25 +143,40 @@ export function streamOf(open: PushOpen, signal?: AbortSignal): EventStream {
 /**
  * Pushes a stream's events into `sink` (a producer that only streams, e.g. an engine without `open`): one pull per
  * event, paused while `event` returns false. The stream is returned before its `done` goes on (its cleanup has run
- * by then; a failure there goes to `onCloseError`, not to the request). Aborting is the stream's own business (pass
- * the signal to whoever made `stream`); its failure, or its end without `done`, reaches `sink.fail`.
+ * by then; a failure there goes to `onCloseError`, not to the request). Aborting `signal` (the one the stream was
+ * made with) while paused returns the stream and fails the sink with the abort's reason: a paused stream is not
+ * pulled, so it would never see the abort itself. Its failure, or its end without `done`, reaches `sink.fail`.
  */
-export function pushFrom(stream: AsyncIterable<EngineEvent>, sink: EventSink, onCloseError?: (err: unknown) => void): Flow {
+export function pushFrom(stream: AsyncIterable<EngineEvent>, sink: EventSink, opts: { signal?: AbortSignal | undefined; onCloseError?: (err: unknown) => void } = {}): Flow {
+  const { signal, onCloseError } = opts;
   let gate: (() => void) | undefined;
   let paused = false;
+  const wake = () => {
+    const g = gate;
+    gate = undefined;
+    g?.();
+  };
+  signal?.addEventListener("abort", wake, { once: true });
+  const closeQuietly = async (it: AsyncIterator<EngineEvent>) => {
+    try {
+      await it.return?.();
+    } catch (err) {
+      onCloseError?.(err);
+    }
+  };
   void (async () => {
     const it = stream[Symbol.asyncIterator]();
     try {
       for (;;) {
-        if (paused) await new Promise<void>((r) => (gate = r));
+        if (paused && signal?.aborted !== true) await new Promise<void>((r) => (gate = r));
+        if (paused && signal?.aborted === true) {
+          await closeQuietly(it);
+          return sink.fail(signal.reason);
+        }
         const step = await it.next();
         if (step.done === true) throw new TidegateError("upstream_error", "the stream ended without a done event");
         if (step.value.type === "done") {
-          try {
-            await it.return?.();
-          } catch (err) {
-            onCloseError?.(err);
-          }
+          await closeQuietly(it);
           sink.event(step.value);
           return;
         }
@@ -169,14 +184,14 @@ export function pushFrom(stream: AsyncIterable<EngineEvent>, sink: EventSink, on
       }
     } catch (err) {
       sink.fail(err);
+    } finally {
+      signal?.removeEventListener("abort", wake);
     }
   })();
   return {
     resume() {
       paused = false;
-      const g = gate;
-      gate = undefined;
-      g?.();
+      wake();
     },
   };
 }

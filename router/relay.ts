@@ -361,7 +361,7 @@ export async function dispatchWithRetry(opts: DispatchOptions): Promise<OpenedSt
       };
       // The watchdog's own verdict first; a link failure after a long silence reads as the stall it is.
       if (watched !== undefined) opening.explain = (err) => stalledErr ?? watched.explain(err);
-      opening.flow = link.open !== undefined ? link.open(req, opening, attempt.signal) : pushFrom(link.dispatch(req, attempt.signal), opening);
+      opening.flow = link.open !== undefined ? link.open(req, opening, attempt.signal) : pushFrom(link.dispatch(req, attempt.signal), opening, { signal: attempt.signal });
       const first = watched === undefined ? await opening.first : await Promise.race([opening.first, watched.stalled]);
       slot?.firstEvent();
       tracked.firstEvent();

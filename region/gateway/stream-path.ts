@@ -221,7 +221,7 @@ class Routed implements Flow {
     };
     try {
       const engine = rec.engine;
-      cur.flow = engine.open !== undefined ? engine.open(sent, engineSink, upstream.signal) : pushFrom(engine.generate(sent, upstream.signal), engineSink, (err) => this.p.log.warn("engine failed while closing a request's stream", { region, instanceId: engine.instanceId, requestId: req.id, err }));
+      cur.flow = engine.open !== undefined ? engine.open(sent, engineSink, upstream.signal) : pushFrom(engine.generate(sent, upstream.signal), engineSink, { signal: upstream.signal, onCloseError: (err) => this.p.log.warn("engine failed while closing a request's stream", { region, instanceId: engine.instanceId, requestId: req.id, err }) });
     } catch (err) {
       engineSink.fail(err);
     }

@@ -401,6 +401,8 @@ export interface InstanceListingEntry {
   /** What it is doing, or why it failed. */
   detail: string;
   url: string;
+  /** Its role in prefill/decode disaggregation (Engine.role): "both" for an instance that serves plain requests. */
+  role: "prefill" | "decode" | "both";
 }
 
 /** A region's listing: instances, nodes, recent scaling failures and actions. */

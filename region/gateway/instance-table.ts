@@ -24,6 +24,8 @@ export interface InstanceView {
   stale: boolean;
   /** Why the region believes its engine down (`engineDown`); undefined while it does not. It takes no request then. */
   down: string | undefined;
+  /** Its role in prefill/decode disaggregation (Engine.role; roles.ts). */
+  role: NonNullable<Engine["role"]>;
 }
 
 /** One instance of an endpoint. */
@@ -199,7 +201,7 @@ export class InstanceTable {
     const out: InstanceView[] = [];
     for (const m of this.models.values()) {
       for (const e of m.endpoints) {
-        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, enteredAtMs: i.enteredAtMs, stale: i.stats.stale === true, down: i.down });
+        for (const i of e.instances) out.push({ instanceId: i.engine.instanceId, model: m.model, endpointId: e.endpointId, gpu: e.gpu, state: i.state, inFlight: i.inFlight, enteredAtMs: i.enteredAtMs, stale: i.stats.stale === true, down: i.down, role: i.engine.role ?? "both" });
       }
     }
     return out;

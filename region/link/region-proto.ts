@@ -248,7 +248,7 @@ export function ackFromWire(w: WireTargetsAck): TargetsAck {
 export interface WireInstances {
   region: string;
   actuator: string;
-  instances: { id: string; model: string; gpu: string; gpus: number; state: string; node: string; entered_at_ms: number; for_ms: number; detail: string; url: string }[];
+  instances: { id: string; model: string; gpu: string; gpus: number; state: string; node: string; entered_at_ms: number; for_ms: number; detail: string; url: string; role?: string }[];
   nodes: { node_id: string; lost: boolean; last_seen_at_ms: number; gpu_type: string; gpu_slots: number; free_slots: number; memory_bytes: number; data: string; transport: string; models: string[]; complete_models: string[] }[];
   failures: { at_ms: number; model: string; gpu: string; node: string; instance_id: string; message: string }[];
   actions: { at_ms: number; model: string; gpu: string; kind: string; instance_id: string; reason: string; from: number; desired: number }[];
@@ -263,7 +263,7 @@ export function instancesToWire(l: RegionListing): WireInstances {
   return {
     region: l.region,
     actuator: l.actuator,
-    instances: l.instances.map((i) => ({ id: i.id, model: i.model, gpu: i.gpu, gpus: i.gpus, state: i.state, node: i.node, entered_at_ms: i.enteredAtMs, for_ms: i.forMs, detail: i.detail, url: i.url })),
+    instances: l.instances.map((i) => ({ id: i.id, model: i.model, gpu: i.gpu, gpus: i.gpus, state: i.state, node: i.node, entered_at_ms: i.enteredAtMs, for_ms: i.forMs, detail: i.detail, url: i.url, role: i.role })),
     nodes: l.nodes.map((n) => ({ node_id: n.nodeId, lost: n.lost, last_seen_at_ms: n.lastSeenAtMs, gpu_type: n.gpuType, gpu_slots: n.gpuSlots, free_slots: Math.max(0, n.freeSlots), memory_bytes: n.memoryBytes, data: n.data, transport: n.transport, models: n.models, complete_models: n.completeModels })),
     failures: l.failures.map((f) => ({ at_ms: f.atMs, model: f.model, gpu: f.gpu, node: f.node, instance_id: f.instanceId, message: f.message })),
     actions: l.actions.map((a) => ({ at_ms: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instance_id: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
@@ -283,7 +283,7 @@ export function instancesFromWire(w: WireInstances): RegionListing {
     actuator: w.actuator === "agents" ? "agents" : "static",
     instances: w.instances.map((i) => {
       if (!STATES.includes(i.state as InstanceState)) throw new TidegateError("upstream_error", `region sent instance state ${JSON.stringify(i.state)}`);
-      return { id: i.id, model: i.model, gpu: i.gpu, gpus: i.gpus, state: i.state as InstanceState, node: i.node, enteredAtMs: i.entered_at_ms, forMs: i.for_ms, detail: i.detail, url: i.url };
+      return { id: i.id, model: i.model, gpu: i.gpu, gpus: i.gpus, state: i.state as InstanceState, node: i.node, enteredAtMs: i.entered_at_ms, forMs: i.for_ms, detail: i.detail, url: i.url, role: i.role === "prefill" || i.role === "decode" ? i.role : "both" };
     }),
     nodes: w.nodes.map((n) => ({ nodeId: n.node_id, lost: n.lost, lastSeenAtMs: n.last_seen_at_ms, gpuType: n.gpu_type, gpuSlots: n.gpu_slots, freeSlots: n.free_slots, memoryBytes: n.memory_bytes, data: n.data, transport: n.transport, models: n.models, completeModels: n.complete_models })),
     failures: w.failures.map((f) => ({ atMs: f.at_ms, model: f.model, gpu: f.gpu, node: f.node, instanceId: f.instance_id, message: f.message })),

@@ -410,6 +410,7 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
       forMs: Math.max(0, nowMs - i.enteredAtMs),
       detail: i.state === "serving" || i.state === "draining" ? serving(i.id, i.detail) : i.detail,
       url: i.engine?.url ?? "",
+      role: views.get(i.id)?.role ?? "both",
     })),
     nodes: l.nodes.map((n) => ({ ...n, models: n.copies.map((c) => c.model), completeModels: n.copies.filter((c) => c.complete).map((c) => c.model) })),
     failures: l.failures.map((f) => ({ atMs: f.atMs, model: f.model, gpu: f.gpu, node: f.node ?? "", instanceId: f.instanceId ?? "", message: f.message })),

@@ -69,5 +69,8 @@ describe("tidegate dev over a prefill instance and a decode instance", () => {
     expect(await metric(prefill.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
     expect(await metric(decode.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
     expect(await metric(prefill.match[1]!, "vllm:generation_tokens_total")).toBe(3);
+    // The admin listing names each instance's role (issue 48 item 6).
+    const listing = (await (await fetch(`${dev.url}/admin/regions/us-east/instances`, { headers: { authorization: `Bearer ${dev.key}` } })).json()) as { instances: { url: string; role: string }[] };
+    expect(Object.fromEntries(listing.instances.map((i) => [i.url, i.role]))).toEqual({ [prefill.match[1]!]: "prefill", [decode.match[1]!]: "decode" });
   }, 60_000);
 });

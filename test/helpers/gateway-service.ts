@@ -27,7 +27,7 @@ export function gatewayService(gw: Gateway, clock?: Pick<Clock, "now">): RegionS
       listing: () => ({
         region: gw.region,
         actuator: "static",
-        instances: gw.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", enteredAtMs: i.enteredAtMs, forMs: Math.max(0, (clock?.now() ?? Date.now()) - i.enteredAtMs), detail: i.stale ? "stats stale" : "", url: "" })),
+        instances: gw.instances().map((i) => ({ id: i.instanceId, model: i.model, gpu: i.gpu, gpus: 0, state: i.state, node: "", enteredAtMs: i.enteredAtMs, forMs: Math.max(0, (clock?.now() ?? Date.now()) - i.enteredAtMs), detail: i.stale ? "stats stale" : "", url: "", role: i.role })),
         nodes: [],
         failures: [],
         actions: [],

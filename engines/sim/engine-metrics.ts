@@ -33,6 +33,8 @@ export const VLLM_METRICS = {
 
 const TTFT_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 const TPOT_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+/** A KV pull: a few ms for a short prompt on a fast link to seconds for a long one on a shaped one (the pull's 30 s limit). */
+const KV_TRANSFER_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 const E2E_BUCKETS = [0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240, 480, 960, 1920];
 
 /** The metrics of one engine-sim process. `stats` is read at each scrape. */
@@ -45,7 +47,9 @@ export class EngineSimMetrics {
   readonly promptTokens: Counter<"model_name">;
   readonly generationTokens: Counter<"model_name">;
   readonly requestSuccess: Counter<"model_name" | "finished_reason">;
-  private readonly labels: { model_name: string };
+  readonly labels: { model_name: string };
+  /** `tidegate_kv_transfer_seconds`, once a KV transfer was asked for (`kvTransfers`). */
+  kvTransferSeconds: Histogram<"model_name"> | undefined;
 
   /**
    * `processMetrics` adds the process's standard metrics (prom-client defaults). `pipeline` (a pipelined instance,
@@ -144,9 +148,11 @@ export class EngineSimMetrics {
   /** Records one finished (or aborted) request: times in ms from arrival; `gapsMs` the inter-token gaps. */
   /**
    * Prefill/decode KV transfers (kv-transfer.ts), from its totals at each scrape: bytes sent to decode instances and
-   * received from prefill instances, pulls that failed, held KV dropped unsent. Added when the first transfer is asked.
+   * received from prefill instances, pulls that failed, held KV dropped unsent; and the time of each pull
+   * (`kvTransferSeconds`). Added when the first transfer is asked.
    */
   kvTransfers(read: () => { sentBytes: number; receivedBytes: number; failed: number; dropped: number }): void {
+    this.kvTransferSeconds ??= new Histogram({ name: "tidegate_kv_transfer_seconds", help: "Time a decode instance took to pull a request's KV from its prefill instance (prefill/decode disaggregation).", labelNames: ["model_name"], buckets: KV_TRANSFER_BUCKETS, registers: [this.registry] });
     const total = (name: string, help: string, pick: (t: ReturnType<typeof read>) => number) => this.readAtScrape(name, help, () => pick(read()));
     total("tidegate_kv_transfer_sent_bytes_total", "KV bytes sent to decode instances (prefill/decode disaggregation).", (t) => t.sentBytes);
     total("tidegate_kv_transfer_received_bytes_total", "KV bytes received from prefill instances (prefill/decode disaggregation).", (t) => t.receivedBytes);

@@ -400,7 +400,9 @@ export class EngineSimServer {
     if (ask.kind === "decode-from-remote") {
       // The transfer runs before the request queues, so its time is part of this instance's TTFT.
       try {
-        greq.remotePrefillTokens = (await this.kvTransfer().pull(ask.params, parsed.promptTokens, ac.signal)).remoteTokens;
+        const pulled = await this.kvTransfer().pull(ask.params, parsed.promptTokens, ac.signal);
+        this.metrics.kvTransferSeconds?.observe(this.metrics.labels, pulled.ms / 1000);
+        greq.remotePrefillTokens = pulled.remoteTokens;
       } catch (err) {
         res.off("close", onClose); // the request ends here: its error answer, not a generation, follows
         throw err;

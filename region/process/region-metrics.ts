@@ -17,12 +17,14 @@
 import { Counter, Gauge, Histogram, createRegistry, initLabels, type Registry } from "../../core/metrics.js";
 import { LOAD_SOURCES, type LoadSource } from "../actuator/port.js";
 import type { RegionTelemetry } from "../../core/ports.js";
-import type { InstancePrefixStats, RequestOutcome } from "../gateway/gateway.js";
+import type { InstancePrefixStats, InstanceView, RequestOutcome } from "../gateway/gateway.js";
 import { COLD_REFUSALS, type ColdRefusal } from "../gateway/cold-hold.js";
 import { SLO_OUTCOMES, type ModelSloSummary, type SloOutcome } from "../gateway/slo-book.js";
 
 const OUTCOMES: readonly RequestOutcome[] = ["ok", "error", "cancelled"];
 const STATES = ["provisioning", "loading", "serving", "draining", "spot"] as const;
+/** Prefill/decode roles (region/gateway/roles.ts). */
+const ROLES = ["prefill", "decode", "both"] as const;
 const ACTION_KINDS = ["provision", "reclaim", "redeploy", "drain"] as const;
 
 /** What one region reports into RegionMetrics (the gateway's outcomes, the runtime's actions, telemetry). */
@@ -35,6 +37,8 @@ export interface RegionMetricsSink {
   watchSlo(read: () => readonly ModelSloSummary[]): void;
   /** Where the per-instance prefix-cache counters are read from at each scrape (Gateway.prefixStats). */
   watchPrefix(read: () => readonly InstancePrefixStats[]): void;
+  /** Where the instances and their prefill/decode roles are read from at each scrape (Gateway.instances). */
+  watchInstances(read: () => readonly InstanceView[]): void;
   /** Counts one scaling step (RuntimeMetricsSink). */
   action(model: string, kind: string): void;
   /** Counts one failed scale-out (RuntimeMetricsSink); model "-" is not counted. */
@@ -81,6 +85,9 @@ export class RegionMetrics {
   private readonly sloViolatedHours: Gauge<"region" | "model">;
   /** Per region, its gateway's per-instance prefix-cache counters (watchPrefix). */
   private readonly prefixReaders = new Map<string, () => readonly InstancePrefixStats[]>();
+  /** Per region, its gateway's instances (watchInstances). */
+  private readonly instanceReaders = new Map<string, () => readonly InstanceView[]>();
+  private readonly byRole: Gauge<"region" | "model" | "role">;
   /** Per region, its gateway's SLO summaries (watchSlo). */
   private readonly sloReaders = new Map<string, () => readonly ModelSloSummary[]>();
 
@@ -148,6 +155,20 @@ export class RegionMetrics {
       });
     prefixCounter("tidegate_instance_prefix_cache_queries_tokens_total", "Prompt tokens the instance's engine looked up in its prefix cache (vllm:prefix_cache_queries_total), since the engine started", (s) => s.queriedTokens);
     prefixCounter("tidegate_instance_prefix_cache_hits_tokens_total", "Prompt tokens the instance's engine found in its prefix cache (vllm:prefix_cache_hits_total), since the engine started", (s) => s.hitTokens);
+    const instanceReaders = this.instanceReaders;
+    this.byRole = new Gauge({
+      name: "tidegate_region_serving_instances_by_role",
+      help: "Serving instances by prefill/decode role (issue 48): prefill, decode, or both (plain requests)",
+      labelNames: ["region", "model", "role"],
+      registers: r,
+      collect() {
+        for (const [region, read] of instanceReaders) {
+          const counts = new Map<string, number>();
+          for (const i of read()) if (i.state === "serving") counts.set(`${i.model}\u0000${i.role}`, (counts.get(`${i.model}\u0000${i.role}`) ?? 0) + 1);
+          for (const model of regions[region] ?? []) for (const role of ROLES) this.set({ region, model, role }, counts.get(`${model}\u0000${role}`) ?? 0);
+        }
+      },
+    });
     this.sloViolatedHours = new Gauge({
       name: "tidegate_region_slo_violations",
       help: "Completed clock hours since the region started (the first partly seen) whose SLO attainment was below the model's percentile (hours in violation)",
@@ -163,6 +184,7 @@ export class RegionMetrics {
       initLabels(this.requests, { region: reg, model: models, outcome: OUTCOMES });
       for (const g of [this.utilization, this.batchUtilization, this.tokensPerS, this.batchTokensPerS, this.demandTokensPerS, this.running, this.waiting, this.stale]) initLabels(g, { region: reg, model: models });
       initLabels(this.instances, { region: reg, model: models, state: STATES });
+      initLabels(this.byRole, { region: reg, model: models, role: ROLES });
       initLabels(this.sloRequests, { region: reg, model: models, outcome: SLO_OUTCOMES });
       initLabels(this.coldStarts, { region: reg, model: models, source: LOAD_SOURCES });
       initLabels(this.coldRefusedTotal, { region: reg, model: models, reason: COLD_REFUSALS });
@@ -187,6 +209,9 @@ export class RegionMetrics {
       },
       watchPrefix: (read) => {
         this.prefixReaders.set(region, read);
+      },
+      watchInstances: (read) => {
+        this.instanceReaders.set(region, read);
       },
       action: (model, kind) => this.actions.inc({ region, model, kind }),
       failure: (model) => {

@@ -20,7 +20,7 @@ import type { ModelName, RegionName } from "../../core/models.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import type { RuntimeActuator } from "../actuator/port.js";
 import type { ControllerAction } from "../controller/reconciler.js";
-import { Gateway, type InstancePrefixStats, type RequestOutcome } from "../gateway/gateway.js";
+import { Gateway, type InstancePrefixStats, type InstanceView, type RequestOutcome } from "../gateway/gateway.js";
 import { ColdHold, type ColdRefusal } from "../gateway/cold-hold.js";
 import type { LoadSource } from "../actuator/port.js";
 import type { ModelSloSummary, SloOutcome } from "../gateway/slo-book.js";
@@ -38,6 +38,8 @@ export interface RegionMetricsHooks extends RuntimeMetricsSink {
   watchSlo?(read: () => readonly ModelSloSummary[]): void;
   /** Handed the gateway's per-instance prefix-cache counters once (issue 34), to read at each scrape. */
   watchPrefix?(read: () => readonly InstancePrefixStats[]): void;
+  /** Handed the gateway's instance listing once (their prefill/decode roles), to read at each scrape. */
+  watchInstances?(read: () => readonly InstanceView[]): void;
   transferred?(bytes: number): void;
   /** Scale from zero (issue 33): a model's first instance landed from `source`; a held request's first token. */
   coldStart?(model: ModelName, source: LoadSource): void;
@@ -133,6 +135,7 @@ export function buildRegion<A extends RuntimeActuator, X>(o: BuildRegionOptions<
   for (const e of rc.endpoints) gateway.addEndpoint(e.model, e.gpu);
   o.metrics?.watchSlo?.(() => gateway.sloSummaries());
   o.metrics?.watchPrefix?.(() => gateway.prefixStats());
+  o.metrics?.watchInstances?.(() => gateway.instances());
   const hosted = o.host.start({ config: o.config, region: o.region, clock: o.clock, log, gateway, ...(o.metrics === undefined ? {} : { metrics: o.metrics }) });
   // Fixed engines (`--spawn-engines`, engines.urls) cannot be scaled from zero: such a region refuses at once.
   if (cold !== undefined && hosted.actuator.fixed === true) {

@@ -69,8 +69,15 @@ describe("tidegate dev over a prefill instance and a decode instance", () => {
     expect(await metric(prefill.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
     expect(await metric(decode.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
     expect(await metric(prefill.match[1]!, "vllm:generation_tokens_total")).toBe(3);
+    // Each pull's time on the decode instance (issue 48 item 6: transfer latency).
+    expect(await metric(decode.match[1]!, "tidegate_kv_transfer_seconds_count")).toBe(3);
+    expect(await metric(decode.match[1]!, "tidegate_kv_transfer_seconds_sum")).toBeGreaterThan(0);
     // The admin listing names each instance's role (issue 48 item 6).
     const listing = (await (await fetch(`${dev.url}/admin/regions/us-east/instances`, { headers: { authorization: `Bearer ${dev.key}` } })).json()) as { instances: { url: string; role: string }[] };
     expect(Object.fromEntries(listing.instances.map((i) => [i.url, i.role]))).toEqual({ [prefill.match[1]!]: "prefill", [decode.match[1]!]: "decode" });
+    // And the region's /metrics count serving instances per role.
+    expect(await metric(dev.url, "tidegate_region_serving_instances_by_role", 'role="prefill"')).toBe(1);
+    expect(await metric(dev.url, "tidegate_region_serving_instances_by_role", 'role="decode"')).toBe(1);
+    expect(await metric(dev.url, "tidegate_region_serving_instances_by_role", 'role="both"')).toBe(0);
   }, 60_000);
 });

@@ -117,6 +117,13 @@ const panels = [
     [[`sum by (region, instance) (rate(tidegate_instance_prefix_cache_hits_tokens_total{${sel}}[$__rate_interval])) / sum by (region, instance) (rate(tidegate_instance_prefix_cache_queries_tokens_total{${sel}}[$__rate_interval]))`, "{{region}} {{instance}}"]],
     { unit: "percentunit", min: 0, max: 1 },
   ),
+  row(6 + 8 * H, "Prefill/decode"),
+  panel(
+    "Serving instances by prefill/decode role",
+    { h: H, w: W, x: 0, y: 7 + 8 * H },
+    [[`sum by (region, model, role) (tidegate_region_serving_instances_by_role{${sel}})`, "{{role}} {{region}} {{model}}"]],
+    { min: 0, decimals: 0 },
+  ),
 ];
 
 const dashboard = {
@@ -128,7 +135,7 @@ const dashboard = {
   ],
   uid: "tidegate-overview",
   title: "tidegate",
-  description: "tidegate per region and model: requests, TTFT/TBT, effective memory utilization vs the 0.70 routing threshold, queues, instances vs the planner's target, forecast vs actual, scaling, data-plane transfers, cold starts and prefix-cache hit rates (deploy/grafana/README.md).",
+  description: "tidegate per region and model: requests, TTFT/TBT, effective memory utilization vs the 0.70 routing threshold, queues, instances vs the planner's target, forecast vs actual, scaling, data-plane transfers, cold starts, prefix-cache hit rates and prefill/decode pools (deploy/grafana/README.md).",
   tags: ["tidegate", "llm-serving"],
   timezone: "utc",
   schemaVersion: 39,

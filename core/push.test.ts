@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { TidegateError } from "./errors.js";
 import type { EngineEvent } from "./ports.js";
-import { pushFrom, streamOf, type EventSink } from "./push.js";
+import { openReportingLater, pushFrom, streamOf, type EventSink } from "./push.js";
 
 const tok = (text: string): EngineEvent => ({ type: "token", text, tokens: 1 });
 const DONE: EngineEvent = { type: "done", finishReason: "stop", usage: { prompt_tokens: 1, completion_tokens: 2, total_tokens: 3 } };
@@ -139,7 +139,6 @@ describe("pushFrom", () => {
   it("fails the sink when the stream throws or ends without done", async () => {
     const errors: unknown[] = [];
     const sink = (resolve: () => void): EventSink => ({ event: () => true, fail: (e) => (errors.push(e), resolve()) });
-    // eslint-disable-next-line require-yield
     async function* broken(): AsyncGenerator<EngineEvent> {
       throw new TidegateError("upstream_error", "reset");
     }
@@ -173,3 +172,33 @@ describe("pushFrom", () => {
     expect((failed as Error).message).toBe("cancelled by the router");
   });
 });
+
+describe("openReportingLater", () => {
+  it("hands what the producer reports while opening to the sink after the call returns, in order, then reports straight through", async () => {
+    const log: string[] = [];
+    let later: EventSink | undefined;
+    openReportingLater(
+      (sink) => {
+        sink.event(tok("a"));
+        sink.event(tok("b"));
+        later = sink;
+        return { resume() {} };
+      },
+      { event: (ev) => (log.push(ev.type === "token" ? ev.text : "done"), true), fail: (e) => void log.push(`fail ${(e as Error).message}`) },
+    );
+    log.push("returned");
+    later!.event(tok("c")); // before the held reports went out: queued behind them
+    await Promise.resolve();
+    later!.event(DONE);
+    expect(log).toEqual(["returned", "a", "b", "c", "done"]);
+  });
+
+  it("defers a refusal known at once the same way", async () => {
+    const log: string[] = [];
+    openReportingLater((sink) => (sink.fail(new Error("no instance")), { resume() {} }), { event: () => true, fail: (e) => void log.push((e as Error).message) });
+    log.push("returned");
+    await Promise.resolve();
+    expect(log).toEqual(["returned", "no instance"]);
+  });
+});
+

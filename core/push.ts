@@ -35,6 +35,34 @@ export function refused(sink: EventSink, err: unknown): Flow {
   return NO_FLOW;
 }
 
+/**
+ * Opens a producer for a caller whose reports must come after its call returns (the callback shapes: the caller has
+ * its answer — where the request went — before any callback): what the producer reports while `open` runs is handed
+ * to `sink` in a microtask, in order, and so is whatever follows until that is delivered; then reports go straight through.
+ */
+export function openReportingLater(open: (sink: EventSink) => Flow, sink: EventSink): Flow {
+  let held: (() => void)[] | undefined = [];
+  const hold = (report: () => void) => {
+    if (held === undefined) return false;
+    held.push(report);
+    return true;
+  };
+  const flow = open({
+    event: (ev) => (hold(() => sink.event(ev)) ? true : sink.event(ev)),
+    fail: (err) => {
+      if (!hold(() => sink.fail(err))) sink.fail(err);
+    },
+  });
+  const reports = held;
+  if (reports.length === 0) held = undefined;
+  else
+    queueMicrotask(() => {
+      for (let i = 0; i < reports.length; i++) reports[i]!();
+      held = undefined;
+    });
+  return flow;
+}
+
 /** Events queued by `streamOf` before it asks its producer to pause. */
 const HIGH_WATER = 64;
 

@@ -8,7 +8,7 @@ import { disaggregates } from "./pd.js";
 import { TidegateError } from "../../core/errors.js";
 import type { ModelName } from "../../core/models.js";
 import type { GenerateRequest, RequestCallbacks } from "../../core/ports.js";
-import type { EventSink, Flow } from "../../core/push.js";
+import { openReportingLater, type EventSink, type Flow } from "../../core/push.js";
 import { settle, type RouteChoice, type Ticket } from "./chooser.js";
 import type { ColdHold } from "./cold-hold.js";
 import type { Judge, ModelBooks } from "./judge.js";
@@ -195,12 +195,15 @@ export class CallbackPath {
     return choice;
   }
 
-  /** `submit` over an engine without a callback form: the push path, its events counted into `callbacks`. */
+  /**
+   * `submit` over an engine without a callback form: the push path, its events counted into `callbacks`; what it
+   * reports while `submit` runs (a refusal) comes after `submit` returns its choice.
+   */
   private drive(req: GenerateRequest, callbacks: RequestCallbacks): void {
     const clock = this.p.clock;
     let first = true;
     let generated = 0;
-    this.p.open(req, {
+    openReportingLater((sink) => this.p.open(req, sink), {
       event(ev) {
         if (first) {
           first = false;

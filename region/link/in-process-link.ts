@@ -11,7 +11,7 @@ import { silentLogger, type Logger } from "../../core/log.js";
 import type { EngineEvent, GenerateRequest, LinkCallbacks, RegionInstances, RegionLink, RegionTargets, RegionTelemetry, TargetsAck, Unsubscribe } from "../../core/ports.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
 import { callbackSink } from "./stream-callbacks.js";
-import { refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
+import { openReportingLater, refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
 
 export interface InProcessLinkOptions {
   clock: Clock;
@@ -77,16 +77,7 @@ export class InProcessRegionLink implements RegionLink {
     }
     // The request is routed in this call; what it reports comes after the call returns (a refusal known at once too,
     // as a stream's first step reports it), so the caller has its answer before any callback.
-    let opening = true;
-    this.service.open(
-      req,
-      {
-        event: (ev) => (opening ? (queueMicrotask(() => sink.event(ev)), true) : sink.event(ev)),
-        fail: (err) => (opening ? queueMicrotask(() => sink.fail(err)) : sink.fail(err)),
-      },
-      signal,
-    );
-    opening = false;
+    openReportingLater((s) => this.service.open(req, s, signal), sink);
   }
 
   async instances(): Promise<RegionInstances> {

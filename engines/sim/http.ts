@@ -18,7 +18,8 @@
  * OpenAI-style error, never a crash. A client disconnect cancels the generation (frees its KV).
  */
 import { hostname } from "node:os";
-import { KV_SEND_PATH, KvTransfer, kvAskOf, type KvAsk } from "./kv-transfer.js";
+import { KV_SEND_PATH, KvTransfer } from "./kv-transfer.js";
+import { kvAskOf, type KvAsk } from "./kv-params.js";
 import type { EngineSettings } from "../../core/engine-settings.js";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";

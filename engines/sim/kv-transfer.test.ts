@@ -10,7 +10,8 @@ import { kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
 import type { EngineSettings } from "../../core/engine-settings.js";
 import { newSimEngine } from "../../region/runtime/build-sim-engine.js";
 import { EngineSimServer } from "./http.js";
-import { KV_BLOCK_TOKENS, KvTransfer, type KvTransferParams } from "./kv-transfer.js";
+import { KvTransfer } from "./kv-transfer.js";
+import { KV_BLOCK_TOKENS, type KvTransferParams } from "./kv-params.js";
 
 const MODEL = "llama3.2-3b";
 let servers: EngineSimServer[] = [];

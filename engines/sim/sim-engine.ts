@@ -14,6 +14,7 @@ import { getProfile } from "../../core/perf/model.js";
 import { SimEngineCore, type SimCoreOptions, type SimSubmit } from "./core.js";
 import { blockHashesOfBody } from "../../core/prefix.js";
 import type { KvEventSource } from "../../core/ports.js";
+import type { KvFabric } from "./kv-fabric.js";
 
 /**
  * Host memory for the KV tier under the prefix cache (prefix-cache.ts), per GPU of an instance, GiB: half of an H100
@@ -45,6 +46,13 @@ export interface SimEngineOptions extends CoreSettings {
   events?: "per-token" | "coalesced";
   /** HiGHS for a live zigzag pairing (Engine.layerwise), created on first use; without it only best-effort pairs. */
   solver?: () => Promise<Solver>;
+  /**
+   * Prefill/decode disaggregation in process (Engine.role; region/gateway/pd.ts drives it): "prefill" serves only
+   * prefills for a remote decode, "decode" decodes from a remote prefill or serves a request whole, "both" (default)
+   * serves whole requests and either step. A role or a step needs `kvFabric`, which times the KV's transfer.
+   */
+  role?: "prefill" | "decode" | "both";
+  kvFabric?: KvFabric;
 }
 
 /**
@@ -75,15 +83,22 @@ export class SimEngine implements Engine {
   readonly core: SimEngineCore;
   /** Live serve-while-loading pairings (Engine.layerwise; layerwise/layerwise-host.ts). */
   readonly layerwise: LayerwiseHost;
+  readonly role?: "prefill" | "decode" | "both";
   private readonly clock: Clock;
   private readonly coalesced: boolean;
+  private readonly kvFabric: KvFabric | undefined;
+  private readonly tp: number;
 
   constructor(opts: SimEngineOptions) {
     // The instance's own fields; everything else is the core's settings, passed through.
-    const { instanceId, model, gpu, tp, clock, events, solver, prefixCache, ...settings } = opts;
+    const { instanceId, model, gpu, tp, clock, events, solver, prefixCache, role, kvFabric, ...settings } = opts;
     this.instanceId = instanceId;
     this.model = model;
     this.clock = clock;
+    this.tp = tp;
+    this.kvFabric = kvFabric;
+    if (role !== undefined && role !== "both" && kvFabric === undefined) throw new TidegateError("invalid_config", `instance ${instanceId} has the role ${role}, which needs a KV fabric to move its KV`, { param: "role" });
+    if (role !== undefined) this.role = role;
     this.coalesced = events === "coalesced";
     // The host KV tier by default: DEFAULT_HOST_KV_GIB_PER_GPU per GPU of the instance (prefixCache.hostKvCacheGiB: 0 = off).
     const coreOpts: SimCoreOptions = {
@@ -99,7 +114,22 @@ export class SimEngine implements Engine {
   /** The callback form of `generate` (Engine.submit): the core's own events, no stream and no per-token work. */
   submit(req: GenerateRequest, callbacks: RequestCallbacks): void {
     if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
+    if (this.stepOf(req) !== "whole") throw new TidegateError("invalid_request", `instance ${this.instanceId}: a prefill/decode step (kv_transfer_params) is served by generate, not the callback form`, { param: "kv_transfer_params" });
     this.core.submit(this.simSubmit(req), callbacks);
+  }
+
+  /**
+   * What `req` asks of this instance (GenerateRequest.kvTransfer): the whole request, a prefill for a remote decode,
+   * or a decode from a remote prefill; throws invalid_request where the role refuses it (as engine-sim's HTTP face).
+   */
+  private stepOf(req: GenerateRequest): "whole" | "prefill" | "decode" {
+    const t = req.kvTransfer;
+    const step = t === undefined ? "whole" : "remoteDecode" in t ? "prefill" : "decode";
+    const role = this.role ?? "both";
+    if (role === "prefill" && step !== "prefill") throw new TidegateError("invalid_request", `instance ${this.instanceId} of ${this.model} prefills for remote decode only (role prefill): send kv_transfer_params {"do_remote_decode": true}`, { param: "kv_transfer_params" });
+    if (role === "decode" && step === "prefill") throw new TidegateError("invalid_request", `instance ${this.instanceId} of ${this.model} is a decode instance (role decode): it decodes from a remote prefill or serves a request whole`, { param: "kv_transfer_params" });
+    if (step !== "whole" && this.kvFabric === undefined) throw new TidegateError("invalid_request", `instance ${this.instanceId} of ${this.model} has no KV fabric: it serves whole requests only`, { param: "kv_transfer_params" });
+    return step;
   }
 
   /**
@@ -110,7 +140,14 @@ export class SimEngine implements Engine {
    */
   async *generate(req: GenerateRequest, signal?: AbortSignal): AsyncIterable<EngineEvent> {
     if (req.model !== this.model) throw new TidegateError("model_not_found", `this engine serves ${this.model}, not ${req.model}`, { param: "model" });
+    const step = this.stepOf(req);
     signal?.throwIfAborted();
+    // A decode from a remote prefill pulls the prompt's KV first (kv-fabric.ts): its time is part of this TTFT.
+    if (step === "decode") {
+      const params = (req.kvTransfer as { params: Readonly<Record<string, unknown>> }).params;
+      const pulled = await this.kvFabric!.pull(this.instanceId, this.model, params, req.promptTokens, signal);
+      req = { ...req, remotePrefillTokens: pulled.remoteTokens };
+    }
     let wake: (() => void) | undefined;
     const notify = () => wake?.();
     const handle = this.core.submit(
@@ -142,7 +179,10 @@ export class SimEngine implements Engine {
         // Tokens may have been generated while the consumer held a yield above: emit them before `done`.
         if (handle.finished && handle.generatedNow() <= emitted) {
           if (signal?.aborted) throw signal.reason ?? new TidegateError("cancelled", "request cancelled");
-          yield { type: "done", finishReason: "length", usage: makeUsage(req.promptTokens, emitted) };
+          const usage = makeUsage(req.promptTokens, emitted);
+          // A prefill for a remote decode answers where its KV is held (vLLM's kv_transfer_params).
+          if (step === "prefill") yield { type: "done", finishReason: "length", usage, kvTransferParams: { ...this.kvFabric!.offer(this.instanceId, this.model, this.tp, req.id, req.promptTokens) } };
+          else yield { type: "done", finishReason: "length", usage };
           return;
         }
         // Coalesced: after the first token, sleep until the core reports completion (no per-token timers).

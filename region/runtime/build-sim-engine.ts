@@ -23,6 +23,7 @@ import type { Solver } from "../../core/solver.js";
 import { getProfile } from "../../core/perf/model.js";
 import { settingsArgs, type EngineSettings } from "../../core/engine-settings.js";
 import { coreSettingsOf, SimEngine } from "../../engines/sim/sim-engine.js";
+import type { KvFabric } from "../../engines/sim/kv-fabric.js";
 import { PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "../keystage/pipeline-engine.js";
 
 /** One simulated instance: its id, model, GPU type and GPUs (tensor-parallel degree, or a pipeline's GPU budget). */
@@ -53,6 +54,11 @@ export interface SimBuildOptions {
   kvScale?: number;
   /** HiGHS for a live zigzag pairing (engines paired by node agents while another loads). */
   solver?: () => Promise<Solver>;
+  /**
+   * The in-process KV fabric of a fleet whose simulated engines take prefill/decode roles (engines/sim/kv-fabric.ts):
+   * with it the engine takes the settings' `role`; without it the role is the HTTP face's (engine-sim's http.ts).
+   */
+  kvFabric?: KvFabric;
 }
 
 /**
@@ -85,6 +91,7 @@ export function newSimEngine(inst: SimInstance, params: SimEngineParams, clock: 
     ...(opts.events === undefined ? {} : { events: opts.events }),
     ...(opts.passOverheadMs === undefined || opts.passOverheadMs <= 0 ? {} : { passOverheadMs: opts.passOverheadMs }),
     ...(opts.solver === undefined ? {} : { solver: opts.solver }),
+    ...(opts.kvFabric === undefined ? {} : { kvFabric: opts.kvFabric, ...(params.settings?.role === undefined ? {} : { role: params.settings.role }) }),
   });
 }
 

@@ -1,7 +1,7 @@
 /**
  * The in-process KV fabric (kv-fabric.ts) and SimEngine's prefill/decode steps over it, on a virtual clock. Times are
  * checked by hand: llama3.1-8b holds 32 layers × 2 × 8 KV heads × 128 × 2 bytes = 131,072 bytes of KV per token, so
- * a 1,000-token prompt is 131,072,000 bytes, 10.48576 ms at 100 Gbps (12.5 MB per ms).
+ * a 1,000-token prompt is 131,072,000 bytes, 5.24288 ms between two 2-GPU instances at 100 Gbps per GPU (25 MB per ms).
  */
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
@@ -11,7 +11,7 @@ import { KvFabric } from "./kv-fabric.js";
 import { SimEngine } from "./sim-engine.js";
 
 const MODEL = "llama3.1-8b";
-const ONE_PULL_MS = 10.48576;
+const ONE_PULL_MS = 5.24288;
 
 function settle<T>(p: Promise<T>): { value?: T; error?: unknown; done: boolean } {
   const out: { value?: T; error?: unknown; done: boolean } = { done: false };
@@ -28,9 +28,9 @@ describe("KvFabric", () => {
     const c = fabric.offer("p2", MODEL, 2, "r3", 1000);
     expect(a.remote_block_ids).toHaveLength(63); // ⌈1000 / 16⌉
     expect(fabric.heldCount()).toBe(3);
-    const first = settle(fabric.pull("d1", MODEL, { ...a }, 1000));
-    const second = settle(fabric.pull("d2", MODEL, { ...b }, 1000)); // p1's send side is busy with r1
-    const third = settle(fabric.pull("d3", MODEL, { ...c }, 1000)); // p2 → d3: free sides
+    const first = settle(fabric.pull("d1", MODEL, 2, { ...a }, 1000));
+    const second = settle(fabric.pull("d2", MODEL, 2, { ...b }, 1000)); // p1's send side is busy with r1
+    const third = settle(fabric.pull("d3", MODEL, 2, { ...c }, 1000)); // p2 → d3: free sides
     await clock.advanceTo(ONE_PULL_MS - 0.001);
     expect([first.done, second.done, third.done]).toEqual([false, false, false]);
     await clock.advanceTo(ONE_PULL_MS);
@@ -45,13 +45,13 @@ describe("KvFabric", () => {
 
   it("fails a pull of KV not held, of the wrong size, past its timeout, and drops KV held past holdMs", async () => {
     const clock = new VirtualClock();
-    const fabric = new KvFabric({ clock, bitsPerS: 1e9, pullTimeoutMs: 500, holdMs: 60_000 });
+    const fabric = new KvFabric({ clock, bitsPerSPerGpu: 1e9, pullTimeoutMs: 500, holdMs: 60_000 });
     const a = fabric.offer("p1", MODEL, 2, "r1", 1000);
-    await expect(fabric.pull("d1", MODEL, { ...a, remote_request_id: "nope" }, 1000)).rejects.toMatchObject({ code: "upstream_error" });
-    await expect(fabric.pull("d1", MODEL, { ...a }, 2000)).rejects.toMatchObject({ code: "invalid_request" });
-    await expect(fabric.pull("d1", MODEL, { do_remote_decode: true }, 1000)).rejects.toMatchObject({ code: "invalid_request" });
-    // 131 MB at 1 Gbps is 1,048.6 ms: past the 500 ms timeout, which ends it at 500 ms.
-    const late = settle(fabric.pull("d1", MODEL, { ...a }, 1000));
+    await expect(fabric.pull("d1", MODEL, 2, { ...a, remote_request_id: "nope" }, 1000)).rejects.toMatchObject({ code: "upstream_error" });
+    await expect(fabric.pull("d1", MODEL, 2, { ...a }, 2000)).rejects.toMatchObject({ code: "invalid_request" });
+    await expect(fabric.pull("d1", MODEL, 2, { do_remote_decode: true }, 1000)).rejects.toMatchObject({ code: "invalid_request" });
+    // 131 MB at 2 × 1 Gbps is 524.3 ms: past the 500 ms timeout, which ends it at 500 ms.
+    const late = settle(fabric.pull("d1", MODEL, 2, { ...a }, 1000));
     await clock.advanceTo(499);
     expect(late.done).toBe(false);
     await clock.advanceTo(500);
@@ -66,7 +66,7 @@ describe("KvFabric", () => {
     const fabric = new KvFabric({ clock });
     const a = fabric.offer("p1", MODEL, 2, "r1", 1000);
     const ac = new AbortController();
-    const pull = settle(fabric.pull("d1", MODEL, { ...a }, 1000, ac.signal));
+    const pull = settle(fabric.pull("d1", MODEL, 2, { ...a }, 1000, ac.signal));
     await clock.advanceTo(1);
     ac.abort(new Error("gone"));
     await clock.advanceTo(1);
@@ -117,7 +117,7 @@ describe("SimEngine prefill/decode steps", () => {
     expect(p.firstAtMs).toBeCloseTo(prefill.core.profile.prefillMs(1000, 1), 6);
 
     const d = await run(decode, { ...base, kvTransfer: { params: params! } }, clock);
-    // Pull (10.49 ms), then one prompt token prefilled here before the first token.
+    // Pull (5.24 ms), then one prompt token prefilled here before the first token.
     expect(d.firstAtMs - prefillEndMs).toBeCloseTo(ONE_PULL_MS + decode.core.profile.prefillMs(1, 1), 6);
     expect(d.events.filter((e) => e.type === "token").reduce((s, e) => s + (e.type === "token" ? e.tokens : 0), 0)).toBe(8);
     expect(fabric.totals.pulls).toBe(1);

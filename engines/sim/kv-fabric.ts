@@ -6,9 +6,10 @@
  * moves over the native data plane (kv-transfer.ts) is here timed on the clock instead of moved:
  *
  * - Size: the prompt's KV, layers × 2 × KV heads × head size × dtype bytes per token (kv-params.ts kvShape).
- * - Rate: `bitsPerS` per instance and direction, default DEFAULT_KV_BITS_PER_S — 100 Gbps, the RDMA between hosts
- *   of BlitzScale's Table 1, cluster A (the figure live loading uses, region/liveload/sources.ts) — plus `latencyMs`
- *   per transfer.
+ * - Rate: `bitsPerSPerGpu` per GPU and direction, default DEFAULT_KV_BITS_PER_S_PER_GPU — 100 Gbps, the RDMA
+ *   between hosts of BlitzScale's Table 1, cluster A, a per-GPU figure (the one live loading uses,
+ *   region/liveload/sources.ts) — times the GPUs of the smaller side (a tensor-parallel instance holds its KV in shards,
+ *   each GPU sending its own over its own NIC), plus `latencyMs` per transfer.
  * - Queueing, as the data plane runs it (kv-transfer.ts: one send and one receive endpoint per instance, one transfer
  *   at a time each): a transfer starts when the prefill instance's send side and the decode instance's receive side
  *   are both free, in the order pulls are asked, and holds both until it ends.
@@ -22,15 +23,15 @@ import { TidegateError } from "../../core/errors.js";
 import { ObjectReader } from "../../core/validate.js";
 import { DEFAULT_KV_HOLD_MS, DEFAULT_KV_PULL_TIMEOUT_MS, kvShape, type KvTransferParams } from "./kv-params.js";
 
-/** 100 Gbps: BlitzScale Table 1, cluster A, RDMA between hosts. */
-export const DEFAULT_KV_BITS_PER_S = 100e9;
+/** 100 Gbps per GPU: BlitzScale Table 1, cluster A, RDMA between hosts. */
+export const DEFAULT_KV_BITS_PER_S_PER_GPU = 100e9;
 /** `remote_host` of in-process KV: no network address names it. */
 export const IN_PROCESS_HOST = "in-process";
 
 export interface KvFabricOptions {
   clock: Clock;
-  /** Per instance and direction; default DEFAULT_KV_BITS_PER_S. */
-  bitsPerS?: number;
+  /** Per GPU and direction; default DEFAULT_KV_BITS_PER_S_PER_GPU. */
+  bitsPerSPerGpu?: number;
   /** Added to each transfer (ms); default 0. */
   latencyMs?: number;
   holdMs?: number;
@@ -47,6 +48,7 @@ export interface KvPulled {
 interface Held {
   engineId: string;
   model: string;
+  tp: number;
   promptTokens: number;
   timer: Timer;
 }
@@ -57,15 +59,16 @@ export class KvFabric {
   /** When each instance's send side and receive side are free next (virtual ms). */
   private readonly sendFreeAt = new Map<string, number>();
   private readonly recvFreeAt = new Map<string, number>();
-  private readonly bytesPerMs: number;
+  /** Bytes per ms per GPU of a transfer's smaller side. */
+  private readonly bytesPerMsPerGpu: number;
   /** Bytes moved, pulls failed, held KV dropped after holdMs; every pull's time (ms) for a bench's share of TTFT. */
   readonly totals = { bytes: 0, pulls: 0, failed: 0, dropped: 0, pullMs: 0 };
 
   constructor(private readonly o: KvFabricOptions) {
-    const bits = o.bitsPerS ?? DEFAULT_KV_BITS_PER_S;
-    if (!(bits > 0)) throw new RangeError(`bitsPerS must be > 0, got ${bits}`);
+    const bits = o.bitsPerSPerGpu ?? DEFAULT_KV_BITS_PER_S_PER_GPU;
+    if (!(bits > 0)) throw new RangeError(`bitsPerSPerGpu must be > 0, got ${bits}`);
     if (!((o.latencyMs ?? 0) >= 0)) throw new RangeError(`latencyMs must be ≥ 0, got ${o.latencyMs}`);
-    this.bytesPerMs = bits / 8 / 1000;
+    this.bytesPerMsPerGpu = bits / 8 / 1000;
   }
 
   /** After `engineId` prefilled `requestId` for a remote decode: holds its KV and returns the params a decode instance takes. */
@@ -75,7 +78,7 @@ export class KvFabric {
     const timer = this.o.clock.after(this.o.holdMs ?? DEFAULT_KV_HOLD_MS, () => {
       if (this.held.delete(key)) this.totals.dropped++;
     });
-    this.held.set(key, { engineId, model, promptTokens, timer });
+    this.held.set(key, { engineId, model, tp, promptTokens, timer });
     const { blocks } = kvShape(model, promptTokens);
     return {
       do_remote_prefill: true,
@@ -95,12 +98,12 @@ export class KvFabric {
   }
 
   /**
-   * `engineId` pulls the KV `params` name (a prefill instance's answer, GenerateRequest.kvTransfer.params) for a
+   * `engineId` (`tp` GPUs) pulls the KV `params` name (a prefill instance's answer, GenerateRequest.kvTransfer.params) for a
    * `promptTokens`-token prompt of `model`: resolves when the transfer ends; rejects with invalid_request for params
    * that do not fit the prompt, upstream_error when the KV is not held, timeout past pullTimeoutMs, or the signal's
    * reason when cancelled.
    */
-  pull(engineId: string, model: string, params: Readonly<Record<string, unknown>>, promptTokens: number, signal?: AbortSignal): Promise<KvPulled> {
+  pull(engineId: string, model: string, tp: number, params: Readonly<Record<string, unknown>>, promptTokens: number, signal?: AbortSignal): Promise<KvPulled> {
     const clock = this.o.clock;
     const askedMs = clock.now();
     let p: { from: string; requestId: string; blocks: number };
@@ -120,7 +123,7 @@ export class KvFabric {
       return Promise.reject(new TidegateError("upstream_error", `prefill instance ${p.from} holds no KV for request ${p.requestId} (never prefilled there, already sent, or dropped after ${this.o.holdMs ?? DEFAULT_KV_HOLD_MS} ms)`));
     }
     const start = Math.max(askedMs, this.sendFreeAt.get(p.from) ?? 0, this.recvFreeAt.get(engineId) ?? 0);
-    const end = start + (this.o.latencyMs ?? 0) + bytes / this.bytesPerMs;
+    const end = start + (this.o.latencyMs ?? 0) + bytes / (this.bytesPerMsPerGpu * Math.max(1, Math.min(tp, h.tp)));
     const timeoutMs = this.o.pullTimeoutMs ?? DEFAULT_KV_PULL_TIMEOUT_MS;
     return new Promise<KvPulled>((resolve, reject) => {
       let timer: Timer;

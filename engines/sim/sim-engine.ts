@@ -145,7 +145,7 @@ export class SimEngine implements Engine {
     // A decode from a remote prefill pulls the prompt's KV first (kv-fabric.ts): its time is part of this TTFT.
     if (step === "decode") {
       const params = (req.kvTransfer as { params: Readonly<Record<string, unknown>> }).params;
-      const pulled = await this.kvFabric!.pull(this.instanceId, this.model, params, req.promptTokens, signal);
+      const pulled = await this.kvFabric!.pull(this.instanceId, this.model, this.tp, params, req.promptTokens, signal);
       req = { ...req, remotePrefillTokens: pulled.remoteTokens };
     }
     let wake: (() => void) | undefined;

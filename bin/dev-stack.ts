@@ -122,7 +122,7 @@ export function buildDevStack(opts: DevStackOptions): DevStack {
         // engines.kind "openai-http": the engines at engines.urls, as `tidegate region` reaches them.
         if (config.engines.kind === "openai-http") return fixedEngines(urlEngineFactory(clock, logger.child({ region: config.regions[index]!.name }), config.engines.priorityField, config.engines.roles));
         // In-process sim engines report exact stats cheaply: read them at every decision (statsRefreshMs 0).
-        return fixedEngines(simEngineFactory(config, clock), { statsRefreshMs: 0 });
+        return fixedEngines(simEngineFactory(config, clock, regionMetrics.sink(config.regions[index]!.name)), { statsRefreshMs: 0 });
     }
   };
   for (const { region, link } of buildLinkedRegions({

@@ -1,8 +1,9 @@
 import { describe, expect, it } from "vitest";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_CONFIG_JSON, loadConfig, mergeOverDefault, parseConfig, validateConfig } from "./config.js";
+import { repoRoot } from "./paths.js";
 import "../region/config-sections.js"; // region's sections: one case below has a keystage section
 
 /** A copy of the default config with the value at `path` replaced (objects and arrays walked by key/index). */
@@ -120,12 +121,16 @@ describe("a misspelt key gets the known one it was meant to be", () => {
     expect(parseConfig(patched(["engines"], { hostKvCacheGiB: 0 })).engines.hostKvCacheGiB).toBe(0);
     expect(() => parseConfig(patched(["engines"], { hostKvCacheGiB: -1 }))).toThrow("engines.hostKvCacheGiB");
   });
-  it("engines.roles: each URL of engines.urls may be prefill, decode or both; another URL or role names the path", () => {
+  it("engines.roles: each URL of engines.urls, or a static region's instance id, may be prefill, decode or both; another key or role names the path", () => {
     const urls = { "us-east/llama3.2-3b": ["http://a:1", "http://b:2"] };
     expect(parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://a:1": "prefill", "http://b:2": "decode" } })).engines.roles).toEqual({ "http://a:1": "prefill", "http://b:2": "decode" });
-    expect(() => parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://c:3": "prefill" } }))).toThrow("engines.roles.http://c:3: is not one of engines.urls' URLs");
+    expect(() => parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://c:3": "prefill" } }))).toThrow("engines.roles.http://c:3: is neither one of engines.urls' URLs nor a configured instance id (region/model/gpu/index)");
     expect(() => parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://a:1": "prefil" } }))).toThrow("engines.roles.http://a:1: must be one of prefill, decode, both");
     expect(parseConfig(patched(["engines"], {})).engines.roles).toEqual({});
+    // In-process simulated engines: region/model/gpu/index, index under the endpoint's instances.
+    const example = JSON.parse(readFileSync(join(repoRoot(), "deploy", "examples", "dev-pd-sim.json"), "utf8")) as Record<string, unknown> & { engines: Record<string, unknown> };
+    expect(parseConfig(example).engines.roles).toEqual({ "us-east/llama3.2-3b/h100-80gb/0": "prefill", "us-east/llama3.2-3b/h100-80gb/1": "decode" });
+    expect(() => parseConfig({ ...example, engines: { roles: { "us-east/llama3.2-3b/h100-80gb/2": "decode" } } })).toThrow("engines.roles.us-east/llama3.2-3b/h100-80gb/2: is neither");
   });
   it("a correct optional key is still read", () => {
     expect(parseConfig(patched(["engines"], { kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } })).engines).toMatchObject({ kvCapacityTokens: 24_000, models: { "llama3.2-3b": { maxBatch: 8 } } });

@@ -14,6 +14,7 @@ import { spawnedEngines, urlEngineFactory } from "../../region/process/spawn.js"
 import { engineSimFlags, simEngineParams } from "../../region/runtime/build-sim-engine.js";
 import { simEngineFactory } from "../../region/runtime/static-host.js";
 import { startRegionProcess } from "../../region/process/region-server.js";
+import { RegionMetrics } from "../../region/process/region-metrics.js";
 import { parameterScaleLines } from "../../region/runtime/runtime.js";
 import { tlsFromFlags } from "../../core/tls.js";
 import { untilSignal } from "../signals.js";
@@ -79,7 +80,9 @@ export const command: Command = {
     const agentsMode = !spawn && config.engines.kind === "sim" && config.controller.actuator === "agents";
     // Spawned engine-sim processes get the config's engines.* as flags, the in-process ones from the same builder.
     const spawned = spawn ? spawnedEngines(clock, (m, g) => engineSimFlags(simEngineParams(config, m, g)), { log }) : undefined;
-    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(config, clock) : urlEngineFactory(clock, log, config.engines.priorityField, config.engines.roles));
+    // One metrics object for the region process and its in-process engines' KV fabric (prefill/decode roles).
+    const metrics = new RegionMetrics({ [regionName]: [...new Set(region.endpoints.map((e) => e.model))] });
+    const engines: EngineFactory | undefined = agentsMode ? undefined : spawned?.factory ?? (config.engines.kind === "sim" ? simEngineFactory(config, clock, metrics.sink(regionName)) : urlEngineFactory(clock, log, config.engines.priorityField, config.engines.roles));
     if (agentsMode) log.info("agents mode: node agents announce themselves to this region; parameter blocks scaled for this deployment", { strategy: config.controller.strategy, parameters: parameterScaleLines(config) });
     const tls = tlsFromFlags(flags);
     const stopped = untilSignal();
@@ -89,6 +92,7 @@ export const command: Command = {
       ...(engines === undefined ? {} : { engines }),
       ...(spawned === undefined ? {} : { onClose: () => spawned.stopAll() }),
       grpcAddress: region.grpcAddress,
+      metrics,
       metricsHost: String(flags["metrics-host"]),
       metricsPort,
       clock,

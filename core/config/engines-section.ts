@@ -1,6 +1,7 @@
 /** The `engines` section: which engines serve (simulated or OpenAI-compatible HTTP) and how they start and stop. */
 import { ValidationError, type ObjectReader } from "../validate.js";
 import type { ModelConfig } from "./models-section.js";
+import type { RegionConfig } from "./regions-section.js";
 import { pickEngineSettings, readEngineSettings, type ConfigEngineSettings, type EngineSettings } from "../engine-settings.js";
 
 /**
@@ -38,9 +39,11 @@ export interface EnginesConfig extends ConfigEngineSettings {
   /** For `openai-http`: base URLs per `region/model`, e.g. {"us-east/llama2-70b": ["http://10.0.0.5:8000"]}. */
   urls: Record<string, string[]>;
   /**
-   * For `openai-http`: the prefill/decode role of an engine at a URL of `urls` (vLLM's disaggregation: "prefill" or
-   * "decode"; absent = "both"). A model with prefill and decode instances serving is routed in two steps by the
-   * region gateway (region/gateway/pd.ts).
+   * The prefill/decode role of a fixed engine (vLLM's disaggregation: "prefill" or "decode"; absent = "both"): for
+   * `openai-http`, keyed by a URL of `urls`; for `sim` engines of a static region, keyed by the instance id
+   * `region/model/gpu/index` (index from 0 to the endpoint's instances − 1), whose in-process KV moves over the
+   * region's fabric (engines/sim/kv-fabric.ts). A model with prefill and decode instances serving is routed in two
+   * steps by the region gateway (region/gateway/pd.ts).
    */
   roles: Record<string, "prefill" | "decode" | "both">;
 }
@@ -63,7 +66,7 @@ export function engineSettingsLookup(engines: EnginesConfig): (model: string) =>
 const PLACEHOLDERS = ["model", "port", "host", "gpu", "tp", "instance"];
 
 /** Reads the `engines` object: http(s) URLs, a command template with known placeholders and {port}, per-model keys of configured models. */
-export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): EnginesConfig {
+export function parseEngines(er: ObjectReader, models: readonly ModelConfig[], regions: readonly RegionConfig[] = []): EnginesConfig {
   const urlsReader = er.object("urls");
   const urls: Record<string, string[]> = {};
   for (const key of Object.keys(urlsReader.value)) {
@@ -76,9 +79,11 @@ export function parseEngines(er: ObjectReader, models: readonly ModelConfig[]): 
   const rolesReader = er.object("roles");
   const roles: Record<string, "prefill" | "decode" | "both"> = {};
   const known = new Set(Object.values(urls).flat());
-  for (const url of Object.keys(rolesReader.value)) {
-    if (!known.has(url)) rolesReader.fail(url, "is not one of engines.urls' URLs");
-    roles[url] = rolesReader.string(url, undefined, { oneOf: ["prefill", "decode", "both"] }) as "prefill" | "decode" | "both";
+  // A static region's simulated engines are named region/model/gpu/index (region/actuator/static.ts instanceSlots).
+  for (const r of regions) for (const e of r.endpoints) for (let i = 0; i < e.instances; i++) known.add(`${r.name}/${e.model}/${e.gpu}/${i}`);
+  for (const key of Object.keys(rolesReader.value)) {
+    if (!known.has(key)) rolesReader.fail(key, "is neither one of engines.urls' URLs nor a configured instance id (region/model/gpu/index)");
+    roles[key] = rolesReader.string(key, undefined, { oneOf: ["prefill", "decode", "both"] }) as "prefill" | "decode" | "both";
   }
   rolesReader.done();
   const commandTemplate = er.optionalString("commandTemplate");

@@ -30,7 +30,7 @@ export function parseConfig(json: unknown): TidegateConfig {
   const queue = parseQueue(root.object("queue"));
   const planner = parsePlanner(root.object("planner"));
   const controller = parseController(root.object("controller"));
-  const engines = parseEngines(root.object("engines"), models);
+  const engines = parseEngines(root.object("engines"), models, regions);
   const parameters = parseParameters(root.object("parameters"), models);
   const slo = parseSlo(root.object("slo"), models);
   const config: TidegateConfig = { models, regions, router, queue, planner, controller, engines, parameters, slo };

@@ -36,6 +36,14 @@ export interface KvFabricOptions {
   latencyMs?: number;
   holdMs?: number;
   pullTimeoutMs?: number;
+  /** Told of each pull that ended (its time from the ask, ms, and bytes) and each that failed: a region's metrics. */
+  observer?: KvTransferObserver;
+}
+
+/** What a fabric reports as its pulls end (RegionMetricsSink implements it). */
+export interface KvTransferObserver {
+  kvPulled(ms: number, bytes: number): void;
+  kvPullFailed(): void;
 }
 
 /** One pull's outcome: the prompt tokens whose KV arrived, its bytes, and its time from the ask (queueing included). */
@@ -120,6 +128,7 @@ export class KvFabric {
     const h = this.held.get(key);
     if (h === undefined || h.model !== model || h.promptTokens !== promptTokens) {
       this.totals.failed++;
+      this.o.observer?.kvPullFailed();
       return Promise.reject(new TidegateError("upstream_error", `prefill instance ${p.from} holds no KV for request ${p.requestId} (never prefilled there, already sent, or dropped after ${this.o.holdMs ?? DEFAULT_KV_HOLD_MS} ms)`));
     }
     const start = Math.max(askedMs, this.sendFreeAt.get(p.from) ?? 0, this.recvFreeAt.get(engineId) ?? 0);
@@ -135,6 +144,7 @@ export class KvFabric {
         timer = clock.after(timeoutMs, () => {
           signal?.removeEventListener("abort", onAbort);
           this.totals.failed++;
+          this.o.observer?.kvPullFailed();
           reject(new TidegateError("timeout", `pulling the KV of ${p.requestId} from prefill instance ${p.from} took over ${timeoutMs} ms`));
         });
       } else {
@@ -148,6 +158,7 @@ export class KvFabric {
           this.totals.bytes += bytes;
           this.totals.pulls++;
           this.totals.pullMs += end - askedMs;
+          this.o.observer?.kvPulled(end - askedMs, bytes);
           resolve({ remoteTokens: Math.max(0, promptTokens - 1), bytes, ms: end - askedMs });
         });
       }

@@ -21,6 +21,9 @@ import type { InstancePrefixStats, InstanceView, RequestOutcome } from "../gatew
 import { COLD_REFUSALS, type ColdRefusal } from "../gateway/cold-hold.js";
 import { SLO_OUTCOMES, type ModelSloSummary, type SloOutcome } from "../gateway/slo-book.js";
 
+/** Seconds (as engine-sim's tidegate_kv_transfer_seconds). */
+const KV_TRANSFER_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
 const OUTCOMES: readonly RequestOutcome[] = ["ok", "error", "cancelled"];
 const STATES = ["provisioning", "loading", "serving", "draining", "spot"] as const;
 /** Prefill/decode roles (region/gateway/roles.ts). */
@@ -47,6 +50,10 @@ export interface RegionMetricsSink {
   transferred(bytes: number): void;
   /** Counts one cold start (a model's first instance from zero) by its parameters' source. */
   coldStart(model: string, source: LoadSource): void;
+  /** One KV pull of the region's in-process prefill/decode engines ended (engines/sim/kv-fabric.ts): its time and bytes. */
+  kvPulled(ms: number, bytes: number): void;
+  /** One such pull failed. */
+  kvPullFailed(): void;
   /** Observes one held request's TTFT (ms, from entering the gateway). */
   coldTtft(model: string, ttftMs: number): void;
   /** Counts one held request refused. */
@@ -75,6 +82,9 @@ export class RegionMetrics {
   private readonly actions: Counter<"region" | "model" | "kind">;
   private readonly failures: Counter<"region" | "model">;
   private readonly transferBytes: Counter<"region">;
+  private readonly kvTransferSeconds: Histogram<"region">;
+  private readonly kvTransferBytes: Counter<"region">;
+  private readonly kvTransferFailed: Counter<"region">;
   private readonly sloRequests: Counter<"region" | "model" | "outcome">;
   private readonly coldStarts: Counter<"region" | "model" | "source">;
   private readonly coldTtftSeconds: Histogram<"region" | "model">;
@@ -112,6 +122,9 @@ export class RegionMetrics {
     this.decisionId = new Gauge({ name: "tidegate_region_targets_decision_id", help: "decisionId of the newest accepted targets (-1 before any)", labelNames: ["region"], registers: r });
     this.actions = new Counter({ name: "tidegate_region_scaling_actions_total", help: "Scaling steps the region controller took, by kind (provision, reclaim, redeploy, drain)", labelNames: ["region", "model", "kind"], registers: r });
     this.failures = new Counter({ name: "tidegate_region_scaling_failures_total", help: "Scale-outs that failed (the endpoint then backs off)", labelNames: ["region", "model"], registers: r });
+    this.kvTransferSeconds = new Histogram({ name: "tidegate_region_kv_transfer_seconds", help: "Time a decode instance of the region's in-process engines took to pull a request's KV from its prefill instance, from the ask (prefill/decode disaggregation; engine-sim processes export tidegate_kv_transfer_seconds)", labelNames: ["region"], buckets: KV_TRANSFER_BUCKETS, registers: r });
+    this.kvTransferBytes = new Counter({ name: "tidegate_region_kv_transfer_bytes_total", help: "KV bytes moved from prefill to decode instances of the region's in-process engines", labelNames: ["region"], registers: r });
+    this.kvTransferFailed = new Counter({ name: "tidegate_region_kv_transfer_failed_total", help: "KV pulls of the region's in-process decode instances that failed (KV not held, timeout)", labelNames: ["region"], registers: r });
     this.transferBytes = new Counter({ name: "tidegate_region_transfer_bytes_total", help: "Parameter bytes moved to new instances' nodes over the data plane", labelNames: ["region"], registers: r });
     this.sloRequests = new Counter({ name: "tidegate_region_slo_requests_total", help: "Interactive requests judged against the model's SLO: met (TTFT and TPOT within targets), missed (late, or broke after the first token), unserved (refused or failed before the first token)", labelNames: ["region", "model", "outcome"], registers: r });
     this.coldStarts = new Counter({ name: "tidegate_region_cold_starts_total", help: "Cold starts (a model's first instance after none served), by where its parameters came from: host (the node's own host copy), peer (multicast from another node), origin", labelNames: ["region", "model", "source"], registers: r });
@@ -196,6 +209,9 @@ export class RegionMetrics {
       for (const model of models) this.sloAttainment.set({ region, model }, Number.NaN);
       this.decisionId.set({ region }, -1);
       this.transferBytes.inc({ region }, 0);
+      this.kvTransferBytes.inc({ region }, 0);
+      this.kvTransferFailed.inc({ region }, 0);
+      this.kvTransferSeconds.zero({ region });
     }
   }
 
@@ -218,6 +234,11 @@ export class RegionMetrics {
         if (model !== "-") this.failures.inc({ region, model });
       },
       transferred: (bytes) => this.transferBytes.inc({ region }, bytes),
+      kvPulled: (ms, bytes) => {
+        this.kvTransferSeconds.observe({ region }, ms / 1000);
+        this.kvTransferBytes.inc({ region }, bytes);
+      },
+      kvPullFailed: () => this.kvTransferFailed.inc({ region }),
       coldStart: (model, source) => this.coldStarts.inc({ region, model, source }),
       coldTtft: (model, ttftMs) => this.coldTtftSeconds.observe({ region, model }, ttftMs / 1000),
       coldRefused: (model, reason) => this.coldRefusedTotal.inc({ region, model, reason }),

@@ -11,7 +11,9 @@ import type { Clock } from "../../core/clock.js";
 import type { TidegateConfig } from "../../core/config.js";
 import { StaticActuator, type EngineFactory } from "../actuator/static.js";
 import type { EngineHost } from "./build-region.js";
-import { buildSimEngine } from "./build-sim-engine.js";
+import { TidegateError } from "../../core/errors.js";
+import { KvFabric, type KvTransferObserver } from "../../engines/sim/kv-fabric.js";
+import { buildSimEngine, newSimEngine, simEngineParams } from "./build-sim-engine.js";
 
 /** The static host over `engines` (one engine per slot). `statsRefreshMs` 0 suits in-process engines (exact stats at every decision). */
 export function fixedEngines(engines: EngineFactory, o: { statsRefreshMs?: number } = {}): EngineHost<StaticActuator> {
@@ -36,7 +38,19 @@ export function fixedEngines(engines: EngineFactory, o: { statsRefreshMs?: numbe
   };
 }
 
-/** In-process simulated engines on `clock` with the config's engines.* (and keystage pipelines), one per slot. */
-export function simEngineFactory(config: TidegateConfig, clock: Clock): EngineFactory {
-  return async (s) => buildSimEngine(config, { instanceId: s.instanceId, model: s.model, gpu: s.gpu, tp: s.tp }, clock);
+/**
+ * In-process simulated engines on `clock` with the config's engines.* (and keystage pipelines), one per slot; a slot
+ * named in engines.roles serves that prefill/decode role, its KV moved over one fabric per factory (a region's), whose
+ * pulls `kvObserver` hears (the region's metrics).
+ */
+export function simEngineFactory(config: TidegateConfig, clock: Clock, kvObserver?: KvTransferObserver): EngineFactory {
+  let fabric: KvFabric | undefined;
+  return async (s) => {
+    const inst = { instanceId: s.instanceId, model: s.model, gpu: s.gpu, tp: s.tp };
+    const role = config.engines.roles[s.instanceId];
+    if (role === undefined) return buildSimEngine(config, inst, clock);
+    const params = simEngineParams(config, s.model, s.gpu);
+    if (params.pipeline !== undefined) throw new TidegateError("invalid_config", `engines.roles.${s.instanceId}: a pipeline (keystage.pipelines) takes no prefill/decode role`, { param: "engines.roles" });
+    return newSimEngine(inst, { ...params, settings: { ...params.settings, role } }, clock, { kvFabric: (fabric ??= new KvFabric({ clock, ...(kvObserver === undefined ? {} : { observer: kvObserver }) })) });
+  };
 }

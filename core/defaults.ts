@@ -20,9 +20,18 @@ export const DEFAULT_ROUTING_POLICY = "prefix-aware";
  */
 export const DEFAULT_FORECASTER = "blend-arima";
 
+/**
+ * `routing.pdMinPrefillTokens`: a disaggregated model's request whose uncached prompt is shorter goes whole to a decode
+ * instance, which prefills it in chunks itself (llm-d's P/D threshold; 0 splits every request, as vLLM's proxy). The
+ * threshold of the highest goodput over colocated chunked prefill in `npm run bench:pd` (the geometric mean over the
+ * Azure code and conversation traces of each threshold's best P:D ratio), llama2-70b on 4 × H100.
+ */
+export const DEFAULT_PD_MIN_PREFILL_TOKENS = 2048;
+
 /** Which bench judges each default, for messages and the test that ties them. */
 export const DEFAULT_JUDGED_BY = {
   strategy: "bench:strategies",
   routingPolicy: "bench:prefix",
   forecaster: "bench:forecast",
+  pdMinPrefillTokens: "bench:pd",
 } as const;

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { WEEK_FLAGS } from "../bin/replay-week-cli.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
-import { DEFAULT_FORECASTER, DEFAULT_ROUTING_POLICY, DEFAULT_STRATEGY } from "../core/defaults.js";
+import { DEFAULT_FORECASTER, DEFAULT_PD_MIN_PREFILL_TOKENS, DEFAULT_ROUTING_POLICY, DEFAULT_STRATEGY } from "../core/defaults.js";
 import { DEFAULT_FORECASTER_NAME, isForecasterName } from "../forecasts/registry.js";
 import { FORECAST_JUDGED } from "./bench/verdicts/forecast.js";
 import { repoRoot } from "../core/paths.js";
@@ -45,6 +45,7 @@ describe("the defaults are the benches' winners, written once", () => {
     const c = parseConfig(DEFAULT_CONFIG_JSON);
     expect(c.controller.strategy).toBe(DEFAULT_STRATEGY);
     expect(c.routing?.preset).toBe(DEFAULT_ROUTING_POLICY);
+    expect(c.routing?.pdMinPrefillTokens).toBe(DEFAULT_PD_MIN_PREFILL_TOKENS);
     // A file that omits both sections gets them too.
     const partial = parseConfig({ ...(DEFAULT_CONFIG_JSON as Record<string, unknown>), controller: {}, routing: undefined });
     expect([partial.controller.strategy, partial.routing?.preset]).toEqual([DEFAULT_STRATEGY, DEFAULT_ROUTING_POLICY]);
@@ -60,6 +61,9 @@ describe("the defaults are the benches' winners, written once", () => {
     expect(read("README.md")).toContain(`\`routing.policy\`, default \`${DEFAULT_ROUTING_POLICY}\``);
     expect(read("region/strategies/README.md")).toContain(`\`${DEFAULT_STRATEGY}\` (default)`);
     expect(read("region/gateway/scoring/routing-config.ts")).toContain("DEFAULT_ROUTING_POLICY");
+    expect(read("region/gateway/scoring/routing-config.ts")).toContain(`r.number("pdMinPrefillTokens", DEFAULT_PD_MIN_PREFILL_TOKENS,`);
+    expect(read("region/gateway/chooser.ts")).toContain("o.routing?.pdMinPrefillTokens ?? DEFAULT_PD_MIN_PREFILL_TOKENS");
+    expect(read("README.md")).toContain(`\`routing.pdMinPrefillTokens\`, default ${DEFAULT_PD_MIN_PREFILL_TOKENS}`);
   });
 
   it("the benches judge them against their alternatives", () => {
@@ -70,5 +74,8 @@ describe("the defaults are the benches' winners, written once", () => {
     // bench:forecast judges the default forecaster (its verdict's FORECAST_JUDGED) against the naive methods.
     expect(FORECAST_JUDGED).toBe(DEFAULT_FORECASTER);
     expect(read("test/bench/forecast.ts")).toMatch(/const JUDGED: ForecasterName = FORECAST_JUDGED;/);
+    // bench:pd checks the default split threshold is its winner over both traces, and searches it.
+    expect(read("test/bench/pd.ts")).toMatch(/win\.threshold === DEFAULT_PD_MIN_PREFILL_TOKENS/);
+    expect(read("test/bench/pd.ts")).toMatch(new RegExp(`const THRESHOLDS = \\[[^\\]]*\\b${DEFAULT_PD_MIN_PREFILL_TOKENS}\\b`));
   });
 });

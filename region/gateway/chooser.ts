@@ -11,6 +11,7 @@
  */
 import { PLAIN_ROLES, roleOf, type Role } from "./roles.js";
 import type { Clock } from "../../core/clock.js";
+import { DEFAULT_PD_MIN_PREFILL_TOKENS } from "../../core/defaults.js";
 import { DEFAULT_BLOCK_TOKENS, blockHashesOfBody } from "../../core/prefix.js";
 import type { GenerateRequest } from "../../core/ports.js";
 import type { InstanceRecord, ModelEntry } from "./instance-table.js";
@@ -70,7 +71,7 @@ export class Chooser {
   readonly pdMinPrefillTokens: number;
 
   constructor(private readonly o: ChooserOptions) {
-    this.pdMinPrefillTokens = o.routing?.pdMinPrefillTokens ?? 0;
+    this.pdMinPrefillTokens = o.routing?.pdMinPrefillTokens ?? DEFAULT_PD_MIN_PREFILL_TOKENS;
     this.policy = new RoutingPolicy(o.routing?.policy ?? JSQ_POLICY);
     this.prefixIndex = new PrefixIndex(o.routing?.blockTokens ?? DEFAULT_BLOCK_TOKENS);
     if (!(o.statsRefreshMs >= 0)) throw new RangeError(`statsRefreshMs must be ≥ 0, got ${o.statsRefreshMs}`);

@@ -38,7 +38,8 @@ export function disaggregates(model: ModelEntry): boolean {
 /**
  * Whether a request of a disaggregated model is split in two: its uncached prompt — the prompt less the longest
  * prefix an instance that could take it whole (decode or both) is expected to hold — is at least
- * routing.pdMinPrefillTokens (0: always, as vLLM's proxy). A shorter one goes whole to such an instance, which
+ * routing.pdMinPrefillTokens (default core/defaults.ts DEFAULT_PD_MIN_PREFILL_TOKENS, bench:pd's winner; 0: always, as
+ * vLLM's proxy). A shorter one goes whole to such an instance, which
  * prefills it itself: llm-d splits a request only when its uncached prompt is long enough (its P/D threshold).
  */
 export function splits(chooser: Chooser, model: ModelEntry, req: GenerateRequest, blocks: readonly number[]): boolean {

@@ -24,7 +24,7 @@
  */
 import { cpus, loadavg, totalmem } from "node:os";
 import { VirtualClock } from "../../core/clock.js";
-import { DEFAULT_ROUTING_POLICY } from "../../core/defaults.js";
+import { DEFAULT_PD_MIN_PREFILL_TOKENS, DEFAULT_ROUTING_POLICY } from "../../core/defaults.js";
 import { shippedDataDir } from "../../core/paths.js";
 import { getProfile } from "../../core/perf/model.js";
 import type { GenerateRequest } from "../../core/ports.js";
@@ -34,8 +34,8 @@ import { Gateway } from "../../region/gateway/gateway.js";
 import { PRESETS } from "../../region/gateway/scoring/routing-config.js";
 import { readTrace, type TraceRequest } from "../../sim/replay/traces.js";
 import { packageVersion as version } from "./common.js";
-import { envOverrides, jsonFigure, verdictOf, type Check } from "./verdicts/common.js";
-import { PD_TARGET, attainment, maxPassingRate, meetsPdSlo, pdCheck, type PdRecord } from "./verdicts/pd.js";
+import { envOverrides, jsonFigure, ratio, verdictOf, type Check } from "./verdicts/common.js";
+import { PD_TARGET, attainment, maxPassingRate, meetsPdSlo, pdCheck, winningThreshold, type PdRecord } from "./verdicts/pd.js";
 
 const MODEL = "llama2-70b";
 const GPU = "h100-80gb";
@@ -47,9 +47,10 @@ const MINUTES = process.env.PD_MINUTES === undefined ? Number.POSITIVE_INFINITY 
 /**
  * routing.pdMinPrefillTokens settings searched for the disaggregated arm (region/gateway/pd.ts `splits`: a request
  * whose uncached prompt is shorter goes whole to a decode instance, which prefills it in chunks itself; llm-d's P/D
- * threshold): 0 splits every request, as vLLM's proxy does.
+ * threshold): 0 splits every request, as vLLM's proxy does. The winner — the highest geometric mean over the traces of
+ * each threshold's best goodput ÷ colocated — must be the default (core/defaults.ts DEFAULT_PD_MIN_PREFILL_TOKENS).
  */
-const THRESHOLDS = [0, 512, 1024, 2048] as const;
+const THRESHOLDS = [0, 512, 1024, 2048, 4096] as const;
 const TRACES = ["azure-code", "azure-conv"] as const;
 const SHRUNK = envOverrides(["PD_INSTANCES", "PD_MINUTES"]);
 /** Virtual time a run goes on past its last arrival before what is unfinished counts as missed. */
@@ -63,8 +64,10 @@ interface Run {
   stoppedEarly: boolean;
   ttftP90Ms: number;
   tpotP90Ms: number;
-  /** Σ KV pull time ÷ Σ TTFT over the served requests (0 colocated). */
+  /** The median over the requests split in two of their KV pull's time ÷ their TTFT (0 colocated). */
   kvShareOfTtft: number;
+  /** Share of the requests split in two (the rest went whole to a decode instance). */
+  splitShare: number;
   kvPullMeanMs: number;
   wallMs: number;
 }
@@ -91,7 +94,9 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
   const started = performance.now();
   const clock = new VirtualClock();
   const fabric = new KvFabric({ clock });
-  const gw = new Gateway({ region: "bench", clock, routing: { policy: PRESETS[DEFAULT_ROUTING_POLICY], blockTokens: 16, pdMinPrefillTokens } });
+  // A request booked on a prefill instance was split in two (pd.ts); the rest went whole to one instance.
+  const split = new Set<string>();
+  const gw = new Gateway({ region: "bench", clock, onRouted: (req, id) => void (id.startsWith("prefill-") && split.add(req.id)), routing: { policy: PRESETS[DEFAULT_ROUTING_POLICY], blockTokens: 16, pdMinPrefillTokens } });
   const engines = roles.map((role, i) => new SimEngine({ instanceId: `${role}-${i}`, model: MODEL, gpu: GPU, tp: TP, clock, events: "coalesced", maxNumBatchedTokens: MAX_NUM_BATCHED_TOKENS, prefixCache: false, ...(role === "both" ? {} : { role, kvFabric: fabric }) }));
   for (const e of engines) gw.addInstance(GPU, e);
   const profile = getProfile(MODEL, GPU, TP);
@@ -100,6 +105,15 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
   let missed = 0;
   let ended = 0;
   let stoppedEarly = false;
+  // Each split request's pull time, by request id (the params name it), and its share of that request's TTFT.
+  const pullMs = new Map<string, number>();
+  const pull = fabric.pull.bind(fabric);
+  fabric.pull = async (...args: Parameters<KvFabric["pull"]>) => {
+    const r = await pull(...args);
+    pullMs.set(String(args[3].remote_request_id), r.ms);
+    return r;
+  };
+  const shares: number[] = [];
   for (let i = 0; i < reqs.length && !stoppedEarly; i++) {
     const t = reqs[i]!;
     const at = t.arrivalMs / multiplier;
@@ -117,6 +131,8 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
         onFirstToken: (ms) => {
           firstAtMs = ms;
           rec.ttftMs = ms - at;
+          const pulled = pullMs.get(req.id);
+          if (pulled !== undefined && ms > at) shares.push(pulled / (ms - at));
         },
         onDone: (ms, generated) => {
           rec.tpotMs = generated > 1 ? (ms - firstAtMs) / (generated - 1) : 0;
@@ -140,13 +156,13 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
   }
   const ttfts = records.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));
   const tpots = records.flatMap((r) => (r.tpotMs === undefined ? [] : [r.tpotMs]));
-  const ttftSum = ttfts.reduce((a, b) => a + b, 0);
   const run: Run = {
     attainment: attainment(records) * (records.length / reqs.length),
     stoppedEarly,
     ttftP90Ms: percentile(ttfts, 0.9),
     tpotP90Ms: percentile(tpots, 0.9),
-    kvShareOfTtft: fabric.totals.pulls === 0 || ttftSum === 0 ? 0 : fabric.totals.pullMs / ttftSum,
+    kvShareOfTtft: shares.length === 0 ? 0 : percentile(shares, 0.5),
+    splitShare: records.length === 0 ? 0 : split.size / records.length,
     kvPullMeanMs: fabric.totals.pulls === 0 ? 0 : fabric.totals.pullMs / fabric.totals.pulls,
     wallMs: performance.now() - started,
   };
@@ -168,7 +184,7 @@ async function goodputOf(arm: string, reqs: readonly TraceRequest[], baseRate: n
   const m = await maxPassingRate(async (mult) => {
     const r = await runFleet(reqs, mult, roles, pdMinPrefillTokens);
     runs.set(mult, r);
-    console.log(`    ${arm} × ${mult.toFixed(3)} (${(mult * baseRate).toFixed(2)} req/s): attainment ${(r.attainment * 100).toFixed(1)}%${r.stoppedEarly ? " (stopped past 10% missed)" : ""}, p90 TTFT ${r.ttftP90Ms.toFixed(0)} ms, p90 TPOT ${r.tpotP90Ms.toFixed(1)} ms${r.kvPullMeanMs > 0 ? `, KV pull mean ${r.kvPullMeanMs.toFixed(1)} ms (${(r.kvShareOfTtft * 100).toFixed(1)}% of TTFT)` : ""} (${(r.wallMs / 1000).toFixed(1)} s wall)`);
+    console.log(`    ${arm} × ${mult.toFixed(3)} (${(mult * baseRate).toFixed(2)} req/s): attainment ${(r.attainment * 100).toFixed(1)}%${r.stoppedEarly ? " (stopped past 10% missed)" : ""}, p90 TTFT ${r.ttftP90Ms.toFixed(0)} ms, p90 TPOT ${r.tpotP90Ms.toFixed(1)} ms${r.kvPullMeanMs > 0 ? `, ${(r.splitShare * 100).toFixed(0)}% split, KV pull mean ${r.kvPullMeanMs.toFixed(1)} ms (median ${(r.kvShareOfTtft * 100).toFixed(1)}% of a split request's TTFT)` : ""} (${(r.wallMs / 1000).toFixed(1)} s wall)`);
     return r.attainment >= PD_TARGET.attainment;
   }, start);
   return { arm, multiplier: m, rate: m * baseRate, run: runs.get(m) };
@@ -182,6 +198,7 @@ async function main(): Promise<void> {
   console.log(`fleet: ${INSTANCES} × ${MODEL} on ${TP} × ${GPU} (${INSTANCES * TP} GPUs; simulated from the measured profiles), max_num_batched_tokens ${MAX_NUM_BATCHED_TOKENS}, routing ${DEFAULT_ROUTING_POLICY}; KV over 100 Gbps per GPU and direction (RDMA, BlitzScale Table 1); SLO per request: TTFT ≤ max(${PD_TARGET.ttftFloorMs} ms, ${PD_TARGET.ttftUnloadedFactor} × unloaded), TPOT ≤ ${PD_TARGET.tpotMs} ms, goodput at ≥ ${PD_TARGET.attainment * 100}% attainment`);
   const checks: Check[] = [];
   const out: Record<string, unknown> = {};
+  const byThreshold: Record<string, Record<number, number>> = {};
   for (const name of TRACES) {
     const trace = readTrace(name, shippedDataDir());
     const reqs = trace.requests.filter((r) => r.arrivalMs < MINUTES * 60_000);
@@ -189,7 +206,7 @@ async function main(): Promise<void> {
     const baseRate = reqs.length / spanS;
     const prompt = reqs.reduce((a, r) => a + r.promptTokens, 0) / reqs.length;
     const output = reqs.reduce((a, r) => a + r.outputTokens, 0) / reqs.length;
-    console.log(`\n${name}: the first ${MINUTES} min, ${reqs.length} requests (${baseRate.toFixed(2)} req/s; mean prompt ${prompt.toFixed(0)}, output ${output.toFixed(0)} tokens)`);
+    console.log(`\n${name}: ${Number.isFinite(MINUTES) ? `the first ${MINUTES} min` : "the whole trace"}, ${reqs.length} requests (${baseRate.toFixed(2)} req/s; mean prompt ${prompt.toFixed(0)}, output ${output.toFixed(0)} tokens)`);
     console.log(`  colocated (${INSTANCES} prefill+decode, chunked prefill):`);
     const colocated = await goodputOf("colocated", reqs, baseRate, Array<Role>(INSTANCES).fill("both"), 1);
     const ratios: (Goodput & { threshold: number })[] = [];
@@ -204,18 +221,25 @@ async function main(): Promise<void> {
     checks.push(check);
     console.log(`  goodput (req/s): colocated ${colocated.rate.toFixed(2)}; disaggregated P:D by split threshold:`);
     for (const threshold of THRESHOLDS) console.log(`    from ${String(threshold).padStart(4)} tokens: ${ratios.filter((r) => r.threshold === threshold).map((r) => `${r.arm} ${r.rate.toFixed(2)}`).join(", ")}`);
-    console.log(`  best: ${best.arm} splitting from ${best.threshold} tokens, ${jsonFigure(check.value)} × colocated (target ≥ ${check.limit}); KV transfers ${((best.run?.kvShareOfTtft ?? Number.NaN) * 100).toFixed(1)}% of its TTFT`);
+    console.log(`  best: ${best.arm} splitting from ${best.threshold} tokens, ${jsonFigure(check.value)} × colocated (target ≥ ${check.limit}); ${((best.run?.splitShare ?? Number.NaN) * 100).toFixed(0)}% of its requests split, its KV pull the median split request's ${((best.run?.kvShareOfTtft ?? Number.NaN) * 100).toFixed(1)}% of TTFT`);
+    byThreshold[name] = Object.fromEntries(THRESHOLDS.map((t) => [t, ratio(Math.max(...ratios.filter((r) => r.threshold === t).map((r) => r.rate)), colocated.rate)]));
     out[name] = {
       requests: reqs.length,
       colocated: { reqPerS: jsonFigure(colocated.rate), attainment: jsonFigure(colocated.run?.attainment ?? Number.NaN), ttftP90Ms: jsonFigure(colocated.run?.ttftP90Ms ?? Number.NaN, 0), tpotP90Ms: jsonFigure(colocated.run?.tpotP90Ms ?? Number.NaN, 1) },
       disaggregated: Object.fromEntries(THRESHOLDS.map((t) => [`split${t}`, Object.fromEntries(ratios.filter((r) => r.threshold === t).map((r) => [r.arm, jsonFigure(r.rate)]))])),
-      best: { ratio: best.arm, pdMinPrefillTokens: best.threshold, reqPerS: jsonFigure(best.rate), attainment: jsonFigure(best.run?.attainment ?? Number.NaN), ttftP90Ms: jsonFigure(best.run?.ttftP90Ms ?? Number.NaN, 0), tpotP90Ms: jsonFigure(best.run?.tpotP90Ms ?? Number.NaN, 1), kvShareOfTtft: jsonFigure(best.run?.kvShareOfTtft ?? Number.NaN), kvPullMeanMs: jsonFigure(best.run?.kvPullMeanMs ?? Number.NaN, 1) },
+      best: { ratio: best.arm, pdMinPrefillTokens: best.threshold, reqPerS: jsonFigure(best.rate), attainment: jsonFigure(best.run?.attainment ?? Number.NaN), ttftP90Ms: jsonFigure(best.run?.ttftP90Ms ?? Number.NaN, 0), tpotP90Ms: jsonFigure(best.run?.tpotP90Ms ?? Number.NaN, 1), splitShare: jsonFigure(best.run?.splitShare ?? Number.NaN), kvShareOfTtft: jsonFigure(best.run?.kvShareOfTtft ?? Number.NaN), kvPullMeanMs: jsonFigure(best.run?.kvPullMeanMs ?? Number.NaN, 1) },
       ratioToColocated: jsonFigure(check.value),
     };
   }
+  // The default split threshold is the bench's winner over both traces.
+  const win = winningThreshold(byThreshold);
+  console.log(`\nsplit threshold (geometric mean over the traces of the best P:D ÷ colocated): ${THRESHOLDS.map((t) => `${t} → ${jsonFigure(win.score[t] ?? Number.NaN)}`).join(", ")}; winner ${win.threshold}, default ${DEFAULT_PD_MIN_PREFILL_TOKENS}`);
+  checks.push({ check: `the default routing.pdMinPrefillTokens (${DEFAULT_PD_MIN_PREFILL_TOKENS}) is the winning split threshold (${win.threshold})`, value: win.threshold === DEFAULT_PD_MIN_PREFILL_TOKENS ? 1 : 0, limit: 1, ok: win.threshold === DEFAULT_PD_MIN_PREFILL_TOKENS });
+  out.thresholdScores = Object.fromEntries(THRESHOLDS.map((t) => [t, jsonFigure(win.score[t] ?? Number.NaN)]));
+  out.winningThreshold = win.threshold;
   for (const c of checks) console.log(`${c.ok ? "ok  " : "MISS"} ${c.check}: ${jsonFigure(c.value)} (limit ${c.limit})`);
   const v = verdictOf(checks, SHRUNK);
-  console.log(JSON.stringify({ bench: "pd", model: MODEL, instances: INSTANCES, gpus: INSTANCES * TP, maxNumBatchedTokens: MAX_NUM_BATCHED_TOKENS, minutes: MINUTES, ...out, checks: checks.map((c) => ({ check: c.check, value: jsonFigure(c.value), limit: c.limit, ok: c.ok })), target: PD_TARGET, met: v.met, ...(v.partial ? { partial: true, shrunk: v.shrunk } : {}), missed: v.missed }));
+  console.log(JSON.stringify({ bench: "pd", model: MODEL, instances: INSTANCES, gpus: INSTANCES * TP, maxNumBatchedTokens: MAX_NUM_BATCHED_TOKENS, window: Number.isFinite(MINUTES) ? `${MINUTES} min` : "whole traces", ...out, checks: checks.map((c) => ({ check: c.check, value: jsonFigure(c.value), limit: c.limit, ok: c.ok })), target: PD_TARGET, met: v.met, ...(v.partial ? { partial: true, shrunk: v.shrunk } : {}), missed: v.missed }));
 }
 
 main().catch((err: unknown) => {

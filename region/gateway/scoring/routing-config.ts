@@ -8,7 +8,7 @@
  *                "filters": ["serving", "unsaturated"], "picker": "max",
  *                "blockTokens": 16,                          // tokens per KV block the prompt is hashed with
  *                "regionPrefix": true,                       // the global router prefers a region holding the prefix
- *                "pdMinPrefillTokens": 0 }                   // a disaggregated model splits a request only from this uncached prompt
+ *                "pdMinPrefillTokens": 2048 }                // (default, bench:pd) a disaggregated model splits a request only from this uncached prompt
  *
  * `policy` picks the preset (plugins.ts JSQ_POLICY, PREFIX_AWARE_POLICY); `filters`, `scorers` and `picker` replace the
  * preset's. The default policy is core/defaults.ts DEFAULT_ROUTING_POLICY (`prefix-aware`, bench:prefix's winner); an
@@ -18,7 +18,7 @@
  */
 import type { RoutingConfig, RoutingPreset } from "../../../core/config/routing-section.js";
 import { registerConfigSection, type ConfigSection } from "../../../core/config/sections.js";
-import { DEFAULT_ROUTING_POLICY } from "../../../core/defaults.js";
+import { DEFAULT_PD_MIN_PREFILL_TOKENS, DEFAULT_ROUTING_POLICY } from "../../../core/defaults.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../../core/prefix.js";
 import { ObjectReader, ValidationError } from "../../../core/validate.js";
 import { FILTERS, JSQ_POLICY, PICKERS, PREFIX_AWARE_POLICY, ROUND_ROBIN_POLICY, SCORERS, type PolicySpec } from "./plugins.js";
@@ -53,7 +53,7 @@ export function parseRoutingConfig(json: unknown, path = "routing"): RoutingConf
   const picker = r.string("picker", base.picker, { oneOf: Object.keys(PICKERS) });
   const blockTokens = r.number("blockTokens", DEFAULT_BLOCK_TOKENS, { integer: true, min: 1, max: 4096 });
   const regionPrefix = r.boolean("regionPrefix", preset === "prefix-aware");
-  const pdMinPrefillTokens = r.number("pdMinPrefillTokens", 0, { integer: true, min: 0, max: 1_000_000 });
+  const pdMinPrefillTokens = r.number("pdMinPrefillTokens", DEFAULT_PD_MIN_PREFILL_TOKENS, { integer: true, min: 0, max: 1_000_000 });
   r.done();
   return { preset, policy: { filters, scorers, picker }, blockTokens, regionPrefix, pdMinPrefillTokens };
 }

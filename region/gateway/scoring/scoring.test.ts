@@ -9,6 +9,7 @@ import { Gateway } from "../gateway.js";
 import { JSQ_POLICY, PREFIX_AWARE_POLICY, RoutingPolicy, type ScoreContext } from "./plugins.js";
 import { PrefixIndex } from "./prefix-index.js";
 import { parseRoutingConfig } from "./routing-config.js";
+import { DEFAULT_PD_MIN_PREFILL_TOKENS } from "../../../core/defaults.js";
 
 const NONE: ScoreContext = { blockHashes: [], prefixBlocks: () => 0 };
 
@@ -87,7 +88,7 @@ describe("routing plugins", () => {
     expect(() => parseRoutingConfig({ scorers: [{ name: "prefx" }] })).toThrow(/routing\.scorers\[0\]\.name.*unknown scorer/);
     expect(() => parseRoutingConfig({ policy: "random" })).toThrow(/routing\.policy/);
     // Prefill/decode: every request split unless a threshold is set (pd.ts splits).
-    expect(parseRoutingConfig(undefined).pdMinPrefillTokens).toBe(0);
+    expect(parseRoutingConfig(undefined).pdMinPrefillTokens).toBe(DEFAULT_PD_MIN_PREFILL_TOKENS);
     expect(parseRoutingConfig({ pdMinPrefillTokens: 512 }).pdMinPrefillTokens).toBe(512);
     expect(() => parseRoutingConfig({ pdMinPrefillTokens: -1 })).toThrow(/routing\.pdMinPrefillTokens/);
   });

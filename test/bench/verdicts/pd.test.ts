@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { verdictOf } from "./common.js";
-import { attainment, maxPassingRate, meetsPdSlo, pdCheck } from "./pd.js";
+import { attainment, maxPassingRate, meetsPdSlo, pdCheck, winningThreshold } from "./pd.js";
 
 // bench:pd's verdict (issue 48), on hand-checked figures.
 
@@ -34,5 +34,13 @@ describe("bench:pd verdict", () => {
     expect(pdCheck("azure-conv", 0, 9.5).ok).toBe(false);
     expect(pdCheck("other", 1, 5).ok).toBe(false); // no target for it
     expect(verdictOf([pdCheck("azure-code", 2, 3), pdCheck("azure-conv", 10, 9)]).missed).toEqual(["azure-conv: disaggregated goodput ÷ colocated (chunked prefill) at the same GPUs"]);
+  });
+
+  it("the winning split threshold has the highest geometric mean of its ratios over the traces; a NaN scores 0", () => {
+    // 0: √(1.4 × 0.9) = 1.122; 512: √(1.2 × 1.2) = 1.2; 1024: √(2 × NaN) → 0.
+    const w = winningThreshold({ code: { 0: 1.4, 512: 1.2, 1024: 2 }, conv: { 0: 0.9, 512: 1.2, 1024: Number.NaN } });
+    expect(w.threshold).toBe(512);
+    expect(w.score[0]).toBeCloseTo(Math.sqrt(1.26), 9);
+    expect(w.score[1024]).toBe(0);
   });
 });

@@ -77,6 +77,22 @@ export async function maxPassingRate(passes: (multiplier: number) => Promise<boo
   return lo;
 }
 
+/**
+ * The split threshold (routing.pdMinPrefillTokens) that wins: per threshold, its best P:D goodput ÷ colocated on each
+ * trace, combined by the geometric mean over the traces; the highest wins (a NaN ratio scores 0). `ratios[trace][t]`.
+ */
+export function winningThreshold(ratios: Readonly<Record<string, Readonly<Record<number, number>>>>): { threshold: number; score: Record<number, number> } {
+  const traces = Object.keys(ratios);
+  const thresholds = [...new Set(traces.flatMap((t) => Object.keys(ratios[t]!).map(Number)))].sort((a, b) => a - b);
+  const score: Record<number, number> = {};
+  for (const th of thresholds) {
+    const vals = traces.map((t) => ratios[t]![th] ?? Number.NaN);
+    score[th] = vals.every((v) => Number.isFinite(v) && v > 0) ? Math.exp(vals.reduce((a, v) => a + Math.log(v), 0) / vals.length) : 0;
+  }
+  const threshold = thresholds.reduce((a, b) => (score[b]! > score[a]! ? b : a), thresholds[0] ?? Number.NaN);
+  return { threshold, score };
+}
+
 /** The per-trace check: disaggregated goodput (req/s) ÷ colocated ≥ the trace's target; a colocated 0 is no baseline. */
 export function pdCheck(trace: string, colocatedRate: number, disaggregatedRate: number): Check {
   const limit = PD_TARGET.minRatio[trace] ?? Number.NaN;

@@ -9,6 +9,7 @@ import type { TidegateError } from "../../core/errors.js";
 import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
 import { KvFabric } from "./kv-fabric.js";
 import { SimEngine } from "./sim-engine.js";
+import { readOnClock } from "../../test/helpers/streams.js";
 
 const MODEL = "llama3.1-8b";
 const ONE_PULL_MS = 5.24288;
@@ -76,27 +77,9 @@ describe("KvFabric", () => {
 
 describe("SimEngine prefill/decode steps", () => {
   async function run(engine: SimEngine, req: GenerateRequest, clock: VirtualClock): Promise<{ events: EngineEvent[]; firstAtMs: number }> {
-    const events: EngineEvent[] = [];
-    let firstAtMs = -1;
-    let ended = false;
-    let failure: unknown;
-    void (async () => {
-      for await (const ev of engine.generate(req)) {
-        if (firstAtMs < 0) firstAtMs = clock.now();
-        events.push(ev);
-      }
-    })().then(
-      () => (ended = true),
-      (err: unknown) => ((failure = err), (ended = true)),
-    );
-    // Bounded: a request of this size ends within a few hundred events.
-    for (let i = 0; i < 10_000 && !ended; i++) {
-      const next = clock.nextEventMs();
-      await clock.advanceTo(next ?? clock.now());
-    }
-    if (failure !== undefined) throw failure;
-    if (!ended) throw new Error("the request did not end");
-    return { events, firstAtMs };
+    const out = await readOnClock(clock, engine.generate(req));
+    if (out.error !== undefined) throw out.error;
+    return out;
   }
 
   it("a prefill instance answers with kv_transfer_params; a decode instance pulls them, then prefills one token", async () => {

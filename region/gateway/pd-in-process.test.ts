@@ -4,11 +4,12 @@
  */
 import { describe, expect, it } from "vitest";
 import { VirtualClock } from "../../core/clock.js";
-import type { EngineEvent, GenerateRequest } from "../../core/ports.js";
+import type { GenerateRequest } from "../../core/ports.js";
 import { KvFabric, type KvFabricOptions } from "../../engines/sim/kv-fabric.js";
 import { SimEngine } from "../../engines/sim/sim-engine.js";
 import { Gateway } from "./gateway.js";
 import { JSQ_POLICY } from "./scoring/plugins.js";
+import { readOnClock } from "../../test/helpers/streams.js";
 
 const MODEL = "llama3.1-8b";
 
@@ -22,29 +23,8 @@ function fleet(fabricOpts: Omit<KvFabricOptions, "clock"> = {}) {
   return { clock, fabric, gw, routed, engines };
 }
 
-/** Streams `req` through `gw`, firing the clock's events with every promise chain run between them (bounded). */
-async function stream(clock: VirtualClock, gw: Gateway, req: GenerateRequest): Promise<{ events: EngineEvent[]; firstAtMs: number; error?: unknown }> {
-  const events: EngineEvent[] = [];
-  let firstAtMs = -1;
-  let ended = false;
-  let error: unknown;
-  void (async () => {
-    for await (const ev of gw.generate(req)) {
-      if (firstAtMs < 0) firstAtMs = clock.now();
-      events.push(ev);
-    }
-  })().then(
-    () => (ended = true),
-    (err: unknown) => ((error = err), (ended = true)),
-  );
-  for (let i = 0; i < 100_000 && !ended; i++) {
-    const next = clock.nextEventMs();
-    if (next !== undefined) clock.advanceToSync(next);
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
-  expect(ended).toBe(true);
-  return { events, firstAtMs, error };
-}
+/** Streams `req` through `gw` on the fleet's virtual clock. */
+const stream = (clock: VirtualClock, gw: Gateway, req: GenerateRequest) => readOnClock(clock, gw.generate(req));
 
 const request = (id: string): GenerateRequest => ({ id, model: MODEL, kind: "chat", promptTokens: 1000, maxTokens: 8, priority: 0, body: {}, blockHashes: [] });
 

@@ -8,23 +8,16 @@
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
 import { repoRoot } from "../../core/paths.js";
-import { spawnTidegate, startDev, stopAll, type DevProc, type Proc } from "./procs.js";
+import { metricSum, spawnTidegate, startDev, stopAll, streamPrompts, type DevProc, type Proc } from "./procs.js";
 
 const MODEL = "llama3.2-3b";
 let dir: string;
 let dev: DevProc;
 let prefill: Proc;
 let decode: Proc;
-
-/** The sum of `name`'s series on `url`/metrics whose labels contain `labels` (0 when none). */
-async function metric(url: string, name: string, labels = ""): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  return text.split("\n").filter((l) => l.startsWith(`${name}{`) && l.includes(labels)).reduce((a, l) => a + Number(l.split(" ").at(-1)), 0);
-}
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "tidegate-dev-pd-"));
@@ -47,37 +40,23 @@ afterAll(async () => {
 
 describe("tidegate dev over a prefill instance and a decode instance", () => {
   it("streams every request through both, the prompt's KV moved once per request between the engine processes", async () => {
-    const client = new OpenAI({ baseURL: `${dev.url}/v1`, apiKey: "any" });
-    let promptTotal = 0;
-    for (let i = 0; i < 3; i++) {
-      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: `request ${i}: ` + "tidegate ".repeat(150) }], max_tokens: 6, stream: true, stream_options: { include_usage: true } });
-      let text = "";
-      let prompt = 0;
-      let completion = 0;
-      for await (const chunk of stream) {
-        text += chunk.choices[0]?.delta?.content ?? "";
-        if (chunk.usage) [prompt, completion] = [chunk.usage.prompt_tokens, chunk.usage.completion_tokens];
-      }
-      expect(completion).toBe(6);
-      expect(text.length).toBeGreaterThan(0);
-      promptTotal += prompt;
-    }
+    const promptTotal = await streamPrompts(dev.url, MODEL, 3, 6);
     const bytes = promptTotal * kvBytesPerToken(MODEL_SPECS[MODEL]!);
-    expect(await metric(decode.match[1]!, "tidegate_kv_transfer_received_bytes_total")).toBe(bytes);
-    expect(await metric(prefill.match[1]!, "tidegate_kv_transfer_sent_bytes_total")).toBe(bytes);
+    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_received_bytes_total")).toBe(bytes);
+    expect(await metricSum(prefill.match[1]!, "tidegate_kv_transfer_sent_bytes_total")).toBe(bytes);
     // Each request finished twice: its one-token prefill on the prefill instance, its output on the decode instance.
-    expect(await metric(prefill.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
-    expect(await metric(decode.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
-    expect(await metric(prefill.match[1]!, "vllm:generation_tokens_total")).toBe(3);
+    expect(await metricSum(prefill.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
+    expect(await metricSum(decode.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
+    expect(await metricSum(prefill.match[1]!, "vllm:generation_tokens_total")).toBe(3);
     // Each pull's time on the decode instance (issue 48 item 6: transfer latency).
-    expect(await metric(decode.match[1]!, "tidegate_kv_transfer_seconds_count")).toBe(3);
-    expect(await metric(decode.match[1]!, "tidegate_kv_transfer_seconds_sum")).toBeGreaterThan(0);
+    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_seconds_count")).toBe(3);
+    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_seconds_sum")).toBeGreaterThan(0);
     // The admin listing names each instance's role (issue 48 item 6).
     const listing = (await (await fetch(`${dev.url}/admin/regions/us-east/instances`, { headers: { authorization: `Bearer ${dev.key}` } })).json()) as { instances: { url: string; role: string }[] };
     expect(Object.fromEntries(listing.instances.map((i) => [i.url, i.role]))).toEqual({ [prefill.match[1]!]: "prefill", [decode.match[1]!]: "decode" });
     // And the region's /metrics count serving instances per role.
-    expect(await metric(dev.url, "tidegate_region_serving_instances_by_role", 'role="prefill"')).toBe(1);
-    expect(await metric(dev.url, "tidegate_region_serving_instances_by_role", 'role="decode"')).toBe(1);
-    expect(await metric(dev.url, "tidegate_region_serving_instances_by_role", 'role="both"')).toBe(0);
+    expect(await metricSum(dev.url, "tidegate_region_serving_instances_by_role", 'role="prefill"')).toBe(1);
+    expect(await metricSum(dev.url, "tidegate_region_serving_instances_by_role", 'role="decode"')).toBe(1);
+    expect(await metricSum(dev.url, "tidegate_region_serving_instances_by_role", 'role="both"')).toBe(0);
   }, 60_000);
 });

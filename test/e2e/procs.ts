@@ -9,6 +9,7 @@ import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import OpenAI from "openai";
 import type { RegionInstances } from "../../core/ports.js";
 import type { PlanReport } from "../../planner/report.js";
 import type { TidegateConfig } from "../../core/config.js";
@@ -188,4 +189,33 @@ export function forecastProblems(report: PlanReport, config: TidegateConfig): st
     if (windows < 144) problems.push(`${f.model}@${f.region}: ${windows} windows of history`);
   }
   return [...problems, ...report.warnings.filter((w) => /no interactive history/.test(w))];
+}
+
+/** The sum of `name`'s series on `url`/metrics whose labels contain `labels` (0 when none). */
+export async function metricSum(url: string, name: string, labels = ""): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text.split("\n").filter((l) => l.startsWith(`${name}{`) && l.includes(labels)).reduce((a, l) => a + Number(l.split(" ").at(-1)), 0);
+}
+
+/**
+ * Streams `n` chat requests of a ~300-token prompt and `maxTokens` output through the router at `url` with the official
+ * `openai` client, checking each streamed text and its usage; returns the prompt tokens of all of them (what a
+ * prefill/decode deployment moves as KV).
+ */
+export async function streamPrompts(url: string, model: string, n: number, maxTokens: number): Promise<number> {
+  const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "any" });
+  let promptTotal = 0;
+  for (let i = 0; i < n; i++) {
+    const stream = await client.chat.completions.create({ model, messages: [{ role: "user", content: `request ${i}: ` + "tidegate ".repeat(150) }], max_tokens: maxTokens, stream: true, stream_options: { include_usage: true } });
+    let text = "";
+    let prompt = 0;
+    let completion = 0;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta?.content ?? "";
+      if (chunk.usage) [prompt, completion] = [chunk.usage.prompt_tokens, chunk.usage.completion_tokens];
+    }
+    if (completion !== maxTokens || text.length === 0) throw new Error(`request ${i}: ${completion} tokens streamed (${text.length} characters), expected ${maxTokens}`);
+    promptTotal += prompt;
+  }
+  return promptTotal;
 }

@@ -68,6 +68,8 @@ interface Run {
   kvShareOfTtft: number;
   /** Share of the requests split in two (the rest went whole to a decode instance). */
   splitShare: number;
+  /** Median TTFT of the requests split in two. */
+  splitTtftP50Ms: number;
   kvPullMeanMs: number;
   wallMs: number;
 }
@@ -114,6 +116,7 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
     return r;
   };
   const shares: number[] = [];
+  const splitTtfts: number[] = [];
   for (let i = 0; i < reqs.length && !stoppedEarly; i++) {
     const t = reqs[i]!;
     const at = t.arrivalMs / multiplier;
@@ -132,7 +135,10 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
           firstAtMs = ms;
           rec.ttftMs = ms - at;
           const pulled = pullMs.get(req.id);
-          if (pulled !== undefined && ms > at) shares.push(pulled / (ms - at));
+          if (pulled !== undefined && ms > at) {
+            shares.push(pulled / (ms - at));
+            splitTtfts.push(ms - at);
+          }
         },
         onDone: (ms, generated) => {
           rec.tpotMs = generated > 1 ? (ms - firstAtMs) / (generated - 1) : 0;
@@ -163,6 +169,7 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
     tpotP90Ms: percentile(tpots, 0.9),
     kvShareOfTtft: shares.length === 0 ? 0 : percentile(shares, 0.5),
     splitShare: records.length === 0 ? 0 : split.size / records.length,
+    splitTtftP50Ms: percentile(splitTtfts, 0.5),
     kvPullMeanMs: fabric.totals.pulls === 0 ? 0 : fabric.totals.pullMs / fabric.totals.pulls,
     wallMs: performance.now() - started,
   };
@@ -184,7 +191,7 @@ async function goodputOf(arm: string, reqs: readonly TraceRequest[], baseRate: n
   const m = await maxPassingRate(async (mult) => {
     const r = await runFleet(reqs, mult, roles, pdMinPrefillTokens);
     runs.set(mult, r);
-    console.log(`    ${arm} × ${mult.toFixed(3)} (${(mult * baseRate).toFixed(2)} req/s): attainment ${(r.attainment * 100).toFixed(1)}%${r.stoppedEarly ? " (stopped past 10% missed)" : ""}, p90 TTFT ${r.ttftP90Ms.toFixed(0)} ms, p90 TPOT ${r.tpotP90Ms.toFixed(1)} ms${r.kvPullMeanMs > 0 ? `, ${(r.splitShare * 100).toFixed(0)}% split, KV pull mean ${r.kvPullMeanMs.toFixed(1)} ms (median ${(r.kvShareOfTtft * 100).toFixed(1)}% of a split request's TTFT)` : ""} (${(r.wallMs / 1000).toFixed(1)} s wall)`);
+    console.log(`    ${arm} × ${mult.toFixed(3)} (${(mult * baseRate).toFixed(2)} req/s): attainment ${(r.attainment * 100).toFixed(1)}%${r.stoppedEarly ? " (stopped past 10% missed)" : ""}, p90 TTFT ${r.ttftP90Ms.toFixed(0)} ms, p90 TPOT ${r.tpotP90Ms.toFixed(1)} ms${r.kvPullMeanMs > 0 ? `, ${(r.splitShare * 100).toFixed(0)}% split, KV pull mean ${r.kvPullMeanMs.toFixed(1)} ms (median ${(r.kvShareOfTtft * 100).toFixed(1)}% of a split request's TTFT, whose median is ${r.splitTtftP50Ms.toFixed(0)} ms)` : ""} (${(r.wallMs / 1000).toFixed(1)} s wall)`);
     return r.attainment >= PD_TARGET.attainment;
   }, start);
   return { arm, multiplier: m, rate: m * baseRate, run: runs.get(m) };
@@ -221,13 +228,13 @@ async function main(): Promise<void> {
     checks.push(check);
     console.log(`  goodput (req/s): colocated ${colocated.rate.toFixed(2)}; disaggregated P:D by split threshold:`);
     for (const threshold of THRESHOLDS) console.log(`    from ${String(threshold).padStart(4)} tokens: ${ratios.filter((r) => r.threshold === threshold).map((r) => `${r.arm} ${r.rate.toFixed(2)}`).join(", ")}`);
-    console.log(`  best: ${best.arm} splitting from ${best.threshold} tokens, ${jsonFigure(check.value)} × colocated (target ≥ ${check.limit}); ${((best.run?.splitShare ?? Number.NaN) * 100).toFixed(0)}% of its requests split, its KV pull the median split request's ${((best.run?.kvShareOfTtft ?? Number.NaN) * 100).toFixed(1)}% of TTFT`);
+    console.log(`  best: ${best.arm} splitting from ${best.threshold} tokens, ${jsonFigure(check.value)} × colocated (target ≥ ${check.limit}); ${((best.run?.splitShare ?? Number.NaN) * 100).toFixed(0)}% of its requests split, its KV pull the median split request's ${((best.run?.kvShareOfTtft ?? Number.NaN) * 100).toFixed(1)}% of TTFT (their median TTFT ${(best.run?.splitTtftP50Ms ?? Number.NaN).toFixed(0)} ms)`);
     byThreshold[name] = Object.fromEntries(THRESHOLDS.map((t) => [t, ratio(Math.max(...ratios.filter((r) => r.threshold === t).map((r) => r.rate)), colocated.rate)]));
     out[name] = {
       requests: reqs.length,
       colocated: { reqPerS: jsonFigure(colocated.rate), attainment: jsonFigure(colocated.run?.attainment ?? Number.NaN), ttftP90Ms: jsonFigure(colocated.run?.ttftP90Ms ?? Number.NaN, 0), tpotP90Ms: jsonFigure(colocated.run?.tpotP90Ms ?? Number.NaN, 1) },
       disaggregated: Object.fromEntries(THRESHOLDS.map((t) => [`split${t}`, Object.fromEntries(ratios.filter((r) => r.threshold === t).map((r) => [r.arm, jsonFigure(r.rate)]))])),
-      best: { ratio: best.arm, pdMinPrefillTokens: best.threshold, reqPerS: jsonFigure(best.rate), attainment: jsonFigure(best.run?.attainment ?? Number.NaN), ttftP90Ms: jsonFigure(best.run?.ttftP90Ms ?? Number.NaN, 0), tpotP90Ms: jsonFigure(best.run?.tpotP90Ms ?? Number.NaN, 1), splitShare: jsonFigure(best.run?.splitShare ?? Number.NaN), kvShareOfTtft: jsonFigure(best.run?.kvShareOfTtft ?? Number.NaN), kvPullMeanMs: jsonFigure(best.run?.kvPullMeanMs ?? Number.NaN, 1) },
+      best: { ratio: best.arm, pdMinPrefillTokens: best.threshold, reqPerS: jsonFigure(best.rate), attainment: jsonFigure(best.run?.attainment ?? Number.NaN), ttftP90Ms: jsonFigure(best.run?.ttftP90Ms ?? Number.NaN, 0), tpotP90Ms: jsonFigure(best.run?.tpotP90Ms ?? Number.NaN, 1), splitShare: jsonFigure(best.run?.splitShare ?? Number.NaN), splitTtftP50Ms: jsonFigure(best.run?.splitTtftP50Ms ?? Number.NaN, 0), kvShareOfTtft: jsonFigure(best.run?.kvShareOfTtft ?? Number.NaN), kvPullMeanMs: jsonFigure(best.run?.kvPullMeanMs ?? Number.NaN, 1) },
       ratioToColocated: jsonFigure(check.value),
     };
   }

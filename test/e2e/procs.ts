@@ -69,7 +69,18 @@ export function spawnTidegate(name: string, args: string[], readyPattern: RegExp
  * run in `cwd` (default the repository root).
  */
 export function spawnScript(name: string, script: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536, cwd = REPO_ROOT): Promise<Proc> {
-  const child = spawn(process.execPath, [...nodeFlags(name), script, ...args], { cwd, stdio: ["ignore", "pipe", "pipe"] });
+  return spawnCommand(name, process.execPath, [...nodeFlags(name), script, ...args], readyPattern, timeoutMs, keepChars, cwd);
+}
+
+/** `spawnTidegate` inside network namespace `ns` (`ip netns exec`, which execs the CLI: the child is the CLI's process). */
+export function spawnTidegateIn(ns: string, name: string, args: string[], readyPattern: RegExp, timeoutMs = 40_000): Promise<Proc> {
+  return spawnCommand(name, "ip", ["netns", "exec", ns, process.execPath, ...nodeFlags(name), CLI, ...args], readyPattern, timeoutMs);
+}
+
+/** Spawns `command argv` and resolves once its output matches `readyPattern` (spawnTidegate's rules). */
+function spawnCommand(name: string, command: string, argv: string[], readyPattern: RegExp, timeoutMs = 40_000, keepChars = 65536, cwd = REPO_ROOT): Promise<Proc> {
+  const args = argv;
+  const child = spawn(command, argv, { cwd, stdio: ["ignore", "pipe", "pipe"] });
   let out = "";
   const append = (d: Buffer) => {
     out += d.toString("utf8");

@@ -120,6 +120,9 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
   const services = byKind("Service").map((s) => s as unknown as { metadata: { name: string }; spec: { selector: Record<string, string>; ports: { port: number; targetPort: string | number }[]; publishNotReadyAddresses?: boolean } });
   const workloads = objs.filter((o) => podSpecOf(o) !== undefined);
   const tlsOf: { cmd: string; tls: boolean; serverName: string | undefined }[] = [];
+  // Prefill/decode: each engine-sim's --role, and each role the regions' config gives an engine URL.
+  const engineRoles: { role: string; labels: Record<string, string> }[] = [];
+  const regionRoles: { at: string; url: string; role: string }[] = [];
   expect(workloads.length).toBeGreaterThan(0);
 
   for (const w of workloads) {
@@ -192,7 +195,8 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
 
       // Ports: what the command listens on is what the container declares, probes and scrapes.
       const declared = [...ports.values()];
-      const metricsPort = cmd === "global" ? num("port") : cmd === "planner" ? num("port") : num("metrics-port");
+      // engine-sim serves /metrics beside its OpenAI routes, on --port.
+      const metricsPort = cmd === "global" || cmd === "planner" || cmd === "engine-sim" ? num("port") : num("metrics-port");
       expect(metricsPort, `${at}: metrics port flag`).toBeDefined();
       expect(declared, `${at}: metrics port`).toContain(metricsPort);
       expect(Number(annotations["prometheus.io/port"]), `${at}: scrape annotation`).toBe(metricsPort);
@@ -214,6 +218,8 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
         const labels = (w.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels;
         expect(Object.entries(svc!.spec.selector).every(([k, v]) => labels[k] === v), `${at}: Service ${host} selects it`).toBe(true);
       }
+      if (cmd === "engine-sim" && typeof flags.role === "string") engineRoles.push({ role: flags.role, labels: (w.spec as { template: { metadata: { labels: Record<string, string> } } }).template.metadata.labels });
+      if (cmd === "region") for (const [url, role] of Object.entries(config!.engines.roles)) regionRoles.push({ at, url, role });
       if (cmd === "agent") {
         const [host, port] = String(flags["region-address"]).split(":");
         const svc = services.find((s) => s.metadata.name === host);
@@ -222,6 +228,15 @@ async function checkRendering(objs: Obj[], where: string): Promise<void> {
         expect(pod.hostNetwork).toBe(true);
       }
     }
+  }
+  // A role in engines.roles names a Service of this rendering whose pods run engine-sim with that --role.
+  for (const r of regionRoles) {
+    const u = new URL(r.url);
+    const svc = services.find((s) => s.metadata.name === u.hostname);
+    if (svc === undefined) continue; // an engine outside the rendering (vLLM's own Services)
+    expect(svc.spec.ports.map((p) => p.port), `${r.at}: ${r.url}`).toContain(Number(u.port));
+    const behind = engineRoles.filter((e) => Object.entries(svc.spec.selector).every(([k, v]) => e.labels[k] === v));
+    expect(behind.map((e) => e.role), `${r.at}: ${r.url} is ${r.role}`).toEqual([r.role]);
   }
   // gRPC TLS is all or nothing: regions that require client certificates need every client to have one, and the
   // name regions expect in agents' certificates is the one agents (and their engines) present.

@@ -124,6 +124,22 @@ const panels = [
     [[`sum by (region, model, role) (tidegate_region_serving_instances_by_role{${sel}})`, "{{role}} {{region}} {{model}}"]],
     { min: 0, decimals: 0 },
   ),
+  // The regions' in-process KV fabric (engines/sim/kv-fabric.ts): its series carry the region only.
+  panel(
+    "KV pull time, prefill → decode (p50 / p99)",
+    { h: H, w: W, x: W, y: 7 + 8 * H },
+    [0.5, 0.99].map((x) => [`histogram_quantile(${x}, sum by (le, region) (rate(tidegate_region_kv_transfer_seconds_bucket{region=~"$region"}[$__rate_interval])))`, `p${x * 100} {{region}}`]),
+    { unit: "s" },
+  ),
+  panel(
+    "KV moved, prefill → decode (bytes/s; failed pulls/s)",
+    { h: H, w: W, x: 0, y: 7 + 9 * H },
+    [
+      [`sum by (region) (rate(tidegate_region_kv_transfer_bytes_total{region=~"$region"}[$__rate_interval]))`, "bytes/s {{region}}"],
+      [`sum by (region) (rate(tidegate_region_kv_transfer_failed_total{region=~"$region"}[$__rate_interval]))`, "failed/s {{region}}"],
+    ],
+    {},
+  ),
 ];
 
 const dashboard = {

@@ -9,8 +9,9 @@
  * carries those "nvlink" hops over its own transport, as it has no NVLink path), and its link rate: the data plane's
  * measured receive rate from its last transfer (LinkRates), else the rate its agent announced, else the policy's
  * `linkBytesPerS` (targets fastest first, sources by remaining outbound rate, lines 4–12). Line 2 (pruning sources
- * whose outbound link serving traffic uses) has no input here: tidegate's serving sends nothing node to node (no
- * prefill → decode KV transfer), so no source is ever marked.
+ * whose outbound link serving traffic uses) has no input here yet: prefill instances send KV node to node, but only
+ * fixed engines take a prefill/decode role (engines.roles); no region gives an agent-started engine one (issue 48
+ * item 4), so no node an agent runs sends KV and no source is marked.
  *
  * Failures: when a node fails mid-transfer (an agent killed, a peer reset or stalled), the run is cancelled on every
  * node, the node at fault is excluded (a source) or its targets reported failed (a target), and the transfer is

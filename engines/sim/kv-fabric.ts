@@ -36,13 +36,13 @@ export interface KvFabricOptions {
   latencyMs?: number;
   holdMs?: number;
   pullTimeoutMs?: number;
-  /** Told of each pull that ended (its time from the ask, ms, and bytes) and each that failed: a region's metrics. */
+  /** Told of each pull that ended (its time from the ask, ms, its bytes and request) and each that failed: a region's metrics, a bench. */
   observer?: KvTransferObserver;
 }
 
 /** What a fabric reports as its pulls end (RegionMetricsSink implements it). */
 export interface KvTransferObserver {
-  kvPulled(ms: number, bytes: number): void;
+  kvPulled(ms: number, bytes: number, requestId: string): void;
   kvPullFailed(): void;
 }
 
@@ -158,7 +158,7 @@ export class KvFabric {
           this.totals.bytes += bytes;
           this.totals.pulls++;
           this.totals.pullMs += end - askedMs;
-          this.o.observer?.kvPulled(end - askedMs, bytes);
+          this.o.observer?.kvPulled(end - askedMs, bytes, p.requestId);
           resolve({ remoteTokens: Math.max(0, promptTokens - 1), bytes, ms: end - askedMs });
         });
       }

@@ -95,7 +95,9 @@ async function advance(clock: VirtualClock, targetMs: number): Promise<void> {
 async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles: readonly Role[], pdMinPrefillTokens = 0): Promise<Run> {
   const started = performance.now();
   const clock = new VirtualClock();
-  const fabric = new KvFabric({ clock });
+  // Each split request's pull time, by request id, for its share of that request's TTFT.
+  const pullMs = new Map<string, number>();
+  const fabric = new KvFabric({ clock, observer: { kvPulled: (ms, _bytes, requestId) => void pullMs.set(requestId, ms), kvPullFailed: () => {} } });
   // A request booked on a prefill instance was split in two (pd.ts); the rest went whole to one instance.
   const split = new Set<string>();
   const gw = new Gateway({ region: "bench", clock, onRouted: (req, id) => void (id.startsWith("prefill-") && split.add(req.id)), routing: { policy: PRESETS[DEFAULT_ROUTING_POLICY], blockTokens: 16, pdMinPrefillTokens } });
@@ -107,14 +109,6 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
   let missed = 0;
   let ended = 0;
   let stoppedEarly = false;
-  // Each split request's pull time, by request id (the params name it), and its share of that request's TTFT.
-  const pullMs = new Map<string, number>();
-  const pull = fabric.pull.bind(fabric);
-  fabric.pull = async (...args: Parameters<KvFabric["pull"]>) => {
-    const r = await pull(...args);
-    pullMs.set(String(args[3].remote_request_id), r.ms);
-    return r;
-  };
   const shares: number[] = [];
   const splitTtfts: number[] = [];
   for (let i = 0; i < reqs.length && !stoppedEarly; i++) {

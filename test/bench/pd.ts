@@ -34,6 +34,7 @@ import { Gateway } from "../../region/gateway/gateway.js";
 import { PRESETS } from "../../region/gateway/scoring/routing-config.js";
 import { readTrace, type TraceRequest } from "../../sim/replay/traces.js";
 import { packageVersion as version } from "./common.js";
+import { quantile } from "./sse-load.js";
 import { envOverrides, jsonFigure, ratio, verdictOf, type Check } from "./verdicts/common.js";
 import { PD_TARGET, attainment, maxPassingRate, meetsPdSlo, pdCheck, winningThreshold, type PdRecord } from "./verdicts/pd.js";
 
@@ -72,12 +73,6 @@ interface Run {
   splitTtftP50Ms: number;
   kvPullMeanMs: number;
   wallMs: number;
-}
-
-function percentile(values: number[], p: number): number {
-  if (values.length === 0) return Number.NaN;
-  values.sort((a, b) => a - b);
-  return values[Math.min(values.length - 1, Math.ceil(p * values.length) - 1)]!;
 }
 
 /** Fires the clock's events up to `targetMs`, letting promise chains (the prefill step, the KV pull) run after each. */
@@ -159,11 +154,11 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
   const run: Run = {
     attainment: attainment(records) * (records.length / reqs.length),
     stoppedEarly,
-    ttftP90Ms: percentile(ttfts, 0.9),
-    tpotP90Ms: percentile(tpots, 0.9),
-    kvShareOfTtft: shares.length === 0 ? 0 : percentile(shares, 0.5),
+    ttftP90Ms: quantile(ttfts, 0.9),
+    tpotP90Ms: quantile(tpots, 0.9),
+    kvShareOfTtft: shares.length === 0 ? 0 : quantile(shares, 0.5),
     splitShare: records.length === 0 ? 0 : split.size / records.length,
-    splitTtftP50Ms: percentile(splitTtfts, 0.5),
+    splitTtftP50Ms: quantile(splitTtfts, 0.5),
     kvPullMeanMs: fabric.totals.pulls === 0 ? 0 : fabric.totals.pullMs / fabric.totals.pulls,
     wallMs: performance.now() - started,
   };

@@ -32,17 +32,43 @@ export interface Proc {
 
 const running = new Set<Proc>();
 
-/** A free TCP port on 127.0.0.1 (bound then released; a small race is accepted in tests). */
-export function freePort(): Promise<number> {
-  return new Promise((resolvePort, reject) => {
+/**
+ * The kernel's ephemeral range (ports it hands out for port-0 binds and outgoing connections), from
+ * /proc/sys/net/ipv4/ip_local_port_range; Linux's default when unreadable.
+ */
+function ephemeralRange(): [number, number] {
+  try {
+    const [lo, hi] = readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/).map(Number);
+    if (Number.isInteger(lo) && Number.isInteger(hi)) return [lo!, hi!];
+  } catch {
+    // not Linux: the default below
+  }
+  return [32768, 60999];
+}
+
+/** Binds `port` on 127.0.0.1 and releases it: whether it was free. */
+function tryPort(port: number): Promise<boolean> {
+  return new Promise((resolveFree) => {
     const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const addr = srv.address();
-      const port = typeof addr === "object" && addr !== null ? addr.port : 0;
-      srv.close(() => resolvePort(port));
-    });
+    srv.once("error", () => resolveFree(false));
+    srv.listen(port, "127.0.0.1", () => srv.close(() => resolveFree(true)));
   });
+}
+
+/**
+ * A free TCP port on 127.0.0.1 for a process to bind later, chosen below the kernel's ephemeral range: a port taken
+ * from that range could be handed to any other process's port-0 bind or outgoing connection before ours binds it (a
+ * parallel test's engine took one in a CI run: EADDRINUSE). Below it only another test's pick can collide, and a
+ * random pick makes that rare.
+ */
+export async function freePort(): Promise<number> {
+  const [lo] = ephemeralRange();
+  const floor = Math.min(20_000, Math.max(1024, lo - 8192));
+  for (let i = 0; i < 200; i++) {
+    const port = floor + Math.floor(Math.random() * Math.max(1, lo - floor));
+    if (await tryPort(port)) return port;
+  }
+  throw new Error(`no free port below the ephemeral range (${floor}–${lo - 1}) after 200 tries`);
 }
 
 /**

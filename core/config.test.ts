@@ -121,6 +121,21 @@ describe("a misspelt key gets the known one it was meant to be", () => {
     expect(parseConfig(patched(["engines"], { hostKvCacheGiB: 0 })).engines.hostKvCacheGiB).toBe(0);
     expect(() => parseConfig(patched(["engines"], { hostKvCacheGiB: -1 }))).toThrow("engines.hostKvCacheGiB");
   });
+  it("regions[].endpoints[].role (issue 48): a prefill and a decode pool of one model, each needing the other; no duplicate endpoint; refused where the region cannot give engines a role", () => {
+    const ep = { model: "llama3.2-3b", gpu: "h100-80gb", instances: 1, minInstances: 1, maxInstances: 4 };
+    const pools = [{ ...ep, role: "prefill" }, { ...ep, role: "decode" }];
+    const withPools = (extra: unknown[], top: Record<string, unknown> = {}) => {
+      const c = patched(["regions", 0, "endpoints"], [...(DEFAULT_CONFIG_JSON as { regions: { endpoints: unknown[] }[] }).regions[0]!.endpoints.slice(0, 3), ...extra]) as Record<string, unknown>;
+      return parseConfig({ ...c, ...top });
+    };
+    expect(withPools(pools).regions[0]!.endpoints.slice(3).map((e) => e.role)).toEqual(["prefill", "decode"]);
+    expect(() => withPools([pools[0]])).toThrow('regions[0].endpoints[3].role: a prefill pool of llama3.2-3b needs a decode pool of it in the region (an endpoint with role "decode")');
+    expect(() => withPools([...pools, pools[1]])).toThrow("regions[0].endpoints[5]: duplicate endpoint llama3.2-3b/h100-80gb (decode): endpoints[4] is the same");
+    expect(() => withPools([ep, ep])).toThrow("regions[0].endpoints[4]: duplicate endpoint llama3.2-3b/h100-80gb: endpoints[3] is the same");
+    expect(() => withPools([{ ...ep, role: "both" }])).toThrow("regions[0].endpoints[3].role: must be one of prefill, decode");
+    expect(() => withPools(pools, { controller: { actuator: "static" } })).toThrow("regions[0].endpoints[3].role: a static region's engines are fixed");
+    expect(() => withPools(pools, { engines: { commandTemplate: "vllm serve {model} --port {port}" } })).toThrow("regions[0].endpoints[3].role: engines.commandTemplate starts real engines");
+  });
   it("engines.roles: each URL of engines.urls, or a static region's instance id, may be prefill, decode or both; another key or role names the path", () => {
     const urls = { "us-east/llama3.2-3b": ["http://a:1", "http://b:2"] };
     expect(parseConfig(patched(["engines"], { kind: "openai-http", urls, roles: { "http://a:1": "prefill", "http://b:2": "decode" } })).engines.roles).toEqual({ "http://a:1": "prefill", "http://b:2": "decode" });

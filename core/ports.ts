@@ -348,9 +348,14 @@ export interface DemandStep {
 }
 
 /** One endpoint's hourly target. */
+/** A prefill or decode pool of a disaggregated model (issue 48; config endpoint `role`); undefined = colocated. */
+export type PoolRole = "prefill" | "decode";
+
 export interface TargetEndpoint {
   model: ModelName;
   gpu: GpuType;
+  /** The pool of a disaggregated model the counts are for (each pool has its own target); absent = colocated. */
+  role?: PoolRole;
   /** Instances planned for the hour (covers the forecast's upper bound when the planner provisions for it). */
   instances: number;
   /**
@@ -412,7 +417,8 @@ export interface RegionInstances {
   instances: InstanceListingEntry[];
   nodes: { nodeId: string; lost: boolean; lastSeenAtMs: number; gpuType: string; gpuSlots: number; freeSlots: number; memoryBytes: number; data: string; transport: string; models: string[]; completeModels: string[] }[];
   failures: { atMs: number; model: string; gpu: string; node: string; instanceId: string; message: string }[];
-  actions: { atMs: number; model: string; gpu: string; kind: string; instanceId: string; reason: string; from: number; desired: number }[];
+  /** Recent scaling steps; `role`: the pool of a disaggregated model the step was for (absent: colocated). */
+  actions: { atMs: number; model: string; gpu: string; role?: PoolRole; kind: string; instanceId: string; reason: string; from: number; desired: number }[];
 }
 
 /**

@@ -93,7 +93,7 @@ export class ObjectReader {
     return v;
   }
 
-  optionalString(key: string, rules: { maxLength?: number } = {}): string | undefined {
+  optionalString(key: string, rules: { maxLength?: number; oneOf?: readonly string[] } = {}): string | undefined {
     return this.has(key) ? this.string(key, undefined, rules) : (this.take(key), undefined);
   }
 

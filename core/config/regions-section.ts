@@ -11,6 +11,12 @@ export interface EndpointConfig {
   instances: number;
   minInstances: number;
   maxInstances: number;
+  /**
+   * Prefill/decode disaggregation (issue 48): a pool of prefill or of decode instances of the model, scaled on its own
+   * load (region/runtime/pool-signals.ts); absent = colocated instances that prefill and decode. A region with one
+   * pool of a model has the other too.
+   */
+  role?: "prefill" | "decode";
 }
 
 /** One region. Tiers above core add per-region settings (RegionSettings, e.g. region's `loading`). */
@@ -88,9 +94,18 @@ function parseRegion(v: unknown, path: string, models: readonly ModelConfig[]): 
     const maxInstances = er.number("maxInstances", 1000, { integer: true, min: 1 });
     if (maxInstances < minInstances) er.fail("maxInstances", `must be ≥ minInstances (${minInstances})`);
     const instances = er.number("instances", minInstances, { integer: true, min: minInstances, max: maxInstances });
+    const role = er.optionalString("role", { oneOf: ["prefill", "decode"] }) as "prefill" | "decode" | undefined;
     er.done();
-    return { model, gpu, instances, minInstances, maxInstances };
+    return { model, gpu, instances, minInstances, maxInstances, ...(role === undefined ? {} : { role }) };
   }, undefined, { minLength: 1 });
+  endpoints.forEach((e, i) => {
+    const same = endpoints.findIndex((x) => x.model === e.model && x.gpu === e.gpu && x.role === e.role);
+    if (same !== i) throw new ValidationError(`${path}.endpoints[${i}]`, `duplicate endpoint ${e.model}/${e.gpu}${e.role === undefined ? "" : ` (${e.role})`}: endpoints[${same}] is the same`);
+    const other = e.role === "prefill" ? "decode" : e.role === "decode" ? "prefill" : undefined;
+    if (other !== undefined && !endpoints.some((x) => x.model === e.model && x.role === other)) {
+      throw new ValidationError(`${path}.endpoints[${i}].role`, `a ${e.role} pool of ${e.model} needs a ${other} pool of it in the region (an endpoint with role ${JSON.stringify(other)})`);
+    }
+  });
   // Capacity check: the starting instances must fit the region's GPUs.
   for (const g of gpus) {
     const used = endpoints

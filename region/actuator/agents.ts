@@ -58,7 +58,7 @@ import { freeGpus, freeSlots, pickNode, type PlacementView } from "./node-placem
 import { NodeRegistry } from "./nodes.js";
 import { ScaleFailures } from "./scale-failures.js";
 import { ScaleOutTimes } from "./scale-out-times.js";
-import type { InstanceListener, InstanceRecord, NodeListing, RuntimeActuator, ScaleFailure, ScalingHooks } from "./port.js";
+import { setRole, type InstanceListener, type InstanceRecord, type NodeListing, type PoolRole, type RuntimeActuator, type ScaleFailure, type ScalingHooks } from "./port.js";
 
 export type { NodeListing, ScaleFailure } from "./port.js";
 export type { AgentInstance } from "./agent-instances.js";
@@ -213,17 +213,18 @@ export class AgentsActuator implements RuntimeActuator {
     return freeGpus(this.placement(), gpu);
   }
 
-  provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord {
+  provision(model: ModelName, gpu: GpuType, gpus: number, role?: PoolRole): InstanceRecord {
     const node = pickNode(this.region, this.placement(), model, gpu, gpus);
     const now = this.o.clock.now();
-    const inst: AgentInstance = { id: this.table.mintId(node, model), region: this.region, gpu, gpus, model, state: "provisioning", enteredAtMs: now, actionAtMs: now, via: "vm", node, detail: "placed" };
+    const inst: AgentInstance = { id: this.table.mintId(node, model), region: this.region, gpu, gpus, model, state: "provisioning", enteredAtMs: now, actionAtMs: now, via: "vm", node, detail: "placed", ...(role === undefined ? {} : { role }) };
     this.table.add(inst);
     void this.lifecycle.bringUp(inst);
     return { ...inst };
   }
 
-  reclaimSpot(instanceId: string): InstanceRecord {
+  reclaimSpot(instanceId: string, role?: PoolRole): InstanceRecord {
     const inst = this.table.require(instanceId, "spot");
+    setRole(inst, role);
     inst.via = "reclaim";
     inst.actionAtMs = this.o.clock.now();
     this.table.transition(inst, "provisioning", "reclaimed from spot");
@@ -232,10 +233,11 @@ export class AgentsActuator implements RuntimeActuator {
   }
 
   /** The redeployed instance is listed under a new id naming `model` (`formerId`: the one it had); see `InstanceTable.mintId`. */
-  redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord {
+  redeploy(instanceId: string, model: ModelName, gpus: number, role?: PoolRole): InstanceRecord {
     const inst = this.table.require(instanceId, "spot");
     if (gpus !== inst.gpus) throw new TidegateError("conflict", `instance ${instanceId} holds ${inst.gpus} GPU slots; ${model} needs ${gpus}`);
     this.table.rename(inst, model);
+    setRole(inst, role);
     inst.via = "redeploy-local";
     inst.model = model;
     inst.actionAtMs = this.o.clock.now();

@@ -18,7 +18,7 @@ import type { Clock } from "../../core/clock.js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import type { ModelName, RegionName } from "../../core/models.js";
-import type { Engine } from "../../core/ports.js";
+import type { Engine, PoolRole } from "../../core/ports.js";
 import type { EngineInfo, EngineSpec } from "../../nodes/agent/handle.js";
 import type { LivePairs } from "../liveload/live-pairs.js";
 import type { AgentInstance, InstanceTable } from "./agent-instances.js";
@@ -37,8 +37,11 @@ export interface EngineStartOptions {
   startTimeoutMs: number;
   /** SIGTERM → SIGKILL grace when an engine is stopped. */
   stopGraceMs: number;
-  /** The gateway's Engine for a started engine (live: openai-http at its URL; dev: the in-process engine). */
-  connect(info: EngineInfo, instanceId: string): Promise<Engine>;
+  /**
+   * The gateway's Engine for a started engine (live: openai-http at its URL; dev: the in-process engine), in `role`'s
+   * pool (the role it was started with; undefined: colocated).
+   */
+  connect(info: EngineInfo, instanceId: string, role?: PoolRole): Promise<Engine>;
   /** Whether the engine answers its health check now. */
   healthy(info: EngineInfo): Promise<boolean>;
   /**
@@ -117,8 +120,9 @@ export class EngineLifecycle {
       const handle = this.o.nodes.handle(inst.node);
       if (handle === undefined) throw new TidegateError("upstream_error", `node ${inst.node} is gone`);
       const e = this.o.engines;
-      const pipeline = e.commandTemplate === undefined ? e.pipeline?.(model, inst.gpu) : undefined;
-      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }), ...(e.commandTemplate === undefined && pipeline === undefined && e.settings !== undefined ? { settings: e.settings(model) } : {}) };
+      // An instance of a prefill or decode pool is a whole-model engine-sim with its role (never a pipeline of stages).
+      const pipeline = e.commandTemplate === undefined && inst.role === undefined ? e.pipeline?.(model, inst.gpu) : undefined;
+      const spec = { instanceId: inst.id, model, gpu: inst.gpu, gpus: inst.gpus, timeScale: e.timeScale, startTimeoutMs: e.startTimeoutMs, ...(e.commandTemplate === undefined ? {} : { commandTemplate: e.commandTemplate }), ...(pipeline === undefined ? {} : { pipeline }), ...(e.commandTemplate === undefined && pipeline === undefined && (e.settings !== undefined || inst.role !== undefined) ? { settings: { ...e.settings?.(model), ...(inst.role === undefined ? {} : { role: inst.role }) } } : {}) };
       if (copies.pool.copy(inst.node, model)?.complete !== true) {
         copies.makeRoom(inst.node, params);
         if (inst.state === "provisioning") table.transition(inst, "loading", "waiting for blocks");
@@ -126,7 +130,9 @@ export class EngineLifecycle {
         const blocks = copies.want(params, inst.node);
         // A pipelined instance neither pairs nor is paired: its engine has no layerwise control (engine-sim answers
         // 404), so it starts whole, as under stop-the-world.
-        const paired = pipeline === undefined ? this.o.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.o.times.idealTransferMs(params)) : undefined;
+        // Nor does an instance of a prefill or decode pool: a pairing would serve its requests with a partner of
+        // either role, so it serves once loaded.
+        const paired = pipeline === undefined && inst.role === undefined ? this.o.pairs?.begin(inst.id, model, inst.gpu, params.blockCount, this.o.times.idealTransferMs(params)) : undefined;
         // engine-sim starts while the blocks arrive (its process start overlaps the transfer) and turns healthy once
         // they are all here; a real engine (a command template) starts after them.
         const early = e.commandTemplate === undefined ? handle.startEngine({ ...spec, awaitBlocks: true }) : undefined;
@@ -182,7 +188,7 @@ export class EngineLifecycle {
       if (table.isCancelled(inst.id)) return this.toSpotAfterCancel(inst);
       const te = toTidegateError(err);
       this.remove(inst, te.message);
-      this.o.hooks().onFailure?.(model, inst.gpu, te.message);
+      this.o.hooks().onFailure?.(model, inst.gpu, te.message, inst.role);
     }
   }
 
@@ -264,7 +270,7 @@ export class EngineLifecycle {
       await this.o.clock.sleep(this.o.pollMs);
     }
     this.checkAlive(inst);
-    const engine = await e.connect(info, inst.id);
+    const engine = await e.connect(info, inst.id, inst.role);
     if (this.o.table.isCancelled(inst.id) || !this.o.table.current(inst)) {
       await engine.close();
       this.checkAlive(inst);

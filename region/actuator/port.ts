@@ -6,7 +6,7 @@
  * is visible in `instances()` immediately (e.g. spot → provisioning), so a restarted controller sees work in flight.
  */
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { InstanceState } from "../../core/ports.js";
+import type { InstanceState, PoolRole } from "../../core/ports.js";
 
 /** One instance (a set of GPUs holding one model) as the actuator knows it. */
 export interface InstanceRecord {
@@ -28,6 +28,25 @@ export interface InstanceRecord {
   via?: "vm" | "reclaim" | "redeploy-local" | "redeploy-remote" | "drain";
   /** The id it had before a redeploy gave it a new one (adapters whose ids name the model: `agents`). */
   formerId?: string;
+  /**
+   * The prefill or decode pool it serves in (issue 48; the endpoint's `role`, given by the step that started it:
+   * its engine takes that role); absent = colocated. A spot instance keeps the role it last had; a reclaim or
+   * redeploy sets the new one.
+   */
+  role?: PoolRole;
+}
+
+export type { PoolRole };
+
+/** Puts an instance in `role`'s pool (undefined: colocated), as a reclaim or redeploy does. */
+export function setRole(inst: { role?: PoolRole }, role: PoolRole | undefined): void {
+  if (role === undefined) delete inst.role;
+  else inst.role = role;
+}
+
+/** An endpoint's key in logs, maps and listings: `model/gpu`, or `model/gpu/role` for a disaggregated pool. */
+export function poolKey(model: ModelName, gpu: GpuType, role?: PoolRole): string {
+  return role === undefined ? `${model}/${gpu}` : `${model}/${gpu}/${role}`;
 }
 
 /** The actuator's operations. Errors are TidegateErrors (`conflict` when the instance is not in a state that allows it). */
@@ -41,15 +60,18 @@ export interface Actuator {
   /** Free GPUs of a type (capacity minus GPUs held by instances in any state, spot included). */
   freeGpus(gpu: GpuType): number;
   /** Starts a fresh VM on free GPUs and deploys `model` on it (provisioning → loading → serving). */
-  provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord;
-  /** Moves a spot instance that still holds `model`'s weights back to serving (SageServe §7.1: median 1 min). */
-  reclaimSpot(instanceId: string): InstanceRecord;
+  provision(model: ModelName, gpu: GpuType, gpus: number, role?: PoolRole): InstanceRecord;
+  /**
+   * Moves a spot instance that still holds `model`'s weights back to serving (SageServe §7.1: median 1 min), in
+   * `role`'s pool (its engine starts with that role; undefined = colocated).
+   */
+  reclaimSpot(instanceId: string, role?: PoolRole): InstanceRecord;
   /**
    * Redeploys a spot instance of another model with `model` (loading: ~10 min with weights in region, ~2 h without).
    * An adapter whose ids name the model (`agents`) lists it under a new id from then on, with `formerId` the old one:
    * use the returned record's id.
    */
-  redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord;
+  redeploy(instanceId: string, model: ModelName, gpus: number, role?: PoolRole): InstanceRecord;
   /** Stops routing to a serving (or deploying) instance; it becomes spot once its in-flight work is done. */
   drainToSpot(instanceId: string): InstanceRecord;
   /** Whether the instance's node already holds `model`'s complete parameter blocks (adapters that know; others omit it). */
@@ -104,7 +126,8 @@ export type LoadSource = "host" | "peer" | "origin";
 export const LOAD_SOURCES: readonly LoadSource[] = ["host", "peer", "origin"];
 
 export interface ScalingHooks {
-  onFailure?(model: ModelName, gpu: GpuType, message: string): void;
+  /** A scale-out of (model, gpu) in `role`'s pool (undefined: colocated) failed after the operation returned. */
+  onFailure?(model: ModelName, gpu: GpuType, message: string, role?: PoolRole): void;
   /** An instance serves after a scale-out; `source` where its parameters came from, when the adapter knows. */
   onLanded?(model: ModelName, gpu: GpuType, instanceId: string, source?: LoadSource): void;
 }

@@ -9,8 +9,8 @@
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { InstanceState } from "../../core/ports.js";
-import type { InstanceListener, InstanceRecord, ListedInstance, NodeListing, RuntimeActuator, ScaleFailure, ScalingHooks, LoadSource } from "./port.js";
+import type { InstanceState, PoolRole } from "../../core/ports.js";
+import { poolKey, setRole, type InstanceListener, type InstanceRecord, type ListedInstance, type NodeListing, type RuntimeActuator, type ScaleFailure, type ScalingHooks, type LoadSource } from "./port.js";
 
 /** Delays in ms. `spotMedianMs`/`spotMaxMs`: spot ↔ internal; `redeployLocalMs`: weights in region; `redeployRemoteMs`: weights fetched from another region. */
 export interface ActuatorDelays {
@@ -115,9 +115,9 @@ export class SimActuator implements RuntimeActuator {
   }
 
   /** Seeds an instance directly in `state` (fleet start-up); not an operation. */
-  seed(model: ModelName, gpu: GpuType, gpus: number, state: "serving" | "spot"): InstanceRecord {
+  seed(model: ModelName, gpu: GpuType, gpus: number, state: "serving" | "spot", role?: PoolRole): InstanceRecord {
     this.checkGpus(gpu, gpus);
-    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state, enteredAtMs: this.o.clock.now() };
+    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state, enteredAtMs: this.o.clock.now(), ...(role === undefined ? {} : { role }) };
     this.byId.set(inst.id, inst);
     this.view = undefined;
     this.spotKeys = undefined;
@@ -142,9 +142,9 @@ export class SimActuator implements RuntimeActuator {
     return (this.o.capacity[gpu] ?? 0) - used;
   }
 
-  provision(model: ModelName, gpu: GpuType, gpus: number): InstanceRecord {
+  provision(model: ModelName, gpu: GpuType, gpus: number, role?: PoolRole): InstanceRecord {
     this.checkGpus(gpu, gpus);
-    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state: "provisioning", enteredAtMs: this.o.clock.now(), actionAtMs: this.o.clock.now(), via: "vm" };
+    const inst: InstanceRecord = { id: `${this.region}/${gpu}/${this.nextId++}`, region: this.region, gpu, gpus, model, state: "provisioning", enteredAtMs: this.o.clock.now(), actionAtMs: this.o.clock.now(), via: "vm", ...(role === undefined ? {} : { role }) };
     this.byId.set(inst.id, inst);
     this.view = undefined;
     this.version++;
@@ -159,10 +159,11 @@ export class SimActuator implements RuntimeActuator {
     return { ...inst };
   }
 
-  reclaimSpot(instanceId: string): InstanceRecord {
+  reclaimSpot(instanceId: string, role?: PoolRole): InstanceRecord {
     const inst = this.require(instanceId, "spot");
     const ms = sampleSpotMs(this.o.delays, this.o.random);
     this.operations++;
+    setRole(inst, role);
     inst.via = "reclaim";
     inst.actionAtMs = this.o.clock.now();
     this.transition(inst, "provisioning");
@@ -182,11 +183,12 @@ export class SimActuator implements RuntimeActuator {
     return { ...inst };
   }
 
-  redeploy(instanceId: string, model: ModelName, gpus: number): InstanceRecord {
+  redeploy(instanceId: string, model: ModelName, gpus: number, role?: PoolRole): InstanceRecord {
     const inst = this.require(instanceId, "spot");
     if (gpus !== inst.gpus) throw new TidegateError("conflict", `instance ${instanceId} holds ${inst.gpus} GPUs; ${model} needs ${gpus}`);
     const spotMs = sampleSpotMs(this.o.delays, this.o.random);
     this.operations++;
+    setRole(inst, role);
     inst.via = this.o.weightsInRegion.includes(model) ? "redeploy-local" : "redeploy-remote";
     inst.model = model;
     inst.actionAtMs = this.o.clock.now();
@@ -302,7 +304,7 @@ export class SimActuator implements RuntimeActuator {
       this.schedule(inst.id, loadMs, () => this.transition(inst, "serving"));
       return;
     }
-    const key = `${inst.model}/${inst.gpu}`;
+    const key = poolKey(inst.model, inst.gpu, inst.role);
     const group = this.pendingLoads.get(key);
     if (group !== undefined) {
       group.push(inst);

@@ -292,4 +292,38 @@ describe("RegionController", () => {
     }
     expect(seen).toEqual([2, 6]);
   });
+
+  it("scales a disaggregated model's prefill and decode pools apart, each on its own signals (issue 48)", () => {
+    const clock = new VirtualClock();
+    const actuator = new SimActuator({ region: "r", clock, delays: SAGESERVE_DELAYS, capacity: { "h100-80gb": 40 }, weightsInRegion: ["m1"], random: rng(5) });
+    actuator.seed("m1", "h100-80gb", 4, "serving", "prefill");
+    actuator.seed("m1", "h100-80gb", 4, "serving", "decode");
+    actuator.seed("m1", "h100-80gb", 4, "serving", "decode");
+    actuator.seed("m1", "h100-80gb", 4, "spot", "decode");
+    const prefill: ManagedEndpoint = { ...EP, role: "prefill", minInstances: 1 };
+    const decode: ManagedEndpoint = { ...EP, role: "decode", minInstances: 1 };
+    const asked: string[] = [];
+    const actions: ControllerAction[] = [];
+    // reactive (SageServe §7.2): out above 0.7, in below 0.3. The prefill pool is hot, the decode pool idle.
+    const c = new RegionController({
+      region: "r", clock, actuator, strategy: resolveStrategy("reactive", { outAbove: 0.7, inBelow: 0.3 }), endpoints: [prefill, decode],
+      signals: (_m, _g, role) => (asked.push(String(role)), { utilization: role === "prefill" ? 0.95 : 0.1, observedTokensPerS: 100 }),
+      inFlightTokens: () => 0, windowMs: 3_600_000, onAction: (a) => actions.push(a),
+    });
+    c.reconcile();
+    expect(asked).toEqual(["prefill", "decode"]);
+    // The prefill pool reclaims the spot instance (a decode engine before) into its own pool; the decode pool drains one.
+    expect(actions.map((a) => [a.role, a.kind])).toEqual([["prefill", "reclaim"], ["decode", "drain"]]);
+    const pool = (role: string) => actuator.instances().filter((i) => i.role === role && i.state !== "spot" && i.state !== "draining").length;
+    expect(pool("prefill")).toBe(2);
+    expect(pool("decode")).toBe(1);
+    expect(c.lastDecision("m1", "h100-80gb", "prefill")?.desired).toBe(2);
+    expect(c.lastDecision("m1", "h100-80gb", "decode")?.desired).toBe(1);
+    expect(c.lastDecision("m1", "h100-80gb")).toBeUndefined();
+    // Each pool has its own plan target and backoff.
+    c.setTargets({ decisionId: 1, region: "r", madeAtMs: 0, advisory: false, endpoints: [{ model: "m1", gpu: "h100-80gb", role: "prefill", instances: 3, forecastTokensPerS: 1 }, { model: "m1", gpu: "h100-80gb", role: "decode", instances: 1, forecastTokensPerS: 1 }] });
+    c.noteFailure("m1", "h100-80gb", "no node", "refused", "decode");
+    expect(c.backoffOf("m1", "h100-80gb", "decode")?.failures).toBe(1);
+    expect(c.backoffOf("m1", "h100-80gb", "prefill")).toBeUndefined();
+  });
 });

@@ -25,15 +25,20 @@
 import type { Clock } from "../../core/clock.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { DemandStep, RegionTargets } from "../../core/ports.js";
-import type { Actuator, InstanceRecord } from "../actuator/port.js";
+import { poolKey, type Actuator, type InstanceRecord, type PoolRole } from "../actuator/port.js";
 import { chooseScaleIn, chooseScaleOut } from "../spot/spot-pool.js";
 import type { BoundStrategy } from "../strategies/strategy-registry.js";
 import { applyZeroRule } from "./zero.js";
 
-/** One endpoint the controller manages: (model, GPU type) with its GPUs per instance and bounds. */
+/**
+ * One endpoint the controller manages: (model, GPU type) with its GPUs per instance and bounds; a disaggregated
+ * model's prefill and decode pools are two endpoints of the same (model, GPU type), told apart by `role` (issue 48):
+ * each has its own signals, strategy state, plan target, backoff and steps.
+ */
 export interface ManagedEndpoint {
   model: ModelName;
   gpu: GpuType;
+  role?: PoolRole;
   gpusPerInstance: number;
   minInstances: number;
   maxInstances: number;
@@ -62,6 +67,8 @@ export interface ControllerAction {
   region: RegionName;
   model: ModelName;
   gpu: GpuType;
+  /** The pool of a disaggregated model; absent = colocated. */
+  role?: PoolRole;
   kind: "reclaim" | "redeploy" | "provision" | "drain";
   instanceId: string;
   /** The strategy's reason (e.g. util-above, target, tail-above-forecast). */
@@ -76,7 +83,8 @@ export interface RegionControllerOptions {
   actuator: Actuator;
   strategy: BoundStrategy;
   endpoints: readonly ManagedEndpoint[];
-  signals(model: ModelName, gpu: GpuType): EndpointSignals;
+  /** The endpoint's signals; a disaggregated pool's (`role`) are its role's load (region/runtime/pool-signals.ts). */
+  signals(model: ModelName, gpu: GpuType, role?: PoolRole): EndpointSignals;
   /** Work still held by an instance (remaining tokens), to pick the cheapest one to drain. */
   inFlightTokens(instanceId: string): number;
   /** Length of the planner's decision window (ms); LT-UA's tail is its last 20 minutes. */
@@ -116,7 +124,7 @@ export interface RegionControllerOptions {
   /** A step that failed (synchronously, or reported later through `noteFailure`), with the delay before the next try. */
   onError?(e: ControllerError): void;
   /** The strategy wants more instances and there is nowhere to put them (no spot, no free GPUs) or the max is reached. */
-  onBlocked?(b: { atMs: number; model: ModelName; gpu: GpuType; reason: string; current: number; desired: number; freeGpus: number }): void;
+  onBlocked?(b: { atMs: number; model: ModelName; gpu: GpuType; role?: PoolRole; reason: string; current: number; desired: number; freeGpus: number }): void;
 }
 
 /** A failed scale step, for logs, metrics and the admin listing. */
@@ -125,6 +133,7 @@ export interface ControllerError {
   region: RegionName;
   model: ModelName;
   gpu: GpuType;
+  role?: PoolRole;
   message: string;
   /** Consecutive failures of this endpoint. */
   failures: number;
@@ -139,7 +148,7 @@ export interface ControllerError {
 
 export class RegionController {
   private targets: RegionTargets | undefined;
-  /** Per endpoint key `model/gpu`: consecutive failures and when a scale-out may be tried again. */
+  /** Per endpoint key (poolKey): consecutive failures and when a scale-out may be tried again. */
   private readonly backoff = new Map<string, { failures: number; retryAtMs: number }>();
   private readonly targetFor = new Map<string, { instances: number; floorInstances: number | undefined; floorSteps: readonly number[] | undefined; upperSteps: readonly number[] | undefined; demandSteps: readonly DemandStep[] | undefined; floorStepMs: number; forecastTokensPerS: number }>();
   /** Per endpoint (index into `o.endpoints`): smoothed utilization and when it was last updated. */
@@ -148,15 +157,21 @@ export class RegionController {
   private readonly strategyState: ({ state: unknown } | undefined)[] = [];
   /** Per endpoint (index into `o.endpoints`): the strategy's last decision, updated in place each pass. */
   private readonly decisions: (EndpointDecision | undefined)[] = [];
-  /** model → gpu → index into `o.endpoints` (no string building on the per-pass scan). */
-  private readonly endpointIndex = new Map<ModelName, Map<GpuType, number>>();
+  /** model → gpu → [colocated, prefill, decode] index into `o.endpoints` (no string building on the per-pass scan). */
+  private readonly endpointIndex = new Map<ModelName, Map<GpuType, (number | undefined)[]>>();
 
   constructor(private readonly o: RegionControllerOptions) {
     o.endpoints.forEach((e, k) => {
       let byGpu = this.endpointIndex.get(e.model);
       if (byGpu === undefined) this.endpointIndex.set(e.model, (byGpu = new Map()));
-      byGpu.set(e.gpu, k);
+      let slots = byGpu.get(e.gpu);
+      if (slots === undefined) byGpu.set(e.gpu, (slots = []));
+      slots[roleSlot(e.role)] = k;
     });
+  }
+
+  private indexOf(model: ModelName, gpu: GpuType, role: PoolRole | undefined): number | undefined {
+    return this.endpointIndex.get(model)?.get(gpu)?.[roleSlot(role)];
   }
 
   /** The decision id of the plan held (0 before any plan). */
@@ -171,15 +186,15 @@ export class RegionController {
   setTargets(t: RegionTargets | undefined): void {
     this.targets = t;
     this.targetFor.clear();
-    for (const e of t?.endpoints ?? []) this.targetFor.set(`${e.model}/${e.gpu}`, { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, upperSteps: e.upperSteps, demandSteps: e.demandSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
+    for (const e of t?.endpoints ?? []) this.targetFor.set(poolKey(e.model, e.gpu, e.role), { instances: e.instances, floorInstances: e.floorInstances, floorSteps: e.floorSteps, upperSteps: e.upperSteps, demandSteps: e.demandSteps, floorStepMs: e.floorStepMs ?? 0, forecastTokensPerS: e.forecastTokensPerS });
   }
 
   /**
    * Records a failed scale-out of (model, gpu) and backs its next try off exponentially. `kind`: "failed" (default)
    * when the actuator reports an accepted scale-out failed, "refused" when it refused the step (ControllerError).
    */
-  noteFailure(model: ModelName, gpu: GpuType, message: string, kind: ControllerError["kind"] = "failed"): ControllerError {
-    const key = `${model}/${gpu}`;
+  noteFailure(model: ModelName, gpu: GpuType, message: string, kind: ControllerError["kind"] = "failed", role?: PoolRole): ControllerError {
+    const key = poolKey(model, gpu, role);
     const now = this.o.clock.now();
     const prev = this.backoff.get(key);
     const failures = (prev?.failures ?? 0) + 1;
@@ -187,26 +202,26 @@ export class RegionController {
     const delay = Math.min(this.o.retryMaxMs ?? 60_000, first * 2 ** (failures - 1));
     const b = { failures, retryAtMs: now + delay };
     this.backoff.set(key, b);
-    const e: ControllerError = { atMs: now, region: this.o.region, model, gpu, message, failures, retryAtMs: b.retryAtMs, kind };
+    const e: ControllerError = { atMs: now, region: this.o.region, model, gpu, ...(role === undefined ? {} : { role }), message, failures, retryAtMs: b.retryAtMs, kind };
     this.o.onError?.(e);
     return e;
   }
 
-  /** Clears the backoff of (model, gpu) after a scale-out landed. */
-  noteSuccess(model: ModelName, gpu: GpuType): void {
-    this.backoff.delete(`${model}/${gpu}`);
+  /** Clears the backoff of (model, gpu) (its `role` pool) after a scale-out landed. */
+  noteSuccess(model: ModelName, gpu: GpuType, role?: PoolRole): void {
+    this.backoff.delete(poolKey(model, gpu, role));
   }
 
-  /** The strategy's last decision for (model, gpu) (a copy); undefined before its first pass. */
-  lastDecision(model: ModelName, gpu: GpuType): EndpointDecision | undefined {
-    const k = this.endpointIndex.get(model)?.get(gpu);
+  /** The strategy's last decision for (model, gpu) (its `role` pool) (a copy); undefined before its first pass. */
+  lastDecision(model: ModelName, gpu: GpuType, role?: PoolRole): EndpointDecision | undefined {
+    const k = this.indexOf(model, gpu, role);
     const d = k === undefined ? undefined : this.decisions[k];
     return d === undefined ? undefined : { ...d };
   }
 
-  /** The backoff of (model, gpu), if its last scale-out failed. */
-  backoffOf(model: ModelName, gpu: GpuType): { failures: number; retryAtMs: number } | undefined {
-    return this.backoff.get(`${model}/${gpu}`);
+  /** The backoff of (model, gpu) (its `role` pool), if its last scale-out failed. */
+  backoffOf(model: ModelName, gpu: GpuType, role?: PoolRole): { failures: number; retryAtMs: number } | undefined {
+    return this.backoff.get(poolKey(model, gpu, role));
   }
 
   /** One pass: for every endpoint, compare desired with observed and take at most one step. Returns the steps. */
@@ -220,7 +235,7 @@ export class RegionController {
     const servingOf = new Array<number>(n).fill(0);
     const lastOf = new Array<number | undefined>(n).fill(undefined);
     for (const i of all) {
-      const k = this.endpointIndex.get(i.model)?.get(i.gpu);
+      const k = this.indexOf(i.model, i.gpu, i.role);
       if (k === undefined) continue;
       if (i.state === "serving" || i.state === "provisioning" || i.state === "loading") currentOf[k]!++;
       if (i.state === "serving") servingOf[k]!++;
@@ -232,8 +247,8 @@ export class RegionController {
       const current = currentOf[k]!;
       const serving = servingOf[k]!;
       const lastActionMs = lastOf[k];
-      const sig = this.o.signals(ep.model, ep.gpu);
-      const tgt = this.targetFor.get(`${ep.model}/${ep.gpu}`);
+      const sig = this.o.signals(ep.model, ep.gpu, ep.role);
+      const tgt = this.targetFor.get(poolKey(ep.model, ep.gpu, ep.role));
       const utilizationSmoothed = this.smooth(k, sig.utilization, now);
       const state = (this.strategyState[k] ??= { state: this.o.strategy.newState() }).state;
       const decided = this.o.strategy.decide({
@@ -311,35 +326,40 @@ export class RegionController {
   /** One step, with scale-outs held back while the endpoint is in backoff and failures turned into backoff. */
   private tryStep(ep: ManagedEndpoint, current: number, desired: number, reason: string, now: number): ControllerAction | undefined {
     if (desired > current) {
-      const b = this.backoff.get(`${ep.model}/${ep.gpu}`);
+      const b = this.backoff.get(poolKey(ep.model, ep.gpu, ep.role));
       if (b !== undefined && now < b.retryAtMs) return undefined;
     }
     try {
       // Each step re-reads the world: the previous step of this pass changed it.
       return this.step(ep, this.o.actuator.instances(), current, desired, reason, now);
     } catch (err) {
-      if (desired > current) this.noteFailure(ep.model, ep.gpu, err instanceof Error ? err.message : String(err), "refused");
-      else this.o.onError?.({ atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, message: err instanceof Error ? err.message : String(err), failures: 1, retryAtMs: now, kind: "refused" });
+      if (desired > current) this.noteFailure(ep.model, ep.gpu, err instanceof Error ? err.message : String(err), "refused", ep.role);
+      else this.o.onError?.({ atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, ...(ep.role === undefined ? {} : { role: ep.role }), message: err instanceof Error ? err.message : String(err), failures: 1, retryAtMs: now, kind: "refused" });
       return undefined;
     }
   }
 
   private step(ep: ManagedEndpoint, all: readonly Readonly<InstanceRecord>[], current: number, desired: number, reason: string, now: number): ControllerAction | undefined {
-    const base = { atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, reason, from: current, desired };
+    const base = { atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, ...(ep.role === undefined ? {} : { role: ep.role }), reason, from: current, desired };
     if (desired > current) {
       const holds = this.o.actuator.holdsBlocks === undefined ? undefined : (id: string, m: ModelName) => this.o.actuator.holdsBlocks!(id, m);
       const sole = this.o.actuator.soleCopies === undefined ? undefined : (id: string, m: ModelName) => this.o.actuator.soleCopies!(id, m);
-      const c = chooseScaleOut(all, ep.model, ep.gpu, ep.gpusPerInstance, this.o.actuator.freeGpus(ep.gpu), ep.maxInstances, holds, sole);
-      if (c.kind === "reclaim") return { ...base, kind: "reclaim", instanceId: this.o.actuator.reclaimSpot(c.instanceId).id };
-      if (c.kind === "redeploy") return { ...base, kind: "redeploy", instanceId: this.o.actuator.redeploy(c.instanceId, ep.model, ep.gpusPerInstance).id };
-      if (c.kind === "provision") return { ...base, kind: "provision", instanceId: this.o.actuator.provision(ep.model, ep.gpu, ep.gpusPerInstance).id };
-      this.o.onBlocked?.({ atMs: now, model: ep.model, gpu: ep.gpu, reason: c.reason, current, desired, freeGpus: this.o.actuator.freeGpus(ep.gpu) });
+      const c = chooseScaleOut(all, ep.model, ep.gpu, ep.gpusPerInstance, this.o.actuator.freeGpus(ep.gpu), ep.maxInstances, holds, sole, ep.role);
+      if (c.kind === "reclaim") return { ...base, kind: "reclaim", instanceId: this.o.actuator.reclaimSpot(c.instanceId, ep.role).id };
+      if (c.kind === "redeploy") return { ...base, kind: "redeploy", instanceId: this.o.actuator.redeploy(c.instanceId, ep.model, ep.gpusPerInstance, ep.role).id };
+      if (c.kind === "provision") return { ...base, kind: "provision", instanceId: this.o.actuator.provision(ep.model, ep.gpu, ep.gpusPerInstance, ep.role).id };
+      this.o.onBlocked?.({ atMs: now, model: ep.model, gpu: ep.gpu, ...(ep.role === undefined ? {} : { role: ep.role }), reason: c.reason, current, desired, freeGpus: this.o.actuator.freeGpus(ep.gpu) });
       return undefined;
     }
     if (desired < current) {
-      const c = chooseScaleIn(all, ep.model, ep.gpu, ep.minInstances, this.o.inFlightTokens);
+      const c = chooseScaleIn(all, ep.model, ep.gpu, ep.minInstances, this.o.inFlightTokens, ep.role);
       if (c.kind === "drain") return { ...base, kind: "drain", instanceId: this.o.actuator.drainToSpot(c.instanceId).id };
     }
     return undefined;
   }
+}
+
+/** An endpoint's slot in the index: colocated, prefill, decode. */
+function roleSlot(role: PoolRole | undefined): number {
+  return role === undefined ? 0 : role === "prefill" ? 1 : 2;
 }

@@ -239,6 +239,11 @@ export class Gateway {
     return this.judge.prefixStats(this.table);
   }
 
+  /** `model`'s demand over the rate window (judge.ts demandRates): requests/s, prompt and output tokens/s. */
+  demandRates(model: ModelName): { requestsPerS: number; promptTokensPerS: number; outputTokensPerS: number } {
+    return this.judge.demandRates(model);
+  }
+
   /** Each model's SLO targets, judged requests, attainment over the last hour and hours in violation (slo-book.ts). */
   sloSummaries(): ModelSloSummary[] {
     return this.judge.sloSummaries();

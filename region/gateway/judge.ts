@@ -41,6 +41,11 @@ export interface ModelBooks {
   /** Prompt + max tokens of every request that entered (placed or not), cumulative, and its rate. */
   demanded: number;
   demandRate: WindowedRate;
+  /** Of them, the prompt tokens and the requests, cumulative, each with its rate (a disaggregated model's pools). */
+  promptDemanded: number;
+  promptRate: WindowedRate;
+  requestsDemanded: number;
+  requestRate: WindowedRate;
   /** SLO attainment of its interactive requests. */
   slo: SloBook;
 }
@@ -81,7 +86,7 @@ export class Judge {
   open(model: ModelName): void {
     const now = this.o.clock.now();
     const w = this.o.rateWindowMs;
-    this.books.set(model, { model, tokensServed: 0, batchTokensServed: 0, rate: new WindowedRate(w, now), batchRate: new WindowedRate(w, now), demanded: 0, demandRate: new WindowedRate(w, now), slo: new SloBook(model, sloFor(this.slo, model), this.o.clock, this.o.onSlo) });
+    this.books.set(model, { model, tokensServed: 0, batchTokensServed: 0, rate: new WindowedRate(w, now), batchRate: new WindowedRate(w, now), demanded: 0, demandRate: new WindowedRate(w, now), promptDemanded: 0, promptRate: new WindowedRate(w, now), requestsDemanded: 0, requestRate: new WindowedRate(w, now), slo: new SloBook(model, sloFor(this.slo, model), this.o.clock, this.o.onSlo) });
   }
 
   /** `model`'s books; the caller has found the model in the instance table. */
@@ -92,6 +97,20 @@ export class Judge {
   /** A request entered: its prompt + max tokens count as demand whether or not it is placed. */
   demand(b: ModelBooks, req: GenerateRequest): void {
     b.demanded += req.promptTokens + req.maxTokens;
+    b.promptDemanded += req.promptTokens;
+    b.requestsDemanded++;
+  }
+
+  /**
+   * `model`'s demand over the rate window: requests/s, prompt tokens/s and output (max) tokens/s of every request
+   * that entered (what a disaggregated model's prefill and decode pools must serve; region/runtime/pool-signals.ts).
+   */
+  demandRates(model: ModelName): { requestsPerS: number; promptTokensPerS: number; outputTokensPerS: number } {
+    const b = this.books.get(model);
+    if (b === undefined) return { requestsPerS: 0, promptTokensPerS: 0, outputTokensPerS: 0 };
+    const now = this.o.clock.now();
+    const promptTokensPerS = b.promptRate.rate(now, b.promptDemanded);
+    return { requestsPerS: b.requestRate.rate(now, b.requestsDemanded), promptTokensPerS, outputTokensPerS: Math.max(0, b.demandRate.rate(now, b.demanded) - promptTokensPerS) };
   }
 
   /** Counts tokens a request was served (batch ones apart as well). */

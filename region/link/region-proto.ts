@@ -251,7 +251,7 @@ export interface WireInstances {
   instances: { id: string; model: string; gpu: string; gpus: number; state: string; node: string; entered_at_ms: number; for_ms: number; detail: string; url: string; role?: string }[];
   nodes: { node_id: string; lost: boolean; last_seen_at_ms: number; gpu_type: string; gpu_slots: number; free_slots: number; memory_bytes: number; data: string; transport: string; models: string[]; complete_models: string[] }[];
   failures: { at_ms: number; model: string; gpu: string; node: string; instance_id: string; message: string }[];
-  actions: { at_ms: number; model: string; gpu: string; kind: string; instance_id: string; reason: string; from: number; desired: number }[];
+  actions: { at_ms: number; model: string; gpu: string; kind: string; instance_id: string; reason: string; from: number; desired: number; role?: string }[];
   slo?: { model: string; ttft_ms: number; tpot_ms: number; percentile: number; met: number; missed: number; unserved: number; last_hour_requests: number; last_hour_met: number; judged_hours: number; violated_hours: number }[];
   cold_models?: { model: string; held: number; in_flight: number; idle_for_ms: number }[];
   cold_starts?: { at_ms: number; model: string; gpu: string; instance_id: string; source: string; took_ms: number }[];
@@ -266,7 +266,7 @@ export function instancesToWire(l: RegionListing): WireInstances {
     instances: l.instances.map((i) => ({ id: i.id, model: i.model, gpu: i.gpu, gpus: i.gpus, state: i.state, node: i.node, entered_at_ms: i.enteredAtMs, for_ms: i.forMs, detail: i.detail, url: i.url, role: i.role })),
     nodes: l.nodes.map((n) => ({ node_id: n.nodeId, lost: n.lost, last_seen_at_ms: n.lastSeenAtMs, gpu_type: n.gpuType, gpu_slots: n.gpuSlots, free_slots: Math.max(0, n.freeSlots), memory_bytes: n.memoryBytes, data: n.data, transport: n.transport, models: n.models, complete_models: n.completeModels })),
     failures: l.failures.map((f) => ({ at_ms: f.atMs, model: f.model, gpu: f.gpu, node: f.node, instance_id: f.instanceId, message: f.message })),
-    actions: l.actions.map((a) => ({ at_ms: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instance_id: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
+    actions: l.actions.map((a) => ({ at_ms: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instance_id: a.instanceId, reason: a.reason, from: a.from, desired: a.desired, role: a.role ?? "" })),
     slo: (l.slo ?? []).map((s) => ({ model: s.model, ttft_ms: s.ttftMs, tpot_ms: s.tpotMs, percentile: s.percentile, met: s.met, missed: s.missed, unserved: s.unserved, last_hour_requests: s.lastHourRequests, last_hour_met: s.lastHourMet, judged_hours: s.judgedHours, violated_hours: s.violatedHours })),
     cold_models: (l.cold?.models ?? []).map((m) => ({ model: m.model, held: m.held, in_flight: m.inFlight, idle_for_ms: m.idleForMs })),
     cold_starts: (l.cold?.starts ?? []).map((c) => ({ at_ms: c.atMs, model: c.model, gpu: c.gpu, instance_id: c.instanceId, source: c.source, took_ms: c.tookMs })),
@@ -287,7 +287,7 @@ export function instancesFromWire(w: WireInstances): RegionListing {
     }),
     nodes: w.nodes.map((n) => ({ nodeId: n.node_id, lost: n.lost, lastSeenAtMs: n.last_seen_at_ms, gpuType: n.gpu_type, gpuSlots: n.gpu_slots, freeSlots: n.free_slots, memoryBytes: n.memory_bytes, data: n.data, transport: n.transport, models: n.models, completeModels: n.complete_models })),
     failures: w.failures.map((f) => ({ atMs: f.at_ms, model: f.model, gpu: f.gpu, node: f.node, instanceId: f.instance_id, message: f.message })),
-    actions: w.actions.map((a) => ({ atMs: a.at_ms, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instance_id, reason: a.reason, from: a.from, desired: a.desired })),
+    actions: w.actions.map((a) => ({ atMs: a.at_ms, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instance_id, reason: a.reason, from: a.from, desired: a.desired, ...(a.role === "prefill" || a.role === "decode" ? { role: a.role } : {}) })),
     ...((w.slo ?? []).length > 0
       ? {
           slo: w.slo!.map((s) => ({

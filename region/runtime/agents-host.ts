@@ -44,7 +44,7 @@ import type { TlsFiles } from "../../core/tls.js";
 import { agentsLayerwise } from "../liveload/live-pairs.js";
 import { agentsLambda } from "../liveload/live-lambda.js";
 import { LAMBDA_PATH } from "../../engines/sim/http.js";
-import { engineSettingsOf, newEngine } from "./build-sim-engine.js";
+import { engineSettingsOf, newEngine, regionKvFabric } from "./build-sim-engine.js";
 import { untilConfiguredServe, type EngineHost, type HostContext } from "./build-region.js";
 import { modelSources, multicastPolicy } from "./runtime.js";
 
@@ -128,11 +128,11 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
         healthy: (info) => (heads?.isHead(info) === true ? Promise.resolve(true) : httpHealthy(info)),
         servePipelined: (info, _instanceId, passOverheadMs) => postLambda(info, passOverheadMs),
         serveBehindBlocks: (info) => postLambda(info, 0, undefined, true),
-        connect: async (info, instanceId) => {
+        connect: async (info, instanceId, role) => {
           const head = heads?.head(instanceId);
           if (head !== undefined) return head;
           const tp = gpusPerInstanceOf(config, info.model, info.gpu) ?? info.gpus;
-          return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), priorityField: config.engines.priorityField, log });
+          return new OpenAIHttpEngine({ instanceId, model: info.model, baseUrl: info.url, clock, kvBytesCapacity: instanceKvBytes(info.model, info.gpu, tp, instanceId), priorityField: config.engines.priorityField, log, ...(role === undefined ? {} : { role }) });
         },
       });
       const clients = new Map<string, AgentClient>();
@@ -208,6 +208,9 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
       // keystage.stageProcesses: a pipelined instance is a head (StagedPipelineEngine) over stage processes that
       // these agents spawn (engine-sim --stage), placed over every node by the head's key-stage scaler.
       const staged = config.keystage?.stageProcesses === true;
+      // The KV of the region's prefill and decode engines (endpoints with a role) moves over one fabric, timed on the
+      // clock as the data plane would move it (engines/sim/kv-fabric.ts); its pulls reach the region's metrics.
+      const kvFabricFor = regionKvFabric(clock, ctx.metrics);
       // Each engine as engine-sim would build it from the StartEngine's fields; HiGHS for a live zigzag pairing.
       const build = (spec: EngineSpec, pipeline: Parameters<typeof newEngine>[1]["pipeline"]) =>
         staged && pipeline !== undefined
@@ -216,7 +219,7 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, tp: spec.gpus },
           { timeScale: spec.timeScale ?? config.engines.timeScale, ...(spec.settings === undefined ? {} : { settings: spec.settings }), ...(pipeline === undefined ? {} : { pipeline }) },
           clock,
-          { solver: () => HighsSolver.create() },
+          { solver: () => HighsSolver.create(), ...kvFabricFor(spec.settings?.role) },
         );
       try {
         const seen = new Map<string, number>();

@@ -49,6 +49,9 @@ export interface RegionMetricsHooks extends RuntimeMetricsSink {
    * the model (no_capacity, not_placed, cold_start_failed; region/runtime/cold-verdict.ts).
    */
   coldRefused?(model: ModelName, reason: ColdRefusal): void;
+  /** One KV pull between the region's in-process prefill and decode engines ended (engines/sim/kv-fabric.ts), or failed. */
+  kvPulled?(ms: number, bytes: number): void;
+  kvPullFailed?(): void;
 }
 
 /** What an engine host is given: the region, its clock and log, and the gateway buildRegion made. */

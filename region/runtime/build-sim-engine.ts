@@ -23,7 +23,7 @@ import type { Solver } from "../../core/solver.js";
 import { getProfile } from "../../core/perf/model.js";
 import { settingsArgs, type EngineSettings } from "../../core/engine-settings.js";
 import { coreSettingsOf, SimEngine } from "../../engines/sim/sim-engine.js";
-import type { KvFabric } from "../../engines/sim/kv-fabric.js";
+import { KvFabric, type KvTransferObserver } from "../../engines/sim/kv-fabric.js";
 import { PipelineEngine, pipelineSpecFor, pipelineSpecJson, type PipelineSpec } from "../keystage/pipeline-engine.js";
 
 /** One simulated instance: its id, model, GPU type and GPUs (tensor-parallel degree, or a pipeline's GPU budget). */
@@ -111,4 +111,15 @@ export function engineSimFlags(params: SimEngineParams): string[] {
   const out = ["--time-scale", String(params.timeScale)];
   if (params.pipeline !== undefined) return [...out, "--pipeline", pipelineSpecJson(params.pipeline)];
   return [...out, ...settingsArgs(params.settings)];
+}
+
+/**
+ * A region's KV fabric for its in-process prefill and decode engines (engines/sim/kv-fabric.ts), made on first use:
+ * `forRole(role)` is the build option an engine of that role needs (none for a colocated one). Its pulls reach
+ * `observer` (the region's metrics).
+ */
+export function regionKvFabric(clock: Clock, observer?: Partial<KvTransferObserver>): (role: EngineSettings["role"]) => Pick<SimBuildOptions, "kvFabric"> {
+  let fabric: KvFabric | undefined;
+  const heard = observer?.kvPulled === undefined ? undefined : { kvPulled: observer.kvPulled.bind(observer), kvPullFailed: () => observer.kvPullFailed?.() };
+  return (role) => (role === undefined || role === "both" ? {} : { kvFabric: (fabric ??= new KvFabric({ clock, ...(heard === undefined ? {} : { observer: heard }) })) });
 }

@@ -19,7 +19,7 @@ import type { GpuType, ModelName, RegionName } from "../../core/models.js";
 import type { Engine, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import type { EventSink, Flow } from "../../core/push.js";
 import type { ModelSource } from "../actuator/agents.js";
-import type { LoadSource, RuntimeActuator } from "../actuator/port.js";
+import { poolKey, type LoadSource, type RuntimeActuator } from "../actuator/port.js";
 import type { ColdHold } from "../gateway/cold-hold.js";
 import { DEFAULT_MULTICAST, type MulticastPolicy } from "../pool/transfer.js";
 import { MODEL_SPECS } from "../../core/models.js";
@@ -31,6 +31,7 @@ import type { RegionService } from "../link/service.js";
 import { resolveStrategy, type BoundStrategy } from "../strategies/strategy-registry.js";
 import { TargetsStore } from "./targets.js";
 import { ColdVerdicts } from "./cold-verdict.js";
+import { PoolSignals } from "./pool-signals.js";
 
 /** Where the runtime reports what it does (Prometheus in the region process). */
 export interface RuntimeMetricsSink {
@@ -123,7 +124,9 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const targets = new TargetsStore(o.region, log);
   const cc = o.config.controller;
   const strategy = o.strategy ?? resolveStrategy(cc.strategy, cc.strategyParams, "controller.strategy", "controller.strategyParams");
-  const managed = regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances }));
+  const managed = regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, ...(e.role === undefined ? {} : { role: e.role }), gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances }));
+  // A disaggregated model's prefill and decode pools each scale on their own role's load (pool-signals.ts).
+  const pools = new PoolSignals(o.config, o.gateway, o.actuator);
   const verdicts = o.cold === undefined ? undefined : new ColdVerdicts({ endpoints: managed, backoffOf: (m, g) => controller.backoffOf(m, g) });
   const controller = new RegionController({
     region: o.region,
@@ -131,7 +134,8 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     actuator: o.actuator,
     strategy,
     endpoints: managed,
-    signals: (model, gpu) => {
+    signals: (model, gpu, role) => {
+      if (role !== undefined) return pools.signals(model, gpu, role);
       const m = snapshot().models.find((x) => x.model === model);
       const ep = m?.endpoints.find((e) => e.gpu === gpu);
       // LT-UA's "observed traffic" is demand (what entered the gateway), not what was served: served tokens/s
@@ -147,29 +151,30 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     ...(o.cold === undefined ? {} : { scaleToZero: { models: o.cold.models, idleMs: cc.scaleToZero.idleMs, held: (m: ModelName) => o.cold!.hold.held(m), idleForMs: (m: ModelName) => o.cold!.hold.idleForMs(m) } }),
     onAction: (a) => record(a),
     onBlocked: (b) => {
-      lastBlocked.set(`${b.model}/${b.gpu}`, { atMs: b.atMs, reason: b.reason });
+      const name = poolKey(b.model, b.gpu, b.role);
+      lastBlocked.set(name, { atMs: b.atMs, reason: b.reason });
       // Said once per endpoint and reason a minute: an operator reads why the target is not reached.
-      const key = `${b.model}/${b.gpu}/${b.reason}`;
+      const key = `${name}/${b.reason}`;
       // Every block counts for held requests at zero (cold-verdict.ts), said or not.
       verdicts?.blocked(b.model, b.gpu, b.reason, b.freeGpus);
       if ((blockedSaid.get(key) ?? -Infinity) > b.atMs - 60_000) return;
       blockedSaid.set(key, b.atMs);
-      const message = b.reason === "at-max" ? `${b.model}/${b.gpu}: wants ${b.desired} instances, at its maximum (${b.current})` : `${b.model}/${b.gpu}: wants ${b.desired} instances, has ${b.current}; no spot instance to reclaim or redeploy and ${b.freeGpus} free ${b.gpu} GPU slots`;
-      log.warn("cannot scale out", { model: b.model, gpu: b.gpu, reason: b.reason, current: b.current, desired: b.desired, freeGpus: b.freeGpus });
+      const message = b.reason === "at-max" ? `${name}: wants ${b.desired} instances, at its maximum (${b.current})` : `${name}: wants ${b.desired} instances, has ${b.current}; no spot instance to reclaim or redeploy and ${b.freeGpus} free ${b.gpu} GPU slots`;
+      log.warn("cannot scale out", { model: b.model, gpu: b.gpu, ...(b.role === undefined ? {} : { role: b.role }), reason: b.reason, current: b.current, desired: b.desired, freeGpus: b.freeGpus });
       o.actuator.report({ model: b.model, gpu: b.gpu, message });
     },
     onError: (e: ControllerError) => {
       verdicts?.failed(e.model, e.gpu, e.kind, e.message);
       o.metrics?.failure(e.model);
-      log.warn("scale-out failed; backing off", { model: e.model, gpu: e.gpu, failures: e.failures, retryInMs: Math.max(0, Math.round(e.retryAtMs - e.atMs)), error: e.message });
+      log.warn("scale-out failed; backing off", { model: e.model, gpu: e.gpu, ...(e.role === undefined ? {} : { role: e.role }), failures: e.failures, retryInMs: Math.max(0, Math.round(e.retryAtMs - e.atMs)), error: e.message });
     },
   });
   // Scale-outs that fail after the actuator accepted them (a transfer, an engine that never became healthy) back the
   // endpoint off like those that fail at once; a landed instance clears it.
   o.actuator.listen({
-    onFailure: (model, gpu, message) => controller.noteFailure(model, gpu, message),
+    onFailure: (model, gpu, message, role) => controller.noteFailure(model, gpu, message, "failed", role),
     onLanded: (model, gpu, instanceId, source) => {
-      controller.noteSuccess(model, gpu);
+      controller.noteSuccess(model, gpu, o.actuator.instances().find((i) => i.id === instanceId)?.role);
       verdicts?.landed(model, gpu);
       if (o.cold?.models.has(model) === true) noteColdStart(model, gpu, instanceId, source);
     },
@@ -188,7 +193,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   };
   const fixed = o.actuator.fixed === true;
   const unsubscribe = targets.onTargets((t: RegionTargets) => {
-    log.info(fixed ? "targets accepted; not acted on: the region's engines are fixed" : "targets accepted", { decisionId: t.decisionId, endpoints: t.endpoints.map((e) => `${e.model}/${e.gpu}=${e.instances}`).join(" ") });
+    log.info(fixed ? "targets accepted; not acted on: the region's engines are fixed" : "targets accepted", { decisionId: t.decisionId, endpoints: t.endpoints.map((e) => `${poolKey(e.model, e.gpu, e.role)}=${e.instances}`).join(" ") });
     controller.setTargets(t);
   });
   const firstPassAtMs = o.clock.now() + (o.startupGraceMs ?? 0);
@@ -197,7 +202,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     if (actions.length > keep) actions.shift();
     o.metrics?.action(a.model, a.kind);
     o.onAction?.(a);
-    log.info("scaling step", { model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, from: a.from, desired: a.desired, reason: a.reason });
+    log.info("scaling step", { model: a.model, gpu: a.gpu, ...(a.role === undefined ? {} : { role: a.role }), kind: a.kind, instanceId: a.instanceId, from: a.from, desired: a.desired, reason: a.reason });
   };
   /**
    * Before any plan, the configured instances (regions[].endpoints[].instances) are the target: each pass deploys
@@ -214,13 +219,14 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     if (targets.latest() !== undefined) return;
     const now = o.clock.now();
     for (const e of regionConfig.endpoints) {
-      if (!strategy.usesForecast && reached.has(`${e.model}/${e.gpu}`)) continue;
-      const b = controller.backoffOf(e.model, e.gpu);
+      const name = poolKey(e.model, e.gpu, e.role);
+      if (!strategy.usesForecast && reached.has(name)) continue;
+      const b = controller.backoffOf(e.model, e.gpu, e.role);
       if (b !== undefined && now < b.retryAtMs) continue;
-      const mine = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.state !== "spot" && i.state !== "draining");
+      const mine = o.actuator.instances().filter((i) => i.model === e.model && i.gpu === e.gpu && i.role === e.role && i.state !== "spot" && i.state !== "draining");
       const have = mine.length;
       if (!strategy.usesForecast && have >= e.instances) {
-        reached.add(`${e.model}/${e.gpu}`);
+        reached.add(name);
         continue;
       }
       // A model scaled from zero is the controller's from the first pass: its cold starts are no surplus.
@@ -229,16 +235,16 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
         const surplus = bootstrapSurplus(mine, e.instances);
         surplus.forEach((inst, k) => {
           o.actuator.drainToSpot(inst.id);
-          record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, kind: "drain", instanceId: inst.id, reason: "initial-deployment-surplus", from: have - k, desired: e.instances });
+          record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, ...(e.role === undefined ? {} : { role: e.role }), kind: "drain", instanceId: inst.id, reason: "initial-deployment-surplus", from: have - k, desired: e.instances });
         });
         continue;
       }
       for (let k = have; k < e.instances; k++) {
         try {
-          const inst = o.actuator.provision(e.model, e.gpu, gpusOf(e.model, e.gpu));
-          record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, kind: "provision", instanceId: inst.id, reason: "initial-deployment", from: k, desired: e.instances });
+          const inst = o.actuator.provision(e.model, e.gpu, gpusOf(e.model, e.gpu), e.role);
+          record({ atMs: now, region: o.region, model: e.model, gpu: e.gpu, ...(e.role === undefined ? {} : { role: e.role }), kind: "provision", instanceId: inst.id, reason: "initial-deployment", from: k, desired: e.instances });
         } catch (err) {
-          controller.noteFailure(e.model, e.gpu, err instanceof Error ? err.message : String(err), "refused");
+          controller.noteFailure(e.model, e.gpu, err instanceof Error ? err.message : String(err), "refused", e.role);
           break;
         }
       }
@@ -283,8 +289,8 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const sayWhy = () => {
     const now = o.clock.now();
     for (const e of regionConfig.endpoints) {
-      const key = `${e.model}/${e.gpu}`;
-      const d = controller.lastDecision(e.model, e.gpu);
+      const key = poolKey(e.model, e.gpu, e.role);
+      const d = controller.lastDecision(e.model, e.gpu, e.role);
       const slo = o.gateway.sloRecent(e.model, 2);
       const b = lastBlocked.get(key);
       const atMax = d !== undefined && d.current >= e.maxInstances && d.desired >= e.maxInstances;
@@ -410,11 +416,12 @@ function listing(region: RegionName, actuator: RuntimeActuator, actions: readonl
       forMs: Math.max(0, nowMs - i.enteredAtMs),
       detail: i.state === "serving" || i.state === "draining" ? serving(i.id, i.detail) : i.detail,
       url: i.engine?.url ?? "",
-      role: views.get(i.id)?.role ?? "both",
+      // Its pool's role from the start (a scale-out not serving yet has no engine in the gateway), else its engine's.
+      role: i.role ?? views.get(i.id)?.role ?? "both",
     })),
     nodes: l.nodes.map((n) => ({ ...n, models: n.copies.map((c) => c.model), completeModels: n.copies.filter((c) => c.complete).map((c) => c.model) })),
     failures: l.failures.map((f) => ({ atMs: f.atMs, model: f.model, gpu: f.gpu, node: f.node ?? "", instanceId: f.instanceId ?? "", message: f.message })),
-    actions: actions.map((a) => ({ atMs: a.atMs, model: a.model, gpu: a.gpu, kind: a.kind, instanceId: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
+    actions: actions.map((a) => ({ atMs: a.atMs, model: a.model, gpu: a.gpu, ...(a.role === undefined ? {} : { role: a.role }), kind: a.kind, instanceId: a.instanceId, reason: a.reason, from: a.from, desired: a.desired })),
     slo: gateway.sloSummaries(),
     ...(holding.length === 0 ? {} : { holding: holding.map((h) => ({ ...h })) }),
     ...(cold === undefined ? {} : { cold: { models: cold.hold.view().filter((v) => cold.models.has(v.model)), starts: coldStarts.map((c) => ({ ...c })) } }),

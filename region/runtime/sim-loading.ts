@@ -162,7 +162,10 @@ export class SimRegionLoading implements ActuatorLoading {
     const ready = ep.arrivals.map((a) => Math.max(...a));
     // When each target's GPUs start serving: its last layer, unless a λScale pipeline it is in serves earlier (below).
     const serves = [...ready];
-    if (this.scheduler === "best-effort" || this.scheduler === "zigzag") {
+    // An instance of a prefill or decode pool (issue 48) serves once loaded: no pairing, no serving behind its
+    // blocks or in a λScale pipeline (they serve colocated). The actuator groups loads by pool, so all targets share it.
+    const colocated = targets.every((t) => t.role === undefined);
+    if (colocated && (this.scheduler === "best-effort" || this.scheduler === "zigzag")) {
       // The most loaded serving instances first (BlitzScale pairs the new instance with an overloaded one).
       const load = (e: SimEngine) => {
         const s = e.core.stats();
@@ -192,7 +195,7 @@ export class SimRegionLoading implements ActuatorLoading {
         this.pairs.set(t.id, { source, pair });
         this.counters.pairs++;
       });
-    } else if (this.scheduler === "lambda-pipelines" && ep.pipelines !== undefined) {
+    } else if (colocated && this.scheduler === "lambda-pipelines" && ep.pipelines !== undefined) {
       for (const p of ep.pipelines) {
         const members = p.nodes.map((n) => targets[Number(n.slice(1))]!.id);
         // every member switches to local mode together (§4.4)

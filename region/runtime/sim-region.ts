@@ -32,7 +32,7 @@ import type { BoundStrategy } from "../strategies/strategy-registry.js";
 import type { RegionRuntime } from "./runtime.js";
 import { buildRegion, type EngineHost, type RegionMetricsHooks } from "./build-region.js";
 import { buildLinkedRegions } from "./linked-regions.js";
-import { newEngine, newSimEngine, simEngineParams, type SimEngineParams } from "./build-sim-engine.js";
+import { newEngine, newSimEngine, regionKvFabric, simEngineParams, type SimEngineParams } from "./build-sim-engine.js";
 import { SimRegionLoading, type SimLoadingSettings } from "./sim-loading.js";
 
 /** The simulated host's settings: the actuator's delays and randomness, the engines' event mode, loading, spot. */
@@ -210,8 +210,10 @@ export function startSimRegion(o: SimRegionOptions): SimRegion {
 /** The simulated engine host: the sim actuator, and engines started in the gateway as its instances serve (file comment). */
 export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, SimulatedExtras> {
   return {
-    start: ({ config, region, clock, gateway }) => {
+    start: ({ config, region, clock, gateway, metrics }) => {
       const rc = config.regions.find((r) => r.name === region)!;
+      // A prefill or decode pool's engines (endpoints with a role) move their KV over one fabric (build-sim-engine.ts).
+      const fabricFor = regionKvFabric(clock, metrics);
       const engines = new Map<string, SimEngine | PipelineEngine>();
       // SimEngines only: serve-while-loading pairs and hands off through the engine core, which pipelines do not have.
       const simEngineOf = (id: string) => {
@@ -242,7 +244,8 @@ export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, Simu
         if (servingCache?.version === version && servingCache.engines === engines.size) return servingCache.byKey;
         const byKey = new Map<string, SimEngine[]>();
         for (const i of actuatorRef?.instances() ?? []) {
-          const e = i.state === "serving" ? simEngineOf(i.id) : undefined;
+          // A prefill or decode pool's engines are no pairing's partner (sim-loading.ts serves them once loaded).
+          const e = i.state === "serving" && i.role === undefined ? simEngineOf(i.id) : undefined;
           if (e === undefined) continue;
           const key = `${i.model}/${i.gpu}`;
           const list = byKey.get(key);
@@ -269,7 +272,8 @@ export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, Simu
           // A pipelined endpoint (config keystage.pipelines) serves through a PipelineEngine on the same clock.
           // One that served behind its blocks while it loaded keeps that engine (sim-loading.ts), already in the gateway.
           const early = loading?.takeEarlyEngine(inst.id);
-          const engine = early ?? newEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu) }, paramsOf(inst.model, inst.gpu), clock, events);
+          const params = paramsOf(inst.model, inst.gpu);
+          const engine = early ?? (inst.role === undefined ? newEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu) }, params, clock, events) : newSimEngine({ instanceId: inst.id, model: inst.model, gpu: inst.gpu, tp: gpusOf(inst.model, inst.gpu) }, { ...params, settings: { ...params.settings, role: inst.role } }, clock, { ...events, ...fabricFor(inst.role) }));
           engines.set(inst.id, engine);
           // After the engine exists: a pairing that ends here hands the KV its target holds to that engine.
           loading?.onChange(inst);
@@ -301,7 +305,7 @@ export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, Simu
         ...(loading === undefined ? {} : { loading }),
       });
       actuatorRef = actuator;
-      for (const e of rc.endpoints) for (let i = 0; i < e.instances; i++) actuator.seed(e.model, e.gpu, gpusOf(e.model, e.gpu), "serving");
+      for (const e of rc.endpoints) for (let i = 0; i < e.instances; i++) actuator.seed(e.model, e.gpu, gpusOf(e.model, e.gpu), "serving", e.role);
       for (const s of o.spot ?? []) for (let i = 0; i < s.count; i++) actuator.seed(s.model, s.gpu, gpusOf(s.model, s.gpu), "spot");
       // What an agent does live when a draining engine has no more streams: stop it; the instance becomes spot.
       const drainCheck: Timer = clock.every(o.drainCheckMs ?? 1000, () => {

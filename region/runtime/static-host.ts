@@ -12,8 +12,8 @@ import type { TidegateConfig } from "../../core/config.js";
 import { StaticActuator, type EngineFactory } from "../actuator/static.js";
 import type { EngineHost } from "./build-region.js";
 import { TidegateError } from "../../core/errors.js";
-import { KvFabric, type KvTransferObserver } from "../../engines/sim/kv-fabric.js";
-import { buildSimEngine, newSimEngine, simEngineParams } from "./build-sim-engine.js";
+import type { KvTransferObserver } from "../../engines/sim/kv-fabric.js";
+import { buildSimEngine, newSimEngine, regionKvFabric, simEngineParams } from "./build-sim-engine.js";
 
 /** The static host over `engines` (one engine per slot). `statsRefreshMs` 0 suits in-process engines (exact stats at every decision). */
 export function fixedEngines(engines: EngineFactory, o: { statsRefreshMs?: number } = {}): EngineHost<StaticActuator> {
@@ -44,13 +44,13 @@ export function fixedEngines(engines: EngineFactory, o: { statsRefreshMs?: numbe
  * pulls `kvObserver` hears (the region's metrics).
  */
 export function simEngineFactory(config: TidegateConfig, clock: Clock, kvObserver?: KvTransferObserver): EngineFactory {
-  let fabric: KvFabric | undefined;
+  const fabricFor = regionKvFabric(clock, kvObserver);
   return async (s) => {
     const inst = { instanceId: s.instanceId, model: s.model, gpu: s.gpu, tp: s.tp };
     const role = config.engines.roles[s.instanceId];
     if (role === undefined) return buildSimEngine(config, inst, clock);
     const params = simEngineParams(config, s.model, s.gpu);
     if (params.pipeline !== undefined) throw new TidegateError("invalid_config", `engines.roles.${s.instanceId}: a pipeline (keystage.pipelines) takes no prefill/decode role`, { param: "engines.roles" });
-    return newSimEngine(inst, { ...params, settings: { ...params.settings, role } }, clock, { kvFabric: (fabric ??= new KvFabric({ clock, ...(kvObserver === undefined ? {} : { observer: kvObserver }) })) });
+    return newSimEngine(inst, { ...params, settings: { ...params.settings, role } }, clock, fabricFor(role));
   };
 }

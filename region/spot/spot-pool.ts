@@ -8,7 +8,7 @@
  *  - min and max instances per endpoint always hold: scale-out never goes above max, scale-in never below min.
  */
 import type { GpuType, ModelName } from "../../core/models.js";
-import type { InstanceRecord } from "../actuator/port.js";
+import type { InstanceRecord, PoolRole } from "../actuator/port.js";
 
 /** What to do to add one instance of (model, gpu). */
 export type ScaleOutChoice =
@@ -20,9 +20,12 @@ export type ScaleOutChoice =
 /** What to do to remove one instance of (model, gpu). */
 export type ScaleInChoice = { kind: "drain"; instanceId: string } | { kind: "none"; reason: "at-min" | "nothing-to-drain" };
 
-/** Instances of (model, gpu) that serve or will serve. */
-export function activeOf(instances: readonly InstanceRecord[], model: ModelName, gpu: GpuType): InstanceRecord[] {
-  return instances.filter((i) => i.model === model && i.gpu === gpu && (i.state === "serving" || i.state === "provisioning" || i.state === "loading"));
+/**
+ * Instances of (model, gpu) in `role`'s pool (undefined: the colocated instances) that serve or will serve. A
+ * disaggregated model's two pools count apart (issue 48): each is an endpoint of its own.
+ */
+export function activeOf(instances: readonly InstanceRecord[], model: ModelName, gpu: GpuType, role?: PoolRole): InstanceRecord[] {
+  return instances.filter((i) => i.model === model && i.gpu === gpu && i.role === role && (i.state === "serving" || i.state === "provisioning" || i.state === "loading"));
 }
 
 /**
@@ -43,8 +46,10 @@ export function chooseScaleOut(
   maxInstances: number,
   holdsBlocks?: (instanceId: string, model: ModelName) => boolean,
   soleCopies?: (instanceId: string, except: ModelName) => number,
+  role?: PoolRole,
 ): ScaleOutChoice {
-  if (activeOf(instances, model, gpu).length >= maxInstances) return { kind: "none", reason: "at-max" };
+  // A spot instance of the model serves either pool once reclaimed (the same weights; the role is its engine's).
+  if (activeOf(instances, model, gpu, role).length >= maxInstances) return { kind: "none", reason: "at-max" };
   const spot = instances.filter((i) => i.state === "spot" && i.gpu === gpu).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
   // Among the model's own spot instances, one whose host holds its blocks first (a reclaim loads nothing there).
   const same = (holdsBlocks === undefined ? undefined : spot.find((i) => i.model === model && holdsBlocks(i.id, model))) ?? spot.find((i) => i.model === model);
@@ -76,8 +81,8 @@ export function chooseScaleOut(
  * Picks one instance of (model, gpu) to donate to spot. `inFlightTokens(id)` is the work an instance still holds
  * (JSQ's remaining tokens); the least loaded serving instance is drained so the fewest requests wait on it.
  */
-export function chooseScaleIn(instances: readonly InstanceRecord[], model: ModelName, gpu: GpuType, minInstances: number, inFlightTokens: (id: string) => number): ScaleInChoice {
-  const active = activeOf(instances, model, gpu);
+export function chooseScaleIn(instances: readonly InstanceRecord[], model: ModelName, gpu: GpuType, minInstances: number, inFlightTokens: (id: string) => number, role?: PoolRole): ScaleInChoice {
+  const active = activeOf(instances, model, gpu, role);
   if (active.length <= minInstances) return { kind: "none", reason: "at-min" };
   const deploying = active.filter((i) => i.state !== "serving").sort((a, b) => (b.readyAtMs ?? 0) - (a.readyAtMs ?? 0));
   if (deploying[0] !== undefined) return { kind: "drain", instanceId: deploying[0].id };

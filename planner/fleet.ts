@@ -17,6 +17,7 @@ import type { RegionTelemetry } from "../core/ports.js";
 import { ObjectReader, ValidationError, parseJson } from "../core/validate.js";
 import { DEFAULT_SLO, sloFor, type ModelSlo, type TidegateConfig } from "../core/config.js";
 import { capacityBasis, configLimits, DEFAULT_MIX, type SloCapacityBasis } from "./capacity.js";
+import { poolModel, poolTokensPerS, splitPoolModel } from "./pools.js";
 
 /** Costs of one GPU type. */
 export interface GpuCost {
@@ -230,6 +231,19 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
       models[m.name]![g] = { gpusPerInstance: n, tokensPerS: c.predictedTokensPerS, modelStartCost: 0.5, capacity: c };
     }
   }
+  // A disaggregated model's pools are planned as units of their own (pools.ts), each with its role's tps.
+  for (const r of config.regions) {
+    for (const e of r.endpoints) {
+      if (e.role === undefined) continue;
+      const key = poolModel(e.model, e.role);
+      const n = config.models.find((m) => m.name === e.model)!.gpusPerInstance[e.gpu]!;
+      const limits = configLimits(config, e.model);
+      const tokensPerS = poolTokensPerS(e.model, e.gpu, n, e.role, slo[e.model]!, DEFAULT_MIX, { ...limits, ...(config.engines.kind === "sim" ? { timeScale: config.engines.timeScale } : {}) });
+      if (!(tokensPerS > 0)) throw new ValidationError(config.slo.models[e.model] === undefined ? "slo" : `slo.models.${e.model}`, `one ${e.role} instance of ${e.model} on ${n} × ${e.gpu} cannot meet it`);
+      slo[key] = slo[e.model]!;
+      (models[key] ??= {})[e.gpu] = { gpusPerInstance: n, tokensPerS, modelStartCost: 0.5 };
+    }
+  }
   return {
     alpha: config.planner.alpha,
     beta: config.planner.beta,
@@ -241,7 +255,7 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
     regions: config.regions.map((r) => ({
       name: r.name,
       capacity: Object.fromEntries(r.gpus.map((g) => [g.type, g.count])),
-      endpoints: r.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, minInstances: e.minInstances, maxInstances: e.maxInstances, spotInstances: 0 })),
+      endpoints: r.endpoints.map((e) => ({ model: poolModel(e.model, e.role), gpu: e.gpu, instances: e.instances, minInstances: e.minInstances, maxInstances: e.maxInstances, spotInstances: 0 })),
     })),
   };
 }
@@ -263,6 +277,8 @@ export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, Region
       return {
         ...r,
         endpoints: r.endpoints.map((e) => {
+          // A pool's counts are not in the region's per-(model, gpu) telemetry: it keeps base's (pools.ts).
+          if (splitPoolModel(e.model).role !== undefined) return e;
           const reported = t.models.find((m) => m.model === e.model)?.endpoints.find((x) => x.gpu === e.gpu);
           const c = reported?.instances;
           const counts = c === undefined ? {} : { instances: c.provisioning + c.loading + c.serving, spotInstances: c.spot };

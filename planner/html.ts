@@ -8,6 +8,7 @@
  * yet" and why before (last-hour.ts). Each model's SLO, its capacity per instance at it with the correction factor,
  * and its attainment since the previous plan follow the changes (slo-page.ts).
  */
+import { poolLabel } from "./pools.js";
 import type { PlanReport, SeriesForecast } from "./report.js";
 import { esc, fmtNum, fmtTime, forecastChart, type TimeBase } from "./charts.js";
 import { glossarySection, methodKey, strategyKey, term } from "./glossary.js";
@@ -209,7 +210,7 @@ ${r.unmet.length > 0 ? `<h2 class="warn">Could not be met</h2><ul>${r.unmet.map(
 ${warnings.length > 0 ? `<h2>Warnings</h2><ul class="warnings">${warnings.map((g) => `<li>${g.subjects.length > 1 ? `<strong>${g.count} series</strong>: ` : g.subjects.length === 1 ? `${esc(g.subjects[0]!)}: ` : g.count > 1 ? `<strong>${g.count}×</strong> ` : ""}${esc(g.text)}${g.subjects.length > 1 ? ` <span class="muted">(${esc(g.subjects.slice(0, 12).join(", "))}${g.subjects.length > 12 ? ", …" : ""})</span>` : ""}</li>`).join("")}</ul>` : ""}
 <h2>Changes (every endpoint)</h2>
 <table class="changes"><tr><th class="l">model</th><th class="l">region</th><th class="l">GPU</th><th>now</th><th>target</th><th>change</th><th>${t("own-spot")}</th><th>${t("other-spot")}</th><th>${t("new-vms")}</th><th>${t("to-spot")}</th><th>${t("scale-out")}</th></tr>
-${changes.map((a) => { const d = a.target - a.current; return `<tr class="${d > 0 ? "up" : d < 0 ? "down" : "unchanged"}"><td class="l">${esc(a.model)}</td><td class="l">${esc(a.region)}</td><td class="l">${esc(a.gpu)}</td><td>${a.current}</td><td>${a.target}</td><td class="d">${d > 0 ? `+${d}` : d < 0 ? `${d}` : "unchanged"}</td><td>${a.reclaimSameModel}</td><td>${a.reclaimOtherModel}</td><td>${a.newInstances}</td><td>${a.donate}</td><td>${a.expectedScaleOutMs === undefined ? "—" : a.expectedScaleOutMs < 1000 ? `${Math.round(a.expectedScaleOutMs)} ms` : `${fmt(a.expectedScaleOutMs / 1000, 1)} s`}</td></tr>`; }).join("\n")}</table>
+${changes.map((a) => { const d = a.target - a.current; return `<tr class="${d > 0 ? "up" : d < 0 ? "down" : "unchanged"}"><td class="l">${esc(poolLabel(a.model))}</td><td class="l">${esc(a.region)}</td><td class="l">${esc(a.gpu)}</td><td>${a.current}</td><td>${a.target}</td><td class="d">${d > 0 ? `+${d}` : d < 0 ? `${d}` : "unchanged"}</td><td>${a.reclaimSameModel}</td><td>${a.reclaimOtherModel}</td><td>${a.newInstances}</td><td>${a.donate}</td><td>${a.expectedScaleOutMs === undefined ? "—" : a.expectedScaleOutMs < 1000 ? `${Math.round(a.expectedScaleOutMs)} ms` : `${fmt(a.expectedScaleOutMs / 1000, 1)} s`}</td></tr>`; }).join("\n")}</table>
 <p class="muted">"Expected scale-out" is the time for one more instance to serve, decision to serving, as its region reports it: the last scale-out it measured, else the data plane's ideal time to move the model over one link ("—" when the region cannot say, e.g. a static region).</p>
 ${sloSection(r, base, t)}
 <h2>History vs forecast</h2>

@@ -17,6 +17,7 @@ import type { RegionLink, RegionTargets } from "../core/ports.js";
 import type { LeaderLock } from "./leader.js";
 import type { PlanReport } from "./report.js";
 import type { PlanStore } from "./store.js";
+import { splitPoolModel } from "./pools.js";
 
 /** What the loop needs: clock, lock, links, store and how to plan. */
 export interface PlannerLoopOptions {
@@ -66,7 +67,9 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
   const endpoints = report.actions
     .filter((a) => a.region === region)
     .map((a) => {
-      const f = report.forecasts.find((x) => x.model === a.model && x.region === region);
+      // A disaggregated model's pool (`model#role`, pools.ts) is planned on its model's forecast.
+      const { model, role } = splitPoolModel(a.model);
+      const f = report.forecasts.find((x) => x.model === model && x.region === region);
       const shareOf = (tokensPerS: number) => (f !== undefined && f.demandTokensPerS > 0 ? Math.min(1, tokensPerS / f.demandTokensPerS) : 1);
       const floorInstances = Math.min(a.target, Math.ceil(a.target * shareOf(f?.pointDemandTokensPerS ?? 0) - 1e-9));
       // Per forecast step: the same share for the step's point forecast (+ the same NIW buffer), never above the floor.
@@ -75,7 +78,7 @@ export function targetsFor(report: PlanReport, region: string): RegionTargets {
       const steps = has ? f.forecastSteps.map((b) => Math.min(floorInstances, Math.ceil(a.target * shareOf(b.mean + buffer) - 1e-9))) : undefined;
       const upper = has ? f.forecastSteps.map((b) => Math.min(a.target, Math.ceil(a.target * shareOf(b.upper + buffer) - 1e-9))) : undefined;
       const demand = has ? f.forecastSteps.map((b) => ({ mean: b.mean + buffer, lower: b.lower + buffer, upper: b.upper + buffer })) : undefined;
-      return { model: a.model, gpu: a.gpu, instances: a.target, floorInstances, ...(steps === undefined ? {} : { floorSteps: steps, upperSteps: upper!, demandSteps: demand!, floorStepMs: f!.stepMs }), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
+      return { model, gpu: a.gpu, ...(role === undefined ? {} : { role }), instances: a.target, floorInstances, ...(steps === undefined ? {} : { floorSteps: steps, upperSteps: upper!, demandSteps: demand!, floorStepMs: f!.stepMs }), forecastTokensPerS: f?.pointDemandTokensPerS ?? 0 };
     });
   return { decisionId: report.decisionId, region, madeAtMs: report.madeAtMs, advisory: report.advisory, endpoints };
 }

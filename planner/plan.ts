@@ -12,6 +12,7 @@ import type { Forecaster } from "../forecasts/forecaster.js";
 import { downsampleMean, fillGaps } from "../forecasts/series.js";
 import type { Fleet } from "./fleet.js";
 import { buildIlp, type Demand } from "./ilp.js";
+import { poolDemand, splitPoolModel } from "./pools.js";
 import type { PlanAction, PlanCost, PlanReport, SeriesForecast, Unmet } from "./report.js";
 import { solvePlan, type SolvePlanOptions } from "./solve.js";
 import type { Solver } from "../core/solver.js";
@@ -52,7 +53,13 @@ export interface PlanRunInputs {
 /** The (model, region) pairs to plan: every endpoint's pair plus every pair with recorded history. */
 async function pairs(fleet: Fleet, history: DemandHistory): Promise<{ model: string; region: string }[]> {
   const seen = new Map<string, { model: string; region: string }>();
-  for (const r of fleet.regions) for (const e of r.endpoints) seen.set(`${e.model}\t${r.name}`, { model: e.model, region: r.name });
+  for (const r of fleet.regions) {
+    for (const e of r.endpoints) {
+      // A disaggregated model's pools share its (model, region) series (pools.ts).
+      const model = splitPoolModel(e.model).model;
+      seen.set(`${model}\t${r.name}`, { model, region: r.name });
+    }
+  }
   for (const k of await history.keys()) seen.set(`${k.model}\t${k.region}`, { model: k.model, region: k.region });
   return [...seen.values()];
 }
@@ -131,7 +138,7 @@ export async function runPlan(inp: PlanRunInputs): Promise<PlanReport> {
     warnings.push(...r.warnings);
   }
   inp.onProgress?.(`building ILP over ${fleet.regions.reduce((s, r) => s + r.endpoints.length, 0)} endpoints`);
-  const model = buildIlp(fleet, demand);
+  const model = buildIlp(fleet, poolDemand(fleet, demand));
   const sol = solvePlan(model, inp.solver, inp.solve);
   inp.onProgress?.(`solved by ${sol.path} in ${sol.solveMs.toFixed(0)} ms (gap ${(100 * sol.gap).toFixed(2)}%)`);
   const { actions, regions } = spotActions(fleet, model.endpoints, sol.targets);

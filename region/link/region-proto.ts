@@ -64,7 +64,7 @@ export interface WireTargets {
   region: string;
   made_at_ms: number;
   advisory: boolean;
-  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number; floor_instances?: number; floor_steps?: number[]; floor_step_ms?: number; upper_steps?: number[]; demand_mean?: number[]; demand_lower?: number[]; demand_upper?: number[] }[];
+  endpoints: { model: string; gpu: string; instances: number; forecast_tokens_per_s: number; floor_instances?: number; floor_steps?: number[]; floor_step_ms?: number; upper_steps?: number[]; demand_mean?: number[]; demand_lower?: number[]; demand_upper?: number[]; role?: string }[];
 }
 
 export interface WireTargetsAck {
@@ -226,7 +226,7 @@ export function targetsToWire(t: RegionTargets): WireTargets {
     region: t.region,
     made_at_ms: t.madeAtMs,
     advisory: t.advisory,
-    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS, floor_instances: e.floorInstances ?? 0, floor_steps: e.floorSteps ?? [], floor_step_ms: e.floorStepMs ?? 0, upper_steps: e.upperSteps ?? [], demand_mean: (e.demandSteps ?? []).map((d) => d.mean), demand_lower: (e.demandSteps ?? []).map((d) => d.lower), demand_upper: (e.demandSteps ?? []).map((d) => d.upper) })),
+    endpoints: t.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecast_tokens_per_s: e.forecastTokensPerS, floor_instances: e.floorInstances ?? 0, floor_steps: e.floorSteps ?? [], floor_step_ms: e.floorStepMs ?? 0, upper_steps: e.upperSteps ?? [], demand_mean: (e.demandSteps ?? []).map((d) => d.mean), demand_lower: (e.demandSteps ?? []).map((d) => d.lower), demand_upper: (e.demandSteps ?? []).map((d) => d.upper), role: e.role ?? "" })),
   };
 }
 
@@ -236,7 +236,7 @@ export function targetsFromWire(w: WireTargets): RegionTargets {
     region: w.region,
     madeAtMs: w.made_at_ms,
     advisory: w.advisory,
-    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s, ...(e.floor_instances ? { floorInstances: Math.min(e.floor_instances, e.instances) } : {}), ...(e.floor_steps !== undefined && e.floor_steps.length > 0 && (e.floor_step_ms ?? 0) > 0 ? { floorSteps: e.floor_steps.map((n) => Math.min(n, e.instances)), floorStepMs: e.floor_step_ms!, ...(e.upper_steps !== undefined && e.upper_steps.length === e.floor_steps.length ? { upperSteps: e.upper_steps.map((n) => Math.min(n, e.instances)) } : {}), ...(e.demand_mean !== undefined && e.demand_mean.length === e.floor_steps.length && e.demand_lower?.length === e.floor_steps.length && e.demand_upper?.length === e.floor_steps.length ? { demandSteps: e.demand_mean.map((mean, i) => ({ mean, lower: e.demand_lower![i]!, upper: e.demand_upper![i]! })) } : {}) } : {}) })),
+    endpoints: w.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, ...(e.role === "prefill" || e.role === "decode" ? { role: e.role } : {}), instances: e.instances, forecastTokensPerS: e.forecast_tokens_per_s, ...(e.floor_instances ? { floorInstances: Math.min(e.floor_instances, e.instances) } : {}), ...(e.floor_steps !== undefined && e.floor_steps.length > 0 && (e.floor_step_ms ?? 0) > 0 ? { floorSteps: e.floor_steps.map((n) => Math.min(n, e.instances)), floorStepMs: e.floor_step_ms!, ...(e.upper_steps !== undefined && e.upper_steps.length === e.floor_steps.length ? { upperSteps: e.upper_steps.map((n) => Math.min(n, e.instances)) } : {}), ...(e.demand_mean !== undefined && e.demand_mean.length === e.floor_steps.length && e.demand_lower?.length === e.floor_steps.length && e.demand_upper?.length === e.floor_steps.length ? { demandSteps: e.demand_mean.map((mean, i) => ({ mean, lower: e.demand_lower![i]!, upper: e.demand_upper![i]! })) } : {}) } : {}) })),
   };
 }
 

@@ -18,10 +18,10 @@ export interface NetnsCluster {
   close(): Promise<void>;
 }
 
-export async function startNetnsCluster(o: { rates: number[]; region: string; config: Record<string, unknown>; slots: number; model: string; serving: number; name: string }): Promise<NetnsCluster> {
+export async function startNetnsCluster(o: { rates: number[]; region: string; config: Record<string, unknown>; slots: number; model: string; serving: number; name: string; withGlobal?: boolean }): Promise<NetnsCluster> {
   const topo = createTopology(o.rates, 9000);
   const dir = mkdtempSync(join(tmpdir(), `tidegate-netns-${o.name}-`));
-  const cluster = new Cluster({ dir, region: o.region, regionHost: topo.hostIp, config: o.config, agents: topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip, slots: o.slots, readyMs: 90_000 })) });
+  const cluster = new Cluster({ dir, region: o.region, regionHost: topo.hostIp, config: o.config, agents: topo.nodes.map((n) => ({ nodeId: n.name, ns: n.ns, host: n.ip, slots: o.slots, readyMs: 90_000 })), ...(o.withGlobal === true ? { withGlobal: true } : {}) });
   const close = async () => {
     try {
       await cluster.stop();

@@ -142,6 +142,12 @@ export interface Engine {
    */
   readonly role?: "prefill" | "decode" | "both";
   /**
+   * Switches a serving prefill instance to decode, or back (BlitzScale §5.2: a decode scale-out that switches a prefill
+   * instance serves decodes at once, the parameters being the same). Requests under way finish as they started;
+   * `role` holds the new role once this resolves. Absent: the engine cannot switch.
+   */
+  switchRole?(role: "prefill" | "decode"): Promise<void>;
+  /**
    * Streams the generation; aborting `signal` cancels it upstream and frees its KV memory. The consumer reads to the
    * end or calls the iterator's `return()` (a `for await` that breaks does): an adapter's per-request cleanup (its
    * in-flight count, its connection) runs only then — a stream left suspended after `done` leaks it.

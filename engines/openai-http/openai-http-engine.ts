@@ -91,7 +91,7 @@ interface Scraped {
 export class OpenAIHttpEngine implements Engine {
   readonly instanceId: string;
   readonly model: string;
-  readonly role: "prefill" | "decode" | "both";
+  role: "prefill" | "decode" | "both";
   private readonly url: URL;
   /** Request options (protocol, host, port, path) of each path `send` was asked for, resolved against `url` once. */
   private readonly targets = new Map<string, RequestOptions>();
@@ -430,6 +430,14 @@ export class OpenAIHttpEngine implements Engine {
     const err = await upstreamError(res, status);
     if (status === 404 && err.code !== "not_found") throw new TidegateError("not_found", `${this.url.origin} has no serve-while-loading control (404 on ${LAYERWISE_PATH}): ${err.message}`);
     throw err;
+  }
+
+  /** Engine.switchRole: engine-sim's role control (engines/sim/http.ts ROLE_PATH); the role changes once it answers 200. */
+  async switchRole(role: "prefill" | "decode"): Promise<void> {
+    const res = await fetch(new URL("tidegate/role", this.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ role }), signal: AbortSignal.timeout(5000) });
+    const text = await res.text();
+    if (res.status !== 200) throw new TidegateError("upstream_error", `engine ${this.instanceId} at ${this.url.href} refused the role ${role}: ${res.status} ${text.slice(0, 200)}`);
+    this.role = role;
   }
 
   async close(): Promise<void> {

@@ -51,6 +51,11 @@ export type ServedEngine = Engine & { layerwise?: LayerwiseHost; status?: () => 
 
 /** λScale's execute-while-load control route (module comment). */
 export const LAMBDA_PATH = "/tidegate/lambda";
+/**
+ * Switches a prefill instance to decode or back (BlitzScale §5.2; Engine.switchRole): POST {"role": "prefill" |
+ * "decode"}, to an instance that has one of those roles; requests under way finish as they started.
+ */
+export const ROLE_PATH = "/tidegate/role";
 
 /** Where an engine stands in λScale's execute-while-load: never pipelined, a pipeline's head, or local after one. */
 export type LambdaMode = "whole" | "pipeline" | "local" | "behind-blocks";
@@ -168,7 +173,7 @@ export class EngineSimServer {
   private arrivals: BlockArrivals | undefined;
   private readonly clock: Clock;
   private readonly createdS = Math.floor(Date.now() / 1000);
-  private readonly settings: EngineSettings | undefined;
+  private settings: EngineSettings | undefined;
   private listenHost = "127.0.0.1";
   private readonly opts: EngineSimServerOptions;
   /** Prefill/decode KV transfers, opened at listen (its host is the listen host). */
@@ -291,6 +296,7 @@ export class EngineSimServer {
     }
     if (path === LAYERWISE_PATH) return this.layerwise(method, req, res);
     if (path === LAMBDA_PATH) return this.lambdaControl(method, req, res);
+    if (path === ROLE_PATH) return this.switchRole(method, req, res);
     if (path === KV_EVENTS_PATH && method === "GET") return this.kvEvents(req, res);
     if (path === KEYSTAGE_PATH) {
       if (this.engine.status === undefined) throw new TidegateError("not_found", `${KEYSTAGE_PATH}: this instance of ${this.engine.model} is not pipelined`);
@@ -316,6 +322,18 @@ export class EngineSimServer {
       res.writeHead(200, { "content-type": this.metrics.registry.contentType });
       res.end(text);
     } else throw new TidegateError("not_found", `no route ${method} ${path}`);
+  }
+
+  /** ROLE_PATH: a prefill instance becomes a decode one or back. */
+  private async switchRole(method: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (method !== "POST") throw new TidegateError("not_found", `${method} ${ROLE_PATH} is not supported; use POST`);
+    const body = parseJson(await readBody(req, this.bodyLimitBytes), "request body") as { role?: unknown };
+    const role = typeof body === "object" && body !== null ? body.role : undefined;
+    if (role !== "prefill" && role !== "decode") throw new TidegateError("invalid_request", 'role must be "prefill" or "decode"', { param: "role" });
+    const now = this.settings?.role ?? "both";
+    if (now === "both") throw new TidegateError("conflict", "this instance serves plain requests (role both): only a prefill or decode instance switches");
+    this.settings = { ...this.settings, role };
+    return sendJson(res, 200, { role });
   }
 
   /** λScale's execute-while-load control (module comment). */

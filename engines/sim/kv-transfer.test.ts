@@ -9,7 +9,8 @@ import { VirtualClock, WallClock } from "../../core/clock.js";
 import { kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
 import type { EngineSettings } from "../../core/engine-settings.js";
 import { newSimEngine } from "../../region/runtime/build-sim-engine.js";
-import { EngineSimServer } from "./http.js";
+import { EngineSimServer, ROLE_PATH } from "./http.js";
+import { OpenAIHttpEngine } from "../openai-http/openai-http-engine.js";
 import { KvTransfer } from "./kv-transfer.js";
 import { KV_BLOCK_TOKENS, type KvTransferParams } from "./kv-params.js";
 
@@ -144,6 +145,31 @@ describe("what a prefill instance holds", () => {
       await expect(kv.send({ remote_request_id: "a", host: "127.0.0.1", port: 9, run_id: 1 })).rejects.toThrow(/holds no KV for request a .*oldest past/);
     } finally {
       kv.close();
+    }
+  });
+
+  it("a prefill instance switched to decode (BlitzScale §5.2; ROLE_PATH through the openai-http adapter) decodes from a remote prefill at once", async () => {
+    const p = await start("prefill-1", { role: "prefill" });
+    const q = await start("prefill-2", { role: "prefill" });
+    const engine = new OpenAIHttpEngine({ instanceId: "prefill-2", model: MODEL, baseUrl: q.url, clock: new WallClock(), kvBytesCapacity: 1e9, role: "prefill" });
+    try {
+      await engine.switchRole("decode");
+      expect(engine.role).toBe("decode");
+      expect(((await (await fetch(new URL("/health", q.url))).json()) as { settings: EngineSettings }).settings.role).toBe("decode");
+      // It refuses a prefill for a remote decode now, and decodes from the other prefill instance.
+      expect((await post(q.url, { model: MODEL, prompt: PROMPT, max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true } })).status).toBe(400);
+      const { params } = await prefill(p.url);
+      const res = await post(q.url, { model: MODEL, prompt: PROMPT, max_tokens: 3, stream: true, kv_transfer_params: params });
+      expect(res.status).toBe(200);
+      expect((await res.text()).trim().endsWith("data: [DONE]")).toBe(true);
+      // A colocated engine-sim does not switch; a role that is neither is refused.
+      const both = await start("both-0", {});
+      const refused = await fetch(new URL(ROLE_PATH, both.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ role: "decode" }) });
+      expect(refused.status).toBe(409);
+      const bad = await fetch(new URL(ROLE_PATH, q.url), { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ role: "both" }) });
+      expect(bad.status).toBe(400);
+    } finally {
+      await engine.close();
     }
   });
 });

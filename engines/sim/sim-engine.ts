@@ -83,7 +83,7 @@ export class SimEngine implements Engine {
   readonly core: SimEngineCore;
   /** Live serve-while-loading pairings (Engine.layerwise; layerwise/layerwise-host.ts). */
   readonly layerwise: LayerwiseHost;
-  readonly role?: "prefill" | "decode" | "both";
+  role?: "prefill" | "decode" | "both";
   private readonly clock: Clock;
   private readonly coalesced: boolean;
   private readonly kvFabric: KvFabric | undefined;
@@ -109,6 +109,12 @@ export class SimEngine implements Engine {
     };
     this.core = new SimEngineCore(coreOpts);
     this.layerwise = new LayerwiseHost({ core: this.core, clock, ...(solver === undefined ? {} : { solver }) });
+  }
+
+  /** Engine.switchRole: from the next request on, this instance takes `role`'s steps (it has a KV fabric: it has a role). */
+  async switchRole(role: "prefill" | "decode"): Promise<void> {
+    if (this.kvFabric === undefined) throw new TidegateError("conflict", `instance ${this.instanceId} has no KV fabric: it cannot take the role ${role}`);
+    this.role = role;
   }
 
   /** The callback form of `generate` (Engine.submit): the core's own events, no stream and no per-token work. */

@@ -246,6 +246,26 @@ export class AgentsActuator implements RuntimeActuator {
     return { ...inst };
   }
 
+  /** Actuator.switchRole: the pool changes now; the engine is told (in process at once, engine-sim over HTTP). */
+  switchRole(instanceId: string, role: PoolRole): InstanceRecord {
+    const inst = this.table.require(instanceId, "serving");
+    const engine = this.o.gateway.engine(instanceId);
+    if (inst.role === undefined || engine?.switchRole === undefined) throw new TidegateError("conflict", `instance ${instanceId} cannot switch to ${role}: ${inst.role === undefined ? "it is colocated" : "its engine cannot switch"}`);
+    const was = inst.role;
+    setRole(inst, role);
+    inst.actionAtMs = this.o.clock.now();
+    inst.detail = `switched from ${was} to ${role}`;
+    void engine.switchRole(role).catch((err: unknown) => {
+      // Back in its pool: the engine still has its old role.
+      if (!this.table.current(inst)) return;
+      setRole(inst, was);
+      const message = `switching ${instanceId} to ${role} failed: ${err instanceof Error ? err.message : String(err)}`;
+      this.report({ model: inst.model, gpu: inst.gpu, node: inst.node, instanceId, message });
+      this.hooks.onFailure?.(inst.model, inst.gpu, message, role);
+    });
+    return { ...inst };
+  }
+
   drainToSpot(instanceId: string): InstanceRecord {
     const inst = this.table.get(instanceId);
     if (inst === undefined) throw new TidegateError("not_found", `no instance ${instanceId} in ${this.region}`);

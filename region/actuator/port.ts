@@ -72,6 +72,13 @@ export interface Actuator {
    * use the returned record's id.
    */
   redeploy(instanceId: string, model: ModelName, gpus: number, role?: PoolRole): InstanceRecord;
+  /**
+   * Switches a serving instance of a prefill pool to the decode pool, or back (BlitzScale §5.2): its engine takes the
+   * new role at once (same parameters, nothing loads); requests under way finish as they started. Adapters whose
+   * engines can switch implement it; a failure to switch the engine puts the instance back in its pool and is
+   * reported as a failed scale-out (`onFailure`).
+   */
+  switchRole?(instanceId: string, role: PoolRole): InstanceRecord;
   /** Stops routing to a serving (or deploying) instance; it becomes spot once its in-flight work is done. */
   drainToSpot(instanceId: string): InstanceRecord;
   /** Whether the instance's node already holds `model`'s complete parameter blocks (adapters that know; others omit it). */

@@ -209,6 +209,19 @@ export class SimActuator implements RuntimeActuator {
     return { ...inst };
   }
 
+  /** Actuator.switchRole: the record's pool changes now; the host's listener (sim-region.ts) switches its engine. */
+  switchRole(instanceId: string, role: PoolRole): InstanceRecord {
+    const inst = this.require(instanceId, "serving");
+    if (inst.role === undefined) throw new TidegateError("conflict", `instance ${instanceId} is colocated: only a prefill or decode instance switches`);
+    this.operations++;
+    inst.role = role;
+    inst.actionAtMs = this.o.clock.now();
+    this.version++;
+    this.view = undefined;
+    this.o.onChange?.(inst, "serving");
+    return { ...inst };
+  }
+
   drainToSpot(instanceId: string): InstanceRecord {
     const inst = this.byId.get(instanceId);
     if (inst === undefined) throw new TidegateError("not_found", `no instance ${instanceId} in ${this.region}`);

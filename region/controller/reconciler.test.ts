@@ -326,4 +326,34 @@ describe("RegionController", () => {
     expect(c.backoffOf("m1", "h100-80gb", "decode")?.failures).toBe(1);
     expect(c.backoffOf("m1", "h100-80gb", "prefill")).toBeUndefined();
   });
+
+  it("a decode pool short of instances switches a serving prefill instance first (BlitzScale §5.2); the prefill pool then scales out to make up", () => {
+    const clock = new VirtualClock();
+    const actuator = new SimActuator({ region: "r", clock, delays: SAGESERVE_DELAYS, capacity: { "h100-80gb": 40 }, weightsInRegion: ["m1"], random: rng(7) });
+    const p1 = actuator.seed("m1", "h100-80gb", 4, "serving", "prefill");
+    const p2 = actuator.seed("m1", "h100-80gb", 4, "serving", "prefill");
+    actuator.seed("m1", "h100-80gb", 4, "serving", "decode");
+    actuator.seed("m1", "h100-80gb", 4, "spot", "decode");
+    const actions: ControllerAction[] = [];
+    // lt-i on the plan: decode 2, prefill 2 — the decode pool is one short, the prefill pool full.
+    const c = new RegionController({
+      region: "r", clock, actuator, strategy: resolveStrategy("lt-i"), endpoints: [{ ...EP, role: "prefill" }, { ...EP, role: "decode" }],
+      signals: () => ({ utilization: 0.5, observedTokensPerS: 100 }), inFlightTokens: (id) => (id === p1.id ? 50 : 10), windowMs: 3_600_000, onAction: (a) => actions.push(a),
+    });
+    c.setTargets({ decisionId: 1, region: "r", madeAtMs: 0, advisory: false, endpoints: [{ model: "m1", gpu: "h100-80gb", role: "prefill", instances: 2, forecastTokensPerS: 1 }, { model: "m1", gpu: "h100-80gb", role: "decode", instances: 2, forecastTokensPerS: 1 }] });
+    c.reconcile();
+    // The less loaded prefill instance switches at once: serving, now in the decode pool.
+    expect(actions.map((a) => [a.role, a.kind, a.instanceId])).toEqual([["decode", "switch", p2.id]]);
+    expect(actuator.instances().find((i) => i.id === p2.id)).toMatchObject({ state: "serving", role: "decode" });
+    // Next pass: the prefill pool, one short of its target, scales out (the spot instance, reclaimed as prefill).
+    clock.advanceToSync(1000);
+    c.reconcile();
+    expect(actions.slice(1).map((a) => [a.role, a.kind])).toEqual([["prefill", "reclaim"]]);
+    // With one serving prefill instance left, the decode pool does not take it.
+    c.setTargets({ decisionId: 2, region: "r", madeAtMs: 0, advisory: false, endpoints: [{ model: "m1", gpu: "h100-80gb", role: "prefill", instances: 1, forecastTokensPerS: 1 }, { model: "m1", gpu: "h100-80gb", role: "decode", instances: 3, forecastTokensPerS: 1 }] });
+    clock.advanceToSync(2000);
+    actions.length = 0;
+    c.reconcile();
+    expect(actions.some((a) => a.kind === "switch")).toBe(false);
+  });
 });

@@ -69,7 +69,8 @@ export interface ControllerAction {
   gpu: GpuType;
   /** The pool of a disaggregated model; absent = colocated. */
   role?: PoolRole;
-  kind: "reclaim" | "redeploy" | "provision" | "drain";
+  /** "switch": a serving prefill instance moved to the decode pool (BlitzScale §5.2). */
+  kind: "reclaim" | "redeploy" | "provision" | "drain" | "switch";
   instanceId: string;
   /** The strategy's reason (e.g. util-above, target, tail-above-forecast). */
   reason: string;
@@ -282,7 +283,14 @@ export class RegionController {
       const decision = zero === undefined || ep.minInstances > 0 || zero.models?.has(ep.model) === false ? decided : applyZeroRule({ current, desired: decided.desired, reason: decided.reason, minInstances: ep.minInstances, held: zero.held(ep.model), idleForMs: zero.idleForMs(ep.model) }, zero.idleMs);
       const maxSteps = this.o.maxStepsPerPass ?? 1;
       let from = current;
-      for (let s = 0; s < maxSteps && decision.desired !== from; s++) {
+      // A decode pool short of instances takes a serving prefill instance first (below).
+      const switched = ep.role === "decode" && decision.desired > from ? this.trySwitch(ep, all, from, decision.desired, decision.reason, now) : undefined;
+      if (switched !== undefined) {
+        actions.push(switched);
+        this.o.onAction?.(switched);
+        from++;
+      }
+      for (let s = switched === undefined ? 0 : 1; s < maxSteps && decision.desired !== from; s++) {
         const a = this.tryStep(ep, from, decision.desired, decision.reason, now);
         if (a === undefined) break;
         actions.push(a);
@@ -321,6 +329,31 @@ export class RegionController {
     const value = prev === undefined ? u : prev.value + (u - prev.value) * (1 - Math.exp(-Math.max(0, now - prev.atMs) / tau));
     this.smoothed[k] = { value, atMs: now };
     return value;
+  }
+
+  /**
+   * BlitzScale §5.2, live decode scale-out in P/D disaggregation: "we first switch a prefill instance to a decode
+   * instance. At the same time, we scale multiple prefill instances to compensate for the loss". The switched instance
+   * decodes at once (same parameters, nothing loads); the prefill pool, one short, scales out on its own signals at
+   * its next decision. Only while the prefill pool keeps another serving instance, and where the actuator's engines can
+   * switch; undefined when no switch was made.
+   */
+  private trySwitch(ep: ManagedEndpoint, all: readonly Readonly<InstanceRecord>[], current: number, desired: number, reason: string, now: number): ControllerAction | undefined {
+    if (this.o.actuator.switchRole === undefined || this.indexOf(ep.model, ep.gpu, "prefill") === undefined) return undefined;
+    const b = this.backoff.get(poolKey(ep.model, ep.gpu, ep.role));
+    if (b !== undefined && now < b.retryAtMs) return undefined;
+    if (current >= ep.maxInstances) return undefined;
+    const prefills = all.filter((i) => i.model === ep.model && i.gpu === ep.gpu && i.role === "prefill" && i.state === "serving");
+    if (prefills.length < 2) return undefined;
+    let pick = prefills[0]!;
+    for (const i of prefills) if (this.o.inFlightTokens(i.id) < this.o.inFlightTokens(pick.id)) pick = i;
+    try {
+      const rec = this.o.actuator.switchRole(pick.id, "decode");
+      return { atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, role: "decode", kind: "switch", instanceId: rec.id, reason, from: current, desired };
+    } catch (err) {
+      this.o.onError?.({ atMs: now, region: this.o.region, model: ep.model, gpu: ep.gpu, role: "decode", message: err instanceof Error ? err.message : String(err), failures: 1, retryAtMs: now, kind: "refused" });
+      return undefined;
+    }
   }
 
   /** One step, with scale-outs held back while the endpoint is in backoff and failures turned into backoff. */

@@ -268,6 +268,13 @@ export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, Simu
               newEngine: newLoadingEngine,
             });
       const onChange = (inst: Readonly<InstanceRecord>, from: InstanceRecord["state"] | undefined) => {
+        const running = engines.get(inst.id);
+        if (inst.state === "serving" && from === "serving" && running !== undefined) {
+          // A role switch (SimActuator.switchRole; BlitzScale §5.2): the same engine, its new role from the next request.
+          if (inst.role !== undefined && running instanceof SimEngine) void running.switchRole(inst.role);
+          o.onChange?.(inst, from);
+          return;
+        }
         if (inst.state === "serving") {
           // A pipelined endpoint (config keystage.pipelines) serves through a PipelineEngine on the same clock.
           // One that served behind its blocks while it loaded keeps that engine (sim-loading.ts), already in the gateway.

@@ -158,6 +158,7 @@ export class AgentsActuator implements RuntimeActuator {
       minHostCopies: o.minHostCopies ?? 1,
       nodes: this.nodes,
       loadingOn: (n) => table.loadingOn(n),
+      sendsKv: (n) => table.list().some((i) => i.node === n && i.role === "prefill" && i.state === "serving"),
       onBlock: (model, node, block) => {
         pipelines?.block(model, node, block);
         this.lifecycle.blockArrived(model, node, block);

@@ -45,6 +45,8 @@ export interface HostCopiesOptions {
   onTransfer?(r: TransferResult): void;
   /** A failure to list and log (no source, a repair that failed). */
   fail(f: Omit<ScaleFailure, "atMs">): void;
+  /** Whether a node hosts a serving prefill instance, whose KV uses its outbound link (pool/transfer.ts line 2). */
+  sendsKv?(nodeId: string): boolean;
 }
 
 export class HostCopies {
@@ -70,6 +72,7 @@ export class HostCopies {
         ...(o.onPlan === undefined ? {} : { onPlan: (plan: MulticastPlan) => o.onPlan!(p.model, plan) }),
         topology: (n) => o.nodes.get(n)?.announcement,
         rates: this.rates,
+        ...(o.sendsKv === undefined ? {} : { sendsKv: o.sendsKv }),
       }).then((r) => {
         o.onTransfer?.(r);
         return r;

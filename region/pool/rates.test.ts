@@ -24,6 +24,18 @@ describe("what the chain planner is told of each node (BlitzScale §5.1, Algorit
     expect(rates.inBytesPerS("t1")).toBeUndefined();
   });
 
+  it("line 2: leaves out a source whose outbound link carries KV (a serving prefill instance's node; BlitzScale Figure 8 d), unless none would be left", () => {
+    const d = { policy, sendsKv: (n: string) => n === "p" };
+    expect(nodeLinks(d, "p")).toEqual({ inBytesPerS: 1e9, outBytesPerS: 1e9, servingOutbound: true });
+    expect(nodeLinks(d, "dec")).toEqual({ inBytesPerS: 1e9, outBytesPerS: 1e9 });
+    // Two sources: the prefill node's copy is not used; the decode node feeds every target.
+    expect(planTransfer(MODEL, ["p", "dec"], ["t1", "t2"], policy, (n) => nodeLinks(d, n)).chains).toEqual([["dec", "t1", "t2"]]);
+    // Without KV on its link, both sources feed a chain each.
+    expect(planTransfer(MODEL, ["p", "dec"], ["t1", "t2"], policy, (n) => nodeLinks({ policy }, n)).chains!.map((c) => c[0]).sort()).toEqual(["dec", "p"]);
+    // The prefill node is the only source: the transfer goes on from it.
+    expect(planTransfer(MODEL, ["p"], ["t1"], policy, (n) => nodeLinks(d, n)).chains).toEqual([["p", "t1"]]);
+  });
+
   it("groups targets of one announced NVLink domain: one loads over the network, the other from it", () => {
     const d = { policy, topology: (n: string) => ({ nvlinkDomain: n === "t3" ? "" : "nvl-0" }) };
     const plan = planTransfer(MODEL, ["s"], ["t1", "t2", "t3"], policy, (n) => nodeLinks(d, n));

@@ -8,10 +8,11 @@
  * one domain are grouped, line 1: one loads over the network, the rest get the blocks from it; the data plane here
  * carries those "nvlink" hops over its own transport, as it has no NVLink path), and its link rate: the data plane's
  * measured receive rate from its last transfer (LinkRates), else the rate its agent announced, else the policy's
- * `linkBytesPerS` (targets fastest first, sources by remaining outbound rate, lines 4–12). Line 2 (pruning sources
- * whose outbound link serving traffic uses) has no input here yet: prefill instances send KV node to node, but only
- * fixed engines take a prefill/decode role (engines.roles); no region gives an agent-started engine one (issue 48
- * item 4), so no node an agent runs sends KV and no source is marked.
+ * `linkBytesPerS` (targets fastest first, sources by remaining outbound rate, lines 4–12). Line 2 prunes the sources
+ * whose outbound link serving traffic uses: a node hosting a serving prefill instance sends its prompts' KV to decode
+ * instances (`sendsKv`; BlitzScale §5.1, Figure 8), so the plan leaves that direction out and takes its parameters
+ * from the other sources — decode nodes, whose outbound links the KV does not use (Figure 8 d). Where every source
+ * sends KV, none is pruned: the transfer goes on beside the KV rather than not at all.
  *
  * Failures: when a node fails mid-transfer (an agent killed, a peer reset or stalled), the run is cancelled on every
  * node, the node at fault is excluded (a source) or its targets reported failed (a target), and the transfer is
@@ -70,6 +71,8 @@ export interface TransferDeps {
   topology?(nodeId: string): { nvlinkDomain?: string; linkBytesPerS?: number } | undefined;
   /** Measured receive rates: read for the plan, and updated from every completed target's run profile. */
   rates?: LinkRates;
+  /** Whether a node's outbound link carries KV now (it hosts a serving prefill instance; Algorithm 1 line 2). */
+  sendsKv?(nodeId: string): boolean;
   /**
    * CLOCK_MONOTONIC ms of this host, the clock of the nodes' run profiles (default: process.hrtime, which is
    * CLOCK_MONOTONIC on Linux): stamps the transfer's start and end so that they compare with `TargetBytes` where the
@@ -88,19 +91,22 @@ export interface NodeLinks {
   inBytesPerS: number;
   outBytesPerS: number;
   nvlinkGroup?: string;
+  /** Serving traffic (prefill → decode KV) uses its outbound link (Algorithm 1 line 2). */
+  servingOutbound?: boolean;
 }
 
 /**
  * A node's links for planning (see the file comment): measured inbound rate, else announced, else the policy's; the
  * announced (else the policy's) outbound rate; the announced NVLink domain.
  */
-export function nodeLinks(d: Pick<TransferDeps, "topology" | "rates" | "policy">, nodeId: string): NodeLinks {
+export function nodeLinks(d: Pick<TransferDeps, "topology" | "rates" | "policy" | "sendsKv">, nodeId: string): NodeLinks {
   const t = d.topology?.(nodeId);
   const announced = t?.linkBytesPerS !== undefined && t.linkBytesPerS > 0 ? t.linkBytesPerS : undefined;
   return {
     inBytesPerS: d.rates?.inBytesPerS(nodeId) ?? announced ?? d.policy.linkBytesPerS,
     outBytesPerS: announced ?? d.policy.linkBytesPerS,
     ...(t?.nvlinkDomain === undefined || t.nvlinkDomain === "" ? {} : { nvlinkGroup: t.nvlinkDomain }),
+    ...(d.sendsKv?.(nodeId) === true ? { servingOutbound: true } : {}),
   };
 }
 
@@ -164,9 +170,12 @@ export function planTransfer(p: ModelParameters, sources: string[], targets: str
   const model = { totalBytes: p.totalBytes, blockCount: p.blockCount };
   const binomial = policy.algorithm === "binomial" || (policy.algorithm === "auto" && targets.length >= policy.binomialMinTargets);
   if (binomial) return planBinomial({ model, sources, targets });
+  // Line 2: sources whose outbound link carries KV are left out, unless that would leave none.
+  const kv = new Set(sources.filter((id) => links(id).servingOutbound === true));
+  const prune = kv.size < sources.length;
   return planChains({
     model,
-    sources: sources.map((id) => ({ id, outBytesPerS: links(id).outBytesPerS })),
+    sources: sources.map((id) => ({ id, outBytesPerS: links(id).outBytesPerS, ...(prune && kv.has(id) ? { servingOutbound: true } : {}) })),
     targets: targets.map((id) => {
       const l = links(id);
       return { id, inBytesPerS: l.inBytesPerS, ...(l.nvlinkGroup === undefined ? {} : { nvlinkGroup: l.nvlinkGroup }) };

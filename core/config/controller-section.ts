@@ -38,6 +38,11 @@ export interface ControllerConfig extends RegionSettings {
   agentLostAfterMs: number;
   /** Scale to zero and back (issue 33; region/controller/zero.ts, region/gateway/cold-hold.ts). */
   scaleToZero: ScaleToZeroConfig;
+  /**
+   * A decode pool short of instances first switches a serving prefill instance to decode (BlitzScale §5.2; default
+   * true: bench:burst's disaggregated setting judges it against loading a decode instance over the network).
+   */
+  pdSwitch: boolean;
 }
 
 /**
@@ -75,6 +80,7 @@ export function parseController(cr: ObjectReader): ControllerConfig {
     retryMaxMs: cr.number("retryMaxMs", 60_000, { gt: 0 }),
     agentLostAfterMs: cr.number("agentLostAfterMs", 3000, { gt: 0 }),
     scaleToZero: readScaleToZero(cr.object("scaleToZero")),
+    pdSwitch: cr.boolean("pdSwitch", true),
   };
   Object.assign(controller, readRegionSettings(cr));
   if (controller.retryMaxMs < controller.retryInitialMs) cr.fail("retryMaxMs", `must be ≥ retryInitialMs (${controller.retryInitialMs})`);

@@ -103,6 +103,8 @@ export interface RegionControllerOptions {
    * one multicast plan.
    */
   maxStepsPerPass?: number;
+  /** Whether a decode pool short of instances switches a serving prefill instance first (trySwitch; default true). */
+  pdSwitch?: boolean;
   /** First and largest delay before a failed endpoint's scale-out is tried again (default 1 000 / 60 000 ms). */
   retryInitialMs?: number;
   retryMaxMs?: number;
@@ -339,7 +341,7 @@ export class RegionController {
    * switch; undefined when no switch was made.
    */
   private trySwitch(ep: ManagedEndpoint, all: readonly Readonly<InstanceRecord>[], current: number, desired: number, reason: string, now: number): ControllerAction | undefined {
-    if (this.o.actuator.switchRole === undefined || this.indexOf(ep.model, ep.gpu, "prefill") === undefined) return undefined;
+    if (this.o.pdSwitch === false || this.o.actuator.switchRole === undefined || this.indexOf(ep.model, ep.gpu, "prefill") === undefined) return undefined;
     const b = this.backoff.get(poolKey(ep.model, ep.gpu, ep.role));
     if (b !== undefined && now < b.retryAtMs) return undefined;
     if (current >= ep.maxInstances) return undefined;

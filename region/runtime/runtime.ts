@@ -146,6 +146,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
     windowMs: o.config.planner.intervalMs,
     scaleOutMs: (model, gpu) => o.actuator.expectedScaleOutMs(model, gpu),
     maxStepsPerPass: cc.maxStepsPerPass,
+    pdSwitch: cc.pdSwitch,
     retryInitialMs: cc.retryInitialMs,
     retryMaxMs: cc.retryMaxMs,
     ...(o.cold === undefined ? {} : { scaleToZero: { models: o.cold.models, idleMs: cc.scaleToZero.idleMs, held: (m: ModelName) => o.cold!.hold.held(m), idleForMs: (m: ModelName) => o.cold!.hold.idleForMs(m) } }),

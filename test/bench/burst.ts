@@ -28,6 +28,10 @@
  * and 2.4–5× better p90; the ratio to nccl-ring's GPU time is printed beside it). Every figure is over every request: a failed one is an
  * SLO miss and +Infinity TTFT, and a judged configuration that failed any request misses its checks
  * (verdicts/burst.ts). BURST_CODE_SPEEDUP / BURST_CONV_SPEEDUP change the load: such a run is partial (met false).
+ * The disaggregated setting (issue 48, burst-pd.ts) follows: a decode scale-out by switching a prefill instance
+ * serves its first decode ≥ 3× sooner than one loading a decode instance over the network, and during a parameter
+ * multicast the p99 KV transfer time stays ≤ 1.2× its time without one under the interference-avoiding plan (a plan
+ * that ignores KV links printed beside it); `--setting disaggregated` runs it alone (partial, met false).
  * The last line printed is one JSON object with the targets; exits 0 whether or not met, and prints met: false with
  * the error if a run fails.
  */
@@ -40,7 +44,8 @@ import { readTrace, type Trace } from "../../sim/replay/traces.js";
 import { DEFAULT_MAX_BATCH } from "../../core/perf/model.js";
 import { instanceTokensPerS as instanceTokensPerSOf } from "../../sim/week/capacity.js";
 import { packageVersion as version } from "./common.js";
-import { BURST_TARGET, burstChecks, type BurstRow } from "./verdicts/burst.js";
+import { BURST_TARGET, PD_BURST_TARGET, burstChecks, pdBurstChecks, type BurstRow } from "./verdicts/burst.js";
+import { decodeScaleOut, kvInterference } from "./burst-pd.js";
 import { envOverrides, jsonFigure, ratio, verdictOf } from "./verdicts/common.js";
 
 const SPEEDUP: Record<string, number> = { "azure-code": Number(process.env.BURST_CODE_SPEEDUP ?? 2), "azure-conv": Number(process.env.BURST_CONV_SPEEDUP ?? 4) };
@@ -84,6 +89,8 @@ function policyFor(model: string, trace: Trace): { name: string; params: Record<
 }
 
 const SHRUNK = envOverrides(["BURST_CODE_SPEEDUP", "BURST_CONV_SPEEDUP"]);
+/** `--setting disaggregated`: only the disaggregated setting (a partial run, met false). */
+const ONLY_PD = flag("setting") === "disaggregated";
 
 type Row = BurstRow & Pick<LoadingRunResult, "p99TbtMs" | "sloAttainment" | "gpuHours" | "peakInstances"> & { scaleOuts: number; pairs: number; episodes: number; pipelines: number; cacheHits: number };
 
@@ -98,7 +105,7 @@ async function main(): Promise<void> {
   const dataDir = defaultDataDir();
   const results: Record<string, Record<string, Record<string, Row>>> = {};
   const started = performance.now();
-  for (const traceName of TRACES) {
+  for (const traceName of ONLY_PD ? [] : TRACES) {
     const trace = readTrace(traceName, dataDir);
     for (const model of MODELS) {
       const policy = policyFor(model, trace);
@@ -116,22 +123,31 @@ async function main(): Promise<void> {
       console.log(`  λScale against its baselines: GPU time until serving ${vs.gpuVsTree.toFixed(3)} × faasnet-tree's, ${vs.gpuVsRing.toFixed(3)} × nccl-ring's; p90 TTFT ${vs.p90VsSsd.toFixed(3)} × ssd's`);
     }
   }
-  const checks = burstChecks(results);
+  // The disaggregated setting (issue 48; burst-pd.ts): live decode scale-out by switching against loading, and KV
+  // transfers beside a parameter multicast under the interference-avoiding plan and one that ignores KV links.
+  console.log(`\ndisaggregated (llama3.1-8b, prefill and decode pools; burst-pd.ts):`);
+  const withSwitch = await decodeScaleOut(true);
+  const withLoad = await decodeScaleOut(false);
+  console.log(`  decode scale-out: switching a prefill instance (${withSwitch.kind}) serves its first decode ${withSwitch.toFirstDecodeMs.toFixed(1)} ms after the decision; loading a decode instance over the network (${withLoad.kind}) ${withLoad.toFirstDecodeMs.toFixed(1)} ms`);
+  const kv = kvInterference();
+  console.log(`  KV beside a multicast (${(kv.kvBytes / 1e6).toFixed(1)} MB per prompt, ${(kv.linkBytesPerS / 1e9).toFixed(1)} GB/s links, ${(kv.multicastBytes / 1e9).toFixed(1)} GB of parameters): p99 ${kv.baselineP99Ms.toFixed(2)} ms without; ${kv.avoiding.p99Ms.toFixed(2)} ms (${kv.avoiding.ratio.toFixed(3)}×) with the interference-avoiding plan (sources ${kv.avoiding.sources.join(", ")}); ${kv.ignoring.p99Ms.toFixed(2)} ms (${kv.ignoring.ratio.toFixed(3)}×) with a plan that ignores KV links (sources ${kv.ignoring.sources.join(", ")})`);
+  const checks = [...(ONLY_PD ? [] : burstChecks(results)), ...pdBurstChecks(withSwitch, withLoad, kv.avoiding.ratio)];
   console.log("\nchecks:");
   for (const c of checks) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.check} = ${jsonFigure(c.value)} (limit ${c.limit})`);
-  const verdict = verdictOf(checks, SHRUNK);
-  if (verdict.partial === true) console.log(`partial run (met false): ${SHRUNK.join(", ")}`);
+  const verdict = verdictOf(checks, ONLY_PD ? [...SHRUNK, "--setting disaggregated"] : SHRUNK);
+  if (verdict.partial === true) console.log(`partial run (met false): ${(verdict.shrunk ?? []).join(", ")}`);
   console.log(
     JSON.stringify({
       bench: "burst",
       met: verdict.met,
       ...(verdict.partial === true ? { partial: true, shrunk: verdict.shrunk } : {}),
-      target: BURST_TARGET,
+      target: { ...BURST_TARGET, disaggregated: PD_BURST_TARGET },
       policy: POLICY,
       speedup: SPEEDUP,
       bandwidths: describeBandwidths(TABLE1_CLUSTER_A),
       kvTokensPerInstance: KV_TOKENS,
       results: roundAll(results),
+      disaggregated: roundAll({ switch: withSwitch, load: withLoad, kvInterference: kv }),
       lambdaVsBaselines: roundAll(lambdaVsBaselines(results)),
       checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value) })),
       missed: verdict.missed,

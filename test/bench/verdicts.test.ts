@@ -5,7 +5,7 @@ import { fitAll } from "../../core/perf/evaluate.js";
 import type { MeasuredRow } from "../../core/perf/data.js";
 import { latencyFigures, type LatencyRecord } from "../../sim/replay/loading.js";
 import { batchChecks, runsChecks, type FillRound, type TtftRound } from "./verdicts/batch.js";
-import { burstChecks, type BurstRow } from "./verdicts/burst.js";
+import { burstChecks, pdBurstChecks, type BurstRow } from "./verdicts/burst.js";
 import { atLeast, atMost, envOverrides, failuresNote, ratio, verdictOf } from "./verdicts/common.js";
 import { binomialOverTree, dataplaneMet } from "./verdicts/dataplane.js";
 import { keystageChecks, type KeystageArm } from "./verdicts/keystage.js";
@@ -83,6 +83,20 @@ describe("bench:burst", () => {
     expect(f.p99TtftMs).toBe(Number.POSITIVE_INFINITY);
     expect(f.sloAttainment).toBe(0.75);
     expect(latencyFigures([], slo).meanTtftMs).toBeNaN();
+  });
+});
+
+describe("bench:burst, disaggregated setting (issue 48)", () => {
+  it("passes a switch ≥ 3× sooner than a load and KV within 1.2× beside a multicast; fails a run that did not switch, a NaN, or KV past 1.2×", () => {
+    const ok = pdBurstChecks({ kind: "switch", toFirstDecodeMs: 10 }, { kind: "provision", toFirstDecodeMs: 100 }, 1.1);
+    expect(ok.map((c) => c.ok)).toEqual([true, true]);
+    expect(ok[0]!.value).toBeCloseTo(0.1, 9);
+    // 40 / 100 = 0.4 > 1/3; a run whose scale-out was a reclaim is no switch; no first decode (NaN) never passes.
+    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: 40 }, { kind: "provision", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
+    expect(pdBurstChecks({ kind: "reclaim", toFirstDecodeMs: 1 }, { kind: "provision", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
+    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: Number.NaN }, { kind: "provision", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
+    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: 1 }, { kind: "switch", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
+    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: 1 }, { kind: "provision", toFirstDecodeMs: 100 }, 1.25)[1]!.ok).toBe(false);
   });
 });
 

@@ -19,7 +19,8 @@
  * Pure except for `ColdVerdicts`, the books one runtime keeps of the controller's reports between passes.
  */
 import type { GpuType, ModelName } from "../../core/models.js";
-import type { InstanceState } from "../../core/ports.js";
+import type { InstanceState, PoolRole } from "../../core/ports.js";
+import { poolKey } from "../actuator/port.js";
 import type { ColdHold, ColdReason } from "../gateway/cold-hold.js";
 
 /** What one endpoint of a model at zero reported at the last pass. */
@@ -66,8 +67,9 @@ export function modelReason(endpoints: readonly EndpointAtZero[], idleDrain: boo
 
 /** What `ColdVerdicts` reads of the region: its endpoints and the controller's backoff. */
 export interface ColdVerdictsOptions {
-  endpoints: readonly { model: ModelName; gpu: GpuType; gpusPerInstance: number; maxInstances: number }[];
-  backoffOf(model: ModelName, gpu: GpuType): { retryAtMs: number } | undefined;
+  /** Each endpoint; a disaggregated model's pools (`role`) are endpoints of their own. */
+  endpoints: readonly { model: ModelName; gpu: GpuType; role?: PoolRole; gpusPerInstance: number; maxInstances: number }[];
+  backoffOf(model: ModelName, gpu: GpuType, role?: PoolRole): { retryAtMs: number } | undefined;
 }
 
 /**
@@ -85,18 +87,18 @@ export class ColdVerdicts {
   }
 
   /** The controller's onBlocked (this pass). */
-  blocked(model: ModelName, gpu: GpuType, reason: string, freeGpus: number): void {
-    this.blockedNow.set(`${model}/${gpu}`, { reason, freeGpus });
+  blocked(model: ModelName, gpu: GpuType, reason: string, freeGpus: number, role?: PoolRole): void {
+    this.blockedNow.set(poolKey(model, gpu, role), { reason, freeGpus });
   }
 
   /** The controller's onError: a scale-out refused at once or failed later. */
-  failed(model: ModelName, gpu: GpuType, kind: "refused" | "failed", message: string): void {
-    this.lastFailure.set(`${model}/${gpu}`, { kind, message });
+  failed(model: ModelName, gpu: GpuType, kind: "refused" | "failed", message: string, role?: PoolRole): void {
+    this.lastFailure.set(poolKey(model, gpu, role), { kind, message });
   }
 
-  /** An instance of (model, gpu) landed: its failures are over. */
-  landed(model: ModelName, gpu: GpuType): void {
-    this.lastFailure.delete(`${model}/${gpu}`);
+  /** An instance of (model, gpu) (its `role` pool) landed: its failures are over. */
+  landed(model: ModelName, gpu: GpuType, role?: PoolRole): void {
+    this.lastFailure.delete(poolKey(model, gpu, role));
   }
 
   /** Why `model` is not coming up after this pass (modelReason), from each of its endpoints' reports. */
@@ -104,10 +106,10 @@ export class ColdVerdicts {
     const facts: EndpointAtZero[] = [];
     for (const e of this.o.endpoints) {
       if (e.model !== model) continue;
-      const key = `${e.model}/${e.gpu}`;
+      const key = poolKey(e.model, e.gpu, e.role);
       const b = this.blockedNow.get(key);
       const f = this.lastFailure.get(key);
-      const retryAtMs = this.o.backoffOf(e.model, e.gpu)?.retryAtMs;
+      const retryAtMs = this.o.backoffOf(e.model, e.gpu, e.role)?.retryAtMs;
       facts.push({
         model: e.model,
         gpu: e.gpu,

@@ -127,7 +127,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   const managed = regionConfig.endpoints.map((e) => ({ model: e.model, gpu: e.gpu, ...(e.role === undefined ? {} : { role: e.role }), gpusPerInstance: gpusOf(e.model, e.gpu), minInstances: e.minInstances, maxInstances: e.maxInstances }));
   // A disaggregated model's prefill and decode pools each scale on their own role's load (pool-signals.ts).
   const pools = new PoolSignals(o.config, o.gateway, o.actuator);
-  const verdicts = o.cold === undefined ? undefined : new ColdVerdicts({ endpoints: managed, backoffOf: (m, g) => controller.backoffOf(m, g) });
+  const verdicts = o.cold === undefined ? undefined : new ColdVerdicts({ endpoints: managed, backoffOf: (m, g, r) => controller.backoffOf(m, g, r) });
   const controller = new RegionController({
     region: o.region,
     clock: o.clock,
@@ -157,7 +157,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
       // Said once per endpoint and reason a minute: an operator reads why the target is not reached.
       const key = `${name}/${b.reason}`;
       // Every block counts for held requests at zero (cold-verdict.ts), said or not.
-      verdicts?.blocked(b.model, b.gpu, b.reason, b.freeGpus);
+      verdicts?.blocked(b.model, b.gpu, b.reason, b.freeGpus, b.role);
       if ((blockedSaid.get(key) ?? -Infinity) > b.atMs - 60_000) return;
       blockedSaid.set(key, b.atMs);
       const message = b.reason === "at-max" ? `${name}: wants ${b.desired} instances, at its maximum (${b.current})` : `${name}: wants ${b.desired} instances, has ${b.current}; no spot instance to reclaim or redeploy and ${b.freeGpus} free ${b.gpu} GPU slots`;
@@ -165,7 +165,7 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
       o.actuator.report({ model: b.model, gpu: b.gpu, message });
     },
     onError: (e: ControllerError) => {
-      verdicts?.failed(e.model, e.gpu, e.kind, e.message);
+      verdicts?.failed(e.model, e.gpu, e.kind, e.message, e.role);
       o.metrics?.failure(e.model);
       log.warn("scale-out failed; backing off", { model: e.model, gpu: e.gpu, ...(e.role === undefined ? {} : { role: e.role }), failures: e.failures, retryInMs: Math.max(0, Math.round(e.retryAtMs - e.atMs)), error: e.message });
     },
@@ -175,8 +175,9 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
   o.actuator.listen({
     onFailure: (model, gpu, message, role) => controller.noteFailure(model, gpu, message, "failed", role),
     onLanded: (model, gpu, instanceId, source) => {
-      controller.noteSuccess(model, gpu, o.actuator.instances().find((i) => i.id === instanceId)?.role);
-      verdicts?.landed(model, gpu);
+      const role = o.actuator.instances().find((i) => i.id === instanceId)?.role;
+      controller.noteSuccess(model, gpu, role);
+      verdicts?.landed(model, gpu, role);
       if (o.cold?.models.has(model) === true) noteColdStart(model, gpu, instanceId, source);
     },
   });

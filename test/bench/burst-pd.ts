@@ -32,22 +32,13 @@ import { DEFAULT_MULTICAST, nodeLinks, planTransfer } from "../../region/pool/tr
 import { startSimRegion } from "../../region/runtime/sim-region.js";
 import { resolveStrategy } from "../../region/strategies/strategy-registry.js";
 import { BURST_HPA, GPU } from "../../sim/replay/loading.js";
+import { advanceYielding } from "../helpers/streams.js";
 import { quantile } from "./sse-load.js";
 
 const MODEL = "llama3.1-8b";
 const TP = 2;
 const REGION = "pd";
 
-/** Fires the clock's events up to `targetMs`, letting promise chains (the prefill step, the KV pull) run after each. */
-async function advance(clock: VirtualClock, targetMs: number): Promise<void> {
-  for (;;) {
-    const next = clock.nextEventMs();
-    if (next === undefined || next > targetMs) break;
-    clock.advanceToSync(next);
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
-  clock.advanceToSync(targetMs);
-}
 
 export interface DecodeScaleOut {
   /** How the decode pool's first scale-out was made: "switch", or a step that loads ("reclaim", "redeploy", "provision"). */
@@ -97,7 +88,7 @@ export async function decodeScaleOut(pdSwitch: boolean): Promise<DecodeScaleOut>
     for (let t = 0; t < endMs && firstDecodeAtMs === undefined; ) {
       const rate = t < 20_000 ? 2 : 12;
       t += 1000 / rate;
-      await advance(clock, t);
+      await advanceYielding(clock, t);
       const req: GenerateRequest = { id: `r${n++}`, model: MODEL, kind: "chat", promptTokens: 200, maxTokens: 800, priority: 0, body: {}, blockHashes: [] };
       try {
         region.gateway.submit(req, { onFirstToken: () => {}, onDone: () => {}, onError: () => {} });
@@ -105,7 +96,7 @@ export async function decodeScaleOut(pdSwitch: boolean): Promise<DecodeScaleOut>
         // refused: counted nowhere; the measurement is the scale-out's
       }
     }
-    if (firstDecodeAtMs === undefined) await advance(clock, clock.now() + 120_000);
+    if (firstDecodeAtMs === undefined) await advanceYielding(clock, clock.now() + 120_000);
     return { kind: decision?.kind ?? "none", decidedAtMs: decision?.atMs ?? Number.NaN, toFirstDecodeMs: decision === undefined || firstDecodeAtMs === undefined ? Number.NaN : firstDecodeAtMs - decision.atMs };
   } finally {
     await region.close();

@@ -34,6 +34,7 @@ import { Gateway } from "../../region/gateway/gateway.js";
 import { PRESETS } from "../../region/gateway/scoring/routing-config.js";
 import { readTrace, type TraceRequest } from "../../sim/replay/traces.js";
 import { packageVersion as version } from "./common.js";
+import { advanceYielding } from "../helpers/streams.js";
 import { quantile } from "./sse-load.js";
 import { envOverrides, jsonFigure, ratio, verdictOf, type Check } from "./verdicts/common.js";
 import { PD_TARGET, attainment, maxPassingRate, meetsPdSlo, pdCheck, winningThreshold, type PdRecord } from "./verdicts/pd.js";
@@ -75,16 +76,6 @@ interface Run {
   wallMs: number;
 }
 
-/** Fires the clock's events up to `targetMs`, letting promise chains (the prefill step, the KV pull) run after each. */
-async function advance(clock: VirtualClock, targetMs: number): Promise<void> {
-  for (;;) {
-    const next = clock.nextEventMs();
-    if (next === undefined || next > targetMs) break;
-    clock.advanceToSync(next);
-    await new Promise<void>((resolve) => setImmediate(resolve));
-  }
-  clock.advanceToSync(targetMs);
-}
 
 /** One run: the trace at `multiplier` × its rate through a gateway over engines with `roles`. */
 async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles: readonly Role[], pdMinPrefillTokens = 0): Promise<Run> {
@@ -109,7 +100,7 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
   for (let i = 0; i < reqs.length && !stoppedEarly; i++) {
     const t = reqs[i]!;
     const at = t.arrivalMs / multiplier;
-    await advance(clock, at);
+    await advanceYielding(clock, at);
     const rec: PdRecord = { unloadedTtftMs: profile.prefillMs(t.promptTokens, 1) };
     records.push(rec);
     let firstAtMs = 0;
@@ -146,7 +137,7 @@ async function runFleet(reqs: readonly TraceRequest[], multiplier: number, roles
   while (!stoppedEarly && ended < records.length && clock.now() < lastMs + DRAIN_MS) {
     const next = clock.nextEventMs();
     if (next === undefined) break;
-    await advance(clock, Math.min(next, lastMs + DRAIN_MS));
+    await advanceYielding(clock, Math.min(next, lastMs + DRAIN_MS));
     stoppedEarly = missed > allowedMisses;
   }
   const ttfts = records.flatMap((r) => (r.ttftMs === undefined ? [] : [r.ttftMs]));

@@ -48,3 +48,14 @@ export async function readOnClock(clock: VirtualClock, stream: AsyncIterable<Eng
   if (!ended) throw new Error(`the stream did not end within ${maxSteps} clock events`);
   return { events, firstAtMs, ...(error === undefined ? {} : { error }) };
 }
+
+/** Fires a virtual clock's events up to `targetMs`, letting promise chains (a prefill step, a KV pull) run after each. */
+export async function advanceYielding(clock: VirtualClock, targetMs: number): Promise<void> {
+  for (;;) {
+    const next = clock.nextEventMs();
+    if (next === undefined || next > targetMs) break;
+    clock.advanceToSync(next);
+    await new Promise<void>((resolve) => setImmediate(resolve));
+  }
+  clock.advanceToSync(targetMs);
+}

@@ -6,15 +6,13 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import OpenAI from "openai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
-import { freePort, metricSum, spawnTidegate, spawnTidegateIn, stopAll, type Proc } from "../e2e/procs.js";
+import { afterAll, beforeAll, describe, it } from "vitest";
+import { freePort, spawnTidegate, spawnTidegateIn, stopAll, type Proc } from "../e2e/procs.js";
+import { killPrefillMidTransfer, streamKvAcross } from "./pd-checks.js";
 import { createTopology, netnsUnavailable, type Topology } from "./topology.js";
 
 const MODEL = "llama3.2-3b";
 const RATE_MBIT = 200;
-const KV_PER_TOKEN = kvBytesPerToken(MODEL_SPECS[MODEL]!);
 const why = netnsUnavailable();
 
 let topo: Topology | undefined;
@@ -27,15 +25,6 @@ let routerUrl: string;
 function engineIn(i: number, role: string): Promise<Proc> {
   const n = topo!.nodes[i]!;
   return spawnTidegateIn(n.ns, `engine-sim ${role}`, ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--tp", "2", "--host", n.ip, "--port", "0", "--time-scale", "0.1", "--role", role], /(http:\/\/[\d.]+:\d+)/);
-}
-
-/** Polls `read` every 50 ms until it is true (at most `ms`). */
-async function until(read: () => Promise<boolean>, ms: number): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await read())) {
-    if (Date.now() > end) throw new Error(`condition not met within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 describe.skipIf(why !== undefined)(`prefill and decode across network namespaces (tbf ${RATE_MBIT} Mbit/s links)${why === undefined ? "" : ` — skipped: ${why}`}`, () => {
@@ -67,46 +56,10 @@ describe.skipIf(why !== undefined)(`prefill and decode across network namespaces
   });
 
   it("moves each prompt's KV between the namespaces at the shaped rate, checked byte for byte", async () => {
-    const client = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: "any", maxRetries: 0 });
-    // ~270 prompt tokens: ~31 MB of KV, over a second at 200 Mbit/s.
-    const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "tidegate ".repeat(120) }], max_tokens: 4, stream: true, stream_options: { include_usage: true } });
-    let prompt = 0;
-    let completion = 0;
-    for await (const chunk of stream) if (chunk.usage) [prompt, completion] = [chunk.usage.prompt_tokens, chunk.usage.completion_tokens];
-    expect(completion).toBe(4);
-    const bytes = prompt * KV_PER_TOKEN;
-    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_received_bytes_total")).toBe(bytes);
-    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_failed_total")).toBe(0);
-    const seconds = await metricSum(decode.match[1]!, "tidegate_kv_transfer_seconds_sum");
-    const shaped = (bytes * 8) / (RATE_MBIT * 1e6);
-    console.log(`KV of ${prompt} prompt tokens: ${bytes} bytes in ${seconds.toFixed(3)} s (${shaped.toFixed(3)} s at ${RATE_MBIT} Mbit/s)`);
-    // The bytes crossed the shaped links: no faster than the rate allows, and not far slower.
-    expect(seconds).toBeGreaterThan(shaped * 0.9);
-    expect(seconds).toBeLessThan(shaped * 3 + 1);
+    await streamKvAcross({ routerUrl, decodeUrl: decode.match[1]!, model: MODEL, rateMbit: RATE_MBIT, label: "fixed engines" });
   }, 60_000);
 
   it("kill -9 of the prefill engine in the middle of a transfer ends the request with an error within 3 s", async () => {
-    const client = new OpenAI({ baseURL: `${routerUrl}/v1`, apiKey: "any", maxRetries: 0 });
-    const before = await metricSum(prefill.match[1]!, "vllm:request_success_total");
-    const failedBefore = await metricSum(decode.match[1]!, "tidegate_kv_transfer_failed_total");
-    // ~1,000 prompt tokens: ~110 MB of KV, several seconds at 200 Mbit/s.
-    const started = (async () => {
-      const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "tidegate ".repeat(430) }], max_tokens: 4, stream: true });
-      for await (const _ of stream) void _;
-    })();
-    const outcome = started.then(
-      () => ({ ok: true as const, at: Date.now() }),
-      (err: unknown) => ({ ok: false as const, at: Date.now(), err }),
-    );
-    // The prefill answered (its request finished): the decode instance is pulling now.
-    await until(async () => (await metricSum(prefill.match[1]!, "vllm:request_success_total")) > before, 30_000);
-    await new Promise((r) => setTimeout(r, 500));
-    const killedAt = Date.now();
-    prefill.child.kill("SIGKILL");
-    const o = await outcome;
-    expect(o.ok).toBe(false);
-    console.log(`kill -9 of the prefill engine: the request failed ${o.at - killedAt} ms later: ${o.ok ? "" : String(o.err)}`);
-    expect(o.at - killedAt).toBeLessThan(3000);
-    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_failed_total")).toBe(failedBefore + 1);
+    await killPrefillMidTransfer({ routerUrl, prefillUrl: prefill.match[1]!, decodeUrl: decode.match[1]!, model: MODEL, kill: () => prefill.child.kill("SIGKILL"), label: "fixed engines" });
   }, 60_000);
 });

@@ -62,6 +62,11 @@ export interface SimLoadingDeps {
   gpusOf(model: ModelName, gpu: GpuType): number;
   /** Engines of the serving instances of (model, gpu). */
   servingEngines(model: ModelName, gpu: GpuType): SimEngine[];
+  /**
+   * Serving instances of (model, gpu) a multicast may take the parameters from: those whose outbound link carries no
+   * KV (BlitzScale Algorithm 1 line 2, Figure 8 d: not a prefill pool's); default the serving engines.
+   */
+  multicastSources?(model: ModelName, gpu: GpuType): number;
   /** The engine of instance `id` once it serves (undefined before). */
   engineOf(id: string): SimEngine | undefined;
   /** A new engine for `id` (not added to the gateway) with `passOverheadMs` per pass and `kvScale` × an instance's KV. */
@@ -158,7 +163,7 @@ export class SimRegionLoading implements ActuatorLoading {
     this.counters.scaleOuts++;
     this.counters.instancesLoaded += targets.length;
     this.counters.cacheHits += hostCached.filter(Boolean).length;
-    const ep = loadEpisode(this.settings.source, this.loadModel(model, gpu), { targets: targets.length, hostCached, servingSources: Math.max(1, serving.length) }, this.bandwidths);
+    const ep = loadEpisode(this.settings.source, this.loadModel(model, gpu), { targets: targets.length, hostCached, servingSources: Math.max(1, this.d.multicastSources?.(model, gpu) ?? serving.length) }, this.bandwidths);
     const ready = ep.arrivals.map((a) => Math.max(...a));
     // When each target's GPUs start serving: its last layer, unless a λScale pipeline it is in serves earlier (below).
     const serves = [...ready];

@@ -264,6 +264,12 @@ export function simulated(o: SimulatedHostOptions): EngineHost<SimActuator, Simu
               gateway,
               gpusOf,
               servingEngines: (model, gpu) => servingEngines().get(`${model}/${gpu}`) ?? [],
+              // A disaggregated model's prefill instances send KV on their outbound links: no multicast source
+              // (pool/transfer.ts line 2); its decode instances are. Colocated models: the serving engines, as before.
+              multicastSources: (model, gpu) => {
+                const serving = (actuatorRef?.instances() ?? []).filter((i) => i.model === model && i.gpu === gpu && i.state === "serving");
+                return serving.some((i) => i.role !== undefined) ? serving.filter((i) => i.role === "decode").length : (servingEngines().get(`${model}/${gpu}`)?.length ?? 0);
+              },
               engineOf: simEngineOf,
               newEngine: newLoadingEngine,
             });

@@ -1,62 +1,118 @@
-/**
- * Issue 48: a prefill/decode deployment behind tidegate, driven as a user would. Two `tidegate engine-sim` processes,
- * one `--role prefill`, one `--role decode` (vLLM's kv_transfer_params contract), behind `tidegate dev` with
- * engines.kind "openai-http" and engines.roles; the official `openai` client streams through the router. The region
- * gateway prefills on the prefill instance and decodes on the decode instance, and the prompt's KV crosses the native
- * data plane between the two engine processes (their /metrics count the bytes, each once).
- */
+// Independent scaling of a disaggregated model's two pools, live (issue 48 item 4): `tidegate dev` on
+// deploy/examples/dev-pd.json (one region, llama3.2-3b as a prefill pool and a decode pool, 1–3 instances each,
+// in-process node agents, engines slowed 10×, the default strategy). Each pool scales on its own role's load
+// (region/runtime/pool-signals.ts, Dynamo's per-role capacity at the SLO): a ramp of long prompts with short answers
+// grows the prefill pool and not the decode pool; a ramp of short prompts with long answers grows the decode pool and
+// not the prefill pool (its first decode instance may be a prefill one switched over, BlitzScale §5.2, which the
+// prefill pool makes up for, to its size before the ramp and no further). Driven as a user would: the official `openai` client, the admin listing with dev's key.
+import OpenAI from "openai";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { kvBytesPerToken, MODEL_SPECS } from "../../core/models.js";
-import { repoRoot } from "../../core/paths.js";
-import { metricSum, spawnTidegate, startDev, stopAll, streamPrompts, type DevProc, type Proc } from "./procs.js";
+import type { RegionInstances } from "../../core/ports.js";
+import { REPO_ROOT, regionListing, startDev, stopAll, type DevProc } from "./procs.js";
 
-const MODEL = "llama3.2-3b";
+const EXAMPLE = JSON.parse(readFileSync(join(REPO_ROOT, "deploy", "examples", "dev-pd.json"), "utf8")) as { regions: { name: string }[]; models: { name: string }[] };
+const MODEL = EXAMPLE.models[0]!.name;
+const REGION = EXAMPLE.regions[0]!.name;
+const LONG_PROMPT = "the tide comes in and the gate holds ".repeat(500); // ≈ 4,000 tokens
+const SHORT_PROMPT = "tell me about the tide";
 let dir: string;
 let dev: DevProc;
-let prefill: Proc;
-let decode: Proc;
+let client: OpenAI;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "tidegate-dev-pd-"));
-  const args = (role: string) => ["engine-sim", "--model", MODEL, "--gpu", "h100-80gb", "--tp", "2", "--port", "0", "--time-scale", "0.1", "--role", role];
-  const started = await Promise.all(["prefill", "decode"].map((role) => spawnTidegate(`engine-sim ${role}`, args(role), /(http:\/\/127\.0\.0\.1:\d+)/)));
-  prefill = started[0]!;
-  decode = started[1]!;
-  const [p, d] = [prefill.match[1]!, decode.match[1]!];
-  // The README's recipe (deploy/examples/dev-pd.json), its engines' fixed ports swapped for the ones these got.
-  const example = JSON.parse(readFileSync(join(repoRoot(), "deploy", "examples", "dev-pd.json"), "utf8")) as { engines: { urls: Record<string, string[]>; roles: Record<string, string> } };
-  const [exampleP, exampleD] = example.engines.urls[`us-east/${MODEL}`]!;
-  expect([example.engines.roles[exampleP!], example.engines.roles[exampleD!]]).toEqual(["prefill", "decode"]);
-  dev = await startDev({ ...example, engines: { ...example.engines, urls: { [`us-east/${MODEL}`]: [p, d] }, roles: { [p]: "prefill", [d]: "decode" } }, router: { port: 0 }, queue: { dataDir: join(dir, "data") } }, dir);
-}, 120_000);
+  dir = mkdtempSync(join(tmpdir(), "tidegate-pd-pools-"));
+  dev = await startDev({ ...EXAMPLE, router: { port: 0 }, queue: { dataDir: join(dir, "data") } }, dir);
+  client = new OpenAI({ baseURL: `${dev.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120_000 });
+}, 90_000);
 
 afterAll(async () => {
   await stopAll();
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-describe("tidegate dev over a prefill instance and a decode instance", () => {
-  it("streams every request through both, the prompt's KV moved once per request between the engine processes", async () => {
-    const promptTotal = await streamPrompts(dev.url, MODEL, 3, 6);
-    const bytes = promptTotal * kvBytesPerToken(MODEL_SPECS[MODEL]!);
-    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_received_bytes_total")).toBe(bytes);
-    expect(await metricSum(prefill.match[1]!, "tidegate_kv_transfer_sent_bytes_total")).toBe(bytes);
-    // Each request finished twice: its one-token prefill on the prefill instance, its output on the decode instance.
-    expect(await metricSum(prefill.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
-    expect(await metricSum(decode.match[1]!, "vllm:request_success_total", 'finished_reason="length"')).toBe(3);
-    expect(await metricSum(prefill.match[1]!, "vllm:generation_tokens_total")).toBe(3);
-    // Each pull's time on the decode instance (issue 48 item 6: transfer latency).
-    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_seconds_count")).toBe(3);
-    expect(await metricSum(decode.match[1]!, "tidegate_kv_transfer_seconds_sum")).toBeGreaterThan(0);
-    // The admin listing names each instance's role (issue 48 item 6).
-    const listing = (await (await fetch(`${dev.url}/admin/regions/us-east/instances`, { headers: { authorization: `Bearer ${dev.key}` } })).json()) as { instances: { url: string; role: string }[] };
-    expect(Object.fromEntries(listing.instances.map((i) => [i.url, i.role]))).toEqual({ [prefill.match[1]!]: "prefill", [decode.match[1]!]: "decode" });
-    // And the region's /metrics count serving instances per role.
-    expect(await metricSum(dev.url, "tidegate_region_serving_instances_by_role", 'role="prefill"')).toBe(1);
-    expect(await metricSum(dev.url, "tidegate_region_serving_instances_by_role", 'role="decode"')).toBe(1);
-    expect(await metricSum(dev.url, "tidegate_region_serving_instances_by_role", 'role="both"')).toBe(0);
-  }, 60_000);
+const listing = (): Promise<RegionInstances> => regionListing(dev, REGION);
+type Action = RegionInstances["actions"][number];
+const scaleOut = (a: Action) => a.kind !== "drain" && a.reason !== "initial-deployment";
+/** A pool's instances that serve or will serve. */
+const poolSize = (l: RegionInstances, role: string) => l.instances.filter((i) => i.role === role && i.state !== "spot" && i.state !== "draining").length;
+
+/**
+ * `streams` clients each streaming one request after another while `until()` is false and the bound has not passed;
+ * resolves with the requests that failed.
+ */
+async function ramp(streams: number, prompt: string, maxTokens: number, until: () => boolean, boundMs: number): Promise<number> {
+  const deadline = Date.now() + boundMs;
+  let failed = 0;
+  await Promise.all(
+    Array.from({ length: streams }, async () => {
+      while (!until() && Date.now() < deadline) {
+        try {
+          const s = await client.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: prompt }], stream: true, max_tokens: maxTokens });
+          for await (const _ of s);
+        } catch (e) {
+          if (++failed <= 3) console.log(`request failed: ${e instanceof Error ? e.message : String(e)}`);
+        }
+      }
+    }),
+  );
+  return failed;
+}
+
+/** Polls the listing until a scale-out of `role` appears after `sinceMs` (region clock) or the bound passes. */
+async function watchFor(role: "prefill" | "decode", sinceMs: number, boundMs: number, seen: { action?: Action }): Promise<void> {
+  const deadline = Date.now() + boundMs;
+  while (Date.now() < deadline && seen.action === undefined) {
+    seen.action = (await listing()).actions.find((a) => a.atMs >= sinceMs && a.role === role && scaleOut(a));
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+describe("tidegate dev with a prefill pool and a decode pool", () => {
+  it("long prompts grow the prefill pool and not the decode pool; long outputs grow the decode pool and not the prefill pool", async () => {
+    const start = await listing();
+    expect(start.instances.filter((i) => i.state === "serving").map((i) => i.role).sort()).toEqual(["decode", "prefill"]);
+    const pools = start.actions.map((a) => a.role).sort();
+    expect(pools).toEqual(["decode", "prefill"]);
+    const t0 = Math.max(...start.actions.map((a) => a.atMs));
+
+    // Long prompts, two-token answers: prompt tokens/s over one prefill engine's capacity at the TTFT target.
+    const a: { action?: Action } = {};
+    const prompts = ramp(4, LONG_PROMPT, 2, () => a.action !== undefined, 40_000);
+    await watchFor("prefill", t0, 40_000, a);
+    expect(await prompts).toBe(0);
+    expect(a.action, dev.log().slice(-3000)).toBeDefined();
+    const afterPrompts = await listing();
+    const decodeOutDuringPrompts = afterPrompts.actions.filter((x) => x.role === "decode" && scaleOut(x));
+    expect(decodeOutDuringPrompts).toEqual([]);
+    console.log(`long prompts: prefill pool scaled out (${a.action!.kind}, ${a.action!.reason}, ${a.action!.from} → ${a.action!.desired}); decode pool: no scale-out`);
+    const newPrefill = afterPrompts.instances.find((i) => i.id === a.action!.instanceId);
+    expect(newPrefill?.role).toBe("prefill");
+
+    // Let the demand window (10 s) forget the prompts, then short prompts with long answers.
+    await new Promise((r) => setTimeout(r, 11_000));
+    const beforeOutputs = await listing();
+    const t1 = Math.max(...beforeOutputs.actions.map((x) => x.atMs));
+    const d: { action?: Action } = {};
+    const outputs = ramp(30, SHORT_PROMPT, 300, () => d.action !== undefined, 45_000);
+    await watchFor("decode", t1, 45_000, d);
+    const failed = await outputs;
+    expect(d.action, dev.log().slice(-3000)).toBeDefined();
+    expect(failed).toBe(0);
+    const afterOutputs = await listing();
+    // The decode pool grew; the prefill pool did not: a prefill scale-out here only makes up for an instance the
+    // decode pool switched away from it (BlitzScale §5.2), never past the prefill pool's size before the ramp.
+    expect(poolSize(afterOutputs, "decode")).toBeGreaterThan(poolSize(beforeOutputs, "decode"));
+    expect(poolSize(afterOutputs, "prefill")).toBeLessThanOrEqual(poolSize(beforeOutputs, "prefill"));
+    const steps = afterOutputs.actions.filter((x) => x.atMs > t1);
+    const switches = steps.filter((x) => x.kind === "switch").length;
+    expect(steps.filter((x) => x.role === "prefill" && scaleOut(x)).length).toBeLessThanOrEqual(switches);
+    console.log(`long outputs: decode pool scaled out (${d.action!.kind}, ${d.action!.reason}, ${d.action!.from} → ${d.action!.desired}); steps: ${steps.map((x) => `${x.role} ${x.kind}`).join(", ")}; pools before ${poolSize(beforeOutputs, "prefill")}P/${poolSize(beforeOutputs, "decode")}D, after ${poolSize(afterOutputs, "prefill")}P/${poolSize(afterOutputs, "decode")}D`);
+    expect(afterOutputs.instances.find((i) => i.id === d.action!.instanceId)?.role).toBe("decode");
+    // Every request went through both steps: the region's KV pulls are counted.
+    const metrics = await (await fetch(`${dev.url}/metrics`)).text();
+    expect(Number(/tidegate_region_kv_transfer_seconds_count\{region="us-east"\} (\d+)/.exec(metrics)?.[1] ?? 0)).toBeGreaterThan(10);
+  }, 180_000);
 });

@@ -13,7 +13,8 @@
  * - decode: the model's output tokens/s ÷ (serving decode engines × decode tokens/s at the TPOT target).
  * Every request's prompt counts toward the prefill pool, those the router leaves whole (under
  * routing.pdMinPrefillTokens; they prefill on a decode engine) too: the prefill pool errs on the large side.
- * With none serving a pool reads as full (1), as a colocated endpoint does.
+ * With none serving a pool reads as full (1), as a colocated endpoint does. `observedTokensPerS` is the model's whole
+ * demand (prompt + output tokens/s), the unit of the plan's forecast that LT-UA compares it with.
  */
 import { instanceGpus, modelEngineSettings, type TidegateConfig } from "../../core/config.js";
 import { sloFor } from "../../core/config/slo-section.js";
@@ -43,9 +44,11 @@ export class PoolSignals {
     let serving = 0;
     for (const i of this.actuator.instances()) if (i.model === model && i.gpu === gpu && i.role === role && i.state === "serving") serving++;
     const cap = this.capacityOf(model, gpu, d);
+    // Observed traffic in the forecast's unit (the model's prompt + output tokens/s), which LT-UA compares with it.
+    const observedTokensPerS = d.promptTokensPerS + d.outputTokensPerS;
     return role === "prefill"
-      ? { utilization: poolUtilization(d.promptTokensPerS, serving, cap.prefillTokensPerS), observedTokensPerS: d.promptTokensPerS }
-      : { utilization: poolUtilization(d.outputTokensPerS, serving, cap.decodeTokensPerS), observedTokensPerS: d.outputTokensPerS };
+      ? { utilization: poolUtilization(d.promptTokensPerS, serving, cap.prefillTokensPerS), observedTokensPerS }
+      : { utilization: poolUtilization(d.outputTokensPerS, serving, cap.decodeTokensPerS), observedTokensPerS };
   }
 
   private capacityOf(model: ModelName, gpu: GpuType, d: { requestsPerS: number; promptTokensPerS: number; outputTokensPerS: number }): PoolCapacity {

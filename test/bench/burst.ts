@@ -39,13 +39,13 @@ import { cpus, loadavg, totalmem } from "node:os";
 import { HighsSolver } from "../../core/solver.js";
 import { defaultDataDir } from "../../core/paths.js";
 import { TABLE1_CLUSTER_A, describeBandwidths, type LiveScheduler, type LoadingSourceName } from "../../region/liveload/sources.js";
-import { BURST_HPA, GPU, burstConfig, runLoading, type LoadingRunResult } from "../../sim/replay/loading.js";
+import { BURST_HPA, GPU, burstConfig, rescale, runLoading, type LoadingRunResult } from "../../sim/replay/loading.js";
 import { readTrace, type Trace } from "../../sim/replay/traces.js";
 import { DEFAULT_MAX_BATCH } from "../../core/perf/model.js";
 import { instanceTokensPerS as instanceTokensPerSOf } from "../../sim/week/capacity.js";
 import { packageVersion as version } from "./common.js";
 import { BURST_TARGET, PD_BURST_TARGET, burstChecks, pdBurstChecks, type BurstRow } from "./verdicts/burst.js";
-import { decodeScaleOut, kvInterference } from "./burst-pd.js";
+import { decodeScaleOuts, kvInterference } from "./burst-pd.js";
 import { envOverrides, jsonFigure, ratio, verdictOf } from "./verdicts/common.js";
 
 const SPEEDUP: Record<string, number> = { "azure-code": Number(process.env.BURST_CODE_SPEEDUP ?? 2), "azure-conv": Number(process.env.BURST_CONV_SPEEDUP ?? 4) };
@@ -125,10 +125,12 @@ async function main(): Promise<void> {
   }
   // The disaggregated setting (issue 48; burst-pd.ts): live decode scale-out by switching against loading, and KV
   // transfers beside a parameter multicast under the interference-avoiding plan and one that ignores KV links.
-  console.log(`\ndisaggregated (llama3.1-8b, prefill and decode pools; burst-pd.ts):`);
-  const withSwitch = await decodeScaleOut(true);
-  const withLoad = await decodeScaleOut(false);
-  console.log(`  decode scale-out: switching a prefill instance (${withSwitch.kind}) serves its first decode ${withSwitch.toFirstDecodeMs.toFixed(1)} ms after the decision; loading a decode instance over the network (${withLoad.kind}) ${withLoad.toFirstDecodeMs.toFixed(1)} ms`);
+  const conv = rescale(readTrace("azure-conv", dataDir), SPEEDUP["azure-conv"]!);
+  console.log(`\ndisaggregated (llama3.1-8b, prefill and decode pools, azure-conv ×${SPEEDUP["azure-conv"]}, its first 10 minutes; burst-pd.ts):`);
+  const withSwitch = await decodeScaleOuts(conv, true);
+  const withLoad = await decodeScaleOuts(conv, false);
+  const kinds = (r: typeof withSwitch) => Object.entries(r.byKind).map(([k, n]) => `${n} ${k} (median ${r.medianToFirstDecodeMs[k]!.toFixed(1)} ms)`).join(", ");
+  console.log(`  decode scale-outs, decision to first decode: with controller.pdSwitch ${kinds(withSwitch)}; without ${kinds(withLoad)}; requests failed ${withSwitch.failed} / ${withLoad.failed} of ${withSwitch.requests}`);
   const kv = kvInterference();
   console.log(`  KV beside a multicast (${(kv.kvBytes / 1e6).toFixed(1)} MB per prompt, ${(kv.linkBytesPerS / 1e9).toFixed(1)} GB/s links, ${(kv.multicastBytes / 1e9).toFixed(1)} GB of parameters): p99 ${kv.baselineP99Ms.toFixed(2)} ms without; ${kv.avoiding.p99Ms.toFixed(2)} ms (${kv.avoiding.ratio.toFixed(3)}×) with the interference-avoiding plan (sources ${kv.avoiding.sources.join(", ")}); ${kv.ignoring.p99Ms.toFixed(2)} ms (${kv.ignoring.ratio.toFixed(3)}×) with a plan that ignores KV links (sources ${kv.ignoring.sources.join(", ")})`);
   const checks = [...(ONLY_PD ? [] : burstChecks(results)), ...pdBurstChecks(withSwitch, withLoad, kv.avoiding.ratio)];

@@ -87,16 +87,18 @@ describe("bench:burst", () => {
 });
 
 describe("bench:burst, disaggregated setting (issue 48)", () => {
-  it("passes a switch ≥ 3× sooner than a load and KV within 1.2× beside a multicast; fails a run that did not switch, a NaN, or KV past 1.2×", () => {
-    const ok = pdBurstChecks({ kind: "switch", toFirstDecodeMs: 10 }, { kind: "provision", toFirstDecodeMs: 100 }, 1.1);
+  it("passes a switch ≥ 3× sooner than a load and KV within 1.2× beside a multicast; fails a NaN, a failed request, or KV past 1.2×", () => {
+    const sw = (switchMedianMs: number, failed = 0) => ({ switchMedianMs, failed, requests: 100 });
+    const ld = (loadMedianMs: number, failed = 0) => ({ loadMedianMs, failed, requests: 100 });
+    const ok = pdBurstChecks(sw(10), ld(100), 1.1);
     expect(ok.map((c) => c.ok)).toEqual([true, true]);
     expect(ok[0]!.value).toBeCloseTo(0.1, 9);
-    // 40 / 100 = 0.4 > 1/3; a run whose scale-out was a reclaim is no switch; no first decode (NaN) never passes.
-    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: 40 }, { kind: "provision", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
-    expect(pdBurstChecks({ kind: "reclaim", toFirstDecodeMs: 1 }, { kind: "provision", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
-    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: Number.NaN }, { kind: "provision", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
-    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: 1 }, { kind: "switch", toFirstDecodeMs: 100 }, 1)[0]!.ok).toBe(false);
-    expect(pdBurstChecks({ kind: "switch", toFirstDecodeMs: 1 }, { kind: "provision", toFirstDecodeMs: 100 }, 1.25)[1]!.ok).toBe(false);
+    // 40 / 100 = 0.4 > 1/3; no switch or no load (NaN) never passes; nor a run that failed a request.
+    expect(pdBurstChecks(sw(40), ld(100), 1)[0]!.ok).toBe(false);
+    expect(pdBurstChecks(sw(Number.NaN), ld(100), 1)[0]!.ok).toBe(false);
+    expect(pdBurstChecks(sw(1), ld(Number.NaN), 1)[0]!.ok).toBe(false);
+    expect(pdBurstChecks(sw(1, 2), ld(100), 1)[0]).toMatchObject({ ok: false, check: expect.stringContaining("pdSwitch: 2 of 100 requests failed") });
+    expect(pdBurstChecks(sw(1), ld(100), 1.25)[1]!.ok).toBe(false);
   });
 });
 

@@ -29,6 +29,12 @@ describe("plan fleets", () => {
     expect(planFleet({ ...dev, regions: [...dev.regions].reverse().map((r) => ({ ...r, grpcAddress: "10.0.0.1:1", endpoints: r.endpoints.map((e) => ({ ...e, maxInstances: e.maxInstances + 3 })) })) }).fingerprint).toBe(a.fingerprint);
     expect(planFleet(scaling).fingerprint).not.toBe(a.fingerprint);
     expect(planFleet({ ...dev, regions: dev.regions.map((r, i) => (i === 0 ? { ...r, gpus: r.gpus.map((g) => ({ ...g, count: g.count + 8 })) } : r)) }).fingerprint).not.toBe(a.fingerprint);
+    // A model's pools (issue 48) are endpoints of their own: swapping which pool an endpoint is changes nothing, making
+    // one colocated endpoint a pool does.
+    const pools = loadConfig(join(REPO_ROOT, "deploy/examples/dev-pd.json"));
+    const p = planFleet(pools).fingerprint;
+    expect(planFleet({ ...pools, regions: pools.regions.map((r) => ({ ...r, endpoints: [...r.endpoints].reverse() })) }).fingerprint).toBe(p);
+    expect(planFleet({ ...pools, regions: pools.regions.map((r) => ({ ...r, endpoints: r.endpoints.map(({ role: _r, ...e }) => e) })) }).fingerprint).not.toBe(p);
     expect(sameFleet({}, a.fingerprint)).toBe(true); // a report from before fingerprints goes with every fleet
     expect(sameFleet({ fleet: planFleet(scaling) }, a.fingerprint)).toBe(false);
   });

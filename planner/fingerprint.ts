@@ -4,7 +4,7 @@
  * default, then on deploy/examples/dev-scaling.json, with one data directory — are kept apart: the index shows the
  * running configuration's plans, and a round compares itself only with plans of its own fleet. Ports, addresses,
  * data directories and tuning (SLOs, intervals, instance bounds) are not part of it: they do not change what a plan
- * is about.
+ * is about. A disaggregated model's pools are endpoints of their own (`model@gpu#role`).
  */
 import { createHash } from "node:crypto";
 import type { TidegateConfig } from "../core/config.js";
@@ -21,7 +21,7 @@ export interface PlanFleet {
 export function planFleet(config: Pick<TidegateConfig, "regions" | "models">): PlanFleet {
   const regions = [...config.regions]
     .sort((a, b) => a.name.localeCompare(b.name))
-    .map((r) => ({ name: r.name, gpus: r.gpus.map((g) => `${g.type}×${g.count}`).sort(), endpoints: r.endpoints.map((e) => `${e.model}@${e.gpu}`).sort() }));
+    .map((r) => ({ name: r.name, gpus: r.gpus.map((g) => `${g.type}×${g.count}`).sort(), endpoints: r.endpoints.map((e) => `${e.model}@${e.gpu}${e.role === undefined ? "" : `#${e.role}`}`).sort() }));
   const models = config.models.map((m) => m.name).sort();
   const fingerprint = createHash("sha256").update(JSON.stringify({ regions, models })).digest("hex").slice(0, 12);
   return { fingerprint, regions: regions.map((r) => r.name), models };

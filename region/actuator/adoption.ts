@@ -59,7 +59,8 @@ export class EngineAdoption {
         table.transition(inst, "loading", "adopted engine waits for blocks");
         await copies.want(params, nodeId);
       }
-      await this.o.lifecycle.serveWhenHealthy(inst);
+      // Back in the pool its engine serves (a prefill or decode role, perhaps switched since it started).
+      await this.o.lifecycle.serveWhenHealthy(inst, true);
     })().catch((err: unknown) => {
       // Not adoptable (unhealthy): stop it rather than leave an orphan.
       this.o.lifecycle.remove(inst, `adoption failed: ${toTidegateError(err).message}`);

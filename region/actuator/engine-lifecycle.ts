@@ -25,7 +25,7 @@ import type { AgentInstance, InstanceTable } from "./agent-instances.js";
 import type { GatewayMembership } from "./gateway-membership.js";
 import type { HostCopies, ModelSource } from "./host-copies.js";
 import type { NodeRegistry } from "./nodes.js";
-import type { ScaleFailure, ScalingHooks } from "./port.js";
+import { setRole, type ScaleFailure, type ScalingHooks } from "./port.js";
 import type { ScaleOutTimes } from "./scale-out-times.js";
 
 /** How engines are started, checked and connected. */
@@ -44,6 +44,11 @@ export interface EngineStartOptions {
   connect(info: EngineInfo, instanceId: string, role?: PoolRole): Promise<Engine>;
   /** Whether the engine answers its health check now. */
   healthy(info: EngineInfo): Promise<boolean>;
+  /**
+   * The prefill/decode role a running engine serves with now (engine-sim's /health settings), for an engine a restarted
+   * region adopts: its instance goes back to that pool. Absent: adopted engines are colocated.
+   */
+  roleOf?(info: EngineInfo): Promise<string | undefined>;
   /**
    * The pipeline spec (engine-sim's --pipeline JSON) of an endpoint served as a pipeline of stages (config
    * `keystage.pipelines`), else undefined. engine-sim only: a command template never gets one.
@@ -254,8 +259,11 @@ export class EngineLifecycle {
     this.heads.set(inst.id, { kind, serving: run });
   }
 
-  /** Health-checks the started engine until `startTimeoutMs`, then adds it to the gateway; throws why not. */
-  async serveWhenHealthy(inst: AgentInstance): Promise<void> {
+  /**
+   * Health-checks the started engine until `startTimeoutMs`, then adds it to the gateway; throws why not. `adopted`:
+   * an engine a restarted region found running, whose pool is the role it serves with now (`roleOf`).
+   */
+  async serveWhenHealthy(inst: AgentInstance, adopted = false): Promise<void> {
     const info = inst.engine!;
     const e = this.o.engines;
     inst.detail = `waiting for ${info.url || "the engine"} to answer its health check`;
@@ -270,6 +278,10 @@ export class EngineLifecycle {
       await this.o.clock.sleep(this.o.pollMs);
     }
     this.checkAlive(inst);
+    if (adopted && e.roleOf !== undefined) {
+      const role = await e.roleOf(info).catch(() => undefined);
+      setRole(inst, role === "prefill" || role === "decode" ? role : undefined);
+    }
     const engine = await e.connect(info, inst.id, inst.role);
     if (this.o.table.isCancelled(inst.id) || !this.o.table.current(inst)) {
       await engine.close();

@@ -49,7 +49,7 @@ import { untilConfiguredServe, type EngineHost, type HostContext } from "./build
 import { modelSources, multicastPolicy } from "./runtime.js";
 
 /** The agents actuator of a region, its options from config; `engines` says how engines are reached. */
-export function agentsActuator(ctx: HostContext, engines: Pick<EngineStartOptions, "connect" | "healthy" | "commandTemplate" | "servePipelined" | "serveBehindBlocks">): AgentsActuator {
+export function agentsActuator(ctx: HostContext, engines: Pick<EngineStartOptions, "connect" | "healthy" | "roleOf" | "commandTemplate" | "servePipelined" | "serveBehindBlocks">): AgentsActuator {
   const { config, region } = ctx;
   const e = config.engines;
   const layerwise = agentsLayerwise(region, regionLoading(config, region), engines.commandTemplate);
@@ -71,6 +71,7 @@ export function agentsActuator(ctx: HostContext, engines: Pick<EngineStartOption
       stopGraceMs: e.stopGraceMs,
       connect: engines.connect,
       healthy: engines.healthy,
+      ...(engines.roleOf === undefined ? {} : { roleOf: engines.roleOf }),
       pipeline: pipelineFlag(config),
       settings: (model) => engineSettingsOf(config, model),
       ...(engines.servePipelined === undefined ? {} : { servePipelined: engines.servePipelined }),
@@ -90,6 +91,15 @@ export async function httpHealthy(info: EngineInfo, timeoutMs = 1000): Promise<b
   const res = await fetch(new URL("/health", info.url), { signal: AbortSignal.timeout(timeoutMs) });
   await res.body?.cancel();
   return res.status === 200;
+}
+
+/** The role engine-sim serves with now (its /health `settings.role`); undefined for an engine that says none. */
+export async function httpRole(info: EngineInfo, timeoutMs = 1000): Promise<string | undefined> {
+  const res = await fetch(new URL("/health", info.url), { signal: AbortSignal.timeout(timeoutMs) });
+  const text = await res.text();
+  if (res.status !== 200 || text === "") return undefined;
+  const body = JSON.parse(text) as { settings?: { role?: unknown } };
+  return typeof body.settings?.role === "string" ? body.settings.role : undefined;
 }
 
 /**
@@ -126,6 +136,7 @@ export function agentsOverGrpc(o: { tls?: TlsFiles } = {}): EngineHost<AgentsAct
       const actuator = agentsActuator(ctx, {
         ...(config.engines.commandTemplate === undefined ? {} : { commandTemplate: config.engines.commandTemplate }),
         healthy: (info) => (heads?.isHead(info) === true ? Promise.resolve(true) : httpHealthy(info)),
+        roleOf: (info) => (heads?.isHead(info) === true ? Promise.resolve(undefined) : httpRole(info)),
         servePipelined: (info, _instanceId, passOverheadMs) => postLambda(info, passOverheadMs),
         serveBehindBlocks: (info) => postLambda(info, 0, undefined, true),
         connect: async (info, instanceId, role) => {
@@ -253,6 +264,7 @@ export function agentsInProcess(o: InProcessAgentsOptions = {}): EngineHost<Agen
           throw new Error(`no in-process engine ${instanceId} (${info.url})`);
         },
         healthy: async (info) => agents.some((a) => a.engine(info.instanceId) !== undefined),
+        roleOf: async (info) => agents.map((a) => a.engine(info.instanceId)).find((e) => e !== undefined)?.role,
         servePipelined: async (info, instanceId, passOverheadMs) => agentOf(info, instanceId).servePipelined(instanceId, passOverheadMs),
         serveBehindBlocks: async (info, instanceId) => agentOf(info, instanceId).serveBehindBlocks(instanceId),
       });

@@ -3,11 +3,11 @@
 // region's llama3.2-3b is a prefill pool and a decode pool (regions[].endpoints[].role), one instance each: the
 // agents start their engine-sims with those roles (StartEngine's settings), one per namespace. Streams through the
 // official `openai` client: the prompt's KV crosses the shaped links between the namespaces (the decode engine checks
-// every byte), in the time the bandwidth allows; `kill -9` of the prefill engine in the middle of a transfer ends the
-// request with an error within 3 s.
+// every byte), in the time the bandwidth allows; a `kill -9` of the region and a restart adopts both engines back into
+// their pools; `kill -9` of the prefill engine in the middle of a transfer ends the request with an error within 3 s.
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { RegionInstances } from "../../core/ports.js";
-import { ADMIN_KEY, processesWith } from "../region/cluster.js";
+import { ADMIN_KEY, processesWith, waitFor } from "../region/cluster.js";
 import { killPrefillMidTransfer, streamKvAcross } from "./pd-checks.js";
 import { startNetnsCluster, type NetnsCluster } from "./cluster.js";
 import { netnsUnavailable } from "./topology.js";
@@ -58,6 +58,21 @@ describe.skipIf(why !== undefined)(`prefill and decode pools on agents across ne
   it("moves each prompt's KV between the namespaces at the shaped rate, checked byte for byte", async () => {
     await streamKvAcross({ routerUrl: n!.cluster.routerUrl, decodeUrl: urlOf("decode"), model: MODEL, rateMbit: RATE_MBIT, label: "agent-started engines" });
   }, 60_000);
+
+  it("kill -9 of the region, restart: it adopts both engines back into their pools, and requests still split", async () => {
+    const cl = n!.cluster;
+    const before = new Map(listing.instances.filter((i) => i.state === "serving").map((i) => [i.id, i.role]));
+    cl.region.child.kill("SIGKILL");
+    await new Promise((r) => setTimeout(r, 300));
+    await cl.startRegion();
+    listing = await cl.serving(MODEL, 2, 90_000);
+    // The same two engines (adopted, not started again), each back in its pool.
+    expect(new Map(listing.instances.filter((i) => i.state === "serving").map((i) => [i.id, i.role]))).toEqual(before);
+    expect(cl.logLines("adopting engine").length).toBeGreaterThanOrEqual(2);
+    // The global router hears the new region process (its telemetry) before it routes there again.
+    await waitFor("the router's readiness", async () => ((await fetch(`${cl.routerUrl}/readyz`)).status === 200 ? true : undefined), 30_000);
+    await streamKvAcross({ routerUrl: cl.routerUrl, decodeUrl: urlOf("decode"), model: MODEL, rateMbit: RATE_MBIT, label: "after a region restart" });
+  }, 150_000);
 
   it("kill -9 of the prefill engine in the middle of a transfer ends the request with an error within 3 s", async () => {
     // The agent started it with its pool's role in its settings (engine-sim --settings), under its keeper process.

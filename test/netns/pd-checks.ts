@@ -13,15 +13,18 @@ import { waitFor } from "../region/cluster.js";
 /** Streams one ~270-token prompt (~31 MB of llama3.2-3b KV) through `routerUrl`; checks the bytes and the time at `decodeUrl`. */
 export async function streamKvAcross(o: { routerUrl: string; decodeUrl: string; model: string; rateMbit: number; label: string }): Promise<void> {
   const client = new OpenAI({ baseURL: `${o.routerUrl}/v1`, apiKey: "any", maxRetries: 0 });
+  // The decode engine's counters are cumulative: this request's share is what they grow by.
+  const counter = (name: string) => metricSum(o.decodeUrl, name);
+  const [bytes0, failed0, seconds0] = [await counter("tidegate_kv_transfer_received_bytes_total"), await counter("tidegate_kv_transfer_failed_total"), await counter("tidegate_kv_transfer_seconds_sum")];
   const stream = await client.chat.completions.create({ model: o.model, messages: [{ role: "user", content: "tidegate ".repeat(120) }], max_tokens: 4, stream: true, stream_options: { include_usage: true } });
   let prompt = 0;
   let completion = 0;
   for await (const chunk of stream) if (chunk.usage) [prompt, completion] = [chunk.usage.prompt_tokens, chunk.usage.completion_tokens];
   expect(completion).toBe(4);
   const bytes = prompt * kvBytesPerToken(MODEL_SPECS[o.model]!);
-  expect(await metricSum(o.decodeUrl, "tidegate_kv_transfer_received_bytes_total")).toBe(bytes);
-  expect(await metricSum(o.decodeUrl, "tidegate_kv_transfer_failed_total")).toBe(0);
-  const seconds = await metricSum(o.decodeUrl, "tidegate_kv_transfer_seconds_sum");
+  expect((await counter("tidegate_kv_transfer_received_bytes_total")) - bytes0).toBe(bytes);
+  expect((await counter("tidegate_kv_transfer_failed_total")) - failed0).toBe(0);
+  const seconds = (await counter("tidegate_kv_transfer_seconds_sum")) - seconds0;
   const shaped = (bytes * 8) / (o.rateMbit * 1e6);
   console.log(`${o.label}: KV of ${prompt} prompt tokens: ${bytes} bytes in ${seconds.toFixed(3)} s (${shaped.toFixed(3)} s at ${o.rateMbit} Mbit/s)`);
   // The bytes crossed the shaped links: no faster than the rate allows, and not far slower.

@@ -40,6 +40,7 @@ export interface WireEngineInfo {
   state: string;
   started_at_ms: number;
   detail: string;
+  role?: string;
 }
 /** StartEngineRequest on the wire ("" and 0 = defaults). */
 export interface WireStartEngineRequest {
@@ -64,13 +65,13 @@ export interface WireAnnounceReply {
 
 /** EngineInfo → wire. */
 export function engineToWire(e: EngineInfo): WireEngineInfo {
-  return { instance_id: e.instanceId, model: e.model, gpu: e.gpu, gpus: e.gpus, url: e.url, pid: e.pid, state: e.state, started_at_ms: e.startedAtMs, detail: e.detail };
+  return { instance_id: e.instanceId, model: e.model, gpu: e.gpu, gpus: e.gpus, url: e.url, pid: e.pid, state: e.state, started_at_ms: e.startedAtMs, detail: e.detail, role: e.role ?? "" };
 }
 
 /** Wire → EngineInfo; an unknown state string is reported as "exited" only if it says so, else "starting". */
 export function engineFromWire(w: WireEngineInfo): EngineInfo {
   const state: EngineState = w.state === "running" || w.state === "exited" ? w.state : "starting";
-  return { instanceId: w.instance_id, model: w.model, gpu: w.gpu, gpus: w.gpus, url: w.url, pid: w.pid, state, startedAtMs: w.started_at_ms, detail: w.detail };
+  return { instanceId: w.instance_id, model: w.model, gpu: w.gpu, gpus: w.gpus, url: w.url, pid: w.pid, state, startedAtMs: w.started_at_ms, detail: w.detail, ...(w.role === undefined || w.role === "" ? {} : { role: w.role }) };
 }
 
 /** NodeAnnouncement → AgentInfo on the wire (Info reply and Announce request). */

@@ -153,7 +153,7 @@ export class EngineSupervisor implements NodeEngineHost {
   start(spec: EngineSpec): Promise<EngineInfo> {
     const prev = this.engines.get(spec.instanceId);
     if (prev !== undefined && prev.info.state !== "exited") return Promise.resolve({ ...prev.info });
-    const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: "", pid: 0, state: "starting", startedAtMs: Date.now(), detail: "" };
+    const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: spec.gpus, url: "", pid: 0, state: "starting", startedAtMs: Date.now(), detail: "", ...(spec.settings?.role === undefined ? {} : { role: spec.settings.role }) };
     let markExited!: (i: EngineInfo) => void;
     const e: Engine = { info, stderr: [], exited: new Promise((r) => (markExited = r)) };
     this.engines.delete(spec.instanceId);

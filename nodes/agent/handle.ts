@@ -101,6 +101,8 @@ export interface EngineInfo {
   state: EngineState;
   startedAtMs: number;
   detail: string;
+  /** The prefill/decode role it was started with (StartEngine settings' `role`); absent = none. */
+  role?: string;
 }
 
 /** One model's block store on a node; complete when present == blockCount. `lastUsedMs`: epoch ms of the last load, run or engine start. */

@@ -12,6 +12,7 @@ import type { Logger } from "../../core/log.js";
 import type { ModelName, RegionName } from "../../core/models.js";
 import type { EngineInfo, NodeAnnouncement } from "../../nodes/agent/handle.js";
 import type { AgentInstance, InstanceTable } from "./agent-instances.js";
+import type { PoolRole } from "./port.js";
 import type { EngineLifecycle } from "./engine-lifecycle.js";
 import type { HostCopies, ModelSource } from "./host-copies.js";
 import type { NodeRegistry } from "./nodes.js";
@@ -47,7 +48,10 @@ export class EngineAdoption {
       return;
     }
     const now = this.o.clock.now();
-    const inst: AgentInstance = { id: e.instanceId, region: this.o.region, gpu: e.gpu, gpus: e.gpus, model: e.model, state: "provisioning", enteredAtMs: now, actionAtMs: now, node: nodeId, detail: "adopting a running engine", engine: e };
+    // In the pool it was started for from the first pass (the controller counts it there); serveWhenHealthy then
+    // reads the role it serves with now (a switched one moves to its new pool).
+    const role = e.role === "prefill" || e.role === "decode" ? { role: e.role as PoolRole } : {};
+    const inst: AgentInstance = { id: e.instanceId, region: this.o.region, gpu: e.gpu, gpus: e.gpus, model: e.model, state: "provisioning", enteredAtMs: now, actionAtMs: now, node: nodeId, detail: "adopting a running engine", engine: e, ...role };
     table.add(inst);
     copies.pool.pin(nodeId, e.model, 1);
     this.o.log.info("adopting engine", { instanceId: e.instanceId, node: nodeId, url: e.url, pid: e.pid });

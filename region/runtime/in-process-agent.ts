@@ -111,7 +111,7 @@ export class InProcessAgent implements AgentHandle {
       if (spec.pipeline !== undefined) throw new TidegateError("invalid_request", `node ${this.nodeId}: engine ${spec.instanceId}: stage and pipeline exclude each other`);
       return this.o.stageProcesses.start(spec);
     }
-    const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: this.holdsNoGpu(spec) ? 0 : spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "starting", startedAtMs: this.o.clock.now(), detail: "waiting for blocks" };
+    const info: EngineInfo = { instanceId: spec.instanceId, model: spec.model, gpu: spec.gpu, gpus: this.holdsNoGpu(spec) ? 0 : spec.gpus, url: `in-process://${this.nodeId}/${spec.instanceId}`, pid: process.pid, state: "starting", startedAtMs: this.o.clock.now(), detail: "waiting for blocks", ...(spec.settings?.role === undefined ? {} : { role: spec.settings.role }) };
     let pipeline: PipelineSpec | undefined;
     if (spec.pipeline !== undefined) {
       // What engine-sim --pipeline would refuse at start-up.

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { WEEK_FLAGS } from "../bin/replay-week-cli.js";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../core/config.js";
-import { DEFAULT_FORECASTER, DEFAULT_PD_MIN_PREFILL_TOKENS, DEFAULT_ROUTING_POLICY, DEFAULT_STRATEGY } from "../core/defaults.js";
+import { DEFAULT_FORECASTER, DEFAULT_PD_MIN_PREFILL_TOKENS, DEFAULT_PD_SWITCH, DEFAULT_ROUTING_POLICY, DEFAULT_STRATEGY } from "../core/defaults.js";
 import { DEFAULT_FORECASTER_NAME, isForecasterName } from "../forecasts/registry.js";
 import { FORECAST_JUDGED } from "./bench/verdicts/forecast.js";
 import { repoRoot } from "../core/paths.js";
@@ -46,6 +46,7 @@ describe("the defaults are the benches' winners, written once", () => {
     expect(c.controller.strategy).toBe(DEFAULT_STRATEGY);
     expect(c.routing?.preset).toBe(DEFAULT_ROUTING_POLICY);
     expect(c.routing?.pdMinPrefillTokens).toBe(DEFAULT_PD_MIN_PREFILL_TOKENS);
+    expect(c.controller.pdSwitch).toBe(DEFAULT_PD_SWITCH);
     // A file that omits both sections gets them too.
     const partial = parseConfig({ ...(DEFAULT_CONFIG_JSON as Record<string, unknown>), controller: {}, routing: undefined });
     expect([partial.controller.strategy, partial.routing?.preset]).toEqual([DEFAULT_STRATEGY, DEFAULT_ROUTING_POLICY]);
@@ -77,5 +78,9 @@ describe("the defaults are the benches' winners, written once", () => {
     // bench:pd checks the default split threshold is its winner over both traces, and searches it.
     expect(read("test/bench/pd.ts")).toMatch(/win\.threshold === DEFAULT_PD_MIN_PREFILL_TOKENS/);
     expect(read("test/bench/pd.ts")).toMatch(new RegExp(`const THRESHOLDS = \\[[^\\]]*\\b${DEFAULT_PD_MIN_PREFILL_TOKENS}\\b`));
+    // bench:burst's disaggregated setting runs the default controller.pdSwitch against its ablation and fails unless
+    // switching reaches the first decode ≥ 3× sooner: the default is on.
+    expect(read("test/bench/burst.ts")).toContain("decodeScaleOuts(conv, DEFAULT_PD_SWITCH)");
+    expect(DEFAULT_PD_SWITCH).toBe(true);
   });
 });

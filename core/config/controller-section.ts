@@ -1,5 +1,5 @@
 /** The `controller` section: each region's scaling strategy, reconcile loop, actuator and its retry and loss timers. */
-import { DEFAULT_STRATEGY } from "../defaults.js";
+import { DEFAULT_PD_SWITCH, DEFAULT_STRATEGY } from "../defaults.js";
 import type { ObjectReader } from "../validate.js";
 import { readRegionSettings, type RegionSettings } from "./region-settings.js";
 
@@ -80,7 +80,7 @@ export function parseController(cr: ObjectReader): ControllerConfig {
     retryMaxMs: cr.number("retryMaxMs", 60_000, { gt: 0 }),
     agentLostAfterMs: cr.number("agentLostAfterMs", 3000, { gt: 0 }),
     scaleToZero: readScaleToZero(cr.object("scaleToZero")),
-    pdSwitch: cr.boolean("pdSwitch", true),
+    pdSwitch: cr.boolean("pdSwitch", DEFAULT_PD_SWITCH),
   };
   Object.assign(controller, readRegionSettings(cr));
   if (controller.retryMaxMs < controller.retryInitialMs) cr.fail("retryMaxMs", `must be ≥ retryInitialMs (${controller.retryInitialMs})`);

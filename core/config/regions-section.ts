@@ -14,7 +14,7 @@ export interface EndpointConfig {
   /**
    * Prefill/decode disaggregation (issue 48): a pool of prefill or of decode instances of the model, scaled on its own
    * load (region/runtime/pool-signals.ts); absent = colocated instances that prefill and decode. A region with one
-   * pool of a model has the other too.
+   * pool of a model has the other too, and no colocated endpoint of it.
    */
   role?: "prefill" | "decode";
 }
@@ -104,6 +104,10 @@ function parseRegion(v: unknown, path: string, models: readonly ModelConfig[]): 
     const other = e.role === "prefill" ? "decode" : e.role === "decode" ? "prefill" : undefined;
     if (other !== undefined && !endpoints.some((x) => x.model === e.model && x.role === other)) {
       throw new ValidationError(`${path}.endpoints[${i}].role`, `a ${e.role} pool of ${e.model} needs a ${other} pool of it in the region (an endpoint with role ${JSON.stringify(other)})`);
+    }
+    // One shape per model and region: the plan covers a disaggregated model's demand with its pools (planner/pools.ts).
+    if (e.role === undefined && endpoints.some((x) => x.model === e.model && x.role !== undefined)) {
+      throw new ValidationError(`${path}.endpoints[${i}]`, `${e.model} is served as prefill and decode pools in this region: a colocated endpoint of it beside them is not supported (give it a role, or drop the pools)`);
     }
   });
   // Capacity check: the starting instances must fit the region's GPUs.

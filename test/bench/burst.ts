@@ -46,6 +46,7 @@ import { instanceTokensPerS as instanceTokensPerSOf } from "../../sim/week/capac
 import { packageVersion as version } from "./common.js";
 import { BURST_TARGET, PD_BURST_TARGET, burstChecks, pdBurstChecks, type BurstRow } from "./verdicts/burst.js";
 import { decodeScaleOuts, kvInterference } from "./burst-pd.js";
+import { DEFAULT_PD_SWITCH } from "../../core/defaults.js";
 import { envOverrides, jsonFigure, ratio, verdictOf } from "./verdicts/common.js";
 
 const SPEEDUP: Record<string, number> = { "azure-code": Number(process.env.BURST_CODE_SPEEDUP ?? 2), "azure-conv": Number(process.env.BURST_CONV_SPEEDUP ?? 4) };
@@ -127,8 +128,9 @@ async function main(): Promise<void> {
   // transfers beside a parameter multicast under the interference-avoiding plan and one that ignores KV links.
   const conv = rescale(readTrace("azure-conv", dataDir), SPEEDUP["azure-conv"]!);
   console.log(`\ndisaggregated (llama3.1-8b, prefill and decode pools, azure-conv ×${SPEEDUP["azure-conv"]}, its first 10 minutes; burst-pd.ts):`);
-  const withSwitch = await decodeScaleOuts(conv, true);
-  const withLoad = await decodeScaleOuts(conv, false);
+  // The default (core/defaults.ts DEFAULT_PD_SWITCH) against its ablation: the same region, switching off.
+  const withSwitch = await decodeScaleOuts(conv, DEFAULT_PD_SWITCH);
+  const withLoad = await decodeScaleOuts(conv, !DEFAULT_PD_SWITCH);
   const kinds = (r: typeof withSwitch) => Object.entries(r.byKind).map(([k, n]) => `${n} ${k} (median ${r.medianToFirstDecodeMs[k]!.toFixed(1)} ms)`).join(", ");
   console.log(`  decode scale-outs, decision to first decode: with controller.pdSwitch ${kinds(withSwitch)}; without ${kinds(withLoad)}; requests failed ${withSwitch.failed} / ${withLoad.failed} of ${withSwitch.requests}`);
   const kv = kvInterference();

@@ -27,7 +27,7 @@ export const WEEK_FLAGS: Record<string, FlagSpec> = {
   seed: { type: "number", help: "week: override the workload's seed" },
   out: { type: "string", help: "week: report directory", default: "out/replay-week" },
   quiet: { type: "boolean", help: "week: no progress bar", default: false },
-  "data-dir": { type: "string", help: "the data folder (default: the shipped core/data, which holds the Azure traces; the week's ServeGen per-client series and the Mooncake traces are not shipped: name a full copy of the public data, e.g. ../shared/data)" },
+  "data-dir": { type: "string", help: "the data folder (default: the shipped core/data, which holds the Azure traces and the week's ServeGen per-client series, packed; the Mooncake traces are not shipped: name a full copy of the public data, e.g. ../shared/data)" },
   loading: { type: "string", help: `week: every region's loading source, as config controller.loading (${LOADING_FLAG_VALUES.join(", ")}; none = the fleet file's actuator delays; default: the fleet file's own)` },
   planner: { type: "string", help: `week: hourly planner (${PLANNER_NAMES.join(", ")}); ilp = planner/ forecast + HiGHS ILP; ilp-oracle = the same planner on the workload's true demand of each coming hour (a bound, not a forecaster)`, default: "ilp" },
 };

@@ -14,6 +14,8 @@ import { filterLevels, localLevelSnr } from "./kalman.js";
 import { cleanOutages, outageAnalog, outageThreshold } from "./outage.js";
 import { SeasonalNaiveForecaster } from "./seasonal-naive.js";
 import { fillGaps, parseSeriesCsv, readSeriesFile } from "./series.js";
+import { shippedDataDir } from "../core/paths.js";
+import { SHARED_DATA, needingSharedData, sharedDataMissing } from "../test/helpers/shared-data.js";
 
 const pool = new ArimaPool({ workers: 2, jobTimeoutMs: 20_000 });
 afterAll(() => pool.close());
@@ -203,7 +205,7 @@ describe("the blend's ARIMA challenger", () => {
 describe("on the ServeGen language aggregates (issue 31 item 5)", () => {
   it("the blend's next-hour peak MAPE is ≤ 0.9× the best naive's and its upper bound covers 85–95% of hours", async () => {
     for (const name of ["m-large", "m-mid", "m-small"]) {
-      const s = readSeriesFile(`../shared/data/servegen/aggregate/language_${name}_total_rate_600s.csv`);
+      const s = readSeriesFile(join(shippedDataDir(), `servegen/aggregate/language_${name}_total_rate_600s.csv`));
       const methods = (["blend", "persistence", "seasonal-naive"] as const).map((n) => createForecaster({ name: n }));
       const r = await backtestPeaks(fillGaps(s.values, 144), methods, { stepMs: s.stepMs, heldOutFromDay: 10 });
       const [blend, persistence, seasonalNaive] = r.scores;
@@ -225,10 +227,10 @@ describe("series files", () => {
   });
 });
 
-describe("every ServeGen per-client series", () => {
-  const root = "../shared/data/servegen/data";
+describe.skipIf(sharedDataMissing !== undefined)(needingSharedData("every ServeGen per-client series (the full data folder's CSVs)"), () => {
+  const root = join(SHARED_DATA, "servegen/data");
   const files: string[] = [];
-  for (const cat of readdirSync(root)) for (const model of readdirSync(join(root, cat))) for (const f of readdirSync(join(root, cat, model))) if (f.endsWith("-trace.csv")) files.push(join(root, cat, model, f));
+  if (sharedDataMissing === undefined) for (const cat of readdirSync(root)) for (const model of readdirSync(join(root, cat))) for (const f of readdirSync(join(root, cat, model))) if (f.endsWith("-trace.csv")) files.push(join(root, cat, model, f));
 
   it(`gives finite, non-negative, bounded forecasts (blend and arima, guarded) on all ${files.length} series`, async () => {
     expect(files.length).toBeGreaterThan(400);

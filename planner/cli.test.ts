@@ -7,6 +7,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "n
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { DEFAULT_CONFIG_JSON } from "../core/config.js";
+import { shippedDataDir } from "../core/paths.js";
 import { freePort, runCli, spawnTidegate, stopAll } from "../test/e2e/procs.js";
 import { cleanupPrefix, startTestRedis, testPrefix, type TestRedis } from "../test/helpers/redis.js";
 
@@ -115,7 +116,7 @@ describe("tidegate plan", () => {
 
 describe("tidegate forecast backtest", () => {
   it("prints MAPE per method with progress on stderr (m-small has zero windows; ARIMA runs in workers from dist/)", async () => {
-    const r = await cli(["forecast", "backtest", "--series", "../shared/data/servegen/aggregate/language_m-small_total_rate_600s.csv", "--methods", "blend,seasonal-naive,persistence,arima"]);
+    const r = await cli(["forecast", "backtest", "--series", join(shippedDataDir(), "servegen/aggregate/language_m-small_total_rate_600s.csv"), "--methods", "blend,seasonal-naive,persistence,arima"]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/blend 96\/96 hours/);
     const lines = r.stdout.trim().split("\n").map((l) => JSON.parse(l) as { method: string; mapePct: number; invalid: number });

@@ -1,5 +1,6 @@
 /**
- * Offline planning from the public data (../shared/data, the full folder; core/data ships part of it): format detection, the conversions, `tidegate plan` on
+ * Offline planning from the public data (core/data, what tidegate ships; ../shared/data, the full folder, for the formats it
+ * does not ship): format detection, the conversions, `tidegate plan` on
  * the ServeGen aggregates straight from the folder (a forecast and a chart for every series, hours from the trace
  * start), `tidegate history import`, and `tidegate forecast backtest` on a short series (a message, no stack trace).
  * The CLI cases run the compiled CLI (dist/, `npx tsc -p tsconfig.json` first).
@@ -9,26 +10,31 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { runCli } from "../test/e2e/procs.js";
-import { sharedDataDir } from "../core/paths.js";
+import { shippedDataDir } from "../core/paths.js";
+import { SHARED_DATA, needingSharedData, sharedDataMissing } from "../test/helpers/shared-data.js";
 import { detectFormat, importHistories, importHistory } from "./import.js";
 import { parseHistoryCsv } from "./history-file.js";
 import type { PlanReport } from "./report.js";
 
-const DATA = sharedDataDir();
+const DATA = shippedDataDir();
 const AGG = join(DATA, "servegen", "aggregate");
 const dir = mkdtempSync(join(tmpdir(), "tidegate-import-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const cli = runCli;
 
+const first = (f: string) => readFileSync(f, "utf8").split(/\r?\n/)[0]!;
+
 describe("history import", () => {
   it("detects every shipped format from its first line", () => {
-    const first = (f: string) => readFileSync(f, "utf8").split(/\r?\n/)[0]!;
     expect(detectFormat(first(join(AGG, "language_m-large_total_rate_600s.csv")), "x")).toBe("servegen-aggregate");
-    expect(detectFormat(first(join(DATA, "servegen/data/language/m-large/chunk-0-trace.csv")), "x")).toBe("servegen-client");
     expect(detectFormat(first(join(DATA, "azure_llm_2023/AzureLLMInferenceTrace_code.csv")), "x")).toBe("azure-trace");
-    expect(detectFormat(first(join(DATA, "derived/mooncake_conversation_per_minute.csv")), "x")).toBe("per-minute");
     expect(() => detectFormat("a,b,c", "f.csv")).toThrow(/f\.csv:1: unknown format/);
+  });
+
+  it.skipIf(sharedDataMissing !== undefined)(needingSharedData("detects the full data folder's per-client ServeGen and per-minute formats"), () => {
+    expect(detectFormat(first(join(SHARED_DATA, "servegen/data/language/m-large/chunk-0-trace.csv")), "x")).toBe("servegen-client");
+    expect(detectFormat(first(join(SHARED_DATA, "derived/mooncake_conversation_per_minute.csv")), "x")).toBe("per-minute");
   });
 
   it("converts ServeGen rates to tokens/s per minute, timed from the trace start", () => {

@@ -2,7 +2,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { DEFAULT_CONFIG_JSON, parseConfig } from "../../core/config.js";
-import { defaultDataDir, sharedDataDir, shippedDataDir } from "../../core/paths.js";
+import { defaultDataDir, shippedDataDir } from "../../core/paths.js";
+import { SHARED_DATA, needingSharedData, sharedDataMissing } from "../../test/helpers/shared-data.js";
 import { assignRequests } from "./assign.js";
 import { parseAzureTimestamp, readAzureCsv, readMooncakeJsonl, readTrace } from "./traces.js";
 
@@ -40,7 +41,7 @@ describe("trace readers", () => {
     expect(() => readMooncakeJsonl('{"timestamp":0,"input_length":5,"output_length":2,"hash_ids":[1,"x"]}\n', "m.jsonl")).toThrow(/m\.jsonl:1\.hash_ids/);
   });
 
-  it("reads the real traces: Azure conv 19,366 over ~3,502 s, code 8,819 (shipped), Mooncake 12,031 (full data folder)", () => {
+  it("reads the shipped traces: Azure conv 19,366 over ~3,502 s, code 8,819", () => {
     const dir = defaultDataDir();
     expect(dir).toBe(shippedDataDir());
     const conv = readTrace("azure-conv", dir);
@@ -54,7 +55,10 @@ describe("trace readers", () => {
     expect(conv.requests.map((r) => r.arrivalMs)).toEqual(full.map((t) => t - t0).sort((a, b) => a - b));
     expect(readTrace("azure-code", dir).requests.length).toBe(8819);
     expect(() => readTrace("mooncake", dir)).toThrow(/--trace: mooncake is not in .*core\/data \(tidegate ships only the Azure 2023 traces\): pass --data-dir/);
-    const moon = readTrace("mooncake", sharedDataDir());
+  });
+
+  it.skipIf(sharedDataMissing !== undefined)(needingSharedData("reads Mooncake's conversation trace from the full data folder: 12,031 requests"), () => {
+    const moon = readTrace("mooncake", SHARED_DATA);
     expect(moon.requests.length).toBe(12031);
     expect(moon.spanMs).toBe(3536999);
   });

@@ -1,10 +1,10 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawnSync } from "node:child_process";
 import { afterAll, describe, expect, it } from "vitest";
 import { DEFAULT_WORKLOAD_JSON, parseWorkload, workloadDataDirs } from "../workload/spec.js";
-import { sharedDataDir } from "../../core/paths.js";
+import { shippedDataDir } from "../../core/paths.js";
 import { namedLoading } from "../../region/liveload/liveload-config.js";
 import { DEFAULT_FLEET_JSON, parseFleet, withLoading } from "./fleet.js";
 import { createPlanner } from "./planner.js";
@@ -12,8 +12,8 @@ import { runWeek } from "./replay.js";
 import { writeReports } from "./report.js";
 
 const fleet = parseFleet(DEFAULT_FLEET_JSON);
-// ServeGen's per-client series are not shipped (core/data/README.txt): the full public data folder has them.
-const workload = parseWorkload({ ...DEFAULT_WORKLOAD_JSON, ...workloadDataDirs(sharedDataDir()), days: 0.125, targetRequests: 15_000, bursts: [{ startMs: 2 * 3_600_000 + 40 * 60_000, durationMs: 20 * 60_000, factor: 8, model: "llama2-70b" }] }, fleet.config);
+// ServeGen's per-client series of the week's sources ship packed (core/data/README.txt §3).
+const workload = parseWorkload({ ...DEFAULT_WORKLOAD_JSON, ...workloadDataDirs(shippedDataDir()), days: 0.125, targetRequests: 15_000, bursts: [{ startMs: 2 * 3_600_000 + 40 * 60_000, durationMs: 20 * 60_000, factor: 8, model: "llama2-70b" }] }, fleet.config);
 const dir = mkdtempSync(join(tmpdir(), "tidegate-week-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -80,11 +80,18 @@ describe("week replay (3 h, real policies)", () => {
     const r3 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--loading", "nfs", "--quiet"], { encoding: "utf8" });
     expect(r3.status).toBe(2);
     expect(r3.stderr).toMatch(/--loading: must be one of ssd, allcache, network, blitzscale, lambdascale, faasnet-tree, nccl-ring, none, got "nfs"/);
-    // Without --data-dir the week reads the shipped data, which lacks ServeGen's per-client series: one line says so.
-    const r4 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--days", "0.01", "--quiet", "--out", join(dir, "none")], { encoding: "utf8" });
-    expect(r4.status).toBe(2);
-    expect(r4.stderr.trim().split("\n")).toHaveLength(1);
-    expect(r4.stderr).toMatch(/no ServeGen per-client series at .*core\/data\/servegen\/data\/language\/m-mid: they are not shipped .*--data-dir/);
+    // Without --data-dir the week reads the shipped data (ServeGen's per-client series packed in core/data).
+    const r4 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--days", "0.01", "--quiet", "--out", join(dir, "shipped")], { encoding: "utf8" });
+    expect(r4.status, r4.stderr).toBe(0);
+    expect(r4.stdout).toMatch(/predictive-hpa: \d+ requests in/);
+    // A data folder without the series, in either form (the Azure traces only): one line names both paths.
+    const partial = join(dir, "partial");
+    mkdirSync(partial);
+    symlinkSync(join(shippedDataDir(), "azure_llm_2023"), join(partial, "azure_llm_2023"));
+    const r5 = spawnSync(process.execPath, [cli, "replay", "--workload", "week", "--days", "0.01", "--quiet", "--data-dir", partial, "--out", join(dir, "none")], { encoding: "utf8" });
+    expect(r5.status).toBe(2);
+    expect(r5.stderr.trim().split("\n")).toHaveLength(1);
+    expect(r5.stderr).toMatch(/no ServeGen per-client series at .*servegen\/data\/language\/m-mid, nor their packed form .*m-mid\.csv\.gz/);
   });
 
   it("with controller.loading (the --loading flag) every region loads layer-wise: zigzag pairs on the burst, books balanced", async () => {

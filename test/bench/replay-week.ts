@@ -13,7 +13,6 @@ import { resourceUsage } from "node:process";
 import { DEFAULT_STRATEGY } from "../../core/defaults.js";
 import { describeBandwidths } from "../../region/liveload/sources.js";
 import { loadWeekInputs } from "../../bin/replay-week-cli.js";
-import { sharedDataDir } from "../../core/paths.js";
 import { createPlanner } from "../../sim/week/planner.js";
 import { ProgressBar } from "../../sim/week/progress.js";
 import { runWeek } from "../../sim/week/replay.js";
@@ -27,7 +26,7 @@ function flag(name: string): string | undefined {
 const days = flag("days");
 const strategy = flag("strategy") ?? DEFAULT_STRATEGY;
 const loading = flag("loading") ?? "blitzscale";
-const { fleet, workload } = loadWeekInputs({ ...(days === undefined ? {} : { days: Number(days) }), loading, "data-dir": sharedDataDir() });
+const { fleet, workload } = loadWeekInputs({ ...(days === undefined ? {} : { days: Number(days) }), loading });
 console.log(`machine: nproc ${cpus().length}, memory ${(totalmem() / 2 ** 30).toFixed(1)} GiB, ${cpus()[0]?.model ?? "cpu"}, load average ${loadavg().map((x) => x.toFixed(1)).join(" ")} (other sessions share this box)`);
 console.log(`versions: node ${process.version}, tidegate ${process.env.npm_package_version ?? "0.1.0"}`);
 console.log(`inputs: seed ${workload.seed}, ${workload.days} days, target ${workload.targetRequests} requests, ${workload.models.length} models, ${workload.regions.length} regions, strategy ${strategy}, planner ${(await createPlanner(fleet)).name}, loading ${loading === "none" ? "none (SageServe §7.1 delays)" : `${loading} (${describeBandwidths(fleet.config.controller.loading!.bandwidths)})`}`);

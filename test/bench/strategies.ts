@@ -30,7 +30,6 @@
 import { cpus, loadavg, totalmem } from "node:os";
 import { loadWeekInputs } from "../../bin/replay-week-cli.js";
 import { DEFAULT_STRATEGY } from "../../core/defaults.js";
-import { sharedDataDir } from "../../core/paths.js";
 import { getProfile } from "../../core/perf/model.js";
 import type { ModelSlo, SloConfig } from "../../core/config.js";
 import type { FleetSpec } from "../../sim/week/fleet.js";
@@ -118,7 +117,7 @@ async function main(): Promise<void> {
     ...(armNames === undefined ? [] : [`--arms ${flag("arms")}`]),
   ];
 
-  const weeks = new Map(seeds.map((seed) => [seed, loadWeekInputs({ seed, "data-dir": sharedDataDir() })]));
+  const weeks = new Map(seeds.map((seed) => [seed, loadWeekInputs({ seed })]));
   const first = weeks.get(seeds[0]!)!;
   const { slo, unloadedP95Ms } = benchSlo(first.fleet, windowOf(first.workload, new WorkloadStream(first.workload).summary.rateScale, 0, 2));
   const judged = new Map(seeds.map((seed) => {

@@ -6,7 +6,7 @@
  * (model, region) of the embedded default from that history.
  */
 import { afterAll, describe, expect, it } from "vitest";
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawnSync } from "node:child_process";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
@@ -57,5 +57,13 @@ describe("a clone with no ../shared beside it", () => {
     expect(log.match(/seeded planner history: /g)).toHaveLength(config.models.length);
     expect(log).not.toMatch(/no ServeGen/);
     expect(await dev.stop()).toBe(0);
+  });
+
+  it("`tidegate replay --workload week` runs from the shipped data (ServeGen's per-client series, packed)", () => {
+    // The clone the test above made: nothing beside it, its own core/data.
+    expect(existsSync(join(clone, "dist/bin/tidegate.js"))).toBe(true);
+    const r = spawnSync(process.execPath, [join(clone, "dist/bin/tidegate.js"), "replay", "--workload", "week", "--days", "0.01", "--quiet", "--out", join(dir, "week")], { cwd: clone, encoding: "utf8" });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/predictive-hpa: \d+ requests in .* instance-hours/);
   });
 });

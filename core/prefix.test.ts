@@ -55,3 +55,21 @@ describe("prefix identity", () => {
     expect(u.has(0) && u.has(100)).toBe(true);
   });
 });
+
+describe("recent prompts' hashes", () => {
+  it("equal text gives the first hashing's frozen list, per block size; after 64 other texts it is hashed again, equal", () => {
+    const text = "x".repeat(640);
+    const first = blockHashesOfText(text, 16);
+    expect(first).toHaveLength(10);
+    expect(Object.isFrozen(first)).toBe(true);
+    expect(blockHashesOfText("x".repeat(640), 16)).toBe(first);
+    const wider = blockHashesOfText(text, 32);
+    expect(wider).toHaveLength(5);
+    expect(wider).not.toBe(first);
+    for (let i = 0; i < 64; i++) blockHashesOfText(`${i}`.padEnd(64, "y"), 16);
+    const again = blockHashesOfText(text, 16);
+    expect(again).not.toBe(first);
+    expect(again).toEqual(first);
+    expect(blockHashesOfText("short", 16)).toEqual([]);
+  });
+});

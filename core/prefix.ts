@@ -64,17 +64,34 @@ export function mixHash(parent: number, value: number): number {
  * Chained hashes of the full blocks of `text` (tokens of CHARS_PER_TOKEN characters, blocks of `blockTokens`
  * tokens); a trailing partial block has none. E.g. 130 characters with blockTokens 16 (64 characters a block): 2.
  */
-export function blockHashesOfText(text: string, blockTokens = DEFAULT_BLOCK_TOKENS): number[] {
+export function blockHashesOfText(text: string, blockTokens = DEFAULT_BLOCK_TOKENS): readonly number[] {
   if (!(Number.isInteger(blockTokens) && blockTokens >= 1)) throw new RangeError(`blockTokens must be an integer ≥ 1, got ${blockTokens}`);
   const width = blockTokens * CHARS_PER_TOKEN;
+  if (text.length < width) return NO_HASHES;
+  let memo = recentHashes.get(blockTokens);
+  if (memo === undefined) recentHashes.set(blockTokens, (memo = new Map()));
+  const known = memo.get(text);
+  if (known !== undefined) return known;
   const out: number[] = [];
   let parent = ROOT;
   for (let start = 0; start + width <= text.length; start += width) {
     parent = hashChars(parent, text, start, start + width);
     out.push(parent);
   }
+  Object.freeze(out);
+  if (memo.size >= RECENT_TEXTS) memo.delete(memo.keys().next().value!);
+  memo.set(text, out);
   return out;
 }
+
+const NO_HASHES: readonly number[] = Object.freeze([]);
+/**
+ * The hashes of the last RECENT_TEXTS prompts hashed, per block size (oldest dropped first). One request's prompt is
+ * hashed where each tier scores prefixes — the router choosing a region, the gateway an instance, the engine's cache —
+ * and equal text has equal hashes, so the second and third take the first's (frozen) list.
+ */
+const RECENT_TEXTS = 64;
+const recentHashes = new Map<number, Map<string, readonly number[]>>();
 
 /** The text of one chat message's content (a string, or the text parts of an array); other shapes give "". */
 function contentText(content: unknown): string {
@@ -113,7 +130,7 @@ export function templatedPrompt(kind: "chat" | "completion", body: Record<string
 }
 
 /** Block hashes of an OpenAI request body (templatedPrompt, then blockHashesOfText). */
-export function blockHashesOfBody(kind: "chat" | "completion", body: Record<string, unknown>, blockTokens = DEFAULT_BLOCK_TOKENS): number[] {
+export function blockHashesOfBody(kind: "chat" | "completion", body: Record<string, unknown>, blockTokens = DEFAULT_BLOCK_TOKENS): readonly number[] {
   return blockHashesOfText(templatedPrompt(kind, body), blockTokens);
 }
 

@@ -38,7 +38,7 @@ describe("deploy/Dockerfile", () => {
     const build = stages[0]!;
     expect(build).toMatch(/-name '\*\.lua' -o -name '\*\.proto'/);
     expect(build).toContain("native/build/Release/tidegate_dataplane.node");
-    // The data tidegate ships (core/data/README.txt: the planner seed's ServeGen aggregates, the Azure traces).
+    // The data tidegate ships (core/data/README.txt: the planner seed's ServeGen aggregates, the week's packed per-client series, the Azure traces).
     expect(build).toMatch(/cp -r --parents core\/data \/out\//);
     // core/paths.ts reads the version from package.json at the root, beside dist/ (the addon needs no marker file).
     expect(build).toMatch(/cp -r package\.json node_modules dist \/out\//);

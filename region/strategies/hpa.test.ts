@@ -37,6 +37,15 @@ describe("reactive-hpa (Kubernetes HPA semantics)", () => {
     expect(hpa().at(0, { current: 3, serving: 0, utilization: 2 })).toEqual({ desired: 3, reason: "hpa-no-ready" });
   });
 
+  it("keeps no sample while nothing serves: its first ready instance is judged on what it serves, not on 'full'", () => {
+    // A region reads an endpoint with no serving instance as full (utilization 1). Five seconds of that, then one
+    // instance ready at 0.05: the 5 s window holds only the ready sample, so no scale-up (with the earlier samples it
+    // would average 1, ratio 2 at target 0.5: 2 instances).
+    const h = hpa({ targetUtilization: 0.5, metricWindowMs: 5 * S, syncPeriodMs: S });
+    for (let t = 0; t < 5 * S; t += S / 4) expect(h.at(t, { current: 1, serving: 0, utilization: 1 }).desired).toBe(1);
+    for (let t = 5 * S; t <= 9 * S; t += S / 4) expect(h.at(t, { current: 1, serving: 1, utilization: 0.05, minInstances: 1 }).desired).toBe(1);
+  });
+
   it("rate-limits a scale-up to max(Percent 100, Pods 4) per 15 s period, counting its own recent scale-ups", () => {
     const h = hpa({ syncPeriodMs: 5 * S });
     // ratio 5 on 2 ready wants 10; the limit is max(2 × 2, 2 + 4) = 6.

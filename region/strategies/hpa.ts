@@ -13,7 +13,10 @@
  * (`current − serving`); the scale target's replicas are `current`. The metric is one average over the endpoint
  * (tidegate has no per-instance figure), so the calculator's "missing pods" case does not arise.
  *
- * Per call: record the utilization sample. Once per `syncPeriodMs` (the first call included) evaluate:
+ * Per call: record the utilization sample — only while an instance is ready: with none the HPA has no pod metric
+ * (GetResourceReplicas gets no metrics from ready pods), and a figure taken then (a region reads an endpoint with no
+ * serving instance as full) would stay in the window and scale the endpoint up the moment its first instance became
+ * ready. Once per `syncPeriodMs` (the first call included) evaluate:
  *   1. metric = time-weighted average of the samples over the last `metricWindowMs` (the HPA reads a windowed
  *      figure from the metrics pipeline, never an instantaneous one);
  *   2. raw = the replica calculator's count (below);
@@ -96,7 +99,7 @@ export const reactiveHpa: Strategy<HpaParams, HpaState> = {
   newState: (): HpaState => ({ samples: [], lastSyncMs: undefined, held: undefined, recommendations: [], scaleUpEvents: [], scaleDownEvents: [] }),
   decide(input: StrategyInput, p: HpaParams, st: HpaState): StrategyDecision {
     const now = input.nowMs;
-    recordSample(st, now, input.utilization, p.metricWindowMs);
+    if (input.serving > 0) recordSample(st, now, input.utilization, p.metricWindowMs);
     if (st.held !== undefined && st.lastSyncMs !== undefined && now - st.lastSyncMs < p.syncPeriodMs) {
       return { desired: clampCount(st.held.desired, input), reason: "hpa-hold" };
     }
@@ -120,7 +123,8 @@ function evaluate(input: StrategyInput, p: HpaParams, st: HpaState): StrategyDec
   // Out of bounds: the HPA moves to the bound without reading metrics.
   const inBounds = clampCount(current, input);
   if (inBounds !== current) return { desired: inBounds, reason: "bounds" };
-  const calc = calculateReplicas(windowAverage(st.samples, now, p.metricWindowMs), input, p);
+  // No sample yet means no ready instance ever: the calculator holds without reading the metric.
+  const calc = calculateReplicas(st.samples.length > 0 ? windowAverage(st.samples, now, p.metricWindowMs) : 0, input, p);
   const stabilized = stabilize(st, now, current, calc.replicas, p);
   const limited = rateLimit(st, now, current, stabilized, p);
   const desired = clampCount(limited, input);

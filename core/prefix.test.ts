@@ -71,5 +71,9 @@ describe("recent prompts' hashes", () => {
     expect(again).not.toBe(first);
     expect(again).toEqual(first);
     expect(blockHashesOfText("short", 16)).toEqual([]);
+    // A text over 256 Ki characters is hashed each time (equal lists, not the same one): the memo stays bounded.
+    const long = "z".repeat(262_208);
+    expect(blockHashesOfText(long, 16)).not.toBe(blockHashesOfText(long, 16));
+    expect(blockHashesOfText(long, 16)).toEqual(blockHashesOfText(long, 16));
   });
 });

@@ -68,20 +68,26 @@ export function blockHashesOfText(text: string, blockTokens = DEFAULT_BLOCK_TOKE
   if (!(Number.isInteger(blockTokens) && blockTokens >= 1)) throw new RangeError(`blockTokens must be an integer ≥ 1, got ${blockTokens}`);
   const width = blockTokens * CHARS_PER_TOKEN;
   if (text.length < width) return NO_HASHES;
+  if (text.length > RECENT_MAX_CHARS) return hashBlocks(text, width);
   let memo = recentHashes.get(blockTokens);
   if (memo === undefined) recentHashes.set(blockTokens, (memo = new Map()));
   const known = memo.get(text);
   if (known !== undefined) return known;
+  const out = hashBlocks(text, width);
+  if (memo.size >= RECENT_TEXTS) memo.delete(memo.keys().next().value!);
+  memo.set(text, out);
+  return out;
+}
+
+/** The chained hashes of `text`'s full blocks of `width` characters, as a frozen list. */
+function hashBlocks(text: string, width: number): readonly number[] {
   const out: number[] = [];
   let parent = ROOT;
   for (let start = 0; start + width <= text.length; start += width) {
     parent = hashChars(parent, text, start, start + width);
     out.push(parent);
   }
-  Object.freeze(out);
-  if (memo.size >= RECENT_TEXTS) memo.delete(memo.keys().next().value!);
-  memo.set(text, out);
-  return out;
+  return Object.freeze(out);
 }
 
 const NO_HASHES: readonly number[] = Object.freeze([]);
@@ -91,6 +97,8 @@ const NO_HASHES: readonly number[] = Object.freeze([]);
  * and equal text has equal hashes, so the second and third take the first's (frozen) list.
  */
 const RECENT_TEXTS = 64;
+/** Longer texts are hashed each time: the memo holds at most RECENT_TEXTS × this many characters per block size. */
+const RECENT_MAX_CHARS = 262_144;
 const recentHashes = new Map<number, Map<string, readonly number[]>>();
 
 /** The text of one chat message's content (a string, or the text parts of an array); other shapes give "". */

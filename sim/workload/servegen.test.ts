@@ -31,6 +31,8 @@ describe("ServeGen's per-client series, packed", () => {
       writeFileSync(join(root, "language/m-x/chunk-1-trace.csv"), CLIENT_7);
       expect(loadServeGen(root, "language/m-x").map((c) => c.id)).toEqual(["language/m-x/chunk-1"]);
       expect(() => loadServeGen(root, "language/m-y")).toThrow(/no ServeGen per-client series at .*m-y, nor their packed form .*m-y\.csv\.gz/);
+      writeFileSync(join(root, `language/m-z${PACKED_EXTENSION}`), "not gzip");
+      expect(() => loadServeGen(root, "language/m-z")).toThrow(/source language\/m-z: cannot read the packed series .*m-z\.csv\.gz/);
     } finally {
       rmSync(root, { recursive: true, force: true });
     }

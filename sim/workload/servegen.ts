@@ -123,6 +123,15 @@ export function parsePackedClients(source: string, text: string): ClientSeries[]
   return clients;
 }
 
+/** A packed file's text; a file that is not gzip (damaged, truncated) is a ValidationError naming it. */
+function readPacked(file: string, source: string): string {
+  try {
+    return gunzipSync(readFileSync(file)).toString("utf8");
+  } catch (err) {
+    throw new ValidationError(`source ${source}`, `cannot read the packed series ${file}: ${(err as Error).message}`);
+  }
+}
+
 /** The client number of an id `<source>/chunk-<n>`. */
 function clientNumber(id: string): number {
   return Number(id.slice(id.lastIndexOf("chunk-") + "chunk-".length));
@@ -140,7 +149,7 @@ export function loadServeGen(root: string, source: string): ClientSeries[] {
   try {
     names = readdirSync(dir).filter((n) => /^chunk-\d+-trace\.csv$/.test(n));
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT" && existsSync(packed)) return parsePackedClients(source, gunzipSync(readFileSync(packed)).toString("utf8"));
+    if ((err as NodeJS.ErrnoException).code === "ENOENT" && existsSync(packed)) return parsePackedClients(source, readPacked(packed, source));
     const why = (err as NodeJS.ErrnoException).code === "ENOENT" ? `no ServeGen per-client series at ${dir}, nor their packed form ${packed} (core/data ships language/m-mid, m-large and m-small packed; core/data/README.txt): pass --data-dir with a copy of the public data that holds this source, or set servegenDir in a workload file` : `cannot read ServeGen directory ${dir}: ${(err as Error).message}`;
     throw new ValidationError(`source ${source}`, why);
   }

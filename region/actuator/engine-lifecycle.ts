@@ -279,8 +279,12 @@ export class EngineLifecycle {
     }
     this.checkAlive(inst);
     if (adopted && e.roleOf !== undefined) {
-      const role = await e.roleOf(info).catch(() => undefined);
-      setRole(inst, role === "prefill" || role === "decode" ? role : undefined);
+      // The role it serves with now; when that cannot be read, the role its agent announced stands.
+      const now = await e.roleOf(info).then((role) => ({ role }), (err: unknown) => {
+        this.o.log.warn("adopted engine's role unreadable; keeping the role its agent announced", { instanceId: inst.id, role: inst.role ?? "none", err: err instanceof Error ? err.message : String(err) });
+        return undefined;
+      });
+      if (now !== undefined) setRole(inst, now.role === "prefill" || now.role === "decode" ? now.role : undefined);
     }
     const engine = await e.connect(info, inst.id, inst.role);
     if (this.o.table.isCancelled(inst.id) || !this.o.table.current(inst)) {

@@ -93,11 +93,15 @@ export async function httpHealthy(info: EngineInfo, timeoutMs = 1000): Promise<b
   return res.status === 200;
 }
 
-/** The role engine-sim serves with now (its /health `settings.role`); undefined for an engine that says none. */
+/**
+ * The role engine-sim serves with now (its /health `settings.role`); undefined for an engine that answers and says
+ * none (a 200 without settings, as vLLM's empty /health). Throws when it does not answer 200.
+ */
 export async function httpRole(info: EngineInfo, timeoutMs = 1000): Promise<string | undefined> {
   const res = await fetch(new URL("/health", info.url), { signal: AbortSignal.timeout(timeoutMs) });
   const text = await res.text();
-  if (res.status !== 200 || text === "") return undefined;
+  if (res.status !== 200) throw new Error(`${info.url}/health answered ${res.status}`);
+  if (text === "") return undefined;
   const body = JSON.parse(text) as { settings?: { role?: unknown } };
   return typeof body.settings?.role === "string" ? body.settings.role : undefined;
 }

@@ -76,4 +76,29 @@ describe("recent prompts' hashes", () => {
     expect(blockHashesOfText(long, 16)).not.toBe(blockHashesOfText(long, 16));
     expect(blockHashesOfText(long, 16)).toEqual(blockHashesOfText(long, 16));
   });
+
+  it("a text that extends or begins a recent one gets the same hashes as hashed alone", () => {
+    const forget = () => {
+      for (let i = 0; i < 72; i++) blockHashesOfText(`${i}:`.padEnd(200, "q"), 16);
+    };
+    const turn1 = "<|im_start|>user\n" + "hello ".repeat(40);
+    const turn2 = turn1 + "<|im_end|>\n<|im_start|>assistant\n" + "fine ".repeat(50);
+    forget();
+    const cold = [blockHashesOfText(turn1, 16), blockHashesOfText("w".repeat(1000), 16)];
+    forget();
+    const cold2 = blockHashesOfText(turn2, 16);
+    forget();
+    // A next turn goes on from the last one's chain; a shorter text is cut from a longer one's.
+    blockHashesOfText(turn1, 16);
+    expect(blockHashesOfText(turn2, 16)).toEqual(cold2);
+    blockHashesOfText("w".repeat(3000), 16);
+    expect(blockHashesOfText("w".repeat(1000), 16)).toEqual(cold[1]!);
+    expect(blockHashesOfText("w".repeat(1000), 16)).toHaveLength(15);
+    // A text that only shares some characters with a recent one (not a whole block's worth more) is its own.
+    blockHashesOfText("w".repeat(999) + "v", 16);
+    forget();
+    expect(blockHashesOfText("w".repeat(999) + "v", 16)).toEqual(cold[1]!.slice(0, 15));
+    expect(blockHashesOfText("w".repeat(70) + "v".repeat(200), 16)[0]).toBe(cold[1]![0]);
+    expect(blockHashesOfText("w".repeat(70) + "v".repeat(200), 16)[1]).not.toBe(cold[1]![1]);
+  });
 });

@@ -68,22 +68,44 @@ export function blockHashesOfText(text: string, blockTokens = DEFAULT_BLOCK_TOKE
   if (!(Number.isInteger(blockTokens) && blockTokens >= 1)) throw new RangeError(`blockTokens must be an integer ≥ 1, got ${blockTokens}`);
   const width = blockTokens * CHARS_PER_TOKEN;
   if (text.length < width) return NO_HASHES;
-  if (text.length > RECENT_MAX_CHARS) return hashBlocks(text, width);
+  if (text.length > RECENT_MAX_CHARS) return hashBlocks(text, width, NO_HASHES);
   let memo = recentHashes.get(blockTokens);
   if (memo === undefined) recentHashes.set(blockTokens, (memo = new Map()));
   const known = memo.get(text);
   if (known !== undefined) return known;
-  const out = hashBlocks(text, width);
+  const out = hashBlocks(text, width, longestKnownPrefix(blockTokens, text, width));
   if (memo.size >= RECENT_TEXTS) memo.delete(memo.keys().next().value!);
   memo.set(text, out);
+  let newest = newestHashed.get(blockTokens);
+  if (newest === undefined) newestHashed.set(blockTokens, (newest = []));
+  if (newest.length >= RECENT_PREFIX_PROBES) newest.shift();
+  newest.push([text, out]);
   return out;
 }
 
-/** The chained hashes of `text`'s full blocks of `width` characters, as a frozen list. */
-function hashBlocks(text: string, width: number): readonly number[] {
-  const out: number[] = [];
-  let parent = ROOT;
-  for (let start = 0; start + width <= text.length; start += width) {
+/**
+ * The hashes of the longest recent text whose full blocks begin `text` (only the RECENT_PREFIX_PROBES newest are
+ * tried): a chat's next turn is its last prompt and more, so its chain goes on from the last prompt's. A text that
+ * is itself a prefix of a recent one gives that one's chain, cut to `text`'s full blocks.
+ */
+function longestKnownPrefix(blockTokens: number, text: string, width: number): readonly number[] {
+  const newest = newestHashed.get(blockTokens);
+  if (newest === undefined) return NO_HASHES;
+  // The shortest recent text at least as long as `text`: one comparison covers all of `text`'s blocks.
+  let cover: [string, readonly number[]] | undefined;
+  for (const e of newest) if (e[0].length >= text.length && (cover === undefined || e[0].length < cover[0].length)) cover = e;
+  if (cover !== undefined && cover[0].startsWith(text)) return cover[1].slice(0, Math.floor(text.length / width));
+  // Else the longest shorter one that begins `text`.
+  let best: readonly number[] = NO_HASHES;
+  for (const [s, hashes] of newest) if (s.length < text.length && hashes.length > best.length && text.startsWith(s)) best = hashes;
+  return best;
+}
+
+/** The chained hashes of `text`'s full blocks of `width` characters, as a frozen list, `known` its first ones. */
+function hashBlocks(text: string, width: number, known: readonly number[]): readonly number[] {
+  const out: number[] = known.slice();
+  let parent = out.length === 0 ? ROOT : out[out.length - 1]!;
+  for (let start = out.length * width; start + width <= text.length; start += width) {
     parent = hashChars(parent, text, start, start + width);
     out.push(parent);
   }
@@ -97,9 +119,13 @@ const NO_HASHES: readonly number[] = Object.freeze([]);
  * and equal text has equal hashes, so the second and third take the first's (frozen) list.
  */
 const RECENT_TEXTS = 64;
+/** How many of the newest memo entries a new text is compared with for a shared beginning. */
+const RECENT_PREFIX_PROBES = 8;
 /** Longer texts are hashed each time: the memo holds at most RECENT_TEXTS × this many characters per block size. */
 const RECENT_MAX_CHARS = 262_144;
 const recentHashes = new Map<number, Map<string, readonly number[]>>();
+/** The RECENT_PREFIX_PROBES texts hashed last and their hashes, per block size (oldest first). */
+const newestHashed = new Map<number, [string, readonly number[]][]>();
 
 /** The text of one chat message's content (a string, or the text parts of an array); other shapes give "". */
 function contentText(content: unknown): string {

@@ -10,8 +10,9 @@
  * whether or not met.
  */
 import { cpus, loadavg, totalmem } from "node:os";
-import { readdirSync } from "node:fs";
 import { join } from "node:path";
+import { shippedDataDir } from "../../core/paths.js";
+import { loadServeGen } from "../../sim/workload/servegen.js";
 import { ArimaPool } from "../../forecasts/arima-pool.js";
 import { backtestPeaks, type MethodScore } from "../../forecasts/backtest.js";
 import { createForecaster, type ForecasterName } from "../../forecasts/registry.js";
@@ -22,7 +23,10 @@ import { FORECAST_JUDGED, FORECAST_TARGET, bestNaive, forecastChecks, type Serie
 import type { Forecast } from "../../forecasts/forecaster.js";
 
 const log = (s: string) => process.stdout.write(s + "\n");
-const DATA = new URL("../../../../shared/data/servegen/", import.meta.url).pathname;
+/** ServeGen as tidegate ships it (core/data/README.txt): the aggregates as published, the per-client series packed. */
+const DATA = join(shippedDataDir(), "servegen");
+/** The per-client sources cycled for the throughput check (every one the repository ships). */
+const CLIENT_SOURCES = ["language/m-large", "language/m-mid", "language/m-small"];
 const JUDGED: ForecasterName = FORECAST_JUDGED;
 const NAIVE: ForecasterName[] = ["persistence", "seasonal-naive"];
 const REFERENCE: ForecasterName[] = (["blend", "blend-arima", "arima"] as ForecasterName[]).filter((n) => n !== JUDGED);
@@ -82,16 +86,15 @@ async function main() {
     };
   }
 
-  // Throughput: 1,000 hourly series of 7 days (168 points) from the per-client files, cycled.
-  const files: string[] = [];
-  const root = join(DATA, "data/language");
-  for (const m of readdirSync(root)) for (const f of readdirSync(join(root, m))) files.push(join(root, m, f));
+  // Throughput: 1,000 hourly series of 7 days (168 points) from the shipped per-client series, cycled.
+  const clients = CLIENT_SOURCES.flatMap((source) => loadServeGen(join(DATA, "data"), source));
+  log(`input: ${clients.length} per-client series of ${CLIENT_SOURCES.join(", ")} (${join(DATA, "data")}), cycled`);
   const series: number[][] = [];
   for (let i = 0; series.length < 1000; i++) {
-    const v = fillGaps(readSeriesFile(files[i % files.length]!).values, 144);
+    const v = Array.from(clients[i % clients.length]!.rateRps);
     const hourly: number[] = [];
     for (let h = 0; h + 6 <= v.length; h += 6) hourly.push(Math.max(...v.slice(h, h + 6)));
-    const off = (Math.floor(i / files.length) * 24) % Math.max(1, hourly.length - 168);
+    const off = (Math.floor(i / clients.length) * 24) % Math.max(1, hourly.length - 168);
     series.push(hourly.slice(off, off + 168));
   }
   const f = createForecaster({ name: JUDGED, pool });

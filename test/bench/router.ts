@@ -9,7 +9,7 @@
  *      parsed) to the same engine: what any hop written in Node costs on this machine before it does any work.
  * Every figure is the median over rounds of the per-round comparison, judged unrounded (only what is printed is
  * rounded); a check on an arm that failed a stream fails and names it (verdicts/router.ts). Tokens are counted by
- * scanning the response bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (10 ms ticks) for each
+ * scanning the response bytes for `data: ` (sse-load.ts), never by parsing chunks. CPU per token comes from /proc (each thread's schedstat, ns) for each
  * relaying process: global and region, and nginx's two workers.
  *
  * Targets (verdicts/router.ts). Issue 15 item 10: tidegate's throughput ≥ 0.97× nginx's; tidegate's added median
@@ -21,7 +21,7 @@
  * figures (`nodePipe`) beside tidegate's.
  * The last line printed is one JSON object (with `met` and, on failure, `error`); the process exits 0 either way.
  */
-import { writeFileSync, mkdtempSync, rmSync, readFileSync } from "node:fs";
+import { writeFileSync, mkdtempSync, rmSync, readFileSync, readdirSync } from "node:fs";
 import { Agent } from "node:http";
 import { cpus, loadavg, totalmem, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -76,8 +76,20 @@ function cpuSplit(pid: number | undefined): { user: number; sys: number } {
   }
 }
 
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
+/**
+ * CPU seconds a process has run so far, from /proc (Linux); NaN elsewhere. The sum over its threads of
+ * `/proc/<pid>/task/<tid>/schedstat`'s time on a CPU (nanoseconds): a hop's few hundred milliseconds a round are
+ * then measured to the microsecond, where `/proc/<pid>/stat`'s user + system time counts 10 ms ticks (a node pipe
+ * hop's 60 ms a round was 6 ticks, ±1 of them). Where schedstat is missing, the ticks.
+ */
 function cpuSeconds(pid: number | undefined): number {
+  try {
+    let ns = 0;
+    for (const tid of readdirSync(`/proc/${pid}/task`)) ns += Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    if (Number.isFinite(ns)) return ns / 1e9;
+  } catch {
+    // no schedstat (or the process is gone): the ticks below
+  }
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
     return (Number(fields[11]) + Number(fields[12])) / 100;
@@ -207,7 +219,7 @@ async function main(): Promise<void> {
       console.log(`round ${round}: ${describeRound("N nginx   ", n)}`);
       console.log(`round ${round}: ${describeRound("P node pipe", p)}`);
       console.log(`round ${round}: ${describeRound("B tidegate", b)}`);
-      console.log(`round ${round}: CPU µs per token (10 ms ticks) — N: ${fmtCpu(cpuN, ["nginxHop1", "nginxHop2"])}; P: ${fmtCpu(cpuP, ["pipeHop1", "pipeHop2"])}; B: ${fmtCpu(cpuB, ["engine", "region", "global"])}; load average ${loadavg()[0]!.toFixed(2)}`);
+      console.log(`round ${round}: CPU µs per token (schedstat) — N: ${fmtCpu(cpuN, ["nginxHop1", "nginxHop2"])}; P: ${fmtCpu(cpuP, ["pipeHop1", "pipeHop2"])}; B: ${fmtCpu(cpuB, ["engine", "region", "global"])}; load average ${loadavg()[0]!.toFixed(2)}`);
       console.log(`round ${round}: B CPU µs per token split — ${split}`);
       console.log(`round ${round}: tidegate CPU per token over node pipe's same hop: global ${vsPipe.global.at(-1)!.toFixed(2)}, region ${vsPipe.region.at(-1)!.toFixed(2)}`);
       console.log(`round ${round}: throughput tidegate/nginx ${(b.tokensPerS / n.tokensPerS).toFixed(3)}; added TTFT p50 nginx ${(n.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms, tidegate ${(b.ttftMedianMs - a.ttftMedianMs).toFixed(3)} ms`);

@@ -262,6 +262,11 @@ export interface EndpointTelemetry {
   /** The endpoint's instances by state (the actuator's view, spot included); absent from regions that do not know. */
   instances?: Record<InstanceState, number>;
   /**
+   * The part of `instances` in each prefill/decode pool of a disaggregated model (issue 48; the actuator's view): what
+   * the planner counts as each pool's current instances. Absent for a colocated endpoint and from regions that do not know.
+   */
+  pools?: Partial<Record<PoolRole, Record<InstanceState, number>>>;
+  /**
    * Expected time of one scale-out, decision to serving (ms): the region's last measured one for this endpoint, else
    * the data plane's ideal transfer time for the model; absent when the region cannot say (static regions).
    */

@@ -268,6 +268,8 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
  * GPU hold prices are for), an endpoint whose region reports its expected scale-out time gets its model-start cost
  * from it: the instance's GPUs held for that time at the hold price (the configured `modelStartCost` otherwise).
  */
+const NO_INSTANCES = { provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 } as const;
+
 export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, RegionTelemetry>, intervalMs?: number): Fleet {
   return {
     ...base,
@@ -277,10 +279,11 @@ export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, Region
       return {
         ...r,
         endpoints: r.endpoints.map((e) => {
-          // A pool's counts are not in the region's per-(model, gpu) telemetry: it keeps base's (pools.ts).
-          if (splitPoolModel(e.model).role !== undefined) return e;
-          const reported = t.models.find((m) => m.model === e.model)?.endpoints.find((x) => x.gpu === e.gpu);
-          const c = reported?.instances;
+          // A pool (pools.ts: its fleet key is `model#role`) takes its own counts from the endpoint's `pools`; a pool
+          // absent there while the region reports the endpoint's counts has no instance.
+          const { model, role } = splitPoolModel(e.model);
+          const reported = t.models.find((m) => m.model === model)?.endpoints.find((x) => x.gpu === e.gpu);
+          const c = role === undefined || reported?.instances === undefined ? reported?.instances : (reported.pools?.[role] ?? NO_INSTANCES);
           const counts = c === undefined ? {} : { instances: c.provisioning + c.loading + c.serving, spotInstances: c.spot };
           // The model-start cost from the data plane: the GPUs of one instance held for the scale-out time the region
           // reports (its last measured scale-out, else the multicast plan's ideal transfer time), priced as holding.

@@ -8,9 +8,12 @@ import { parseConfig } from "../core/config.js";
 import { sloFor } from "../core/config/slo-section.js";
 import type { Forecast, ForecastInput, Forecaster } from "../forecasts/forecaster.js";
 import { MemoryHistory, type DemandSample } from "../forecasts/history.js";
-import { targetsFromWire, targetsToWire } from "../region/link/region-proto.js";
+import { targetsFromWire, targetsToWire, telemetryFromWire, telemetryToWire } from "../region/link/region-proto.js";
+import type { InstanceRecord, RuntimeActuator } from "../region/actuator/port.js";
+import { withActuatorCounts } from "../region/runtime/runtime.js";
+import type { RegionTelemetry } from "../core/ports.js";
 import { DEFAULT_MIX } from "./capacity.js";
-import { fleetFromConfig } from "./fleet.js";
+import { fleetFromConfig, liveFleet } from "./fleet.js";
 import { renderPlanHtml } from "./html.js";
 import { targetsFor } from "./loop.js";
 import { runPlan } from "./plan.js";
@@ -77,5 +80,30 @@ describe("P/D pools in the plan (pools.ts)", () => {
     expect(html).toContain("llama2-70b · prefill pool");
     expect(html).toContain("llama2-70b · decode pool");
     expect(targetsFor(r, "us-west").endpoints[0]!.role).toBeUndefined();
+  });
+
+  it("takes each pool's current instances from the region's telemetry (the actuator's counts per role), over the wire too", () => {
+    const inst = (state: InstanceRecord["state"], role?: "prefill" | "decode"): InstanceRecord => ({ id: `i${Math.random()}`, region: "us-east", gpu: "h100-80gb", gpus: 4, model: "llama2-70b", state, enteredAtMs: 0, ...(role === undefined ? {} : { role }) });
+    const instances = [inst("serving", "prefill"), inst("serving", "prefill"), inst("loading", "prefill"), ...Array.from({ length: 5 }, () => inst("serving", "decode")), inst("draining", "decode"), inst("spot"), inst("spot")];
+    const actuator = { instances: () => instances, expectedScaleOutMs: () => undefined } as unknown as RuntimeActuator;
+    const gateway: RegionTelemetry = {
+      region: "us-east", seq: 1, atMs: 0,
+      models: [{ model: "llama2-70b", effectiveMemoryUtilization: 0.3, tokensPerS: 0, running: 0, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 7, draining: 0, spot: 0 }, endpoints: [{ endpointId: "llama2-70b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0.3, servingInstances: 7 }] }],
+    };
+    const t = telemetryFromWire(telemetryToWire(withActuatorCounts(gateway, actuator)));
+    const e = t.models[0]!.endpoints[0]!;
+    expect(e.instances).toEqual({ provisioning: 0, loading: 1, serving: 7, draining: 1, spot: 2 });
+    expect(e.pools).toEqual({ prefill: { provisioning: 0, loading: 1, serving: 2, draining: 0, spot: 0 }, decode: { provisioning: 0, loading: 0, serving: 5, draining: 1, spot: 0 } });
+    const base = fleetFromConfig(config);
+    const live = liveFleet(base, new Map([["us-east", t]]));
+    const pool = (role: "prefill" | "decode") => live.regions.find((r) => r.name === "us-east")!.endpoints.find((x) => x.model === poolModel("llama2-70b", role))!;
+    // provisioning + loading + serving: 3 prefill, 5 decode (the config says 1 each)
+    expect(pool("prefill").instances).toBe(3);
+    expect(pool("decode").instances).toBe(5);
+    // A region that reports the endpoint's counts but no decode instance: that pool has none.
+    const noDecode = telemetryFromWire(telemetryToWire(withActuatorCounts(gateway, { ...actuator, instances: () => instances.filter((i) => i.role !== "decode") } as RuntimeActuator)));
+    expect(liveFleet(base, new Map([["us-east", noDecode]])).regions[0]!.endpoints.find((x) => x.model === poolModel("llama2-70b", "decode"))!.instances).toBe(0);
+    // A region that sent no telemetry keeps the config's counts.
+    expect(liveFleet(base, new Map()).regions[0]!.endpoints.find((x) => x.model === poolModel("llama2-70b", "prefill"))!.instances).toBe(1);
   });
 });

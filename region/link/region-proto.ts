@@ -14,7 +14,7 @@ import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
 import type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
 
 export type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
-import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, PoolRole, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import type { RegionListing } from "../gateway/slo-book.js";
 
 /** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
@@ -55,7 +55,7 @@ export interface WireTelemetry {
     stale_instances?: number;
     slo?: { requests: number; met: number; finished: number; prompt_tokens: number; output_tokens: number } | null;
     cold?: { held: number; expected_ms: number } | null;
-    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null; expected_scale_out_ms?: number; preemptible_memory_utilization?: number; preempts?: boolean }[];
+    endpoints: { endpoint_id: string; gpu: string; effective_memory_utilization: number; serving_instances: number; instances?: Record<InstanceState, number> | null; expected_scale_out_ms?: number; preemptible_memory_utilization?: number; preempts?: boolean; pools?: { role: string; instances?: Record<InstanceState, number> | null }[] }[];
   }[];
 }
 
@@ -184,9 +184,20 @@ export function telemetryToWire(t: RegionTelemetry): WireTelemetry {
       stale_instances: m.staleInstances ?? 0,
       slo: m.slo === undefined ? null : { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, prompt_tokens: m.slo.promptTokens, output_tokens: m.slo.outputTokens },
       cold: m.cold === undefined ? null : { held: m.cold.held, expected_ms: m.cold.expectedMs ?? 0 },
-      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null, expected_scale_out_ms: e.expectedScaleOutMs ?? 0, ...preemptibleToWire(e) })),
+      endpoints: m.endpoints.map((e) => ({ endpoint_id: e.endpointId, gpu: e.gpu, effective_memory_utilization: e.effectiveMemoryUtilization, serving_instances: e.servingInstances, instances: e.instances ?? null, expected_scale_out_ms: e.expectedScaleOutMs ?? 0, ...preemptibleToWire(e), pools: Object.entries(e.pools ?? {}).map(([role, c]) => ({ role, instances: c })) })),
     })),
   };
+}
+
+function countsFromWire(c: Partial<Record<InstanceState, number>>): Record<InstanceState, number> {
+  return { provisioning: c.provisioning ?? 0, loading: c.loading ?? 0, serving: c.serving ?? 0, draining: c.draining ?? 0, spot: c.spot ?? 0 };
+}
+
+/** An endpoint's pool counts from the wire: the prefill and decode entries (another role is not a pool; skipped). */
+function poolsFromWire(w: { role: string; instances?: Record<InstanceState, number> | null }[] | undefined): { pools?: Partial<Record<PoolRole, Record<InstanceState, number>>> } {
+  const pools: Partial<Record<PoolRole, Record<InstanceState, number>>> = {};
+  for (const p of w ?? []) if ((p.role === "prefill" || p.role === "decode") && p.instances) pools[p.role] = countsFromWire(p.instances);
+  return Object.keys(pools).length === 0 ? {} : { pools };
 }
 
 export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
@@ -208,9 +219,10 @@ export function telemetryFromWire(w: WireTelemetry): RegionTelemetry {
         gpu: e.gpu,
         effectiveMemoryUtilization: e.effective_memory_utilization,
         servingInstances: e.serving_instances,
-        ...(e.instances ? { instances: { provisioning: e.instances.provisioning, loading: e.instances.loading, serving: e.instances.serving, draining: e.instances.draining, spot: e.instances.spot } } : {}),
+        ...(e.instances ? { instances: countsFromWire(e.instances) } : {}),
         ...((e.expected_scale_out_ms ?? 0) > 0 ? { expectedScaleOutMs: e.expected_scale_out_ms! } : {}),
         ...preemptibleFromWire(e),
+        ...poolsFromWire(e.pools),
       })),
       ...((m.stale_instances ?? 0) > 0 ? { staleInstances: m.stale_instances! } : {}),
       ...(m.slo ? { slo: { requests: m.slo.requests, met: m.slo.met, finished: m.slo.finished, promptTokens: m.slo.prompt_tokens, outputTokens: m.slo.output_tokens } } : {}),

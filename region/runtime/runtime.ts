@@ -16,7 +16,7 @@ import type { Clock, Timer } from "../../core/clock.js";
 import { instanceGpus, type TidegateConfig } from "../../core/config.js";
 import type { Logger } from "../../core/log.js";
 import type { GpuType, ModelName, RegionName } from "../../core/models.js";
-import type { Engine, GenerateRequest, InstanceState, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
+import type { Engine, GenerateRequest, InstanceState, PoolRole, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import type { EventSink, Flow } from "../../core/push.js";
 import type { ModelSource } from "../actuator/agents.js";
 import { poolKey, type LoadSource, type RuntimeActuator } from "../actuator/port.js";
@@ -339,13 +339,21 @@ export function startRegionRuntime<A extends RuntimeActuator>(o: RegionRuntimeOp
 type Counts = Record<InstanceState, number>;
 const zeroCounts = (): Counts => ({ provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 });
 /** Per actuator: its counts at a version (adapters with `version` are counted once per state change, not per report). */
-const countCache = new WeakMap<RuntimeActuator, { version: number; byModel: Map<string, Counts>; byEndpoint: Map<string, Counts> }>();
+const countCache = new WeakMap<RuntimeActuator, ActuatorCounts>();
+/** The actuator's instances by state: per model, per `model/gpu` endpoint and per `model/gpu/role` pool. */
+interface ActuatorCounts {
+  version: number;
+  byModel: Map<string, Counts>;
+  byEndpoint: Map<string, Counts>;
+  byPool: Map<string, Counts>;
+}
 
-function actuatorCounts(actuator: RuntimeActuator): { byModel: Map<string, Counts>; byEndpoint: Map<string, Counts> } {
+function actuatorCounts(actuator: RuntimeActuator): ActuatorCounts {
   const cached = countCache.get(actuator);
   if (cached !== undefined && actuator.version !== undefined && cached.version === actuator.version) return cached;
   const byModel = new Map<string, Counts>();
   const byEndpoint = new Map<string, Counts>();
+  const byPool = new Map<string, Counts>();
   for (const i of actuator.instances()) {
     let m = byModel.get(i.model);
     if (m === undefined) byModel.set(i.model, (m = zeroCounts()));
@@ -354,15 +362,24 @@ function actuatorCounts(actuator: RuntimeActuator): { byModel: Map<string, Count
     let e = byEndpoint.get(key);
     if (e === undefined) byEndpoint.set(key, (e = zeroCounts()));
     e[i.state]++;
+    if (i.role === "prefill" || i.role === "decode") {
+      const pk = `${key}/${i.role}`;
+      let p = byPool.get(pk);
+      if (p === undefined) byPool.set(pk, (p = zeroCounts()));
+      p[i.state]++;
+    }
   }
-  const out = { version: actuator.version ?? -1, byModel, byEndpoint };
+  const out = { version: actuator.version ?? -1, byModel, byEndpoint, byPool };
   if (actuator.version !== undefined) countCache.set(actuator, out);
   return out;
 }
 
-/** Replaces the gateway's instance counts (serving/draining only) with the actuator's, per model and endpoint. */
+/**
+ * Replaces the gateway's instance counts (serving/draining only) with the actuator's, per model and endpoint, and
+ * gives an endpoint that holds prefill/decode pools each pool's counts (`pools`).
+ */
 export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator): RegionTelemetry {
-  const { byModel, byEndpoint } = actuatorCounts(actuator);
+  const { byModel, byEndpoint, byPool } = actuatorCounts(actuator);
   return {
     ...t,
     models: t.models.map((m) => ({
@@ -370,10 +387,20 @@ export function withActuatorCounts(t: RegionTelemetry, actuator: RuntimeActuator
       instances: { ...(byModel.get(m.model) ?? zeroCounts()) },
       endpoints: m.endpoints.map((e) => {
         const expected = actuator.expectedScaleOutMs(m.model, e.gpu);
-        return { ...e, instances: { ...(byEndpoint.get(`${m.model}/${e.gpu}`) ?? zeroCounts()) }, ...(expected === undefined ? {} : { expectedScaleOutMs: expected }) };
+        const key = `${m.model}/${e.gpu}`;
+        const pools = byPool.size === 0 ? undefined : poolCounts(byPool, key);
+        return { ...e, instances: { ...(byEndpoint.get(key) ?? zeroCounts()) }, ...(expected === undefined ? {} : { expectedScaleOutMs: expected }), ...(pools === undefined ? {} : { pools }) };
       }),
     })),
   };
+}
+
+/** The pools of endpoint `key` (`model/gpu`) with instances, each its counts (copies); undefined when it has none. */
+function poolCounts(byPool: ReadonlyMap<string, Counts>, key: string): Partial<Record<PoolRole, Counts>> | undefined {
+  const prefill = byPool.get(`${key}/prefill`);
+  const decode = byPool.get(`${key}/decode`);
+  if (prefill === undefined && decode === undefined) return undefined;
+  return { ...(prefill === undefined ? {} : { prefill: { ...prefill } }), ...(decode === undefined ? {} : { decode: { ...decode } }) };
 }
 
 /**

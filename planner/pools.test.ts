@@ -8,7 +8,7 @@ import { parseConfig } from "../core/config.js";
 import { sloFor } from "../core/config/slo-section.js";
 import type { Forecast, ForecastInput, Forecaster } from "../forecasts/forecaster.js";
 import { MemoryHistory, type DemandSample } from "../forecasts/history.js";
-import { targetsFromWire, targetsToWire, telemetryFromWire, telemetryToWire } from "../region/link/region-proto.js";
+import { regionService, targetsFromWire, targetsToWire, telemetryFromWire, telemetryToWire } from "../region/link/region-proto.js";
 import type { InstanceRecord, RuntimeActuator } from "../region/actuator/port.js";
 import { withActuatorCounts } from "../region/runtime/runtime.js";
 import type { RegionTelemetry } from "../core/ports.js";
@@ -90,7 +90,10 @@ describe("P/D pools in the plan (pools.ts)", () => {
       region: "us-east", seq: 1, atMs: 0,
       models: [{ model: "llama2-70b", effectiveMemoryUtilization: 0.3, tokensPerS: 0, running: 0, waiting: 0, instances: { provisioning: 0, loading: 0, serving: 7, draining: 0, spot: 0 }, endpoints: [{ endpointId: "llama2-70b/h100-80gb", gpu: "h100-80gb", effectiveMemoryUtilization: 0.3, servingInstances: 7 }] }],
     };
-    const t = telemetryFromWire(telemetryToWire(withActuatorCounts(gateway, actuator)));
+    // Through the Telemetry stream's own (de)serializer: the protobuf bytes a global router reads.
+    const method = regionService().service.Telemetry!;
+    const wire = (x: RegionTelemetry) => telemetryFromWire(method.responseDeserialize(method.responseSerialize(telemetryToWire(x))) as Parameters<typeof telemetryFromWire>[0]);
+    const t = wire(withActuatorCounts(gateway, actuator));
     const e = t.models[0]!.endpoints[0]!;
     expect(e.instances).toEqual({ provisioning: 0, loading: 1, serving: 7, draining: 1, spot: 2 });
     expect(e.pools).toEqual({ prefill: { provisioning: 0, loading: 1, serving: 2, draining: 0, spot: 0 }, decode: { provisioning: 0, loading: 0, serving: 5, draining: 1, spot: 0 } });
@@ -101,7 +104,7 @@ describe("P/D pools in the plan (pools.ts)", () => {
     expect(pool("prefill").instances).toBe(3);
     expect(pool("decode").instances).toBe(5);
     // A region that reports the endpoint's counts but no decode instance: that pool has none.
-    const noDecode = telemetryFromWire(telemetryToWire(withActuatorCounts(gateway, { ...actuator, instances: () => instances.filter((i) => i.role !== "decode") } as RuntimeActuator)));
+    const noDecode = wire(withActuatorCounts(gateway, { ...actuator, instances: () => instances.filter((i) => i.role !== "decode") } as RuntimeActuator));
     expect(liveFleet(base, new Map([["us-east", noDecode]])).regions[0]!.endpoints.find((x) => x.model === poolModel("llama2-70b", "decode"))!.instances).toBe(0);
     // A region that sent no telemetry keeps the config's counts.
     expect(liveFleet(base, new Map()).regions[0]!.endpoints.find((x) => x.model === poolModel("llama2-70b", "prefill"))!.instances).toBe(1);

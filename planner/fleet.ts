@@ -260,16 +260,18 @@ export function fleetFromConfig(config: TidegateConfig): Fleet {
   };
 }
 
+/** A pool the region reports no instance of. */
+const NO_INSTANCES = { provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 } as const;
+
 /**
  * The fleet as the regions report it (DESIGN "Planner"): `base` (from the config: capacity, bounds, costs) with each
  * endpoint's current instances (provisioning + loading + serving) and spot instances taken from the region's latest
- * telemetry, where the region reports per-endpoint counts (its actuator's view). Endpoints of regions that sent none,
+ * telemetry, where the region reports per-endpoint counts (its actuator's view; a prefill or decode pool, its role's
+ * part of them). Endpoints of regions that sent none,
  * or older regions without per-endpoint counts, keep `base`'s figures. With `intervalMs` (the planning interval the
  * GPU hold prices are for), an endpoint whose region reports its expected scale-out time gets its model-start cost
  * from it: the instance's GPUs held for that time at the hold price (the configured `modelStartCost` otherwise).
  */
-const NO_INSTANCES = { provisioning: 0, loading: 0, serving: 0, draining: 0, spot: 0 } as const;
-
 export function liveFleet(base: Fleet, telemetry: ReadonlyMap<RegionName, RegionTelemetry>, intervalMs?: number): Fleet {
   return {
     ...base,

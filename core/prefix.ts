@@ -68,12 +68,13 @@ export function blockHashesOfText(text: string, blockTokens = DEFAULT_BLOCK_TOKE
   if (!(Number.isInteger(blockTokens) && blockTokens >= 1)) throw new RangeError(`blockTokens must be an integer ≥ 1, got ${blockTokens}`);
   const width = blockTokens * CHARS_PER_TOKEN;
   if (text.length < width) return NO_HASHES;
-  if (text.length > RECENT_MAX_CHARS) return hashBlocks(text, width, NO_HASHES);
+  if (text.length > RECENT_MAX_CHARS) return hashBlocks(text, width, NO_HASHES, 0);
   let memo = recentHashes.get(blockTokens);
   if (memo === undefined) recentHashes.set(blockTokens, (memo = new Map()));
   const known = memo.get(text);
   if (known !== undefined) return known;
-  const out = hashBlocks(text, width, longestKnownPrefix(blockTokens, text, width));
+  const [prefix, count] = longestKnownPrefix(blockTokens, text, width);
+  const out = hashBlocks(text, width, prefix, count);
   if (memo.size >= RECENT_TEXTS) memo.delete(memo.keys().next().value!);
   memo.set(text, out);
   let newest = newestHashed.get(blockTokens);
@@ -85,25 +86,25 @@ export function blockHashesOfText(text: string, blockTokens = DEFAULT_BLOCK_TOKE
 
 /**
  * The hashes of the longest recent text whose full blocks begin `text` (only the RECENT_PREFIX_PROBES newest are
- * tried): a chat's next turn is its last prompt and more, so its chain goes on from the last prompt's. A text that
- * is itself a prefix of a recent one gives that one's chain, cut to `text`'s full blocks.
+ * tried), and how many of them are `text`'s: a chat's next turn is its last prompt and more, so its chain goes on
+ * from the last prompt's; a text that is itself a prefix of a recent one takes that one's chain up to its own blocks.
  */
-function longestKnownPrefix(blockTokens: number, text: string, width: number): readonly number[] {
+function longestKnownPrefix(blockTokens: number, text: string, width: number): [readonly number[], number] {
   const newest = newestHashed.get(blockTokens);
-  if (newest === undefined) return NO_HASHES;
+  if (newest === undefined) return [NO_HASHES, 0];
   // The shortest recent text at least as long as `text`: one comparison covers all of `text`'s blocks.
   let cover: [string, readonly number[]] | undefined;
   for (const e of newest) if (e[0].length >= text.length && (cover === undefined || e[0].length < cover[0].length)) cover = e;
-  if (cover !== undefined && cover[0].startsWith(text)) return cover[1].slice(0, Math.floor(text.length / width));
+  if (cover !== undefined && cover[0].startsWith(text)) return [cover[1], Math.floor(text.length / width)];
   // Else the longest shorter one that begins `text`.
   let best: readonly number[] = NO_HASHES;
   for (const [s, hashes] of newest) if (s.length < text.length && hashes.length > best.length && text.startsWith(s)) best = hashes;
-  return best;
+  return [best, best.length];
 }
 
-/** The chained hashes of `text`'s full blocks of `width` characters, as a frozen list, `known` its first ones. */
-function hashBlocks(text: string, width: number, known: readonly number[]): readonly number[] {
-  const out: number[] = known.slice();
+/** The chained hashes of `text`'s full blocks of `width` characters, as a frozen list; the first `count` are `known`'s. */
+function hashBlocks(text: string, width: number, known: readonly number[], count: number): readonly number[] {
+  const out: number[] = known.slice(0, count);
   let parent = out.length === 0 ? ROOT : out[out.length - 1]!;
   for (let start = out.length * width; start + width <= text.length; start += width) {
     parent = hashChars(parent, text, start, start + width);

@@ -49,6 +49,11 @@ function read(path: string, what: string): Buffer {
   }
 }
 
+/** The CA, certificate and key as node:tls options (the framed dispatch connection, region/link/mux-socket.ts). */
+export function tlsContextOptions(tls: TlsFiles): { ca: Buffer; cert: Buffer; key: Buffer } {
+  return { ca: read(tls.caFile, "CA"), cert: read(tls.certFile, "certificate"), key: read(tls.keyFile, "key") };
+}
+
 /** Insecure without `tls`; otherwise TLS that requires a client certificate signed by the CA. */
 export function serverCredentials(tls?: TlsFiles): grpc.ServerCredentials {
   if (tls === undefined) return grpc.ServerCredentials.createInsecure();

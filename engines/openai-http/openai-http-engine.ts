@@ -18,12 +18,13 @@ import { LAYERWISE_PATH, PRIORITY_HEADER, REQUEST_ID_HEADER } from "../sim/http.
 import { VLLM_METRICS } from "../sim/engine-metrics.js";
 import type { PipelineSummary } from "../pipeline-summary.js";
 import type { Logger } from "../../core/log.js";
-import { refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
+import { NO_FLOW, refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
+import { H1Pool, type H1Call } from "./h1-stream.js";
 import { KvEventStream } from "./kv-events.js";
 import { DEFAULT_BLOCK_TOKENS } from "../../core/prefix.js";
 import { EngineLiveness, connectionFailureCode } from "./liveness.js";
 import { pipelineFromMetrics } from "./pipeline-metrics.js";
-import { parseWhole, readAll, upstreamError } from "./replies.js";
+import { parseWhole, readAll, upstreamError, upstreamErrorOf } from "./replies.js";
 import { SseSplitter, parseChunk, promValue } from "./sse.js";
 
 export interface OpenAIHttpEngineOptions {
@@ -97,6 +98,10 @@ export class OpenAIHttpEngine implements Engine {
   private readonly targets = new Map<string, RequestOptions>();
   private readonly opts: OpenAIHttpEngineOptions;
   private readonly agent: Agent;
+  /** Streamed requests' client (h1-stream.ts), for a plain-http engine; https streams go through node:https. */
+  private readonly h1: H1Pool | undefined;
+  /** The request head's fixed part for each streamed path (request line, host, content type, auth). */
+  private readonly h1Heads = new Map<string, string>();
   private readonly metricsTimer: Timer | undefined;
   private scraped: Scraped = { kvUsage: 0, running: 0, waiting: 0, kvPreemptible: undefined, preemptions: undefined, prefixQueries: undefined, prefixHits: undefined };
   /** A pipelined engine-sim's split over its stages, from the last scrape that carried PIPELINE_METRICS. */
@@ -129,6 +134,7 @@ export class OpenAIHttpEngine implements Engine {
     this.url = new URL(opts.baseUrl.replace(/\/+$/, "").replace(/\/v1$/, "") + "/");
     const agentOpts = { keepAlive: true, maxSockets: Number.POSITIVE_INFINITY };
     this.agent = this.url.protocol === "https:" ? new HttpsAgent(agentOpts) : new Agent(agentOpts);
+    this.h1 = this.url.protocol === "http:" ? new H1Pool(this.url.hostname.replace(/^\[|\]$/g, ""), Number(this.url.port || 80)) : undefined;
     this.kvEvents = new KvEventStream({ url: this.url, clock: opts.clock, blockTokens: opts.kvEventsBlockTokens ?? DEFAULT_BLOCK_TOKENS, ...(opts.log === undefined ? {} : { log: opts.log }) });
     const interval = opts.metricsIntervalMs ?? 500;
     this.metricsIntervalMs = interval;
@@ -282,6 +288,7 @@ export class OpenAIHttpEngine implements Engine {
     this.liveness.begin();
     const headers: Record<string, string> = { [REQUEST_ID_HEADER]: req.id, [PRIORITY_HEADER]: String(req.priority), accept: stream ? "text/event-stream" : "application/json" };
     let res: IncomingMessage | undefined;
+    let h1: H1Call | undefined;
     let ended = false;
     /** Closes this adapter's books for the request (once), before its end goes to the sink. */
     const close = () => {
@@ -289,6 +296,7 @@ export class OpenAIHttpEngine implements Engine {
       signal?.removeEventListener("abort", onAbort);
       // A consumer that stops early (or an error) must not leave the upstream generating: close the connection.
       if (res !== undefined && !res.complete) res.destroy();
+      h1?.destroy();
       this.remaining -= budget - counted;
       this.inFlight--;
       this.liveness.end();
@@ -306,6 +314,80 @@ export class OpenAIHttpEngine implements Engine {
     };
     const onAbort = () => fail(signal!.reason);
     signal?.addEventListener("abort", onAbort, { once: true });
+    // The SSE of a streamed request, token by token into the sink (either client below).
+    const split = new SseSplitter();
+    let finishReason: FinishReason = "length";
+    let usage: { promptTokens: number; completionTokens: number } | undefined;
+    let tokens = 0;
+    let sawDone = false;
+    /** Feeds body bytes; false when the sink asked to pause. */
+    const sse = (bytes: Buffer): boolean => {
+      let room = true;
+      this.liveness.bytes();
+      try {
+        for (const data of split.push(bytes)) {
+          const c = parseChunk(data);
+          if (c.kind === "text" || (c.kind === "finish" && c.text.length > 0)) {
+            tokens++;
+            this.generated++;
+            if (counted === 0) {
+              this.remaining -= promptWork;
+              counted += promptWork;
+            }
+            if (counted < budget) {
+              this.remaining--;
+              counted++;
+            }
+            if (!sink.event({ type: "token", text: c.text, tokens: 1 })) room = false;
+            if (ended) return true;
+          }
+          if (c.kind === "finish") finishReason = c.reason === "stop" ? "stop" : "length";
+          else if (c.kind === "usage") usage = c;
+          else if (c.kind === "error") throw new TidegateError("upstream_error", `upstream ${this.instanceId}: ${c.message}`);
+          else if (c.kind === "done") sawDone = true;
+        }
+      } catch (err) {
+        fail(err);
+      }
+      return room;
+    };
+    const sseEnd = () => {
+      if (!sawDone) return fail(new TidegateError("upstream_error", `upstream ${this.instanceId} ended the stream without [DONE]`));
+      finish({ type: "done", finishReason, usage: makeUsage(usage?.promptTokens ?? req.promptTokens, usage?.completionTokens ?? tokens) });
+    };
+    if (stream && this.h1 !== undefined) {
+      // The hot path: h1-stream.ts, no node:http request or response objects.
+      let status = 0;
+      let errorBody: Buffer[] | undefined;
+      const head = this.h1Head(path, body, headers);
+      if (head instanceof Error) {
+        fail(head);
+        return NO_FLOW;
+      }
+      h1 = this.h1.request(head, body, {
+        head: (st) => {
+          this.liveness.bytes();
+          status = st;
+          if (status !== 200) errorBody = [];
+        },
+        body: (bytes) => {
+          if (ended) return;
+          if (errorBody !== undefined) errorBody.push(bytes);
+          else if (!sse(bytes)) h1?.pause();
+        },
+        end: () => {
+          h1 = undefined;
+          if (ended) return;
+          if (errorBody !== undefined) fail(upstreamErrorOf(Buffer.concat(errorBody).toString("utf8"), status));
+          else sseEnd();
+        },
+        fail: (err) => {
+          h1 = undefined;
+          fail(err);
+        },
+      }, this.opts.headersTimeoutMs ?? 30_000);
+      return { resume: () => h1?.resume() };
+    }
     this.send("POST", path, body, headers, signal, stream ? undefined : (this.opts.unstreamedTimeoutMs ?? 600_000)).then(
       (r) => {
         res = r;
@@ -327,43 +409,11 @@ export class OpenAIHttpEngine implements Engine {
           }).catch(fail);
           return;
         }
-        const split = new SseSplitter();
-        let finishReason: FinishReason = "length";
-        let usage: { promptTokens: number; completionTokens: number } | undefined;
-        let tokens = 0;
-        let sawDone = false;
         r.on("data", (bytes: Buffer) => {
-          if (ended) return;
-          this.liveness.bytes();
-          try {
-            for (const data of split.push(bytes)) {
-              const c = parseChunk(data);
-              if (c.kind === "text" || (c.kind === "finish" && c.text.length > 0)) {
-                tokens++;
-                this.generated++;
-                if (counted === 0) {
-                  this.remaining -= promptWork;
-                  counted += promptWork;
-                }
-                if (counted < budget) {
-                  this.remaining--;
-                  counted++;
-                }
-                if (!sink.event({ type: "token", text: c.text, tokens: 1 })) r.pause();
-                if (ended) return;
-              }
-              if (c.kind === "finish") finishReason = c.reason === "stop" ? "stop" : "length";
-              else if (c.kind === "usage") usage = c;
-              else if (c.kind === "error") throw new TidegateError("upstream_error", `upstream ${this.instanceId}: ${c.message}`);
-              else if (c.kind === "done") sawDone = true;
-            }
-          } catch (err) {
-            fail(err);
-          }
+          if (!ended && !sse(bytes)) r.pause();
         });
         r.once("end", () => {
-          if (!sawDone) return fail(new TidegateError("upstream_error", `upstream ${this.instanceId} ended the stream without [DONE]`));
-          finish({ type: "done", finishReason, usage: makeUsage(usage?.promptTokens ?? req.promptTokens, usage?.completionTokens ?? tokens) });
+          if (!ended) sseEnd();
         });
         r.once("error", fail);
         // A destroyed response (socket reset) may close without 'end' or 'error'; the code lets liveness count it.
@@ -446,6 +496,27 @@ export class OpenAIHttpEngine implements Engine {
     this.metricsTimer?.cancel();
     this.kvEvents.close();
     this.agent.destroy();
+    this.h1?.close();
+  }
+
+  /**
+   * The request head of a streamed POST to `path` (h1-stream.ts): what `send` would write, in one string. A header
+   * value node:http would refuse (a control character) is refused here the same way, as an Error.
+   */
+  private h1Head(path: string, body: string, headers: Record<string, string>): string | Error {
+    let fixed = this.h1Heads.get(path);
+    if (fixed === undefined) {
+      const u = new URL(path, this.url);
+      fixed = `POST ${u.pathname}${u.search} HTTP/1.1\r\nhost: ${u.host}\r\nconnection: keep-alive\r\ncontent-type: application/json\r\n${this.opts.apiKey === undefined ? "" : `authorization: Bearer ${this.opts.apiKey}\r\n`}`;
+      this.h1Heads.set(path, fixed);
+    }
+    let head = fixed;
+    for (const k in headers) {
+      const v = headers[k]!;
+      if (BAD_HEADER_VALUE.test(v)) return Object.assign(new TypeError(`Invalid character in header content [${JSON.stringify(k)}]`), { code: "ERR_INVALID_CHAR" });
+      head += `${k}: ${v}\r\n`;
+    }
+    return `${head}content-length: ${Buffer.byteLength(body)}\r\n\r\n`;
   }
 
   /** The request options of `path` resolved against the base URL (cached for the few fixed paths). */
@@ -497,6 +568,9 @@ export class OpenAIHttpEngine implements Engine {
     });
   }
 }
+
+/** What node:http refuses in a header value (its checkInvalidHeaderChar). */
+const BAD_HEADER_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
 /** The error node's `signal` request option destroys a request with: an AbortError with the signal's reason as cause. */
 function abortError(signal: AbortSignal): Error {

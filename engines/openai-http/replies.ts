@@ -47,7 +47,11 @@ export function parseWhole(text: string, instanceId: string): { text: string; fi
 
 /** Maps an upstream error response to a TidegateError: its 4xx codes pass through, the rest is upstream_error. */
 export async function upstreamError(res: IncomingMessage, status: number): Promise<TidegateError> {
-  const text = await readAll(res).catch(() => "");
+  return upstreamErrorOf(await readAll(res).catch(() => ""), status);
+}
+
+/** `upstreamError` of a body already read. */
+export function upstreamErrorOf(text: string, status: number): TidegateError {
   let message = text.slice(0, 500);
   let code: string | undefined;
   try {

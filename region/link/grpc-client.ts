@@ -5,7 +5,8 @@
  *   restarted, the network broke) it is reopened after a backoff that doubles from `reconnectInitialMs` to
  *   `reconnectMaxMs` and resets once telemetry flows again. The channel itself reconnects with the same bounds.
  * - dispatch: a request on the link's one DispatchMux stream (mux-client.ts; opened on first use, reopened on the
- *   next dispatch after it fails). Aborting the signal or stopping the iteration sends a cancel, and the region
+ *   next dispatch after it fails), on a framed connection to the same port (mux-socket.ts), or on the gRPC
+ *   DispatchMux call when the region does not take one. Aborting the signal or stopping the iteration sends a cancel, and the region
  *   cancels the generation. When the stream breaks, every request on it fails. A failure before the first event is a TidegateError with the region's code
  *   (model_not_found, no_region_available, upstream_error, …) or upstream_error when the region is unreachable, so
  *   the router can retry elsewhere; a failure after it is upstream_error.
@@ -37,7 +38,8 @@ import {
   type WireTelemetry,
 } from "./region-proto.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS } from "./service.js";
-import { MuxStream, type MuxListener, type MuxRequest } from "./mux-client.js";
+import { MuxStream, type MuxClientCall, type MuxListener, type MuxRequest } from "./mux-client.js";
+import { NegotiatedMuxCall } from "./mux-socket.js";
 import { refused, streamOf, type EventSink, type Flow } from "../../core/push.js";
 import { channelCredentials, tlsChannelOptions, type TlsFiles } from "../../core/tls.js";
 
@@ -94,9 +96,15 @@ export class GrpcRegionLink implements RegionLink {
   telemetryConnects = 0;
   /** DispatchMux streams opened so far (1 + reopens after failures), for tests and metrics. */
   muxConnects = 0;
+  /** Why the region refused the framed dispatch connection (mux-socket.ts), once it did: the gRPC call is used. */
+  framedRefused: string | undefined;
+  private readonly address: string;
+  private readonly tls: TlsFiles | undefined;
 
   constructor(options: GrpcRegionLinkOptions) {
     this.region = options.region;
+    this.address = options.address;
+    this.tls = options.tls;
     this.opts = {
       telemetryIntervalMs: options.telemetryIntervalMs ?? DEFAULT_TELEMETRY_INTERVAL_MS,
       reconnectInitialMs: options.reconnectInitialMs ?? 100,
@@ -247,7 +255,22 @@ export class GrpcRegionLink implements RegionLink {
   private muxStream(): MuxStream {
     if (this.mux?.alive === true) return this.mux;
     this.muxConnects++;
-    this.mux = new MuxStream(this.client.DispatchMux(), this.clock, this.opts.stallLimitMs, `region ${this.region}`);
+    const grpcCall = () => this.client.DispatchMux() as MuxClientCall;
+    const call =
+      this.framedRefused === undefined
+        ? new NegotiatedMuxCall({
+            address: this.address,
+            ...(this.tls === undefined ? {} : { tls: this.tls }),
+            clock: this.clock,
+            fallback: grpcCall,
+            onRefused: (why) => {
+              this.framedRefused = why;
+              this.log.warn("region does not take the framed dispatch connection; using the gRPC DispatchMux call", { region: this.region, why });
+            },
+            log: this.log,
+          })
+        : grpcCall();
+    this.mux = new MuxStream(call, this.clock, this.opts.stallLimitMs, `region ${this.region}`);
     return this.mux;
   }
 
@@ -269,7 +292,7 @@ export class GrpcRegionLink implements RegionLink {
 
   /** The region's own TidegateError code when it sent one (except internal/cancelled), else upstream_error. */
   private remoteError(err: unknown, what: string): TidegateError {
-    if (!isServiceError(err)) return new TidegateError("upstream_error", `region ${this.region}: ${what} failed`, { cause: err });
+    if (!isServiceError(err)) return new TidegateError("upstream_error", `region ${this.region}: ${what} failed${err instanceof Error ? ` (${err.message})` : ""}`, { cause: err });
     const code = metadataString(err.metadata, CODE_KEY);
     if (code !== undefined && code in ERROR_CODES && code !== "internal" && code !== "cancelled") {
       return new TidegateError(code as ErrorCode, err.details, { cause: err });

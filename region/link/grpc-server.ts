@@ -14,7 +14,9 @@
  *   `region_grpc` (grpcBoundary below: bad preface, other HTTP/2 protocol errors, rapid reset, undecodable or
  *   oversized messages).
  */
-import type { Server as NetServer, Socket } from "node:net";
+import * as net from "node:net";
+import { Duplex } from "node:stream";
+import * as tls from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import { BoundaryReporter } from "../../core/boundary.js";
 import { WallClock, type Clock } from "../../core/clock.js";
@@ -43,7 +45,9 @@ import {
 import { grpcBoundary } from "../../core/grpc-boundary.js";
 import { serveMux } from "./mux-server.js";
 import { DEFAULT_TELEMETRY_INTERVAL_MS, type RegionService } from "./service.js";
-import { serverCredentials, type TlsFiles } from "../../core/tls.js";
+import { tlsContextOptions, type TlsFiles } from "../../core/tls.js";
+import { MUX_ALPN, MUX_MAGIC } from "./mux-frame.js";
+import { serveMuxSocket, splitAddress } from "./mux-socket.js";
 
 export interface RegionGrpcServerOptions {
   /** host:port to bind; port 0 picks a free port (default 127.0.0.1:0). */
@@ -156,7 +160,8 @@ function serveDispatch(service: RegionService, call: grpc.ServerWritableStream<W
 export async function startRegionGrpcServer(service: RegionService, opts: RegionGrpcServerOptions = {}): Promise<RegionGrpcServer> {
   const clock = opts.clock ?? new WallClock();
   const log = opts.log ?? silentLogger;
-  const boundary = grpcBoundary(opts.boundary ?? new BoundaryReporter({ clock, log }), "region_grpc", clock);
+  const reporter = opts.boundary ?? new BoundaryReporter({ clock, log });
+  const boundary = grpcBoundary(reporter, "region_grpc", clock);
   // Channelz stays on here: with it off, grpc-js 1.14 does not track sessions and forceShutdown() leaves open
   // connections serving.
   const server = new grpc.Server({ "grpc.keepalive_permit_without_calls": 1, "grpc.http2.min_ping_interval_without_data_ms": 5000 });
@@ -223,14 +228,18 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
 
   opts.extraServices?.(server);
   const address = opts.address ?? "127.0.0.1:0";
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(address, serverCredentials(opts.tls), (err, p) => (err ? reject(new TidegateError("invalid_config", `cannot bind gRPC on ${address}: ${err.message}`, { cause: err })) : resolve(p))),
-  );
-  // grpc-js does not expose its http2 servers; TCP_NODELAY is set on their new connections through the map it keeps.
-  const http2Servers = Reflect.get(server, "http2Servers") as Map<NetServer, unknown> | undefined;
-  for (const s of http2Servers?.keys() ?? []) s.on("connection", (socket: Socket) => socket.setNoDelay(true));
+  const { host: bindHost } = splitAddress(address);
+  // One port for both protocols (portListener below): gRPC connections go to grpc-js through its connection
+  // injector, framed dispatch connections (mux-socket.ts) to serveMuxSocket.
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const listener = await portListener(address, opts.tls, {
+    grpc: (socket) => injector.injectConnection(socket),
+    mux: (socket, rest) => serveMuxSocket(service, socket, rest, { clock, log, refuse: (reason, peer, detail) => reporter.refuse("region_grpc", reason, peer, detail) }),
+    refuse: (peer, detail) => reporter.refuse("region_grpc", "bad_preface", peer, detail),
+  });
+  const port = listener.port;
   boundary.watch(server);
-  const host = address.slice(0, address.lastIndexOf(":"));
+  const host = bindHost.includes(":") ? `[${bindHost}]` : bindHost;
   log.info("region gRPC server listening", { region: service.region, address: `${host}:${port}` });
   return {
     address: `${host}:${port}`,
@@ -243,7 +252,118 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
         for (const call of telemetryCalls) call.end();
         telemetryCalls.clear();
         server.forceShutdown();
+        injector.destroy();
+        listener.close();
         resolve();
       }),
   };
+}
+
+/** How long a new connection may take to send its first bytes before it is refused (bad_preface). */
+export const PREFACE_TIMEOUT_MS = 10_000;
+
+interface PortRoutes {
+  /** A gRPC (HTTP/2) connection: plaintext, or TLS whose ALPN is h2 (already verified). */
+  grpc(socket: Duplex): void;
+  /** A framed dispatch connection whose magic was read; `rest` followed it. */
+  mux(socket: net.Socket, rest: Buffer): void;
+  refuse(peer: string | undefined, detail: string): void;
+}
+
+/**
+ * The region's port: TCP, or TLS requiring a client certificate signed by the CA. A TLS connection is routed by its
+ * ALPN (h2 → gRPC, MUX_ALPN → the framed dispatch connection); a plaintext one by its first bytes (MUX_MAGIC → the
+ * framed connection, anything else — an HTTP/2 preface or garbage — to gRPC, which refuses what is not HTTP/2 as
+ * before). The bytes read to decide are handed on; a plaintext gRPC connection then runs through a Duplex that
+ * replays them (grpc-js reads an injected node socket from its handle, past anything read from it in JS).
+ */
+async function portListener(address: string, tlsFiles: TlsFiles | undefined, routes: PortRoutes): Promise<{ port: number; close(): void }> {
+  const { host, port } = splitAddress(address);
+  const sockets = new Set<net.Socket>();
+  const sniff = (socket: net.Socket, encrypted: boolean) => {
+    const peer = socket.remoteAddress;
+    let got: Buffer = Buffer.alloc(0);
+    const timer = setTimeout(() => {
+      routes.refuse(peer, `no preface within ${PREFACE_TIMEOUT_MS} ms; closed`);
+      socket.destroy();
+    }, PREFACE_TIMEOUT_MS);
+    const onData = (chunk: Buffer) => {
+      got = got.length === 0 ? chunk : Buffer.concat([got, chunk]);
+      const n = Math.min(got.length, MUX_MAGIC.length);
+      const isMux = got.subarray(0, n).equals(MUX_MAGIC.subarray(0, n));
+      if (isMux && got.length < MUX_MAGIC.length) return;
+      clearTimeout(timer);
+      socket.off("data", onData);
+      socket.pause();
+      if (isMux) {
+        routes.mux(socket, got.subarray(MUX_MAGIC.length));
+        socket.resume();
+      } else if (encrypted) {
+        routes.refuse(peer, "a TLS connection that chose the dispatch protocol sent something else; closed");
+        socket.destroy();
+      } else routes.grpc(replaying(socket, got));
+    };
+    socket.on("data", onData);
+    socket.once("close", () => clearTimeout(timer));
+  };
+  const track = (socket: net.Socket) => {
+    sockets.add(socket);
+    socket.once("close", () => sockets.delete(socket));
+    socket.setNoDelay(true);
+    socket.on("error", () => {}); // each route reports its own; an unrouted socket just goes
+  };
+  let srv: net.Server;
+  if (tlsFiles === undefined) {
+    srv = net.createServer((socket) => {
+      track(socket);
+      sniff(socket, false);
+    });
+  } else {
+    srv = tls.createServer({ ...tlsContextOptions(tlsFiles), requestCert: true, rejectUnauthorized: true, ALPNProtocols: ["h2", MUX_ALPN] }, (socket) => {
+      track(socket);
+      if (socket.alpnProtocol === MUX_ALPN) sniff(socket, true);
+      else routes.grpc(socket);
+    });
+  }
+  await new Promise<void>((resolve, reject) => {
+    srv.once("error", (err) => reject(new TidegateError("invalid_config", `cannot bind gRPC on ${address}: ${err.message}`, { cause: err })));
+    srv.listen({ host, port }, () => resolve());
+  });
+  return {
+    port: (srv.address() as net.AddressInfo).port,
+    close() {
+      srv.close();
+      for (const s of sockets) s.destroy();
+    },
+  };
+}
+
+/** A Duplex over `socket` that first yields `first` (what was read to route it), then what the socket reads. */
+function replaying(socket: net.Socket, first: Buffer): Duplex {
+  const d = new Duplex({
+    read() {
+      socket.resume();
+    },
+    write(chunk: Buffer, _enc, cb) {
+      socket.write(chunk, cb);
+    },
+    final(cb) {
+      socket.end();
+      cb();
+    },
+    destroy(err, cb) {
+      socket.destroy(err ?? undefined);
+      cb(err);
+    },
+  });
+  d.push(first);
+  socket.on("data", (chunk: Buffer) => {
+    if (!d.push(chunk)) socket.pause();
+  });
+  socket.on("end", () => d.push(null));
+  socket.on("error", (err) => d.destroy(err));
+  socket.on("close", () => d.destroy());
+  for (const key of ["remoteAddress", "remotePort", "remoteFamily", "localAddress", "localPort"] as const) Object.defineProperty(d, key, { get: () => socket[key] });
+  socket.resume();
+  return d;
 }

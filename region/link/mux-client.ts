@@ -1,6 +1,6 @@
 /**
- * The global side of DispatchMux (region/proto/region.proto): one bidirectional stream per (router, region)
- * carrying every dispatch, so a request costs a message, not a gRPC call (call setup was ~1.6 ms CPU per request).
+ * The global side of DispatchMux (region/proto/region.proto): one bidirectional stream per (router, region), the
+ * framed connection (mux-socket.ts) or the gRPC call, carrying every dispatch, so a request costs a message, not a gRPC call (call setup was ~1.6 ms CPU per request).
  *
  * - `open(req, listener)` writes `open` under a fresh rid and returns the request's MuxRequest, which hands each
  *   message to the listener as it arrives (push, core/push.ts). `cancel()` writes `cancel` and forgets the rid.
@@ -12,7 +12,6 @@
  *   consumer that keeps the stream paused for longer than `stallLimitMs` would starve the others: that request fails
  *   (upstream_error "consumer stalled") and is cancelled at the region.
  */
-import type * as grpc from "@grpc/grpc-js";
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { WireDispatchRequest, WireMuxEvent, WireMuxUp } from "./region-proto.js";
@@ -23,6 +22,20 @@ export interface MuxListener {
   message(m: WireMuxEvent): boolean;
   /** The request or the stream failed; nothing follows. */
   fail(err: unknown): void;
+}
+
+/**
+ * What a MuxStream runs on: the gRPC DispatchMux call (grpc-js's ClientDuplexStream fits) or the framed connection
+ * (mux-socket.ts). `data` carries one MuxDown's events; `error` or `status` ends the call.
+ */
+export interface MuxClientCall {
+  write(up: WireMuxUp): unknown;
+  cancel(): void;
+  pause(): unknown;
+  resume(): unknown;
+  on(event: "data", fn: (events: WireMuxEvent[]) => void): unknown;
+  on(event: "error", fn: (err: Error) => void): unknown;
+  on(event: "status", fn: (s: { details: string }) => void): unknown;
 }
 
 /** One request on a MuxStream: its messages go to its listener as they arrive (no queue, no promise per message). */
@@ -71,7 +84,7 @@ export class MuxStream {
   alive = true;
 
   constructor(
-    private readonly call: grpc.ClientDuplexStream<WireMuxUp, WireMuxEvent[]>,
+    private readonly call: MuxClientCall,
     private readonly clock: Clock,
     private readonly stallLimitMs: number,
     private readonly describe: string,
@@ -85,7 +98,7 @@ export class MuxStream {
       }
     });
     call.on("error", (err: Error) => this.failAll(err));
-    call.on("status", (s: grpc.StatusObject) => this.failAll(new TidegateError("upstream_error", `${describe}: the dispatch stream ended (${s.details})`)));
+    call.on("status", (s: { details: string }) => this.failAll(new TidegateError("upstream_error", `${describe}: the dispatch stream ended (${s.details})`)));
   }
 
   /** Requests open on this stream now. */

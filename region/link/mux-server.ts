@@ -14,15 +14,27 @@
  * one message instead of one per event-loop turn, so bulk batch traffic does not queue ahead of the telemetry and
  * interactive streams that share the region's HTTP/2 connection, nor take the router's CPU token by token.
  */
-import type * as grpc from "@grpc/grpc-js";
 import { TidegateError, toTidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { doneToWire, requestFromWire, type WireMuxEvent, type WireMuxUp } from "./region-proto.js";
 import type { RegionService } from "./service.js";
 import type { EventSink, Flow } from "../../core/push.js";
 
+/**
+ * What serveMux serves: the gRPC DispatchMux call (grpc-js's ServerDuplexStream fits) or a framed connection
+ * (mux-socket.ts). `data` carries one MuxUp; `end`, `cancelled`, `error` and `close` end it; `write` returns false
+ * while the transport is full, until `drain`.
+ */
+export interface MuxServerCall {
+  write(events: WireMuxEvent[]): boolean;
+  end(): void;
+  on(event: "data", fn: (up: WireMuxUp) => void): unknown;
+  on(event: "end" | "cancelled" | "error" | "close", fn: () => void): unknown;
+  once(event: "drain", fn: () => void): unknown;
+}
+
 /** Serves one DispatchMux stream until it ends; returns at once (the work runs on the stream's events). */
-export function serveMux(service: RegionService, call: grpc.ServerDuplexStream<WireMuxUp, WireMuxEvent[]>, log: Logger): void {
+export function serveMux(service: RegionService, call: MuxServerCall, log: Logger): void {
   const running = new Map<number, AbortController>();
   let pending = new Map<number, WireMuxEvent>();
   let flushScheduled = false;

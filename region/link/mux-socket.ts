@@ -1,0 +1,299 @@
+/**
+ * DispatchMux over a framed connection (mux-frame.ts) instead of grpc-js: the global router's side
+ * (`NegotiatedMuxCall`, a MuxClientCall for mux-client.ts) and the region's (`serveMuxSocket`, a MuxServerCall for
+ * mux-server.ts). Both carry exactly what the gRPC stream carried (the same messages, backpressure through the
+ * socket's own flow control, every request failing when the connection does) and keep the connection honest with
+ * pings: the router pings every PING_EVERY_MS and gives the connection up when nothing answers within PING_ACK_MS
+ * (what grpc-js's keepalive did: a frozen or unreachable region fails its streams rather than hang them); the region
+ * closes a connection that sent nothing for IDLE_LIMIT_MS (three missed pings).
+ *
+ * A region that does not speak the framed protocol (an older `tidegate region`, which answers the magic as a bad
+ * HTTP/2 preface and closes) is detected before any request is sent: the negotiating call then opens the gRPC
+ * DispatchMux call instead and hands it what it held (`fallback`), and the link remembers it.
+ */
+import { EventEmitter } from "node:events";
+import * as net from "node:net";
+import * as tls from "node:tls";
+import type { Clock, Timer } from "../../core/clock.js";
+import { TidegateError } from "../../core/errors.js";
+import type { Logger } from "../../core/log.js";
+import { tlsContextOptions, type TlsFiles } from "../../core/tls.js";
+import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
+import type { MuxClientCall } from "./mux-client.js";
+import { FRAME_MESSAGE, FRAME_PING, FRAME_PONG, FrameError, FrameReader, MUX_ALPN, MUX_MAGIC, frame, frameHeader } from "./mux-frame.js";
+import { serveMux } from "./mux-server.js";
+import { decodeMuxUp, encodeMuxUp, type WireMuxEvent, type WireMuxUp } from "./region-proto.js";
+import type { RegionService } from "./service.js";
+
+export const PING_EVERY_MS = 10_000;
+export const PING_ACK_MS = 5_000;
+export const IDLE_LIMIT_MS = 3 * PING_EVERY_MS + PING_ACK_MS;
+/** Largest MuxUp the region accepts (grpc-js's default receive limit, as on the gRPC call). */
+export const MAX_UP_BYTES = 4 * 1024 * 1024;
+/** Largest MuxDown the router accepts: one event-loop turn's events of every request on the connection. */
+export const MAX_DOWN_BYTES = 64 * 1024 * 1024;
+
+/** host and port of "host:port" or "[v6]:port". */
+export function splitAddress(address: string): { host: string; port: number } {
+  const i = address.lastIndexOf(":");
+  const port = Number(address.slice(i + 1));
+  let host = address.slice(0, i);
+  if (host.startsWith("[") && host.endsWith("]")) host = host.slice(1, -1);
+  if (i < 0 || !Number.isInteger(port) || port < 0 || port > 65535) throw new TidegateError("invalid_config", `address ${JSON.stringify(address)}: expected host:port`);
+  return { host, port };
+}
+
+export interface NegotiatedMuxCallOptions {
+  address: string;
+  tls?: TlsFiles;
+  clock: Clock;
+  /** The gRPC DispatchMux call, opened only when the region does not speak the framed protocol. */
+  fallback: () => MuxClientCall;
+  /** Called once the region refused the framed protocol (the link then opens the gRPC call directly). */
+  onRefused: (why: string) => void;
+  log: Logger;
+}
+
+/**
+ * The router's side of one framed DispatchMux connection, a MuxClientCall. Until the region answers the magic, what
+ * is written is held; on the answer it goes out in one write. A connection that closes, fails the TLS handshake or
+ * answers something else before that falls back to the gRPC call (which gets what was held).
+ */
+export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
+  private readonly socket: net.Socket;
+  private held: Buffer[] | undefined = [];
+  private fallbackCall: MuxClientCall | undefined;
+  private heldUps: WireMuxUp[] = [];
+  private magicSeen = 0;
+  private ended = false;
+  private readonly reader: FrameReader;
+  private pingTimer: Timer | undefined;
+  private ackTimer: Timer | undefined;
+  private paused = false;
+
+  constructor(private readonly opts: NegotiatedMuxCallOptions) {
+    super();
+    const { host, port } = splitAddress(opts.address);
+    this.reader = new FrameReader(MAX_DOWN_BYTES, (type, payload) => this.onFrame(type, payload));
+    if (opts.tls === undefined) {
+      this.socket = net.connect({ host, port, noDelay: true });
+      this.socket.once("connect", () => this.socket.write(MUX_MAGIC));
+    } else {
+      const t = opts.tls;
+      this.socket = tls.connect({ host, port, ...tlsContextOptions(t), ...(t.serverName === undefined ? (net.isIP(host) === 0 ? { servername: host } : {}) : { servername: t.serverName }), ALPNProtocols: [MUX_ALPN] });
+      this.socket.setNoDelay(true);
+      this.socket.once("secureConnect", () => {
+        const s = this.socket as tls.TLSSocket;
+        if (s.alpnProtocol !== MUX_ALPN) return this.refuse(`the region did not select ALPN ${MUX_ALPN}`);
+        s.write(MUX_MAGIC);
+      });
+    }
+    this.socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    this.socket.on("error", (err: Error) => {
+      if (this.held !== undefined) return this.refuse(err.message);
+      this.fail(new Error(`dispatch connection to ${opts.address} failed: ${err.message}`, { cause: err }));
+    });
+    this.socket.on("close", () => {
+      if (this.held !== undefined) return this.refuse("the connection closed before the region answered");
+      this.fail(new Error(`dispatch connection to ${opts.address} closed`));
+    });
+  }
+
+  write(up: WireMuxUp): void {
+    if (this.fallbackCall !== undefined) {
+      this.fallbackCall.write(up);
+      return;
+    }
+    if (this.ended) return;
+    if (this.held !== undefined) {
+      this.heldUps.push(up);
+      this.held.push(frameOf(encodeMuxUp(up)));
+      return;
+    }
+    this.socket.write(frameOf(encodeMuxUp(up)));
+  }
+
+  cancel(): void {
+    if (this.fallbackCall !== undefined) return this.fallbackCall.cancel();
+    this.fail(new Error("the dispatch connection was closed by the router"));
+  }
+
+  pause(): void {
+    if (this.fallbackCall !== undefined) {
+      this.fallbackCall.pause();
+      return;
+    }
+    this.paused = true;
+    this.socket.pause();
+  }
+
+  resume(): void {
+    if (this.fallbackCall !== undefined) {
+      this.fallbackCall.resume();
+      return;
+    }
+    this.paused = false;
+    this.socket.resume();
+  }
+
+  private onData(chunk: Buffer): void {
+    if (this.ended) return;
+    let buf = chunk;
+    if (this.held !== undefined) {
+      // The region's answer: MUX_MAGIC, possibly split over chunks.
+      const want = MUX_MAGIC.length - this.magicSeen;
+      const got = buf.subarray(0, want);
+      if (!got.equals(MUX_MAGIC.subarray(this.magicSeen, this.magicSeen + got.length))) return this.refuse("the region answered something other than the framed protocol");
+      this.magicSeen += got.length;
+      if (this.magicSeen < MUX_MAGIC.length) return;
+      buf = buf.subarray(want);
+      const held = this.held;
+      this.held = undefined;
+      this.heldUps = [];
+      if (held.length > 0) this.socket.write(held.length === 1 ? held[0]! : Buffer.concat(held));
+      this.schedulePing();
+      if (buf.length === 0) return;
+    }
+    this.ackTimer?.cancel();
+    this.ackTimer = undefined;
+    try {
+      this.reader.push(buf);
+    } catch (err) {
+      this.fail(new Error(`dispatch connection to ${this.opts.address}: ${(err as Error).message}`, { cause: err }));
+    }
+  }
+
+  private onFrame(type: number, payload: Buffer): void {
+    if (this.ended) return;
+    if (type === FRAME_MESSAGE) {
+      let events: WireMuxEvent[];
+      try {
+        events = decodeMuxDown(payload);
+      } catch (err) {
+        return this.fail(new Error(`dispatch connection to ${this.opts.address}: undecodable MuxDown (${(err as Error).message})`, { cause: err }));
+      }
+      this.emit("data", events);
+    } else if (type === FRAME_PING) this.socket.write(frame(FRAME_PONG));
+  }
+
+  /** Pings every PING_EVERY_MS; a ping that nothing follows within PING_ACK_MS fails the connection. */
+  private schedulePing(): void {
+    this.pingTimer = this.opts.clock.after(PING_EVERY_MS, () => {
+      if (this.ended) return;
+      this.socket.write(frame(FRAME_PING));
+      // A paused socket reads nothing, so it cannot see the answer: no verdict while the router holds it.
+      if (!this.paused) {
+        this.ackTimer ??= this.opts.clock.after(PING_ACK_MS, () => {
+          this.ackTimer = undefined;
+          this.fail(new Error(`dispatch connection to ${this.opts.address}: no answer to a ping within ${PING_ACK_MS} ms`));
+        });
+      }
+      this.schedulePing();
+    });
+  }
+
+  /** The region does not speak the framed protocol: the gRPC call takes over, with what was held. */
+  private refuse(why: string): void {
+    if (this.held === undefined || this.ended) return;
+    this.held = undefined;
+    this.ended = true;
+    this.socket.destroy();
+    this.opts.onRefused(why);
+    const call = this.opts.fallback();
+    this.fallbackCall = call;
+    call.on("data", (events) => this.emit("data", events));
+    call.on("error", (err) => this.emit("error", err));
+    call.on("status", (s) => this.emit("status", s));
+    for (const up of this.heldUps) call.write(up);
+    this.heldUps = [];
+    if (this.paused) call.pause();
+  }
+
+  /** Ends the connection; MuxStream fails its requests with `err` (a plain Error: the link maps it, as a gRPC status). */
+  private fail(err: Error): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.held = undefined;
+    this.pingTimer?.cancel();
+    this.ackTimer?.cancel();
+    this.socket.destroy();
+    this.emit("error", err);
+  }
+}
+
+function frameOf(payload: Buffer): Buffer {
+  return frame(FRAME_MESSAGE, payload);
+}
+
+/** How serveMuxSocket reports a connection it refuses (the port's boundary reporter). */
+export type MuxRefusal = (reason: "undecodable_message" | "message_too_large" | "unanswered_ping", peer: string | undefined, detail: string) => void;
+
+/**
+ * The region's side of one framed connection whose magic has been read (`rest`: what followed it in the same read):
+ * answers the magic and serves DispatchMux (mux-server.ts) on it until it ends. An undecodable or oversized frame
+ * is refused (reported, connection closed); so is a connection silent for IDLE_LIMIT_MS.
+ */
+export function serveMuxSocket(service: RegionService, socket: net.Socket, rest: Buffer, opts: { clock: Clock; log: Logger; refuse: MuxRefusal }): void {
+  const peer = socket.remoteAddress;
+  const call = new EventEmitter() as EventEmitter & { write(events: WireMuxEvent[]): boolean; end(): void };
+  let closed = false;
+  const close = (event: "end" | "error" | "close") => {
+    if (closed) return;
+    closed = true;
+    idle.cancel();
+    call.emit(event);
+    socket.destroy();
+  };
+  call.write = (events) => {
+    if (closed) return true;
+    const body = encodeMuxDown(events);
+    socket.cork();
+    socket.write(frameHeader(FRAME_MESSAGE, body.length));
+    const room = socket.write(body);
+    socket.uncork();
+    return room;
+  };
+  call.end = () => {
+    if (!closed) socket.end();
+  };
+  socket.on("drain", () => call.emit("drain"));
+  // Checked every PING_EVERY_MS rather than a timer re-armed per read (one per token burst).
+  let lastHeardMs = opts.clock.now();
+  const idle = opts.clock.every(PING_EVERY_MS, () => {
+    if (opts.clock.now() - lastHeardMs <= IDLE_LIMIT_MS) return;
+    opts.refuse("unanswered_ping", peer, `nothing received for ${IDLE_LIMIT_MS} ms on a dispatch connection; closed`);
+    close("error");
+  });
+  const reader = new FrameReader(MAX_UP_BYTES, (type, payload) => {
+    if (type === FRAME_MESSAGE) {
+      let up: WireMuxUp;
+      try {
+        up = decodeMuxUp(payload);
+      } catch (err) {
+        throw new FrameError("undecodable_message", `undecodable MuxUp: ${(err as Error).message}`);
+      }
+      call.emit("data", up);
+    } else if (type === FRAME_PING) socket.write(frame(FRAME_PONG));
+  });
+  const onData = (chunk: Buffer) => {
+    if (closed) return;
+    lastHeardMs = opts.clock.now();
+    try {
+      reader.push(chunk);
+    } catch (err) {
+      if (!(err instanceof FrameError)) throw err;
+      opts.refuse(err.reason, peer, `${err.message} on a dispatch connection; closed`);
+      close("error");
+    }
+  };
+  socket.on("data", onData);
+  socket.on("end", () => close("end"));
+  socket.on("error", (err) => {
+    opts.log.debug("dispatch connection failed", { peer, err });
+    close("error");
+  });
+  socket.on("close", () => close("close"));
+  serveMux(service, call, opts.log);
+  socket.write(MUX_MAGIC);
+  if (rest.length > 0) onData(rest);
+}

@@ -1,7 +1,7 @@
 import * as protoLoader from "@grpc/proto-loader";
 import { describe, expect, it } from "vitest";
-import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
-import { regionProtoPath, type WireMuxEvent } from "./region-proto.js";
+import { decodeMuxDown, decodeMuxUp, encodeMuxDown, encodeMuxUp } from "./mux-codec.js";
+import { regionProtoPath, type WireMuxEvent, type WireMuxUp } from "./region-proto.js";
 
 // protobufjs's own (de)serializers for MuxDown (`{ events: MuxEvent[] }`), as proto-loader builds them.
 const def = protoLoader.loadSync(regionProtoPath(), { keepCase: true, longs: Number, enums: String, defaults: true, arrays: true });
@@ -30,5 +30,30 @@ describe("MuxDown codec", () => {
     expect(() => decodeMuxDown(good.subarray(0, good.length - 3))).toThrow(RangeError);
     expect(() => encodeMuxDown([{ rid: -1, texts: [], tokens: [], done: null, error: null }])).toThrow(/uint32/);
     expect(() => encodeMuxDown([{ rid: 1, texts: ["a"], tokens: [], done: null, error: null }])).toThrow(/1 texts but 0/);
+  });
+});
+
+describe("MuxUp codec", () => {
+  const ups: WireMuxUp[] = [
+    { rid: 1, open: { id: "cmpl-1", model: "llama3.2-3b", kind: "completion", prompt_tokens: 7, max_tokens: 50, priority: 0, body_json: JSON.stringify({ prompt: "ünïcødé ✓", max_tokens: 50 }), batch: false }, cancel: false },
+    { rid: 4_000_000_000, open: { id: "b-2", model: "m", kind: "chat", prompt_tokens: 300_000, max_tokens: 1, priority: 1, body_json: "{}", batch: true }, cancel: false },
+    { rid: 9, open: null, cancel: true },
+    { rid: 0, open: null, cancel: false },
+  ];
+
+  it("round-trips and matches protobufjs in both directions", () => {
+    for (const up of ups) {
+      const mine = encodeMuxUp(up);
+      expect(decodeMuxUp(mine)).toEqual(up);
+      expect(reference.requestDeserialize(mine)).toEqual(up);
+      expect(decodeMuxUp(reference.requestSerialize(up))).toEqual(up);
+    }
+  });
+
+  it("rejects malformed input", () => {
+    const good = encodeMuxUp(ups[0]!);
+    expect(() => decodeMuxUp(good.subarray(0, good.length - 3))).toThrow(RangeError);
+    expect(() => encodeMuxUp({ rid: -1, open: null, cancel: true })).toThrow(/uint32/);
+    expect(() => encodeMuxUp({ ...ups[0]!, open: { ...ups[0]!.open!, max_tokens: 1.5 } })).toThrow(/max_tokens/);
   });
 });

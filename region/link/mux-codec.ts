@@ -9,6 +9,7 @@
  */
 import { Reader, decodeDone, encodeDispatchEvents, varintSize, writeVarint } from "./codec.js";
 import type { WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
+import type { WireDispatchRequest, WireMuxUp } from "./region-proto.js";
 
 /** Encodes one MuxDown message carrying `events`. */
 export function encodeMuxDown(events: readonly WireMuxEvent[]): Buffer {
@@ -113,4 +114,105 @@ export function decodeMuxDown(buf: Buffer): WireMuxEvent[] {
     else r.skip(tag & 7);
   }
   return out;
+}
+
+/**
+ * Encodes one MuxUp (the framed connection's up-message, mux-socket.ts), protobufjs's wire format:
+ *   rid = 1 uint32 (0x08) · open = 2 DispatchRequest (0x12, length, { id 1, model 2, kind 3 strings; prompt_tokens 4,
+ *   max_tokens 5, priority 6 uint32; body_json 7 string; batch 8 bool }) · cancel = 3 bool (0x18).
+ * Fields at their default (0, "", false) are left out, as protobufjs leaves them.
+ */
+export function encodeMuxUp(up: WireMuxUp): Buffer {
+  uint32(up.rid, "MuxUp.rid");
+  const o = up.open;
+  let openLen = 0;
+  let strs: Buffer[] = [];
+  if (o !== null) {
+    strs = [Buffer.from(o.id, "utf8"), Buffer.from(o.model, "utf8"), Buffer.from(o.kind, "utf8"), Buffer.from(o.body_json, "utf8")];
+    for (const b of strs) if (b.length > 0) openLen += 1 + varintSize(b.length) + b.length;
+    for (const [v, f] of [[o.prompt_tokens, "prompt_tokens"], [o.max_tokens, "max_tokens"], [o.priority, "priority"]] as const) if (uint32(v, `DispatchRequest.${f}`) !== 0) openLen += 1 + varintSize(v);
+    if (o.batch === true) openLen += 2;
+  }
+  const size = (up.rid === 0 ? 0 : 1 + varintSize(up.rid)) + (o === null ? 0 : 1 + varintSize(openLen) + openLen) + (up.cancel ? 2 : 0);
+  const buf = Buffer.allocUnsafe(size);
+  let p = 0;
+  if (up.rid !== 0) {
+    buf[p++] = 0x08;
+    p = writeVarint(buf, p, up.rid);
+  }
+  if (o !== null) {
+    buf[p++] = 0x12;
+    p = writeVarint(buf, p, openLen);
+    const str = (tag: number, b: Buffer) => {
+      if (b.length === 0) return;
+      buf[p++] = tag;
+      p = writeVarint(buf, p, b.length);
+      p += b.copy(buf, p);
+    };
+    const num = (tag: number, v: number) => {
+      if (v === 0) return;
+      buf[p++] = tag;
+      p = writeVarint(buf, p, v);
+    };
+    str(0x0a, strs[0]!);
+    str(0x12, strs[1]!);
+    str(0x1a, strs[2]!);
+    num(0x20, o.prompt_tokens);
+    num(0x28, o.max_tokens);
+    num(0x30, o.priority);
+    str(0x3a, strs[3]!);
+    if (o.batch === true) {
+      buf[p++] = 0x40;
+      buf[p++] = 1;
+    }
+  }
+  if (up.cancel) {
+    buf[p++] = 0x18;
+    buf[p++] = 1;
+  }
+  return buf;
+}
+
+/** Decodes one MuxUp as proto-loader does (defaults filled, `open` null when absent); malformed input throws a RangeError. */
+export function decodeMuxUp(buf: Buffer): WireMuxUp {
+  const out: WireMuxUp = { rid: 0, open: null, cancel: false };
+  const r = new Reader(buf, 0, buf.length);
+  while (r.pos < r.end) {
+    const tag = r.varint();
+    const field = tag >>> 3;
+    const wt = tag & 7;
+    if (field === 1 && wt === 0) out.rid = r.varint() >>> 0;
+    else if (field === 3 && wt === 0) out.cancel = r.varint() !== 0;
+    else if (field === 2 && wt === 2) {
+      const end = r.bytesEnd();
+      const o: WireDispatchRequest = { id: "", model: "", kind: "", prompt_tokens: 0, max_tokens: 0, priority: 0, body_json: "", batch: false };
+      const sub = new Reader(r.buf, r.pos, end);
+      while (sub.pos < end) {
+        const t = sub.varint();
+        const f = t >>> 3;
+        const w = t & 7;
+        if (w === 2 && (f === 1 || f === 2 || f === 3 || f === 7)) {
+          const s = decodeString(sub);
+          if (f === 1) o.id = s;
+          else if (f === 2) o.model = s;
+          else if (f === 3) o.kind = s;
+          else o.body_json = s;
+        } else if (w === 0 && f >= 4 && f <= 6) {
+          const v = sub.varint() >>> 0;
+          if (f === 4) o.prompt_tokens = v;
+          else if (f === 5) o.max_tokens = v;
+          else o.priority = v;
+        } else if (w === 0 && f === 8) o.batch = sub.varint() !== 0;
+        else sub.skip(w);
+      }
+      r.pos = end;
+      out.open = o;
+    } else r.skip(wt);
+  }
+  return out;
+}
+
+function uint32(v: number, what: string): number {
+  if (!Number.isInteger(v) || v < 0 || v > 0xffffffff) throw new RangeError(`${what}: expected a uint32, got ${v}`);
+  return v;
 }

@@ -18,11 +18,11 @@ import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
 import { tlsContextOptions, type TlsFiles } from "../../core/tls.js";
-import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
+import { decodeMuxDown, decodeMuxUp, encodeMuxDown, encodeMuxUp } from "./mux-codec.js";
 import type { MuxClientCall } from "./mux-client.js";
 import { FRAME_MESSAGE, FRAME_PING, FRAME_PONG, FrameError, FrameReader, MUX_ALPN, MUX_MAGIC, frame, frameHeader } from "./mux-frame.js";
 import { serveMux } from "./mux-server.js";
-import { decodeMuxUp, encodeMuxUp, type WireMuxEvent, type WireMuxUp } from "./region-proto.js";
+import type { WireMuxEvent, WireMuxUp } from "./region-proto.js";
 import type { RegionService } from "./service.js";
 
 export const PING_EVERY_MS = 10_000;

@@ -120,16 +120,6 @@ export function regionService(): grpc.ServiceClientConstructor {
   return cached;
 }
 
-/** One MuxUp in protobuf (the framed DispatchMux connection, mux-socket.ts; the gRPC call's own serializer). */
-export function encodeMuxUp(up: WireMuxUp): Buffer {
-  return regionService().service.DispatchMux!.requestSerialize(up);
-}
-
-/** One MuxUp from protobuf; throws on malformed input. */
-export function decodeMuxUp(buf: Buffer): WireMuxUp {
-  return regionService().service.DispatchMux!.requestDeserialize(buf) as WireMuxUp;
-}
-
 export function requestToWire(req: GenerateRequest): WireDispatchRequest {
   return { id: req.id, model: req.model, kind: req.kind, prompt_tokens: req.promptTokens, max_tokens: req.maxTokens, priority: req.priority, body_json: JSON.stringify(req.body), batch: req.batch === true };
 }

@@ -33,6 +33,11 @@ export class ChunkWriter {
     return sock.write(`${Buffer.byteLength(data).toString(16)}\r\n${data}\r\n`);
   }
 
+  /** Writes `data` (the last events) and ends the response: node frames it with the body's end, one write. */
+  end(data: string): void {
+    this.res.end(data);
+  }
+
   /** Resolves when the connection can take more data (drain) or is gone (close); never rejects. */
   drained(): Promise<void> {
     const res = this.res;

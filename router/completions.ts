@@ -260,12 +260,13 @@ function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormat
         chunk = head + fmt.finishChunk(event.finishReason) + (includeUsage ? fmt.usageChunk(event.usage) : "") + ChunkFormatter.DONE;
       }
       head = "";
-      const room = out.write(chunk);
       if (event.type === "done") {
-        res.end();
+        // The last chunk and the body's end in one write.
+        out.end(chunk);
         end();
         return true;
       }
+      const room = out.write(chunk);
       if (room) return true;
       if (!draining) {
         draining = true;

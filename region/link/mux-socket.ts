@@ -64,6 +64,8 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
   private held: Buffer[] | undefined = [];
   private fallbackCall: MuxClientCall | undefined;
   private heldUps: WireMuxUp[] = [];
+  /** Frames written in this event-loop turn, sent together at its end (`flush`). */
+  private out: Buffer[] = [];
   private magicSeen = 0;
   private ended = false;
   private readonly reader: FrameReader;
@@ -110,8 +112,17 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
       this.held.push(frameOf(encodeMuxUp(up)));
       return;
     }
-    this.socket.write(frameOf(encodeMuxUp(up)));
+    // Every open and cancel of this event-loop turn goes out in one write (a burst of requests: one syscall).
+    this.out.push(frameOf(encodeMuxUp(up)));
+    if (this.out.length === 1) setImmediate(this.flush);
   }
+
+  private readonly flush = () => {
+    const out = this.out;
+    this.out = [];
+    if (this.ended || out.length === 0) return;
+    this.socket.write(out.length === 1 ? out[0]! : Buffer.concat(out));
+  };
 
   cancel(): void {
     if (this.fallbackCall !== undefined) return this.fallbackCall.cancel();

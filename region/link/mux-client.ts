@@ -8,7 +8,7 @@
  *   upstream_error, or mid-stream upstream_error after the first event) and the stream is marked dead; the link
  *   opens a new one for the next request. Reconnecting the channel backs off as configured on it.
  * - Backpressure (shared stream): a request whose listener says it is full pauses the whole stream, which
- *   back-pressures the region through HTTP/2 flow control; it resumes when every such request has resumed. A
+ *   back-pressures the region through TCP's (or HTTP/2's) flow control; it resumes when every such request has resumed. A
  *   consumer that keeps the stream paused for longer than `stallLimitMs` would starve the others: that request fails
  *   (upstream_error "consumer stalled") and is cancelled at the region.
  */

@@ -4,7 +4,8 @@
  * shuffled per round (seeded, ARM_ORDER_SEED; printed), so that no arm always runs first or right after another:
  *   A. straight to one `tidegate engine-sim` process;
  *   N. through nginx (Debian's package) as two plain proxy hops (two instances, one worker each) to the same engine;
- *   B. through `tidegate global` → gRPC mux → `tidegate region` → HTTP (openai-http adapter) → the same engine;
+ *   B. through `tidegate global` → the framed dispatch connection → `tidegate region` → HTTP (openai-http adapter) →
+ *      the same engine;
  *   P. (a floor, not a target) through two bare Node TCP relays (node-pipe.ts: bytes copied both ways, nothing
  *      parsed) to the same engine: what any hop written in Node costs on this machine before it does any work.
  * Every figure is the median over rounds of the per-round comparison, judged unrounded (only what is printed is
@@ -271,7 +272,7 @@ async function main(): Promise<void> {
       rounds: ROUNDS,
       armOrderSeed: ARM_ORDER_SEED,
       streamsPerRound: CONCURRENCY * REQUESTS_PER_WORKER,
-      path: "global --gRPC mux--> region --HTTP(openai-http)--> engine-sim vs nginx --> nginx --> engine-sim vs node pipe --> node pipe --> engine-sim vs engine-sim",
+      path: "global --framed mux--> region --HTTP(openai-http)--> engine-sim vs nginx --> nginx --> engine-sim vs node pipe --> node pipe --> engine-sim vs engine-sim",
       target: TARGET,
       checks: checks.map((c) => ({ ...c, value: jsonFigure(c.value), limit: jsonFigure(c.limit) })),
       ...verdictFields(checks),

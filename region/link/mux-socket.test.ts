@@ -1,0 +1,95 @@
+import * as net from "node:net";
+import * as grpc from "@grpc/grpc-js";
+import { describe, expect, it } from "vitest";
+import { BoundaryReporter } from "../../core/boundary.js";
+import { silentLogger } from "../../core/log.js";
+import { FakeEngine } from "../../test/helpers/fake-engine.js";
+import { gatewayService } from "../../test/helpers/gateway-service.js";
+import { MODEL, clock, collect, until, useGrpcFixture } from "../../test/helpers/grpc-fixture.js";
+import { encodeMuxUp } from "./mux-codec.js";
+import { FRAME_MESSAGE, MUX_MAGIC, frame, frameHeader } from "./mux-frame.js";
+import { serveMux } from "./mux-server.js";
+import { regionService } from "./region-proto.js";
+import { startRegionGrpcServer } from "./grpc-server.js";
+
+const { cleanup, request, region, serve, link } = useGrpcFixture("ms");
+
+/** Connects to `port`, sends `bytes`, and resolves with what came back once the region closed the connection. */
+function exchange(port: number, bytes: Buffer[]): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, "127.0.0.1", () => {
+      for (const b of bytes) s.write(b);
+    });
+    const got: Buffer[] = [];
+    s.on("data", (c) => got.push(c));
+    s.on("close", () => resolve(Buffer.concat(got)));
+    s.on("error", reject);
+  });
+}
+
+describe("the framed dispatch connection", () => {
+  it("carries the link's requests on the gRPC port, beside gRPC itself (telemetry), on one connection", async () => {
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
+    const server = await serve(gw);
+    const l = link(server.address);
+    const seen: number[] = [];
+    const unsub = l.subscribe((t) => seen.push(t.seq));
+    const runs = await Promise.all(Array.from({ length: 8 }, () => collect(l.dispatch(request({ maxTokens: 30 })))));
+    for (const evs of runs) expect(evs).toHaveLength(31);
+    await until(() => seen.length >= 2);
+    unsub();
+    expect(l.framedRefused).toBeUndefined();
+    expect(l.muxConnects).toBe(1);
+  });
+
+  it("falls back to the gRPC DispatchMux call with a region that does not take it, the held requests included", async () => {
+    // A region of an earlier version: grpc-js bound on its own, so the magic reaches HTTP/2 and the session closes.
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
+    const old = new grpc.Server();
+    old.addService(regionService().service, {
+      DispatchMux: ((call: grpc.ServerDuplexStream<never, never>) => serveMux(gatewayService(gw, clock), call as never, silentLogger)) as grpc.UntypedHandleCall,
+    });
+    const port = await new Promise<number>((res, rej) => old.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    cleanup(() => old.forceShutdown());
+    const l = link(`127.0.0.1:${port}`);
+    const runs = await Promise.all(Array.from({ length: 4 }, () => collect(l.dispatch(request({ maxTokens: 10 })))));
+    for (const evs of runs) expect(evs.at(-1)).toMatchObject({ type: "done" });
+    expect(l.framedRefused).toBeDefined();
+    // Later requests go straight to the gRPC call.
+    expect((await collect(l.dispatch(request({ maxTokens: 5 })))).at(-1)).toMatchObject({ type: "done" });
+  });
+
+  it("refuses an oversized frame, an undecodable MuxUp and a connection that says nothing, counted under region_grpc", async () => {
+    const refusals: string[] = [];
+    const boundary = new BoundaryReporter({ clock, log: silentLogger });
+    const refuse = boundary.refuse.bind(boundary);
+    boundary.refuse = (port, reason, peer, detail, count) => {
+      refusals.push(`${port} ${reason}`);
+      refuse(port, reason, peer, detail, count);
+    };
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
+    const server = await startRegionGrpcServer(gatewayService(gw, clock), { boundary });
+    cleanup(() => server.close());
+    const big = await exchange(server.port, [MUX_MAGIC, frameHeader(FRAME_MESSAGE, 5 * 1024 * 1024)]);
+    expect(big.equals(MUX_MAGIC)).toBe(true); // answered the magic, then closed
+    await exchange(server.port, [MUX_MAGIC, frame(FRAME_MESSAGE, Buffer.from([0x12, 0x7f, 0x01]))]);
+    await exchange(server.port, [MUX_MAGIC, frame(7)]);
+    await until(() => refusals.length >= 3);
+    expect(refusals).toEqual(["region_grpc message_too_large", "region_grpc undecodable_message", "region_grpc undecodable_message"]);
+    // A well-formed open on a raw connection is served: its events come back framed.
+    const open = encodeMuxUp({ rid: 5, open: { id: "raw-1", model: MODEL, kind: "chat", prompt_tokens: 3, max_tokens: 2, priority: 0, body_json: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }), batch: false }, cancel: false });
+    const got = await new Promise<Buffer>((resolve) => {
+      const s = net.connect(server.port, "127.0.0.1", () => s.write(Buffer.concat([MUX_MAGIC, frame(FRAME_MESSAGE, open)])));
+      let all = Buffer.alloc(0);
+      s.on("data", (c) => {
+        all = Buffer.concat([all, c]);
+        if (all.includes(Buffer.from("stop")) || all.includes(Buffer.from("length"))) {
+          s.destroy();
+          resolve(all);
+        }
+      });
+    });
+    expect(got.subarray(0, MUX_MAGIC.length).equals(MUX_MAGIC)).toBe(true);
+    expect(got[MUX_MAGIC.length]).toBe(FRAME_MESSAGE);
+  });
+});

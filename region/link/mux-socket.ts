@@ -130,21 +130,19 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
   }
 
   pause(): void {
-    if (this.fallbackCall !== undefined) {
-      this.fallbackCall.pause();
-      return;
-    }
-    this.paused = true;
-    this.socket.pause();
+    this.hold(true);
   }
 
   resume(): void {
-    if (this.fallbackCall !== undefined) {
-      this.fallbackCall.resume();
-      return;
-    }
-    this.paused = false;
-    this.socket.resume();
+    this.hold(false);
+  }
+
+  /** Stops (or restarts) reading the region's frames, on whichever transport carries them. */
+  private hold(paused: boolean): void {
+    const target = this.fallbackCall ?? this.socket;
+    if (this.fallbackCall === undefined) this.paused = paused;
+    if (paused) target.pause();
+    else target.resume();
   }
 
   private onData(chunk: Buffer): void {

@@ -153,15 +153,12 @@ class Exchange implements H1Call {
   }
 
   destroy(): void {
-    if (this.finished) return;
-    this.finish(false);
-    this.socket.destroy();
+    if (!this.finished) this.finish(false);
   }
 
   private abort(err: Error): void {
     if (this.finished) return;
     this.finish(false);
-    this.socket.destroy();
     this.handler.fail(err);
   }
 
@@ -169,7 +166,6 @@ class Exchange implements H1Call {
     if (this.finished) return;
     if (this.state === State.UntilClose && err === null) {
       this.finish(false);
-      this.socket.destroy();
       this.handler.end();
       return;
     }
@@ -183,7 +179,9 @@ class Exchange implements H1Call {
     this.socket.off("end", this.onEnd);
     this.socket.off("close", this.onEnd);
     this.socket.off("error", this.onError);
+    // Not reusable: closed here, so that nothing (a late error included) reaches a socket nobody listens to.
     if (reusable) this.release(this.socket);
+    else this.socket.destroy();
   }
 
   private read(chunk: Buffer): void {

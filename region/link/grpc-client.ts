@@ -78,6 +78,9 @@ function metadataString(md: grpc.Metadata, key: string): string | undefined {
   return typeof v === "string" ? v : undefined;
 }
 
+/** How long after a region refused the framed dispatch connection the link keeps to the gRPC call. */
+export const FRAMED_RETRY_MS = 60_000;
+
 /** A RegionLink to a `tidegate region` process over gRPC. */
 export class GrpcRegionLink implements RegionLink {
   readonly region: RegionName;
@@ -96,8 +99,11 @@ export class GrpcRegionLink implements RegionLink {
   telemetryConnects = 0;
   /** DispatchMux streams opened so far (1 + reopens after failures), for tests and metrics. */
   muxConnects = 0;
-  /** Why the region refused the framed dispatch connection (mux-socket.ts), once it did: the gRPC call is used. */
-  framedRefused: string | undefined;
+  /**
+   * Why and when the region last refused the framed dispatch connection (mux-socket.ts): the gRPC call is used for
+   * the streams opened in the FRAMED_RETRY_MS after it (a region upgraded since takes the framed connection again).
+   */
+  framedRefused: { why: string; atMs: number } | undefined;
   private readonly address: string;
   private readonly tls: TlsFiles | undefined;
 
@@ -256,15 +262,16 @@ export class GrpcRegionLink implements RegionLink {
     if (this.mux?.alive === true) return this.mux;
     this.muxConnects++;
     const grpcCall = () => this.client.DispatchMux() as MuxClientCall;
+    const refused = this.framedRefused;
     const call =
-      this.framedRefused === undefined
+      refused === undefined || this.clock.now() - refused.atMs >= FRAMED_RETRY_MS
         ? new NegotiatedMuxCall({
             address: this.address,
             ...(this.tls === undefined ? {} : { tls: this.tls }),
             clock: this.clock,
             fallback: grpcCall,
             onRefused: (why) => {
-              this.framedRefused = why;
+              this.framedRefused = { why, atMs: this.clock.now() };
               this.log.warn("region does not take the framed dispatch connection; using the gRPC DispatchMux call", { region: this.region, why });
             },
             log: this.log,

@@ -59,6 +59,23 @@ describe("the framed dispatch connection", () => {
     expect((await collect(l.dispatch(request({ maxTokens: 5 })))).at(-1)).toMatchObject({ type: "done" });
   });
 
+  it("a region that cannot be reached fails the requests without giving up the framed connection; once up, it takes it", async () => {
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
+    const probe = await serve(gw);
+    const address = probe.address;
+    await probe.close();
+    const l = link(address);
+    const err = await collect(l.dispatch(request())).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string },
+    );
+    expect(err?.code).toBe("upstream_error");
+    expect(l.framedRefused).toBeUndefined();
+    await serve(gw, address);
+    expect((await collect(l.dispatch(request({ maxTokens: 3 })))).at(-1)).toMatchObject({ type: "done" });
+    expect(l.framedRefused).toBeUndefined();
+  });
+
   it("refuses an oversized frame, an undecodable MuxUp and a connection that says nothing, counted under region_grpc", async () => {
     const refusals: string[] = [];
     const boundary = new BoundaryReporter({ clock, log: silentLogger });

@@ -72,6 +72,10 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
   private pingTimer: Timer | undefined;
   private ackTimer: Timer | undefined;
   private paused = false;
+  /** The TCP connection was made (a failure before it is the region being unreachable, not refusing). */
+  private connected = false;
+  /** The TLS handshake completed. */
+  private secured = false;
 
   constructor(private readonly opts: NegotiatedMuxCallOptions) {
     super();
@@ -79,12 +83,17 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     this.reader = new FrameReader(MAX_DOWN_BYTES, (type, payload) => this.onFrame(type, payload));
     if (opts.tls === undefined) {
       this.socket = net.connect({ host, port, noDelay: true });
-      this.socket.once("connect", () => this.socket.write(MUX_MAGIC));
+      this.socket.once("connect", () => {
+        this.connected = true;
+        this.socket.write(MUX_MAGIC);
+      });
     } else {
       const t = opts.tls;
       this.socket = tls.connect({ host, port, ...tlsContextOptions(t), ...(t.serverName === undefined ? (net.isIP(host) === 0 ? { servername: host } : {}) : { servername: t.serverName }), ALPNProtocols: [MUX_ALPN] });
       this.socket.setNoDelay(true);
+      this.socket.once("connect", () => (this.connected = true));
       this.socket.once("secureConnect", () => {
+        this.secured = true;
         const s = this.socket as tls.TLSSocket;
         if (s.alpnProtocol !== MUX_ALPN) return this.refuse(`the region did not select ALPN ${MUX_ALPN}`);
         s.write(MUX_MAGIC);
@@ -92,11 +101,11 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     }
     this.socket.on("data", (chunk: Buffer) => this.onData(chunk));
     this.socket.on("error", (err: Error) => {
-      if (this.held !== undefined) return this.refuse(err.message);
+      if (this.held !== undefined && this.isRefusal(err)) return this.refuse(err.message);
       this.fail(new Error(`dispatch connection to ${opts.address} failed: ${err.message}`, { cause: err }));
     });
     this.socket.on("close", () => {
-      if (this.held !== undefined) return this.refuse("the connection closed before the region answered");
+      if (this.held !== undefined && this.isRefusal()) return this.refuse("the connection closed before the region answered");
       this.fail(new Error(`dispatch connection to ${opts.address} closed`));
     });
   }
@@ -201,6 +210,18 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     });
   }
 
+  /**
+   * Whether a failure before the region's answer means it does not take the framed protocol (an older region closes
+   * on the magic, or its TLS refuses the ALPN) rather than that it cannot be reached (refused, unreachable, a TLS
+   * handshake that failed on certificates): the first falls back to gRPC, the second fails the requests as the
+   * gRPC call would.
+   */
+  private isRefusal(err?: Error): boolean {
+    if (!this.connected) return false;
+    if (this.opts.tls === undefined || this.secured) return true;
+    return err !== undefined && NO_ALPN.test(err.message);
+  }
+
   /** The region does not speak the framed protocol: the gRPC call takes over, with what was held. */
   private refuse(why: string): void {
     if (this.held === undefined || this.ended) return;
@@ -229,6 +250,9 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     this.emit("error", err);
   }
 }
+
+/** OpenSSL's alert when the server supports none of the ALPN protocols offered (an older region's TLS port). */
+const NO_ALPN = /no.application.protocol/i;
 
 function frameOf(payload: Buffer): Buffer {
   return frame(FRAME_MESSAGE, payload);

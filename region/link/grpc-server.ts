@@ -15,7 +15,6 @@
  *   oversized messages).
  */
 import * as net from "node:net";
-import { Duplex } from "node:stream";
 import * as tls from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import { BoundaryReporter } from "../../core/boundary.js";
@@ -263,8 +262,8 @@ export async function startRegionGrpcServer(service: RegionService, opts: Region
 export const PREFACE_TIMEOUT_MS = 10_000;
 
 interface PortRoutes {
-  /** A gRPC (HTTP/2) connection: plaintext, or TLS whose ALPN is h2 (already verified). */
-  grpc(socket: Duplex): void;
+  /** A gRPC (HTTP/2) connection: plaintext (what was read to route it put back), or TLS whose ALPN is h2 (already verified). */
+  grpc(socket: net.Socket): void;
   /** A framed dispatch connection whose magic was read; `rest` followed it. */
   mux(socket: net.Socket, rest: Buffer): void;
   refuse(peer: string | undefined, detail: string): void;
@@ -274,8 +273,8 @@ interface PortRoutes {
  * The region's port: TCP, or TLS requiring a client certificate signed by the CA. A TLS connection is routed by its
  * ALPN (h2 → gRPC, MUX_ALPN → the framed dispatch connection); a plaintext one by its first bytes (MUX_MAGIC → the
  * framed connection, anything else — an HTTP/2 preface or garbage — to gRPC, which refuses what is not HTTP/2 as
- * before). The bytes read to decide are handed on; a plaintext gRPC connection then runs through a Duplex that
- * replays them (grpc-js reads an injected node socket from its handle, past anything read from it in JS).
+ * before). The bytes read to decide are handed on: a plaintext gRPC connection gets them back in its buffer
+ * (`unshift`), which node's http2 session reads before its socket's handle.
  */
 async function portListener(address: string, tlsFiles: TlsFiles | undefined, routes: PortRoutes): Promise<{ port: number; close(): void }> {
   const { host, port } = splitAddress(address);
@@ -301,7 +300,11 @@ async function portListener(address: string, tlsFiles: TlsFiles | undefined, rou
       } else if (encrypted) {
         routes.refuse(peer, "a TLS connection that chose the dispatch protocol sent something else; closed");
         socket.destroy();
-      } else routes.grpc(replaying(socket, got));
+      } else {
+        // Back into the socket's buffer: node's http2 session reads what a socket already holds before its handle.
+        socket.unshift(got);
+        routes.grpc(socket);
+      }
     };
     socket.on("data", onData);
     socket.once("close", () => clearTimeout(timer));
@@ -336,34 +339,4 @@ async function portListener(address: string, tlsFiles: TlsFiles | undefined, rou
       for (const s of sockets) s.destroy();
     },
   };
-}
-
-/** A Duplex over `socket` that first yields `first` (what was read to route it), then what the socket reads. */
-function replaying(socket: net.Socket, first: Buffer): Duplex {
-  const d = new Duplex({
-    read() {
-      socket.resume();
-    },
-    write(chunk: Buffer, _enc, cb) {
-      socket.write(chunk, cb);
-    },
-    final(cb) {
-      socket.end();
-      cb();
-    },
-    destroy(err, cb) {
-      socket.destroy(err ?? undefined);
-      cb(err);
-    },
-  });
-  d.push(first);
-  socket.on("data", (chunk: Buffer) => {
-    if (!d.push(chunk)) socket.pause();
-  });
-  socket.on("end", () => d.push(null));
-  socket.on("error", (err) => d.destroy(err));
-  socket.on("close", () => d.destroy());
-  for (const key of ["remoteAddress", "remotePort", "remoteFamily", "localAddress", "localPort"] as const) Object.defineProperty(d, key, { get: () => socket[key] });
-  socket.resume();
-  return d;
 }

@@ -8,8 +8,7 @@
  * Unknown fields are skipped; malformed input throws a RangeError.
  */
 import { Reader, decodeDone, encodeDispatchEvents, varintSize, writeVarint } from "./codec.js";
-import type { WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
-import type { WireDispatchRequest, WireMuxUp } from "./region-proto.js";
+import type { WireDispatchRequest, WireDone, WireMuxError, WireMuxEvent, WireMuxUp } from "./wire.js";
 
 /** Encodes one MuxDown message carrying `events`. */
 export function encodeMuxDown(events: readonly WireMuxEvent[]): Buffer {

@@ -64,8 +64,10 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
   private held: Buffer[] | undefined = [];
   private fallbackCall: MuxClientCall | undefined;
   private heldUps: WireMuxUp[] = [];
-  /** Frames written in this event-loop turn, sent together at its end (`flush`). */
+  /** Frames of this event-loop turn after its first, sent together at its end (`endTurn`). */
   private out: Buffer[] = [];
+  /** A frame went out in this event-loop turn. */
+  private turnWritten = false;
   private magicSeen = 0;
   private ended = false;
   private readonly reader: FrameReader;
@@ -121,12 +123,18 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
       this.held.push(frameOf(encodeMuxUp(up)));
       return;
     }
-    // Every open and cancel of this event-loop turn goes out in one write (a burst of requests: one syscall).
-    this.out.push(frameOf(encodeMuxUp(up)));
-    if (this.out.length === 1) setImmediate(this.flush);
+    // The first frame of an event-loop turn goes out at once (one request alone waits for nothing); the rest of
+    // the turn's opens and cancels go out together at its end (a burst of requests: two syscalls, not one each).
+    const f = frameOf(encodeMuxUp(up));
+    if (!this.turnWritten) {
+      this.turnWritten = true;
+      setImmediate(this.endTurn);
+      this.socket.write(f);
+    } else this.out.push(f);
   }
 
-  private readonly flush = () => {
+  private readonly endTurn = () => {
+    this.turnWritten = false;
     const out = this.out;
     this.out = [];
     if (this.ended || out.length === 0) return;

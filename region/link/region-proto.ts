@@ -11,31 +11,13 @@ import * as protoLoader from "@grpc/proto-loader";
 import { TidegateError } from "../../core/errors.js";
 import { decodeDispatchEvents, encodeDispatchEvents } from "./codec.js";
 import { decodeMuxDown, encodeMuxDown } from "./mux-codec.js";
-import type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
+import type { WireDispatchEvents, WireDispatchRequest, WireDone, WireMuxError, WireMuxEvent, WireMuxUp } from "./wire.js";
 
-export type { WireDispatchEvents, WireDone, WireMuxError, WireMuxEvent } from "./wire.js";
+export type { WireDispatchEvents, WireDispatchRequest, WireDone, WireMuxError, WireMuxEvent, WireMuxUp } from "./wire.js";
 import type { EngineEvent, GenerateRequest, InstanceState, ModelTelemetry, PoolRole, RegionInstances, RegionTargets, RegionTelemetry, TargetsAck } from "../../core/ports.js";
 import type { RegionListing } from "../gateway/slo-book.js";
 
 /** Wire shapes (proto-loader with keepCase: snake_case fields; uint64 as Number). */
-export interface WireDispatchRequest {
-  id: string;
-  model: string;
-  kind: string;
-  prompt_tokens: number;
-  max_tokens: number;
-  priority: number;
-  body_json: string;
-  batch?: boolean;
-}
-
-/** A request of the DispatchMux stream: `open` starts request `rid`, `cancel` stops it. */
-export interface WireMuxUp {
-  rid: number;
-  open: WireDispatchRequest | null;
-  cancel: boolean;
-}
-
 export interface WireTelemetry {
   region: string;
   seq: number;

@@ -9,7 +9,8 @@
  *
  * A region that does not speak the framed protocol (an older `tidegate region`, which answers the magic as a bad
  * HTTP/2 preface and closes) is detected before any request is sent: the negotiating call then opens the gRPC
- * DispatchMux call instead and hands it what it held (`fallback`), and the link remembers it.
+ * DispatchMux call instead and hands it what it held (`fallback`), and the link keeps to gRPC for FRAMED_RETRY_MS
+ * (grpc-client.ts). A region that cannot be reached is not a refusal: the call fails, as the gRPC call would.
  */
 import { EventEmitter } from "node:events";
 import * as net from "node:net";
@@ -56,8 +57,9 @@ export interface NegotiatedMuxCallOptions {
 
 /**
  * The router's side of one framed DispatchMux connection, a MuxClientCall. Until the region answers the magic, what
- * is written is held; on the answer it goes out in one write. A connection that closes, fails the TLS handshake or
- * answers something else before that falls back to the gRPC call (which gets what was held).
+ * is written is held; on the answer it goes out in one write. A region that refuses the protocol before that (closes
+ * on the magic, answers something else, or refuses the ALPN: `isRefusal`) gets the gRPC call instead, with what was
+ * held; one that cannot be reached fails the call.
  */
 export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
   private readonly socket: net.Socket;

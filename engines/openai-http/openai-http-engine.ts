@@ -1,8 +1,9 @@
 /**
  * The `Engine` port over any OpenAI-compatible server (vLLM, SGLang, `tidegate engine-sim`): `open()` pushes the
  * SSE of POST /v1/chat/completions or /v1/completions to a sink as the socket delivers it (core/push.ts; a batch
- * request asks without streaming and gets one token event with all its text; node:http with a keep-alive agent;
- * sse.ts parses chunks with a fast path), `generate()` is the same as a stream, and `stats()` combines the server's /metrics (vllm:kv_cache_usage_perc,
+ * request asks without streaming and gets one token event with all its text; a streamed request to a plain-http
+ * server goes through h1-stream.ts's kept-alive connections, everything else through node:http with a keep-alive
+ * agent; sse.ts parses chunks with a fast path), `generate()` is the same as a stream, and `stats()` combines the server's /metrics (vllm:kv_cache_usage_perc,
  * vllm:num_requests_running, vllm:num_requests_waiting, scraped every `metricsIntervalMs` on the Clock) with what
  * this adapter has in flight (remaining tokens for JSQ, generated tokens). Aborting a request's signal destroys the
  * upstream HTTP request, which is how vLLM (and engine-sim) learn to free its KV.

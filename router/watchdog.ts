@@ -52,8 +52,8 @@ export interface Watched {
   started(): void;
   /**
    * `err`, the link's own failure of this stream, restated as a stall when the stream had been silent for longer
-   * than its region-stall bound before it and the region stopped reporting (e.g. grpc-js's keepalive "Connection
-   * dropped" after a peer froze), so the client reads that the peer stalled; otherwise `err` itself.
+   * than its region-stall bound before it and the region stopped reporting (e.g. the dispatch connection's
+   * unanswered ping after a peer froze), so the client reads that the peer stalled; otherwise `err` itself.
    */
   explain(err: unknown): unknown;
   /** Stops watching (idempotent). */

@@ -7,7 +7,9 @@
  *   check phase) go out as one message, so a burst from the engine costs one frame, not one per token; writes wait
  *   for the transport to drain (backpressure). Cancelling the call aborts the generation upstream. Failures carry
  *   the TidegateError code in the status metadata (`tidegate-code`, `tidegate-started`).
- * - DispatchMux: many generations over one bidirectional stream (mux-server.ts); what GrpcRegionLink uses.
+ * - DispatchMux: many generations over one bidirectional stream (mux-server.ts); what GrpcRegionLink uses with a
+ *   region that does not take the framed dispatch connection, which this port serves too (portListener below,
+ *   mux-socket.ts).
  * - SendTargets: the service's ack.
  * Sockets get TCP_NODELAY so single token frames are not held back by Nagle's algorithm.
  * - Boundary refusals (issue 32): what the port refuses is reported through a BoundaryReporter on port

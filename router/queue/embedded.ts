@@ -2,8 +2,10 @@
  * Embedded QueueStore for `tidegate dev`: the in-memory state machine (memory.ts) plus an append-only journal
  * (`<dataDir>/queue.journal`, one JSON line per state change). Opening the store replays the journal, so batches
  * survive a restart or a crash (each line is written with a synchronous append before the call resolves). A line
- * that cannot be read — corrupt, unknown, rejected, or cut short — stops the open with `JournalCorruptError` naming
- * the file and line, unless `recover` keeps the valid prefix and moves the rest aside (journal.ts). When a journal
+ * that cannot be read — corrupt, unknown or rejected — stops the open with `JournalCorruptError` naming the file and
+ * line, unless `recover` keeps the valid prefix and moves the rest aside; a last line cut short by a crash is a call
+ * that never returned, and is moved aside with a warning (journal.ts). An append that fails (a full disk) refuses
+ * every later change with `queue_unavailable` until a restart. When a journal
  * read in full holds more than `compactAfterOps` lines, it is rewritten as one snapshot line (temporary file, fsync,
  * read back, rename). Single-process only: two processes must not share a data directory.
  *
@@ -15,6 +17,7 @@
  */
 import { appendFileSync, mkdirSync } from "node:fs";
 import { join } from "node:path";
+import { TidegateError } from "../../core/errors.js";
 import { silentLogger, type Logger } from "../../core/log.js";
 import { compactJournal, replayJournal, type JournalReplay } from "./journal.js";
 import { MemoryQueueState, type QueueSnapshot } from "./memory.js";
@@ -82,6 +85,8 @@ export class EmbeddedQueueStore implements QueueStore {
   readonly replayedOps: number = 0;
   /** What the replay found (recovery details when `recover` moved lines aside). */
   readonly replay: JournalReplay = { applied: 0 };
+  /** Set once an append failed: every change after it is refused with this error (see `run`). */
+  private journalFailed: TidegateError | undefined;
 
   /**
    * `recover`: a journal with a bad line keeps its valid prefix and the rest is moved to `queue.journal.corrupt-N`
@@ -99,6 +104,10 @@ export class EmbeddedQueueStore implements QueueStore {
       reset: () => (this.state = new MemoryQueueState()),
     });
     this.replayedOps = this.replay.applied;
+    const torn = this.replay.torn;
+    if (torn !== undefined) {
+      (opts.log ?? silentLogger).warn("queue journal: dropped a last line cut short by a crash (its write never returned to its caller)", { file: this.journalPath, line: torn.line, bytes: torn.bytes, movedTo: torn.movedTo });
+    }
     const r = this.replay.recovered;
     if (r !== undefined) {
       (opts.log ?? silentLogger).error("queue journal recovered: kept the valid prefix, moved the rest aside", { file: this.journalPath, keptLines: this.replay.applied, fromLine: r.fromLine, movedLines: r.movedLines, movedTo: r.movedTo, reason: r.reason });
@@ -115,8 +124,19 @@ export class EmbeddedQueueStore implements QueueStore {
    * are not written (the journal of an idle fleet stayed still instead of growing by a line per report).
    */
   private run<T>(op: Op, changed: (out: T) => boolean = () => true): T {
+    if (this.journalFailed !== undefined) throw this.journalFailed;
     const out = apply(this.state, op) as T;
-    if (this.journalPath !== null && changed(out)) appendFileSync(this.journalPath, JSON.stringify(op) + "\n");
+    if (this.journalPath !== null && changed(out)) {
+      try {
+        appendFileSync(this.journalPath, JSON.stringify(op) + "\n");
+      } catch (err) {
+        // The state in memory took an operation the journal does not hold (a full disk, an I/O error), and the
+        // file may end in part of its line: no later change may be acknowledged or appended after it. Reads still
+        // answer; a restart replays the journal (dropping a part line, journal.ts) and the caller's retry lands.
+        this.journalFailed = new TidegateError("queue_unavailable", `the queue journal ${this.journalPath} could not be written (${(err as Error).message}); the embedded queue takes no changes until tidegate restarts`);
+        throw this.journalFailed;
+      }
+    }
     return out;
   }
 

@@ -1,14 +1,20 @@
 /**
  * Reading the embedded queue's journal (`<dataDir>/queue.journal`) without ever losing data silently (issue 15,
  * item 7). Every line must be a complete JSON line (ending in a newline) holding an operation the state machine
- * accepts. The first line that is not — corrupt JSON, an unknown operation, one the state machine rejects, or a last
- * line cut short (no newline: a write interrupted by a crash) — stops the replay:
+ * accepts. The first line that is not — corrupt JSON, an unknown operation, one the state machine rejects — stops
+ * the replay:
  *
  * - strict (default): `JournalCorruptError` (code `journal_corrupt`) naming the file and the line, how many lines
  *   before it are valid, and how to recover; nothing is changed on disk.
  * - recover (`queue.recoverJournal`, `--recover-journal`): the valid prefix is kept, the rest (that line and every
  *   line after it, byte for byte) is moved to `queue.journal.corrupt-N` (first free N), and the journal is rewritten
  *   as the prefix (temporary file, fsync, rename). The caller logs what moved where.
+ *
+ * A last line cut short (no newline at the end of the file) is a write a crash interrupted: the store appends each
+ * line synchronously before the call that made it returns, so that call never answered anyone. It is dropped in both
+ * modes: moved byte for byte to `queue.journal.corrupt-N` and the journal rewritten without it (`JournalReplay.torn`,
+ * which the caller logs as a warning), so a router killed mid-write restarts on its own (redis-server's
+ * `aof-load-truncated yes` does the same with an AOF cut short). A bad line before it still stops the replay as above.
  *
  * Compaction (one snapshot line) runs only over a journal whose every line was read: `compact` writes the snapshot
  * to a temporary file, reads it back and checks it parses before renaming it over the journal.
@@ -41,6 +47,8 @@ export interface JournalReplay {
   applied: number;
   /** Set when recovery moved lines aside. */
   recovered?: { fromLine: number; movedLines: number; movedTo: string; reason: string };
+  /** Set when a last line cut short by a crash was moved aside (its write never returned; see the header). */
+  torn?: { line: number; bytes: number; movedTo: string };
 }
 
 /** Writes `text` to `path` durably (temporary file, fsync, rename). */
@@ -66,15 +74,10 @@ export function replayJournal(path: string, applyLine: (op: unknown) => void, op
   const text = readFileSync(path, "utf8");
   const lines = text.split("\n");
   // After a final newline split() leaves one empty string; anything else there is a line cut short.
-  const truncatedLast = lines[lines.length - 1] !== "";
-  if (!truncatedLast) lines.pop();
+  const tornLine = lines.pop()!;
   let bad: { index: number; reason: string } | undefined;
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
-    if (i === lines.length - 1 && truncatedLast) {
-      bad = { index: i, reason: `line is cut short (no newline at the end of the file: a write interrupted by a crash?): ${preview(line)}` };
-      break;
-    }
     let op: unknown;
     try {
       op = JSON.parse(line);
@@ -89,20 +92,31 @@ export function replayJournal(path: string, applyLine: (op: unknown) => void, op
       break;
     }
   }
-  if (bad === undefined) return { applied: lines.length };
-  const restLines = lines.length - bad.index;
+  if (bad === undefined) {
+    if (tornLine === "") return { applied: lines.length };
+    // Every complete line applied; the fragment after them is a write that never returned (see the header).
+    const movedTo = freeCorruptPath(path);
+    writeDurably(movedTo, tornLine);
+    writeDurably(path, lines.length === 0 ? "" : lines.join("\n") + "\n");
+    return { applied: lines.length, torn: { line: lines.length + 1, bytes: Buffer.byteLength(tornLine), movedTo } };
+  }
+  const restLines = lines.length - bad.index + (tornLine === "" ? 0 : 1);
   if (!opts.recover) throw new JournalCorruptError(path, bad.index + 1, bad.reason, restLines);
 
-  let n = 1;
-  while (existsSync(`${path}.corrupt-${n}`)) n++;
-  const movedTo = `${path}.corrupt-${n}`;
+  const movedTo = freeCorruptPath(path);
   const keep = lines.slice(0, bad.index);
-  const rest = lines.slice(bad.index).join("\n") + (truncatedLast ? "" : "\n");
-  writeDurably(movedTo, rest);
+  writeDurably(movedTo, lines.slice(bad.index).join("\n") + "\n" + tornLine);
   writeDurably(path, keep.length === 0 ? "" : keep.join("\n") + "\n");
   opts.reset();
   for (const line of keep) applyLine(JSON.parse(line));
   return { applied: keep.length, recovered: { fromLine: bad.index + 1, movedLines: restLines, movedTo, reason: bad.reason } };
+}
+
+/** `<path>.corrupt-N` for the first N not taken. */
+function freeCorruptPath(path: string): string {
+  let n = 1;
+  while (existsSync(`${path}.corrupt-${n}`)) n++;
+  return `${path}.corrupt-${n}`;
 }
 
 /** Rewrites `path` as the single line `snapshotLine`, checking the written file reads back before it replaces the journal. */

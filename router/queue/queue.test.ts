@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { queueConformance } from "../../test/helpers/queue-conformance.js";
+import { silentLogger } from "../../core/log.js";
 import { EmbeddedQueueStore } from "./embedded.js";
 import { JournalCorruptError } from "./journal.js";
 import { DirFileStore } from "./dir-files.js";
@@ -168,13 +169,45 @@ describe("embedded journal", () => {
     }
   });
 
-  it("a torn last line stops the open with an error naming the file and line; recovery keeps the prefix and moves the line aside", async () => {
+  it("a last line cut short by a crash is dropped with a warning and moved aside; the store opens on the lines before it", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
     try {
       await fiveOps(dir);
       const path = join(dir, "queue.journal");
+      const whole = readFileSync(path, "utf8");
       appendFileSync(path, '["complete","b:000001",{"ok":tr');
-      const before = readFileSync(path, "utf8");
+      const warnings: { msg: string; fields: Record<string, unknown> | undefined }[] = [];
+      const log = { ...silentLogger, warn: (msg: string, fields?: Record<string, unknown>) => void warnings.push({ msg, fields }) };
+      // Strict mode (the default) opens: the cut line's append never returned, so nothing it stood for was answered.
+      const r = new EmbeddedQueueStore(dir, { log });
+      expect(r.replayedOps).toBe(5);
+      expect(r.replay.recovered).toBeUndefined();
+      expect(r.replay.torn).toEqual({ line: 6, bytes: 31, movedTo: `${path}.corrupt-1` });
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]!.msg).toMatch(/cut short by a crash/);
+      expect(warnings[0]!.fields).toMatchObject({ file: path, line: 6, movedTo: `${path}.corrupt-1` });
+      expect(readFileSync(`${path}.corrupt-1`, "utf8")).toBe('["complete","b:000001",{"ok":tr');
+      expect(readFileSync(path, "utf8")).toBe(whole);
+      expect(await r.getBatch("b")).toMatchObject({ status: "in_progress", completed: 1, leased: 1 });
+      // The journal is the valid prefix again, and appends after it are read back.
+      await r.complete("b:000001", { ok: true, line: "r1" }, 4);
+      const again = new EmbeddedQueueStore(dir);
+      expect(again.replayedOps).toBe(6);
+      expect(again.replay.torn).toBeUndefined();
+      expect((await again.results("b")).get(1)).toEqual({ ok: true, line: "r1" });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a bad line before a cut-short last one still stops the open; recovery moves both, byte for byte", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      await fiveOps(dir);
+      const path = join(dir, "queue.journal");
+      const lines = readFileSync(path, "utf8").trimEnd().split("\n");
+      const text = [...lines.slice(0, 4), "{not json", lines[4]!].join("\n") + "\n" + '["compl';
+      writeFileSync(path, text);
       let err: unknown;
       try {
         new EmbeddedQueueStore(dir);
@@ -182,22 +215,28 @@ describe("embedded journal", () => {
         err = e;
       }
       expect(err).toBeInstanceOf(JournalCorruptError);
-      const je = err as JournalCorruptError;
-      expect(je.code).toBe("journal_corrupt");
-      expect(je.line).toBe(6);
-      expect(je.message).toContain(`${path}:6: line is cut short`);
-      expect(je.message).toMatch(/--recover-journal/);
-      expect(readFileSync(path, "utf8")).toBe(before);
+      expect((err as JournalCorruptError).line).toBe(5);
+      expect((err as JournalCorruptError).restLines).toBe(3);
+      expect(readFileSync(path, "utf8")).toBe(text);
       const r = new EmbeddedQueueStore(dir, { recover: true });
-      expect(r.replayedOps).toBe(5);
-      expect(r.replay.recovered).toMatchObject({ fromLine: 6, movedLines: 1, movedTo: `${path}.corrupt-1` });
-      expect(readFileSync(`${path}.corrupt-1`, "utf8")).toBe('["complete","b:000001",{"ok":tr');
-      expect(await r.getBatch("b")).toMatchObject({ status: "in_progress", completed: 1, leased: 1 });
-      // The journal is now the valid prefix, and appends after it are read back.
-      await r.complete("b:000001", { ok: true, line: "r1" }, 4);
-      const again = new EmbeddedQueueStore(dir);
-      expect(again.replayedOps).toBe(6);
-      expect((await again.results("b")).get(1)).toEqual({ ok: true, line: "r1" });
+      expect(r.replayedOps).toBe(4);
+      expect(r.replay.recovered).toMatchObject({ fromLine: 5, movedLines: 3, movedTo: `${path}.corrupt-1` });
+      expect(readFileSync(`${path}.corrupt-1`, "utf8")).toBe(["{not json", lines[4]!].join("\n") + "\n" + '["compl');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("an append that fails refuses every later change with queue_unavailable; reads still answer", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      await fiveOps(dir);
+      const store = new EmbeddedQueueStore(dir);
+      // The data directory goes away under the store (as root, permissions would not stop the write).
+      rmSync(dir, { recursive: true, force: true });
+      await expect(store.complete("b:000001", { ok: true, line: "r1" }, 4)).rejects.toMatchObject({ code: "queue_unavailable", message: expect.stringMatching(/could not be written .*ENOENT.*until tidegate restarts/) });
+      await expect(store.claim("m", 5, 6, 100)).rejects.toMatchObject({ code: "queue_unavailable" });
+      expect(await store.getBatch("b")).toMatchObject({ status: "in_progress" });
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

@@ -1,9 +1,10 @@
 /**
  * Issue 15 item 7 at the process level: `tidegate dev` on an embedded queue whose journal has a corrupt line refuses
  * to start, naming the file and the line, and leaves the journal as it was; with --recover-journal it starts with the
- * valid prefix, moves the rest to queue.journal.corrupt-1 and says so in its log.
+ * valid prefix, moves the rest to queue.journal.corrupt-1 and says so in its log. A last line cut short (a crash
+ * mid-append) needs no flag: dev starts without it, moves it aside and warns.
  */
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -42,6 +43,28 @@ describe("tidegate dev with a corrupt queue journal", () => {
     const kept = (await (await fetch(`${dev.match[1]}/v1/batches/batch_kept`)).json()) as { id?: string };
     expect(kept.id).toBe("batch_kept");
     expect((await fetch(`${dev.match[1]}/v1/batches/batch_lost`)).status).toBe(404);
+    await dev.stop();
+  }, 120_000);
+
+  it("starts on its own after a crash cut the last line short, moving the fragment aside with a warning", async () => {
+    const dataDir = join(dir, "data-torn");
+    const store = new EmbeddedQueueStore(dataDir);
+    await store.createBatch({ id: "batch_kept", endpoint: "/v1/completions", inputFileId: "f", completionWindow: "24h", metadata: null, createdAtMs: 0, expiresAtMs: 1e15 });
+    const journal = join(dataDir, "queue.journal");
+    const whole = readFileSync(journal, "utf8");
+    appendFileSync(journal, '["createBatch",{"id":"batch_cut","endpoi');
+    const base = DEFAULT_CONFIG_JSON as Record<string, unknown>;
+    const file = join(dir, "config-torn.json");
+    writeFileSync(file, JSON.stringify({ ...base, queue: { ...(base.queue as object), dataDir } }));
+
+    const dev = await spawnTidegate("dev", ["dev", "--config", file, "--port", "0", "--log-level", "warn", "--log-file", "-"], /serving (http:\/\/\S+)/, 60_000);
+    expect(dev.output()).toMatch(/queue journal: dropped a last line cut short by a crash/);
+    expect(readFileSync(`${journal}.corrupt-1`, "utf8")).toBe('["createBatch",{"id":"batch_cut","endpoi');
+    // The journal is the lines before the fragment, then what this incarnation appended (its lease owner).
+    const now = readFileSync(journal, "utf8");
+    expect(now.startsWith(whole)).toBe(true);
+    expect(now.slice(whole.length)).toMatch(/^\["openOwner",.*\]\n$/);
+    expect((await fetch(`${dev.match[1]}/v1/batches/batch_kept`)).status).toBe(200);
     await dev.stop();
   }, 120_000);
 });

@@ -6,6 +6,11 @@
  * streamed request and one stream's first token later by that much (router/README.md "The dispatch connection").
  * Everything else the adapter sends (/metrics, control, https) stays on node:http.
  *
+ * Reads land in one buffer per process (`net.connect`'s `onread`: no Buffer, stream event or 'data' listener per
+ * read) and go to whoever holds the connection: the exchange under way, or the idle check. What the parser keeps past
+ * a read (a response head split over reads, an error body) it copies; body bytes go to the handler as views valid
+ * during the call.
+ *
  * Connections are kept alive and reused; an idle one is closed after IDLE_MS (below node's default server
  * keep-alive timeout of 5 s, so a request is not written into a connection the server is closing), and one whose
  * response did not end cleanly, or that said `connection: close`, is not reused.
@@ -20,7 +25,7 @@ const MAX_HEAD_BYTES = 64 * 1024;
 /** What one response reports, in order: `head` once, `body` per read, then `end` or `fail` once. */
 export interface H1Handler {
   head(status: number, headers: ReadonlyMap<string, string>): void;
-  /** Body bytes as they come (chunk framing removed). */
+  /** Body bytes as they come (chunk framing removed): a view of the read buffer, valid only during the call. */
   body(bytes: Buffer): void;
   end(): void;
   fail(err: Error): void;
@@ -34,12 +39,21 @@ export interface H1Call {
   destroy(): void;
 }
 
+/** A pooled connection: its reads go to `onBytes` (false pauses the socket, as `onread` lets a callback). */
+interface Conn {
+  socket: net.Socket;
+  onBytes: (bytes: Buffer) => boolean;
+}
+
 /** An idle connection: the listeners that drop it when the server closes it or sends what nobody asked for. */
 interface Idle {
-  socket: net.Socket;
+  conn: Conn;
   timer: NodeJS.Timeout;
   drop: () => void;
 }
+
+/** The read buffer of every pooled connection in this process (each read is handled before the next lands). */
+let sharedReadBuffer: Buffer | undefined;
 
 /** A pool of keep-alive connections to one host:port. */
 export class H1Pool {
@@ -59,10 +73,20 @@ export class H1Pool {
   request(head: string, body: string, handler: H1Handler, headMs: number): H1Call {
     const reused = this.idle.pop();
     if (reused !== undefined) this.unidle(reused);
-    const socket = reused?.socket ?? net.connect({ host: this.host, port: this.port, noDelay: true });
-    const call = new Exchange(socket, handler, headMs, (s) => this.release(s));
-    socket.write(head + body);
+    const conn = reused?.conn ?? this.connect();
+    const call = new Exchange(conn, handler, headMs, (c) => this.release(c));
+    conn.socket.write(head + body);
     return call;
+  }
+
+  private connect(): Conn {
+    const buffer = (sharedReadBuffer ??= Buffer.allocUnsafe(64 * 1024));
+    const conn: Conn = {
+      socket: undefined as unknown as net.Socket,
+      onBytes: () => true,
+    };
+    conn.socket = net.connect({ host: this.host, port: this.port, noDelay: true, onread: { buffer, callback: (n, buf) => conn.onBytes((buf as Buffer).subarray(0, n)) } });
+    return conn;
   }
 
   /** Idle connections now (tests). */
@@ -74,21 +98,21 @@ export class H1Pool {
     this.closed = true;
     for (const c of this.idle.splice(0)) {
       this.unidle(c);
-      c.socket.destroy();
+      c.conn.socket.destroy();
     }
   }
 
   private unidle(c: Idle): void {
     clearTimeout(c.timer);
-    c.socket.off("close", c.drop);
-    c.socket.off("data", c.drop);
-    c.socket.off("error", c.drop);
+    c.conn.socket.off("close", c.drop);
+    c.conn.socket.off("error", c.drop);
   }
 
-  private release(socket: net.Socket): void {
+  private release(conn: Conn): void {
+    const socket = conn.socket;
     if (this.closed || socket.destroyed) return void socket.destroy();
     const entry: Idle = {
-      socket,
+      conn,
       timer: setTimeout(() => entry.drop(), IDLE_MS),
       drop: () => {
         const i = this.idle.indexOf(entry);
@@ -100,8 +124,11 @@ export class H1Pool {
     entry.timer.unref();
     // Closed by the server, failed, or sent bytes nobody asked for: not reusable.
     socket.on("close", entry.drop);
-    socket.on("data", entry.drop);
     socket.on("error", entry.drop);
+    conn.onBytes = () => {
+      entry.drop();
+      return false;
+    };
     this.idle.push(entry);
   }
 }
@@ -125,18 +152,24 @@ class Exchange implements H1Call {
   private line = "";
   private keepAlive = true;
   private finished = false;
+  private paused = false;
   private headTimer: NodeJS.Timeout | undefined;
-  private readonly onData = (chunk: Buffer) => this.read(chunk);
+  private readonly socket: net.Socket;
   private readonly onEnd = () => this.closedEarly(null);
   private readonly onError = (err: Error) => this.closedEarly(err);
 
   constructor(
-    private readonly socket: net.Socket,
+    private readonly conn: Conn,
     private readonly handler: H1Handler,
     headMs: number,
-    private readonly release: (s: net.Socket) => void,
+    private readonly release: (c: Conn) => void,
   ) {
-    socket.on("data", this.onData);
+    const socket = conn.socket;
+    this.socket = socket;
+    conn.onBytes = (bytes) => {
+      this.read(bytes);
+      return !this.paused;
+    };
     socket.on("end", this.onEnd);
     socket.on("close", this.onEnd);
     socket.on("error", this.onError);
@@ -145,11 +178,15 @@ class Exchange implements H1Call {
   }
 
   pause(): void {
-    if (!this.finished) this.socket.pause();
+    if (this.finished) return;
+    this.paused = true;
+    this.socket.pause();
   }
 
   resume(): void {
-    if (!this.finished) this.socket.resume();
+    if (this.finished) return;
+    this.paused = false;
+    this.socket.resume();
   }
 
   destroy(): void {
@@ -175,12 +212,12 @@ class Exchange implements H1Call {
   private finish(reusable: boolean): void {
     this.finished = true;
     clearTimeout(this.headTimer);
-    this.socket.off("data", this.onData);
+    this.conn.onBytes = () => true;
     this.socket.off("end", this.onEnd);
     this.socket.off("close", this.onEnd);
     this.socket.off("error", this.onError);
     // Not reusable: closed here, so that nothing (a late error included) reaches a socket nobody listens to.
-    if (reusable) this.release(this.socket);
+    if (reusable) this.release(this.conn);
     else this.socket.destroy();
   }
 
@@ -201,7 +238,7 @@ class Exchange implements H1Call {
         const end = all.indexOf("\r\n\r\n");
         if (end === -1) {
           if (all.length > MAX_HEAD_BYTES) throw new Error(`response head over ${MAX_HEAD_BYTES} bytes`);
-          this.head = all;
+          this.head = all === buf ? Buffer.from(buf) : all;
           return EMPTY;
         }
         this.head = undefined;

@@ -373,7 +373,7 @@ export class OpenAIHttpEngine implements Engine {
         },
         body: (bytes) => {
           if (ended) return;
-          if (errorBody !== undefined) errorBody.push(bytes);
+          if (errorBody !== undefined) errorBody.push(Buffer.from(bytes));
           else if (!sse(bytes)) h1?.pause();
         },
         end: () => {

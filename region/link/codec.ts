@@ -125,6 +125,11 @@ export class Reader {
   }
 }
 
+/** The UTF-8 text of `buf[start, end)` (on a Buffer, without a view object in between). */
+export function utf8At(buf: Uint8Array, start: number, end: number): string {
+  return buf instanceof Buffer ? buf.toString("utf8", start, end) : Buffer.from(buf.buffer, buf.byteOffset + start, end - start).toString("utf8");
+}
+
 /** Decodes a Done sub-message ending at `end`; leaves `r` at `end`. */
 export function decodeDone(r: Reader, end: number): WireDone {
   const d: WireDone = { finish_reason: "", prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
@@ -135,7 +140,7 @@ export function decodeDone(r: Reader, end: number): WireDone {
     const wt = tag & 7;
     if (field === 1 && wt === 2) {
       const e = sub.bytesEnd();
-      d.finish_reason = Buffer.from(sub.buf.buffer, sub.buf.byteOffset + sub.pos, e - sub.pos).toString("utf8");
+      d.finish_reason = utf8At(sub.buf, sub.pos, e);
       sub.pos = e;
     } else if (field === 2 && wt === 0) d.prompt_tokens = sub.varint();
     else if (field === 3 && wt === 0) d.completion_tokens = sub.varint();

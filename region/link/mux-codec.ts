@@ -7,12 +7,15 @@
  * and MuxDown is `events = 1` → tag 0x0A, length, MuxEvent (one field per event). Same wire format as protobufjs.
  * Unknown fields are skipped; malformed input throws a RangeError.
  */
-import { Reader, decodeDone, encodeDispatchEvents, varintSize, writeVarint } from "./codec.js";
+import { Reader, decodeDone, encodeDispatchEvents, utf8At, varintSize, writeVarint } from "./codec.js";
 import type { WireDispatchRequest, WireDone, WireMuxError, WireMuxEvent, WireMuxUp } from "./wire.js";
 
-/** Encodes one MuxDown message carrying `events`. */
-export function encodeMuxDown(events: readonly WireMuxEvent[]): Buffer {
-  const parts: Buffer[] = new Array<Buffer>(events.length);
+/**
+ * Encodes one MuxDown message carrying `events`, after `headroom` bytes left for the caller (the framed connection's
+ * header: mux-socket.ts writes header and message in one buffer).
+ */
+export function encodeMuxDown(events: readonly WireMuxEvent[], headroom = 0): Buffer {
+  const pieces: Buffer[] = [];
   let size = 0;
   for (let i = 0; i < events.length; i++) {
     const ev = events[i]!;
@@ -40,21 +43,27 @@ export function encodeMuxDown(events: readonly WireMuxEvent[]): Buffer {
     }
     if (!Number.isInteger(ev.rid) || ev.rid < 0 || ev.rid > 0xffffffff) throw new RangeError(`MuxEvent.rid: expected a uint32, got ${ev.rid}`);
     const evLen = body.length + 1 + varintSize(ev.rid) + (errBuf?.length ?? 0);
-    const head = Buffer.allocUnsafe(1 + varintSize(evLen));
+    // events = 1 (0x0A, length) · the DispatchEvents fields · rid = 4 (0x20, varint) · error = 5.
+    const head = Buffer.allocUnsafe(1 + varintSize(evLen) + 1 + varintSize(ev.rid));
     head[0] = 0x0a;
-    writeVarint(head, 1, evLen);
-    const tail = Buffer.allocUnsafe(1 + varintSize(ev.rid));
+    const at = writeVarint(head, 1, evLen);
+    pieces.push(head.subarray(0, at), body);
+    const tail = head.subarray(at);
     tail[0] = 0x20;
     writeVarint(tail, 1, ev.rid);
-    parts[i] = errBuf === undefined ? Buffer.concat([head, body, tail]) : Buffer.concat([head, body, tail, errBuf]);
-    size += parts[i]!.length;
+    pieces.push(tail);
+    if (errBuf !== undefined) pieces.push(errBuf);
+    size += head.length + body.length + (errBuf?.length ?? 0);
   }
-  return Buffer.concat(parts, size);
+  const out = Buffer.allocUnsafe(headroom + size);
+  let p = headroom;
+  for (const piece of pieces) p += piece.copy(out, p);
+  return out;
 }
 
 function decodeString(r: Reader): string {
   const e = r.bytesEnd();
-  const s = Buffer.from(r.buf.buffer, r.buf.byteOffset + r.pos, e - r.pos).toString("utf8");
+  const s = utf8At(r.buf, r.pos, e);
   r.pos = e;
   return s;
 }
@@ -119,22 +128,27 @@ export function decodeMuxDown(buf: Buffer): WireMuxEvent[] {
  * Encodes one MuxUp (the framed connection's up-message, mux-socket.ts), protobufjs's wire format:
  *   rid = 1 uint32 (0x08) · open = 2 DispatchRequest (0x12, length, { id 1, model 2, kind 3 strings; prompt_tokens 4,
  *   max_tokens 5, priority 6 uint32; body_json 7 string; batch 8 bool }) · cancel = 3 bool (0x18).
- * Fields at their default (0, "", false) are left out, as protobufjs leaves them.
+ * Fields at their default (0, "", false) are left out, as protobufjs leaves them. `headroom` bytes are left free
+ * before the message (the framed connection's header: header and message in one buffer).
  */
-export function encodeMuxUp(up: WireMuxUp): Buffer {
+export function encodeMuxUp(up: WireMuxUp, headroom = 0): Buffer {
   uint32(up.rid, "MuxUp.rid");
   const o = up.open;
   let openLen = 0;
-  let strs: Buffer[] = [];
+  let strs: [string, string, string, string] = ["", "", "", ""];
+  const lens = [0, 0, 0, 0];
   if (o !== null) {
-    strs = [Buffer.from(o.id, "utf8"), Buffer.from(o.model, "utf8"), Buffer.from(o.kind, "utf8"), Buffer.from(o.body_json, "utf8")];
-    for (const b of strs) if (b.length > 0) openLen += 1 + varintSize(b.length) + b.length;
+    strs = [o.id, o.model, o.kind, o.body_json];
+    for (let i = 0; i < 4; i++) {
+      const n = (lens[i] = Buffer.byteLength(strs[i]!, "utf8"));
+      if (n > 0) openLen += 1 + varintSize(n) + n;
+    }
     for (const [v, f] of [[o.prompt_tokens, "prompt_tokens"], [o.max_tokens, "max_tokens"], [o.priority, "priority"]] as const) if (uint32(v, `DispatchRequest.${f}`) !== 0) openLen += 1 + varintSize(v);
     if (o.batch === true) openLen += 2;
   }
   const size = (up.rid === 0 ? 0 : 1 + varintSize(up.rid)) + (o === null ? 0 : 1 + varintSize(openLen) + openLen) + (up.cancel ? 2 : 0);
-  const buf = Buffer.allocUnsafe(size);
-  let p = 0;
+  const buf = Buffer.allocUnsafe(headroom + size);
+  let p = headroom;
   if (up.rid !== 0) {
     buf[p++] = 0x08;
     p = writeVarint(buf, p, up.rid);
@@ -142,24 +156,25 @@ export function encodeMuxUp(up: WireMuxUp): Buffer {
   if (o !== null) {
     buf[p++] = 0x12;
     p = writeVarint(buf, p, openLen);
-    const str = (tag: number, b: Buffer) => {
-      if (b.length === 0) return;
+    const str = (tag: number, i: number) => {
+      const n = lens[i]!;
+      if (n === 0) return;
       buf[p++] = tag;
-      p = writeVarint(buf, p, b.length);
-      p += b.copy(buf, p);
+      p = writeVarint(buf, p, n);
+      p += buf.write(strs[i]!, p, n, "utf8");
     };
     const num = (tag: number, v: number) => {
       if (v === 0) return;
       buf[p++] = tag;
       p = writeVarint(buf, p, v);
     };
-    str(0x0a, strs[0]!);
-    str(0x12, strs[1]!);
-    str(0x1a, strs[2]!);
+    str(0x0a, 0);
+    str(0x12, 1);
+    str(0x1a, 2);
     num(0x20, o.prompt_tokens);
     num(0x28, o.max_tokens);
     num(0x30, o.priority);
-    str(0x3a, strs[3]!);
+    str(0x3a, 3);
     if (o.batch === true) {
       buf[p++] = 0x40;
       buf[p++] = 1;

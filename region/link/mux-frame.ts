@@ -15,15 +15,9 @@ export const MUX_ALPN = "tidegate-mux/1";
 export const FRAME_MESSAGE = 0;
 export const FRAME_PING = 1;
 export const FRAME_PONG = 2;
-const HEADER = 5;
-
-/** The frame header for a payload of `length` bytes. */
-export function frameHeader(type: number, length: number): Buffer {
-  const h = Buffer.allocUnsafe(HEADER);
-  h[0] = type;
-  h.writeUInt32BE(length, 1);
-  return h;
-}
+/** Bytes of a frame's header (type, length). */
+export const FRAME_HEADER_BYTES = 5;
+const HEADER = FRAME_HEADER_BYTES;
 
 /** One whole frame (header and payload in one buffer: one write). */
 export function frame(type: number, payload: Buffer = EMPTY): Buffer {
@@ -34,6 +28,13 @@ export function frame(type: number, payload: Buffer = EMPTY): Buffer {
   return out;
 }
 const EMPTY = Buffer.alloc(0);
+
+/** Fills in the header of a message frame whose payload was encoded after FRAME_HEADER_BYTES of headroom. */
+export function messageFrame(buf: Buffer): Buffer {
+  buf[0] = FRAME_MESSAGE;
+  buf.writeUInt32BE(buf.length - FRAME_HEADER_BYTES, 1);
+  return buf;
+}
 
 /** A frame the reader refuses: over the size limit, or of an unknown type. */
 export class FrameError extends Error {
@@ -47,7 +48,7 @@ export class FrameError extends Error {
 
 /**
  * Splits a byte stream into frames. `push` hands every whole frame to `onFrame` in order (the payload is a view of
- * the chunk when the frame lies within one) and keeps the rest; it throws FrameError on a frame over `maxBytes` or
+ * the chunk when the frame lies within one, valid during the call) and keeps the rest; it throws FrameError on a frame over `maxBytes` or
  * of an unknown type, after which the connection is unusable.
  */
 export class FrameReader {
@@ -58,7 +59,11 @@ export class FrameReader {
     private readonly onFrame: (type: number, payload: Buffer) => void,
   ) {}
 
-  push(chunk: Buffer): void {
+  /**
+   * `transient`: `chunk` is a read buffer the socket reuses after this call (`net.connect`'s `onread`), so what is
+   * kept of it is copied.
+   */
+  push(chunk: Buffer, transient = false): void {
     let buf = chunk;
     if (this.rest !== undefined) {
       buf = Buffer.concat([this.rest, chunk]);
@@ -74,6 +79,6 @@ export class FrameReader {
       this.onFrame(type, buf.subarray(pos + HEADER, pos + HEADER + len));
       pos += HEADER + len;
     }
-    if (pos < buf.length) this.rest = buf.subarray(pos);
+    if (pos < buf.length) this.rest = transient && buf === chunk ? Buffer.from(buf.subarray(pos)) : buf.subarray(pos);
   }
 }

@@ -7,7 +7,7 @@ import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { gatewayService } from "../../test/helpers/gateway-service.js";
 import { MODEL, clock, collect, until, useGrpcFixture } from "../../test/helpers/grpc-fixture.js";
 import { encodeMuxUp } from "./mux-codec.js";
-import { FRAME_MESSAGE, MUX_MAGIC, frame, frameHeader } from "./mux-frame.js";
+import { FRAME_MESSAGE, MUX_MAGIC, frame } from "./mux-frame.js";
 import { serveMux } from "./mux-server.js";
 import { regionService } from "./region-proto.js";
 import { startRegionGrpcServer } from "./grpc-server.js";
@@ -87,7 +87,11 @@ describe("the framed dispatch connection", () => {
     const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
     const server = await startRegionGrpcServer(gatewayService(gw, clock), { boundary });
     cleanup(() => server.close());
-    const big = await exchange(server.port, [MUX_MAGIC, frameHeader(FRAME_MESSAGE, 5 * 1024 * 1024)]);
+    // A header announcing 5 MiB (over MAX_UP_BYTES), no payload.
+    const header = Buffer.alloc(5);
+    header[0] = FRAME_MESSAGE;
+    header.writeUInt32BE(5 * 1024 * 1024, 1);
+    const big = await exchange(server.port, [MUX_MAGIC, header]);
     expect(big.equals(MUX_MAGIC)).toBe(true); // answered the magic, then closed
     await exchange(server.port, [MUX_MAGIC, frame(FRAME_MESSAGE, Buffer.from([0x12, 0x7f, 0x01]))]);
     await exchange(server.port, [MUX_MAGIC, frame(7)]);

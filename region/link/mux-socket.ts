@@ -21,7 +21,7 @@ import type { Logger } from "../../core/log.js";
 import { tlsContextOptions, type TlsFiles } from "../../core/tls.js";
 import { decodeMuxDown, decodeMuxUp, encodeMuxDown, encodeMuxUp } from "./mux-codec.js";
 import type { MuxClientCall } from "./mux-client.js";
-import { FRAME_MESSAGE, FRAME_PING, FRAME_PONG, FrameError, FrameReader, MUX_ALPN, MUX_MAGIC, frame, frameHeader } from "./mux-frame.js";
+import { FRAME_HEADER_BYTES, FRAME_MESSAGE, FRAME_PING, FRAME_PONG, FrameError, FrameReader, MUX_ALPN, MUX_MAGIC, frame, messageFrame } from "./mux-frame.js";
 import { serveMux } from "./mux-server.js";
 import type { WireMuxEvent, WireMuxUp } from "./region-proto.js";
 import type { RegionService } from "./service.js";
@@ -86,7 +86,9 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     const { host, port } = splitAddress(opts.address);
     this.reader = new FrameReader(MAX_DOWN_BYTES, (type, payload) => this.onFrame(type, payload));
     if (opts.tls === undefined) {
-      this.socket = net.connect({ host, port, noDelay: true });
+      // Reads land in one buffer per process, handed over without a Buffer or a stream event per read (what the
+      // frame reader keeps past a read it copies; decoded strings are copies).
+      this.socket = net.connect({ host, port, noDelay: true, onread: { buffer: readBuffer(), callback: (n, buf) => this.onRead((buf as Buffer).subarray(0, n)) } });
       this.socket.once("connect", () => {
         this.connected = true;
         this.socket.write(MUX_MAGIC);
@@ -103,7 +105,7 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
         s.write(MUX_MAGIC);
       });
     }
-    this.socket.on("data", (chunk: Buffer) => this.onData(chunk));
+    if (opts.tls !== undefined) this.socket.on("data", (chunk: Buffer) => this.onData(chunk, false));
     this.socket.on("error", (err: Error) => {
       if (this.held !== undefined && this.isRefusal(err)) return this.refuse(err.message);
       this.fail(new Error(`dispatch connection to ${opts.address} failed: ${err.message}`, { cause: err }));
@@ -122,12 +124,12 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     if (this.ended) return;
     if (this.held !== undefined) {
       this.heldUps.push(up);
-      this.held.push(frameOf(encodeMuxUp(up)));
+      this.held.push(frameOf(up));
       return;
     }
     // The first frame of an event-loop turn goes out at once (one request alone waits for nothing); the rest of
     // the turn's opens and cancels go out together at its end (a burst of requests: two syscalls, not one each).
-    const f = frameOf(encodeMuxUp(up));
+    const f = frameOf(up);
     if (!this.turnWritten) {
       this.turnWritten = true;
       setImmediate(this.endTurn);
@@ -164,7 +166,13 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     else target.resume();
   }
 
-  private onData(chunk: Buffer): void {
+  /** A read into the shared buffer (plain TCP); false pauses the socket (`onread`'s contract), as `pause` asked. */
+  private onRead(chunk: Buffer): boolean {
+    this.onData(chunk, true);
+    return !this.paused;
+  }
+
+  private onData(chunk: Buffer, transient: boolean): void {
     if (this.ended) return;
     let buf = chunk;
     if (this.held !== undefined) {
@@ -185,7 +193,7 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     this.ackTimer?.cancel();
     this.ackTimer = undefined;
     try {
-      this.reader.push(buf);
+      this.reader.push(buf, transient);
     } catch (err) {
       this.fail(new Error(`dispatch connection to ${this.opts.address}: ${(err as Error).message}`, { cause: err }));
     }
@@ -264,8 +272,15 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
 /** OpenSSL's alert when the server supports none of the ALPN protocols offered (an older region's TLS port). */
 const NO_ALPN = /no.application.protocol/i;
 
-function frameOf(payload: Buffer): Buffer {
-  return frame(FRAME_MESSAGE, payload);
+/** The read buffer of every plain-TCP dispatch connection in this process (reads are handled synchronously). */
+let sharedReadBuffer: Buffer | undefined;
+function readBuffer(): Buffer {
+  return (sharedReadBuffer ??= Buffer.allocUnsafe(64 * 1024));
+}
+
+/** `up` as one message frame (header and message in one buffer). */
+function frameOf(up: WireMuxUp): Buffer {
+  return messageFrame(encodeMuxUp(up, FRAME_HEADER_BYTES));
 }
 
 /** How serveMuxSocket reports a connection it refuses (the port's boundary reporter). */
@@ -289,12 +304,8 @@ export function serveMuxSocket(service: RegionService, socket: net.Socket, rest:
   };
   call.write = (events) => {
     if (closed) return true;
-    const body = encodeMuxDown(events);
-    socket.cork();
-    socket.write(frameHeader(FRAME_MESSAGE, body.length));
-    const room = socket.write(body);
-    socket.uncork();
-    return room;
+    // Header and message in one buffer, one write.
+    return socket.write(messageFrame(encodeMuxDown(events, FRAME_HEADER_BYTES)));
   };
   call.end = () => {
     if (!closed) socket.end();

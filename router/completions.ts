@@ -215,7 +215,8 @@ function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormat
   res.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", "x-tidegate-region": s.region, [REGION_REASON_HEADER]: s.reason, "x-request-id": fmt.id });
   let head = fmt.roleChunk();
   let tokens = 0;
-  let lastNs = process.hrtime.bigint();
+  // performance.now(): a double, where hrtime.bigint() allocates a BigInt per token.
+  let lastMs = performance.now();
   // Bound once per stream: prom-client's observe hashes the labels on every call (core/metrics.ts histogramChild).
   const tbt = histogramChild(deps.metrics.tbtSeconds, { model: outcome.model, region: s.region });
   const out = new ChunkWriter(res);
@@ -249,11 +250,11 @@ function relayStream(deps: CompletionDeps, res: ServerResponse, fmt: ChunkFormat
       let chunk: string;
       if (event.type === "token") {
         if (tokens > 0) {
-          const nowNs = process.hrtime.bigint();
+          const nowMs = performance.now();
           // Time between tokens: the gap since the previous chunk, spread over the tokens this chunk carries.
-          tbt.observe(Number(nowNs - lastNs) / 1e9 / Math.max(1, event.tokens));
-          lastNs = nowNs;
-        } else lastNs = process.hrtime.bigint();
+          tbt.observe((nowMs - lastMs) / 1e3 / Math.max(1, event.tokens));
+          lastMs = nowMs;
+        } else lastMs = performance.now();
         tokens += event.tokens;
         chunk = head + fmt.textChunk(event.text);
       } else {

@@ -77,7 +77,8 @@ export interface QueueConfig {
   completionWindowMs: number;
   /**
    * Embedded backend: when the journal has a line it cannot read, keep the valid prefix and move the rest to
-   * `queue.journal.corrupt-N` instead of refusing to start (default false; `--recover-journal` sets it).
+   * `queue.journal.corrupt-N` instead of refusing to start (default false; `--recover-journal` sets it). A last line
+   * cut short by a crash needs neither: it is moved aside with a warning (router/queue/journal.ts).
    */
   recoverJournal: boolean;
 }

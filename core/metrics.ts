@@ -61,6 +61,8 @@ export function histogramChild<K extends string>(h: Histogram<K>, labels: Record
     return { observe: (v) => child.observe(v) };
   }
   const c = cell;
+  // The cells' bucket keys as strings, made once (a number key is converted to its string on every access).
+  const bucketKeys = bounds.map(String);
   return {
     observe(v: number) {
       if (!Number.isFinite(v)) return;
@@ -69,7 +71,7 @@ export function histogramChild<K extends string>(h: Histogram<K>, labels: Record
       // prom-client keeps per-bucket (not cumulative) counts; a value above every bound is only in count (+Inf).
       for (let i = 0; i < bounds.length; i++) {
         if (v <= bounds[i]!) {
-          c.bucketValues[bounds[i]!]! += 1;
+          (c.bucketValues as Record<string, number>)[bucketKeys[i]!]! += 1;
           return;
         }
       }

@@ -28,6 +28,9 @@ import { pipelineFromMetrics } from "./pipeline-metrics.js";
 import { parseWhole, readAll, upstreamError, upstreamErrorOf } from "./replies.js";
 import { SseSplitter, parseChunk, promValue } from "./sse.js";
 
+/** How long the engine must stay without a request of this adapter before the idle scrape (scrapeWhenIdle). */
+export const IDLE_SCRAPE_DELAY_MS = 25;
+
 export interface OpenAIHttpEngineOptions {
   instanceId: string;
   model: string;
@@ -121,6 +124,8 @@ export class OpenAIHttpEngine implements Engine {
   private inFlight = 0;
   /** Clock time of the last scrape `scrapeWhenIdle` started. */
   private lastIdleScrapeMs = Number.NEGATIVE_INFINITY;
+  /** Armed while the engine has just gone idle (scrapeWhenIdle). */
+  private idleScrapeTimer: Timer | undefined;
   private readonly metricsIntervalMs: number;
   private generated = 0;
   private closed = false;
@@ -445,16 +450,27 @@ export class OpenAIHttpEngine implements Engine {
   }
 
   /**
-   * The last request this adapter had in the engine ended: scrape now rather than at the next tick. Until then the
-   * stats still showed the engine as busy as at the last scrape (up to `metricsIntervalMs` old), and the region's
-   * reports with it: the batch dispatcher then granted little or nothing to an engine that had just emptied, and a
-   * fill whose requests all end together ran in bursts with the engine idle between them (bench:batch's fill arm,
-   * 64 running then 0 for 0.5–2 s at a time, in two of four runs). A scrape under way may predate the end, so
-   * another follows it. Not with scraping off (`metricsIntervalMs` 0), and at most once per half interval, so one
-   * stream at a time (idle after every request) adds at most two scrapes per interval.
+   * The last request this adapter had in the engine ended: once the engine has stayed without one for
+   * IDLE_SCRAPE_DELAY_MS, scrape rather than wait for the next tick. Until then the stats still showed the engine as
+   * busy as at the last scrape (up to `metricsIntervalMs` old), and the region's reports with it: the batch
+   * dispatcher then granted little or nothing to an engine that had just emptied, and a fill whose requests all end
+   * together ran in bursts with the engine idle between them (bench:batch's fill arm, 64 running then 0 for 0.5–2 s
+   * at a time, in two of four runs). Not at the very end: a client that sends its next request as the last one ends
+   * (one stream at a time) had it arrive while the engine was building the /metrics page (engine-sim: 18 KB, with
+   * /proc reads), and its first token waited for that (bench:router's single stream, traced with strace). A request
+   * that starts within the delay cancels the scrape (its own end asks again). A scrape under way may predate the end,
+   * so another follows it. Not with scraping off (`metricsIntervalMs` 0), and at most once per half interval.
    */
   private scrapeWhenIdle(): void {
-    if (this.metricsTimer === undefined || this.closed) return;
+    if (this.metricsTimer === undefined || this.closed || this.idleScrapeTimer !== undefined) return;
+    this.idleScrapeTimer = this.opts.clock.after(IDLE_SCRAPE_DELAY_MS, () => {
+      this.idleScrapeTimer = undefined;
+      if (this.inFlight === 0) this.scrapeNowIdle();
+    });
+  }
+
+  private scrapeNowIdle(): void {
+    if (this.closed) return;
     const now = this.opts.clock.now();
     if (now - this.lastIdleScrapeMs < this.metricsIntervalMs / 2) return;
     this.lastIdleScrapeMs = now;
@@ -495,6 +511,7 @@ export class OpenAIHttpEngine implements Engine {
     if (this.closed) return;
     this.closed = true;
     this.metricsTimer?.cancel();
+    this.idleScrapeTimer?.cancel();
     this.kvEvents.close();
     this.agent.destroy();
     this.h1?.close();

@@ -51,12 +51,12 @@ export interface JournalReplay {
   torn?: { line: number; bytes: number; movedTo: string };
 }
 
-/** Writes `text` to `path` durably (temporary file, fsync, rename). */
-function writeDurably(path: string, text: string): void {
+/** Writes `bytes` to `path` durably (temporary file, fsync, rename). */
+function writeDurably(path: string, bytes: Uint8Array): void {
   const tmp = `${path}.tmp`;
   const fd = openSync(tmp, "w");
   try {
-    writeSync(fd, text);
+    for (let at = 0; at < bytes.length; ) at += writeSync(fd, bytes, at);
     fsyncSync(fd);
   } finally {
     closeSync(fd);
@@ -71,10 +71,12 @@ function writeDurably(path: string, text: string): void {
  */
 export function replayJournal(path: string, applyLine: (op: unknown) => void, opts: { recover: boolean; reset: () => void }): JournalReplay {
   if (!existsSync(path)) return { applied: 0 };
-  const text = readFileSync(path, "utf8");
-  const lines = text.split("\n");
-  // After a final newline split() leaves one empty string; anything else there is a line cut short.
-  const tornLine = lines.pop()!;
+  // Bytes, so that what is moved aside or kept is exactly what was on disk (a cut may fall inside a character).
+  const raw = readFileSync(path);
+  /** Bytes of the complete lines; what follows the last newline is a line cut short. */
+  const whole = raw.lastIndexOf(0x0a) + 1;
+  const torn = raw.subarray(whole);
+  const lines = whole === 0 ? [] : raw.toString("utf8", 0, whole - 1).split("\n");
   let bad: { index: number; reason: string } | undefined;
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!;
@@ -93,20 +95,23 @@ export function replayJournal(path: string, applyLine: (op: unknown) => void, op
     }
   }
   if (bad === undefined) {
-    if (tornLine === "") return { applied: lines.length };
+    if (torn.length === 0) return { applied: lines.length };
     // Every complete line applied; the fragment after them is a write that never returned (see the header).
     const movedTo = freeCorruptPath(path);
-    writeDurably(movedTo, tornLine);
-    writeDurably(path, lines.length === 0 ? "" : lines.join("\n") + "\n");
-    return { applied: lines.length, torn: { line: lines.length + 1, bytes: Buffer.byteLength(tornLine), movedTo } };
+    writeDurably(movedTo, torn);
+    writeDurably(path, raw.subarray(0, whole));
+    return { applied: lines.length, torn: { line: lines.length + 1, bytes: torn.length, movedTo } };
   }
-  const restLines = lines.length - bad.index + (tornLine === "" ? 0 : 1);
+  const restLines = lines.length - bad.index + (torn.length === 0 ? 0 : 1);
   if (!opts.recover) throw new JournalCorruptError(path, bad.index + 1, bad.reason, restLines);
 
   const movedTo = freeCorruptPath(path);
   const keep = lines.slice(0, bad.index);
-  writeDurably(movedTo, lines.slice(bad.index).join("\n") + "\n" + tornLine);
-  writeDurably(path, keep.length === 0 ? "" : keep.join("\n") + "\n");
+  // The bad line starts after the bad.index-th newline.
+  let at = 0;
+  for (let k = 0; k < bad.index; k++) at = raw.indexOf(0x0a, at) + 1;
+  writeDurably(movedTo, raw.subarray(at));
+  writeDurably(path, raw.subarray(0, at));
   opts.reset();
   for (const line of keep) applyLine(JSON.parse(line));
   return { applied: keep.length, recovered: { fromLine: bad.index + 1, movedLines: restLines, movedTo, reason: bad.reason } };

@@ -200,6 +200,24 @@ describe("embedded journal", () => {
     }
   });
 
+  it("a cut inside a character moves the fragment's bytes as they were", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
+    try {
+      await fiveOps(dir);
+      const path = join(dir, "queue.journal");
+      const whole = readFileSync(path);
+      const full = Buffer.from('["complete","b:000001",{"ok":true,"line":"é', "utf8");
+      const cut = full.subarray(0, full.length - 1); // the first byte of "é" only
+      appendFileSync(path, cut);
+      const r = new EmbeddedQueueStore(dir);
+      expect(r.replay.torn).toMatchObject({ line: 6, bytes: cut.length });
+      expect(readFileSync(`${path}.corrupt-1`).equals(cut)).toBe(true);
+      expect(readFileSync(path).equals(whole)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a bad line before a cut-short last one still stops the open; recovery moves both, byte for byte", async () => {
     const dir = mkdtempSync(join(tmpdir(), "tidegate-q-"));
     try {

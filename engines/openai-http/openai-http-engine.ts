@@ -126,6 +126,8 @@ export class OpenAIHttpEngine implements Engine {
   private lastIdleScrapeMs = Number.NEGATIVE_INFINITY;
   /** Armed while the engine has just gone idle (scrapeWhenIdle). */
   private idleScrapeTimer: Timer | undefined;
+  /** Clock time the adapter's last request in the engine ended. */
+  private idleSinceMs = 0;
   private readonly metricsIntervalMs: number;
   private generated = 0;
   private closed = false;
@@ -462,10 +464,19 @@ export class OpenAIHttpEngine implements Engine {
    * so another follows it. Not with scraping off (`metricsIntervalMs` 0), and at most once per half interval.
    */
   private scrapeWhenIdle(): void {
-    if (this.metricsTimer === undefined || this.closed || this.idleScrapeTimer !== undefined) return;
-    this.idleScrapeTimer = this.opts.clock.after(IDLE_SCRAPE_DELAY_MS, () => {
+    if (this.metricsTimer === undefined || this.closed) return;
+    this.idleSinceMs = this.opts.clock.now();
+    if (this.idleScrapeTimer === undefined) this.armIdleScrape(IDLE_SCRAPE_DELAY_MS);
+  }
+
+  /** One timer for the idle scrape: when it fires early for the latest idle moment, it waits out the rest. */
+  private armIdleScrape(ms: number): void {
+    this.idleScrapeTimer = this.opts.clock.after(ms, () => {
       this.idleScrapeTimer = undefined;
-      if (this.inFlight === 0) this.scrapeNowIdle();
+      if (this.inFlight > 0) return;
+      const left = this.idleSinceMs + IDLE_SCRAPE_DELAY_MS - this.opts.clock.now();
+      if (left > 0) this.armIdleScrape(left);
+      else this.scrapeNowIdle();
     });
   }
 

@@ -6,7 +6,7 @@
  * streamed request and one stream's first token later by that much (router/README.md "The dispatch connection").
  * Everything else the adapter sends (/metrics, control, https) stays on node:http.
  *
- * Reads land in one buffer per process (`net.connect`'s `onread`: no Buffer, stream event or 'data' listener per
+ * Reads land in the process's read buffer (core/read-buffer.ts: no Buffer, stream event or 'data' listener per
  * read) and go to whoever holds the connection: the exchange under way, or the idle check. What the parser keeps past
  * a read (a response head split over reads, an error body) it copies; body bytes go to the handler as views valid
  * during the call.
@@ -16,6 +16,7 @@
  * response did not end cleanly, or that said `connection: close`, is not reused.
  */
 import * as net from "node:net";
+import { onreadInto } from "../../core/read-buffer.js";
 
 /** An idle connection is closed after this long. */
 export const IDLE_MS = 4_000;
@@ -52,9 +53,6 @@ interface Idle {
   drop: () => void;
 }
 
-/** The read buffer of every pooled connection in this process (each read is handled before the next lands). */
-let sharedReadBuffer: Buffer | undefined;
-
 /** A pool of keep-alive connections to one host:port. */
 export class H1Pool {
   private readonly idle: Idle[] = [];
@@ -80,12 +78,8 @@ export class H1Pool {
   }
 
   private connect(): Conn {
-    const buffer = (sharedReadBuffer ??= Buffer.allocUnsafe(64 * 1024));
-    const conn: Conn = {
-      socket: undefined as unknown as net.Socket,
-      onBytes: () => true,
-    };
-    conn.socket = net.connect({ host: this.host, port: this.port, noDelay: true, onread: { buffer, callback: (n, buf) => conn.onBytes((buf as Buffer).subarray(0, n)) } });
+    const conn = { onBytes: () => true } as unknown as Conn;
+    conn.socket = net.connect({ host: this.host, port: this.port, noDelay: true, onread: onreadInto((bytes) => conn.onBytes(bytes)) });
     return conn;
   }
 

@@ -274,7 +274,6 @@ export class GrpcRegionLink implements RegionLink {
               this.framedRefused = { why, atMs: this.clock.now() };
               this.log.warn("region does not take the framed dispatch connection; using the gRPC DispatchMux call", { region: this.region, why });
             },
-            log: this.log,
           })
         : grpcCall();
     this.mux = new MuxStream(call, this.clock, this.opts.stallLimitMs, `region ${this.region}`);

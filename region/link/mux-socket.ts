@@ -18,6 +18,7 @@ import * as tls from "node:tls";
 import type { Clock, Timer } from "../../core/clock.js";
 import { TidegateError } from "../../core/errors.js";
 import type { Logger } from "../../core/log.js";
+import { onreadInto } from "../../core/read-buffer.js";
 import { tlsContextOptions, type TlsFiles } from "../../core/tls.js";
 import { decodeMuxDown, decodeMuxUp, encodeMuxDown, encodeMuxUp } from "./mux-codec.js";
 import type { MuxClientCall } from "./mux-client.js";
@@ -52,7 +53,6 @@ export interface NegotiatedMuxCallOptions {
   fallback: () => MuxClientCall;
   /** Called once the region refused the framed protocol (the link then opens the gRPC call directly). */
   onRefused: (why: string) => void;
-  log: Logger;
 }
 
 /**
@@ -86,9 +86,9 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     const { host, port } = splitAddress(opts.address);
     this.reader = new FrameReader(MAX_DOWN_BYTES, (type, payload) => this.onFrame(type, payload));
     if (opts.tls === undefined) {
-      // Reads land in one buffer per process, handed over without a Buffer or a stream event per read (what the
-      // frame reader keeps past a read it copies; decoded strings are copies).
-      this.socket = net.connect({ host, port, noDelay: true, onread: { buffer: readBuffer(), callback: (n, buf) => this.onRead((buf as Buffer).subarray(0, n)) } });
+      // Reads land in the process's read buffer (core/read-buffer.ts): the frame reader copies what it keeps past a
+      // read, decoded strings are copies.
+      this.socket = net.connect({ host, port, noDelay: true, onread: onreadInto((bytes) => this.onRead(bytes)) });
       this.socket.once("connect", () => {
         this.connected = true;
         this.socket.write(MUX_MAGIC);
@@ -271,12 +271,6 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
 
 /** OpenSSL's alert when the server supports none of the ALPN protocols offered (an older region's TLS port). */
 const NO_ALPN = /no.application.protocol/i;
-
-/** The read buffer of every plain-TCP dispatch connection in this process (reads are handled synchronously). */
-let sharedReadBuffer: Buffer | undefined;
-function readBuffer(): Buffer {
-  return (sharedReadBuffer ??= Buffer.allocUnsafe(64 * 1024));
-}
 
 /** `up` as one message frame (header and message in one buffer). */
 function frameOf(up: WireMuxUp): Buffer {

@@ -95,6 +95,8 @@ export class GrpcRegionLink implements RegionLink {
   private backoffMs: number;
   private closed = false;
   private mux: MuxStream | undefined;
+  /** The call under `mux`. */
+  private muxCall: MuxClientCall | undefined;
   /** Telemetry streams opened so far (1 + reconnects), for tests and metrics. */
   telemetryConnects = 0;
   /** DispatchMux streams opened so far (1 + reopens after failures), for tests and metrics. */
@@ -104,6 +106,16 @@ export class GrpcRegionLink implements RegionLink {
    * the streams opened in the FRAMED_RETRY_MS after it (a region upgraded since takes the framed connection again).
    */
   framedRefused: { why: string; atMs: number } | undefined;
+
+  /**
+   * What carries the dispatch stream now (for tests and metrics): `framed` (the framed connection, offered and not
+   * refused), `grpc` (the DispatchMux call, or a framed offer the region refused), or undefined while no stream is
+   * open (none yet, or the last one failed).
+   */
+  get dispatchTransport(): "framed" | "grpc" | undefined {
+    if (this.mux?.alive !== true) return undefined;
+    return this.muxCall instanceof NegotiatedMuxCall && !this.muxCall.fellBack ? "framed" : "grpc";
+  }
   private readonly address: string;
   private readonly tls: TlsFiles | undefined;
 
@@ -276,6 +288,7 @@ export class GrpcRegionLink implements RegionLink {
             },
           })
         : grpcCall();
+    this.muxCall = call;
     this.mux = new MuxStream(call, this.clock, this.opts.stallLimitMs, `region ${this.region}`);
     return this.mux;
   }

@@ -2,6 +2,7 @@ import * as net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { describe, expect, it } from "vitest";
 import { BoundaryReporter } from "../../core/boundary.js";
+import { WallClock } from "../../core/clock.js";
 import { silentLogger } from "../../core/log.js";
 import { FakeEngine } from "../../test/helpers/fake-engine.js";
 import { gatewayService } from "../../test/helpers/gateway-service.js";
@@ -10,7 +11,8 @@ import { encodeMuxUp } from "./mux-codec.js";
 import { FRAME_MESSAGE, MUX_MAGIC, frame } from "./mux-frame.js";
 import { serveMux } from "./mux-server.js";
 import { regionService } from "./region-proto.js";
-import { startRegionGrpcServer } from "./grpc-server.js";
+import { startRegionGrpcServer, type RegionGrpcServer } from "./grpc-server.js";
+import { FRAMED_RETRY_MS } from "./grpc-client.js";
 
 const { cleanup, request, region, serve, link } = useGrpcFixture("ms");
 
@@ -57,6 +59,51 @@ describe("the framed dispatch connection", () => {
     expect(l.framedRefused).toBeDefined();
     // Later requests go straight to the gRPC call.
     expect((await collect(l.dispatch(request({ maxTokens: 5 })))).at(-1)).toMatchObject({ type: "done" });
+  });
+
+  it("after a refusal, keeps to the gRPC call for FRAMED_RETRY_MS, then offers the framed connection again (a region upgraded since takes it)", async () => {
+    const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
+    const old = new grpc.Server();
+    old.addService(regionService().service, {
+      DispatchMux: ((call: grpc.ServerDuplexStream<never, never>) => serveMux(gatewayService(gw, clock), call as never, silentLogger)) as grpc.UntypedHandleCall,
+    });
+    const port = await new Promise<number>((res, rej) => old.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+    const address = `127.0.0.1:${port}`;
+    // The link's time, moved on by hand past the retry window (its timers stay on the wall clock).
+    const linkClock = new (class extends WallClock {
+      shiftMs = 0;
+      override now(): number {
+        return super.now() + this.shiftMs;
+      }
+    })();
+    const l = link(address, { clock: linkClock });
+    expect((await collect(l.dispatch(request({ maxTokens: 3 })))).at(-1)).toMatchObject({ type: "done" });
+    expect(l.framedRefused).toBeDefined();
+    expect(l.dispatchTransport).toBe("grpc");
+    let current: RegionGrpcServer | undefined;
+    /** Starts the region on the same address once the link's stream has ended, and serves a request through the link. */
+    const restartAndServe = async () => {
+      await until(() => l.dispatchTransport === undefined);
+      current = await serve(gw, address);
+      // A request may still meet the connection going down; a later one is served.
+      for (let i = 0; ; i++) {
+        const evs = await collect(l.dispatch(request({ maxTokens: 3 }))).catch((err: unknown) => (i < 20 ? undefined : Promise.reject(err)));
+        if (evs?.at(-1)?.type === "done") return;
+        await clock.sleep(50);
+      }
+    };
+    // The region is upgraded within the window: it serves the gRPC call, and the link does not offer the framed
+    // connection to it yet.
+    old.forceShutdown();
+    await restartAndServe();
+    expect(l.dispatchTransport).toBe("grpc");
+    const connects = l.muxConnects;
+    // Past the window, the next stream offers it, and the upgraded region takes it.
+    linkClock.shiftMs = FRAMED_RETRY_MS;
+    await current!.close();
+    await restartAndServe();
+    expect(l.dispatchTransport).toBe("framed");
+    expect(l.muxConnects).toBeGreaterThan(connects);
   });
 
   it("a region that cannot be reached fails the requests without giving up the framed connection; once up, it takes it", async () => {

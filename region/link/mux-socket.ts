@@ -240,6 +240,11 @@ export class NegotiatedMuxCall extends EventEmitter implements MuxClientCall {
     return err !== undefined && NO_ALPN.test(err.message);
   }
 
+  /** The region refused the framed connection and the gRPC call carries this stream (`refuse`). */
+  get fellBack(): boolean {
+    return this.fallbackCall !== undefined;
+  }
+
   /** The region does not speak the framed protocol: the gRPC call takes over, with what was held. */
   private refuse(why: string): void {
     if (this.held === undefined || this.ended) return;

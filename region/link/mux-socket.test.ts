@@ -2,6 +2,7 @@ import * as net from "node:net";
 import * as grpc from "@grpc/grpc-js";
 import { describe, expect, it } from "vitest";
 import { BoundaryReporter } from "../../core/boundary.js";
+import type { Gateway } from "../gateway/gateway.js";
 import { WallClock } from "../../core/clock.js";
 import { silentLogger } from "../../core/log.js";
 import { FakeEngine } from "../../test/helpers/fake-engine.js";
@@ -29,6 +30,19 @@ function exchange(port: number, bytes: Buffer[]): Promise<Buffer> {
   });
 }
 
+/**
+ * A region of an earlier version serving `gw`: grpc-js bound on its own (DispatchMux only), so the framed
+ * connection's magic reaches HTTP/2 and the session closes.
+ */
+async function earlierRegion(gw: Gateway): Promise<{ server: grpc.Server; address: string }> {
+  const server = new grpc.Server();
+  server.addService(regionService().service, {
+    DispatchMux: ((call: grpc.ServerDuplexStream<never, never>) => serveMux(gatewayService(gw, clock), call as never, silentLogger)) as grpc.UntypedHandleCall,
+  });
+  const port = await new Promise<number>((res, rej) => server.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
+  return { server, address: `127.0.0.1:${port}` };
+}
+
 describe("the framed dispatch connection", () => {
   it("carries the link's requests on the gRPC port, beside gRPC itself (telemetry), on one connection", async () => {
     const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
@@ -45,15 +59,10 @@ describe("the framed dispatch connection", () => {
   });
 
   it("falls back to the gRPC DispatchMux call with a region that does not take it, the held requests included", async () => {
-    // A region of an earlier version: grpc-js bound on its own, so the magic reaches HTTP/2 and the session closes.
     const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
-    const old = new grpc.Server();
-    old.addService(regionService().service, {
-      DispatchMux: ((call: grpc.ServerDuplexStream<never, never>) => serveMux(gatewayService(gw, clock), call as never, silentLogger)) as grpc.UntypedHandleCall,
-    });
-    const port = await new Promise<number>((res, rej) => old.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
-    cleanup(() => old.forceShutdown());
-    const l = link(`127.0.0.1:${port}`);
+    const old = await earlierRegion(gw);
+    cleanup(() => old.server.forceShutdown());
+    const l = link(old.address);
     const runs = await Promise.all(Array.from({ length: 4 }, () => collect(l.dispatch(request({ maxTokens: 10 })))));
     for (const evs of runs) expect(evs.at(-1)).toMatchObject({ type: "done" });
     expect(l.framedRefused).toBeDefined();
@@ -63,12 +72,8 @@ describe("the framed dispatch connection", () => {
 
   it("after a refusal, keeps to the gRPC call for FRAMED_RETRY_MS, then offers the framed connection again (a region upgraded since takes it)", async () => {
     const gw = region([new FakeEngine({ instanceId: "a", model: MODEL, clock, tokenDelayMs: 1 })]);
-    const old = new grpc.Server();
-    old.addService(regionService().service, {
-      DispatchMux: ((call: grpc.ServerDuplexStream<never, never>) => serveMux(gatewayService(gw, clock), call as never, silentLogger)) as grpc.UntypedHandleCall,
-    });
-    const port = await new Promise<number>((res, rej) => old.bindAsync("127.0.0.1:0", grpc.ServerCredentials.createInsecure(), (e, p) => (e ? rej(e) : res(p))));
-    const address = `127.0.0.1:${port}`;
+    const old = await earlierRegion(gw);
+    const address = old.address;
     // The link's time, moved on by hand past the retry window (its timers stay on the wall clock).
     const linkClock = new (class extends WallClock {
       shiftMs = 0;
@@ -94,7 +99,7 @@ describe("the framed dispatch connection", () => {
     };
     // The region is upgraded within the window: it serves the gRPC call, and the link does not offer the framed
     // connection to it yet.
-    old.forceShutdown();
+    old.server.forceShutdown();
     await restartAndServe();
     expect(l.dispatchTransport).toBe("grpc");
     const connects = l.muxConnects;

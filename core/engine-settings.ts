@@ -15,7 +15,7 @@
  * Adding a setting: a field in `EngineSettings`, its entry in `ENGINE_SETTINGS_SCHEMA` (the type makes it required),
  * and the engine code that uses it. nodes/agent/engine-supervisor.test.ts sends every field's `example` to an
  * engine-sim that a `tidegate agent` process started over gRPC and reads them back from its /health, so a field that
- * any step drops fails it.
+ * any step drops fails it; it also plants a field in a copy of the build's schema alone and reads it back the same way.
  */
 import { TidegateError, type ErrorCode } from "./errors.js";
 import { ObjectReader, ValidationError, checkNumber } from "./validate.js";

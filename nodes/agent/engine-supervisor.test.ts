@@ -1,11 +1,12 @@
 // Engines on a node agent and the node's announcement: real `tidegate agent` processes from dist/, a registry
 // server started here, engine processes checked in the process table (/proc).
 import { spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
 import * as grpc from "@grpc/grpc-js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { ENGINE_SETTINGS_SCHEMA, ENGINE_SETTING_KEYS } from "../../core/engine-settings.js";
+import { ENGINE_SETTINGS_SCHEMA, ENGINE_SETTING_KEYS, type EngineSettings } from "../../core/engine-settings.js";
 import { isTidegateError } from "../../core/errors.js";
 import { repoRoot } from "../../core/paths.js";
 import { spawnAgent, stopAgents, type RunningAgent } from "../../test/netns/agents.js";
@@ -261,6 +262,45 @@ describe("engines on the agent", () => {
       expect(health.settings).toEqual(settings);
     } finally {
       await agent.client.stopEngine("i-schema", 2000);
+    }
+  });
+
+  it("carries a setting planted in the schema alone (a copy of the build, one entry added to core/engine-settings.js) to the engine-sim it starts", async () => {
+    // The fixture: a setting no code knows, added in one place. Reaching engine-sim's /health through the agent's
+    // gRPC StartEngine, its checks, the supervisor's --settings and engine-sim's parsing needs that file and no other;
+    // an engine that acts on it adds the code that does (engines/sim/, the second file `role` needed).
+    const root = mkdtempSync(join(tmpdir(), "tidegate-planted-setting-"));
+    try {
+      const repo = repoRoot();
+      cpSync(join(repo, "dist"), join(root, "dist"), { recursive: true });
+      cpSync(join(repo, "package.json"), join(root, "package.json"));
+      // What the build reads from beside dist/ at run time: the protocol files and the data plane's addon.
+      for (const file of ["nodes/proto/agent.proto", "region/proto/region.proto", "native/build/Release/tidegate_dataplane.node"]) {
+        mkdirSync(dirname(join(root, file)), { recursive: true });
+        cpSync(join(repo, file), join(root, file));
+      }
+      symlinkSync(join(repo, "node_modules"), join(root, "node_modules"));
+      const schemaFile = join(root, "dist", "core", "engine-settings.js");
+      const anchor = "export const ENGINE_SETTINGS_SCHEMA = {";
+      const src = readFileSync(schemaFile, "utf8");
+      expect(src).toContain(anchor);
+      writeFileSync(schemaFile, src.replace(anchor, `${anchor}\n    plantedKnob: { kind: "integer", min: 0, max: 100, flag: "planted-knob", help: "planted by a test", example: 42, config: true },`));
+      const settings = { plantedKnob: 42 } as unknown as EngineSettings;
+      const planted = await spawnAgent({ nodeId: "e-planted", host: "127.0.0.1", cli: join(root, "dist", "bin", "tidegate.js"), extraArgs: ["--gpu-type", GPU, "--gpu-slots", "2"] });
+      try {
+        await planted.client.load({ ...STORE, fill: "pattern", seed: 5 });
+        const e = await planted.client.startEngine({ instanceId: "i-planted", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1, settings });
+        const health = (await (await fetch(`${e.url}/health`)).json()) as { settings?: unknown };
+        expect(health.settings).toEqual({ plantedKnob: 42 });
+        await planted.client.stopEngine("i-planted", 2000);
+      } finally {
+        await stopAgents([planted]);
+      }
+      // The build without the entry refuses the setting: the schema is what carried it.
+      const refused = await errorOf(agent.client.startEngine({ instanceId: "i-unplanted", model: MODEL, gpu: GPU, gpus: 2, timeScale: 0.1, settings }));
+      expect(refused.message).toMatch(/plantedKnob/);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
     }
   });
 

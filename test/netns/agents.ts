@@ -37,12 +37,14 @@ export interface AgentSpawn {
   transport?: "tcp" | "verbs" | "auto";
   /** Extra environment (e.g. TIDEGATE_VERBS_FAULT for a misbehaving node in the verbs suite). */
   env?: Record<string, string>;
+  /** The compiled CLI to run (default: dist/bin/tidegate.js under the repository root; a copy of the build, say). */
+  cli?: string;
 }
 
 /** Spawns an agent and waits for its ready line; kills it if it is not ready in time. */
 export async function spawnAgent(s: AgentSpawn): Promise<RunningAgent> {
   const readyMs = s.readyMs ?? 60_000;
-  const cli = join(repoRoot(), "dist", "bin", "tidegate.js");
+  const cli = s.cli ?? join(repoRoot(), "dist", "bin", "tidegate.js");
   // TIDEGATE_NODE_FLAGS_AGENT: node flags for every agent (e.g. --cpu-prof --cpu-prof-dir=DIR to profile them).
   const flags = (process.env.TIDEGATE_NODE_FLAGS_AGENT ?? "").split(" ").filter((f) => f.length > 0);
   const args = [...flags, cli, "agent", "--node-id", s.nodeId, "--data-host", s.host, "--grpc-host", s.host, "--transport", s.transport ?? "tcp", "--log-level", "warn", ...(s.extraArgs ?? [])];

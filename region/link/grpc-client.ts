@@ -97,9 +97,9 @@ export class GrpcRegionLink implements RegionLink {
   private mux: MuxStream | undefined;
   /** The call under `mux`. */
   private muxCall: MuxClientCall | undefined;
-  /** Telemetry streams opened so far (1 + reconnects), for tests and metrics. */
+  /** Telemetry streams opened so far (1 + reconnects); the tests read it. */
   telemetryConnects = 0;
-  /** DispatchMux streams opened so far (1 + reopens after failures), for tests and metrics. */
+  /** Dispatch streams opened so far (1 + reopens after failures), framed or gRPC; the tests read it. */
   muxConnects = 0;
   /**
    * Why and when the region last refused the framed dispatch connection (mux-socket.ts): the gRPC call is used for
@@ -108,7 +108,7 @@ export class GrpcRegionLink implements RegionLink {
   framedRefused: { why: string; atMs: number } | undefined;
 
   /**
-   * What carries the dispatch stream now (for tests and metrics): `framed` (the framed connection, offered and not
+   * What carries the dispatch stream now (the tests read it): `framed` (the framed connection, offered and not
    * refused), `grpc` (the DispatchMux call, or a framed offer the region refused), or undefined while no stream is
    * open (none yet, or the last one failed).
    */

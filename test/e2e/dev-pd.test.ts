@@ -72,8 +72,12 @@ async function watchFor(role: "prefill" | "decode", sinceMs: number, boundMs: nu
 
 describe("tidegate dev with a prefill pool and a decode pool", () => {
   it("long prompts grow the prefill pool and not the decode pool; long outputs grow the decode pool and not the prefill pool", async () => {
-    const start = await listing();
-    expect(start.instances.filter((i) => i.state === "serving").map((i) => i.role).sort()).toEqual(["decode", "prefill"]);
+    // dev serves once its router does; each pool's first instance comes up on its own in-process agent, the decode
+    // one sometimes later on a loaded machine: wait for both (bounded), then read where they started.
+    const servingRoles = (l: RegionInstances) => l.instances.filter((i) => i.state === "serving").map((i) => i.role).sort();
+    let start = await listing();
+    for (const deadline = Date.now() + 30_000; servingRoles(start).length < 2 && Date.now() < deadline; start = await listing()) await new Promise((r) => setTimeout(r, 200));
+    expect(servingRoles(start)).toEqual(["decode", "prefill"]);
     const pools = start.actions.map((a) => a.role).sort();
     expect(pools).toEqual(["decode", "prefill"]);
     const t0 = Math.max(...start.actions.map((a) => a.atMs));

@@ -460,7 +460,7 @@ export class OpenAIHttpEngine implements Engine {
    * at a time, in two of four runs). Not at the very end: a client that sends its next request as the last one ends
    * (one stream at a time) had it arrive while the engine was building the /metrics page (engine-sim: 18 KB, with
    * /proc reads), and its first token waited for that (bench:router's single stream, traced with strace). A request
-   * that starts within the delay cancels the scrape (its own end asks again). A scrape under way may predate the end,
+   * under way when the delay is over stops the scrape (its own end asks again). A scrape under way may predate the end,
    * so another follows it. Not with scraping off (`metricsIntervalMs` 0), and at most once per half interval.
    */
   private scrapeWhenIdle(): void {

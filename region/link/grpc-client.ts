@@ -106,6 +106,8 @@ export class GrpcRegionLink implements RegionLink {
    * the streams opened in the FRAMED_RETRY_MS after it (a region upgraded since takes the framed connection again).
    */
   framedRefused: { why: string; atMs: number } | undefined;
+  private readonly address: string;
+  private readonly tls: TlsFiles | undefined;
 
   /**
    * What carries the dispatch stream now (the tests read it): `framed` (the framed connection, offered and not
@@ -116,8 +118,6 @@ export class GrpcRegionLink implements RegionLink {
     if (this.mux?.alive !== true) return undefined;
     return this.muxCall instanceof NegotiatedMuxCall && !this.muxCall.fellBack ? "framed" : "grpc";
   }
-  private readonly address: string;
-  private readonly tls: TlsFiles | undefined;
 
   constructor(options: GrpcRegionLinkOptions) {
     this.region = options.region;
